@@ -1,0 +1,1 @@
+"""Transports: TCP with record marking, and RPC-over-RDMA version 1."""

@@ -1,0 +1,93 @@
+"""The interface every transport implements (TCP with record marking, RPC-over-RDMA v1).
+
+A transport carries whole RPC messages over one connection. It knows nothing of XIDs beyond what
+its framing needs (RPC-over-RDMA repeats the XID in its header), and nothing of NFS: it is told
+how a call's bulk payloads lie (``Packer.bulk_segments``) and what the reply may hold
+(:class:`ReplyHints`), which is all RPC-over-RDMA needs to choose chunks (RFC 8166, RFC 8267).
+
+Faults are typed (:class:`TransportError` and subclasses) so that the session layer can decide:
+retry on another path, reconnect, or fail the call.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from ..xdr import Packer, Unpacker
+
+
+class TransportError(ConnectionError):
+    """A fault of the connection; the session layer may retry the call elsewhere."""
+
+    def __init__(self, message: str, peer: str | None = None) -> None:
+        super().__init__(f"{peer}: {message}" if peer else message)
+        self.peer = peer
+
+
+class ConnectRefused(TransportError):
+    """Nothing listens at the address (or the connection was refused)."""
+
+
+class ConnectTimeout(TransportError):
+    """The address did not answer the connection attempt in time."""
+
+
+class ConnectionLost(TransportError):
+    """The connection was reset or closed by the peer (possibly in the middle of a record)."""
+
+
+class ProtocolViolation(TransportError):
+    """The peer sent something that is not valid framing; the connection is unusable."""
+
+
+@dataclass(slots=True)
+class ReplyHints:
+    """What a call's reply may contain, for transports that place data directly (RDMA).
+
+    ``ddp_sizes``: for each DDP-eligible item of the reply, in order (each READ's data, READLINK's
+    link), the largest size it can have. ``max_reply``: an upper bound on the whole reply's size
+    (without the DDP items) when it may be large (READDIR, a big GETATTR); 0 when small.
+    """
+
+    ddp_sizes: list[int] = field(default_factory=list)
+    max_reply: int = 0
+
+
+NO_HINTS = ReplyHints()
+
+
+class Transport(abc.ABC):
+    """One connection carrying RPC messages in both directions (fore and back channel)."""
+
+    kind: ClassVar[str]  # "tcp" or "rdma"; as in netids
+    peer: str  # "address:port"
+
+    @abc.abstractmethod
+    async def send_call(self, xid: int, msg: Packer, hints: ReplyHints = NO_HINTS) -> None:
+        """Send an RPC call message (whose first word is ``xid``)."""
+
+    @abc.abstractmethod
+    async def send_reply(self, xid: int, msg: Packer) -> None:
+        """Send an RPC reply message (backchannel: our reply to the server's callback)."""
+
+    @abc.abstractmethod
+    async def receive(self) -> Unpacker:
+        """The next RPC message received (call or reply), positioned at its XID.
+
+        For an RDMA reply, the unpacker's ``bulk()`` yields the data the server placed in the
+        call's Write chunks. Raises :class:`TransportError` when the connection fails.
+        """
+
+    def abandon(self, xid: int) -> None:  # noqa: B027 - optional hook, default is right for TCP
+        """Forget per-call state of a call whose reply will no longer be awaited."""
+
+    @abc.abstractmethod
+    async def aclose(self) -> None:
+        """Close the connection; pending ``receive`` calls raise :class:`ConnectionLost`."""
+
+    @property
+    def max_payload(self) -> int:
+        """The largest message this transport carries (0 for no limit of its own)."""
+        return 0
