@@ -1,0 +1,207 @@
+"""RPC calls over one transport: XIDs, call/reply matching, timeouts, and incoming callbacks.
+
+An :class:`RpcConnection` owns one transport. Its receive loop (:meth:`RpcConnection.run`, started
+in the owner's nursery) matches replies to waiting calls by XID and hands incoming CALL messages
+(the NFSv4.1 backchannel on the same connection) to a handler. A call is a message kind (CALL or
+REPLY) first and an XID second: the XID spaces of the two directions are independent.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import trio
+
+from ..proto import rpc as rpcdef
+from ..transport.base import NO_HINTS, ConnectionLost, ReplyHints, Transport, TransportError
+from ..xdr import Packer, Unpacker, XdrError
+from .auth import Credential
+from .errors import RpcReplyError, RpcTimeout
+
+log = logging.getLogger(__name__)
+
+CallbackHandler = Callable[[int, rpcdef.call_body, Unpacker], Awaitable[Packer | None]]
+
+
+@dataclass(slots=True)
+class _Pending:
+    event: trio.Event = field(default_factory=trio.Event)
+    reply: Unpacker | None = None
+    error: BaseException | None = None
+
+
+class RpcConnection:
+    """Calls of one RPC program/version over one transport."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        prog: int,
+        vers: int,
+        callback_handler: CallbackHandler | None = None,
+    ) -> None:
+        self.transport = transport
+        self.prog = prog
+        self.vers = vers
+        self.callback_handler = callback_handler
+        self._xid = random.getrandbits(32)
+        self._pending: dict[int, _Pending] = {}
+        self._dead: TransportError | None = None
+        self._closed = trio.Event()
+        self.calls = 0
+        self.unmatched_replies = 0
+
+    @property
+    def peer(self) -> str:
+        return self.transport.peer
+
+    @property
+    def alive(self) -> bool:
+        return self._dead is None
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    def next_xid(self) -> int:
+        self._xid = (self._xid + 1) & 0xFFFFFFFF
+        return self._xid
+
+    # -- the receive loop -------------------------------------------------------------------------------
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Receive until the connection fails or is closed; then fail every waiting call."""
+        task_status.started()
+        error: TransportError
+        try:
+            async with trio.open_nursery() as nursery:
+                while True:
+                    u = await self.transport.receive()
+                    self._dispatch(u, nursery)
+        except TransportError as e:
+            error = e
+        except trio.Cancelled:
+            self._fail_all(ConnectionLost("connection closed", self.peer))
+            raise
+        except (OSError, trio.ClosedResourceError) as e:
+            error = ConnectionLost(str(e), self.peer)
+        self._fail_all(error)
+
+    def _fail_all(self, error: TransportError) -> None:
+        if self._dead is None:
+            self._dead = error
+        pending, self._pending = self._pending, {}
+        for p in pending.values():
+            p.error = error
+            p.event.set()
+        self._closed.set()
+
+    def _dispatch(self, u: Unpacker, nursery: trio.Nursery) -> None:
+        try:
+            xid = u.uint32()
+            mtype = u.uint32()
+        except XdrError:
+            log.warning("%s: message too short to hold an RPC header; dropped", self.peer)
+            return
+        if mtype == rpcdef.REPLY:
+            p = self._pending.pop(xid, None)
+            if p is None:
+                self.unmatched_replies += 1
+                log.info("%s: reply for unknown XID %#x dropped", self.peer, xid)
+                return
+            p.reply = u
+            p.event.set()
+        elif mtype == rpcdef.CALL:
+            nursery.start_soon(self._serve_callback, xid, u)
+        else:
+            log.warning("%s: message of unknown type %d dropped", self.peer, mtype)
+
+    async def _serve_callback(self, xid: int, u: Unpacker) -> None:
+        try:
+            body = rpcdef.decode_call_body(u)
+        except XdrError as e:
+            log.warning("%s: malformed callback call %#x dropped: %s", self.peer, xid, e)
+            return
+        reply: Packer | None
+        if body.rpcvers != rpcdef.RPC_VERSION or self.callback_handler is None:
+            reply = Packer()
+            rpcdef.pack_accepted_reply_header(reply, xid, rpcdef.accept_stat.PROG_UNAVAIL)
+        else:
+            reply = await self.callback_handler(xid, body, u)
+        if reply is not None:
+            try:
+                await self.transport.send_reply(xid, reply)
+            except TransportError as e:
+                log.info("%s: could not send callback reply: %s", self.peer, e)
+
+    # -- calls ----------------------------------------------------------------------------------------
+    def start_call(self, proc: int, cred: Credential) -> tuple[int, Packer]:
+        """A packer holding the call header; the caller appends the arguments."""
+        xid = self.next_xid()
+        p = Packer()
+        rpcdef.pack_call_header(p, xid, self.prog, self.vers, proc, cred.encoded)
+        return xid, p
+
+    async def call_packed(
+        self,
+        xid: int,
+        msg: Packer,
+        hints: ReplyHints = NO_HINTS,
+        timeout: float | None = None,
+    ) -> Unpacker:
+        """Send a call built by :meth:`start_call` and wait for its reply's results.
+
+        Returns an unpacker positioned at the procedure's results. Raises
+        :class:`~pynfsrdma.transport.base.TransportError` (the connection failed: the call may or
+        may not have been executed), :class:`RpcTimeout`, or :class:`RpcReplyError` (the server
+        answered the RPC itself with an error).
+        """
+        if self._dead is not None:
+            raise self._dead
+        p = _Pending()
+        self._pending[xid] = p
+        self.calls += 1
+        try:
+            await self.transport.send_call(xid, msg, hints)
+            if timeout is None:
+                await p.event.wait()
+            else:
+                with trio.move_on_after(timeout):
+                    await p.event.wait()
+                if not p.event.is_set():
+                    raise RpcTimeout(f"no reply within {timeout:g} s", self.peer)
+        finally:
+            if not p.event.is_set():
+                self._pending.pop(xid, None)
+                self.transport.abandon(xid)
+        if p.error is not None:
+            raise p.error
+        assert p.reply is not None
+        return self._check_reply(p.reply)
+
+    def _check_reply(self, u: Unpacker) -> Unpacker:
+        try:
+            h = rpcdef.unpack_reply_header(u)
+        except XdrError as e:
+            raise RpcReplyError(f"malformed RPC reply header: {e}", self.peer) from e
+        if h.denied is not None or h.accept != rpcdef.SUCCESS:
+            raise RpcReplyError(rpcdef.describe(h), self.peer, h)
+        return u
+
+    async def call(
+        self,
+        proc: int,
+        cred: Credential,
+        encode_args: Callable[[Packer], None] | None = None,
+        hints: ReplyHints = NO_HINTS,
+        timeout: float | None = None,
+    ) -> Unpacker:
+        xid, p = self.start_call(proc, cred)
+        if encode_args is not None:
+            encode_args(p)
+        return await self.call_packed(xid, p, hints, timeout)
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()

@@ -1,0 +1,180 @@
+"""ONC RPC over TCP with record marking (RFC 5531 section 11).
+
+Sending: the record mark and the message's segments go out in one ``sendmsg`` (scatter/gather), so
+WRITE payloads are never joined into one bytes object. Receiving: each fragment is read with
+``recv_into`` straight into a buffer of its own, which the decoder then views (READ data is a slice
+of it, not a copy).
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+import struct
+from typing import Final
+
+import trio
+
+from ..proto.rpc import RM_LAST_FRAGMENT, RM_LENGTH_MASK
+from ..xdr import Packer, Unpacker
+from .base import (
+    NO_HINTS,
+    ConnectionLost,
+    ConnectRefused,
+    ConnectTimeout,
+    ProtocolViolation,
+    ReplyHints,
+    Transport,
+    TransportError,
+)
+
+_MARK: Final = struct.Struct(">I")
+DEFAULT_MAX_RECORD: Final = 64 * 1024 * 1024  # a hostile length beyond this is refused before allocating
+_IOV_MAX: Final = 1024
+
+
+def _peer(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class TcpTransport(Transport):
+    kind = "tcp"
+
+    def __init__(self, sock: trio.socket.SocketType, peer: str, max_record: int = DEFAULT_MAX_RECORD) -> None:
+        self.sock = sock
+        self.peer = peer
+        self.max_record = max_record
+        self._send_lock = trio.Lock()
+        self._closed = False
+        self._mark_buf = bytearray(4)
+        self.bytes_sent = 0
+        self.bytes_received = 0
+
+    # -- connecting -----------------------------------------------------------------------------------
+    @classmethod
+    async def connect(
+        cls,
+        host: str,
+        port: int,
+        timeout: float = 10.0,
+        max_record: int = DEFAULT_MAX_RECORD,
+        source_address: str | None = None,
+    ) -> TcpTransport:
+        peer = _peer(host, port)
+        try:
+            infos = await trio.socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as e:
+            raise ConnectRefused(f"cannot resolve: {e.strerror or e}", peer) from e
+        last: Exception | None = None
+        for family, stype, proto, _, addr in infos:
+            sock = trio.socket.socket(family, stype, proto)
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+                if source_address:
+                    await sock.bind((source_address, 0))
+                with trio.fail_after(timeout):
+                    await sock.connect(addr)
+                return cls(sock, peer, max_record)
+            except trio.TooSlowError:
+                sock.close()
+                last = ConnectTimeout(f"no answer within {timeout:g} s", peer)
+            except OSError as e:
+                sock.close()
+                if e.errno in (errno.ECONNREFUSED, errno.ENETUNREACH, errno.EHOSTUNREACH):
+                    last = ConnectRefused(e.strerror or str(e), peer)
+                else:
+                    last = ConnectionLost(e.strerror or str(e), peer)
+        assert last is not None
+        raise last
+
+    # -- sending --------------------------------------------------------------------------------------
+    async def _send_record(self, msg: Packer) -> None:
+        segs = msg.segments()
+        total = sum(memoryview(s).nbytes for s in segs)
+        if total > RM_LENGTH_MASK:
+            raise ValueError(f"RPC message of {total} bytes is too large for one record fragment")
+        bufs: list[memoryview] = [memoryview(_MARK.pack(RM_LAST_FRAGMENT | total))]
+        bufs.extend(memoryview(s).cast("B") for s in segs)
+        async with self._send_lock:
+            if self._closed:
+                raise ConnectionLost("connection is closed", self.peer)
+            try:
+                await self._sendmsg_all(bufs)
+            except OSError as e:
+                raise ConnectionLost(e.strerror or str(e), self.peer) from e
+        self.bytes_sent += total + 4
+
+    async def _sendmsg_all(self, bufs: list[memoryview]) -> None:
+        i = 0
+        while i < len(bufs):
+            sent = await self.sock.sendmsg(bufs[i : i + _IOV_MAX])
+            # drop what went out; keep the remainder of a partly sent buffer
+            while sent:
+                n = bufs[i].nbytes
+                if sent >= n:
+                    sent -= n
+                    i += 1
+                else:
+                    bufs[i] = bufs[i][sent:]
+                    sent = 0
+
+    async def send_call(self, xid: int, msg: Packer, hints: ReplyHints = NO_HINTS) -> None:
+        await self._send_record(msg)
+
+    async def send_reply(self, xid: int, msg: Packer) -> None:
+        await self._send_record(msg)
+
+    # -- receiving ------------------------------------------------------------------------------------
+    async def _recv_into(self, view: memoryview, what: str) -> None:
+        """Fill ``view`` completely from the socket."""
+        got = 0
+        while got < view.nbytes:
+            try:
+                n = await self.sock.recv_into(view[got:])
+            except OSError as e:
+                raise ConnectionLost(e.strerror or str(e), self.peer) from e
+            if n == 0:
+                if got or what == "record":
+                    raise ConnectionLost("closed by the server in the middle of a record", self.peer)
+                raise ConnectionLost("closed by the server", self.peer)
+            got += n
+        self.bytes_received += got
+
+    async def receive(self) -> Unpacker:
+        # Each fragment is read into a buffer of exactly its size: the record mark first, then the
+        # fragment with recv_into, so the payload lands once, where the decoder will view it.
+        frags: list[memoryview] = []
+        total = 0
+        mark_buf = memoryview(self._mark_buf)
+        while True:
+            await self._recv_into(mark_buf, "mark" if not frags else "record")
+            mark = _MARK.unpack_from(mark_buf)[0]
+            n = mark & RM_LENGTH_MASK
+            total += n
+            if total > self.max_record:
+                raise ProtocolViolation(
+                    f"record of {total} bytes exceeds the limit of {self.max_record} (not an RPC server?)",
+                    self.peer,
+                )
+            frag = memoryview(bytearray(n))
+            await self._recv_into(frag, "record")
+            frags.append(frag)
+            if mark & RM_LAST_FRAGMENT:
+                break
+        if len(frags) == 1:
+            return Unpacker(frags[0])
+        return Unpacker(b"".join(frags))  # multi-fragment records are rare; join them once
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.sock.close()
+
+    def abort(self) -> None:
+        """Close at once (a reset), from synchronous code."""
+        self._closed = True
+        self.sock.close()
+
+
+__all__ = ["DEFAULT_MAX_RECORD", "TcpTransport", "TransportError"]
