@@ -1,0 +1,1 @@
+"""NFSv4.1 (RFC 8881) protocol definitions: constants, XDR types, COMPOUND, attributes, callbacks."""
