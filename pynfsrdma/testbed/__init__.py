@@ -1,0 +1,30 @@
+"""Test and demo infrastructure: a local NFS-Ganesha, per-path TCP proxies with fault controls, and the
+detached testbed the ``pynfsrdma testbed`` command manages.
+
+- :class:`Ganesha` -- one NFS-Ganesha process with its own export, port and recovery directory.
+- :class:`Proxy` -- a TCP proxy for one path: cut, stall, delay, throttle, restore (trio, in-process).
+- :func:`open_paths` / :class:`ProxiedPaths` -- N proxies at 127.0.0.2, .3, ... in front of a server.
+- :func:`ensure_testbed` -- the detached testbed's description, starting it if needed.
+"""
+
+from .daemon import TestbedError, ensure_testbed
+from .faults import Fault, Mode, TokenBucket
+from .ganesha import Ganesha, GaneshaError, GaneshaNotInstalled
+from .paths import ProxiedPaths, open_paths, path_addresses
+from .proxy import Proxy, ProxyStats
+
+__all__ = [
+    "Fault",
+    "Ganesha",
+    "GaneshaError",
+    "GaneshaNotInstalled",
+    "Mode",
+    "ProxiedPaths",
+    "Proxy",
+    "ProxyStats",
+    "TestbedError",
+    "TokenBucket",
+    "ensure_testbed",
+    "open_paths",
+    "path_addresses",
+]

@@ -1,0 +1,343 @@
+"""The detached testbed behind ``pynfsrdma testbed up|down|status|fault``.
+
+``up`` starts NFS-Ganesha on 127.0.0.1:P and N path proxies (127.0.0.2:Q, 127.0.0.3:Q, ... each a
+process of its own, driven over a unix socket), all in sessions of their own so they outlive the
+command, and records what it started in a state directory::
+
+    STATE_DIR/state.json        what runs: URL, export, PIDs (with start times), control sockets
+    STATE_DIR/ganesha/          the server's configuration, log, export/ and recovery records
+    STATE_DIR/pN.sock, pN.log   control socket and log of path N
+
+``down`` stops exactly the processes recorded there (after checking each PID still is that process)
+and removes only the files above. A lock file serialises concurrent ``up``/``down`` calls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from .control import ControlError, control_request
+from .faults import parse_fault_words
+from .ganesha import Ganesha, GaneshaError, find_free_port
+from .paths import path_addresses
+from .procs import ProcessRecord
+
+__all__ = [
+    "ENV_STATE_DIR",
+    "TestbedError",
+    "default_state_dir",
+    "down",
+    "ensure_testbed",
+    "fault",
+    "resolve_state_dir",
+    "status",
+    "up",
+]
+
+ENV_STATE_DIR = "PYNFSRDMA_TESTBED_DIR"
+STATE_FILE = "state.json"
+LOCK_FILE = "lock"
+GANESHA_SUBDIR = "ganesha"
+PROXY_START_TIMEOUT = 15.0
+
+
+class TestbedError(RuntimeError):
+    """The testbed could not be started, found or driven."""
+
+    __test__ = False  # not a pytest test class
+
+
+def default_state_dir() -> Path:
+    """``$XDG_RUNTIME_DIR/pynfsrdma/testbed``, else ``/run/pynfsrdma/testbed`` (if writable),
+    else ``/tmp/pynfsrdma-testbed-$UID``."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime):
+        return Path(runtime) / "pynfsrdma" / "testbed"
+    if os.path.isdir("/run") and os.access("/run", os.W_OK):
+        return Path("/run/pynfsrdma/testbed")
+    return Path(f"/tmp/pynfsrdma-testbed-{os.getuid()}")
+
+
+def resolve_state_dir(state_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The state directory: the argument, else ``$PYNFSRDMA_TESTBED_DIR``, else the default."""
+    if state_dir:
+        return Path(state_dir).absolute()
+    env = os.environ.get(ENV_STATE_DIR)
+    if env:
+        return Path(env).absolute()
+    return default_state_dir()
+
+
+@contextlib.contextmanager
+def _locked(state_dir: Path) -> Iterator[None]:
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(state_dir / LOCK_FILE, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _read_state(state_dir: Path) -> dict[str, Any] | None:
+    try:
+        with open(state_dir / STATE_FILE) as f:
+            state = json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise TestbedError(f"unreadable testbed state {state_dir / STATE_FILE}: {exc}") from exc
+    return state if isinstance(state, dict) else None
+
+
+def _write_state(state_dir: Path, state: dict[str, Any]) -> None:
+    tmp = state_dir / (STATE_FILE + ".tmp")
+    tmp.write_text(json.dumps(state, indent=2) + "\n")
+    tmp.replace(state_dir / STATE_FILE)
+
+
+def _records(state: dict[str, Any]) -> list[ProcessRecord]:
+    recorded = state.get("processes", {})
+    records = [ProcessRecord.from_json(r) for r in recorded.get("paths", [])]
+    if recorded.get("server"):
+        records.append(ProcessRecord.from_json(recorded["server"]))
+    return records
+
+
+def _public(state: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in state.items() if k != "processes"}
+
+
+def _remove_state(state_dir: Path, state: dict[str, Any] | None) -> None:
+    """Remove the files the testbed made (never anything else a user keeps in that directory)."""
+    names = [STATE_FILE, STATE_FILE + ".tmp"]
+    for path in (state or {}).get("paths", []):
+        names += [path.get("control", ""), path.get("log", "")]
+    for name in names:
+        if name:
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+                (state_dir / name).unlink()
+    shutil.rmtree(state_dir / GANESHA_SUBDIR, ignore_errors=True)
+
+
+def _stop_recorded(state: dict[str, Any]) -> list[int]:
+    stopped = []
+    for record in _records(state):
+        if record.stop():
+            stopped.append(record.pid)
+    return stopped
+
+
+def _running(state: dict[str, Any]) -> bool:
+    return all(r.is_running() for r in _records(state))
+
+
+def _start_proxy(
+    state_dir: Path, index: int, address: str, port: int, target: tuple[str, int]
+) -> tuple[subprocess.Popen[bytes], str, str]:
+    control, log = f"p{index}.sock", f"p{index}.log"
+    argv = [
+        sys.executable,
+        "-m",
+        "pynfsrdma.testbed.proxy",
+        "--listen",
+        f"{address}:{port}",
+        "--target",
+        f"{target[0]}:{target[1]}",
+        "--control",
+        str(state_dir / control),
+    ]
+    with contextlib.suppress(FileNotFoundError):
+        (state_dir / control).unlink()
+    with open(state_dir / log, "ab") as out:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    return proc, control, log
+
+
+def _wait_proxy(proc: subprocess.Popen[bytes], control_path: Path, log_path: Path, deadline: float) -> None:
+    while True:
+        if proc.poll() is not None:
+            tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
+            raise TestbedError(f"path proxy exited with status {proc.returncode}: " + " / ".join(tail))
+        if control_path.exists():
+            try:
+                control_request(str(control_path), {"cmd": "status"}, timeout=1.0)
+                return
+            except ControlError:
+                pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise TestbedError(f"path proxy did not answer on {control_path} in time")
+        time.sleep(0.02)
+
+
+def _start(state_dir: Path, *, paths: int, port: int | None, grace: int | None) -> dict[str, Any]:
+    if len(os.fsencode(str(state_dir / "p99.sock"))) > 107:
+        raise TestbedError(f"state directory path too long for unix sockets: {state_dir}")
+    addresses = path_addresses(paths)
+    ganesha = Ganesha(state_dir / GANESHA_SUBDIR, port=port, grace=grace, detached=True)
+    try:
+        ganesha.start()
+    except GaneshaError as exc:
+        raise TestbedError(str(exc)) from exc
+    assert ganesha.pid is not None
+    processes: dict[str, Any] = {
+        "server": ProcessRecord.of(ganesha.pid, str(ganesha.config_path)).to_json(),
+        "paths": [],
+    }
+    state: dict[str, Any] = {
+        "url": ganesha.url,
+        "direct_url": ganesha.url,
+        "export_dir": str(ganesha.export_dir),
+        "server": {
+            "address": ganesha.host,
+            "port": ganesha.port,
+            "pid": ganesha.pid,
+            "log": str(ganesha.log_path),
+        },
+        "paths": [],
+        "state_dir": str(state_dir),
+        "processes": processes,
+    }
+    _write_state(state_dir, state)  # record the server at once, so a failure below can be cleaned up
+    try:
+        path_port = find_free_port(addresses, prefer=ganesha.port) if addresses else ganesha.port
+        started = [
+            (address, *_start_proxy(state_dir, i + 1, address, path_port, (ganesha.host, ganesha.port)))
+            for i, address in enumerate(addresses)
+        ]
+        deadline = time.monotonic() + PROXY_START_TIMEOUT
+        for address, proc, control, log in started:
+            processes["paths"].append(ProcessRecord.of(proc.pid, str(state_dir / control)).to_json())
+            state["paths"].append(
+                {
+                    "address": address,
+                    "port": path_port,
+                    "url": f"nfs://{address}:{path_port}{ganesha.pseudo_path}",
+                    "pid": proc.pid,
+                    "control": control,
+                    "log": log,
+                }
+            )
+            _write_state(state_dir, state)
+        for _address, proc, control, log in started:
+            _wait_proxy(proc, state_dir / control, state_dir / log, deadline)
+    except BaseException:
+        _stop_recorded(state)
+        _remove_state(state_dir, state)
+        raise
+    if state["paths"]:
+        state["url"] = state["paths"][0]["url"]
+    _write_state(state_dir, state)
+    return state
+
+
+def up(
+    state_dir: str | os.PathLike[str] | None = None,
+    *,
+    paths: int = 0,
+    port: int | None = None,
+    grace: int | None = None,
+) -> tuple[dict[str, Any], bool]:
+    """Start the testbed unless it runs already; returns (its description, whether it was started now).
+
+    With ``paths`` > 0 the URL is the first path's; ``direct_url`` always goes to the server itself.
+    """
+    directory = resolve_state_dir(state_dir)
+    with _locked(directory):
+        state = _read_state(directory)
+        if state is not None:
+            if _running(state):
+                return _public(state), False
+            _stop_recorded(state)  # a partly dead testbed: end what is left of it, start afresh
+            _remove_state(directory, state)
+        return _public(_start(directory, paths=paths, port=port, grace=grace)), True
+
+
+def ensure_testbed(state_dir: str | os.PathLike[str] | None = None, *, paths: int = 0) -> dict[str, Any]:
+    """The running testbed's description (the ``up --json`` object), starting it if needed."""
+    return up(state_dir, paths=paths)[0]
+
+
+def down(state_dir: str | os.PathLike[str] | None = None) -> dict[str, Any] | None:
+    """Stop the recorded processes and remove the testbed's files; None if none was recorded."""
+    directory = resolve_state_dir(state_dir)
+    if not (directory / STATE_FILE).exists():
+        return None
+    with _locked(directory):
+        state = _read_state(directory)
+        if state is None:
+            return None
+        stopped = _stop_recorded(state)
+        _remove_state(directory, state)
+    with contextlib.suppress(OSError):
+        (directory / LOCK_FILE).unlink()
+        directory.rmdir()  # only if nothing else is in it
+    return {**_public(state), "stopped_pids": stopped}
+
+
+def status(state_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """What runs: the ``up --json`` object with ``running`` and, per path, its fault and counters."""
+    directory = resolve_state_dir(state_dir)
+    state = _read_state(directory)
+    if state is None:
+        return {"running": False, "state_dir": str(directory)}
+    result = _public(state)
+    result["running"] = _running(state)
+    records = state.get("processes", {})
+    if records.get("server"):
+        result["server"]["running"] = ProcessRecord.from_json(records["server"]).is_running()
+    for path, record in zip(result["paths"], records.get("paths", []), strict=False):
+        path["running"] = ProcessRecord.from_json(record).is_running()
+        if path["running"]:
+            try:
+                described = control_request(str(directory / path["control"]), {"cmd": "status"})["proxy"]
+                path["fault"] = described["fault"]
+                path["fault_text"] = described["fault_text"]
+                path["stats"] = described["stats"]
+            except ControlError as exc:
+                path["error"] = str(exc)
+    return result
+
+
+def fault(
+    state_dir: str | os.PathLike[str] | None, address: str, words: Sequence[str]
+) -> list[dict[str, Any]]:
+    """Apply a fault (``["cut"]``, ``["delay", "50"]``, ...) to the path at ``address`` (or ``all``).
+
+    Returns each affected proxy's state after the change.
+    """
+    command, value = parse_fault_words(words)
+    directory = resolve_state_dir(state_dir)
+    state = _read_state(directory)
+    if state is None:
+        raise TestbedError(f"no testbed running (state directory {directory})")
+    paths = state.get("paths", [])
+    if not paths:
+        raise TestbedError("this testbed has no path proxies (start it with `testbed up --paths N`)")
+    host = address.rsplit(":", 1)[0] if address.count(":") == 1 else address
+    chosen = paths if address == "all" else [p for p in paths if p["address"] == host]
+    if not chosen:
+        raise TestbedError(f"no path at {address} (paths: {', '.join(p['address'] for p in paths)})")
+    answers = []
+    for path in chosen:
+        request: dict[str, Any] = {"cmd": command}
+        if value is not None:
+            request["value"] = value
+        try:
+            answers.append(control_request(str(directory / path["control"]), request)["proxy"])
+        except ControlError as exc:
+            raise TestbedError(f"path {path['address']}: {exc}") from exc
+    return answers
