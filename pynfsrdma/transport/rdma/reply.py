@@ -1,0 +1,131 @@
+"""Reply reassembly for an RPC-over-RDMA version 1 requester (RFC 8166 section 3.4-3.5).
+
+A reply comes as a transport header plus either an inline Payload stream (RDMA_MSG) or nothing
+inline and the Payload stream in the Reply chunk (RDMA_NOMSG). DDP-eligible items the responder
+placed in Write chunks are missing from the Payload stream: their length word is there, their
+data and roundup are not. :class:`RdmaReplyUnpacker` reads the stream and, on each ``bulk()``,
+takes the next Write chunk's data: a view of the registered buffer the responder wrote into.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ...proto.rpcrdma import (
+    ERR_VERS,
+    RDMA_ERROR,
+    RDMA_MSG,
+    RDMA_NOMSG,
+    RpcRdmaError,
+    rdma_msg,
+    rpc_rdma_errcode,
+    xdr_write_chunk,
+)
+from ...xdr import Unpacker, XdrError, pad_len
+from .chunks import CallPlan, Registration
+
+
+class RdmaErrorReply(RpcRdmaError):
+    """The responder answered RDMA_ERROR (ERR_VERS with its version range, or ERR_CHUNK)."""
+
+    def __init__(self, xid: int, err: rpc_rdma_errcode, vers_low: int = 0, vers_high: int = 0) -> None:
+        what = f"{err.name} (versions {vers_low}..{vers_high})" if err == ERR_VERS else err.name
+        super().__init__(f"responder refused call {xid:#x}: {what}")
+        self.xid = xid
+        self.err = err
+        self.vers_low = vers_low
+        self.vers_high = vers_high
+
+
+class RdmaReplyUnpacker(Unpacker):
+    """An unpacker whose ``bulk()`` returns Write chunk data, in Write list order.
+
+    ``write_chunks[i]`` is the data the responder wrote for the i-th DDP-eligible item (a view of
+    the registered buffer, cut to the length it reported), or None when that item has no Write
+    chunk (it is then inline). An item whose chunk came back with nothing written while its
+    length word is not zero was returned inline by the responder.
+    """
+
+    __slots__ = ("_next_chunk", "write_chunks")
+
+    def __init__(
+        self,
+        data: bytes | bytearray | memoryview,
+        write_chunks: Sequence[memoryview | None] = (),
+        pos: int = 0,
+        end: int | None = None,
+    ) -> None:
+        super().__init__(data, pos, end)
+        self.write_chunks = list(write_chunks)
+        self._next_chunk = 0
+
+    def bulk(self) -> memoryview:
+        i = self._next_chunk
+        self._next_chunk = i + 1
+        chunk = self.write_chunks[i] if i < len(self.write_chunks) else None
+        if chunk is None:
+            return self.opaque()
+        n = self.uint32()
+        if n == 0:
+            return chunk[:0]
+        if chunk.nbytes == 0:  # the responder chose to return this item inline
+            p = self._need(n + pad_len(n))
+            return self.view[p : p + n]
+        if n > chunk.nbytes:
+            raise XdrError(f"DDP item of {n} bytes but only {chunk.nbytes} written to its Write chunk")
+        return chunk[:n]
+
+
+def _written(got: xdr_write_chunk, offered: Registration, offered_len: int, what: str) -> memoryview:
+    """The bytes the responder wrote into one of our single-segment chunks."""
+    if len(got.target) != 1:
+        raise RpcRdmaError(f"{what}: {len(got.target)} segments returned, 1 offered")
+    seg = got.target[0]
+    if seg.handle != offered.handle or seg.length > offered_len:
+        raise RpcRdmaError(f"{what}: segment {seg} does not match the one offered")
+    return offered.buffer[: seg.length]
+
+
+def reassemble_reply(
+    hdr: rdma_msg, payload: memoryview, plan: CallPlan, regs: Sequence[Registration]
+) -> RdmaReplyUnpacker:
+    """The reply message of a call sent with ``plan``/``regs``, positioned at its XID.
+
+    ``payload`` is what followed the transport header in the Receive buffer. Raises
+    :class:`RdmaErrorReply` for RDMA_ERROR and :class:`RpcRdmaError` when the chunk lists do not
+    match what the call offered.
+    """
+    proc, body = hdr.rdma_body
+    if proc == RDMA_ERROR:
+        err, arm = body
+        if err == ERR_VERS:
+            raise RdmaErrorReply(hdr.rdma_xid, rpc_rdma_errcode(err), arm.rdma_vers_low, arm.rdma_vers_high)
+        raise RdmaErrorReply(hdr.rdma_xid, rpc_rdma_errcode(err))
+    lists = hdr.chunks
+    if lists.rdma_reads:
+        raise RpcRdmaError("a reply carries a Read list")
+    sinks = plan.write_sink_index()
+    if len(lists.rdma_writes) > len(plan.write_chunks):
+        raise RpcRdmaError(
+            f"{len(lists.rdma_writes)} Write chunks returned, {len(plan.write_chunks)} offered"
+        )
+    chunks: list[memoryview | None] = []
+    for i, got in enumerate(lists.rdma_writes):
+        need_i = sinks.get(i)
+        if need_i is None:
+            if got.target:
+                raise RpcRdmaError(f"Write chunk {i}: segments returned for an empty chunk")
+            chunks.append(None)
+        else:
+            chunks.append(_written(got, regs[need_i], plan.needs[need_i].length, f"Write chunk {i}"))
+    if proc == RDMA_MSG:
+        return RdmaReplyUnpacker(payload, chunks)
+    assert proc == RDMA_NOMSG
+    reply_i = plan.reply_sink_index()
+    if reply_i is None or lists.rdma_reply is None:
+        raise RpcRdmaError("RDMA_NOMSG reply without a Reply chunk")
+    body_view = _written(lists.rdma_reply, regs[reply_i], plan.needs[reply_i].length, "Reply chunk")
+    return RdmaReplyUnpacker(body_view, chunks)
+
+
+__all__ = ["RdmaErrorReply", "RdmaReplyUnpacker", "reassemble_reply"]
