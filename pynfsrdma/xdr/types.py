@@ -262,7 +262,7 @@ class ClassUnion(XdrType[Any]):
 
     def __init__(self, disc: XdrType[Any], arms: list[type], key: str) -> None:
         self.disc = disc
-        self.by_disc: dict[int, type] = {getattr(c, key): c for c in arms}
+        self.by_disc: dict[int, Any] = {getattr(c, key): c for c in arms}
         self.by_class: dict[type, int] = {c: getattr(c, key) for c in arms}
 
     def pack(self, p: Packer, v: Any) -> None:
@@ -330,9 +330,14 @@ class StructType(XdrType[Any]):
 C = TypeVar("C", bound=type)
 
 
+@typing.dataclass_transform()
 def xdr_struct(cls: C) -> C:
-    """Make ``cls`` a slotted dataclass with a compiled XDR codec in ``cls.XDR``."""
-    dc = dataclasses.dataclass(slots=True)(cls)
+    """Make ``cls`` a slotted dataclass with a compiled XDR codec in ``cls.XDR``.
+
+    Type checkers see the dataclass constructor (``dataclass_transform``); deriving the class from
+    :class:`XdrStruct` also lets them see ``cls.XDR``.
+    """
+    dc: Any = dataclasses.dataclass(slots=True)(cls)
     hints = get_type_hints(dc, include_extras=True)
     fields: list[tuple[str, XdrType[Any]]] = []
     for f in dataclasses.fields(dc):
@@ -345,16 +350,18 @@ def xdr_struct(cls: C) -> C:
         if xt is None:
             raise TypeError(f"{cls.__name__}.{f.name} has no XDR type annotation")
         fields.append((f.name, xt))
-    dc.XDR = StructType(dc, fields)  # type: ignore[attr-defined]
+    dc.XDR = StructType(dc, fields)
     return dc
 
 
 class XdrStruct:
     """Optional base for type checkers: @xdr_struct classes carry ``XDR``."""
 
+    __slots__ = ()
     XDR: ClassVar[StructType]
 
 
 def struct_type(cls: type) -> XdrType[Any]:
     """The codec of an @xdr_struct class, for use as a field type."""
-    return cls.XDR  # type: ignore[attr-defined, no-any-return]
+    xt: XdrType[Any] = cls.XDR  # type: ignore[attr-defined]
+    return xt
