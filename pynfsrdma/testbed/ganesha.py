@@ -23,7 +23,9 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -32,6 +34,7 @@ from .procs import pid_alive
 __all__ = [
     "INSTALL_HINT",
     "PSEUDO_PATH",
+    "ExportPath",
     "Ganesha",
     "GaneshaError",
     "GaneshaNotInstalled",
@@ -45,6 +48,7 @@ __all__ = [
 INSTALL_HINT = "apt-get install nfs-ganesha nfs-ganesha-vfs"
 PSEUDO_PATH = "/export"
 BINARY = "ganesha.nfsd"
+BINARY_DIRS = ("/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin")
 _FSAL_VFS = "libfsalvfs.so"
 _PLUGIN_DIR_PATTERNS = (
     "/usr/lib/x86_64-linux-gnu/ganesha",
@@ -57,6 +61,18 @@ _PLUGIN_DIR_PATTERNS = (
 )
 # Log lines of a configuration the server accepted but did not understand (it would run without them).
 _CONFIG_MISTAKES = ("Unknown parameter", "Unknown block")
+
+
+@dataclass(frozen=True)
+class ExportPath:
+    """A directory inside the export, seen both ways: ``local`` on disk, ``remote`` over NFS."""
+
+    local: Path  # e.g. /tmp/pynfsrdma-ganesha-x/export/t-1a2b3c
+    remote: str  # e.g. /export/t-1a2b3c
+
+    @property
+    def name(self) -> str:
+        return self.local.name
 
 
 class GaneshaError(RuntimeError):
@@ -72,7 +88,7 @@ def find_ganesha_binary() -> str:
     found = shutil.which(BINARY)
     if found:
         return found
-    for directory in ("/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin"):
+    for directory in BINARY_DIRS:
         candidate = os.path.join(directory, BINARY)
         if os.access(candidate, os.X_OK):
             return candidate
@@ -225,6 +241,14 @@ class Ganesha:
     def export_dir(self) -> Path:
         """The local directory behind the export (``/export`` over NFS)."""
         return self.directory / "export"
+
+    def new_directory(self, prefix: str = "t-") -> ExportPath:
+        """Create a fresh, uniquely named directory in the export (directly on disk), writable by all."""
+        name = f"{prefix}{uuid.uuid4().hex[:12]}"
+        local = self.export_dir / name
+        local.mkdir()
+        local.chmod(0o777)
+        return ExportPath(local, f"{PSEUDO_PATH}/{name}")
 
     @property
     def recovery_dir(self) -> Path:
