@@ -12,16 +12,16 @@ import trio
 
 from pynfsrdma.proto.nfs4.const import NFS4_PROGRAM, NFS_V4, NFSPROC4_NULL
 from pynfsrdma.proto.rpc import (
-    NULL_AUTH,
+    AUTH_NONE,
+    MAX_AUTH_BYTES,
     REPLY,
     RM_LAST_FRAGMENT,
     RM_LENGTH_MASK,
     SUCCESS,
-    opaque_auth,
     pack_call_header,
     unpack_reply_header,
 )
-from pynfsrdma.testbed import Mode, Proxy, ProxiedPaths
+from pynfsrdma.testbed import Mode, ProxiedPaths, Proxy
 from pynfsrdma.testbed.proxy import CHUNK
 from pynfsrdma.xdr import Packer, Unpacker
 
@@ -223,8 +223,11 @@ async def test_target_that_refuses_resets_the_client() -> None:
 
 async def rpc_null(host: str, port: int, xid: int) -> Any:
     """One ONC RPC NULL call to the NFSv4 program; returns the decoded reply header."""
+    cred = Packer()
+    cred.uint32(AUTH_NONE)
+    cred.opaque(b"", MAX_AUTH_BYTES)
     p = Packer()
-    pack_call_header(p, xid, NFS4_PROGRAM, NFS_V4, NFSPROC4_NULL, opaque_auth.XDR.encode(NULL_AUTH))
+    pack_call_header(p, xid, NFS4_PROGRAM, NFS_V4, NFSPROC4_NULL, cred.getvalue())
     body = p.getvalue()
     stream = await trio.open_tcp_stream(host, port)
     async with stream:
