@@ -74,20 +74,20 @@ class RpcConnection:
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Receive until the connection fails or is closed; then fail every waiting call."""
         task_status.started()
-        error: TransportError
+        error: TransportError | None = None
         try:
-            async with trio.open_nursery() as nursery:
-                while True:
-                    u = await self.transport.receive()
-                    self._dispatch(u, nursery)
-        except TransportError as e:
-            error = e
-        except trio.Cancelled:
-            self._fail_all(ConnectionLost("connection closed", self.peer))
-            raise
-        except (OSError, trio.ClosedResourceError) as e:
-            error = ConnectionLost(str(e), self.peer)
-        self._fail_all(error)
+            async with trio.open_nursery() as nursery:  # callback handlers run here
+                try:
+                    while True:
+                        u = await self.transport.receive()
+                        self._dispatch(u, nursery)
+                except TransportError as e:
+                    error = e
+                except (OSError, trio.ClosedResourceError) as e:
+                    error = ConnectionLost(str(e) or type(e).__name__, self.peer)
+                nursery.cancel_scope.cancel()
+        finally:
+            self._fail_all(error or ConnectionLost("connection closed", self.peer))
 
     def _fail_all(self, error: TransportError) -> None:
         if self._dead is None:

@@ -1,0 +1,1 @@
+"""The pynfsrdma command line."""

@@ -1,0 +1,390 @@
+"""The ``pynfsrdma`` command: scripted file access to NFSv4.1 servers, the testbed, the mount.
+
+Remote paths are NFS URLs (``nfs://host[:port]/export/dir/file``) or ``host:/export/dir/file``;
+the whole path is resolved from the server's pseudo-filesystem root. Errors are one line on
+standard error, like ``pynfsrdma: /export/x: No such file or directory (NFS4ERR_NOENT)``, with a
+non-zero exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import logging
+import os
+import posixpath
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+from .. import __version__
+from ..client.api import Client
+from ..client.attributes import FileAttrs
+from ..client.url import NfsURL, URLError, parse_url
+from ..errors import NFS4Error
+from ..proto.nfs4 import const as c
+from ..rpc.errors import RpcReplyError
+from ..session.errors import SessionError
+from ..transport.base import TransportError
+from .progress import ProgressBar
+
+PROG = "pynfsrdma"
+EXIT_USAGE = 2
+
+
+def is_remote(s: str) -> bool:
+    return s.startswith("nfs://") or (":" in s and not s.startswith("/") and ":/" in s)
+
+
+def _split_remote(s: str, args: argparse.Namespace) -> tuple[NfsURL, str]:
+    """The server (connected at the pseudo-fs root) and the path on it."""
+    u = parse_url(s)
+    path = u.path
+    u.path = "/"
+    return u, path
+
+
+def _connect_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "uid": args.uid if args.uid is not None else os.getuid(),
+        "gid": args.gid if args.gid is not None else os.getgid(),
+        "timeout": args.timeout,
+        "timeo": args.timeout,
+    }
+
+
+def _stat_json(name: str, a: FileAttrs) -> dict[str, Any]:
+    d = a.as_dict()
+    d["name"] = name
+    return d
+
+
+def _ls_line(name: str, a: FileAttrs) -> str:
+    import stat as st
+    import time
+
+    mtime = time.strftime("%Y-%m-%d %H:%M", time.localtime(a.mtime))
+    return f"{st.filemode(a.st_mode)} {a.nlink:3d} {a.uid:5d} {a.gid:5d} {a.size:12d} {mtime} {name}"
+
+
+async def _with_client(url: NfsURL, args: argparse.Namespace, fn: Callable[[Client], Awaitable[int]]) -> int:
+    async with Client.connect(url, **_connect_kwargs(args)) as client:
+        return await fn(client)
+
+
+def _out(args: argparse.Namespace, obj: Any, text: str | None) -> None:
+    if args.json:
+        print(json.dumps(obj, indent=None, sort_keys=True))
+    elif text is not None:
+        print(text)
+
+
+# -- commands -----------------------------------------------------------------------------------------
+def cmd_ls(args: argparse.Namespace) -> int:
+    url, path = _split_remote(args.url, args)
+
+    async def run(client: Client) -> int:
+        a = await client.stat(path)
+        if a.is_dir:
+            entries = sorted(await client.scandir(path))
+        else:
+            entries = [(posixpath.basename(path), a)]
+        if args.json:
+            _out(args, [_stat_json(n, e) for n, e in entries], None)
+        else:
+            for n, e in entries:
+                print(_ls_line(n, e) if args.long else n)
+        return 0
+
+    return trio.run(_with_client, url, args, run)
+
+
+def cmd_stat(args: argparse.Namespace) -> int:
+    url, path = _split_remote(args.url, args)
+
+    async def run(client: Client) -> int:
+        a = await (client.lstat(path) if args.no_follow else client.stat(path))
+        d = _stat_json(path, a)
+        _out(args, d, "\n".join(f"{k}: {v}" for k, v in d.items()))
+        return 0
+
+    return trio.run(_with_client, url, args, run)
+
+
+def cmd_cat(args: argparse.Namespace) -> int:
+    url, path = _split_remote(args.url, args)
+
+    async def run(client: Client) -> int:
+        out = sys.stdout.buffer
+        async with await client.open(path, "r") as f:
+            async for _, view in f.iter_views():
+                out.write(view)
+        out.flush()
+        return 0
+
+    return trio.run(_with_client, url, args, run)
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    url, path = _split_remote(args.remote, args)
+    local = args.local or posixpath.basename(path)
+    if os.path.isdir(local):
+        local = os.path.join(local, posixpath.basename(path))
+
+    async def run(client: Client) -> int:
+        size = (await client.stat(path)).size
+        bar = ProgressBar(size, os.path.basename(local), enabled=not args.json)
+        n = await client.get(path, local, bar.update)
+        bar.done()
+        _out(args, {"remote": path, "local": local, "bytes": n}, None)
+        return 0
+
+    return trio.run(_with_client, url, args, run)
+
+
+def cmd_put(args: argparse.Namespace) -> int:
+    url, path = _split_remote(args.remote, args)
+    if not os.path.isfile(args.local):
+        raise FileNotFoundError(errno.ENOENT, "No such file", args.local)
+
+    async def run(client: Client) -> int:
+        target = path
+        try:
+            if (await client.stat(path)).is_dir:
+                target = posixpath.join(path, os.path.basename(args.local))
+        except NFS4Error as e:
+            if e.errno != errno.ENOENT:
+                raise
+        bar = ProgressBar(os.path.getsize(args.local), os.path.basename(args.local), enabled=not args.json)
+        n = await client.put(args.local, target, bar.update)
+        bar.done()
+        _out(args, {"remote": target, "local": args.local, "bytes": n}, None)
+        return 0
+
+    return trio.run(_with_client, url, args, run)
+
+
+def cmd_cp(args: argparse.Namespace) -> int:
+    src_remote, dst_remote = is_remote(args.src), is_remote(args.dst)
+    if src_remote and not dst_remote:
+        args.remote, args.local = args.src, args.dst
+        return cmd_get(args)
+    if dst_remote and not src_remote:
+        args.remote, args.local = args.dst, args.src
+        return cmd_put(args)
+    if not src_remote:
+        raise URLError("cp needs at least one NFS URL (for local copies use cp(1))")
+    su, spath = _split_remote(args.src, args)
+    du, dpath = _split_remote(args.dst, args)
+    if su.address != du.address:
+        raise URLError("cp between two different servers is not supported; use get then put")
+
+    async def run(client: Client) -> int:
+        target = dpath
+        try:
+            if (await client.stat(dpath)).is_dir:
+                target = posixpath.join(dpath, posixpath.basename(spath))
+        except NFS4Error as e:
+            if e.errno != errno.ENOENT:
+                raise
+        total = 0
+        async with await client.open(spath, "r") as src, await client.open(target, "w") as dst:
+            async for off, view in src.iter_views():
+                await dst.pwrite(off, view)
+                total += view.nbytes
+        _out(args, {"src": spath, "dst": target, "bytes": total}, None)
+        return 0
+
+    return trio.run(_with_client, su, args, run)
+
+
+def cmd_mkdir(args: argparse.Namespace) -> int:
+    url, path = _split_remote(args.url, args)
+
+    async def run(client: Client) -> int:
+        if args.parents:
+            await client.makedirs(path, int(args.mode, 8))
+        else:
+            await client.mkdir(path, int(args.mode, 8))
+        _out(args, {"created": path}, None)
+        return 0
+
+    return trio.run(_with_client, url, args, run)
+
+
+def cmd_rm(args: argparse.Namespace) -> int:
+    url, path = _split_remote(args.url, args)
+
+    async def run(client: Client) -> int:
+        a = await client.lstat(path)
+        if a.is_dir:
+            if args.recursive:
+                await client.rmtree(path)
+            elif args.dir:
+                await client.rmdir(path)
+            else:
+                raise NFS4Error(c.NFS4ERR_ISDIR, None, path)
+        else:
+            await client.remove(path)
+        _out(args, {"removed": path}, None)
+        return 0
+
+    return trio.run(_with_client, url, args, run)
+
+
+def cmd_mv(args: argparse.Namespace) -> int:
+    su, spath = _split_remote(args.src, args)
+    if is_remote(args.dst):
+        du, dpath = _split_remote(args.dst, args)
+        if du.address != su.address:
+            raise URLError("mv between two different servers is not supported")
+    else:
+        dpath = args.dst if args.dst.startswith("/") else posixpath.join(posixpath.dirname(spath), args.dst)
+
+    async def run(client: Client) -> int:
+        target = dpath
+        try:
+            if (await client.stat(dpath)).is_dir:
+                target = posixpath.join(dpath, posixpath.basename(spath))
+        except NFS4Error as e:
+            if e.errno != errno.ENOENT:
+                raise
+        await client.rename(spath, target)
+        _out(args, {"src": spath, "dst": target}, None)
+        return 0
+
+    return trio.run(_with_client, su, args, run)
+
+
+def cmd_df(args: argparse.Namespace) -> int:
+    url, path = _split_remote(args.url, args)
+
+    async def run(client: Client) -> int:
+        s = await client.statfs(path)
+        used = s.space_total - s.space_free
+        d = {"path": path, "size": s.space_total, "used": used, "avail": s.space_avail,
+             "files": s.files_total, "files_free": s.files_free}
+        pct = f"{100 * used // s.space_total}%" if s.space_total else "-"
+        text = (f"{'Filesystem':30} {'Size':>14} {'Used':>14} {'Avail':>14} Use%\n"
+                f"{url.address + path:30} {s.space_total:14d} {used:14d} {s.space_avail:14d} {pct:>4}")
+        _out(args, d, text)
+        return 0
+
+    return trio.run(_with_client, url, args, run)
+
+
+# -- the parser ---------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description="A userspace NFSv4.1 client.")
+    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument("--uid", type=int, help="AUTH_SYS uid (default: yours)")
+    common.add_argument("--gid", type=int, help="AUTH_SYS gid (default: yours)")
+    common.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the server")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    def add(name: str, fn: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, parents=[common], help=help, description=help)
+        sp.set_defaults(func=fn)
+        return sp
+
+    sp = add("ls", cmd_ls, "list a directory")
+    sp.add_argument("url")
+    sp.add_argument("-l", "--long", action="store_true")
+    sp = add("stat", cmd_stat, "show a file's attributes")
+    sp.add_argument("url")
+    sp.add_argument("-L", "--no-follow", action="store_true", help="do not follow a final symlink")
+    sp = add("cat", cmd_cat, "write a file to standard output")
+    sp.add_argument("url")
+    sp = add("get", cmd_get, "copy a remote file to a local path")
+    sp.add_argument("remote")
+    sp.add_argument("local", nargs="?")
+    sp = add("put", cmd_put, "copy a local file to a remote path")
+    sp.add_argument("local")
+    sp.add_argument("remote")
+    sp = add("cp", cmd_cp, "copy (local to remote, remote to local, or within one server)")
+    sp.add_argument("src")
+    sp.add_argument("dst")
+    sp = add("mkdir", cmd_mkdir, "make a directory")
+    sp.add_argument("url")
+    sp.add_argument("-p", "--parents", action="store_true")
+    sp.add_argument("-m", "--mode", default="755")
+    sp = add("rm", cmd_rm, "remove a file (or a directory with -d / -r)")
+    sp.add_argument("url")
+    sp.add_argument("-r", "--recursive", action="store_true")
+    sp.add_argument("-d", "--dir", action="store_true", help="remove an empty directory")
+    sp = add("mv", cmd_mv, "rename within one server")
+    sp.add_argument("src")
+    sp.add_argument("dst")
+    sp = add("df", cmd_df, "show the file system's space")
+    sp.add_argument("url", help="any path on the server")
+    for mod in _plugin_modules():
+        mod.register(sub)
+    return p
+
+
+def _plugin_modules() -> list[Any]:
+    """Commands that live in their own modules (testbed, mount, paths, ...)."""
+    import importlib
+
+    mods = []
+    for name in ("testbed", "mount", "paths", "stats", "failover"):
+        try:
+            mods.append(importlib.import_module(f"{__package__}.{name}"))
+        except ModuleNotFoundError as e:
+            if e.name != f"{__package__}.{name}":
+                raise
+    return mods
+
+
+def _message(e: BaseException) -> str:
+    if isinstance(e, NFS4Error | SessionError | TransportError | RpcReplyError | URLError):
+        return str(e)
+    if isinstance(e, OSError) and e.filename:
+        return f"{e.filename}: {e.strerror}"
+    return str(e) or type(e).__name__
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format=f"{PROG}: %(levelname)s %(name)s: %(message)s")
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    except BaseExceptionGroup as eg:  # trio wraps errors from nurseries
+        leaf = _first_leaf(eg)
+        print(f"{PROG}: {_message(leaf)}", file=sys.stderr)
+        return _exit_code(leaf)
+    except (OSError, URLError, RpcReplyError, ValueError) as e:
+        print(f"{PROG}: {_message(e)}", file=sys.stderr)
+        return _exit_code(e)
+
+
+def _first_leaf(eg: BaseExceptionGroup) -> BaseException:
+    e: BaseException = eg
+    while isinstance(e, BaseExceptionGroup):
+        e = e.exceptions[0]
+    return e
+
+
+def _exit_code(e: BaseException) -> int:
+    if isinstance(e, URLError | ValueError):
+        return EXIT_USAGE
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

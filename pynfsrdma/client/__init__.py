@@ -1,0 +1,1 @@
+"""Clients: file-handle operations and the path-based scripted-access API."""

@@ -1,0 +1,527 @@
+"""Scripted access: an async (trio) client that works with paths, like ``os`` and ``open``.
+
+    async with Client.connect("nfs://127.0.0.1:2049/export") as nfs:
+        await nfs.write_file("/hello.txt", b"hi")
+        print(await nfs.listdir("/"))
+
+Paths are relative to the export given in the URL ("/" is the export's root). Every call is one
+COMPOUND where the protocol allows; directory file handles are cached briefly so that a path's
+directories are not looked up again for every call on files inside them.
+"""
+
+from __future__ import annotations
+
+import errno
+import posixpath
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import cachetools
+import trio
+
+from ..errors import NFS4Error
+from ..proto.nfs4 import const as c
+from ..rpc.auth import Credential, auth_sys
+from ..session.client_id import ClientID, SessionOptions
+from ..session.paths import Path
+from ..session.session import RetryPolicy
+from ..transport.base import Transport
+from ..transport.tcp import TcpTransport
+from .attributes import FileAttrs, FsStat
+from .nfs4 import NFSv4, OpenFile
+from .url import NfsURL, URLError, parse_url
+
+Progress = Callable[[int], None]
+MAX_SYMLINKS = 40
+DEFAULT_IN_FLIGHT = 8
+COMMIT_WINDOW = 64 << 20  # commit unstable data at least this often, so resends stay bounded
+
+
+async def _connector_for(url: NfsURL, address: str, port: int, timeout: float) -> Callable[[], Any]:
+    if url.proto == "rdma":
+        from ..transport.rdma import connect_rdma  # optional: pyverbs or the software provider
+
+        async def rdma() -> Transport:
+            return await connect_rdma(address, port, timeout=timeout, options=url.options)
+
+        return rdma
+
+    async def tcp() -> Transport:
+        return await TcpTransport.connect(address, port, timeout=timeout)
+
+    return tcp
+
+
+class Client:
+    """A connection to one NFSv4.1 export, with path-based calls."""
+
+    def __init__(self, url: NfsURL, clientid: ClientID, ops: NFSv4, cred: Credential) -> None:
+        self.url = url
+        self.clientid = clientid
+        self.nfs = ops
+        self.cred = cred
+        self.root_fh = b""
+        self.in_flight = DEFAULT_IN_FLIGHT
+        # directory path -> file handle (short-lived; a renamed directory is looked up again)
+        self._dirs: cachetools.TTLCache[str, bytes] = cachetools.TTLCache(maxsize=4096, ttl=3.0)
+
+    # -- connecting -----------------------------------------------------------------------------------
+    @classmethod
+    @asynccontextmanager
+    async def connect(
+        cls,
+        url: str | NfsURL,
+        *,
+        uid: int = 0,
+        gid: int = 0,
+        groups: tuple[int, ...] = (),
+        timeout: float = 10.0,
+        hard: bool = False,
+        timeo: float = 30.0,
+        retrans: int = 2,
+        rsize: int = 1 << 20,
+        wsize: int = 1 << 20,
+    ) -> AsyncIterator[Client]:
+        """Connect, create a session, look up the export; on exit close the session cleanly."""
+        u = parse_url(url) if isinstance(url, str) else url
+        cred = auth_sys(uid, gid, groups)
+        async with trio.open_nursery() as nursery:
+            cid = ClientID(
+                nursery,
+                options=SessionOptions(rsize=rsize, wsize=wsize),
+                policy=RetryPolicy(timeo=timeo, retrans=retrans, hard=hard),
+                cred=cred,
+            )
+            try:
+                connector = await _connector_for(u, u.host, u.port, timeout)
+                await cid.start(Path(u.address, connector, u.proto), timeout=timeout)
+                ops = NFSv4(cid)
+                self = cls(u, cid, ops, cred)
+                self.root_fh, _ = await ops.mount(u.path, cred)
+                yield self
+            finally:
+                with trio.CancelScope(shield=True):
+                    await cid.shutdown()
+                nursery.cancel_scope.cancel()
+
+    # -- names ------------------------------------------------------------------------------------------
+    def _norm(self, path: str) -> str:
+        p = posixpath.normpath("/" + path)
+        return "/" if p in ("/", "//") else p
+
+    async def _dir_fh(self, dirpath: str, depth: int = 0) -> bytes:
+        if dirpath == "/":
+            return self.root_fh
+        fh = self._dirs.get(dirpath)
+        if fh is not None:
+            return fh
+        fh, attrs = await self._resolve(dirpath, follow=True, depth=depth)
+        if not attrs.is_dir:
+            raise NFS4Error(c.NFS4ERR_NOTDIR, c.OP_LOOKUP, dirpath)
+        self._dirs[dirpath] = fh
+        return fh
+
+    async def _resolve(self, path: str, follow: bool = True, depth: int = 0) -> tuple[bytes, FileAttrs]:
+        """File handle and attributes of ``path``; symlinks inside the path are followed, the last
+        component only with ``follow``."""
+        if depth > MAX_SYMLINKS:
+            raise NFS4Error(c.NFS4ERR_SYMLINK, c.OP_LOOKUP, path)  # ELOOP-like: too many links
+        path = self._norm(path)
+        if path == "/":
+            return self.root_fh, await self.nfs.getattr(self.root_fh, self.cred, path)
+        parent, name = posixpath.split(path)
+        try:
+            dfh = await self._dir_fh(parent, depth)
+            fh, attrs = await self.nfs.lookup_path(dfh, [name], self.cred, path)
+        except NFS4Error as e:
+            if e.status == c.NFS4ERR_STALE:
+                self._dirs.clear()
+            raise
+        if follow and attrs.is_symlink:
+            target = (await self.nfs.readlink(fh, self.cred, path)).decode("utf-8", "surrogateescape")
+            nxt = target if target.startswith("/") else posixpath.join(parent, target)
+            return await self._resolve(nxt, True, depth + 1)
+        return fh, attrs
+
+    def _forget(self, path: str) -> None:
+        path = self._norm(path)
+        for k in [k for k in self._dirs if k == path or k.startswith(path + "/")]:
+            self._dirs.pop(k, None)
+
+    # -- metadata ---------------------------------------------------------------------------------------
+    async def stat(self, path: str) -> FileAttrs:
+        return (await self._resolve(path, follow=True))[1]
+
+    async def lstat(self, path: str) -> FileAttrs:
+        return (await self._resolve(path, follow=False))[1]
+
+    async def exists(self, path: str) -> bool:
+        try:
+            await self.lstat(path)
+            return True
+        except NFS4Error as e:
+            if e.status == c.NFS4ERR_NOENT:
+                return False
+            raise
+
+    async def scandir(self, path: str = "/") -> list[tuple[str, FileAttrs]]:
+        path = self._norm(path)
+        fh = await self._dir_fh(path)
+        entries = await self.nfs.listdir(fh, self.cred, with_attrs=True, path=path)
+        return [(e.name, e.attrs or FileAttrs()) for e in entries]
+
+    async def listdir(self, path: str = "/") -> list[str]:
+        return [name for name, _ in await self.scandir(path)]
+
+    async def statfs(self, path: str = "/") -> FsStat:
+        fh, _ = await self._resolve(path)
+        return await self.nfs.statfs(fh, self.cred)
+
+    async def setattr(self, path: str, *, follow: bool = True, **changes: Any) -> FileAttrs:
+        fh, _ = await self._resolve(path, follow=follow)
+        return await self.nfs.setattr(fh, self.cred, path=path, **changes)
+
+    async def chmod(self, path: str, mode: int) -> FileAttrs:
+        return await self.setattr(path, mode=mode)
+
+    async def chown(self, path: str, uid: int | None = None, gid: int | None = None) -> FileAttrs:
+        return await self.setattr(path, uid=uid, gid=gid)
+
+    async def truncate(self, path: str, size: int) -> FileAttrs:
+        return await self.setattr(path, size=size)
+
+    async def utime(self, path: str, atime_ns: int | str | None = None,
+                    mtime_ns: int | str | None = None) -> FileAttrs:
+        return await self.setattr(path, atime_ns=atime_ns, mtime_ns=mtime_ns)
+
+    # -- namespace --------------------------------------------------------------------------------------
+    def _split(self, path: str) -> tuple[str, str]:
+        path = self._norm(path)
+        if path == "/":
+            raise NFS4Error(c.NFS4ERR_INVAL, None, path)
+        return posixpath.split(path)
+
+    async def mkdir(self, path: str, mode: int = 0o755) -> FileAttrs:
+        parent, name = self._split(path)
+        dfh = await self._dir_fh(parent)
+        fh, attrs = await self.nfs.create(dfh, name, c.NF4DIR, self.cred, mode=mode, path=self._norm(path))
+        return attrs
+
+    async def makedirs(self, path: str, mode: int = 0o755, exist_ok: bool = True) -> None:
+        cur = ""
+        for part in [p for p in self._norm(path).split("/") if p]:
+            cur += "/" + part
+            try:
+                await self.mkdir(cur, mode)
+            except NFS4Error as e:
+                if e.status != c.NFS4ERR_EXIST or (cur == self._norm(path) and not exist_ok):
+                    raise
+
+    async def remove(self, path: str) -> None:
+        """Remove a file, symlink or empty directory."""
+        parent, name = self._split(path)
+        dfh = await self._dir_fh(parent)
+        await self.nfs.remove(dfh, name, self.cred, path=self._norm(path))
+        self._forget(path)
+
+    async def unlink(self, path: str) -> None:
+        attrs = await self.lstat(path)
+        if attrs.is_dir:
+            raise NFS4Error(c.NFS4ERR_ISDIR, c.OP_REMOVE, self._norm(path))
+        await self.remove(path)
+
+    async def rmdir(self, path: str) -> None:
+        attrs = await self.lstat(path)
+        if not attrs.is_dir:
+            raise NFS4Error(c.NFS4ERR_NOTDIR, c.OP_REMOVE, self._norm(path))
+        await self.remove(path)
+
+    async def rmtree(self, path: str) -> None:
+        attrs = await self.lstat(path)
+        if attrs.is_dir:
+            for name, a in await self.scandir(path):
+                child = posixpath.join(self._norm(path), name)
+                if a.is_dir:
+                    await self.rmtree(child)
+                else:
+                    await self.remove(child)
+        await self.remove(path)
+
+    async def rename(self, src: str, dst: str) -> None:
+        sp, sn = self._split(src)
+        dp, dn = self._split(dst)
+        sfh = await self._dir_fh(sp)
+        dfh = await self._dir_fh(dp)
+        await self.nfs.rename(sfh, sn, dfh, dn, self.cred, path=self._norm(src))
+        self._forget(src)
+        self._forget(dst)
+
+    async def link(self, src: str, dst: str) -> FileAttrs:
+        fh, _ = await self._resolve(src, follow=False)
+        dp, dn = self._split(dst)
+        dfh = await self._dir_fh(dp)
+        return await self.nfs.link(fh, dfh, dn, self.cred, path=self._norm(dst))
+
+    async def symlink(self, target: str, path: str) -> FileAttrs:
+        parent, name = self._split(path)
+        dfh = await self._dir_fh(parent)
+        _, attrs = await self.nfs.create(dfh, name, c.NF4LNK, self.cred, mode=0o777,
+                                         linkdata=target.encode("utf-8", "surrogateescape"),
+                                         path=self._norm(path))
+        return attrs
+
+    async def readlink(self, path: str) -> str:
+        fh, attrs = await self._resolve(path, follow=False)
+        if not attrs.is_symlink:
+            raise NFS4Error(c.NFS4ERR_INVAL, c.OP_READLINK, self._norm(path))
+        return (await self.nfs.readlink(fh, self.cred, path)).decode("utf-8", "surrogateescape")
+
+    # -- files ------------------------------------------------------------------------------------------
+    async def open(self, path: str, mode: str = "r", perm: int = 0o644) -> File:
+        """Open like Python's ``open`` in binary: modes r, r+, w, w+, a, a+, x, x+."""
+        base = mode.replace("b", "")
+        if base not in ("r", "r+", "w", "w+", "a", "a+", "x", "x+"):
+            raise ValueError(f"invalid mode {mode!r}")
+        write = base[0] in "wax" or "+" in base
+        read = base[0] == "r" or "+" in base
+        access = (c.OPEN4_SHARE_ACCESS_READ if read else 0) | (c.OPEN4_SHARE_ACCESS_WRITE if write else 0)
+        parent, name = self._split(path)
+        npath = self._norm(path)
+        if base[0] == "r":
+            fh, attrs = await self._resolve(npath, follow=True)
+            if attrs.is_dir:
+                raise NFS4Error(c.NFS4ERR_ISDIR, c.OP_OPEN, npath)
+            of = await self.nfs.open_fh(fh, self.cred, access, path=npath)
+        else:
+            dfh = await self._dir_fh(parent)
+            of = await self.nfs.open(dfh, name, self.cred, access=access, create=True,
+                                     exclusive=base[0] == "x", truncate=base[0] == "w", mode=perm, path=npath)
+        f = File(self, of, npath, readable=read, writable=write)
+        if base[0] == "a" and of.attrs is not None:
+            f.pos = of.attrs.size
+            f.append = True
+        return f
+
+    async def read_file(self, path: str) -> bytes:
+        async with await self.open(path, "r") as f:
+            return await f.read()
+
+    async def write_file(self, path: str, data: bytes, perm: int = 0o644) -> None:
+        async with await self.open(path, "w", perm) as f:
+            await f.write(data)
+
+    # -- bulk transfers ------------------------------------------------------------------------------
+    async def get(self, remote: str, local: str, progress: Progress | None = None) -> int:
+        """Copy a remote file to a local one; returns bytes copied. READ data goes to disk by
+        os.write of the reply buffers themselves (no copy)."""
+        import os
+
+        async with await self.open(remote, "r") as f:
+            fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            total = 0
+            try:
+                async for offset, view in f.iter_views():
+                    n = os.pwrite(fd, view, offset)
+                    while n < view.nbytes:  # a short write to a local disk: finish it
+                        n += os.pwrite(fd, view[n:], offset + n)
+                    total += view.nbytes
+                    if progress:
+                        progress(total)
+            finally:
+                os.close(fd)
+        return total
+
+    async def put(self, local: str, remote: str, progress: Progress | None = None, perm: int = 0o644) -> int:
+        """Copy a local file to a remote one, several WRITEs in flight, COMMIT at the end."""
+        import os
+
+        size = os.path.getsize(local)
+        async with await self.open(remote, "w", perm) as f:
+            chunk = self.nfs.maxwrite
+            with open(local, "rb", buffering=0) as src:
+                window = chunk * self.in_flight
+                offset = 0
+                while offset < size or offset == 0:
+                    blk = src.read(window)
+                    if not blk:
+                        break
+                    await f.pwrite(offset, blk)
+                    offset += len(blk)
+                    if progress:
+                        progress(offset)
+            return offset
+
+
+class File:
+    """An open file. Reads and writes are split into rsize/wsize pieces, several in flight."""
+
+    def __init__(self, client: Client, of: OpenFile, path: str, readable: bool, writable: bool) -> None:
+        self.client = client
+        self.of = of
+        self.path = path
+        self.readable = readable
+        self.writable = writable
+        self.pos = 0
+        self.append = False
+        self._uncommitted: list[tuple[int, Any, bytes]] = []  # (offset, data, verifier)
+        self._uncommitted_bytes = 0
+        self.closed = False
+
+    async def __aenter__(self) -> File:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def size(self) -> int:
+        return self.of.attrs.size if self.of.attrs else 0
+
+    def _check(self, writing: bool) -> None:
+        if self.closed:
+            raise ValueError("I/O on a closed file")
+        if writing and not self.writable:
+            raise OSError(errno.EBADF, "file not open for writing", self.path)
+        if not writing and not self.readable:
+            raise OSError(errno.EBADF, "file not open for reading", self.path)
+
+    # -- reading ------------------------------------------------------------------------------------
+    async def pread_views(self, offset: int, count: int) -> tuple[list[memoryview], bool]:
+        """Read up to ``count`` bytes at ``offset`` as views of the reply buffers (zero copy),
+        rsize READs in flight together; stops at end of file."""
+        self._check(False)
+        nfs = self.client.nfs
+        rsize = nfs.maxread
+        pieces = [(o, min(rsize, offset + count - o)) for o in range(offset, offset + count, rsize)]
+        results: list[tuple[memoryview, bool] | None] = [None] * len(pieces)
+        limit = trio.Semaphore(self.client.in_flight)
+
+        async def one(i: int, o: int, n: int) -> None:
+            async with limit:
+                results[i] = await nfs.read(self.of, self.of.fh, o, n, self.client.cred)
+
+        async with trio.open_nursery() as nursery:
+            for i, (o, n) in enumerate(pieces):
+                nursery.start_soon(one, i, o, n)
+        views: list[memoryview] = []
+        eof = False
+        for (o, n), r in zip(pieces, results, strict=True):
+            assert r is not None
+            data, eof = r
+            if data.nbytes:
+                views.append(data)
+            if eof or data.nbytes < n:
+                # a short read not at eof (a server limit): the caller reads on from there
+                eof = eof or data.nbytes == 0
+                break
+        return views, eof
+
+    async def iter_views(self, chunk: int | None = None) -> AsyncIterator[tuple[int, memoryview]]:
+        """Stream the file from the current position: (offset, view) pairs, zero copy."""
+        window = chunk or self.client.nfs.maxread * self.client.in_flight
+        while True:
+            views, eof = await self.pread_views(self.pos, window)
+            for v in views:
+                yield self.pos, v
+                self.pos += v.nbytes
+            if eof or not views:
+                return
+
+    async def pread(self, offset: int, count: int) -> bytes:
+        views, _ = await self.pread_views(offset, count)
+        return views[0].tobytes() if len(views) == 1 else b"".join(views)
+
+    async def read(self, count: int = -1) -> bytes:
+        if count < 0:
+            out = [v async for _, v in self.iter_views()]
+            return b"".join(out)
+        data = await self.pread(self.pos, count)
+        self.pos += len(data)
+        return data
+
+    # -- writing ------------------------------------------------------------------------------------
+    async def pwrite(self, offset: int, data: Any) -> int:
+        """Write ``data`` at ``offset``: wsize UNSTABLE WRITEs in flight together. The data is kept
+        by reference until committed (a read-only buffer is not copied; a mutable one is, since
+        the caller may change it before the COMMIT that could require sending it again)."""
+        self._check(True)
+        mv = memoryview(data).cast("B")
+        if not mv.readonly:
+            mv = memoryview(bytes(mv))
+        nfs = self.client.nfs
+        wsize = nfs.maxwrite
+        limit = trio.Semaphore(self.client.in_flight)
+        written = [0]
+
+        async def one(o: int, piece: memoryview) -> None:
+            async with limit:
+                done = 0
+                while done < piece.nbytes:  # a short WRITE: send the rest
+                    n, committed, verf = await nfs.write(self.of, o + done, piece[done:], self.client.cred)
+                    if n == 0:
+                        raise OSError(errno.EIO, "server accepted no data", self.path)
+                    if committed == c.UNSTABLE4:
+                        self._uncommitted.append((o + done, piece[done : done + n], verf))
+                        self._uncommitted_bytes += n
+                    done += n
+                written[0] += piece.nbytes
+
+        async with trio.open_nursery() as nursery:
+            for o in range(0, mv.nbytes, wsize):
+                nursery.start_soon(one, offset + o, mv[o : o + wsize])
+        end = offset + mv.nbytes
+        if self.of.attrs is not None and end > self.of.attrs.size:
+            self.of.attrs.size = end
+        if self._uncommitted_bytes >= COMMIT_WINDOW:
+            await self.fsync()
+        return written[0]
+
+    async def write(self, data: Any) -> int:
+        if self.append:
+            self.pos = max(self.pos, self.size)
+        n = await self.pwrite(self.pos, data)
+        self.pos += n
+        return n
+
+    async def fsync(self) -> None:
+        """COMMIT; if the server's write verifier changed (it restarted and may have lost unstable
+        data), send the uncommitted writes again, FILE_SYNC, so nothing acknowledged is lost."""
+        for _attempt in range(3):
+            if not self._uncommitted:
+                return
+            verf = await self.client.nfs.commit(self.of.fh, self.client.cred)
+            stale = [(o, d) for o, d, v in self._uncommitted if v != verf]
+            self._uncommitted.clear()
+            self._uncommitted_bytes = 0
+            if not stale:
+                return
+            for o, d in stale:
+                n, committed, v = await self.client.nfs.write(self.of, o, d, self.client.cred, c.FILE_SYNC4)
+                if n != d.nbytes:
+                    self._uncommitted.append((o + n, d[n:], b""))
+        raise OSError(errno.EIO, "write verifier kept changing: the server keeps losing data", self.path)
+
+    flush = fsync
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        if whence == 0:
+            self.pos = offset
+        elif whence == 1:
+            self.pos += offset
+        else:
+            self.pos = self.size + offset
+        return self.pos
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            if self.writable:
+                await self.fsync()
+        finally:
+            self.closed = True
+            await self.client.nfs.close(self.of, self.client.cred)
+
+
+__all__ = ["Client", "File", "NfsURL", "URLError", "parse_url"]

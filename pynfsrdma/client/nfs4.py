@@ -1,0 +1,400 @@
+"""File-level NFSv4.1 operations on file handles, one COMPOUND each.
+
+This is the layer the FUSE front end and the path-based API both stand on. Every method builds one
+COMPOUND (PUTFH, the operation, GETFH/GETATTR as needed) and turns a failed operation into an
+:class:`~pynfsrdma.errors.NFS4Error` carrying its status and operation.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from ..errors import NFS4Error
+from ..proto.nfs4 import const as c
+from ..proto.nfs4.compound import ResOp
+from ..proto.nfs4.types import (
+    ACCESS4args,
+    CLOSE4args,
+    COMMIT4args,
+    CREATE4args,
+    DELEGRETURN4args,
+    GETATTR4args,
+    GETFH4args,
+    LINK4args,
+    LOOKUP4args,
+    LOOKUPP4args,
+    OPEN4args,
+    PUTFH4args,
+    PUTROOTFH4args,
+    READ4args,
+    READDIR4args,
+    READLINK4args,
+    REMOVE4args,
+    RENAME4args,
+    RESTOREFH4args,
+    SAVEFH4args,
+    SETATTR4args,
+    WRITE4args,
+    creatverfattr,
+    fattr4,
+    open_owner4,
+    specdata4,
+    stateid4,
+)
+from ..rpc.auth import Credential
+from ..session.client_id import ClientID
+from ..transport.base import ReplyHints
+from .attributes import (
+    FS_INFO_BITMAP,
+    STAT_BITMAP,
+    STATFS_BITMAP,
+    FileAttrs,
+    FsStat,
+    setattr_fattr4,
+)
+
+ANONYMOUS_STATEID = stateid4(0, bytes(12))
+CURRENT_STATEID_SEQID = 0  # in NFSv4.1 a seqid of 0 means "the current one" (RFC 8881 8.2.2)
+EMPTY_FATTR = fattr4([], b"")
+VERIFIER_SIZE = 8
+
+
+@dataclass(slots=True)
+class DirEntry:
+    name: str
+    cookie: int
+    fh: bytes | None
+    attrs: FileAttrs | None
+
+
+@dataclass(slots=True)
+class Delegation:
+    type: int  # OPEN_DELEGATE_READ / WRITE
+    stateid: stateid4
+    fh: bytes
+
+
+@dataclass(eq=False)
+class OpenFile:
+    """An open of a file: its file handle, open stateid and share access (and how to reclaim it)."""
+
+    fh: bytes
+    stateid: stateid4
+    access: int
+    owner: bytes
+    attrs: FileAttrs | None = None
+    delegation: Delegation | None = None
+    closed: bool = False
+    # unstable writes not yet committed: offset -> (length, verifier)
+    uncommitted: dict[int, tuple[int, bytes]] = field(default_factory=dict)
+
+
+class NFSv4:
+    """File-handle level operations over a :class:`ClientID`'s session."""
+
+    def __init__(self, client: ClientID) -> None:
+        self.client = client
+        self.root_fh: bytes = b""
+        self.maxread = 1 << 20
+        self.maxwrite = 1 << 20
+        self.opens: dict[int, OpenFile] = {}  # id(open) -> open, for reclaim after a server restart
+        self.delegations: dict[bytes, Delegation] = {}
+        client.reclaim_hooks.append(self._reclaim)
+        client.backchannel.on_recall = self._recall
+        client.backchannel.on_recall_any = self._recall_any
+
+    # -- plumbing ---------------------------------------------------------------------------------------
+    async def run(
+        self,
+        ops: Sequence[Any],
+        cred: Credential,
+        hints: ReplyHints | None = None,
+        *,
+        payload: int = 0,
+        path: str | None = None,
+        recovering: bool = False,
+    ) -> list[ResOp]:
+        """Run a COMPOUND; raise NFS4Error for the first failed operation, else return results."""
+        res = await self.client.compound(
+            ops, cred, hints if hints is not None else _NO_HINTS, payload=payload, _recovering=recovering
+        )
+        if res.status != c.NFS4_OK:
+            failed = next((r for r in res.resarray if r.status != c.NFS4_OK), None)
+            raise NFS4Error(res.status, failed.opnum if failed else None, path)
+        if len(res.resarray) != len(ops):
+            raise NFS4Error(c.NFS4ERR_SERVERFAULT, None, path)
+        return res.resarray
+
+    # -- the export ---------------------------------------------------------------------------------------
+    async def mount(self, export: str, cred: Credential) -> tuple[bytes, FileAttrs]:
+        """Look up the export's root; learn maxread/maxwrite and the lease time."""
+        ops: list[Any] = [PUTROOTFH4args()]
+        ops += [LOOKUP4args(n) for n in _components(export)]
+        ops += [GETFH4args(), GETATTR4args(STAT_BITMAP), GETATTR4args(FS_INFO_BITMAP)]
+        res = await self.run(ops, cred, path=export)
+        fh = bytes(res[-3].res.object)
+        attrs = FileAttrs.from_fattr4(res[-2].res.obj_attributes)
+        from ..proto.nfs4.attrs import decode_fattr4
+
+        info = decode_fattr4(res[-1].res.obj_attributes)
+        self.maxread = min(self.client.options.rsize, info.get(c.FATTR4_MAXREAD, self.maxread) or self.maxread)
+        self.maxwrite = min(self.client.options.wsize, info.get(c.FATTR4_MAXWRITE, self.maxwrite) or self.maxwrite)
+        if c.FATTR4_LEASE_TIME in info:
+            self.client.lease_time = info[c.FATTR4_LEASE_TIME]
+        self.root_fh = fh
+        return fh, attrs
+
+    # -- names --------------------------------------------------------------------------------------------
+    async def lookup(self, dir_fh: bytes, name: str, cred: Credential) -> tuple[bytes, FileAttrs]:
+        res = await self.run(
+            [PUTFH4args(dir_fh), LOOKUP4args(name), GETFH4args(), GETATTR4args(STAT_BITMAP)], cred, path=name
+        )
+        return bytes(res[2].res.object), FileAttrs.from_fattr4(res[3].res.obj_attributes)
+
+    async def lookup_path(self, dir_fh: bytes, names: Sequence[str], cred: Credential,
+                          path: str | None = None) -> tuple[bytes, FileAttrs]:
+        """Several LOOKUPs in one COMPOUND (a path below ``dir_fh``)."""
+        ops: list[Any] = [PUTFH4args(dir_fh)]
+        ops += [LOOKUP4args(n) for n in names]
+        ops += [GETFH4args(), GETATTR4args(STAT_BITMAP)]
+        res = await self.run(ops, cred, path=path)
+        return bytes(res[-2].res.object), FileAttrs.from_fattr4(res[-1].res.obj_attributes)
+
+    async def lookupp(self, fh: bytes, cred: Credential) -> tuple[bytes, FileAttrs]:
+        res = await self.run([PUTFH4args(fh), LOOKUPP4args(), GETFH4args(), GETATTR4args(STAT_BITMAP)], cred)
+        return bytes(res[2].res.object), FileAttrs.from_fattr4(res[3].res.obj_attributes)
+
+    async def getattr(self, fh: bytes, cred: Credential, path: str | None = None) -> FileAttrs:
+        res = await self.run([PUTFH4args(fh), GETATTR4args(STAT_BITMAP)], cred, path=path)
+        return FileAttrs.from_fattr4(res[1].res.obj_attributes)
+
+    async def setattr(
+        self, fh: bytes, cred: Credential, *, stateid: stateid4 | None = None, path: str | None = None,
+        mode: int | None = None, uid: int | None = None, gid: int | None = None, size: int | None = None,
+        atime_ns: int | str | None = None, mtime_ns: int | str | None = None,
+    ) -> FileAttrs:
+        f = setattr_fattr4(mode, uid, gid, size, atime_ns, mtime_ns)
+        res = await self.run(
+            [PUTFH4args(fh), SETATTR4args(stateid or ANONYMOUS_STATEID, f), GETATTR4args(STAT_BITMAP)],
+            cred, path=path,
+        )
+        return FileAttrs.from_fattr4(res[2].res.obj_attributes)
+
+    async def access(self, fh: bytes, mask: int, cred: Credential) -> int:
+        res = await self.run([PUTFH4args(fh), ACCESS4args(mask)], cred)
+        return int(res[1].res.access)
+
+    async def statfs(self, fh: bytes, cred: Credential) -> FsStat:
+        res = await self.run([PUTFH4args(fh), GETATTR4args(STATFS_BITMAP)], cred)
+        return FsStat.from_fattr4(res[1].res.obj_attributes)
+
+    # -- directories --------------------------------------------------------------------------------------
+    async def readdir(
+        self, fh: bytes, cred: Credential, cookie: int = 0, verifier: bytes = bytes(VERIFIER_SIZE),
+        maxcount: int = 64 * 1024, with_attrs: bool = True, path: str | None = None,
+    ) -> tuple[list[DirEntry], bytes, bool]:
+        """One READDIR: (entries, cookie verifier, eof)."""
+        bitmap = _READDIR_BITMAP if with_attrs else _READDIR_FH_ONLY
+        res = await self.run(
+            [PUTFH4args(fh), READDIR4args(cookie, verifier, maxcount, maxcount, bitmap)],
+            cred, ReplyHints(max_reply=maxcount), path=path,
+        )
+        ok = res[1].res
+        from ..proto.nfs4.attrs import decode_fattr4
+
+        entries = []
+        for e in ok.reply.entries:
+            d = decode_fattr4(e.attrs)
+            efh = d.get(c.FATTR4_FILEHANDLE)
+            entries.append(DirEntry(e.name, e.cookie, bytes(efh) if efh is not None else None,
+                                    FileAttrs.from_dict(d) if with_attrs else None))
+        return entries, bytes(ok.cookieverf), bool(ok.reply.eof)
+
+    async def listdir(self, fh: bytes, cred: Credential, with_attrs: bool = True,
+                      path: str | None = None) -> list[DirEntry]:
+        """All entries, paging READDIR with cookie and verifier."""
+        out: list[DirEntry] = []
+        cookie, verf = 0, bytes(VERIFIER_SIZE)
+        while True:
+            entries, verf, eof = await self.readdir(fh, cred, cookie, verf, with_attrs=with_attrs, path=path)
+            out.extend(entries)
+            if eof or not entries:
+                return out
+            cookie = entries[-1].cookie
+
+    async def create(
+        self, dir_fh: bytes, name: str, ftype: int, cred: Credential, *, mode: int = 0o755,
+        linkdata: bytes | None = None, rdev: tuple[int, int] = (0, 0), uid: int | None = None,
+        gid: int | None = None, path: str | None = None,
+    ) -> tuple[bytes, FileAttrs]:
+        """CREATE a non-regular object: directory, symlink, device, fifo, socket."""
+        if ftype == c.NF4LNK:
+            objtype: tuple[int, Any] = (c.NF4LNK, linkdata or b"")
+        elif ftype in (c.NF4BLK, c.NF4CHR):
+            objtype = (ftype, specdata4(*rdev))
+        else:
+            objtype = (ftype, None)
+        attrs = setattr_fattr4(mode=mode, uid=uid, gid=gid)
+        res = await self.run(
+            [PUTFH4args(dir_fh), CREATE4args(objtype, name, attrs), GETFH4args(), GETATTR4args(STAT_BITMAP)],
+            cred, path=path or name,
+        )
+        return bytes(res[2].res.object), FileAttrs.from_fattr4(res[3].res.obj_attributes)
+
+    async def remove(self, dir_fh: bytes, name: str, cred: Credential, path: str | None = None) -> None:
+        await self.run([PUTFH4args(dir_fh), REMOVE4args(name)], cred, path=path or name)
+
+    async def rename(self, src_dir: bytes, old: str, dst_dir: bytes, new: str, cred: Credential,
+                     path: str | None = None) -> None:
+        await self.run(
+            [PUTFH4args(src_dir), SAVEFH4args(), PUTFH4args(dst_dir), RENAME4args(old, new)], cred,
+            path=path or old,
+        )
+
+    async def link(self, fh: bytes, dir_fh: bytes, name: str, cred: Credential,
+                   path: str | None = None) -> FileAttrs:
+        res = await self.run(
+            [PUTFH4args(fh), SAVEFH4args(), PUTFH4args(dir_fh), LINK4args(name), RESTOREFH4args(),
+             GETATTR4args(STAT_BITMAP)],
+            cred, path=path or name,
+        )
+        return FileAttrs.from_fattr4(res[5].res.obj_attributes)
+
+    async def readlink(self, fh: bytes, cred: Credential, path: str | None = None) -> bytes:
+        res = await self.run([PUTFH4args(fh), READLINK4args()], cred, ReplyHints(ddp_sizes=[4096]), path=path)
+        return bytes(res[1].res.link)
+
+    # -- open state ---------------------------------------------------------------------------------------
+    def _owner(self, cred: Credential) -> bytes:
+        return f"open-{cred.uid if cred.uid is not None else 'none'}".encode()
+
+    async def open(
+        self, dir_fh: bytes, name: str, cred: Credential, *, access: int = c.OPEN4_SHARE_ACCESS_READ,
+        create: bool = False, exclusive: bool = False, truncate: bool = False, mode: int = 0o644,
+        path: str | None = None,
+    ) -> OpenFile:
+        """OPEN by name (CLAIM_NULL), creating if asked; O_EXCL uses EXCLUSIVE4_1 with a verifier."""
+        owner = self._owner(cred)
+        if create:
+            if exclusive:
+                how: tuple[int, Any] = (c.EXCLUSIVE4_1, creatverfattr(os.urandom(VERIFIER_SIZE),
+                                                                      setattr_fattr4(mode=mode)))
+            else:
+                how = (c.UNCHECKED4, setattr_fattr4(mode=mode, size=0 if truncate else None))
+            openhow: tuple[int, Any] = (c.OPEN4_CREATE, how)
+        else:
+            openhow = (c.OPEN4_NOCREATE, None)
+        clientid = self.client.identity.clientid if self.client.identity else 0
+        args = OPEN4args(0, access | c.OPEN4_SHARE_ACCESS_WANT_NO_DELEG, c.OPEN4_SHARE_DENY_NONE,
+                         open_owner4(clientid, owner), openhow, (c.CLAIM_NULL, name))
+        ops: list[Any] = [PUTFH4args(dir_fh), args, GETFH4args(), GETATTR4args(STAT_BITMAP)]
+        res = await self.run(ops, cred, path=path or name)
+        ok = res[1].res
+        of = OpenFile(bytes(res[2].res.object), ok.stateid, access, owner,
+                      FileAttrs.from_fattr4(res[3].res.obj_attributes))
+        if exclusive and ok.attrset:
+            pass  # EXCLUSIVE4_1 applied our attributes itself: nothing left to set
+        if truncate and not create and of.attrs is not None and of.attrs.size:
+            of.attrs = await self.setattr(of.fh, cred, stateid=of.stateid, size=0, path=path)
+        self.opens[id(of)] = of
+        return of
+
+    async def open_fh(self, fh: bytes, cred: Credential, access: int = c.OPEN4_SHARE_ACCESS_READ,
+                      path: str | None = None) -> OpenFile:
+        """OPEN an already looked-up file (CLAIM_FH)."""
+        owner = self._owner(cred)
+        clientid = self.client.identity.clientid if self.client.identity else 0
+        args = OPEN4args(0, access | c.OPEN4_SHARE_ACCESS_WANT_NO_DELEG, c.OPEN4_SHARE_DENY_NONE,
+                         open_owner4(clientid, owner), (c.OPEN4_NOCREATE, None), (c.CLAIM_FH, None))
+        res = await self.run([PUTFH4args(fh), args, GETATTR4args(STAT_BITMAP)], cred, path=path)
+        of = OpenFile(fh, res[1].res.stateid, access, owner, FileAttrs.from_fattr4(res[2].res.obj_attributes))
+        self.opens[id(of)] = of
+        return of
+
+    async def close(self, of: OpenFile, cred: Credential) -> None:
+        if of.closed:
+            return
+        of.closed = True
+        self.opens.pop(id(of), None)
+        try:
+            await self.run([PUTFH4args(of.fh), CLOSE4args(0, of.stateid)], cred)
+        except NFS4Error as e:
+            # the state is gone already (expired, or revoked): nothing is left to close
+            if e.status not in (c.NFS4ERR_BAD_STATEID, c.NFS4ERR_OLD_STATEID, c.NFS4ERR_EXPIRED,
+                                c.NFS4ERR_STALE_STATEID, c.NFS4ERR_ADMIN_REVOKED):
+                raise
+
+    async def _reclaim(self, client: ClientID) -> None:
+        """After a server restart: reclaim every open with CLAIM_PREVIOUS during the grace period."""
+        clientid = client.identity.clientid if client.identity else 0
+        for of in list(self.opens.values()):
+            args = OPEN4args(0, of.access | c.OPEN4_SHARE_ACCESS_WANT_NO_DELEG, c.OPEN4_SHARE_DENY_NONE,
+                             open_owner4(clientid, of.owner), (c.OPEN4_NOCREATE, None),
+                             (c.CLAIM_PREVIOUS, c.OPEN_DELEGATE_NONE))
+            try:
+                res = await self.run([PUTFH4args(of.fh), args], client.machine_cred, recovering=True)
+            except NFS4Error:
+                of.closed = True  # could not be reclaimed: further I/O on it fails cleanly
+                self.opens.pop(id(of), None)
+                continue
+            of.stateid = res[1].res.stateid
+
+    # -- delegations (returned when recalled) --------------------------------------------------------------
+    async def _recall(self, fh: bytes, stateid: Any, truncate: bool) -> None:
+        d = self.delegations.pop(fh, None)
+        with trio.move_on_after(30):
+            try:
+                await self.run([PUTFH4args(fh), DELEGRETURN4args(stateid)], self.client.machine_cred)
+            except NFS4Error:
+                pass  # the server has revoked it already
+        del d
+
+    async def _recall_any(self, keep: int, mask: int) -> None:
+        for fh in list(self.delegations)[keep:]:
+            d = self.delegations.pop(fh)
+            await self._recall(fh, d.stateid, False)
+
+    # -- data ---------------------------------------------------------------------------------------------
+    async def read(self, of: OpenFile | None, fh: bytes, offset: int, count: int,
+                   cred: Credential) -> tuple[memoryview, bool]:
+        """One READ of at most maxread bytes: (data as a view of the reply, eof)."""
+        count = min(count, self.maxread)
+        stateid = of.stateid if of is not None else ANONYMOUS_STATEID
+        res = await self.run([PUTFH4args(fh), READ4args(stateid, offset, count)], cred,
+                             ReplyHints(ddp_sizes=[count]))
+        ok = res[1].res
+        return ok.data, bool(ok.eof)
+
+    async def write(self, of: OpenFile, offset: int, data: Any, cred: Credential,
+                    stable: int = c.UNSTABLE4) -> tuple[int, int, bytes]:
+        """One WRITE (data sent by reference): (count, committed, write verifier)."""
+        n = memoryview(data).nbytes
+        res = await self.run([PUTFH4args(of.fh), WRITE4args(of.stateid, offset, stable, data)], cred,
+                             payload=n)
+        ok = res[1].res
+        return int(ok.count), int(ok.committed), bytes(ok.writeverf)
+
+    async def commit(self, fh: bytes, cred: Credential, offset: int = 0, count: int = 0) -> bytes:
+        res = await self.run([PUTFH4args(fh), COMMIT4args(offset, count)], cred)
+        return bytes(res[1].res.writeverf)
+
+
+def _components(path: str) -> list[str]:
+    return [p for p in path.split("/") if p and p != "."]
+
+
+def _readdir_bitmaps() -> tuple[list[int], list[int]]:
+    from ..proto.nfs4.attrs import bitmap4_from
+    from .attributes import STAT_ATTRS
+
+    return (bitmap4_from((*STAT_ATTRS, c.FATTR4_FILEHANDLE, c.FATTR4_RDATTR_ERROR)),
+            bitmap4_from((c.FATTR4_FILEHANDLE, c.FATTR4_TYPE)))
+
+
+_READDIR_BITMAP, _READDIR_FH_ONLY = _readdir_bitmaps()
+_NO_HINTS = ReplyHints()

@@ -1,0 +1,68 @@
+"""NFS URLs: ``nfs://host[:port]/path?vers=4.1&proto=tcp&...`` (RFC 2224's form, with options)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+NFS_PORT = 2049
+NFS_RDMA_PORT = 20049
+SUPPORTED_VERSIONS = ("4.1",)
+PROTOCOLS = ("tcp", "rdma")
+
+
+class URLError(ValueError):
+    """The URL (or a mount option in it) is not one we understand."""
+
+
+@dataclass(slots=True)
+class NfsURL:
+    host: str
+    port: int
+    path: str = "/"
+    vers: str = "4.1"
+    proto: str = "tcp"
+    options: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def address(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    def __str__(self) -> str:
+        q = "&".join([f"vers={self.vers}", f"proto={self.proto}"] + [f"{k}={v}" for k, v in self.options.items()])
+        return f"nfs://{self.address}{self.path}?{q}"
+
+
+def parse_url(url: str, **overrides: str) -> NfsURL:
+    """Parse an NFS URL; ``host:/path`` (the mount(8) form) is accepted too."""
+    if "://" not in url:
+        if ":" not in url:
+            raise URLError(f"{url!r} is not an NFS URL (nfs://host[:port]/path) nor host:/path")
+        host, _, path = url.rpartition(":")
+        url = f"nfs://{host}/{path.lstrip('/')}"
+    parts = urlsplit(url)
+    if parts.scheme != "nfs":
+        raise URLError(f"{url!r}: the scheme must be nfs://")
+    if not parts.hostname:
+        raise URLError(f"{url!r}: no server host")
+    opts = dict(parse_qsl(parts.query, keep_blank_values=True))
+    opts.update(overrides)
+    vers = opts.pop("vers", opts.pop("version", "4.1"))
+    if vers not in SUPPORTED_VERSIONS:
+        raise URLError(f"NFS version {vers} is not supported (this client speaks NFSv4.1)")
+    proto = opts.pop("proto", "tcp")
+    if proto not in PROTOCOLS:
+        raise URLError(f"unknown transport proto={proto} (use tcp or rdma)")
+    try:
+        port = parts.port
+    except ValueError as e:
+        raise URLError(f"{url!r}: {e}") from e
+    if "port" in opts:
+        try:
+            port = int(opts.pop("port"))
+        except ValueError as e:
+            raise URLError(f"port must be a number: {e}") from e
+    if port is None:
+        port = NFS_RDMA_PORT if proto == "rdma" else NFS_PORT
+    path = unquote(parts.path) or "/"
+    return NfsURL(parts.hostname, port, path, vers, proto, opts)

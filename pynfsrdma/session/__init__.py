@@ -1,0 +1,1 @@
+"""NFSv4.1 sessions: client ID, slot tables, SEQUENCE, recovery and the backchannel."""

@@ -1,0 +1,376 @@
+"""The client ID and its sessions: EXCHANGE_ID, CREATE_SESSION, lease renewal, recovery, shutdown.
+
+:class:`ClientID` is what the layers above talk to: ``await client.compound(ops, cred)`` runs a
+COMPOUND in the current session and hides the session's life from them:
+
+* NFS4ERR_DELAY and NFS4ERR_GRACE on an operation: the request is sent again (a new request,
+  since the server finished the old one with that error) after a growing pause;
+* BADSESSION / DEADSESSION / CONN_NOT_BOUND: a new session on the same client ID, then the
+  request again;
+* STALE_CLIENTID / EXPIRED (the server restarted or our lease ran out): a new client ID and a new
+  session; the registered reclaim hook reclaims open state during the grace period; then
+  RECLAIM_COMPLETE; then the request again.
+
+Recovery is single-flight: concurrent requests that hit the same loss wait for one recovery.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import socket
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from ..proto.nfs4 import const as c
+from ..proto.nfs4.compound import COMPOUND4args, COMPOUND4res, decode_compound_res, encode_compound_args
+from ..proto.nfs4.types import (
+    BIND_CONN_TO_SESSION4args,
+    CREATE_SESSION4args,
+    DESTROY_CLIENTID4args,
+    DESTROY_SESSION4args,
+    EXCHANGE_ID4args,
+    EXCHANGE_ID4resok,
+    RECLAIM_COMPLETE4args,
+    channel_attrs4,
+    client_owner4,
+    nfs_impl_id4,
+    nfstime4,
+)
+from ..proto.rpc import auth_flavor
+from ..errors import NFS4Error
+from ..rpc.auth import AUTH_NONE_CRED, Credential, auth_sys
+from ..rpc.errors import RpcReplyError
+from ..transport.base import NO_HINTS, ReplyHints, TransportError
+from ..xdr import XdrError
+from .backchannel import Backchannel
+from .errors import NotNFSv41Server, ServerUnreachable, SessionError
+from .paths import Path, PathSet
+from .session import CLIENT_LOST, RetryPolicy, Session, SessionLost
+
+log = logging.getLogger(__name__)
+
+CB_PROGRAM = 0x40000000  # the callback program number we ask the server to call back on
+MAX_GRACE_WAIT = 300.0
+RETRY_STATUSES = frozenset({c.NFS4ERR_DELAY, c.NFS4ERR_GRACE})
+IMPL_DOMAIN = "pynfsrdma.invalid"
+
+
+def default_owner_id(identity: str = "") -> bytes:
+    """A client owner stable for this host and mount identity (RFC 8881 section 2.4)."""
+    return f"pynfsrdma/{socket.gethostname()}/{identity}".encode()
+
+
+def boot_verifier() -> bytes:
+    """Changes on every client instance, so the server can tell a restarted client."""
+    return os.urandom(8)
+
+
+@dataclass(slots=True)
+class SessionOptions:
+    """What we ask CREATE_SESSION for."""
+
+    rsize: int = 1 << 20
+    wsize: int = 1 << 20
+    max_requests: int = 64
+    max_operations: int = 16
+    back_channel: bool = True
+
+
+@dataclass
+class ServerIdentity:
+    """What EXCHANGE_ID said about the server (compared when trunking)."""
+
+    clientid: int
+    server_owner_major: bytes
+    server_owner_minor: int
+    server_scope: bytes
+    impl: str = ""
+    flags: int = 0
+
+
+@dataclass
+class _Recovery:
+    generation: int = 0  # bumped each time a session or client ID is replaced
+    lock: trio.Lock = field(default_factory=trio.Lock)
+
+
+ReclaimHook = Callable[["ClientID"], Awaitable[None]]
+
+
+class ClientID:
+    """An NFSv4.1 client ID with its current session, over a set of paths."""
+
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        owner_id: bytes | None = None,
+        options: SessionOptions | None = None,
+        policy: RetryPolicy | None = None,
+        cred: Credential | None = None,
+    ) -> None:
+        self._nursery = nursery
+        self.owner = client_owner4(boot_verifier(), owner_id or default_owner_id())
+        self.options = options or SessionOptions()
+        self.policy = policy or RetryPolicy()
+        self.machine_cred = cred or auth_sys(0, 0)
+        self.backchannel = Backchannel(self)
+        self.paths = PathSet(
+            nursery, c.NFS4_PROGRAM, c.NFS_V4, on_connect=self._on_connect,
+            callback_handler=self.backchannel.handle_rpc,
+        )
+        self.identity: ServerIdentity | None = None
+        self.session: Session | None = None
+        self.lease_time = 90
+        self.reclaim_hooks: list[ReclaimHook] = []
+        self.in_grace = False
+        self._sequenceid = 0  # EXCHANGE_ID's eir_sequenceid, for CREATE_SESSION
+        self._recovery = _Recovery()
+        self._closed = False
+        self.recoveries = 0
+
+    # -- setting up ---------------------------------------------------------------------------------------
+    async def start(self, path: Path, timeout: float = 15.0) -> None:
+        """Connect the first path, then EXCHANGE_ID, CREATE_SESSION and RECLAIM_COMPLETE."""
+        try:
+            with trio.fail_after(timeout):
+                await self.paths.add(path, connect=False)
+                await self.paths._connect(path)  # raises a clear TransportError when unreachable
+                await self._establish(reclaim=False)
+        except trio.TooSlowError as e:
+            raise ServerUnreachable(f"{path.address}: no NFSv4.1 answer within {timeout:g} s") from e
+        self._nursery.start_soon(self.paths._keep_alive, path)
+        self._nursery.start_soon(self._renew_lease)
+
+    async def _raw_compound(self, path: Path, ops: Sequence[Any], cred: Credential | None = None,
+                            timeout: float | None = None) -> COMPOUND4res:
+        """A COMPOUND with no SEQUENCE (EXCHANGE_ID, CREATE_SESSION, BIND_CONN_TO_SESSION...)."""
+        rpc = path.rpc
+        if rpc is None:
+            raise TransportError("path is not connected", path.address)
+        xid, p = rpc.start_call(c.NFSPROC4_COMPOUND, cred or self.machine_cred)
+        encode_compound_args(p, COMPOUND4args("", 1, list(ops)))
+        try:
+            u = await rpc.call_packed(xid, p, NO_HINTS, timeout or self.policy.timeo)
+        except RpcReplyError as e:
+            raise NotNFSv41Server(f"{path.address} does not serve NFSv4.1: {e}") from e
+        try:
+            res = decode_compound_res(u)
+        except XdrError as e:
+            raise NotNFSv41Server(f"{path.address}: malformed NFSv4 reply: {e}") from e
+        if res.status == c.NFS4ERR_MINOR_VERS_MISMATCH:
+            raise NotNFSv41Server(f"{path.address} does not support NFSv4.1 (NFS4ERR_MINOR_VERS_MISMATCH)")
+        return res
+
+    async def exchange_id(self, path: Path) -> EXCHANGE_ID4resok:
+        args = EXCHANGE_ID4args(
+            eia_clientowner=self.owner,
+            eia_flags=c.EXCHGID4_FLAG_SUPP_MOVED_REFER | c.EXCHGID4_FLAG_SUPP_MOVED_MIGR,
+            eia_state_protect=(c.SP4_NONE, None),
+            eia_client_impl_id=[nfs_impl_id4(IMPL_DOMAIN, "pynfsrdma", nfstime4(0, 0))],
+        )
+        res = await self._raw_compound(path, [args])
+        r = res.resarray[0] if res.resarray else None
+        if r is None or r.opnum != c.OP_EXCHANGE_ID:
+            raise NotNFSv41Server(f"{path.address}: EXCHANGE_ID got no answer ({_st(res.status)})")
+        if r.status != c.NFS4_OK:
+            raise NFS4Error(r.status, c.OP_EXCHANGE_ID)
+        ok: EXCHANGE_ID4resok = r.res
+        return ok
+
+    async def _establish(self, *, reclaim: bool) -> None:
+        """EXCHANGE_ID and CREATE_SESSION on a live path; with ``reclaim``, run the reclaim hooks."""
+        path = await self.paths.wait_live(None if self.policy.hard else trio.current_time() + self.policy.timeo)
+        ok = await self.exchange_id(path)
+        so = ok.eir_server_owner
+        self.identity = ServerIdentity(
+            ok.eir_clientid, bytes(so.so_major_id), so.so_minor_id, bytes(ok.eir_server_scope),
+            ok.eir_server_impl_id[0].nii_name if ok.eir_server_impl_id else "", ok.eir_flags,
+        )
+        self._sequenceid = ok.eir_sequenceid
+        await self._create_session(path)
+        if reclaim:
+            self.in_grace = True
+            for hook in self.reclaim_hooks:
+                await hook(self)
+        await self._reclaim_complete()
+        self.in_grace = False
+
+    async def _create_session(self, path: Path) -> None:
+        assert self.identity is not None
+        o = self.options
+        hdr = 8 * 1024
+        fore = channel_attrs4(0, o.wsize + hdr, o.rsize + hdr, hdr, o.max_operations, o.max_requests, [])
+        back = channel_attrs4(0, 16 * 1024, 16 * 1024, 0, 8, 1, [])
+        flags = c.CREATE_SESSION4_FLAG_CONN_BACK_CHAN if o.back_channel else 0
+        args = CREATE_SESSION4args(
+            csa_clientid=self.identity.clientid,
+            csa_sequence=self._sequenceid,
+            csa_flags=flags,
+            csa_fore_chan_attrs=fore,
+            csa_back_chan_attrs=back,
+            csa_cb_program=CB_PROGRAM,
+            csa_sec_parms=[(auth_flavor.AUTH_NONE, None)],
+        )
+        res = await self._raw_compound(path, [args])
+        r = res.resarray[0] if res.resarray else None
+        if r is None or r.status != c.NFS4_OK:
+            raise NFS4Error(r.status if r else res.status, c.OP_CREATE_SESSION)
+        ok = r.res
+        self._sequenceid = (self._sequenceid + 1) & 0xFFFFFFFF
+        fa = ok.csr_fore_chan_attrs
+        old = self.session
+        self.session = Session(
+            bytes(ok.csr_sessionid), max(1, fa.ca_maxrequests), self.paths, self.policy,
+            fa.ca_maxrequestsize, fa.ca_maxresponsesize,
+        )
+        self.backchannel.reset(ok.csr_back_chan_attrs.ca_maxrequests if ok.csr_flags & c.CREATE_SESSION4_FLAG_CONN_BACK_CHAN else 0)
+        if old is not None:
+            old.kill(c.NFS4ERR_BADSESSION)
+        path.bound_session = self.session.sessionid  # type: ignore[attr-defined]
+        log.info("session %s created on %s (%d slots)", self.session.sessionid.hex(), path.address, fa.ca_maxrequests)
+
+    async def _reclaim_complete(self) -> None:
+        res = await self.compound([RECLAIM_COMPLETE4args(False)], self.machine_cred, _recovering=True)
+        st = res.resarray[-1].status if res.resarray else res.status
+        if st not in (c.NFS4_OK, c.NFS4ERR_COMPLETE_ALREADY):
+            raise NFS4Error(st, c.OP_RECLAIM_COMPLETE)
+
+    async def _on_connect(self, path: Path) -> None:
+        """A (re)connected path: bind it to the current session, fore and back channel."""
+        s = self.session
+        if s is None or getattr(path, "bound_session", None) == s.sessionid:
+            return
+        res = await self._raw_compound(
+            path, [BIND_CONN_TO_SESSION4args(s.sessionid, c.CDFC4_FORE_OR_BOTH, False)]
+        )
+        r = res.resarray[0] if res.resarray else None
+        st = r.status if r is not None else res.status
+        if st == c.NFS4_OK:
+            path.bound_session = s.sessionid  # type: ignore[attr-defined]
+            return
+        if st in (c.NFS4ERR_BADSESSION, c.NFS4ERR_DEADSESSION, c.NFS4ERR_STALE_CLIENTID):
+            s.kill(st)  # the next request recovers
+            return
+        raise NFS4Error(st, c.OP_BIND_CONN_TO_SESSION)
+
+    # -- requests ---------------------------------------------------------------------------------------
+    async def compound(
+        self,
+        ops: Sequence[Any],
+        cred: Credential,
+        hints: ReplyHints = NO_HINTS,
+        *,
+        payload: int = 0,
+        _recovering: bool = False,
+    ) -> COMPOUND4res:
+        """Run ``ops`` in the session; retries DELAY/GRACE and recovers lost sessions.
+
+        The reply's ``resarray`` holds the results of ``ops`` (SEQUENCE's is removed); the caller
+        checks the statuses of its operations.
+        """
+        delay = 0.1
+        grace_deadline: float | None = None
+        lost = 0
+        while True:
+            if self._closed:
+                raise SessionError("the client is shut down", errno.ESHUTDOWN)
+            if not _recovering:
+                async with self._recovery.lock:
+                    pass  # wait for a recovery in progress to finish
+            session = self.session
+            if session is None:
+                raise SessionError("no session")
+            generation = self._recovery.generation
+            try:
+                res = await session.compound(ops, cred, hints, payload=payload)
+            except SessionLost as e:
+                lost += 1
+                if _recovering or lost > 3:
+                    raise SessionError(f"the session was lost and could not be recovered ({e})") from e
+                await self._recover(generation, e.status)
+                continue
+            st = res.status
+            if st in RETRY_STATUSES:
+                if st == c.NFS4ERR_GRACE:
+                    now = trio.current_time()
+                    grace_deadline = grace_deadline or now + MAX_GRACE_WAIT
+                    if now > grace_deadline:
+                        return res
+                await trio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            if st in CLIENT_LOST and not _recovering:
+                lost += 1
+                if lost > 3:
+                    return res
+                await self._recover(generation, st)
+                continue
+            return res
+
+    async def _recover(self, generation: int, status: int) -> None:
+        """Replace the session (or the client ID and session) once for all who saw it fail."""
+        async with self._recovery.lock:
+            if self._recovery.generation != generation:
+                return  # somebody else recovered already
+            self.recoveries += 1
+            log.warning("recovering from %s", _st(status))
+            path = await self.paths.wait_live(None if self.policy.hard else trio.current_time() + self.policy.timeo)
+            if status in CLIENT_LOST:
+                await self._establish(reclaim=True)
+            else:
+                try:
+                    await self._create_session(path)
+                except NFS4Error as e:
+                    if e.status not in CLIENT_LOST:
+                        raise
+                    await self._establish(reclaim=True)
+            self._recovery.generation += 1
+
+    async def _renew_lease(self) -> None:
+        """Keep the lease alive with a lone SEQUENCE when no other request renewed it."""
+        while not self._closed:
+            s = self.session
+            interval = max(1.0, self.lease_time / 3)
+            if s is None:
+                await trio.sleep(interval)
+                continue
+            idle = trio.current_time() - s.last_renewal
+            if idle < interval:
+                await trio.sleep(interval - idle)
+                continue
+            try:
+                await self.compound([], self.machine_cred)
+            except (OSError, TransportError, NFS4Error) as e:
+                log.info("lease renewal failed: %s", e)
+                await trio.sleep(1.0)
+
+    # -- shutting down --------------------------------------------------------------------------------------
+    async def shutdown(self) -> None:
+        """DESTROY_SESSION and DESTROY_CLIENTID (best effort, bounded), then close every path."""
+        if self._closed:
+            return
+        self._closed = True
+        with trio.move_on_after(5):
+            path = self.paths.choose()
+            if path is not None and self.session is not None and self.identity is not None:
+                try:
+                    await self._raw_compound(path, [DESTROY_SESSION4args(self.session.sessionid)], timeout=3)
+                    await self._raw_compound(path, [DESTROY_CLIENTID4args(self.identity.clientid)], timeout=3)
+                except (OSError, TransportError, NFS4Error, RpcReplyError) as e:
+                    log.info("clean shutdown incomplete: %s", e)
+        await self.paths.aclose()
+
+
+def _st(status: int) -> str:
+    try:
+        return c.nfsstat4(status).name
+    except ValueError:
+        return str(status)
+
+
+__all__ = ["AUTH_NONE_CRED", "ClientID", "ServerIdentity", "SessionOptions"]

@@ -1,0 +1,274 @@
+"""One NFSv4.1 session: SEQUENCE on every COMPOUND, the slot table, and resending.
+
+A request takes a slot and the slot's next sequence id, and keeps both until a reply arrives: when
+its connection fails (or stalls past the per-try timeout) it is sent again on another live path,
+or on the same path once it reconnects, with the SAME slot and sequence id (RFC 8881 section
+2.10.6.2: the server answers a retry it already executed from its reply cache).
+
+What this class does not decide: what to do when the session itself is gone (BADSESSION and its
+kin) or the client ID is stale. It raises :class:`SessionLost` and the owner recovers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from ..proto.nfs4 import const as c
+from ..proto.nfs4.compound import COMPOUND4args, COMPOUND4res, decode_compound_res, encode_compound_args
+from ..proto.nfs4.types import SEQUENCE4args, SEQUENCE4resok
+from ..rpc.auth import Credential
+from ..rpc.errors import RpcTimeout
+from ..transport.base import NO_HINTS, ReplyHints, TransportError
+from ..xdr import XdrError
+from .errors import ServerUnreachable, SessionError
+from .paths import NoPathError, Path, PathSet
+from .slot_table import Slot, SlotTable
+
+log = logging.getLogger(__name__)
+
+# SEQUENCE statuses after which the session cannot be used (the owner makes a new one)
+SESSION_LOST = frozenset(
+    {c.NFS4ERR_BADSESSION, c.NFS4ERR_DEADSESSION, c.NFS4ERR_CONN_NOT_BOUND_TO_SESSION}
+)
+# statuses meaning the client ID is gone
+CLIENT_LOST = frozenset({c.NFS4ERR_STALE_CLIENTID, c.NFS4ERR_EXPIRED})
+
+MAX_DELAY_BACKOFF = 5.0
+MAX_MISORDERED_RETRIES = 2
+MAX_BADSLOT_RETRIES = 4
+
+
+class SessionLost(Exception):
+    """The session (or the client ID behind it) is gone; ``status`` says which."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(c.nfsstat4(status).name if status in _STATUS_NAMES else str(status))
+        self.status = status
+
+
+_STATUS_NAMES = frozenset(int(s) for s in c.nfsstat4)
+
+
+@dataclass(slots=True)
+class RetryPolicy:
+    """How long a request keeps trying (the mount options hard/soft, timeo, retrans)."""
+
+    timeo: float = 60.0  # seconds one try waits for its reply before the path is suspected
+    retrans: int = 2  # soft: tries after the first before giving up
+    hard: bool = True  # hard: keep trying until a path answers
+
+
+@dataclass(slots=True)
+class SequenceFlags:
+    """What SEQ4_STATUS flags asked of the owner; read and cleared by it."""
+
+    flags: int = 0
+
+
+class Session:
+    """The fore channel of one session, spread over the paths of a :class:`PathSet`."""
+
+    def __init__(
+        self,
+        sessionid: bytes,
+        max_requests: int,
+        paths: PathSet,
+        policy: RetryPolicy,
+        max_request_size: int = 1 << 20,
+        max_response_size: int = 1 << 20,
+    ) -> None:
+        self.sessionid = sessionid
+        self.table = SlotTable(max_requests)
+        self.paths = paths
+        self.policy = policy
+        self.max_request_size = max_request_size
+        self.max_response_size = max_response_size
+        self._slot_waiters = trio.lowlevel.ParkingLot()
+        self.status_flags = 0  # union of SEQ4_STATUS flags seen since the owner last looked
+        self.flags_event = trio.Event()
+        self.last_renewal = trio.current_time()
+        self.dead: int | None = None  # the status that killed the session
+        self.resends = 0
+        self.replays = 0  # resends answered (the server may have executed the first send)
+
+    # -- slots ----------------------------------------------------------------------------------------
+    async def _acquire(self) -> Slot:
+        while True:
+            if self.dead is not None:
+                raise SessionLost(self.dead)
+            slot = self.table.try_acquire()
+            if slot is not None:
+                return slot
+            await self._slot_waiters.park()
+
+    def _release(self, slot: Slot, *, completed: bool) -> None:
+        self.table.release(slot, completed=completed)
+        self._slot_waiters.unpark()
+
+    def kill(self, status: int) -> None:
+        """Mark the session unusable (every waiter fails with SessionLost)."""
+        if self.dead is None:
+            self.dead = status
+        self._slot_waiters.unpark_all()
+
+    # -- requests -------------------------------------------------------------------------------------
+    async def compound(
+        self,
+        ops: Sequence[Any],
+        cred: Credential,
+        hints: ReplyHints = NO_HINTS,
+        *,
+        payload: int = 0,
+        tag: str = "",
+        cachethis: bool = False,
+    ) -> COMPOUND4res:
+        """Send ``ops`` after a SEQUENCE; return the reply with SEQUENCE's result removed.
+
+        ``payload`` is the request's bulk size (for choosing a path). Raises SessionLost when the
+        session or client ID is gone, ServerUnreachable when a soft request ran out of time.
+        """
+        slot = await self._acquire()
+        completed = False
+        try:
+            misordered = 0
+            badslot = 0
+            seqid = self.table.begin(slot)
+            while True:
+                res = await self._send(slot, seqid, ops, cred, hints, payload, tag, cachethis)
+                seq = res.resarray[0] if res.resarray else None
+                if seq is None or seq.opnum != c.OP_SEQUENCE:
+                    raise SessionError("the server's reply does not start with SEQUENCE")
+                st = seq.status
+                if st == c.NFS4_OK:
+                    completed = True
+                    self._sequence_ok(seq.res, slot)
+                    res.resarray = res.resarray[1:]
+                    return res
+                if st == c.NFS4ERR_DELAY:
+                    # the server is still working on this slot's request: resend the same seqid
+                    await trio.sleep(min(MAX_DELAY_BACKOFF, 0.05 * (2 ** min(misordered + badslot, 6))))
+                    continue
+                if st == c.NFS4ERR_SEQ_MISORDERED and misordered < MAX_MISORDERED_RETRIES:
+                    misordered += 1
+                    if self.table.misordered(slot):
+                        seqid = self.table.begin(slot)
+                        continue
+                    raise self._lost(c.NFS4ERR_SEQ_MISORDERED)
+                if st == c.NFS4ERR_BADSLOT and badslot < MAX_BADSLOT_RETRIES:
+                    # the server has fewer slots than we thought: shrink, move to a lower slot
+                    badslot += 1
+                    self.table.update_from_server(max(0, slot.slotid - 1), max(0, slot.slotid - 1))
+                    slot.seqid = (slot.seqid - 1) % (1 << 32)  # this seqid was not consumed
+                    self._release(slot, completed=True)
+                    slot = await self._acquire()
+                    seqid = self.table.begin(slot)
+                    continue
+                if st in SESSION_LOST or st in CLIENT_LOST:
+                    completed = True
+                    raise self._lost(st)
+                if st == c.NFS4ERR_SEQ_FALSE_RETRY:
+                    # a reply cached under this seqid belongs to another request: our slot
+                    # bookkeeping disagrees with the server's; the session must be replaced
+                    raise self._lost(st)
+                completed = True
+                raise SessionError(f"SEQUENCE failed: {_name(st)}")
+        finally:
+            self._release(slot, completed=completed)
+
+    def _lost(self, status: int) -> SessionLost:
+        self.kill(status)
+        return SessionLost(status)
+
+    async def _send(
+        self,
+        slot: Slot,
+        seqid: int,
+        ops: Sequence[Any],
+        cred: Credential,
+        hints: ReplyHints,
+        payload: int,
+        tag: str,
+        cachethis: bool,
+    ) -> COMPOUND4res:
+        """Send one request until some path answers it, resending with the same slot/seqid."""
+        policy = self.policy
+        deadline = None if policy.hard else trio.current_time() + policy.timeo * (policy.retrans + 1)
+        args = COMPOUND4args(
+            tag,
+            1,
+            [
+                SEQUENCE4args(
+                    self.sessionid, seqid, slot.slotid, max(self.table.highest_in_use, slot.slotid), cachethis
+                ),
+                *ops,
+            ],
+        )
+        tries = 0
+        previous: Path | None = None
+        while True:
+            if self.dead is not None:
+                raise SessionLost(self.dead)
+            path = self.paths.choose(payload, avoid=previous)
+            if path is None:
+                try:
+                    path = await self.paths.wait_live(deadline)
+                except NoPathError as e:
+                    raise ServerUnreachable(str(e)) from e
+            rpc = path.rpc
+            assert rpc is not None
+            if tries:
+                self.resends += 1
+                path.failovers += previous is not None and previous is not path
+            tries += 1
+            xid, p = rpc.start_call(c.NFSPROC4_COMPOUND, cred)
+            encode_compound_args(p, args)
+            path.bytes_in_flight += payload
+            path.calls += 1
+            start = trio.current_time()
+            timeout = policy.timeo
+            if deadline is not None:
+                timeout = max(0.001, min(timeout, deadline - start))
+            try:
+                u = await rpc.call_packed(xid, p, hints, timeout)
+            except RpcTimeout as e:
+                log.info("%s: request on slot %d seq %d timed out; resending", path.address, slot.slotid, seqid)
+                path.last_error = str(e)
+                self.paths.kill(path)  # a stalled connection: drop it so it reconnects
+                previous = path
+                if deadline is not None and trio.current_time() >= deadline:
+                    raise ServerUnreachable(f"{path.address}: no reply after {tries} tries") from e
+                continue
+            except TransportError as e:
+                log.info("%s: connection lost with slot %d seq %d in flight (%s); resending",
+                         path.address, slot.slotid, seqid, e)
+                previous = path
+                if deadline is not None and trio.current_time() >= deadline:
+                    raise ServerUnreachable(f"{path.address}: {e}") from e
+                continue
+            finally:
+                path.bytes_in_flight -= payload
+            path.observe_rtt(trio.current_time() - start)
+            if tries > 1:
+                self.replays += 1
+            try:
+                return decode_compound_res(u)
+            except XdrError as e:
+                raise SessionError(f"{path.address}: malformed COMPOUND reply: {e}") from e
+
+    def _sequence_ok(self, res: SEQUENCE4resok, slot: Slot) -> None:
+        if res.sr_sessionid != self.sessionid or res.sr_slotid != slot.slotid or res.sr_sequenceid != slot.seqid:
+            raise SessionError("SEQUENCE reply does not match the request (session, slot or sequence id)")
+        self.table.update_from_server(res.sr_highest_slotid, res.sr_target_highest_slotid)
+        self.last_renewal = trio.current_time()
+        if res.sr_status_flags:
+            self.status_flags |= res.sr_status_flags
+            self.flags_event.set()
+
+
+def _name(status: int) -> str:
+    return c.nfsstat4(status).name if status in _STATUS_NAMES else str(status)

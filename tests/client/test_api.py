@@ -1,0 +1,202 @@
+"""The scripted-access API against a real NFS-Ganesha: every call, its results and its errors."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+
+import pytest
+import trio
+
+from pynfsrdma.client.api import Client
+from pynfsrdma.errors import NFS4Error
+from pynfsrdma.testbed import Ganesha
+from pynfsrdma.testbed.ganesha import ExportPath
+
+
+def url_of(ganesha: Ganesha, ep: ExportPath) -> str:
+    return f"nfs://{ganesha.host}:{ganesha.port}{ep.remote}"
+
+
+async def test_write_read_round_trip_in_many_pieces(ganesha: Ganesha, export_path: ExportPath) -> None:
+    data = os.urandom(3 * 1024 * 1024 + 12345)
+    # small rsize/wsize: many READs and WRITEs in flight at once
+    async with Client.connect(url_of(ganesha, export_path), rsize=256 * 1024, wsize=256 * 1024) as nfs:
+        await nfs.write_file("/blob", data)
+        assert (export_path.local / "blob").read_bytes() == data  # what the server stored
+        assert await nfs.read_file("/blob") == data
+        assert (await nfs.stat("/blob")).size == len(data)
+        async with await nfs.open("/blob") as f:
+            f.seek(1000)
+            assert await f.read(5000) == data[1000:6000]
+            assert await f.pread(len(data) - 10, 100) == data[-10:]  # short read at end of file
+
+
+async def test_metadata_calls(ganesha: Ganesha, export_path: ExportPath) -> None:
+    async with Client.connect(url_of(ganesha, export_path)) as nfs:
+        await nfs.mkdir("/d", 0o750)
+        await nfs.write_file("/d/f", b"hello", perm=0o640)
+        a = await nfs.stat("/d/f")
+        assert stat.S_ISREG(a.st_mode) and a.mode == 0o640 and a.size == 5
+        assert stat.S_ISDIR((await nfs.stat("/d")).st_mode)
+        assert sorted(await nfs.listdir("/")) == ["d"]
+
+        await nfs.chmod("/d/f", 0o600)
+        assert (await nfs.stat("/d/f")).mode == 0o600
+        assert os.stat(export_path.local / "d/f").st_mode & 0o777 == 0o600
+        await nfs.truncate("/d/f", 2)
+        assert await nfs.read_file("/d/f") == b"he"
+        await nfs.utime("/d/f", atime_ns=1_000_000_000, mtime_ns=2_000_000_000)
+        a = await nfs.stat("/d/f")
+        assert a.mtime_ns == 2_000_000_000 and a.atime_ns == 1_000_000_000
+        await nfs.chown("/d/f", 1234, 5678)
+        a = await nfs.stat("/d/f")
+        assert (a.uid, a.gid) == (1234, 5678)
+        assert os.stat(export_path.local / "d/f").st_uid == 1234
+
+        await nfs.rename("/d/f", "/g")
+        assert await nfs.read_file("/g") == b"he"
+        assert not await nfs.exists("/d/f")
+        await nfs.link("/g", "/d/hard")
+        assert (await nfs.stat("/g")).nlink == 2
+        await nfs.symlink("../g", "/d/sym")
+        assert await nfs.readlink("/d/sym") == "../g"
+        assert (await nfs.lstat("/d/sym")).is_symlink
+        assert await nfs.read_file("/d/sym") == b"he"  # followed
+        assert os.readlink(export_path.local / "d/sym") == "../g"
+
+        s = await nfs.statfs("/")
+        assert s.space_total > 0 and s.files_total > 0
+
+        await nfs.remove("/d/hard")
+        await nfs.remove("/d/sym")
+        await nfs.rmdir("/d")
+        await nfs.unlink("/g")
+        assert await nfs.listdir("/") == []
+
+
+async def test_listdir_pages_through_a_large_directory(ganesha: Ganesha, export_path: ExportPath) -> None:
+    names = {f"file-{i:05d}-{'x' * 40}" for i in range(1500)}
+    for n in names:
+        (export_path.local / n).touch()
+    async with Client.connect(url_of(ganesha, export_path)) as nfs:
+        entries = await nfs.scandir("/")
+        assert {n for n, _ in entries} == names  # several READDIRs, cookies and verifier
+        assert all(a.type and a.fileid for _, a in entries)
+
+
+async def test_errors_say_what_and_where(ganesha: Ganesha, export_path: ExportPath) -> None:
+    async with Client.connect(url_of(ganesha, export_path)) as nfs:
+        with pytest.raises(NFS4Error) as ei:
+            await nfs.stat("/missing")
+        assert ei.value.errno == errno.ENOENT
+        assert str(ei.value) == "/missing: No such file or directory (NFS4ERR_NOENT)"
+
+        await nfs.mkdir("/d")
+        await nfs.write_file("/d/f", b"x")
+        with pytest.raises(NFS4Error) as ei:
+            await nfs.mkdir("/d")
+        assert ei.value.errno == errno.EEXIST
+        with pytest.raises(NFS4Error) as ei:
+            await nfs.remove("/d")
+        assert ei.value.errno == errno.ENOTEMPTY
+        with pytest.raises(NFS4Error) as ei:
+            await nfs.open("/d/f", "x")  # exclusive create of an existing file
+        assert ei.value.errno == errno.EEXIST
+        with pytest.raises(NFS4Error) as ei:
+            await nfs.listdir("/d/f")
+        assert ei.value.errno == errno.ENOTDIR
+        with pytest.raises(NFS4Error) as ei:
+            await nfs.open("/d", "r")
+        assert ei.value.errno == errno.EISDIR
+        # nothing was lost on the way
+        assert (export_path.local / "d/f").read_bytes() == b"x"
+
+
+async def test_open_modes(ganesha: Ganesha, export_path: ExportPath) -> None:
+    async with Client.connect(url_of(ganesha, export_path)) as nfs:
+        async with await nfs.open("/f", "x") as f:
+            await f.write(b"abc")
+        async with await nfs.open("/f", "a") as f:
+            await f.write(b"def")
+        assert await nfs.read_file("/f") == b"abcdef"
+        async with await nfs.open("/f", "r+") as f:
+            f.seek(2)
+            await f.write(b"ZZ")
+        assert await nfs.read_file("/f") == b"abZZef"
+        async with await nfs.open("/f", "w") as f:  # truncates
+            await f.write(b"1")
+        assert await nfs.read_file("/f") == b"1"
+        async with await nfs.open("/f", "r") as f:
+            with pytest.raises(OSError) as ei:
+                await f.write(b"no")
+            assert ei.value.errno == errno.EBADF
+
+
+async def test_get_and_put_stream_large_files(ganesha: Ganesha, export_path: ExportPath, tmp_path) -> None:
+    src = tmp_path / "src"
+    src.write_bytes(os.urandom(5 * 1024 * 1024 + 3))
+    seen: list[int] = []
+    async with Client.connect(url_of(ganesha, export_path), wsize=512 * 1024, rsize=512 * 1024) as nfs:
+        assert await nfs.put(str(src), "/big", seen.append) == src.stat().st_size
+        assert seen[-1] == src.stat().st_size
+        dst = tmp_path / "dst"
+        assert await nfs.get("/big", str(dst)) == src.stat().st_size
+    digest = hashlib.sha256(src.read_bytes()).hexdigest()
+    assert hashlib.sha256(dst.read_bytes()).hexdigest() == digest
+    assert hashlib.sha256((export_path.local / "big").read_bytes()).hexdigest() == digest
+
+
+async def test_many_concurrent_calls_share_the_slots(ganesha: Ganesha, export_path: ExportPath) -> None:
+    for i in range(40):
+        (export_path.local / f"f{i}").write_bytes(b"x" * i)
+    async with Client.connect(url_of(ganesha, export_path)) as nfs:
+        session = nfs.clientid.session
+        assert session is not None
+        results: dict[int, int] = {}
+
+        async def one(k: int) -> None:
+            results[k] = (await nfs.stat(f"/f{k % 40}")).size
+
+        async with trio.open_nursery() as n:
+            for k in range(150):
+                n.start_soon(one, k)
+        assert results == {k: k % 40 for k in range(150)}
+        assert session.table.in_use == 0  # every slot came back
+
+
+async def test_a_small_slot_table_is_honoured(ganesha: Ganesha, export_path: ExportPath) -> None:
+    """We ask CREATE_SESSION for 3 slots; 120 concurrent calls never use more than that."""
+    from pynfsrdma.session.client_id import ClientID, SessionOptions
+    from pynfsrdma.session.paths import Path
+    from pynfsrdma.transport.tcp import TcpTransport
+    from pynfsrdma.client.nfs4 import NFSv4
+    from pynfsrdma.rpc.auth import auth_sys
+
+    cred = auth_sys(0, 0)
+    async with trio.open_nursery() as nursery:
+        cid = ClientID(nursery, options=SessionOptions(max_requests=3), cred=cred)
+
+        async def connect() -> TcpTransport:
+            return await TcpTransport.connect(ganesha.host, ganesha.port)
+
+        await cid.start(Path(f"{ganesha.host}:{ganesha.port}", connect))
+        nfs = NFSv4(cid)
+        root, _ = await nfs.mount(export_path.remote, cred)
+        assert cid.session is not None and cid.session.table.max_slots <= 3
+        peak = 0
+
+        async def one() -> None:
+            nonlocal peak
+            await nfs.getattr(root, cred)
+            assert cid.session is not None
+            peak = max(peak, cid.session.table.in_use)
+
+        async with trio.open_nursery() as n:
+            for _ in range(120):
+                n.start_soon(one)
+        assert 1 <= peak <= 3
+        await cid.shutdown()
+        nursery.cancel_scope.cancel()

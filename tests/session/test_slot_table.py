@@ -1,0 +1,63 @@
+"""The slot table's rules, without any I/O (RFC 8881 section 2.10.6)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pynfsrdma.session.slot_table import SlotTable
+
+
+def test_slots_are_handed_out_lowest_first_and_bounded() -> None:
+    t = SlotTable(3)
+    slots = [t.try_acquire() for _ in range(4)]
+    assert [s.slotid if s else None for s in slots] == [0, 1, 2, None]
+    t.release(slots[1], completed=True)
+    again = t.try_acquire()
+    assert again is not None and again.slotid == 1
+
+
+def test_sequence_ids_advance_per_slot_and_wrap_past_zero() -> None:
+    t = SlotTable(2)
+    s = t.try_acquire()
+    assert s is not None
+    assert t.begin(s) == 1
+    t.release(s, completed=True)
+    s = t.try_acquire()
+    assert s is not None and t.begin(s) == 2
+    s.seqid = 0xFFFFFFFF
+    assert t.begin(s) == 1  # 0 is skipped on wrap-around
+
+
+def test_an_interrupted_slot_never_reuses_its_sequence_id() -> None:
+    t = SlotTable(1)
+    s = t.try_acquire()
+    assert s is not None
+    first = t.begin(s)
+    t.release(s, completed=False)  # the reply never came: the server may have cached it
+    s = t.try_acquire()
+    assert s is not None and s.interrupted
+    second = t.begin(s)
+    assert second == first + 1  # a new request must not be answered from the old cached reply
+    # the server says SEQ_MISORDERED: it never saw `first`, so the new request goes with it
+    assert t.misordered(s) is True
+    assert t.begin(s) == first
+    # a second SEQ_MISORDERED is not explained by an interruption
+    assert t.misordered(s) is False
+
+
+def test_target_highest_slotid_shrinks_and_grows_the_usable_table() -> None:
+    t = SlotTable(8)
+    t.update_from_server(highest_slotid=7, target_highest_slotid=1)
+    got = [t.try_acquire() for _ in range(3)]
+    assert [g.slotid if g else None for g in got] == [0, 1, None]
+    t.update_from_server(highest_slotid=7, target_highest_slotid=3)
+    more = t.try_acquire()
+    assert more is not None and more.slotid == 2
+    # the server cannot grow us past what CREATE_SESSION granted
+    t.update_from_server(highest_slotid=100, target_highest_slotid=100)
+    assert t.limit == 8
+
+
+def test_at_least_one_slot() -> None:
+    with pytest.raises(ValueError):
+        SlotTable(0)
