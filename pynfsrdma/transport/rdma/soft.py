@@ -1,0 +1,444 @@
+"""A software verbs provider: an emulated reliable-connected queue pair over a stream socket.
+
+For machines without RDMA (this project's CI). It behaves like the hardware where RPC-over-RDMA
+can tell the difference:
+
+* the connection manager exchange carries private data both ways (connect request at most 56
+  bytes, accept at most 196, as with InfiniBand's CM through librdmacm);
+* registered regions have a random 32-bit handle (rkey) and an address; the *target* checks
+  each RDMA Read/Write: unknown or invalidated handle, bytes outside the region, or missing
+  access right fail the operation on the initiator and break the connection on both sides;
+* a Send that finds no posted Receive (RNR) or a Receive buffer too small breaks the connection;
+* Send With Invalidate invalidates the target's region and reports its handle in the Receive
+  completion;
+* operations are ordered as on one RC queue pair: RDMA Writes land before a later Send is seen.
+
+Wire format between the two emulated HCAs (never seen by anything else): a 24-byte frame header
+``op, flags, reserved, id, handle, address, length`` followed by ``length`` bytes for the
+operations that carry data.
+"""
+
+from __future__ import annotations
+
+import enum
+import errno
+import math
+import secrets
+import struct
+from collections import deque
+from collections.abc import Sequence
+from typing import Final
+
+import trio
+
+from ..base import ConnectionLost, ConnectRefused, ProtocolViolation, TransportError
+from .provider import (
+    Access,
+    Buffer,
+    Connection,
+    LengthError,
+    Listener,
+    MemoryRegion,
+    PrivateDataReply,
+    Provider,
+    ProviderError,
+    Received,
+    ReceiverNotReady,
+    RemoteAccessError,
+)
+
+CM_REQ_PRIVATE_DATA_MAX: Final = 56
+CM_REP_PRIVATE_DATA_MAX: Final = 196
+
+_FRAME: Final = struct.Struct(">BBHIIQI")
+
+
+class _Op(enum.IntEnum):
+    CONNECT_REQ = 1
+    CONNECT_REP = 2
+    SEND = 3
+    SEND_ACK = 4
+    READ_REQ = 5
+    READ_RESP = 6
+    WRITE = 7
+    WRITE_ACK = 8
+    FATAL = 9
+
+
+class _Fatal(enum.IntEnum):
+    REMOTE_ACCESS = 1
+    RNR = 2
+    LENGTH = 3
+    PROTOCOL = 4
+
+
+_FATAL_CLASS: Final = {
+    _Fatal.REMOTE_ACCESS: RemoteAccessError,
+    _Fatal.RNR: ReceiverNotReady,
+    _Fatal.LENGTH: LengthError,
+    _Fatal.PROTOCOL: ProtocolViolation,
+}
+_F_INVALIDATE: Final = 1
+
+
+class _Pending:
+    __slots__ = ("done", "error", "sink")
+
+    def __init__(self, sink: memoryview | None = None) -> None:
+        self.done = trio.Event()
+        self.error: BaseException | None = None
+        self.sink = sink
+
+
+async def _recv_exactly(sock: trio.socket.SocketType, view: memoryview) -> None:
+    got = 0
+    n = view.nbytes
+    while got < n:
+        k = await sock.recv_into(view[got:], n - got)
+        if k == 0:
+            raise ConnectionLost("peer closed the connection")
+        got += k
+
+
+async def _send_all(sock: trio.socket.SocketType, bufs: Sequence[Buffer]) -> None:
+    for b in bufs:
+        view = memoryview(b).cast("B")
+        while view.nbytes:
+            k = await sock.send(view)
+            view = view[k:]
+
+
+class SoftConnection(Connection):
+    """One emulated RC queue pair (use :class:`SoftProvider` to make one)."""
+
+    supports_remote_invalidation = True
+
+    def __init__(self, sock: trio.socket.SocketType, peer: str, peer_private_data: bytes) -> None:
+        self._sock = sock
+        self.peer = peer
+        self.peer_private_data = peer_private_data
+        self._regions: dict[int, MemoryRegion] = {}
+        self._next_address = secrets.randbits(32) << 16
+        self._recvs: deque[MemoryRegion] = deque()
+        self._completions_tx, self._completions_rx = trio.open_memory_channel[Received | BaseException](
+            math.inf
+        )
+        self._pending: dict[int, _Pending] = {}
+        self._next_id = 1
+        self._send_lock = trio.Lock()
+        self._error: BaseException | None = None
+        self._closed = False
+
+    # -- memory ---------------------------------------------------------------------------------
+    def register(self, buffer: Buffer, access: Access) -> MemoryRegion:
+        view = memoryview(buffer).cast("B")
+        if access & (Access.LOCAL_WRITE | Access.REMOTE_WRITE) and view.readonly:
+            raise ValueError("writable access needs a writable buffer")
+        handle = secrets.randbits(32) or 1
+        while handle in self._regions:
+            handle = secrets.randbits(32) or 1
+        address = self._next_address
+        self._next_address += (view.nbytes + 0xFFF) & ~0xFFF or 0x1000
+        region = MemoryRegion(handle, address, view, access)
+        self._regions[handle] = region
+        return region
+
+    def invalidate(self, region: MemoryRegion) -> None:
+        region.valid = False
+
+    def deregister(self, region: MemoryRegion) -> None:
+        region.valid = False
+        self._regions.pop(region.handle, None)
+
+    # -- operations -----------------------------------------------------------------------------
+    def post_recv(self, region: MemoryRegion) -> None:
+        self._check()
+        if not region.valid or region.handle not in self._regions or not region.access & Access.LOCAL_WRITE:
+            raise ValueError("receive buffers must be registered with LOCAL_WRITE")
+        self._recvs.append(region)
+
+    async def receive(self) -> Received:
+        if self._error is not None and self._completions_rx.statistics().current_buffer_used == 0:
+            raise self._error
+        item = await self._completions_rx.receive()
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    async def send(self, data: Sequence[Buffer], invalidate: int | None = None) -> None:
+        n = sum(memoryview(b).nbytes for b in data)
+        flags = 0 if invalidate is None else _F_INVALIDATE
+        await self._request(_Op.SEND, flags, invalidate or 0, 0, n, data)
+
+    async def rdma_read(
+        self, sink: MemoryRegion, sink_offset: int, handle: int, address: int, length: int
+    ) -> None:
+        if not sink.valid or not sink.access & Access.LOCAL_WRITE:
+            raise ValueError("RDMA Read sinks must be registered with LOCAL_WRITE")
+        if sink_offset < 0 or sink_offset + length > sink.length:
+            raise ValueError("RDMA Read sink too small")
+        await self._request(
+            _Op.READ_REQ, 0, handle, address, length, (), sink.buffer[sink_offset : sink_offset + length]
+        )
+
+    async def rdma_write(self, data: Sequence[Buffer], handle: int, address: int) -> None:
+        n = sum(memoryview(b).nbytes for b in data)
+        await self._request(_Op.WRITE, 0, handle, address, n, data)
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._fail(ConnectionLost("connection closed", self.peer))
+        self._sock.close()
+        await trio.lowlevel.checkpoint()
+
+    # -- internals ------------------------------------------------------------------------------
+    def _check(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    async def _request(
+        self,
+        op: _Op,
+        flags: int,
+        handle: int,
+        address: int,
+        length: int,
+        data: Sequence[Buffer],
+        sink: memoryview | None = None,
+    ) -> None:
+        self._check()
+        wr_id = self._next_id
+        self._next_id = (wr_id + 1) & 0xFFFFFFFF or 1
+        pending = _Pending(sink)
+        self._pending[wr_id] = pending
+        try:
+            await self._frame(op, flags, wr_id, handle, address, length, data)
+            await pending.done.wait()
+        finally:
+            self._pending.pop(wr_id, None)
+        if pending.error is not None:
+            raise pending.error
+
+    async def _frame(
+        self,
+        op: _Op,
+        flags: int,
+        wr_id: int,
+        handle: int,
+        address: int,
+        length: int,
+        data: Sequence[Buffer] = (),
+    ) -> None:
+        async with self._send_lock:
+            self._check()
+            try:
+                await _send_all(
+                    self._sock, [_FRAME.pack(op, flags, 0, wr_id, handle, address, length), *data]
+                )
+            except OSError as e:
+                err = ConnectionLost(f"send failed: {e}", self.peer)
+                self._fail(err)
+                raise err from e
+
+    def _fail(self, err: BaseException) -> None:
+        if self._error is not None:
+            return
+        self._error = err
+        for p in self._pending.values():
+            p.error = err
+            p.done.set()
+        self._completions_tx.send_nowait(err)
+        for r in self._regions.values():
+            r.valid = False
+
+    async def _fatal(self, kind: _Fatal, reason: str) -> None:
+        """Tell the peer its operation broke the queue pair, and break ours."""
+        msg = reason.encode()
+        try:
+            async with self._send_lock:
+                await _send_all(self._sock, [_FRAME.pack(_Op.FATAL, kind, 0, 0, 0, 0, len(msg)), msg])
+        except OSError:
+            pass
+        self._fail(_FATAL_CLASS[kind](f"local: {reason}", self.peer))
+
+    def _target(self, handle: int, address: int, length: int, right: Access) -> memoryview | None:
+        r = self._regions.get(handle)
+        if r is None or not r.valid or not r.access & right or not r.contains(address, length):
+            return None
+        start = address - r.address
+        return r.buffer[start : start + length]
+
+    async def run(self) -> None:
+        """Process frames from the peer until the connection ends (runs in the nursery)."""
+        hdr = bytearray(_FRAME.size)
+        hview = memoryview(hdr)
+        try:
+            while self._error is None:
+                await _recv_exactly(self._sock, hview)
+                op, flags, _, wr_id, handle, address, length = _FRAME.unpack(hdr)
+                await self._dispatch(op, flags, wr_id, handle, address, length)
+        except (TransportError, OSError) as e:
+            if self._error is None:
+                self._fail(e if isinstance(e, TransportError) else ConnectionLost(str(e), self.peer))
+        except trio.ClosedResourceError:
+            self._fail(ConnectionLost("connection closed", self.peer))
+
+    async def _skip(self, length: int) -> None:
+        await _recv_exactly(self._sock, memoryview(bytearray(length)))
+
+    async def _dispatch(
+        self, op: int, flags: int, wr_id: int, handle: int, address: int, length: int
+    ) -> None:
+        if op == _Op.SEND:
+            if not self._recvs:
+                await self._skip(length)
+                await self._fatal(_Fatal.RNR, "Send arrived with no Receive posted")
+                return
+            region = self._recvs.popleft()
+            if length > region.length or not region.valid:
+                await self._skip(length)
+                await self._fatal(_Fatal.LENGTH, f"{length}-byte Send for a {region.length}-byte Receive")
+                return
+            await _recv_exactly(self._sock, region.buffer[:length])
+            invalidated = None
+            if flags & _F_INVALIDATE:
+                target = self._regions.get(handle)
+                if target is None or not target.valid:
+                    await self._fatal(
+                        _Fatal.REMOTE_ACCESS, f"Send With Invalidate of unknown handle {handle:#x}"
+                    )
+                    return
+                target.valid = False
+                invalidated = handle
+            self._completions_tx.send_nowait(Received(region, length, invalidated))
+            await self._frame(_Op.SEND_ACK, 0, wr_id, 0, 0, 0)
+        elif op == _Op.WRITE:
+            view = self._target(handle, address, length, Access.REMOTE_WRITE)
+            if view is None:
+                await self._skip(length)
+                await self._fatal(_Fatal.REMOTE_ACCESS, f"RDMA Write to {handle:#x}@{address:#x}+{length}")
+                return
+            await _recv_exactly(self._sock, view)
+            await self._frame(_Op.WRITE_ACK, 0, wr_id, 0, 0, 0)
+        elif op == _Op.READ_REQ:
+            view = self._target(handle, address, length, Access.REMOTE_READ)
+            if view is None:
+                await self._fatal(_Fatal.REMOTE_ACCESS, f"RDMA Read of {handle:#x}@{address:#x}+{length}")
+                return
+            await self._frame(_Op.READ_RESP, 0, wr_id, 0, 0, length, [view])
+        elif op == _Op.READ_RESP:
+            pending = self._pending.get(wr_id)
+            if pending is None:  # the reader gave up (cancelled): drop the data
+                await self._skip(length)
+                return
+            if pending.sink is None or pending.sink.nbytes != length:
+                raise ProtocolViolation("unexpected RDMA Read response", self.peer)
+            await _recv_exactly(self._sock, pending.sink)
+            pending.done.set()
+        elif op in (_Op.SEND_ACK, _Op.WRITE_ACK):
+            pending = self._pending.get(wr_id)
+            if pending is not None:
+                pending.done.set()
+        elif op == _Op.FATAL:
+            reason = bytearray(min(length, 4096))
+            await _recv_exactly(self._sock, memoryview(reason))
+            try:
+                cls = _FATAL_CLASS[_Fatal(flags)]
+            except ValueError:
+                cls = ProtocolViolation
+            self._fail(cls(f"remote: {reason.decode(errors='replace')}", self.peer))
+        else:
+            raise ProtocolViolation(f"unknown soft-RDMA operation {op}", self.peer)
+
+
+async def _read_cm(sock: trio.socket.SocketType, expect: _Op) -> bytes:
+    hdr = bytearray(_FRAME.size)
+    await _recv_exactly(sock, memoryview(hdr))
+    op, _, _, _, _, _, length = _FRAME.unpack(hdr)
+    if op != expect or length > CM_REP_PRIVATE_DATA_MAX:
+        raise ProtocolViolation(f"expected {expect.name}, got operation {op}")
+    data = bytearray(length)
+    await _recv_exactly(sock, memoryview(data))
+    return bytes(data)
+
+
+class SoftListener(Listener):
+    def __init__(
+        self, sock: trio.socket.SocketType, nursery: trio.Nursery, private_data: PrivateDataReply
+    ) -> None:
+        self._sock = sock
+        self._nursery = nursery
+        self._private_data = private_data
+        self.port = sock.getsockname()[1]
+
+    async def accept(self) -> Connection:
+        while True:
+            sock, addr = await self._sock.accept()
+            try:
+                req = await _read_cm(sock, _Op.CONNECT_REQ)
+                rep = self._private_data(req) if callable(self._private_data) else self._private_data
+                if len(rep) > CM_REP_PRIVATE_DATA_MAX:
+                    raise ValueError(f"accept private data is limited to {CM_REP_PRIVATE_DATA_MAX} bytes")
+                await _send_all(sock, [_FRAME.pack(_Op.CONNECT_REP, 0, 0, 0, 0, 0, len(rep)), rep])
+            except (TransportError, OSError):
+                sock.close()  # a connect attempt that died half-way: wait for the next one
+                continue
+            conn = SoftConnection(sock, f"{addr[0]}:{addr[1]}", req)
+            self._nursery.start_soon(conn.run)
+            return conn
+
+    async def aclose(self) -> None:
+        self._sock.close()
+        await trio.lowlevel.checkpoint()
+
+
+class SoftProvider(Provider):
+    """Emulated RDMA over TCP (loopback in tests)."""
+
+    name = "soft"
+
+    async def connect(
+        self, nursery: trio.Nursery, host: str, port: int, private_data: bytes = b""
+    ) -> Connection:
+        if len(private_data) > CM_REQ_PRIVATE_DATA_MAX:
+            raise ValueError(f"connect private data is limited to {CM_REQ_PRIVATE_DATA_MAX} bytes")
+        sock = trio.socket.socket()
+        try:
+            await sock.connect((host, port))
+        except OSError as e:
+            sock.close()
+            if e.errno == errno.ECONNREFUSED:
+                raise ConnectRefused(str(e), f"{host}:{port}") from e
+            raise ConnectionLost(str(e), f"{host}:{port}") from e
+        try:
+            await _send_all(
+                sock, [_FRAME.pack(_Op.CONNECT_REQ, 0, 0, 0, 0, 0, len(private_data)), private_data]
+            )
+            rep = await _read_cm(sock, _Op.CONNECT_REP)
+        except BaseException:
+            sock.close()
+            raise
+        conn = SoftConnection(sock, f"{host}:{port}", rep)
+        nursery.start_soon(conn.run)
+        return conn
+
+    async def listen(
+        self, nursery: trio.Nursery, host: str, port: int, private_data: PrivateDataReply = b""
+    ) -> Listener:
+        sock = trio.socket.socket()
+        sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_REUSEADDR, 1)
+        await sock.bind((host, port))
+        sock.listen(16)
+        return SoftListener(sock, nursery, private_data)
+
+
+__all__ = [
+    "CM_REP_PRIVATE_DATA_MAX",
+    "CM_REQ_PRIVATE_DATA_MAX",
+    "ProviderError",
+    "SoftConnection",
+    "SoftListener",
+    "SoftProvider",
+]

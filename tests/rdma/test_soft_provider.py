@@ -1,0 +1,188 @@
+"""The software verbs provider: two endpoints over loopback TCP in one trio process."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+
+import pytest
+import trio
+import trio.testing
+
+from pynfsrdma.transport.base import ConnectionLost, ConnectRefused
+from pynfsrdma.transport.rdma.provider import (
+    Access,
+    LengthError,
+    ReceiverNotReady,
+    RemoteAccessError,
+)
+from pynfsrdma.transport.rdma.soft import SoftProvider
+
+RW = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ
+
+
+@asynccontextmanager
+async def pair(client_pd=b"hello", server_pd=b"world"):
+    prov = SoftProvider()
+    async with trio.open_nursery() as nursery:
+        lst = await prov.listen(nursery, "127.0.0.1", 0, server_pd)
+        async with trio.open_nursery() as inner:
+            box = {}
+
+            async def acc():
+                box["s"] = await lst.accept()
+
+            inner.start_soon(acc)
+            c = await prov.connect(nursery, "127.0.0.1", lst.port, client_pd)
+        s = box["s"]
+        try:
+            yield c, s
+        finally:
+            await c.aclose()
+            await s.aclose()
+            await lst.aclose()
+
+
+async def test_cm_private_data_both_ways_and_a_function_of_the_request():
+    async with pair(b"\x01" * 56, lambda req: req[::-1] + b"!") as (c, s):
+        assert s.peer_private_data == b"\x01" * 56
+        assert c.peer_private_data == b"\x01" * 56 + b"!"
+
+
+async def test_private_data_size_limits():
+    prov = SoftProvider()
+    async with trio.open_nursery() as n:
+        with pytest.raises(ValueError):
+            await prov.connect(n, "127.0.0.1", 1, b"x" * 57)
+
+
+async def test_connect_refused():
+    prov = SoftProvider()
+    s = trio.socket.socket()
+    await s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    async with trio.open_nursery() as n:
+        with pytest.raises(ConnectRefused):
+            await prov.connect(n, "127.0.0.1", port)
+
+
+async def test_send_receive_gathered_and_in_order():
+    async with pair() as (c, s):
+        bufs = [s.register(bytearray(64), Access.LOCAL_WRITE) for _ in range(3)]
+        for b in bufs:
+            s.post_recv(b)
+        await c.send([b"ab", memoryview(b"cd"), bytearray(b"e")])
+        await c.send([b"second"])
+        r1 = await s.receive()
+        r2 = await s.receive()
+        assert (bytes(r1.data), bytes(r2.data)) == (b"abcde", b"second")
+        assert r1.region is bufs[0] and r1.invalidated is None
+
+
+async def test_rdma_write_and_read_against_registered_memory():
+    async with pair() as (c, s):
+        target = bytearray(100)
+        region = s.register(target, Access.REMOTE_WRITE | Access.REMOTE_READ | Access.LOCAL_WRITE)
+        await c.rdma_write([b"hello ", b"world"], region.handle, region.address + 10)
+        assert bytes(target[10:21]) == b"hello world"
+        sink = c.register(bytearray(11), Access.LOCAL_WRITE)
+        await c.rdma_read(sink, 0, region.handle, region.address + 10, 11)
+        assert bytes(sink.buffer) == b"hello world"
+
+
+async def test_write_then_send_arrive_in_order():
+    async with pair() as (c, s):
+        target = bytearray(8)
+        region = s.register(target, Access.REMOTE_WRITE)
+        rb = s.register(bytearray(16), Access.LOCAL_WRITE)
+        s.post_recv(rb)
+        async with trio.open_nursery() as n:
+            n.start_soon(c.rdma_write, [b"12345678"], region.handle, region.address)
+            n.start_soon(c.send, [b"done"])
+        r = await s.receive()
+        assert bytes(r.data) == b"done" and bytes(target) == b"12345678"
+
+
+@pytest.mark.parametrize("case", ["unknown", "out_of_bounds", "invalidated", "no_right", "deregistered"])
+async def test_bad_remote_access_fails_the_operation_and_the_connection(case):
+    async with pair() as (c, s):
+        buf = bytearray(32)
+        access = Access.REMOTE_READ if case == "no_right" else Access.REMOTE_WRITE
+        region = s.register(buf, access)
+        handle, address, length = region.handle, region.address, 8
+        if case == "unknown":
+            handle ^= 0x5A5A
+        elif case == "out_of_bounds":
+            address += 30
+        elif case == "invalidated":
+            s.invalidate(region)
+        elif case == "deregistered":
+            s.deregister(region)
+        with pytest.raises(RemoteAccessError):
+            await c.rdma_write([b"x" * length], handle, address)
+        assert buf == bytearray(32)  # nothing was written
+        with pytest.raises(RemoteAccessError):
+            await c.send([b"later"])  # the queue pair is in the error state
+        with pytest.raises(RemoteAccessError):
+            await s.receive()  # and so is the target's
+
+
+async def test_rdma_read_of_write_only_memory_fails():
+    async with pair() as (c, s):
+        region = s.register(bytearray(16), Access.REMOTE_WRITE)
+        sink = c.register(bytearray(16), Access.LOCAL_WRITE)
+        with pytest.raises(RemoteAccessError):
+            await c.rdma_read(sink, 0, region.handle, region.address, 16)
+
+
+async def test_send_without_posted_receive_is_fatal():
+    async with pair() as (c, s):
+        with pytest.raises(ReceiverNotReady):
+            await c.send([b"nobody listens"])
+        with pytest.raises(ReceiverNotReady):
+            await s.receive()
+
+
+async def test_send_larger_than_the_receive_buffer_is_fatal():
+    async with pair() as (c, s):
+        s.post_recv(s.register(bytearray(4), Access.LOCAL_WRITE))
+        with pytest.raises(LengthError):
+            await c.send([b"too long"])
+
+
+async def test_send_with_invalidate_reports_and_invalidates_the_region():
+    async with pair() as (c, s):
+        region = s.register(bytearray(16), Access.REMOTE_WRITE)
+        s.post_recv(s.register(bytearray(16), Access.LOCAL_WRITE))
+        await c.send([b"reply"], invalidate=region.handle)
+        r = await s.receive()
+        assert r.invalidated == region.handle and not region.valid
+        with pytest.raises(RemoteAccessError):
+            await c.rdma_write([b"x"], region.handle, region.address)
+
+
+async def test_close_fails_pending_and_later_operations():
+    async with pair() as (c, s):
+        s.post_recv(s.register(bytearray(16), Access.LOCAL_WRITE))
+        async with trio.open_nursery() as n:
+
+            async def waiter():
+                with pytest.raises(ConnectionLost):
+                    await s.receive()
+
+            n.start_soon(waiter)
+            await trio.testing.wait_all_tasks_blocked()
+            await c.aclose()
+        with pytest.raises(ConnectionLost):
+            await c.send([b"x"])
+
+
+async def test_registration_rules():
+    async with pair() as (c, _s):
+        with pytest.raises(ValueError):
+            c.register(b"read-only bytes", Access.REMOTE_WRITE)
+        ro = c.register(b"read-only bytes", Access.REMOTE_READ)
+        with pytest.raises(ValueError):
+            c.post_recv(ro)
+        a, b = c.register(bytearray(10), RW), c.register(bytearray(10), RW)
+        assert a.handle != b.handle and not a.contains(b.address, 1)
