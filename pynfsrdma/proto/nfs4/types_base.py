@@ -70,7 +70,7 @@ RPCSEC_GSS = auth_flavor.RPCSEC_GSS
 nfsstat4_t = Enum(nfsstat4, open_=True)
 nfs_ftype4_t = Enum(nfs_ftype4)
 stable_how4_t = Enum(stable_how4)
-layouttype4_t = Enum(layouttype4)
+layouttype4_t = Enum(layouttype4, open_=True)  # new layout types appear (RFC 8154 SCSI...)
 layoutiomode4_t = Enum(layoutiomode4)
 
 # -- typedefs (section 3.2) ---------------------------------------------------------------------------------
