@@ -1,0 +1,223 @@
+"""RPC-over-RDMA version 1 as a :class:`~pynfsrdma.transport.base.Transport` (the requester side).
+
+Glues the pieces as Linux's xprtrdma ``transport.c`` does: the CM private data negotiation
+(:mod:`~pynfsrdma.proto.private_data`, on every connect), the credit gate (:mod:`.credits`), the
+chunk plan of each call (:mod:`.chunks`), the registration of the caller's buffers where they lie
+and of fresh sinks for Write chunks and the Reply chunk, receive buffers sized to the negotiated
+receive threshold, and reply reassembly (:mod:`.reply`).
+
+Copies: WRITE payloads are RDMA-Read by the responder from the caller's buffer; READ data is
+RDMA-Written into a sink whose memoryview ``bulk()`` returns. The inline part of each received
+message (at most the inline threshold) is copied out of the receive buffer, so that the buffer
+can be posted again at once.
+
+A received message is a CALL (backchannel) or a REPLY by its RPC message type, never by XID.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass, field
+from typing import ClassVar, Final
+
+import trio
+
+from ...proto.private_data import ConnectPrivateData, InlineThresholds, negotiate
+from ...proto.rpc import CALL
+from ...proto.rpcrdma import (
+    RDMA_MSG,
+    RPCRDMA_V1_DEF_INLINE_SIZE,
+    RpcRdmaError,
+    decode_rdma_msg,
+    encode_rdma_msg,
+    make_msg,
+)
+from ...xdr import Packer, Unpacker
+from ..base import NO_HINTS, ConnectionLost, ProtocolViolation, ReplyHints, Transport, TransportError
+from .chunks import CallPlan, NeedKind, Registration, plan_call
+from .credits import CreditGate
+from .provider import Access, Connection, MemoryRegion, Provider
+from .reply import reassemble_reply
+
+_MSG_TYPE: Final = struct.Struct(">I")
+
+DEFAULT_CREDITS: Final = 32
+DEFAULT_INLINE: Final = 4096
+
+
+@dataclass(slots=True)
+class _Outstanding:
+    plan: CallPlan
+    regions: list[MemoryRegion]
+    regs: list[Registration]
+    abandoned: bool = False
+    done: bool = field(default=False)
+
+
+class RdmaTransport(Transport):
+    kind: ClassVar[str] = "rdma"
+
+    def __init__(
+        self, conn: Connection, thresholds: InlineThresholds, credits: int, nursery: trio.Nursery
+    ) -> None:
+        self.conn = conn
+        self.peer = conn.peer
+        self.thresholds = thresholds
+        self.gate: CreditGate[trio.Event] = CreditGate(credits)
+        self._outstanding: dict[int, _Outstanding] = {}
+        self._tx, self._rx = trio.open_memory_channel[Unpacker | BaseException](math.inf)
+        self._closed = False
+        self._recv_regions = [
+            conn.register(bytearray(thresholds.recv), Access.LOCAL_WRITE) for _ in range(credits + 2)
+        ]
+        for r in self._recv_regions:
+            conn.post_recv(r)
+        nursery.start_soon(self._receive_loop)
+
+    @classmethod
+    async def connect(
+        cls,
+        provider: Provider,
+        nursery: trio.Nursery,
+        host: str,
+        port: int,
+        credits: int = DEFAULT_CREDITS,
+        inline_size: int = DEFAULT_INLINE,
+    ) -> RdmaTransport:
+        """Connect, exchange RFC 8797 private data, post receives; settings are per connection."""
+        ours = ConnectPrivateData(
+            send_size=max(inline_size, RPCRDMA_V1_DEF_INLINE_SIZE),
+            recv_size=max(inline_size, RPCRDMA_V1_DEF_INLINE_SIZE),
+            remote_invalidation=False,
+        )
+        conn = await provider.connect(nursery, host, port, ours.encode())
+        return cls(conn, negotiate(ours, conn.peer_private_data), credits, nursery)
+
+    # -- sending ----------------------------------------------------------------------------------
+    async def _acquire_credit(self) -> None:
+        ev = trio.Event()
+        if self.gate.acquire(ev):
+            return
+        try:
+            await ev.wait()
+        except BaseException:
+            if not self.gate.cancel(ev):  # admitted meanwhile: give the credit back
+                for admitted in self.gate.release():
+                    admitted.set()
+            raise
+
+    def _register(self, plan: CallPlan) -> tuple[list[MemoryRegion], list[Registration]]:
+        regions: list[MemoryRegion] = []
+        for need in plan.needs:
+            if need.kind is NeedKind.READ_SOURCE:
+                assert need.buffer is not None
+                regions.append(self.conn.register(need.buffer, Access.REMOTE_READ))
+            else:
+                regions.append(
+                    self.conn.register(bytearray(need.length), Access.LOCAL_WRITE | Access.REMOTE_WRITE)
+                )
+        return regions, [Registration(r.handle, r.address, r.buffer) for r in regions]
+
+    def _release_regions(self, out: _Outstanding) -> None:
+        for r in out.regions:
+            self.conn.deregister(r)
+
+    async def send_call(self, xid: int, msg: Packer, hints: ReplyHints = NO_HINTS) -> None:
+        if self._closed:
+            raise ConnectionLost("transport closed", self.peer)
+        await self._acquire_credit()
+        sent = False
+        try:
+            plan = plan_call(msg.segments(), msg.bulk_segments, hints, self.thresholds)
+            regions, regs = self._register(plan)
+            out = _Outstanding(plan, regions, regs)
+            self._outstanding[xid] = out
+            hdr = encode_rdma_msg(plan.header(xid, self.gate.rdma_credit(), regs)).getvalue()
+            await self.conn.send([hdr, *plan.inline])
+            sent = True
+        finally:
+            if not sent:
+                gone = self._outstanding.pop(xid, None)
+                if gone is not None:
+                    self._release_regions(gone)
+                for admitted in self.gate.release():
+                    admitted.set()
+
+    async def send_reply(self, xid: int, msg: Packer) -> None:
+        segs = msg.segments()
+        hdr = encode_rdma_msg(make_msg(xid, self.gate.rdma_credit(), RDMA_MSG)).getvalue()
+        if len(hdr) + len(msg) > self.thresholds.send:
+            raise TransportError(
+                f"backchannel reply of {len(msg)} bytes exceeds the inline threshold", self.peer
+            )
+        await self.conn.send([hdr, *segs])
+
+    def abandon(self, xid: int) -> None:
+        """The caller stops waiting: its memory is invalidated now (a late RDMA access by the
+        responder then fails the connection, as on hardware); the credit stays in use until the
+        reply comes."""
+        out = self._outstanding.get(xid)
+        if out is not None and not out.abandoned:
+            out.abandoned = True
+            for r in out.regions:
+                self.conn.invalidate(r)
+
+    # -- receiving --------------------------------------------------------------------------------
+    async def receive(self) -> Unpacker:
+        try:
+            item = await self._rx.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError) as e:
+            raise ConnectionLost("transport closed", self.peer) from e
+        if isinstance(item, BaseException):
+            self._tx.send_nowait(item)  # every later receive fails the same way
+            raise item
+        return item
+
+    async def _receive_loop(self) -> None:
+        try:
+            while True:
+                rcv = await self.conn.receive()
+                data = bytes(rcv.data)  # the inline part; the buffer goes back at once
+                self.conn.post_recv(rcv.region)
+                msg = self._handle(data)
+                if msg is not None:
+                    self._tx.send_nowait(msg)
+        except (TransportError, RpcRdmaError) as e:
+            err = e if isinstance(e, TransportError) else ProtocolViolation(str(e), self.peer)
+            self._tx.send_nowait(err)
+            for ev in self.gate.reset():
+                ev.set()
+
+    def _handle(self, data: bytes) -> Unpacker | None:
+        hdr, off = decode_rdma_msg(data)
+        payload = memoryview(data)[off:]
+        if hdr.proc == RDMA_MSG and payload.nbytes >= 8 and _MSG_TYPE.unpack_from(payload, 4)[0] == CALL:
+            if hdr.chunks.rdma_reads or hdr.chunks.rdma_writes:
+                raise RpcRdmaError("backchannel calls must be inline")
+            return Unpacker(payload)  # a callback from the server
+        out = self._outstanding.pop(hdr.rdma_xid, None)
+        for ev in self.gate.reply_received(hdr.rdma_credit) if self.gate.in_flight else ():
+            ev.set()
+        if out is None:
+            return None  # not a call of ours: the RPC layer would drop it too
+        if out.abandoned:
+            self._release_regions(out)
+            return None
+        try:
+            return reassemble_reply(hdr, payload, out.plan, out.regs)
+        finally:
+            self._release_regions(out)
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self.conn.aclose()
+
+    @property
+    def max_payload(self) -> int:
+        return 0
+
+
+__all__ = ["DEFAULT_CREDITS", "DEFAULT_INLINE", "RdmaTransport"]
