@@ -53,6 +53,19 @@ async def _connector_for(url: NfsURL, address: str, port: int, timeout: float) -
     return tcp
 
 
+def single_error(eg: BaseExceptionGroup) -> BaseException:
+    """The one real error inside trio's exception groups (the caller's own exception, or ours),
+    so that users see ``NFS4Error``/``OSError`` rather than a group; a real group stays a group."""
+    leaves = [e for e in _leaves(eg) if not isinstance(e, trio.Cancelled)]
+    return leaves[0] if len(leaves) == 1 else eg
+
+
+def _leaves(e: BaseException) -> list[BaseException]:
+    if isinstance(e, BaseExceptionGroup):
+        return [leaf for sub in e.exceptions for leaf in _leaves(sub)]
+    return [e]
+
+
 class Client:
     """A connection to one NFSv4.1 export, with path-based calls."""
 
@@ -86,29 +99,31 @@ class Client:
         """Connect, create a session, look up the export; on exit close the session cleanly."""
         u = parse_url(url) if isinstance(url, str) else url
         cred = auth_sys(uid, gid, groups)
-        async with trio.open_nursery() as nursery:
-            cid = ClientID(
-                nursery,
-                options=SessionOptions(rsize=rsize, wsize=wsize),
-                policy=RetryPolicy(timeo=timeo, retrans=retrans, hard=hard),
-                cred=cred,
-            )
-            try:
-                connector = await _connector_for(u, u.host, u.port, timeout)
-                await cid.start(Path(u.address, connector, u.proto), timeout=timeout)
-                ops = NFSv4(cid)
-                self = cls(u, cid, ops, cred)
-                self.root_fh, _ = await ops.mount(u.path, cred)
-                yield self
-            finally:
-                with trio.CancelScope(shield=True):
-                    await cid.shutdown()
-                nursery.cancel_scope.cancel()
+        try:
+            async with trio.open_nursery() as nursery:
+                cid = ClientID(
+                    nursery,
+                    options=SessionOptions(rsize=rsize, wsize=wsize),
+                    policy=RetryPolicy(timeo=timeo, retrans=retrans, hard=hard),
+                    cred=cred,
+                )
+                try:
+                    connector = await _connector_for(u, u.host, u.port, timeout)
+                    await cid.start(Path(u.address, connector, u.proto), timeout=timeout)
+                    ops = NFSv4(cid)
+                    self = cls(u, cid, ops, cred)
+                    self.root_fh, _ = await ops.mount(u.path, cred)
+                    yield self
+                finally:
+                    with trio.CancelScope(shield=True):
+                        await cid.shutdown()
+                    nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as eg:
+            raise single_error(eg) from None
 
     # -- names ------------------------------------------------------------------------------------------
     def _norm(self, path: str) -> str:
-        p = posixpath.normpath("/" + path)
-        return "/" if p in ("/", "//") else p
+        return posixpath.normpath("/" + path.lstrip("/"))
 
     async def _dir_fh(self, dirpath: str, depth: int = 0) -> bytes:
         if dirpath == "/":
