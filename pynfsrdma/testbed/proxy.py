@@ -32,8 +32,8 @@ from .faults import Fault, Mode, TokenBucket, apply_command
 
 __all__ = ["Proxy", "ProxyStats", "main", "reset_socket"]
 
-CHUNK = 64 * 1024
-QUEUE_CHUNKS = 64
+CHUNK = 256 * 1024
+QUEUE_CHUNKS = 32
 _LINGER_ZERO = struct.pack("ii", 1, 0)
 
 
