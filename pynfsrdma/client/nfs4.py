@@ -104,6 +104,7 @@ class NFSv4:
         self.maxwrite = 1 << 20
         self.opens: dict[int, OpenFile] = {}  # id(open) -> open, for reclaim after a server restart
         self.delegations: dict[bytes, Delegation] = {}
+        self.reclaimed = 0  # opens reclaimed after server restarts
         client.reclaim_hooks.append(self._reclaim)
         client.backchannel.on_recall = self._recall
         client.backchannel.on_recall_any = self._recall_any
@@ -343,6 +344,7 @@ class NFSv4:
                 self.opens.pop(id(of), None)
                 continue
             of.stateid = res[1].res.stateid
+            self.reclaimed += 1
 
     # -- delegations (returned when recalled) --------------------------------------------------------------
     async def _recall(self, fh: bytes, stateid: Any, truncate: bool) -> None:

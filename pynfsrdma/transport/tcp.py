@@ -9,6 +9,7 @@ of it, not a copy).
 from __future__ import annotations
 
 import errno
+import os
 import socket
 import struct
 from typing import Final
@@ -81,10 +82,11 @@ class TcpTransport(Transport):
                 last = ConnectTimeout(f"no answer within {timeout:g} s", peer)
             except OSError as e:
                 sock.close()
+                reason = os.strerror(e.errno).lower() if e.errno else str(e)
                 if e.errno in (errno.ECONNREFUSED, errno.ENETUNREACH, errno.EHOSTUNREACH):
-                    last = ConnectRefused(e.strerror or str(e), peer)
+                    last = ConnectRefused(reason, peer)
                 else:
-                    last = ConnectionLost(e.strerror or str(e), peer)
+                    last = ConnectionLost(reason, peer)
         assert last is not None
         raise last
 

@@ -1,0 +1,120 @@
+"""Session loss and server restarts against a real NFS-Ganesha: what the user sees is that the work
+goes on, and nothing acknowledged is lost. Servers that are not there, or not NFSv4.1, give a clear
+error within seconds."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+import trio
+
+from pynfsrdma.client.api import Client
+from pynfsrdma.proto.nfs4 import const as c
+from pynfsrdma.proto.nfs4.compound import COMPOUND4args, decode_compound_res, encode_compound_args
+from pynfsrdma.proto.nfs4.types import BIND_CONN_TO_SESSION4args, DESTROY_SESSION4args
+from pynfsrdma.rpc.auth import auth_sys
+from pynfsrdma.rpc.client import RpcConnection
+from pynfsrdma.session.errors import NotNFSv41Server, ServerUnreachable
+from pynfsrdma.testbed import Ganesha
+from pynfsrdma.testbed.ganesha import ExportPath
+from pynfsrdma.transport.base import ConnectRefused
+from pynfsrdma.transport.tcp import TcpTransport
+
+
+async def destroy_session_from_elsewhere(server: Ganesha, sessionid: bytes) -> int:
+    t = await TcpTransport.connect(server.host, server.port)
+    conn = RpcConnection(t, c.NFS4_PROGRAM, c.NFS_V4)
+    async with trio.open_nursery() as n:
+        await n.start(conn.run)
+        statuses = []
+        # a connection must be bound to the session before it may destroy it
+        for op in (BIND_CONN_TO_SESSION4args(sessionid, c.CDFC4_FORE, False), DESTROY_SESSION4args(sessionid)):
+            xid, p = conn.start_call(c.NFSPROC4_COMPOUND, auth_sys(0, 0))
+            encode_compound_args(p, COMPOUND4args("", 1, [op]))
+            statuses.append(decode_compound_res(await conn.call_packed(xid, p, timeout=10)).status)
+        n.cancel_scope.cancel()
+    return max(statuses)
+
+
+async def test_a_session_destroyed_behind_our_back_is_replaced(ganesha: Ganesha, export_path: ExportPath) -> None:
+    async with Client.connect(f"{ganesha.url.rsplit('/', 1)[0]}{export_path.remote}") as nfs:
+        await nfs.write_file("/f", b"before")
+        session = nfs.clientid.session
+        assert session is not None
+        assert await destroy_session_from_elsewhere(ganesha, session.sessionid) == c.NFS4_OK
+        # the next calls meet BADSESSION, a new session is made, and they complete
+        async with trio.open_nursery() as n:
+            for _ in range(10):
+                n.start_soon(nfs.stat, "/f")
+        assert await nfs.read_file("/f") == b"before"
+        assert nfs.clientid.session is not None
+        assert nfs.clientid.session.sessionid != session.sessionid
+        assert nfs.clientid.recoveries == 1  # one recovery for all the calls that saw the loss
+
+
+async def test_server_restart_with_grace_reclaims_open_files(ganesha_factory, tmp_path) -> None:
+    server: Ganesha = ganesha_factory(grace=4, lease=10)
+    ep = server.new_directory()
+    url = f"nfs://{server.host}:{server.port}{ep.remote}"
+    async with Client.connect(url, hard=True, timeo=5) as nfs:
+        f = await nfs.open("/data", "w")
+        await f.write(b"A" * 100_000)
+        await f.fsync()
+        await trio.to_thread.run_sync(server.restart)  # state is gone; the server is in grace
+        await f.write(b"B" * 100_000)  # BADSESSION/STALE_CLIENTID -> new client ID, reclaim, go on
+        await f.close()
+        assert nfs.nfs.reclaimed == 1  # the open was reclaimed with CLAIM_PREVIOUS during grace
+        assert nfs.clientid.recoveries >= 1
+        assert await nfs.read_file("/data") == b"A" * 100_000 + b"B" * 100_000
+    assert (ep.local / "data").read_bytes() == b"A" * 100_000 + b"B" * 100_000
+
+
+async def test_nothing_listening_fails_at_once() -> None:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    with trio.fail_after(5):
+        with pytest.raises(ConnectRefused, match=f"127.0.0.1:{port}: .*refused"):
+            async with Client.connect(f"nfs://127.0.0.1:{port}/export"):
+                pass
+
+
+async def test_a_silent_server_fails_within_the_timeout() -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(5)  # accepts connections, never answers
+    port = listener.getsockname()[1]
+    try:
+        with trio.fail_after(10):
+            with pytest.raises(ServerUnreachable, match="no NFSv4.1 answer within 2 s"):
+                async with Client.connect(f"nfs://127.0.0.1:{port}/export", timeout=2):
+                    pass
+    finally:
+        listener.close()
+
+
+async def test_a_server_that_is_not_nfs_gives_a_clear_error() -> None:
+    async def http(stream: trio.SocketStream) -> None:
+        await stream.receive_some(4096)
+        await stream.send_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        await trio.sleep(30)
+
+    async with trio.open_nursery() as n:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listeners[0].socket.getsockname()[1]
+        n.start_soon(trio.serve_listeners, http, listeners)
+        with trio.fail_after(10):
+            with pytest.raises((NotNFSv41Server, OSError), match="not an RPC server|NFS"):
+                async with Client.connect(f"nfs://127.0.0.1:{port}/export", timeout=3):
+                    pass
+        n.cancel_scope.cancel()
+
+
+async def test_an_nfsv4_0_only_server_is_named_as_such(ganesha_factory) -> None:
+    server: Ganesha = ganesha_factory(extra_config="NFSv4 { Minor_Versions = 0; }")
+    with trio.fail_after(10):
+        with pytest.raises(NotNFSv41Server, match="does not support NFSv4.1"):
+            async with Client.connect(server.url, timeout=5):
+                pass
