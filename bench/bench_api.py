@@ -273,10 +273,12 @@ async def run(args: argparse.Namespace, target: Target) -> list[Row]:
                     if total != want_stat:
                         raise AssertionError(f"{who}: stat sizes add up to {total}, expected {want_stat}")
                     log(f"  stat* #{rep + 1} {who}: {rate:,.0f} ops/s")
-            if target.parent_url is not None:
-                await nfs.rmtree("/")
     finally:
         await in_thread(client.close)
+        if target.parent_url is not None:
+            with trio.CancelScope(shield=True):
+                async with Client.connect(target.parent_url) as parent:
+                    await parent.rmtree(target.remote_dir[len(parent.url.path.rstrip("/")) :])
     return [write, read, stat_seq, stat_conc]
 
 
