@@ -88,10 +88,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
     async def run(client: Client) -> int:
         a = await client.stat(path)
-        if a.is_dir:
-            entries = sorted(await client.scandir(path))
-        else:
-            entries = [(posixpath.basename(path), a)]
+        entries = sorted(await client.scandir(path)) if a.is_dir else [(posixpath.basename(path), a)]
         if args.json:
             _out(args, [_stat_json(n, e) for n, e in entries], None)
         else:

@@ -220,7 +220,7 @@ class Client:
     async def mkdir(self, path: str, mode: int = 0o755) -> FileAttrs:
         parent, name = self._split(path)
         dfh = await self._dir_fh(parent)
-        fh, attrs = await self.nfs.create(dfh, name, c.NF4DIR, self.cred, mode=mode, path=self._norm(path))
+        _, attrs = await self.nfs.create(dfh, name, c.NF4DIR, self.cred, mode=mode, path=self._norm(path))
         return attrs
 
     async def makedirs(self, path: str, mode: int = 0o755, exist_ok: bool = True) -> None:
@@ -421,7 +421,7 @@ class File:
                 nursery.start_soon(one, i, o, n)
         views: list[memoryview] = []
         eof = False
-        for (o, n), r in zip(pieces, results, strict=True):
+        for (_, n), r in zip(pieces, results, strict=True):
             assert r is not None
             data, eof = r
             if data.nbytes:
@@ -512,7 +512,7 @@ class File:
             if not stale:
                 return
             for o, d in stale:
-                n, committed, v = await self.client.nfs.write(self.of, o, d, self.client.cred, c.FILE_SYNC4)
+                n, _, _ = await self.client.nfs.write(self.of, o, d, self.client.cred, c.FILE_SYNC4)
                 if n != d.nbytes:
                     self._uncommitted.append((o + n, d[n:], b""))
         raise OSError(errno.EIO, "write verifier kept changing: the server keeps losing data", self.path)

@@ -52,7 +52,7 @@ STATFS_BITMAP = bitmap4_from(STATFS_ATTRS)
 FS_INFO_ATTRS = (c.FATTR4_MAXREAD, c.FATTR4_MAXWRITE, c.FATTR4_LEASE_TIME, c.FATTR4_SUPPORTED_ATTRS)
 FS_INFO_BITMAP = bitmap4_from(FS_INFO_ATTRS)
 
-_FTYPE_TO_IFMT = {
+_FTYPE_TO_IFMT: dict[int, int] = {
     c.NF4REG: stat.S_IFREG,
     c.NF4DIR: stat.S_IFDIR,
     c.NF4BLK: stat.S_IFBLK,
@@ -174,7 +174,7 @@ class FileAttrs:
         }
 
 
-_TYPE_NAMES = {
+_TYPE_NAMES: dict[int, str] = {
     c.NF4REG: "file",
     c.NF4DIR: "directory",
     c.NF4BLK: "block device",

@@ -10,7 +10,7 @@ import enum
 import struct
 from typing import Annotated, Final
 
-from ..xdr import Array, Packer, String, Unpacker, VarOpaque, XdrError, uint32, xdr_struct
+from ..xdr import Array, Packer, String, Unpacker, VarOpaque, XdrError, XdrStruct, uint32, xdr_struct
 
 RPC_VERSION: Final = 2
 
@@ -86,7 +86,7 @@ AUTH_SYS: Final = auth_flavor.AUTH_SYS
 
 
 @xdr_struct
-class opaque_auth:
+class opaque_auth(XdrStruct):
     flavor: Annotated[int, uint32]
     body: Annotated[bytes, VarOpaque(MAX_AUTH_BYTES)]
 
@@ -95,7 +95,7 @@ NULL_AUTH: Final = opaque_auth(AUTH_NONE, b"")
 
 
 @xdr_struct
-class authsys_parms:
+class authsys_parms(XdrStruct):
     stamp: Annotated[int, uint32]
     machinename: Annotated[str, String(AUTH_SYS_MAX_MACHINENAME)]
     uid: Annotated[int, uint32]
@@ -104,7 +104,7 @@ class authsys_parms:
 
 
 @xdr_struct
-class call_body:
+class call_body(XdrStruct):
     """The part of a CALL after xid and mtype."""
 
     rpcvers: Annotated[int, uint32]

@@ -77,7 +77,7 @@ class Backchannel:
     async def compound(self, args: Any) -> bytes:
         """Process a decoded CB_COMPOUND4args; return the encoded CB_COMPOUND4res."""
         results: list[ResOp] = []
-        status = c.NFS4_OK
+        status: int = c.NFS4_OK
         slot: _CbSlot | None = None
         if args.minorversion != 1:
             return _encode(c.NFS4ERR_MINOR_VERS_MISMATCH, args.tag, [])

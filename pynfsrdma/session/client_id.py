@@ -26,6 +26,7 @@ from typing import Any
 
 import trio
 
+from ..errors import NFS4Error
 from ..proto.nfs4 import const as c
 from ..proto.nfs4.compound import COMPOUND4args, COMPOUND4res, decode_compound_res, encode_compound_args
 from ..proto.nfs4.types import (
@@ -42,7 +43,6 @@ from ..proto.nfs4.types import (
     nfstime4,
 )
 from ..proto.rpc import auth_flavor
-from ..errors import NFS4Error
 from ..rpc.auth import AUTH_NONE_CRED, Credential, auth_sys
 from ..rpc.errors import RpcReplyError
 from ..transport.base import NO_HINTS, ReplyHints, TransportError

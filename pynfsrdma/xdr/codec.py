@@ -11,10 +11,9 @@ no allocation sized by an untrusted length before that length was checked agains
 from __future__ import annotations
 
 import struct
-from typing import Union as _U
+from typing import Final, TypeAlias
 
-Buffer = _U[bytes, bytearray, memoryview]
-from typing import Final
+Buffer: TypeAlias = bytes | bytearray | memoryview
 
 _U32: Final = struct.Struct(">I")
 _I32: Final = struct.Struct(">i")
@@ -170,19 +169,19 @@ class Unpacker:
 
     def uint32(self) -> int:
         p = self._need(4)
-        return _U32.unpack_from(self.view, p)[0]  # type: ignore[no-any-return]
+        return _U32.unpack_from(self.view, p)[0]
 
     def int32(self) -> int:
         p = self._need(4)
-        return _I32.unpack_from(self.view, p)[0]  # type: ignore[no-any-return]
+        return _I32.unpack_from(self.view, p)[0]
 
     def uint64(self) -> int:
         p = self._need(8)
-        return _U64.unpack_from(self.view, p)[0]  # type: ignore[no-any-return]
+        return _U64.unpack_from(self.view, p)[0]
 
     def int64(self) -> int:
         p = self._need(8)
-        return _I64.unpack_from(self.view, p)[0]  # type: ignore[no-any-return]
+        return _I64.unpack_from(self.view, p)[0]
 
     def boolean(self) -> bool:
         v = self.uint32()

@@ -169,11 +169,11 @@ async def test_many_concurrent_calls_share_the_slots(ganesha: Ganesha, export_pa
 
 async def test_a_small_slot_table_is_honoured(ganesha: Ganesha, export_path: ExportPath) -> None:
     """We ask CREATE_SESSION for 3 slots; 120 concurrent calls never use more than that."""
+    from pynfsrdma.client.nfs4 import NFSv4
+    from pynfsrdma.rpc.auth import auth_sys
     from pynfsrdma.session.client_id import ClientID, SessionOptions
     from pynfsrdma.session.paths import Path
     from pynfsrdma.transport.tcp import TcpTransport
-    from pynfsrdma.client.nfs4 import NFSv4
-    from pynfsrdma.rpc.auth import auth_sys
 
     cred = auth_sys(0, 0)
     async with trio.open_nursery() as nursery:

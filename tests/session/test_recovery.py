@@ -88,7 +88,7 @@ async def test_a_silent_server_fails_within_the_timeout() -> None:
     port = listener.getsockname()[1]
     try:
         with trio.fail_after(10):
-            with pytest.raises(ServerUnreachable, match="no NFSv4.1 answer within 2 s"):
+            with pytest.raises(ServerUnreachable, match=r"no NFSv4\.1 answer within 2 s"):
                 async with Client.connect(f"nfs://127.0.0.1:{port}/export", timeout=2):
                     pass
     finally:
@@ -106,7 +106,7 @@ async def test_a_server_that_is_not_nfs_gives_a_clear_error() -> None:
         port = listeners[0].socket.getsockname()[1]
         n.start_soon(trio.serve_listeners, http, listeners)
         with trio.fail_after(10):
-            with pytest.raises((NotNFSv41Server, OSError), match="not an RPC server|NFS"):
+            with pytest.raises((NotNFSv41Server, OSError), match=r"not an RPC server|NFS"):
                 async with Client.connect(f"nfs://127.0.0.1:{port}/export", timeout=3):
                     pass
         n.cancel_scope.cancel()
@@ -115,6 +115,6 @@ async def test_a_server_that_is_not_nfs_gives_a_clear_error() -> None:
 async def test_an_nfsv4_0_only_server_is_named_as_such(ganesha_factory) -> None:
     server: Ganesha = ganesha_factory(extra_config="NFSv4 { Minor_Versions = 0; }")
     with trio.fail_after(10):
-        with pytest.raises(NotNFSv41Server, match="does not support NFSv4.1"):
+        with pytest.raises(NotNFSv41Server, match=r"does not support NFSv4\.1"):
             async with Client.connect(server.url, timeout=5):
                 pass
