@@ -224,14 +224,25 @@ class Client:
         return attrs
 
     async def makedirs(self, path: str, mode: int = 0o755, exist_ok: bool = True) -> None:
+        target = self._norm(path)
         cur = ""
-        for part in [p for p in self._norm(path).split("/") if p]:
+        for part in [p for p in target.split("/") if p]:
             cur += "/" + part
             try:
-                await self.mkdir(cur, mode)
+                attrs = await self.stat(cur)
             except NFS4Error as e:
-                if e.status != c.NFS4ERR_EXIST or (cur == self._norm(path) and not exist_ok):
+                if e.status != c.NFS4ERR_NOENT:
                     raise
+                try:
+                    await self.mkdir(cur, mode)
+                except NFS4Error as e2:  # made meanwhile by somebody else: fine
+                    if e2.status != c.NFS4ERR_EXIST:
+                        raise
+                continue
+            if not attrs.is_dir:
+                raise NFS4Error(c.NFS4ERR_NOTDIR, c.OP_CREATE, cur)
+            if cur == target and not exist_ok:
+                raise NFS4Error(c.NFS4ERR_EXIST, c.OP_CREATE, cur)
 
     async def remove(self, path: str) -> None:
         """Remove a file, symlink or empty directory."""
