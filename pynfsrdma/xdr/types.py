@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import struct
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic, TypeVar, get_args, get_origin, get_type_hints
@@ -305,26 +306,77 @@ class StructType(XdrType[Any]):
     def __init__(self, cls: type, fields: list[tuple[str, XdrType[Any]]]) -> None:
         self.cls = cls
         self.fields = fields
-        ns: dict[str, Any] = {"cls": cls}
+        ns: dict[str, Any] = {"cls": cls, "XdrError": XdrError}
         pk_lines = ["def pack(p, obj):"]
-        up_args = []
         for i, (name, t) in enumerate(fields):
             ns[f"t{i}"] = t
             if t.p_stmt is not None:
                 pk_lines.append("    " + t.p_stmt.format(v=f"obj.{name}"))
             else:
                 pk_lines.append(f"    t{i}.pack(p, obj.{name})")
-            up_args.append(t.u_expr if t.u_expr is not None else f"t{i}.unpack(u)")
         if len(pk_lines) == 1:
             pk_lines.append("    pass")
         src = "\n".join(pk_lines) + "\n"
-        src += "def unpack(u):\n    return cls(" + ", ".join(up_args) + ")\n"
+        src += "\n".join(_unpack_source(fields, ns)) + "\n"
         exec(compile(src, f"<xdr {cls.__name__}>", "exec"), ns)
         self.pack = ns["pack"]  # type: ignore[method-assign]
         self.unpack = ns["unpack"]  # type: ignore[method-assign]
 
     def __repr__(self) -> str:
         return f"StructType({self.cls.__name__})"
+
+
+def _fixed_format(t: XdrType[Any]) -> tuple[str, int] | None:
+    """The struct-module format and size of a fixed-size XDR item, if it has one."""
+    if isinstance(t, _Prim):
+        return _PRIM_FORMATS.get(t.name)
+    if isinstance(t, Opaque):
+        pad = -t.size & 3
+        return f"{t.size}s" + "x" * pad, t.size + pad
+    return None
+
+
+_PRIM_FORMATS: dict[str, tuple[str, int]] = {
+    "uint32": ("I", 4),
+    "int32": ("i", 4),
+    "uint64": ("Q", 8),
+    "int64": ("q", 8),
+    "boolean": ("I", 4),
+}
+
+
+def _unpack_source(fields: list[tuple[str, XdrType[Any]]], ns: dict[str, Any]) -> list[str]:
+    """Source of a struct's ``unpack``: runs of two or more fixed-size fields (integers, booleans,
+    fixed opaques) are read with one bounds check and one ``struct.unpack_from``."""
+    lines = ["def unpack(u):"]
+    args: list[str] = []
+    i = 0
+    n = len(fields)
+    while i < n:
+        j = i
+        while j < n and _fixed_format(fields[j][1]) is not None:
+            j += 1
+        if j - i >= 2:
+            fmts = [_fixed_format(fields[k][1]) for k in range(i, j)]
+            fmt = ">" + "".join(f for f, _ in fmts if f)  # type: ignore[misc]
+            size = sum(sz for _, sz in fmts if _)  # type: ignore[misc]
+            ns[f"S{i}"] = struct.Struct(fmt)
+            names = [f"v{k}" for k in range(i, j)]
+            lines.append(f"    {', '.join(names)}, = S{i}.unpack_from(u.view, u._need({size}))")
+            for k in range(i, j):
+                if fields[k][1] is boolean:
+                    lines.append(f"    if v{k} > 1: raise XdrError(f'bad boolean value {{v{k}}}')")
+                    args.append(f"v{k} == 1")
+                else:
+                    args.append(f"v{k}")
+            i = j
+            continue
+        t = fields[i][1]
+        lines.append(f"    v{i} = " + (t.u_expr if t.u_expr is not None else f"t{i}.unpack(u)"))
+        args.append(f"v{i}")
+        i += 1
+    lines.append("    return cls(" + ", ".join(args) + ")")
+    return lines
 
 
 C = TypeVar("C", bound=type)

@@ -245,3 +245,11 @@ def test_callback_compound_bytes() -> None:
     encode_cb_compound_res(p, res)
     assert p.getvalue() == expected_res
     assert decode_cb_compound_res(Unpacker(expected_res)) == res
+
+
+def test_boolean_outside_true_false_is_rejected_inside_fixed_size_runs() -> None:
+    # sa_cachethis is the last of a run of fixed-size fields that the struct codec reads in one go
+    good = SID + w(5, 2, 7, 1)
+    assert SEQUENCE4args.XDR.decode(good).sa_cachethis is True
+    with pytest.raises(XdrError):
+        SEQUENCE4args.XDR.decode(SID + w(5, 2, 7, 2))
