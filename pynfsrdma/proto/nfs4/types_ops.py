@@ -494,7 +494,7 @@ class READDIR4args(XdrStruct):
 
 @xdr_struct
 class entry4(XdrStruct):
-    """A directory entry. ``nextentry`` is kept None: dirlist4 flattens the XDR's linked list."""
+    """A directory entry; the XDR chains entries by ``*nextentry``, dirlist4.entries holds them as a list."""
 
     cookie: Annotated[int, nfs_cookie4]
     name: Annotated[str, component4]
