@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,7 @@ OPERATIONS = (
 )
 
 
-def run_bench(*extra: str) -> tuple[list[dict[str, object]], str]:
+def run_bench(*extra: str) -> tuple[list[dict[str, Any]], str]:
     proc = subprocess.run(
         [
             sys.executable,
@@ -49,13 +50,13 @@ def run_bench(*extra: str) -> tuple[list[dict[str, object]], str]:
     return payload["rows"], proc.stdout
 
 
-def check_rows(rows: list[dict[str, object]], table: str) -> None:
+def check_rows(rows: list[dict[str, Any]], table: str) -> None:
     assert [r["operation"] for r in rows] == list(OPERATIONS)
     for row in rows:
         for key in ("ours_best", "ours_median", "nfsrs_best", "nfsrs_median", "ratio"):
             value = row[key]
             assert isinstance(value, (int, float)) and value > 0, (row["operation"], key, value)
-        assert len(row["ours_samples"]) == len(row["nfsrs_samples"]) == 2  # type: ignore[arg-type]
+        assert len(row["ours_samples"]) == len(row["nfsrs_samples"]) == 2
         assert row["operation"] in table  # the human-readable table has the row too
 
 
