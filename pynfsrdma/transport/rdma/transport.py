@@ -7,17 +7,25 @@ and of fresh sinks for Write chunks and the Reply chunk, receive buffers sized t
 receive threshold, and reply reassembly (:mod:`.reply`).
 
 Copies: WRITE payloads are RDMA-Read by the responder from the caller's buffer; READ data is
-RDMA-Written into a sink whose memoryview ``bulk()`` returns. The inline part of each received
-message (at most the inline threshold) is copied out of the receive buffer, so that the buffer
-can be posted again at once.
+RDMA-Written into a sink (a :class:`WriteChunkSink`) whose memoryview ``bulk()`` returns. The
+inline part of each received message (at most the inline threshold) is copied out of the receive
+buffer, so that the buffer can be posted again at once. :class:`RdmaStats` counts what went where.
+
+Background work (the provider's completion handling and our receive loop) runs in a nursery the
+transport is given. :meth:`RdmaTransport.open` makes one of its own in a trio *system task* (see
+:class:`_Host`), for callers such as the path layer that own the transport but hand out no
+nursery: the task lives exactly as long as the connection (``aclose`` ends it and waits for it),
+and trio cancels it if the run ends first.
 
 A received message is a CALL (backchannel) or a REPLY by its RPC message type, never by XID.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar, Final
 
@@ -34,16 +42,49 @@ from ...proto.rpcrdma import (
     make_msg,
 )
 from ...xdr import Packer, Unpacker
-from ..base import NO_HINTS, ConnectionLost, ProtocolViolation, ReplyHints, Transport, TransportError
+from ..base import (
+    NO_HINTS,
+    ConnectionLost,
+    ConnectTimeout,
+    ProtocolViolation,
+    ReplyHints,
+    Transport,
+    TransportError,
+)
 from .chunks import CallPlan, NeedKind, Registration, plan_call
 from .credits import CreditGate
 from .provider import Access, Connection, MemoryRegion, Provider
 from .reply import reassemble_reply
 
+log = logging.getLogger(__name__)
+
 _MSG_TYPE: Final = struct.Struct(">I")
 
 DEFAULT_CREDITS: Final = 32
 DEFAULT_INLINE: Final = 4096
+
+
+class WriteChunkSink(bytearray):
+    """A buffer registered for the responder to RDMA-Write one DDP item (or the reply) into.
+
+    A plain bytearray with a type of its own, so that a caller can tell that the view it got is
+    the memory the data was placed in (no copy in between)."""
+
+
+@dataclass(slots=True)
+class RdmaStats:
+    """What the transport did, for tests and benchmarks."""
+
+    calls: int = 0
+    nomsg_calls: int = 0  # calls sent as RDMA_NOMSG (position-zero Read chunk)
+    read_chunk_segments: int = 0  # Read chunk segments offered (WRITE payloads, NOMSG calls)
+    write_chunks: int = 0  # Write chunks offered with a sink
+    reply_chunks: int = 0  # Reply chunks offered
+    replies: int = 0
+    nomsg_replies: int = 0  # replies that came through the Reply chunk
+    inline_bytes_copied: int = 0  # bytes copied out of receive buffers (headers and inline parts)
+    placed_bytes: int = 0  # bytes the responder wrote into our Write chunk sinks (no copy)
+    callbacks: int = 0  # backchannel CALLs received
 
 
 @dataclass(slots=True)
@@ -68,6 +109,8 @@ class RdmaTransport(Transport):
         self._outstanding: dict[int, _Outstanding] = {}
         self._tx, self._rx = trio.open_memory_channel[Unpacker | BaseException](math.inf)
         self._closed = False
+        self.stats = RdmaStats()
+        self._host: _Host | None = None
         self._recv_regions = [
             conn.register(bytearray(thresholds.recv), Access.LOCAL_WRITE) for _ in range(credits + 2)
         ]
@@ -94,6 +137,36 @@ class RdmaTransport(Transport):
         conn = await provider.connect(nursery, host, port, ours.encode())
         return cls(conn, negotiate(ours, conn.peer_private_data), credits, nursery)
 
+    @classmethod
+    async def open(
+        cls,
+        provider: Provider,
+        host: str,
+        port: int,
+        *,
+        timeout: float = 10.0,
+        credits: int = DEFAULT_CREDITS,
+        inline_size: int = DEFAULT_INLINE,
+    ) -> RdmaTransport:
+        """Connect like :meth:`connect`, with a nursery of the transport's own (a system task
+        that :meth:`aclose` ends). Raises :class:`ConnectTimeout` after ``timeout`` seconds."""
+        host_task = await _Host.start()
+        try:
+            with trio.move_on_after(timeout) as scope:
+                t = await cls.connect(provider, host_task.nursery, host, port, credits, inline_size)
+            if scope.cancelled_caught:
+                raise ConnectTimeout(f"no RDMA connection within {timeout:g} s", f"{host}:{port}")
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await host_task.stop()
+            raise
+        t._host = host_task
+        host_task.on_crash = t._crashed
+        return t
+
+    def _crashed(self, exc: BaseException) -> None:
+        self._tx.send_nowait(ConnectionLost(f"RDMA transport failed: {exc!r}", self.peer))
+
     # -- sending ----------------------------------------------------------------------------------
     async def _acquire_credit(self) -> None:
         ev = trio.Event()
@@ -115,7 +188,7 @@ class RdmaTransport(Transport):
                 regions.append(self.conn.register(need.buffer, Access.REMOTE_READ))
             else:
                 regions.append(
-                    self.conn.register(bytearray(need.length), Access.LOCAL_WRITE | Access.REMOTE_WRITE)
+                    self.conn.register(WriteChunkSink(need.length), Access.LOCAL_WRITE | Access.REMOTE_WRITE)
                 )
         return regions, [Registration(r.handle, r.address, r.buffer) for r in regions]
 
@@ -136,6 +209,17 @@ class RdmaTransport(Transport):
             hdr = encode_rdma_msg(plan.header(xid, self.gate.rdma_credit(), regs)).getvalue()
             await self.conn.send([hdr, *plan.inline])
             sent = True
+            st = self.stats
+            st.calls += 1
+            for need in plan.needs:
+                if need.kind is NeedKind.READ_SOURCE:
+                    st.read_chunk_segments += 1
+                elif need.kind is NeedKind.WRITE_SINK:
+                    st.write_chunks += 1
+                else:
+                    st.reply_chunks += 1
+            if plan.proc != RDMA_MSG:
+                st.nomsg_calls += 1
         finally:
             if not sent:
                 gone = self._outstanding.pop(xid, None)
@@ -179,6 +263,7 @@ class RdmaTransport(Transport):
             while True:
                 rcv = await self.conn.receive()
                 data = bytes(rcv.data)  # the inline part; the buffer goes back at once
+                self.stats.inline_bytes_copied += len(data)
                 self.conn.post_recv(rcv.region)
                 msg = self._handle(data)
                 if msg is not None:
@@ -195,6 +280,7 @@ class RdmaTransport(Transport):
         if hdr.proc == RDMA_MSG and payload.nbytes >= 8 and _MSG_TYPE.unpack_from(payload, 4)[0] == CALL:
             if hdr.chunks.rdma_reads or hdr.chunks.rdma_writes:
                 raise RpcRdmaError("backchannel calls must be inline")
+            self.stats.callbacks += 1
             return Unpacker(payload)  # a callback from the server
         out = self._outstanding.pop(hdr.rdma_xid, None)
         for ev in self.gate.reply_received(hdr.rdma_credit) if self.gate.in_flight else ():
@@ -205,19 +291,72 @@ class RdmaTransport(Transport):
             self._release_regions(out)
             return None
         try:
-            return reassemble_reply(hdr, payload, out.plan, out.regs)
+            u = reassemble_reply(hdr, payload, out.plan, out.regs)
         finally:
             self._release_regions(out)
+        st = self.stats
+        st.replies += 1
+        st.placed_bytes += sum(c.nbytes for c in u.write_chunks if c is not None)
+        if hdr.proc != RDMA_MSG:
+            st.nomsg_replies += 1
+        return u
 
     async def aclose(self) -> None:
         if self._closed:
             return
         self._closed = True
-        await self.conn.aclose()
+        try:
+            await self.conn.aclose()
+        finally:
+            if self._host is not None:
+                with trio.CancelScope(shield=True):
+                    await self._host.stop()
 
     @property
     def max_payload(self) -> int:
         return 0
 
 
-__all__ = ["DEFAULT_CREDITS", "DEFAULT_INLINE", "RdmaTransport"]
+class _Host:
+    """A nursery for one connection's background tasks, held open by a trio system task.
+
+    Structured concurrency without a caller's nursery: the system task is the owner, ``stop``
+    cancels it and waits until every task in it has ended. An unexpected exception in a task is
+    logged and handed to ``on_crash`` (the transport then fails like a lost connection) instead
+    of escaping the system task, which would abort the whole trio run.
+    """
+
+    def __init__(self) -> None:
+        self.nursery: trio.Nursery
+        self._stopped = trio.Event()
+        self._done = trio.Event()
+        self.on_crash: Callable[[BaseException], None] | None = None
+
+    @classmethod
+    async def start(cls) -> _Host:
+        host = cls()
+        ready = trio.Event()
+        trio.lowlevel.spawn_system_task(host._run, ready, name="rdma-transport-host")
+        await ready.wait()
+        return host
+
+    async def _run(self, ready: trio.Event) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                self.nursery = nursery
+                ready.set()
+                await self._stopped.wait()
+                nursery.cancel_scope.cancel()
+        except Exception as e:  # must not escape a system task
+            log.exception("RDMA transport task failed")
+            if self.on_crash is not None:
+                self.on_crash(e)
+        finally:
+            self._done.set()
+
+    async def stop(self) -> None:
+        self._stopped.set()
+        await self._done.wait()
+
+
+__all__ = ["DEFAULT_CREDITS", "DEFAULT_INLINE", "RdmaStats", "RdmaTransport", "WriteChunkSink"]
