@@ -1,0 +1,77 @@
+"""``pynfsrdma mount URL MOUNTPOINT [-o OPTIONS] [-f]`` and ``pynfsrdma umount MOUNTPOINT``.
+
+Also the mount(8) helper's entry (``bin/mount.pynfsrdma SOURCE MOUNTPOINT [-o OPTIONS]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+MOUNT_HELP = """mount options (comma-separated, several -o allowed), as nfs(5) names them:
+  vers=4.1 proto=tcp|rdma port=N rsize=N wsize=N hard soft timeo=DECISECONDS retrans=N
+  actimeo=S acregmin=S acregmax=S acdirmin=S acdirmax=S noac ro rw
+  and FUSE's allow_other default_permissions; squash_uid=N[,squash_gid=N] sends every request
+  as that user; debug keeps the daemon's log on standard error."""
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "mount", help="mount an NFSv4.1 export with FUSE", epilog=MOUNT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("url", help="nfs://host[:port]/export[/dir] or host:/export")
+    p.add_argument("mountpoint")
+    p.add_argument("-o", "--options", dest="mount_options", action="append", default=[], metavar="OPTIONS")
+    p.add_argument("-f", "--foreground", action="store_true", help="serve in the foreground")
+    p.set_defaults(func=cmd_mount)
+    u = subparsers.add_parser("umount", help="unmount a pynfsrdma mount")
+    u.add_argument("mountpoint")
+    u.add_argument("-l", "--lazy", action="store_true", help="detach now, clean up when no longer busy")
+    u.set_defaults(func=cmd_umount)
+
+
+def cmd_mount(args: argparse.Namespace) -> int:
+    from ..fuse.mount import mount
+
+    return mount(args.url, args.mountpoint, args.mount_options, foreground=args.foreground,
+                 verbose=getattr(args, "verbose", 0))
+
+
+def cmd_umount(args: argparse.Namespace) -> int:
+    fusermount = shutil.which("fusermount3") or shutil.which("fusermount")
+    if fusermount is None:
+        print("pynfsrdma: fusermount3 not found (apt-get install fuse3)", file=sys.stderr)
+        return 1
+    cmd = [fusermount, "-u"] + (["-z"] if args.lazy else []) + [os.path.abspath(args.mountpoint)]
+    return subprocess.run(cmd).returncode
+
+
+def helper_main(argv: list[str] | None = None) -> int:
+    """mount(8) calls ``mount.TYPE SOURCE MOUNTPOINT [-sfnv] [-N NS] [-o OPTIONS] [-t TYPE]``."""
+    from ..fuse.mount import MountError, mount
+    from ..fuse.options import OptionError
+
+    p = argparse.ArgumentParser(prog="mount.pynfsrdma")
+    p.add_argument("source")
+    p.add_argument("mountpoint")
+    p.add_argument("-o", dest="options", action="append", default=[])
+    p.add_argument("-t", dest="type")
+    p.add_argument("-N", dest="namespace")
+    for flag in ("-s", "-n", "-v", "-f"):  # sloppy, no mtab, verbose, fake: nothing to do for FUSE
+        p.add_argument(flag, action="store_true")
+    a = p.parse_args(argv)
+    if a.f:
+        return 0
+    try:
+        return mount(a.source, a.mountpoint, a.options)
+    except OptionError as e:
+        print(f"mount.pynfsrdma: {e}", file=sys.stderr)
+        return 1
+    except MountError as e:
+        print(f"mount.pynfsrdma: {e}", file=sys.stderr)
+        return 32  # mount(8): mount failure

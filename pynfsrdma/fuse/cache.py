@@ -1,0 +1,89 @@
+"""Attribute and name caching decisions, as the Linux NFS client makes them (sans-I/O).
+
+Attribute timeout (nfs(5), ``acregmin``/``acregmax``, ``acdirmin``/``acdirmax``): an inode's attributes
+are trusted for ``timeo`` seconds after they were fetched; ``timeo`` starts at the minimum, doubles
+each time a revalidation finds the change attribute unmoved, and drops back to the minimum when it
+moved. ``noac`` makes every timeout zero.
+
+Names: ``(directory inode, name) -> inode`` entries, positive and negative, each stamped with the
+directory's change attribute; an entry is only used while the directory's attributes are fresh and
+their change attribute is the one the entry was made under. Our own changes to a directory drop
+its entries explicitly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cachetools
+
+from .options import MountOptions
+
+NEGATIVE = 0  # a name known not to exist
+NAME_CACHE_SIZE = 65536
+
+
+@dataclass(frozen=True, slots=True)
+class AttrTimeouts:
+    """The actimeo family, in seconds."""
+
+    regmin: float
+    regmax: float
+    dirmin: float
+    dirmax: float
+
+    @classmethod
+    def from_options(cls, o: MountOptions) -> AttrTimeouts:
+        return cls(o.acregmin, o.acregmax, o.acdirmin, o.acdirmax)
+
+    def initial(self, is_dir: bool) -> float:
+        return self.dirmin if is_dir else self.regmin
+
+    def next(self, current: float, is_dir: bool, changed: bool) -> float:
+        """The timeout after a revalidation that did (not) find a change."""
+        lo, hi = (self.dirmin, self.dirmax) if is_dir else (self.regmin, self.regmax)
+        if changed:
+            return lo
+        return min(hi, max(lo, current * 2 if current > 0 else lo))
+
+    @staticmethod
+    def fresh(fetched: float, timeo: float, now: float) -> bool:
+        return timeo > 0 and now - fetched < timeo
+
+
+class NameCache:
+    """``(dir inode, name) -> (inode or NEGATIVE, dir change)`` with a time limit (``acdirmax``)."""
+
+    def __init__(self, ttl: float, maxsize: int = NAME_CACHE_SIZE) -> None:
+        self.enabled = ttl > 0
+        self._c: cachetools.TTLCache[tuple[int, str], tuple[int, int]] = cachetools.TTLCache(
+            maxsize=maxsize, ttl=ttl if ttl > 0 else 1
+        )
+
+    def get(self, parent: int, name: str, parent_change: int) -> int | None:
+        """The cached inode (``NEGATIVE`` for a known absence), or None when not known."""
+        if not self.enabled:
+            return None
+        hit = self._c.get((parent, name))
+        if hit is None:
+            return None
+        ino, change = hit
+        if change != parent_change:
+            self._c.pop((parent, name), None)
+            return None
+        return ino
+
+    def put(self, parent: int, name: str, ino: int, parent_change: int) -> None:
+        if self.enabled:
+            self._c[(parent, name)] = (ino, parent_change)
+
+    def drop(self, parent: int, name: str) -> None:
+        self._c.pop((parent, name), None)
+
+    def drop_inode(self, ino: int) -> None:
+        """Forget every entry naming ``ino`` (it was removed or renamed)."""
+        for k in [k for k, (i, _) in self._c.items() if i == ino]:
+            self._c.pop(k, None)
+
+    def __len__(self) -> int:
+        return len(self._c)

@@ -1,0 +1,112 @@
+"""Inode numbers for the kernel and what stands behind them (sans-I/O).
+
+The inode number is the NFS fileid (the export's root is FUSE's root inode), so ``stat`` shows the
+same numbers a local look at the export would. The table maps it to the current file handle and
+attributes and keeps the kernel's lookup count; an inode is dropped when the kernel has forgotten it
+and nothing has it open.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..client.attributes import FileAttrs
+from ..proto.nfs4 import const as c
+from .cache import AttrTimeouts
+
+ROOT_INODE = 1  # pyfuse3.ROOT_INODE (FUSE_ROOT_ID)
+REMAPPED = 1 << 63  # a non-root file whose fileid is 0 or the root's number gets this bit
+
+
+@dataclass(eq=False)
+class Inode:
+    ino: int
+    fh: bytes
+    attrs: FileAttrs
+    fetched: float  # when attrs were fetched (trio clock); -inf when known stale
+    timeo: float  # current attribute timeout
+    lookups: int = 0
+    opens: int = 0  # FUSE file handles open on it
+    data_change: int | None = None  # the change attribute the kernel's page cache holds data of
+    silly: list[tuple[bytes, str]] = field(default_factory=list)  # (dir fh, .nfsXXXX name) to remove
+    shared: dict[bytes, Any] = field(default_factory=dict)  # open owner -> our shared open state
+
+    @property
+    def is_dir(self) -> bool:
+        return self.attrs.type == c.NF4DIR
+
+    @property
+    def is_reg(self) -> bool:
+        return self.attrs.type == c.NF4REG
+
+    def stale(self) -> None:
+        self.fetched = float("-inf")
+
+
+class InodeTable:
+    def __init__(self, root_fh: bytes, root_attrs: FileAttrs, timeouts: AttrTimeouts, now: float) -> None:
+        self.timeouts = timeouts
+        self.root_fileid = root_attrs.fileid
+        self.root = Inode(ROOT_INODE, root_fh, root_attrs, now, timeouts.initial(True), lookups=1)
+        self._by_ino: dict[int, Inode] = {ROOT_INODE: self.root}
+
+    def ino_for(self, attrs: FileAttrs) -> int:
+        fid = attrs.fileid
+        if fid == self.root_fileid:
+            return ROOT_INODE
+        if fid in (0, ROOT_INODE):
+            return REMAPPED | fid
+        return fid
+
+    def get(self, ino: int) -> Inode | None:
+        return self._by_ino.get(ino)
+
+    def learn(self, fh: bytes, attrs: FileAttrs, now: float, lookup: bool = True) -> tuple[Inode, bool]:
+        """Record a file handle and its attributes; count one lookup if asked.
+
+        Returns the inode and whether its change attribute moved since we last saw it."""
+        ino = self.ino_for(attrs)
+        node = self._by_ino.get(ino)
+        changed = False
+        if node is None:
+            node = Inode(ino, fh, attrs, now, self.timeouts.initial(attrs.type == c.NF4DIR))
+            node.data_change = attrs.change
+            self._by_ino[ino] = node
+        else:
+            node.fh = fh
+            changed = self.refresh(node, attrs, now)
+        if lookup:
+            node.lookups += 1
+        return node, changed
+
+    def refresh(self, node: Inode, attrs: FileAttrs, now: float) -> bool:
+        """New attributes from the server; adapts the timeout. True if the change attribute moved."""
+        changed = attrs.change != node.attrs.change
+        node.timeo = self.timeouts.next(node.timeo, attrs.type == c.NF4DIR, changed)
+        node.attrs = attrs
+        node.fetched = now
+        return changed
+
+    def fresh(self, node: Inode, now: float) -> bool:
+        return self.timeouts.fresh(node.fetched, node.timeo, now)
+
+    def forget(self, ino: int, n: int) -> None:
+        node = self._by_ino.get(ino)
+        if node is None or ino == ROOT_INODE:
+            return
+        node.lookups = max(0, node.lookups - n)
+        self.drop_if_unused(node)
+
+    def drop_if_unused(self, node: Inode) -> None:
+        if node.ino != ROOT_INODE and node.lookups == 0 and node.opens == 0 and not node.shared:
+            self._by_ino.pop(node.ino, None)
+
+    def open_inodes(self) -> list[Inode]:
+        return [n for n in self._by_ino.values() if n.opens]
+
+    def __len__(self) -> int:
+        return len(self._by_ino)
+
+    def __iter__(self) -> Any:
+        return iter(list(self._by_ino.values()))

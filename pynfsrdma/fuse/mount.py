@@ -1,0 +1,245 @@
+"""The mount daemon: connect, look up the export, mount with FUSE, serve until unmounted.
+
+Order matters for "a mount that cannot reach its server leaves no mount behind": the session and
+the export's root come first, the FUSE mount only once they are there. In the background (the
+default) a child process does all of it and tells the parent through a pipe whether the mount is up
+(``ok``) or why not; the parent exits only then. SIGTERM, SIGINT and SIGHUP end the FUSE loop; the
+daemon then commits and closes every open file, unmounts, and destroys its session and client ID.
+``auto_unmount`` makes a killed daemon's mount go away too.
+
+    python -m pynfsrdma.fuse.mount [-f] [-o OPTIONS] SOURCE MOUNTPOINT
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import trio
+
+from ..client.api import _connector_for
+from ..client.nfs4 import NFSv4
+from ..client.url import NfsURL, URLError, parse_url
+from ..rpc.auth import auth_sys
+from ..session.client_id import ClientID, SessionOptions
+from ..session.paths import Path
+from ..session.session import RetryPolicy
+from .options import MountOptions, OptionError, parse_options, split_options
+
+log = logging.getLogger(__name__)
+
+MOUNT_TIMEOUT = 15.0  # seconds to reach the server and find the export at mount time
+SHUTDOWN_TIMEOUT = 30.0
+READY = b"ok\n"
+URL_OVERRIDES = ("vers", "proto", "port")
+
+
+class MountError(OSError):
+    """The file system could not be mounted; the message says why (and nothing is left mounted)."""
+
+
+@dataclass
+class MountRequest:
+    source: str  # as given (host:/export or nfs://...)
+    url: NfsURL
+    mountpoint: str
+    options: MountOptions
+    option_texts: list[str]
+
+    @property
+    def fsname(self) -> str:
+        return f"{self.url.host}:{self.url.path}"
+
+
+def prepare(source: str, mountpoint: str, option_texts: Sequence[str] = ()) -> MountRequest:
+    """Check everything that can be checked without the server: URL, options, mount point."""
+    texts = [t for t in option_texts if t]
+    overrides: dict[str, str] = {}
+    for t in texts:
+        for k, v in split_options(t):
+            if k in URL_OVERRIDES and v is not None:
+                overrides[k] = v
+    try:
+        url = parse_url(source, **overrides)
+    except URLError as e:
+        raise OptionError(str(e)) from None
+    url_opts = ",".join(k if v == "" else f"{k}={v}" for k, v in url.options.items())
+    opts = parse_options(url_opts, *texts)
+    url.options = {}
+    mp = os.path.abspath(mountpoint)
+    if not os.path.isdir(mp):
+        raise MountError(f"mount point {mountpoint} is not a directory")
+    if os.path.ismount(mp) and _is_our_mount(mp):
+        raise MountError(f"{mountpoint} is already mounted")
+    return MountRequest(source, url, mp, opts, texts)
+
+
+def _is_our_mount(mp: str) -> bool:
+    try:
+        with open("/proc/self/mountinfo") as f:
+            return any(line.split()[4] == mp for line in f)
+    except OSError:
+        return False
+
+
+async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
+    """Mount and serve until unmounted or signalled. Raises MountError if the mount never came up."""
+    import pyfuse3
+
+    from .operations import NFSOperations
+
+    o = req.options
+    cred = auth_sys(o.squash_uid, o.squash_gid or 0) if o.squash_uid is not None else auth_sys(0, 0)
+    timeout = min(MOUNT_TIMEOUT, max(o.timeo_seconds * (o.retrans + 1), 1.0))
+    error: str | None = None
+    async with trio.open_nursery() as nursery:
+        cid = ClientID(
+            nursery,
+            options=SessionOptions(rsize=o.rsize, wsize=o.wsize),
+            policy=RetryPolicy(timeo=o.timeo_seconds, retrans=o.retrans, hard=o.hard),
+            cred=auth_sys(0, 0),
+        )
+        ops: NFSOperations | None = None
+        mounted = False
+        try:
+            try:
+                connector = await _connector_for(req.url, req.url.host, req.url.port, timeout)
+                await cid.start(Path(req.url.address, connector, req.url.proto), timeout=timeout)
+                nfs = NFSv4(cid)
+                with trio.fail_after(timeout):
+                    root_fh, root_attrs = await nfs.mount(req.url.path, cred)
+            except (OSError, trio.TooSlowError) as e:
+                text = str(e) or type(e).__name__
+                if isinstance(e, trio.TooSlowError):
+                    text = f"no answer within {timeout:g} s"
+                raise MountError(f"cannot mount {req.source}: {text}") from e
+            if not root_attrs.is_dir:
+                raise MountError(f"cannot mount {req.source}: not a directory")
+            ops = NFSOperations(nfs, root_fh, root_attrs, o, nursery)
+            try:
+                pyfuse3.init(ops, req.mountpoint, o.fuse_options(req.fsname))
+            except RuntimeError as e:
+                raise MountError(f"cannot mount on {req.mountpoint}: {e}") from e
+            mounted = True
+            log.info("mounted %s on %s", req.source, req.mountpoint)
+            ready(None)
+            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+
+                async def on_signal() -> None:
+                    async for signum in signals:
+                        log.info("signal %d: unmounting", signum)
+                        pyfuse3.terminate()
+                        return
+
+                watcher = trio.CancelScope()
+
+                async def watch() -> None:
+                    with watcher:
+                        await on_signal()
+
+                nursery.start_soon(watch)
+                await pyfuse3.main()
+                watcher.cancel()
+        except MountError as e:
+            error = str(e)
+        finally:
+            with trio.CancelScope(shield=True):
+                if mounted and ops is not None:
+                    with trio.move_on_after(SHUTDOWN_TIMEOUT):
+                        await ops.shutdown()
+                    pyfuse3.close(unmount=True)
+                await cid.shutdown()
+            nursery.cancel_scope.cancel()
+    if error is not None:
+        raise MountError(error)
+
+
+def run(req: MountRequest, ready_fd: int | None = None) -> int:
+    """Serve in this process (the foreground, or the background child); 0 after a clean unmount."""
+
+    def ready(err: str | None) -> None:
+        if ready_fd is None:
+            return
+        os.write(ready_fd, READY if err is None else f"{err}\n".encode())
+        os.close(ready_fd)
+        _detach(req.options)
+
+    try:
+        trio.run(serve, req, ready)
+    except MountError as e:
+        if ready_fd is not None:
+            os.write(ready_fd, f"{e}\n".encode())
+            os.close(ready_fd)
+        else:
+            print(f"pynfsrdma: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _detach(o: MountOptions) -> None:
+    """The background daemon keeps no terminal: standard streams go to /dev/null."""
+    fd = os.open(os.devnull, os.O_RDWR)
+    for std in (0, 1) if o.debug else (0, 1, 2):
+        os.dup2(fd, std)
+    os.close(fd)
+
+
+def mount(source: str, mountpoint: str, option_texts: Sequence[str] = (), foreground: bool = False,
+          verbose: int = 0) -> int:
+    """Mount; in the background (default), return once the mount is up or has failed."""
+    req = prepare(source, mountpoint, option_texts)
+    if foreground:
+        return run(req)
+    r, w = os.pipe()
+    cmd = [sys.executable, "-m", "pynfsrdma.fuse.mount", "--ready-fd", str(w)]
+    cmd += [x for t in req.option_texts for x in ("-o", t)]
+    cmd += ["-v"] * verbose + [source, mountpoint]
+    proc = subprocess.Popen(cmd, pass_fds=(w,), stdin=subprocess.DEVNULL, start_new_session=True)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        msg = f.read()
+    if msg == READY:
+        return 0
+    rc = proc.wait()
+    text = msg.decode(errors="replace").strip() or f"the mount daemon ended with status {rc}"
+    raise MountError(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m pynfsrdma.fuse.mount")
+    p.add_argument("source")
+    p.add_argument("mountpoint")
+    p.add_argument("-o", dest="options", action="append", default=[])
+    p.add_argument("-f", "--foreground", action="store_true")
+    p.add_argument("-v", "--verbose", action="count", default=0)
+    p.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.ready_fd is not None:
+        os.set_inheritable(a.ready_fd, False)  # not to fusermount3 (auto_unmount), which outlives us
+    logging.basicConfig(level=logging.WARNING - 10 * min(a.verbose, 2),
+                        format="pynfsrdma-mount: %(levelname)s %(name)s: %(message)s")
+    try:
+        req = prepare(a.source, a.mountpoint, a.options)
+    except (OptionError, MountError) as e:
+        if a.ready_fd is not None:
+            os.write(a.ready_fd, f"{e}\n".encode())
+            return 1
+        print(f"pynfsrdma: {e}", file=sys.stderr)
+        return 2 if isinstance(e, OptionError) else 1
+    if a.ready_fd is not None or a.foreground:
+        return run(req, a.ready_fd)
+    try:
+        return mount(a.source, a.mountpoint, a.options, verbose=a.verbose)
+    except MountError as e:
+        print(f"pynfsrdma: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,696 @@
+"""The FUSE file system: pyfuse3 operations, each answered by one NFSv4.1 COMPOUND where possible.
+
+- Inodes are NFS fileids (:mod:`.inodes`); attribute and name caching follow the actimeo family
+  (:mod:`.cache`); the kernel is told the same timeouts (``attr_timeout``/``entry_timeout``).
+- Credentials: AUTH_SYS with the calling process's uid, gid and supplementary groups, so the
+  server enforces permissions per user (``squash_uid=`` sends everything as one user).
+- Opens: one NFS OPEN per (file, open owner), shared by the FUSE handles on it and CLOSEd with the
+  last of them. Close-to-open: every open revalidates the change attribute and keeps the kernel's
+  page cache only if it did not move.
+- Writes are gathered per open (:mod:`.writeback`) and committed on flush, fsync and release.
+- Unlinking or renaming over an open file renames it to ``.nfsXXXX`` first (as the Linux client
+  does); the name is removed when the file is released.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import itertools
+import logging
+import os
+import stat
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
+
+import cachetools
+import pyfuse3
+import trio
+
+from ..client.attributes import FileAttrs
+from ..client.nfs4 import VERIFIER_SIZE, DirEntry, NFSv4, OpenFile
+from ..errors import NFS4Error
+from ..proto.nfs4 import const as c
+from ..rpc.auth import Credential, auth_sys
+from .cache import NEGATIVE, AttrTimeouts, NameCache
+from .inodes import ROOT_INODE, Inode, InodeTable
+from .options import MountOptions
+from .writeback import WriteBack
+
+log = logging.getLogger(__name__)
+
+BLOCK_SIZE = 4096
+SILLY_PREFIX = ".nfs"
+GROUPS_TTL = 2.0  # seconds a process's supplementary groups are remembered
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+
+
+def fuse_errors(fn: F) -> F:
+    """NFS and session errors become the errno the kernel passes on."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await fn(*args, **kwargs)
+        except pyfuse3.FUSEError:
+            raise
+        except NFS4Error as e:
+            raise pyfuse3.FUSEError(e.errno or errno.EIO) from None
+        except OSError as e:
+            log.info("%s: %s", fn.__name__, e)
+            raise pyfuse3.FUSEError(e.errno or errno.EIO) from None
+        except Exception:
+            log.exception("%s failed", fn.__name__)
+            raise pyfuse3.FUSEError(errno.EIO) from None
+
+    return cast(F, wrapper)
+
+
+def share_access(flags: int) -> int:
+    acc = flags & os.O_ACCMODE
+    if acc == os.O_WRONLY:
+        return c.OPEN4_SHARE_ACCESS_WRITE
+    if acc == os.O_RDWR:
+        return c.OPEN4_SHARE_ACCESS_BOTH
+    return c.OPEN4_SHARE_ACCESS_READ
+
+
+@dataclass(eq=False)
+class SharedOpen:
+    """The NFS open state of one (file, open owner), shared by the FUSE handles on it."""
+
+    of: OpenFile
+    cred: Credential
+    refs: int = 0
+    writer: WriteBack | None = None
+
+
+@dataclass(eq=False)
+class FileHandle:
+    inode: Inode
+    shared: SharedOpen
+    access: int
+    cred: Credential
+    written: bool = False
+
+
+@dataclass(eq=False)
+class DirHandle:
+    inode: Inode
+    cred: Credential
+    verifier: bytes = bytes(VERIFIER_SIZE)
+    pending: list[DirEntry] = field(default_factory=list)  # entries the kernel had no room for
+    pending_cookie: int = -1  # the cookie the pending entries follow
+
+
+class NFSOperations(pyfuse3.Operations):
+    enable_writeback_cache = False
+    supports_dot_lookup = True
+
+    def __init__(self, nfs: NFSv4, root_fh: bytes, root_attrs: FileAttrs, opts: MountOptions,
+                 nursery: trio.Nursery) -> None:
+        super().__init__()
+        self.nfs = nfs
+        self.opts = opts
+        self.nursery = nursery
+        self.timeouts = AttrTimeouts.from_options(opts)
+        self.inodes = InodeTable(root_fh, root_attrs, self.timeouts, trio.current_time())
+        self.names = NameCache(opts.acdirmax)
+        self.files: dict[int, FileHandle] = {}
+        self.dirs: dict[int, DirHandle] = {}
+        self._ids = itertools.count(1)
+        self._silly = itertools.count(1)
+        self._groups: cachetools.TTLCache[tuple[int, int, int], tuple[int, ...]] = cachetools.TTLCache(
+            maxsize=4096, ttl=GROUPS_TTL)
+        self._squash = (auth_sys(opts.squash_uid, opts.squash_gid or 0, ())
+                        if opts.squash_uid is not None else None)
+        self.invalidations = 0
+
+    # -- helpers --------------------------------------------------------------------------------------
+    def cred(self, ctx: pyfuse3.RequestContext) -> Credential:
+        if self._squash is not None:
+            return self._squash
+        key = (ctx.pid, ctx.uid, ctx.gid)
+        groups = self._groups.get(key)
+        if groups is None:
+            try:
+                groups = tuple(sorted(pyfuse3.get_sup_groups(ctx.pid)))
+            except (OSError, RuntimeError, ValueError):
+                groups = ()  # the process is gone (or a kernel request): its groups do not matter
+            self._groups[key] = groups
+        return auth_sys(ctx.uid, ctx.gid, groups)
+
+    def _inode(self, ino: int) -> Inode:
+        node = self.inodes.get(ino)
+        if node is None:
+            raise pyfuse3.FUSEError(errno.ESTALE)
+        return node
+
+    def _now(self) -> float:
+        return trio.current_time()
+
+    def _entry(self, node: Inode) -> pyfuse3.EntryAttributes:
+        a = node.attrs
+        e = pyfuse3.EntryAttributes()
+        e.st_ino = node.ino
+        e.generation = 0
+        e.entry_timeout = self.opts.acdirmin
+        e.attr_timeout = node.timeo
+        e.st_mode = a.st_mode
+        e.st_nlink = a.nlink
+        e.st_uid = a.uid
+        e.st_gid = a.gid
+        e.st_rdev = os.makedev(*a.rdev) if a.type in (c.NF4BLK, c.NF4CHR) else 0
+        e.st_size = a.size
+        e.st_blksize = BLOCK_SIZE
+        e.st_blocks = (a.used + 511) // 512
+        e.st_atime_ns = a.atime_ns
+        e.st_mtime_ns = a.mtime_ns
+        e.st_ctime_ns = a.ctime_ns
+        return e
+
+    def _negative(self) -> pyfuse3.EntryAttributes:
+        e = pyfuse3.EntryAttributes()
+        e.st_ino = 0  # the kernel caches the absence for entry_timeout
+        e.entry_timeout = self.opts.acdirmin
+        return e
+
+    def _learn(self, fh: bytes, attrs: FileAttrs, lookup: bool = True) -> Inode:
+        node, changed = self.inodes.learn(fh, attrs, self._now(), lookup)
+        if changed:
+            self._changed(node)
+        return node
+
+    def _changed(self, node: Inode) -> None:
+        """The server's copy moved under us: drop the kernel's cached data (not while we write it)."""
+        if node.is_reg and not any(s.writer is not None for s in node.shared.values()):
+            self.invalidations += 1
+            ino = node.ino
+            self.nursery.start_soon(self._invalidate, ino)
+
+    async def _invalidate(self, ino: int) -> None:
+        # in a thread: the kernel may wait for a request of ours on this inode before it answers
+        try:
+            await trio.to_thread.run_sync(pyfuse3.invalidate_inode, ino, False)
+        except OSError as e:
+            if e.errno not in (errno.ENOENT, errno.EBADF, errno.ENOTCONN):
+                log.info("invalidate_inode(%d): %s", ino, e)
+
+    def _modified_dir(self, parent: Inode, name: str | None = None) -> None:
+        parent.stale()
+        if name is not None:
+            self.names.drop(parent.ino, name)
+
+    async def _sync_inode(self, node: Inode) -> None:
+        """Send every gathered write of the file (before its size or data is looked at)."""
+        for s in list(node.shared.values()):
+            if s.writer is not None and s.writer.unsent:
+                await s.writer.drain()
+
+    def _check_rw(self) -> None:
+        if self.opts.ro:
+            raise pyfuse3.FUSEError(errno.EROFS)
+
+    # -- names ----------------------------------------------------------------------------------------
+    @fuse_errors
+    async def lookup(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext
+                     ) -> pyfuse3.EntryAttributes:
+        parent = self._inode(parent_inode)
+        n = os.fsdecode(name)
+        cred = self.cred(ctx)
+        if n == ".":
+            parent.lookups += 1
+            return self._entry(parent)
+        if n == "..":
+            fh, attrs = await self.nfs.lookupp(parent.fh, cred)
+            return self._entry(self._learn(fh, attrs))
+        now = self._now()
+        if self.inodes.fresh(parent, now):
+            hit = self.names.get(parent.ino, n, parent.attrs.change)
+            if hit == NEGATIVE:
+                return self._negative()
+            if hit is not None:
+                node = self.inodes.get(hit)
+                if node is not None and self.inodes.fresh(node, now):
+                    node.lookups += 1
+                    return self._entry(node)
+        try:
+            fh, attrs = await self.nfs.lookup(parent.fh, n, cred)
+        except NFS4Error as e:
+            if e.errno == errno.ENOENT:
+                if self.inodes.fresh(parent, now):
+                    self.names.put(parent.ino, n, NEGATIVE, parent.attrs.change)
+                return self._negative()
+            raise
+        node = self._learn(fh, attrs)
+        if self.inodes.fresh(parent, now):
+            self.names.put(parent.ino, n, node.ino, parent.attrs.change)
+        return self._entry(node)
+
+    async def forget(self, inode_list: Any) -> None:
+        for ino, n in inode_list:
+            self.inodes.forget(ino, n)
+
+    # -- attributes -----------------------------------------------------------------------------------
+    @fuse_errors
+    async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        node = self._inode(inode)
+        await self._sync_inode(node)
+        if not self.inodes.fresh(node, self._now()):
+            cred = self.cred(ctx) if ctx.pid else self._any_cred(node)
+            attrs = await self.nfs.getattr(node.fh, cred)
+            if self.inodes.refresh(node, attrs, self._now()):
+                self._changed(node)
+        return self._entry(node)
+
+    def _any_cred(self, node: Inode) -> Credential:
+        for s in node.shared.values():
+            return s.cred
+        return self.nfs.client.machine_cred
+
+    @fuse_errors
+    async def setattr(self, inode: int, attr: pyfuse3.EntryAttributes, fields: pyfuse3.SetattrFields,
+                      fh: int | None, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        self._check_rw()
+        node = self._inode(inode)
+        cred = self.cred(ctx)
+        kw: dict[str, Any] = {}
+        if fields.update_mode:
+            kw["mode"] = attr.st_mode & 0o7777
+        if fields.update_uid:
+            kw["uid"] = attr.st_uid
+        if fields.update_gid:
+            kw["gid"] = attr.st_gid
+        if fields.update_atime:
+            kw["atime_ns"] = attr.st_atime_ns
+        if fields.update_mtime:
+            kw["mtime_ns"] = attr.st_mtime_ns
+        stateid = None
+        if fields.update_size:
+            kw["size"] = attr.st_size
+            await self._sync_inode(node)  # gathered writes go before the new size
+            h = self.files.get(fh) if fh is not None else None
+            shared = h.shared if h is not None else next(
+                (s for s in node.shared.values() if s.of.access & c.OPEN4_SHARE_ACCESS_WRITE), None)
+            if shared is not None:
+                stateid = shared.of.stateid
+        if not kw:
+            return await self.getattr(inode, ctx)
+        attrs = await self.nfs.setattr(node.fh, cred, stateid=stateid, **kw)
+        self.inodes.refresh(node, attrs, self._now())
+        if fields.update_size:
+            node.data_change = attrs.change  # the kernel truncated its page cache itself
+        return self._entry(node)
+
+    @fuse_errors
+    async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
+        node = self._inode(inode)
+        return await self.nfs.readlink(node.fh, self.cred(ctx))
+
+    @fuse_errors
+    async def access(self, inode: int, mode: int, ctx: pyfuse3.RequestContext) -> bool:
+        node = self._inode(inode)
+        if mode == os.F_OK:
+            return True
+        want = 0
+        if mode & os.R_OK:
+            want |= c.ACCESS4_READ
+        if mode & os.W_OK:
+            want |= c.ACCESS4_MODIFY | (c.ACCESS4_DELETE if node.is_dir else c.ACCESS4_EXTEND)
+            if self.opts.ro:
+                return False
+        if mode & os.X_OK:
+            want |= c.ACCESS4_LOOKUP if node.is_dir else c.ACCESS4_EXECUTE
+        granted = await self.nfs.access(node.fh, want, self.cred(ctx))
+        return granted & want == want
+
+    @fuse_errors
+    async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
+        fs = await self.nfs.statfs(self.inodes.root.fh, self.cred(ctx))
+        s = pyfuse3.StatvfsData()
+        s.f_bsize = BLOCK_SIZE
+        s.f_frsize = BLOCK_SIZE
+        s.f_blocks = fs.space_total // BLOCK_SIZE
+        s.f_bfree = fs.space_free // BLOCK_SIZE
+        s.f_bavail = fs.space_avail // BLOCK_SIZE
+        s.f_files = fs.files_total
+        s.f_ffree = fs.files_free
+        s.f_favail = fs.files_avail
+        s.f_namemax = fs.maxname
+        return s
+
+    # -- creating and removing ------------------------------------------------------------------------
+    async def _create(self, parent_inode: int, name: bytes, ftype: int, ctx: pyfuse3.RequestContext,
+                      **kw: Any) -> pyfuse3.EntryAttributes:
+        self._check_rw()
+        parent = self._inode(parent_inode)
+        n = os.fsdecode(name)
+        fh, attrs = await self.nfs.create(parent.fh, n, ftype, self.cred(ctx), **kw)
+        self._modified_dir(parent, n)
+        return self._entry(self._learn(fh, attrs))
+
+    @fuse_errors
+    async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx: pyfuse3.RequestContext
+                    ) -> pyfuse3.EntryAttributes:
+        return await self._create(parent_inode, name, c.NF4DIR, ctx, mode=mode & 0o7777)
+
+    @fuse_errors
+    async def symlink(self, parent_inode: int, name: bytes, target: bytes, ctx: pyfuse3.RequestContext
+                      ) -> pyfuse3.EntryAttributes:
+        return await self._create(parent_inode, name, c.NF4LNK, ctx, mode=0o777, linkdata=target)
+
+    @fuse_errors
+    async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int,
+                    ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        fmt = stat.S_IFMT(mode)
+        perm = mode & 0o7777
+        if fmt == stat.S_IFREG:
+            fi, entry = await self._open_create(parent_inode, name, perm, os.O_WRONLY | os.O_CREAT, ctx)
+            await self.release(fi.fh)
+            return entry
+        types = {stat.S_IFIFO: c.NF4FIFO, stat.S_IFSOCK: c.NF4SOCK, stat.S_IFCHR: c.NF4CHR,
+                 stat.S_IFBLK: c.NF4BLK}
+        if fmt not in types:
+            raise pyfuse3.FUSEError(errno.EINVAL)
+        return await self._create(parent_inode, name, types[fmt], ctx, mode=perm,
+                                  rdev=(os.major(rdev), os.minor(rdev)))
+
+    async def _open_target(self, dir_fh: bytes, name: str, cred: Credential) -> Inode | None:
+        """The inode of ``name`` if some FUSE handle has it open (only asked when anything is open)."""
+        if not any(n.opens for n in self.inodes):
+            return None
+        try:
+            _, attrs = await self.nfs.lookup(dir_fh, name, cred)
+        except NFS4Error as e:
+            if e.errno == errno.ENOENT:
+                return None
+            raise
+        node = self.inodes.get(self.inodes.ino_for(attrs))
+        return node if node is not None and node.opens and attrs.type == c.NF4REG else None
+
+    async def _silly_rename(self, parent: Inode, name: str, node: Inode, cred: Credential) -> None:
+        silly = f"{SILLY_PREFIX}{node.attrs.fileid & 0xFFFFFFFFFFFF:012x}{next(self._silly):08x}"
+        await self.nfs.rename(parent.fh, name, parent.fh, silly, cred)
+        node.silly.append((parent.fh, silly))
+        node.stale()
+
+    @fuse_errors
+    async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        self._check_rw()
+        parent = self._inode(parent_inode)
+        n = os.fsdecode(name)
+        cred = self.cred(ctx)
+        target = await self._open_target(parent.fh, n, cred)
+        if target is not None:
+            await self._silly_rename(parent, n, target, cred)
+        else:
+            await self.nfs.remove(parent.fh, n, cred)
+        self._modified_dir(parent, n)
+
+    @fuse_errors
+    async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        self._check_rw()
+        parent = self._inode(parent_inode)
+        n = os.fsdecode(name)
+        await self.nfs.remove(parent.fh, n, self.cred(ctx))
+        self._modified_dir(parent, n)
+
+    @fuse_errors
+    async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int, name_new: bytes,
+                     flags: int, ctx: pyfuse3.RequestContext) -> None:
+        if flags:
+            raise pyfuse3.FUSEError(errno.EINVAL)  # NFSv4 RENAME can neither exchange nor refuse to replace
+        self._check_rw()
+        src, dst = self._inode(parent_inode_old), self._inode(parent_inode_new)
+        old, new = os.fsdecode(name_old), os.fsdecode(name_new)
+        cred = self.cred(ctx)
+        target = await self._open_target(dst.fh, new, cred)
+        if target is not None:
+            await self._silly_rename(dst, new, target, cred)
+        await self.nfs.rename(src.fh, old, dst.fh, new, cred)
+        self._modified_dir(src, old)
+        self._modified_dir(dst, new)
+
+    @fuse_errors
+    async def link(self, inode: int, new_parent_inode: int, new_name: bytes, ctx: pyfuse3.RequestContext
+                   ) -> pyfuse3.EntryAttributes:
+        self._check_rw()
+        node = self._inode(inode)
+        parent = self._inode(new_parent_inode)
+        n = os.fsdecode(new_name)
+        attrs = await self.nfs.link(node.fh, parent.fh, n, self.cred(ctx))
+        self._modified_dir(parent, n)
+        return self._entry(self._learn(node.fh, attrs))
+
+    # -- open files -----------------------------------------------------------------------------------
+    def _adopt(self, node: Inode, of: OpenFile, cred: Credential) -> SharedOpen:
+        """Make ``of`` (just returned by OPEN) the shared open state of (node, its owner)."""
+        shared = node.shared.get(of.owner)
+        if shared is None:
+            shared = SharedOpen(of, cred)
+            node.shared[of.owner] = shared
+        elif shared.of is not of:
+            # the same open owner opened the same file again: the server upgraded the one open state
+            shared.of.stateid = of.stateid
+            shared.of.access |= of.access
+            self.nfs.opens.pop(id(of), None)
+        if shared.of.access & c.OPEN4_SHARE_ACCESS_WRITE and shared.writer is None:
+            stable = c.FILE_SYNC4 if self.opts.noac else c.UNSTABLE4
+            shared.writer = WriteBack(self.nfs, shared.of, shared.cred, self.nursery, self.nfs.maxwrite,
+                                      stable=stable)
+        return shared
+
+    def _handle(self, node: Inode, shared: SharedOpen, access: int, cred: Credential, keep: bool
+                ) -> pyfuse3.FileInfo:
+        shared.refs += 1
+        node.opens += 1
+        fid = next(self._ids)
+        self.files[fid] = FileHandle(node, shared, access, cred)
+        return pyfuse3.FileInfo(fh=fid, keep_cache=keep)
+
+    def _close_to_open(self, node: Inode, attrs: FileAttrs | None) -> bool:
+        """Revalidate on open: keep the kernel's page cache only if the data did not change."""
+        if attrs is not None:
+            self.inodes.refresh(node, attrs, self._now())
+        keep = node.data_change == node.attrs.change
+        node.data_change = node.attrs.change
+        return keep
+
+    @fuse_errors
+    async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        node = self._inode(inode)
+        access = share_access(flags)
+        if access & c.OPEN4_SHARE_ACCESS_WRITE:
+            self._check_rw()
+        cred = self.cred(ctx)
+        owner = self.nfs._owner(cred)
+        shared = node.shared.get(owner)
+        attrs: FileAttrs | None
+        if shared is not None and shared.of.access & access == access and not shared.of.closed:
+            attrs = await self.nfs.getattr(node.fh, cred)
+        else:
+            if shared is not None:
+                access |= shared.of.access
+            of = await self.nfs.open_fh(node.fh, cred, access)
+            shared = self._adopt(node, of, cred)
+            attrs = of.attrs
+        keep = self._close_to_open(node, attrs)
+        fi = self._handle(node, shared, share_access(flags), cred, keep)
+        if flags & os.O_TRUNC and node.attrs.size:
+            a = await self.nfs.setattr(node.fh, cred, stateid=shared.of.stateid, size=0)
+            self.inodes.refresh(node, a, self._now())
+            node.data_change = a.change
+        return fi
+
+    async def _open_create(self, parent_inode: int, name: bytes, mode: int, flags: int,
+                           ctx: pyfuse3.RequestContext) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+        self._check_rw()
+        parent = self._inode(parent_inode)
+        n = os.fsdecode(name)
+        cred = self.cred(ctx)
+        access = share_access(flags)
+        of = await self.nfs.open(parent.fh, n, cred, access=access, create=True,
+                                 exclusive=bool(flags & os.O_EXCL), truncate=bool(flags & os.O_TRUNC),
+                                 mode=mode & 0o7777)
+        self._modified_dir(parent, n)
+        if of.attrs is None:
+            of.attrs = await self.nfs.getattr(of.fh, cred)
+        node = self._learn(of.fh, of.attrs)
+        shared = self._adopt(node, of, cred)
+        keep = self._close_to_open(node, None)
+        return self._handle(node, shared, access, cred, keep), self._entry(node)
+
+    @fuse_errors
+    async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
+                     ctx: pyfuse3.RequestContext) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+        return await self._open_create(parent_inode, name, mode, flags, ctx)
+
+    def _file(self, fh: int) -> FileHandle:
+        h = self.files.get(fh)
+        if h is None:
+            raise pyfuse3.FUSEError(errno.EBADF)
+        return h
+
+    @fuse_errors
+    async def read(self, fh: int, off: int, size: int) -> Any:
+        h = self._file(fh)
+        node = h.inode
+        await self._sync_inode(node)  # our own gathered writes are read back from the server
+        of = h.shared.of
+        maxread = self.nfs.maxread
+        if size <= maxread:
+            data, eof = await self.nfs.read(of, node.fh, off, size, h.cred)
+            if len(data) == size or eof or not data:
+                return data  # a view of the reply: no copy on the way to the kernel
+            parts = [data]
+            got = len(data)
+        else:
+            parts, got = [], 0
+        # more than one READ (a short reply, or size > rsize): several in flight, then joined
+        pos, end = off + got, off + size
+        while pos < end:
+            spans = [(o, min(maxread, end - o)) for o in range(pos, end, maxread)]
+            results: list[Any] = [None] * len(spans)
+
+            async def one(out: list[Any], i: int, o: int, n: int) -> None:
+                out[i] = await self.nfs.read(of, node.fh, o, n, h.cred)
+
+            async with trio.open_nursery() as nursery:
+                for i, (o, n) in enumerate(spans):
+                    nursery.start_soon(one, results, i, o, n)
+            done = False
+            for (_, n), (d, eof) in zip(spans, results, strict=True):
+                parts.append(d)
+                pos += len(d)
+                if eof or not d:
+                    done = True
+                if len(d) < n:
+                    break  # a short READ: the rest is asked again from where it stopped
+            if done:
+                break
+        return b"".join(parts)
+
+    @fuse_errors
+    async def write(self, fh: int, off: int, buf: bytes) -> int:
+        h = self._file(fh)
+        w = h.shared.writer
+        if w is None or not h.access & c.OPEN4_SHARE_ACCESS_WRITE:
+            raise pyfuse3.FUSEError(errno.EBADF)
+        h.written = True
+        await w.write(off, buf)
+        h.inode.stale()
+        return len(buf)
+
+    @fuse_errors
+    async def flush(self, fh: int) -> None:
+        h = self._file(fh)
+        if h.written and h.shared.writer is not None:
+            await h.shared.writer.flush()  # close(2) reports write errors, and the data is stable
+
+    @fuse_errors
+    async def fsync(self, fh: int, datasync: bool) -> None:
+        h = self._file(fh)
+        if h.shared.writer is not None:
+            await h.shared.writer.flush()
+
+    @fuse_errors
+    async def release(self, fh: int) -> None:
+        h = self.files.pop(fh, None)
+        if h is None:
+            return
+        node, shared = h.inode, h.shared
+        node.opens -= 1
+        shared.refs -= 1
+        try:
+            if shared.refs == 0:
+                await self._close_shared(node, shared)
+            elif h.written and shared.writer is not None:
+                await shared.writer.flush()
+            if h.written:
+                # what the kernel's page cache holds now is what the server holds
+                attrs = await self.nfs.getattr(node.fh, h.cred)
+                self.inodes.refresh(node, attrs, self._now())
+                node.data_change = attrs.change
+        finally:
+            if node.opens == 0:
+                await self._remove_silly(node, h.cred)
+            self.inodes.drop_if_unused(node)
+
+    async def _close_shared(self, node: Inode, shared: SharedOpen) -> None:
+        node.shared.pop(shared.of.owner, None)
+        try:
+            if shared.writer is not None:
+                await shared.writer.flush()
+        finally:
+            await self.nfs.close(shared.of, shared.cred)
+
+    async def _remove_silly(self, node: Inode, cred: Credential) -> None:
+        while node.silly:
+            dir_fh, name = node.silly.pop()
+            try:
+                await self.nfs.remove(dir_fh, name, cred)
+            except NFS4Error as e:
+                log.info("removing %s: %s", name, e)
+
+    # -- directories ----------------------------------------------------------------------------------
+    @fuse_errors
+    async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
+        node = self._inode(inode)
+        if not node.is_dir:
+            raise pyfuse3.FUSEError(errno.ENOTDIR)
+        node.opens += 1
+        fid = next(self._ids)
+        self.dirs[fid] = DirHandle(node, self.cred(ctx))
+        return fid
+
+    @fuse_errors
+    async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
+        h = self.dirs.get(fh)
+        if h is None:
+            raise pyfuse3.FUSEError(errno.EBADF)
+        cookie = start_id
+        while True:
+            if h.pending and h.pending_cookie == cookie:
+                entries, eof = h.pending, False
+                h.pending = []
+            else:
+                entries, h.verifier, eof = await self.nfs.readdir(
+                    h.inode.fh, h.cred, cookie, h.verifier if cookie else bytes(VERIFIER_SIZE))
+            for i, e in enumerate(entries):
+                if e.fh is None or e.attrs is None:  # the server gave no handle: look it up
+                    fh_, attrs = await self.nfs.lookup(h.inode.fh, e.name, h.cred)
+                else:
+                    fh_, attrs = e.fh, e.attrs
+                node = self._learn(fh_, attrs, lookup=False)
+                if not pyfuse3.readdir_reply(token, os.fsencode(e.name), self._entry(node), e.cookie):
+                    self.inodes.drop_if_unused(node)
+                    h.pending, h.pending_cookie = entries[i:], cookie
+                    return
+                node.lookups += 1
+                cookie = e.cookie
+            if eof or not entries:
+                return
+
+    async def releasedir(self, fh: int) -> None:
+        h = self.dirs.pop(fh, None)
+        if h is not None:
+            h.inode.opens -= 1
+            self.inodes.drop_if_unused(h.inode)
+
+    async def fsyncdir(self, fh: int, datasync: bool) -> None:
+        return None  # directory operations are synchronous on the server already
+
+    # -- end ------------------------------------------------------------------------------------------
+    async def shutdown(self) -> None:
+        """At unmount: write, commit and close every open, remove silly-renamed names."""
+        for fid in list(self.files):
+            try:
+                await self.release(fid)
+            except pyfuse3.FUSEError as e:
+                log.warning("closing an open file at unmount: %s", os.strerror(e.errno))
+        for fid in list(self.dirs):
+            await self.releasedir(fid)
+
+    def root_inode(self) -> int:
+        return ROOT_INODE

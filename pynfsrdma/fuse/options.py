@@ -1,0 +1,175 @@
+"""Mount options, named as the Linux NFS client (nfs(5)) and FUSE name them.
+
+``parse_options("vers=4.1,soft,timeo=50,actimeo=10,allow_other")`` returns a :class:`MountOptions`;
+anything not understood raises :class:`OptionError` naming every unknown option. Options that
+mount(8) passes to every helper (``rw``, ``defaults``, ``nodev``, ``_netdev`` ...) are accepted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..client.url import PROTOCOLS, SUPPORTED_VERSIONS
+
+# nfs(5) defaults
+DEFAULT_TIMEO_TCP = 600  # deciseconds
+DEFAULT_RETRANS = 2
+DEFAULT_ACREGMIN = 3
+DEFAULT_ACREGMAX = 60
+DEFAULT_ACDIRMIN = 30
+DEFAULT_ACDIRMAX = 60
+MAX_IO_SIZE = 1 << 20  # the largest FUSE request; rsize/wsize above it gain nothing
+MIN_IO_SIZE = 4096
+
+# Options mount(8) and fstab hand to helpers that mean nothing (more) to this client.
+GENERIC_OPTIONS = frozenset(
+    {
+        "defaults", "rw", "auto", "noauto", "user", "nouser", "users", "owner", "group", "dev", "nodev",
+        "suid", "nosuid", "exec", "noexec", "_netdev", "nofail", "atime", "noatime", "relatime",
+        "norelatime", "strictatime", "nodiratime", "diratime", "async", "auto_unmount", "intr", "nointr",
+        "lazytime", "nolazytime", "silent", "loud",
+    }
+)
+
+
+class OptionError(ValueError):
+    """A mount option is unknown or has a bad value; the message names it."""
+
+
+@dataclass(slots=True)
+class MountOptions:
+    vers: str = "4.1"
+    proto: str = "tcp"
+    port: int | None = None
+    rsize: int = MAX_IO_SIZE
+    wsize: int = MAX_IO_SIZE
+    hard: bool = True
+    timeo: int = DEFAULT_TIMEO_TCP  # deciseconds, as nfs(5)
+    retrans: int = DEFAULT_RETRANS
+    acregmin: float = DEFAULT_ACREGMIN
+    acregmax: float = DEFAULT_ACREGMAX
+    acdirmin: float = DEFAULT_ACDIRMIN
+    acdirmax: float = DEFAULT_ACDIRMAX
+    noac: bool = False
+    ro: bool = False
+    allow_other: bool = False
+    default_permissions: bool = False
+    squash_uid: int | None = None  # every request goes out with this uid (and squash_gid)
+    squash_gid: int | None = None
+    debug: bool = False
+    ignored: list[str] = field(default_factory=list)  # generic options accepted and not used
+
+    @property
+    def timeo_seconds(self) -> float:
+        return self.timeo / 10.0
+
+    def fuse_options(self, fsname: str) -> set[str]:
+        """The option set for ``pyfuse3.init``."""
+        opts = {f"fsname={fsname}", "subtype=pynfsrdma", "auto_unmount"}
+        if self.allow_other:
+            opts.add("allow_other")
+        if self.default_permissions:
+            opts.add("default_permissions")
+        if self.ro:
+            opts.add("ro")
+        return opts
+
+
+def _int(name: str, value: str | None, lo: int = 0, hi: int | None = None) -> int:
+    if value is None or value == "":
+        raise OptionError(f"mount option {name} needs a value ({name}=N)")
+    try:
+        n = int(value, 0)
+    except ValueError:
+        raise OptionError(f"mount option {name}={value}: not a number") from None
+    if n < lo or (hi is not None and n > hi):
+        rng = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+        raise OptionError(f"mount option {name}={value}: out of range ({rng})")
+    return n
+
+
+def _flag(name: str, value: str | None) -> None:
+    if value is not None:
+        raise OptionError(f"mount option {name} takes no value (got {name}={value})")
+
+
+def split_options(text: str | None) -> list[tuple[str, str | None]]:
+    """``"a,b=c"`` -> ``[("a", None), ("b", "c")]`` (empty items skipped)."""
+    out: list[tuple[str, str | None]] = []
+    for item in (text or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        k, eq, v = item.partition("=")
+        out.append((k, v if eq else None))
+    return out
+
+
+def parse_options(*texts: str | None) -> MountOptions:
+    """Parse one or more ``-o`` strings (later ones win)."""
+    o = MountOptions()
+    unknown: list[str] = []
+    actimeo: int | None = None
+    explicit: set[str] = set()
+    for text in texts:
+        for k, v in split_options(text):
+            if k == "vers" or k == "nfsvers":
+                if v not in SUPPORTED_VERSIONS:
+                    raise OptionError(f"mount option {k}={v}: only NFS version 4.1 is supported")
+                o.vers = v
+            elif k == "proto":
+                if v not in PROTOCOLS:
+                    raise OptionError(f"mount option proto={v}: use one of {', '.join(PROTOCOLS)}")
+                o.proto = v
+            elif k == "port":
+                o.port = _int(k, v, 1, 65535)
+            elif k in ("rsize", "wsize"):
+                n = _int(k, v, MIN_IO_SIZE)
+                setattr(o, k, min(n, MAX_IO_SIZE))
+            elif k in ("hard", "soft"):
+                _flag(k, v)
+                o.hard = k == "hard"
+            elif k == "timeo":
+                o.timeo = _int(k, v, 1)
+            elif k == "retrans":
+                o.retrans = _int(k, v, 0)
+            elif k == "actimeo":
+                actimeo = _int(k, v, 0)
+            elif k in ("acregmin", "acregmax", "acdirmin", "acdirmax"):
+                setattr(o, k, float(_int(k, v, 0)))
+                explicit.add(k)
+            elif k in ("noac", "ac"):
+                _flag(k, v)
+                o.noac = k == "noac"
+            elif k in ("ro", "rw"):
+                _flag(k, v)
+                o.ro = k == "ro"
+            elif k in ("allow_other", "default_permissions", "debug"):
+                _flag(k, v)
+                setattr(o, k, True)
+            elif k == "squash_uid":
+                o.squash_uid = _int(k, v, 0, 0xFFFFFFFF)
+            elif k == "squash_gid":
+                o.squash_gid = _int(k, v, 0, 0xFFFFFFFF)
+            elif k in GENERIC_OPTIONS:
+                o.ignored.append(k)
+            else:
+                unknown.append(k if v is None else f"{k}={v}")
+    if unknown:
+        s = "s" if len(unknown) > 1 else ""
+        raise OptionError(f"unknown mount option{s}: {', '.join(unknown)}")
+    if actimeo is not None:  # nfs(5): actimeo sets all four, unless one is given explicitly
+        for k in ("acregmin", "acregmax", "acdirmin", "acdirmax"):
+            if k not in explicit:
+                setattr(o, k, float(actimeo))
+    if o.noac:
+        o.acregmin = o.acregmax = o.acdirmin = o.acdirmax = 0.0
+    if o.acregmin > o.acregmax:
+        raise OptionError(f"acregmin={o.acregmin:g} is larger than acregmax={o.acregmax:g}")
+    if o.acdirmin > o.acdirmax:
+        raise OptionError(f"acdirmin={o.acdirmin:g} is larger than acdirmax={o.acdirmax:g}")
+    if o.squash_uid is not None and o.squash_gid is None:
+        o.squash_gid = o.squash_uid
+    if o.squash_gid is not None and o.squash_uid is None:
+        raise OptionError("squash_gid= needs squash_uid=")
+    return o
