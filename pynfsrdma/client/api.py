@@ -84,8 +84,12 @@ class Client:
     @asynccontextmanager
     async def connect(
         cls,
-        url: str | NfsURL,
+        url: str | NfsURL | None = None,
         *,
+        host: str | None = None,
+        port: int | None = None,
+        export: str = "/",
+        proto: str = "tcp",
         uid: int = 0,
         gid: int = 0,
         groups: tuple[int, ...] = (),
@@ -96,7 +100,16 @@ class Client:
         rsize: int = 1 << 20,
         wsize: int = 1 << 20,
     ) -> AsyncIterator[Client]:
-        """Connect, create a session, look up the export; on exit close the session cleanly."""
+        """Connect, create a session, look up the export; on exit close the session cleanly.
+
+        By URL (``nfs://host[:port]/export?proto=tcp``) or by ``host``, ``port``, ``export`` and
+        ``proto``.
+        """
+        if url is None:
+            if host is None:
+                raise URLError("connect needs a URL or a host")
+            hostpart = f"[{host}]" if ":" in host else host
+            url = f"nfs://{hostpart}{f':{port}' if port else ''}/{export.lstrip('/')}?proto={proto}"
         u = parse_url(url) if isinstance(url, str) else url
         cred = auth_sys(uid, gid, groups)
         try:
@@ -392,6 +405,7 @@ class File:
         self.append = False
         self._uncommitted: list[tuple[int, Any, bytes]] = []  # (offset, data, verifier)
         self._uncommitted_bytes = 0
+        self.rewrites = 0  # writes sent again because the server's write verifier changed
         self.closed = False
 
     async def __aenter__(self) -> File:
@@ -522,6 +536,7 @@ class File:
             self._uncommitted_bytes = 0
             if not stale:
                 return
+            self.rewrites += len(stale)
             for o, d in stale:
                 n, _, _ = await self.client.nfs.write(self.of, o, d, self.client.cred, c.FILE_SYNC4)
                 if n != d.nbytes:

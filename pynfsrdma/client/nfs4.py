@@ -23,6 +23,7 @@ from ..proto.nfs4.types import (
     COMMIT4args,
     CREATE4args,
     DELEGRETURN4args,
+    FREE_STATEID4args,
     GETATTR4args,
     GETFH4args,
     LINK4args,
@@ -39,6 +40,7 @@ from ..proto.nfs4.types import (
     RESTOREFH4args,
     SAVEFH4args,
     SETATTR4args,
+    TEST_STATEID4args,
     WRITE4args,
     creatverfattr,
     fattr4,
@@ -106,6 +108,7 @@ class NFSv4:
         self.delegations: dict[bytes, Delegation] = {}
         self.reclaimed = 0  # opens reclaimed after server restarts
         client.reclaim_hooks.append(self._reclaim)
+        client.state_revoked_hooks.append(self._revoked)
         client.backchannel.on_recall = self._recall
         client.backchannel.on_recall_any = self._recall_any
 
@@ -345,6 +348,25 @@ class NFSv4:
                 continue
             of.stateid = res[1].res.stateid
             self.reclaimed += 1
+
+    async def _revoked(self, client: ClientID) -> None:
+        """Some state was revoked: find which with TEST_STATEID, free it, and fail those opens."""
+        opens = list(self.opens.values())
+        delegs = list(self.delegations.values())
+        stateids = [o.stateid for o in opens] + [d.stateid for d in delegs]
+        if not stateids:
+            return
+        res = await self.run([TEST_STATEID4args(stateids)], client.machine_cred)
+        codes = res[0].res.tsr_status_codes
+        for i, code in enumerate(codes):
+            if code == c.NFS4_OK:
+                continue
+            await self.run([FREE_STATEID4args(stateids[i])], client.machine_cred)
+            if i < len(opens):
+                opens[i].closed = True
+                self.opens.pop(id(opens[i]), None)
+            else:
+                self.delegations.pop(delegs[i - len(opens)].fh, None)
 
     # -- delegations (returned when recalled) --------------------------------------------------------------
     async def _recall(self, fh: bytes, stateid: Any, truncate: bool) -> None:

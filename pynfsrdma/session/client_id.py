@@ -99,6 +99,13 @@ class _Recovery:
     lock: trio.Lock = field(default_factory=trio.Lock)
 
 
+REVOKED_FLAGS = (
+    c.SEQ4_STATUS_EXPIRED_ALL_STATE_REVOKED
+    | c.SEQ4_STATUS_EXPIRED_SOME_STATE_REVOKED
+    | c.SEQ4_STATUS_ADMIN_STATE_REVOKED
+    | c.SEQ4_STATUS_RECALLABLE_STATE_REVOKED
+)
+
 ReclaimHook = Callable[["ClientID"], Awaitable[None]]
 
 
@@ -127,6 +134,8 @@ class ClientID:
         self.session: Session | None = None
         self.lease_time = 90
         self.reclaim_hooks: list[ReclaimHook] = []
+        self.state_revoked_hooks: list[ReclaimHook] = []
+        self.status_flags_seen = 0
         self.in_grace = False
         self._sequenceid = 0  # EXCHANGE_ID's eir_sequenceid, for CREATE_SESSION
         self._recovery = _Recovery()
@@ -145,6 +154,7 @@ class ClientID:
             raise ServerUnreachable(f"{path.address}: no NFSv4.1 answer within {timeout:g} s") from e
         self._nursery.start_soon(self.paths._keep_alive, path)
         self._nursery.start_soon(self._renew_lease)
+        self._nursery.start_soon(self._watch_status_flags)
 
     async def _raw_compound(self, path: Path, ops: Sequence[Any], cred: Credential | None = None,
                             timeout: float | None = None) -> COMPOUND4res:
@@ -231,7 +241,7 @@ class ClientID:
         self.backchannel.reset(ok.csr_back_chan_attrs.ca_maxrequests if ok.csr_flags & c.CREATE_SESSION4_FLAG_CONN_BACK_CHAN else 0)
         if old is not None:
             old.kill(c.NFS4ERR_BADSESSION)
-        path.bound_session = self.session.sessionid  # type: ignore[attr-defined]
+        path.bound_session = self.session.sessionid
         log.info("session %s created on %s (%d slots)", self.session.sessionid.hex(), path.address, fa.ca_maxrequests)
 
     async def _reclaim_complete(self) -> None:
@@ -243,7 +253,7 @@ class ClientID:
     async def _on_connect(self, path: Path) -> None:
         """A (re)connected path: bind it to the current session, fore and back channel."""
         s = self.session
-        if s is None or getattr(path, "bound_session", None) == s.sessionid:
+        if s is None or path.bound_session == s.sessionid:
             return
         res = await self._raw_compound(
             path, [BIND_CONN_TO_SESSION4args(s.sessionid, c.CDFC4_FORE_OR_BOTH, False)]
@@ -251,7 +261,7 @@ class ClientID:
         r = res.resarray[0] if res.resarray else None
         st = r.status if r is not None else res.status
         if st == c.NFS4_OK:
-            path.bound_session = s.sessionid  # type: ignore[attr-defined]
+            path.bound_session = s.sessionid
             return
         if st in (c.NFS4ERR_BADSESSION, c.NFS4ERR_DEADSESSION, c.NFS4ERR_STALE_CLIENTID):
             s.kill(st)  # the next request recovers
@@ -348,6 +358,51 @@ class ClientID:
             except (OSError, TransportError, NFS4Error) as e:
                 log.info("lease renewal failed: %s", e)
                 await trio.sleep(1.0)
+
+    async def _watch_status_flags(self) -> None:
+        """Act on the SEQ4_STATUS flags SEQUENCE replies carry (RFC 8881 section 18.46.3)."""
+        while not self._closed:
+            s = self.session
+            if s is None:
+                await trio.sleep(1.0)
+                continue
+            with trio.move_on_after(1.0):  # the session may be replaced meanwhile
+                await s.flags_event.wait()
+            flags, s.status_flags = s.status_flags, 0
+            if s.flags_event.is_set():
+                s.flags_event = trio.Event()
+            if flags:
+                try:
+                    await self.act_on_status_flags(flags)
+                except (OSError, TransportError, NFS4Error) as e:
+                    log.warning("acting on SEQUENCE status flags %#x failed: %s", flags, e)
+
+    async def act_on_status_flags(self, flags: int) -> None:
+        self.status_flags_seen |= flags
+        if flags & c.SEQ4_STATUS_RESTART_RECLAIM_NEEDED:
+            log.warning("the server asks us to reclaim our state")
+            await self._recover(self._recovery.generation, c.NFS4ERR_STALE_CLIENTID)
+        if flags & REVOKED_FLAGS:
+            log.warning("the server revoked some of our state (flags %#x)", flags & REVOKED_FLAGS)
+            for hook in self.state_revoked_hooks:
+                await hook(self)
+        if flags & (c.SEQ4_STATUS_CB_PATH_DOWN | c.SEQ4_STATUS_CB_PATH_DOWN_SESSION):
+            await self.bind_backchannel()
+        if flags & c.SEQ4_STATUS_LEASE_MOVED:
+            log.warning("the server says our lease moved (migration is not supported)")
+
+    async def bind_backchannel(self) -> None:
+        """The server has no backchannel for us: bind one of our live connections to it."""
+        s = self.session
+        path = self.paths.choose()
+        if s is None or path is None:
+            return
+        res = await self._raw_compound(
+            path, [BIND_CONN_TO_SESSION4args(s.sessionid, c.CDFC4_BACK_OR_BOTH, False)]
+        )
+        st = res.resarray[0].status if res.resarray else res.status
+        if st != c.NFS4_OK:
+            log.warning("%s: could not bind the backchannel: %s", path.address, _st(st))
 
     # -- shutting down --------------------------------------------------------------------------------------
     async def shutdown(self) -> None:

@@ -118,3 +118,90 @@ async def test_an_nfsv4_0_only_server_is_named_as_such(ganesha_factory) -> None:
         with pytest.raises(NotNFSv41Server, match=r"does not support NFSv4\.1"):
             async with Client.connect(server.url, timeout=5):
                 pass
+
+
+
+async def _rewriting_proxy(listen: trio.SocketListener, target_port: int, commits: list[int]) -> None:
+    """Forward RPC records both ways; in replies, give every successful COMMIT a new write verifier
+    (as a server that restarted and lost unstable data would)."""
+    from pynfsrdma.proto import rpc as rpcdef
+    from pynfsrdma.proto.nfs4.compound import encode_compound_res
+    from pynfsrdma.xdr import Packer, Unpacker
+
+    async def records(stream: trio.SocketStream):  # type: ignore[no-untyped-def]
+        buf = b""
+        while True:
+            while len(buf) < 4 or len(buf) < 4 + (int.from_bytes(buf[:4], "big") & 0x7FFFFFFF):
+                chunk = await stream.receive_some(1 << 20)
+                if not chunk:
+                    return
+                buf += chunk
+            n = int.from_bytes(buf[:4], "big") & 0x7FFFFFFF
+            yield buf[4 : 4 + n]
+            buf = buf[4 + n :]
+
+    def frame(msg: bytes) -> bytes:
+        return (0x80000000 | len(msg)).to_bytes(4, "big") + msg
+
+    def tamper(msg: bytes) -> bytes:
+        u = Unpacker(msg)
+        u.uint32()  # xid
+        mtype = u.uint32()
+        if mtype != rpcdef.REPLY:
+            return msg
+        h = rpcdef.unpack_reply_header(u)
+        if h.accept != rpcdef.SUCCESS:
+            return msg
+        header_end = u.pos
+        res = decode_compound_res(u)
+        changed = False
+        for r in res.resarray:
+            if r.opnum == c.OP_COMMIT and r.status == c.NFS4_OK:
+                commits.append(1)
+                r.res.writeverf = len(commits).to_bytes(8, "big")
+                changed = True
+        if not changed:
+            return msg
+        p = Packer()
+        encode_compound_res(p, res)
+        return msg[:header_end] + p.getvalue()
+
+    async def serve(client: trio.SocketStream) -> None:
+        server = await trio.open_tcp_stream("127.0.0.1", target_port)
+        async with trio.open_nursery() as n:
+
+            async def up() -> None:
+                async for rec in records(client):
+                    await server.send_all(frame(rec))
+                n.cancel_scope.cancel()
+
+            async def down() -> None:
+                async for rec in records(server):
+                    await client.send_all(frame(tamper(rec)))
+                n.cancel_scope.cancel()
+
+            n.start_soon(up)
+            n.start_soon(down)
+
+    await trio.serve_listeners(serve, [listen])
+
+
+async def test_unstable_writes_are_resent_when_the_write_verifier_changes(
+    ganesha: Ganesha, export_path: ExportPath
+) -> None:
+    """COMMIT answers with a verifier other than the WRITEs' (the server restarted and may have lost
+    the unstable data): the client sends the data again and nothing is lost."""
+    commits: list[int] = []
+    async with trio.open_nursery() as n:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listeners[0].socket.getsockname()[1]
+        n.start_soon(_rewriting_proxy, listeners[0], ganesha.port, commits)
+        async with Client.connect(f"nfs://127.0.0.1:{port}{export_path.remote}", wsize=256 * 1024) as nfs:
+            f = await nfs.open("/data", "w")
+            payload = bytes(range(256)) * 4096
+            await f.write(payload)  # four WRITEs acknowledged UNSTABLE, not yet committed
+            await f.close()  # COMMIT's verifier differs from the WRITEs': they go again, FILE_SYNC
+            assert f.rewrites == 4
+            assert len(commits) == 1
+        n.cancel_scope.cancel()
+    assert (export_path.local / "data").read_bytes() == payload

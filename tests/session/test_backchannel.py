@@ -1,0 +1,119 @@
+"""The backchannel's answers to CB_COMPOUND, without I/O: decoded calls in, encoded replies out."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import trio
+import trio.testing
+
+from pynfsrdma.proto import rpc as rpcdef
+from pynfsrdma.proto.nfs4 import callback as cb
+from pynfsrdma.proto.nfs4 import const as c
+from pynfsrdma.proto.nfs4.types import stateid4
+from pynfsrdma.session.backchannel import Backchannel
+from pynfsrdma.session.client_id import CB_PROGRAM
+from pynfsrdma.xdr import Packer, Unpacker
+
+SID = b"S" * 16
+
+
+def decode(reply: bytes) -> Any:
+    return cb.decode_cb_compound_res(Unpacker(reply))
+
+
+def seq(seqid: int, slot: int = 0, sid: bytes = SID) -> Any:
+    return cb.CB_SEQUENCE4args(sid, seqid, slot, 0, False, [])
+
+
+def make(nursery: trio.Nursery, slots: int = 2) -> tuple[Backchannel, list[Any]]:
+    client = SimpleNamespace(session=SimpleNamespace(sessionid=SID), _nursery=nursery)
+    bc = Backchannel(client)  # type: ignore[arg-type]
+    bc.reset(slots)
+    recalls: list[Any] = []
+
+    async def on_recall(fh: bytes, stateid: Any, truncate: bool) -> None:
+        recalls.append((fh, stateid, truncate))
+
+    bc.on_recall = on_recall
+    return bc, recalls
+
+
+async def test_recall_is_acknowledged_and_the_delegation_returned_in_the_background() -> None:
+    async with trio.open_nursery() as n:
+        bc, recalls = make(n)
+        sid = stateid4(1, b"x" * 12)
+        args = cb.CB_COMPOUND4args("t", 1, 0, [seq(1), cb.CB_RECALL4args(sid, False, b"FH")])
+        res = decode(await bc.compound(args))
+        assert res.status == c.NFS4_OK and res.tag == "t"
+        assert [r.opnum for r in res.resarray] == [c.OP_CB_SEQUENCE, c.OP_CB_RECALL]
+        assert res.resarray[0].res.csr_sequenceid == 1
+        await trio.testing.wait_all_tasks_blocked()
+        assert recalls == [(b"FH", sid, False)]
+
+
+async def test_a_retry_gets_the_cached_reply_and_a_gap_is_misordered() -> None:
+    async with trio.open_nursery() as n:
+        bc, recalls = make(n)
+        args = cb.CB_COMPOUND4args("", 1, 0, [seq(1), cb.CB_RECALL4args(stateid4(1, bytes(12)), True, b"F")])
+        first = await bc.compound(args)
+        again = await bc.compound(args)  # same slot and seqid: replay, not executed twice
+        assert again == first
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(recalls) == 1
+        gap = decode(await bc.compound(cb.CB_COMPOUND4args("", 1, 0, [seq(5)])))
+        assert gap.status == c.NFS4ERR_SEQ_MISORDERED
+
+
+async def test_wrong_session_bad_slot_and_missing_sequence() -> None:
+    async with trio.open_nursery() as n:
+        bc, _ = make(n, slots=1)
+        r = decode(await bc.compound(cb.CB_COMPOUND4args("", 1, 0, [seq(1, sid=b"Z" * 16)])))
+        assert r.status == c.NFS4ERR_BADSESSION
+        r = decode(await bc.compound(cb.CB_COMPOUND4args("", 1, 0, [seq(1, slot=3)])))
+        assert r.status == c.NFS4ERR_BADSLOT
+        r = decode(await bc.compound(cb.CB_COMPOUND4args("", 1, 0, [cb.CB_RECALL_ANY4args(0, [1])])))
+        assert r.status == c.NFS4ERR_OP_NOT_IN_SESSION
+        r = decode(await bc.compound(cb.CB_COMPOUND4args("", 0, 0, [seq(1)])))
+        assert r.status == c.NFS4ERR_MINOR_VERS_MISMATCH
+
+
+async def test_getattr_without_a_delegation_is_badhandle() -> None:
+    async with trio.open_nursery() as n:
+        bc, _ = make(n)
+        r = decode(await bc.compound(cb.CB_COMPOUND4args("", 1, 0, [seq(1), cb.CB_GETATTR4args(b"F", [1 << 3])])))
+        assert r.status == c.NFS4ERR_BADHANDLE
+
+
+async def test_cb_null_and_unknown_procedures_over_rpc() -> None:
+    async with trio.open_nursery() as n:
+        bc, _ = make(n)
+
+        async def call(prog: int, proc: int) -> Unpacker:
+            body = rpcdef.call_body(2, prog, 1, proc, rpcdef.NULL_AUTH, rpcdef.NULL_AUTH)
+            reply = await bc.handle_rpc(7, body, Unpacker(b""))
+            assert reply is not None
+            u = Unpacker(reply.getvalue())
+            assert (u.uint32(), u.uint32()) == (7, rpcdef.REPLY)
+            return u
+
+        h = rpcdef.unpack_reply_header(await call(CB_PROGRAM, c.CB_NULL))
+        assert h.accept == rpcdef.SUCCESS
+        h = rpcdef.unpack_reply_header(await call(CB_PROGRAM, 9))
+        assert h.accept == rpcdef.accept_stat.PROC_UNAVAIL
+        h = rpcdef.unpack_reply_header(await call(12345, 0))
+        assert h.accept == rpcdef.accept_stat.PROG_UNAVAIL
+
+
+async def test_a_malformed_cb_compound_is_garbage_args() -> None:
+    async with trio.open_nursery() as n:
+        bc, _ = make(n)
+        body = rpcdef.call_body(2, CB_PROGRAM, 1, c.CB_COMPOUND, rpcdef.NULL_AUTH, rpcdef.NULL_AUTH)
+        p = Packer()
+        p.uint32(0xFFFFFFFF)  # a tag length far past the end
+        reply = await bc.handle_rpc(9, body, Unpacker(p.getvalue()))
+        assert reply is not None
+        u = Unpacker(reply.getvalue())
+        u.uint32(), u.uint32()
+        assert rpcdef.unpack_reply_header(u).accept == rpcdef.accept_stat.GARBAGE_ARGS
