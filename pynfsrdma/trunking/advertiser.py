@@ -1,0 +1,286 @@
+"""The trunking advertiser: a TCP proxy in front of an NFSv4.1 server that advertises a multipath list.
+
+NFS-Ganesha does not implement trunking discovery: ``fs_locations_info`` and ``fs_locations`` are not
+in its supported_attrs on the pseudo-fs root, and a GETATTR of them answers an empty bitmap. So that
+a client's discovery can be tested against a server that behaves as RFC 8881 (sections 11.5 and 11.17)
+asks, this proxy sits in front of the server and
+
+- forwards every RPC record both ways unchanged, except
+- a COMPOUND call with PUTROOTFH followed by a GETATTR asking for fs_locations_info and/or
+  fs_locations: the bits are removed from the request the server sees (the server still runs the
+  whole COMPOUND, SEQUENCE and slot bookkeeping included), and the server's reply gets the
+  configured multipath list added to that GETATTR's attributes (``supported_attrs`` asked on the
+  root also gets the two bits).
+
+The list is a connection-trunking list (fli_fs_root "/" and one item with fli_rootpath "/"), one
+``fs_locations_server4`` per :class:`AdvertisedAddress`, with its read rank, read order and RDMA flag
+in ``fls_info``. It can be changed while the advertiser runs (:attr:`TrunkingAdvertiser.addresses`).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from ..proto import rpc as rpcdef
+from ..proto.nfs4 import const as c
+from ..proto.nfs4.attrs import attrs_in, bitmap4_from, decode_fattr4, encode_fattr4
+from ..proto.nfs4.compound import (
+    decode_compound_args,
+    decode_compound_res,
+    encode_compound_args,
+    encode_compound_res,
+)
+from ..proto.nfs4.types import (
+    GETATTR4args,
+    GETATTR4resok,
+    PUTROOTFH4args,
+    fs_location4,
+    fs_locations4,
+    fs_locations_info4,
+    fs_locations_item4,
+    fs_locations_server4,
+)
+from ..proto.rpc import RM_LAST_FRAGMENT, RM_LENGTH_MASK
+from ..xdr import Packer, Unpacker, XdrError
+
+__all__ = ["AdvertisedAddress", "AdvertiserStats", "TrunkingAdvertiser", "fs_locations_info_for"]
+
+log = logging.getLogger(__name__)
+
+_MARK = struct.Struct(">I")
+INSPECT_LIMIT = 64 * 1024  # calls larger than this (WRITEs) are forwarded without decoding
+LOCATION_ATTRS = frozenset({c.FATTR4_FS_LOCATIONS, c.FATTR4_FS_LOCATIONS_INFO})
+FLS_INFO_LEN = c.FSLI4BX_WRITEORDER + 1
+READ_CHUNK = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class AdvertisedAddress:
+    """One address of the multipath list: ``server`` is ``host``, ``host:port`` or ``[v6]:port``."""
+
+    server: str
+    rank: int = 0
+    order: int = 0
+    rdma: bool = False
+
+
+def _fls_info(a: AdvertisedAddress) -> bytes:
+    info = bytearray(FLS_INFO_LEN)
+    info[c.FSLI4BX_TFLAGS] = c.FSLI4TF_RDMA if a.rdma else 0
+    info[c.FSLI4BX_READRANK] = info[c.FSLI4BX_WRITERANK] = a.rank & 0xFF
+    info[c.FSLI4BX_READORDER] = info[c.FSLI4BX_WRITEORDER] = a.order & 0xFF
+    return bytes(info)
+
+
+def fs_locations_info_for(addresses: list[AdvertisedAddress]) -> fs_locations_info4:
+    """A connection-trunking fs_locations_info naming ``addresses`` (empty list: no items)."""
+    if not addresses:
+        return fs_locations_info4(0, 0, [], [])
+    servers = [fs_locations_server4(0, _fls_info(a), a.server) for a in addresses]
+    return fs_locations_info4(0, 0, [], [fs_locations_item4(servers, [])])
+
+
+def fs_locations_for(addresses: list[AdvertisedAddress]) -> fs_locations4:
+    """The legacy fs_locations form: one location at "/" with every non-RDMA address."""
+    names = [a.server for a in addresses if not a.rdma]
+    return fs_locations4([], [fs_location4(names, [])] if names else [])
+
+
+@dataclass
+class AdvertiserStats:
+    connections: int = 0
+    calls_rewritten: int = 0
+    replies_rewritten: int = 0
+
+
+@dataclass
+class _Pending:
+    index: int  # position of the GETATTR in the reply's resarray
+    wanted: frozenset[int]  # location attributes asked for
+    supported: bool  # supported_attrs was asked for too
+
+
+@dataclass
+class _Conn:
+    pending: dict[int, _Pending] = field(default_factory=dict)
+
+
+class TrunkingAdvertiser:
+    """Forwards ``listen_host:listen_port`` to ``target_host:target_port``, advertising a multipath list."""
+
+    def __init__(
+        self,
+        listen_host: str,
+        listen_port: int,
+        target_host: str,
+        target_port: int,
+        addresses: list[AdvertisedAddress] | None = None,
+        *,
+        legacy_only: bool = False,
+    ) -> None:
+        self.listen_host = listen_host
+        self.listen_port = listen_port
+        self.target_host = target_host
+        self.target_port = target_port
+        self.addresses: list[AdvertisedAddress] = list(addresses or [])
+        self.legacy_only = legacy_only  # answer fs_locations only, as a server without fs_locations_info
+        self.stats = AdvertiserStats()
+        self._scope: trio.CancelScope | None = None
+
+    @property
+    def host(self) -> str:
+        return self.listen_host
+
+    @property
+    def port(self) -> int:
+        return self.listen_port
+
+    @property
+    def address(self) -> str:
+        return f"{self.listen_host}:{self.listen_port}"
+
+    async def run(self, *, task_status: trio.TaskStatus[TrunkingAdvertiser] = trio.TASK_STATUS_IGNORED) -> None:
+        listeners = await trio.open_tcp_listeners(self.listen_port, host=self.listen_host)
+        for extra in listeners[1:]:
+            await extra.aclose()
+        listener = listeners[0]
+        self.listen_port = listener.socket.getsockname()[1]
+        try:
+            with trio.CancelScope() as self._scope:
+                async with trio.open_nursery() as nursery:
+                    task_status.started(self)
+                    while True:
+                        client = await listener.accept()
+                        self.stats.connections += 1
+                        nursery.start_soon(self._serve, client)
+        finally:
+            with trio.CancelScope(shield=True):
+                await listener.aclose()
+
+    def stop(self) -> None:
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def _serve(self, client: trio.SocketStream) -> None:
+        try:
+            server = await trio.open_tcp_stream(self.target_host, self.target_port)
+        except OSError:
+            await client.aclose()
+            return
+        conn = _Conn()
+        try:
+            async with trio.open_nursery() as nursery:
+
+                async def pump(src: trio.SocketStream, dst: trio.SocketStream, to_server: bool) -> None:
+                    try:
+                        async for record in _records(src):
+                            out = self._to_server(conn, record) if to_server else self._to_client(conn, record)
+                            await dst.send_all(_MARK.pack(RM_LAST_FRAGMENT | len(out)) + out)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, XdrError):
+                        pass
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(pump, client, server, True)
+                nursery.start_soon(pump, server, client, False)
+        finally:
+            with trio.CancelScope(shield=True):
+                await client.aclose()
+                await server.aclose()
+
+    # -- rewriting ----------------------------------------------------------------------------------
+    def _to_server(self, conn: _Conn, record: bytes) -> bytes:
+        if len(record) > INSPECT_LIMIT or len(record) < 8:
+            return record
+        try:
+            u = Unpacker(record)
+            xid = u.uint32()
+            if u.uint32() != rpcdef.CALL:
+                return record
+            body = rpcdef.decode_call_body(u)
+            if body.prog != c.NFS4_PROGRAM or body.proc != c.NFSPROC4_COMPOUND:
+                return record
+            head = record[: u.pos]
+            args = decode_compound_args(u)
+        except XdrError:
+            return record
+        ops = args.argarray
+        for i in range(len(ops) - 1):
+            if not (isinstance(ops[i], PUTROOTFH4args) and isinstance(ops[i + 1], GETATTR4args)):
+                continue
+            asked = set(attrs_in(ops[i + 1].attr_request))
+            wanted = frozenset(asked & LOCATION_ATTRS)
+            if not wanted:
+                continue
+            ops[i + 1] = GETATTR4args(bitmap4_from(sorted(asked - LOCATION_ATTRS)))
+            conn.pending[xid] = _Pending(i + 1, wanted, c.FATTR4_SUPPORTED_ATTRS in asked)
+            self.stats.calls_rewritten += 1
+            p = Packer()
+            encode_compound_args(p, args)
+            return head + p.getvalue()
+        return record
+
+    def _to_client(self, conn: _Conn, record: bytes) -> bytes:
+        if not conn.pending or len(record) < 8:
+            return record
+        u = Unpacker(record)
+        try:
+            xid = u.uint32()
+            if u.uint32() != rpcdef.REPLY or xid not in conn.pending:
+                return record
+            want = conn.pending.pop(xid)
+            h = rpcdef.unpack_reply_header(u)
+            if h.accept != rpcdef.SUCCESS:
+                return record
+            head = record[: u.pos]
+            res = decode_compound_res(u)
+        except XdrError:
+            return record
+        if len(res.resarray) <= want.index:
+            return record
+        r = res.resarray[want.index]
+        if r.status != c.NFS4_OK or not isinstance(r.res, GETATTR4resok):
+            return record
+        try:
+            attrs: dict[int, Any] = decode_fattr4(r.res.obj_attributes)
+        except XdrError:
+            return record
+        if want.supported and c.FATTR4_SUPPORTED_ATTRS in attrs:
+            extra = [c.FATTR4_FS_LOCATIONS] if self.legacy_only else sorted(LOCATION_ATTRS)
+            attrs[c.FATTR4_SUPPORTED_ATTRS] = bitmap4_from(
+                set(attrs_in(attrs[c.FATTR4_SUPPORTED_ATTRS])) | set(extra)
+            )
+        if c.FATTR4_FS_LOCATIONS in want.wanted:
+            attrs[c.FATTR4_FS_LOCATIONS] = fs_locations_for(self.addresses)
+        if c.FATTR4_FS_LOCATIONS_INFO in want.wanted and not self.legacy_only:
+            attrs[c.FATTR4_FS_LOCATIONS_INFO] = fs_locations_info_for(self.addresses)
+        r.res = GETATTR4resok(encode_fattr4(attrs))
+        self.stats.replies_rewritten += 1
+        p = Packer()
+        encode_compound_res(p, res)
+        return head + p.getvalue()
+
+
+async def _records(stream: trio.SocketStream) -> Any:
+    """Whole RPC records (fragments joined) from a record-marked stream, until EOF."""
+    buf = bytearray()
+    fragments: list[bytes] = []
+    while True:
+        while len(buf) >= 4:
+            (mark,) = _MARK.unpack_from(buf)
+            n = mark & RM_LENGTH_MASK
+            if len(buf) < 4 + n:
+                break
+            fragments.append(bytes(buf[4 : 4 + n]))
+            del buf[: 4 + n]
+            if mark & RM_LAST_FRAGMENT:
+                yield b"".join(fragments)
+                fragments = []
+        data = await stream.receive_some(READ_CHUNK)
+        if not data:
+            return
+        buf += data
