@@ -19,11 +19,13 @@ from dataclasses import dataclass, field
 import trio
 
 from ..rpc.client import CallbackHandler, RpcConnection
+from ..rpc.errors import RpcReplyError
 from ..transport.base import Transport, TransportError
 
 log = logging.getLogger(__name__)
 
 Connector = Callable[[], Awaitable[Transport]]
+Probe = Callable[["Path"], Awaitable[None]]
 
 
 class PathState(enum.Enum):
@@ -51,7 +53,18 @@ class Path:
     connects: int = 0
     last_error: str = ""
     up_event: trio.Event = field(default_factory=trio.Event)
+    bound_session: bytes | None = None  # the session this connection is bound to (BIND_CONN_TO_SESSION)
+    source: str = "mount"  # how we learned the address: mount, addrs, fs_locations_info, fs_locations
+    stalls: int = 0  # times the path was dropped because it stopped answering
     _kill_scope: trio.CancelScope | None = None
+    # start times (trio clock) of the requests now waiting for a reply on this path, by a token
+    _sent: dict[int, float] = field(default_factory=dict)
+    _probing: bool = False
+    _probed_at: float = -math.inf
+
+    def oldest_wait(self, now: float) -> float:
+        """How long the oldest request in flight on this path has waited (0 if none)."""
+        return now - min(self._sent.values()) if self._sent else 0.0
 
     @property
     def in_flight(self) -> int:
@@ -78,12 +91,18 @@ class Path:
             "calls": self.calls,
             "failovers": self.failovers,
             "connects": self.connects,
+            "stalls": self.stalls,
+            "source": self.source,
             "last_error": self.last_error,
         }
 
 
 class NoPathError(TransportError):
     """No path to the server is up (and the caller does not wait for one)."""
+
+
+class PathRejected(TransportError):
+    """The address does not lead to the same server (trunking verification failed): never use it."""
 
 
 class PathSet:
@@ -162,14 +181,20 @@ class PathSet:
 
         self._nursery.start_soon(receive_loop)
         await up.wait()
-        path.state = PathState.UP
+        path.bound_session = None
         try:
+            # the connection is used for requests only once on_connect (binding it to the
+            # session) is done: until then it stays CONNECTING and choose() passes it by
             if self.on_connect is not None:
                 await self.on_connect(path)
         except BaseException:
             path.state = PathState.DOWN
             scope.cancel()
             raise
+        if not rpc.alive or path.state is PathState.CLOSED:
+            path.state = PathState.DOWN if path.state is not PathState.CLOSED else path.state
+            raise TransportError("connection lost while binding it to the session", path.address)
+        path.state = PathState.UP
         path.up_event.set()
         self._notify()
 
@@ -184,13 +209,67 @@ class PathSet:
                 await self._connect(path)
                 delay = self.reconnect_min
                 log.info("path %s is up again", path.address)
-            except (TransportError, OSError) as e:
+            except PathRejected as e:
+                log.warning("path %s is not used: %s", path.address, e)
+                path.last_error = str(e)
+                await self.remove(path)
+                return
+            except (TransportError, OSError, RpcReplyError) as e:
                 path.last_error = str(e)
                 await trio.sleep(delay)
                 delay = min(self.reconnect_max, delay * 2)
 
     async def _wait_change(self) -> None:
         await self._changed.wait()
+
+    async def wait_changed(self) -> None:
+        """Return at the next change of a path's state (up, down, added, removed)."""
+        await self._changed.wait()
+
+    # -- stalls -----------------------------------------------------------------------------------
+    async def watch_stalls(
+        self,
+        probe: Probe,
+        stall_after: float = 1.0,
+        probe_timeout: float = 1.0,
+        interval: float = 0.2,
+    ) -> None:
+        """Find stalled paths while others answer, until the set is closed.
+
+        A path whose oldest request has waited ``stall_after`` seconds, while another path is up,
+        is probed (``probe(path)``, a SEQUENCE on that path alone); when the probe gets no answer
+        within ``probe_timeout`` the path is dropped: its requests go to the other paths at once
+        (same slot and sequence id) and it reconnects in the background.
+        """
+        async with trio.open_nursery() as nursery:
+            while not self._closing:
+                await trio.sleep(interval)
+                now = trio.current_time()
+                live = self.live()
+                if len(live) < 2:
+                    continue
+                for path in live:
+                    if (not path._probing and path.oldest_wait(now) >= stall_after
+                            and now - path._probed_at >= stall_after):
+                        path._probing = True
+                        path._probed_at = now
+                        nursery.start_soon(self._probe, path, probe, probe_timeout)
+
+    async def _probe(self, path: Path, probe: Probe, timeout: float) -> None:
+        rpc = path.rpc
+        try:
+            with trio.move_on_after(timeout) as scope:
+                await probe(path)
+            if scope.cancelled_caught and path.rpc is rpc and path.state is PathState.UP:
+                path.stalls += 1
+                path.last_error = f"stalled: no answer to a probe within {timeout:g} s"
+                log.warning("path %s stalled (no answer within %g s); its requests move to other paths",
+                            path.address, timeout)
+                self.kill(path)
+        except (TransportError, OSError, RpcReplyError) as e:
+            log.info("probe of %s failed: %s", path.address, e)
+        finally:
+            path._probing = False
 
     def kill(self, path: Path) -> None:
         """Drop the path's connection (a stalled or misbehaving connection); it will reconnect."""

@@ -38,9 +38,24 @@ SESSION_LOST = frozenset(
 # statuses meaning the client ID is gone
 CLIENT_LOST = frozenset({c.NFS4ERR_STALE_CLIENTID, c.NFS4ERR_EXPIRED})
 
+# requests made only of these operations may be executed twice with the same outcome: their replies
+# (READ data, directory pages) are not worth the server's reply cache, and a retry the server
+# answers NFS4ERR_RETRY_UNCACHED_REP is simply sent again as a new request
+IDEMPOTENT_OPS = frozenset({
+    c.OP_ACCESS, c.OP_GETATTR, c.OP_GETFH, c.OP_LOOKUP, c.OP_LOOKUPP, c.OP_NVERIFY, c.OP_PUTFH,
+    c.OP_PUTPUBFH, c.OP_PUTROOTFH, c.OP_READ, c.OP_READDIR, c.OP_READLINK, c.OP_RESTOREFH,
+    c.OP_SAVEFH, c.OP_SECINFO, c.OP_SECINFO_NO_NAME, c.OP_VERIFY, c.OP_COMMIT,
+})
+
 MAX_DELAY_BACKOFF = 5.0
 MAX_MISORDERED_RETRIES = 2
 MAX_BADSLOT_RETRIES = 4
+MAX_UNCACHED_RETRIES = 2
+
+
+def is_idempotent(ops: Sequence[Any]) -> bool:
+    """Whether running ``ops`` twice is the same as running them once (see IDEMPOTENT_OPS)."""
+    return all(getattr(op, "OPNUM", None) in IDEMPOTENT_OPS for op in ops)
 
 
 class SessionLost(Exception):
@@ -125,25 +140,44 @@ class Session:
         *,
         payload: int = 0,
         tag: str = "",
-        cachethis: bool = False,
+        cachethis: bool | None = None,
+        pin: Path | None = None,
     ) -> COMPOUND4res:
         """Send ``ops`` after a SEQUENCE; return the reply with SEQUENCE's result removed.
 
-        ``payload`` is the request's bulk size (for choosing a path). Raises SessionLost when the
-        session or client ID is gone, ServerUnreachable when a soft request ran out of time.
+        ``payload`` is the request's bulk size (for choosing a path). ``cachethis`` None asks the
+        server to keep the reply in its reply cache unless the request is idempotent (so that a
+        resend after a lost connection is answered exactly once). ``pin``: send on that path only
+        and let its faults through (a probe). Raises SessionLost when the session or client ID is
+        gone, ServerUnreachable when a soft request ran out of time.
         """
+        payload = payload or sum(hints.ddp_sizes)  # a READ's reply is its weight on a path
+        idempotent = is_idempotent(ops)
+        if cachethis is None:
+            cachethis = not idempotent
         slot = await self._acquire()
         completed = False
         try:
             misordered = 0
             badslot = 0
+            uncached = 0
             seqid = self.table.begin(slot)
             while True:
-                res = await self._send(slot, seqid, ops, cred, hints, payload, tag, cachethis)
+                res, tries = await self._send(slot, seqid, ops, cred, hints, payload, tag, cachethis, pin)
                 seq = res.resarray[0] if res.resarray else None
                 if seq is None or seq.opnum != c.OP_SEQUENCE:
                     raise SessionError("the server's reply does not start with SEQUENCE")
                 st = seq.status
+                retry_uncached = st == c.NFS4ERR_RETRY_UNCACHED_REP or (
+                    st == c.NFS4_OK and res.status == c.NFS4ERR_RETRY_UNCACHED_REP
+                )
+                if retry_uncached and tries > 1 and idempotent and uncached < MAX_UNCACHED_RETRIES:
+                    # the first send was executed and its reply not cached: run it again anew
+                    uncached += 1
+                    if st == c.NFS4_OK:
+                        self._sequence_ok(seq.res, slot)
+                    seqid = self.table.begin(slot)
+                    continue
                 if st == c.NFS4_OK:
                     completed = True
                     self._sequence_ok(seq.res, slot)
@@ -194,8 +228,11 @@ class Session:
         payload: int,
         tag: str,
         cachethis: bool,
-    ) -> COMPOUND4res:
-        """Send one request until some path answers it, resending with the same slot/seqid."""
+        pin: Path | None = None,
+    ) -> tuple[COMPOUND4res, int]:
+        """Send one request until some path answers it, resending with the same slot/seqid.
+
+        Returns the reply and the number of sends it took."""
         policy = self.policy
         deadline = None if policy.hard else trio.current_time() + policy.timeo * (policy.retrans + 1)
         args = COMPOUND4args(
@@ -213,7 +250,9 @@ class Session:
         while True:
             if self.dead is not None:
                 raise SessionLost(self.dead)
-            path = self.paths.choose(payload, avoid=previous)
+            path = pin if pin is not None else self.paths.choose(payload, avoid=previous)
+            if pin is not None and (pin.rpc is None or not pin.rpc.alive):
+                raise TransportError("the pinned path is not connected", pin.address)
             if path is None:
                 try:
                     path = await self.paths.wait_live(deadline)
@@ -230,12 +269,15 @@ class Session:
             path.bytes_in_flight += payload
             path.calls += 1
             start = trio.current_time()
+            path._sent[xid] = start
             timeout = policy.timeo
             if deadline is not None:
                 timeout = max(0.001, min(timeout, deadline - start))
             try:
                 u = await rpc.call_packed(xid, p, hints, timeout)
             except RpcTimeout as e:
+                if pin is not None:
+                    raise
                 log.info("%s: request on slot %d seq %d timed out; resending", path.address, slot.slotid, seqid)
                 path.last_error = str(e)
                 self.paths.kill(path)  # a stalled connection: drop it so it reconnects
@@ -244,6 +286,8 @@ class Session:
                     raise ServerUnreachable(f"{path.address}: no reply after {tries} tries") from e
                 continue
             except TransportError as e:
+                if pin is not None:
+                    raise
                 log.info("%s: connection lost with slot %d seq %d in flight (%s); resending",
                          path.address, slot.slotid, seqid, e)
                 previous = path
@@ -252,11 +296,12 @@ class Session:
                 continue
             finally:
                 path.bytes_in_flight -= payload
+                path._sent.pop(xid, None)
             path.observe_rtt(trio.current_time() - start)
             if tries > 1:
                 self.replays += 1
             try:
-                return decode_compound_res(u)
+                return decode_compound_res(u), tries
             except XdrError as e:
                 raise SessionError(f"{path.address}: malformed COMPOUND reply: {e}") from e
 
