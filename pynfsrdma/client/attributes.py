@@ -11,6 +11,7 @@ import grp
 import pwd
 import stat
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from ..proto.nfs4 import const as c
@@ -66,6 +67,7 @@ _FTYPE_TO_IFMT: dict[int, int] = {
 IFMT_TO_FTYPE = {v: k for k, v in _FTYPE_TO_IFMT.items() if k not in (c.NF4ATTRDIR, c.NF4NAMEDATTR)}
 
 
+@lru_cache(maxsize=4096)
 def owner_to_id(owner: str, group: bool = False) -> int:
     if owner.isdigit():
         return int(owner)
