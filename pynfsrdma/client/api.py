@@ -26,6 +26,7 @@ from ..rpc.auth import Credential, auth_sys
 from ..session.client_id import ClientID, SessionOptions
 from ..session.paths import Path
 from ..session.session import RetryPolicy
+from ..trunking import Trunking, TrunkingOptions
 from ..transport.base import Transport
 from ..transport.tcp import TcpTransport
 from .attributes import FileAttrs, FsStat
@@ -78,6 +79,7 @@ class Client:
         self.in_flight = DEFAULT_IN_FLIGHT
         # directory path -> file handle (short-lived; a renamed directory is looked up again)
         self._dirs: cachetools.TTLCache[str, bytes] = cachetools.TTLCache(maxsize=4096, ttl=3.0)
+        self.trunking: Trunking | None = None  # the other paths (addrs=, nconnect=, discovery)
 
     # -- connecting -----------------------------------------------------------------------------------
     @classmethod
@@ -122,9 +124,14 @@ class Client:
                 )
                 try:
                     connector = await _connector_for(u, u.host, u.port, timeout)
+                    trunk_options = TrunkingOptions.from_url_options(u.options)
                     await cid.start(Path(u.address, connector, u.proto), timeout=timeout)
+                    trunking = Trunking(cid, nursery, trunk_options, lambda h, p: _connector_for(u, h, p, timeout),
+                                        default_port=u.port, rdma=u.proto == "rdma", transport_kind=u.proto)
+                    await trunking.start()  # discovery is bounded (about 1 s) and never fails the mount
                     ops = NFSv4(cid)
                     self = cls(u, cid, ops, cred)
+                    self.trunking = trunking
                     self.root_fh, _ = await ops.mount(u.path, cred)
                     yield self
                 finally:
