@@ -5,18 +5,23 @@
 Without ``--url`` it starts its own NFS-Ganesha (the testbed) on loopback. Measured, each a few times
 with the two clients taking turns (best and median reported):
 
-- sequential write of a SIZE file with the data in memory: ours ``open("w")`` + ``File.pwrite(0, data)``
-  + ``close()`` (UNSTABLE WRITEs, ``in_flight`` at once, COMMIT); nfs-rs ``open("wb")`` +
+- write of a SIZE file from memory: ours ``open("w")`` + ``File.pwrite(0, data)`` + ``close()``
+  (wsize UNSTABLE WRITEs, ``in_flight`` at once, then COMMIT); nfs-rs ``open("wb")`` +
   ``File.write_at(data, 0)`` (its 8 concurrent UNSTABLE WRITEs and COMMIT) + close;
-- sequential read of it back into memory: ours ``File.pread_views(0, SIZE)`` (views of the reply
-  buffers, no copy); nfs-rs ``File.readinto_at(buffer, 0)`` into a preallocated buffer (one copy);
+- read of it back into memory: ours ``File.pread_views(0, SIZE)`` (views of the reply buffers, no
+  copy); nfs-rs ``File.readinto_at(buffer, 0)`` into a buffer allocated inside the timing (one
+  copy) -- both start with no memory for the data and end with all of it in memory;
+- put, a local file to NFS: ours ``Client.put``; nfs-rs ``write_at`` of 64 MiB pieces read from the
+  file (nfs-rs makes each call durable; 64 MiB is our COMMIT window, so both commit as often);
+- get, NFS to a local file: ours ``Client.get`` (reply buffers written to the file with pwrite);
+  nfs-rs ``readinto_at`` into one reused 8 MiB buffer + pwrite (its guide's advice);
 - stat of N files (created on the server's disk beforehand), one after the other: ours
   ``Client.stat``, nfs-rs ``Client.stat``;
 - the same N stats with C of them in flight: ours with trio tasks, nfs-rs ``AsyncClient.stat``
   with asyncio tasks.
 
-Every write is checked (sha256 of the file on the server's disk, when the server is local), every
-read (sha256 of what came back) and every stat (the sizes). Timings cover open to close and exclude
+Every write and put is checked (sha256 of the file on the server's disk when the server is local,
+else read back), every read and get (sha256 of what came back) and every stat (the sizes). Timings cover open to close and exclude
 the checks. nfs-rs is synchronous Rust: its calls run in a worker thread so that our client's
 connection (lease renewal, callbacks) stays served meanwhile.
 """
@@ -27,6 +32,7 @@ import argparse
 import asyncio
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -54,6 +60,9 @@ from bench.common import (
 from pynfsrdma.client.api import Client
 
 STAT_DIR = "stat"
+PUT_CHUNK = 64 * MIB  # = our COMMIT window (pynfsrdma.client.api.COMMIT_WINDOW)
+GET_CHUNK = 8 * MIB  # = our default window (rsize x in_flight)
+NFSRS_ATTEMPTS = 3
 
 
 def log(msg: str) -> None:
@@ -112,6 +121,18 @@ async def ours_read(nfs: Client, name: str, size: int) -> tuple[float, str]:
     return elapsed, sha256_of(views)
 
 
+async def ours_put(nfs: Client, local: Path, name: str) -> float:
+    t0 = time.perf_counter()
+    await nfs.put(str(local), "/" + name)
+    return time.perf_counter() - t0
+
+
+async def ours_get(nfs: Client, name: str, local: Path) -> float:
+    t0 = time.perf_counter()
+    await nfs.get("/" + name, str(local))
+    return time.perf_counter() - t0
+
+
 async def ours_stat_sequential(nfs: Client, names: list[str]) -> tuple[float, int]:
     total = 0
     t0 = time.perf_counter()
@@ -150,14 +171,47 @@ def nfsrs_write(client: nfs_rs.Client, name: str, data: bytes) -> float:
     return elapsed
 
 
-def nfsrs_read(client: nfs_rs.Client, name: str, buffer: bytearray) -> tuple[float, str]:
+def nfsrs_read(client: nfs_rs.Client, name: str, size: int) -> tuple[float, str]:
+    """Into a buffer allocated here, inside the timing: like ours, it starts with no memory for the
+    data (our READ replies land in buffers allocated as they arrive)."""
     t0 = time.perf_counter()
+    buffer = bytearray(size)
     with client.open(name, "rb") as f:
         n = f.readinto_at(buffer, 0)
     elapsed = time.perf_counter() - t0
-    if n != len(buffer):
-        raise AssertionError(f"nfs-rs: read {n} bytes of {len(buffer)}")
+    if n != size:
+        raise AssertionError(f"nfs-rs: read {n} bytes of {size}")
     return elapsed, sha256_of([buffer])
+
+
+def nfsrs_put(client: nfs_rs.Client, local: Path, name: str) -> float:
+    """Local file to NFS in PUT_CHUNK pieces (each write_at call is made durable by nfs-rs before it
+    returns; the piece is the same as our COMMIT window, so both commit equally often)."""
+    t0 = time.perf_counter()
+    with open(local, "rb", buffering=0) as src, client.open(name, "wb") as f:
+        offset = 0
+        while chunk := src.read(PUT_CHUNK):
+            offset += f.write_at(chunk, offset)
+    return time.perf_counter() - t0
+
+
+def nfsrs_get(client: nfs_rs.Client, name: str, local: Path) -> float:
+    """NFS to a local file through one reused GET_CHUNK buffer (as nfs-rs's guide advises)."""
+    t0 = time.perf_counter()
+    buffer = bytearray(GET_CHUNK)
+    view = memoryview(buffer)
+    fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        with client.open(name, "rb") as f:
+            offset = 0
+            while n := f.readinto_at(buffer, offset):
+                done = 0
+                while done < n:
+                    done += os.pwrite(fd, view[done:n], offset + done)
+                offset += n
+    finally:
+        os.close(fd)
+    return time.perf_counter() - t0
 
 
 def nfsrs_stat_sequential(client: nfs_rs.Client, names: list[str]) -> tuple[float, int]:
@@ -193,26 +247,144 @@ async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
     return await trio.to_thread.run_sync(fn, *args)
 
 
+async def nfsrs_call(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run an nfs-rs measurement in a worker thread. nfs-rs hands some transient server answers
+    (NFS4ERR_DELAY under load) to the caller as NfsRetryableError instead of retrying: the whole
+    measurement is then run again (and timed afresh), as its documentation says to."""
+    for attempt in range(1, NFSRS_ATTEMPTS + 1):
+        try:
+            return await in_thread(fn, *args)
+        except nfs_rs.NfsRetryableError as e:
+            if attempt == NFSRS_ATTEMPTS:
+                raise
+            log(f"  nfs-rs {fn.__name__}: {e!r} ({getattr(e, 'code_name', '?')}); measuring again")
+            await trio.sleep(0.1 * attempt)
+    raise AssertionError("unreachable")
+
+
 # -- the run -------------------------------------------------------------------------------------------
-async def run(args: argparse.Namespace, target: Target) -> list[Row]:
-    size = args.size_mib * MIB
-    mb = size / 1e6
+def turns(rep: int) -> tuple[str, str]:
+    """Who goes first alternates, so drift on a shared machine hits both clients alike."""
+    return ("ours", "nfsrs") if rep % 2 == 0 else ("nfsrs", "ours")
+
+
+class Transfers:
+    """The data transfers: both clients on the same directory, taking turns."""
+
+    def __init__(
+        self, args: argparse.Namespace, target: Target, nfs: Client, client: nfs_rs.Client, scratch: Path
+    ) -> None:
+        self.args = args
+        self.target = target
+        self.nfs = nfs
+        self.client = client
+        self.scratch = scratch  # local files for put/get
+        self.size = args.size_mib * MIB
+        self.data = make_data(self.size)
+        self.want = sha256_of([self.data])
+        self.source = scratch / "source.bin"
+        self.source.write_bytes(self.data)
+
+    async def check_remote(self, who: str, name: str) -> None:
+        """What a client wrote is on the server: read on the server's disk when it is ours, else
+        read back through our client (untimed)."""
+        if self.target.local_dir is not None:
+            got = await in_thread(sha256_file, self.target.local_dir / name)
+        else:
+            _, got = await ours_read(self.nfs, name, self.size)
+        check(f"{who}: {name} as written", got, self.want)
+
+    async def run(self) -> list[Row]:
+        mib, mb = self.args.size_mib, self.size / 1e6
+        write = Row(f"write {mib} MiB from memory", "MB/s")
+        read = Row(f"read {mib} MiB into memory", "MB/s")
+        put = Row(f"put {mib} MiB (local file to NFS)", "MB/s")
+        get = Row(f"get {mib} MiB (NFS to local file)", "MB/s")
+        nfs, client = self.nfs, self.client
+        for rep in range(self.args.repeat):
+            for who in turns(rep):
+                name = f"{who}-mem.bin"
+                if who == "ours":
+                    rate = write.ours.add(mb, await ours_write(nfs, name, self.data))
+                else:
+                    rate = write.nfsrs.add(mb, await nfsrs_call(nfsrs_write, client, name, self.data))
+                await self.check_remote(who, name)
+                log(f"  write #{rep + 1} {who}: {rate:,.1f} MB/s")
+            for who in turns(rep):
+                name = f"{who}-mem.bin"
+                if who == "ours":
+                    elapsed, got = await ours_read(nfs, name, self.size)
+                    rate = read.ours.add(mb, elapsed)
+                else:
+                    elapsed, got = await nfsrs_call(nfsrs_read, client, name, self.size)
+                    rate = read.nfsrs.add(mb, elapsed)
+                check(f"{who}: {name} read back", got, self.want)
+                log(f"  read  #{rep + 1} {who}: {rate:,.1f} MB/s")
+            for who in turns(rep):
+                name = f"{who}-file.bin"
+                if who == "ours":
+                    rate = put.ours.add(mb, await ours_put(nfs, self.source, name))
+                else:
+                    rate = put.nfsrs.add(mb, await nfsrs_call(nfsrs_put, client, self.source, name))
+                await self.check_remote(who, name)
+                log(f"  put   #{rep + 1} {who}: {rate:,.1f} MB/s")
+            for who in turns(rep):
+                name = f"{who}-file.bin"
+                local = self.scratch / f"{who}-got.bin"
+                if who == "ours":
+                    rate = get.ours.add(mb, await ours_get(nfs, name, local))
+                else:
+                    rate = get.nfsrs.add(mb, await nfsrs_call(nfsrs_get, client, name, local))
+                check(f"{who}: {name} copied to {local}", await in_thread(sha256_file, local), self.want)
+                local.unlink()
+                log(f"  get   #{rep + 1} {who}: {rate:,.1f} MB/s")
+        return [write, read, put, get]
+
+
+async def stat_rows(
+    args: argparse.Namespace, target: Target, nfs: Client, client: nfs_rs.Client
+) -> list[Row]:
     names = stat_names(args.files)
-    want_stat = expected_stat_sizes(args.files)
+    want = expected_stat_sizes(args.files)
+    if target.local_dir is not None:
+        await in_thread(create_stat_files_on_disk, target.local_dir / STAT_DIR, args.files)
+    else:
+        await create_stat_files_over_nfs(nfs, args.files, args.concurrency)
+    seq = Row(f"stat {args.files} files, sequential", "ops/s")
+    conc = Row(f"stat {args.files} files, {args.concurrency} in flight", "ops/s")
+    for rep in range(args.repeat):
+        for who in turns(rep):
+            if who == "ours":
+                elapsed, total = await ours_stat_sequential(nfs, names)
+                rate = seq.ours.add(len(names), elapsed)
+            else:
+                elapsed, total = await nfsrs_call(nfsrs_stat_sequential, client, names)
+                rate = seq.nfsrs.add(len(names), elapsed)
+            if total != want:
+                raise AssertionError(f"{who}: stat sizes add up to {total}, expected {want}")
+            log(f"  stat  #{rep + 1} {who}: {rate:,.0f} ops/s")
+        for who in turns(rep):
+            if who == "ours":
+                elapsed, total = await ours_stat_concurrent(nfs, names, args.concurrency)
+                rate = conc.ours.add(len(names), elapsed)
+            else:
+                elapsed, total = await nfsrs_call(
+                    nfsrs_stat_concurrent, target.nfsrs_url, names, args.concurrency
+                )
+                rate = conc.nfsrs.add(len(names), elapsed)
+            if total != want:
+                raise AssertionError(f"{who}: stat sizes add up to {total}, expected {want}")
+            log(f"  stat* #{rep + 1} {who}: {rate:,.0f} ops/s")
+    return [seq, conc]
+
+
+async def run(args: argparse.Namespace, target: Target) -> list[Row]:
     if target.parent_url is not None:  # someone else's server: make our directory over NFS
         async with Client.connect(target.parent_url) as parent:
             await parent.makedirs(target.remote_dir[len(parent.url.path.rstrip("/")) :])
-
     log(
         f"bench: {target.description}, directory {target.remote_dir}; {args.size_mib} MiB, {args.files} files"
     )
-    data = make_data(size)
-    want = sha256_of([data])
-    write = Row(f"write {args.size_mib} MiB", "MB/s")
-    read = Row(f"read {args.size_mib} MiB", "MB/s")
-    stat_seq = Row(f"stat {args.files} files, sequential", "ops/s")
-    stat_conc = Row(f"stat {args.files} files, {args.concurrency} in flight", "ops/s")
-
     client = await in_thread(nfsrs_connect, target.nfsrs_url)
     try:
         async with Client.connect(target.ours_url, rsize=args.rsize, wsize=args.wsize) as nfs:
@@ -222,64 +394,16 @@ async def run(args: argparse.Namespace, target: Target) -> list[Row]:
                 f"bench: ours rsize/wsize {nfs.nfs.maxread}/{nfs.nfs.maxwrite}, {nfs.in_flight} in flight; "
                 f"nfs-rs max_read/max_write {client.io_limits.max_read}/{client.io_limits.max_write}"
             )
-            for rep in range(args.repeat):
-                # take turns, alternating who goes first, so drift on a shared machine hits both alike
-                order = ("ours", "nfsrs") if rep % 2 == 0 else ("nfsrs", "ours")
-                for who in order:
-                    if who == "ours":
-                        rate = write.ours.add(mb, await ours_write(nfs, "ours.bin", data))
-                    else:
-                        rate = write.nfsrs.add(mb, await in_thread(nfsrs_write, client, "nfsrs.bin", data))
-                    if target.local_dir is not None:
-                        local = target.local_dir / f"{who}.bin"
-                        check(f"{who}: file written", await in_thread(sha256_file, local), want)
-                    log(f"  write #{rep + 1} {who}: {rate:,.1f} MB/s")
-                for who in order:
-                    if who == "ours":
-                        elapsed, got = await ours_read(nfs, "ours.bin", size)
-                        rate = read.ours.add(mb, elapsed)
-                    else:
-                        buffer = bytearray(size)  # fresh (zeroed) each time, as our reply buffers are
-                        elapsed, got = await in_thread(nfsrs_read, client, "nfsrs.bin", buffer)
-                        rate = read.nfsrs.add(mb, elapsed)
-                    check(f"{who}: data read back", got, want)
-                    log(f"  read  #{rep + 1} {who}: {rate:,.1f} MB/s")
-
-            if target.local_dir is not None:
-                await in_thread(create_stat_files_on_disk, target.local_dir / STAT_DIR, args.files)
-            else:
-                await create_stat_files_over_nfs(nfs, args.files, args.concurrency)
-            for rep in range(args.repeat):
-                order = ("ours", "nfsrs") if rep % 2 == 0 else ("nfsrs", "ours")
-                for who in order:
-                    if who == "ours":
-                        elapsed, total = await ours_stat_sequential(nfs, names)
-                        rate = stat_seq.ours.add(len(names), elapsed)
-                    else:
-                        elapsed, total = await in_thread(nfsrs_stat_sequential, client, names)
-                        rate = stat_seq.nfsrs.add(len(names), elapsed)
-                    if total != want_stat:
-                        raise AssertionError(f"{who}: stat sizes add up to {total}, expected {want_stat}")
-                    log(f"  stat  #{rep + 1} {who}: {rate:,.0f} ops/s")
-                for who in order:
-                    if who == "ours":
-                        elapsed, total = await ours_stat_concurrent(nfs, names, args.concurrency)
-                        rate = stat_conc.ours.add(len(names), elapsed)
-                    else:
-                        elapsed, total = await in_thread(
-                            nfsrs_stat_concurrent, target.nfsrs_url, names, args.concurrency
-                        )
-                        rate = stat_conc.nfsrs.add(len(names), elapsed)
-                    if total != want_stat:
-                        raise AssertionError(f"{who}: stat sizes add up to {total}, expected {want_stat}")
-                    log(f"  stat* #{rep + 1} {who}: {rate:,.0f} ops/s")
+            with tempfile.TemporaryDirectory(prefix="pynfsrdma-bench-") as scratch:
+                rows = await Transfers(args, target, nfs, client, Path(scratch)).run()
+            rows += await stat_rows(args, target, nfs, client)
     finally:
         await in_thread(client.close)
         if target.parent_url is not None:
             with trio.CancelScope(shield=True):
                 async with Client.connect(target.parent_url) as parent:
                     await parent.rmtree(target.remote_dir[len(parent.url.path.rstrip("/")) :])
-    return [write, read, stat_seq, stat_conc]
+    return rows
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -16,8 +16,10 @@ from pynfsrdma.testbed import Ganesha
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bench" / "bench_api.py"
 OPERATIONS = (
-    "write 4 MiB",
-    "read 4 MiB",
+    "write 4 MiB from memory",
+    "read 4 MiB into memory",
+    "put 4 MiB (local file to NFS)",
+    "get 4 MiB (NFS to local file)",
     "stat 200 files, sequential",
     "stat 200 files, 8 in flight",
 )
