@@ -405,6 +405,7 @@ class Responder:
     finished: ConnectionStats = field(default_factory=ConnectionStats)
     accepted: int = 0
     _drop_replies: int = 0
+    _pass_replies: int = 0
     _scope: trio.CancelScope = field(default_factory=trio.CancelScope)
 
     @property
@@ -427,16 +428,21 @@ class Responder:
             c.kill()
         return len(live)
 
-    def drop_replies(self, count: int = 1) -> None:
-        """The next ``count`` replies from the server are not delivered: the connection that
-        should carry each is dropped instead (the call was executed; the requester must resend)."""
-        self._drop_replies += count
+    def drop_replies(self, count: int = 1, after: int = 0) -> None:
+        """After ``after`` more replies, the next ``count`` replies from the server are not
+        delivered: the connection that should carry each is dropped instead (the server executed
+        the call; the requester must send it again)."""
+        self._pass_replies = after
+        self._drop_replies = count
 
     def take_dropped_reply(self) -> bool:
-        if self._drop_replies > 0:
-            self._drop_replies -= 1
-            return True
-        return False
+        if self._drop_replies <= 0:
+            return False
+        if self._pass_replies > 0:
+            self._pass_replies -= 1
+            return False
+        self._drop_replies -= 1
+        return True
 
     def _private_data(self, request: bytes) -> bytes:
         return self.settings.private_data().encode()

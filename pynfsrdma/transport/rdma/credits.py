@@ -83,6 +83,12 @@ class CreditGate(Generic[T]):
         self.granted = 1
         return self._admit()
 
+    def drain(self) -> list[T]:
+        """The connection is gone: every queued call, to be woken and failed (none is admitted)."""
+        out = list(self._waiting)
+        self._waiting.clear()
+        return out
+
     def _admit(self) -> list[T]:
         out = []
         while self._waiting and self.in_flight < self.granted:

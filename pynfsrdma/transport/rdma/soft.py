@@ -208,7 +208,9 @@ class SoftConnection(Connection):
         data: Sequence[Buffer],
         sink: memoryview | None = None,
     ) -> None:
-        self._check()
+        if self._error is not None:
+            await trio.lowlevel.checkpoint()  # a failed queue pair still yields to the scheduler
+            raise self._error
         wr_id = self._next_id
         self._next_id = (wr_id + 1) & 0xFFFFFFFF or 1
         pending = _Pending(sink)

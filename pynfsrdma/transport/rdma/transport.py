@@ -110,6 +110,7 @@ class RdmaTransport(Transport):
         self._tx, self._rx = trio.open_memory_channel[Unpacker | BaseException](math.inf)
         self._closed = False
         self.stats = RdmaStats()
+        self._dead: TransportError | None = None  # the connection failed: every call fails
         self._host: _Host | None = None
         self._recv_regions = [
             conn.register(bytearray(thresholds.recv), Access.LOCAL_WRITE) for _ in range(credits + 2)
@@ -165,7 +166,11 @@ class RdmaTransport(Transport):
         return t
 
     def _crashed(self, exc: BaseException) -> None:
-        self._tx.send_nowait(ConnectionLost(f"RDMA transport failed: {exc!r}", self.peer))
+        err = ConnectionLost(f"RDMA transport failed: {exc!r}", self.peer)
+        self._dead = err
+        self._tx.send_nowait(err)
+        for ev in self.gate.drain():
+            ev.set()
 
     # -- sending ----------------------------------------------------------------------------------
     async def _acquire_credit(self) -> None:
@@ -175,10 +180,12 @@ class RdmaTransport(Transport):
         try:
             await ev.wait()
         except BaseException:
-            if not self.gate.cancel(ev):  # admitted meanwhile: give the credit back
+            if not self.gate.cancel(ev) and self._dead is None:  # admitted meanwhile: give it back
                 for admitted in self.gate.release():
                     admitted.set()
             raise
+        if self._dead is not None:  # woken because the connection is gone
+            raise ConnectionLost(str(self._dead)) from self._dead
 
     def _register(self, plan: CallPlan) -> tuple[list[MemoryRegion], list[Registration]]:
         regions: list[MemoryRegion] = []
@@ -197,6 +204,11 @@ class RdmaTransport(Transport):
             self.conn.deregister(r)
 
     async def send_call(self, xid: int, msg: Packer, hints: ReplyHints = NO_HINTS) -> None:
+        # a schedule point even when the connection is already dead, so that a caller that resends
+        # at once lets the receive loop report the loss
+        await trio.lowlevel.checkpoint()
+        if self._dead is not None:
+            raise ConnectionLost(str(self._dead)) from self._dead
         if self._closed:
             raise ConnectionLost("transport closed", self.peer)
         await self._acquire_credit()
@@ -225,8 +237,9 @@ class RdmaTransport(Transport):
                 gone = self._outstanding.pop(xid, None)
                 if gone is not None:
                     self._release_regions(gone)
-                for admitted in self.gate.release():
-                    admitted.set()
+                if self._dead is None:  # a dead connection's gate is not used again
+                    for admitted in self.gate.release():
+                        admitted.set()
 
     async def send_reply(self, xid: int, msg: Packer) -> None:
         segs = msg.segments()
@@ -270,8 +283,9 @@ class RdmaTransport(Transport):
                     self._tx.send_nowait(msg)
         except (TransportError, RpcRdmaError) as e:
             err = e if isinstance(e, TransportError) else ProtocolViolation(str(e), self.peer)
+            self._dead = err
             self._tx.send_nowait(err)
-            for ev in self.gate.reset():
+            for ev in self.gate.drain():
                 ev.set()
 
     def _handle(self, data: bytes) -> Unpacker | None:
