@@ -21,7 +21,9 @@ MOUNT_HELP = """mount options (comma-separated, several -o allowed), as nfs(5) n
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "mount", help="mount an NFSv4.1 export with FUSE", epilog=MOUNT_HELP,
+        "mount",
+        help="mount an NFSv4.1 export with FUSE",
+        epilog=MOUNT_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("url", help="nfs://host[:port]/export[/dir] or host:/export")
@@ -38,8 +40,13 @@ def register(subparsers: Any) -> None:
 def cmd_mount(args: argparse.Namespace) -> int:
     from ..fuse.mount import mount
 
-    return mount(args.url, args.mountpoint, args.mount_options, foreground=args.foreground,
-                 verbose=getattr(args, "verbose", 0))
+    return mount(
+        args.url,
+        args.mountpoint,
+        args.mount_options,
+        foreground=args.foreground,
+        verbose=getattr(args, "verbose", 0),
+    )
 
 
 def cmd_umount(args: argparse.Namespace) -> int:

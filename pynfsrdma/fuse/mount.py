@@ -94,6 +94,7 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
 
     from .operations import NFSOperations
 
+    logging.getLogger("pyfuse3").setLevel(max(logging.INFO, logging.getLogger().getEffectiveLevel()))
     o = req.options
     cred = auth_sys(o.squash_uid, o.squash_gid or 0) if o.squash_uid is not None else auth_sys(0, 0)
     timeout = min(MOUNT_TIMEOUT, max(o.timeo_seconds * (o.retrans + 1), 1.0))
@@ -190,8 +191,9 @@ def _detach(o: MountOptions) -> None:
     os.close(fd)
 
 
-def mount(source: str, mountpoint: str, option_texts: Sequence[str] = (), foreground: bool = False,
-          verbose: int = 0) -> int:
+def mount(
+    source: str, mountpoint: str, option_texts: Sequence[str] = (), foreground: bool = False, verbose: int = 0
+) -> int:
     """Mount; in the background (default), return once the mount is up or has failed."""
     req = prepare(source, mountpoint, option_texts)
     if foreground:
@@ -222,8 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.ready_fd is not None:
         os.set_inheritable(a.ready_fd, False)  # not to fusermount3 (auto_unmount), which outlives us
-    logging.basicConfig(level=logging.WARNING - 10 * min(a.verbose, 2),
-                        format="pynfsrdma-mount: %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING - 10 * min(a.verbose, 2),
+        format="pynfsrdma-mount: %(levelname)s %(name)s: %(message)s",
+    )
     try:
         req = prepare(a.source, a.mountpoint, a.options)
     except (OptionError, MountError) as e:

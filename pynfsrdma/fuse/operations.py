@@ -108,8 +108,9 @@ class NFSOperations(pyfuse3.Operations):
     enable_writeback_cache = False
     supports_dot_lookup = True
 
-    def __init__(self, nfs: NFSv4, root_fh: bytes, root_attrs: FileAttrs, opts: MountOptions,
-                 nursery: trio.Nursery) -> None:
+    def __init__(
+        self, nfs: NFSv4, root_fh: bytes, root_attrs: FileAttrs, opts: MountOptions, nursery: trio.Nursery
+    ) -> None:
         super().__init__()
         self.nfs = nfs
         self.opts = opts
@@ -122,9 +123,11 @@ class NFSOperations(pyfuse3.Operations):
         self._ids = itertools.count(1)
         self._silly = itertools.count(1)
         self._groups: cachetools.TTLCache[tuple[int, int, int], tuple[int, ...]] = cachetools.TTLCache(
-            maxsize=4096, ttl=GROUPS_TTL)
-        self._squash = (auth_sys(opts.squash_uid, opts.squash_gid or 0, ())
-                        if opts.squash_uid is not None else None)
+            maxsize=4096, ttl=GROUPS_TTL
+        )
+        self._squash = (
+            auth_sys(opts.squash_uid, opts.squash_gid or 0, ()) if opts.squash_uid is not None else None
+        )
         self.invalidations = 0
 
     # -- helpers --------------------------------------------------------------------------------------
@@ -214,8 +217,9 @@ class NFSOperations(pyfuse3.Operations):
 
     # -- names ----------------------------------------------------------------------------------------
     @fuse_errors
-    async def lookup(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext
-                     ) -> pyfuse3.EntryAttributes:
+    async def lookup(
+        self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
         parent = self._inode(parent_inode)
         n = os.fsdecode(name)
         cred = self.cred(ctx)
@@ -270,8 +274,14 @@ class NFSOperations(pyfuse3.Operations):
         return self.nfs.client.machine_cred
 
     @fuse_errors
-    async def setattr(self, inode: int, attr: pyfuse3.EntryAttributes, fields: pyfuse3.SetattrFields,
-                      fh: int | None, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+    async def setattr(
+        self,
+        inode: int,
+        attr: pyfuse3.EntryAttributes,
+        fields: pyfuse3.SetattrFields,
+        fh: int | None,
+        ctx: pyfuse3.RequestContext,
+    ) -> pyfuse3.EntryAttributes:
         self._check_rw()
         node = self._inode(inode)
         cred = self.cred(ctx)
@@ -287,16 +297,20 @@ class NFSOperations(pyfuse3.Operations):
         if fields.update_mtime:
             kw["mtime_ns"] = attr.st_mtime_ns
         stateid = None
+        await self._sync_inode(node)  # gathered writes go first: a later WRITE would undo times or size
         if fields.update_size:
             kw["size"] = attr.st_size
-            await self._sync_inode(node)  # gathered writes go before the new size
             h = self.files.get(fh) if fh is not None else None
-            shared = h.shared if h is not None else next(
-                (s for s in node.shared.values() if s.of.access & c.OPEN4_SHARE_ACCESS_WRITE), None)
+            shared = (
+                h.shared
+                if h is not None
+                else next((s for s in node.shared.values() if s.of.access & c.OPEN4_SHARE_ACCESS_WRITE), None)
+            )
             if shared is not None:
                 stateid = shared.of.stateid
         if not kw:
             return await self.getattr(inode, ctx)
+        log.debug("setattr ino=%d fh=%s %s", inode, fh, kw)
         attrs = await self.nfs.setattr(node.fh, cred, stateid=stateid, **kw)
         self.inodes.refresh(node, attrs, self._now())
         if fields.update_size:
@@ -341,8 +355,9 @@ class NFSOperations(pyfuse3.Operations):
         return s
 
     # -- creating and removing ------------------------------------------------------------------------
-    async def _create(self, parent_inode: int, name: bytes, ftype: int, ctx: pyfuse3.RequestContext,
-                      **kw: Any) -> pyfuse3.EntryAttributes:
+    async def _create(
+        self, parent_inode: int, name: bytes, ftype: int, ctx: pyfuse3.RequestContext, **kw: Any
+    ) -> pyfuse3.EntryAttributes:
         self._check_rw()
         parent = self._inode(parent_inode)
         n = os.fsdecode(name)
@@ -351,30 +366,38 @@ class NFSOperations(pyfuse3.Operations):
         return self._entry(self._learn(fh, attrs))
 
     @fuse_errors
-    async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx: pyfuse3.RequestContext
-                    ) -> pyfuse3.EntryAttributes:
+    async def mkdir(
+        self, parent_inode: int, name: bytes, mode: int, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
         return await self._create(parent_inode, name, c.NF4DIR, ctx, mode=mode & 0o7777)
 
     @fuse_errors
-    async def symlink(self, parent_inode: int, name: bytes, target: bytes, ctx: pyfuse3.RequestContext
-                      ) -> pyfuse3.EntryAttributes:
+    async def symlink(
+        self, parent_inode: int, name: bytes, target: bytes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
         return await self._create(parent_inode, name, c.NF4LNK, ctx, mode=0o777, linkdata=target)
 
     @fuse_errors
-    async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int,
-                    ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+    async def mknod(
+        self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
         fmt = stat.S_IFMT(mode)
         perm = mode & 0o7777
         if fmt == stat.S_IFREG:
             fi, entry = await self._open_create(parent_inode, name, perm, os.O_WRONLY | os.O_CREAT, ctx)
             await self.release(fi.fh)
             return entry
-        types = {stat.S_IFIFO: c.NF4FIFO, stat.S_IFSOCK: c.NF4SOCK, stat.S_IFCHR: c.NF4CHR,
-                 stat.S_IFBLK: c.NF4BLK}
+        types = {
+            stat.S_IFIFO: c.NF4FIFO,
+            stat.S_IFSOCK: c.NF4SOCK,
+            stat.S_IFCHR: c.NF4CHR,
+            stat.S_IFBLK: c.NF4BLK,
+        }
         if fmt not in types:
             raise pyfuse3.FUSEError(errno.EINVAL)
-        return await self._create(parent_inode, name, types[fmt], ctx, mode=perm,
-                                  rdev=(os.major(rdev), os.minor(rdev)))
+        return await self._create(
+            parent_inode, name, types[fmt], ctx, mode=perm, rdev=(os.major(rdev), os.minor(rdev))
+        )
 
     async def _open_target(self, dir_fh: bytes, name: str, cred: Credential) -> Inode | None:
         """The inode of ``name`` if some FUSE handle has it open (only asked when anything is open)."""
@@ -417,8 +440,15 @@ class NFSOperations(pyfuse3.Operations):
         self._modified_dir(parent, n)
 
     @fuse_errors
-    async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int, name_new: bytes,
-                     flags: int, ctx: pyfuse3.RequestContext) -> None:
+    async def rename(
+        self,
+        parent_inode_old: int,
+        name_old: bytes,
+        parent_inode_new: int,
+        name_new: bytes,
+        flags: int,
+        ctx: pyfuse3.RequestContext,
+    ) -> None:
         if flags:
             raise pyfuse3.FUSEError(errno.EINVAL)  # NFSv4 RENAME can neither exchange nor refuse to replace
         self._check_rw()
@@ -433,8 +463,9 @@ class NFSOperations(pyfuse3.Operations):
         self._modified_dir(dst, new)
 
     @fuse_errors
-    async def link(self, inode: int, new_parent_inode: int, new_name: bytes, ctx: pyfuse3.RequestContext
-                   ) -> pyfuse3.EntryAttributes:
+    async def link(
+        self, inode: int, new_parent_inode: int, new_name: bytes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
         self._check_rw()
         node = self._inode(inode)
         parent = self._inode(new_parent_inode)
@@ -457,12 +488,14 @@ class NFSOperations(pyfuse3.Operations):
             self.nfs.opens.pop(id(of), None)
         if shared.of.access & c.OPEN4_SHARE_ACCESS_WRITE and shared.writer is None:
             stable = c.FILE_SYNC4 if self.opts.noac else c.UNSTABLE4
-            shared.writer = WriteBack(self.nfs, shared.of, shared.cred, self.nursery, self.nfs.maxwrite,
-                                      stable=stable)
+            shared.writer = WriteBack(
+                self.nfs, shared.of, shared.cred, self.nursery, self.nfs.maxwrite, stable=stable
+            )
         return shared
 
-    def _handle(self, node: Inode, shared: SharedOpen, access: int, cred: Credential, keep: bool
-                ) -> pyfuse3.FileInfo:
+    def _handle(
+        self, node: Inode, shared: SharedOpen, access: int, cred: Credential, keep: bool
+    ) -> pyfuse3.FileInfo:
         shared.refs += 1
         node.opens += 1
         fid = next(self._ids)
@@ -503,16 +536,24 @@ class NFSOperations(pyfuse3.Operations):
             node.data_change = a.change
         return fi
 
-    async def _open_create(self, parent_inode: int, name: bytes, mode: int, flags: int,
-                           ctx: pyfuse3.RequestContext) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+    async def _open_create(
+        self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: pyfuse3.RequestContext
+    ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         self._check_rw()
         parent = self._inode(parent_inode)
         n = os.fsdecode(name)
         cred = self.cred(ctx)
         access = share_access(flags)
-        of = await self.nfs.open(parent.fh, n, cred, access=access, create=True,
-                                 exclusive=bool(flags & os.O_EXCL), truncate=bool(flags & os.O_TRUNC),
-                                 mode=mode & 0o7777)
+        of = await self.nfs.open(
+            parent.fh,
+            n,
+            cred,
+            access=access,
+            create=True,
+            exclusive=bool(flags & os.O_EXCL),
+            truncate=bool(flags & os.O_TRUNC),
+            mode=mode & 0o7777,
+        )
         self._modified_dir(parent, n)
         if of.attrs is None:
             of.attrs = await self.nfs.getattr(of.fh, cred)
@@ -522,8 +563,9 @@ class NFSOperations(pyfuse3.Operations):
         return self._handle(node, shared, access, cred, keep), self._entry(node)
 
     @fuse_errors
-    async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
-                     ctx: pyfuse3.RequestContext) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+    async def create(
+        self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: pyfuse3.RequestContext
+    ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         return await self._open_create(parent_inode, name, mode, flags, ctx)
 
     def _file(self, fh: int) -> FileHandle:
@@ -585,6 +627,7 @@ class NFSOperations(pyfuse3.Operations):
     @fuse_errors
     async def flush(self, fh: int) -> None:
         h = self._file(fh)
+        log.debug("flush fh=%d ino=%d written=%s", fh, h.inode.ino, h.written)
         if h.written and h.shared.writer is not None:
             await h.shared.writer.flush()  # close(2) reports write errors, and the data is stable
 
@@ -600,6 +643,7 @@ class NFSOperations(pyfuse3.Operations):
         if h is None:
             return
         node, shared = h.inode, h.shared
+        log.debug("release fh=%d ino=%d refs=%d", fh, node.ino, shared.refs)
         node.opens -= 1
         shared.refs -= 1
         try:
@@ -656,7 +700,8 @@ class NFSOperations(pyfuse3.Operations):
                 h.pending = []
             else:
                 entries, h.verifier, eof = await self.nfs.readdir(
-                    h.inode.fh, h.cred, cookie, h.verifier if cookie else bytes(VERIFIER_SIZE))
+                    h.inode.fh, h.cred, cookie, h.verifier if cookie else bytes(VERIFIER_SIZE)
+                )
             for i, e in enumerate(entries):
                 if e.fh is None or e.attrs is None:  # the server gave no handle: look it up
                     fh_, attrs = await self.nfs.lookup(h.inode.fh, e.name, h.cred)

@@ -109,8 +109,9 @@ class WriteBack:
         try:
             pos = 0
             while pos < len(data):
-                count, committed, verf = await self.nfs.write(self.of, offset + pos, data[pos:], self.cred,
-                                                              self.stable)
+                count, committed, verf = await self.nfs.write(
+                    self.of, offset + pos, data[pos:], self.cred, self.stable
+                )
                 self.writes_sent += 1
                 if count <= 0:
                     raise OSError(errno.EIO, "the server wrote nothing")
@@ -147,6 +148,12 @@ class WriteBack:
                 self._uncommitted_bytes = sum(len(d) for _, d, _ in self._uncommitted)
                 raise
             lost = [(o, d) for o, d, v in pending if v != verf]
+            if lost:
+                log.info(
+                    "COMMIT verifier %s differs from WRITE verifier(s) %s: resending",
+                    verf.hex(),
+                    sorted({v.hex() for _, _, v in pending}),
+                )
             for o, d in lost:  # the server restarted between WRITE and COMMIT: send them again
                 self.resends += 1
                 await self._send(o, d)
