@@ -285,7 +285,8 @@ class Session:
                 if deadline is not None and trio.current_time() >= deadline:
                     raise ServerUnreachable(f"{path.address}: no reply after {tries} tries") from e
                 continue
-            except TransportError as e:
+            except (TransportError, trio.ClosedResourceError) as e:
+                # (ClosedResourceError: the connection was dropped, as stalled, during our send)
                 if pin is not None:
                     raise
                 log.info("%s: connection lost with slot %d seq %d in flight (%s); resending",
