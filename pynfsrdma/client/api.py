@@ -26,9 +26,9 @@ from ..rpc.auth import Credential, auth_sys
 from ..session.client_id import ClientID, SessionOptions
 from ..session.paths import Path
 from ..session.session import RetryPolicy
-from ..trunking import Trunking, TrunkingOptions
 from ..transport.base import Transport
 from ..transport.tcp import TcpTransport
+from ..trunking import Trunking, TrunkingOptions
 from .attributes import FileAttrs, FsStat
 from .nfs4 import NFSv4, OpenFile
 from .url import NfsURL, URLError, parse_url
