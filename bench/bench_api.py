@@ -248,16 +248,22 @@ async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 async def nfsrs_call(fn: Callable[..., Any], *args: Any) -> Any:
-    """Run an nfs-rs measurement in a worker thread. nfs-rs hands some transient server answers
-    (NFS4ERR_DELAY under load) to the caller as NfsRetryableError instead of retrying: the whole
-    measurement is then run again (and timed afresh), as its documentation says to."""
+    """Run an nfs-rs measurement in a worker thread. Under load nfs-rs sometimes hands a transient
+    failure to the caller (NfsRetryableError, or NfsUncertainOutcomeError for a WRITE) instead of
+    retrying itself: the whole measurement is then run again, timed afresh, and the failure logged."""
     for attempt in range(1, NFSRS_ATTEMPTS + 1):
         try:
             return await in_thread(fn, *args)
-        except nfs_rs.NfsRetryableError as e:
+        except (nfs_rs.NfsRetryableError, nfs_rs.NfsUncertainOutcomeError) as e:
+            # both leave nothing to undo here: every measurement rewrites or rereads a whole file
             if attempt == NFSRS_ATTEMPTS:
                 raise
-            log(f"  nfs-rs {fn.__name__}: {e!r} ({getattr(e, 'code_name', '?')}); measuring again")
+            detail = ", ".join(
+                f"{k}={getattr(e, k)!r}"
+                for k in ("code_name", "operation", "completed_bytes")
+                if hasattr(e, k)
+            )
+            log(f"  nfs-rs {fn.__name__}: {e!r} ({detail}; cause {e.__cause__!r}); measuring again")
             await trio.sleep(0.1 * attempt)
     raise AssertionError("unreachable")
 
