@@ -261,7 +261,9 @@ class ResponderConnection:
                 st.max_outstanding = max(st.max_outstanding, st.outstanding)
                 if st.outstanding > self.credits:
                     st.credit_overruns += 1
-                    log.warning("%s: %d calls outstanding, %d granted", self.conn.peer, st.outstanding, self.credits)
+                    log.warning(
+                        "%s: %d calls outstanding, %d granted", self.conn.peer, st.outstanding, self.credits
+                    )
                     self.kill()
                     return
             self._spawn(nursery, self._forward, call, is_reply)
@@ -346,14 +348,18 @@ class ResponderConnection:
             await self._send_error(pending.call.xid, ERR_CHUNK)
             return
         if self.responder.take_dropped_reply():
-            log.info("%s: dropping the connection instead of replying to %#x", self.conn.peer, pending.call.xid)
+            log.info(
+                "%s: dropping the connection instead of replying to %#x", self.conn.peer, pending.call.xid
+            )
             self.kill()
             return
         for seg, data in enc.rdma_writes:
             await self.conn.rdma_write([data], seg.handle, seg.offset)
             st.rdma_writes += 1
             st.rdma_write_bytes += data.nbytes
-        st.write_chunks_filled += sum(1 for c in enc.header.chunks.rdma_writes if any(s.length for s in c.target))
+        st.write_chunks_filled += sum(
+            1 for c in enc.header.chunks.rdma_writes if any(s.length for s in c.target)
+        )
         if enc.header.proc == RDMA_NOMSG:
             st.reply_chunks_used += 1
         # the credit comes back as the reply leaves: the requester may send its next call as soon
@@ -366,7 +372,9 @@ class ResponderConnection:
     async def _relay_callback(self, xid: int, message: memoryview) -> None:
         hdr = encode_rdma_msg(make_msg(xid, self.credits, RDMA_MSG)).getvalue()
         if len(hdr) + message.nbytes > self.thresholds.send:
-            log.warning("%s: %d-byte callback exceeds the inline threshold; dropped", self.conn.peer, message.nbytes)
+            log.warning(
+                "%s: %d-byte callback exceeds the inline threshold; dropped", self.conn.peer, message.nbytes
+            )
             return
         self.stats.callbacks_relayed += 1
         self.stats.sends += 1
@@ -375,7 +383,13 @@ class ResponderConnection:
     async def _send_error(self, xid: int, err: int) -> None:
         self.stats.rdma_errors_sent += 1
         self.stats.sends += 1
-        await self.conn.send([encode_rdma_msg(make_error(xid, self.credits, ERR_VERS if err == ERR_VERS else ERR_CHUNK)).getvalue()])
+        await self.conn.send(
+            [
+                encode_rdma_msg(
+                    make_error(xid, self.credits, ERR_VERS if err == ERR_VERS else ERR_CHUNK)
+                ).getvalue()
+            ]
+        )
 
 
 def _msg_type(inline: memoryview) -> int:
@@ -457,7 +471,10 @@ class Responder:
                 self.connections.append(rc)
                 log.info(
                     "%s: connected (send %d, receive %d, peer private data: %s)",
-                    conn.peer, thresholds.send, thresholds.recv, thresholds.peer_sent_message,
+                    conn.peer,
+                    thresholds.send,
+                    thresholds.recv,
+                    thresholds.peer_sent_message,
                 )
                 nursery.start_soon(self._serve, rc)
 
@@ -578,7 +595,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m pynfsrdma.testbed.rdma_responder",
         description="RPC-over-RDMA responder forwarding to an NFS server over TCP",
     )
-    ap.add_argument("--listen", type=_host_port, required=True, help="HOST:PORT to accept RDMA on (port 0: any)")
+    ap.add_argument(
+        "--listen", type=_host_port, required=True, help="HOST:PORT to accept RDMA on (port 0: any)"
+    )
     ap.add_argument("--target", type=_host_port, required=True, help="HOST:PORT of the NFS server (TCP)")
     ap.add_argument("--provider", default="soft", help="verbs provider: soft or pyverbs")
     ap.add_argument("--credits", type=int, default=DEFAULT_CREDITS)

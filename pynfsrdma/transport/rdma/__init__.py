@@ -72,7 +72,9 @@ async def connect_rdma(
     provider = make_provider(opts.get("provider"))
     credits = _int_option(opts, "credits", DEFAULT_CREDITS, 1)
     inline = _int_option(opts, "inline", DEFAULT_INLINE, 1024)
-    return await RdmaTransport.open(provider, host, port, timeout=timeout, credits=credits, inline_size=inline)
+    return await RdmaTransport.open(
+        provider, host, port, timeout=timeout, credits=credits, inline_size=inline
+    )
 
 
 __all__ = ["PROVIDERS", "connect_rdma", "make_provider"]

@@ -1,0 +1,466 @@
+"""A verbs provider on pyverbs (librdmacm + libibverbs) for real RDMA devices (and soft-RoCE/siw).
+
+UNPROVEN AGAINST HARDWARE: this machine has no RDMA device; the code follows pyverbs' API
+(56.x) and is exercised only up to the "no RDMA device" check here. A later issue runs it in a VM
+against the kernel's NFS/RDMA server.
+
+Never blocking the event loop: pyverbs' blocking calls hold the GIL, so every wait is on a file
+descriptor from trio (``trio.lowlevel.wait_readable``), and a blocking call is made only once its
+descriptor is readable:
+
+* the connection manager runs in asynchronous mode on a :class:`CMEventChannel`; ``CMEvent(ch)``
+  is read only when the channel's descriptor is readable;
+* one completion queue per connection, bound to a :class:`CompChannel`; after each notification
+  the queue is drained with non-blocking ``poll`` and re-armed (``req_notify``).
+
+pyverbs exposes neither descriptor, so each is found as the one that appeared in
+``/proc/self/fd`` while the channel was created (``/dev/infiniband/rdma_cm`` for the CM channel,
+the ``[infinibandevent]`` anonymous inode for the completion channel).
+
+pyverbs' ``post_*`` calls take no work request context, so completions are matched by order:
+an RC queue pair completes its send-queue work requests in the order they were posted (every one
+signalled), and receives in the order they were posted. A failed completion moves the queue pair
+to the error state and flushes the rest, which is how faults reach every pending operation.
+
+RFC 8797 private data goes in ``ConnParam.set_private_data`` (pyverbs 56 has it); the peer's comes
+from the ESTABLISHED (active side) or CONNECT_REQUEST (passive side) event.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+import trio
+
+from ..base import ConnectionLost, ConnectRefused
+from .provider import (
+    Access,
+    Buffer,
+    Connection,
+    Listener,
+    MemoryRegion,
+    NoRdmaDevice,
+    PrivateDataReply,
+    Provider,
+    ProviderError,
+    Received,
+    ReceiverNotReady,
+    RemoteAccessError,
+)
+
+RESOLVE_TIMEOUT_MS = 2000
+QUEUE_DEPTH = 128
+
+
+def _load_pyverbs() -> dict[str, Any]:
+    """The pyverbs modules, or :class:`NoRdmaDevice` saying why they cannot be used here."""
+    try:
+        import pyverbs.cm_enums as cme
+        import pyverbs.cmid as cmid
+        import pyverbs.cq as cq
+        import pyverbs.device as device
+        import pyverbs.enums as enums
+        import pyverbs.mr as mr
+        import pyverbs.qp as qp
+        from pyverbs.pyverbs_error import PyverbsError
+    except ImportError as e:
+        raise NoRdmaDevice(f"no RDMA device: pyverbs is not installed ({e})") from e
+    try:
+        devices = device.get_device_list()
+    except PyverbsError as e:
+        raise NoRdmaDevice(f"no RDMA device: {e}") from e
+    if not devices:
+        raise NoRdmaDevice("no RDMA device: the device list is empty")
+    return {"cmid": cmid, "cq": cq, "enums": enums, "mr": mr, "qp": qp, "cme": cme, "error": PyverbsError}
+
+
+def open_pyverbs_provider() -> PyverbsProvider:
+    """A pyverbs provider; raises :class:`NoRdmaDevice` when pyverbs or a device is missing."""
+    return PyverbsProvider(_load_pyverbs())
+
+
+# -- descriptors pyverbs does not expose ----------------------------------------------------------
+def _fds() -> dict[int, str]:
+    out = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            out[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+    return out
+
+
+def _new_fd(before: dict[int, str], wanted: Callable[[str], bool], what: str) -> int:
+    fresh = [fd for fd, target in _fds().items() if wanted(target) and before.get(fd) != target]
+    if len(fresh) != 1:
+        raise ProviderError(f"cannot find the file descriptor of the {what} ({len(fresh)} candidates)")
+    return fresh[0]
+
+
+# -- memory -------------------------------------------------------------------------------------
+class _PinnedBuffer:
+    """The address of a Python buffer, held (PyObject_GetBuffer) while it is registered."""
+
+    class _PyBuffer(ctypes.Structure):
+        _fields_ = [
+            ("buf", ctypes.c_void_p), ("obj", ctypes.py_object), ("len", ctypes.c_ssize_t),
+            ("itemsize", ctypes.c_ssize_t), ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
+            ("format", ctypes.c_char_p), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+            ("suboffsets", ctypes.c_void_p), ("internal", ctypes.c_void_p),
+        ]  # fmt: skip
+
+    def __init__(self, view: memoryview) -> None:
+        self._pb = self._PyBuffer()
+        get = ctypes.pythonapi.PyObject_GetBuffer
+        get.argtypes = [ctypes.py_object, ctypes.POINTER(self._PyBuffer), ctypes.c_int]
+        if get(view, ctypes.byref(self._pb), 0) != 0:
+            raise ProviderError("cannot take the address of a buffer to register")
+        self.address = int(self._pb.buf or 0)
+        self.length = int(self._pb.len)
+
+    def release(self) -> None:
+        if self._pb is not None:
+            rel = ctypes.pythonapi.PyBuffer_Release
+            rel.argtypes = [ctypes.POINTER(self._PyBuffer)]
+            rel(ctypes.byref(self._pb))
+            self._pb = None  # type: ignore[assignment]
+
+
+class _PvRegion(MemoryRegion):
+    __slots__ = ("mr", "pin")
+    mr: Any  # the pyverbs MR
+    pin: _PinnedBuffer
+
+
+# -- one connection -----------------------------------------------------------------------------
+class PyverbsConnection(Connection):
+    supports_remote_invalidation: ClassVar[bool] = True
+
+    def __init__(
+        self, pv: dict[str, Any], cmid: Any, channel_fd: int, peer: str, peer_private_data: bytes
+    ) -> None:
+        self._pv = pv
+        self.cmid = cmid
+        self.channel_fd = channel_fd
+        self.peer = peer
+        self.peer_private_data = peer_private_data
+        self.cq: Any = None
+        self.comp_channel: Any = None
+        self.comp_fd = -1
+        self._send_queue: deque[tuple[trio.Event, list[BaseException | None], Any]] = deque()
+        self._recv_queue: deque[MemoryRegion] = deque()
+        self._completions_tx, self._completions_rx = trio.open_memory_channel[Received | BaseException](
+            QUEUE_DEPTH * 2
+        )
+        self._regions: dict[int, _PvRegion] = {}
+        self._error: BaseException | None = None
+        self._closed = False
+
+    # queue pair set-up (before connect/accept)
+    def create_qp(self) -> None:
+        pv = self._pv
+        before = _fds()
+        self.comp_channel = pv["cq"].CompChannel(self.cmid.context)
+        self.comp_fd = _new_fd(before, lambda t: "infinibandevent" in t, "completion channel")
+        self.cq = pv["cq"].CQ(self.cmid.context, QUEUE_DEPTH * 2, None, self.comp_channel, 0)
+        self.cq.req_notify()
+        cap = pv["qp"].QPCap(max_send_wr=QUEUE_DEPTH, max_recv_wr=QUEUE_DEPTH, max_send_sge=1, max_recv_sge=1)
+        init = pv["qp"].QPInitAttr(
+            qp_type=pv["enums"].IBV_QPT_RC, scq=self.cq, rcq=self.cq, cap=cap, sq_sig_all=1
+        )
+        self.cmid.create_qp(init)
+
+    # memory
+    def register(self, buffer: Buffer, access: Access) -> MemoryRegion:
+        view = memoryview(buffer).cast("B")
+        if access & (Access.LOCAL_WRITE | Access.REMOTE_WRITE) and view.readonly:
+            raise ValueError("writable access needs a writable buffer")
+        e = self._pv["enums"]
+        flags = 0
+        if access & Access.LOCAL_WRITE:
+            flags |= e.IBV_ACCESS_LOCAL_WRITE
+        if access & Access.REMOTE_WRITE:
+            flags |= e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_LOCAL_WRITE
+        if access & Access.REMOTE_READ:
+            flags |= e.IBV_ACCESS_REMOTE_READ
+        pin = _PinnedBuffer(view)
+        try:
+            mr = self._pv["mr"].MR(self.cmid.pd, max(pin.length, 1), flags, address=pin.address)
+        except self._pv["error"] as err:
+            pin.release()
+            raise ProviderError(f"memory registration failed: {err}", self.peer) from err
+        region = _PvRegion(mr.rkey, pin.address, view, access)
+        region.mr = mr
+        region.pin = pin
+        self._regions[mr.rkey] = region
+        return region
+
+    def invalidate(self, region: MemoryRegion) -> None:
+        # no memory windows here: invalidating means deregistering (the rkey then fails remotely)
+        self.deregister(region)
+
+    def deregister(self, region: MemoryRegion) -> None:
+        region.valid = False
+        r = self._regions.pop(region.handle, None)
+        if r is not None:
+            r.mr.close()
+            r.pin.release()
+
+    # two-sided
+    def post_recv(self, region: MemoryRegion) -> None:
+        self._check()
+        if not isinstance(region, _PvRegion) or not region.access & Access.LOCAL_WRITE:
+            raise ValueError("receive buffers must be registered with LOCAL_WRITE")
+        self.cmid.post_recv(region.mr, region.length)
+        self._recv_queue.append(region)
+
+    async def receive(self) -> Received:
+        item = await self._completions_rx.receive()
+        if isinstance(item, BaseException):
+            self._completions_tx.send_nowait(item)
+            raise item
+        return item
+
+    async def _post(self, post: Callable[[], None], keep: Any = None) -> None:
+        if self._error is not None:
+            await trio.lowlevel.checkpoint()
+            raise self._error
+        done = trio.Event()
+        slot: list[BaseException | None] = [None]
+        self._send_queue.append((done, slot, keep))
+        try:
+            post()
+        except self._pv["error"] as err:
+            self._send_queue.pop()
+            raise ProviderError(f"post failed: {err}", self.peer) from err
+        await done.wait()
+        if slot[0] is not None:
+            raise slot[0]
+
+    async def send(self, data: Sequence[Buffer], invalidate: int | None = None) -> None:
+        payload = bytearray(b"".join(bytes(memoryview(b).cast("B")) for b in data))  # inline-sized
+        region = self.register(payload, Access.LOCAL_WRITE)
+        assert isinstance(region, _PvRegion)
+        try:
+            await self._post(lambda: self.cmid.post_send(region.mr, 0, len(payload)), region)
+        finally:
+            self.deregister(region)
+
+    # one-sided
+    async def rdma_read(
+        self, sink: MemoryRegion, sink_offset: int, handle: int, address: int, length: int
+    ) -> None:
+        part = self.register(sink.buffer[sink_offset : sink_offset + length], Access.LOCAL_WRITE)
+        assert isinstance(part, _PvRegion)
+        try:
+            await self._post(lambda: self.cmid.post_read(part.mr, length, address, handle), part)
+        finally:
+            self.deregister(part)
+
+    async def rdma_write(self, data: Sequence[Buffer], handle: int, address: int) -> None:
+        offset = 0
+        for b in data:
+            view = memoryview(b).cast("B")
+            part = self.register(view, Access(0))
+            assert isinstance(part, _PvRegion)
+
+            def post(p: _PvRegion = part, n: int = view.nbytes, a: int = address + offset) -> None:
+                self.cmid.post_write(p.mr, n, a, handle)
+
+            try:
+                await self._post(post, part)
+            finally:
+                self.deregister(part)
+            offset += view.nbytes
+
+    # completions
+    async def run(self) -> None:
+        """Wait for completion notifications and dispatch completions, until the connection ends."""
+        e = self._pv["enums"]
+        try:
+            while self._error is None:
+                await trio.lowlevel.wait_readable(self.comp_fd)
+                self.comp_channel.get_cq_event(self.cq)
+                self.cq.ack_events(1)
+                self.cq.req_notify()
+                while True:
+                    n, wcs = self.cq.poll(16)
+                    if n <= 0:
+                        break
+                    for wc in wcs[:n]:
+                        self._complete(wc, e)
+        except self._pv["error"] as err:
+            self._fail(ProviderError(f"completion queue failed: {err}", self.peer))
+
+    def _complete(self, wc: Any, e: Any) -> None:
+        if wc.status != e.IBV_WC_SUCCESS:
+            if wc.status == e.IBV_WC_REM_ACCESS_ERR:
+                err: BaseException = RemoteAccessError(f"remote access error (status {wc.status})", self.peer)
+            elif wc.status == e.IBV_WC_RNR_RETRY_EXC_ERR:
+                err = ReceiverNotReady("receiver not ready", self.peer)
+            else:
+                err = ProviderError(f"work completion status {wc.status}", self.peer)
+            self._fail(err)
+            return
+        if wc.opcode & e.IBV_WC_RECV:
+            region = self._recv_queue.popleft()
+            inv = None
+            if wc.wc_flags & e.IBV_WC_WITH_INV:
+                inv = wc.imm_data  # invalidated rkey (ibv_wc.invalidated_rkey shares imm_data)
+                target = self._regions.get(inv)
+                if target is not None:
+                    target.valid = False
+            self._completions_tx.send_nowait(Received(region, wc.byte_len, inv))
+        else:
+            done, _slot, _keep = self._send_queue.popleft()
+            done.set()
+
+    def _fail(self, err: BaseException) -> None:
+        if self._error is not None:
+            return
+        self._error = err
+        while self._send_queue:
+            done, slot, _ = self._send_queue.popleft()
+            slot[0] = err
+            done.set()
+        self._completions_tx.send_nowait(err)
+
+    def _check(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._fail(ConnectionLost("connection closed", self.peer))
+        try:
+            self.cmid.disconnect()
+        except self._pv["error"]:
+            pass
+        for r in list(self._regions.values()):
+            self.deregister(r)
+        await trio.lowlevel.checkpoint()
+
+
+# -- the connection manager ---------------------------------------------------------------------
+class _EventChannel:
+    def __init__(self, pv: dict[str, Any]) -> None:
+        self._pv = pv
+        before = _fds()
+        self.channel = pv["cmid"].CMEventChannel()
+        self.fd = _new_fd(before, lambda t: t.endswith("rdma_cm"), "RDMA-CM event channel")
+
+    async def next_event(self) -> Any:
+        await trio.lowlevel.wait_readable(self.fd)
+        return self._pv["cmid"].CMEvent(self.channel)
+
+    async def expect(self, wanted: int, what: str, peer: str) -> Any:
+        ev = await self.next_event()
+        kind = ev.event_type
+        if kind != wanted:
+            ev.ack_cm_event()
+            cme = self._pv["cme"]
+            if kind in (cme.RDMA_CM_EVENT_REJECTED, cme.RDMA_CM_EVENT_UNREACHABLE):
+                raise ConnectRefused(f"{what}: {ev.event_str()}", peer)
+            raise ConnectionLost(f"{what}: {ev.event_str()}", peer)
+        return ev
+
+
+def _conn_param(pv: dict[str, Any], private_data: bytes) -> Any:
+    param = pv["cmid"].ConnParam(resources=16, depth=16)
+    if private_data:
+        param.set_private_data(private_data)
+    return param
+
+
+class PyverbsListener(Listener):
+    def __init__(
+        self, pv: dict[str, Any], nursery: trio.Nursery, host: str, port: int, private_data: PrivateDataReply
+    ) -> None:
+        self._pv = pv
+        self._nursery = nursery
+        self._private_data = private_data
+        self._events = _EventChannel(pv)
+        cmid, cme = pv["cmid"], pv["cme"]
+        self.cmid = cmid.CMID(creator=self._events.channel, port_space=cme.RDMA_PS_TCP)
+        ai = cmid.AddrInfo(src=host, src_service=str(port), port_space=cme.RDMA_PS_TCP, flags=cme.RAI_PASSIVE)
+        self.cmid.bind_addr(ai)
+        self.cmid.listen(16)
+        self.port = port
+
+    async def accept(self) -> Connection:
+        pv = self._pv
+        cme = pv["cme"]
+        while True:
+            ev = await self._events.next_event()
+            if ev.event_type != cme.RDMA_CM_EVENT_CONNECT_REQUEST:
+                ev.ack_cm_event()
+                continue
+            request = bytes(ev.private_data or b"")
+            new = pv["cmid"].CMID(creator=ev, listen_id=self.cmid)
+            ev.ack_cm_event()
+            conn = PyverbsConnection(pv, new, self._events.fd, "rdma-peer", request)
+            conn.create_qp()
+            rep = self._private_data(request) if callable(self._private_data) else self._private_data
+            new.accept(_conn_param(pv, rep))
+            established = await self._events.expect(cme.RDMA_CM_EVENT_ESTABLISHED, "accept", conn.peer)
+            established.ack_cm_event()
+            self._nursery.start_soon(conn.run)
+            return conn
+
+    async def aclose(self) -> None:
+        self.cmid.close()
+        await trio.lowlevel.checkpoint()
+
+
+class PyverbsProvider(Provider):
+    name = "pyverbs"
+
+    def __init__(self, pv: dict[str, Any]) -> None:
+        self._pv = pv
+
+    async def connect(
+        self, nursery: trio.Nursery, host: str, port: int, private_data: bytes = b""
+    ) -> Connection:
+        pv = self._pv
+        cme = pv["cme"]
+        peer = f"{host}:{port}"
+        events = _EventChannel(pv)
+        cmid = pv["cmid"].CMID(creator=events.channel, port_space=cme.RDMA_PS_TCP)
+        try:
+            ai = pv["cmid"].AddrInfo(dst=host, dst_service=str(port), port_space=cme.RDMA_PS_TCP)
+            cmid.resolve_addr(ai, RESOLVE_TIMEOUT_MS)
+            (await events.expect(cme.RDMA_CM_EVENT_ADDR_RESOLVED, "resolve address", peer)).ack_cm_event()
+            cmid.resolve_route(RESOLVE_TIMEOUT_MS)
+            (await events.expect(cme.RDMA_CM_EVENT_ROUTE_RESOLVED, "resolve route", peer)).ack_cm_event()
+            conn = PyverbsConnection(pv, cmid, events.fd, peer, b"")
+            conn.create_qp()
+            cmid.connect(_conn_param(pv, private_data))
+            ev = await events.expect(cme.RDMA_CM_EVENT_ESTABLISHED, "connect", peer)
+            conn.peer_private_data = bytes(ev.private_data or b"")
+            ev.ack_cm_event()
+        except pv["error"] as err:
+            cmid.close()
+            raise ConnectionLost(f"RDMA connect failed: {err}", peer) from err
+        except BaseException:
+            cmid.close()
+            raise
+        conn._events = events  # type: ignore[attr-defined]  # keep the channel alive with the id
+        nursery.start_soon(conn.run)
+        return conn
+
+    async def listen(
+        self, nursery: trio.Nursery, host: str, port: int, private_data: PrivateDataReply = b""
+    ) -> Listener:
+        try:
+            return PyverbsListener(self._pv, nursery, host, port, private_data)
+        except self._pv["error"] as err:
+            raise ProviderError(f"cannot listen on {host}:{port}: {err}") from err
+
+
+__all__ = ["PyverbsConnection", "PyverbsListener", "PyverbsProvider", "open_pyverbs_provider"]
