@@ -1,0 +1,93 @@
+"""Multipath figures: failover stall time over N cuts, and write/read throughput with 1, 2 and 4 paths.
+
+    .venv/bin/python -m bench.bench_failover [--cuts 20] [--size-mib 64] [--json]
+
+Everything runs against a local NFS-Ganesha started for the run, through in-process path proxies
+(127.0.0.2, ...). Failover: `pynfsrdma failover-test`'s scenario (workers creating and renaming
+files while paths are cut one after another): stall time median and worst, operations lost and
+repeated (both must be 0). Throughput: one file written and read back over N paths (addrs=),
+checked by sha256 on the server's disk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+
+import trio
+
+from pynfsrdma.cli.failover import run_failover
+from pynfsrdma.client.api import Client
+from pynfsrdma.testbed import Ganesha, open_paths
+
+from .common import MIB, make_data
+
+
+async def throughput(server: Ganesha, paths: int, size: int) -> dict[str, float]:
+    d = server.new_directory(prefix="bench-")
+    data = make_data(size)
+    async with trio.open_nursery() as nursery:
+        pp = await open_paths(nursery, server.host, server.port, paths)
+        addrs = ",".join(f"{a}:{pp.port}" for a in pp.addresses[1:])
+        url = f"nfs://{pp.addresses[0]}:{pp.port}{d.remote}?notrunkdiscovery" + (f"&addrs={addrs}" if addrs else "")
+        async with Client.connect(url, hard=True, timeo=60) as nfs:
+            assert nfs.trunking is not None
+            await nfs.trunking.settled.wait()
+            nfs.in_flight = 8 * paths
+            t = time.perf_counter()
+            async with await nfs.open("/f", "w") as f:
+                await f.write(data)
+            write_s = time.perf_counter() - t
+            t = time.perf_counter()
+            back = await nfs.read_file("/f")
+            read_s = time.perf_counter() - t
+        nursery.cancel_scope.cancel()
+    if hashlib.sha256(back).digest() != hashlib.sha256(data).digest():
+        raise AssertionError("read back data differ")
+    if hashlib.sha256((d.local / "f").read_bytes()).digest() != hashlib.sha256(data).digest():
+        raise AssertionError("the file on the server's disk differs")
+    return {"paths": paths, "write_MBps": size / write_s / 1e6, "read_MBps": size / read_s / 1e6}
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, object]:
+    out: dict[str, object] = {}
+    with Ganesha() as server:
+        d = server.new_directory(prefix="failover-")
+        report = await run_failover(
+            f"nfs://{server.host}:{server.port}{d.remote}", paths=3, faults=args.cuts, fault="cut",
+            interval=args.interval, down=args.down,
+        )
+        out["failover"] = report.to_json()
+        out["throughput"] = [await throughput(server, n, args.size_mib * MIB) for n in (1, 2, 4)]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench_failover", description=__doc__.splitlines()[0] if __doc__ else "")
+    p.add_argument("--cuts", type=int, default=20)
+    p.add_argument("--interval", type=float, default=0.5)
+    p.add_argument("--down", type=float, default=0.3)
+    p.add_argument("--size-mib", type=int, default=64)
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    out = trio.run(main_async, args)
+    if args.json:
+        print(json.dumps(out, sort_keys=True))
+        return 0
+    f = out["failover"]
+    assert isinstance(f, dict)
+    print(f"failover, {f['faults']} cuts over {f['paths']} paths: stall median {f['stall_median_s'] * 1000:.0f} ms, "
+          f"worst {f['stall_worst_s'] * 1000:.0f} ms; {f['operations_completed']} operations, "
+          f"{f['operations_lost']} lost, {f['operations_repeated']} repeated, {f['resends']} resent")
+    print("paths  write MB/s  read MB/s")
+    for row in out["throughput"]:  # type: ignore[attr-defined]
+        print(f"{row['paths']:5d}  {row['write_MBps']:10.0f}  {row['read_MBps']:9.0f}")
+    ok = f["operations_lost"] == 0 and f["operations_repeated"] == 0
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
