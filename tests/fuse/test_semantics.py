@@ -106,20 +106,22 @@ def test_errors_are_those_of_a_local_filesystem(work_dir: Any) -> None:
         (root / "d").mkdir()
         (root / "d/f").write_text("x")
         (root / "f").write_text("y")
-        results.append([
-            _errno_of(lambda r=root: os.rmdir(r / "d")),  # ENOTEMPTY
-            _errno_of(lambda r=root: os.open(r / "f", os.O_CREAT | os.O_EXCL | os.O_WRONLY)),  # EEXIST
-            _errno_of(lambda r=root: os.stat(r / "missing")),  # ENOENT
-            _errno_of(lambda r=root: os.open(r / "d", os.O_WRONLY)),  # EISDIR
-            _errno_of(lambda r=root: os.stat(r / "f/x")),  # ENOTDIR
-            _errno_of(lambda r=root: os.mkdir(r / "d")),  # EEXIST
-            _errno_of(lambda r=root: os.unlink(r / "d")),  # EISDIR
-            _errno_of(lambda r=root: os.rmdir(r / "f")),  # ENOTDIR
-            _errno_of(lambda r=root: os.rename(r / "d", r / "d/f/sub")),  # ENOTDIR or EINVAL
-            _errno_of(lambda r=root: (r / ("n" * 300)).write_text("z")),  # ENAMETOOLONG
-            _errno_of(lambda r=root: os.mkdir(r / "d" / "sub")),  # 0
-            _errno_of(lambda r=root: os.rename(r / "d/sub", r / "d/f")),  # ENOTDIR
-        ])
+        results.append(
+            [
+                _errno_of(lambda r=root: os.rmdir(r / "d")),  # ENOTEMPTY
+                _errno_of(lambda r=root: os.open(r / "f", os.O_CREAT | os.O_EXCL | os.O_WRONLY)),  # EEXIST
+                _errno_of(lambda r=root: os.stat(r / "missing")),  # ENOENT
+                _errno_of(lambda r=root: os.open(r / "d", os.O_WRONLY)),  # EISDIR
+                _errno_of(lambda r=root: os.stat(r / "f/x")),  # ENOTDIR
+                _errno_of(lambda r=root: os.mkdir(r / "d")),  # EEXIST
+                _errno_of(lambda r=root: os.unlink(r / "d")),  # EISDIR
+                _errno_of(lambda r=root: os.rmdir(r / "f")),  # ENOTDIR
+                _errno_of(lambda r=root: os.rename(r / "d", r / "d/f/sub")),  # ENOTDIR or EINVAL
+                _errno_of(lambda r=root: (r / ("n" * 300)).write_text("z")),  # ENAMETOOLONG
+                _errno_of(lambda r=root: os.mkdir(r / "d" / "sub")),  # 0
+                _errno_of(lambda r=root: os.rename(r / "d/sub", r / "d/f")),  # ENOTDIR
+            ]
+        )
     assert results[0] == results[1]
     assert results[0][:3] == [errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT]
 
@@ -127,7 +129,9 @@ def test_errors_are_those_of_a_local_filesystem(work_dir: Any) -> None:
 def test_statfs(work_dir: Any) -> None:
     st = os.statvfs(work_dir.mnt)
     local = os.statvfs(work_dir.local)
-    assert st.f_blocks > 0 and st.f_frsize * st.f_blocks == pytest.approx(local.f_frsize * local.f_blocks, rel=0.01)
+    assert st.f_blocks > 0 and st.f_frsize * st.f_blocks == pytest.approx(
+        local.f_frsize * local.f_blocks, rel=0.01
+    )
     out = subprocess.run(["df", "-P", str(work_dir.mnt)], capture_output=True, text=True, check=True).stdout
     assert "127.0.0.1:/export" in out
 
@@ -145,8 +149,9 @@ def test_permissions_as_a_user(mount_export: Callable[..., Any], export_path: An
         m = mount_export(options, subdir=sub)
 
         def as_user(script: str, m: Any = m) -> subprocess.CompletedProcess[str]:
-            return subprocess.run([*USER, "sh", "-c", script], cwd=m.path, capture_output=True, text=True,
-                                  timeout=30)
+            return subprocess.run(
+                [*USER, "sh", "-c", script], cwd=m.path, capture_output=True, text=True, timeout=30
+            )
 
         r = as_user("cat private")
         assert r.returncode != 0 and "Permission denied" in r.stderr, (options, r)
@@ -168,13 +173,21 @@ def test_squash_uid_sends_everything_as_one_user(mount_export: Callable[..., Any
 
 
 def test_unknown_options_are_named(ganesha: Ganesha, tmp_path: Path) -> None:
-    r = subprocess.run([*CLI, "mount", ganesha.url, str(tmp_path), "-o", "rsize=65536,bogus,frob=1,soft"],
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [*CLI, "mount", ganesha.url, str(tmp_path), "-o", "rsize=65536,bogus,frob=1,soft"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert r.returncode == 2
     assert "unknown mount options: bogus, frob=1" in r.stderr
     assert not mounted(tmp_path)
-    r = subprocess.run([*CLI, "mount", ganesha.url, str(tmp_path), "-o", "timeo=abc"],
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [*CLI, "mount", ganesha.url, str(tmp_path), "-o", "timeo=abc"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert r.returncode == 2 and "timeo=abc: not a number" in r.stderr
 
 
@@ -183,16 +196,32 @@ def test_unreachable_server_fails_cleanly(tmp_path: Path) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     for mode in ([], ["-f"]):
-        r = subprocess.run([*CLI, "mount", f"nfs://127.0.0.1:{port}/export", str(tmp_path), *mode,
-                            "-o", "soft,timeo=20,retrans=1"], capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            [
+                *CLI,
+                "mount",
+                f"nfs://127.0.0.1:{port}/export",
+                str(tmp_path),
+                *mode,
+                "-o",
+                "soft,timeo=20,retrans=1",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert r.returncode == 1, r
         assert r.stderr.startswith(f"pynfsrdma: cannot mount nfs://127.0.0.1:{port}/export: "), r.stderr
         assert not mounted(tmp_path)
 
 
 def test_missing_export_fails_cleanly(ganesha: Ganesha, tmp_path: Path) -> None:
-    r = subprocess.run([*CLI, "mount", ganesha.url + "/no-such-dir", str(tmp_path)], capture_output=True,
-                       text=True, timeout=60)
+    r = subprocess.run(
+        [*CLI, "mount", ganesha.url + "/no-such-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 1 and "No such file or directory" in r.stderr, r
     assert not mounted(tmp_path)
 
@@ -213,8 +242,12 @@ def test_sigterm_unmounts_and_keeps_data(mount_export: Callable[..., Any], expor
 def test_background_mount_umount_and_mount_helper(ganesha: Ganesha, export_path: Any) -> None:
     with tempfile.TemporaryDirectory() as d:
         mnt = Path(d)
-        r = subprocess.run([*CLI, "mount", f"{ganesha.url}/{export_path.name}", d], capture_output=True,
-                           text=True, timeout=60)
+        r = subprocess.run(
+            [*CLI, "mount", f"{ganesha.url}/{export_path.name}", d],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert r.returncode == 0, r.stderr
         assert mounted(mnt)  # up when the command returns
         (mnt / "bg").write_text("background")
@@ -225,10 +258,19 @@ def test_background_mount_umount_and_mount_helper(ganesha: Ganesha, export_path:
 
         # what mount(8) runs for `mount -t fuse.pynfsrdma 127.0.0.1:/export/... DIR -o port=N,...`
         helper = REPO / "bin" / "mount.pynfsrdma"
-        r = subprocess.run([str(helper), f"{ganesha.host}:{export_path.remote}", d, "-o",
-                            f"rw,nosuid,nodev,port={ganesha.port},actimeo=1"],
-                           capture_output=True, text=True, timeout=60,
-                           env={**os.environ, "PYNFSRDMA_PYTHON": sys.executable})
+        r = subprocess.run(
+            [
+                str(helper),
+                f"{ganesha.host}:{export_path.remote}",
+                d,
+                "-o",
+                f"rw,nosuid,nodev,port={ganesha.port},actimeo=1",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYNFSRDMA_PYTHON": sys.executable},
+        )
         assert r.returncode == 0, r.stderr
         try:
             assert (mnt / "bg").read_text() == "background"

@@ -1,0 +1,106 @@
+"""Mount option parsing and the cache/inode decisions, without a mount (sans-I/O)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pynfsrdma.client.attributes import FileAttrs
+from pynfsrdma.fuse.cache import NEGATIVE, AttrTimeouts, NameCache
+from pynfsrdma.fuse.inodes import REMAPPED, ROOT_INODE, InodeTable
+from pynfsrdma.fuse.options import OptionError, parse_options
+from pynfsrdma.proto.nfs4 import const as c
+
+
+def test_defaults_are_those_of_nfs5() -> None:
+    o = parse_options("")
+    assert (o.hard, o.timeo, o.retrans) == (True, 600, 2)
+    assert (o.acregmin, o.acregmax, o.acdirmin, o.acdirmax) == (3, 60, 30, 60)
+    assert o.fuse_options("h:/e") == {"fsname=h:/e", "subtype=pynfsrdma", "auto_unmount"}
+
+
+def test_options_are_parsed() -> None:
+    o = parse_options(
+        "vers=4.1,proto=tcp,port=2050,rsize=65536,wsize=4194304,soft,timeo=15,retrans=4",
+        "actimeo=7,acregmax=9,ro,allow_other,default_permissions,squash_uid=99,rw,_netdev,defaults",
+    )
+    assert (o.port, o.rsize, o.wsize, o.hard, o.timeo_seconds, o.retrans) == (
+        2050,
+        65536,
+        1 << 20,
+        False,
+        1.5,
+        4,
+    )
+    assert (o.acregmin, o.acregmax, o.acdirmin, o.acdirmax) == (7, 9, 7, 7)
+    assert (o.ro, o.squash_uid, o.squash_gid) == (False, 99, 99)  # rw came later
+    assert {"allow_other", "default_permissions"} <= o.fuse_options("x")
+    assert (o := parse_options("noac,actimeo=30")).noac and o.acregmax == 0 and o.acdirmin == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("bogus,rsize=4096,frob=2", "unknown mount options: bogus, frob=2"),
+        ("vers=3", "only NFS version 4.1"),
+        ("proto=udp", "proto=udp"),
+        ("timeo=x", "timeo=x: not a number"),
+        ("timeo", "timeo needs a value"),
+        ("port=70000", "out of range"),
+        ("soft=1", "takes no value"),
+        ("acregmin=10,acregmax=5", "acregmin=10 is larger than acregmax=5"),
+        ("squash_gid=5", "squash_gid= needs squash_uid="),
+    ],
+)
+def test_bad_options_are_named(text: str, message: str) -> None:
+    with pytest.raises(OptionError, match=message):
+        parse_options(text)
+
+
+def test_attribute_timeout_adapts_like_linux() -> None:
+    t = AttrTimeouts(3, 60, 30, 60)
+    assert t.initial(False) == 3 and t.initial(True) == 30
+    seq = [3.0]
+    for _ in range(6):
+        seq.append(t.next(seq[-1], False, changed=False))
+    assert seq == [3, 6, 12, 24, 48, 60, 60]
+    assert t.next(48, False, changed=True) == 3
+    assert not AttrTimeouts.fresh(10.0, 0.0, 10.0)  # noac: never fresh
+    assert AttrTimeouts.fresh(10.0, 3.0, 12.9) and not AttrTimeouts.fresh(10.0, 3.0, 13.0)
+
+
+def test_name_cache_follows_the_directory_change_attribute() -> None:
+    n = NameCache(ttl=60)
+    n.put(1, "a", 42, parent_change=7)
+    n.put(1, "gone", NEGATIVE, parent_change=7)
+    assert n.get(1, "a", 7) == 42 and n.get(1, "gone", 7) == NEGATIVE
+    assert n.get(1, "a", 8) is None  # the directory changed: the entry is dropped
+    assert n.get(1, "a", 7) is None
+    n.put(1, "b", 43, 7)
+    n.drop_inode(43)
+    assert n.get(1, "b", 7) is None
+    off = NameCache(ttl=0)
+    off.put(1, "a", 42, 7)
+    assert off.get(1, "a", 7) is None
+
+
+def attrs(fileid: int, change: int = 1, ftype: int = c.NF4REG) -> FileAttrs:
+    return FileAttrs(type=ftype, fileid=fileid, change=change)
+
+
+def test_inode_table_counts_lookups_and_forgets() -> None:
+    t = InodeTable(b"root", attrs(500, ftype=c.NF4DIR), AttrTimeouts(3, 60, 30, 60), now=0.0)
+    assert t.ino_for(attrs(500)) == ROOT_INODE
+    assert t.ino_for(attrs(1)) == REMAPPED | 1  # a file whose fileid is the root's inode number
+    node, changed = t.learn(b"fh-a", attrs(77), now=1.0)
+    assert (node.ino, node.lookups, changed) == (77, 1, False)
+    node, changed = t.learn(b"fh-a2", attrs(77, change=2), now=2.0)
+    assert (node.lookups, node.fh, changed, node.timeo) == (2, b"fh-a2", True, 3)
+    assert t.fresh(node, 4.9) and not t.fresh(node, 5.0)
+    node.opens = 1
+    t.forget(77, 2)
+    assert t.get(77) is node  # still open: kept
+    node.opens = 0
+    t.drop_if_unused(node)
+    assert t.get(77) is None
+    t.forget(ROOT_INODE, 5)
+    assert t.get(ROOT_INODE) is t.root
