@@ -32,7 +32,9 @@ async def throughput(server: Ganesha, paths: int, size: int) -> dict[str, float]
     async with trio.open_nursery() as nursery:
         pp = await open_paths(nursery, server.host, server.port, paths)
         addrs = ",".join(f"{a}:{pp.port}" for a in pp.addresses[1:])
-        url = f"nfs://{pp.addresses[0]}:{pp.port}{d.remote}?notrunkdiscovery" + (f"&addrs={addrs}" if addrs else "")
+        url = f"nfs://{pp.addresses[0]}:{pp.port}{d.remote}?notrunkdiscovery" + (
+            f"&addrs={addrs}" if addrs else ""
+        )
         async with Client.connect(url, hard=True, timeo=60) as nfs:
             assert nfs.trunking is not None
             await nfs.trunking.settled.wait()
@@ -57,8 +59,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, object]:
     with Ganesha() as server:
         d = server.new_directory(prefix="failover-")
         report = await run_failover(
-            f"nfs://{server.host}:{server.port}{d.remote}", paths=3, faults=args.cuts, fault="cut",
-            interval=args.interval, down=args.down,
+            f"nfs://{server.host}:{server.port}{d.remote}",
+            paths=3,
+            faults=args.cuts,
+            fault="cut",
+            interval=args.interval,
+            down=args.down,
         )
         out["failover"] = report.to_json()
         out["throughput"] = [await throughput(server, n, args.size_mib * MIB) for n in (1, 2, 4)]
@@ -79,9 +85,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     f = out["failover"]
     assert isinstance(f, dict)
-    print(f"failover, {f['faults']} cuts over {f['paths']} paths: stall median {f['stall_median_s'] * 1000:.0f} ms, "
-          f"worst {f['stall_worst_s'] * 1000:.0f} ms; {f['operations_completed']} operations, "
-          f"{f['operations_lost']} lost, {f['operations_repeated']} repeated, {f['resends']} resent")
+    print(
+        f"failover, {f['faults']} cuts over {f['paths']} paths: stall median {f['stall_median_s'] * 1000:.0f} ms, "
+        f"worst {f['stall_worst_s'] * 1000:.0f} ms; {f['operations_completed']} operations, "
+        f"{f['operations_lost']} lost, {f['operations_repeated']} repeated, {f['resends']} resent"
+    )
     print("paths  write MB/s  read MB/s")
     for row in out["throughput"]:  # type: ignore[attr-defined]
         print(f"{row['paths']:5d}  {row['write_MBps']:10.0f}  {row['read_MBps']:9.0f}")

@@ -186,8 +186,14 @@ def handler(args: argparse.Namespace) -> int:
         return 2
     report = trio.run(
         lambda: run_failover(
-            args.url, paths=args.paths, faults=args.faults, fault=args.fault, interval=args.interval,
-            down=args.down, workers=args.workers, stalltimeo=args.stalltimeo,
+            args.url,
+            paths=args.paths,
+            faults=args.faults,
+            fault=args.fault,
+            interval=args.interval,
+            down=args.down,
+            workers=args.workers,
+            stalltimeo=args.stalltimeo,
         )
     )
     if args.json:

@@ -55,7 +55,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def format_table(rows: list[dict[str, Any]]) -> str:
     table = [[h for _, h in COLUMNS]] + [[str(r.get(k, "")) for k, _ in COLUMNS] for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(COLUMNS))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table)
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table
+    )
 
 
 async def _from_url(url: str, args: argparse.Namespace) -> list[dict[str, Any]]:

@@ -48,7 +48,15 @@ from ..proto.nfs4.types import (
 from ..proto.rpc import RM_LAST_FRAGMENT, RM_LENGTH_MASK
 from ..xdr import Packer, Unpacker, XdrError
 
-__all__ = ["AdvertisedAddress", "AdvertiserStats", "TrunkingAdvertiser", "fs_locations_info_for"]
+__all__ = [
+    "AdvertisedAddress",
+    "AdvertiserStats",
+    "TrunkingAdvertiser",
+    "fs_locations_for",
+    "fs_locations_info_for",
+    "main",
+    "parse_advertised",
+]
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +152,9 @@ class TrunkingAdvertiser:
     def address(self) -> str:
         return f"{self.listen_host}:{self.listen_port}"
 
-    async def run(self, *, task_status: trio.TaskStatus[TrunkingAdvertiser] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self, *, task_status: trio.TaskStatus[TrunkingAdvertiser] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         listeners = await trio.open_tcp_listeners(self.listen_port, host=self.listen_host)
         for extra in listeners[1:]:
             await extra.aclose()
@@ -179,7 +189,9 @@ class TrunkingAdvertiser:
                 async def pump(src: trio.SocketStream, dst: trio.SocketStream, to_server: bool) -> None:
                     try:
                         async for record in _records(src):
-                            out = self._to_server(conn, record) if to_server else self._to_client(conn, record)
+                            out = (
+                                self._to_server(conn, record) if to_server else self._to_client(conn, record)
+                            )
                             await dst.send_all(_MARK.pack(RM_LAST_FRAGMENT | len(out)) + out)
                     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, XdrError):
                         pass
@@ -284,3 +296,70 @@ async def _records(stream: trio.SocketStream) -> Any:
         if not data:
             return
         buf += data
+
+
+# -- the advertiser as a process of its own ------------------------------------------------------------
+
+
+def parse_advertised(text: str) -> AdvertisedAddress:
+    """``HOST[:PORT][,rank=R][,order=O][,rdma]`` (fields after the address separated by commas)."""
+    server, *fields = text.split(",")
+    kw: dict[str, Any] = {}
+    for f in fields:
+        key, _, value = f.partition("=")
+        if key == "rdma" and not value:
+            kw["rdma"] = True
+        elif key in ("rank", "order") and value.isdigit() and int(value) < 256:
+            kw[key] = int(value)
+        else:
+            raise ValueError(f"bad field {f!r} in {text!r} (rank=N, order=N, rdma)")
+    if not server:
+        raise ValueError(f"no address in {text!r}")
+    return AdvertisedAddress(server, **kw)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pynfsrdma.trunking.advertiser --listen H:P --target H:P --advertise ADDR ...``"""
+    import argparse
+    import signal
+    import sys
+
+    parser = argparse.ArgumentParser(
+        prog="python -m pynfsrdma.trunking.advertiser",
+        description="A proxy in front of an NFSv4.1 server that answers fs_locations_info/fs_locations on "
+        "the pseudo root with a multipath list (NFS-Ganesha has no trunking discovery of its own).",
+    )
+    parser.add_argument("--listen", required=True, metavar="HOST:PORT")
+    parser.add_argument("--target", required=True, metavar="HOST:PORT")
+    parser.add_argument(
+        "--advertise", action="append", default=[], metavar="HOST[:PORT][,rank=R][,order=O][,rdma]"
+    )
+    parser.add_argument("--legacy", action="store_true", help="answer fs_locations only")
+    args = parser.parse_args(argv)
+    try:
+        lh, _, lp = args.listen.rpartition(":")
+        th, _, tp = args.target.rpartition(":")
+        addresses = [parse_advertised(a) for a in args.advertise]
+        adv = TrunkingAdvertiser(lh, int(lp), th, int(tp), addresses, legacy_only=args.legacy)
+    except ValueError as e:
+        parser.error(str(e))
+
+    async def run() -> None:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(adv.run)
+                print(f"advertiser {adv.address} -> {th}:{tp} ready", flush=True)
+                async for _ in signals:
+                    nursery.cancel_scope.cancel()
+                    break
+
+    try:
+        trio.run(run)
+    except OSError as e:
+        print(f"advertiser: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

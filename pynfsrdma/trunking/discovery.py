@@ -82,8 +82,17 @@ class TrunkingOptions:
     probe_timeout: float = 1.0
     verify_timeout: float = 5.0
 
-    KEYS = frozenset({"addrs", "nconnect", "max_connect", "trunkdiscovery", "notrunkdiscovery",
-                      "trunkinterval", "stalltimeo"})
+    KEYS = frozenset(
+        {
+            "addrs",
+            "nconnect",
+            "max_connect",
+            "trunkdiscovery",
+            "notrunkdiscovery",
+            "trunkinterval",
+            "stalltimeo",
+        }
+    )
 
     @classmethod
     def from_url_options(cls, options: Mapping[str, str]) -> TrunkingOptions:
@@ -136,7 +145,9 @@ async def discover(client: ClientID, timeout: float = 1.0) -> MultipathList:
     res = None
     with trio.move_on_after(timeout):
         try:
-            res = await client.compound([PUTROOTFH4args(), GETATTR4args(LOCATION_BITMAP)], client.machine_cred)
+            res = await client.compound(
+                [PUTROOTFH4args(), GETATTR4args(LOCATION_BITMAP)], client.machine_cred
+            )
         except (OSError, TransportError, RpcReplyError, XdrError) as e:
             log.info("trunking discovery failed: %s", e)
             return NO_MULTIPATH
@@ -200,15 +211,23 @@ class Trunking:
             host, port = _split(mount.address, self.default_port)
             new += await self._paths_for(Candidate(host, port), mount.source, extra=self.options.nconnect - 1)
         if self.options.addrs:
-            given = MultipathList(tuple(Candidate(*parse_server(a)) for a in self.options.addrs), SOURCE_MANUAL)
-            for cand in select_candidates(given, rdma=False, default_port=self.default_port,
-                                          max_connect=self.options.max_connect, exclude=self._addresses()):
+            given = MultipathList(
+                tuple(Candidate(*parse_server(a)) for a in self.options.addrs), SOURCE_MANUAL
+            )
+            for cand in select_candidates(
+                given,
+                rdma=False,
+                default_port=self.default_port,
+                max_connect=self.options.max_connect,
+                exclude=self._addresses(),
+            ):
                 new += await self._paths_for(cand, SOURCE_MANUAL)
         if self.options.discovery:
             new += await self._discover_and_add()
         self._nursery.start_soon(self._first_connects, new)
-        self._nursery.start_soon(self.paths.watch_stalls, self._probe, self.options.stall_after,
-                                 self.options.probe_timeout)
+        self._nursery.start_soon(
+            self.paths.watch_stalls, self._probe, self.options.stall_after, self.options.probe_timeout
+        )
         if self.options.discovery:
             self._nursery.start_soon(self._rediscovery_loop)
         del client
@@ -223,8 +242,14 @@ class Trunking:
         connector = await self.connector_for(host, port)
         out = []
         for _ in range(max(0, n)):
-            p = Path(cand.address(self.default_port), connector, self.transport_kind, rank=cand.rank,
-                     order=cand.order, source=source)
+            p = Path(
+                cand.address(self.default_port),
+                connector,
+                self.transport_kind,
+                rank=cand.rank,
+                order=cand.order,
+                source=source,
+            )
             await self.paths.add(p, connect=False)
             out.append(p)
         return out
@@ -253,11 +278,19 @@ class Trunking:
         mp = await discover(self.client, self.options.discovery_timeout)
         if mp:
             self.multipath = mp
-            log.info("trunking discovery (%s): %s", mp.source,
-                     ", ".join(cd.address(self.default_port) for cd in mp.candidates))
+            log.info(
+                "trunking discovery (%s): %s",
+                mp.source,
+                ", ".join(cd.address(self.default_port) for cd in mp.candidates),
+            )
         new: list[Path] = []
-        for cand in select_candidates(mp, rdma=self.rdma, default_port=self.default_port,
-                                      max_connect=self.options.max_connect, exclude=self._addresses()):
+        for cand in select_candidates(
+            mp,
+            rdma=self.rdma,
+            default_port=self.default_port,
+            max_connect=self.options.max_connect,
+            exclude=self._addresses(),
+        ):
             new += await self._paths_for(cand, mp.source)
         # addresses already in use: keep their rank and order up to date
         for cand in mp.candidates:
@@ -312,13 +345,23 @@ class Trunking:
         for p in self.paths.paths:
             d = p.snapshot()
             rec = self.verifier.records.get(p.address)
-            d["verification"] = rec.verdict.value if rec is not None and rec.verdict is not None else (
-                "mount" if id(p) in self.verifier.verified else "pending")
+            d["verification"] = (
+                rec.verdict.value
+                if rec is not None and rec.verdict is not None
+                else ("mount" if id(p) in self.verifier.verified else "pending")
+            )
             out.append(d)
         for addr, rec in self.verifier.records.items():
             if rec.verdict is not None and not any(p.address == addr for p in self.paths.paths):
-                out.append({"address": addr, "state": PathState.CLOSED.value, "transport": self.transport_kind,
-                            "verification": rec.verdict.value, "last_error": rec.message})
+                out.append(
+                    {
+                        "address": addr,
+                        "state": PathState.CLOSED.value,
+                        "transport": self.transport_kind,
+                        "verification": rec.verdict.value,
+                        "last_error": rec.message,
+                    }
+                )
         return out
 
 

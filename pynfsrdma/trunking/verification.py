@@ -124,7 +124,9 @@ class Verifier:
                 rec.rtt = trio.current_time() - start  # (not the path's RTT: a cold first call)
                 ok = await client.exchange_id(path)
         except trio.TooSlowError as e:
-            raise TransportError(f"no answer to NULL and EXCHANGE_ID within {self.timeout:g} s", path.address) from e
+            raise TransportError(
+                f"no answer to NULL and EXCHANGE_ID within {self.timeout:g} s", path.address
+            ) from e
         except (RpcReplyError, NotNFSv41Server) as e:
             rec.message = f"not an NFSv4.1 server: {e}"
             log.warning("trunking candidate %s rejected: %s", path.address, rec.message)
@@ -139,7 +141,9 @@ class Verifier:
                 await self.bind(path)
             except (NFS4Error, PathRejected) as e:
                 await self._destroy_clientid(path, new.clientid)
-                rec.message = f"EXCHANGE_ID gave another client ID and our session cannot be bound there ({e})"
+                rec.message = (
+                    f"EXCHANGE_ID gave another client ID and our session cannot be bound there ({e})"
+                )
                 log.warning("%s is not used: %s", path.address, rec.message)
                 raise PathRejected(rec.message, path.address) from e
             await self._destroy_clientid(path, new.clientid)
@@ -171,21 +175,28 @@ class Verifier:
         session = client.session
         assert session is not None
         res = await client._raw_compound(
-            path, [BIND_CONN_TO_SESSION4args(session.sessionid, c.CDFC4_FORE_OR_BOTH, False)], timeout=self.timeout
+            path,
+            [BIND_CONN_TO_SESSION4args(session.sessionid, c.CDFC4_FORE_OR_BOTH, False)],
+            timeout=self.timeout,
         )
         r = res.resarray[0] if res.resarray else None
         st = r.status if r is not None else res.status
         if st == c.NFS4_OK:
             path.bound_session = session.sessionid
             return
-        if st in (c.NFS4ERR_BADSESSION, c.NFS4ERR_DEADSESSION, c.NFS4ERR_STALE_CLIENTID) and id(path) in self.verified:
+        if (
+            st in (c.NFS4ERR_BADSESSION, c.NFS4ERR_DEADSESSION, c.NFS4ERR_STALE_CLIENTID)
+            and id(path) in self.verified
+        ):
             session.kill(st)  # our session is gone: the next request recovers it
             return
         raise NFS4Error(st, c.OP_BIND_CONN_TO_SESSION)
 
     async def _destroy_clientid(self, path: Path, clientid: int) -> None:
         try:
-            res = await self.client._raw_compound(path, [DESTROY_CLIENTID4args(clientid)], timeout=self.timeout)
+            res = await self.client._raw_compound(
+                path, [DESTROY_CLIENTID4args(clientid)], timeout=self.timeout
+            )
             st = res.resarray[0].status if res.resarray else res.status
             if st == c.NFS4_OK:
                 self.stray_clientids_destroyed += 1

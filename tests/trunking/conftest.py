@@ -44,7 +44,8 @@ async def advertised(ganesha: Ganesha) -> AsyncIterator[Callable[..., Awaitable[
             await nursery.start(adv.run)
             paths = await open_paths(nursery, adv.host, adv.port, count, first=first)
             adv.addresses = [
-                AdvertisedAddress(f"{a}:{paths.port}", rank=0, order=count - i) for i, a in enumerate(paths.addresses)
+                AdvertisedAddress(f"{a}:{paths.port}", rank=0, order=count - i)
+                for i, a in enumerate(paths.addresses)
             ] + list(extra)
             return Advertised(adv, paths)
 

@@ -67,7 +67,9 @@ def test_referrals_and_replica_lists_are_not_trunking_lists() -> None:
     servers = fs_locations_info_for(LIST[:2]).fli_items[0].fli_entries
     other_root = fs_locations_info4(0, 0, ["export"], [fs_locations_item4(servers, [])])
     other_path = fs_locations_info4(0, 0, [], [fs_locations_item4(servers, ["data"])])
-    two_items = fs_locations_info4(0, 0, [], [fs_locations_item4(servers, []), fs_locations_item4(servers, [])])
+    two_items = fs_locations_info4(
+        0, 0, [], [fs_locations_item4(servers, []), fs_locations_item4(servers, [])]
+    )
     for info in (other_root, other_path, two_items):
         assert not multipath_from_fs_locations_info(info)
     referral = fs_locations4(["export"], [fs_location4(["10.0.0.9"], ["export"])])
@@ -75,7 +77,9 @@ def test_referrals_and_replica_lists_are_not_trunking_lists() -> None:
 
 
 def test_legacy_fs_locations_list() -> None:
-    value = decode_fattr4(encode_fattr4({c.FATTR4_FS_LOCATIONS: fs_locations_for(LIST)}))[c.FATTR4_FS_LOCATIONS]
+    value = decode_fattr4(encode_fattr4({c.FATTR4_FS_LOCATIONS: fs_locations_for(LIST)}))[
+        c.FATTR4_FS_LOCATIONS
+    ]
     mp = multipath_from_fs_locations(value)
     assert mp.source == "fs_locations"
     assert [(x.host, x.port, x.rank, x.order, x.rdma) for x in mp.candidates] == [
@@ -121,12 +125,34 @@ def test_verification_decisions() -> None:
 
 def test_mount_options() -> None:
     o = TrunkingOptions.from_url_options(
-        {"addrs": "127.0.0.3,127.0.0.4:2050", "nconnect": "2", "max_connect": "3", "notrunkdiscovery": "",
-         "stalltimeo": "0.5"}
+        {
+            "addrs": "127.0.0.3,127.0.0.4:2050",
+            "nconnect": "2",
+            "max_connect": "3",
+            "notrunkdiscovery": "",
+            "stalltimeo": "0.5",
+        }
     )
     assert (o.addrs, o.nconnect, o.max_connect, o.discovery, o.stall_after) == (
-        ["127.0.0.3", "127.0.0.4:2050"], 2, 3, False, 0.5)
+        ["127.0.0.3", "127.0.0.4:2050"],
+        2,
+        3,
+        False,
+        0.5,
+    )
     assert TrunkingOptions.from_url_options({}).discovery
     for bad in ({"nconnect": "0"}, {"max_connect": "x"}, {"addrs": "[::1"}, {"stalltimeo": "-1"}):
         with pytest.raises(TrunkingOptionError):
             TrunkingOptions.from_url_options(bad)
+
+
+def test_advertised_address_words() -> None:
+    from pynfsrdma.trunking.advertiser import parse_advertised
+
+    assert parse_advertised("127.0.0.2:2049,rank=1,order=7") == AdvertisedAddress(
+        "127.0.0.2:2049", 1, 7, False
+    )
+    assert parse_advertised("127.0.0.9:20049,rdma") == AdvertisedAddress("127.0.0.9:20049", rdma=True)
+    for bad in ("", "h,rank=x", "h,speed=3", "h,order=300"):
+        with pytest.raises(ValueError):
+            parse_advertised(bad)

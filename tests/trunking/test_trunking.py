@@ -69,7 +69,9 @@ async def test_addresses_by_hand_nconnect_and_no_discovery(advertised, export_pa
         assert live_addresses(nfs) == sorted([adv.address(0), adv.address(1)])  # the higher read order
 
 
-async def test_a_candidate_leading_to_another_server_is_rejected(advertised, export_path, ganesha_factory) -> None:
+async def test_a_candidate_leading_to_another_server_is_rejected(
+    advertised, export_path, ganesha_factory
+) -> None:
     other = ganesha_factory(server_owner="other")
     async with trio.open_nursery() as nursery:
         elsewhere = await open_paths(nursery, other.host, other.port, 1, first=9)

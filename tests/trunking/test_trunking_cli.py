@@ -13,8 +13,12 @@ from pynfsrdma.testbed import Ganesha
 
 async def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return await trio.to_thread.run_sync(
-        lambda: subprocess.run([sys.executable, "-m", "pynfsrdma.cli.main", *args], capture_output=True,
-                               text=True, timeout=timeout)
+        lambda: subprocess.run(
+            [sys.executable, "-m", "pynfsrdma.cli.main", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     )
 
 
@@ -38,8 +42,21 @@ async def test_paths_of_a_mount_point_says_it_is_not_available(tmp_path) -> None
 
 async def test_failover_test_reports_nothing_lost_or_repeated(ganesha: Ganesha, export_path) -> None:
     url = f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}"
-    r = await run_cli("failover-test", url, "--paths", "3", "--faults", "4", "--interval", "0.3",
-                      "--down", "0.2", "--workers", "2", "--json")
+    r = await run_cli(
+        "failover-test",
+        url,
+        "--paths",
+        "3",
+        "--faults",
+        "4",
+        "--interval",
+        "0.3",
+        "--down",
+        "0.2",
+        "--workers",
+        "2",
+        "--json",
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     report = json.loads(r.stdout)
     assert report["faults"] == 4 and len(report["stall_times_s"]) == 4
