@@ -249,8 +249,11 @@ class PathSet:
                 if len(live) < 2:
                     continue
                 for path in live:
-                    if (not path._probing and path.oldest_wait(now) >= stall_after
-                            and now - path._probed_at >= stall_after):
+                    if (
+                        not path._probing
+                        and path.oldest_wait(now) >= stall_after
+                        and now - path._probed_at >= stall_after
+                    ):
                         path._probing = True
                         path._probed_at = now
                         nursery.start_soon(self._probe, path, probe, probe_timeout)
@@ -263,8 +266,11 @@ class PathSet:
             if scope.cancelled_caught and path.rpc is rpc and path.state is PathState.UP:
                 path.stalls += 1
                 path.last_error = f"stalled: no answer to a probe within {timeout:g} s"
-                log.warning("path %s stalled (no answer within %g s); its requests move to other paths",
-                            path.address, timeout)
+                log.warning(
+                    "path %s stalled (no answer within %g s); its requests move to other paths",
+                    path.address,
+                    timeout,
+                )
                 self.kill(path)
         except (TransportError, OSError, RpcReplyError) as e:
             log.info("probe of %s failed: %s", path.address, e)

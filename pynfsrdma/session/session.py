@@ -32,20 +32,35 @@ from .slot_table import Slot, SlotTable
 log = logging.getLogger(__name__)
 
 # SEQUENCE statuses after which the session cannot be used (the owner makes a new one)
-SESSION_LOST = frozenset(
-    {c.NFS4ERR_BADSESSION, c.NFS4ERR_DEADSESSION, c.NFS4ERR_CONN_NOT_BOUND_TO_SESSION}
-)
+SESSION_LOST = frozenset({c.NFS4ERR_BADSESSION, c.NFS4ERR_DEADSESSION, c.NFS4ERR_CONN_NOT_BOUND_TO_SESSION})
 # statuses meaning the client ID is gone
 CLIENT_LOST = frozenset({c.NFS4ERR_STALE_CLIENTID, c.NFS4ERR_EXPIRED})
 
 # requests made only of these operations may be executed twice with the same outcome: their replies
 # (READ data, directory pages) are not worth the server's reply cache, and a retry the server
 # answers NFS4ERR_RETRY_UNCACHED_REP is simply sent again as a new request
-IDEMPOTENT_OPS = frozenset({
-    c.OP_ACCESS, c.OP_GETATTR, c.OP_GETFH, c.OP_LOOKUP, c.OP_LOOKUPP, c.OP_NVERIFY, c.OP_PUTFH,
-    c.OP_PUTPUBFH, c.OP_PUTROOTFH, c.OP_READ, c.OP_READDIR, c.OP_READLINK, c.OP_RESTOREFH,
-    c.OP_SAVEFH, c.OP_SECINFO, c.OP_SECINFO_NO_NAME, c.OP_VERIFY, c.OP_COMMIT,
-})
+IDEMPOTENT_OPS = frozenset(
+    {
+        c.OP_ACCESS,
+        c.OP_GETATTR,
+        c.OP_GETFH,
+        c.OP_LOOKUP,
+        c.OP_LOOKUPP,
+        c.OP_NVERIFY,
+        c.OP_PUTFH,
+        c.OP_PUTPUBFH,
+        c.OP_PUTROOTFH,
+        c.OP_READ,
+        c.OP_READDIR,
+        c.OP_READLINK,
+        c.OP_RESTOREFH,
+        c.OP_SAVEFH,
+        c.OP_SECINFO,
+        c.OP_SECINFO_NO_NAME,
+        c.OP_VERIFY,
+        c.OP_COMMIT,
+    }
+)
 
 MAX_DELAY_BACKOFF = 5.0
 MAX_MISORDERED_RETRIES = 2
@@ -278,7 +293,9 @@ class Session:
             except RpcTimeout as e:
                 if pin is not None:
                     raise
-                log.info("%s: request on slot %d seq %d timed out; resending", path.address, slot.slotid, seqid)
+                log.info(
+                    "%s: request on slot %d seq %d timed out; resending", path.address, slot.slotid, seqid
+                )
                 path.last_error = str(e)
                 self.paths.kill(path)  # a stalled connection: drop it so it reconnects
                 previous = path
@@ -289,8 +306,13 @@ class Session:
                 # (ClosedResourceError: the connection was dropped, as stalled, during our send)
                 if pin is not None:
                     raise
-                log.info("%s: connection lost with slot %d seq %d in flight (%s); resending",
-                         path.address, slot.slotid, seqid, e)
+                log.info(
+                    "%s: connection lost with slot %d seq %d in flight (%s); resending",
+                    path.address,
+                    slot.slotid,
+                    seqid,
+                    e,
+                )
                 previous = path
                 if deadline is not None and trio.current_time() >= deadline:
                     raise ServerUnreachable(f"{path.address}: {e}") from e
@@ -307,7 +329,11 @@ class Session:
                 raise SessionError(f"{path.address}: malformed COMPOUND reply: {e}") from e
 
     def _sequence_ok(self, res: SEQUENCE4resok, slot: Slot) -> None:
-        if res.sr_sessionid != self.sessionid or res.sr_slotid != slot.slotid or res.sr_sequenceid != slot.seqid:
+        if (
+            res.sr_sessionid != self.sessionid
+            or res.sr_slotid != slot.slotid
+            or res.sr_sequenceid != slot.seqid
+        ):
             raise SessionError("SEQUENCE reply does not match the request (session, slot or sequence id)")
         self.table.update_from_server(res.sr_highest_slotid, res.sr_target_highest_slotid)
         self.last_renewal = trio.current_time()
