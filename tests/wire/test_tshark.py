@@ -159,11 +159,20 @@ async def test_wire_format_decodes_cleanly(ganesha: Ganesha, export_path: Export
     bad = decode(pcap, port, '_ws.malformed || _ws.expert.severity == "Error"')
     assert not bad, "frames that do not decode:\n" + "\n".join("\t".join(b) for b in bad[:20])
 
-    # 2. the calls are NFSv4.1 COMPOUNDs carrying the operations the workload needs
+    # 2. our client's connection (the one that began with EXCHANGE_ID; connections left by other
+    #    tests on the shared server, and the probes, are not part of the workload)
+    call = f"rpc.msgtyp == {int(rpc.CALL)} && rpc.program == {c.NFS4_PROGRAM}"
+    streams = {
+        row[0] for row in decode(pcap, port, f"{call} && nfs.opcode == {c.OP_EXCHANGE_ID}", "tcp.stream")
+    }
+    assert streams, "no EXCHANGE_ID decoded: the capture does not hold our client's session"
+    ours = "(" + " || ".join(f"tcp.stream == {s}" for s in sorted(streams)) + ")"
+
+    # 3. its calls are NFSv4.1 COMPOUNDs carrying the operations the workload needs
     calls = decode(
         pcap,
         port,
-        f"rpc.msgtyp == {int(rpc.CALL)} && rpc.program == {c.NFS4_PROGRAM}",
+        f"{call} && {ours}",
         "rpc.xid",
         "rpc.procedure",
         "nfs.minorversion",
@@ -172,14 +181,17 @@ async def test_wire_format_decodes_cleanly(ganesha: Ganesha, export_path: Export
     )
     assert len(calls) > 20, f"only {len(calls)} NFS calls decoded"
     call_xids = {x for row in calls for x in values(row[0])}
+    assert set(values(",".join(row[1] for row in calls))) == {c.NFSPROC4_COMPOUND}, "every call is COMPOUND"
     assert set(values(",".join(row[2] for row in calls))) == {1}, "every COMPOUND is minor version 1"
     seen_ops = {op for row in calls for op in values(row[3])}
     missing = {name for op, name in EXPECTED_OPS.items() if op not in seen_ops}
     assert not missing, f"operations not seen on the wire: {sorted(missing)}"
     assert sum(v for row in calls for v in values(row[4])) == BIG + len(SMALL), "WRITE payload bytes"
 
-    # 3. every call has its reply, and the READ payloads add up
-    replies = decode(pcap, port, f"rpc.msgtyp == {int(rpc.REPLY)}", "rpc.xid", "nfs.read.data_length")
+    # 4. every call has its reply, and the READ payloads add up
+    replies = decode(
+        pcap, port, f"rpc.msgtyp == {int(rpc.REPLY)} && {ours}", "rpc.xid", "nfs.read.data_length"
+    )
     reply_xids = {x for row in replies for x in values(row[0])}
     assert call_xids <= reply_xids, f"calls with no decoded reply: {sorted(call_xids - reply_xids)[:10]}"
     assert sum(v for row in replies for v in values(row[1])) == BIG + len(SMALL), "READ payload bytes"
