@@ -105,6 +105,8 @@ class TcpTransport(Transport):
                 await self._sendmsg_all(bufs)
             except OSError as e:
                 raise ConnectionLost(e.strerror or str(e), self.peer) from e
+            except trio.ClosedResourceError as e:  # dropped by us (a stalled path) while sending
+                raise ConnectionLost("connection closed while sending", self.peer) from e
         self.bytes_sent += total + 4
 
     async def _sendmsg_all(self, bufs: list[memoryview]) -> None:
@@ -136,6 +138,8 @@ class TcpTransport(Transport):
                 n = await self.sock.recv_into(view[got:])
             except OSError as e:
                 raise ConnectionLost(e.strerror or str(e), self.peer) from e
+            except trio.ClosedResourceError as e:
+                raise ConnectionLost("connection closed", self.peer) from e
             if n == 0:
                 if got or what == "record":
                     raise ConnectionLost("closed by the server in the middle of a record", self.peer)
