@@ -1,7 +1,7 @@
 """``pynfsrdma testbed``: a local NFS-Ganesha with fault-injecting path proxies, for the demo, the tests,
 the benchmarks and multipath failover testing.
 
-    pynfsrdma testbed up [--paths N] [--port P] [--grace SECONDS] [--json] [--dir DIR]
+    pynfsrdma testbed up [--paths N] [--rdma] [--port P] [--grace SECONDS] [--json] [--dir DIR]
     pynfsrdma testbed status [--json] [--dir DIR]
     pynfsrdma testbed fault ADDRESS|all cut|stall|delay MS|throttle KBPS|restore [--dir DIR]
     pynfsrdma testbed down [--json] [--dir DIR]
@@ -50,6 +50,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--grace", type=int, metavar="SECONDS", help="grace period after a server start (default: graceless)"
     )
     p_up.add_argument("--json", action="store_true", help="print a JSON object")
+    p_up.add_argument(
+        "--rdma", action="store_true",
+        help="also an RPC-over-RDMA responder (software provider) in front of the server; the URL is proto=rdma",
+    )
 
     p_down = sub.add_parser("down", parents=[common], help="stop the testbed and remove its files")
     p_down.add_argument("--json", action="store_true", help="print a JSON object")
@@ -95,7 +99,7 @@ def _describe_paths(paths: list[dict[str, Any]]) -> None:
 def _up(args: argparse.Namespace) -> int:
     if args.paths < 0:
         raise TestbedError("--paths must be >= 0")
-    state, started = up(args.dir, paths=args.paths, port=args.port, grace=args.grace)
+    state, started = up(args.dir, paths=args.paths, port=args.port, grace=args.grace, rdma=args.rdma)
     if args.json:
         _print_json({**state, "started": started})
         return 0

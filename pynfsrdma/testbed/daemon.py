@@ -19,6 +19,7 @@ import fcntl
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -109,6 +110,9 @@ def _write_state(state_dir: Path, state: dict[str, Any]) -> None:
 def _records(state: dict[str, Any]) -> list[ProcessRecord]:
     recorded = state.get("processes", {})
     records = [ProcessRecord.from_json(r) for r in recorded.get("paths", [])]
+    for extra in ("rdma", "advertiser"):  # before the server they talk to
+        if recorded.get(extra):
+            records.append(ProcessRecord.from_json(recorded[extra]))
     if recorded.get("server"):
         records.append(ProcessRecord.from_json(recorded["server"]))
     return records
@@ -120,7 +124,7 @@ def _public(state: dict[str, Any]) -> dict[str, Any]:
 
 def _remove_state(state_dir: Path, state: dict[str, Any] | None) -> None:
     """Remove the files the testbed made (never anything else a user keeps in that directory)."""
-    names = [STATE_FILE, STATE_FILE + ".tmp"]
+    names = [STATE_FILE, STATE_FILE + ".tmp", "advertiser.log", "rdma.log"]
     for path in (state or {}).get("paths", []):
         names += [path.get("control", ""), path.get("log", "")]
     for name in names:
@@ -183,7 +187,53 @@ def _wait_proxy(proc: subprocess.Popen[bytes], control_path: Path, log_path: Pat
         time.sleep(0.02)
 
 
-def _start(state_dir: Path, *, paths: int, port: int | None, grace: int | None) -> dict[str, Any]:
+def _wait_listening(
+    proc: subprocess.Popen[bytes], host: str, port: int, log_path: Path, what: str, deadline: float
+) -> None:
+    while True:
+        if proc.poll() is not None:
+            tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
+            raise TestbedError(f"{what} exited with status {proc.returncode}: " + " / ".join(tail))
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise TestbedError(f"{what} did not listen on {host}:{port} in time")
+        time.sleep(0.02)
+
+
+def _start_advertiser(state_dir: Path, target: tuple[str, int], advertised: list[str]) -> tuple[int, int]:
+    """The trunking advertiser in front of the server (NFS-Ganesha has no trunking discovery):
+    it answers fs_locations_info on the pseudo root with the path addresses."""
+    port = find_free_port(("127.0.0.1",))
+    argv = [
+        sys.executable,
+        "-m",
+        "pynfsrdma.trunking.advertiser",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--target",
+        f"{target[0]}:{target[1]}",
+    ]
+    for a in advertised:
+        argv += ["--advertise", a]
+    log = state_dir / "advertiser.log"
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    _wait_listening(
+        proc, "127.0.0.1", port, log, "trunking advertiser", time.monotonic() + PROXY_START_TIMEOUT
+    )
+    return proc.pid, port
+
+
+def _start(
+    state_dir: Path, *, paths: int, port: int | None, grace: int | None, rdma: bool = False
+) -> dict[str, Any]:
     if len(os.fsencode(str(state_dir / "p99.sock"))) > 107:
         raise TestbedError(f"state directory path too long for unix sockets: {state_dir}")
     addresses = path_addresses(paths)
@@ -214,8 +264,39 @@ def _start(state_dir: Path, *, paths: int, port: int | None, grace: int | None) 
     _write_state(state_dir, state)  # record the server at once, so a failure below can be cleaned up
     try:
         path_port = find_free_port(addresses, prefer=ganesha.port) if addresses else ganesha.port
+        target = (ganesha.host, ganesha.port)
+        rdma_port = find_free_port(("127.0.0.1",)) if rdma else None
+        if addresses:
+            advertised = [f"{a}:{path_port}" for a in addresses]
+            if rdma_port is not None:
+                advertised.append(f"127.0.0.1:{rdma_port},rdma")
+            adv_pid, adv_port = _start_advertiser(state_dir, target, advertised)
+            processes["advertiser"] = ProcessRecord.of(adv_pid, "pynfsrdma.trunking.advertiser").to_json()
+            state["advertiser"] = {
+                "address": "127.0.0.1",
+                "port": adv_port,
+                "pid": adv_pid,
+                "advertised": advertised,
+            }
+            _write_state(state_dir, state)
+            target = ("127.0.0.1", adv_port)
+        if rdma_port is not None:
+            from .rdma_responder import start_responder_process
+
+            pid, rport = start_responder_process(
+                target[0], target[1], "127.0.0.1", rdma_port, log_path=state_dir / "rdma.log"
+            )
+            processes["rdma"] = ProcessRecord.of(pid, "pynfsrdma.testbed.rdma_responder").to_json()
+            state["rdma"] = {
+                "address": "127.0.0.1",
+                "port": rport,
+                "pid": pid,
+                "provider": "soft",
+                "url": f"nfs://127.0.0.1:{rport}{ganesha.pseudo_path}?proto=rdma&provider=soft",
+            }
+            _write_state(state_dir, state)
         started = [
-            (address, *_start_proxy(state_dir, i + 1, address, path_port, (ganesha.host, ganesha.port)))
+            (address, *_start_proxy(state_dir, i + 1, address, path_port, target))
             for i, address in enumerate(addresses)
         ]
         deadline = time.monotonic() + PROXY_START_TIMEOUT
@@ -240,6 +321,8 @@ def _start(state_dir: Path, *, paths: int, port: int | None, grace: int | None) 
         raise
     if state["paths"]:
         state["url"] = state["paths"][0]["url"]
+    elif "rdma" in state:
+        state["url"] = state["rdma"]["url"]
     _write_state(state_dir, state)
     return state
 
@@ -250,6 +333,7 @@ def up(
     paths: int = 0,
     port: int | None = None,
     grace: int | None = None,
+    rdma: bool = False,
 ) -> tuple[dict[str, Any], bool]:
     """Start the testbed unless it runs already; returns (its description, whether it was started now).
 
@@ -263,7 +347,7 @@ def up(
                 return _public(state), False
             _stop_recorded(state)  # a partly dead testbed: end what is left of it, start afresh
             _remove_state(directory, state)
-        return _public(_start(directory, paths=paths, port=port, grace=grace)), True
+        return _public(_start(directory, paths=paths, port=port, grace=grace, rdma=rdma)), True
 
 
 def ensure_testbed(state_dir: str | os.PathLike[str] | None = None, *, paths: int = 0) -> dict[str, Any]:
