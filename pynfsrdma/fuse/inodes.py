@@ -31,6 +31,7 @@ class Inode:
     data_change: int | None = None  # the change attribute the kernel's page cache holds data of
     silly: list[tuple[bytes, str]] = field(default_factory=list)  # (dir fh, .nfsXXXX name) to remove
     shared: dict[bytes, Any] = field(default_factory=dict)  # open owner -> our shared open state
+    open_lock: Any = None  # serialises OPEN and CLOSE of this file (set by the I/O layer)
 
     @property
     def is_dir(self) -> bool:

@@ -510,6 +510,13 @@ class NFSOperations(pyfuse3.Operations):
         node.data_change = node.attrs.change
         return keep
 
+    @staticmethod
+    def _lock(node: Inode) -> trio.Lock:
+        if node.open_lock is None:
+            node.open_lock = trio.Lock()
+        lock: trio.Lock = node.open_lock
+        return lock
+
     @fuse_errors
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         node = self._inode(inode)
@@ -518,18 +525,20 @@ class NFSOperations(pyfuse3.Operations):
             self._check_rw()
         cred = self.cred(ctx)
         owner = self.nfs._owner(cred)
-        shared = node.shared.get(owner)
-        attrs: FileAttrs | None
-        if shared is not None and shared.of.access & access == access and not shared.of.closed:
-            attrs = await self.nfs.getattr(node.fh, cred)
-        else:
-            if shared is not None:
-                access |= shared.of.access
-            of = await self.nfs.open_fh(node.fh, cred, access)
-            shared = self._adopt(node, of, cred)
-            attrs = of.attrs
-        keep = self._close_to_open(node, attrs)
-        fi = self._handle(node, shared, share_access(flags), cred, keep)
+        # an OPEN racing with the CLOSE of the same owner's open state would get a stateid the CLOSE ends
+        async with self._lock(node):
+            shared = node.shared.get(owner)
+            attrs: FileAttrs | None
+            if shared is not None and shared.of.access & access == access and not shared.of.closed:
+                attrs = await self.nfs.getattr(node.fh, cred)
+            else:
+                if shared is not None:
+                    access |= shared.of.access
+                of = await self.nfs.open_fh(node.fh, cred, access)
+                shared = self._adopt(node, of, cred)
+                attrs = of.attrs
+            keep = self._close_to_open(node, attrs)
+            fi = self._handle(node, shared, share_access(flags), cred, keep)
         if flags & os.O_TRUNC and node.attrs.size:
             a = await self.nfs.setattr(node.fh, cred, stateid=shared.of.stateid, size=0)
             self.inodes.refresh(node, a, self._now())
@@ -558,7 +567,7 @@ class NFSOperations(pyfuse3.Operations):
         if of.attrs is None:
             of.attrs = await self.nfs.getattr(of.fh, cred)
         node = self._learn(of.fh, of.attrs)
-        shared = self._adopt(node, of, cred)
+        shared = self._adopt(node, of, cred)  # (a CLOSE racing with this OPEN: see open())
         keep = self._close_to_open(node, None)
         return self._handle(node, shared, access, cred, keep), self._entry(node)
 
@@ -648,7 +657,9 @@ class NFSOperations(pyfuse3.Operations):
         shared.refs -= 1
         try:
             if shared.refs == 0:
-                await self._close_shared(node, shared)
+                async with self._lock(node):
+                    if shared.refs == 0 and node.shared.get(shared.of.owner) is shared:
+                        await self._close_shared(node, shared)
             elif h.written and shared.writer is not None:
                 await shared.writer.flush()
             if h.written:

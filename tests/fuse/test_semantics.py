@@ -82,8 +82,12 @@ os.close(fd)
 def test_two_processes_appending(work_dir: Any) -> None:
     n = 400
     path = work_dir.mnt / "log"
-    procs = [subprocess.Popen([sys.executable, "-c", APPENDER, str(path), tag, str(n)]) for tag in "AB"]
-    assert [p.wait(timeout=60) for p in procs] == [0, 0]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", APPENDER, str(path), tag, str(n)], stderr=subprocess.PIPE)
+        for tag in "AB"
+    ]
+    errors = [p.communicate(timeout=60)[1].decode() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errors
     lines = path.read_text().splitlines()
     assert len(lines) == 2 * n
     for tag in "AB":  # every line whole, each writer's lines in order

@@ -99,7 +99,7 @@ git commit -q -am second
 git fsck --strict 2>&1
 git log --format=%s
 git ls-files
-git cat-file -p HEAD:numbers | head -3
+git cat-file -p HEAD:numbers | sed -n 1,3p
 """
     out = sh(script, work_dir.mnt)
     assert sh(script, work_dir.ref) == out
