@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import errno
 import json
-import logging
 import os
 import posixpath
 import sys
@@ -20,7 +19,7 @@ from typing import Any
 
 import trio
 
-from .. import __version__
+from .. import __version__, trace
 from ..client.api import Client
 from ..client.attributes import FileAttrs
 from ..client.url import NfsURL, URLError, parse_url
@@ -278,6 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="A userspace NFSv4.1 client.")
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
+    p.add_argument("--trace", metavar="FILE", help="trace every RPC (xid, path, status, time, ops) to FILE (- for stderr)")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="machine-readable output")
     common.add_argument("--uid", type=int, help="AUTH_SYS uid (default: yours)")
@@ -350,8 +350,7 @@ def _message(e: BaseException) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    level = logging.WARNING - 10 * min(args.verbose, 2)
-    logging.basicConfig(level=level, format=f"{PROG}: %(levelname)s %(name)s: %(message)s")
+    trace.configure_logging(args.verbose, rpc_trace=args.trace)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE

@@ -39,7 +39,7 @@ DEFAULT_IN_FLIGHT = 8
 COMMIT_WINDOW = 64 << 20  # commit unstable data at least this often, so resends stay bounded
 
 
-async def _connector_for(url: NfsURL, address: str, port: int, timeout: float) -> Callable[[], Any]:
+async def connector_for(url: NfsURL, address: str, port: int, timeout: float) -> Callable[[], Any]:
     if url.proto == "rdma":
         from ..transport.rdma import connect_rdma  # optional: pyverbs or the software provider
 
@@ -123,10 +123,10 @@ class Client:
                     cred=cred,
                 )
                 try:
-                    connector = await _connector_for(u, u.host, u.port, timeout)
+                    connector = await connector_for(u, u.host, u.port, timeout)
                     trunk_options = TrunkingOptions.from_url_options(u.options)
                     await cid.start(Path(u.address, connector, u.proto), timeout=timeout)
-                    trunking = Trunking(cid, nursery, trunk_options, lambda h, p: _connector_for(u, h, p, timeout),
+                    trunking = Trunking(cid, nursery, trunk_options, lambda h, p: connector_for(u, h, p, timeout),
                                         default_port=u.port, rdma=u.proto == "rdma", transport_kind=u.proto)
                     await trunking.start()  # discovery is bounded (about 1 s) and never fails the mount
                     ops = NFSv4(cid)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import trio
 
-from ..client.api import _connector_for
+from ..client.api import connector_for
 from ..client.nfs4 import NFSv4
 from ..client.url import NfsURL, URLError, parse_url
 from ..rpc.auth import auth_sys
@@ -110,7 +110,7 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
         mounted = False
         try:
             try:
-                connector = await _connector_for(req.url, req.url.host, req.url.port, timeout)
+                connector = await connector_for(req.url, req.url.host, req.url.port, timeout)
                 await cid.start(Path(req.url.address, connector, req.url.proto), timeout=timeout)
                 nfs = NFSv4(cid)
                 with trio.fail_after(timeout):

@@ -18,6 +18,7 @@ from typing import Any
 
 import trio
 
+from .. import trace
 from ..proto.nfs4 import const as c
 from ..proto.nfs4.compound import COMPOUND4args, COMPOUND4res, decode_compound_res, encode_compound_args
 from ..proto.nfs4.types import SEQUENCE4args, SEQUENCE4resok
@@ -63,6 +64,7 @@ IDEMPOTENT_OPS = frozenset(
 )
 
 MAX_DELAY_BACKOFF = 5.0
+RESEND_PAUSE = 0.01  # before resending on the same (reconnecting) path
 MAX_MISORDERED_RETRIES = 2
 MAX_BADSLOT_RETRIES = 4
 MAX_UNCACHED_RETRIES = 2
@@ -297,6 +299,7 @@ class Session:
                     "%s: request on slot %d seq %d timed out; resending", path.address, slot.slotid, seqid
                 )
                 path.last_error = str(e)
+                trace.rpc_failed(xid, path.address, args.argarray, str(e), trio.current_time() - start)
                 self.paths.kill(path)  # a stalled connection: drop it so it reconnects
                 previous = path
                 if deadline is not None and trio.current_time() >= deadline:
@@ -313,9 +316,12 @@ class Session:
                     seqid,
                     e,
                 )
+                trace.rpc_failed(xid, path.address, args.argarray, str(e), trio.current_time() - start)
                 previous = path
                 if deadline is not None and trio.current_time() >= deadline:
                     raise ServerUnreachable(f"{path.address}: {e}") from e
+                if self.paths.choose(payload, avoid=path) in (None, path):
+                    await trio.sleep(RESEND_PAUSE)  # no other path: do not spin on a dead one
                 continue
             finally:
                 path.bytes_in_flight -= payload
@@ -324,9 +330,14 @@ class Session:
             if tries > 1:
                 self.replays += 1
             try:
-                return decode_compound_res(u), tries
+                res = decode_compound_res(u)
             except XdrError as e:
+                trace.rpc_failed(
+                    xid, path.address, args.argarray, f"malformed reply: {e}", trio.current_time() - start
+                )
                 raise SessionError(f"{path.address}: malformed COMPOUND reply: {e}") from e
+            trace.rpc_done(xid, path.address, args.argarray, res.status, trio.current_time() - start)
+            return res, tries
 
     def _sequence_ok(self, res: SEQUENCE4resok, slot: Slot) -> None:
         if (
