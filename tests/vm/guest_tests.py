@@ -1,0 +1,407 @@
+"""The in-guest program of the real-RDMA rig (``tests/vm/run`` boots a qemu guest that runs it).
+
+It sets up, inside the guest, a soft RDMA device (rxe or siw) on a dummy interface, the Linux
+kernel's nfsd with an RDMA listener (20049) and a TCP listener (2049) exporting a tmpfs, and the
+kernel's own NFS client mounted over RDMA; then it runs the checks against that server and
+measures the figures. Every step has a timeout. Results go to the results directory:
+``steps.jsonl`` (one line per step), ``figures.txt`` (the figures, one per line); the exit
+status is 0 only when every step passed.
+
+Run only inside the guest: it loads kernel modules, starts nfsd and mounts filesystems.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+SERVER = "192.0.2.1"  # the first dummy interface (RFC 5737 TEST-NET-1: never routed)
+SERVER2 = "198.51.100.1"  # the second dummy interface (a second address of the same server)
+RDMA_PORT = 20049
+TCP_PORT = 2049
+EXPORT = Path("/srv/export")
+KMOUNT = Path("/mnt/kernel")
+MIB = 1 << 20
+FIGURE_SIZE = 256 * MIB
+BLOCK = 8 * MIB  # what one write()/read step hands our client: wsize * the client's in-flight window
+
+RESULTS: Path = Path("/mnt/results")
+FIGURES: dict[str, float] = {}
+FAILED: list[str] = []
+
+
+def log(msg: str) -> None:
+    print(f"[{time.monotonic():8.2f}] {msg}", flush=True)
+
+
+def record(name: str, ok: bool, detail: str, seconds: float) -> None:
+    with open(RESULTS / "steps.jsonl", "a") as f:
+        f.write(json.dumps({"step": name, "ok": ok, "detail": detail, "seconds": round(seconds, 2)}) + "\n")
+    log(f"{'PASS' if ok else 'FAIL'} {name} ({seconds:.1f} s){': ' + detail if detail else ''}")
+    if not ok:
+        FAILED.append(name)
+
+
+def step(name: str, fn: Callable[[], str | None], *, required: bool = False) -> bool:
+    """Run one step; a required step that fails ends the run (what follows depends on it)."""
+    log(f"---- {name}")
+    t0 = time.monotonic()
+    try:
+        detail = fn() or ""
+        ok = True
+    except Exception as e:
+        detail = f"{type(e).__name__}: {e}"
+        traceback.print_exc()
+        ok = False
+    record(name, ok, detail, time.monotonic() - t0)
+    if required and not ok:
+        finish()
+    return ok
+
+
+def finish() -> None:
+    ratios = {}
+    for key, value in FIGURES.items():
+        link, who, direction = key.split()[:3]
+        anchor = FIGURES.get(f"{link} kernel-client {direction} MB/s")
+        if who != "kernel-client" and anchor:
+            ratios[f"{link} {who}/kernel-client {direction} ratio"] = value / anchor
+    with open(RESULTS / "figures.txt", "w") as f:
+        for k, v in FIGURES.items():
+            f.write(f"{k} {v:.1f}\n")
+        for k, v in ratios.items():
+            f.write(f"{k} {v:.2f}\n")
+    log(f"{len(FAILED)} step(s) failed: {', '.join(FAILED)}" if FAILED else "all steps passed")
+    sys.exit(1 if FAILED else 0)
+
+
+def sh(*cmd: str, timeout: float = 30, check: bool = True) -> str:
+    """Run a command with a timeout; its output goes to the log, its stdout is returned."""
+    log("$ " + " ".join(cmd))
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    out = (p.stdout + p.stderr).strip()
+    if out:
+        print(out, flush=True)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} exited {p.returncode}: {out[-300:]}")
+    return p.stdout
+
+
+# -- the server side ------------------------------------------------------------------------------
+
+
+def setup_link(link: str) -> Callable[[], str]:
+    def run() -> str:
+        sh("ip", "link", "add", "rdmanet0", "type", "dummy")
+        sh("ip", "addr", "add", f"{SERVER}/24", "dev", "rdmanet0")
+        sh("ip", "link", "set", "rdmanet0", "mtu", "9000", "up")
+        sh("ip", "link", "add", "rdmanet1", "type", "dummy")
+        sh("ip", "addr", "add", f"{SERVER2}/24", "dev", "rdmanet1")
+        sh("ip", "link", "set", "rdmanet1", "mtu", "9000", "up")
+        module = {"rxe": "rdma_rxe", "siw": "siw"}[link]
+        sh("modprobe", module)
+        sh("rdma", "link", "add", f"{link}0", "type", link, "netdev", "rdmanet0")
+        sh("rdma", "link", "add", f"{link}1", "type", link, "netdev", "rdmanet1")
+        return sh("rdma", "link", "show").strip().replace("\n", "; ")
+
+    return run
+
+
+def setup_nfsd() -> str:
+    sh("modprobe", "-a", "nfsd", "rpcrdma")
+    sh("mount", "-t", "nfsd", "nfsd", "/proc/fs/nfsd")
+    # short lease and grace, set before nfsd starts (seconds); grace is also ended at once below
+    Path("/proc/fs/nfsd/nfsv4leasetime").write_text("15\n")
+    Path("/proc/fs/nfsd/nfsv4gracetime").write_text("15\n")
+    EXPORT.mkdir(parents=True, exist_ok=True)
+    sh("mount", "-t", "tmpfs", "-o", "size=1200m", "tmpfs", str(EXPORT))
+    Path("/etc/exports").write_text(f"{EXPORT} *(rw,fsid=0,insecure,no_root_squash,no_subtree_check)\n")
+    subprocess.Popen(
+        ["rpc.mountd", "--no-nfs-version", "2", "--no-nfs-version", "3", "--no-udp"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    sh("exportfs", "-ra")
+    sh("rpc.nfsd", "-N", "3", "-U", f"--rdma={RDMA_PORT}", "--port", str(TCP_PORT), "4", timeout=60)
+    ports = Path("/proc/fs/nfsd/portlist").read_text()
+    if f"rdma {RDMA_PORT}" not in ports or f"tcp {TCP_PORT}" not in ports:
+        raise RuntimeError(f"nfsd listeners: {ports!r}")
+    Path("/proc/fs/nfsd/v4_end_grace").write_text("Y\n")
+    return ports.strip().replace("\n", ", ")
+
+
+def kernel_mount() -> str:
+    KMOUNT.mkdir(parents=True, exist_ok=True)
+    sh(
+        "mount",
+        "-t",
+        "nfs4",
+        "-o",
+        f"vers=4.1,proto=rdma,port={RDMA_PORT}",
+        f"{SERVER}:/",
+        str(KMOUNT),
+        timeout=60,
+    )
+    for line in Path("/proc/mounts").read_text().splitlines():
+        if str(KMOUNT) in line:
+            if "proto=rdma" not in line:
+                raise RuntimeError(f"not an RDMA mount: {line}")
+            return line
+    raise RuntimeError("the kernel NFS mount is not in /proc/mounts")
+
+
+def drop_caches() -> None:
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
+# -- the data: a patterned stream whose every 1 MiB block carries its own index -------------------
+
+_BASE = hashlib.shake_256(b"pynfsrdma vm rig").digest(BLOCK)
+
+
+def block(i: int) -> bytes:
+    """The i-th BLOCK-sized piece of the test stream (a misplaced or repeated block changes the hash)."""
+    b = bytearray(_BASE)
+    for k in range(0, BLOCK, MIB):
+        b[k : k + 8] = (i * BLOCK + k).to_bytes(8, "big")
+    return bytes(b)
+
+
+def stream_digest(size: int) -> str:
+    h = hashlib.sha256()
+    for i in range(size // BLOCK):
+        h.update(block(i))
+    return h.hexdigest()
+
+
+def file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb", buffering=0) as f:
+        while chunk := f.read(4 * MIB):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# -- the kernel client: the anchor figures -----------------------------------------------------------
+
+
+def kernel_figures(label: str) -> Callable[[], str]:
+    def run() -> str:
+        target = KMOUNT / "kernel-anchor"
+        count = FIGURE_SIZE // MIB
+        t0 = time.monotonic()
+        sh("dd", "if=/dev/zero", f"of={target}", "bs=1M", f"count={count}", "conv=fsync", timeout=300)
+        write = FIGURE_SIZE / (time.monotonic() - t0) / 1e6
+        drop_caches()
+        t0 = time.monotonic()
+        sh("dd", f"if={target}", "of=/dev/null", "bs=1M", timeout=300)
+        read = FIGURE_SIZE / (time.monotonic() - t0) / 1e6
+        target.unlink()
+        FIGURES[f"{label} kernel-client write MB/s"] = write
+        FIGURES[f"{label} kernel-client read MB/s"] = read
+        return f"write {write:.1f} MB/s, read {read:.1f} MB/s"
+
+    return run
+
+
+# -- a raw RPC-over-RDMA v1 NULL call from pyverbs (no pynfsrdma transport involved) --------------
+
+
+def raw_null_call() -> str:
+    """In a child process (pyverbs' blocking calls cannot be interrupted): connect with rdma_cm,
+    send an RDMA_MSG carrying an NFSv4 NULL call, check the RDMA_MSG reply and its credits."""
+    out = subprocess.run([sys.executable, __file__, "--raw-null"], capture_output=True, text=True, timeout=30)
+    print(out.stdout + out.stderr, flush=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"raw NULL call failed: {(out.stdout + out.stderr).strip()[-400:]}")
+    return out.stdout.strip().splitlines()[-1]
+
+
+def raw_null_child() -> None:
+    import pyverbs.cm_enums as ce
+    import pyverbs.enums as e
+    from pyverbs.cmid import CMID, AddrInfo, ConnParam
+    from pyverbs.qp import QPCap, QPInitAttr
+
+    from pynfsrdma.proto import rpc
+    from pynfsrdma.proto.nfs4 import const as c
+    from pynfsrdma.proto.rpcrdma import RDMA_MSG, decode_rdma_msg, encode_rdma_msg, make_msg
+    from pynfsrdma.xdr import Unpacker
+
+    size = 1024  # the RPC-over-RDMA v1 default inline threshold: no private data is sent
+    cap = QPCap(max_send_wr=2, max_recv_wr=2, max_send_sge=1, max_recv_sge=1)
+    ai = AddrInfo(dst=SERVER, dst_service=str(RDMA_PORT), port_space=ce.RDMA_PS_TCP)
+    cmid = CMID(creator=ai, qp_init_attr=QPInitAttr(qp_type=e.IBV_QPT_RC, cap=cap))
+    rmr = cmid.reg_msgs(size)
+    smr = cmid.reg_msgs(size)
+    cmid.post_recv(rmr, size)
+    cmid.connect(ConnParam())
+    xid = 0x5EED0001
+    p = encode_rdma_msg(make_msg(xid, 8))
+    rpc.pack_call_header(
+        p, xid, c.NFS4_PROGRAM, c.NFS_V4, c.NFSPROC4_NULL, rpc.opaque_auth.XDR.encode(rpc.NULL_AUTH)
+    )
+    msg = p.getvalue()
+    smr.write(msg, len(msg))
+    cmid.post_send(smr, e.IBV_SEND_SIGNALED, len(msg))
+    cmid.get_send_comp()
+    wc = cmid.get_recv_comp()
+    data = rmr.read(wc.byte_len, 0)
+    hdr, off = decode_rdma_msg(data)
+    if hdr.rdma_xid != xid or hdr.proc != RDMA_MSG:
+        raise SystemExit(f"unexpected transport header {hdr}")
+    u = Unpacker(data, off)
+    rxid, mtype = u.uint32(), u.uint32()
+    reply = rpc.unpack_reply_header(u)
+    u.done()
+    if rxid != xid or mtype != rpc.REPLY or reply.accept != rpc.SUCCESS:
+        raise SystemExit(f"unexpected RPC reply: xid {rxid:#x}, {rpc.describe(reply)}")
+    cmid.disconnect()
+    print(
+        f"NULL over RDMA: reply to xid {rxid:#x} accepted, {hdr.rdma_credit} credits granted, {wc.byte_len} bytes"
+    )
+
+
+# -- our client -------------------------------------------------------------------------------------
+
+
+async def client_roundtrip(url: str, label: str, expect: str) -> str:
+    import trio
+
+    from pynfsrdma.client.api import Client
+
+    name = f"/{label.replace(' ', '-')}.dat"
+    async with Client.connect(url, timeout=30) as nfs:
+        t0 = time.monotonic()
+        async with await nfs.open(name, "w") as f:
+            for i in range(FIGURE_SIZE // BLOCK):
+                await f.write(block(i))
+            await f.fsync()
+        write = FIGURE_SIZE / (time.monotonic() - t0) / 1e6
+        h = hashlib.sha256()
+        t0 = time.monotonic()
+        async with await nfs.open(name, "r") as f:
+            async for _, view in f.iter_views():
+                h.update(view)
+        read = FIGURE_SIZE / (time.monotonic() - t0) / 1e6
+        if h.hexdigest() != expect:
+            raise RuntimeError("our client read back other data than it wrote")
+        await trio.lowlevel.checkpoint()
+    # the kernel's own client reads the file our client wrote
+    drop_caches()
+    if file_digest(KMOUNT / name.lstrip("/")) != expect:
+        raise RuntimeError("the kernel NFS client reads other data than our client wrote")
+    (KMOUNT / name.lstrip("/")).unlink()
+    FIGURES[f"{label} write MB/s"] = write
+    FIGURES[f"{label} read MB/s"] = read
+    return f"write {write:.1f} MB/s, read {read:.1f} MB/s, sha256 checked by our client and the kernel client"
+
+
+async def client_api(url: str) -> str:
+    """The path API against the kernel nfsd, and a file the kernel client wrote read back by us."""
+    from pynfsrdma.client.api import Client
+
+    small = KMOUNT / "from-kernel.bin"
+    data = b"".join(block(i)[: MIB // 4] for i in range(8))  # 2 MiB written by the kernel client
+    small.write_bytes(data)
+    os.sync()
+    async with Client.connect(url, timeout=30) as nfs:
+        got = await nfs.read_file("/from-kernel.bin")
+        if got != data:
+            raise RuntimeError("our client reads other data than the kernel client wrote")
+        await nfs.makedirs("/api/sub")
+        await nfs.write_file("/api/sub/a.txt", b"hello from pynfsrdma\n")
+        await nfs.symlink("sub/a.txt", "/api/link")
+        if await nfs.readlink("/api/link") != "sub/a.txt":
+            raise RuntimeError("readlink")
+        if await nfs.read_file("/api/link") != b"hello from pynfsrdma\n":
+            raise RuntimeError("read through a symlink")
+        await nfs.rename("/api/sub/a.txt", "/api/sub/b.txt")
+        for i in range(300):  # a directory whose listing is larger than any inline threshold
+            await nfs.write_file(f"/api/sub/entry-with-a-long-name-{i:04d}", b"")
+        names = await nfs.listdir("/api/sub")
+        if len(names) != 301 or "b.txt" not in names:
+            raise RuntimeError(f"listdir found {len(names)} entries")
+        await nfs.truncate("/api/sub/b.txt", 5)
+        st = await nfs.stat("/api/sub/b.txt")
+        if st.size != 5:
+            raise RuntimeError(f"size after truncate {st.size}")
+        await nfs.rmtree("/api")
+        if await nfs.exists("/api"):
+            raise RuntimeError("rmtree left the directory")
+        await nfs.remove("/from-kernel.bin")
+    if (KMOUNT / "api").exists():
+        raise RuntimeError("the kernel client still sees /api")
+    return "read a kernel-written file; mkdir/write/symlink/readlink/rename/listdir(301)/truncate/rmtree"
+
+
+def in_trio(fn: Callable[..., Any], *args: Any, timeout: float) -> Callable[[], str]:
+    def run() -> str:
+        import trio
+
+        async def bounded() -> str:
+            with trio.fail_after(timeout):
+                return str(await fn(*args))
+
+        return trio.run(bounded)
+
+    return run
+
+
+def rdma_provider_available() -> bool:
+    try:
+        import pynfsrdma.transport.rdma.pyverbs_provider  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def main() -> None:
+    global RESULTS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--link", choices=("rxe", "siw"), default="rxe")
+    ap.add_argument("--results", type=Path, default=RESULTS)
+    ap.add_argument("--raw-null", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.raw_null:
+        raw_null_child()
+        return
+    RESULTS = args.results
+    link = args.link
+    log(f"guest tests on {link}, kernel {os.uname().release}")
+    step(f"{link}: soft RDMA device on dummy interfaces", setup_link(link), required=True)
+    step(f"{link}: kernel nfsd with RDMA and TCP listeners", setup_nfsd, required=True)
+    step(f"{link}: kernel NFS client mounts with proto=rdma", kernel_mount, required=True)
+    step(f"{link}: kernel client figures (256 MiB)", kernel_figures(link))
+    step(f"{link}: raw RPC-over-RDMA NULL call from pyverbs", raw_null_call)
+    tcp = f"nfs://{SERVER}:{TCP_PORT}/?proto=tcp"
+    step(f"{link}: our client API over TCP", in_trio(client_api, tcp, timeout=180))
+    expect = stream_digest(FIGURE_SIZE)
+    step(
+        f"{link}: our client over TCP (256 MiB)",
+        in_trio(client_roundtrip, tcp, f"{link} ours-tcp", expect, timeout=600),
+    )
+    rdma = f"nfs://{SERVER}:{RDMA_PORT}/?proto=rdma&provider=pyverbs"
+    if rdma_provider_available():
+        step(f"{link}: our client API over RDMA", in_trio(client_api, rdma, timeout=180))
+        step(
+            f"{link}: our client over RDMA (256 MiB)",
+            in_trio(client_roundtrip, rdma, f"{link} ours-rdma", expect, timeout=600),
+        )
+    else:
+        log("our client over RDMA: not run, pynfsrdma/transport/rdma/pyverbs_provider.py does not exist yet")
+    finish()
+
+
+if __name__ == "__main__":
+    main()
