@@ -24,6 +24,7 @@ from ..proto.nfs4.compound import COMPOUND4args, COMPOUND4res, decode_compound_r
 from ..proto.nfs4.types import SEQUENCE4args, SEQUENCE4resok
 from ..rpc.auth import Credential
 from ..rpc.errors import RpcTimeout
+from ..stats import RpcStats, collector_for
 from ..transport.base import NO_HINTS, ReplyHints, TransportError
 from ..xdr import XdrError
 from .errors import ServerUnreachable, SessionError
@@ -113,6 +114,7 @@ class Session:
         policy: RetryPolicy,
         max_request_size: int = 1 << 20,
         max_response_size: int = 1 << 20,
+        stats: RpcStats | None = None,
     ) -> None:
         self.sessionid = sessionid
         self.table = SlotTable(max_requests)
@@ -127,6 +129,8 @@ class Session:
         self.dead: int | None = None  # the status that killed the session
         self.resends = 0
         self.replays = 0  # resends answered (the server may have executed the first send)
+        # per-operation figures for `pynfsrdma stats`; shared by the sessions of one path set
+        self.stats = stats if stats is not None else collector_for(paths)
 
     # -- slots ----------------------------------------------------------------------------------------
     async def _acquire(self) -> Slot:
@@ -279,6 +283,7 @@ class Session:
             assert rpc is not None
             if tries:
                 self.resends += 1
+                self.stats.rpc_resent(previous.address if previous is not None else path.address)
                 path.failovers += previous is not None and previous is not path
             tries += 1
             xid, p = rpc.start_call(c.NFSPROC4_COMPOUND, cred)
@@ -329,6 +334,7 @@ class Session:
             path.observe_rtt(trio.current_time() - start)
             if tries > 1:
                 self.replays += 1
+            received = u.remaining()
             try:
                 res = decode_compound_res(u)
             except XdrError as e:
@@ -336,7 +342,9 @@ class Session:
                     xid, path.address, args.argarray, f"malformed reply: {e}", trio.current_time() - start
                 )
                 raise SessionError(f"{path.address}: malformed COMPOUND reply: {e}") from e
-            trace.rpc_done(xid, path.address, args.argarray, res.status, trio.current_time() - start)
+            seconds = trio.current_time() - start
+            trace.rpc_done(xid, path.address, args.argarray, res.status, seconds)
+            self.stats.rpc_done(path, ops, res, seconds, len(p), received, tries > 1)
             return res, tries
 
     def _sequence_ok(self, res: SEQUENCE4resok, slot: Slot) -> None:
