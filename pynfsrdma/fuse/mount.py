@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import trio
 
+from .. import control, stats
 from ..client.api import connector_for
 from ..client.nfs4 import NFSv4
 from ..client.url import NfsURL, URLError, parse_url
@@ -123,6 +124,17 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
             if not root_attrs.is_dir:
                 raise MountError(f"cannot mount {req.source}: not a directory")
             ops = NFSOperations(nfs, root_fh, root_attrs, o, nursery)
+            # the control socket (pynfsrdma stats/paths MOUNTPOINT) is there before the mount, so
+            # that whoever sees the mount can ask it; it goes away with the nursery
+            info = {"mountpoint": req.mountpoint, "server": req.fsname, "pid": os.getpid()}
+            try:
+                await nursery.start(
+                    control.serve,
+                    control.socket_path(req.mountpoint),
+                    {"stats": lambda: stats.snapshot(cid, info=info), "paths": lambda: stats.path_rows(cid)},
+                )
+            except (OSError, control.ControlError) as e:  # the mount works without it
+                log.warning("no control socket for %s: %s", req.mountpoint, e)
             try:
                 pyfuse3.init(ops, req.mountpoint, o.fuse_options(req.fsname))
             except RuntimeError as e:
