@@ -2,8 +2,8 @@
 
 For a URL it connects, runs trunking discovery and verification (as a mount would), and prints each
 path: state, address, transport, read rank and order, round-trip time, calls and bytes in flight,
-where the address came from and how it was verified. For a mount point it reads what the mount
-daemon exposes; the FUSE mount has no control socket yet, and the command says so.
+where the address came from and how it was verified. For a mount point it asks the mount daemon
+through its control socket (:mod:`pynfsrdma.control`), opening no session of its own.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import trio
 
 from ..client.api import Client
 from ..client.url import parse_url
+from ..control import ControlError, query
 
 __all__ = ["format_table", "handler", "register"]
 
@@ -73,13 +74,13 @@ async def _from_url(url: str, args: argparse.Namespace) -> list[dict[str, Any]]:
 def handler(args: argparse.Namespace) -> int:
     target: str = args.target
     if os.path.isdir(target) and "://" not in target:
-        print(
-            f"{PROG}: {target}: listing the paths of a mount is not available yet "
-            "(the FUSE mount exposes no control socket); give the server's URL instead",
-            file=sys.stderr,
-        )
-        return 1
-    rows = trio.run(_from_url, target, args)
+        try:
+            rows = query(target, "paths", timeout=args.timeout)
+        except ControlError as e:
+            print(f"{PROG}: {e}", file=sys.stderr)
+            return 1
+    else:
+        rows = trio.run(_from_url, target, args)
     if args.json:
         print(json.dumps(rows, indent=None, sort_keys=True))
     else:
