@@ -141,6 +141,12 @@ class Client:
         except BaseExceptionGroup as eg:
             raise single_error(eg) from None
 
+    def stats(self) -> dict[str, Any]:
+        """The statistics report ``pynfsrdma stats`` shows for a mount (see :mod:`pynfsrdma.stats`)."""
+        from .. import stats
+
+        return stats.snapshot(self.clientid, self.trunking, {"server": f"{self.url.host}:{self.url.path}"})
+
     # -- names ------------------------------------------------------------------------------------------
     def _norm(self, path: str) -> str:
         return posixpath.normpath("/" + path.lstrip("/"))
