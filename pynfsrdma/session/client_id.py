@@ -289,9 +289,9 @@ class ClientID:
         while True:
             if self._closed:
                 raise SessionError("the client is shut down", errno.ESHUTDOWN)
-            if not _recovering:
+            if not _recovering and self._recovery.lock.locked():
                 async with self._recovery.lock:
-                    pass  # wait for a recovery in progress to finish
+                    pass  # wait for the recovery in progress to finish
             session = self.session
             if session is None:
                 raise SessionError("no session")

@@ -39,6 +39,7 @@ class SlotTable:
     slots: dict[int, Slot] = field(default_factory=dict)
     target_highest: int = -1  # the server's target_highest_slotid (-1: use all)
     _free: list[int] = field(default_factory=list)
+    _busy: set[int] = field(default_factory=set)  # slot ids with a request outstanding
 
     def __post_init__(self) -> None:
         if self.max_slots < 1:
@@ -55,11 +56,11 @@ class SlotTable:
 
     @property
     def in_use(self) -> int:
-        return sum(1 for s in self.slots.values() if s.in_use)
+        return len(self._busy)
 
     @property
     def highest_in_use(self) -> int:
-        return max((s.slotid for s in self.slots.values() if s.in_use), default=-1)
+        return max(self._busy, default=-1)
 
     def try_acquire(self) -> Slot | None:
         """A free slot under the current limit, lowest first; None if none."""
@@ -71,6 +72,7 @@ class SlotTable:
                 del free[i]
                 slot = self.slots[sid]
                 slot.in_use = True
+                self._busy.add(sid)
                 return slot
         return None
 
@@ -88,6 +90,7 @@ class SlotTable:
         else:
             slot.interrupted = True
         slot.in_use = False
+        self._busy.discard(slot.slotid)
         self._free.append(slot.slotid)
 
     def misordered(self, slot: Slot) -> bool:
