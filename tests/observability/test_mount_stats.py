@@ -192,3 +192,41 @@ async def test_client_stats(ganesha: Ganesha, export_path: ExportPath) -> None:
     assert rep["paths"][0]["verification"] == "mount"
     assert rep["paths"][0]["replies"] == rep["rpc"]["calls"]
     json.dumps(rep)  # JSON-ready
+
+
+async def test_client_stats_over_rdma(ganesha: Ganesha, export_path: ExportPath) -> None:
+    """proto=rdma through the RPC-over-RDMA responder (software provider): the RDMA figures of the
+    path are the transport's own, and READ data placed by RDMA Write counts as received."""
+    import trio
+
+    from pynfsrdma.testbed.rdma_responder import serve_rdma
+    from pynfsrdma.transport.rdma.soft import SoftProvider
+
+    data = os.urandom(300_000)
+    async with trio.open_nursery() as nursery:
+        r = await serve_rdma(nursery, SoftProvider(), "127.0.0.1", 0, ganesha.host, ganesha.port)
+        try:
+            url = f"nfs://127.0.0.1:{r.port}{export_path.remote}?proto=rdma&provider=soft"
+            async with Client.connect(url) as nfs:
+                await nfs.write_file("/f", data)
+                assert await nfs.read_file("/f") == data
+                rep = nfs.stats()
+                t = nfs.clientid.paths.paths[0].rpc.transport  # type: ignore[union-attr]
+                [path] = rep["paths"]
+                rdma = path["rdma"]
+                assert path["transport"] == "rdma"
+                assert rdma["chunks"]["read_chunk_segments"] == t.stats.read_chunk_segments >= 1  # WRITE data
+                assert rdma["chunks"]["write_chunks"] == t.stats.write_chunks >= 1  # READ data
+                assert rdma["credits"]["requested"] == t.gate.requested
+                assert 1 <= rdma["credits"]["granted"] <= rdma["credits"]["requested"]
+                assert rdma["inline"] == {
+                    "send": t.thresholds.send,
+                    "recv": t.thresholds.recv,
+                    "remote_invalidation": t.thresholds.remote_invalidation,
+                }
+                assert rep["bytes"]["read"] >= len(data) and rep["bytes"]["written"] >= len(data)
+                assert rep["operations"]["READ"]["bytes_received"] >= len(data)
+                json.dumps(rep)
+        finally:
+            await r.aclose()
+            nursery.cancel_scope.cancel()
