@@ -123,7 +123,10 @@ class LatencyHistogram:
                 continue
             seen += n
             while t < len(targets) and seen >= targets[t]:
-                out.append(min(max(self.bucket_middle(i), self.min), self.max))
+                if i == self.SIZE - 1 or qs[t] >= 1.0:  # the open-ended last bucket; the maximum
+                    out.append(self.max)
+                else:
+                    out.append(min(max(self.bucket_middle(i), self.min), self.max))
                 t += 1
             if t == len(targets):
                 break
