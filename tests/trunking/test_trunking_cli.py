@@ -35,9 +35,9 @@ async def test_paths_lists_discovered_paths(advertised, export_path) -> None:
     assert r.returncode == 0 and r.stdout.splitlines()[0].split()[:3] == ["STATE", "ADDRESS", "TRANSPORT"]
 
 
-async def test_paths_of_a_mount_point_says_it_is_not_available(tmp_path) -> None:
+async def test_paths_of_a_directory_that_is_no_mount_is_a_clear_error(tmp_path) -> None:
     r = await run_cli("paths", str(tmp_path))
-    assert r.returncode == 1 and "not available yet" in r.stderr
+    assert r.returncode == 1 and "not a pynfsrdma mount" in r.stderr
 
 
 async def test_failover_test_reports_nothing_lost_or_repeated(ganesha: Ganesha, export_path) -> None:
