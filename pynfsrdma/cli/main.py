@@ -69,6 +69,17 @@ def _ls_line(name: str, a: FileAttrs) -> str:
     return f"{st.filemode(a.st_mode)} {a.nlink:3d} {a.uid:5d} {a.gid:5d} {a.size:12d} {mtime} {name}"
 
 
+async def _into_dir(client: Client, dst: str, name: str) -> str:
+    """``dst``, or ``dst/name`` when ``dst`` is an existing directory (as cp(1) and mv(1) do)."""
+    try:
+        if (await client.stat(dst)).is_dir:
+            return posixpath.join(dst, name)
+    except NFS4Error as e:
+        if e.errno != errno.ENOENT:
+            raise
+    return dst
+
+
 async def _with_client(url: NfsURL, args: argparse.Namespace, fn: Callable[[Client], Awaitable[int]]) -> int:
     async with Client.connect(url, **_connect_kwargs(args)) as client:
         return await fn(client)
@@ -147,13 +158,7 @@ def cmd_put(args: argparse.Namespace) -> int:
         raise FileNotFoundError(errno.ENOENT, "No such file", args.local)
 
     async def run(client: Client) -> int:
-        target = path
-        try:
-            if (await client.stat(path)).is_dir:
-                target = posixpath.join(path, os.path.basename(args.local))
-        except NFS4Error as e:
-            if e.errno != errno.ENOENT:
-                raise
+        target = await _into_dir(client, path, os.path.basename(args.local))
         bar = ProgressBar(os.path.getsize(args.local), os.path.basename(args.local), enabled=not args.json)
         n = await client.put(args.local, target, bar.update)
         bar.done()
@@ -179,13 +184,7 @@ def cmd_cp(args: argparse.Namespace) -> int:
         raise URLError("cp between two different servers is not supported; use get then put")
 
     async def run(client: Client) -> int:
-        target = dpath
-        try:
-            if (await client.stat(dpath)).is_dir:
-                target = posixpath.join(dpath, posixpath.basename(spath))
-        except NFS4Error as e:
-            if e.errno != errno.ENOENT:
-                raise
+        target = await _into_dir(client, dpath, posixpath.basename(spath))
         total = 0
         async with await client.open(spath, "r") as src, await client.open(target, "w") as dst:
             async for off, view in src.iter_views():
@@ -241,13 +240,7 @@ def cmd_mv(args: argparse.Namespace) -> int:
         dpath = args.dst if args.dst.startswith("/") else posixpath.join(posixpath.dirname(spath), args.dst)
 
     async def run(client: Client) -> int:
-        target = dpath
-        try:
-            if (await client.stat(dpath)).is_dir:
-                target = posixpath.join(dpath, posixpath.basename(spath))
-        except NFS4Error as e:
-            if e.errno != errno.ENOENT:
-                raise
+        target = await _into_dir(client, dpath, posixpath.basename(spath))
         await client.rename(spath, target)
         _out(args, {"src": spath, "dst": target}, None)
         return 0

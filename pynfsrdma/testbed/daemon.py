@@ -23,7 +23,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -170,39 +170,44 @@ def _start_proxy(
     return proc, control, log
 
 
-def _wait_proxy(proc: subprocess.Popen[bytes], control_path: Path, log_path: Path, deadline: float) -> None:
+def _wait_ready(
+    proc: subprocess.Popen[bytes], ready: Callable[[], bool], log_path: Path, what: str, deadline: float
+) -> None:
+    """Wait until ``ready()`` says a started helper process serves; its log's tail if it died."""
     while True:
         if proc.poll() is not None:
             tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
-            raise TestbedError(f"path proxy exited with status {proc.returncode}: " + " / ".join(tail))
-        if control_path.exists():
-            try:
-                control_request(str(control_path), {"cmd": "status"}, timeout=1.0)
-                return
-            except ControlError:
-                pass
+            raise TestbedError(f"{what} exited with status {proc.returncode}: " + " / ".join(tail))
+        if ready():
+            return
         if time.monotonic() > deadline:
             proc.kill()
-            raise TestbedError(f"path proxy did not answer on {control_path} in time")
+            raise TestbedError(f"{what} did not answer in time")
         time.sleep(0.02)
+
+
+def _wait_proxy(proc: subprocess.Popen[bytes], control_path: Path, log_path: Path, deadline: float) -> None:
+    def answers() -> bool:
+        try:
+            control_request(str(control_path), {"cmd": "status"}, timeout=1.0)
+            return True
+        except (ControlError, FileNotFoundError):
+            return False
+
+    _wait_ready(proc, answers, log_path, f"path proxy ({control_path})", deadline)
 
 
 def _wait_listening(
     proc: subprocess.Popen[bytes], host: str, port: int, log_path: Path, what: str, deadline: float
 ) -> None:
-    while True:
-        if proc.poll() is not None:
-            tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
-            raise TestbedError(f"{what} exited with status {proc.returncode}: " + " / ".join(tail))
+    def listens() -> bool:
         try:
             with socket.create_connection((host, port), timeout=0.5):
-                return
+                return True
         except OSError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise TestbedError(f"{what} did not listen on {host}:{port} in time")
-        time.sleep(0.02)
+            return False
+
+    _wait_ready(proc, listens, log_path, f"{what} ({host}:{port})", deadline)
 
 
 def _start_advertiser(state_dir: Path, target: tuple[str, int], advertised: list[str]) -> tuple[int, int]:
