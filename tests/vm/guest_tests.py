@@ -395,6 +395,36 @@ async def private_data() -> str:
     )
 
 
+async def client_trunking(url: str) -> str:
+    """Session trunking on the real server: the nfsd reached at its second address too, both
+    paths in one session; then the first address's link goes down and the calls move over."""
+    import trio
+
+    from pynfsrdma.client.api import Client
+
+    data = block(0)
+    async with Client.connect(url, timeout=30) as nfs:
+        trunking = nfs.trunking
+        if trunking is None:
+            raise RuntimeError("the client set up no trunking")
+        paths = trunking.snapshot()
+        up = sorted(str(p["address"]) for p in paths if p["state"] == "up")
+        if len(up) != 2:
+            raise RuntimeError(f"expected two paths up, got {paths}")
+        await nfs.write_file("/trunked.bin", data)
+        sh("ip", "link", "set", "rdmanet0", "down")
+        try:
+            with trio.fail_after(120):
+                got = await nfs.read_file("/trunked.bin")
+            after = {str(p["address"]): p["state"] for p in trunking.snapshot()}
+        finally:
+            sh("ip", "link", "set", "rdmanet0", "up")
+        if got != data:
+            raise RuntimeError("read after failover returned other data")
+        await nfs.remove("/trunked.bin")
+    return f"paths up {up}; after {SERVER}'s link went down: {after}"
+
+
 CHILD_STEPS: dict[str, Callable[..., Any]] = {}  # filled below: steps that run in a child process
 
 
@@ -437,6 +467,7 @@ CHILD_STEPS.update(
     client_api=client_api,
     client_roundtrip=client_roundtrip,
     private_data=private_data,
+    client_trunking=client_trunking,
 )
 
 
@@ -489,6 +520,8 @@ def main() -> None:
         in_child("client_roundtrip", rdma, f"{link} ours-rdma", expect),
         transfer,
     )
+    trunk = f"{rdma}&addrs={SERVER2}:{RDMA_PORT}&stalltimeo=5"
+    step(f"{link}: our client trunks two RDMA paths and fails over", in_child("client_trunking", trunk), 240)
     finish()
 
 
