@@ -9,6 +9,7 @@ REPLY) first and an XID second: the XID spaces of the two directions are indepen
 from __future__ import annotations
 
 import logging
+import math
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -31,6 +32,11 @@ class _Pending:
     event: trio.Event = field(default_factory=trio.Event)
     reply: Unpacker | None = None
     error: BaseException | None = None
+    deadline: float = math.inf  # trio clock; the watchdog fails the call with RpcTimeout past it
+    timeout: float = 0.0
+
+
+WATCHDOG_TICK = 0.05  # how late a timeout may fire (seconds); a call's timeout is at least seconds
 
 
 class RpcConnection:
@@ -51,6 +57,8 @@ class RpcConnection:
         self._pending: dict[int, _Pending] = {}
         self._dead: TransportError | None = None
         self._closed = trio.Event()
+        self._watchdog: trio.Event | None = None
+        self._next_deadline = math.inf
         self.calls = 0
         self.unmatched_replies = 0
 
@@ -73,10 +81,12 @@ class RpcConnection:
     # -- the receive loop -------------------------------------------------------------------------------
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Receive until the connection fails or is closed; then fail every waiting call."""
+        self._watchdog = trio.Event()
         task_status.started()
         error: TransportError | None = None
         try:
-            async with trio.open_nursery() as nursery:  # callback handlers run here
+            async with trio.open_nursery() as nursery:  # callback handlers and the watchdog run here
+                nursery.start_soon(self._watch_timeouts)
                 try:
                     while True:
                         u = await self.transport.receive()
@@ -88,6 +98,30 @@ class RpcConnection:
                 nursery.cancel_scope.cancel()
         finally:
             self._fail_all(error or ConnectionLost("connection closed", self.peer))
+
+    async def _watch_timeouts(self) -> None:
+        """Fail calls whose deadline passed with RpcTimeout (one task per connection, instead of
+        a cancel scope in every call)."""
+        try:
+            while True:
+                wake = self._watchdog
+                assert wake is not None
+                with trio.move_on_at(max(self._next_deadline, trio.current_time() + WATCHDOG_TICK)):
+                    await wake.wait()
+                self._watchdog = trio.Event()
+                now = trio.current_time()
+                nxt = math.inf
+                for xid, p in list(self._pending.items()):
+                    if p.deadline <= now:
+                        del self._pending[xid]
+                        self.transport.abandon(xid)
+                        p.error = RpcTimeout(f"no reply within {p.timeout:g} s", self.peer)
+                        p.event.set()
+                    elif p.deadline < nxt:
+                        nxt = p.deadline
+                self._next_deadline = nxt
+        finally:
+            self._watchdog = None
 
     def _fail_all(self, error: TransportError) -> None:
         if self._dead is None:
@@ -161,17 +195,20 @@ class RpcConnection:
         if self._dead is not None:
             raise self._dead
         p = _Pending()
+        if timeout is not None:
+            # no cancel scope per call: the connection's watchdog ends calls past their deadline
+            p.timeout = timeout
+            p.deadline = trio.current_time() + timeout
+            if self._watchdog is None:
+                raise RuntimeError("RpcConnection.run() is not running: timeouts need its watchdog")
+            if p.deadline < self._next_deadline:
+                self._next_deadline = p.deadline
+                self._watchdog.set()
         self._pending[xid] = p
         self.calls += 1
         try:
             await self.transport.send_call(xid, msg, hints)
-            if timeout is None:
-                await p.event.wait()
-            else:
-                with trio.move_on_after(timeout):
-                    await p.event.wait()
-                if not p.event.is_set():
-                    raise RpcTimeout(f"no reply within {timeout:g} s", self.peer)
+            await p.event.wait()
         finally:
             if not p.event.is_set():
                 self._pending.pop(xid, None)

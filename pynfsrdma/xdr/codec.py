@@ -19,6 +19,10 @@ _U32: Final = struct.Struct(">I")
 _I32: Final = struct.Struct(">i")
 _U64: Final = struct.Struct(">Q")
 _I64: Final = struct.Struct(">q")
+_u32_from = _U32.unpack_from
+_i32_from = _I32.unpack_from
+_u64_from = _U64.unpack_from
+_i64_from = _I64.unpack_from
 _PAD: Final = (b"", b"\0\0\0", b"\0\0", b"\0")
 
 UINT32_MAX: Final = 0xFFFFFFFF
@@ -167,21 +171,38 @@ class Unpacker:
         self.pos = p + n
         return p
 
+    # The primitives check bounds inline (no helper call): they run tens of times per reply.
     def uint32(self) -> int:
-        p = self._need(4)
-        return _U32.unpack_from(self.view, p)[0]
+        p = self.pos
+        q = p + 4
+        if q > self.end:
+            self._need(4)
+        self.pos = q
+        return _u32_from(self.view, p)[0]
 
     def int32(self) -> int:
-        p = self._need(4)
-        return _I32.unpack_from(self.view, p)[0]
+        p = self.pos
+        q = p + 4
+        if q > self.end:
+            self._need(4)
+        self.pos = q
+        return _i32_from(self.view, p)[0]
 
     def uint64(self) -> int:
-        p = self._need(8)
-        return _U64.unpack_from(self.view, p)[0]
+        p = self.pos
+        q = p + 8
+        if q > self.end:
+            self._need(8)
+        self.pos = q
+        return _u64_from(self.view, p)[0]
 
     def int64(self) -> int:
-        p = self._need(8)
-        return _I64.unpack_from(self.view, p)[0]
+        p = self.pos
+        q = p + 8
+        if q > self.end:
+            self._need(8)
+        self.pos = q
+        return _i64_from(self.view, p)[0]
 
     def boolean(self) -> bool:
         v = self.uint32()
@@ -194,10 +215,18 @@ class Unpacker:
         return self.view[p : p + size]
 
     def opaque(self, maxlen: int | None = None) -> memoryview:
-        n = self.uint32()
+        p = self.pos
+        if p + 4 > self.end:
+            self._need(4)
+        n = _u32_from(self.view, p)[0]
         if maxlen is not None and n > maxlen:
             raise XdrError(f"opaque of {n} bytes exceeds its bound {maxlen}")
-        p = self._need(n + (-n & 3))
+        p += 4
+        q = p + n + (-n & 3)
+        if q > self.end:
+            self.pos = p
+            self._need(n + (-n & 3))
+        self.pos = q
         return self.view[p : p + n]
 
     def string(self, maxlen: int | None = None) -> str:
