@@ -281,6 +281,11 @@ class Session:
                     raise ServerUnreachable(str(e)) from e
             rpc = path.rpc
             assert rpc is not None
+            if rpc._watchdog is None and rpc.alive:
+                # the connection's receive loop has ended and is about to fail its calls (between
+                # its watchdog's end and RpcConnection.run's finally): it is lost, wait for that
+                await trio.sleep(RESEND_PAUSE)
+                continue
             if tries:
                 self.resends += 1
                 self.stats.rpc_resent(previous.address if previous is not None else path.address)
