@@ -11,6 +11,15 @@ connections of ``nconnect=``, and the discovered candidates (at most ``max_conne
 addresses), each verified before use (:mod:`.verification`); it repeats discovery periodically and
 whenever a path goes down; and it watches for stalled paths (a SEQUENCE probe on a path whose
 oldest request waits too long while other paths answer).
+
+Transports: a discovered address flagged FSLI4TF_RDMA becomes an RPC-over-RDMA path and the others
+TCP paths, whatever the mount's own transport, so that one session runs over both (RFC 8881 section
+2.10.5: a session's connections may use different transports). The RDMA paths use the verbs
+provider named by the mount's ``provider=`` option (and its ``credits=``/``inline=``); with no such
+option and no RDMA device on this machine, RDMA-flagged addresses are left out (an info log says
+so). A request moved from one path to another is encoded again for the new path's transport
+(:meth:`~pynfsrdma.session.session.Session._send` encodes per try), so READ data is placed through
+Write chunks only on an RDMA path.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from typing import Any
 
 import trio
 
+from ..client.url import NFS_PORT, NFS_RDMA_PORT
 from ..errors import NFS4Error
 from ..proto.nfs4 import const as c
 from ..proto.nfs4.attrs import bitmap4_from, decode_fattr4
@@ -30,7 +40,8 @@ from ..rpc.errors import RpcReplyError
 from ..session.client_id import ClientID
 from ..session.paths import Connector, Path, PathRejected, PathState
 from ..session.session import SessionLost
-from ..transport.base import TransportError
+from ..transport.base import Transport, TransportError
+from ..transport.tcp import TcpTransport
 from ..xdr import XdrError
 from .fs_locations import (
     NO_MULTIPATH,
@@ -44,7 +55,15 @@ from .fs_locations import (
 )
 from .verification import Verifier
 
-__all__ = ["ConnectorFactory", "Trunking", "TrunkingOptionError", "TrunkingOptions", "discover"]
+__all__ = [
+    "ConnectorFactory",
+    "Trunking",
+    "TrunkingOptionError",
+    "TrunkingOptions",
+    "connector_factory",
+    "discover",
+    "rdma_unavailable",
+]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +73,9 @@ DEFAULT_MAX_CONNECT = 16
 MAX_NCONNECT = 16
 MIN_REDISCOVERY_GAP = 5.0  # path-down rediscoveries at most this often
 LOCATION_BITMAP = bitmap4_from([c.FATTR4_FS_LOCATIONS, c.FATTR4_FS_LOCATIONS_INFO])
+TCP, RDMA = "tcp", "rdma"
+DEFAULT_PORTS = {TCP: NFS_PORT, RDMA: NFS_RDMA_PORT}
+RDMA_URL_OPTIONS = ("provider", "credits", "inline")  # the options connect_rdma reads
 
 
 class TrunkingOptionError(ValueError):
@@ -81,6 +103,8 @@ class TrunkingOptions:
     stall_after: float = 1.0
     probe_timeout: float = 1.0
     verify_timeout: float = 5.0
+    connect_timeout: float = 10.0
+    rdma_options: dict[str, str] = field(default_factory=dict)  # provider=, credits=, inline=
 
     KEYS = frozenset(
         {
@@ -112,6 +136,7 @@ class TrunkingOptions:
             o.discovery = options["trunkdiscovery"].lower() not in ("0", "no", "false", "off")
         o.rediscover_interval = _float(options, "trunkinterval", o.rediscover_interval)
         o.stall_after = o.probe_timeout = _float(options, "stalltimeo", o.stall_after)
+        o.rdma_options = {k: options[k] for k in RDMA_URL_OPTIONS if options.get(k)}
         return o
 
 
@@ -137,6 +162,43 @@ def _float(options: Mapping[str, str], key: str, default: float) -> float:
     if not v > 0:
         raise TrunkingOptionError(f"{key} must be > 0")
     return v
+
+
+def rdma_unavailable(rdma_options: Mapping[str, str]) -> str | None:
+    """Why RDMA paths cannot be made here (None: they can). A ``provider=`` option is taken at its
+    word (its connection errors are the path's); without one, RDMA needs a device pyverbs sees."""
+    if rdma_options.get("provider"):
+        return None
+    from ..transport.rdma import make_provider
+    from ..transport.rdma.provider import NoRdmaDevice
+
+    try:
+        make_provider(None)
+    except NoRdmaDevice as e:
+        return str(e)
+    return None
+
+
+def connector_factory(kind: str, rdma_options: Mapping[str, str], timeout: float) -> ConnectorFactory:
+    """Connectors of transport ``kind`` (``tcp`` or ``rdma``) for the addresses trunking finds."""
+    if kind == RDMA:
+        from ..transport.rdma import connect_rdma
+
+        async def rdma_for(host: str, port: int) -> Connector:
+            async def connect() -> Transport:
+                return await connect_rdma(host, port, timeout=timeout, options=rdma_options)
+
+            return connect
+
+        return rdma_for
+
+    async def tcp_for(host: str, port: int) -> Connector:
+        async def connect() -> Transport:
+            return await TcpTransport.connect(host, port, timeout=timeout)
+
+        return connect
+
+    return tcp_for
 
 
 async def discover(client: ClientID, timeout: float = 1.0) -> MultipathList:
@@ -195,13 +257,12 @@ class Trunking:
         self.settled = trio.Event()
         self._nursery = nursery
         self._last_discovery = -1e9
-        self._rediscover = trio.Event()
+        self._factories: dict[str, ConnectorFactory | None] = {transport_kind: connector_for}
 
     # -- starting ---------------------------------------------------------------------------------
     async def start(self) -> None:
         """After ClientID.start: bind new connections through the verifier, add the extra paths,
         discover (bounded), and leave the watchers running in the nursery."""
-        client = self.client
         self.paths.on_connect = self.verifier.on_connect
         for p in self.paths.paths:  # the mount's path: verified by the session made on it
             self.verifier.verified.add(id(p))
@@ -209,17 +270,20 @@ class Trunking:
         new: list[Path] = []
         if mount is not None:
             host, port = _split(mount.address, self.default_port)
-            new += await self._paths_for(Candidate(host, port), mount.source, extra=self.options.nconnect - 1)
+            new += await self._paths_for(
+                Candidate(host, port, rdma=self.rdma), mount.source, extra=self.options.nconnect - 1
+            )
         if self.options.addrs:
             given = MultipathList(
-                tuple(Candidate(*parse_server(a)) for a in self.options.addrs), SOURCE_MANUAL
+                tuple(Candidate(*parse_server(a), rdma=self.rdma) for a in self.options.addrs),
+                SOURCE_MANUAL,
             )
             for cand in select_candidates(
                 given,
-                rdma=False,
+                rdma=self.rdma,
                 default_port=self.default_port,
                 max_connect=self.options.max_connect,
-                exclude=self._addresses(),
+                exclude=self._in_use(self.transport_kind),
             ):
                 new += await self._paths_for(cand, SOURCE_MANUAL)
         if self.options.discovery:
@@ -230,26 +294,47 @@ class Trunking:
         )
         if self.options.discovery:
             self._nursery.start_soon(self._rediscovery_loop)
-        del client
 
-    def _addresses(self) -> set[str]:
-        return {p.address for p in self.paths.paths}
+    # -- transports -------------------------------------------------------------------------------
+    def _kind_of(self, cand: Candidate) -> str:
+        return RDMA if cand.rdma else TCP
+
+    def _port_for(self, kind: str) -> int:
+        return self.default_port if kind == self.transport_kind else DEFAULT_PORTS[kind]
+
+    def _factory(self, kind: str) -> ConnectorFactory | None:
+        """Connectors for ``kind``; None when RDMA cannot be used on this machine (said once)."""
+        if kind not in self._factories:
+            reason = rdma_unavailable(self.options.rdma_options) if kind == RDMA else None
+            if reason is not None:
+                log.info("RDMA-flagged trunking addresses are left out: %s", reason)
+                self._factories[kind] = None
+            else:
+                self._factories[kind] = connector_factory(
+                    kind, self.options.rdma_options, self.options.connect_timeout
+                )
+        return self._factories[kind]
+
+    def _in_use(self, kind: str) -> set[str]:
+        """Addresses in use, as select_candidates counts them: the paths of ``kind`` by their
+        address (left out of the choice), those of other transports tagged (counted only)."""
+        return {
+            p.address if p.transport_kind == kind else f"{p.transport_kind}:{p.address}"
+            for p in self.paths.paths
+        }
 
     async def _paths_for(self, cand: Candidate, source: str, extra: int | None = None) -> list[Path]:
         """New (unconnected) paths to ``cand``: nconnect of them, or ``extra``."""
         n = self.options.nconnect if extra is None else extra
-        host, port = cand.host, cand.port_or(self.default_port)
-        connector = await self.connector_for(host, port)
+        kind = self._kind_of(cand)
+        factory = self._factory(kind)
+        if factory is None or n <= 0:
+            return []
+        port = self._port_for(kind)
+        connector = await factory(cand.host, cand.port_or(port))
         out = []
-        for _ in range(max(0, n)):
-            p = Path(
-                cand.address(self.default_port),
-                connector,
-                self.transport_kind,
-                rank=cand.rank,
-                order=cand.order,
-                source=source,
-            )
+        for _ in range(n):
+            p = Path(cand.address(port), connector, kind, rank=cand.rank, order=cand.order, source=source)
             await self.paths.add(p, connect=False)
             out.append(p)
         return out
@@ -284,18 +369,23 @@ class Trunking:
                 ", ".join(cd.address(self.default_port) for cd in mp.candidates),
             )
         new: list[Path] = []
-        for cand in select_candidates(
-            mp,
-            rdma=self.rdma,
-            default_port=self.default_port,
-            max_connect=self.options.max_connect,
-            exclude=self._addresses(),
-        ):
-            new += await self._paths_for(cand, mp.source)
+        # the mount's transport first, then the other (RDMA-flagged addresses on a TCP mount...)
+        for kind in (self.transport_kind, *(k for k in (TCP, RDMA) if k != self.transport_kind)):
+            if not any(self._kind_of(cd) == kind for cd in mp.candidates) or self._factory(kind) is None:
+                continue
+            for cand in select_candidates(
+                mp,
+                rdma=kind == RDMA,
+                default_port=self._port_for(kind),
+                max_connect=self.options.max_connect,
+                exclude=self._in_use(kind),
+            ):
+                new += await self._paths_for(cand, mp.source)
         # addresses already in use: keep their rank and order up to date
         for cand in mp.candidates:
+            kind = self._kind_of(cand)
             for p in self.paths.paths:
-                if cand.rdma == self.rdma and p.address == cand.address(self.default_port):
+                if p.transport_kind == kind and p.address == cand.address(self._port_for(kind)):
                     p.rank, p.order = cand.rank, cand.order
         return new
 

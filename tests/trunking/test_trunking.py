@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import logging
 import os
 import random
 
@@ -30,10 +31,15 @@ async def settled(nfs: Client) -> None:
         await nfs.trunking.settled.wait()
 
 
-async def test_discovery_through_the_advertiser_binds_every_tcp_address(advertised, export_path) -> None:
+async def test_discovery_through_the_advertiser_binds_every_tcp_address(
+    advertised, export_path, caplog
+) -> None:
     adv = await advertised(3, extra=[AdvertisedAddress("127.0.0.9:20049", rdma=True)])
+    caplog.set_level(logging.INFO, "pynfsrdma.trunking")
     async with Client.connect(adv.url(export_path.remote), timeo=10, hard=True) as nfs:
         await settled(nfs)
+        # no RDMA device here and no provider= option: the RDMA entry is left out, and the log says why
+        assert "RDMA-flagged trunking addresses are left out: no RDMA device" in caplog.text
         assert adv.advertiser.stats.replies_rewritten >= 1
         assert nfs.trunking is not None and nfs.trunking.multipath.source == "fs_locations_info"
         assert live_addresses(nfs) == sorted(adv.address(i) for i in range(3))  # not the RDMA entry
