@@ -56,6 +56,10 @@ class Path:
     bound_session: bytes | None = None  # the session this connection is bound to (BIND_CONN_TO_SESSION)
     source: str = "mount"  # how we learned the address: mount, addrs, fs_locations_info, fs_locations
     stalls: int = 0  # times the path was dropped because it stopped answering
+    # which of the client ID's sessions this path carries: 0 the first; 1, 2 ... one per other
+    # server instance (same server owner major id and scope, another minor id) found by client ID
+    # trunking (RFC 8881 section 2.10.5); a session's requests go only over its group's paths
+    group: int = 0
     _kill_scope: trio.CancelScope | None = None
     # start times (trio clock) of the requests now waiting for a reply on this path, by a token
     _sent: dict[int, float] = field(default_factory=dict)
@@ -93,6 +97,7 @@ class Path:
             "connects": self.connects,
             "stalls": self.stalls,
             "source": self.source,
+            "group": self.group,
             "last_error": self.last_error,
         }
 
@@ -287,23 +292,33 @@ class PathSet:
             self._notify()
 
     # -- choosing ---------------------------------------------------------------------------------
-    def live(self) -> list[Path]:
-        return [p for p in self.paths if p.state is PathState.UP and p.rpc is not None and p.rpc.alive]
+    def live(self, group: int | None = None) -> list[Path]:
+        """The paths up now (of session ``group`` only, unless None)."""
+        return [
+            p
+            for p in self.paths
+            if p.state is PathState.UP
+            and p.rpc is not None
+            and p.rpc.alive
+            and (group is None or p.group == group)
+        ]
 
-    def choose(self, payload: int = 0, avoid: Path | None = None) -> Path | None:
-        """The live path with the lowest cost; ``avoid`` only when nothing else is up."""
+    def choose(self, payload: int = 0, avoid: Path | None = None, group: int | None = None) -> Path | None:
+        """The live path (of session ``group``, unless None) with the lowest cost; ``avoid`` only
+        when nothing else is up."""
         best: Path | None = None
         best_cost = math.inf
-        for p in self.live():
+        for p in self.live(group):
             c = p.cost(payload) * (1000.0 if p is avoid else 1.0)
             if c < best_cost:
                 best, best_cost = p, c
         return best
 
-    async def wait_live(self, deadline: float | None = None) -> Path:
-        """A live path, waiting for one to come (back) up until ``deadline`` (trio clock)."""
+    async def wait_live(self, deadline: float | None = None, group: int | None = None) -> Path:
+        """A live path (of session ``group``, unless None), waiting for one to come (back) up
+        until ``deadline`` (trio clock)."""
         while True:
-            p = self.choose()
+            p = self.choose(group=group)
             if p is not None:
                 return p
             if deadline is not None and trio.current_time() >= deadline:

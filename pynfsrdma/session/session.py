@@ -115,8 +115,10 @@ class Session:
         max_request_size: int = 1 << 20,
         max_response_size: int = 1 << 20,
         stats: RpcStats | None = None,
+        group: int = 0,
     ) -> None:
         self.sessionid = sessionid
+        self.group = group  # the paths (Path.group) this session's requests may use
         self.table = SlotTable(max_requests)
         self.paths = paths
         self.policy = policy
@@ -271,12 +273,12 @@ class Session:
         while True:
             if self.dead is not None:
                 raise SessionLost(self.dead)
-            path = pin if pin is not None else self.paths.choose(payload, avoid=previous)
+            path = pin if pin is not None else self.paths.choose(payload, avoid=previous, group=self.group)
             if pin is not None and (pin.rpc is None or not pin.rpc.alive):
                 raise TransportError("the pinned path is not connected", pin.address)
             if path is None:
                 try:
-                    path = await self.paths.wait_live(deadline)
+                    path = await self.paths.wait_live(deadline, group=self.group)
                 except NoPathError as e:
                     raise ServerUnreachable(str(e)) from e
             rpc = path.rpc
@@ -330,7 +332,7 @@ class Session:
                 previous = path
                 if deadline is not None and trio.current_time() >= deadline:
                     raise ServerUnreachable(f"{path.address}: {e}") from e
-                if self.paths.choose(payload, avoid=path) in (None, path):
+                if self.paths.choose(payload, avoid=path, group=self.group) in (None, path):
                     await trio.sleep(RESEND_PAUSE)  # no other path: do not spin on a dead one
                 continue
             finally:
