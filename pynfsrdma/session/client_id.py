@@ -12,6 +12,16 @@ COMPOUND in the current session and hides the session's life from them:
   RECLAIM_COMPLETE; then the request again.
 
 Recovery is single-flight: concurrent requests that hit the same loss wait for one recovery.
+
+Client ID trunking (RFC 8881 section 2.10.5): an address of another instance of the same server
+(same server owner major id and scope, another minor id) cannot carry our first session, but our
+client ID is valid there, so it gets a session of its own (:meth:`ClientID.open_trunked_session`).
+Each path belongs to one session (``Path.group``: 0 for the first session, 1, 2 ... for the
+others, one per minor id); each request picks the least loaded live path of all and runs in that
+path's session, taking a slot of that session, and a resend after a lost connection stays within
+that session's paths (same slot and sequence id: exactly once). Recovery is per session: a lost
+trunked session is replaced on a path of its group; a lost client ID replaces the first session and
+then every trunked one.
 """
 
 from __future__ import annotations
@@ -131,7 +141,9 @@ class ClientID:
             callback_handler=self.backchannel.handle_rpc,
         )
         self.identity: ServerIdentity | None = None
-        self.session: Session | None = None
+        self.session: Session | None = None  # the first session (group 0)
+        self.trunked_sessions: dict[int, Session] = {}  # group -> session (client ID trunking)
+        self.trunked_groups: dict[int, int] = {}  # server owner minor id -> group
         self.lease_time = 90
         self.reclaim_hooks: list[ReclaimHook] = []
         self.state_revoked_hooks: list[ReclaimHook] = []
@@ -194,7 +206,9 @@ class ClientID:
 
     async def _establish(self, *, reclaim: bool) -> None:
         """EXCHANGE_ID and CREATE_SESSION on a live path; with ``reclaim``, run the reclaim hooks."""
-        path = await self.paths.wait_live(None if self.policy.hard else trio.current_time() + self.policy.timeo)
+        path = await self.paths.wait_live(
+            None if self.policy.hard else trio.current_time() + self.policy.timeo, group=0
+        )
         ok = await self.exchange_id(path)
         so = ok.eir_server_owner
         self.identity = ServerIdentity(
@@ -203,6 +217,8 @@ class ClientID:
         )
         self._sequenceid = ok.eir_sequenceid
         await self._create_session(path)
+        if self.trunked_sessions:  # a new client ID: the trunked sessions went with the old one
+            await self._renew_trunked_sessions()
         if reclaim:
             self.in_grace = True
             for hook in self.reclaim_hooks:
@@ -244,6 +260,72 @@ class ClientID:
         path.bound_session = self.session.sessionid
         log.info("session %s created on %s (%d slots)", self.session.sessionid.hex(), path.address, fa.ca_maxrequests)
 
+    # -- client ID trunking ---------------------------------------------------------------------------
+    def session_of(self, group: int) -> Session | None:
+        """The session whose requests go over the paths of ``group`` (None: none yet)."""
+        return self.session if group == 0 else self.trunked_sessions.get(group)
+
+    def group_for_minor(self, minor: int) -> int:
+        """The session group of the server instance with server owner minor id ``minor``."""
+        if self.identity is not None and minor == self.identity.server_owner_minor:
+            return 0
+        return self.trunked_groups.setdefault(minor, len(self.trunked_groups) + 1)
+
+    async def open_trunked_session(self, path: Path, group: int, sequenceid: int | None = None) -> Session:
+        """CREATE_SESSION on our client ID over ``path`` (an address of another instance of the
+        server: client ID trunking) for the paths of ``group``; replaces that group's session."""
+        assert self.identity is not None and group != 0
+        o = self.options
+        hdr = 8 * 1024
+        fore = channel_attrs4(0, o.wsize + hdr, o.rsize + hdr, hdr, o.max_operations, o.max_requests, [])
+        back = channel_attrs4(0, 16 * 1024, 16 * 1024, 0, 8, 1, [])
+        st: int = c.NFS4ERR_SEQ_MISORDERED
+        ok = None
+        # the client record's sequence: what EXCHANGE_ID said there, else what we count
+        for seq in dict.fromkeys(x for x in (sequenceid, self._sequenceid) if x is not None):
+            args = CREATE_SESSION4args(self.identity.clientid, seq, 0, fore, back, CB_PROGRAM,
+                                       [(auth_flavor.AUTH_NONE, None)])
+            res = await self._raw_compound(path, [args])
+            r = res.resarray[0] if res.resarray else None
+            st = r.status if r is not None else res.status
+            if st == c.NFS4_OK and r is not None:
+                ok = r.res
+                self._sequenceid = (seq + 1) & 0xFFFFFFFF
+                break
+            if st != c.NFS4ERR_SEQ_MISORDERED:
+                break
+        if ok is None:
+            raise NFS4Error(st, c.OP_CREATE_SESSION)
+        fa = ok.csr_fore_chan_attrs
+        session = Session(
+            bytes(ok.csr_sessionid), max(1, fa.ca_maxrequests), self.paths, self.policy,
+            fa.ca_maxrequestsize, fa.ca_maxresponsesize, stats=self.session.stats if self.session else None,
+            group=group,
+        )
+        old = self.trunked_sessions.get(group)
+        self.trunked_sessions[group] = session
+        if old is not None:
+            old.kill(c.NFS4ERR_BADSESSION)
+        path.group = group
+        path.bound_session = session.sessionid
+        log.info("trunked session %s (group %d) created on %s", session.sessionid.hex(), group, path.address)
+        return session
+
+    async def _renew_trunked_sessions(self) -> None:
+        """After the first session was replaced (a new client ID, or a lost session): replace the
+        trunked sessions on a live path of their group; a group with none gets one when a path
+        of it is bound again (see the trunking verifier)."""
+        for group, old in list(self.trunked_sessions.items()):
+            old.kill(c.NFS4ERR_BADSESSION)
+            path = self.paths.choose(group=group)
+            try:
+                if path is None:
+                    raise TransportError("no live path", f"group {group}")
+                await self.open_trunked_session(path, group)
+            except (OSError, TransportError, NFS4Error) as e:
+                log.info("trunked session of group %d not replaced now: %s", group, e)
+                del self.trunked_sessions[group]
+
     async def _reclaim_complete(self) -> None:
         res = await self.compound([RECLAIM_COMPLETE4args(False)], self.machine_cred, _recovering=True)
         st = res.resarray[-1].status if res.resarray else res.status
@@ -252,7 +334,7 @@ class ClientID:
 
     async def _on_connect(self, path: Path) -> None:
         """A (re)connected path: bind it to the current session, fore and back channel."""
-        s = self.session
+        s = self.session_of(path.group)
         if s is None or path.bound_session == s.sessionid:
             return
         res = await self._raw_compound(
@@ -292,7 +374,7 @@ class ClientID:
             if not _recovering and self._recovery.lock.locked():
                 async with self._recovery.lock:
                     pass  # wait for the recovery in progress to finish
-            session = self.session
+            session = self._session_for(payload)
             if session is None:
                 raise SessionError("no session")
             generation = self._recovery.generation
@@ -302,7 +384,10 @@ class ClientID:
                 lost += 1
                 if _recovering or lost > 3:
                     raise SessionError(f"the session was lost and could not be recovered ({e})") from e
-                await self._recover(generation, e.status)
+                if session.group != 0 and e.status not in CLIENT_LOST:
+                    await self._recover_trunked(session)
+                else:
+                    await self._recover(generation, e.status)
                 continue
             st = res.status
             if st in RETRY_STATUSES:
@@ -322,6 +407,31 @@ class ClientID:
                 continue
             return res
 
+    def _session_for(self, payload: int) -> Session | None:
+        """The session of the path a request of ``payload`` bytes would best go over."""
+        if not self.trunked_sessions:
+            return self.session
+        path = self.paths.choose(payload)
+        s = self.trunked_sessions.get(path.group) if path is not None and path.group else None
+        return s if s is not None and s.dead is None else self.session
+
+    async def _recover_trunked(self, lost: Session) -> None:
+        """Replace a lost trunked session on a live path of its group (or give the group up until
+        one of its paths is bound again)."""
+        async with self._recovery.lock:
+            if self.trunked_sessions.get(lost.group) is not lost:
+                return  # replaced already
+            self.recoveries += 1
+            log.warning("recovering trunked session group %d from %s", lost.group, _st(lost.dead or 0))
+            path = self.paths.choose(group=lost.group)
+            try:
+                if path is None:
+                    raise TransportError("no live path", f"group {lost.group}")
+                await self.open_trunked_session(path, lost.group)
+            except (OSError, TransportError, NFS4Error) as e:
+                log.info("trunked session of group %d not replaced now: %s", lost.group, e)
+                del self.trunked_sessions[lost.group]
+
     async def _recover(self, generation: int, status: int) -> None:
         """Replace the session (or the client ID and session) once for all who saw it fail."""
         async with self._recovery.lock:
@@ -329,7 +439,9 @@ class ClientID:
                 return  # somebody else recovered already
             self.recoveries += 1
             log.warning("recovering from %s", _st(status))
-            path = await self.paths.wait_live(None if self.policy.hard else trio.current_time() + self.policy.timeo)
+            path = await self.paths.wait_live(
+                None if self.policy.hard else trio.current_time() + self.policy.timeo, group=0
+            )
             if status in CLIENT_LOST:
                 await self._establish(reclaim=True)
             else:
@@ -394,7 +506,7 @@ class ClientID:
     async def bind_backchannel(self) -> None:
         """The server has no backchannel for us: bind one of our live connections to it."""
         s = self.session
-        path = self.paths.choose()
+        path = self.paths.choose(group=0)
         if s is None or path is None:
             return
         res = await self._raw_compound(
@@ -411,7 +523,14 @@ class ClientID:
             return
         self._closed = True
         with trio.move_on_after(5):
-            path = self.paths.choose()
+            for group, trunked in list(self.trunked_sessions.items()):
+                tpath = self.paths.choose(group=group)
+                if tpath is not None:
+                    try:
+                        await self._raw_compound(tpath, [DESTROY_SESSION4args(trunked.sessionid)], timeout=3)
+                    except (OSError, TransportError, NFS4Error, RpcReplyError) as e:
+                        log.info("trunked session not destroyed: %s", e)
+            path = self.paths.choose(group=0)
             if path is not None and self.session is not None and self.identity is not None:
                 try:
                     await self._raw_compound(path, [DESTROY_SESSION4args(self.session.sessionid)], timeout=3)
