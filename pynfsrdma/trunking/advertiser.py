@@ -15,6 +15,14 @@ asks, this proxy sits in front of the server and
 The list is a connection-trunking list (fli_fs_root "/" and one item with fli_rootpath "/"), one
 ``fs_locations_server4`` per :class:`AdvertisedAddress`, with its read rank, read order and RDMA flag
 in ``fls_info``. It can be changed while the advertiser runs (:attr:`TrunkingAdvertiser.addresses`).
+
+**Test-only rewriting mode** (``rewrite_minor_id=N``, ``--rewrite-minor-id N``): the server owner's
+``so_minor_id`` in every EXCHANGE_ID reply through this advertiser is replaced by ``N``. A client
+then takes the server behind it for *another instance of the same server* (same major id and scope,
+another minor id) and, by RFC 8881 section 2.10.5, must use client ID trunking there: a second
+session on the same client ID. It exists only so that client ID trunking can be tested against one
+real NFS-Ganesha (which does accept a second session on a client ID); it misrepresents the server
+and is never for anything else.
 """
 
 from __future__ import annotations
@@ -36,6 +44,8 @@ from ..proto.nfs4.compound import (
     encode_compound_res,
 )
 from ..proto.nfs4.types import (
+    EXCHANGE_ID4args,
+    EXCHANGE_ID4resok,
     GETATTR4args,
     GETATTR4resok,
     PUTROOTFH4args,
@@ -44,6 +54,7 @@ from ..proto.nfs4.types import (
     fs_locations_info4,
     fs_locations_item4,
     fs_locations_server4,
+    server_owner4,
 )
 from ..proto.rpc import RM_LAST_FRAGMENT, RM_LENGTH_MASK
 from ..xdr import Packer, Unpacker, XdrError
@@ -61,6 +72,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _MARK = struct.Struct(">I")
+_WORD = struct.Struct(">I")
 INSPECT_LIMIT = 64 * 1024  # calls larger than this (WRITEs) are forwarded without decoding
 LOCATION_ATTRS = frozenset({c.FATTR4_FS_LOCATIONS, c.FATTR4_FS_LOCATIONS_INFO})
 FLS_INFO_LEN = c.FSLI4BX_WRITEORDER + 1
@@ -104,6 +116,7 @@ class AdvertiserStats:
     connections: int = 0
     calls_rewritten: int = 0
     replies_rewritten: int = 0
+    minor_ids_rewritten: int = 0  # EXCHANGE_ID replies changed by the test-only rewriting mode
 
 
 @dataclass
@@ -116,6 +129,7 @@ class _Pending:
 @dataclass
 class _Conn:
     pending: dict[int, _Pending] = field(default_factory=dict)
+    exchange_ids: set[int] = field(default_factory=set)  # XIDs of EXCHANGE_ID calls (rewriting mode)
 
 
 class TrunkingAdvertiser:
@@ -130,6 +144,7 @@ class TrunkingAdvertiser:
         addresses: list[AdvertisedAddress] | None = None,
         *,
         legacy_only: bool = False,
+        rewrite_minor_id: int | None = None,
     ) -> None:
         self.listen_host = listen_host
         self.listen_port = listen_port
@@ -137,6 +152,7 @@ class TrunkingAdvertiser:
         self.target_port = target_port
         self.addresses: list[AdvertisedAddress] = list(addresses or [])
         self.legacy_only = legacy_only  # answer fs_locations only, as a server without fs_locations_info
+        self.rewrite_minor_id = rewrite_minor_id  # TEST ONLY: see the module's documentation
         self.stats = AdvertiserStats()
         self._scope: trio.CancelScope | None = None
 
@@ -221,6 +237,8 @@ class TrunkingAdvertiser:
         except XdrError:
             return record
         ops = args.argarray
+        if self.rewrite_minor_id is not None and any(isinstance(op, EXCHANGE_ID4args) for op in ops):
+            conn.exchange_ids.add(xid)
         for i in range(len(ops) - 1):
             if not (isinstance(ops[i], PUTROOTFH4args) and isinstance(ops[i + 1], GETATTR4args)):
                 continue
@@ -237,6 +255,11 @@ class TrunkingAdvertiser:
         return record
 
     def _to_client(self, conn: _Conn, record: bytes) -> bytes:
+        if conn.exchange_ids and len(record) >= 8:
+            xid = _WORD.unpack_from(record)[0]
+            if xid in conn.exchange_ids:
+                conn.exchange_ids.discard(xid)
+                return self._rewrite_minor_id(record)
         if not conn.pending or len(record) < 8:
             return record
         u = Unpacker(record)
@@ -272,6 +295,37 @@ class TrunkingAdvertiser:
             attrs[c.FATTR4_FS_LOCATIONS_INFO] = fs_locations_info_for(self.addresses)
         r.res = GETATTR4resok(encode_fattr4(attrs))
         self.stats.replies_rewritten += 1
+        p = Packer()
+        encode_compound_res(p, res)
+        return head + p.getvalue()
+
+    def _rewrite_minor_id(self, record: bytes) -> bytes:
+        """TEST ONLY: the EXCHANGE_ID reply with so_minor_id replaced by ``rewrite_minor_id``."""
+        u = Unpacker(record)
+        try:
+            u.uint32()
+            if u.uint32() != rpcdef.REPLY:
+                return record
+            h = rpcdef.unpack_reply_header(u)
+            if h.accept != rpcdef.SUCCESS:
+                return record
+            head = record[: u.pos]
+            res = decode_compound_res(u)
+        except XdrError:
+            return record
+        changed = False
+        for r in res.resarray:
+            if (
+                r.status == c.NFS4_OK
+                and isinstance(r.res, EXCHANGE_ID4resok)
+                and self.rewrite_minor_id is not None
+            ):
+                so = r.res.eir_server_owner
+                r.res.eir_server_owner = server_owner4(self.rewrite_minor_id, so.so_major_id)
+                changed = True
+        if not changed:
+            return record
+        self.stats.minor_ids_rewritten += 1
         p = Packer()
         encode_compound_res(p, res)
         return head + p.getvalue()
@@ -335,12 +389,27 @@ def main(argv: list[str] | None = None) -> int:
         "--advertise", action="append", default=[], metavar="HOST[:PORT][,rank=R][,order=O][,rdma]"
     )
     parser.add_argument("--legacy", action="store_true", help="answer fs_locations only")
+    parser.add_argument(
+        "--rewrite-minor-id",
+        type=int,
+        default=None,
+        metavar="N",
+        help="TEST ONLY: replace so_minor_id in EXCHANGE_ID replies by N (client ID trunking tests)",
+    )
     args = parser.parse_args(argv)
     try:
         lh, _, lp = args.listen.rpartition(":")
         th, _, tp = args.target.rpartition(":")
         addresses = [parse_advertised(a) for a in args.advertise]
-        adv = TrunkingAdvertiser(lh, int(lp), th, int(tp), addresses, legacy_only=args.legacy)
+        adv = TrunkingAdvertiser(
+            lh,
+            int(lp),
+            th,
+            int(tp),
+            addresses,
+            legacy_only=args.legacy,
+            rewrite_minor_id=args.rewrite_minor_id,
+        )
     except ValueError as e:
         parser.error(str(e))
 

@@ -414,7 +414,7 @@ class Trunking:
     # -- probing ----------------------------------------------------------------------------------
     async def _probe(self, path: Path) -> None:
         """A lone SEQUENCE on ``path`` (a NULL call if every slot is busy)."""
-        session = self.client.session
+        session = self.client.session_of(path.group)
         rpc = path.rpc
         if rpc is None:
             return

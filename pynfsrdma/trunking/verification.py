@@ -5,9 +5,12 @@ on the new address with what it said on the first one.
 
 - same ``so_major_id``, ``so_minor_id``, ``server_scope`` and client ID: **session trunking**;
   the connection is bound to our session with BIND_CONN_TO_SESSION;
-- same major id and scope, another minor id: **client ID trunking** (the server would need a
-  second session on our client ID over that address; this client does not run several sessions,
-  so such an address is not used, and the log says why);
+- same major id and scope, another minor id, same client ID: **client ID trunking**: another
+  instance of the server, where our client ID is valid but our session is not. The address gets a
+  session of its own on our client ID (CREATE_SESSION there, :meth:`ClientID.open_trunked_session`),
+  one per minor id, shared by every address with that minor id (``Path.group``); requests are
+  spread over the paths of every session (see :mod:`pynfsrdma.session.client_id`). With another
+  client ID as well, the address is not used (the stray client ID is destroyed);
 - same major, minor and scope but a *new* client ID: NFS-Ganesha answers so through a second
   address of itself (see the platform notes). The address is accepted only if BIND_CONN_TO_SESSION
   of our existing session succeeds on it, which only the same server can do; the stray client ID
@@ -95,17 +98,21 @@ class Verifier:
         self.verified: set[int] = set()  # id() of paths proven to lead to our server
         self.records: dict[str, VerificationRecord] = {}
         self.stray_clientids_destroyed = 0
+        self.trunked_sessions_opened = 0
 
     async def on_connect(self, path: Path) -> None:
         """PathSet hook: a new connection of ``path``. Raises PathRejected for another server."""
         client = self.client
-        session = client.session
-        if session is None:
+        if client.session is None:
             return  # the first path: ClientID.start sets the session up on it
-        if path.bound_session == session.sessionid:
+        session = client.session_of(path.group)
+        if session is not None and path.bound_session == session.sessionid:
             return
         if id(path) not in self.verified:
             await self.verify(path)
+            return
+        if session is None:  # a trunked group whose session was lost with no path to replace it on
+            await self._open_trunked(path, path.group)
             return
         await self.bind(path)
 
@@ -148,12 +155,20 @@ class Verifier:
                 raise PathRejected(rec.message, path.address) from e
             await self._destroy_clientid(path, new.clientid)
         elif verdict is Verdict.CLIENT_ID_TRUNKING:
-            rec.message = (
-                f"the server owner's minor id differs ({new.minor} != {ours.server_owner_minor}): "
-                "client ID trunking, which needs a second session; not used"
-            )
-            log.warning("%s is not used: %s", path.address, rec.message)
-            raise PathRejected(rec.message, path.address)
+            if new.clientid != ours.clientid:
+                await self._destroy_clientid(path, new.clientid)
+                rec.message = (
+                    f"the server owner's minor id differs ({new.minor} != {ours.server_owner_minor}) "
+                    "and EXCHANGE_ID gave another client ID: not used"
+                )
+                log.warning("%s is not used: %s", path.address, rec.message)
+                raise PathRejected(rec.message, path.address)
+            group = client.group_for_minor(new.minor)
+            path.group = group
+            if client.session_of(group) is None:
+                await self._open_trunked(path, group, ok.eir_sequenceid)
+            else:
+                await self.bind(path)
         else:
             if new.clientid != ours.clientid:
                 await self._destroy_clientid(path, new.clientid)
@@ -164,7 +179,7 @@ class Verifier:
             log.warning("trunking candidate %s rejected: %s", path.address, rec.message)
             raise PathRejected(rec.message, path.address)
         self.verified.add(id(path))
-        rec.message = "bound to the session"
+        rec.message = "bound to the session" if path.group == 0 else f"bound to trunked session {path.group}"
         log.info("path %s verified (%s), rtt %.3f ms", path.address, verdict.value, rec.rtt * 1000)
         return verdict
 
@@ -172,7 +187,7 @@ class Verifier:
         """BIND_CONN_TO_SESSION of our session on ``path``'s connection (fore channel, and back
         channel if the server wants it there)."""
         client = self.client
-        session = client.session
+        session = client.session_of(path.group)
         assert session is not None
         res = await client._raw_compound(
             path,
@@ -191,6 +206,18 @@ class Verifier:
             session.kill(st)  # our session is gone: the next request recovers it
             return
         raise NFS4Error(st, c.OP_BIND_CONN_TO_SESSION)
+
+    async def _open_trunked(self, path: Path, group: int, sequenceid: int | None = None) -> None:
+        try:
+            await self.client.open_trunked_session(path, group, sequenceid)
+        except NFS4Error as e:
+            if e.status in (c.NFS4ERR_STALE_CLIENTID, c.NFS4ERR_EXPIRED) and self.client.session is not None:
+                self.client.session.kill(e.status)  # our client ID is gone: the next request recovers
+                raise TransportError(
+                    f"client ID lost while opening a trunked session: {e}", path.address
+                ) from e
+            raise PathRejected(f"CREATE_SESSION on our client ID failed there: {e}", path.address) from e
+        self.trunked_sessions_opened += 1
 
     async def _destroy_clientid(self, path: Path, clientid: int) -> None:
         try:
