@@ -104,6 +104,7 @@ class TrunkingOptions:
     probe_timeout: float = 1.0
     verify_timeout: float = 5.0
     connect_timeout: float = 10.0
+    rediscover_gap: float = MIN_REDISCOVERY_GAP  # path-down rediscoveries at most this often
     rdma_options: dict[str, str] = field(default_factory=dict)  # provider=, credits=, inline=
 
     KEYS = frozenset(
@@ -397,17 +398,19 @@ class Trunking:
         return new
 
     async def _rediscovery_loop(self) -> None:
-        was_up = {id(p) for p in self.paths.live()}
+        """Discover again periodically, and whenever a path goes down (at most once per
+        ``rediscover_gap`` seconds: a loss soon after a discovery is acted on when the gap ends)."""
         while True:
+            was_up = {id(p) for p in self.paths.live()}
             with trio.move_on_after(self.options.rediscover_interval) as periodic:
                 while True:
                     await self.paths.wait_changed()
                     up = {id(p) for p in self.paths.live()}
-                    went_down = bool(was_up - up)
-                    was_up = up
-                    if went_down and trio.current_time() - self._last_discovery >= MIN_REDISCOVERY_GAP:
+                    if was_up - up:
                         break
+                    was_up = up
             if not periodic.cancelled_caught:
+                await trio.sleep_until(self._last_discovery + self.options.rediscover_gap)
                 log.info("a path went down: discovering the server's addresses again")
             await self.rediscover()
 

@@ -216,3 +216,22 @@ async def test_exactly_once_under_random_cuts(advertised, export_path) -> None:
         assert sorted(await nfs.listdir("/")) == sorted(f"g{i}" for i in range(rounds))
     for i in range(rounds):
         assert (export_path.local / f"g{i}").read_bytes() == b"%d" % i
+
+
+async def test_discovery_is_repeated_when_a_path_goes_down(advertised, export_path) -> None:
+    adv = await advertised(3)
+    listed = adv.advertiser.addresses
+    adv.advertiser.addresses = listed[:2]  # the server names two addresses at mount time
+    async with Client.connect(adv.url(export_path.remote), timeo=10, hard=True) as nfs:
+        await settled(nfs)
+        trunking = nfs.trunking
+        assert trunking is not None and trunking.discoveries == 1
+        assert live_addresses(nfs) == sorted([adv.address(0), adv.address(1)])
+        trunking.options.rediscover_gap = 0.2
+        adv.advertiser.addresses = listed  # ... and a third one later
+        adv.paths[1].cut()  # a connection goes away: discovery runs again and finds the third
+        with trio.fail_after(10):
+            while adv.address(2) not in live_addresses(nfs):
+                await trunking.paths.wait_changed()
+        assert trunking.discoveries == 2
+        adv.paths[1].restore()
