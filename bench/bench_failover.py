@@ -6,7 +6,9 @@ Everything runs against a local NFS-Ganesha started for the run, through in-proc
 (127.0.0.2, ...). Failover: `pynfsrdma failover-test`'s scenario (workers creating and renaming
 files while paths are cut one after another): stall time median and worst, operations lost and
 repeated (both must be 0). Throughput: one file written and read back over N paths (addrs=),
-checked by sha256 on the server's disk.
+checked by sha256 on the server's disk; and over one TCP path plus one RPC-over-RDMA path (software
+provider, through the RDMA responder) that trunking discovery found (the trunking advertiser lists it
+as an FSLI4TF_RDMA entry).
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ import trio
 from pynfsrdma.cli.failover import run_failover
 from pynfsrdma.client.api import Client
 from pynfsrdma.testbed import Ganesha, open_paths
+from pynfsrdma.testbed.rdma_responder import serve_rdma
+from pynfsrdma.transport.rdma.soft import SoftProvider
+from pynfsrdma.trunking.advertiser import AdvertisedAddress, TrunkingAdvertiser
 
 from .common import MIB, make_data
 
@@ -54,6 +59,45 @@ async def throughput(server: Ganesha, paths: int, size: int) -> dict[str, float]
     return {"paths": paths, "write_MBps": size / write_s / 1e6, "read_MBps": size / read_s / 1e6}
 
 
+async def tcp_and_rdma(server: Ganesha, size: int) -> dict[str, object]:
+    """Throughput over one TCP path and one RDMA path of the same session (found by discovery)."""
+    d = server.new_directory(prefix="bench-")
+    data = make_data(size)
+    async with trio.open_nursery() as nursery:
+        responder = await serve_rdma(nursery, SoftProvider(), "127.0.0.1", 0, server.host, server.port)
+        adv = TrunkingAdvertiser("127.0.0.1", 0, server.host, server.port)
+        await nursery.start(adv.run)
+        pp = await open_paths(nursery, adv.host, adv.port, 1)
+        adv.addresses = [
+            AdvertisedAddress(f"{pp.addresses[0]}:{pp.port}"),
+            AdvertisedAddress(f"127.0.0.1:{responder.port}", rdma=True),
+        ]
+        url = f"nfs://{pp.addresses[0]}:{pp.port}{d.remote}?provider=soft"
+        async with Client.connect(url, hard=True, timeo=60) as nfs:
+            assert nfs.trunking is not None
+            await nfs.trunking.settled.wait()
+            kinds = sorted(p.transport_kind for p in nfs.trunking.paths.live())
+            nfs.in_flight = 16
+            t = time.perf_counter()
+            async with await nfs.open("/f", "w") as f:
+                await f.write(data)
+            write_s = time.perf_counter() - t
+            t = time.perf_counter()
+            back = await nfs.read_file("/f")
+            read_s = time.perf_counter() - t
+            calls = {p.transport_kind: p.calls for p in nfs.trunking.paths.paths}
+        await responder.aclose()
+        nursery.cancel_scope.cancel()
+    if hashlib.sha256(back).digest() != hashlib.sha256(data).digest():
+        raise AssertionError("read back data differ")
+    return {
+        "paths": "+".join(kinds),
+        "write_MBps": size / write_s / 1e6,
+        "read_MBps": size / read_s / 1e6,
+        "calls": calls,
+    }
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, object]:
     out: dict[str, object] = {}
     with Ganesha() as server:
@@ -68,6 +112,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, object]:
         )
         out["failover"] = report.to_json()
         out["throughput"] = [await throughput(server, n, args.size_mib * MIB) for n in (1, 2, 4)]
+        out["tcp_and_rdma"] = await tcp_and_rdma(server, args.size_mib * MIB)
     return out
 
 
@@ -93,6 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     print("paths  write MB/s  read MB/s")
     for row in out["throughput"]:  # type: ignore[attr-defined]
         print(f"{row['paths']:5d}  {row['write_MBps']:10.0f}  {row['read_MBps']:9.0f}")
+    mixed = out["tcp_and_rdma"]
+    assert isinstance(mixed, dict)
+    print(
+        f"{mixed['paths']}: write {mixed['write_MBps']:.0f} MB/s, read {mixed['read_MBps']:.0f} MB/s "
+        f"(calls per transport: {mixed['calls']})"
+    )
     ok = f["operations_lost"] == 0 and f["operations_repeated"] == 0
     return 0 if ok else 1
 
