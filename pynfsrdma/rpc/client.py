@@ -199,8 +199,8 @@ class RpcConnection:
             # no cancel scope per call: the connection's watchdog ends calls past their deadline
             p.timeout = timeout
             p.deadline = trio.current_time() + timeout
-            if self._watchdog is None:
-                raise RuntimeError("RpcConnection.run() is not running: timeouts need its watchdog")
+            if self._watchdog is None:  # the receive loop has ended (or never ran): nothing will answer
+                raise self._dead or ConnectionLost("connection is not receiving", self.peer)
             if p.deadline < self._next_deadline:
                 self._next_deadline = p.deadline
                 self._watchdog.set()
