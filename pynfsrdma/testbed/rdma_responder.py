@@ -14,6 +14,9 @@ server must (RFC 8166, RFC 8267, RFC 8797):
 * places READ and READLINK data of the reply into the requester's Write chunks with RDMA Write
   (found by decoding the COMPOUND4res, :func:`locate_nfs4_ddp_items`), and sends the rest inline,
   or writes it into the Reply chunk (RDMA_NOMSG) when it exceeds the inline threshold;
+* when the requester advertised remote invalidation (RFC 8797) and the provider can, sends each
+  reply that names a Write or Reply chunk of the call as Send With Invalidate of one of them
+  (:func:`choose_invalidation`; :attr:`ResponderSettings.remote_invalidation` turns it off);
 * relays the server's backchannel CALLs (CB_NULL, CB_COMPOUND) to the requester as RDMA_MSG
   CALLs and the requester's replies back, telling CALL from REPLY by the RPC message type.
 
@@ -67,6 +70,7 @@ from ..transport.rdma.responder_chunks import (
     DdpLocator,
     ReceivedCall,
     assemble_call,
+    choose_invalidation,
     encode_reply,
     parse_call,
 )
@@ -141,6 +145,7 @@ class ConnectionStats:
     reply_chunks_used: int = 0
     sends: int = 0
     rdma_errors_sent: int = 0
+    sends_with_invalidate: int = 0
     callbacks_relayed: int = 0
     callback_replies_relayed: int = 0
 
@@ -157,6 +162,7 @@ class ResponderSettings:
     credits: int = DEFAULT_CREDITS
     inline_send: int = DEFAULT_INLINE  # the largest message we Send (before negotiation)
     inline_recv: int = DEFAULT_INLINE  # the largest message we take (our receive buffers)
+    remote_invalidation: bool = True  # use Send With Invalidate when the requester takes it
 
     def private_data(self) -> ConnectPrivateData:
         return ConnectPrivateData(send_size=self.inline_send, recv_size=self.inline_recv)
@@ -193,6 +199,11 @@ class ResponderConnection:
         self.settings = responder.settings
         self.stats = ConnectionStats()
         self.tcp: TcpTransport | None = None
+        self.remote_invalidation = (
+            thresholds.remote_invalidation
+            and conn.supports_remote_invalidation
+            and self.settings.remote_invalidation
+        )
         self._pending: dict[int, _Pending] = {}
         self._scope = trio.CancelScope()
         self.closed = False
@@ -367,7 +378,10 @@ class ResponderConnection:
         st.outstanding -= 1
         st.replies += 1
         st.sends += 1
-        await self.conn.send([encode_rdma_msg(enc.header).getvalue(), *enc.inline])
+        invalidate = choose_invalidation(enc.header) if self.remote_invalidation else None
+        if invalidate is not None:
+            st.sends_with_invalidate += 1
+        await self.conn.send([encode_rdma_msg(enc.header).getvalue(), *enc.inline], invalidate)
 
     async def _relay_callback(self, xid: int, message: memoryview) -> None:
         hdr = encode_rdma_msg(make_msg(xid, self.credits, RDMA_MSG)).getvalue()
@@ -502,10 +516,16 @@ async def serve_rdma(
     *,
     credits: int = DEFAULT_CREDITS,
     inline_size: int = DEFAULT_INLINE,
+    remote_invalidation: bool = True,
 ) -> Responder:
     """Listen on ``listen_host:listen_port`` (0: any free port, see ``.port``) and serve RDMA
     connections in ``nursery``, forwarding to the RPC server at ``target_host:target_port``."""
-    settings = ResponderSettings(credits=credits, inline_send=inline_size, inline_recv=inline_size)
+    settings = ResponderSettings(
+        credits=credits,
+        inline_send=inline_size,
+        inline_recv=inline_size,
+        remote_invalidation=remote_invalidation,
+    )
     holder: list[Responder] = []
 
     def private_data(request: bytes) -> bytes:

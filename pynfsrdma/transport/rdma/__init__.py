@@ -12,7 +12,9 @@ a provider, and providers never parse RPC.
   (the default; a clear :class:`~.provider.NoRdmaDevice` error when there is no device);
 * ``credits``: how many calls we ask to have outstanding (default 32);
 * ``inline``: our inline send and receive size in bytes (default 4096, at least 1024); the
-  thresholds used are negotiated with the server's RFC 8797 private data on every connect.
+  thresholds used are negotiated with the server's RFC 8797 private data on every connect;
+* ``remote_invalidation``: ``1`` or ``0`` to advertise (or not) that the server may retire one
+  registration per reply with Send With Invalidate (default: when the provider can).
 """
 
 from __future__ import annotations
@@ -72,8 +74,17 @@ async def connect_rdma(
     provider = make_provider(opts.get("provider"))
     credits = _int_option(opts, "credits", DEFAULT_CREDITS, 1)
     inline = _int_option(opts, "inline", DEFAULT_INLINE, 1024)
+    reminv = opts.get("remote_invalidation")
+    if reminv not in (None, "", "0", "1"):
+        raise ValueError(f"RDMA option remote_invalidation={reminv!r} is not 0 or 1")
     return await RdmaTransport.open(
-        provider, host, port, timeout=timeout, credits=credits, inline_size=inline
+        provider,
+        host,
+        port,
+        timeout=timeout,
+        credits=credits,
+        inline_size=inline,
+        remote_invalidation=None if not reminv else reminv == "1",
     )
 
 

@@ -10,6 +10,10 @@ carrying private data: RFC 8797's message travels there). It offers:
 * two-sided operations: :meth:`Connection.post_recv` (a registered receive buffer),
   :meth:`Connection.receive` (the next Receive completion), :meth:`Connection.send` (optionally
   Send With Invalidate of a peer region);
+* remote invalidation (RFC 8797's "I" bit): ``supports_remote_invalidation`` on the provider and
+  its connections says that this stack can both send a Send With Invalidate and take one (its
+  registrations can be invalidated by the peer; the Receive completion names the handle). Only
+  then may RPC-over-RDMA advertise it;
 * one-sided operations against the peer's registered memory: :meth:`Connection.rdma_read`,
   :meth:`Connection.rdma_write`.
 
@@ -99,7 +103,7 @@ class Received:
 class Connection(abc.ABC):
     """One reliable-connected queue pair."""
 
-    supports_remote_invalidation: ClassVar[bool]
+    supports_remote_invalidation: ClassVar[bool]  # Send With Invalidate, both ways
     peer_private_data: bytes
     peer: str
 
@@ -113,7 +117,8 @@ class Connection(abc.ABC):
 
     @abc.abstractmethod
     def deregister(self, region: MemoryRegion) -> None:
-        """Release a registration (invalidating it first if it is still valid)."""
+        """Release a registration (invalidating it first if it is still valid: a region the
+        peer invalidated with Send With Invalidate is released without a second invalidation)."""
 
     @abc.abstractmethod
     def post_recv(self, region: MemoryRegion) -> None:
@@ -125,7 +130,8 @@ class Connection(abc.ABC):
 
     @abc.abstractmethod
     async def send(self, data: Sequence[Buffer], invalidate: int | None = None) -> None:
-        """Send the buffers as one message (gathered); with ``invalidate``, Send With Invalidate."""
+        """Send the buffers as one message (gathered); with ``invalidate``, Send With Invalidate
+        of the peer's region with that handle (only when ``supports_remote_invalidation``)."""
 
     @abc.abstractmethod
     async def rdma_read(
@@ -158,6 +164,7 @@ class Listener(abc.ABC):
 
 class Provider(abc.ABC):
     name: ClassVar[str]
+    supports_remote_invalidation: bool  # as Connection's: known before connecting (to advertise)
 
     @abc.abstractmethod
     async def connect(

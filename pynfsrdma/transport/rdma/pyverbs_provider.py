@@ -24,6 +24,14 @@ to the error state and flushes the rest, which is how faults reach every pending
 
 RFC 8797 private data goes in ``ConnParam.set_private_data`` (pyverbs 56 has it); the peer's comes
 from the ESTABLISHED (active side) or CONNECT_REQUEST (passive side) event.
+
+Remote invalidation is off (``supports_remote_invalidation`` False, whatever the device): a Send
+With Invalidate can only name a fast-registered memory region or a type 2 memory window, which
+needs the device capability ``IBV_DEVICE_MEM_MGT_EXTENSIONS`` *and* registrations made that way.
+This provider registers with ``ibv_reg_mr`` (a peer's Send With Invalidate of such an rkey fails
+the queue pair: Linux's nfsd sends one whenever the client advertises the "I" bit), and pyverbs'
+CMID posts Sends without an ``invalidate_rkey``. So it neither advertises nor sends it;
+:func:`device_has_memory_management_extensions` reports the device capability for diagnostics.
 """
 
 from __future__ import annotations
@@ -75,7 +83,10 @@ def _load_pyverbs() -> dict[str, Any]:
         raise NoRdmaDevice(f"no RDMA device: {e}") from e
     if not devices:
         raise NoRdmaDevice("no RDMA device: the device list is empty")
-    return {"cmid": cmid, "cq": cq, "enums": enums, "mr": mr, "qp": qp, "cme": cme, "error": PyverbsError}
+    return {
+        "cmid": cmid, "cq": cq, "device": device, "enums": enums, "mr": mr, "qp": qp, "cme": cme,
+        "error": PyverbsError,
+    }  # fmt: skip
 
 
 def open_pyverbs_provider() -> PyverbsProvider:
@@ -138,7 +149,7 @@ class _PvRegion(MemoryRegion):
 
 # -- one connection -----------------------------------------------------------------------------
 class PyverbsConnection(Connection):
-    supports_remote_invalidation: ClassVar[bool] = True
+    supports_remote_invalidation: ClassVar[bool] = False  # see the module docstring
 
     def __init__(
         self, pv: dict[str, Any], cmid: Any, channel_fd: int, peer: str, peer_private_data: bytes
@@ -242,6 +253,8 @@ class PyverbsConnection(Connection):
             raise slot[0]
 
     async def send(self, data: Sequence[Buffer], invalidate: int | None = None) -> None:
+        if invalidate is not None:
+            raise ProviderError("Send With Invalidate is not available with pyverbs' CMID", self.peer)
         payload = bytearray(b"".join(bytes(memoryview(b).cast("B")) for b in data))  # inline-sized
         region = self.register(payload, Access.LOCAL_WRITE)
         assert isinstance(region, _PvRegion)
@@ -418,11 +431,28 @@ class PyverbsListener(Listener):
         await trio.lowlevel.checkpoint()
 
 
+def device_has_memory_management_extensions(pv: dict[str, Any]) -> bool | None:
+    """Whether the first RDMA device reports ``IBV_DEVICE_MEM_MGT_EXTENSIONS`` (what remote
+    invalidation needs from the device); None when it cannot be told."""
+    try:
+        ctx = pv["device"].Context(name=pv["device"].get_device_list()[0].name.decode())
+        try:
+            flags = int(ctx.query_device().device_cap_flags)
+        finally:
+            ctx.close()
+    except (pv["error"], IndexError, AttributeError, ValueError):
+        return None
+    return bool(flags & pv["enums"].IBV_DEVICE_MEM_MGT_EXTENSIONS)
+
+
 class PyverbsProvider(Provider):
     name = "pyverbs"
+    supports_remote_invalidation = False  # see the module docstring
 
     def __init__(self, pv: dict[str, Any]) -> None:
         self._pv = pv
+        # the device side of remote invalidation, for diagnostics (None: unknown)
+        self.memory_management_extensions = device_has_memory_management_extensions(pv)
 
     async def connect(
         self, nursery: trio.Nursery, host: str, port: int, private_data: bytes = b""

@@ -5,7 +5,9 @@ For the test responder that sits in front of NFS-Ganesha. Sans-I/O like :mod:`.c
 * :func:`parse_call` turns a received call header into the Read chunks to pull (RDMA Read),
 * :func:`assemble_call` rebuilds the whole RPC call from the inline part and the pulled data,
 * :func:`encode_reply` splits the RPC reply into what goes into the requester's Write chunks and
-  Reply chunk (RDMA Writes) and what is sent inline, and builds the reply's transport header.
+  Reply chunk (RDMA Writes) and what is sent inline, and builds the reply's transport header;
+* :func:`choose_invalidation` picks the registration a Send With Invalidate of that reply
+  retires, when the requester advertised remote invalidation (RFC 8797).
 
 The only NFS knowledge needed is where the DDP-eligible items of a reply are: a
 :data:`DdpLocator` (``reply bytes -> [(position, length), ...]`` of READ and READLINK data, in
@@ -205,6 +207,22 @@ def encode_reply(
     return ReplyEncoding(hdr, writes, [])
 
 
+def choose_invalidation(header: rdma_msg) -> int | None:
+    """The handle a reply with ``header`` may invalidate with Send With Invalidate, or None.
+
+    One registration of the call the reply answers, named in the reply's own header: the Reply
+    chunk's (used or not: the requester offered it for this call), else the first Write chunk
+    that has a segment. Read chunks are not named in a reply, so they are left to the requester.
+    """
+    lists = header.chunks
+    if lists.rdma_reply is not None and lists.rdma_reply.target:
+        return lists.rdma_reply.target[0].handle
+    for chunk in lists.rdma_writes:
+        if chunk.target:
+            return chunk.target[0].handle
+    return None
+
+
 __all__ = [
     "ChunkError",
     "DdpLocator",
@@ -212,6 +230,7 @@ __all__ = [
     "ReceivedCall",
     "ReplyEncoding",
     "assemble_call",
+    "choose_invalidation",
     "encode_reply",
     "parse_call",
 ]

@@ -10,7 +10,11 @@ can tell the difference:
   access right fail the operation on the initiator and break the connection on both sides;
 * a Send that finds no posted Receive (RNR) or a Receive buffer too small breaks the connection;
 * Send With Invalidate invalidates the target's region and reports its handle in the Receive
-  completion;
+  completion (as with fast-registered memory: only a region registered for remote access can be
+  named; an unknown handle or a receive buffer breaks the connection; a region already invalid
+  stays invalid and is counted in ``double_invalidations``);
+* it counts what tests need to see leaks and double work: :attr:`SoftConnection.registrations`
+  (alive now), ``local_invalidations``, ``remote_invalidations``, ``double_invalidations``;
 * operations are ordered as on one RC queue pair: RDMA Writes land before a later Send is seen.
 
 Wire format between the two emulated HCAs (never seen by anything else): a 24-byte frame header
@@ -113,6 +117,10 @@ class SoftConnection(Connection):
 
     supports_remote_invalidation = True
 
+    local_invalidations: int  # regions we invalidated (invalidate, or deregister of a valid one)
+    remote_invalidations: int  # our regions the peer invalidated with Send With Invalidate
+    double_invalidations: int  # invalidations (local or remote) of a region already invalid
+
     def __init__(self, sock: trio.socket.SocketType, peer: str, peer_private_data: bytes) -> None:
         self._sock = sock
         self.peer = peer
@@ -128,6 +136,14 @@ class SoftConnection(Connection):
         self._send_lock = trio.Lock()
         self._error: BaseException | None = None
         self._closed = False
+        self.local_invalidations = 0
+        self.remote_invalidations = 0
+        self.double_invalidations = 0
+
+    @property
+    def registrations(self) -> int:
+        """How many regions are registered now (valid or not)."""
+        return len(self._regions)
 
     # -- memory ---------------------------------------------------------------------------------
     def register(self, buffer: Buffer, access: Access) -> MemoryRegion:
@@ -144,9 +160,15 @@ class SoftConnection(Connection):
         return region
 
     def invalidate(self, region: MemoryRegion) -> None:
+        if region.valid:
+            self.local_invalidations += 1
+        elif self._error is None:  # a failed queue pair invalidated everything itself
+            self.double_invalidations += 1
         region.valid = False
 
     def deregister(self, region: MemoryRegion) -> None:
+        if region.valid and self._error is None:
+            self.local_invalidations += 1
         region.valid = False
         self._regions.pop(region.handle, None)
 
@@ -307,11 +329,15 @@ class SoftConnection(Connection):
             invalidated = None
             if flags & _F_INVALIDATE:
                 target = self._regions.get(handle)
-                if target is None or not target.valid:
+                if target is None or not target.access & (Access.REMOTE_READ | Access.REMOTE_WRITE):
                     await self._fatal(
                         _Fatal.REMOTE_ACCESS, f"Send With Invalidate of unknown handle {handle:#x}"
                     )
                     return
+                if target.valid:
+                    self.remote_invalidations += 1
+                else:
+                    self.double_invalidations += 1
                 target.valid = False
                 invalidated = handle
             self._completions_tx.send_nowait(Received(region, length, invalidated))
@@ -400,6 +426,7 @@ class SoftProvider(Provider):
     """Emulated RDMA over TCP (loopback in tests)."""
 
     name = "soft"
+    supports_remote_invalidation = True  # Send With Invalidate is emulated both ways
 
     async def connect(
         self, nursery: trio.Nursery, host: str, port: int, private_data: bytes = b""

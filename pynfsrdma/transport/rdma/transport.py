@@ -18,6 +18,13 @@ nursery: the task lives exactly as long as the connection (``aclose`` ends it an
 and trio cancels it if the run ends first.
 
 A received message is a CALL (backchannel) or a REPLY by its RPC message type, never by XID.
+
+Remote invalidation (RFC 8797's "I" bit, section 4.2.1): we advertise the "I" bit only when the
+provider can take a Send With Invalidate. The responder may then name, in the Send of a reply,
+one registration of that call; the provider invalidated it already, so the call's regions are
+released with that one retired as it is (no second invalidation) and the rest invalidated
+locally. A Send With Invalidate that names a handle of no region of the call it answers, comes
+with a callback, or comes when we did not advertise it, is a connection error.
 """
 
 from __future__ import annotations
@@ -85,6 +92,7 @@ class RdmaStats:
     inline_bytes_copied: int = 0  # bytes copied out of receive buffers (headers and inline parts)
     placed_bytes: int = 0  # bytes the responder wrote into our Write chunk sinks (no copy)
     callbacks: int = 0  # backchannel CALLs received
+    remote_invalidations: int = 0  # replies whose Send With Invalidate retired a registration
 
 
 @dataclass(slots=True)
@@ -100,11 +108,18 @@ class RdmaTransport(Transport):
     kind: ClassVar[str] = "rdma"
 
     def __init__(
-        self, conn: Connection, thresholds: InlineThresholds, credits: int, nursery: trio.Nursery
+        self,
+        conn: Connection,
+        thresholds: InlineThresholds,
+        credits: int,
+        nursery: trio.Nursery,
+        remote_invalidation: bool = False,
     ) -> None:
         self.conn = conn
         self.peer = conn.peer
         self.thresholds = thresholds
+        # what we advertised: the responder may Send With Invalidate one registration per reply
+        self.accepts_remote_invalidation = remote_invalidation
         self.gate: CreditGate[trio.Event] = CreditGate(credits)
         self._outstanding: dict[int, _Outstanding] = {}
         self._tx, self._rx = trio.open_memory_channel[Unpacker | BaseException](math.inf)
@@ -128,15 +143,23 @@ class RdmaTransport(Transport):
         port: int,
         credits: int = DEFAULT_CREDITS,
         inline_size: int = DEFAULT_INLINE,
+        remote_invalidation: bool | None = None,
     ) -> RdmaTransport:
-        """Connect, exchange RFC 8797 private data, post receives; settings are per connection."""
+        """Connect, exchange RFC 8797 private data, post receives; settings are per connection.
+
+        ``remote_invalidation``: advertise that we take Send With Invalidate (None: when the
+        provider can; True with a provider that cannot is a ValueError)."""
+        can = provider.supports_remote_invalidation
+        if remote_invalidation and not can:
+            raise ValueError(f"the {provider.name} provider cannot take Send With Invalidate")
         ours = ConnectPrivateData(
             send_size=max(inline_size, RPCRDMA_V1_DEF_INLINE_SIZE),
             recv_size=max(inline_size, RPCRDMA_V1_DEF_INLINE_SIZE),
-            remote_invalidation=False,
+            remote_invalidation=can if remote_invalidation is None else remote_invalidation,
         )
         conn = await provider.connect(nursery, host, port, ours.encode())
-        return cls(conn, negotiate(ours, conn.peer_private_data), credits, nursery)
+        thresholds = negotiate(ours, conn.peer_private_data)
+        return cls(conn, thresholds, credits, nursery, ours.remote_invalidation)
 
     @classmethod
     async def open(
@@ -148,13 +171,16 @@ class RdmaTransport(Transport):
         timeout: float = 10.0,
         credits: int = DEFAULT_CREDITS,
         inline_size: int = DEFAULT_INLINE,
+        remote_invalidation: bool | None = None,
     ) -> RdmaTransport:
         """Connect like :meth:`connect`, with a nursery of the transport's own (a system task
         that :meth:`aclose` ends). Raises :class:`ConnectTimeout` after ``timeout`` seconds."""
         host_task = await _Host.start()
         try:
             with trio.move_on_after(timeout) as scope:
-                t = await cls.connect(provider, host_task.nursery, host, port, credits, inline_size)
+                t = await cls.connect(
+                    provider, host_task.nursery, host, port, credits, inline_size, remote_invalidation
+                )
             if scope.cancelled_caught:
                 raise ConnectTimeout(f"no RDMA connection within {timeout:g} s", f"{host}:{port}")
         except BaseException:
@@ -200,6 +226,8 @@ class RdmaTransport(Transport):
         return regions, [Registration(r.handle, r.address, r.buffer) for r in regions]
 
     def _release_regions(self, out: _Outstanding) -> None:
+        # a region the responder invalidated (Send With Invalidate) is already invalid: the
+        # provider releases it without invalidating it again
         for r in out.regions:
             self.conn.deregister(r)
 
@@ -278,7 +306,7 @@ class RdmaTransport(Transport):
                 data = bytes(rcv.data)  # the inline part; the buffer goes back at once
                 self.stats.inline_bytes_copied += len(data)
                 self.conn.post_recv(rcv.region)
-                msg = self._handle(data)
+                msg = self._handle(data, rcv.invalidated)
                 if msg is not None:
                     self._tx.send_nowait(msg)
         except (TransportError, RpcRdmaError) as e:
@@ -288,17 +316,33 @@ class RdmaTransport(Transport):
             for ev in self.gate.drain():
                 ev.set()
 
-    def _handle(self, data: bytes) -> Unpacker | None:
+    def _handle(self, data: bytes, invalidated: int | None = None) -> Unpacker | None:
+        if invalidated is not None and not self.accepts_remote_invalidation:
+            raise ProtocolViolation(
+                f"Send With Invalidate of {invalidated:#x}, which we did not advertise", self.peer
+            )
         hdr, off = decode_rdma_msg(data)
         payload = memoryview(data)[off:]
         if hdr.proc == RDMA_MSG and payload.nbytes >= 8 and _MSG_TYPE.unpack_from(payload, 4)[0] == CALL:
             if hdr.chunks.rdma_reads or hdr.chunks.rdma_writes:
                 raise RpcRdmaError("backchannel calls must be inline")
+            if invalidated is not None:
+                raise ProtocolViolation("a backchannel call came with Send With Invalidate", self.peer)
             self.stats.callbacks += 1
             return Unpacker(payload)  # a callback from the server
         out = self._outstanding.pop(hdr.rdma_xid, None)
         for ev in self.gate.reply_received(hdr.rdma_credit) if self.gate.in_flight else ():
             ev.set()
+        if invalidated is not None:
+            if out is None or not any(r.handle == invalidated for r in out.regions):
+                if out is not None:
+                    self._release_regions(out)
+                raise ProtocolViolation(
+                    f"Send With Invalidate of {invalidated:#x} in the reply to {hdr.rdma_xid:#x}, "
+                    "which registered no such region",
+                    self.peer,
+                )
+            self.stats.remote_invalidations += 1
         if out is None:
             return None  # not a call of ours: the RPC layer would drop it too
         if out.abandoned:
