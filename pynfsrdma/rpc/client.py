@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 import trio
 
 from ..proto import rpc as rpcdef
-from ..transport.base import NO_HINTS, ConnectionLost, ReplyHints, Transport, TransportError
+from ..transport.base import (
+    NO_HINTS,
+    CallError,
+    ConnectionLost,
+    ReplyHints,
+    Transport,
+    TransportError,
+)
 from ..xdr import Packer, Unpacker, XdrError
 from .auth import Credential
 from .errors import RpcReplyError, RpcTimeout
@@ -90,7 +97,10 @@ class RpcConnection:
                 try:
                     while True:
                         u = await self.transport.receive()
-                        self._dispatch(u, nursery)
+                        if isinstance(u, CallError):
+                            self._fail_call(u)
+                        else:
+                            self._dispatch(u, nursery)
                 except TransportError as e:
                     error = e
                 except (OSError, trio.ClosedResourceError) as e:
@@ -131,6 +141,17 @@ class RpcConnection:
             p.error = error
             p.event.set()
         self._closed.set()
+
+    def _fail_call(self, failed: CallError) -> None:
+        """One call failed at the transport (the connection lives on): fail its waiter only."""
+        p = self._pending.pop(failed.xid, None)
+        if p is None:
+            log.info(
+                "%s: transport error for unknown XID %#x dropped: %s", self.peer, failed.xid, failed.error
+            )
+            return
+        p.error = failed.error
+        p.event.set()
 
     def _dispatch(self, u: Unpacker, nursery: trio.Nursery) -> None:
         try:
@@ -189,7 +210,8 @@ class RpcConnection:
 
         Returns an unpacker positioned at the procedure's results. Raises
         :class:`~pynfsrdma.transport.base.TransportError` (the connection failed: the call may or
-        may not have been executed), :class:`RpcTimeout`, or :class:`RpcReplyError` (the server
+        may not have been executed; or, as :class:`~pynfsrdma.transport.base.CallFailed`, the
+        transport refused this call and the connection lives on), :class:`RpcTimeout`, or :class:`RpcReplyError` (the server
         answered the RPC itself with an error).
         """
         if self._dead is not None:

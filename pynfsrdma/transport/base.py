@@ -42,6 +42,22 @@ class ProtocolViolation(TransportError):
     """The peer sent something that is not valid framing; the connection is unusable."""
 
 
+class CallFailed(TransportError):
+    """The transport could not carry this one call (an RPC-over-RDMA responder answered it with
+    RDMA_ERROR / ERR_CHUNK); the connection stays up for the others. For the session layer a
+    transport fault of that request: it may send it again, and fail it (EIO) if that fails too."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallError:
+    """What :meth:`Transport.receive` returns instead of a message when one call failed at the
+    transport level (:class:`CallFailed`) and the connection did not: the RPC layer fails the
+    call waiting for ``xid`` with ``error`` and goes on receiving."""
+
+    xid: int
+    error: CallFailed
+
+
 @dataclass(slots=True)
 class ReplyHints:
     """What a call's reply may contain, for transports that place data directly (RDMA).
@@ -73,11 +89,12 @@ class Transport(abc.ABC):
         """Send an RPC reply message (backchannel: our reply to the server's callback)."""
 
     @abc.abstractmethod
-    async def receive(self) -> Unpacker:
+    async def receive(self) -> Unpacker | CallError:
         """The next RPC message received (call or reply), positioned at its XID.
 
         For an RDMA reply, the unpacker's ``bulk()`` yields the data the server placed in the
-        call's Write chunks. Raises :class:`TransportError` when the connection fails.
+        call's Write chunks. A :class:`CallError` says that one call failed while the connection
+        lives on (TCP never returns one). Raises :class:`TransportError` when the connection fails.
         """
 
     def abandon(self, xid: int) -> None:  # noqa: B027 - optional hook, default is right for TCP
