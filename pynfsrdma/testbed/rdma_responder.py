@@ -22,7 +22,8 @@ server must (RFC 8166, RFC 8267, RFC 8797):
 
 Faults for tests: :meth:`Responder.kill_connections` drops every connection now;
 :meth:`Responder.drop_replies` makes the next replies never arrive (the call was executed by
-the server, then the connection is dropped instead of replying).
+the server, then the connection is dropped instead of replying); :meth:`Responder.refuse_calls`
+answers the next calls with RDMA_ERROR (ERR_CHUNK or ERR_VERS) instead of forwarding them.
 
 Run detached for the testbed::
 
@@ -62,6 +63,7 @@ from ..proto.rpcrdma import (
     encode_rdma_msg,
     make_error,
     make_msg,
+    rpc_rdma_errcode,
 )
 from ..transport.base import TransportError
 from ..transport.rdma.provider import Access, Connection, Listener, MemoryRegion, Provider
@@ -277,6 +279,12 @@ class ResponderConnection:
                     )
                     self.kill()
                     return
+                refusal = self.responder.take_refused_call()
+                if refusal is not None:
+                    log.info("%s: refusing call %#x with %s", self.conn.peer, call.xid, refusal.name)
+                    st.outstanding -= 1
+                    await self._send_error(call.xid, refusal)
+                    continue
             self._spawn(nursery, self._forward, call, is_reply)
 
     async def _forward(self, call: ReceivedCall, is_reply: bool) -> None:
@@ -434,6 +442,9 @@ class Responder:
     accepted: int = 0
     _drop_replies: int = 0
     _pass_replies: int = 0
+    _refuse_calls: int = 0
+    _pass_calls: int = 0
+    _refusal: rpc_rdma_errcode = ERR_CHUNK
     _scope: trio.CancelScope = field(default_factory=trio.CancelScope)
 
     @property
@@ -471,6 +482,22 @@ class Responder:
             return False
         self._drop_replies -= 1
         return True
+
+    def refuse_calls(self, count: int = 1, after: int = 0, error: rpc_rdma_errcode = ERR_CHUNK) -> None:
+        """After ``after`` more calls, answer the next ``count`` calls with RDMA_ERROR ``error``
+        (ERR_CHUNK or ERR_VERS) without forwarding them (the server never sees them)."""
+        self._pass_calls = after
+        self._refuse_calls = count
+        self._refusal = error
+
+    def take_refused_call(self) -> rpc_rdma_errcode | None:
+        if self._refuse_calls <= 0:
+            return None
+        if self._pass_calls > 0:
+            self._pass_calls -= 1
+            return None
+        self._refuse_calls -= 1
+        return self._refusal
 
     def _private_data(self, request: bytes) -> bytes:
         return self.settings.private_data().encode()

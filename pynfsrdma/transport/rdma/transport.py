@@ -25,6 +25,12 @@ one registration of that call; the provider invalidated it already, so the call'
 released with that one retired as it is (no second invalidation) and the rest invalidated
 locally. A Send With Invalidate that names a handle of no region of the call it answers, comes
 with a callback, or comes when we did not advertise it, is a connection error.
+
+RDMA_ERROR (RFC 8166 section 4.5): ERR_CHUNK answers one call, which fails alone
+(:meth:`receive` returns a :class:`~pynfsrdma.transport.base.CallError` with
+:class:`~pynfsrdma.transport.base.CallFailed`; its regions are released and its credit comes
+back); the connection carries on. ERR_VERS means the responder does not speak version 1 with us:
+the connection fails with a :class:`RdmaVersionMismatch` that says which versions it offers.
 """
 
 from __future__ import annotations
@@ -34,15 +40,18 @@ import math
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Final
+from typing import Any, ClassVar, Final
 
 import trio
 
 from ...proto.private_data import ConnectPrivateData, InlineThresholds, negotiate
 from ...proto.rpc import CALL
 from ...proto.rpcrdma import (
+    ERR_VERS,
+    RDMA_ERROR,
     RDMA_MSG,
     RPCRDMA_V1_DEF_INLINE_SIZE,
+    RPCRDMA_VERSION,
     RpcRdmaError,
     decode_rdma_msg,
     encode_rdma_msg,
@@ -51,6 +60,8 @@ from ...proto.rpcrdma import (
 from ...xdr import Packer, Unpacker
 from ..base import (
     NO_HINTS,
+    CallError,
+    CallFailed,
     ConnectionLost,
     ConnectTimeout,
     ProtocolViolation,
@@ -69,6 +80,10 @@ _MSG_TYPE: Final = struct.Struct(">I")
 
 DEFAULT_CREDITS: Final = 32
 DEFAULT_INLINE: Final = 4096
+
+
+class RdmaVersionMismatch(ProtocolViolation):
+    """The responder answered RDMA_ERROR / ERR_VERS: no RPC-over-RDMA version in common."""
 
 
 class WriteChunkSink(bytearray):
@@ -93,6 +108,7 @@ class RdmaStats:
     placed_bytes: int = 0  # bytes the responder wrote into our Write chunk sinks (no copy)
     callbacks: int = 0  # backchannel CALLs received
     remote_invalidations: int = 0  # replies whose Send With Invalidate retired a registration
+    rdma_errors: int = 0  # calls the responder refused with RDMA_ERROR / ERR_CHUNK
 
 
 @dataclass(slots=True)
@@ -122,7 +138,7 @@ class RdmaTransport(Transport):
         self.accepts_remote_invalidation = remote_invalidation
         self.gate: CreditGate[trio.Event] = CreditGate(credits)
         self._outstanding: dict[int, _Outstanding] = {}
-        self._tx, self._rx = trio.open_memory_channel[Unpacker | BaseException](math.inf)
+        self._tx, self._rx = trio.open_memory_channel[Unpacker | CallError | BaseException](math.inf)
         self._closed = False
         self.stats = RdmaStats()
         self._dead: TransportError | None = None  # the connection failed: every call fails
@@ -289,7 +305,7 @@ class RdmaTransport(Transport):
                 self.conn.invalidate(r)
 
     # -- receiving --------------------------------------------------------------------------------
-    async def receive(self) -> Unpacker:
+    async def receive(self) -> Unpacker | CallError:
         try:
             item = await self._rx.receive()
         except (trio.EndOfChannel, trio.ClosedResourceError) as e:
@@ -316,7 +332,7 @@ class RdmaTransport(Transport):
             for ev in self.gate.drain():
                 ev.set()
 
-    def _handle(self, data: bytes, invalidated: int | None = None) -> Unpacker | None:
+    def _handle(self, data: bytes, invalidated: int | None = None) -> Unpacker | CallError | None:
         if invalidated is not None and not self.accepts_remote_invalidation:
             raise ProtocolViolation(
                 f"Send With Invalidate of {invalidated:#x}, which we did not advertise", self.peer
@@ -343,6 +359,8 @@ class RdmaTransport(Transport):
                     self.peer,
                 )
             self.stats.remote_invalidations += 1
+        if hdr.proc == RDMA_ERROR:
+            return self._rdma_error(hdr.rdma_xid, hdr.rdma_body[1], out)
         if out is None:
             return None  # not a call of ours: the RPC layer would drop it too
         if out.abandoned:
@@ -358,6 +376,22 @@ class RdmaTransport(Transport):
         if hdr.proc != RDMA_MSG:
             st.nomsg_replies += 1
         return u
+
+    def _rdma_error(self, xid: int, body: tuple[int, Any], out: _Outstanding | None) -> CallError | None:
+        err, arm = body
+        if out is not None:
+            self._release_regions(out)
+        if err == ERR_VERS:
+            raise RdmaVersionMismatch(
+                f"the responder refused call {xid:#x} with ERR_VERS: it offers RPC-over-RDMA versions "
+                f"{arm.rdma_vers_low}..{arm.rdma_vers_high}, we speak version {RPCRDMA_VERSION}",
+                self.peer,
+            )
+        self.stats.rdma_errors += 1
+        if out is None or out.abandoned:
+            log.info("%s: RDMA_ERROR for XID %#x, which no call waits for", self.peer, xid)
+            return None
+        return CallError(xid, CallFailed(f"the responder refused call {xid:#x} (ERR_CHUNK)", self.peer))
 
     async def aclose(self) -> None:
         if self._closed:
@@ -417,4 +451,11 @@ class _Host:
         await self._done.wait()
 
 
-__all__ = ["DEFAULT_CREDITS", "DEFAULT_INLINE", "RdmaStats", "RdmaTransport", "WriteChunkSink"]
+__all__ = [
+    "DEFAULT_CREDITS",
+    "DEFAULT_INLINE",
+    "RdmaStats",
+    "RdmaTransport",
+    "RdmaVersionMismatch",
+    "WriteChunkSink",
+]
