@@ -407,6 +407,11 @@ async def client_trunking(url: str) -> str:
         trunking = nfs.trunking
         if trunking is None:
             raise RuntimeError("the client set up no trunking")
+        with trio.move_on_after(60):  # the added path connects and is verified in the background
+            while any(
+                p["state"] == "connecting" or p.get("verification") == "pending" for p in trunking.snapshot()
+            ):
+                await trio.sleep(0.5)
         paths = trunking.snapshot()
         up = sorted(str(p["address"]) for p in paths if p["state"] == "up")
         if len(up) != 2:
