@@ -72,7 +72,7 @@ def prepare(source: str, mountpoint: str, option_texts: Sequence[str] = ()) -> M
         raise OptionError(str(e)) from None
     url_opts = ",".join(k if v == "" else f"{k}={v}" for k, v in url.options.items())
     opts = parse_options(url_opts, *texts)
-    url.options = {}
+    url.options = dict(opts.rdma)  # what the transport reads (proto=rdma); the rest is ours
     mp = os.path.abspath(mountpoint)
     if not os.path.isdir(mp):
         raise MountError(f"mount point {mountpoint} is not a directory")

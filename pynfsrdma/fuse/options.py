@@ -60,6 +60,11 @@ GENERIC_OPTIONS = frozenset(
 )
 
 
+# RPC-over-RDMA transport options (proto=rdma), handed to the transport as they are
+# (pynfsrdma.transport.rdma.connect_rdma checks their values)
+RDMA_OPTIONS = ("provider", "credits", "inline", "remote_invalidation")
+
+
 class OptionError(ValueError):
     """A mount option is unknown or has a bad value; the message names it."""
 
@@ -86,6 +91,7 @@ class MountOptions:
     squash_gid: int | None = None
     debug: bool = False
     ignored: list[str] = field(default_factory=list)  # generic options accepted and not used
+    rdma: dict[str, str] = field(default_factory=dict)  # RDMA_OPTIONS given, for the transport
 
     @property
     def timeo_seconds(self) -> float:
@@ -179,6 +185,10 @@ def parse_options(*texts: str | None) -> MountOptions:
                 o.squash_uid = _int(k, v, 0, 0xFFFFFFFF)
             elif k == "squash_gid":
                 o.squash_gid = _int(k, v, 0, 0xFFFFFFFF)
+            elif k in RDMA_OPTIONS:
+                if not v:
+                    raise OptionError(f"mount option {k} needs a value ({k}=...)")
+                o.rdma[k] = v
             elif k in GENERIC_OPTIONS:
                 o.ignored.append(k)
             else:
