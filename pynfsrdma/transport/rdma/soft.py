@@ -381,6 +381,12 @@ class SoftConnection(Connection):
             raise ProtocolViolation(f"unknown soft-RDMA operation {op}", self.peer)
 
 
+def _no_delay(sock: trio.socket.SocketType) -> None:
+    """Frames go out at once: Nagle's algorithm would hold a frame header back until the peer's
+    delayed acknowledgement (tens of milliseconds per operation on loopback)."""
+    sock.setsockopt(trio.socket.IPPROTO_TCP, trio.socket.TCP_NODELAY, 1)
+
+
 async def _read_cm(sock: trio.socket.SocketType, expect: _Op) -> bytes:
     hdr = bytearray(_FRAME.size)
     await _recv_exactly(sock, memoryview(hdr))
@@ -405,6 +411,7 @@ class SoftListener(Listener):
         while True:
             sock, addr = await self._sock.accept()
             try:
+                _no_delay(sock)
                 req = await _read_cm(sock, _Op.CONNECT_REQ)
                 rep = self._private_data(req) if callable(self._private_data) else self._private_data
                 if len(rep) > CM_REP_PRIVATE_DATA_MAX:
@@ -435,6 +442,7 @@ class SoftProvider(Provider):
             raise ValueError(f"connect private data is limited to {CM_REQ_PRIVATE_DATA_MAX} bytes")
         sock = trio.socket.socket()
         try:
+            _no_delay(sock)
             await sock.connect((host, port))
         except OSError as e:
             sock.close()
