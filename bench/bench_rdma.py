@@ -10,7 +10,8 @@ checked by sha256 (the write on the server's disk, the read on what came back).
 
 Reported: throughput best (median) per path, and for RDMA the operations per NFS call of each
 kind: RDMA Reads (WRITE data pulled from Read chunks), RDMA Writes (READ data placed in Write
-chunks) and Sends. The software provider emulates RDMA over a
+chunks), Sends, and how many of those Sends were Send With Invalidate (remote invalidation of the
+call's Write or Reply chunk registration, RFC 8797). The software provider emulates RDMA over a
 TCP socket in Python, so its figures measure this implementation's overhead, not an RDMA fabric.
 """
 
@@ -43,6 +44,7 @@ class Result:
     rdma_reads: int = 0
     rdma_writes: int = 0
     sends: int = 0
+    sends_with_invalidate: int = 0
 
     def per_call(self, n: int) -> str:
         return f"{n / self.calls:.2f}" if self.calls else "-"
@@ -58,6 +60,7 @@ class Result:
             "rdma_reads_per_call": self.rdma_reads / self.calls if self.calls else None,
             "rdma_writes_per_call": self.rdma_writes / self.calls if self.calls else None,
             "sends_per_call": self.sends / self.calls if self.calls else None,
+            "sends_with_invalidate_per_call": self.sends_with_invalidate / self.calls if self.calls else None,
         }
 
 
@@ -99,12 +102,16 @@ async def _run_path(
                     res.rdma_reads += _delta(a, b, "rdma_reads")
                     res.rdma_writes += _delta(a, b, "rdma_writes")
                     res.sends += _delta(a, b, "sends")
+                    res.sends_with_invalidate += _delta(a, b, "sends_with_invalidate")
             await nfs.remove(name)
     return [write, read]
 
 
 def format_table(results: list[Result]) -> str:
-    header = ("path", "op", "best (median) MB/s", "calls", "RDMA Read/call", "RDMA Write/call", "Send/call")
+    header = (
+        "path", "op", "best (median) MB/s", "calls", "RDMA Read/call", "RDMA Write/call", "Send/call",
+        "SendInv/call",
+    )  # fmt: skip
     rows = [header]
     for r in results:
         rows.append(
@@ -116,6 +123,7 @@ def format_table(results: list[Result]) -> str:
                 r.per_call(r.rdma_reads),
                 r.per_call(r.rdma_writes),
                 r.per_call(r.sends),
+                r.per_call(r.sends_with_invalidate),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
