@@ -36,7 +36,7 @@ from ..rpc.auth import Credential, auth_sys
 from .cache import NEGATIVE, AttrTimeouts, NameCache
 from .inodes import ROOT_INODE, Inode, InodeTable
 from .options import MountOptions
-from .writeback import WriteBack
+from .writeback import MAX_REOPENS, STATE_LOST, WriteBack
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +84,9 @@ class SharedOpen:
     cred: Credential
     refs: int = 0
     writer: WriteBack | None = None
+    # serialises opening again after the server lost the state (not the inode's open lock: a CLOSE
+    # holding that waits for the WRITEs that may need to open again)
+    reopen_lock: trio.Lock = field(default_factory=trio.Lock)
 
 
 @dataclass(eq=False)
@@ -129,6 +132,7 @@ class NFSOperations(pyfuse3.Operations):
             auth_sys(opts.squash_uid, opts.squash_gid or 0, ()) if opts.squash_uid is not None else None
         )
         self.invalidations = 0
+        self.reopens = 0  # opens made again after the server lost them
 
     # -- helpers --------------------------------------------------------------------------------------
     def cred(self, ctx: pyfuse3.RequestContext) -> Credential:
@@ -489,9 +493,42 @@ class NFSOperations(pyfuse3.Operations):
         if shared.of.access & c.OPEN4_SHARE_ACCESS_WRITE and shared.writer is None:
             stable = c.FILE_SYNC4 if self.opts.noac else c.UNSTABLE4
             shared.writer = WriteBack(
-                self.nfs, shared.of, shared.cred, self.nursery, self.nfs.maxwrite, stable=stable
+                self.nfs,
+                shared.of,
+                shared.cred,
+                self.nursery,
+                self.nfs.maxwrite,
+                stable=stable,
+                reopen=functools.partial(self._reopen, node, shared),
             )
         return shared
+
+    async def _reopen(self, node: Inode, shared: SharedOpen, failed: Any) -> None:
+        """The server lost the open behind ``failed`` (it restarted graceless, or our lease expired and
+        the state was revoked): OPEN the file again and carry on with the new stateid. Single-flight:
+        whoever comes second finds the stateid changed already."""
+        async with shared.reopen_lock:
+            of = shared.of
+            if of.stateid != failed and not of.closed:
+                return
+            log.warning("open state of inode %d lost on the server: opening it again", node.ino)
+            new = await self.nfs.open_fh(node.fh, shared.cred, of.access)
+            self.nfs.opens.pop(id(new), None)
+            of.stateid, of.closed = new.stateid, False
+            self.nfs.opens[id(of)] = of  # reclaimed (or opened again) with the others next time
+            self.reopens += 1
+
+    async def _read_state(self, h: FileHandle, of: OpenFile, off: int, size: int) -> tuple[Any, bool]:
+        """One READ; when the server lost the open behind it, open again and repeat."""
+        for attempt in range(MAX_REOPENS + 1):
+            stateid = of.stateid
+            try:
+                return await self.nfs.read(of, h.inode.fh, off, size, h.cred)
+            except NFS4Error as e:
+                if e.status not in STATE_LOST or attempt == MAX_REOPENS:
+                    raise
+                await self._reopen(h.inode, h.shared, stateid)
+        raise AssertionError("unreachable")
 
     def _handle(
         self, node: Inode, shared: SharedOpen, access: int, cred: Credential, keep: bool
@@ -591,7 +628,7 @@ class NFSOperations(pyfuse3.Operations):
         of = h.shared.of
         maxread = self.nfs.maxread
         if size <= maxread:
-            data, eof = await self.nfs.read(of, node.fh, off, size, h.cred)
+            data, eof = await self._read_state(h, of, off, size)
             if len(data) == size or eof or not data:
                 return data  # a view of the reply: no copy on the way to the kernel
             parts = [data]
@@ -605,7 +642,7 @@ class NFSOperations(pyfuse3.Operations):
             results: list[Any] = [None] * len(spans)
 
             async def one(out: list[Any], i: int, o: int, n: int) -> None:
-                out[i] = await self.nfs.read(of, node.fh, o, n, h.cred)
+                out[i] = await self._read_state(h, of, o, n)
 
             async with trio.open_nursery() as nursery:
                 for i, (o, n) in enumerate(spans):

@@ -12,15 +12,26 @@ from __future__ import annotations
 
 import errno
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
 
 from ..client.nfs4 import NFSv4, OpenFile
+from ..errors import NFS4Error
 from ..proto.nfs4 import const as c
 from ..rpc.auth import Credential
 
 log = logging.getLogger(__name__)
+
+# the server no longer knows the open behind a stateid (it restarted without a grace period to reclaim
+# in, or the lease expired): the file is opened again and the I/O resent with the new stateid
+STATE_LOST = frozenset(
+    {c.NFS4ERR_STALE_STATEID, c.NFS4ERR_BAD_STATEID, c.NFS4ERR_EXPIRED, c.NFS4ERR_ADMIN_REVOKED}
+)
+MAX_REOPENS = 3
+# reopen(the stateid that failed): make ``of.stateid`` a valid one again (single-flight in the caller)
+Reopen = Callable[[Any], Awaitable[None]]
 
 DEFAULT_IN_FLIGHT = 8
 COMMIT_WINDOW = 64 << 20  # COMMIT at least this often, so the data kept for resends stays bounded
@@ -37,6 +48,7 @@ class WriteBack:
         in_flight: int = DEFAULT_IN_FLIGHT,
         stable: int = c.UNSTABLE4,
         commit_window: int = COMMIT_WINDOW,
+        reopen: Reopen | None = None,
     ) -> None:
         self.nfs = nfs
         self.of = of
@@ -45,6 +57,7 @@ class WriteBack:
         self.wsize = wsize
         self.stable = stable
         self.commit_window = commit_window
+        self.reopen = reopen
         self._slots = trio.Semaphore(in_flight)
         self._run: list[bytes] = []
         self._run_off = 0
@@ -108,10 +121,19 @@ class WriteBack:
     async def _write_one(self, offset: int, data: memoryview) -> None:
         try:
             pos = 0
+            reopens = 0
             while pos < len(data):
-                count, committed, verf = await self.nfs.write(
-                    self.of, offset + pos, data[pos:], self.cred, self.stable
-                )
+                stateid = self.of.stateid
+                try:
+                    count, committed, verf = await self.nfs.write(
+                        self.of, offset + pos, data[pos:], self.cred, self.stable
+                    )
+                except NFS4Error as e:
+                    if e.status not in STATE_LOST or self.reopen is None or reopens >= MAX_REOPENS:
+                        raise
+                    reopens += 1
+                    await self.reopen(stateid)
+                    continue
                 self.writes_sent += 1
                 if count <= 0:
                     raise OSError(errno.EIO, "the server wrote nothing")

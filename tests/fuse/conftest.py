@@ -1,7 +1,7 @@
 """Real FUSE mounts of the real NFS-Ganesha export, served by a daemon in its own process.
 
-- ``mount_export(options="", subdir="", foreground=True) -> Mount``: mounts ``ganesha``'s export
-  (or a directory in it) on a fresh temporary mount point; unmounted with ``fusermount3 -u`` at the end
+- ``mount_export(options="", subdir="", server=None) -> Mount``: mounts ``ganesha``'s export (or
+  ``server``'s, e.g. one from ``ganesha_factory``; or a directory in it) on a fresh temporary mount point; unmounted with ``fusermount3 -u`` at the end
   of the test, and the daemon must then exit with status 0.
 - ``shared_mount`` (module scope): one mount of the whole export with default options, for tests
   that each work in their own fresh directory (``work_dir``: a Path inside that mount, and the same
@@ -90,11 +90,11 @@ def mount_export(ganesha: Ganesha) -> Iterator[Callable[..., Mount]]:
     mounts: list[Mount] = []
     dirs: list[str] = []
 
-    def make(options: str = "", subdir: str = "") -> Mount:
+    def make(options: str = "", subdir: str = "", server: Ganesha | None = None) -> Mount:
         d = tempfile.mkdtemp(prefix="pynfsrdma-mnt-")
         dirs.append(d)
         os.chmod(d, 0o755)
-        url = ganesha.url + (f"/{subdir}" if subdir else "")
+        url = (server or ganesha).url + (f"/{subdir}" if subdir else "")
         m = start_mount(url, Path(d), options, Path(d + ".log"))
         mounts.append(m)
         return m
