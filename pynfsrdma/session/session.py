@@ -25,7 +25,7 @@ from ..proto.nfs4.types import SEQUENCE4args, SEQUENCE4resok
 from ..rpc.auth import Credential
 from ..rpc.errors import RpcTimeout
 from ..stats import RpcStats, collector_for
-from ..transport.base import NO_HINTS, ReplyHints, TransportError
+from ..transport.base import NO_HINTS, CallFailed, ReplyHints, TransportError
 from ..xdr import XdrError
 from .errors import ServerUnreachable, SessionError
 from .paths import NoPathError, Path, PathSet
@@ -65,6 +65,7 @@ IDEMPOTENT_OPS = frozenset(
 )
 
 MAX_DELAY_BACKOFF = 5.0
+MAX_REFUSED = 1  # resends of a request its transport refused (CallFailed) before failing it
 RESEND_PAUSE = 0.01  # before resending on the same (reconnecting) path
 MAX_MISORDERED_RETRIES = 2
 MAX_BADSLOT_RETRIES = 4
@@ -269,6 +270,7 @@ class Session:
             ],
         )
         tries = 0
+        refused = 0
         previous: Path | None = None
         while True:
             if self.dead is not None:
@@ -321,6 +323,13 @@ class Session:
                 # (ClosedResourceError: the connection was dropped, as stalled, during our send)
                 if pin is not None:
                     raise
+                if isinstance(e, CallFailed):
+                    # the transport refused this one call (RPC-over-RDMA ERR_CHUNK); the server did
+                    # not run it. Once may be a passing fault; twice, the request itself is at fault.
+                    refused += 1
+                    if refused > MAX_REFUSED:
+                        trace.rpc_failed(xid, path.address, args.argarray, str(e), trio.current_time() - start)
+                        raise SessionError(f"{path.address}: the request was refused again: {e}") from e
                 log.info(
                     "%s: connection lost with slot %d seq %d in flight (%s); resending",
                     path.address,

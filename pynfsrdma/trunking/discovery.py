@@ -75,7 +75,7 @@ MIN_REDISCOVERY_GAP = 5.0  # path-down rediscoveries at most this often
 LOCATION_BITMAP = bitmap4_from([c.FATTR4_FS_LOCATIONS, c.FATTR4_FS_LOCATIONS_INFO])
 TCP, RDMA = "tcp", "rdma"
 DEFAULT_PORTS = {TCP: NFS_PORT, RDMA: NFS_RDMA_PORT}
-RDMA_URL_OPTIONS = ("provider", "credits", "inline")  # the options connect_rdma reads
+RDMA_URL_OPTIONS = ("provider", "credits", "inline", "remote_invalidation")  # the options connect_rdma reads
 
 
 class TrunkingOptionError(ValueError):

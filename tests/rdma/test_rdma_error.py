@@ -5,6 +5,7 @@ Through the responder (forced with ``refuse_calls``) to NFS-Ganesha over the sof
 
 from __future__ import annotations
 
+import errno
 import hashlib
 
 import pytest
@@ -80,6 +81,20 @@ async def test_err_chunk_in_a_transfer_is_resent_by_the_session(ganesha, export_
         assert session.resends - resends == 2  # each refused request was sent once more
         assert r.accepted == 1  # on the same connection
         assert transport_of(nfs).stats.rdma_errors == 2
+
+
+async def test_a_request_refused_every_time_fails_with_eio_instead_of_looping(ganesha, export_path):
+    """ERR_CHUNK once may be a passing fault (the request goes again); the same request refused
+    again fails with EIO, even on a hard mount, and the connection stays usable."""
+    async with responder(ganesha) as r, Client.connect(rdma_url(r, export_path), hard=True) as nfs:
+        await nfs.write_file("/f", b"kept")
+        r.refuse_calls(count=2)
+        with trio.fail_after(20):
+            with pytest.raises(OSError) as ei:
+                await nfs.stat("/f")
+        assert ei.value.errno == errno.EIO and "refused again" in str(ei.value)
+        assert await nfs.read_file("/f") == b"kept"  # the slot and the connection go on
+        assert r.accepted == 1
 
 
 async def test_err_vers_kills_the_connection_with_a_clear_message(ganesha):
