@@ -10,6 +10,9 @@
 - Writes are gathered per open (:mod:`.writeback`) and committed on flush, fsync and release.
 - Unlinking or renaming over an open file renames it to ``.nfsXXXX`` first (as the Linux client
   does); the name is removed when the file is released.
+- Extended attributes: NFS-Ganesha 4.3 (VFS) answers the NFSv4.2 xattr operations NFS4ERR_NOTSUPP,
+  so none are sent: pyfuse3's default ENOSYS makes the kernel answer ENOTSUP and stop asking (which
+  also spares a getxattr of security.capability on every write).
 """
 
 from __future__ import annotations
