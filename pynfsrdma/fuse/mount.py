@@ -31,6 +31,7 @@ from ..rpc.auth import auth_sys
 from ..session.client_id import ClientID, SessionOptions
 from ..session.paths import Path
 from ..session.session import RetryPolicy
+from ..trunking import Trunking, TrunkingOptions
 from .options import MountOptions, OptionError, parse_options, split_options
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,10 @@ def prepare(source: str, mountpoint: str, option_texts: Sequence[str] = ()) -> M
         url = parse_url(source, **overrides)
     except URLError as e:
         raise OptionError(str(e)) from None
-    url_opts = ",".join(k if v == "" else f"{k}={v}" for k, v in url.options.items())
+    # URL options as -o text; addrs' addresses are comma-separated in a URL, '+'-separated in -o
+    url_opts = ",".join(
+        k if v == "" else f"{k}={v.replace(',', '+') if k == 'addrs' else v}" for k, v in url.options.items()
+    )
     opts = parse_options(url_opts, *texts)
     url.options = dict(opts.rdma)  # what the transport reads (proto=rdma); the rest is ours
     mp = os.path.abspath(mountpoint)
@@ -113,6 +117,13 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
             try:
                 connector = await connector_for(req.url, req.url.host, req.url.port, timeout)
                 await cid.start(Path(req.url.address, connector, req.url.proto), timeout=timeout)
+                # more paths to the same server: addrs=/nconnect= and discovery (bounded, never fatal)
+                trunking = Trunking(
+                    cid, nursery, TrunkingOptions.from_url_options({**o.trunking, **o.rdma}),
+                    lambda h, p: connector_for(req.url, h, p, timeout),
+                    default_port=req.url.port, rdma=req.url.proto == "rdma", transport_kind=req.url.proto,
+                )
+                await trunking.start()
                 nfs = NFSv4(cid)
                 with trio.fail_after(timeout):
                     root_fh, root_attrs = await nfs.mount(req.url.path, cred)
@@ -131,7 +142,10 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
                 await nursery.start(
                     control.serve,
                     control.socket_path(req.mountpoint),
-                    {"stats": lambda: stats.snapshot(cid, info=info), "paths": lambda: stats.path_rows(cid)},
+                    {
+                        "stats": lambda: stats.snapshot(cid, trunking, info=info),
+                        "paths": lambda: stats.path_rows(cid, trunking),
+                    },
                 )
             except (OSError, control.ControlError) as e:  # the mount works without it
                 log.warning("no control socket for %s: %s", req.mountpoint, e)

@@ -65,6 +65,12 @@ GENERIC_OPTIONS = frozenset(
 RDMA_OPTIONS = ("provider", "credits", "inline", "remote_invalidation")
 
 
+# Trunking (more paths to the same server), named as the Linux client names them where it can.
+# In -o lists, the addresses of addrs= are separated by '+' (commas separate options).
+TRUNKING_OPTIONS = ("addrs", "nconnect", "max_connect", "trunkinterval", "stalltimeo")
+TRUNKING_FLAGS = ("trunkdiscovery", "notrunkdiscovery")
+
+
 class OptionError(ValueError):
     """A mount option is unknown or has a bad value; the message names it."""
 
@@ -92,6 +98,7 @@ class MountOptions:
     debug: bool = False
     ignored: list[str] = field(default_factory=list)  # generic options accepted and not used
     rdma: dict[str, str] = field(default_factory=dict)  # RDMA_OPTIONS given, for the transport
+    trunking: dict[str, str] = field(default_factory=dict)  # TRUNKING_OPTIONS/FLAGS given, URL style
 
     @property
     def timeo_seconds(self) -> float:
@@ -189,6 +196,15 @@ def parse_options(*texts: str | None) -> MountOptions:
                 if not v:
                     raise OptionError(f"mount option {k} needs a value ({k}=...)")
                 o.rdma[k] = v
+            elif k in TRUNKING_OPTIONS:
+                if not v:
+                    raise OptionError(f"mount option {k} needs a value ({k}=...)")
+                o.trunking[k] = v.replace("+", ",") if k == "addrs" else v
+            elif k in TRUNKING_FLAGS:
+                _flag(k, v)
+                for other in TRUNKING_FLAGS:
+                    o.trunking.pop(other, None)
+                o.trunking[k] = ""
             elif k in GENERIC_OPTIONS:
                 o.ignored.append(k)
             else:
@@ -210,4 +226,12 @@ def parse_options(*texts: str | None) -> MountOptions:
         o.squash_gid = o.squash_uid
     if o.squash_gid is not None and o.squash_uid is None:
         raise OptionError("squash_gid= needs squash_uid=")
+    if o.trunking:
+        from ..trunking import TrunkingOptions
+        from ..trunking.discovery import TrunkingOptionError
+
+        try:
+            TrunkingOptions.from_url_options(o.trunking)
+        except TrunkingOptionError as e:
+            raise OptionError(f"mount option {e}") from None
     return o

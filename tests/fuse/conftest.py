@@ -174,3 +174,21 @@ def snapshot(root: Path, times: bool = True, owners: bool = True) -> dict[str, t
 def snap() -> Callable[..., dict[str, tuple[Any, ...]]]:
     """``snap(root, times=True, owners=True)``: the tree below root as comparable rows."""
     return snapshot
+
+
+@pytest.fixture
+def mount_url(tmp_path: Path) -> Iterator[Callable[[str, str], Mount]]:
+    """``mount_url(url, options) -> Mount``: mount any URL (e.g. through the testbed's path proxies)
+    on a fresh directory; unmounted at the end. Blocking: from trio code call it in a thread."""
+    mounts: list[Mount] = []
+
+    def make(url: str, options: str = "") -> Mount:
+        d = tmp_path / f"mnt{len(mounts)}"
+        d.mkdir()
+        m = start_mount(url, d, options, tmp_path / f"mnt{len(mounts)}.log")
+        mounts.append(m)
+        return m
+
+    yield make
+    for m in mounts:
+        m.unmount()
