@@ -36,8 +36,9 @@ def test_fio_verify_crc32c(work_dir: Any, rw: str, bs: str, direct: int) -> None
         "--end_fsync=1",
         "--group_reporting",
         "--output-format=json",
+        "--verify_state_save=0",  # no verify state files left behind in the working directory
     ]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=work_dir.mnt)
     assert r.returncode == 0, r.stderr + r.stdout[-2000:]
     job = json.loads(r.stdout[r.stdout.index("{") :])["jobs"][0]
     assert job["error"] == 0
