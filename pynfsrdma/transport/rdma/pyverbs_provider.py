@@ -22,6 +22,16 @@ an RC queue pair completes its send-queue work requests in the order they were p
 signalled), and receives in the order they were posted. A failed completion moves the queue pair
 to the error state and flushes the rest, which is how faults reach every pending operation.
 
+Teardown closes every verbs object once, in dependency order, and never leaves one to the
+garbage collector: the ``Context`` and ``PD`` objects pyverbs makes for a CMID wrap librdmacm's
+*shared* device context and protection domain. ``CMID.close`` detaches them, but when the cyclic
+garbage collector clears an unclosed CMID's attributes first, their own ``__dealloc__`` closes
+librdmacm's device context (its command descriptor: later verbs calls in the process fail with
+EBADF) and frees its PD (double free). So :meth:`PyverbsConnection.aclose` deregisters the memory
+regions (before the last CM ID of a device goes: librdmacm then frees the device's PD), then
+closes the CMID (the QP and the CM ID), the CQ, the completion channel and the event channel;
+trio is told (``notify_closing``) before a descriptor it may wait on is closed.
+
 RFC 8797 private data goes in ``ConnParam.set_private_data`` (pyverbs 56 has it); the peer's comes
 from the ESTABLISHED (active side) or CONNECT_REQUEST (passive side) event.
 
@@ -37,6 +47,7 @@ CMID posts Sends without an ``invalidate_rkey``. So it neither advertises nor se
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -59,6 +70,8 @@ from .provider import (
     ReceiverNotReady,
     RemoteAccessError,
 )
+
+log = logging.getLogger(__name__)
 
 RESOLVE_TIMEOUT_MS = 2000
 QUEUE_DEPTH = 128
@@ -152,11 +165,20 @@ class PyverbsConnection(Connection):
     supports_remote_invalidation: ClassVar[bool] = False  # see the module docstring
 
     def __init__(
-        self, pv: dict[str, Any], cmid: Any, channel_fd: int, peer: str, peer_private_data: bytes
+        self,
+        pv: dict[str, Any],
+        cmid: Any,
+        events: _EventChannel,
+        peer: str,
+        peer_private_data: bytes,
+        *,
+        owns_events: bool,
     ) -> None:
         self._pv = pv
         self.cmid = cmid
-        self.channel_fd = channel_fd
+        self._events = events
+        self._owns_events = owns_events  # the active side's channel is the connection's own
+        self.channel_fd = events.fd
         self.peer = peer
         self.peer_private_data = peer_private_data
         self.cq: Any = None
@@ -170,6 +192,7 @@ class PyverbsConnection(Connection):
         self._regions: dict[int, _PvRegion] = {}
         self._error: BaseException | None = None
         self._closed = False
+        self._released = False
 
     # queue pair set-up (before connect/accept)
     def create_qp(self) -> None:
@@ -295,8 +318,13 @@ class PyverbsConnection(Connection):
         """Wait for completion notifications and dispatch completions, until the connection ends."""
         e = self._pv["enums"]
         try:
-            while self._error is None:
-                await trio.lowlevel.wait_readable(self.comp_fd)
+            while self._error is None and not self._released:
+                try:
+                    await trio.lowlevel.wait_readable(self.comp_fd)
+                except trio.ClosedResourceError:
+                    return  # aclose() is closing the completion channel
+                if self._released:
+                    return
                 self.comp_channel.get_cq_event(self.cq)
                 self.cq.ack_events(1)
                 self.cq.req_notify()
@@ -355,9 +383,42 @@ class PyverbsConnection(Connection):
             self.cmid.disconnect()
         except self._pv["error"]:
             pass
-        for r in list(self._regions.values()):
-            self.deregister(r)
+        self.release()
         await trio.lowlevel.checkpoint()
+
+    def release(self) -> None:
+        """Close every verbs object of the connection, each once, in dependency order (see the
+        module docstring). Safe to call twice and on a half-made connection."""
+        if self._released:
+            return
+        self._released = True
+        errors: list[str] = []
+
+        def attempt(what: str, fn: Callable[[], Any]) -> None:
+            try:
+                fn()
+            except self._pv["error"] as err:
+                errors.append(f"{what}: {err}")
+
+        # 1. memory regions: while the device's PD (freed with its last CM ID) still exists
+        for r in list(self._regions.values()):
+            attempt("deregister", lambda region=r: self.deregister(region))  # type: ignore[misc]
+        # 2. the queue pair and the CM ID (CMID.close destroys both and detaches the shared
+        #    Context and PD objects, so that they never free librdmacm's)
+        attempt("close CM ID", self.cmid.close)
+        # 3. the CQ (no QP uses it now), then its completion channel (trio first forgets the fd)
+        if self.cq is not None:
+            attempt("close CQ", self.cq.close)
+        if self.comp_channel is not None:
+            if self.comp_fd >= 0:
+                trio.lowlevel.notify_closing(self.comp_fd)
+            attempt("close completion channel", self.comp_channel.close)
+            self.comp_fd = -1
+        # 4. the CM event channel, after every CM ID on it
+        if self._owns_events:
+            attempt("close event channel", self._events.close)
+        if errors:
+            log.warning("%s: RDMA teardown: %s", self.peer, "; ".join(errors))
 
 
 # -- the connection manager ---------------------------------------------------------------------
@@ -367,6 +428,12 @@ class _EventChannel:
         before = _fds()
         self.channel = pv["cmid"].CMEventChannel()
         self.fd = _new_fd(before, lambda t: t.endswith("rdma_cm"), "RDMA-CM event channel")
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            trio.lowlevel.notify_closing(self.fd)
+            self.fd = -1
+            self.channel.close()
 
     async def next_event(self) -> Any:
         await trio.lowlevel.wait_readable(self.fd)
@@ -417,17 +484,22 @@ class PyverbsListener(Listener):
             request = bytes(ev.private_data or b"")
             new = pv["cmid"].CMID(creator=ev, listen_id=self.cmid)
             ev.ack_cm_event()
-            conn = PyverbsConnection(pv, new, self._events.fd, "rdma-peer", request)
-            conn.create_qp()
-            rep = self._private_data(request) if callable(self._private_data) else self._private_data
-            new.accept(_conn_param(pv, rep))
-            established = await self._events.expect(cme.RDMA_CM_EVENT_ESTABLISHED, "accept", conn.peer)
-            established.ack_cm_event()
+            conn = PyverbsConnection(pv, new, self._events, "rdma-peer", request, owns_events=False)
+            try:
+                conn.create_qp()
+                rep = self._private_data(request) if callable(self._private_data) else self._private_data
+                new.accept(_conn_param(pv, rep))
+                established = await self._events.expect(cme.RDMA_CM_EVENT_ESTABLISHED, "accept", conn.peer)
+                established.ack_cm_event()
+            except BaseException:
+                conn.release()
+                raise
             self._nursery.start_soon(conn.run)
             return conn
 
     async def aclose(self) -> None:
         self.cmid.close()
+        self._events.close()
         await trio.lowlevel.checkpoint()
 
 
@@ -461,26 +533,29 @@ class PyverbsProvider(Provider):
         cme = pv["cme"]
         peer = f"{host}:{port}"
         events = _EventChannel(pv)
-        cmid = pv["cmid"].CMID(creator=events.channel, port_space=cme.RDMA_PS_TCP)
+        try:
+            cmid = pv["cmid"].CMID(creator=events.channel, port_space=cme.RDMA_PS_TCP)
+        except BaseException:
+            events.close()
+            raise
+        conn = PyverbsConnection(pv, cmid, events, peer, b"", owns_events=True)
         try:
             ai = pv["cmid"].AddrInfo(dst=host, dst_service=str(port), port_space=cme.RDMA_PS_TCP)
             cmid.resolve_addr(ai, RESOLVE_TIMEOUT_MS)
             (await events.expect(cme.RDMA_CM_EVENT_ADDR_RESOLVED, "resolve address", peer)).ack_cm_event()
             cmid.resolve_route(RESOLVE_TIMEOUT_MS)
             (await events.expect(cme.RDMA_CM_EVENT_ROUTE_RESOLVED, "resolve route", peer)).ack_cm_event()
-            conn = PyverbsConnection(pv, cmid, events.fd, peer, b"")
             conn.create_qp()
             cmid.connect(_conn_param(pv, private_data))
             ev = await events.expect(cme.RDMA_CM_EVENT_ESTABLISHED, "connect", peer)
             conn.peer_private_data = bytes(ev.private_data or b"")
             ev.ack_cm_event()
         except pv["error"] as err:
-            cmid.close()
+            conn.release()
             raise ConnectionLost(f"RDMA connect failed: {err}", peer) from err
         except BaseException:
-            cmid.close()
+            conn.release()
             raise
-        conn._events = events  # type: ignore[attr-defined]  # keep the channel alive with the id
         nursery.start_soon(conn.run)
         return conn
 
