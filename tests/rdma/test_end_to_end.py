@@ -141,10 +141,28 @@ async def test_credits_bound_calls_outstanding(ganesha, export_path):
         assert all(got[i] == data_of(100_000 + i, i) for i in range(20))
         t = transport_of(nfs)
         assert t.gate.granted == 2
+        assert t.gate.peak_in_flight == 2  # the client side of the same bound
     s = r.stats
     assert s.credit_overruns == 0
     assert s.max_outstanding == 2  # the gate was full, never over
     assert s.calls == s.replies
+
+
+async def test_no_private_data_both_sides_use_the_version_1_defaults(ganesha, export_path):
+    target = "l" * 1500  # READLINK's reply is then larger than 1024 bytes: a Reply chunk
+    os.symlink(target, export_path.local / "ln")
+    data = data_of(300_000, 5)
+    async with responder(ganesha) as r, Client.connect(rdma_url(r, export_path, private_data=0)) as nfs:
+        t = transport_of(nfs)
+        # the responder sent its message; we sent none, so it uses 1024 for us and we do too
+        assert t.thresholds.peer_sent_message
+        assert t.thresholds.send == t.thresholds.recv == 1024
+        assert not t.accepts_remote_invalidation
+        await nfs.write_file("/f", data)
+        assert await nfs.read_file("/f") == data
+        assert await nfs.readlink("/ln") == target
+        assert t.stats.reply_chunks >= 1 and t.stats.write_chunks >= 1
+    assert r.stats.credit_overruns == 0 and r.stats.rdma_errors_sent == 0
 
 
 async def test_long_call_goes_as_rdma_nomsg(ganesha, export_path):

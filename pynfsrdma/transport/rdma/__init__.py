@@ -14,7 +14,9 @@ a provider, and providers never parse RPC.
 * ``inline``: our inline send and receive size in bytes (default 4096, at least 1024); the
   thresholds used are negotiated with the server's RFC 8797 private data on every connect;
 * ``remote_invalidation``: ``1`` or ``0`` to advertise (or not) that the server may retire one
-  registration per reply with Send With Invalidate (default: when the provider can).
+  registration per reply with Send With Invalidate (default: when the provider can);
+* ``private_data``: ``0`` to connect with no RFC 8797 private data (both sides then use the
+  version 1 defaults: 1024-byte inline thresholds, no remote invalidation); default ``1``.
 """
 
 from __future__ import annotations
@@ -77,6 +79,9 @@ async def connect_rdma(
     reminv = opts.get("remote_invalidation")
     if reminv not in (None, "", "0", "1"):
         raise ValueError(f"RDMA option remote_invalidation={reminv!r} is not 0 or 1")
+    pdata = opts.get("private_data")
+    if pdata not in (None, "", "0", "1"):
+        raise ValueError(f"RDMA option private_data={pdata!r} is not 0 or 1")
     return await RdmaTransport.open(
         provider,
         host,
@@ -85,6 +90,7 @@ async def connect_rdma(
         credits=credits,
         inline_size=inline,
         remote_invalidation=None if not reminv else reminv == "1",
+        send_private_data=pdata != "0",
     )
 
 

@@ -22,7 +22,7 @@ T = TypeVar("T")
 
 
 class CreditGate(Generic[T]):
-    __slots__ = ("_waiting", "granted", "in_flight", "requested")
+    __slots__ = ("_waiting", "granted", "in_flight", "peak_in_flight", "requested")
 
     def __init__(self, requested: int) -> None:
         if requested < 1:
@@ -30,6 +30,7 @@ class CreditGate(Generic[T]):
         self.requested = requested
         self.granted = 1
         self.in_flight = 0
+        self.peak_in_flight = 0  # the most calls ever in flight at once (never above a grant)
         self._waiting: deque[T] = deque()
 
     def rdma_credit(self) -> int:
@@ -44,6 +45,7 @@ class CreditGate(Generic[T]):
         """True: the call may go now (it holds a credit). False: it is queued behind others."""
         if not self._waiting and self.in_flight < self.granted:
             self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
             return True
         self._waiting.append(token)
         return False
@@ -94,6 +96,7 @@ class CreditGate(Generic[T]):
         while self._waiting and self.in_flight < self.granted:
             self.in_flight += 1
             out.append(self._waiting.popleft())
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         return out
 
 

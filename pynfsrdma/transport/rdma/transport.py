@@ -44,7 +44,7 @@ from typing import Any, ClassVar, Final
 
 import trio
 
-from ...proto.private_data import ConnectPrivateData, InlineThresholds, negotiate
+from ...proto.private_data import V1_DEFAULTS, ConnectPrivateData, InlineThresholds, negotiate
 from ...proto.rpc import CALL
 from ...proto.rpcrdma import (
     ERR_VERS,
@@ -160,14 +160,25 @@ class RdmaTransport(Transport):
         credits: int = DEFAULT_CREDITS,
         inline_size: int = DEFAULT_INLINE,
         remote_invalidation: bool | None = None,
+        send_private_data: bool = True,
     ) -> RdmaTransport:
         """Connect, exchange RFC 8797 private data, post receives; settings are per connection.
 
         ``remote_invalidation``: advertise that we take Send With Invalidate (None: when the
-        provider can; True with a provider that cannot is a ValueError)."""
+        provider can; True with a provider that cannot is a ValueError).
+        ``send_private_data`` False: connect with no private data; the responder then takes us
+        to use the version 1 defaults (RFC 8797 section 5), and so do we (``inline_size`` and
+        remote invalidation are not advertised)."""
         can = provider.supports_remote_invalidation
         if remote_invalidation and not can:
             raise ValueError(f"the {provider.name} provider cannot take Send With Invalidate")
+        if not send_private_data:
+            if remote_invalidation:
+                raise ValueError("remote invalidation is advertised in the private data that is not sent")
+            ours = V1_DEFAULTS
+            conn = await provider.connect(nursery, host, port, b"")
+            thresholds = negotiate(ours, conn.peer_private_data)
+            return cls(conn, thresholds, credits, nursery, False)
         ours = ConnectPrivateData(
             send_size=max(inline_size, RPCRDMA_V1_DEF_INLINE_SIZE),
             recv_size=max(inline_size, RPCRDMA_V1_DEF_INLINE_SIZE),
@@ -188,6 +199,7 @@ class RdmaTransport(Transport):
         credits: int = DEFAULT_CREDITS,
         inline_size: int = DEFAULT_INLINE,
         remote_invalidation: bool | None = None,
+        send_private_data: bool = True,
     ) -> RdmaTransport:
         """Connect like :meth:`connect`, with a nursery of the transport's own (a system task
         that :meth:`aclose` ends). Raises :class:`ConnectTimeout` after ``timeout`` seconds."""
@@ -195,7 +207,14 @@ class RdmaTransport(Transport):
         try:
             with trio.move_on_after(timeout) as scope:
                 t = await cls.connect(
-                    provider, host_task.nursery, host, port, credits, inline_size, remote_invalidation
+                    provider,
+                    host_task.nursery,
+                    host,
+                    port,
+                    credits,
+                    inline_size,
+                    remote_invalidation,
+                    send_private_data,
                 )
             if scope.cancelled_caught:
                 raise ConnectTimeout(f"no RDMA connection within {timeout:g} s", f"{host}:{port}")
