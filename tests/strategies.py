@@ -19,13 +19,13 @@ from hypothesis import strategies as st
 
 from pynfsrdma.proto.nfs4.compound import ResOp, ResOpType
 from pynfsrdma.proto.nfs4.const import NFS4ERR_DELAY, NFS4ERR_IO, NFS4ERR_NOENT
-from pynfsrdma.proto.nfs4.types_base import LinkedList
 from pynfsrdma.xdr import (
     Array,
     Bulk,
     ClassUnion,
     Enum,
     Lazy,
+    LinkedList,
     Opaque,
     Optional,
     String,

@@ -19,12 +19,12 @@ from typing import Annotated, Any, Final, TypeVar, dataclass_transform
 from ..xdr import (
     Array,
     Enum,
+    LinkedList,
     Optional,
     Packer,
     Union,
     Unpacker,
     XdrError,
-    XdrType,
     struct_type,
     uint32,
     uint64,
@@ -98,27 +98,6 @@ class RpcRdmaUnsupportedProc(RpcRdmaError):
         self.proc = proc
 
 
-class _XdrList(XdrType[list[Any]]):
-    """An XDR linked list (``struct T { entry; T *next; }``, used as ``T *``) as a Python list."""
-
-    def __init__(self, elem: XdrType[Any]) -> None:
-        self.elem = elem
-
-    def pack(self, p: Packer, v: list[Any]) -> None:
-        pk = self.elem.pack
-        for item in v:
-            p.uint32(1)
-            pk(p, item)
-        p.uint32(0)
-
-    def unpack(self, u: Unpacker) -> list[Any]:
-        out = []
-        up = self.elem.unpack
-        while u.boolean():  # each entry consumes bytes, so a hostile list ends with the buffer
-            out.append(up(u))
-        return out
-
-
 @_struct
 class xdr_rdma_segment:
     handle: Annotated[int, uint32]  # the registered memory handle (rkey / steering tag)
@@ -141,8 +120,8 @@ class xdr_write_chunk:
         return sum(s.length for s in self.target)
 
 
-xdr_read_list = _XdrList(struct_type(xdr_read_chunk))
-xdr_write_list = _XdrList(struct_type(xdr_write_chunk))
+xdr_read_list = LinkedList(struct_type(xdr_read_chunk))
+xdr_write_list = LinkedList(struct_type(xdr_write_chunk))
 
 
 @_struct

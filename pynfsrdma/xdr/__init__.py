@@ -7,6 +7,7 @@ from .types import (
     ClassUnion,
     Enum,
     Lazy,
+    LinkedList,
     Opaque,
     Optional,
     String,
@@ -29,7 +30,7 @@ from .types import (
 )
 
 __all__ = [
-    "UINT32_MAX", "UINT64_MAX", "Array", "Bulk", "BulkSegment", "ClassUnion", "Enum", "Lazy", "Opaque",
+    "UINT32_MAX", "UINT64_MAX", "Array", "Bulk", "BulkSegment", "ClassUnion", "Enum", "Lazy", "LinkedList", "Opaque",
     "Optional", "Packer", "String", "StructType", "Union", "Unpacker", "VarOpaque", "Void", "XdrError",
     "XdrStruct", "XdrType", "boolean", "bulk", "int32", "int64", "pad_len", "string", "struct_type",
     "uint32", "uint64", "void", "xdr_struct",

@@ -203,6 +203,31 @@ class Array(XdrType[list[Any]]):
         return [up(u) for _ in range(n)]
 
 
+class LinkedList(XdrType[list[Any]]):
+    """An XDR linked list (``T *next`` chained through optional-data, RFC 4506 section 4.19), as a list.
+
+    Used where the XDR chains items with a ``*next`` pointer (entry4 of READDIR, the RPC-over-RDMA chunk lists): on the wire each item is
+    preceded by TRUE and the list ends with FALSE. Decoding loops, so a long list cannot exhaust the stack.
+    """
+
+    def __init__(self, elem: XdrType[Any]) -> None:
+        self.elem = elem
+
+    def pack(self, p: Packer, v: list[Any]) -> None:
+        pk = self.elem.pack
+        for item in v:
+            p.uint32(1)
+            pk(p, item)
+        p.uint32(0)
+
+    def unpack(self, u: Unpacker) -> list[Any]:
+        out: list[Any] = []
+        up = self.elem.unpack
+        while u.boolean():
+            out.append(up(u))
+        return out
+
+
 class Optional(XdrType[Any]):
     """type *name: absent is None."""
 

@@ -15,12 +15,12 @@ from nfs4_catalog import XDR_TYPES
 from strategies import LEAN, for_xdr
 
 from pynfsrdma.proto.nfs4.compound import ResOpType
-from pynfsrdma.proto.nfs4.types_base import LinkedList
 from pynfsrdma.xdr import (
     Array,
     Bulk,
     ClassUnion,
     Enum,
+    LinkedList,
     String,
     Union,
     Unpacker,

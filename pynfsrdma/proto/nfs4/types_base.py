@@ -13,19 +13,16 @@ linktext4 is a DDP-eligible payload (RFC 8267): decoded as a memoryview, encoded
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from ...xdr import (
     Array,
     Enum,
     Opaque,
-    Packer,
     String,
     Union,
-    Unpacker,
     VarOpaque,
     XdrStruct,
-    XdrType,
     boolean,
     bulk,
     int32,
@@ -432,33 +429,7 @@ xattrkey4 = component4
 xattrvalue4 = VarOpaque()
 
 
-class LinkedList(XdrType[list[Any]]):
-    """An XDR linked list (``T *next`` chained through optional-data, RFC 4506 section 4.19), as a list.
-
-    Used where the XDR chains items with a ``*next`` pointer (entry4 of READDIR): on the wire each item is
-    preceded by TRUE and the list ends with FALSE. Decoding loops, so a long list cannot exhaust the stack.
-    """
-
-    def __init__(self, elem: XdrType[Any]) -> None:
-        self.elem = elem
-
-    def pack(self, p: Packer, v: list[Any]) -> None:
-        pk = self.elem.pack
-        for item in v:
-            p.uint32(1)
-            pk(p, item)
-        p.uint32(0)
-
-    def unpack(self, u: Unpacker) -> list[Any]:
-        out: list[Any] = []
-        up = self.elem.unpack
-        while u.boolean():
-            out.append(up(u))
-        return out
-
-
 __all__ = [
-    "LinkedList",
     "aceflag4",
     "acemask4",
     "acetype4",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar
 
-from ...xdr import Array, Enum, Union, XdrStruct, boolean, bulk, uint32, void, xdr_struct
+from ...xdr import Array, Enum, LinkedList, Union, XdrStruct, boolean, bulk, uint32, void, xdr_struct
 from .const import (
     CLAIM_DELEG_CUR_FH,
     CLAIM_DELEG_PREV_FH,
@@ -87,7 +87,6 @@ from .const import (
     why_no_delegation4,
 )
 from .types_base import (
-    LinkedList,
     bitmap4,
     cb_client4,
     change_info4,
