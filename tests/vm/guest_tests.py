@@ -430,6 +430,72 @@ async def client_trunking(url: str) -> str:
     return f"paths up {up}; after {SERVER}'s link went down: {after}"
 
 
+async def client_rdma_extras(url: str) -> str:
+    """Over RDMA with no private data sent (both sides on the version 1 defaults: 1024-byte
+    thresholds) and 4 credits: a long call goes as RDMA_NOMSG, two READs in one COMPOUND get a
+    Write chunk each, a long READLINK reply comes in a Reply chunk, and parallel reads never have
+    more calls outstanding than the credits granted."""
+    import trio
+
+    from pynfsrdma.client.api import Client
+    from pynfsrdma.client.nfs4 import ANONYMOUS_STATEID
+    from pynfsrdma.proto.nfs4.types import PUTFH4args, READ4args
+    from pynfsrdma.transport.base import ReplyHints
+    from pynfsrdma.transport.rdma.transport import RdmaTransport
+
+    top = "extras"
+    names = [f"{i}-" + "d" * 200 for i in range(8)]  # 8 LOOKUPs: a call over 1 KiB
+    (KMOUNT / top).joinpath(*names).mkdir(parents=True)
+    data = b"".join(block(i)[: MIB // 4] for i in range(8))  # 2 MiB
+    (KMOUNT / top / "f.bin").write_bytes(data)
+    target = "t" * 1500 + "/end"
+    os.symlink(target, KMOUNT / top / "ln")
+    os.sync()
+    async with Client.connect(url, timeout=30) as nfs:
+        path = nfs.clientid.paths.paths[0]
+        t = path.rpc.transport if path.rpc is not None else None
+        if not isinstance(t, RdmaTransport):
+            raise RuntimeError(f"not an RDMA transport: {t!r}")
+        th = t.thresholds
+        if (th.send, th.recv) != (1024, 1024) or not th.peer_sent_message:
+            raise RuntimeError(f"thresholds {th}: the version 1 defaults (1024) were expected")
+        _fh, attrs = await nfs.nfs.lookup_path(nfs.root_fh, [top, *names], nfs.cred)
+        if not attrs.is_dir or t.stats.nomsg_calls < 1:
+            raise RuntimeError(f"the 8-LOOKUP call did not go as RDMA_NOMSG: {t.stats}")
+        fh, _ = await nfs.nfs.lookup_path(nfs.root_fh, [top, "f.bin"], nfs.cred)
+        chunks = t.stats.write_chunks
+        spans = [(100_000, 300_000), (MIB + 7, 400_000)]
+        ops = [PUTFH4args(fh), *(READ4args(ANONYMOUS_STATEID, off, n) for off, n in spans)]
+        res = await nfs.nfs.run(ops, nfs.cred, ReplyHints(ddp_sizes=[n for _, n in spans]))
+        for k, (off, n) in enumerate(spans, start=1):
+            if bytes(res[k].res.data) != data[off : off + n]:
+                raise RuntimeError(f"READ {k} of the COMPOUND returned other data")
+        if t.stats.write_chunks - chunks != 2:
+            raise RuntimeError(f"two READs offered {t.stats.write_chunks - chunks} Write chunks")
+        replies = t.stats.reply_chunks
+        if await nfs.readlink(f"/{top}/ln") != target or t.stats.reply_chunks == replies:
+            raise RuntimeError("a 1.5 KB READLINK did not come back through a Reply chunk")
+        got: list[bytes] = []
+
+        async def one() -> None:
+            got.append(await nfs.read_file(f"/{top}/f.bin"))
+
+        async with trio.open_nursery() as n:
+            for _ in range(3):
+                n.start_soon(one)
+        if got != [data] * 3:
+            raise RuntimeError("parallel reads returned other data")
+        peak, granted = t.gate.peak_in_flight, t.gate.granted
+        if peak > granted or peak > t.gate.requested:
+            raise RuntimeError(f"{peak} calls outstanding with {granted} credits granted")
+        await nfs.rmtree(f"/{top}")
+    return (
+        f"thresholds {th.send}/{th.recv} without our private data; {t.stats.nomsg_calls} RDMA_NOMSG "
+        f"call(s); two READs in one COMPOUND by two Write chunks; READLINK by a Reply chunk; "
+        f"at most {peak} calls outstanding with {granted} credits granted"
+    )
+
+
 CHILD_STEPS: dict[str, Callable[..., Any]] = {}  # filled below: steps that run in a child process
 
 
@@ -473,6 +539,7 @@ CHILD_STEPS.update(
     client_roundtrip=client_roundtrip,
     private_data=private_data,
     client_trunking=client_trunking,
+    client_rdma_extras=client_rdma_extras,
 )
 
 
@@ -524,6 +591,11 @@ def main() -> None:
         f"{link}: our client over RDMA ({args.mib} MiB)",
         in_child("client_roundtrip", rdma, f"{link} ours-rdma", expect),
         transfer,
+    )
+    step(
+        f"{link}: no private data, RDMA_NOMSG, two READs in a COMPOUND, credits",
+        in_child("client_rdma_extras", f"{rdma}&private_data=0&credits=4"),
+        180,
     )
     trunk = f"{rdma}&addrs={SERVER2}:{RDMA_PORT}&stalltimeo=5"
     step(f"{link}: our client trunks two RDMA paths and fails over", in_child("client_trunking", trunk), 240)

@@ -378,11 +378,17 @@ class PyverbsConnection(Connection):
         if self._closed:
             return
         self._closed = True
+        healthy = self._error is None
         self._fail(ConnectionLost("connection closed", self.peer))
-        try:
-            self.cmid.disconnect()
-        except self._pv["error"]:
-            pass
+        if healthy:
+            # a graceful disconnect only of a working connection: on iWARP (siw) it closes the
+            # TCP stream in order, and once the link is gone the CM ID's destruction then waits
+            # for TCP to give up (minutes, in a pyverbs call that holds the GIL); a failed
+            # connection is destroyed at once (the CM aborts it)
+            try:
+                self.cmid.disconnect()
+            except self._pv["error"]:
+                pass
         self.release()
         await trio.lowlevel.checkpoint()
 
