@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -87,7 +86,6 @@ def test_cp_tar_mv_ln_chmod_chown_touch_truncate(work_dir: Any, snap: Any) -> No
     assert ls_mnt == ls_ref
 
 
-@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 def test_git_init_and_commit(work_dir: Any) -> None:
     script = """
 git init -q -b main repo && cd repo
