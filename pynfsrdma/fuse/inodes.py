@@ -32,6 +32,12 @@ class Inode:
     silly: list[tuple[bytes, str]] = field(default_factory=list)  # (dir fh, .nfsXXXX name) to remove
     shared: dict[bytes, Any] = field(default_factory=dict)  # open owner -> our shared open state
     open_lock: Any = None  # serialises OPEN and CLOSE of this file (set by the I/O layer)
+    readaheads: set[Any] = field(default_factory=set)  # the read-ahead windows of its open files
+
+    def drop_readahead(self) -> None:
+        """The file's data changed (or is changing): no open file reads on from what it read ahead."""
+        for r in self.readaheads:
+            r.drop()
 
     @property
     def is_dir(self) -> bool:

@@ -8,6 +8,8 @@
   last of them. Close-to-open: every open revalidates the change attribute and keeps the kernel's
   page cache only if it did not move.
 - Writes are gathered per open (:mod:`.writeback`) and committed on flush, fsync and release.
+- Sequential reads of an open file are read ahead in rsize READs, several in flight (:mod:`.readahead`);
+  not for O_DIRECT opens, whose reads go to the server as they come.
 - Unlinking or renaming over an open file renames it to ``.nfsXXXX`` first (as the Linux client
   does); the name is removed when the file is released.
 - Extended attributes: NFS-Ganesha 4.3 (VFS) answers the NFSv4.2 xattr operations NFS4ERR_NOTSUPP,
@@ -39,6 +41,7 @@ from ..rpc.auth import Credential, auth_sys
 from .cache import NEGATIVE, AttrTimeouts, NameCache
 from .inodes import ROOT_INODE, Inode, InodeTable
 from .options import MountOptions
+from .readahead import READ_AHEAD_WINDOW, Extent, ReadAhead, assemble
 from .writeback import MAX_REOPENS, STATE_LOST, WriteBack
 
 log = logging.getLogger(__name__)
@@ -99,6 +102,8 @@ class FileHandle:
     access: int
     cred: Credential
     written: bool = False
+    readahead: ReadAhead | None = None
+    fetching: set[Extent] = field(default_factory=set)  # READs ahead in flight
 
 
 @dataclass(eq=False)
@@ -136,6 +141,7 @@ class NFSOperations(pyfuse3.Operations):
         )
         self.invalidations = 0
         self.reopens = 0  # opens made again after the server lost them
+        self.readahead_window = READ_AHEAD_WINDOW  # bytes read ahead of a sequential reader at most
 
     # -- helpers --------------------------------------------------------------------------------------
     def cred(self, ctx: pyfuse3.RequestContext) -> Credential:
@@ -194,6 +200,7 @@ class NFSOperations(pyfuse3.Operations):
 
     def _changed(self, node: Inode) -> None:
         """The server's copy moved under us: drop the kernel's cached data (not while we write it)."""
+        node.drop_readahead()
         if node.is_reg and not any(s.writer is not None for s in node.shared.values()):
             self.invalidations += 1
             ino = node.ino
@@ -322,6 +329,7 @@ class NFSOperations(pyfuse3.Operations):
         self.inodes.refresh(node, attrs, self._now())
         if fields.update_size:
             node.data_change = attrs.change  # the kernel truncated its page cache itself
+            node.drop_readahead()
         return self._entry(node)
 
     @fuse_errors
@@ -534,12 +542,22 @@ class NFSOperations(pyfuse3.Operations):
         raise AssertionError("unreachable")
 
     def _handle(
-        self, node: Inode, shared: SharedOpen, access: int, cred: Credential, keep: bool
+        self,
+        node: Inode,
+        shared: SharedOpen,
+        access: int,
+        cred: Credential,
+        keep: bool,
+        flags: int = 0,
     ) -> pyfuse3.FileInfo:
         shared.refs += 1
         node.opens += 1
         fid = next(self._ids)
-        self.files[fid] = FileHandle(node, shared, access, cred)
+        h = FileHandle(node, shared, access, cred)
+        if access & c.OPEN4_SHARE_ACCESS_READ and not flags & os.O_DIRECT and self.readahead_window:
+            h.readahead = ReadAhead(self.nfs.maxread, max_window=self.readahead_window)
+            node.readaheads.add(h.readahead)
+        self.files[fid] = h
         return pyfuse3.FileInfo(fh=fid, keep_cache=keep)
 
     def _close_to_open(self, node: Inode, attrs: FileAttrs | None) -> bool:
@@ -548,6 +566,8 @@ class NFSOperations(pyfuse3.Operations):
             self.inodes.refresh(node, attrs, self._now())
         keep = node.data_change == node.attrs.change
         node.data_change = node.attrs.change
+        if not keep:
+            node.drop_readahead()
         return keep
 
     @staticmethod
@@ -578,7 +598,7 @@ class NFSOperations(pyfuse3.Operations):
                 shared = self._adopt(node, of, cred)
                 attrs = of.attrs
             keep = self._close_to_open(node, attrs)
-            fi = self._handle(node, shared, share_access(flags), cred, keep)
+            fi = self._handle(node, shared, share_access(flags), cred, keep, flags)
         if flags & os.O_TRUNC and node.attrs.size:
             a = await self.nfs.setattr(node.fh, cred, stateid=shared.of.stateid, size=0)
             self.inodes.refresh(node, a, self._now())
@@ -609,7 +629,7 @@ class NFSOperations(pyfuse3.Operations):
         node = self._learn(of.fh, of.attrs)
         shared = self._adopt(node, of, cred)  # (a CLOSE racing with this OPEN: see open())
         keep = self._close_to_open(node, None)
-        return self._handle(node, shared, access, cred, keep), self._entry(node)
+        return self._handle(node, shared, access, cred, keep, flags), self._entry(node)
 
     @fuse_errors
     async def create(
@@ -628,6 +648,33 @@ class NFSOperations(pyfuse3.Operations):
         h = self._file(fh)
         node = h.inode
         await self._sync_inode(node)  # our own gathered writes are read back from the server
+        ra = h.readahead
+        if ra is not None:
+            cover, new = ra.request(off, size, node.attrs.size)
+            for e in new:
+                h.fetching.add(e)
+                self.nursery.start_soon(self._read_ahead, h, e)
+            if cover:
+                for e in cover:
+                    await e.done.wait()
+                data = assemble(cover, off, size)
+                if data is not None:
+                    return data  # a slice of a reply's view when one READ holds it: no copy
+                ra.drop()  # a READ ahead failed or came back short: read it here (and see why)
+        return await self._read_direct(h, off, size)
+
+    async def _read_ahead(self, h: FileHandle, e: Extent) -> None:
+        try:
+            data, eof = await self.nfs.read(h.shared.of, h.inode.fh, e.offset, e.size, h.cred)
+        except Exception as exc:  # the reader's own READ then sees (and reports) it
+            e.finish(error=exc)
+        else:
+            e.finish(data, eof)
+        finally:
+            e.done.set()
+            h.fetching.discard(e)
+
+    async def _read_direct(self, h: FileHandle, off: int, size: int) -> Any:
         of = h.shared.of
         maxread = self.nfs.maxread
         if size <= maxread:
@@ -669,6 +716,7 @@ class NFSOperations(pyfuse3.Operations):
         if w is None or not h.access & c.OPEN4_SHARE_ACCESS_WRITE:
             raise pyfuse3.FUSEError(errno.EBADF)
         h.written = True
+        h.inode.drop_readahead()
         await w.write(off, buf)
         h.inode.stale()
         return len(buf)
@@ -695,6 +743,13 @@ class NFSOperations(pyfuse3.Operations):
         log.debug("release fh=%d ino=%d refs=%d", fh, node.ino, shared.refs)
         node.opens -= 1
         shared.refs -= 1
+        if h.readahead is not None:
+            ra = h.readahead
+            log.debug("read-ahead of fh=%d: %d hits, %d READs, %d drops", fh, ra.hits, ra.sent, ra.drops)
+            ra.drop()
+            node.readaheads.discard(h.readahead)
+        for e in list(h.fetching):  # (they use the open's stateid: done before it is CLOSEd)
+            await e.done.wait()
         try:
             if shared.refs == 0:
                 async with self._lock(node):
