@@ -171,6 +171,7 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
                         await on_signal()
 
                 nursery.start_soon(watch)
+                nursery.start_soon(raise_read_ahead_once_up, req.mountpoint, o.rsize)
                 await pyfuse3.main()
                 watcher.cancel()
         except MountError as e:
@@ -185,6 +186,54 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
             nursery.cancel_scope.cancel()
     if error is not None:
         raise MountError(error)
+
+
+def bdi_of(mountpoint: str) -> str | None:
+    """The backing device of a mount (``major:minor``) from /proc/self/mountinfo: no stat(2), which
+    on our own mount would wait for the FUSE loop that is not running yet."""
+    dev = None
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) > 4 and fields[4] == mountpoint:
+                    dev = fields[2]  # the last one: the mount on top
+    except OSError:
+        return None
+    return dev
+
+
+def raise_read_ahead(mountpoint: str, rsize: int) -> int | None:
+    """Let the kernel read ahead in requests of rsize (1 MiB: FUSE's largest) instead of its 128 KiB
+    default: buffered sequential reads then cost a quarter as many FUSE requests (measured: ~300 ->
+    ~650 MiB/s). Best effort (root only); returns the read_ahead_kb now in force, or None."""
+    dev = bdi_of(mountpoint)
+    if dev is None:
+        return None
+    path = f"/sys/class/bdi/{dev}/read_ahead_kb"
+    want = max(rsize // 1024, 1)
+    try:
+        with open(path) as f:
+            now = int(f.read())
+        if now < want:
+            with open(path, "w") as f:
+                f.write(str(want))
+            now = want
+    except (OSError, ValueError) as e:
+        log.info("cannot raise %s to %d: %s", path, want, e)
+        return None
+    return now
+
+
+async def raise_read_ahead_once_up(mountpoint: str, rsize: int) -> None:
+    """The kernel sets the mount's read-ahead from FUSE_INIT's reply (the smaller of the two): raise
+    it once INIT is done, which a stat(2) of the mount (served by our own loop) waits for."""
+    try:
+        await trio.to_thread.run_sync(os.stat, mountpoint, abandon_on_cancel=True)
+    except OSError:
+        return
+    kb = raise_read_ahead(mountpoint, rsize)
+    log.debug("read_ahead_kb of %s: %s", mountpoint, kb)
 
 
 def run(req: MountRequest, ready_fd: int | None = None) -> int:
