@@ -1,0 +1,166 @@
+"""A do-nothing pyfuse3 file system: the ceiling of FUSE (and of pyfuse3 on trio) on this machine.
+
+    python bench/null_fuse.py MOUNTPOINT [--size BYTES] [--files N]
+
+It serves, with no I/O behind them:
+- ``zero``: a file of SIZE bytes of zeros (each read is a slice of one zero buffer: no copy);
+- ``sink``: a file that accepts every write and keeps nothing (its size stays 0);
+- ``dir/``: a directory of N empty files ``f0000000`` ... with attributes (readdir is readdirplus).
+
+Reads, writes and listings through it cost what FUSE itself costs, which is what a real file system
+mounted the same way cannot beat. Like the pynfsrdma mount, it raises the mount's read_ahead_kb to
+1024 (FUSE's largest request), so that buffered reads are compared under the same kernel setting.
+Runs in the foreground until unmounted (``fusermount3 -u MOUNTPOINT``) or sent SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+import signal
+import stat
+import sys
+import time
+from typing import Any
+
+import pyfuse3
+import trio
+
+from pynfsrdma.fuse.mount import raise_read_ahead_once_up
+
+ROOT = pyfuse3.ROOT_INODE
+ZERO, SINK, DIR = ROOT + 1, ROOT + 2, ROOT + 3
+FIRST_FILE = 100
+MAX_REQUEST = 1 << 20
+ZEROS = memoryview(bytes(MAX_REQUEST))
+TIMEOUT = 3600.0  # the kernel may cache everything: nothing ever changes
+
+
+class NullOperations(pyfuse3.Operations):
+    enable_writeback_cache = False
+
+    def __init__(self, size: int, files: int) -> None:
+        super().__init__()
+        self.size = size
+        self.files = files
+        self.now = time.time_ns()
+        self.written = 0
+
+    def _attr(self, ino: int) -> pyfuse3.EntryAttributes:
+        e = pyfuse3.EntryAttributes()
+        e.st_ino = ino
+        e.entry_timeout = TIMEOUT
+        e.attr_timeout = TIMEOUT
+        if ino in (ROOT, DIR):
+            e.st_mode = stat.S_IFDIR | 0o755
+            e.st_nlink = 2
+        else:
+            e.st_mode = stat.S_IFREG | 0o644
+            e.st_nlink = 1
+            e.st_size = self.size if ino == ZERO else 0
+        e.st_blksize = 4096
+        e.st_atime_ns = e.st_mtime_ns = e.st_ctime_ns = self.now
+        return e
+
+    def _valid(self, ino: int) -> bool:
+        return ino in (ROOT, ZERO, SINK, DIR) or FIRST_FILE <= ino < FIRST_FILE + self.files
+
+    async def getattr(self, inode: int, ctx: Any = None) -> pyfuse3.EntryAttributes:
+        if not self._valid(inode):
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        return self._attr(inode)
+
+    async def setattr(self, inode: int, attr: Any, fields: Any, fh: Any, ctx: Any) -> pyfuse3.EntryAttributes:
+        return await self.getattr(inode)  # truncating the sink (O_TRUNC) changes nothing
+
+    async def lookup(self, parent_inode: int, name: bytes, ctx: Any = None) -> pyfuse3.EntryAttributes:
+        if parent_inode == ROOT:
+            ino = {b"zero": ZERO, b"sink": SINK, b"dir": DIR}.get(name)
+        elif parent_inode == DIR and name.startswith(b"f") and name[1:].isdigit():
+            i = int(name[1:])
+            ino = FIRST_FILE + i if i < self.files else None
+        else:
+            ino = None
+        if ino is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        return self._attr(ino)
+
+    async def opendir(self, inode: int, ctx: Any) -> int:
+        if inode not in (ROOT, DIR):
+            raise pyfuse3.FUSEError(errno.ENOTDIR)
+        return inode
+
+    async def readdir(self, fh: int, start_id: int, token: Any) -> None:
+        if fh == ROOT:
+            names = [(b"zero", ZERO), (b"sink", SINK), (b"dir", DIR)]
+            for i in range(start_id, len(names)):
+                name, ino = names[i]
+                if not pyfuse3.readdir_reply(token, name, self._attr(ino), i + 1):
+                    return
+            return
+        for i in range(start_id, self.files):
+            if not pyfuse3.readdir_reply(token, b"f%07d" % i, self._attr(FIRST_FILE + i), i + 1):
+                return
+
+    async def open(self, inode: int, flags: int, ctx: Any) -> pyfuse3.FileInfo:
+        if not self._valid(inode) or inode in (ROOT, DIR):
+            raise pyfuse3.FUSEError(errno.EISDIR if inode in (ROOT, DIR) else errno.ENOENT)
+        return pyfuse3.FileInfo(fh=inode, keep_cache=False)
+
+    async def read(self, fh: int, off: int, size: int) -> Any:
+        end = min(off + size, self.size if fh == ZERO else 0)
+        if end <= off:
+            return b""
+        return ZEROS[: end - off]
+
+    async def write(self, fh: int, off: int, buf: bytes) -> int:
+        self.written += len(buf)
+        return len(buf)
+
+    async def flush(self, fh: int) -> None:
+        return None
+
+    async def fsync(self, fh: int, datasync: bool) -> None:
+        return None
+
+    async def release(self, fh: int) -> None:
+        return None
+
+    async def releasedir(self, fh: int) -> None:
+        return None
+
+
+async def serve(mountpoint: str) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+
+            async def on_signal() -> None:
+                async for _ in signals:
+                    pyfuse3.terminate()
+                    return
+
+            nursery.start_soon(on_signal)
+            nursery.start_soon(raise_read_ahead_once_up, mountpoint, MAX_REQUEST)
+            await pyfuse3.main()
+            nursery.cancel_scope.cancel()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="null_fuse.py", description=__doc__.split("\n")[0])
+    p.add_argument("mountpoint")
+    p.add_argument("--size", type=int, default=1 << 30, help="bytes of the zero file (default 1 GiB)")
+    p.add_argument("--files", type=int, default=10_000, help="entries of dir/ (default 10000)")
+    a = p.parse_args(argv)
+    mp = os.path.abspath(a.mountpoint)
+    ops = NullOperations(a.size, a.files)
+    pyfuse3.init(ops, mp, {"fsname=null", "subtype=null", "auto_unmount"})
+    try:
+        trio.run(serve, mp)
+    finally:
+        pyfuse3.close(unmount=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""bench/bench_fuse.py runs end to end with tiny sizes (so it cannot rot): every row has a positive
+figure for the mount, the FUSE ceiling (except untar, which a do-nothing file system cannot do) and
+nfs-rs. No timing is asserted; the figures belong to bench/ runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "bench" / "bench_fuse.py"
+OPERATIONS = (
+    "write 4 MiB buffered (dd bs=1M, fsync)",
+    "write 4 MiB O_DIRECT (dd bs=1M, fsync)",
+    "read 4 MiB buffered, cold (dd bs=1M)",
+    "read 4 MiB O_DIRECT (dd bs=1M)",
+    "ls -l of a cold 150-entry directory",
+    "untar 60 small files (tar x)",
+)
+
+
+def test_bench_fuse_prints_every_row_with_figures() -> None:
+    cmd = [sys.executable, str(SCRIPT), "--size-mib", "4", "--files", "150", "--tar-files", "60", "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=REPO)
+    assert proc.returncode == 0, f"bench failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    payload = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("{")))
+    rows = payload["rows"]
+    assert [r["operation"] for r in rows] == list(OPERATIONS)
+    for r in rows:
+        assert r["pynfsrdma"] > 0 and r["nfsrs"] > 0 and r["vs_nfsrs"] > 0, r
+        if r["operation"].startswith("untar"):
+            assert r["fuse_ceiling"] is None and r["vs_ceiling"] is None, r
+        else:
+            assert r["fuse_ceiling"] > 0 and r["vs_ceiling"] > 0, r
+    for op in OPERATIONS:  # the table too
+        assert op in proc.stdout
