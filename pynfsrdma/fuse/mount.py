@@ -119,9 +119,13 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
                 await cid.start(Path(req.url.address, connector, req.url.proto), timeout=timeout)
                 # more paths to the same server: addrs=/nconnect= and discovery (bounded, never fatal)
                 trunking = Trunking(
-                    cid, nursery, TrunkingOptions.from_url_options({**o.trunking, **o.rdma}),
+                    cid,
+                    nursery,
+                    TrunkingOptions.from_url_options({**o.trunking, **o.rdma}),
                     lambda h, p: connector_for(req.url, h, p, timeout),
-                    default_port=req.url.port, rdma=req.url.proto == "rdma", transport_kind=req.url.proto,
+                    default_port=req.url.port,
+                    rdma=req.url.proto == "rdma",
+                    transport_kind=req.url.proto,
                 )
                 await trunking.start()
                 nfs = NFSv4(cid)
