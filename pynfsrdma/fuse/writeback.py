@@ -102,23 +102,23 @@ class WriteBack:
         if self._uncommitted_bytes >= self.commit_window:
             await self.commit()
 
-    async def _send_run(self) -> None:
+    async def _send_run(self, stable: int | None = None) -> None:
         if not self._run:
             return
         pieces, off = self._run, self._run_off
         self._run, self._run_len = [], 0
-        await self._send(off, pieces[0] if len(pieces) == 1 else b"".join(pieces))
+        await self._send(off, pieces[0] if len(pieces) == 1 else b"".join(pieces), stable)
 
-    async def _send(self, offset: int, data: bytes) -> None:
+    async def _send(self, offset: int, data: bytes, stable: int | None = None) -> None:
         view = memoryview(data)
         for pos in range(0, len(view), self.wsize):
             await self._slots.acquire()
             if self._busy == 0:
                 self._idle = trio.Event()
             self._busy += 1
-            self._nursery.start_soon(self._write_one, offset + pos, view[pos : pos + self.wsize])
+            self._nursery.start_soon(self._write_one, offset + pos, view[pos : pos + self.wsize], stable)
 
-    async def _write_one(self, offset: int, data: memoryview) -> None:
+    async def _write_one(self, offset: int, data: memoryview, stable: int | None = None) -> None:
         try:
             pos = 0
             reopens = 0
@@ -126,7 +126,7 @@ class WriteBack:
                 stateid = self.of.stateid
                 try:
                     count, committed, verf = await self.nfs.write(
-                        self.of, offset + pos, data[pos:], self.cred, self.stable
+                        self.of, offset + pos, data[pos:], self.cred, stable or self.stable
                     )
                 except NFS4Error as e:
                     if e.status not in STATE_LOST or self.reopen is None or reopens >= MAX_REOPENS:
@@ -158,6 +158,10 @@ class WriteBack:
 
     async def commit(self) -> None:
         """Everything written so far onto stable storage; resend what a changed verifier lost."""
+        if self._run and not self._busy and not self._uncommitted and self._run_len <= self.wsize:
+            # all there is fits in one WRITE (a small file at close): FILE_SYNC, and no COMMIT
+            # round trip after it (the Linux client does the same)
+            await self._send_run(c.FILE_SYNC4)
         await self.drain()
         for _ in range(3):
             if not self._uncommitted:
