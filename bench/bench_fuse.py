@@ -45,6 +45,7 @@ import nfs_rs
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.common import align  # noqa: E402
 from pynfsrdma.testbed import Ganesha  # noqa: E402
 
 MIB = 1 << 20
@@ -112,18 +113,7 @@ def format_table(rows: list[Row]) -> str:
         )
         for r in rows
     ]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    out = []
-    for n, line in enumerate(lines):
-        out.append(
-            "  ".join(
-                c.ljust(w) if i == 0 else c.rjust(w)
-                for i, (c, w) in enumerate(zip(line, widths, strict=True))
-            )
-        )
-        if n == 0:
-            out.append("  ".join("-" * w for w in widths))
-    return "\n".join(out)
+    return align(lines)
 
 
 # -- helpers ------------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import json
 import os
 import statistics
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,7 +80,12 @@ def format_table(rows: Iterable[Row]) -> str:
                 f"{r.ratio:.2f}x",
             )
         )
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return align(lines)
+
+
+def align(lines: Sequence[Sequence[str]]) -> str:
+    """Columns padded to their widest cell, the first left-aligned, a rule under the header row."""
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     out = []
     for n, line in enumerate(lines):
         out.append(

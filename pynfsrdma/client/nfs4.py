@@ -7,6 +7,7 @@ COMPOUND (PUTFH, the operation, GETFH/GETATTR as needed) and turns a failed oper
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -59,6 +60,8 @@ from .attributes import (
     FsStat,
     setattr_fattr4,
 )
+
+log = logging.getLogger(__name__)
 
 ANONYMOUS_STATEID = stateid4(0, bytes(12))
 CURRENT_STATEID_SEQID = 0  # in NFSv4.1 a seqid of 0 means "the current one" (RFC 8881 8.2.2)
@@ -305,8 +308,6 @@ class NFSv4:
         ok = res[1].res
         of = OpenFile(bytes(res[2].res.object), ok.stateid, access, owner,
                       FileAttrs.from_fattr4(res[3].res.obj_attributes))
-        if exclusive and ok.attrset:
-            pass  # EXCLUSIVE4_1 applied our attributes itself: nothing left to set
         if truncate and not create and of.attrs is not None and of.attrs.size:
             of.attrs = await self.setattr(of.fh, cred, stateid=of.stateid, size=0, path=path)
         self.opens[id(of)] = of
@@ -374,13 +375,13 @@ class NFSv4:
 
     # -- delegations (returned when recalled) --------------------------------------------------------------
     async def _recall(self, fh: bytes, stateid: Any, truncate: bool) -> None:
-        d = self.delegations.pop(fh, None)
+        """CB_RECALL: return the delegation (the server may have revoked it meanwhile)."""
+        self.delegations.pop(fh, None)
         with trio.move_on_after(30):
             try:
                 await self.run([PUTFH4args(fh), DELEGRETURN4args(stateid)], self.client.machine_cred)
-            except NFS4Error:
-                pass  # the server has revoked it already
-        del d
+            except NFS4Error as e:
+                log.info("DELEGRETURN after a recall: %s (the server has let the delegation go)", e)
 
     async def _recall_any(self, keep: int, mask: int) -> None:
         for fh in list(self.delegations)[keep:]:
