@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,11 +77,29 @@ class DirEntry:
     attrs: FileAttrs | None
 
 
-@dataclass(slots=True)
+_READ_DELEGATIONS = (c.OPEN_DELEGATE_READ, c.OPEN_DELEGATE_READ_ATTRS_DELEG)
+_WRITE_DELEGATIONS = (c.OPEN_DELEGATE_WRITE, c.OPEN_DELEGATE_WRITE_ATTRS_DELEG)
+
+
+@dataclass(slots=True, eq=False)
 class Delegation:
-    type: int  # OPEN_DELEGATE_READ / WRITE
+    """A delegation the server granted on an OPEN (RFC 8881 10.4): while we hold it, nobody else
+    writes the file (read delegation) or even opens it (write delegation), so opens it covers are
+    made locally and cached attributes and data stay valid until it is recalled."""
+
+    type: int  # OPEN_DELEGATE_READ / WRITE (or their _ATTRS_DELEG forms)
     stateid: stateid4
     fh: bytes
+    returning: bool = False  # being returned: no new opens are made under it
+    returned: trio.Event = field(default_factory=trio.Event)
+
+    @property
+    def write(self) -> bool:
+        return self.type in _WRITE_DELEGATIONS
+
+    def covers(self, access: int) -> bool:
+        """Whether an open with this share access can be made locally under the delegation."""
+        return not self.returning and (self.write or not access & c.OPEN4_SHARE_ACCESS_WRITE)
 
 
 @dataclass(eq=False)
@@ -95,6 +113,8 @@ class OpenFile:
     attrs: FileAttrs | None = None
     delegation: Delegation | None = None
     closed: bool = False
+    local: bool = False  # opened under a delegation, no OPEN sent: ``stateid`` is the delegation's
+    cred: Credential | None = None  # who opened it (to OPEN for real when the delegation goes back)
     # unstable writes not yet committed: offset -> (length, verifier)
     uncommitted: dict[int, tuple[int, bytes]] = field(default_factory=dict)
 
@@ -109,6 +129,11 @@ class NFSv4:
         self.maxwrite = 1 << 20
         self.opens: dict[int, OpenFile] = {}  # id(open) -> open, for reclaim after a server restart
         self.delegations: dict[bytes, Delegation] = {}
+        # ask for delegations (the FUSE mount caches under them; the path API has no cache to keep)
+        self.want_delegations = False
+        # called with a file handle before its delegation goes back: dirty data must reach the server
+        self.delegation_return_hooks: list[Callable[[bytes], Awaitable[None]]] = []
+        self.delegation_counts = {"granted": 0, "recalled": 0, "returned": 0, "local_opens": 0}
         self.reclaimed = 0  # opens reclaimed after server restarts
         client.reclaim_hooks.append(self._reclaim)
         client.state_revoked_hooks.append(self._revoked)
@@ -301,13 +326,14 @@ class NFSv4:
         else:
             openhow = (c.OPEN4_NOCREATE, None)
         clientid = self.client.identity.clientid if self.client.identity else 0
-        args = OPEN4args(0, access | c.OPEN4_SHARE_ACCESS_WANT_NO_DELEG, c.OPEN4_SHARE_DENY_NONE,
+        args = OPEN4args(0, self.share_access(access), c.OPEN4_SHARE_DENY_NONE,
                          open_owner4(clientid, owner), openhow, (c.CLAIM_NULL, name))
         ops: list[Any] = [PUTFH4args(dir_fh), args, GETFH4args(), GETATTR4args(STAT_BITMAP)]
         res = await self.run(ops, cred, path=path or name)
         ok = res[1].res
         of = OpenFile(bytes(res[2].res.object), ok.stateid, access, owner,
-                      FileAttrs.from_fattr4(res[3].res.obj_attributes))
+                      FileAttrs.from_fattr4(res[3].res.obj_attributes), cred=cred)
+        self.took_delegation(of, ok.delegation)
         if truncate and not create and of.attrs is not None and of.attrs.size:
             of.attrs = await self.setattr(of.fh, cred, stateid=of.stateid, size=0, path=path)
         self.opens[id(of)] = of
@@ -315,14 +341,28 @@ class NFSv4:
 
     async def open_fh(self, fh: bytes, cred: Credential, access: int = c.OPEN4_SHARE_ACCESS_READ,
                       path: str | None = None) -> OpenFile:
-        """OPEN an already looked-up file (CLAIM_FH)."""
+        """OPEN an already looked-up file (CLAIM_FH). A read delegation we hold goes back first when
+        the open is for writing (as the Linux client does with an incompatible delegation)."""
+        d = self.delegations.get(fh)
+        if d is not None and not d.write and access & c.OPEN4_SHARE_ACCESS_WRITE:
+            await self.return_delegation(fh)
         owner = self._owner(cred)
         clientid = self.client.identity.clientid if self.client.identity else 0
-        args = OPEN4args(0, access | c.OPEN4_SHARE_ACCESS_WANT_NO_DELEG, c.OPEN4_SHARE_DENY_NONE,
+        args = OPEN4args(0, self.share_access(access), c.OPEN4_SHARE_DENY_NONE,
                          open_owner4(clientid, owner), (c.OPEN4_NOCREATE, None), (c.CLAIM_FH, None))
         res = await self.run([PUTFH4args(fh), args, GETATTR4args(STAT_BITMAP)], cred, path=path)
-        of = OpenFile(fh, res[1].res.stateid, access, owner, FileAttrs.from_fattr4(res[2].res.obj_attributes))
+        of = OpenFile(fh, res[1].res.stateid, access, owner, FileAttrs.from_fattr4(res[2].res.obj_attributes),
+                      cred=cred)
+        self.took_delegation(of, res[1].res.delegation)
         self.opens[id(of)] = of
+        return of
+
+    def open_delegated(self, d: Delegation, cred: Credential, access: int) -> OpenFile:
+        """An open made locally under the delegation ``d`` (which must cover ``access``): no OPEN is
+        sent, I/O uses the delegation's stateid, and closing it sends nothing (RFC 8881 10.4)."""
+        of = OpenFile(d.fh, d.stateid, access, self._owner(cred), None, d, local=True, cred=cred)
+        self.opens[id(of)] = of
+        self.delegation_counts["local_opens"] += 1
         return of
 
     async def close(self, of: OpenFile, cred: Credential) -> None:
@@ -330,6 +370,8 @@ class NFSv4:
             return
         of.closed = True
         self.opens.pop(id(of), None)
+        if of.local:
+            return  # made under a delegation: the server never saw it
         try:
             await self.run([PUTFH4args(of.fh), CLOSE4args(0, of.stateid)], cred)
         except NFS4Error as e:
@@ -341,6 +383,11 @@ class NFSv4:
     async def _reclaim(self, client: ClientID) -> None:
         """After a server restart: reclaim every open with CLAIM_PREVIOUS during the grace period."""
         clientid = client.identity.clientid if client.identity else 0
+        # delegations are not reclaimed: opens made under them are reclaimed as opens of their own
+        for d in self.delegations.values():
+            d.returning = True
+            d.returned.set()
+        self.delegations.clear()
         for of in list(self.opens.values()):
             args = OPEN4args(0, of.access | c.OPEN4_SHARE_ACCESS_WANT_NO_DELEG, c.OPEN4_SHARE_DENY_NONE,
                              open_owner4(clientid, of.owner), (c.OPEN4_NOCREATE, None),
@@ -351,42 +398,118 @@ class NFSv4:
                 of.closed = True  # could not be reclaimed: further I/O on it fails cleanly
                 self.opens.pop(id(of), None)
                 continue
-            of.stateid = res[1].res.stateid
+            of.stateid, of.local = res[1].res.stateid, False
             self.reclaimed += 1
 
     async def _revoked(self, client: ClientID) -> None:
-        """Some state was revoked: find which with TEST_STATEID, free it, and fail those opens."""
-        opens = list(self.opens.values())
-        delegs = list(self.delegations.values())
-        stateids = [o.stateid for o in opens] + [d.stateid for d in delegs]
-        if not stateids:
+        """Some state was revoked: find which with TEST_STATEID, free it, and fail the opens that
+        stood on it (an open made under a revoked delegation too: its data may be stale)."""
+        unique: dict[bytes, stateid4] = {}
+        for of in self.opens.values():
+            unique.setdefault(bytes(of.stateid.other), of.stateid)
+        for d in self.delegations.values():
+            unique.setdefault(bytes(d.stateid.other), d.stateid)
+        if not unique:
             return
+        stateids = list(unique.values())
         res = await self.run([TEST_STATEID4args(stateids)], client.machine_cred)
         codes = res[0].res.tsr_status_codes
-        for i, code in enumerate(codes):
-            if code == c.NFS4_OK:
-                continue
-            await self.run([FREE_STATEID4args(stateids[i])], client.machine_cred)
-            if i < len(opens):
-                opens[i].closed = True
-                self.opens.pop(id(opens[i]), None)
-            else:
-                self.delegations.pop(delegs[i - len(opens)].fh, None)
+        bad = set()
+        for sid, code in zip(stateids, codes, strict=False):
+            if code != c.NFS4_OK:
+                await self.run([FREE_STATEID4args(sid)], client.machine_cred)
+                bad.add(bytes(sid.other))
+        for of in list(self.opens.values()):
+            if bytes(of.stateid.other) in bad:
+                of.closed = True
+                self.opens.pop(id(of), None)
+        for fh, d in list(self.delegations.items()):
+            if bytes(d.stateid.other) in bad:
+                del self.delegations[fh]
+                d.returning = True
+                d.returned.set()
 
-    # -- delegations (returned when recalled) --------------------------------------------------------------
-    async def _recall(self, fh: bytes, stateid: Any, truncate: bool) -> None:
-        """CB_RECALL: return the delegation (the server may have revoked it meanwhile)."""
-        self.delegations.pop(fh, None)
+    # -- delegations (RFC 8881 10.2, 10.4) ----------------------------------------------------------------
+    def share_access(self, access: int) -> int:
+        """OPEN's share_access: with ``want_delegations`` the server chooses (no want bits, as the
+        Linux client sends); otherwise we say we want none."""
+        return access if self.want_delegations else access | c.OPEN4_SHARE_ACCESS_WANT_NO_DELEG
+
+    def took_delegation(self, of: OpenFile, granted: tuple[int, Any]) -> None:
+        """Record the delegation an OPEN's reply carries (if any) for ``of``'s file."""
+        dtype, arm = granted
+        if dtype not in _READ_DELEGATIONS and dtype not in _WRITE_DELEGATIONS:
+            return
+        d = Delegation(int(dtype), arm.stateid, of.fh)
+        old = self.delegations.get(of.fh)
+        if old is not None and old.stateid.other == d.stateid.other:
+            old.type, old.stateid = d.type, d.stateid  # the same delegation (upgraded)
+            of.delegation = old
+            return
+        self.delegations[of.fh] = d
+        of.delegation = d
+        self.delegation_counts["granted"] += 1
+        if arm.recall:  # granted on a reclaim, but the server wants it back at once
+            self.client._nursery.start_soon(self.return_delegation, of.fh)
+
+    def delegation_for(self, fh: bytes, access: int) -> Delegation | None:
+        """The delegation held on ``fh`` if it covers an open with ``access``."""
+        d = self.delegations.get(fh)
+        return d if d is not None and d.covers(access) else None
+
+    async def return_delegation(self, fh: bytes, stateid: stateid4 | None = None) -> None:
+        """Give the delegation on ``fh`` back (DELEGRETURN): first the opens made under it are OPENed
+        for real (CLAIM_DELEG_CUR_FH) so they outlive it, then the return hooks send dirty data.
+        Single-flight: a second caller waits for the first. ``stateid`` names a delegation we do not
+        know (a recall of one we let go already): it is returned as it is."""
+        d = self.delegations.get(fh)
+        if d is None or (stateid is not None and d.stateid.other != stateid.other):
+            if stateid is not None:
+                await self._delegreturn(fh, stateid)
+            return
+        if d.returning:
+            await d.returned.wait()
+            return
+        d.returning = True
+        try:
+            clientid = self.client.identity.clientid if self.client.identity else 0
+            for of in list(self.opens.values()):
+                if not (of.local and of.fh == fh and not of.closed):
+                    continue
+                args = OPEN4args(0, of.access | c.OPEN4_SHARE_ACCESS_WANT_NO_DELEG, c.OPEN4_SHARE_DENY_NONE,
+                                 open_owner4(clientid, of.owner), (c.OPEN4_NOCREATE, None),
+                                 (c.CLAIM_DELEG_CUR_FH, d.stateid))
+                res = await self.run([PUTFH4args(fh), args], of.cred or self.client.machine_cred)
+                of.stateid, of.local = res[1].res.stateid, False
+            for hook in self.delegation_return_hooks:
+                await hook(fh)
+            await self._delegreturn(fh, d.stateid)
+            self.delegation_counts["returned"] += 1
+        finally:
+            if self.delegations.get(fh) is d:
+                del self.delegations[fh]
+            d.returned.set()
+
+    async def return_delegations(self) -> None:
+        """Give every delegation back (at unmount, before the client ID goes)."""
+        for fh in list(self.delegations):
+            await self.return_delegation(fh)
+
+    async def _delegreturn(self, fh: bytes, stateid: stateid4) -> None:
         with trio.move_on_after(30):
             try:
                 await self.run([PUTFH4args(fh), DELEGRETURN4args(stateid)], self.client.machine_cred)
             except NFS4Error as e:
-                log.info("DELEGRETURN after a recall: %s (the server has let the delegation go)", e)
+                log.info("DELEGRETURN: %s (the server has let the delegation go)", e)
+
+    async def _recall(self, fh: bytes, stateid: Any, truncate: bool) -> None:
+        """CB_RECALL (acknowledged already by the backchannel): return the delegation."""
+        self.delegation_counts["recalled"] += 1
+        await self.return_delegation(fh, stateid)
 
     async def _recall_any(self, keep: int, mask: int) -> None:
         for fh in list(self.delegations)[keep:]:
-            d = self.delegations.pop(fh)
-            await self._recall(fh, d.stateid, False)
+            await self.return_delegation(fh)
 
     # -- data ---------------------------------------------------------------------------------------------
     async def read(self, of: OpenFile | None, fh: bytes, offset: int, count: int,

@@ -142,6 +142,9 @@ class NFSOperations(pyfuse3.Operations):
         self.invalidations = 0
         self.reopens = 0  # opens made again after the server lost them
         self.readahead_window = READ_AHEAD_WINDOW  # bytes read ahead of a sequential reader at most
+        # delegations: opens and attributes served locally while the server lets us (not with noac)
+        nfs.want_delegations = not opts.noac
+        nfs.delegation_return_hooks.append(self._delegation_returning)
 
     # -- helpers --------------------------------------------------------------------------------------
     def cred(self, ctx: pyfuse3.RequestContext) -> Credential:
@@ -225,6 +228,32 @@ class NFSOperations(pyfuse3.Operations):
             if s.writer is not None and s.writer.unsent:
                 await s.writer.drain()
 
+    # -- delegations ----------------------------------------------------------------------------------
+    def _delegated(self, node: Inode) -> bool:
+        """Whether ``node``'s cached attributes are current because we hold a delegation on the file
+        (nobody else can change it) and nothing of ours made them stale."""
+        return node.fetched != float("-inf") and node.fh in self.nfs.delegations
+
+    async def _delegation_returning(self, fh: bytes) -> None:
+        """Before a delegation goes back: the file's gathered writes reach the server, and what we
+        cached under the delegation must be revalidated from now on."""
+        for node in list(self.inodes):
+            if node.fh != fh:
+                continue
+            await self._sync_inode(node)
+            for s in list(node.shared.values()):
+                if s.writer is not None:
+                    await s.writer.flush()
+            node.stale()
+            self.nursery.start_soon(self._invalidate_attrs, node.ino)
+
+    async def _invalidate_attrs(self, ino: int) -> None:
+        try:
+            await trio.to_thread.run_sync(pyfuse3.invalidate_inode, ino, True)
+        except OSError as e:
+            if e.errno not in (errno.ENOENT, errno.EBADF, errno.ENOTCONN):
+                log.info("invalidate_inode(%d, attr_only): %s", ino, e)
+
     def _check_rw(self) -> None:
         if self.opts.ro:
             raise pyfuse3.FUSEError(errno.EROFS)
@@ -275,7 +304,7 @@ class NFSOperations(pyfuse3.Operations):
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         node = self._inode(inode)
         await self._sync_inode(node)
-        if not self.inodes.fresh(node, self._now()):
+        if not self.inodes.fresh(node, self._now()) and not self._delegated(node):
             cred = self.cred(ctx) if ctx.pid else self._any_cred(node)
             attrs = await self.nfs.getattr(node.fh, cred)
             if self.inodes.refresh(node, attrs, self._now()):
@@ -500,6 +529,7 @@ class NFSOperations(pyfuse3.Operations):
             # the same open owner opened the same file again: the server upgraded the one open state
             shared.of.stateid = of.stateid
             shared.of.access |= of.access
+            shared.of.local = of.local  # an open made under a delegation now has open state of its own
             self.nfs.opens.pop(id(of), None)
         if shared.of.access & c.OPEN4_SHARE_ACCESS_WRITE and shared.writer is None:
             stable = c.FILE_SYNC4 if self.opts.noac else c.UNSTABLE4
@@ -588,15 +618,20 @@ class NFSOperations(pyfuse3.Operations):
         # an OPEN racing with the CLOSE of the same owner's open state would get a stateid the CLOSE ends
         async with self._lock(node):
             shared = node.shared.get(owner)
-            attrs: FileAttrs | None
+            attrs: FileAttrs | None = None
             if shared is not None and shared.of.access & access == access and not shared.of.closed:
-                attrs = await self.nfs.getattr(node.fh, cred)
+                if not self._delegated(node):  # under a delegation, what we hold is current
+                    attrs = await self.nfs.getattr(node.fh, cred)
             else:
                 if shared is not None:
                     access |= shared.of.access
-                of = await self.nfs.open_fh(node.fh, cred, access)
+                deleg = self.nfs.delegation_for(node.fh, access) if shared is None else None
+                if deleg is not None and self._delegated(node):
+                    of = self.nfs.open_delegated(deleg, cred, access)  # no OPEN: RFC 8881 10.4
+                else:
+                    of = await self.nfs.open_fh(node.fh, cred, access)
+                    attrs = of.attrs
                 shared = self._adopt(node, of, cred)
-                attrs = of.attrs
             keep = self._close_to_open(node, attrs)
             fi = self._handle(node, shared, share_access(flags), cred, keep, flags)
         if flags & os.O_TRUNC and node.attrs.size:
@@ -842,6 +877,7 @@ class NFSOperations(pyfuse3.Operations):
                 log.warning("closing an open file at unmount: %s", os.strerror(e.errno))
         for fid in list(self.dirs):
             await self.releasedir(fid)
+        await self.nfs.return_delegations()
 
     def root_inode(self) -> int:
         return ROOT_INODE
