@@ -147,7 +147,10 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
                     control.serve,
                     control.socket_path(req.mountpoint),
                     {
-                        "stats": lambda: stats.snapshot(cid, trunking, info=info),
+                        "stats": lambda: {
+                            **stats.snapshot(cid, trunking, info=info),
+                            "delegations": {**nfs.delegation_counts, "held": len(nfs.delegations)},
+                        },
                         "paths": lambda: stats.path_rows(cid, trunking),
                     },
                 )
