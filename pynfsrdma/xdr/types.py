@@ -178,6 +178,9 @@ class Array(XdrType[list[Any]]):
         self.fixed = fixed
         # XDR items are at least 4 bytes, except void-like ones
         self.min_size = 0 if isinstance(elem, Void) else 4
+        # integers (bitmap4 words, ...) are read all at once with one struct call
+        fmt = _PRIM_FORMATS.get(elem.name) if isinstance(elem, _Prim) and elem.name != "boolean" else None
+        self._fast: tuple[str, int] | None = fmt
 
     def pack(self, p: Packer, v: list[Any]) -> None:
         n = len(v)
@@ -199,6 +202,10 @@ class Array(XdrType[list[Any]]):
                 raise XdrError(f"fixed array of {n} items cannot fit in {u.remaining()} bytes")
         else:
             n = u.count(self.maxcount, self.min_size)
+        fast = self._fast
+        if fast is not None:
+            fmt, size = fast
+            return list(struct.unpack_from(f">{n}{fmt}", u.view, u._need(n * size)))
         up = self.elem.unpack
         return [up(u) for _ in range(n)]
 
