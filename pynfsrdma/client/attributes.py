@@ -10,13 +10,16 @@ from __future__ import annotations
 import grp
 import pwd
 import stat
+import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from ..proto.nfs4 import const as c
-from ..proto.nfs4.attrs import bitmap4_from, decode_fattr4, encode_fattr4
+from ..proto.nfs4.attrs import attrs_in, bitmap4_from, decode_fattr4, encode_fattr4
 from ..proto.nfs4.types import fattr4, nfstime4
+from ..xdr import XdrError
 
 NOBODY = 65534
 
@@ -74,7 +77,7 @@ def owner_to_id(owner: str, group: bool = False) -> int:
     name = owner.split("@", 1)[0]
     try:
         return grp.getgrnam(name).gr_gid if group else pwd.getpwnam(name).pw_uid
-    except KeyError:
+    except (KeyError, ValueError):  # unknown, or not a name at all (a NUL byte in it)
         return NOBODY
 
 
@@ -107,7 +110,7 @@ class FileAttrs:
 
     @classmethod
     def from_fattr4(cls, f: fattr4) -> FileAttrs:
-        return cls.from_dict(decode_fattr4(f))
+        return decode_file_attrs(f)[0]
 
     @classmethod
     def from_dict(cls, d: dict[int, Any]) -> FileAttrs:
@@ -185,6 +188,194 @@ _TYPE_NAMES: dict[int, str] = {
     c.NF4SOCK: "socket",
     c.NF4FIFO: "fifo",
 }
+
+
+# -- fattr4 straight into FileAttrs ---------------------------------------------------------------------
+# Every GETATTR reply and every READDIR entry carries the same few masks: for each mask a decoder is
+# compiled that reads the values with struct (one unpack_from per run of fixed-size attributes) into
+# a FileAttrs, without the dict of decode_fattr4. A mask naming any other attribute takes the general
+# way (decode_fattr4, then from_dict).
+
+# fixed-size attributes: struct format of the XDR, and the names the generated code gives the values
+_FIXED: dict[int, tuple[str, tuple[str, ...]]] = {
+    c.FATTR4_TYPE: ("i", ("ftype",)),
+    c.FATTR4_CHANGE: ("Q", ("change",)),
+    c.FATTR4_SIZE: ("Q", ("size",)),
+    c.FATTR4_FSID: ("QQ", ("fsid_major", "fsid_minor")),
+    c.FATTR4_RDATTR_ERROR: ("i", ("rdattr_error",)),
+    c.FATTR4_FILEID: ("Q", ("fileid",)),
+    c.FATTR4_MODE: ("I", ("mode",)),
+    c.FATTR4_NUMLINKS: ("I", ("nlink",)),
+    c.FATTR4_RAWDEV: ("II", ("rdev1", "rdev2")),
+    c.FATTR4_SPACE_USED: ("Q", ("used",)),
+    c.FATTR4_TIME_ACCESS: ("qI", ("atime_s", "atime_ns")),
+    c.FATTR4_TIME_METADATA: ("qI", ("ctime_s", "ctime_ns")),
+    c.FATTR4_TIME_MODIFY: ("qI", ("mtime_s", "mtime_ns")),
+}
+# variable-length attributes (XDR opaque/string): the name of the value, its maximum length
+_VARIABLE: dict[int, tuple[str, int | None]] = {
+    c.FATTR4_FILEHANDLE: ("fh", c.NFS4_FHSIZE),
+    c.FATTR4_OWNER: ("owner", None),
+    c.FATTR4_OWNER_GROUP: ("group", None),
+}
+# the value each name has when the attribute is absent (as from_dict leaves the field)
+_ABSENT = {
+    "ftype": int(c.NF4REG),
+    "change": 0,
+    "size": 0,
+    "fsid_major": 0,
+    "fsid_minor": 0,
+    "rdattr_error": 0,
+    "fileid": 0,
+    "mode": 0,
+    "nlink": 1,
+    "rdev1": 0,
+    "rdev2": 0,
+    "used": 0,
+    "atime_s": 0,
+    "atime_ns": 0,
+    "ctime_s": 0,
+    "ctime_ns": 0,
+    "mtime_s": 0,
+    "mtime_ns": 0,
+    "fh": None,
+}
+_FTYPES = frozenset(int(t) for t in c.nfs_ftype4)
+_U32 = struct.Struct(">I").unpack_from
+_OWNER_IDS: dict[bytes, int] = {}  # owner string as sent -> uid
+_GROUP_IDS: dict[bytes, int] = {}  # owner_group string as sent -> gid
+_OWNER_IDS_MAX = 4096
+
+# what a compiled decoder returns: the attributes (None when the server gave an rdattr_error
+# instead of them, or no fileid), and the file handle if the mask holds one
+EntryAttrs = tuple["FileAttrs | None", "bytes | None"]
+
+
+def _owner_id(raw: bytes, group: bool) -> int:
+    """The uid (gid) of an owner (owner_group) string, remembered (the decoders look there first)."""
+    cache = _GROUP_IDS if group else _OWNER_IDS
+    ident = owner_to_id(str(raw, "utf-8", "surrogateescape"), group)
+    if len(cache) >= _OWNER_IDS_MAX:
+        cache.clear()
+    cache[raw] = ident
+    return ident
+
+
+def _compile_file_attrs(mask: tuple[int, ...]) -> Callable[[Any], EntryAttrs]:
+    nums = attrs_in(mask)
+    if any(n not in _FIXED and n not in _VARIABLE for n in nums):
+
+        def general(vals: Any) -> EntryAttrs:
+            d = decode_fattr4(fattr4(list(mask), vals))
+            fh = d.get(c.FATTR4_FILEHANDLE)
+            err = d.get(c.FATTR4_RDATTR_ERROR)
+            attrs = None if err or c.FATTR4_FILEID not in d else FileAttrs.from_dict(d)
+            return attrs, bytes(fh) if fh is not None else None
+
+        return general
+    ns: dict[str, Any] = {
+        "FileAttrs": FileAttrs,
+        "XdrError": XdrError,
+        "struct_error": struct.error,
+        "u32": _U32,
+        "owner_id": _owner_id,
+        "OWNERS": _OWNER_IDS,
+        "GROUPS": _GROUP_IDS,
+        "FTYPES": _FTYPES,
+    }
+    body: list[str] = []
+    fmt = ""  # the run of fixed-size attributes being gathered: struct format, value names
+    names: list[str] = []
+    present: set[str] = set()
+
+    def flush_run() -> None:
+        nonlocal fmt, names
+        if fmt:
+            st = struct.Struct(">" + fmt)
+            key = f"s{len(ns)}"
+            ns[key] = st.unpack_from
+            body.append(f"{', '.join(names)}, = {key}(b, p)")
+            body.append(f"p += {st.size}")
+        fmt, names = "", []
+
+    for n in nums:
+        if n in _FIXED:
+            f, vs = _FIXED[n]
+            fmt += f
+            names.extend(vs)
+            present.update(vs)
+            continue
+        flush_run()
+        name, maxlen = _VARIABLE[n]
+        present.add(name)
+        body.append("k = u32(b, p)[0]")
+        if maxlen is not None:
+            body.append(f"if k > {maxlen}: raise XdrError(f'opaque of {{k}} bytes exceeds its bound {maxlen}')")
+        body.append("q = p + 4 + k")
+        body.append("if q > end: raise XdrError('truncated fattr4')")
+        if name == "fh":
+            body.append("fh = b[p + 4 : q]")
+        else:
+            cache = "GROUPS" if name == "group" else "OWNERS"
+            body.append(f"{name} = {cache}.get(b[p + 4 : q])")
+            body.append(f"if {name} is None: {name} = owner_id(b[p + 4 : q], {name == 'group'})")
+        body.append("p = q + (-k & 3)")
+    flush_run()
+    defaults = [f"{k} = {v!r}" for k, v in _ABSENT.items() if k not in present]
+    uid = "owner" if "owner" in present else str(NOBODY)
+    gid = "group" if "group" in present else str(NOBODY)
+    ok = "rdattr_error == 0 and " if "rdattr_error" in present else ""
+    ok += "True" if "fileid" in present else "False"
+    src = [
+        "def dec(vals):",
+        "    b = bytes(vals)",  # one copy of the few bytes; every slice of it is then bytes
+        "    end = len(b)",
+        "    p = 0",
+        *(f"    {line}" for line in defaults),
+        "    try:",
+        *(f"        {line}" for line in body or ["pass"]),
+        "    except struct_error as e:",
+        "        raise XdrError(f'truncated fattr4: {e}') from None",
+        "    if p != end:",
+        "        raise XdrError(f'{end - p} bytes of trailing garbage in fattr4')",
+        "    if ftype not in FTYPES:",
+        "        raise XdrError(f'{ftype} is not a valid nfs_ftype4')",
+        f"    if not ({ok}):",
+        "        return None, fh",
+        "    return FileAttrs(ftype, mode & 0o7777, nlink, "
+        f"{uid}, {gid}, size, used, (rdev1, rdev2), (fsid_major, fsid_minor), fileid, change, "
+        "atime_s * 1000000000 + atime_ns, mtime_s * 1000000000 + mtime_ns, ctime_s * 1000000000 + ctime_ns), fh",
+    ]
+    exec(compile("\n".join(src) + "\n", "<FileAttrs decoder>", "exec"), ns)
+    dec: Callable[[Any], EntryAttrs] = ns["dec"]
+    return dec
+
+
+_FILE_ATTRS_DECODERS: dict[tuple[int, ...], Callable[[Any], EntryAttrs]] = {}
+_FILE_ATTRS_DECODERS_MAX = 256
+
+
+def decode_entry_attrs(f: fattr4) -> EntryAttrs:
+    """The FileAttrs and file handle in an fattr4 (a READDIR entry's or a GETATTR's).
+
+    The attributes are None when the server reports an rdattr_error for the entry or sends no
+    fileid (the caller then looks the name up). Malformed or unknown attributes: XdrError."""
+    mask = tuple(f.attrmask)
+    dec = _FILE_ATTRS_DECODERS.get(mask)
+    if dec is None:
+        if len(_FILE_ATTRS_DECODERS) >= _FILE_ATTRS_DECODERS_MAX:
+            _FILE_ATTRS_DECODERS.clear()
+        dec = _FILE_ATTRS_DECODERS[mask] = _compile_file_attrs(mask)
+    return dec(f.attr_vals)
+
+
+def decode_file_attrs(f: fattr4) -> tuple[FileAttrs, bytes | None]:
+    """Like :func:`decode_entry_attrs`, for replies that must hold attributes (GETATTR): whatever
+    is there, absent fields as :meth:`FileAttrs.from_dict` leaves them."""
+    attrs, fh = decode_entry_attrs(f)
+    if attrs is None:
+        return FileAttrs.from_dict(decode_fattr4(f)), fh
+    return attrs, fh
 
 
 def _time(ns: int) -> nfstime4:

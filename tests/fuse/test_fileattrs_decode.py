@@ -1,0 +1,114 @@
+"""fattr4 straight into FileAttrs (the decoders compiled per mask that READDIR entries and GETATTR
+replies go through): the same values as the general way (decode_fattr4, then FileAttrs.from_dict)
+for any mix of attributes, and an XdrError for anything malformed. Sans-I/O: no server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from strategies import LEAN, for_xdr
+
+from pynfsrdma.client.attributes import STAT_ATTRS, FileAttrs, decode_entry_attrs, decode_file_attrs
+from pynfsrdma.proto.nfs4 import const as c
+from pynfsrdma.proto.nfs4.attrs import ATTRS, decode_fattr4, encode_fattr4
+from pynfsrdma.proto.nfs4.types import fattr4, fsid4, nfstime4, specdata4
+from pynfsrdma.xdr import XdrError
+
+ENTRY_ATTRS = (*STAT_ATTRS, c.FATTR4_FILEHANDLE, c.FATTR4_RDATTR_ERROR)
+
+
+def general(f: fattr4) -> tuple[FileAttrs | None, bytes | None]:
+    d = decode_fattr4(f)
+    fh = d.get(c.FATTR4_FILEHANDLE)
+    ok = not d.get(c.FATTR4_RDATTR_ERROR) and c.FATTR4_FILEID in d
+    return (FileAttrs.from_dict(d) if ok else None), (bytes(fh) if fh is not None else None)
+
+
+def _attrs(nums: tuple[int, ...]) -> st.SearchStrategy[dict[int, Any]]:
+    keys = st.sets(st.sampled_from(nums), max_size=len(nums))
+    return keys.flatmap(lambda ks: st.fixed_dictionaries({k: for_xdr(ATTRS[k].xdr) for k in ks}))
+
+
+def a_file(over: dict[int, Any] | None = None) -> dict[int, Any]:
+    d = {
+        c.FATTR4_TYPE: c.NF4REG,
+        c.FATTR4_CHANGE: 7,
+        c.FATTR4_SIZE: 4097,
+        c.FATTR4_FSID: fsid4(1, 2),
+        c.FATTR4_RDATTR_ERROR: c.NFS4_OK,
+        c.FATTR4_FILEHANDLE: b"\x01" * 30,
+        c.FATTR4_FILEID: 1234,
+        c.FATTR4_MODE: 0o100644,
+        c.FATTR4_NUMLINKS: 1,
+        c.FATTR4_OWNER: "1000",
+        c.FATTR4_OWNER_GROUP: "root@localdomain",
+        c.FATTR4_RAWDEV: specdata4(0, 0),
+        c.FATTR4_SPACE_USED: 8192,
+        c.FATTR4_TIME_ACCESS: nfstime4(1_700_000_000, 1),
+        c.FATTR4_TIME_METADATA: nfstime4(1_700_000_001, 999_999_999),
+        c.FATTR4_TIME_MODIFY: nfstime4(-5, 3),
+    }
+    d.update(over or {})
+    return d
+
+
+@LEAN
+@given(_attrs(ENTRY_ATTRS))
+def test_same_values_as_the_general_way(attrs: dict[int, Any]) -> None:
+    f = encode_fattr4(attrs)
+    assert decode_entry_attrs(f) == general(f)
+    if c.FATTR4_RDATTR_ERROR not in attrs or attrs[c.FATTR4_RDATTR_ERROR] == c.NFS4_OK:
+        assert decode_file_attrs(f)[0] == FileAttrs.from_dict(decode_fattr4(f))
+
+
+@LEAN
+@given(_attrs((*ENTRY_ATTRS, c.FATTR4_MOUNTED_ON_FILEID, c.FATTR4_ACL, c.FATTR4_SUPPORTED_ATTRS)))
+def test_masks_with_other_attributes_take_the_general_way(attrs: dict[int, Any]) -> None:
+    assert decode_entry_attrs(encode_fattr4(attrs)) == general(encode_fattr4(attrs))
+
+
+def test_a_whole_entry() -> None:
+    attrs, fh = decode_entry_attrs(encode_fattr4(a_file()))
+    assert fh == b"\x01" * 30
+    assert attrs == FileAttrs(
+        c.NF4REG, 0o644, 1, 1000, 0, 4097, 8192, (0, 0), (1, 2), 1234, 7,
+        1_700_000_000_000_000_001, -5 * 10**9 + 3, 1_700_000_001_999_999_999,
+    )  # fmt: skip
+    assert attrs.st_mode == 0o100644
+
+
+def test_an_entry_the_server_could_not_stat_has_no_attributes() -> None:
+    d = {c.FATTR4_RDATTR_ERROR: c.NFS4ERR_ACCESS, c.FATTR4_FILEHANDLE: b"fh"}
+    assert decode_entry_attrs(encode_fattr4(d)) == (None, b"fh")
+    assert decode_entry_attrs(encode_fattr4({c.FATTR4_TYPE: c.NF4REG})) == (None, None)  # no fileid
+
+
+@pytest.mark.parametrize("cut", [1, 3, 4, 17, 40])
+def test_truncated_values_are_an_xdr_error(cut: int) -> None:
+    f = encode_fattr4(a_file())
+    with pytest.raises(XdrError):
+        decode_entry_attrs(fattr4(f.attrmask, f.attr_vals[:-cut]))
+
+
+def test_trailing_bytes_bad_types_and_long_handles_are_xdr_errors() -> None:
+    f = encode_fattr4(a_file())
+    with pytest.raises(XdrError):
+        decode_entry_attrs(fattr4(f.attrmask, f.attr_vals + bytes(4)))
+    bad_type = encode_fattr4(a_file())
+    vals = bytearray(bad_type.attr_vals)
+    vals[0:4] = (77).to_bytes(4, "big")  # type is the first value
+    with pytest.raises(XdrError):
+        decode_entry_attrs(fattr4(bad_type.attrmask, bytes(vals)))
+    long_fh = encode_fattr4({c.FATTR4_FILEHANDLE: b"x" * 128, c.FATTR4_FILEID: 1})
+    vals = bytearray(long_fh.attr_vals)
+    vals[0:4] = (129).to_bytes(4, "big")  # a handle longer than NFS4_FHSIZE
+    with pytest.raises(XdrError):
+        decode_entry_attrs(fattr4(long_fh.attrmask, bytes(vals) + b"\0\0\0\0"))
+
+
+def test_owner_strings_that_are_not_names_are_nobody() -> None:
+    attrs, _ = decode_entry_attrs(encode_fattr4(a_file({c.FATTR4_OWNER: "a\0b", c.FATTR4_OWNER_GROUP: "?"})))
+    assert attrs is not None and (attrs.uid, attrs.gid) == (65534, 65534)
