@@ -535,6 +535,42 @@ class NFSv4:
         res = await self.run([PUTFH4args(fh), COMMIT4args(offset, count)], cred)
         return bytes(res[1].res.writeverf)
 
+    # -- COMPOUNDs of the FUSE mount that carry more per round trip -----------------------------------------
+    async def write_getattr(
+        self, of: OpenFile, offset: int, data: Any, cred: Credential, stable: int = c.FILE_SYNC4,
+        setattrs: fattr4 | None = None,
+    ) -> tuple[int, int, bytes, FileAttrs]:
+        """One WRITE, then (if given) a SETATTR of ``setattrs`` (not of the size: it goes with the
+        anonymous stateid, as :meth:`setattr` sends it), then GETATTR, in one COMPOUND: (count,
+        committed, write verifier, attributes after them)."""
+        n = memoryview(data).nbytes
+        ops: list[Any] = [PUTFH4args(of.fh), WRITE4args(of.stateid, offset, stable, data)]
+        if setattrs is not None:
+            ops.append(SETATTR4args(ANONYMOUS_STATEID, setattrs))
+        ops.append(GETATTR4args(STAT_BITMAP))
+        res = await self.run(ops, cred, payload=n)
+        ok = res[1].res
+        return int(ok.count), int(ok.committed), bytes(ok.writeverf), FileAttrs.from_fattr4(res[-1].res.obj_attributes)
+
+    async def readdir_plus(
+        self, fh: bytes, cred: Credential, cookie: int = 0, verifier: bytes = bytes(VERIFIER_SIZE),
+        maxcount: int = 64 * 1024, path: str | None = None,
+    ) -> tuple[list[DirEntry], bytes, bool]:
+        """As :meth:`readdir` with attributes, decoded straight into FileAttrs (an entry whose
+        attributes the server could not get, an rdattr_error, has ``attrs`` None)."""
+        res = await self.run(
+            [PUTFH4args(fh), READDIR4args(cookie, verifier, maxcount, maxcount, _READDIR_BITMAP)],
+            cred, ReplyHints(max_reply=maxcount), path=path,
+        )
+        from .attributes import decode_entry_attrs
+
+        ok = res[1].res
+        entries = []
+        for e in ok.reply.entries:
+            attrs, efh = decode_entry_attrs(e.attrs)
+            entries.append(DirEntry(e.name, e.cookie, efh, attrs))
+        return entries, bytes(ok.cookieverf), bool(ok.reply.eof)
+
 
 def _components(path: str) -> list[str]:
     return [p for p in path.split("/") if p and p != "."]

@@ -19,7 +19,7 @@ ROOT_INODE = 1  # pyfuse3.ROOT_INODE (FUSE_ROOT_ID)
 REMAPPED = 1 << 63  # a non-root file whose fileid is 0 or the root's number gets this bit
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Inode:
     ino: int
     fh: bytes

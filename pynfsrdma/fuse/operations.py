@@ -33,7 +33,7 @@ import cachetools
 import pyfuse3
 import trio
 
-from ..client.attributes import FileAttrs
+from ..client.attributes import FileAttrs, setattr_fattr4
 from ..client.nfs4 import VERIFIER_SIZE, DirEntry, NFSv4, OpenFile
 from ..errors import NFS4Error
 from ..proto.nfs4 import const as c
@@ -106,6 +106,15 @@ class FileHandle:
     fetching: set[Extent] = field(default_factory=set)  # READs ahead in flight
 
 
+class DirPage:
+    """A READDIR sent ahead: the entries after ``cookie`` (one reply's worth)."""
+
+    def __init__(self, cookie: int) -> None:
+        self.cookie = cookie
+        self.done = trio.Event()
+        self.result: tuple[list[DirEntry], bytes, bool] | None = None  # entries, verifier, eof
+
+
 @dataclass(eq=False)
 class DirHandle:
     inode: Inode
@@ -113,6 +122,8 @@ class DirHandle:
     verifier: bytes = bytes(VERIFIER_SIZE)
     pending: list[DirEntry] = field(default_factory=list)  # entries the kernel had no room for
     pending_cookie: int = -1  # the cookie the pending entries follow
+    pending_eof: bool = False  # the pending entries end the directory
+    ahead: DirPage | None = None  # the next READDIR, sent while the kernel takes this one
 
 
 class NFSOperations(pyfuse3.Operations):
@@ -171,16 +182,16 @@ class NFSOperations(pyfuse3.Operations):
 
     def _entry(self, node: Inode) -> pyfuse3.EntryAttributes:
         a = node.attrs
-        e = pyfuse3.EntryAttributes()
+        e = pyfuse3.EntryAttributes()  # (generation and st_rdev are 0 unless set)
         e.st_ino = node.ino
-        e.generation = 0
         e.entry_timeout = self.opts.acdirmin
         e.attr_timeout = node.timeo
         e.st_mode = a.st_mode
         e.st_nlink = a.nlink
         e.st_uid = a.uid
         e.st_gid = a.gid
-        e.st_rdev = os.makedev(*a.rdev) if a.type in (c.NF4BLK, c.NF4CHR) else 0
+        if a.type in (c.NF4BLK, c.NF4CHR):
+            e.st_rdev = os.makedev(*a.rdev)
         e.st_size = a.size
         e.st_blksize = BLOCK_SIZE
         e.st_blocks = (a.used + 511) // 512
@@ -339,6 +350,12 @@ class NFSOperations(pyfuse3.Operations):
             kw["atime_ns"] = attr.st_atime_ns
         if fields.update_mtime:
             kw["mtime_ns"] = attr.st_mtime_ns
+        if kw and not fields.update_size:
+            if self._setattr_changes_nothing(node, kw, cred):
+                return self._entry(node)
+            attrs = await self._write_and_setattr(node, cred, kw)
+            if attrs is not None:
+                return self._entry(node)
         stateid = None
         await self._sync_inode(node)  # gathered writes go first: a later WRITE would undo times or size
         if fields.update_size:
@@ -355,11 +372,74 @@ class NFSOperations(pyfuse3.Operations):
             return await self.getattr(inode, ctx)
         log.debug("setattr ino=%d fh=%s %s", inode, fh, kw)
         attrs = await self.nfs.setattr(node.fh, cred, stateid=stateid, **kw)
-        self.inodes.refresh(node, attrs, self._now())
+        self._attrs_after_setattr(node, attrs)
         if fields.update_size:
             node.data_change = attrs.change  # the kernel truncated its page cache itself
             node.drop_readahead()
         return self._entry(node)
+
+    def _attrs_after_setattr(self, node: Inode, attrs: FileAttrs) -> None:
+        now = self._now()
+        self.inodes.refresh(node, attrs, now)
+        for s in node.shared.values():  # newer than what the last WRITE brought back
+            w = s.writer
+            if w is not None and w.post_attrs is not None and not w.unsent:
+                w.post_attrs = (attrs, now)
+
+    def _setattr_changes_nothing(self, node: Inode, kw: dict[str, Any], cred: Credential) -> bool:
+        """A chmod/chown to what the file has already (``tar`` as root does both after every file):
+        nothing to send, when our attributes are fresh and the caller owns the file (so the server
+        could not refuse it: an owner may always chmod, and chown to the owner and group the file has).
+        Not with set-user/group-ID bits (the kernel may clear them on the way), nor times (those
+        set "now", or ctime moves)."""
+        a = node.attrs
+        if not kw.keys() <= {"mode", "uid", "gid"} or cred.uid != a.uid:
+            return False
+        if "mode" in kw and (kw["mode"] != a.mode or kw["mode"] & (stat.S_ISUID | stat.S_ISGID)):
+            return False
+        if kw.get("uid", a.uid) != a.uid or kw.get("gid", a.gid) != a.gid:
+            return False
+        return self.inodes.fresh(node, self._now())
+
+    async def _write_and_setattr(self, node: Inode, cred: Credential, kw: dict[str, Any]) -> FileAttrs | None:
+        """Gathered data that fits in one WRITE goes FILE_SYNC in the SETATTR's own COMPOUND (PUTFH,
+        WRITE, SETATTR, GETATTR): ``tar``'s write then utimensat take one round trip, and the close
+        has nothing left to send. None when there is no such data, or when the WRITE did not go in
+        full (the data is gathered again and the usual way sends it, then the SETATTR)."""
+        busy = [s for s in node.shared.values() if s.writer is not None and s.writer.unsent]
+        if len(busy) != 1:
+            return None
+        shared = busy[0]
+        w = shared.writer
+        sc = shared.cred
+        if w is None or (sc.uid, sc.gid, sc.gids) != (cred.uid, cred.gid, cred.gids):
+            return None
+        run = w.take_sole_run()
+        if run is None:
+            return None
+        off, data = run
+        wrote = False
+        rest: tuple[int, bytes] | None = (off, data)
+        post: tuple[FileAttrs, float] | None = None
+        try:
+            count, committed, verf, attrs = await self.nfs.write_getattr(
+                shared.of, off, data, cred, c.FILE_SYNC4, setattrs=setattr_fattr4(**kw)
+            )
+            wrote = True
+            if committed == c.UNSTABLE4:
+                w.written_unstable(off, memoryview(data)[:count], verf)
+            rest = (off + count, data[count:]) if count < len(data) else None
+            post = (attrs, self._now())
+        except NFS4Error as e:
+            if e.op == c.OP_SETATTR:  # (the WRITE went: written again with the rest, the same bytes)
+                raise
+            return None  # the usual way sends the data again, and reports a WRITE error as it does
+        finally:
+            w.return_run(wrote, rest, post)
+        if rest is not None:
+            return None  # a short WRITE: the rest goes first, then the SETATTR again
+        self._attrs_after_setattr(node, attrs)
+        return attrs
 
     @fuse_errors
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
@@ -794,13 +874,27 @@ class NFSOperations(pyfuse3.Operations):
                 await shared.writer.flush()
             if h.written:
                 # what the kernel's page cache holds now is what the server holds
-                attrs = await self.nfs.getattr(node.fh, h.cred)
-                self.inodes.refresh(node, attrs, self._now())
-                node.data_change = attrs.change
+                post = self._post_write_attrs(node, shared)
+                if post is None:
+                    self.inodes.refresh(node, await self.nfs.getattr(node.fh, h.cred), self._now())
+                elif node.fetched < post[1]:
+                    self.inodes.refresh(node, *post)
+                node.data_change = node.attrs.change
         finally:
             if node.opens == 0:
                 await self._remove_silly(node, h.cred)
             self.inodes.drop_if_unused(node)
+
+    @staticmethod
+    def _post_write_attrs(node: Inode, shared: SharedOpen) -> tuple[FileAttrs, float] | None:
+        """The attributes (and when fetched) that came back with or after our last WRITE of the file,
+        if nothing was written since, by this open or any other of the file."""
+        w = shared.writer
+        if w is None or w.post_attrs is None or w.dirty:
+            return None
+        if any(s is not shared and s.writer is not None for s in node.shared.values()):
+            return None
+        return w.post_attrs
 
     async def _close_shared(self, node: Inode, shared: SharedOpen) -> None:
         node.shared.pop(shared.of.owner, None)
@@ -831,32 +925,66 @@ class NFSOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
+        """Readdirplus: every entry with its attributes (the kernel then needs no LOOKUP or GETATTR
+        for ``ls -l``). The READDIR after the one being handed over is sent at once, so that the
+        server reads on while we decode and the kernel takes entries."""
         h = self.dirs.get(fh)
         if h is None:
             raise pyfuse3.FUSEError(errno.EBADF)
         cookie = start_id
+        learn = self.inodes.learn
+        reply = pyfuse3.readdir_reply
+        entry = self._entry
         while True:
             if h.pending and h.pending_cookie == cookie:
-                entries, eof = h.pending, False
+                entries, eof = h.pending, h.pending_eof
                 h.pending = []
             else:
-                entries, h.verifier, eof = await self.nfs.readdir(
-                    h.inode.fh, h.cred, cookie, h.verifier if cookie else bytes(VERIFIER_SIZE)
-                )
+                entries, eof = await self._readdir_page(h, cookie)
+            now = self._now()
             for i, e in enumerate(entries):
                 if e.fh is None or e.attrs is None:  # the server gave no handle: look it up
                     fh_, attrs = await self.nfs.lookup(h.inode.fh, e.name, h.cred)
+                    now = self._now()
                 else:
                     fh_, attrs = e.fh, e.attrs
-                node = self._learn(fh_, attrs, lookup=False)
-                if not pyfuse3.readdir_reply(token, os.fsencode(e.name), self._entry(node), e.cookie):
+                node, changed = learn(fh_, attrs, now, False)
+                if changed:
+                    self._changed(node)
+                if not reply(token, e.name.encode("utf-8", "surrogateescape"), entry(node), e.cookie):
                     self.inodes.drop_if_unused(node)
-                    h.pending, h.pending_cookie = entries[i:], cookie
+                    h.pending, h.pending_cookie, h.pending_eof = entries[i:], cookie, eof
                     return
                 node.lookups += 1
                 cookie = e.cookie
             if eof or not entries:
                 return
+
+    async def _readdir_page(self, h: DirHandle, cookie: int) -> tuple[list[DirEntry], bool]:
+        """The entries after ``cookie`` (from the READDIR sent ahead when it is that one); sends the
+        one after them ahead."""
+        page, h.ahead = h.ahead, None
+        result = None
+        if page is not None and page.cookie == cookie:
+            await page.done.wait()
+            result = page.result  # None when it failed: asked again here, which reports why
+        if result is None:
+            result = await self.nfs.readdir_plus(
+                h.inode.fh, h.cred, cookie, h.verifier if cookie else bytes(VERIFIER_SIZE)
+            )
+        entries, h.verifier, eof = result
+        if entries and not eof:
+            h.ahead = DirPage(entries[-1].cookie)
+            self.nursery.start_soon(self._readdir_ahead, h, h.ahead)
+        return entries, eof
+
+    async def _readdir_ahead(self, h: DirHandle, page: DirPage) -> None:
+        try:
+            page.result = await self.nfs.readdir_plus(h.inode.fh, h.cred, page.cookie, h.verifier)
+        except Exception as e:  # (the reader asks again and sees it)
+            log.debug("READDIR ahead of cookie %d: %s", page.cookie, e)
+        finally:
+            page.done.set()
 
     async def releasedir(self, fh: int) -> None:
         h = self.dirs.pop(fh, None)

@@ -6,6 +6,12 @@ Every unstable piece is kept until a COMMIT returns the verifier its WRITE retur
 verifier differs (the server restarted and may have lost it), the piece is sent again, FILE_SYNC.
 A failed background WRITE is reported by the next write, flush or fsync, as a local filesystem
 reports write-back errors.
+
+Small files take fewer round trips: when all the data is one run that fits in one WRITE, a commit
+sends it FILE_SYNC with a GETATTR in the same COMPOUND (and no COMMIT), and a caller may take the run
+(:meth:`WriteBack.take_sole_run`) to send it in its own COMPOUND (the mount's SETATTR does, for
+``tar``'s write-then-utimensat). ``post_attrs`` keeps the attributes such a COMPOUND returned, as long
+as nothing was written after them: closing the file needs no GETATTR then.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Any
 
 import trio
 
+from ..client.attributes import FileAttrs
 from ..client.nfs4 import NFSv4, OpenFile
 from ..errors import NFS4Error
 from ..proto.nfs4 import const as c
@@ -68,17 +75,62 @@ class WriteBack:
         self._uncommitted: list[tuple[int, Any, bytes]] = []  # (offset, data, write verifier)
         self._uncommitted_bytes = 0
         self._error: OSError | None = None
+        self._held: trio.Event | None = None  # set while a caller has the run (take_sole_run)
         self.writes_sent = 0
         self.resends = 0
+        # (attributes, when fetched) from a COMPOUND that had every WRITE of ours before it; None
+        # once anything is written after it
+        self.post_attrs: tuple[FileAttrs, float] | None = None
+        self._accepted = 0  # write() calls so far (attributes are only as new as the last of them)
 
     @property
     def dirty(self) -> bool:
         """Data not yet on the server's stable storage (unsent, in flight or uncommitted)."""
-        return bool(self._run or self._busy or self._uncommitted)
+        return bool(self._run or self._busy or self._uncommitted or self._held)
 
     @property
     def unsent(self) -> bool:
-        return bool(self._run or self._busy)
+        return bool(self._run or self._busy or self._held)
+
+    async def _wait_held(self) -> None:
+        while self._held is not None:
+            await self._held.wait()
+
+    def take_sole_run(self) -> tuple[int, bytes] | None:
+        """All the data not yet sent, when it is one run that fits in one WRITE and nothing else is
+        in flight or waits for a COMMIT: (offset, data), for the caller to send in a COMPOUND of its
+        own. Writes wait until the caller hands it back with :meth:`return_run`."""
+        if self._held is not None or not self._run or self._busy or self._uncommitted or self._run_len > self.wsize:
+            return None
+        pieces, off = self._run, self._run_off
+        self._run, self._run_len = [], 0
+        self._held = trio.Event()
+        return off, pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    def return_run(
+        self,
+        wrote: bool,
+        rest: tuple[int, bytes] | None = None,
+        attrs: tuple[FileAttrs, float] | None = None,
+    ) -> None:
+        """The caller of :meth:`take_sole_run` is done: it did (not) send a WRITE; ``rest`` (offset,
+        data), what did not get written (a WRITE that failed or came back short), is gathered again;
+        ``attrs`` (attributes, when fetched) came after the WRITE. Data the WRITE left UNSTABLE is
+        handed over with :meth:`written_unstable` first."""
+        if wrote:
+            self.writes_sent += 1
+        if rest is not None and rest[1]:
+            off, data = rest
+            self._run, self._run_off, self._run_len = [data], off, len(data)
+        self.post_attrs = attrs if not self._run else None
+        held, self._held = self._held, None
+        if held is not None:
+            held.set()
+
+    def written_unstable(self, offset: int, data: Any, verf: bytes) -> None:
+        """Data a caller wrote UNSTABLE in its own COMPOUND: kept until a COMMIT returns ``verf``."""
+        self._uncommitted.append((offset, data, verf))
+        self._uncommitted_bytes += len(data)
 
     def _raise_error(self) -> None:
         if self._error is not None:
@@ -86,7 +138,11 @@ class WriteBack:
             raise e
 
     async def write(self, offset: int, data: bytes) -> None:
+        if self._held is not None:
+            await self._wait_held()
         self._raise_error()
+        self.post_attrs = None
+        self._accepted += 1
         n = len(data)
         if self._run and (offset != self._run_off + self._run_len or self._run_len + n > self.wsize):
             await self._send_run()
@@ -102,32 +158,46 @@ class WriteBack:
         if self._uncommitted_bytes >= self.commit_window:
             await self.commit()
 
-    async def _send_run(self, stable: int | None = None) -> None:
+    async def _send_run(self, stable: int | None = None, with_attrs: bool = False) -> None:
         if not self._run:
             return
         pieces, off = self._run, self._run_off
         self._run, self._run_len = [], 0
-        await self._send(off, pieces[0] if len(pieces) == 1 else b"".join(pieces), stable)
+        await self._send(off, pieces[0] if len(pieces) == 1 else b"".join(pieces), stable, with_attrs)
 
-    async def _send(self, offset: int, data: bytes, stable: int | None = None) -> None:
+    async def _send(self, offset: int, data: bytes, stable: int | None = None, with_attrs: bool = False) -> None:
+        if not with_attrs:
+            self.post_attrs = None
         view = memoryview(data)
         for pos in range(0, len(view), self.wsize):
             await self._slots.acquire()
             if self._busy == 0:
                 self._idle = trio.Event()
             self._busy += 1
-            self._nursery.start_soon(self._write_one, offset + pos, view[pos : pos + self.wsize], stable)
+            self._nursery.start_soon(
+                self._write_one, offset + pos, view[pos : pos + self.wsize], stable, with_attrs
+            )
 
-    async def _write_one(self, offset: int, data: memoryview, stable: int | None = None) -> None:
+    async def _write_one(
+        self, offset: int, data: memoryview, stable: int | None = None, with_attrs: bool = False
+    ) -> None:
         try:
             pos = 0
             reopens = 0
             while pos < len(data):
                 stateid = self.of.stateid
                 try:
-                    count, committed, verf = await self.nfs.write(
-                        self.of, offset + pos, data[pos:], self.cred, stable or self.stable
-                    )
+                    if with_attrs:  # the only WRITE in flight: the attributes after it come along
+                        accepted = self._accepted
+                        count, committed, verf, attrs = await self.nfs.write_getattr(
+                            self.of, offset + pos, data[pos:], self.cred, stable or self.stable
+                        )
+                        if accepted == self._accepted:  # (nothing written meanwhile)
+                            self.post_attrs = (attrs, trio.current_time())
+                    else:
+                        count, committed, verf = await self.nfs.write(
+                            self.of, offset + pos, data[pos:], self.cred, stable or self.stable
+                        )
                 except NFS4Error as e:
                     if e.status not in STATE_LOST or self.reopen is None or reopens >= MAX_REOPENS:
                         raise
@@ -153,15 +223,19 @@ class WriteBack:
 
     async def drain(self) -> None:
         """Send what is gathered and wait for every WRITE in flight."""
+        if self._held is not None:
+            await self._wait_held()
         await self._send_run()
         await self._idle.wait()
 
     async def commit(self) -> None:
         """Everything written so far onto stable storage; resend what a changed verifier lost."""
+        if self._held is not None:
+            await self._wait_held()
         if self._run and not self._busy and not self._uncommitted and self._run_len <= self.wsize:
             # all there is fits in one WRITE (a small file at close): FILE_SYNC, and no COMMIT
-            # round trip after it (the Linux client does the same)
-            await self._send_run(c.FILE_SYNC4)
+            # round trip after it (the Linux client does the same); the attributes come along
+            await self._send_run(c.FILE_SYNC4, with_attrs=True)
         await self.drain()
         for _ in range(3):
             if not self._uncommitted:

@@ -1,0 +1,208 @@
+"""Small files through the mount: what ``tar x`` and ``ls -l`` cost in COMPOUNDs, and that the
+fewer round trips leave the same files, times, modes and owners on the server's disk.
+
+Counts come from the daemon itself (``pynfsrdma stats``: COMPOUNDs named by their main operation,
+and every operation inside them), read before and after the work on a mount of its own.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+import subprocess
+import tarfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pynfsrdma import control
+
+pytestmark = pytest.mark.fuse
+USER = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups"]
+MTIME = 1_700_000_000
+
+
+def counts(mountpoint: Path) -> tuple[dict[str, int], dict[str, int]]:
+    """(COMPOUNDs by main operation, operations inside all COMPOUNDs) so far."""
+    st = control.query(str(mountpoint), "stats")
+    return {k: v["calls"] for k, v in st["operations"].items()}, dict(st["op_counts"])
+
+
+def delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    return {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)}
+
+
+def settle(mountpoint: Path, limit: float = 10.0) -> tuple[dict[str, int], dict[str, int]]:
+    """The counts once they stop moving (FUSE's release, and so CLOSE, comes after close(2))."""
+    last = counts(mountpoint)
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        now = counts(mountpoint)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
+def make_tarball(path: Path, dirs: int, per_dir: int) -> list[str]:
+    """Files of a few hundred bytes to 12 KiB (one WRITE each) in ``dirs`` directories, mode 0644
+    and 0755, owned by 0:0, one mtime."""
+    names = []
+    with tarfile.open(path, "w") as tar:
+        for d in range(dirs):
+            ti = tarfile.TarInfo(f"src/d{d}")
+            ti.type, ti.mode, ti.mtime = tarfile.DIRTYPE, 0o755, MTIME
+            tar.addfile(ti)
+            for i in range(per_dir):
+                body = (f"file {d}/{i} ".encode() * 997)[: 300 + 700 * i]
+                ti = tarfile.TarInfo(f"src/d{d}/f{i}.c")
+                ti.size, ti.mode, ti.mtime = len(body), 0o755 if i % 3 == 0 else 0o644, MTIME + i
+                tar.addfile(ti, io.BytesIO(body))
+                names.append(ti.name)
+    return names
+
+
+def tree(root: Path) -> dict[str, tuple[int, int, int, int, int, bytes | None]]:
+    """Every entry below root: (mode, uid, gid, size, mtime_ns, data of regular files)."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        st = p.lstat()
+        data = p.read_bytes() if stat.S_ISREG(st.st_mode) else None
+        out[str(p.relative_to(root))] = (st.st_mode, st.st_uid, st.st_gid, st.st_size, st.st_mtime_ns, data)
+    return out
+
+
+def test_untar_takes_five_compounds_per_file_and_leaves_what_tar_says(
+    mount_export: Callable[..., Any], export_path: Any, tmp_path: Path
+) -> None:
+    dirs, per_dir = 3, 12
+    tarball = tmp_path / "t.tar"
+    files = make_tarball(tarball, dirs, per_dir)
+    m = mount_export(subdir=export_path.remote.removeprefix("/export/"))
+    before, ops_before = settle(m.path)
+    r = subprocess.run(["tar", "xf", str(tarball), "-C", str(m.path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    after, ops_after = settle(m.path)
+    compounds, ops = delta(after, before), delta(ops_after, ops_before)
+    n = len(files)
+    # per file: LOOKUP (the name is new), OPEN, WRITE+SETATTR(times) FILE_SYNC, SETATTR (tar's
+    # chmod from the 0600 it creates with), CLOSE; tar's chown to the owner the file has sends nothing
+    assert compounds.get("WRITE") == n, compounds
+    assert ops.get("WRITE") == n and compounds.get("CLOSE") == n, (compounds, ops)
+    assert "COMMIT" not in ops, ops  # every file's data went FILE_SYNC with its utimensat
+    assert ops.get("SETATTR", 0) <= 2 * n + 3 * (dirs + 1), ops
+    assert sum(compounds.values()) <= 5 * n + 6 * (dirs + 1), compounds
+    # the same tree as tar makes on a local disk: data, modes, owners and (nanosecond) mtimes
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    subprocess.run(["tar", "xf", str(tarball), "-C", str(ref)], check=True)
+    assert tree(export_path.local / "src") == tree(ref / "src")
+    assert tree(m.path / "src") == tree(ref / "src")
+
+
+def test_times_set_after_writes_stay_on_the_servers_disk(work_dir: Any, shared_mount: Any) -> None:
+    data = os.urandom(5000)
+    f = work_dir.mnt / "a"
+    before, ops_before = settle(shared_mount.path)
+    fd = os.open(f, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, data[:3000])
+    os.write(fd, data[3000:])
+    os.utime(fd, ns=(MTIME * 10**9 + 5, MTIME * 10**9 + 123456789))
+    os.fchmod(fd, 0o640)
+    os.close(fd)
+    after, ops_after = settle(shared_mount.path)
+    st = (work_dir.local / "a").stat()
+    assert (work_dir.local / "a").read_bytes() == data
+    assert st.st_mtime_ns == MTIME * 10**9 + 123456789 and st.st_atime_ns == MTIME * 10**9 + 5
+    assert stat.S_IMODE(st.st_mode) == 0o640
+    compounds, ops = delta(after, before), delta(ops_after, ops_before)
+    assert compounds.get("WRITE") == 1 and ops.get("WRITE") == 1 and "COMMIT" not in ops, (compounds, ops)
+    # a write after the times moves mtime on, as it does on a local disk
+    fd = os.open(f, os.O_WRONLY | os.O_APPEND)
+    os.write(fd, b"more")
+    os.utime(fd, ns=(MTIME * 10**9, MTIME * 10**9))
+    os.write(fd, b"after")
+    os.close(fd)
+    assert (work_dir.local / "a").read_bytes() == data + b"moreafter"
+    assert (work_dir.local / "a").stat().st_mtime_ns > MTIME * 10**9
+    assert f.stat().st_size == len(data) + 9
+
+
+def test_chmod_and_chown_to_what_the_file_has_send_nothing(
+    mount_export: Callable[..., Any], export_path: Any
+) -> None:
+    os.chmod(export_path.local, 0o777)
+    m = mount_export("allow_other", subdir=export_path.remote.removeprefix("/export/"))
+    f = m.path / "f"
+    f.write_text("x")
+    os.chmod(f, 0o644)
+    st = f.stat()
+    before, _ = settle(m.path)
+    os.chmod(f, 0o644)
+    os.chown(f, st.st_uid, st.st_gid)
+    assert settle(m.path)[0] == before  # the owner asks for what is there already: no SETATTR
+    os.chmod(f, 0o600)  # a real change goes to the server
+    assert stat.S_IMODE((export_path.local / "f").stat().st_mode) == 0o600
+    assert delta(settle(m.path)[0], before) == {"SETATTR": 1}
+    # someone who does not own the file gets the server's answer, as from a local disk
+    r = subprocess.run([*USER, "chmod", "600", str(f)], capture_output=True, text=True)
+    assert r.returncode != 0 and "Operation not permitted" in r.stderr, r
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        os.fchmod(fd, 0o4600)  # set-user-ID: always sent
+    finally:
+        os.close(fd)
+    assert stat.S_IMODE((export_path.local / "f").stat().st_mode) == 0o4600
+    r = subprocess.run([*USER, "chown", "0:0", str(f)], capture_output=True, text=True)
+    assert r.returncode != 0 and "Operation not permitted" in r.stderr, r
+
+
+def test_ls_l_of_a_cold_directory_is_readdir_alone(
+    mount_export: Callable[..., Any], export_path: Any
+) -> None:
+    n = 2500
+    d = export_path.local / "big"
+    d.mkdir()
+    for i in range(n):
+        p = d / f"e{i:05d}"
+        if i % 10 == 0:
+            p.mkdir(mode=0o750)
+        else:
+            p.write_bytes(b"x" * (i % 97))
+            os.chmod(p, 0o600 + (i % 8))
+        os.utime(p, ns=(MTIME * 10**9 + i, MTIME * 10**9 + 7 * i))
+    os.symlink("e00001", d / "link")
+    m = mount_export(subdir=export_path.remote.removeprefix("/export/"))
+    before, _ = settle(m.path)
+    r = subprocess.run(
+        ["ls", "-l", "--time-style=+%s", str(m.path / "big")],
+        capture_output=True,
+        text=True,
+        env={"LC_ALL": "C"},
+    )
+    assert r.returncode == 0 and not r.stderr, r.stderr
+    compounds = delta(settle(m.path)[0], before)
+    ref = subprocess.run(
+        ["ls", "-l", "--time-style=+%s", str(d)],
+        capture_output=True,
+        text=True,
+        env={"LC_ALL": "C"},
+        check=True,
+    )
+    # the same listing, sizes, modes, owners and times as on the server's disk (link counts of
+    # directories aside: the mount shows the server's, which is the local one too)
+    assert r.stdout.splitlines()[1:] == ref.stdout.splitlines()[1:]
+    assert len(r.stdout.splitlines()) == n + 2
+    # readdirplus gave the kernel every entry's attributes: no LOOKUP or GETATTR per entry, and
+    # several entries per READDIR
+    assert compounds.get("READDIR", 0) <= n // 50, compounds
+    assert sum(v for k, v in compounds.items() if k != "READDIR") <= 4, compounds
+    # and the attributes are the kernel's now: a stat of each costs nothing
+    for i in range(0, n, 97):
+        assert (m.path / "big" / f"e{i:05d}").lstat().st_mtime_ns == MTIME * 10**9 + 7 * i
+    assert delta(settle(m.path)[0], before) == compounds
