@@ -74,14 +74,19 @@ class BufferPool:
         self.allocated += 1
         size = -(-n // POOL_ROUND) * POOL_ROUND
         buf = bytearray(size)
-        if self.bytes + size > self.max_bytes:
-            # full: replace an unused smaller buffer if there is one, else this one is not pooled
-            for i in range(len(pool)):
+        if size <= self.max_bytes:
+            # room for it: unused buffers go first, then the longest-held ones are let go (whoever
+            # holds them keeps them alive; the pool just stops counting on them)
+            i = 0
+            while self.bytes + size > self.max_bytes and i < len(pool):
                 if _refs(pool, i) == _UNREFERENCED:
                     self.bytes -= len(pool[i])
                     del pool[i]
-                    break
-        if self.bytes + size <= self.max_bytes:
+                else:
+                    i += 1
+            while self.bytes + size > self.max_bytes:
+                self.bytes -= len(pool[0])
+                del pool[0]
             pool.append(buf)
             self.bytes += size
         return memoryview(buf)[:n]

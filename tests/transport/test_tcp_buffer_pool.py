@@ -29,16 +29,21 @@ def test_a_buffer_is_reused_only_when_no_view_of_it_is_left() -> None:
     assert pool.reused == 1 and pool.allocated == 3
 
 
-def test_a_full_pool_hands_out_plain_buffers_and_replaces_unused_ones() -> None:
+def test_a_full_pool_lets_go_of_the_longest_held_buffer_and_keeps_its_bound() -> None:
     pool = BufferPool(max_bytes=2 * BIG)
-    held = [pool.get(BIG), pool.get(BIG)]
-    extra = pool.get(BIG)  # both pooled buffers are in use and the pool is full
-    assert all(extra.obj is not h.obj for h in held)
+    first, second = pool.get(BIG), pool.get(BIG)
+    first[:3] = b"abc"
+    third = pool.get(BIG)  # both pooled buffers are in use: the oldest is no longer counted on
     assert pool.bytes == 2 * BIG and len(pool.buffers) == 2
-    del held[0], extra
-    bigger = pool.get(2 * BIG - 1)  # the unused one is too small: replaced, the bound kept
-    assert pool.bytes <= 2 * BIG
-    assert bigger.nbytes == 2 * BIG - 1
+    assert all(b is not first.obj for b in pool.buffers)
+    third_id = id(third.obj)
+    del third
+    again = pool.get(BIG)
+    assert id(again.obj) == third_id and again.obj is not second.obj
+    assert first[:3] == b"abc"  # the one let go is still its holder's
+    del second, again
+    bigger = pool.get(2 * BIG)  # unused buffers make room for a bigger one
+    assert pool.bytes == 2 * BIG and len(pool.buffers) == 1 and pool.buffers[0] is bigger.obj
 
 
 async def test_replies_held_by_a_caller_are_not_overwritten_by_later_records() -> None:
