@@ -20,6 +20,7 @@ from pynfsrdma.proto.rpcrdma import (
     encode_rdma_msg,
     header_size,
     make_error,
+    make_msg,
     xdr_rdma_segment,
     xdr_write_chunk,
 )
@@ -133,9 +134,12 @@ PLAN_REPLY_TABLE = [
     ([100], 0, 1024, [], 0),  # small READ: inline, no chunk sent at all
     ([0], 0, 1024, [], 0),
     ([4096], 0, 1024, [4096], 0),
-    ([100, 4096], 0, 1024, [None, 4096], 0),  # an empty chunk keeps the order
-    ([4096, 100], 0, 1024, [4096], 0),  # a trailing empty chunk is not sent
-    ([4096, 8192], 0, 1024, [4096, 8192], 0),
+    # no empty (segment-less) chunk keeps the order: Linux's nfsd refuses them (ERR_CHUNK); the
+    # item before gets a real chunk, large enough for the next item (RFC 8166 3.4.6)
+    ([100, 4096], 0, 1024, [4096, 4096], 0),
+    ([4096, 100], 0, 1024, [4096], 0),  # items after the last chunked one stay inline
+    ([4096, 8192], 0, 1024, [8192, 8192], 0),
+    ([8192, 100, 4096, 50], 0, 1024, [8192, 4096, 4096], 0),
     ([4096], 0, 65536, [], 0),  # big receive buffers: inline
     ([], 8000, 1024, [], 8000),
     ([], 900, 1024, [], 0),
@@ -216,18 +220,41 @@ def test_two_reads_in_one_compound_land_in_their_write_chunks_zero_copy(memory):
         assert view.obj is sink.obj  # a view of the registered buffer, not a copy
 
 
-def test_empty_chunk_item_comes_inline_and_the_next_uses_its_chunk(memory):
+def test_an_item_before_a_chunked_one_gets_a_chunk_too(memory):
     call = make_call(10, [])
     small, big = b"s" * 101, b"B" * 5000
     plan = plan_call(call.segments(), [], ReplyHints([200, 8192]), T1K)
-    assert plan.write_chunks == [None, 8192]
+    assert plan.write_chunks == [8192, 8192]
     regs = memory.register_plan(plan)
     hdr = plan.header(1, 1, regs)
-    assert [len(c.target) for c in hdr.chunks.rdma_writes] == [0, 1]
+    assert [len(c.target) for c in hdr.chunks.rdma_writes] == [1, 1]  # no segment-less chunk
     u = respond(memory, plan, regs, [small, big])
     s, b = read_reply(u, 2)
     assert (s, b) == (small, big)
-    assert s.obj is not regs[0].buffer.obj  # inline: a view of the receive buffer
+    assert s.obj is regs[0].buffer.obj and b.obj is regs[1].buffer.obj  # both placed, no copy
+
+
+def test_responder_returns_the_item_of_an_empty_chunk_inline(memory):
+    # another requester may send a segment-less Write chunk to ask for an item inline (RFC 8267
+    # 4.4); our responder honours it and places the next item in the next chunk
+    small, big = b"s" * 101, b"B" * 5000
+    sink = memory.register(memoryview(bytearray(8192)))
+    hdr = make_msg(
+        1,
+        1,
+        RDMA_MSG,
+        [],
+        [xdr_write_chunk([]), xdr_write_chunk([xdr_rdma_segment(sink.handle, 8192, sink.offset)])],
+    )
+    rc = parse_call(hdr, memoryview(b""))
+    reply, spots = reply_message([small, big])
+    enc = encode_reply(rc, reply, spots, 1024, credit=1)
+    assert [[s.length for s in c.target] for c in enc.header.chunks.rdma_writes] == [[], [5000]]
+    for seg, data in enc.rdma_writes:
+        memory.rdma_write(seg, data)
+    inline = b"".join(bytes(k) for k in enc.inline)
+    u = RdmaReplyUnpacker(inline, [None, sink.buffer[:5000]])
+    assert read_reply(u, 2) == [small, big]
 
 
 def test_responder_may_return_a_small_result_inline_despite_a_write_chunk():

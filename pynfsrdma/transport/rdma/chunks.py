@@ -20,10 +20,14 @@ The rules, in the order they are tried for the call (send direction):
 And for the reply (receive direction), from :class:`ReplyHints`:
 
 * Each DDP-eligible reply item (READ data, READLINK data, in COMPOUND order; RFC 8267 4.1)
-  comes inline while the reply still fits the receive threshold; otherwise it gets a Write chunk
-  of its maximum size. An item that comes inline before an item that has a Write chunk gets an
-  *empty* Write chunk (no segments), so that Write chunks keep matching items by order; empty
-  chunks after the last real one are not sent.
+  comes inline while the reply still fits the receive threshold; otherwise it gets a Write chunk.
+  Every item before the last one that needs a Write chunk gets a Write chunk too, with one
+  segment: RFC 8267 4.4 lets an *empty* Write chunk (no segments) ask for an item inline, but
+  Linux's nfsd refuses a Write chunk without segments (ERR_CHUNK). Items after it come inline.
+* Each Write chunk is provisioned for the largest item that can land in it (RFC 8166 3.4.6,
+  unused Write chunks): a responder that leaves a chunk unused (an item of zero length, as
+  Linux's nfsd does) places the next item in it. So chunk i is as large as the largest of items
+  i and after that have chunks.
 * A Reply chunk is offered when ``max_reply`` (the non-DDP part, when it may be large) plus the
   inline items cannot be received inline. ``max_reply == 0`` means "small": at most
   ``small_reply`` bytes besides DDP items (512 by default), used to decide whether items fit.
@@ -134,26 +138,35 @@ def _xdr_len(n: int) -> int:
 def plan_reply(
     hints: ReplyHints, recv_threshold: int, small_reply: int = SMALL_REPLY
 ) -> tuple[list[int | None], int]:
-    """Write chunk sizes (None: empty chunk) per DDP item, and the Reply chunk size (0: none)."""
+    """Write chunk sizes per DDP item (None, an empty chunk, is never chosen: see the module
+    docstring), and the Reply chunk size (0: none)."""
     base = hints.max_reply or small_reply
-    chunks: list[int | None] = []
+    sizes = list(hints.ddp_sizes)
+    # which items do not fit inline, taking each in order with the inline items before it
+    last = -1  # the last item that needs a Write chunk
     inline_items = 0
-    for size in hints.ddp_sizes:
-        shapes = [0 if c is None else 1 for c in chunks]
-        # the reply header echoes our lists; assume this item stays inline and check it fits
-        hdr = header_size(0, shapes, None)
+    for i, size in enumerate(sizes):
+        hdr = header_size(0, [1] * (last + 1), None)  # the reply header echoes our Write list
         if size == 0 or hdr + base + inline_items + 4 + _xdr_len(size) <= recv_threshold:
-            chunks.append(None)
             inline_items += 4 + _xdr_len(size)
         else:
-            chunks.append(size)
-    while chunks and chunks[-1] is None:
-        chunks.pop()
+            last = i
+            inline_items = 0  # the items before it get Write chunks too
+
+    def inline_after(k: int) -> int:
+        return sum(4 + _xdr_len(n) for n in sizes[k + 1 :])
+
+    # items before the last chunked one have chunks too; make sure what stays inline still fits
+    while last >= 0 and last + 1 < len(sizes):
+        if header_size(0, [1] * (last + 1), None) + base + inline_after(last) <= recv_threshold:
+            break
+        last += 1
+    chunks: list[int | None] = [max(sizes[i : last + 1]) for i in range(last + 1)]
+    inline_items = inline_after(last)
     reply = 0
-    if hints.max_reply:
-        shapes = [0 if c is None else 1 for c in chunks]
-        if header_size(0, shapes, None) + hints.max_reply + inline_items > recv_threshold:
-            reply = _xdr_len(hints.max_reply + inline_items)
+    hdr = header_size(0, [1] * len(chunks), None)
+    if hints.max_reply and hdr + hints.max_reply + inline_items > recv_threshold:
+        reply = _xdr_len(hints.max_reply + inline_items)
     return chunks, reply
 
 

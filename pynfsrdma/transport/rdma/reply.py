@@ -5,6 +5,15 @@ inline and the Payload stream in the Reply chunk (RDMA_NOMSG). DDP-eligible item
 placed in Write chunks are missing from the Payload stream: their length word is there, their
 data and roundup are not. :class:`RdmaReplyUnpacker` reads the stream and, on each ``bulk()``,
 takes the next Write chunk's data: a view of the registered buffer the responder wrote into.
+
+Which chunk an item of zero length leaves behind: RFC 8267 4.4 pairs Write chunks with READ
+operations by position, so a READ that returns no data returns its chunk empty and the next READ
+uses the next chunk. Linux's nfsd pairs chunks with the results that carry data (RFC 8166 3.4.6,
+unused Write chunks: the next item is placed in the chunk left unconsumed), so the next READ's
+data is in the *same* chunk and the last chunk comes back empty. The reply's Write list tells
+them apart: a zero-length item consumes its chunk only when that chunk came back with nothing
+written. (A COMPOUND stops at the first failed operation, so a READ without its data arm is the
+last DDP item of a reply: it never shifts the chunks of another item.)
 """
 
 from __future__ import annotations
@@ -61,14 +70,19 @@ class RdmaReplyUnpacker(Unpacker):
 
     def bulk(self) -> memoryview:
         i = self._next_chunk
-        self._next_chunk = i + 1
         chunk = self.write_chunks[i] if i < len(self.write_chunks) else None
-        if chunk is None:
-            return self.opaque()
         n = self.uint32()
         if n == 0:
-            return chunk[:0]
-        if chunk.nbytes == 0:  # the responder chose to return this item inline
+            # consumed only when it came back unused (RFC 8267); else the next item's data is in
+            # it (Linux's nfsd; see the module docstring)
+            if i < len(self.write_chunks) and (chunk is None or chunk.nbytes == 0):
+                self._next_chunk = i + 1
+            return self.view[self.pos : self.pos]
+        if i < len(self.write_chunks):
+            self._next_chunk = i + 1
+        if chunk is None or chunk.nbytes == 0:
+            # no Write chunk for this item (or an empty one), or the responder chose to return
+            # it inline: the data is in the Payload stream
             p = self._need(n + pad_len(n))
             return self.view[p : p + n]
         if n > chunk.nbytes:
