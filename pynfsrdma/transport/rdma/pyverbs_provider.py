@@ -47,8 +47,10 @@ CMID posts Sends without an ``invalidate_rkey``. So it neither advertises nor se
 from __future__ import annotations
 
 import ctypes
+import gc
 import logging
 import os
+import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -160,6 +162,76 @@ class _PvRegion(MemoryRegion):
     pin: _PinnedBuffer
 
 
+# -- librdmacm calls that may block in the kernel --------------------------------------------------
+class _RdmaConnParam(ctypes.Structure):
+    """librdmacm's ``struct rdma_conn_param``."""
+
+    _fields_ = [
+        ("private_data", ctypes.c_void_p), ("private_data_len", ctypes.c_uint8),
+        ("responder_resources", ctypes.c_uint8), ("initiator_depth", ctypes.c_uint8),
+        ("flow_control", ctypes.c_uint8), ("retry_count", ctypes.c_uint8),
+        ("rnr_retry_count", ctypes.c_uint8), ("srq", ctypes.c_uint8), ("qp_num", ctypes.c_uint32),
+    ]  # fmt: skip
+
+
+_CM_ID_CHANNEL = 8  # offsetof(struct rdma_cm_id, channel): after verbs
+_CM_ID_QP = 24  # offsetof(struct rdma_cm_id, qp): after verbs, channel, context
+_QP_NUM = 52  # offsetof(struct ibv_qp, qp_num): six pointers and the handle before it
+_librdmacm: Any = None
+
+
+def _rdma_connect_entry() -> Any:
+    """librdmacm's ``rdma_connect`` through ctypes (None when the library cannot be loaded).
+
+    ctypes releases the GIL for the length of a foreign call; pyverbs' Cython wrappers do not."""
+    global _librdmacm
+    if _librdmacm is None:
+        try:
+            lib = ctypes.CDLL("librdmacm.so.1", use_errno=True)
+            fn = lib.rdma_connect
+        except (OSError, AttributeError):
+            _librdmacm = False
+        else:
+            fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(_RdmaConnParam)]
+            fn.restype = ctypes.c_int
+            _librdmacm = fn
+    return _librdmacm or None
+
+
+def _cm_id_address(cmid: Any, channel_fd: int) -> int | None:
+    """The address of the ``struct rdma_cm_id`` a pyverbs CMID wraps (pyverbs keeps it in a C
+    field of the object and does not expose it), once its QP exists; None if it cannot be told.
+
+    The object's words are scanned: a word is skipped when it is null or one of the object's own
+    Python references (so every word read through is a C pointer of the object: the Cython vtable
+    or the CM ID), and the CM ID is the one whose ``channel`` is our event channel (its first
+    member is the descriptor) and whose ``qp`` has the QP number pyverbs reports."""
+    try:
+        qpn = cmid.qpn
+        size = type(cmid).__basicsize__
+    except AttributeError:
+        return None
+    if not qpn:
+        return None
+    skip = {id(o) for o in gc.get_referents(cmid)} | {id(type(cmid))}
+    base = id(cmid)
+    for off in range(16, size - 7, 8):  # after the object's reference count and type
+        p = ctypes.c_size_t.from_address(base + off).value
+        if not p or p in skip:
+            continue
+        channel = ctypes.c_size_t.from_address(p + _CM_ID_CHANNEL).value
+        if not channel or ctypes.c_int.from_address(channel).value != channel_fd:
+            continue
+        qp = ctypes.c_size_t.from_address(p + _CM_ID_QP).value
+        if qp and ctypes.c_uint32.from_address(qp + _QP_NUM).value == qpn:
+            return p
+    return None
+
+
+_pending_connects: dict[str, int] = {}  # peer -> rdma_connect calls abandoned but still in the kernel
+_pending_lock = threading.Lock()
+
+
 # -- one connection -----------------------------------------------------------------------------
 class PyverbsConnection(Connection):
     supports_remote_invalidation: ClassVar[bool] = False  # see the module docstring
@@ -193,6 +265,10 @@ class PyverbsConnection(Connection):
         self._error: BaseException | None = None
         self._closed = False
         self._released = False
+        # a blocking librdmacm call made in a worker thread (rdma_connect, see _connect_cm)
+        self._kernel_call_lock = threading.Lock()
+        self._kernel_call_pending = False
+        self._close_after_kernel_call = False
 
     # queue pair set-up (before connect/accept)
     def create_qp(self) -> None:
@@ -207,6 +283,59 @@ class PyverbsConnection(Connection):
             qp_type=pv["enums"].IBV_QPT_RC, scq=self.cq, rcq=self.cq, cap=cap, sq_sig_all=1
         )
         self.cmid.create_qp(init)
+
+    async def connect_cm(self, private_data: bytes) -> None:
+        """``rdma_connect``, without stopping trio while the kernel works on it.
+
+        On iWARP (siw) the connect request makes the kernel open the TCP connection inside the
+        system call, and to an address whose link is down that waits until TCP gives up (about
+        two minutes). pyverbs' ``CMID.connect`` holds the GIL meanwhile, which freezes the whole
+        client (and its lease renewals). So librdmacm's ``rdma_connect`` is called through ctypes
+        (no GIL) in a worker thread; when the caller gives up (cancelled, a timeout), the thread
+        is abandoned and closes the connection's verbs objects once the call returns. While one
+        such call to a peer is still in the kernel, a new connect to that peer fails at once.
+        Without the CM ID's address (another pyverbs), the blocking pyverbs call is used.
+        """
+        entry = _rdma_connect_entry()
+        address = _cm_id_address(self.cmid, self.channel_fd) if entry is not None else None
+        if address is None:
+            log.warning("%s: rdma_connect through pyverbs (blocks the event loop)", self.peer)
+            self.cmid.connect(_conn_param(self._pv, private_data))
+            return
+        with _pending_lock:
+            if _pending_connects.get(self.peer):
+                raise ConnectionLost(
+                    "an earlier RDMA connect to it is still waiting in the kernel", self.peer
+                )
+        data = ctypes.create_string_buffer(private_data, len(private_data))
+        param = _RdmaConnParam(
+            ctypes.cast(data, ctypes.c_void_p) if private_data else None, len(private_data),
+            CONNECT_RESOURCES, CONNECT_RESOURCES, 0, 5, 5, 0, 0,
+        )  # fmt: skip
+
+        def call() -> tuple[int, int]:
+            rc = entry(address, ctypes.byref(param))
+            err = ctypes.get_errno()
+            with self._kernel_call_lock:
+                self._kernel_call_pending = False
+                close_now = self._close_after_kernel_call
+            with _pending_lock:
+                left = _pending_connects.pop(self.peer, 1) - 1
+                if left:
+                    _pending_connects[self.peer] = left
+            if close_now:  # abandoned: its owner released the connection meanwhile
+                self._close_verbs()
+            return rc, err
+
+        with self._kernel_call_lock:
+            self._kernel_call_pending = True
+        with _pending_lock:
+            _pending_connects[self.peer] = _pending_connects.get(self.peer, 0) + 1
+        keep = (data, param)  # alive while the call may still read them
+        rc, err = await trio.to_thread.run_sync(call, abandon_on_cancel=True)
+        del keep
+        if rc != 0:
+            raise ConnectionLost(f"rdma_connect failed: {os.strerror(err)}", self.peer)
 
     # memory
     def register(self, buffer: Buffer, access: Access) -> MemoryRegion:
@@ -378,17 +507,12 @@ class PyverbsConnection(Connection):
         if self._closed:
             return
         self._closed = True
-        healthy = self._error is None
         self._fail(ConnectionLost("connection closed", self.peer))
-        if healthy:
-            # a graceful disconnect only of a working connection: on iWARP (siw) it closes the
-            # TCP stream in order, and once the link is gone the CM ID's destruction then waits
-            # for TCP to give up (minutes, in a pyverbs call that holds the GIL); a failed
-            # connection is destroyed at once (the CM aborts it)
-            try:
-                self.cmid.disconnect()
-            except self._pv["error"]:
-                pass
+        # no graceful rdma_disconnect: destroying the CM ID aborts the connection (iWARP: an
+        # abortive close; IB/RoCE: a DREQ), which the peer sees as a disconnect all the same. A
+        # graceful disconnect on iWARP (siw) closes the TCP stream in order, and when the link is
+        # gone the CM ID's destruction then waits for TCP to give up (minutes, inside a pyverbs call
+        # that holds the GIL: the whole client stalls and its lease expires)
         self.release()
         await trio.lowlevel.checkpoint()
 
@@ -398,6 +522,22 @@ class PyverbsConnection(Connection):
         if self._released:
             return
         self._released = True
+        # trio forgets the descriptors it may wait on before they close (in this, trio's, thread)
+        if self.comp_fd >= 0:
+            trio.lowlevel.notify_closing(self.comp_fd)
+            self.comp_fd = -1
+        if self._owns_events:
+            self._events.forget()
+        with self._kernel_call_lock:
+            if self._kernel_call_pending:
+                # a worker thread is still inside rdma_connect on this CM ID (see _connect_cm):
+                # destroying the ID now would wait for that call with the GIL held; the worker
+                # closes everything once the call returns
+                self._close_after_kernel_call = True
+                return
+        self._close_verbs()
+
+    def _close_verbs(self) -> None:
         errors: list[str] = []
 
         def attempt(what: str, fn: Callable[[], Any]) -> None:
@@ -416,10 +556,7 @@ class PyverbsConnection(Connection):
         if self.cq is not None:
             attempt("close CQ", self.cq.close)
         if self.comp_channel is not None:
-            if self.comp_fd >= 0:
-                trio.lowlevel.notify_closing(self.comp_fd)
             attempt("close completion channel", self.comp_channel.close)
-            self.comp_fd = -1
         # 4. the CM event channel, after every CM ID on it
         if self._owns_events:
             attempt("close event channel", self._events.close)
@@ -435,11 +572,17 @@ class _EventChannel:
         self.channel = pv["cmid"].CMEventChannel()
         self.fd = _new_fd(before, lambda t: t.endswith("rdma_cm"), "RDMA-CM event channel")
 
-    def close(self) -> None:
+    def forget(self) -> None:
+        """Tell trio the descriptor is about to close (in trio's thread)."""
         if self.fd >= 0:
             trio.lowlevel.notify_closing(self.fd)
             self.fd = -1
+
+    def close(self) -> None:
+        self.forget()
+        if self.channel is not None:
             self.channel.close()
+            self.channel = None
 
     async def next_event(self) -> Any:
         await trio.lowlevel.wait_readable(self.fd)
@@ -457,8 +600,11 @@ class _EventChannel:
         return ev
 
 
+CONNECT_RESOURCES = 16  # RDMA Read resources offered and asked for (responder_resources, initiator_depth)
+
+
 def _conn_param(pv: dict[str, Any], private_data: bytes) -> Any:
-    param = pv["cmid"].ConnParam(resources=16, depth=16)
+    param = pv["cmid"].ConnParam(resources=CONNECT_RESOURCES, depth=CONNECT_RESOURCES)
     if private_data:
         param.set_private_data(private_data)
     return param
@@ -552,7 +698,7 @@ class PyverbsProvider(Provider):
             cmid.resolve_route(RESOLVE_TIMEOUT_MS)
             (await events.expect(cme.RDMA_CM_EVENT_ROUTE_RESOLVED, "resolve route", peer)).ack_cm_event()
             conn.create_qp()
-            cmid.connect(_conn_param(pv, private_data))
+            await conn.connect_cm(private_data)
             ev = await events.expect(cme.RDMA_CM_EVENT_ESTABLISHED, "connect", peer)
             conn.peer_private_data = bytes(ev.private_data or b"")
             ev.ack_cm_event()
