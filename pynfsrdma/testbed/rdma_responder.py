@@ -50,7 +50,7 @@ import trio
 
 from ..proto import rpc as rpcdef
 from ..proto.nfs4 import const as nfs4const
-from ..proto.nfs4.compound import decode_compound_res
+from ..proto.nfs4.compound import decode_compound_args, decode_compound_res
 from ..proto.private_data import ConnectPrivateData, InlineThresholds, negotiate
 from ..proto.rpcrdma import (
     ERR_CHUNK,
@@ -124,6 +124,27 @@ def locate_nfs4_ddp_items(reply: memoryview) -> list[tuple[int, int]]:
     except XdrError:
         pass
     return u.items
+
+
+def compound_has_op(opnum: int) -> Callable[[bytes], bool]:
+    """A test for an encoded RPC call: an NFSv4 COMPOUND with operation ``opnum`` in it (for
+    :meth:`~pynfsrdma.transport.rdma.transport.RdmaTransport.break_at_reply`)."""
+
+    def match(message: bytes) -> bool:
+        u = Unpacker(message)
+        try:
+            u.uint32()  # xid
+            if u.uint32() != rpcdef.CALL:
+                return False
+            body = rpcdef.decode_call_body(u)
+            if body.prog != nfs4const.NFS4_PROGRAM or body.proc != nfs4const.NFSPROC4_COMPOUND:
+                return False
+            args = decode_compound_args(u)
+        except XdrError:
+            return False
+        return any(getattr(op, "OPNUM", None) == opnum for op in args.argarray)
+
+    return match
 
 
 # -- statistics --------------------------------------------------------------------------------
@@ -664,6 +685,7 @@ __all__ = [
     "Responder",
     "ResponderConnection",
     "ResponderSettings",
+    "compound_has_op",
     "locate_nfs4_ddp_items",
     "main",
     "serve_rdma",

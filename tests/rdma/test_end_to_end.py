@@ -17,12 +17,17 @@ import pytest
 import trio
 
 from pynfsrdma.client.api import Client
+from pynfsrdma.proto import rpc as rpcdef
+from pynfsrdma.proto.nfs4.compound import COMPOUND4args, encode_compound_args
+from pynfsrdma.proto.nfs4.const import NFS4_PROGRAM, NFS_V4, NFSPROC4_COMPOUND, OP_RENAME
+from pynfsrdma.proto.nfs4.types import GETFH4args, PUTROOTFH4args, RENAME4args
 from pynfsrdma.testbed.procs import wait_pid_gone
-from pynfsrdma.testbed.rdma_responder import Responder, serve_rdma, start_responder_process
+from pynfsrdma.testbed.rdma_responder import Responder, compound_has_op, serve_rdma, start_responder_process
 from pynfsrdma.transport.rdma import connect_rdma, make_provider
 from pynfsrdma.transport.rdma.provider import NoRdmaDevice
 from pynfsrdma.transport.rdma.soft import SoftProvider
 from pynfsrdma.transport.rdma.transport import RdmaTransport, WriteChunkSink
+from pynfsrdma.xdr import Packer
 
 MiB = 1 << 20
 
@@ -197,6 +202,41 @@ async def test_connection_lost_mid_transfer_is_resent_on_the_same_slot(ganesha, 
         assert session.resends >= 1 and session.replays >= 1
         assert nfs.clientid.session is session  # the same session: resent on its slots
         assert transport_of(nfs) is not None
+
+
+async def test_break_at_reply_loses_the_connection_after_the_server_ran_the_call(ganesha, export_path):
+    # the client-side fault the real-RDMA rig uses against the kernel nfsd: the RENAME runs on
+    # the server, its reply is dropped and the connection torn down; the session resends it on
+    # the same slot and sequence id over a new connection and the reply cache answers (a second
+    # execution would fail: the source name is gone)
+    (export_path.local / "a").write_bytes(b"renamed once")
+    async with responder(ganesha) as r, Client.connect(rdma_url(r, export_path)) as nfs:
+        session = nfs.clientid.session
+        assert session is not None
+        broken = transport_of(nfs)
+        broken.break_at_reply(compound_has_op(OP_RENAME))
+        await nfs.rename("/a", "/b")
+        assert (export_path.local / "b").read_bytes() == b"renamed once"
+        assert not (export_path.local / "a").exists()
+        assert session.resends == 1 and session.replays == 1
+        assert nfs.clientid.session is session
+        assert transport_of(nfs) is not broken and r.accepted == 2
+
+
+def test_compound_has_op_reads_only_compound_calls():
+    def call(*ops: object) -> bytes:
+        p = Packer()
+        rpcdef.pack_call_header(
+            p, 7, NFS4_PROGRAM, NFS_V4, NFSPROC4_COMPOUND, rpcdef.opaque_auth.XDR.encode(rpcdef.NULL_AUTH)
+        )
+        encode_compound_args(p, COMPOUND4args("", 1, list(ops)))
+        return p.getvalue()
+
+    renames = compound_has_op(OP_RENAME)
+    assert renames(call(PUTROOTFH4args(), RENAME4args("a", "b")))
+    assert not renames(call(PUTROOTFH4args(), GETFH4args()))
+    assert not renames(b"\0\0\0\7\0\0\0\1")  # a REPLY
+    assert not renames(b"garbage")
 
 
 async def test_responder_as_a_process(ganesha, export_path, tmp_path: Path):

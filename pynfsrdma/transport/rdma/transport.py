@@ -86,6 +86,10 @@ class RdmaVersionMismatch(ProtocolViolation):
     """The responder answered RDMA_ERROR / ERR_VERS: no RPC-over-RDMA version in common."""
 
 
+class InjectedConnectionLoss(ConnectionLost):
+    """The connection was failed on purpose by :meth:`RdmaTransport.break_at_reply`."""
+
+
 class WriteChunkSink(bytearray):
     """A buffer registered for the responder to RDMA-Write one DDP item (or the reply) into.
 
@@ -143,6 +147,8 @@ class RdmaTransport(Transport):
         self.stats = RdmaStats()
         self._dead: TransportError | None = None  # the connection failed: every call fails
         self._host: _Host | None = None
+        self._break_match: Callable[[bytes], bool] | None = None  # see break_at_reply
+        self._break_xid: int | None = None
         self._recv_regions = [
             conn.register(bytearray(thresholds.recv), Access.LOCAL_WRITE) for _ in range(credits + 2)
         ]
@@ -233,6 +239,17 @@ class RdmaTransport(Transport):
         for ev in self.gate.drain():
             ev.set()
 
+    def break_at_reply(self, match: Callable[[bytes], bool]) -> None:
+        """Fault injection (tests): lose the connection at the reply of the next call whose
+        encoded RPC message ``match`` accepts.
+
+        The call goes out as usual and the responder executes it; when its reply arrives, the
+        reply is dropped and the connection fails and is torn down, as if it had died between
+        the responder's Send and our Receive. The caller's view: the connection was lost with the
+        call outstanding (so an NFSv4.1 session resends it on the same slot and sequence id)."""
+        self._break_match = match
+        self._break_xid = None
+
     # -- sending ----------------------------------------------------------------------------------
     async def _acquire_credit(self) -> None:
         ev = trio.Event()
@@ -275,6 +292,9 @@ class RdmaTransport(Transport):
         if self._closed:
             raise ConnectionLost("transport closed", self.peer)
         await self._acquire_credit()
+        if self._break_match is not None and self._break_match(b"".join(bytes(x) for x in msg.segments())):
+            self._break_match = None
+            self._break_xid = xid
         sent = False
         try:
             plan = plan_call(msg.segments(), msg.bulk_segments, hints, self.thresholds)
@@ -350,6 +370,8 @@ class RdmaTransport(Transport):
             self._tx.send_nowait(err)
             for ev in self.gate.drain():
                 ev.set()
+            if isinstance(e, InjectedConnectionLoss):
+                await self.conn.aclose()  # the connection goes away now, as a real loss would
 
     def _handle(self, data: bytes, invalidated: int | None = None) -> Unpacker | CallError | None:
         if invalidated is not None and not self.accepts_remote_invalidation:
@@ -368,6 +390,12 @@ class RdmaTransport(Transport):
         out = self._outstanding.pop(hdr.rdma_xid, None)
         for ev in self.gate.reply_received(hdr.rdma_credit) if self.gate.in_flight else ():
             ev.set()
+        if self._break_xid is not None and hdr.rdma_xid == self._break_xid:
+            if out is not None:
+                self._release_regions(out)
+            raise InjectedConnectionLoss(
+                f"connection broken on purpose at the reply to {hdr.rdma_xid:#x} (break_at_reply)", self.peer
+            )
         if invalidated is not None:
             if out is None or not any(r.handle == invalidated for r in out.regions):
                 if out is not None:
@@ -473,6 +501,7 @@ class _Host:
 __all__ = [
     "DEFAULT_CREDITS",
     "DEFAULT_INLINE",
+    "InjectedConnectionLoss",
     "RdmaStats",
     "RdmaTransport",
     "RdmaVersionMismatch",
