@@ -13,10 +13,13 @@ Run only inside the guest: it loads kernel modules, starts nfsd and mounts files
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import hashlib
 import inspect
 import json
+import logging
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -32,6 +35,7 @@ TCP_PORT = 2049  # = pynfsrdma.client.url.NFS_PORT
 EXPORT = Path("/srv/export")
 KMOUNT = Path("/mnt/kernel")
 MIB = 1 << 20
+LEASE = 15  # seconds: the nfsd's lease (and grace) time set below
 DIR_ENTRIES = 200
 BLOCK = 8 * MIB  # what one write()/read step hands our client: wsize * the client's in-flight window
 
@@ -40,6 +44,7 @@ SIZE = 256 * MIB  # the figures' transfer size (--mib)
 DEADLINE = float("inf")  # time.monotonic() by which every step must be over (--budget)
 FIGURES: dict[str, float] = {}
 FAILED: list[str] = []
+ONLY: set[str] = set()  # --steps: run only these steps (and the set-up steps); empty: all
 
 
 def log(msg: str) -> None:
@@ -54,9 +59,15 @@ def record(name: str, ok: bool, detail: str, seconds: float) -> None:
         FAILED.append(name)
 
 
-def step(name: str, fn: Callable[[float], str | None], timeout: float, *, required: bool = False) -> bool:
+def step(
+    name: str, fn: Callable[[float], str | None], timeout: float, *, key: str = "", required: bool = False
+) -> bool:
     """Run one step with at most ``timeout`` seconds (less if the run's budget ends sooner); a
-    required step that fails ends the run (what follows depends on it)."""
+    required step that fails ends the run (what follows depends on it). ``key`` names the step
+    for ``--steps`` (a quicker run while working on one step; the full run runs every step)."""
+    if ONLY and not required and key not in ONLY:
+        log(f"---- {name}: not selected (--steps)")
+        return True
     timeout = min(timeout, DEADLINE - time.monotonic() - 5)
     log(f"---- {name} (timeout {timeout:.0f} s)")
     t0 = time.monotonic()
@@ -127,8 +138,8 @@ def setup_nfsd(timeout: float) -> str:
     sh("modprobe", "-a", "nfsd", "rpcrdma")
     sh("mount", "-t", "nfsd", "nfsd", "/proc/fs/nfsd")
     # short lease and grace, set before nfsd starts (seconds); grace is also ended at once below
-    Path("/proc/fs/nfsd/nfsv4leasetime").write_text("15\n")
-    Path("/proc/fs/nfsd/nfsv4gracetime").write_text("15\n")
+    Path("/proc/fs/nfsd/nfsv4leasetime").write_text(f"{LEASE}\n")
+    Path("/proc/fs/nfsd/nfsv4gracetime").write_text(f"{LEASE}\n")
     EXPORT.mkdir(parents=True, exist_ok=True)
     sh("mount", "-t", "tmpfs", "-o", "size=1200m", "tmpfs", str(EXPORT))
     Path("/etc/exports").write_text(f"{EXPORT} *(rw,fsid=0,insecure,no_root_squash,no_subtree_check)\n")
@@ -397,12 +408,20 @@ async def private_data() -> str:
 
 async def client_trunking(url: str) -> str:
     """Session trunking on the real server: the nfsd reached at its second address too, both
-    paths in one session; then the first address's link goes down and the calls move over."""
+    paths in one session; then the first address's link goes down and the calls move over.
+
+    After the link went down the client keeps reading over the other path for longer than the
+    lease. Meanwhile it tries to reconnect to the dead address, and on siw that connect waits in
+    the kernel until TCP gives up (about two minutes): trio must keep running all along (the
+    largest stall of the event loop is measured), the session must survive (same session, no
+    recovery), and the first read after the link went down must come back well within the lease.
+    """
     import trio
 
     from pynfsrdma.client.api import Client
 
     data = block(0)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     async with Client.connect(url, timeout=30) as nfs:
         trunking = nfs.trunking
         if trunking is None:
@@ -417,17 +436,45 @@ async def client_trunking(url: str) -> str:
         if len(up) != 2:
             raise RuntimeError(f"expected two paths up, got {paths}")
         await nfs.write_file("/trunked.bin", data)
+        session, recoveries = nfs.clientid.session, nfs.clientid.recoveries
+        stall = [0.0]
+
+        async def ticker() -> None:  # the event loop's largest stall while the path is down
+            while True:
+                t0 = trio.current_time()
+                await trio.sleep(0.1)
+                stall[0] = max(stall[0], trio.current_time() - t0 - 0.1)
+
+        reads = 0
         sh("ip", "link", "set", "rdmanet0", "down")
         try:
-            with trio.fail_after(120):
-                got = await nfs.read_file("/trunked.bin")
+            async with trio.open_nursery() as n:
+                n.start_soon(ticker)
+                t0 = trio.current_time()
+                with trio.fail_after(LEASE / 2):
+                    got = await nfs.read_file("/trunked.bin")
+                failover = trio.current_time() - t0
+                if got != data:
+                    raise RuntimeError("read after failover returned other data")
+                while trio.current_time() - t0 < LEASE + 5:  # past a lease: renewals must go on
+                    with trio.fail_after(LEASE / 2):
+                        if await nfs.read_file("/trunked.bin") != data:
+                            raise RuntimeError("a read over the remaining path returned other data")
+                    reads += 1
+                    await trio.sleep(1)
+                n.cancel_scope.cancel()
             after = {str(p["address"]): p["state"] for p in trunking.snapshot()}
         finally:
             sh("ip", "link", "set", "rdmanet0", "up")
-        if got != data:
-            raise RuntimeError("read after failover returned other data")
+        if nfs.clientid.session is not session or nfs.clientid.recoveries != recoveries:
+            raise RuntimeError("the session was lost while the link was down")
+        if stall[0] > LEASE / 3:
+            raise RuntimeError(f"the event loop stalled {stall[0]:.1f} s while the link was down")
         await nfs.remove("/trunked.bin")
-    return f"paths up {up}; after {SERVER}'s link went down: {after}"
+    return (
+        f"paths up {up}; {SERVER}'s link down: first read after {failover:.1f} s, {reads} more reads "
+        f"over {LEASE + 5} s, largest event-loop stall {stall[0]:.2f} s, same session; paths then {after}"
+    )
 
 
 async def client_rdma_extras(url: str) -> str:
@@ -463,26 +510,41 @@ async def client_rdma_extras(url: str) -> str:
         if not attrs.is_dir or t.stats.nomsg_calls < 1:
             raise RuntimeError(f"the 8-LOOKUP call did not go as RDMA_NOMSG: {t.stats}")
         fh, _ = await nfs.nfs.lookup_path(nfs.root_fh, [top, "f.bin"], nfs.cred)
-        chunks = t.stats.write_chunks
-        spans = [(100_000, 300_000), (MIB + 7, 400_000)]
-        ops = [PUTFH4args(fh), *(READ4args(ANONYMOUS_STATEID, off, n) for off, n in spans)]
-        res = await nfs.nfs.run(ops, nfs.cred, ReplyHints(ddp_sizes=[n for _, n in spans]))
-        for k, (off, n) in enumerate(spans, start=1):
-            if bytes(res[k].res.data) != data[off : off + n]:
-                raise RuntimeError(f"READ {k} of the COMPOUND returned other data")
-        if t.stats.write_chunks - chunks != 2:
-            raise RuntimeError(f"two READs offered {t.stats.write_chunks - chunks} Write chunks")
+        # two READs in one COMPOUND, each with a Write chunk (nfsd caps a reply's data at its
+        # maximum payload, 256 KiB in this guest, and a READ past it is short: these stay under it)
+        # 1. both placed, odd lengths: the data and its roundup are left out of the inline stream
+        # 2. a small READ before a large one: a Write chunk for both (nfsd refuses a Write chunk
+        #    without segments with ERR_CHUNK, so none is sent for the small one)
+        # 3. a READ at end of file first: nfsd puts the second READ's data in the first chunk
+        cases = [
+            [(100_000, 60_003), (MIB + 7, 90_001)],
+            [(5, 100), (300_000, 100_000)],
+            [(len(data), 50_000), (0, 40_000)],
+        ]
+        for case in cases:
+            chunks = t.stats.write_chunks
+            ops = [PUTFH4args(fh), *(READ4args(ANONYMOUS_STATEID, off, n) for off, n in case)]
+            res = await nfs.nfs.run(ops, nfs.cred, ReplyHints(ddp_sizes=[n for _, n in case]))
+            for k, (off, n) in enumerate(case, start=1):
+                if bytes(res[k].res.data) != data[off : off + n]:
+                    raise RuntimeError(f"READ {k} of the COMPOUND {case} returned other data")
+            if t.stats.write_chunks - chunks != 2:
+                raise RuntimeError(f"two READs {case} offered {t.stats.write_chunks - chunks} Write chunks")
+        if not res[1].res.eof:
+            raise RuntimeError("the READ at end of file did not say eof")
         replies = t.stats.reply_chunks
         if await nfs.readlink(f"/{top}/ln") != target or t.stats.reply_chunks == replies:
             raise RuntimeError("a 1.5 KB READLINK did not come back through a Reply chunk")
         got: list[bytes] = []
 
-        async def one() -> None:
-            got.append(await nfs.read_file(f"/{top}/f.bin"))
+        async def one(f: Any) -> None:
+            got.append(await f.pread(0, len(data)))
 
-        async with trio.open_nursery() as n:
+        # one open: parallel OPENs of one file by one open-owner move its stateid on, and nfsd
+        # refuses READs that carry the older seqid (NFS4ERR_OLD_STATEID)
+        async with await nfs.open(f"/{top}/f.bin") as f, trio.open_nursery() as n:
             for _ in range(3):
-                n.start_soon(one)
+                n.start_soon(one, f)
         if got != [data] * 3:
             raise RuntimeError("parallel reads returned other data")
         peak, granted = t.gate.peak_in_flight, t.gate.granted
@@ -491,8 +553,83 @@ async def client_rdma_extras(url: str) -> str:
         await nfs.rmtree(f"/{top}")
     return (
         f"thresholds {th.send}/{th.recv} without our private data; {t.stats.nomsg_calls} RDMA_NOMSG "
-        f"call(s); two READs in one COMPOUND by two Write chunks; READLINK by a Reply chunk; "
+        f"call(s); two READs in one COMPOUND by two Write chunks (both placed, a small one first, one at "
+        "end of file first); READLINK by a Reply chunk; "
         f"at most {peak} calls outstanding with {granted} credits granted"
+    )
+
+
+def nfsd_op_counts() -> list[int]:
+    """How many times nfsd has run each NFSv4 operation (``proc4ops``, indexed by op number). A
+    request answered from a session's reply cache runs no operation and counts none."""
+    for line in Path("/proc/net/rpc/nfsd").read_text().splitlines():
+        if line.startswith("proc4ops "):
+            return [int(x) for x in line.split()[2:]]
+    raise RuntimeError("no proc4ops line in /proc/net/rpc/nfsd")
+
+
+async def client_exactly_once(url: str) -> str:
+    """Exactly once against the kernel nfsd's reply cache (RFC 8881 2.10.6): the RDMA connection
+    is lost after nfsd ran a RENAME (and then a WRITE) and before its reply reached us (the
+    transport's ``break_at_reply``: the reply is dropped and the connection torn down). Our
+    session resends the request on the same slot and sequence id over a new connection; nfsd's
+    own count of the operations it ran (``proc4ops``) must go up by one for each, the RENAME must
+    not fail (run twice it would: its source is gone), and the kernel client must read the data."""
+    from pynfsrdma.client.api import Client
+    from pynfsrdma.proto.nfs4.const import OP_RENAME, OP_WRITE
+    from pynfsrdma.testbed.rdma_responder import compound_has_op
+    from pynfsrdma.transport.rdma.transport import RdmaTransport
+
+    top = "once"
+    data = block(2)[: 64 * 1024 + 3]  # one WRITE, through a Read chunk
+    (KMOUNT / top).mkdir()
+    os.sync()
+    done = []
+    async with Client.connect(url, timeout=30) as nfs:
+        session = nfs.clientid.session
+        await nfs.write_file(f"/{top}/a", b"renamed exactly once")
+
+        def transport() -> RdmaTransport:
+            path = nfs.clientid.paths.paths[0]
+            t = path.rpc.transport if path.rpc is not None else None
+            if not isinstance(t, RdmaTransport):
+                raise RuntimeError(f"not an RDMA transport: {t!r}")
+            return t
+
+        async def rename() -> None:
+            await nfs.rename(f"/{top}/a", f"/{top}/b")
+
+        async def write() -> None:
+            await nfs.write_file(f"/{top}/w", data)
+
+        for what, opnum, action in (("RENAME", OP_RENAME, rename), ("WRITE", OP_WRITE, write)):
+            broken = transport()
+            resends, replays = session.resends, session.replays
+            before = nfsd_op_counts()
+            broken.break_at_reply(compound_has_op(opnum))
+            await action()
+            ran = nfsd_op_counts()[opnum] - before[opnum]
+            if ran != 1:
+                raise RuntimeError(f"nfsd ran the {what} {ran} times")
+            if (session.resends - resends, session.replays - replays) != (1, 1):
+                raise RuntimeError(
+                    f"{what}: {session.resends - resends} resends, {session.replays - replays} replays"
+                )
+            if transport() is broken or nfs.clientid.session is not session:
+                raise RuntimeError(f"{what}: the connection was not replaced, or the session was")
+            done.append(what)
+    drop_caches()
+    if (KMOUNT / top / "a").exists() or (KMOUNT / top / "b").read_bytes() != b"renamed exactly once":
+        raise RuntimeError("the kernel client does not see the rename")
+    if (KMOUNT / top / "w").read_bytes() != data:
+        raise RuntimeError("the kernel client reads other data than the WRITE sent")
+    for f in (KMOUNT / top).iterdir():
+        f.unlink()
+    (KMOUNT / top).rmdir()
+    return (
+        f"connection lost after nfsd ran each of {', '.join(done)}: resent on the same slot and "
+        "sequence id over a new connection, answered from nfsd's reply cache (each ran once by nfsd's "
+        "own count); the kernel client sees the rename and reads the data"
     )
 
 
@@ -506,11 +643,23 @@ def in_child(name: str, *args: str) -> Callable[[float], str]:
 
     def run(timeout: float) -> str:
         cmd = [sys.executable, __file__, "--mib", str(SIZE // MIB), "--child", name, *args]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        print((p.stdout + p.stderr).rstrip(), flush=True)
-        lines = [ln for ln in p.stdout.splitlines() if ln.startswith(RESULT_TAG)]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # where it hangs: the kernel stacks of its threads, and (faulthandler on SIGUSR1)
+            # the Python stacks, which faulthandler writes even while a C call holds the GIL
+            stacks = where_blocked(p.pid)
+            p.send_signal(signal.SIGUSR1)
+            time.sleep(1)
+            p.kill()
+            out, err = p.communicate()
+            print((out + err).rstrip() + "\n" + stacks, flush=True)
+            raise RuntimeError(f"no result within {timeout:.0f} s (killed)") from None
+        print((out + err).rstrip(), flush=True)
+        lines = [ln for ln in out.splitlines() if ln.startswith(RESULT_TAG)]
         if p.returncode != 0 or not lines:
-            last = (p.stderr.strip().splitlines() or ["no output"])[-1]
+            last = (err.strip().splitlines() or ["no output"])[-1]
             raise RuntimeError(f"exit status {p.returncode}: {last}")
         result = json.loads(lines[-1][len(RESULT_TAG) :])
         FIGURES.update(result["figures"])
@@ -522,7 +671,23 @@ def in_child(name: str, *args: str) -> Callable[[float], str]:
 RESULT_TAG = "CHILD-RESULT "
 
 
+def where_blocked(pid: int) -> str:
+    """The kernel's view of a process: each thread's state, wait channel and kernel stack."""
+    lines = []
+    for task in sorted(Path(f"/proc/{pid}/task").glob("*")):
+        try:
+            stat = (task / "stat").read_text().split(")")[-1].split()[0]
+            wchan = (task / "wchan").read_text()
+            stack = (task / "stack").read_text().strip().replace("\n", " < ")
+        except OSError as e:
+            lines.append(f"thread {task.name}: {e}")
+            continue
+        lines.append(f"thread {task.name} state {stat} wchan {wchan}: {stack}")
+    return "\n".join(lines)
+
+
 def child_main(name: str, args: list[str]) -> None:
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # in_child asks for stacks on a hang
     fn = CHILD_STEPS[name]
     if inspect.iscoroutinefunction(fn):
         import trio
@@ -540,6 +705,7 @@ CHILD_STEPS.update(
     private_data=private_data,
     client_trunking=client_trunking,
     client_rdma_extras=client_rdma_extras,
+    client_exactly_once=client_exactly_once,
 )
 
 
@@ -551,6 +717,7 @@ def main() -> None:
     ap.add_argument("--mib", type=int, default=SIZE // MIB, help="size of the figures' transfers")
     ap.add_argument("--budget", type=float, default=900, help="seconds for the whole run")
     ap.add_argument("--digest", action="store_true", help="print the test stream's sha256 and exit")
+    ap.add_argument("--steps", default="", help="comma-separated step keys to run (default: all)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("child_args", nargs="*", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -565,6 +732,7 @@ def main() -> None:
         return
     DEADLINE = time.monotonic() + args.budget
     RESULTS = args.results
+    ONLY.update(k for k in args.steps.split(",") if k)
     link = args.link
     log(
         f"guest tests on {link}, kernel {os.uname().release}, {args.mib} MiB transfers, budget {args.budget:.0f} s"
@@ -573,32 +741,46 @@ def main() -> None:
     step(f"{link}: soft RDMA device on dummy interfaces", setup_link(link), 60, required=True)
     step(f"{link}: kernel nfsd with RDMA and TCP listeners", setup_nfsd, 90, required=True)
     step(f"{link}: kernel NFS client mounts with proto=rdma", kernel_mount, 60, required=True)
-    step(f"{link}: kernel client figures ({args.mib} MiB)", kernel_figures(link), transfer)
-    step(f"{link}: raw RPC-over-RDMA NULL call from pyverbs", in_child("raw_null_call"), 60)
+    step(f"{link}: kernel client figures ({args.mib} MiB)", kernel_figures(link), transfer, key="kfig")
+    step(f"{link}: raw RPC-over-RDMA NULL call from pyverbs", in_child("raw_null_call"), 60, key="null")
     expect_file = RESULTS / "expect.sha256"
     expect = expect_file.read_text().strip() if expect_file.exists() else stream_digest(SIZE)
     tcp = f"nfs://{SERVER}:{TCP_PORT}/?proto=tcp"
     rdma = f"nfs://{SERVER}:{RDMA_PORT}/?proto=rdma&provider=pyverbs"
-    step(f"{link}: our client API over TCP", in_child("client_api", tcp), 180)
+    step(f"{link}: our client API over TCP", in_child("client_api", tcp), 180, key="api-tcp")
     step(
         f"{link}: our client over TCP ({args.mib} MiB)",
         in_child("client_roundtrip", tcp, f"{link} ours-tcp", expect),
         transfer,
+        key="fig-tcp",
     )
-    step(f"{link}: RFC 8797 private data and inline thresholds", in_child("private_data"), 60)
-    step(f"{link}: our client API over RDMA", in_child("client_api", rdma), 180)
+    step(f"{link}: RFC 8797 private data and inline thresholds", in_child("private_data"), 60, key="pdata")
+    step(f"{link}: our client API over RDMA", in_child("client_api", rdma), 180, key="api-rdma")
     step(
         f"{link}: our client over RDMA ({args.mib} MiB)",
         in_child("client_roundtrip", rdma, f"{link} ours-rdma", expect),
         transfer,
+        key="fig-rdma",
     )
     step(
         f"{link}: no private data, RDMA_NOMSG, two READs in a COMPOUND, credits",
         in_child("client_rdma_extras", f"{rdma}&private_data=0&credits=4"),
         180,
+        key="extras",
+    )
+    step(
+        f"{link}: exactly once: connection lost after nfsd ran a RENAME and a WRITE",
+        in_child("client_exactly_once", rdma),
+        120,
+        key="once",
     )
     trunk = f"{rdma}&addrs={SERVER2}:{RDMA_PORT}&stalltimeo=5"
-    step(f"{link}: our client trunks two RDMA paths and fails over", in_child("client_trunking", trunk), 240)
+    step(
+        f"{link}: our client trunks two RDMA paths and fails over",
+        in_child("client_trunking", trunk),
+        240,
+        key="trunk",
+    )
     finish()
 
 
