@@ -181,6 +181,7 @@ class Array(XdrType[list[Any]]):
         # integers (bitmap4 words, ...) are read all at once with one struct call
         fmt = _PRIM_FORMATS.get(elem.name) if isinstance(elem, _Prim) and elem.name != "boolean" else None
         self._fast: tuple[str, int] | None = fmt
+        self._structs: dict[int, Callable[..., tuple[Any, ...]]] = {}  # count -> its unpack_from
 
     def pack(self, p: Packer, v: list[Any]) -> None:
         n = len(v)
@@ -205,7 +206,12 @@ class Array(XdrType[list[Any]]):
         fast = self._fast
         if fast is not None:
             fmt, size = fast
-            return list(struct.unpack_from(f">{n}{fmt}", u.view, u._need(n * size)))
+            unpack = self._structs.get(n)
+            if unpack is None:
+                unpack = struct.Struct(f">{n}{fmt}").unpack_from
+                if n <= 16:  # (the counts that recur: bitmap words)
+                    self._structs[n] = unpack
+            return list(unpack(u.view, u._need(n * size)))
         up = self.elem.unpack
         return [up(u) for _ in range(n)]
 
@@ -230,9 +236,14 @@ class LinkedList(XdrType[list[Any]]):
     def unpack(self, u: Unpacker) -> list[Any]:
         out: list[Any] = []
         up = self.elem.unpack
-        while u.boolean():
+        more = u.uint32
+        while True:
+            m = more()
+            if m != 1:
+                if m:
+                    raise XdrError(f"bad boolean value {m}")
+                return out
             out.append(up(u))
-        return out
 
 
 class Optional(XdrType[Any]):

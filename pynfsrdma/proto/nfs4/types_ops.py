@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar
 
-from ...xdr import Array, Enum, LinkedList, Union, XdrStruct, boolean, bulk, uint32, void, xdr_struct
+from ...xdr import Array, Enum, Union, XdrStruct, boolean, bulk, uint32, void, xdr_struct
+from .attrs import DirEntries
 from .const import (
     CLAIM_DELEG_CUR_FH,
     CLAIM_DELEG_PREV_FH,
@@ -502,7 +503,7 @@ class entry4(XdrStruct):
 
 @xdr_struct
 class dirlist4(XdrStruct):
-    entries: Annotated[list[entry4], LinkedList(entry4.XDR)]  # entry4 *entries, *nextentry
+    entries: Annotated[list[entry4], DirEntries(entry4)]  # entry4 *entries, *nextentry (a LinkedList)
     eof: Annotated[bool, boolean]
 
 
