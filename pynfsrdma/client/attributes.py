@@ -68,6 +68,7 @@ _FTYPE_TO_IFMT: dict[int, int] = {
     c.NF4NAMEDATTR: stat.S_IFREG,
 }
 IFMT_TO_FTYPE = {v: k for k, v in _FTYPE_TO_IFMT.items() if k not in (c.NF4ATTRDIR, c.NF4NAMEDATTR)}
+FTYPE_TO_IFMT: dict[int, int] = _FTYPE_TO_IFMT  # nfs_ftype4 -> S_IFMT bits (as st_mode has them)
 
 
 @lru_cache(maxsize=4096)
@@ -241,7 +242,6 @@ _ABSENT = {
     "fh": None,
 }
 _FTYPES = frozenset(int(t) for t in c.nfs_ftype4)
-_U32 = struct.Struct(">I").unpack_from
 _OWNER_IDS: dict[bytes, int] = {}  # owner string as sent -> uid
 _GROUP_IDS: dict[bytes, int] = {}  # owner_group string as sent -> gid
 _OWNER_IDS_MAX = 4096
@@ -277,7 +277,6 @@ def _compile_file_attrs(mask: tuple[int, ...]) -> Callable[[Any], EntryAttrs]:
         "FileAttrs": FileAttrs,
         "XdrError": XdrError,
         "struct_error": struct.error,
-        "u32": _U32,
         "owner_id": _owner_id,
         "OWNERS": _OWNER_IDS,
         "GROUPS": _GROUP_IDS,
@@ -305,21 +304,24 @@ def _compile_file_attrs(mask: tuple[int, ...]) -> Callable[[Any], EntryAttrs]:
             names.extend(vs)
             present.update(vs)
             continue
-        flush_run()
+        # a variable-length value: its length word ends the run before it
         name, maxlen = _VARIABLE[n]
+        k = f"k{n}"
+        fmt += "I"
+        names.append(k)
+        flush_run()
         present.add(name)
-        body.append("k = u32(b, p)[0]")
         if maxlen is not None:
-            body.append(f"if k > {maxlen}: raise XdrError(f'opaque of {{k}} bytes exceeds its bound {maxlen}')")
-        body.append("q = p + 4 + k")
+            body.append(f"if {k} > {maxlen}: raise XdrError(f'opaque of {{{k}}} bytes exceeds its bound {maxlen}')")
+        body.append(f"q = p + {k}")
         body.append("if q > end: raise XdrError('truncated fattr4')")
         if name == "fh":
-            body.append("fh = b[p + 4 : q]")
+            body.append("fh = b[p:q]")
         else:
             cache = "GROUPS" if name == "group" else "OWNERS"
-            body.append(f"{name} = {cache}.get(b[p + 4 : q])")
-            body.append(f"if {name} is None: {name} = owner_id(b[p + 4 : q], {name == 'group'})")
-        body.append("p = q + (-k & 3)")
+            body.append(f"{name} = {cache}.get(b[p:q])")
+            body.append(f"if {name} is None: {name} = owner_id(b[p:q], {name == 'group'})")
+        body.append(f"p = q + (-{k} & 3)")
     flush_run()
     defaults = [f"{k} = {v!r}" for k, v in _ABSENT.items() if k not in present]
     uid = "owner" if "owner" in present else str(NOBODY)
@@ -355,18 +357,23 @@ _FILE_ATTRS_DECODERS: dict[tuple[int, ...], Callable[[Any], EntryAttrs]] = {}
 _FILE_ATTRS_DECODERS_MAX = 256
 
 
-def decode_entry_attrs(f: fattr4) -> EntryAttrs:
-    """The FileAttrs and file handle in an fattr4 (a READDIR entry's or a GETATTR's).
-
-    The attributes are None when the server reports an rdattr_error for the entry or sends no
-    fileid (the caller then looks the name up). Malformed or unknown attributes: XdrError."""
-    mask = tuple(f.attrmask)
+def entry_attrs_decoder(attrmask: list[int]) -> Callable[[Any], EntryAttrs]:
+    """The compiled decoder of an fattr4 mask: ``dec(attr_vals) -> (FileAttrs or None, fh)``."""
+    mask = tuple(attrmask)
     dec = _FILE_ATTRS_DECODERS.get(mask)
     if dec is None:
         if len(_FILE_ATTRS_DECODERS) >= _FILE_ATTRS_DECODERS_MAX:
             _FILE_ATTRS_DECODERS.clear()
         dec = _FILE_ATTRS_DECODERS[mask] = _compile_file_attrs(mask)
-    return dec(f.attr_vals)
+    return dec
+
+
+def decode_entry_attrs(f: fattr4) -> EntryAttrs:
+    """The FileAttrs and file handle in an fattr4 (a READDIR entry's or a GETATTR's).
+
+    The attributes are None when the server reports an rdattr_error for the entry or sends no
+    fileid (the caller then looks the name up). Malformed or unknown attributes: XdrError."""
+    return entry_attrs_decoder(f.attrmask)(f.attr_vals)
 
 
 def decode_file_attrs(f: fattr4) -> tuple[FileAttrs, bytes | None]:

@@ -562,12 +562,16 @@ class NFSv4:
             [PUTFH4args(fh), READDIR4args(cookie, verifier, maxcount, maxcount, _READDIR_BITMAP)],
             cred, ReplyHints(max_reply=maxcount), path=path,
         )
-        from .attributes import decode_entry_attrs
+        from .attributes import entry_attrs_decoder
 
         ok = res[1].res
         entries = []
+        mask: list[int] | None = None
         for e in ok.reply.entries:
-            attrs, efh = decode_entry_attrs(e.attrs)
+            f = e.attrs
+            if f.attrmask != mask:  # (the same mask for every entry, as a rule)
+                mask, dec = f.attrmask, entry_attrs_decoder(f.attrmask)
+            attrs, efh = dec(f.attr_vals)
             entries.append(DirEntry(e.name, e.cookie, efh, attrs))
         return entries, bytes(ok.cookieverf), bool(ok.reply.eof)
 

@@ -17,6 +17,7 @@ from .cache import AttrTimeouts
 
 ROOT_INODE = 1  # pyfuse3.ROOT_INODE (FUSE_ROOT_ID)
 REMAPPED = 1 << 63  # a non-root file whose fileid is 0 or the root's number gets this bit
+_NF4DIR = c.NF4DIR
 
 
 @dataclass(eq=False, slots=True)
@@ -73,12 +74,15 @@ class InodeTable:
         """Record a file handle and its attributes; count one lookup if asked.
 
         Returns the inode and whether its change attribute moved since we last saw it."""
-        ino = self.ino_for(attrs)
+        ino = attrs.fileid
+        if ino == self.root_fileid or ino in (0, ROOT_INODE):
+            ino = self.ino_for(attrs)
         node = self._by_ino.get(ino)
         changed = False
-        if node is None:
-            node = Inode(ino, fh, attrs, now, self.timeouts.initial(attrs.type == c.NF4DIR))
-            node.data_change = attrs.change
+        if node is None:  # (a listing makes thousands: no more calls than needed)
+            t = self.timeouts
+            timeo = t.dirmin if attrs.type == _NF4DIR else t.regmin
+            node = Inode(ino, fh, attrs, now, timeo, 0, 0, attrs.change)  # (data_change: positional)
             self._by_ino[ino] = node
         else:
             node.fh = fh
