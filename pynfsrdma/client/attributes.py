@@ -312,7 +312,9 @@ def _compile_file_attrs(mask: tuple[int, ...]) -> Callable[[Any], EntryAttrs]:
         flush_run()
         present.add(name)
         if maxlen is not None:
-            body.append(f"if {k} > {maxlen}: raise XdrError(f'opaque of {{{k}}} bytes exceeds its bound {maxlen}')")
+            body.append(
+                f"if {k} > {maxlen}: raise XdrError(f'opaque of {{{k}}} bytes exceeds its bound {maxlen}')"
+            )
         body.append(f"q = p + {k}")
         body.append("if q > end: raise XdrError('truncated fattr4')")
         if name == "fh":
@@ -412,11 +414,15 @@ def setattr_fattr4(
         d[c.FATTR4_OWNER_GROUP] = id_to_owner(gid)
     if atime_ns is not None:
         d[c.FATTR4_TIME_ACCESS_SET] = (
-            (c.SET_TO_SERVER_TIME4, None) if atime_ns == NOW else (c.SET_TO_CLIENT_TIME4, _time(int(atime_ns)))
+            (c.SET_TO_SERVER_TIME4, None)
+            if atime_ns == NOW
+            else (c.SET_TO_CLIENT_TIME4, _time(int(atime_ns)))
         )
     if mtime_ns is not None:
         d[c.FATTR4_TIME_MODIFY_SET] = (
-            (c.SET_TO_SERVER_TIME4, None) if mtime_ns == NOW else (c.SET_TO_CLIENT_TIME4, _time(int(mtime_ns)))
+            (c.SET_TO_SERVER_TIME4, None)
+            if mtime_ns == NOW
+            else (c.SET_TO_CLIENT_TIME4, _time(int(mtime_ns)))
         )
     return encode_fattr4(d)
 

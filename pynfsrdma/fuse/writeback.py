@@ -100,7 +100,13 @@ class WriteBack:
         """All the data not yet sent, when it is one run that fits in one WRITE and nothing else is
         in flight or waits for a COMMIT: (offset, data), for the caller to send in a COMPOUND of its
         own. Writes wait until the caller hands it back with :meth:`return_run`."""
-        if self._held is not None or not self._run or self._busy or self._uncommitted or self._run_len > self.wsize:
+        if (
+            self._held is not None
+            or not self._run
+            or self._busy
+            or self._uncommitted
+            or self._run_len > self.wsize
+        ):
             return None
         pieces, off = self._run, self._run_off
         self._run, self._run_len = [], 0
@@ -165,7 +171,9 @@ class WriteBack:
         self._run, self._run_len = [], 0
         await self._send(off, pieces[0] if len(pieces) == 1 else b"".join(pieces), stable, with_attrs)
 
-    async def _send(self, offset: int, data: bytes, stable: int | None = None, with_attrs: bool = False) -> None:
+    async def _send(
+        self, offset: int, data: bytes, stable: int | None = None, with_attrs: bool = False
+    ) -> None:
         if not with_attrs:
             self.post_attrs = None
         view = memoryview(data)
