@@ -41,7 +41,7 @@ _MARK: Final = struct.Struct(">I")
 DEFAULT_MAX_RECORD: Final = 64 * 1024 * 1024  # a hostile length beyond this is refused before allocating
 _IOV_MAX: Final = 1024
 POOL_MIN_FRAGMENT: Final = 64 * 1024  # fragments at least this large go into reused buffers
-POOL_BYTES: Final = 24 * 1024 * 1024  # at most this much buffer memory kept per connection
+POOL_BYTES: Final = 16 * 1024 * 1024  # kept per connection at most (read-ahead uses ~10 MiB)
 POOL_ROUND: Final = 64 * 1024  # pooled buffers are sized up to a multiple of this
 
 
