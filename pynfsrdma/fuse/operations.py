@@ -408,7 +408,7 @@ class NFSOperations(pyfuse3.Operations):
             return False
         if kw.get("uid", a.uid) != a.uid or kw.get("gid", a.gid) != a.gid:
             return False
-        return self.inodes.fresh(node, self._now())
+        return self.inodes.fresh(node, self._now()) or self._delegated(node)
 
     async def _write_and_setattr(self, node: Inode, cred: Credential, kw: dict[str, Any]) -> FileAttrs | None:
         """Gathered data that fits in one WRITE goes FILE_SYNC in the SETATTR's own COMPOUND (PUTFH,
