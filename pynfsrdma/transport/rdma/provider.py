@@ -103,7 +103,7 @@ class Received:
 class Connection(abc.ABC):
     """One reliable-connected queue pair."""
 
-    supports_remote_invalidation: ClassVar[bool]  # Send With Invalidate, both ways
+    supports_remote_invalidation: bool  # Send With Invalidate, both ways
     peer_private_data: bytes
     peer: str
 

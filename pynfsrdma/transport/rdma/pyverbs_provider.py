@@ -1,8 +1,8 @@
 """A verbs provider on pyverbs (librdmacm + libibverbs) for real RDMA devices (and soft-RoCE/siw).
 
-UNPROVEN AGAINST HARDWARE: this machine has no RDMA device; the code follows pyverbs' API
-(56.x) and is exercised only up to the "no RDMA device" check here. A later issue runs it in a VM
-against the kernel's NFS/RDMA server.
+Proven in the real-RDMA rig (``tests/vm``: Debian's rdma-core 44 and Linux 6.1 in a qemu guest,
+against the kernel's nfsd over rxe and siw); on this machine it is exercised only up to the "no
+RDMA device" check.
 
 Never blocking the event loop: pyverbs' blocking calls hold the GIL, so every wait is on a file
 descriptor from trio (``trio.lowlevel.wait_readable``), and a blocking call is made only once its
@@ -11,16 +11,34 @@ descriptor is readable:
 * the connection manager runs in asynchronous mode on a :class:`CMEventChannel`; ``CMEvent(ch)``
   is read only when the channel's descriptor is readable;
 * one completion queue per connection, bound to a :class:`CompChannel`; after each notification
-  the queue is drained with non-blocking ``poll`` and re-armed (``req_notify``).
+  the queue is drained with non-blocking ``poll`` and re-armed (``req_notify``);
+* ``rdma_connect`` can wait in the kernel itself (iWARP opens its TCP connection inside the
+  call: minutes to a dead address), so it is made through ctypes, which lets go of the GIL, in a
+  worker thread (:meth:`PyverbsConnection.connect_cm`);
+* no graceful ``rdma_disconnect``: destroying the CM ID aborts the connection at once, while a
+  graceful close on iWARP makes the destruction wait for TCP when the link is gone.
 
 pyverbs exposes neither descriptor, so each is found as the one that appeared in
 ``/proc/self/fd`` while the channel was created (``/dev/infiniband/rdma_cm`` for the CM channel,
 the ``[infinibandevent]`` anonymous inode for the completion channel).
 
-pyverbs' ``post_*`` calls take no work request context, so completions are matched by order:
-an RC queue pair completes its send-queue work requests in the order they were posted (every one
-signalled), and receives in the order they were posted. A failed completion moves the queue pair
-to the error state and flushes the rest, which is how faults reach every pending operation.
+Completions are matched by order: an RC queue pair completes its send-queue work requests in the
+order they were posted (every one signalled), and receives in the order they were posted. A
+failed completion moves the queue pair to the error state and flushes the rest, which is how
+faults reach every pending operation.
+
+Remote invalidation (RFC 8797's "I" bit): a peer's Send With Invalidate can only retire a
+fast-registered memory region (kernel only) or a type 2 memory window; an ``ibv_reg_mr`` region
+it names fails the queue pair (rxe) or is invalidated without the Receive completion saying so
+(siw's user-space provider reports no ``IBV_WC_WITH_INV``). So on a device with type 2 memory
+windows (rxe) the connection has a QP of its own (pyverbs ``QP``: librdmacm's ``CMID`` posts no
+other work request than Send, Receive, RDMA Read and Write), moved through INIT, RTR and RTS with
+the connection manager's attributes as librdmacm does (``rdma_establish`` after the connect
+response), and every region the peer may reach is a memory window bound over its memory region
+by a Bind MW work request; its rkey is the handle, which a Send With Invalidate retires and
+local invalidation deallocates. The provider then advertises it (``supports_remote_invalidation``
+when every device has them) and can send it. Elsewhere (siw) librdmacm makes and drives the QP,
+regions are plain memory regions and remote invalidation is neither advertised nor sent.
 
 Teardown closes every verbs object once, in dependency order, and never leaves one to the
 garbage collector: the ``Context`` and ``PD`` objects pyverbs makes for a CMID wrap librdmacm's
@@ -28,20 +46,13 @@ garbage collector: the ``Context`` and ``PD`` objects pyverbs makes for a CMID w
 garbage collector clears an unclosed CMID's attributes first, their own ``__dealloc__`` closes
 librdmacm's device context (its command descriptor: later verbs calls in the process fail with
 EBADF) and frees its PD (double free). So :meth:`PyverbsConnection.aclose` deregisters the memory
-regions (before the last CM ID of a device goes: librdmacm then frees the device's PD), then
-closes the CMID (the QP and the CM ID), the CQ, the completion channel and the event channel;
-trio is told (``notify_closing``) before a descriptor it may wait on is closed.
+windows and regions (before the last CM ID of a device goes: librdmacm then frees the device's
+PD), then closes our QP if we made it, the CMID (its QP and the CM ID), the CQ, the completion
+channel and the event channel; trio is told (``notify_closing``) before a descriptor it may wait
+on is closed.
 
-RFC 8797 private data goes in ``ConnParam.set_private_data`` (pyverbs 56 has it); the peer's comes
-from the ESTABLISHED (active side) or CONNECT_REQUEST (passive side) event.
-
-Remote invalidation is off (``supports_remote_invalidation`` False, whatever the device): a Send
-With Invalidate can only name a fast-registered memory region or a type 2 memory window, which
-needs the device capability ``IBV_DEVICE_MEM_MGT_EXTENSIONS`` *and* registrations made that way.
-This provider registers with ``ibv_reg_mr`` (a peer's Send With Invalidate of such an rkey fails
-the queue pair: Linux's nfsd sends one whenever the client advertises the "I" bit), and pyverbs'
-CMID posts Sends without an ``invalidate_rkey``. So it neither advertises nor sends it;
-:func:`device_has_memory_management_extensions` reports the device capability for diagnostics.
+RFC 8797 private data goes in ``rdma_connect``'s parameters; the peer's comes from the
+ESTABLISHED or CONNECT_RESPONSE (active side) or CONNECT_REQUEST (passive side) event.
 """
 
 from __future__ import annotations
@@ -53,7 +64,7 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import trio
 
@@ -89,6 +100,7 @@ def _load_pyverbs() -> dict[str, Any]:
         import pyverbs.enums as enums
         import pyverbs.mr as mr
         import pyverbs.qp as qp
+        import pyverbs.wr as wr
         from pyverbs.pyverbs_error import PyverbsError
     except ImportError as e:
         raise NoRdmaDevice(f"no RDMA device: pyverbs is not installed ({e})") from e
@@ -99,8 +111,8 @@ def _load_pyverbs() -> dict[str, Any]:
     if not devices:
         raise NoRdmaDevice("no RDMA device: the device list is empty")
     return {
-        "cmid": cmid, "cq": cq, "device": device, "enums": enums, "mr": mr, "qp": qp, "cme": cme,
-        "error": PyverbsError,
+        "cmid": cmid, "cq": cq, "device": device, "enums": enums, "mr": mr, "qp": qp, "wr": wr,
+        "cme": cme, "error": PyverbsError,
     }  # fmt: skip
 
 
@@ -157,8 +169,9 @@ class _PinnedBuffer:
 
 
 class _PvRegion(MemoryRegion):
-    __slots__ = ("mr", "pin")
+    __slots__ = ("mr", "mw", "pin")
     mr: Any  # the pyverbs MR
+    mw: Any  # the type 2 memory window whose rkey is the handle (None: the handle is the MR's rkey)
     pin: _PinnedBuffer
 
 
@@ -175,9 +188,16 @@ class _RdmaConnParam(ctypes.Structure):
 
 
 _CM_ID_CHANNEL = 8  # offsetof(struct rdma_cm_id, channel): after verbs
+_CM_ID_CONTEXT = 16  # offsetof(struct rdma_cm_id, context): after verbs, channel
 _CM_ID_QP = 24  # offsetof(struct rdma_cm_id, qp): after verbs, channel, context
 _QP_NUM = 52  # offsetof(struct ibv_qp, qp_num): six pointers and the handle before it
 _librdmacm: Any = None
+
+# rxe (Linux 6.1) marks a user-space Receive completion of a Send With Invalidate with the
+# kernel's IB_WC_WITH_INVALIDATE, 1 << 2, where libibverbs has IBV_WC_IP_CSUM_OK (a checksum
+# offload flag of raw Ethernet and UD receives, never set on an RC receive); IBV_WC_WITH_INV is
+# 1 << 3. The invalidated rkey is where libibverbs expects it.
+_RXE_WITH_INV = 1 << 2
 
 
 def _rdma_connect_entry() -> Any:
@@ -198,20 +218,21 @@ def _rdma_connect_entry() -> Any:
     return _librdmacm or None
 
 
-def _cm_id_address(cmid: Any, channel_fd: int) -> int | None:
+def _cm_id_address(cmid: Any, channel_fd: int, own_qp: bool) -> int | None:
     """The address of the ``struct rdma_cm_id`` a pyverbs CMID wraps (pyverbs keeps it in a C
-    field of the object and does not expose it), once its QP exists; None if it cannot be told.
+    field of the object and does not expose it); None if it cannot be told.
 
     The object's words are scanned: a word is skipped when it is null or one of the object's own
     Python references (so every word read through is a C pointer of the object: the Cython vtable
     or the CM ID), and the CM ID is the one whose ``channel`` is our event channel (its first
-    member is the descriptor) and whose ``qp`` has the QP number pyverbs reports."""
+    member is the descriptor) and whose ``qp`` has the QP number pyverbs reports (a QP made by
+    librdmacm) or is null (``own_qp``: a QP of our own, and then no user context either)."""
     try:
         qpn = cmid.qpn
         size = type(cmid).__basicsize__
     except AttributeError:
         return None
-    if not qpn:
+    if not own_qp and not qpn:
         return None
     skip = {id(o) for o in gc.get_referents(cmid)} | {id(type(cmid))}
     base = id(cmid)
@@ -223,7 +244,10 @@ def _cm_id_address(cmid: Any, channel_fd: int) -> int | None:
         if not channel or ctypes.c_int.from_address(channel).value != channel_fd:
             continue
         qp = ctypes.c_size_t.from_address(p + _CM_ID_QP).value
-        if qp and ctypes.c_uint32.from_address(qp + _QP_NUM).value == qpn:
+        if own_qp:
+            if not qp and not ctypes.c_size_t.from_address(p + _CM_ID_CONTEXT).value:
+                return p
+        elif qp and ctypes.c_uint32.from_address(qp + _QP_NUM).value == qpn:
             return p
     return None
 
@@ -234,7 +258,21 @@ _pending_lock = threading.Lock()
 
 # -- one connection -----------------------------------------------------------------------------
 class PyverbsConnection(Connection):
-    supports_remote_invalidation: ClassVar[bool] = False  # see the module docstring
+    """One RC queue pair over librdmacm.
+
+    ``own_qp``: the queue pair is ours (pyverbs ``QP``), moved through its states by us from the
+    CM's attributes, and the regions the peer may reach are type 2 memory windows bound over
+    their memory regions (see the module docstring); else librdmacm makes and drives the QP and
+    the regions are plain memory regions.
+
+    Counters (as the software provider's): ``registrations`` (alive now),
+    ``local_invalidations`` (regions we invalidated: invalidate, or deregister of a valid one),
+    ``remote_invalidations`` (our regions the peer invalidated with Send With Invalidate),
+    ``double_invalidations`` (an invalidation, local or remote, of a region already invalid) and
+    ``unknown_invalidations`` (a Send With Invalidate naming no region of ours).
+    """
+
+    supports_remote_invalidation = False
 
     def __init__(
         self,
@@ -245,8 +283,16 @@ class PyverbsConnection(Connection):
         peer_private_data: bytes,
         *,
         owns_events: bool,
+        own_qp: bool = False,
     ) -> None:
         self._pv = pv
+        self.own_qp = own_qp
+        self.supports_remote_invalidation = own_qp  # memory windows: see the module docstring
+        self.qp: Any = None
+        self.local_invalidations = 0
+        self.remote_invalidations = 0
+        self.double_invalidations = 0
+        self.unknown_invalidations = 0
         self.cmid = cmid
         self._events = events
         self._owns_events = owns_events  # the active side's channel is the connection's own
@@ -261,7 +307,10 @@ class PyverbsConnection(Connection):
         self._completions_tx, self._completions_rx = trio.open_memory_channel[Received | BaseException](
             QUEUE_DEPTH * 2
         )
+        # every live region by id(); those the peer may reach also by handle (a device may give
+        # every local-only region the same rkey: rxe gives them 0)
         self._regions: dict[int, _PvRegion] = {}
+        self._reachable: dict[int, _PvRegion] = {}
         self._error: BaseException | None = None
         self._closed = False
         self._released = False
@@ -282,7 +331,23 @@ class PyverbsConnection(Connection):
         init = pv["qp"].QPInitAttr(
             qp_type=pv["enums"].IBV_QPT_RC, scq=self.cq, rcq=self.cq, cap=cap, sq_sig_all=1
         )
-        self.cmid.create_qp(init)
+        if self.own_qp:
+            self.qp = pv["qp"].QP(self.cmid.pd, init)
+            self._move_qp(pv["enums"].IBV_QPS_INIT)
+        else:
+            self.cmid.create_qp(init)
+
+    def _move_qp(self, state: int) -> None:
+        """Move our own QP to ``state`` with the attributes the connection manager gives."""
+        attr, mask = self.cmid.init_qp_attr(state)
+        self.qp.modify(attr, mask)
+
+    def ready_qp(self) -> None:
+        """Our own QP, once the connect response came: INIT again (the CM now knows the access
+        rights and resources of the connection), RTR, RTS; as librdmacm does for its QPs."""
+        e = self._pv["enums"]
+        for state in (e.IBV_QPS_INIT, e.IBV_QPS_RTR, e.IBV_QPS_RTS):
+            self._move_qp(state)
 
     async def connect_cm(self, private_data: bytes) -> None:
         """``rdma_connect``, without stopping trio while the kernel works on it.
@@ -297,10 +362,11 @@ class PyverbsConnection(Connection):
         Without the CM ID's address (another pyverbs), the blocking pyverbs call is used.
         """
         entry = _rdma_connect_entry()
-        address = _cm_id_address(self.cmid, self.channel_fd) if entry is not None else None
+        address = _cm_id_address(self.cmid, self.channel_fd, self.own_qp) if entry is not None else None
+        qp_num = self.qp.qp_num if self.own_qp else 0
         if address is None:
             log.warning("%s: rdma_connect through pyverbs (blocks the event loop)", self.peer)
-            self.cmid.connect(_conn_param(self._pv, private_data))
+            self.cmid.connect(_conn_param(self._pv, private_data, qp_num))
             return
         with _pending_lock:
             if _pending_connects.get(self.peer):
@@ -310,7 +376,7 @@ class PyverbsConnection(Connection):
         data = ctypes.create_string_buffer(private_data, len(private_data))
         param = _RdmaConnParam(
             ctypes.cast(data, ctypes.c_void_p) if private_data else None, len(private_data),
-            CONNECT_RESOURCES, CONNECT_RESOURCES, 0, 5, 5, 0, 0,
+            CONNECT_RESOURCES, CONNECT_RESOURCES, 0, 5, 5, 0, qp_num,
         )  # fmt: skip
 
         def call() -> tuple[int, int]:
@@ -338,47 +404,110 @@ class PyverbsConnection(Connection):
             raise ConnectionLost(f"rdma_connect failed: {os.strerror(err)}", self.peer)
 
     # memory
+    @property
+    def registrations(self) -> int:
+        """How many regions are registered now (valid or not)."""
+        return len(self._regions)
+
     def register(self, buffer: Buffer, access: Access) -> MemoryRegion:
         view = memoryview(buffer).cast("B")
         if access & (Access.LOCAL_WRITE | Access.REMOTE_WRITE) and view.readonly:
             raise ValueError("writable access needs a writable buffer")
         e = self._pv["enums"]
+        window = self.own_qp and bool(access & (Access.REMOTE_READ | Access.REMOTE_WRITE))
         flags = 0
-        if access & Access.LOCAL_WRITE:
+        if access & (Access.LOCAL_WRITE | Access.REMOTE_WRITE):
             flags |= e.IBV_ACCESS_LOCAL_WRITE
+        remote = 0
         if access & Access.REMOTE_WRITE:
-            flags |= e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_LOCAL_WRITE
+            remote |= e.IBV_ACCESS_REMOTE_WRITE
         if access & Access.REMOTE_READ:
-            flags |= e.IBV_ACCESS_REMOTE_READ
+            remote |= e.IBV_ACCESS_REMOTE_READ
+        # the peer reaches a memory window (its rkey can be invalidated) or the region itself
+        flags |= e.IBV_ACCESS_MW_BIND if window else remote
         pin = _PinnedBuffer(view)
         try:
             mr = self._pv["mr"].MR(self.cmid.pd, max(pin.length, 1), flags, address=pin.address)
         except self._pv["error"] as err:
             pin.release()
             raise ProviderError(f"memory registration failed: {err}", self.peer) from err
-        region = _PvRegion(mr.rkey, pin.address, view, access)
+        handle, mw = mr.rkey, None
+        if window:
+            try:
+                handle, mw = self._bind_window(mr, pin, remote)
+            except BaseException:
+                mr.close()
+                pin.release()
+                raise
+        region = _PvRegion(handle, pin.address, view, access)
         region.mr = mr
+        region.mw = mw
         region.pin = pin
-        self._regions[mr.rkey] = region
+        self._regions[id(region)] = region
+        if access & (Access.REMOTE_READ | Access.REMOTE_WRITE):
+            self._reachable[handle] = region
         return region
 
+    def _bind_window(self, mr: Any, pin: _PinnedBuffer, remote: int) -> tuple[int, Any]:
+        """A type 2 memory window over all of ``mr``, bound by a Bind MW work request on our send
+        queue (it takes effect before the Send that names it, posted later on the same queue)."""
+        pv, e = self._pv, self._pv["enums"]
+        self._check()
+        try:
+            mw = pv["mr"].MW(self.cmid.pd, e.IBV_MW_TYPE_2)
+        except pv["error"] as err:
+            raise ProviderError(f"memory window allocation failed: {err}", self.peer) from err
+        wr = pv["wr"].SendWR(opcode=e.IBV_WR_BIND_MW, num_sge=0)
+        wr.set_bind_wr(mw, pv["mr"].MWBindInfo(mr, pin.address, max(pin.length, 1), remote))
+        try:
+            self._post_nowait(lambda: self.qp.post_send(wr), wr)
+        except BaseException:
+            mw.close()
+            raise
+        return wr.rkey, mw
+
     def invalidate(self, region: MemoryRegion) -> None:
-        # no memory windows here: invalidating means deregistering (the rkey then fails remotely)
-        self.deregister(region)
+        if not region.valid:
+            if self._error is None:
+                self.double_invalidations += 1
+            return
+        r = self._regions.get(id(region))
+        if r is not None and r.mw is not None:
+            # deallocating the window invalidates its rkey; the memory region stays until
+            # deregister
+            self.local_invalidations += 1
+            region.valid = False
+            r.mw.close()
+            r.mw = None
+        else:  # a plain memory region: invalidating it means deregistering it
+            self.deregister(region)
 
     def deregister(self, region: MemoryRegion) -> None:
+        r = self._regions.pop(id(region), None)
+        if r is None:
+            region.valid = False
+            return
+        if self._reachable.get(r.handle) is r:
+            del self._reachable[r.handle]
+        if region.valid and self._error is None:
+            self.local_invalidations += 1
         region.valid = False
-        r = self._regions.pop(region.handle, None)
-        if r is not None:
-            r.mr.close()
-            r.pin.release()
+        if r.mw is not None:
+            r.mw.close()
+            r.mw = None
+        r.mr.close()
+        r.pin.release()
 
     # two-sided
     def post_recv(self, region: MemoryRegion) -> None:
         self._check()
         if not isinstance(region, _PvRegion) or not region.access & Access.LOCAL_WRITE:
             raise ValueError("receive buffers must be registered with LOCAL_WRITE")
-        self.cmid.post_recv(region.mr, region.length)
+        if self.own_qp:
+            sge = self._pv["wr"].SGE(region.mr.buf, region.length, region.mr.lkey)
+            self.qp.post_recv(self._pv["wr"].RecvWR(num_sge=1, sg=[sge]))
+        else:
+            self.cmid.post_recv(region.mr, region.length)
         self._recv_queue.append(region)
 
     async def receive(self) -> Received:
@@ -404,14 +533,37 @@ class PyverbsConnection(Connection):
         if slot[0] is not None:
             raise slot[0]
 
+    def _post_nowait(self, post: Callable[[], None], keep: Any = None) -> None:
+        """Post a work request whose completion no one waits for (a fault still fails the
+        connection)."""
+        self._send_queue.append((trio.Event(), [None], keep))
+        try:
+            post()
+        except self._pv["error"] as err:
+            self._send_queue.pop()
+            raise ProviderError(f"post failed: {err}", self.peer) from err
+
+    def _work_request(self, opcode: int, region: _PvRegion, length: int) -> Any:
+        """A send-queue work request for our own QP, with one SGE over ``region``."""
+        wr = self._pv["wr"]
+        return wr.SendWR(opcode=opcode, num_sge=1, sg=[wr.SGE(region.mr.buf, length, region.mr.lkey)])
+
     async def send(self, data: Sequence[Buffer], invalidate: int | None = None) -> None:
-        if invalidate is not None:
-            raise ProviderError("Send With Invalidate is not available with pyverbs' CMID", self.peer)
+        if invalidate is not None and not self.supports_remote_invalidation:
+            raise ProviderError("Send With Invalidate needs a queue pair of our own", self.peer)
+        e = self._pv["enums"]
         payload = bytearray(b"".join(bytes(memoryview(b).cast("B")) for b in data))  # inline-sized
         region = self.register(payload, Access.LOCAL_WRITE)
         assert isinstance(region, _PvRegion)
         try:
-            await self._post(lambda: self.cmid.post_send(region.mr, 0, len(payload)), region)
+            if self.own_qp:
+                opcode = e.IBV_WR_SEND if invalidate is None else e.IBV_WR_SEND_WITH_INV
+                wr = self._work_request(opcode, region, len(payload))
+                if invalidate is not None:
+                    wr.imm_data = invalidate  # ibv_send_wr's invalidate_rkey shares imm_data
+                await self._post(lambda: self.qp.post_send(wr), (region, wr))
+            else:
+                await self._post(lambda: self.cmid.post_send(region.mr, 0, len(payload)), region)
         finally:
             self.deregister(region)
 
@@ -422,7 +574,12 @@ class PyverbsConnection(Connection):
         part = self.register(sink.buffer[sink_offset : sink_offset + length], Access.LOCAL_WRITE)
         assert isinstance(part, _PvRegion)
         try:
-            await self._post(lambda: self.cmid.post_read(part.mr, length, address, handle), part)
+            if self.own_qp:
+                wr = self._work_request(self._pv["enums"].IBV_WR_RDMA_READ, part, length)
+                wr.set_wr_rdma(handle, address)
+                await self._post(lambda: self.qp.post_send(wr), (part, wr))
+            else:
+                await self._post(lambda: self.cmid.post_read(part.mr, length, address, handle), part)
         finally:
             self.deregister(part)
 
@@ -434,7 +591,12 @@ class PyverbsConnection(Connection):
             assert isinstance(part, _PvRegion)
 
             def post(p: _PvRegion = part, n: int = view.nbytes, a: int = address + offset) -> None:
-                self.cmid.post_write(p.mr, n, a, handle)
+                if self.own_qp:
+                    wr = self._work_request(self._pv["enums"].IBV_WR_RDMA_WRITE, p, n)
+                    wr.set_wr_rdma(handle, a)
+                    self.qp.post_send(wr)
+                else:
+                    self.cmid.post_write(p.mr, n, a, handle)
 
             try:
                 await self._post(post, part)
@@ -479,11 +641,16 @@ class PyverbsConnection(Connection):
         if wc.opcode & e.IBV_WC_RECV:
             region = self._recv_queue.popleft()
             inv = None
-            if wc.wc_flags & e.IBV_WC_WITH_INV:
+            if wc.wc_flags & (e.IBV_WC_WITH_INV | _RXE_WITH_INV) and wc.imm_data:
                 inv = wc.imm_data  # invalidated rkey (ibv_wc.invalidated_rkey shares imm_data)
-                target = self._regions.get(inv)
-                if target is not None:
+                target = self._reachable.get(inv)
+                if target is None:
+                    self.unknown_invalidations += 1
+                elif target.valid:
                     target.valid = False
+                    self.remote_invalidations += 1
+                else:
+                    self.double_invalidations += 1
             self._completions_tx.send_nowait(Received(region, wc.byte_len, inv))
         else:
             done, _slot, _keep = self._send_queue.popleft()
@@ -549,8 +716,11 @@ class PyverbsConnection(Connection):
         # 1. memory regions: while the device's PD (freed with its last CM ID) still exists
         for r in list(self._regions.values()):
             attempt("deregister", lambda region=r: self.deregister(region))  # type: ignore[misc]
-        # 2. the queue pair and the CM ID (CMID.close destroys both and detaches the shared
-        #    Context and PD objects, so that they never free librdmacm's)
+        # 2. the queue pair and the CM ID (CMID.close destroys both, or only the ID when the QP
+        #    is our own, and detaches the shared Context and PD objects, so that they never free
+        #    librdmacm's)
+        if self.qp is not None:
+            attempt("close QP", self.qp.close)
         attempt("close CM ID", self.cmid.close)
         # 3. the CQ (no QP uses it now), then its completion channel (trio first forgets the fd)
         if self.cq is not None:
@@ -603,8 +773,8 @@ class _EventChannel:
 CONNECT_RESOURCES = 16  # RDMA Read resources offered and asked for (responder_resources, initiator_depth)
 
 
-def _conn_param(pv: dict[str, Any], private_data: bytes) -> Any:
-    param = pv["cmid"].ConnParam(resources=CONNECT_RESOURCES, depth=CONNECT_RESOURCES)
+def _conn_param(pv: dict[str, Any], private_data: bytes, qp_num: int = 0) -> Any:
+    param = pv["cmid"].ConnParam(resources=CONNECT_RESOURCES, depth=CONNECT_RESOURCES, qp_num=qp_num)
     if private_data:
         param.set_private_data(private_data)
     return param
@@ -655,28 +825,43 @@ class PyverbsListener(Listener):
         await trio.lowlevel.checkpoint()
 
 
-def device_has_memory_management_extensions(pv: dict[str, Any]) -> bool | None:
-    """Whether the first RDMA device reports ``IBV_DEVICE_MEM_MGT_EXTENSIONS`` (what remote
-    invalidation needs from the device); None when it cannot be told."""
+def has_type2_memory_windows(pv: dict[str, Any], ctx: Any) -> bool:
+    """Whether the device of ``ctx`` (a pyverbs Context) has type 2 memory windows, the
+    registrations a peer's Send With Invalidate can retire (see the module docstring)."""
+    e = pv["enums"]
     try:
-        ctx = pv["device"].Context(name=pv["device"].get_device_list()[0].name.decode())
+        flags = int(ctx.query_device().device_cap_flags)
+    except (pv["error"], AttributeError, ValueError):
+        return False
+    return bool(flags & (e.IBV_DEVICE_MEM_WINDOW_TYPE_2A | e.IBV_DEVICE_MEM_WINDOW_TYPE_2B))
+
+
+def every_device_has_type2_memory_windows(pv: dict[str, Any]) -> bool:
+    """Whether every RDMA device of this machine has type 2 memory windows."""
+    try:
+        names = [d.name.decode() for d in pv["device"].get_device_list()]
+    except (pv["error"], AttributeError):
+        return False
+    for name in names:
         try:
-            flags = int(ctx.query_device().device_cap_flags)
+            ctx = pv["device"].Context(name=name)
+        except pv["error"]:
+            return False
+        try:
+            if not has_type2_memory_windows(pv, ctx):
+                return False
         finally:
             ctx.close()
-    except (pv["error"], IndexError, AttributeError, ValueError):
-        return None
-    return bool(flags & pv["enums"].IBV_DEVICE_MEM_MGT_EXTENSIONS)
+    return bool(names)
 
 
 class PyverbsProvider(Provider):
     name = "pyverbs"
-    supports_remote_invalidation = False  # see the module docstring
+    supports_remote_invalidation = False  # set per machine in __init__ (see the module docstring)
 
     def __init__(self, pv: dict[str, Any]) -> None:
         self._pv = pv
-        # the device side of remote invalidation, for diagnostics (None: unknown)
-        self.memory_management_extensions = device_has_memory_management_extensions(pv)
+        self.supports_remote_invalidation = every_device_has_type2_memory_windows(pv)
 
     async def connect(
         self, nursery: trio.Nursery, host: str, port: int, private_data: bytes = b""
@@ -697,11 +882,24 @@ class PyverbsProvider(Provider):
             (await events.expect(cme.RDMA_CM_EVENT_ADDR_RESOLVED, "resolve address", peer)).ack_cm_event()
             cmid.resolve_route(RESOLVE_TIMEOUT_MS)
             (await events.expect(cme.RDMA_CM_EVENT_ROUTE_RESOLVED, "resolve route", peer)).ack_cm_event()
+            # a device with type 2 memory windows gets a QP of our own (see the module docstring)
+            conn.own_qp = conn.supports_remote_invalidation = has_type2_memory_windows(pv, cmid.context)
             conn.create_qp()
             await conn.connect_cm(private_data)
-            ev = await events.expect(cme.RDMA_CM_EVENT_ESTABLISHED, "connect", peer)
-            conn.peer_private_data = bytes(ev.private_data or b"")
-            ev.ack_cm_event()
+            if conn.own_qp:
+                # librdmacm leaves a QP it did not make to us: on the connect response, ready it
+                # and complete the connection (rdma_establish)
+                ev = await events.expect(cme.RDMA_CM_EVENT_CONNECT_RESPONSE, "connect", peer)
+                conn.peer_private_data = bytes(ev.private_data or b"")
+                try:
+                    conn.ready_qp()
+                    cmid.establish()
+                finally:
+                    ev.ack_cm_event()
+            else:
+                ev = await events.expect(cme.RDMA_CM_EVENT_ESTABLISHED, "connect", peer)
+                conn.peer_private_data = bytes(ev.private_data or b"")
+                ev.ack_cm_event()
         except pv["error"] as err:
             conn.release()
             raise ConnectionLost(f"RDMA connect failed: {err}", peer) from err
