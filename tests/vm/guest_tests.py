@@ -19,6 +19,7 @@ import inspect
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -35,7 +36,7 @@ TCP_PORT = 2049  # = pynfsrdma.client.url.NFS_PORT
 EXPORT = Path("/srv/export")
 KMOUNT = Path("/mnt/kernel")
 MIB = 1 << 20
-LEASE = 15  # seconds: the nfsd's lease (and grace) time set below
+LEASE = 10  # seconds: the nfsd's lease (and grace) time set below (its minimum)
 DIR_ENTRIES = 200
 BLOCK = 8 * MIB  # what one write()/read step hands our client: wsize * the client's in-flight window
 
@@ -406,6 +407,11 @@ async def private_data() -> str:
     )
 
 
+async def raw_null_and_private_data() -> str:
+    """:func:`raw_null_call`, then :func:`private_data` (one process)."""
+    return f"{raw_null_call()} | {await private_data()}"
+
+
 async def client_trunking(url: str) -> str:
     """Session trunking on the real server: the nfsd reached at its second address too, both
     paths in one session; then the first address's link goes down and the calls move over.
@@ -451,13 +457,13 @@ async def client_trunking(url: str) -> str:
             async with trio.open_nursery() as n:
                 n.start_soon(ticker)
                 t0 = trio.current_time()
-                with trio.fail_after(LEASE / 2):
+                with trio.fail_after(LEASE):
                     got = await nfs.read_file("/trunked.bin")
                 failover = trio.current_time() - t0
                 if got != data:
                     raise RuntimeError("read after failover returned other data")
                 while trio.current_time() - t0 < LEASE + 5:  # past a lease: renewals must go on
-                    with trio.fail_after(LEASE / 2):
+                    with trio.fail_after(LEASE):
                         if await nfs.read_file("/trunked.bin") != data:
                             raise RuntimeError("a read over the remaining path returned other data")
                     reads += 1
@@ -468,7 +474,7 @@ async def client_trunking(url: str) -> str:
             sh("ip", "link", "set", "rdmanet0", "up")
         if nfs.clientid.session is not session or nfs.clientid.recoveries != recoveries:
             raise RuntimeError("the session was lost while the link was down")
-        if stall[0] > LEASE / 3:
+        if stall[0] > LEASE / 2:
             raise RuntimeError(f"the event loop stalled {stall[0]:.1f} s while the link was down")
         await nfs.remove("/trunked.bin")
     return (
@@ -556,6 +562,112 @@ async def client_rdma_extras(url: str) -> str:
         f"call(s); two READs in one COMPOUND by two Write chunks (both placed, a small one first, one at "
         "end of file first); READLINK by a Reply chunk; "
         f"at most {peak} calls outstanding with {granted} credits granted"
+    )
+
+
+TRACING = Path("/sys/kernel/tracing")
+
+
+def server_send_with_invalidate() -> Callable[[], list[int]]:
+    """Start counting nfsd's Send With Invalidate: the kernel's ``svcrdma_post_send`` trace event
+    names the rkey each reply's Send invalidates (0: a plain Send). Returns a function that gives
+    the rkeys invalidated since this call."""
+    if not (TRACING / "trace").exists():
+        sh("mount", "-t", "tracefs", "nodev", str(TRACING))
+    (TRACING / "events/rpcrdma/svcrdma_post_send/enable").write_text("1\n")
+    (TRACING / "trace").write_text("")  # clear the buffer
+
+    def rkeys() -> list[int]:
+        text = (TRACING / "trace").read_text()
+        keys = [int(k, 16) for k in re.findall(r"svcrdma_post_send:.*inv_rkey=(0x[0-9a-f]+)", text)]
+        return [k for k in keys if k]
+
+    return rkeys
+
+
+async def client_remote_invalidation(url: str, advertise: str) -> str:
+    """Remote invalidation (RFC 8797's "I" bit) against the kernel nfsd.
+
+    nfsd replies with Send With Invalidate when we advertised it and the call named exactly one
+    registration: a READ with one Write chunk, a READDIR with only a Reply chunk, a WRITE with one
+    Read chunk. Our pyverbs provider registers what the peer may reach as type 2 memory windows
+    (the only registrations user space can have invalidated remotely) on devices that have them;
+    its counters must show each one retired once (remotely or locally, never both, never twice),
+    every Send With Invalidate naming one of ours, as many as nfsd's own trace counts, and the
+    registrations back to the receive buffers alone at the end. ``advertise`` "0": the same calls
+    without it: no Send With Invalidate at all. A device without type 2 memory windows (siw)
+    must refuse to advertise it."""
+    from pynfsrdma.client.api import Client
+    from pynfsrdma.transport.rdma import connect_rdma, make_provider
+    from pynfsrdma.transport.rdma.pyverbs_provider import PyverbsConnection
+    from pynfsrdma.transport.rdma.transport import RdmaTransport
+
+    if advertise == "1" and not make_provider("pyverbs").supports_remote_invalidation:
+        try:
+            t = await connect_rdma(
+                SERVER, RDMA_PORT, options={"provider": "pyverbs", "remote_invalidation": "1"}
+            )
+        except ValueError as e:
+            return f"not advertised on this device (no type 2 memory windows): {e}"
+        await t.aclose()
+        raise RuntimeError("remote invalidation was advertised by a provider that cannot take it")
+    top = f"reminv{advertise}"
+    data = block(3)[: 3 * 100_000 + 7]
+    (KMOUNT / top / "dir").mkdir(parents=True)
+    (KMOUNT / top / "f.bin").write_bytes(data)
+    for i in range(DIR_ENTRIES):
+        (KMOUNT / top / "dir" / f"entry-with-a-name-long-enough-to-fill-readdir-replies-{i:04d}").touch()
+    os.sync()
+    invalidated_by_server = server_send_with_invalidate()
+    async with Client.connect(f"{url}&remote_invalidation={advertise}", timeout=30) as nfs:
+        path = nfs.clientid.paths.paths[0]
+        t = path.rpc.transport if path.rpc is not None else None
+        if not isinstance(t, RdmaTransport) or not isinstance(t.conn, PyverbsConnection):
+            raise RuntimeError(f"not a pyverbs RDMA transport: {t!r}")
+        conn = t.conn
+        if t.accepts_remote_invalidation != (advertise == "1"):
+            raise RuntimeError(f"advertised {t.accepts_remote_invalidation}, asked {advertise}")
+        baseline = conn.registrations  # the receive buffers
+        if await nfs.read_file(f"/{top}/f.bin") != data:  # READs, a Write chunk each
+            raise RuntimeError("READ returned other data")
+        if len(await nfs.listdir(f"/{top}/dir")) != DIR_ENTRIES:  # READDIR in a Reply chunk
+            raise RuntimeError("READDIR listed other entries")
+        await nfs.write_file(f"/{top}/w.bin", data[:100_000])  # WRITE from a Read chunk
+        left = conn.registrations
+        counts = {
+            "remote": conn.remote_invalidations,
+            "local": conn.local_invalidations,
+            "double": conn.double_invalidations,
+            "unknown": conn.unknown_invalidations,
+            "transport remote": t.stats.remote_invalidations,
+        }
+    server = invalidated_by_server()
+    drop_caches()
+    if (KMOUNT / top / "w.bin").read_bytes() != data[:100_000]:
+        raise RuntimeError("the kernel client reads other data than the WRITE sent")
+    sh("rm", "-rf", str(KMOUNT / top))
+    if left != baseline:
+        raise RuntimeError(f"{left - baseline} registrations left over the receive buffers: {counts}")
+    if counts["double"] or counts["unknown"]:
+        raise RuntimeError(f"invalidated twice or unknown: {counts}")
+    if advertise == "1":
+        if counts["remote"] < 3 or counts["remote"] != counts["transport remote"]:
+            raise RuntimeError(f"too few remote invalidations: {counts}")
+        if len(server) != counts["remote"]:
+            raise RuntimeError(f"nfsd traced {len(server)} Sends With Invalidate, we saw {counts}")
+    elif counts["remote"] or counts["transport remote"] or server:
+        raise RuntimeError(f"Send With Invalidate without our advertising it: {counts}, nfsd {server}")
+    return (
+        f"advertised {advertise == '1'}: {counts['remote']} registrations invalidated by nfsd's Send With "
+        f"Invalidate ({len(server)} in nfsd's trace), {counts['local']} locally, none twice, none "
+        f"unknown; registrations back to the {baseline} receive buffers"
+    )
+
+
+async def client_remote_invalidation_both(url: str) -> str:
+    """:func:`client_remote_invalidation` with it advertised, then without (one process)."""
+    return " | ".join(
+        [await client_remote_invalidation(url, "1"), await client_remote_invalidation(url, "0")]
     )
 
 
@@ -706,6 +818,9 @@ CHILD_STEPS.update(
     client_trunking=client_trunking,
     client_rdma_extras=client_rdma_extras,
     client_exactly_once=client_exactly_once,
+    client_remote_invalidation=client_remote_invalidation,
+    client_remote_invalidation_both=client_remote_invalidation_both,
+    raw_null_and_private_data=raw_null_and_private_data,
 )
 
 
@@ -742,7 +857,6 @@ def main() -> None:
     step(f"{link}: kernel nfsd with RDMA and TCP listeners", setup_nfsd, 90, required=True)
     step(f"{link}: kernel NFS client mounts with proto=rdma", kernel_mount, 60, required=True)
     step(f"{link}: kernel client figures ({args.mib} MiB)", kernel_figures(link), transfer, key="kfig")
-    step(f"{link}: raw RPC-over-RDMA NULL call from pyverbs", in_child("raw_null_call"), 60, key="null")
     expect_file = RESULTS / "expect.sha256"
     expect = expect_file.read_text().strip() if expect_file.exists() else stream_digest(SIZE)
     tcp = f"nfs://{SERVER}:{TCP_PORT}/?proto=tcp"
@@ -754,7 +868,12 @@ def main() -> None:
         transfer,
         key="fig-tcp",
     )
-    step(f"{link}: RFC 8797 private data and inline thresholds", in_child("private_data"), 60, key="pdata")
+    step(
+        f"{link}: a raw RPC-over-RDMA NULL call from pyverbs; RFC 8797 private data and inline thresholds",
+        in_child("raw_null_and_private_data"),
+        90,
+        key="pdata",
+    )
     step(f"{link}: our client API over RDMA", in_child("client_api", rdma), 180, key="api-rdma")
     step(
         f"{link}: our client over RDMA ({args.mib} MiB)",
@@ -773,6 +892,12 @@ def main() -> None:
         in_child("client_exactly_once", rdma),
         120,
         key="once",
+    )
+    step(
+        f"{link}: remote invalidation, advertised and not",
+        in_child("client_remote_invalidation_both", rdma),
+        180,
+        key="reminv",
     )
     trunk = f"{rdma}&addrs={SERVER2}:{RDMA_PORT}&stalltimeo=5"
     step(
