@@ -12,7 +12,9 @@ directories are not looked up again for every call on files inside them.
 from __future__ import annotations
 
 import errno
+import os
 import posixpath
+import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -23,7 +25,7 @@ import trio
 from ..errors import NFS4Error
 from ..proto.nfs4 import const as c
 from ..rpc.auth import Credential, auth_sys
-from ..session.client_id import ClientID, SessionOptions
+from ..session.client_id import ClientID, SessionOptions, default_owner_id
 from ..session.paths import Path
 from ..session.session import RetryPolicy
 from ..transport.base import Transport
@@ -121,6 +123,9 @@ class Client:
                     options=SessionOptions(rsize=rsize, wsize=wsize),
                     policy=RetryPolicy(timeo=timeo, retrans=retrans, hard=hard),
                     cred=cred,
+                    # a client owner of its own: its open state lives and dies with this object, and
+                    # two clients of one server (in one process or two) must not share a client ID
+                    owner_id=default_owner_id(f"api:{os.getpid()}:{uuid.uuid4().hex}"),
                 )
                 try:
                     connector = await connector_for(u, u.host, u.port, timeout)

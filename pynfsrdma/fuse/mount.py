@@ -28,7 +28,7 @@ from ..client.api import connector_for
 from ..client.nfs4 import NFSv4
 from ..client.url import NfsURL, URLError, parse_url
 from ..rpc.auth import auth_sys
-from ..session.client_id import ClientID, SessionOptions
+from ..session.client_id import ClientID, SessionOptions, default_owner_id
 from ..session.paths import Path
 from ..session.session import RetryPolicy
 from ..trunking import Trunking, TrunkingOptions
@@ -110,6 +110,9 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
             options=SessionOptions(rsize=o.rsize, wsize=o.wsize),
             policy=RetryPolicy(timeo=o.timeo_seconds, retrans=o.retrans, hard=o.hard),
             cred=auth_sys(0, 0),
+            # one client owner per mount point: two mounts of one server are two clients (with one
+            # owner they would take each other's client ID and sessions away, again and again)
+            owner_id=default_owner_id(f"mount:{os.path.realpath(req.mountpoint)}"),
         )
         ops: NFSOperations | None = None
         mounted = False
