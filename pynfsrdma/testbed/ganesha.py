@@ -75,6 +75,13 @@ class ExportPath:
         return self.local.name
 
 
+# glibc hands buffers of 1 MiB and more (each READ/WRITE payload) out of fresh mmap()s by default and
+# unmaps them at free(): about a quarter of the server's CPU went to those page faults in a
+# sequential read. With a 32 MiB threshold they come from the heap, reused. (The server's own
+# tuning: every client measured against the testbed gains alike.)
+SERVER_ENVIRONMENT = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20)}
+
+
 class GaneshaError(RuntimeError):
     """NFS-Ganesha could not be started or stopped; the message quotes the end of its log."""
 
@@ -369,6 +376,7 @@ class Ganesha:
                 stderr=subprocess.STDOUT,
                 cwd=self.directory,
                 start_new_session=self.detached,
+                env={**os.environ, **SERVER_ENVIRONMENT},
             )
         self._pid = self._proc.pid
         deadline = time.monotonic() + self.start_timeout
