@@ -350,7 +350,9 @@ def run(args: argparse.Namespace) -> list[Row]:
                         files = nfsrs_untar(client, tarball, f"untar/n{r}")
                         other = files / (time.perf_counter() - t0)
                         rows["untar"].nfsrs = max(rows["untar"].nfsrs or 0, other)
-                        log(f"untar, round {r + 1}: mount {rate:,.0f}, nfs-rs {other:,.0f} files/s")
+                        log(
+                            f"untar, round {r + 1}: mount {rate:,.0f}, nfs-rs {other:,.0f} files/s ({rate / other:.2f}x)"
+                        )
                     if "ls" in want:
                         # a fresh mount: neither the kernel nor the daemon knows a name
                         with mounted(cmd, mnt, scratch / "mount.log"):
@@ -377,7 +379,9 @@ def run(args: argparse.Namespace) -> list[Row]:
                                 f"nfs-rs scandir listed {len(entries)} of {args.files} entries"
                             )
                         rows["ls"].nfsrs = max(rows["ls"].nfsrs or 0, other)
-                        log(f"ls -l, round {r + 1}: mount {rate:,.0f}, nfs-rs {other:,.0f} entries/s")
+                        log(
+                            f"ls -l, round {r + 1}: mount {rate:,.0f}, nfs-rs {other:,.0f} entries/s ({rate / other:.2f}x)"
+                        )
 
                 # -- nfs-rs: sequential data
                 if want & {"write", "write_direct"}:

@@ -128,9 +128,13 @@ class DirHandle:
     inode: Inode
     cred: Credential
     verifier: bytes = bytes(VERIFIER_SIZE)
-    pending: list[DirEntry] = field(default_factory=list)  # entries the kernel had no room for
-    pending_cookie: int = -1  # the cookie the pending entries follow
-    pending_eof: bool = False  # the pending entries end the directory
+    # the last READDIR's entries, which the kernel may take in several requests, or ask again from
+    # one of them (it links every entry we hand over but keeps only what fits the reader's buffer)
+    page: list[DirEntry] = field(default_factory=list)
+    page_start: int = -1  # the cookie they follow
+    page_eof: bool = False  # they end the directory
+    page_index: dict[int, int] | None = None  # cookie -> position in page (made when needed)
+    resume: tuple[int, int] = (-1, 0)  # (cookie, position) where the kernel's last request stopped
     ahead: collections.deque[DirPage] = field(default_factory=collections.deque)  # READDIRs sent ahead
 
 
@@ -945,13 +949,16 @@ class NFSOperations(pyfuse3.Operations):
         reply = pyfuse3.readdir_reply
         entry = self._entry
         while True:
-            if h.pending and h.pending_cookie == cookie:
-                entries, eof = h.pending, h.pending_eof
-                h.pending = []
-            else:
+            start = self._in_page(h, cookie)
+            if start is None:
                 entries, eof = await self._readdir_page(h, cookie)
+                h.page, h.page_start, h.page_eof, h.page_index = entries, cookie, eof, None
+                h.resume = (-1, 0)
+                start = 0
+            entries, eof = h.page, h.page_eof
             now = self._now()
-            for i, e in enumerate(entries):
+            for i in range(start, len(entries)):
+                e = entries[i]
                 if e.fh is None or e.attrs is None:  # the server gave no handle: look it up
                     fh_, attrs = await self.nfs.lookup(h.inode.fh, e.name, h.cred)
                     now = self._now()
@@ -962,12 +969,34 @@ class NFSOperations(pyfuse3.Operations):
                     self._changed(node)
                 if not reply(token, e.name.encode("utf-8", "surrogateescape"), entry(node), e.cookie):
                     self.inodes.drop_if_unused(node)
-                    h.pending, h.pending_cookie, h.pending_eof = entries[i:], cookie, eof
+                    h.resume = (cookie, i)  # (the kernel's next request starts after ``cookie``)
                     return
                 node.lookups += 1
                 cookie = e.cookie
-            if eof or not entries:
+            if eof or start == len(entries):
                 return
+
+    @staticmethod
+    def _in_page(h: DirHandle, cookie: int) -> int | None:
+        """Where the entries after ``cookie`` start in the last READDIR's, when it holds them (None:
+        READDIR from there). A listing from the start (a rewind) always asks the server."""
+        if not cookie:
+            return None
+        page = h.page
+        if cookie == h.page_start:
+            return 0
+        resume, i = h.resume
+        if cookie != resume:
+            index = h.page_index
+            if index is None:
+                index = h.page_index = {e.cookie: n for n, e in enumerate(page)}
+            pos = index.get(cookie)
+            if pos is None:
+                return None
+            i = pos + 1
+        if i >= len(page) and not h.page_eof:
+            return None  # (the next READDIR's, most likely sent ahead already)
+        return i
 
     async def _readdir_page(self, h: DirHandle, cookie: int) -> tuple[list[DirEntry], bool]:
         """The entries after ``cookie``: from the READDIR sent ahead for it, if there is one (a
