@@ -115,12 +115,24 @@ class FileHandle:
 
 
 class DirPage:
-    """A READDIR sent ahead: the entries after ``cookie`` (one reply's worth)."""
+    """One READDIR's worth of a directory being listed: the entries after ``cookie`` (once the
+    reply is there, sent ahead or asked for)."""
 
     def __init__(self, cookie: int) -> None:
         self.cookie = cookie
         self.done = trio.Event()
         self.result: tuple[list[DirEntry], bytes, bool] | None = None  # entries, verifier, eof
+        self.index: dict[int, int] | None = None  # entry cookie -> position (made when needed)
+
+    def after(self, cookie: int) -> int | None:
+        """Where the entries after ``cookie`` start, if this page holds them."""
+        if cookie == self.cookie:
+            return 0
+        if self.index is None:
+            entries = self.result[0] if self.result is not None else []
+            self.index = {e.cookie: n for n, e in enumerate(entries)}
+        pos = self.index.get(cookie)
+        return None if pos is None else pos + 1
 
 
 @dataclass(eq=False)
@@ -128,13 +140,11 @@ class DirHandle:
     inode: Inode
     cred: Credential
     verifier: bytes = bytes(VERIFIER_SIZE)
-    # the last READDIR's entries, which the kernel may take in several requests, or ask again from
-    # one of them (it links every entry we hand over but keeps only what fits the reader's buffer)
-    page: list[DirEntry] = field(default_factory=list)
-    page_start: int = -1  # the cookie they follow
-    page_eof: bool = False  # they end the directory
-    page_index: dict[int, int] | None = None  # cookie -> position in page (made when needed)
-    resume: tuple[int, int] = (-1, 0)  # (cookie, position) where the kernel's last request stopped
+    # the last READDIRs' entries (two: a reply to the kernel may hold the end of one and the start
+    # of the next), which the kernel may take in several requests, or ask again from one of them (it
+    # links every entry we hand over but keeps only what fits the reader's buffer)
+    held: list[DirPage] = field(default_factory=list)
+    resume: tuple[int, DirPage | None, int] = (-1, None, 0)  # where the kernel's last request stopped
     ahead: collections.deque[DirPage] = field(default_factory=collections.deque)  # READDIRs sent ahead
 
 
@@ -939,8 +949,9 @@ class NFSOperations(pyfuse3.Operations):
     @fuse_errors
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         """Readdirplus: every entry with its attributes (the kernel then needs no LOOKUP or GETATTR
-        for ``ls -l``). The READDIR after the one being handed over is sent at once, so that the
-        server reads on while we decode and the kernel takes entries."""
+        for ``ls -l``). The READDIRs after the one being handed over are sent at once, so that the
+        server reads on while we decode and the kernel takes entries; what the kernel asks for again
+        comes from the entries we hold (each READDIR is sent once per listing)."""
         h = self.dirs.get(fh)
         if h is None:
             raise pyfuse3.FUSEError(errno.EBADF)
@@ -949,13 +960,12 @@ class NFSOperations(pyfuse3.Operations):
         reply = pyfuse3.readdir_reply
         entry = self._entry
         while True:
-            start = self._in_page(h, cookie)
-            if start is None:
-                entries, eof = await self._readdir_page(h, cookie)
-                h.page, h.page_start, h.page_eof, h.page_index = entries, cookie, eof, None
-                h.resume = (-1, 0)
-                start = 0
-            entries, eof = h.page, h.page_eof
+            page, start = self._held_after(h, cookie)
+            if page is None:
+                page = await self._readdir_page(h, cookie)
+                h.held = [*h.held[-1:], page]
+            assert page.result is not None
+            entries, _, eof = page.result
             now = self._now()
             for i in range(start, len(entries)):
                 e = entries[i]
@@ -969,7 +979,7 @@ class NFSOperations(pyfuse3.Operations):
                     self._changed(node)
                 if not reply(token, e.name.encode("utf-8", "surrogateescape"), entry(node), e.cookie):
                     self.inodes.drop_if_unused(node)
-                    h.resume = (cookie, i)  # (the kernel's next request starts after ``cookie``)
+                    h.resume = (cookie, page, i)  # (the kernel's next request starts after ``cookie``)
                     return
                 node.lookups += 1
                 cookie = e.cookie
@@ -977,49 +987,47 @@ class NFSOperations(pyfuse3.Operations):
                 return
 
     @staticmethod
-    def _in_page(h: DirHandle, cookie: int) -> int | None:
-        """Where the entries after ``cookie`` start in the last READDIR's, when it holds them (None:
+    def _held_after(h: DirHandle, cookie: int) -> tuple[DirPage | None, int]:
+        """The page we hold with the entries after ``cookie``, and where they start in it ((None, 0):
         READDIR from there). A listing from the start (a rewind) always asks the server."""
         if not cookie:
-            return None
-        page = h.page
-        if cookie == h.page_start:
-            return 0
-        resume, i = h.resume
-        if cookie != resume:
-            index = h.page_index
-            if index is None:
-                index = h.page_index = {e.cookie: n for n, e in enumerate(page)}
-            pos = index.get(cookie)
-            if pos is None:
-                return None
-            i = pos + 1
-        if i >= len(page) and not h.page_eof:
-            return None  # (the next READDIR's, most likely sent ahead already)
-        return i
+            return None, 0
+        resume, page, i = h.resume
+        if cookie != resume or page is None:
+            for page in reversed(h.held):
+                pos = page.after(cookie)
+                if pos is not None:
+                    i = pos
+                    break
+            else:
+                return None, 0
+        assert page.result is not None
+        entries, _, eof = page.result
+        if i >= len(entries) and not eof:
+            return None, 0  # (the next READDIR's, most likely sent ahead already)
+        return page, i
 
-    async def _readdir_page(self, h: DirHandle, cookie: int) -> tuple[list[DirEntry], bool]:
+    async def _readdir_page(self, h: DirHandle, cookie: int) -> DirPage:
         """The entries after ``cookie``: from the READDIR sent ahead for it, if there is one (a
         listing read in order), else asked now; the READDIRs after them go ahead."""
-        result = None
+        page = None
         if h.ahead and h.ahead[0].cookie == cookie:
             page = h.ahead.popleft()
-            await page.done.wait()
-            result = page.result  # None when it failed: asked again here, which reports why
-        else:
+            await page.done.wait()  # (its result is None when it failed: asked again here)
+        if page is None or page.result is None:
             h.ahead.clear()  # (a seek: what was sent ahead is for elsewhere; dropped when it comes)
-        if result is None:
-            h.ahead.clear()
-            result = await self.nfs.readdir_plus(
+            page = DirPage(cookie)
+            page.result = await self.nfs.readdir_plus(
                 h.inode.fh, h.cred, cookie, h.verifier if cookie else bytes(VERIFIER_SIZE)
             )
-        entries, h.verifier, eof = result
+            page.done.set()
+        entries, h.verifier, eof = page.result
         if not h.ahead:
             if entries and not eof:
                 self._send_ahead(h, entries[-1].cookie)
         else:
             self._top_up(h)
-        return entries, eof
+        return page
 
     def _send_ahead(self, h: DirHandle, cookie: int) -> None:
         page = DirPage(cookie)
