@@ -29,6 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import guest_fuse  # the FUSE mount's steps (next to this file)
+
 SERVER = "192.0.2.1"  # the first dummy interface (RFC 5737 TEST-NET-1: never routed)
 SERVER2 = "198.51.100.1"  # the second dummy interface (a second address of the same server)
 RDMA_PORT = 20049  # = pynfsrdma.client.url.NFS_RDMA_PORT (this module must import without the project)
@@ -828,6 +830,8 @@ CHILD_STEPS.update(
     client_remote_invalidation=client_remote_invalidation,
     client_remote_invalidation_both=client_remote_invalidation_both,
     raw_null_and_private_data=raw_null_and_private_data,
+    fuse_mount=guest_fuse.fuse_mount,
+    fuse_delegations=guest_fuse.fuse_delegations,
 )
 
 
@@ -918,6 +922,20 @@ def main() -> None:
         120,
         key="reminv",
     )
+    rdma_mount = f"proto=rdma,port={RDMA_PORT},provider=pyverbs"
+    step(
+        f"{link}: our FUSE mount with proto=rdma, checked through the kernel client",
+        in_child("fuse_mount", f"{SERVER}:/", rdma_mount, str(KMOUNT), f"fuse-rdma-{link}"),
+        180,
+        key="fuse",
+    )
+    if link == "rxe":  # (over TCP: the RDMA device plays no part, one boot shows it)
+        step(
+            f"{link}: our FUSE mount uses nfsd's read delegations and returns them when recalled",
+            in_child("fuse_delegations", f"{SERVER}:/", f"proto=tcp,port={TCP_PORT}", str(KMOUNT)),
+            150,
+            key="deleg",
+        )
     trunk = f"{rdma}&addrs={SERVER2}:{RDMA_PORT}&stalltimeo=5"
     step(
         f"{link}: our client trunks two RDMA paths and fails over",

@@ -1,0 +1,167 @@
+"""The FUSE mount's steps in the guest of the real-RDMA rig (run by ``guest_tests.py`` in a child).
+
+Against the kernel's nfsd, cross-checked through the kernel's own NFS client mounted in the same
+guest (``kmount``):
+
+- :func:`fuse_mount`: ``pynfsrdma mount`` with ``proto=rdma`` (or tcp): files written through our
+  mount read back identical through the kernel client and the other way round, a directory, a
+  symlink, a rename, a listing, and ``pynfsrdma stats`` shows the transport the mount runs on.
+- :func:`fuse_delegations`: the nfsd grants read delegations (NFS-Ganesha's VFS backend grants none),
+  so this is where our use of them is shown: opens under a delegation send no OPEN and no CLOSE
+  (counted by ``pynfsrdma stats``); when the kernel client writes the file, nfsd recalls the
+  delegation (CB_RECALL), we return it, and our next read sees the new data.
+
+Only the standard library and the project (through its CLI) are used; each step mounts and
+unmounts its own mount point.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+CLI = [sys.executable, "-m", "pynfsrdma.cli.main"]
+FILES = 60  # small files written through the mount (each a few COMPOUNDs: slow under emulation)
+
+
+def _run(*cmd: str, timeout: float = 60) -> str:
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}: {(p.stdout + p.stderr).strip()[-400:]}")
+    return p.stdout
+
+
+def _drop_caches() -> None:
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
+@contextmanager
+def mounted(url: str, mountpoint: Path, options: str) -> Iterator[Path]:
+    """``pynfsrdma mount URL MOUNTPOINT -o OPTIONS`` (it returns once the mount is up), unmounted after."""
+    mountpoint.mkdir(parents=True, exist_ok=True)
+    if not Path("/dev/fuse").exists():
+        _run("modprobe", "fuse")
+    _run(*CLI, "mount", url, str(mountpoint), "-o", options, timeout=90)
+    try:
+        yield mountpoint
+    finally:
+        _run(*CLI, "umount", str(mountpoint), timeout=60)
+
+
+def stats(mountpoint: Path) -> dict[str, Any]:
+    """What ``pynfsrdma stats MOUNTPOINT --json`` prints, asked in-process over the mount's control
+    socket (a CLI process per question costs seconds under emulation)."""
+    from pynfsrdma.control import Connection
+
+    with Connection(str(mountpoint)) as conn:
+        out: dict[str, Any] = conn.request("stats")
+    return out
+
+
+def _pattern(n: int, salt: bytes) -> bytes:
+    unit = salt + bytes(range(256))
+    return (unit * (n // len(unit) + 1))[:n]
+
+
+def fuse_mount(url: str, options: str, kmount: str, top: str) -> str:
+    """Our FUSE mount against nfsd, every result checked through the kernel's client."""
+    mnt = Path(f"/run/ours-{top}")
+    kdir = Path(kmount) / top
+    kdir.mkdir(parents=True, exist_ok=True)
+    theirs = _pattern(2 * (1 << 20) + 17, b"kernel")
+    (kdir / "from-kernel.bin").write_bytes(theirs)
+    os.sync()
+    ours = _pattern(3 * (1 << 20) + 4093, b"pynfsrdma")
+    with mounted(url, mnt, options):
+        d = mnt / top
+        if (d / "from-kernel.bin").read_bytes() != theirs:
+            raise RuntimeError("our mount reads other data than the kernel client wrote")
+        with open(d / "from-us.bin", "wb") as f:
+            f.write(ours)
+            f.flush()
+            os.fsync(f.fileno())
+        (d / "sub").mkdir()
+        for i in range(FILES):
+            (d / "sub" / f"entry-{i:04d}").write_bytes(b"%d\n" % i)
+        os.symlink("from-us.bin", d / "link")
+        os.rename(d / "sub" / "entry-0000", d / "renamed")
+        names = sorted(os.listdir(d / "sub"))
+        if len(names) != FILES - 1 or names[0] != "entry-0001":
+            raise RuntimeError(f"listing of sub: {len(names)} names, first {names[:1]}")
+        if os.readlink(d / "link") != "from-us.bin" or (d / "link").read_bytes() != ours:
+            raise RuntimeError("symlink through our mount")
+        report = stats(mnt)
+        kinds = {str(p.get("transport")) for p in report.get("paths", [])}
+        want = "rdma" if "proto=rdma" in options else "tcp"
+        if kinds != {want}:
+            raise RuntimeError(f"the mount runs on {sorted(kinds)}, not {want}")
+        _drop_caches()
+        if (kdir / "from-us.bin").read_bytes() != ours:
+            raise RuntimeError("the kernel client reads other data than our mount wrote")
+        if os.readlink(kdir / "link") != "from-us.bin" or (kdir / "renamed").read_bytes() != b"0\n":
+            raise RuntimeError("the kernel client sees another symlink or rename")
+        if len(os.listdir(kdir / "sub")) != FILES - 1:
+            raise RuntimeError("the kernel client lists another directory")
+    return f"{len(ours)} bytes each way, {FILES} files, symlink, rename; over {want}"
+
+
+def fuse_delegations(url: str, options: str, kmount: str) -> str:
+    """Read delegations from nfsd: local opens while held, returned on recall, new data seen after."""
+    mnt = Path("/run/ours-deleg")
+    kdir = Path(kmount) / "deleg"
+    kdir.mkdir(parents=True, exist_ok=True)
+    first, second = b"first version\n" * 1000, b"second version, longer\n" * 1000
+    (kdir / "f").write_bytes(first)
+    os.sync()
+    with mounted(url, mnt, options):
+        f = mnt / "deleg" / "f"
+        # nfsd grants delegations once it has checked our callback channel (CB_NULL after
+        # CREATE_SESSION): open until one is granted
+        deadline = time.monotonic() + 30
+        while True:
+            if f.read_bytes() != first:
+                raise RuntimeError("our mount reads other data than the kernel client wrote")
+            d = stats(mnt)["delegations"]
+            if d["held"]:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no delegation granted within 30 s: {d}")
+            time.sleep(1)
+        before = stats(mnt)
+        for _ in range(5):
+            if f.read_bytes() != first:
+                raise RuntimeError("a read under the delegation returned other data")
+        after = stats(mnt)
+        opens = after["op_counts"].get("OPEN", 0) - before["op_counts"].get("OPEN", 0)
+        closes = after["op_counts"].get("CLOSE", 0) - before["op_counts"].get("CLOSE", 0)
+        local = after["delegations"]["local_opens"] - before["delegations"]["local_opens"]
+        if opens or closes or local != 5:
+            raise RuntimeError(f"5 opens under a delegation sent {opens} OPEN, {closes} CLOSE; {local} local")
+        # another client writes the file: nfsd recalls our delegation before it lets the write go on
+        t0 = time.monotonic()
+        (kdir / "f").write_bytes(second)
+        os.sync()
+        wrote = time.monotonic() - t0
+        deadline = time.monotonic() + 30
+        while stats(mnt)["delegations"]["returned"] < 1:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the delegation was not returned: {stats(mnt)['delegations']}")
+            time.sleep(0.5)
+        got = f.read_bytes()
+        if got != second:
+            raise RuntimeError(f"after the recall our mount reads {got[:30]!r}..., not the new data")
+        final = stats(mnt)["delegations"]
+        if final["recalled"] < 1:
+            raise RuntimeError(f"returned without a CB_RECALL: {final}")
+    return (
+        f"granted {final['granted']}, 5 opens made locally (0 OPEN, 0 CLOSE sent), recalled "
+        f"{final['recalled']} and returned {final['returned']} when the kernel client wrote "
+        f"(its write took {wrote:.1f} s), new data read after"
+    )
