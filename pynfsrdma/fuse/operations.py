@@ -970,7 +970,13 @@ class NFSOperations(pyfuse3.Operations):
             for i in range(start, len(entries)):
                 e = entries[i]
                 if e.fh is None or e.attrs is None:  # the server gave no handle: look it up
-                    fh_, attrs = await self.nfs.lookup(h.inode.fh, e.name, h.cred)
+                    try:
+                        fh_, attrs = await self.nfs.lookup(h.inode.fh, e.name, h.cred)
+                    except NFS4Error as err:
+                        if err.errno not in (errno.ENOENT, errno.ESTALE):
+                            raise
+                        cookie = e.cookie  # removed since the READDIR: not listed, the rest is
+                        continue
                     now = self._now()
                 else:
                     fh_, attrs = e.fh, e.attrs
