@@ -135,6 +135,7 @@ class Client:
                                         default_port=u.port, rdma=u.proto == "rdma", transport_kind=u.proto)
                     await trunking.start()  # discovery is bounded (about 1 s) and never fails the mount
                     ops = NFSv4(cid)
+                    ops.owner_per_open = True  # every File is an open of its own
                     self = cls(u, cid, ops, cred)
                     self.trunking = trunking
                     self.root_fh, _ = await ops.mount(u.path, cred)

@@ -7,6 +7,7 @@ COMPOUND (PUTFH, the operation, GETFH/GETATTR as needed) and turns a failed oper
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
@@ -67,6 +68,13 @@ ANONYMOUS_STATEID = stateid4(0, bytes(12))
 CURRENT_STATEID_SEQID = 0  # in NFSv4.1 a seqid of 0 means "the current one" (RFC 8881 8.2.2)
 EMPTY_FATTR = fattr4([], b"")
 VERIFIER_SIZE = 8
+
+
+def current(stateid: stateid4) -> stateid4:
+    """``stateid`` with seqid 0: "whatever is current" (RFC 8881 8.2.2). I/O sent with it stays valid
+    when another OPEN by the same owner moves the open's seqid meanwhile (the kernel nfsd answers
+    NFS4ERR_OLD_STATEID to a READ with the seqid before an OPEN of the same file in parallel)."""
+    return stateid4(CURRENT_STATEID_SEQID, stateid.other)
 
 
 @dataclass(slots=True)
@@ -135,6 +143,11 @@ class NFSv4:
         self.delegation_return_hooks: list[Callable[[bytes], Awaitable[None]]] = []
         self.delegation_counts = {"granted": 0, "recalled": 0, "returned": 0, "local_opens": 0}
         self.reclaimed = 0  # opens reclaimed after server restarts
+        # an open owner per OPEN (the path API: its opens are independent, and one open owner's
+        # opens of one file are one open state on the server, which the first CLOSE would end for
+        # all); the FUSE mount shares one open per (file, user) itself and keeps one owner per user
+        self.owner_per_open = False
+        self._opens_made = itertools.count(1)
         client.reclaim_hooks.append(self._reclaim)
         client.state_revoked_hooks.append(self._revoked)
         client.backchannel.on_recall = self._recall
@@ -307,7 +320,10 @@ class NFSv4:
 
     # -- open state ---------------------------------------------------------------------------------------
     def _owner(self, cred: Credential) -> bytes:
-        return f"open-{cred.uid if cred.uid is not None else 'none'}".encode()
+        user = cred.uid if cred.uid is not None else "none"
+        if self.owner_per_open:
+            return f"open-{user}-{next(self._opens_made)}".encode()
+        return f"open-{user}".encode()
 
     async def open(
         self, dir_fh: bytes, name: str, cred: Credential, *, access: int = c.OPEN4_SHARE_ACCESS_READ,
@@ -516,7 +532,7 @@ class NFSv4:
                    cred: Credential) -> tuple[memoryview, bool]:
         """One READ of at most maxread bytes: (data as a view of the reply, eof)."""
         count = min(count, self.maxread)
-        stateid = of.stateid if of is not None else ANONYMOUS_STATEID
+        stateid = current(of.stateid) if of is not None else ANONYMOUS_STATEID
         res = await self.run([PUTFH4args(fh), READ4args(stateid, offset, count)], cred,
                              ReplyHints(ddp_sizes=[count]))
         ok = res[1].res
@@ -526,7 +542,7 @@ class NFSv4:
                     stable: int = c.UNSTABLE4) -> tuple[int, int, bytes]:
         """One WRITE (data sent by reference): (count, committed, write verifier)."""
         n = memoryview(data).nbytes
-        res = await self.run([PUTFH4args(of.fh), WRITE4args(of.stateid, offset, stable, data)], cred,
+        res = await self.run([PUTFH4args(of.fh), WRITE4args(current(of.stateid), offset, stable, data)], cred,
                              payload=n)
         ok = res[1].res
         return int(ok.count), int(ok.committed), bytes(ok.writeverf)
@@ -544,7 +560,7 @@ class NFSv4:
         anonymous stateid, as :meth:`setattr` sends it), then GETATTR, in one COMPOUND: (count,
         committed, write verifier, attributes after them)."""
         n = memoryview(data).nbytes
-        ops: list[Any] = [PUTFH4args(of.fh), WRITE4args(of.stateid, offset, stable, data)]
+        ops: list[Any] = [PUTFH4args(of.fh), WRITE4args(current(of.stateid), offset, stable, data)]
         if setattrs is not None:
             ops.append(SETATTR4args(ANONYMOUS_STATEID, setattrs))
         ops.append(GETATTR4args(STAT_BITMAP))
