@@ -243,13 +243,13 @@ class NFSOperations(pyfuse3.Operations):
             ino = node.ino
             self.nursery.start_soon(self._invalidate, ino)
 
-    async def _invalidate(self, ino: int) -> None:
+    async def _invalidate(self, ino: int, attr_only: bool = False) -> None:
         # in a thread: the kernel may wait for a request of ours on this inode before it answers
         try:
-            await trio.to_thread.run_sync(pyfuse3.invalidate_inode, ino, False)
+            await trio.to_thread.run_sync(pyfuse3.invalidate_inode, ino, attr_only)
         except OSError as e:
             if e.errno not in (errno.ENOENT, errno.EBADF, errno.ENOTCONN):
-                log.info("invalidate_inode(%d): %s", ino, e)
+                log.info("invalidate_inode(%d, attr_only=%s): %s", ino, attr_only, e)
 
     def _modified_dir(self, parent: Inode, name: str | None = None) -> None:
         parent.stale()
@@ -274,19 +274,11 @@ class NFSOperations(pyfuse3.Operations):
         for node in list(self.inodes):
             if node.fh != fh:
                 continue
-            await self._sync_inode(node)
             for s in list(node.shared.values()):
                 if s.writer is not None:
-                    await s.writer.flush()
+                    await s.writer.flush()  # (sends what is gathered, then commits)
             node.stale()
-            self.nursery.start_soon(self._invalidate_attrs, node.ino)
-
-    async def _invalidate_attrs(self, ino: int) -> None:
-        try:
-            await trio.to_thread.run_sync(pyfuse3.invalidate_inode, ino, True)
-        except OSError as e:
-            if e.errno not in (errno.ENOENT, errno.EBADF, errno.ENOTCONN):
-                log.info("invalidate_inode(%d, attr_only): %s", ino, e)
+            self.nursery.start_soon(self._invalidate, node.ino, True)
 
     def _check_rw(self) -> None:
         if self.opts.ro:
