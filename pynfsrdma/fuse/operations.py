@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import errno
 import functools
 import gc
@@ -52,6 +53,8 @@ BLOCK_SIZE = 4096
 SILLY_PREFIX = ".nfs"
 GROUPS_TTL = 2.0  # seconds a process's supplementary groups are remembered
 READDIR_AHEAD = 3  # READDIRs of a directory being listed sent ahead of the one the kernel takes
+# attribute changes that may wait with a file's gathered data (setattr_fattr4 keywords; see _defer_setattr)
+DEFERRABLE_SETATTR = frozenset({"mode", "atime_ns", "mtime_ns"})
 # The daemon keeps tens of thousands of long-lived objects (inodes and their attributes) and makes
 # them by the thousand (a listing, an untar): with CPython's default thresholds (a young collection
 # every 700 allocations) the cyclic collector took about a fifth of an ``ls -l``'s CPU; with these, a
@@ -329,7 +332,8 @@ class NFSOperations(pyfuse3.Operations):
     @fuse_errors
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         node = self._inode(inode)
-        await self._sync_inode(node)
+        if not self._projected(node):
+            await self._sync_inode(node)
         if not self.inodes.fresh(node, self._now()) and not self._delegated(node):
             cred = self.cred(ctx) if ctx.pid else self._any_cred(node)
             attrs = await self.nfs.getattr(node.fh, cred)
@@ -366,7 +370,7 @@ class NFSOperations(pyfuse3.Operations):
         if fields.update_mtime:
             kw["mtime_ns"] = attr.st_mtime_ns
         if kw and not fields.update_size:
-            if self._setattr_changes_nothing(node, kw, cred):
+            if self._setattr_changes_nothing(node, kw, cred) or self._defer_setattr(node, kw, cred):
                 return self._entry(node)
             attrs = await self._write_and_setattr(node, cred, kw)
             if attrs is not None:
@@ -415,6 +419,43 @@ class NFSOperations(pyfuse3.Operations):
         if kw.get("uid", a.uid) != a.uid or kw.get("gid", a.gid) != a.gid:
             return False
         return self.inodes.fresh(node, self._now()) or self._delegated(node)
+
+    def _defer_setattr(self, node: Inode, kw: dict[str, Any], cred: Credential) -> bool:
+        """Times and mode set by the file's owner while the file's one open holds data not yet sent
+        (``tar``: write, utimensat, fchown, fchmod, close) wait with the data and go after it in its
+        COMPOUND (:meth:`WriteBack.defer_setattr`); the kernel is answered with the attributes as
+        they will be. The owner may always set them, so the server has no reason to refuse (a refusal
+        is reported by close or fsync, as a failed WRITE is). Not with set-user/group-ID bits (the
+        server may clear them)."""
+        a = node.attrs
+        if not kw.keys() <= DEFERRABLE_SETATTR or cred.uid != a.uid or len(node.shared) != 1:
+            return False
+        if kw.get("mode", 0) & (stat.S_ISUID | stat.S_ISGID):
+            return False
+        shared: SharedOpen = next(iter(node.shared.values()))
+        w, sc = shared.writer, shared.cred
+        if (
+            w is None
+            or (sc.uid, sc.gid, sc.gids) != (cred.uid, cred.gid, cred.gids)
+            or not w.defer_setattr(kw)
+        ):
+            return False
+        node.attrs = dataclasses.replace(a, size=max(a.size, w.gathered_end), **kw)
+        if self._projected(node):
+            node.fetched = self._now()  # (see getattr)
+        return True
+
+    @staticmethod
+    def _projected(node: Inode) -> bool:
+        """Whether ``node.attrs`` are what the server will hold once the data gathered for it and the
+        attribute changes kept after that data are sent: the times were set explicitly after the
+        last write (so neither the mtime nor the size depends on the server), by the file's one open.
+        ``tar``'s chown makes the kernel ask for the attributes first (to clear set-user-ID bits):
+        they are answered from here, and the data waits for the close."""
+        if len(node.shared) != 1:
+            return False
+        w = next(iter(node.shared.values())).writer
+        return w is not None and "mtime_ns" in w.setattrs
 
     async def _write_and_setattr(self, node: Inode, cred: Credential, kw: dict[str, Any]) -> FileAttrs | None:
         """Gathered data that fits in one WRITE goes FILE_SYNC in the SETATTR's own COMPOUND (PUTFH,

@@ -12,6 +12,12 @@ sends it FILE_SYNC with a GETATTR in the same COMPOUND (and no COMMIT), and a ca
 (:meth:`WriteBack.take_sole_run`) to send it in its own COMPOUND (the mount's SETATTR does, for
 ``tar``'s write-then-utimensat). ``post_attrs`` keeps the attributes such a COMPOUND returned, as long
 as nothing was written after them: closing the file needs no GETATTR then.
+
+Attribute changes may wait with the data (:meth:`WriteBack.defer_setattr`): ``tar`` sets the times and
+the mode of every file after writing it and before closing it; the mount keeps those changes (when
+the caller owns the file, so the server cannot refuse them) and they go after the data, in the WRITE's
+own COMPOUND, whenever the data is sent: at close, fsync, a GETATTR, or before the next write. A
+refused SETATTR is reported there, as a failed WRITE is.
 """
 
 from __future__ import annotations
@@ -23,10 +29,11 @@ from typing import Any
 
 import trio
 
-from ..client.attributes import FileAttrs
+from ..client.attributes import FileAttrs, setattr_fattr4
 from ..client.nfs4 import NFSv4, OpenFile
 from ..errors import NFS4Error
 from ..proto.nfs4 import const as c
+from ..proto.nfs4.types import fattr4
 from ..rpc.auth import Credential
 
 log = logging.getLogger(__name__)
@@ -82,6 +89,8 @@ class WriteBack:
         # once anything is written after it
         self.post_attrs: tuple[FileAttrs, float] | None = None
         self._accepted = 0  # write() calls so far (attributes are only as new as the last of them)
+        # attribute changes (setattr_fattr4 keywords) made after the gathered data: sent after it
+        self.setattrs: dict[str, Any] = {}
 
     @property
     def dirty(self) -> bool:
@@ -90,7 +99,56 @@ class WriteBack:
 
     @property
     def unsent(self) -> bool:
-        return bool(self._run or self._busy or self._held)
+        return bool(self._run or self._busy or self._held or self.setattrs)
+
+    @property
+    def gathered_end(self) -> int:
+        """The end of the gathered data (0 when there is none)."""
+        return self._run_off + self._run_len if self._run else 0
+
+    def _sole_run(self) -> bool:
+        """All the data not yet sent is one run that fits in one WRITE, and nothing else is in
+        flight or waits for a COMMIT."""
+        return bool(
+            self._held is None
+            and self._run
+            and not self._busy
+            and not self._uncommitted
+            and self._run_len <= self.wsize
+        )
+
+    def defer_setattr(self, changes: dict[str, Any]) -> bool:
+        """Keep attribute changes (``setattr_fattr4`` keywords; not the size, owner or group) to send
+        after the gathered data, in its COMPOUND. Only while the data is a sole run (see
+        :meth:`take_sole_run`); False (nothing kept) otherwise."""
+        if not self._sole_run() or self._error is not None:
+            return False
+        self.setattrs.update(changes)
+        return True
+
+    async def _send_setattrs(self) -> None:
+        """Send the gathered data with the deferred attribute changes after it, and wait for it."""
+        changes, self.setattrs = self.setattrs, {}
+        if not changes:
+            return
+        fattr = setattr_fattr4(**changes)
+        if self._sole_run():
+            pieces, off = self._run, self._run_off
+            self._run, self._run_len = [], 0
+            data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+            await self._send(off, data, c.FILE_SYNC4, with_attrs=True, setattrs=fattr)
+            await self._idle.wait()
+            return
+        await self._send_run()  # (a write came in between: data first, then the changes)
+        await self._idle.wait()
+        try:
+            attrs = await self.nfs.setattr(self.of.fh, self.cred, **changes)
+        except OSError as e:
+            log.warning("SETATTR after the data failed: %s", e)
+            if self._error is None:
+                self._error = e
+            return
+        self.post_attrs = (attrs, trio.current_time())
 
     async def _wait_held(self) -> None:
         while self._held is not None:
@@ -100,13 +158,7 @@ class WriteBack:
         """All the data not yet sent, when it is one run that fits in one WRITE and nothing else is
         in flight or waits for a COMMIT: (offset, data), for the caller to send in a COMPOUND of its
         own. Writes wait until the caller hands it back with :meth:`return_run`."""
-        if (
-            self._held is not None
-            or not self._run
-            or self._busy
-            or self._uncommitted
-            or self._run_len > self.wsize
-        ):
+        if self.setattrs or not self._sole_run():
             return None
         pieces, off = self._run, self._run_off
         self._run, self._run_len = [], 0
@@ -146,6 +198,8 @@ class WriteBack:
     async def write(self, offset: int, data: bytes) -> None:
         if self._held is not None:
             await self._wait_held()
+        if self.setattrs:  # (times set before this write must not be undone by it)
+            await self._send_setattrs()
         self._raise_error()
         self.post_attrs = None
         self._accepted += 1
@@ -172,7 +226,12 @@ class WriteBack:
         await self._send(off, pieces[0] if len(pieces) == 1 else b"".join(pieces), stable, with_attrs)
 
     async def _send(
-        self, offset: int, data: bytes, stable: int | None = None, with_attrs: bool = False
+        self,
+        offset: int,
+        data: bytes,
+        stable: int | None = None,
+        with_attrs: bool = False,
+        setattrs: fattr4 | None = None,
     ) -> None:
         if not with_attrs:
             self.post_attrs = None
@@ -183,11 +242,16 @@ class WriteBack:
                 self._idle = trio.Event()
             self._busy += 1
             self._nursery.start_soon(
-                self._write_one, offset + pos, view[pos : pos + self.wsize], stable, with_attrs
+                self._write_one, offset + pos, view[pos : pos + self.wsize], stable, with_attrs, setattrs
             )
 
     async def _write_one(
-        self, offset: int, data: memoryview, stable: int | None = None, with_attrs: bool = False
+        self,
+        offset: int,
+        data: memoryview,
+        stable: int | None = None,
+        with_attrs: bool = False,
+        setattrs: fattr4 | None = None,
     ) -> None:
         try:
             pos = 0
@@ -198,7 +262,7 @@ class WriteBack:
                     if with_attrs:  # the only WRITE in flight: the attributes after it come along
                         accepted = self._accepted
                         count, committed, verf, attrs = await self.nfs.write_getattr(
-                            self.of, offset + pos, data[pos:], self.cred, stable or self.stable
+                            self.of, offset + pos, data[pos:], self.cred, stable or self.stable, setattrs
                         )
                         if accepted == self._accepted:  # (nothing written meanwhile)
                             self.post_attrs = (attrs, trio.current_time())
@@ -230,9 +294,11 @@ class WriteBack:
                 self._idle.set()
 
     async def drain(self) -> None:
-        """Send what is gathered and wait for every WRITE in flight."""
+        """Send what is gathered (and the attribute changes kept after it) and wait for every WRITE
+        in flight."""
         if self._held is not None:
             await self._wait_held()
+        await self._send_setattrs()
         await self._send_run()
         await self._idle.wait()
 
@@ -240,7 +306,8 @@ class WriteBack:
         """Everything written so far onto stable storage; resend what a changed verifier lost."""
         if self._held is not None:
             await self._wait_held()
-        if self._run and not self._busy and not self._uncommitted and self._run_len <= self.wsize:
+        await self._send_setattrs()  # (one COMPOUND with the data when it is a sole run: no COMMIT)
+        if self._sole_run():
             # all there is fits in one WRITE (a small file at close): FILE_SYNC, and no COMMIT
             # round trip after it (the Linux client does the same); the attributes come along
             await self._send_run(c.FILE_SYNC4, with_attrs=True)

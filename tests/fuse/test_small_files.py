@@ -14,6 +14,7 @@ import platform
 import stat
 import struct
 import subprocess
+import sys
 import tarfile
 import time
 from collections.abc import Callable
@@ -80,7 +81,7 @@ def tree(root: Path) -> dict[str, tuple[int, int, int, int, int, bytes | None]]:
     return out
 
 
-def test_untar_takes_five_compounds_per_file_and_leaves_what_tar_says(
+def test_untar_takes_four_compounds_per_file_and_leaves_what_tar_says(
     mount_export: Callable[..., Any], export_path: Any, tmp_path: Path
 ) -> None:
     dirs, per_dir = 3, 12
@@ -93,13 +94,14 @@ def test_untar_takes_five_compounds_per_file_and_leaves_what_tar_says(
     after, ops_after = settle(m.path)
     compounds, ops = delta(after, before), delta(ops_after, ops_before)
     n = len(files)
-    # per file: LOOKUP (the name is new), OPEN, WRITE+SETATTR(times) FILE_SYNC, SETATTR (tar's
-    # chmod from the 0600 it creates with), CLOSE; tar's chown to the owner the file has sends nothing
+    # per file: LOOKUP (the name is new), OPEN, WRITE FILE_SYNC + SETATTR (tar's times and its chmod
+    # from the 0600 it creates with, kept until the close) + GETATTR, CLOSE; tar's chown to the owner
+    # the file has sends nothing
     assert compounds.get("WRITE") == n, compounds
     assert ops.get("WRITE") == n and compounds.get("CLOSE") == n, (compounds, ops)
-    assert "COMMIT" not in ops, ops  # every file's data went FILE_SYNC with its utimensat
-    assert ops.get("SETATTR", 0) <= 2 * n + 3 * (dirs + 1), ops
-    assert sum(compounds.values()) <= 5 * n + 6 * (dirs + 1), compounds
+    assert "COMMIT" not in ops, ops  # every file's data went FILE_SYNC with its attributes
+    assert ops.get("SETATTR", 0) <= n + 3 * (dirs + 1), ops
+    assert sum(compounds.values()) <= 4 * n + 4 * (dirs + 1), (compounds, ops)
     # the same tree as tar makes on a local disk: data, modes, owners and (nanosecond) mtimes
     ref = tmp_path / "ref"
     ref.mkdir()
@@ -125,6 +127,7 @@ def test_times_set_after_writes_stay_on_the_servers_disk(work_dir: Any, shared_m
     assert stat.S_IMODE(st.st_mode) == 0o640
     compounds, ops = delta(after, before), delta(ops_after, ops_before)
     assert compounds.get("WRITE") == 1 and ops.get("WRITE") == 1 and "COMMIT" not in ops, (compounds, ops)
+    assert "SETATTR" not in compounds and ops.get("SETATTR") == 1, (compounds, ops)  # with the WRITE
     # a write after the times moves mtime on, as it does on a local disk
     fd = os.open(f, os.O_WRONLY | os.O_APPEND)
     os.write(fd, b"more")
@@ -258,3 +261,66 @@ def test_a_reader_with_a_small_buffer_sees_every_entry_once(
     assert 1 <= pages <= n // 100, compounds
     again = getdents_names(m.path / "many", 1 << 16)  # and a listing from the start is fresh
     assert sorted(again) == sorted(names)
+
+
+def test_times_and_mode_wait_for_the_data_and_stat_shows_them_before(
+    work_dir: Any, shared_mount: Any
+) -> None:
+    """tar's utimensat and fchmod after the data are kept until the close and go with the data in
+    one COMPOUND; a stat in between (the kernel asks for one before every chown) sends nothing and
+    shows what the file will be."""
+    data = os.urandom(7000)
+    fd = os.open(work_dir.mnt / "w", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, data)
+        before, _ = counts(shared_mount.path)
+        os.utime(fd, ns=(MTIME * 10**9, MTIME * 10**9 + 42))
+        os.fchown(fd, os.getuid(), os.getgid())
+        os.fchmod(fd, 0o644)
+        st = os.fstat(fd)
+        assert (st.st_size, st.st_mtime_ns, stat.S_IMODE(st.st_mode)) == (
+            len(data),
+            MTIME * 10**9 + 42,
+            0o644,
+        )
+        assert counts(shared_mount.path)[0] == before  # nothing sent yet
+        assert (work_dir.local / "w").stat().st_size == 0  # (the server has not seen the data)
+    finally:
+        os.close(fd)
+    local = (work_dir.local / "w").stat()
+    assert (work_dir.local / "w").read_bytes() == data
+    assert (local.st_mtime_ns, stat.S_IMODE(local.st_mode)) == (MTIME * 10**9 + 42, 0o644)
+    assert delta(settle(shared_mount.path)[0], before) == {"WRITE": 1, "CLOSE": 1}
+
+
+def test_a_refused_deferred_chmod_fails_the_close_and_keeps_the_data(
+    mount_export: Callable[..., Any], export_path: Any
+) -> None:
+    """The owner's chmod is kept with the data; if the file changed hands on the server meanwhile,
+    the server refuses it when it goes: close(2) reports EPERM, as it reports a failed write, and the
+    data is on the server all the same."""
+    os.chmod(export_path.local, 0o777)
+    m = mount_export("allow_other", subdir=export_path.remote.removeprefix("/export/"))
+    script = (
+        "import os, sys\n"
+        f"fd = os.open({str(m.path / 'f')!r}, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)\n"
+        "os.write(fd, b'precious data')\n"
+        "os.fchmod(fd, 0o644)\n"
+        "sys.stdout.write('chmod done\\n'); sys.stdout.flush(); sys.stdin.readline()\n"
+        "try:\n"
+        "    os.close(fd)\n"
+        "except OSError as e:\n"
+        "    print('close:', e.strerror)\n"
+        "else:\n"
+        "    print('close: ok')\n"
+    )
+    p = subprocess.Popen(
+        [*USER, sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert p.stdout is not None and p.stdin is not None
+    assert p.stdout.readline() == "chmod done\n"
+    os.chown(export_path.local / "f", 2000, 2000)  # on the server's disk, behind the mount's back
+    out, _ = p.communicate("\n", timeout=30)
+    assert out.strip() == "close: Operation not permitted", out
+    assert (export_path.local / "f").read_bytes() == b"precious data"
+    assert stat.S_IMODE((export_path.local / "f").stat().st_mode) == 0o600
