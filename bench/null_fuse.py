@@ -5,7 +5,9 @@
 It serves, with no I/O behind them:
 - ``zero``: a file of SIZE bytes of zeros (each read is a slice of one zero buffer: no copy);
 - ``sink``: a file that accepts every write and keeps nothing (its size stays 0);
-- ``dir/``: a directory of N empty files ``f0000000`` ... with attributes (readdir is readdirplus).
+- ``dir/``: a directory of N empty files ``f0000000`` ... with attributes (readdir is readdirplus);
+- ``scratch/``: a directory where files, directories and symlinks can be made (``tar x``): their
+  names and attributes are kept in memory, their data is not (a write only moves the size).
 
 Reads, writes and listings through it cost what FUSE itself costs, which is what a real file system
 mounted the same way cannot beat. Like the pynfsrdma mount, it raises the mount's read_ahead_kb to
@@ -30,8 +32,9 @@ import trio
 from pynfsrdma.fuse.mount import raise_read_ahead_once_up
 
 ROOT = pyfuse3.ROOT_INODE
-ZERO, SINK, DIR = ROOT + 1, ROOT + 2, ROOT + 3
+ZERO, SINK, DIR, SCRATCH = ROOT + 1, ROOT + 2, ROOT + 3, ROOT + 4
 FIRST_FILE = 100
+FIRST_MADE = 1 << 40  # inodes of what is made in scratch/
 MAX_REQUEST = 1 << 20
 ZEROS = memoryview(bytes(MAX_REQUEST))
 TIMEOUT = 3600.0  # the kernel may cache everything: nothing ever changes
@@ -46,13 +49,18 @@ class NullOperations(pyfuse3.Operations):
         self.files = files
         self.now = time.time_ns()
         self.written = 0
+        # scratch/: inode -> attributes, directory inode -> {name: inode}, symlink inode -> target
+        self.made: dict[int, pyfuse3.EntryAttributes] = {SCRATCH: self._attr(SCRATCH)}
+        self.children: dict[int, dict[bytes, int]] = {SCRATCH: {}}
+        self.links: dict[int, bytes] = {}
+        self.next_ino = FIRST_MADE
 
     def _attr(self, ino: int) -> pyfuse3.EntryAttributes:
         e = pyfuse3.EntryAttributes()
         e.st_ino = ino
         e.entry_timeout = TIMEOUT
         e.attr_timeout = TIMEOUT
-        if ino in (ROOT, DIR):
+        if ino in (ROOT, DIR, SCRATCH):
             e.st_mode = stat.S_IFDIR | 0o755
             e.st_nlink = 2
         else:
@@ -64,19 +72,89 @@ class NullOperations(pyfuse3.Operations):
         return e
 
     def _valid(self, ino: int) -> bool:
-        return ino in (ROOT, ZERO, SINK, DIR) or FIRST_FILE <= ino < FIRST_FILE + self.files
+        return (
+            ino in (ROOT, ZERO, SINK, DIR) or FIRST_FILE <= ino < FIRST_FILE + self.files or ino in self.made
+        )
 
     async def getattr(self, inode: int, ctx: Any = None) -> pyfuse3.EntryAttributes:
+        made = self.made.get(inode)
+        if made is not None:
+            return made
         if not self._valid(inode):
             raise pyfuse3.FUSEError(errno.ENOENT)
         return self._attr(inode)
 
     async def setattr(self, inode: int, attr: Any, fields: Any, fh: Any, ctx: Any) -> pyfuse3.EntryAttributes:
-        return await self.getattr(inode)  # truncating the sink (O_TRUNC) changes nothing
+        e = self.made.get(inode)
+        if e is None:
+            return await self.getattr(inode)  # truncating the sink (O_TRUNC) changes nothing
+        if fields.update_mode:
+            e.st_mode = stat.S_IFMT(e.st_mode) | stat.S_IMODE(attr.st_mode)
+        if fields.update_uid:
+            e.st_uid = attr.st_uid
+        if fields.update_gid:
+            e.st_gid = attr.st_gid
+        if fields.update_size:
+            e.st_size = attr.st_size
+        if fields.update_atime:
+            e.st_atime_ns = attr.st_atime_ns
+        if fields.update_mtime:
+            e.st_mtime_ns = attr.st_mtime_ns
+        return e
+
+    # -- scratch/: what is made there is kept (names and attributes only) --------------------------
+    def _make(self, parent: int, name: bytes, mode: int, ctx: Any) -> pyfuse3.EntryAttributes:
+        entries = self.children.get(parent)
+        if entries is None:
+            raise pyfuse3.FUSEError(errno.EROFS)  # (only scratch/ and what is made in it)
+        if name in entries:
+            raise pyfuse3.FUSEError(errno.EEXIST)
+        ino, self.next_ino = self.next_ino, self.next_ino + 1
+        e = pyfuse3.EntryAttributes()
+        e.st_ino = ino
+        e.entry_timeout = e.attr_timeout = TIMEOUT
+        e.st_mode = mode
+        e.st_nlink = 2 if stat.S_ISDIR(mode) else 1
+        e.st_uid, e.st_gid = ctx.uid, ctx.gid
+        e.st_blksize = 4096
+        e.st_atime_ns = e.st_mtime_ns = e.st_ctime_ns = time.time_ns()
+        self.made[ino] = e
+        entries[name] = ino
+        if stat.S_ISDIR(mode):
+            self.children[ino] = {}
+        return e
+
+    async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx: Any) -> pyfuse3.EntryAttributes:
+        return self._make(parent_inode, name, stat.S_IFDIR | stat.S_IMODE(mode), ctx)
+
+    async def create(
+        self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: Any
+    ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+        e = self._make(parent_inode, name, stat.S_IFREG | stat.S_IMODE(mode), ctx)
+        return pyfuse3.FileInfo(fh=e.st_ino), e
+
+    async def symlink(
+        self, parent_inode: int, name: bytes, target: bytes, ctx: Any
+    ) -> pyfuse3.EntryAttributes:
+        e = self._make(parent_inode, name, stat.S_IFLNK | 0o777, ctx)
+        self.links[e.st_ino] = target
+        e.st_size = len(target)
+        return e
+
+    async def readlink(self, inode: int, ctx: Any) -> bytes:
+        if inode not in self.links:
+            raise pyfuse3.FUSEError(errno.EINVAL)
+        return self.links[inode]
 
     async def lookup(self, parent_inode: int, name: bytes, ctx: Any = None) -> pyfuse3.EntryAttributes:
+        entries = self.children.get(parent_inode)
+        if entries is not None:
+            ino = entries.get(name)
+            if ino is None:
+                raise pyfuse3.FUSEError(errno.ENOENT)
+            return self.made[ino]
         if parent_inode == ROOT:
-            ino = {b"zero": ZERO, b"sink": SINK, b"dir": DIR}.get(name)
+            ino = {b"zero": ZERO, b"sink": SINK, b"dir": DIR, b"scratch": SCRATCH}.get(name)
         elif parent_inode == DIR and name.startswith(b"f") and name[1:].isdigit():
             i = int(name[1:])
             ino = FIRST_FILE + i if i < self.files else None
@@ -87,16 +165,23 @@ class NullOperations(pyfuse3.Operations):
         return self._attr(ino)
 
     async def opendir(self, inode: int, ctx: Any) -> int:
-        if inode not in (ROOT, DIR):
+        if inode not in (ROOT, DIR) and inode not in self.children:
             raise pyfuse3.FUSEError(errno.ENOTDIR)
         return inode
 
     async def readdir(self, fh: int, start_id: int, token: Any) -> None:
         if fh == ROOT:
-            names = [(b"zero", ZERO), (b"sink", SINK), (b"dir", DIR)]
+            names = [(b"zero", ZERO), (b"sink", SINK), (b"dir", DIR), (b"scratch", SCRATCH)]
             for i in range(start_id, len(names)):
                 name, ino = names[i]
                 if not pyfuse3.readdir_reply(token, name, self._attr(ino), i + 1):
+                    return
+            return
+        if fh in self.children:
+            made = list(self.children[fh].items())
+            for i in range(start_id, len(made)):
+                name, ino = made[i]
+                if not pyfuse3.readdir_reply(token, name, self.made[ino], i + 1):
                     return
             return
         for i in range(start_id, self.files):
@@ -104,8 +189,9 @@ class NullOperations(pyfuse3.Operations):
                 return
 
     async def open(self, inode: int, flags: int, ctx: Any) -> pyfuse3.FileInfo:
-        if not self._valid(inode) or inode in (ROOT, DIR):
-            raise pyfuse3.FUSEError(errno.EISDIR if inode in (ROOT, DIR) else errno.ENOENT)
+        if not self._valid(inode) or inode in (ROOT, DIR) or inode in self.children:
+            isdir = inode in (ROOT, DIR) or inode in self.children
+            raise pyfuse3.FUSEError(errno.EISDIR if isdir else errno.ENOENT)
         return pyfuse3.FileInfo(fh=inode, keep_cache=False)
 
     async def read(self, fh: int, off: int, size: int) -> Any:
@@ -116,6 +202,9 @@ class NullOperations(pyfuse3.Operations):
 
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         self.written += len(buf)
+        e = self.made.get(fh)
+        if e is not None:
+            e.st_size = max(e.st_size, off + len(buf))
         return len(buf)
 
     async def flush(self, fh: int) -> None:
