@@ -33,6 +33,7 @@ from ..session.paths import Path
 from ..session.session import RetryPolicy
 from ..trunking import Trunking, TrunkingOptions
 from .options import MountOptions, OptionError, parse_options, split_options
+from .writeback import keep_payload_memory
 
 log = logging.getLogger(__name__)
 
@@ -256,6 +257,7 @@ def run(req: MountRequest, ready_fd: int | None = None) -> int:
         os.close(ready_fd)
         _detach(req.options)
 
+    keep_payload_memory()  # (the writes' payloads: see there)
     try:
         trio.run(serve, req, ready)
     except MountError as e:

@@ -45,7 +45,7 @@ from .cache import NEGATIVE, AttrTimeouts, NameCache
 from .inodes import ROOT_INODE, Inode, InodeTable
 from .options import MountOptions
 from .readahead import READ_AHEAD_WINDOW, Extent, ReadAhead, assemble
-from .writeback import MAX_REOPENS, STATE_LOST, WriteBack
+from .writeback import MAX_REOPENS, STATE_LOST, TRIM_THRESHOLD, WriteBack, return_payload_memory
 
 log = logging.getLogger(__name__)
 
@@ -959,6 +959,8 @@ class NFSOperations(pyfuse3.Operations):
                 await shared.writer.flush()
         finally:
             await self.nfs.close(shared.of, shared.cred)
+            if shared.writer is not None and shared.writer.bytes_accepted >= TRIM_THRESHOLD:
+                return_payload_memory()  # the heap kept for a large file's writes goes back
 
     async def _remove_silly(self, node: Inode, cred: Credential) -> None:
         while node.silly:

@@ -3,7 +3,11 @@
 Data handed in by FUSE is ``bytes`` (immutable), so it is kept by reference: a gathered run of
 pieces is sent as is when it is one piece, joined into one buffer when it is several (small writes).
 Every unstable piece is kept until a COMMIT returns the verifier its WRITE returned; when the
-verifier differs (the server restarted and may have lost it), the piece is sent again, FILE_SYNC.
+verifier differs (the server restarted and may have lost it), the piece is sent again. Once
+``commit_window`` bytes wait for a COMMIT, one is sent in the background while writes go on (the
+server flushes that much to its disk meanwhile, instead of all of it at fsync or close), and the
+writer waits for it only when another window has filled behind it: what is kept stays under about
+two windows.
 A failed background WRITE is reported by the next write, flush or fsync, as a local filesystem
 reports write-back errors.
 
@@ -22,6 +26,7 @@ refused SETATTR is reported there, as a failed WRITE is.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import logging
 from collections.abc import Awaitable, Callable
@@ -48,7 +53,43 @@ MAX_REOPENS = 3
 Reopen = Callable[[Any], Awaitable[None]]
 
 DEFAULT_IN_FLIGHT = 8
-COMMIT_WINDOW = 64 << 20  # COMMIT at least this often, so the data kept for resends stays bounded
+# COMMIT at least this often, so that the data kept for resends stays bounded and the server writes
+# it to disk while more comes (a sequential write measured ~10% faster with 32 MiB than with 64 MiB)
+COMMIT_WINDOW = 32 << 20
+
+# glibc's mallopt(3) parameters (malloc.h)
+M_TRIM_THRESHOLD = -1
+M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD = 32 << 20  # a write's payload (1 MiB at most) comes from the heap
+TRIM_THRESHOLD = 4 * COMMIT_WINDOW  # free heap kept for the next payloads (what is kept is ~2 windows)
+
+
+def _libc_function(name: str) -> Any:
+    try:
+        return getattr(ctypes.CDLL(None), name)
+    except (OSError, AttributeError):  # not glibc: its defaults stay
+        return None
+
+
+def keep_payload_memory() -> bool:
+    """Let freed write payloads be used again instead of going back to the kernel (for the mount
+    daemon, once at start). pyfuse3 hands each write over as a new ``bytes`` (copied from its request
+    buffer) that is kept until a COMMIT covers it; with glibc's defaults those megabytes were
+    returned to the kernel as they were freed (brk, munmap) and every new one took its pages again
+    by page faults, zeroed and charged: under the copy, the faults cost about four times the copy,
+    a fifth of both cores in a 1 MiB sequential write. True if the settings took."""
+    mallopt = _libc_function("mallopt")
+    if mallopt is None:
+        return False
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+
+
+def return_payload_memory() -> None:
+    """Give the free heap back to the kernel (after a large file is closed: what
+    :func:`keep_payload_memory` keeps is for a write in progress)."""
+    malloc_trim = _libc_function("malloc_trim")
+    if malloc_trim is not None:
+        malloc_trim(0)
 
 
 class WriteBack:
@@ -81,6 +122,9 @@ class WriteBack:
         self._idle.set()
         self._uncommitted: list[tuple[int, Any, bytes]] = []  # (offset, data, write verifier)
         self._uncommitted_bytes = 0
+        self._commit_lock = trio.Lock()  # one COMMIT (and the resends after it) at a time
+        self._committing: list[tuple[int, Any, bytes]] = []  # pieces whose COMMIT is in flight
+        self._background: trio.Event | None = None  # set when the background COMMIT is over
         self._error: OSError | None = None
         self._held: trio.Event | None = None  # set while a caller has the run (take_sole_run)
         self.writes_sent = 0
@@ -91,11 +135,12 @@ class WriteBack:
         self._accepted = 0  # write() calls so far (attributes are only as new as the last of them)
         # attribute changes (setattr_fattr4 keywords) made after the gathered data: sent after it
         self.setattrs: dict[str, Any] = {}
+        self.bytes_accepted = 0  # bytes handed to write() so far
 
     @property
     def dirty(self) -> bool:
         """Data not yet on the server's stable storage (unsent, in flight or uncommitted)."""
-        return bool(self._run or self._busy or self._uncommitted or self._held)
+        return bool(self._run or self._busy or self._uncommitted or self._committing or self._held)
 
     @property
     def unsent(self) -> bool:
@@ -114,6 +159,7 @@ class WriteBack:
             and self._run
             and not self._busy
             and not self._uncommitted
+            and not self._committing
             and self._run_len <= self.wsize
         )
 
@@ -204,19 +250,40 @@ class WriteBack:
         self.post_attrs = None
         self._accepted += 1
         n = len(data)
+        self.bytes_accepted += n
         if self._run and (offset != self._run_off + self._run_len or self._run_len + n > self.wsize):
             await self._send_run()
         if n >= self.wsize:  # a large write goes out as it is (by reference, no copy)
             await self._send(offset, data)
-            return
-        if not self._run:
-            self._run_off = offset
-        self._run.append(data)
-        self._run_len += n
-        if self._run_len >= self.wsize:
-            await self._send_run()
+        else:
+            if not self._run:
+                self._run_off = offset
+            self._run.append(data)
+            self._run_len += n
+            if self._run_len >= self.wsize:
+                await self._send_run()
         if self._uncommitted_bytes >= self.commit_window:
-            await self.commit()
+            await self._commit_in_background()
+
+    async def _commit_in_background(self) -> None:
+        """A window's worth waits for a COMMIT: send one without waiting for it; wait only when the
+        previous one is still out (so that at most about two windows are kept for resends)."""
+        if self._background is not None:
+            await self._background.wait()
+            if self._uncommitted_bytes < self.commit_window:
+                return
+        self._background = trio.Event()
+        self._nursery.start_soon(self._background_commit, self._background)
+
+    async def _background_commit(self, done: trio.Event) -> None:
+        try:
+            async with self._commit_lock:
+                await self._commit_once()
+        except OSError as e:  # the pieces are kept: the next flush or fsync commits (and reports)
+            log.info("background COMMIT failed: %s", e)
+        finally:
+            self._background = None
+            done.set()
 
     async def _send_run(self, stable: int | None = None, with_attrs: bool = False) -> None:
         if not self._run:
@@ -312,28 +379,39 @@ class WriteBack:
             # round trip after it (the Linux client does the same); the attributes come along
             await self._send_run(c.FILE_SYNC4, with_attrs=True)
         await self.drain()
-        for _ in range(3):
-            if not self._uncommitted:
-                break
-            pending, self._uncommitted, self._uncommitted_bytes = self._uncommitted, [], 0
-            try:
-                verf = await self.nfs.commit(self.of.fh, self.cred)
-            except OSError:
-                self._uncommitted = pending + self._uncommitted
-                self._uncommitted_bytes = sum(len(d) for _, d, _ in self._uncommitted)
-                raise
-            lost = [(o, d) for o, d, v in pending if v != verf]
-            if lost:
-                log.info(
-                    "COMMIT verifier %s differs from WRITE verifier(s) %s: resending",
-                    verf.hex(),
-                    sorted({v.hex() for _, _, v in pending}),
-                )
-            for o, d in lost:  # the server restarted between WRITE and COMMIT: send them again
-                self.resends += 1
-                await self._send(o, d)
-            await self._idle.wait()
+        async with self._commit_lock:  # (after a background COMMIT, if one is out)
+            for _ in range(3):
+                if not self._uncommitted:
+                    break
+                await self._commit_once()
+                await self._idle.wait()
         self._raise_error()
+
+    async def _commit_once(self) -> None:
+        """COMMIT what the server has acknowledged UNSTABLE so far; resend what a changed verifier
+        lost (the resends go UNSTABLE again: the caller commits again). Under ``_commit_lock``."""
+        if not self._uncommitted:
+            return
+        pending, self._uncommitted, self._uncommitted_bytes = self._uncommitted, [], 0
+        self._committing = pending
+        try:
+            verf = await self.nfs.commit(self.of.fh, self.cred)
+        except OSError:
+            self._uncommitted = pending + self._uncommitted
+            self._uncommitted_bytes = sum(len(d) for _, d, _ in self._uncommitted)
+            raise
+        finally:
+            self._committing = []
+        lost = [(o, d) for o, d, v in pending if v != verf]
+        if lost:
+            log.info(
+                "COMMIT verifier %s differs from WRITE verifier(s) %s: resending",
+                verf.hex(),
+                sorted({v.hex() for _, _, v in pending}),
+            )
+        for o, d in lost:  # the server restarted between WRITE and COMMIT: send them again
+            self.resends += 1
+            await self._send(o, d)
 
     async def flush(self) -> None:
         if self.stable == c.UNSTABLE4:
