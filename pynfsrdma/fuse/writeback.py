@@ -179,10 +179,7 @@ class WriteBack:
             return
         fattr = setattr_fattr4(**changes)
         if self._sole_run():
-            pieces, off = self._run, self._run_off
-            self._run, self._run_len = [], 0
-            data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
-            await self._send(off, data, c.FILE_SYNC4, with_attrs=True, setattrs=fattr)
+            await self._send_run(c.FILE_SYNC4, with_attrs=True, setattrs=fattr)
             await self._idle.wait()
             return
         await self._send_run()  # (a write came in between: data first, then the changes)
@@ -285,12 +282,16 @@ class WriteBack:
             self._background = None
             done.set()
 
-    async def _send_run(self, stable: int | None = None, with_attrs: bool = False) -> None:
+    async def _send_run(
+        self, stable: int | None = None, with_attrs: bool = False, setattrs: fattr4 | None = None
+    ) -> None:
         if not self._run:
             return
         pieces, off = self._run, self._run_off
         self._run, self._run_len = [], 0
-        await self._send(off, pieces[0] if len(pieces) == 1 else b"".join(pieces), stable, with_attrs)
+        await self._send(
+            off, pieces[0] if len(pieces) == 1 else b"".join(pieces), stable, with_attrs, setattrs
+        )
 
     async def _send(
         self,
