@@ -4,6 +4,13 @@ The inode number is the NFS fileid (the export's root is FUSE's root inode), so 
 same numbers a local look at the export would. The table maps it to the current file handle and
 attributes and keeps the kernel's lookup count; an inode is dropped when the kernel has forgotten it
 and nothing has it open.
+
+Attributes are cached only when they are not older than a write the kernel has seen complete. Every
+write of ours counts (:meth:`InodeTable.wrote`: when FUSE hands it over and when its WRITE is
+answered); a request for attributes notes the count when it is sent (:meth:`InodeTable.asking`), and
+its reply is kept as current only if no write of that file counted meanwhile and none was on its way
+when it was sent. Otherwise the server may have answered before our write reached it: a size from
+then, cached, would later cut the kernel's idea of the file short.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ class Inode:
     shared: dict[bytes, Any] = field(default_factory=dict)  # open owner -> our shared open state
     open_lock: Any = None  # serialises OPEN and CLOSE of this file (set by the I/O layer)
     readaheads: set[Any] = field(default_factory=set)  # the read-ahead windows of its open files
+    written: int = 0  # the table's write count at this file's last write (see InodeTable.wrote)
 
     def drop_readahead(self) -> None:
         """The file's data changed (or is changing): no open file reads on from what it read ahead."""
@@ -51,6 +59,16 @@ class Inode:
     def stale(self) -> None:
         self.fetched = float("-inf")
 
+    @property
+    def writing(self) -> bool:
+        """Data of ours is gathered or on its way to the server (not yet answered)."""
+        return any(s.writer is not None and s.writer.unsent for s in self.shared.values())
+
+
+# ``asked`` of attributes that came back with our own last write (nothing of ours can be newer)
+OWN = None
+UNTRUSTED = -1  # asked while a write of the file was on its way: never current
+
 
 class InodeTable:
     def __init__(self, root_fh: bytes, root_attrs: FileAttrs, timeouts: AttrTimeouts, now: float) -> None:
@@ -58,6 +76,7 @@ class InodeTable:
         self.root_fileid = root_attrs.fileid
         self.root = Inode(ROOT_INODE, root_fh, root_attrs, now, timeouts.initial(True), lookups=1)
         self._by_ino: dict[int, Inode] = {ROOT_INODE: self.root}
+        self.writes = 0  # writes counted so far (see wrote)
 
     def ino_for(self, attrs: FileAttrs) -> int:
         fid = attrs.fileid
@@ -70,8 +89,27 @@ class InodeTable:
     def get(self, ino: int) -> Inode | None:
         return self._by_ino.get(ino)
 
-    def learn(self, fh: bytes, attrs: FileAttrs, now: float, lookup: bool = True) -> tuple[Inode, bool]:
-        """Record a file handle and its attributes; count one lookup if asked.
+    def wrote(self, node: Inode) -> None:
+        """A write of ``node``'s data was handed to us, or its WRITE was answered: attributes asked
+        for before now may not show it."""
+        self.writes += 1
+        node.written = self.writes
+
+    def asking(self, node: Inode | None = None) -> int:
+        """Note taken before asking the server for attributes (of ``node``, or of files not known
+        yet): pass it as ``asked`` with the reply."""
+        if node is not None and node.writing:
+            return UNTRUSTED
+        return self.writes
+
+    def _current(self, node: Inode, asked: int | None) -> bool:
+        return asked is OWN or (asked != UNTRUSTED and node.written <= asked and not node.writing)
+
+    def learn(
+        self, fh: bytes, attrs: FileAttrs, now: float, lookup: bool = True, *, asked: int | None
+    ) -> tuple[Inode, bool]:
+        """Record a file handle and its attributes (``asked``: see :meth:`asking`); count one lookup
+        if asked to.
 
         Returns the inode and whether its change attribute moved since we last saw it."""
         ino = attrs.fileid
@@ -86,17 +124,20 @@ class InodeTable:
             self._by_ino[ino] = node
         else:
             node.fh = fh
-            changed = self.refresh(node, attrs, now)
+            changed = self.refresh(node, attrs, now, asked=asked)
         if lookup:
             node.lookups += 1
         return node, changed
 
-    def refresh(self, node: Inode, attrs: FileAttrs, now: float) -> bool:
-        """New attributes from the server; adapts the timeout. True if the change attribute moved."""
+    def refresh(self, node: Inode, attrs: FileAttrs, now: float, *, asked: int | None) -> bool:
+        """New attributes from the server (``asked``: see :meth:`asking`; ``OWN`` for those that came
+        back after our own last write); adapts the timeout. True if the change attribute moved.
+        Attributes that may be older than one of our writes are taken, but not as current: the next
+        look asks the server again."""
         changed = attrs.change != node.attrs.change
         node.timeo = self.timeouts.next(node.timeo, attrs.type == c.NF4DIR, changed)
         node.attrs = attrs
-        node.fetched = now
+        node.fetched = now if self._current(node, asked) else float("-inf")
         return changed
 
     def fresh(self, node: Inode, now: float) -> bool:

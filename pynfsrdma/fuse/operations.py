@@ -42,7 +42,7 @@ from ..errors import NFS4Error
 from ..proto.nfs4 import const as c
 from ..rpc.auth import Credential, auth_sys
 from .cache import NEGATIVE, AttrTimeouts, NameCache
-from .inodes import ROOT_INODE, Inode, InodeTable
+from .inodes import OWN, ROOT_INODE, Inode, InodeTable
 from .options import MountOptions
 from .readahead import READ_AHEAD_WINDOW, Extent, ReadAhead, assemble
 from .writeback import MAX_REOPENS, STATE_LOST, TRIM_THRESHOLD, WriteBack, return_payload_memory
@@ -121,8 +121,9 @@ class DirPage:
     """One READDIR's worth of a directory being listed: the entries after ``cookie`` (once the
     reply is there, sent ahead or asked for)."""
 
-    def __init__(self, cookie: int) -> None:
+    def __init__(self, cookie: int, asked: int) -> None:
         self.cookie = cookie
+        self.asked = asked  # InodeTable.asking() when the READDIR was sent
         self.done = trio.Event()
         self.result: tuple[list[DirEntry], bytes, bool] | None = None  # entries, verifier, eof
         self.index: dict[int, int] | None = None  # entry cookie -> position (made when needed)
@@ -232,8 +233,8 @@ class NFSOperations(pyfuse3.Operations):
         e.entry_timeout = self.opts.acdirmin
         return e
 
-    def _learn(self, fh: bytes, attrs: FileAttrs, lookup: bool = True) -> Inode:
-        node, changed = self.inodes.learn(fh, attrs, self._now(), lookup)
+    def _learn(self, fh: bytes, attrs: FileAttrs, asked: int | None, lookup: bool = True) -> Inode:
+        node, changed = self.inodes.learn(fh, attrs, self._now(), lookup, asked=asked)
         if changed:
             self._changed(node)
         return node
@@ -299,8 +300,9 @@ class NFSOperations(pyfuse3.Operations):
             parent.lookups += 1
             return self._entry(parent)
         if n == "..":
+            asked = self.inodes.asking()
             fh, attrs = await self.nfs.lookupp(parent.fh, cred)
-            return self._entry(self._learn(fh, attrs))
+            return self._entry(self._learn(fh, attrs, asked))
         now = self._now()
         if self.inodes.fresh(parent, now):
             hit = self.names.get(parent.ino, n, parent.attrs.change)
@@ -311,6 +313,7 @@ class NFSOperations(pyfuse3.Operations):
                 if node is not None and self.inodes.fresh(node, now):
                     node.lookups += 1
                     return self._entry(node)
+        asked = self.inodes.asking()
         try:
             fh, attrs = await self.nfs.lookup(parent.fh, n, cred)
         except NFS4Error as e:
@@ -319,7 +322,7 @@ class NFSOperations(pyfuse3.Operations):
                     self.names.put(parent.ino, n, NEGATIVE, parent.attrs.change)
                 return self._negative()
             raise
-        node = self._learn(fh, attrs)
+        node = self._learn(fh, attrs, asked)
         if self.inodes.fresh(parent, now):
             self.names.put(parent.ino, n, node.ino, parent.attrs.change)
         return self._entry(node)
@@ -336,8 +339,9 @@ class NFSOperations(pyfuse3.Operations):
             await self._sync_inode(node)
         if not self.inodes.fresh(node, self._now()) and not self._delegated(node):
             cred = self.cred(ctx) if ctx.pid else self._any_cred(node)
+            asked = self.inodes.asking(node)
             attrs = await self.nfs.getattr(node.fh, cred)
-            if self.inodes.refresh(node, attrs, self._now()):
+            if self.inodes.refresh(node, attrs, self._now(), asked=asked):
                 self._changed(node)
         return self._entry(node)
 
@@ -390,16 +394,19 @@ class NFSOperations(pyfuse3.Operations):
         if not kw:
             return await self.getattr(inode, ctx)
         log.debug("setattr ino=%d fh=%s %s", inode, fh, kw)
+        asked = self.inodes.asking(node)
         attrs = await self.nfs.setattr(node.fh, cred, stateid=stateid, **kw)
-        self._attrs_after_setattr(node, attrs)
+        self._attrs_after_setattr(node, attrs, asked)
         if fields.update_size:
             node.data_change = attrs.change  # the kernel truncated its page cache itself
             node.drop_readahead()
         return self._entry(node)
 
-    def _attrs_after_setattr(self, node: Inode, attrs: FileAttrs) -> None:
+    def _attrs_after_setattr(self, node: Inode, attrs: FileAttrs, asked: int | None) -> None:
         now = self._now()
-        self.inodes.refresh(node, attrs, now)
+        self.inodes.refresh(node, attrs, now, asked=asked)
+        if node.fetched != now:
+            return  # (a write of ours may have come after them)
         for s in node.shared.values():  # newer than what the last WRITE brought back
             w = s.writer
             if w is not None and w.post_attrs is not None and not w.unsent:
@@ -494,7 +501,7 @@ class NFSOperations(pyfuse3.Operations):
             w.return_run(wrote, rest, post)
         if rest is not None:
             return None  # a short WRITE: the rest goes first, then the SETATTR again
-        self._attrs_after_setattr(node, attrs)
+        self._attrs_after_setattr(node, attrs, OWN)  # (writes to come wait for return_run)
         return attrs
 
     @fuse_errors
@@ -541,9 +548,10 @@ class NFSOperations(pyfuse3.Operations):
         self._check_rw()
         parent = self._inode(parent_inode)
         n = os.fsdecode(name)
+        asked = self.inodes.asking()
         fh, attrs = await self.nfs.create(parent.fh, n, ftype, self.cred(ctx), **kw)
         self._modified_dir(parent, n)
-        return self._entry(self._learn(fh, attrs))
+        return self._entry(self._learn(fh, attrs, asked))
 
     @fuse_errors
     async def mkdir(
@@ -650,9 +658,10 @@ class NFSOperations(pyfuse3.Operations):
         node = self._inode(inode)
         parent = self._inode(new_parent_inode)
         n = os.fsdecode(new_name)
+        asked = self.inodes.asking(node)
         attrs = await self.nfs.link(node.fh, parent.fh, n, self.cred(ctx))
         self._modified_dir(parent, n)
-        return self._entry(self._learn(node.fh, attrs))
+        return self._entry(self._learn(node.fh, attrs, asked))
 
     # -- open files -----------------------------------------------------------------------------------
     def _adopt(self, node: Inode, of: OpenFile, cred: Credential) -> SharedOpen:
@@ -677,6 +686,7 @@ class NFSOperations(pyfuse3.Operations):
                 self.nfs.maxwrite,
                 stable=stable,
                 reopen=functools.partial(self._reopen, node, shared),
+                answered=functools.partial(self.inodes.wrote, node),
             )
         return shared
 
@@ -726,10 +736,10 @@ class NFSOperations(pyfuse3.Operations):
         self.files[fid] = h
         return pyfuse3.FileInfo(fh=fid, keep_cache=keep)
 
-    def _close_to_open(self, node: Inode, attrs: FileAttrs | None) -> bool:
+    def _close_to_open(self, node: Inode, attrs: FileAttrs | None, asked: int | None) -> bool:
         """Revalidate on open: keep the kernel's page cache only if the data did not change."""
         if attrs is not None:
-            self.inodes.refresh(node, attrs, self._now())
+            self.inodes.refresh(node, attrs, self._now(), asked=asked)
         keep = node.data_change == node.attrs.change
         node.data_change = node.attrs.change
         if not keep:
@@ -755,6 +765,7 @@ class NFSOperations(pyfuse3.Operations):
         async with self._lock(node):
             shared = node.shared.get(owner)
             attrs: FileAttrs | None = None
+            asked = self.inodes.asking(node)
             if shared is not None and shared.of.access & access == access and not shared.of.closed:
                 if not self._delegated(node):  # under a delegation, what we hold is current
                     attrs = await self.nfs.getattr(node.fh, cred)
@@ -768,11 +779,12 @@ class NFSOperations(pyfuse3.Operations):
                     of = await self.nfs.open_fh(node.fh, cred, access)
                     attrs = of.attrs
                 shared = self._adopt(node, of, cred)
-            keep = self._close_to_open(node, attrs)
+            keep = self._close_to_open(node, attrs, asked)
             fi = self._handle(node, shared, share_access(flags), cred, keep, flags)
         if flags & os.O_TRUNC and node.attrs.size:
+            asked = self.inodes.asking(node)
             a = await self.nfs.setattr(node.fh, cred, stateid=shared.of.stateid, size=0)
-            self.inodes.refresh(node, a, self._now())
+            self.inodes.refresh(node, a, self._now(), asked=asked)
             node.data_change = a.change
         return fi
 
@@ -784,6 +796,7 @@ class NFSOperations(pyfuse3.Operations):
         n = os.fsdecode(name)
         cred = self.cred(ctx)
         access = share_access(flags)
+        asked = self.inodes.asking()
         of = await self.nfs.open(
             parent.fh,
             n,
@@ -797,9 +810,9 @@ class NFSOperations(pyfuse3.Operations):
         self._modified_dir(parent, n)
         if of.attrs is None:
             of.attrs = await self.nfs.getattr(of.fh, cred)
-        node = self._learn(of.fh, of.attrs)
+        node = self._learn(of.fh, of.attrs, asked)
         shared = self._adopt(node, of, cred)  # (a CLOSE racing with this OPEN: see open())
-        keep = self._close_to_open(node, None)
+        keep = self._close_to_open(node, None, asked)
         return self._handle(node, shared, access, cred, keep, flags), self._entry(node)
 
     @fuse_errors
@@ -887,9 +900,11 @@ class NFSOperations(pyfuse3.Operations):
         if w is None or not h.access & c.OPEN4_SHARE_ACCESS_WRITE:
             raise pyfuse3.FUSEError(errno.EBADF)
         h.written = True
-        h.inode.drop_readahead()
+        node = h.inode
+        node.drop_readahead()
+        self.inodes.wrote(node)  # (before the kernel hears of it: attributes asked until now are older)
         await w.write(off, buf)
-        h.inode.stale()
+        node.stale()
         return len(buf)
 
     @fuse_errors
@@ -932,9 +947,11 @@ class NFSOperations(pyfuse3.Operations):
                 # what the kernel's page cache holds now is what the server holds
                 post = self._post_write_attrs(node, shared)
                 if post is None:
-                    self.inodes.refresh(node, await self.nfs.getattr(node.fh, h.cred), self._now())
+                    asked = self.inodes.asking(node)
+                    attrs = await self.nfs.getattr(node.fh, h.cred)
+                    self.inodes.refresh(node, attrs, self._now(), asked=asked)
                 elif node.fetched < post[1]:
-                    self.inodes.refresh(node, *post)
+                    self.inodes.refresh(node, *post, asked=OWN)
                 node.data_change = node.attrs.change
         finally:
             if node.opens == 0:
@@ -1002,9 +1019,11 @@ class NFSOperations(pyfuse3.Operations):
             assert page.result is not None
             entries, _, eof = page.result
             now = self._now()
+            asked = page.asked
             for i in range(start, len(entries)):
                 e = entries[i]
                 if e.fh is None or e.attrs is None:  # the server gave no handle: look it up
+                    asked = self.inodes.asking()
                     try:
                         fh_, attrs = await self.nfs.lookup(h.inode.fh, e.name, h.cred)
                     except NFS4Error as err:
@@ -1014,8 +1033,8 @@ class NFSOperations(pyfuse3.Operations):
                         continue
                     now = self._now()
                 else:
-                    fh_, attrs = e.fh, e.attrs
-                node, changed = learn(fh_, attrs, now, False)
+                    fh_, attrs, asked = e.fh, e.attrs, page.asked
+                node, changed = learn(fh_, attrs, now, False, asked=asked)
                 if changed:
                     self._changed(node)
                 if not reply(token, e.name.encode("utf-8", "surrogateescape"), entry(node), e.cookie):
@@ -1057,7 +1076,7 @@ class NFSOperations(pyfuse3.Operations):
             await page.done.wait()  # (its result is None when it failed: asked again here)
         if page is None or page.result is None:
             h.ahead.clear()  # (a seek: what was sent ahead is for elsewhere; dropped when it comes)
-            page = DirPage(cookie)
+            page = DirPage(cookie, self.inodes.asking())
             page.result = await self.nfs.readdir_plus(
                 h.inode.fh, h.cred, cookie, h.verifier if cookie else bytes(VERIFIER_SIZE)
             )
@@ -1071,7 +1090,7 @@ class NFSOperations(pyfuse3.Operations):
         return page
 
     def _send_ahead(self, h: DirHandle, cookie: int) -> None:
-        page = DirPage(cookie)
+        page = DirPage(cookie, self.inodes.asking())
         h.ahead.append(page)
         self.nursery.start_soon(self._readdir_ahead, h, page)
 

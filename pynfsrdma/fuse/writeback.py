@@ -104,6 +104,7 @@ class WriteBack:
         stable: int = c.UNSTABLE4,
         commit_window: int = COMMIT_WINDOW,
         reopen: Reopen | None = None,
+        answered: Callable[[], None] | None = None,
     ) -> None:
         self.nfs = nfs
         self.of = of
@@ -113,6 +114,7 @@ class WriteBack:
         self.stable = stable
         self.commit_window = commit_window
         self.reopen = reopen
+        self.answered = answered  # called when a WRITE of ours is answered (or fails)
         self._slots = trio.Semaphore(in_flight)
         self._run: list[bytes] = []
         self._run_off = 0
@@ -220,6 +222,8 @@ class WriteBack:
         handed over with :meth:`written_unstable` first."""
         if wrote:
             self.writes_sent += 1
+            if self.answered is not None:
+                self.answered()
         if rest is not None and rest[1]:
             off, data = rest
             self._run, self._run_off, self._run_len = [data], off, len(data)
@@ -358,6 +362,8 @@ class WriteBack:
         finally:
             self._busy -= 1
             self._slots.release()
+            if self.answered is not None:
+                self.answered()
             if self._busy == 0:
                 self._idle.set()
 

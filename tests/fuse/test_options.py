@@ -6,7 +6,7 @@ import pytest
 
 from pynfsrdma.client.attributes import FileAttrs
 from pynfsrdma.fuse.cache import NEGATIVE, AttrTimeouts, NameCache
-from pynfsrdma.fuse.inodes import REMAPPED, ROOT_INODE, InodeTable
+from pynfsrdma.fuse.inodes import OWN, REMAPPED, ROOT_INODE, InodeTable
 from pynfsrdma.fuse.options import OptionError, parse_options
 from pynfsrdma.proto.nfs4 import const as c
 
@@ -91,9 +91,9 @@ def test_inode_table_counts_lookups_and_forgets() -> None:
     t = InodeTable(b"root", attrs(500, ftype=c.NF4DIR), AttrTimeouts(3, 60, 30, 60), now=0.0)
     assert t.ino_for(attrs(500)) == ROOT_INODE
     assert t.ino_for(attrs(1)) == REMAPPED | 1  # a file whose fileid is the root's inode number
-    node, changed = t.learn(b"fh-a", attrs(77), now=1.0)
+    node, changed = t.learn(b"fh-a", attrs(77), now=1.0, asked=t.asking())
     assert (node.ino, node.lookups, changed) == (77, 1, False)
-    node, changed = t.learn(b"fh-a2", attrs(77, change=2), now=2.0)
+    node, changed = t.learn(b"fh-a2", attrs(77, change=2), now=2.0, asked=t.asking())
     assert (node.lookups, node.fh, changed, node.timeo) == (2, b"fh-a2", True, 3)
     assert t.fresh(node, 4.9) and not t.fresh(node, 5.0)
     node.opens = 1
@@ -104,3 +104,50 @@ def test_inode_table_counts_lookups_and_forgets() -> None:
     assert t.get(77) is None
     t.forget(ROOT_INODE, 5)
     assert t.get(ROOT_INODE) is t.root
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.unsent = False
+
+
+class _Open:
+    def __init__(self) -> None:
+        self.writer = _Writer()
+
+
+def test_attributes_asked_before_a_write_are_not_kept_as_current() -> None:
+    """A GETATTR answered while a write of ours was gathered, on its way, or handed over after it was
+    sent may show the file before that write: taken, but asked again next time (cached, its size
+    would later cut the kernel's idea of the file short)."""
+    t = InodeTable(b"root", attrs(500, ftype=c.NF4DIR), AttrTimeouts(3, 60, 30, 60), now=0.0)
+    node, _ = t.learn(b"fh", attrs(7), now=1.0, asked=t.asking())
+    assert t.fresh(node, 1.5)
+    opened = _Open()
+    node.shared[b"owner"] = opened
+
+    asked = t.asking(node)  # GETATTR sent ...
+    t.wrote(node)  # ... a write handed over before its reply
+    t.refresh(node, attrs(7, change=2), now=2.0, asked=asked)
+    assert node.attrs.change == 2 and not t.fresh(node, 2.0)
+
+    opened.writer.unsent = True  # a WRITE on its way when the GETATTR is sent ...
+    asked = t.asking(node)
+    opened.writer.unsent = False
+    t.wrote(node)  # ... answered before the GETATTR's reply
+    t.refresh(node, attrs(7, change=3), now=3.0, asked=asked)
+    assert not t.fresh(node, 3.0)
+
+    opened.writer.unsent = True  # still on its way when the reply comes
+    t.refresh(node, attrs(7, change=3), now=3.0, asked=t.asking())
+    assert not t.fresh(node, 3.0)
+    opened.writer.unsent = False
+
+    asked = t.asking(node)  # nothing written meanwhile: current
+    t.refresh(node, attrs(7, change=4), now=4.0, asked=asked)
+    assert t.fresh(node, 4.0)
+    t.wrote(node)
+    t.refresh(node, attrs(7, change=5), now=5.0, asked=OWN)  # came back with our own last WRITE
+    assert t.fresh(node, 5.0)
+    other, _ = t.learn(b"fh2", attrs(8), now=5.0, asked=asked)  # a file new to us: no write of ours
+    assert t.fresh(other, 5.0)
