@@ -43,6 +43,10 @@ _IOV_MAX: Final = 1024
 POOL_MIN_FRAGMENT: Final = 64 * 1024  # fragments at least this large go into reused buffers
 POOL_BYTES: Final = 16 * 1024 * 1024  # kept per connection at most (read-ahead uses ~10 MiB)
 POOL_ROUND: Final = 64 * 1024  # pooled buffers are sized up to a multiple of this
+# bytes asked of the socket when nothing of the next record is known yet: a small reply (and its
+# record mark) comes in one recv; of a larger one, this much of its head is copied out of the
+# staging buffer and the rest is received in place
+STAGE_READ: Final = 2048
 
 
 def _refs(pool: list[bytearray], i: int) -> int:
@@ -110,8 +114,9 @@ class TcpTransport(Transport):
         self.max_record = max_record
         self._send_lock = trio.Lock()
         self._closed = False
-        self._mark_buf = bytearray(4)
-        self._mark_view = memoryview(self._mark_buf)
+        self._stage = memoryview(bytearray(STAGE_READ))
+        self._staged = 0  # bytes received ahead into _stage, from _stage_at
+        self._stage_at = 0
         self.pool = BufferPool()
         self.bytes_sent = 0
         self.bytes_received = 0
@@ -233,18 +238,50 @@ class TcpTransport(Transport):
         self.bytes_received += got
         return waited
 
+    async def _stage_mark(self, what: str) -> tuple[int, bool]:
+        """The next record mark, from the staging buffer (filled by one recv of up to STAGE_READ
+        bytes when it holds less than a mark); and whether it had to wait for data."""
+        stage, at, staged = self._stage, self._stage_at, self._staged
+        waited = False
+        if staged < 4:
+            if staged:
+                stage[:staged] = stage[at : at + staged]
+            sock = self.sock
+            while staged < 4:
+                try:
+                    n = sock.recv_into(stage[staged:])
+                except BlockingIOError:
+                    try:
+                        await trio.lowlevel.wait_readable(sock)
+                    except trio.ClosedResourceError as e:
+                        raise ConnectionLost("connection closed", self.peer) from e
+                    waited = True
+                    continue
+                except OSError as e:
+                    raise ConnectionLost(e.strerror or str(e), self.peer) from e
+                if n == 0:
+                    if staged or what == "record":
+                        raise ConnectionLost("closed by the server in the middle of a record", self.peer)
+                    raise ConnectionLost("closed by the server", self.peer)
+                staged += n
+                self.bytes_received += n
+            at = 0
+        mark: int = _MARK.unpack_from(stage, at)[0]
+        self._stage_at, self._staged = at + 4, staged - 4
+        return mark, waited
+
     async def receive(self) -> Unpacker:
-        # Each fragment is read into a buffer of exactly its size: the record mark first, then the
-        # fragment with recv_into, so the payload lands once, where the decoder will view it.
+        # Each fragment is read into a buffer of exactly its size. What the socket gave beyond a
+        # record mark (the head of the fragment, all of a small one) was staged and is copied there;
+        # the rest lands with recv_into, once, where the decoder will view it.
         if self._closed:
             raise ConnectionLost("connection is closed", self.peer)
         frags: list[memoryview] = []
         total = 0
-        mark_buf = self._mark_view
         waited = False
         while True:
-            waited |= await self._recv_into(mark_buf, "mark" if not frags else "record")
-            mark = _MARK.unpack_from(mark_buf)[0]
+            mark, w = await self._stage_mark("mark" if not frags else "record")
+            waited |= w
             n = mark & RM_LENGTH_MASK
             total += n
             if total > self.max_record:
@@ -253,7 +290,13 @@ class TcpTransport(Transport):
                     self.peer,
                 )
             frag = self.pool.get(n) if n >= POOL_MIN_FRAGMENT else memoryview(bytearray(n))
-            waited |= await self._recv_into(frag, "record")
+            at, staged = self._stage_at, self._staged
+            head = min(n, staged)
+            if head:
+                frag[:head] = self._stage[at : at + head]
+                self._stage_at, self._staged = at + head, staged - head
+            if head < n:
+                waited |= await self._recv_into(frag[head:], "record")
             frags.append(frag)
             if mark & RM_LAST_FRAGMENT:
                 break
