@@ -33,12 +33,13 @@ from ..transport.tcp import TcpTransport
 from ..trunking import Trunking, TrunkingOptions
 from .attributes import FileAttrs, FsStat
 from .nfs4 import NFSv4, OpenFile
-from .url import NfsURL, URLError, parse_url
+from .url import NfsURL, URLError, minor_version, parse_url
 
 Progress = Callable[[int], None]
 MAX_SYMLINKS = 40
 DEFAULT_IN_FLIGHT = 8
 COMMIT_WINDOW = 64 << 20  # commit unstable data at least this often, so resends stay bounded
+XATTR_USER = "user."  # the namespace of extended attributes NFSv4.2 carries (RFC 8276)
 
 
 async def connector_for(url: NfsURL, address: str, port: int, timeout: float) -> Callable[[], Any]:
@@ -120,7 +121,7 @@ class Client:
             async with trio.open_nursery() as nursery:
                 cid = ClientID(
                     nursery,
-                    options=SessionOptions(rsize=rsize, wsize=wsize),
+                    options=SessionOptions(rsize=rsize, wsize=wsize, minorversion=minor_version(u.vers)),
                     policy=RetryPolicy(timeo=timeo, retrans=retrans, hard=hard),
                     cred=cred,
                     # a client owner of its own: its open state lives and dies with this object, and
@@ -241,6 +242,39 @@ class Client:
     async def utime(self, path: str, atime_ns: int | str | None = None,
                     mtime_ns: int | str | None = None) -> FileAttrs:
         return await self.setattr(path, atime_ns=atime_ns, mtime_ns=mtime_ns)
+
+    # -- extended attributes (vers=4.2 and a server with them: RFC 8276) -------------------------------
+    def _xattr_key(self, path: str, name: str) -> str:
+        """The RFC 8276 name of ``name`` ("user.NAME", as os.getxattr takes it); NFS4ERR_NOTSUPP
+        (ENOTSUP) for other namespaces, NFSv4.1 sessions, and servers without extended attributes."""
+        if not self.nfs.xattr_support or not name.startswith(XATTR_USER) or name == XATTR_USER:
+            raise NFS4Error(c.NFS4ERR_NOTSUPP, None, self._norm(path))
+        return name[len(XATTR_USER) :]
+
+    async def getxattr(self, path: str, name: str) -> bytes:
+        key = self._xattr_key(path, name)
+        fh, _ = await self._resolve(path)
+        return await self.nfs.getxattr(fh, key, self.cred, path=self._norm(path))
+
+    async def setxattr(self, path: str, name: str, value: bytes, *, create: bool = False,
+                       replace: bool = False) -> None:
+        """Set ``name`` to ``value``; ``create``: fail if it exists (EEXIST), ``replace``: fail if it
+        does not (ENODATA), as os.setxattr's XATTR_CREATE and XATTR_REPLACE."""
+        key = self._xattr_key(path, name)
+        option = c.SETXATTR4_CREATE if create else c.SETXATTR4_REPLACE if replace else c.SETXATTR4_EITHER
+        fh, _ = await self._resolve(path)
+        await self.nfs.setxattr(fh, key, value, self.cred, option, path=self._norm(path))
+
+    async def listxattr(self, path: str) -> list[str]:
+        if not self.nfs.xattr_support:
+            raise NFS4Error(c.NFS4ERR_NOTSUPP, None, self._norm(path))
+        fh, _ = await self._resolve(path)
+        return [XATTR_USER + n for n in await self.nfs.listxattrs(fh, self.cred, path=self._norm(path))]
+
+    async def removexattr(self, path: str, name: str) -> None:
+        key = self._xattr_key(path, name)
+        fh, _ = await self._resolve(path)
+        await self.nfs.removexattr(fh, key, self.cred, path=self._norm(path))
 
     # -- namespace --------------------------------------------------------------------------------------
     def _split(self, path: str) -> tuple[str, str]:

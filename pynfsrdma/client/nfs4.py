@@ -28,7 +28,9 @@ from ..proto.nfs4.types import (
     FREE_STATEID4args,
     GETATTR4args,
     GETFH4args,
+    GETXATTR4args,
     LINK4args,
+    LISTXATTRS4args,
     LOOKUP4args,
     LOOKUPP4args,
     OPEN4args,
@@ -38,10 +40,12 @@ from ..proto.nfs4.types import (
     READDIR4args,
     READLINK4args,
     REMOVE4args,
+    REMOVEXATTR4args,
     RENAME4args,
     RESTOREFH4args,
     SAVEFH4args,
     SETATTR4args,
+    SETXATTR4args,
     TEST_STATEID4args,
     WRITE4args,
     creatverfattr,
@@ -57,6 +61,7 @@ from .attributes import (
     FS_INFO_BITMAP,
     STAT_BITMAP,
     STATFS_BITMAP,
+    XATTR_SUPPORT_BITMAP,
     FileAttrs,
     FsStat,
     setattr_fattr4,
@@ -66,6 +71,8 @@ log = logging.getLogger(__name__)
 
 ANONYMOUS_STATEID = stateid4(0, bytes(12))
 CURRENT_STATEID_SEQID = 0  # in NFSv4.1 a seqid of 0 means "the current one" (RFC 8881 8.2.2)
+XATTR_SIZE_MAX = 64 * 1024  # the largest extended attribute value (Linux's limit, as its client's)
+XATTR_LIST_MAX = 64 * 1024  # the largest list of names asked for in one LISTXATTRS
 EMPTY_FATTR = fattr4([], b"")
 VERIFIER_SIZE = 8
 
@@ -143,6 +150,8 @@ class NFSv4:
         self.delegation_return_hooks: list[Callable[[bytes], Awaitable[None]]] = []
         self.delegation_counts = {"granted": 0, "recalled": 0, "returned": 0, "local_opens": 0}
         self.reclaimed = 0  # opens reclaimed after server restarts
+        # the export's file system has extended attributes (NFSv4.2 sessions only; learned by mount)
+        self.xattr_support = False
         # an open owner per OPEN (the path API: its opens are independent, and one open owner's
         # opens of one file are one open state on the server, which the first CLOSE would end for
         # all); the FUSE mount shares one open per (file, user) itself and keeps one owner per user
@@ -181,11 +190,17 @@ class NFSv4:
         ops: list[Any] = [PUTROOTFH4args()]
         ops += [LOOKUP4args(n) for n in _components(export)]
         ops += [GETFH4args(), GETATTR4args(STAT_BITMAP), GETATTR4args(FS_INFO_BITMAP)]
+        v42 = self.client.options.minorversion >= c.NFS4_MINOR_VERSION_2
+        if v42:
+            ops.append(GETATTR4args(XATTR_SUPPORT_BITMAP))
         res = await self.run(ops, cred, path=export)
-        fh = bytes(res[-3].res.object)
-        attrs = FileAttrs.from_fattr4(res[-2].res.obj_attributes)
         from ..proto.nfs4.attrs import decode_fattr4
 
+        if v42:
+            xattr = decode_fattr4(res.pop().res.obj_attributes)
+            self.xattr_support = bool(xattr.get(c.FATTR4_XATTR_SUPPORT, False))
+        fh = bytes(res[-3].res.object)
+        attrs = FileAttrs.from_fattr4(res[-2].res.obj_attributes)
         info = decode_fattr4(res[-1].res.obj_attributes)
         self.maxread = min(self.client.options.rsize, info.get(c.FATTR4_MAXREAD, self.maxread) or self.maxread)
         self.maxwrite = min(self.client.options.wsize, info.get(c.FATTR4_MAXWRITE, self.maxwrite) or self.maxwrite)
@@ -317,6 +332,46 @@ class NFSv4:
         hints = ReplyHints(max_reply=4096 + 512)
         res = await self.run([PUTFH4args(fh), READLINK4args()], cred, hints, path=path)
         return bytes(res[1].res.link)
+
+    # -- extended attributes (NFSv4.2, RFC 8276: the "user." namespace, without its prefix) ---------------
+    async def getxattr(self, fh: bytes, name: str, cred: Credential, path: str | None = None) -> bytes:
+        """The value of extended attribute ``name`` (NFS4Error NFS4ERR_NOXATTR: ENODATA when absent)."""
+        hints = ReplyHints(max_reply=XATTR_SIZE_MAX + 512)
+        res = await self.run([PUTFH4args(fh), GETXATTR4args(name)], cred, hints, path=path)
+        return bytes(res[1].res)
+
+    async def setxattr(
+        self,
+        fh: bytes,
+        name: str,
+        value: bytes,
+        cred: Credential,
+        option: int = c.SETXATTR4_EITHER,
+        path: str | None = None,
+    ) -> None:
+        """Set extended attribute ``name``; ``option`` SETXATTR4_CREATE fails if it exists
+        (EEXIST), SETXATTR4_REPLACE if it does not (ENODATA)."""
+        await self.run([PUTFH4args(fh), SETXATTR4args(option, name, value)], cred, path=path)
+
+    async def listxattrs(self, fh: bytes, cred: Credential, path: str | None = None) -> list[str]:
+        """The names of every extended attribute of the file (LISTXATTRS, paged by cookie)."""
+        names: list[str] = []
+        cookie = 0
+        while True:
+            res = await self.run(
+                [PUTFH4args(fh), LISTXATTRS4args(cookie, XATTR_LIST_MAX)],
+                cred,
+                ReplyHints(max_reply=XATTR_LIST_MAX + 512),
+                path=path,
+            )
+            ok = res[1].res
+            names.extend(ok.lxr_names)
+            if ok.lxr_eof or not ok.lxr_names:
+                return names
+            cookie = ok.lxr_cookie
+
+    async def removexattr(self, fh: bytes, name: str, cred: Credential, path: str | None = None) -> None:
+        await self.run([PUTFH4args(fh), REMOVEXATTR4args(name)], cred, path=path)
 
     # -- open state ---------------------------------------------------------------------------------------
     def _owner(self, cred: Credential) -> bytes:

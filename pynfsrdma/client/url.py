@@ -7,8 +7,13 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 NFS_PORT = 2049
 NFS_RDMA_PORT = 20049
-SUPPORTED_VERSIONS = ("4.1",)
+SUPPORTED_VERSIONS = ("4.1", "4.2")  # vers= (the minor version every COMPOUND of the mount carries)
 PROTOCOLS = ("tcp", "rdma")
+
+
+def minor_version(vers: str) -> int:
+    """The NFSv4 minor version of a ``vers=`` value ("4.1" -> 1)."""
+    return int(vers.partition(".")[2] or 0)
 
 
 class URLError(ValueError):
@@ -49,7 +54,7 @@ def parse_url(url: str, **overrides: str) -> NfsURL:
     opts.update(overrides)
     vers = opts.pop("vers", opts.pop("version", "4.1"))
     if vers not in SUPPORTED_VERSIONS:
-        raise URLError(f"NFS version {vers} is not supported (this client speaks NFSv4.1)")
+        raise URLError(f"NFS version {vers} is not supported (this client speaks NFSv4.1 and NFSv4.2)")
     proto = opts.pop("proto", "tcp")
     if proto not in PROTOCOLS:
         raise URLError(f"unknown transport proto={proto} (use tcp or rdma)")

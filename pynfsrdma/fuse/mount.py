@@ -26,7 +26,7 @@ import trio
 from .. import control, stats
 from ..client.api import connector_for
 from ..client.nfs4 import NFSv4
-from ..client.url import NfsURL, URLError, parse_url
+from ..client.url import NfsURL, URLError, minor_version, parse_url
 from ..rpc.auth import auth_sys
 from ..session.client_id import ClientID, SessionOptions, default_owner_id
 from ..session.paths import Path
@@ -108,7 +108,7 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
     async with trio.open_nursery() as nursery:
         cid = ClientID(
             nursery,
-            options=SessionOptions(rsize=o.rsize, wsize=o.wsize),
+            options=SessionOptions(rsize=o.rsize, wsize=o.wsize, minorversion=minor_version(req.url.vers)),
             policy=RetryPolicy(timeo=o.timeo_seconds, retrans=o.retrans, hard=o.hard),
             cred=auth_sys(0, 0),
             # one client owner per mount point: two mounts of one server are two clients (with one

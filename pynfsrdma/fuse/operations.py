@@ -12,9 +12,11 @@
   not for O_DIRECT opens, whose reads go to the server as they come.
 - Unlinking or renaming over an open file renames it to ``.nfsXXXX`` first (as the Linux client
   does); the name is removed when the file is released.
-- Extended attributes: NFS-Ganesha 4.3 (VFS) answers the NFSv4.2 xattr operations NFS4ERR_NOTSUPP,
-  so none are sent: pyfuse3's default ENOSYS makes the kernel answer ENOTSUP and stop asking (which
-  also spares a getxattr of security.capability on every write).
+- Extended attributes (``vers=4.2`` mounts of a file system whose server reports ``xattr_support``):
+  the "user." namespace, through the NFSv4.2 operations of RFC 8276 (GETXATTR, SETXATTR, LISTXATTRS,
+  REMOVEXATTR); other namespaces give ENOTSUP, as on the Linux client. Otherwise (NFSv4.1, or a
+  server without them: NFS-Ganesha 4.3's VFS) nothing is sent: ENOSYS makes the kernel answer
+  ENOTSUP and stop asking (which also spares a getxattr of security.capability on every write).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from .options import MountOptions
 from .readahead import READ_AHEAD_WINDOW, Extent, ReadAhead, assemble
 from .writeback import MAX_REOPENS, STATE_LOST, TRIM_THRESHOLD, WriteBack, return_payload_memory
 
+XATTR_USER_PREFIX = b"user."  # the namespace RFC 8276 carries (its names go without the prefix)
 log = logging.getLogger(__name__)
 
 BLOCK_SIZE = 4096
@@ -525,6 +528,44 @@ class NFSOperations(pyfuse3.Operations):
             want |= c.ACCESS4_LOOKUP if node.is_dir else c.ACCESS4_EXECUTE
         granted = await self.nfs.access(node.fh, want, self.cred(ctx))
         return granted & want == want
+
+    # -- extended attributes --------------------------------------------------------------------------
+    def _xattr_name(self, name: bytes) -> str:
+        """The RFC 8276 name of a "user." extended attribute (ENOSYS: the kernel stops asking when the
+        server has none; ENOTSUP for the other namespaces, which NFS does not carry)."""
+        if not self.nfs.xattr_support:
+            raise pyfuse3.FUSEError(errno.ENOSYS)
+        if not name.startswith(XATTR_USER_PREFIX) or len(name) == len(XATTR_USER_PREFIX):
+            raise pyfuse3.FUSEError(errno.ENOTSUP)
+        return os.fsdecode(name[len(XATTR_USER_PREFIX) :])
+
+    @fuse_errors
+    async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
+        key = self._xattr_name(name)
+        return await self.nfs.getxattr(self._inode(inode).fh, key, self.cred(ctx))
+
+    @fuse_errors
+    async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: pyfuse3.RequestContext) -> None:
+        key = self._xattr_name(name)
+        self._check_rw()
+        node = self._inode(inode)
+        await self.nfs.setxattr(node.fh, key, value, self.cred(ctx))
+        node.stale()  # (its ctime and change attribute moved)
+
+    @fuse_errors
+    async def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> list[bytes]:
+        if not self.nfs.xattr_support:
+            raise pyfuse3.FUSEError(errno.ENOSYS)
+        names = await self.nfs.listxattrs(self._inode(inode).fh, self.cred(ctx))
+        return [XATTR_USER_PREFIX + os.fsencode(n) for n in names]
+
+    @fuse_errors
+    async def removexattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        key = self._xattr_name(name)
+        self._check_rw()
+        node = self._inode(inode)
+        await self.nfs.removexattr(node.fh, key, self.cred(ctx))
+        node.stale()
 
     @fuse_errors
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:

@@ -156,7 +156,7 @@ def parse_options(*texts: str | None) -> MountOptions:
         for k, v in split_options(text):
             if k == "vers" or k == "nfsvers":
                 if v not in SUPPORTED_VERSIONS:
-                    raise OptionError(f"mount option {k}={v}: only NFS version 4.1 is supported")
+                    raise OptionError(f"mount option {k}={v}: NFS versions 4.1 and 4.2 are supported")
                 o.vers = v
             elif k == "proto":
                 if v not in PROTOCOLS:

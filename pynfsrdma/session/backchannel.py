@@ -46,6 +46,7 @@ class Backchannel:
         self.on_getattr: GetattrHook | None = None
         self.calls = 0
         self._tasks: trio.Nursery | None = None
+        self.minorversion = c.NFS4_MINOR_VERSION_1  # the session's: its CB_COMPOUNDs carry it too
 
     def reset(self, nslots: int) -> None:
         """A new session: a fresh back channel slot table."""
@@ -79,7 +80,7 @@ class Backchannel:
         results: list[ResOp] = []
         status: int = c.NFS4_OK
         slot: _CbSlot | None = None
-        if args.minorversion != 1:
+        if args.minorversion != self.minorversion:
             return _encode(c.NFS4ERR_MINOR_VERS_MISMATCH, args.tag, [])
         for i, op in enumerate(args.argarray):
             opnum = getattr(type(op), "OPNUM", c.OP_CB_ILLEGAL)

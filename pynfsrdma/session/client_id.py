@@ -89,6 +89,7 @@ class SessionOptions:
     max_requests: int = 64
     max_operations: int = 16
     back_channel: bool = True
+    minorversion: int = c.NFS4_MINOR_VERSION_1  # of every COMPOUND (the session's, its callbacks')
 
 
 @dataclass
@@ -136,6 +137,7 @@ class ClientID:
         self.policy = policy or RetryPolicy()
         self.machine_cred = cred or auth_sys(0, 0)
         self.backchannel = Backchannel(self)
+        self.backchannel.minorversion = self.options.minorversion
         self.paths = PathSet(
             nursery, c.NFS4_PROGRAM, c.NFS_V4, on_connect=self._on_connect,
             callback_handler=self.backchannel.handle_rpc,
@@ -175,7 +177,7 @@ class ClientID:
         if rpc is None:
             raise TransportError("path is not connected", path.address)
         xid, p = rpc.start_call(c.NFSPROC4_COMPOUND, cred or self.machine_cred)
-        encode_compound_args(p, COMPOUND4args("", 1, list(ops)))
+        encode_compound_args(p, COMPOUND4args("", self.options.minorversion, list(ops)))
         try:
             u = await rpc.call_packed(xid, p, NO_HINTS, timeout or self.policy.timeo)
         except RpcReplyError as e:
@@ -252,7 +254,7 @@ class ClientID:
         old = self.session
         self.session = Session(
             bytes(ok.csr_sessionid), max(1, fa.ca_maxrequests), self.paths, self.policy,
-            fa.ca_maxrequestsize, fa.ca_maxresponsesize,
+            fa.ca_maxrequestsize, fa.ca_maxresponsesize, minorversion=self.options.minorversion,
         )
         self.backchannel.reset(ok.csr_back_chan_attrs.ca_maxrequests if ok.csr_flags & c.CREATE_SESSION4_FLAG_CONN_BACK_CHAN else 0)
         if old is not None:
@@ -300,7 +302,7 @@ class ClientID:
         session = Session(
             bytes(ok.csr_sessionid), max(1, fa.ca_maxrequests), self.paths, self.policy,
             fa.ca_maxrequestsize, fa.ca_maxresponsesize, stats=self.session.stats if self.session else None,
-            group=group,
+            group=group, minorversion=self.options.minorversion,
         )
         old = self.trunked_sessions.get(group)
         self.trunked_sessions[group] = session

@@ -117,8 +117,10 @@ class Session:
         max_response_size: int = 1 << 20,
         stats: RpcStats | None = None,
         group: int = 0,
+        minorversion: int = c.NFS4_MINOR_VERSION_1,
     ) -> None:
         self.sessionid = sessionid
+        self.minorversion = minorversion
         self.group = group  # the paths (Path.group) this session's requests may use
         self.table = SlotTable(max_requests)
         self.paths = paths
@@ -261,7 +263,7 @@ class Session:
         deadline = None if policy.hard else trio.current_time() + policy.timeo * (policy.retrans + 1)
         args = COMPOUND4args(
             tag,
-            1,
+            self.minorversion,
             [
                 SEQUENCE4args(
                     self.sessionid, seqid, slot.slotid, max(self.table.highest_in_use, slot.slotid), cachethis

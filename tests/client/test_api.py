@@ -200,3 +200,39 @@ async def test_a_small_slot_table_is_honoured(ganesha: Ganesha, export_path: Exp
         assert 1 <= peak <= 3
         await cid.shutdown()
         nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("vers", ["4.1", "4.2"])
+async def test_minor_versions_and_extended_attributes_without_server_support(
+    ganesha: Ganesha, export_path: ExportPath, vers: str
+) -> None:
+    """vers=4.2 makes every COMPOUND (and the session) minor version 2; NFS-Ganesha's VFS backend has
+    no extended attributes (FATTR4_XATTR_SUPPORT false), so the xattr calls fail with ENOTSUP and
+    send nothing, as they do on a 4.1 session, where the operations do not exist."""
+    async with Client.connect(f"{url_of(ganesha, export_path)}?vers={vers}") as nfs:
+        assert nfs.nfs.client.session is not None
+        assert nfs.nfs.client.session.minorversion == int(vers[-1])
+        await nfs.write_file("/f", b"data")
+        assert await nfs.read_file("/f") == b"data"
+        assert not nfs.nfs.xattr_support
+        calls = nfs.nfs.client.session.stats.calls
+        for call in (
+            nfs.getxattr("/f", "user.a"),
+            nfs.setxattr("/f", "user.a", b"v"),
+            nfs.listxattr("/f"),
+            nfs.removexattr("/f", "user.a"),
+        ):
+            with pytest.raises(NFS4Error) as ei:
+                await call
+            assert ei.value.errno == errno.ENOTSUP
+            assert "/f" in str(ei.value)
+        assert nfs.nfs.client.session.stats.calls == calls
+    assert os.listxattr(export_path.local / "f") == []
+
+
+async def test_versions_other_than_4_1_and_4_2_are_refused() -> None:
+    from pynfsrdma.client.url import URLError
+
+    with pytest.raises(URLError, match=r"NFS version 4\.0 is not supported .*NFSv4\.1 and NFSv4\.2"):
+        async with Client.connect("nfs://127.0.0.1:1/export?vers=4.0"):
+            pass

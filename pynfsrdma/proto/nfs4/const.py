@@ -16,6 +16,10 @@ NFS4_PROGRAM: Final = 100003
 NFS_V4: Final = 4
 NFSPROC4_NULL: Final = 0
 NFSPROC4_COMPOUND: Final = 1
+# the minor versions this client speaks (COMPOUND4args.minorversion): NFSv4.1 (RFC 8881), and
+# NFSv4.2 (RFC 7862), which adds operations such as the extended attributes of RFC 8276
+NFS4_MINOR_VERSION_1: Final = 1
+NFS4_MINOR_VERSION_2: Final = 2
 # The callback program number is chosen by the client and given to the server in CREATE_SESSION
 # (csa_cb_program) or BACKCHANNEL_CTL; the XDR's NFS4_CALLBACK value is only a placeholder.
 NFS4_CALLBACK: Final = 0x40000000
