@@ -110,7 +110,8 @@ def capture(port: int, pcap: Path) -> Iterator[Path]:
 def decode(pcap: Path, port: int, display_filter: str, *fields: str) -> list[list[str]]:
     """The given fields of every frame matching the filter; fields that occur several times in a
     frame (several RPCs, or several operations in a COMPOUND) come comma-separated."""
-    args = [TSHARK, "-r", str(pcap), "-d", f"tcp.port=={port},rpc", "-Y", display_filter]
+    args = [TSHARK, "-r", str(pcap), "-o", "tcp.reassemble_out_of_order:TRUE", "-d", f"tcp.port=={port},rpc"]
+    args += ["-Y", display_filter]
     if fields:
         args += ["-T", "fields", "-E", "separator=/t", "-E", "occurrence=a", "-E", "aggregator=,"]
         for f in fields:
