@@ -61,6 +61,8 @@ IDEMPOTENT_OPS = frozenset(
         c.OP_SECINFO_NO_NAME,
         c.OP_VERIFY,
         c.OP_COMMIT,
+        c.OP_GETXATTR,  # (a value may be far larger than the server's cache holds: NFSv4.2)
+        c.OP_LISTXATTRS,
     }
 )
 

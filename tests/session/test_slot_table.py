@@ -61,3 +61,22 @@ def test_target_highest_slotid_shrinks_and_grows_the_usable_table() -> None:
 def test_at_least_one_slot() -> None:
     with pytest.raises(ValueError):
         SlotTable(0)
+
+
+def test_reads_of_extended_attributes_are_not_kept_in_the_reply_cache() -> None:
+    """GETXATTR and LISTXATTRS only read (a value may be 64 KiB: the Linux nfsd refused to cache one
+    with NFS4ERR_REP_TOO_BIG_TO_CACHE), so they go with sa_cachethis false; changes are cached."""
+    from pynfsrdma.proto.nfs4.types import (
+        GETXATTR4args,
+        LISTXATTRS4args,
+        PUTFH4args,
+        REMOVEXATTR4args,
+        SETXATTR4args,
+    )
+    from pynfsrdma.session.session import is_idempotent
+
+    fh = PUTFH4args(b"fh")
+    assert is_idempotent([fh, GETXATTR4args("k")])
+    assert is_idempotent([fh, LISTXATTRS4args(0, 4096)])
+    assert not is_idempotent([fh, SETXATTR4args(0, "k", b"v")])
+    assert not is_idempotent([fh, REMOVEXATTR4args("k")])

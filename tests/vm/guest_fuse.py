@@ -112,6 +112,50 @@ def fuse_mount(url: str, options: str, kmount: str, top: str) -> str:
     return f"{len(ours)} bytes each way, {FILES} files, symlink, rename; over {want}"
 
 
+def fuse_xattrs(url: str, options: str, server_dir: str) -> str:
+    """Extended attributes through our mount (vers=4.2) of nfsd's ext4 export, checked on that ext4
+    itself (``server_dir``): os.setxattr/getxattr/listxattr/removexattr, ENOTSUP outside "user.",
+    and ``cp -a`` copying them to another file of the mount."""
+    import errno
+
+    mnt = Path("/run/ours-xattrs")
+    local = Path(server_dir)
+    with mounted(url, mnt, options):
+        f = mnt / "fuse.txt"
+        f.write_bytes(b"data")
+        os.setxattr(f, "user.k", b"v1")
+        os.setxattr(f, "user.k2", b"x" * 5000)
+        if os.getxattr(local / "fuse.txt", "user.k") != b"v1":
+            raise RuntimeError("the server's file does not hold what we set")
+        os.setxattr(local / "fuse.txt", "user.s", b"from the server")
+        names = sorted(os.listxattr(f))
+        if names != ["user.k", "user.k2", "user.s"]:
+            raise RuntimeError(f"listxattr through the mount: {names}")
+        if os.getxattr(f, "user.s") != b"from the server" or os.getxattr(f, "user.k2") != b"x" * 5000:
+            raise RuntimeError("getxattr through the mount")
+        try:
+            os.setxattr(f, "trusted.k", b"v")
+        except OSError as e:
+            if e.errno != errno.ENOTSUP:
+                raise
+        else:
+            raise RuntimeError("a trusted.* attribute was accepted (NFS carries user.* only)")
+        _run("cp", "-a", str(f), str(mnt / "copy.txt"))
+        if os.getxattr(local / "copy.txt", "user.k") != b"v1":
+            raise RuntimeError("cp -a through the mount did not copy the extended attributes")
+        os.removexattr(f, "user.k")
+        if "user.k" in os.listxattr(local / "fuse.txt"):
+            raise RuntimeError("removexattr through the mount left the attribute")
+        try:
+            os.getxattr(f, "user.k")
+        except OSError as e:
+            if e.errno != errno.ENODATA:
+                raise
+        else:
+            raise RuntimeError("a removed attribute is still read through the mount")
+    return "set/get/list/remove through the mount, seen on nfsd's ext4; trusted.* ENOTSUP; cp -a keeps them"
+
+
 def fuse_delegations(url: str, options: str, kmount: str) -> str:
     """Read delegations from nfsd: local opens while held, returned on recall, new data seen after."""
     mnt = Path("/run/ours-deleg")

@@ -36,6 +36,7 @@ SERVER2 = "198.51.100.1"  # the second dummy interface (a second address of the 
 RDMA_PORT = 20049  # = pynfsrdma.client.url.NFS_RDMA_PORT (this module must import without the project)
 TCP_PORT = 2049  # = pynfsrdma.client.url.NFS_PORT
 EXPORT = Path("/srv/export")
+XATTR_EXPORT = EXPORT / "xattrs"  # an ext4 file system (tmpfs has no user xattrs before Linux 6.6)
 KMOUNT = Path("/mnt/kernel")
 MIB = 1 << 20
 LEASE = 10  # seconds: the nfsd's lease (and grace) time set below (its minimum)
@@ -158,6 +159,27 @@ def setup_nfsd(timeout: float) -> str:
         raise RuntimeError(f"nfsd listeners: {ports!r}")
     Path("/proc/fs/nfsd/v4_end_grace").write_text("Y\n")
     return ports.strip().replace("\n", ", ")
+
+
+def setup_xattr_export(timeout: float) -> str:
+    """A second export for extended attributes: ext4 on a loop device, mounted inside the first."""
+    img_dir = Path("/mnt/img")
+    img_dir.mkdir(parents=True, exist_ok=True)
+    sh("mount", "-t", "tmpfs", "-o", "size=80m", "tmpfs", str(img_dir))
+    img = img_dir / "xattrs.ext4"
+    sh("truncate", "-s", "64M", str(img))
+    # 4 KiB blocks and ea_inode: values beyond a block (up to 64 KiB) live in inodes of their own
+    sh("mkfs.ext4", "-q", "-F", "-b", "4096", "-O", "ea_inode", str(img), timeout=60)
+    sh("modprobe", "loop")
+    XATTR_EXPORT.mkdir(parents=True, exist_ok=True)
+    sh("mount", "-o", "loop,user_xattr", str(img), str(XATTR_EXPORT))
+    XATTR_EXPORT.chmod(0o777)
+    with open("/etc/exports", "a") as f:
+        f.write(f"{XATTR_EXPORT} *(rw,fsid=2,insecure,no_root_squash,no_subtree_check)\n")
+    sh("exportfs", "-ra")
+    os.setxattr(XATTR_EXPORT, "user.probe", b"1")  # the file system takes user xattrs itself
+    os.removexattr(XATTR_EXPORT, "user.probe")
+    return f"ext4 on a loop device at {XATTR_EXPORT}"
 
 
 def kernel_mount(timeout: float) -> str:
@@ -386,6 +408,59 @@ async def client_api(url: str) -> str:
         f"read a kernel-written file, listdir of {DIR_ENTRIES} kernel-made entries, "
         "mkdir/write/symlink/readlink/rename/truncate/rmtree seen by the kernel client"
     )
+
+
+def _errno_of(e: BaseException) -> int | None:
+    return getattr(e, "errno", None)
+
+
+async def client_xattrs(url: str) -> str:
+    """Extended attributes (NFSv4.2, RFC 8276) through the path API, checked on the server's own ext4:
+    set, get, list, remove, create/replace semantics, and a value past the inline threshold."""
+    import errno
+
+    from pynfsrdma.client.api import Client
+    from pynfsrdma.errors import NFS4Error
+
+    local = XATTR_EXPORT / "api.txt"
+    big = bytes(range(256)) * 200  # 51,200 bytes: more than fits inline (a Reply chunk over RDMA)
+    async with Client.connect(url, timeout=30) as nfs:
+        if not nfs.nfs.xattr_support:
+            raise RuntimeError("nfsd's ext4 export does not report xattr_support to a 4.2 session")
+        await nfs.write_file("/api.txt", b"x")
+        await nfs.setxattr("/api.txt", "user.color", b"red")
+        await nfs.setxattr("/api.txt", "user.big", big)
+        if os.getxattr(local, "user.color") != b"red" or os.getxattr(local, "user.big") != big:
+            raise RuntimeError("the server's file holds other extended attributes than we set")
+        os.setxattr(local, "user.server", b"set on the server")
+        names = sorted(await nfs.listxattr("/api.txt"))
+        if names != ["user.big", "user.color", "user.server"]:
+            raise RuntimeError(f"listxattr: {names}")
+        if await nfs.getxattr("/api.txt", "user.big") != big:
+            raise RuntimeError("getxattr of the large value")
+        if await nfs.getxattr("/api.txt", "user.server") != b"set on the server":
+            raise RuntimeError("getxattr of a value set on the server")
+        for kwargs, want in (({"create": True}, errno.EEXIST), ({"replace": True}, errno.ENODATA)):
+            name = "user.color" if "create" in kwargs else "user.absent"
+            try:
+                await nfs.setxattr("/api.txt", name, b"v", **kwargs)
+            except NFS4Error as e:
+                if _errno_of(e) != want:
+                    raise RuntimeError(f"setxattr {kwargs}: {e}") from e
+            else:
+                raise RuntimeError(f"setxattr {kwargs} of {name} did not fail")
+        await nfs.removexattr("/api.txt", "user.color")
+        try:
+            await nfs.getxattr("/api.txt", "user.color")
+        except NFS4Error as e:
+            if _errno_of(e) != errno.ENODATA:
+                raise
+        else:
+            raise RuntimeError("a removed extended attribute is still there")
+        if "user.color" in os.listxattr(local):
+            raise RuntimeError("removexattr left the attribute on the server's file")
+        await nfs.remove("/api.txt")
+    return "set/get/list/remove, XATTR_CREATE/REPLACE, a 51,200-byte value; checked on nfsd's ext4"
 
 
 async def private_data() -> str:
@@ -832,6 +907,8 @@ CHILD_STEPS.update(
     raw_null_and_private_data=raw_null_and_private_data,
     fuse_mount=guest_fuse.fuse_mount,
     fuse_delegations=guest_fuse.fuse_delegations,
+    client_xattrs=client_xattrs,
+    fuse_xattrs=guest_fuse.fuse_xattrs,
 )
 
 
@@ -935,6 +1012,24 @@ def main() -> None:
             in_child("fuse_delegations", f"{SERVER}:/", f"proto=tcp,port={TCP_PORT}", str(KMOUNT)),
             150,
             key="deleg",
+        )
+    # extended attributes: the protocol's operations, one boot shows them
+    xattr_export = link == "rxe" and step(
+        f"{link}: an ext4 export with extended attributes", setup_xattr_export, 90, key="xattr"
+    )
+    if xattr_export:
+        xattr_url = f"nfs://{SERVER}:{RDMA_PORT}/xattrs?proto=rdma&provider=pyverbs&vers=4.2"
+        step(
+            f"{link}: extended attributes (NFSv4.2) through our API over RDMA",
+            in_child("client_xattrs", xattr_url),
+            90,
+            key="xattr",
+        )
+        step(
+            f"{link}: extended attributes through our FUSE mount (vers=4.2), cp -a keeps them",
+            in_child("fuse_xattrs", f"{SERVER}:/xattrs", f"vers=4.2,{rdma_mount}", str(XATTR_EXPORT)),
+            120,
+            key="xattr",
         )
     trunk = f"{rdma}&addrs={SERVER2}:{RDMA_PORT}&stalltimeo=5"
     step(
