@@ -41,7 +41,7 @@ def test_options_are_parsed() -> None:
     ("text", "message"),
     [
         ("bogus,rsize=4096,frob=2", "unknown mount options: bogus, frob=2"),
-        ("vers=3", "only NFS version 4.1"),
+        ("vers=3", "vers=3: NFS versions 4.1 and 4.2 are supported"),
         ("proto=udp", "proto=udp"),
         ("timeo=x", "timeo=x: not a number"),
         ("timeo", "timeo needs a value"),
