@@ -11,7 +11,7 @@ import grp
 import pwd
 import stat
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -262,7 +262,12 @@ def _owner_id(raw: bytes, group: bool) -> int:
     return ident
 
 
-def _compile_file_attrs(mask: tuple[int, ...]) -> Callable[[Any], EntryAttrs]:
+# the same decoder over values in a larger buffer: ``dec_at(b, start, end)`` for b[start:end] (a READDIR
+# reply's entries lie in one bytes object: no copy of each entry's values)
+EntryAttrsAt = Callable[[bytes, int, int], EntryAttrs]
+
+
+def _compile_file_attrs(mask: tuple[int, ...]) -> tuple[Callable[[Any], EntryAttrs], EntryAttrsAt]:
     nums = attrs_in(mask)
     if any(n not in _FIXED and n not in _VARIABLE for n in nums):
 
@@ -273,7 +278,10 @@ def _compile_file_attrs(mask: tuple[int, ...]) -> Callable[[Any], EntryAttrs]:
             attrs = None if err or c.FATTR4_FILEID not in d else FileAttrs.from_dict(d)
             return attrs, bytes(fh) if fh is not None else None
 
-        return general
+        def general_at(b: bytes, start: int, end: int) -> EntryAttrs:
+            return general(b[start:end])
+
+        return general, general_at
     ns: dict[str, Any] = {
         "FileAttrs": FileAttrs,
         "XdrError": XdrError,
@@ -331,17 +339,16 @@ def _compile_file_attrs(mask: tuple[int, ...]) -> Callable[[Any], EntryAttrs]:
     gid = "group" if "group" in present else str(NOBODY)
     ok = "rdattr_error == 0 and " if "rdattr_error" in present else ""
     ok += "True" if "fileid" in present else "False"
-    src = [
-        "def dec(vals):",
-        "    b = bytes(vals)",  # one copy of the few bytes; every slice of it is then bytes
-        "    end = len(b)",
-        "    p = 0",
+    # (values are read from b at p up to end; a fixed-size run may read past end when b goes on:
+    # then p ends up past end, which is truncation)
+    tail = [
         *(f"    {line}" for line in defaults),
         "    try:",
         *(f"        {line}" for line in body or ["pass"]),
         "    except struct_error as e:",
         "        raise XdrError(f'truncated fattr4: {e}') from None",
         "    if p != end:",
+        "        if p > end: raise XdrError(f'truncated fattr4: {p - end} bytes missing')",
         "        raise XdrError(f'{end - p} bytes of trailing garbage in fattr4')",
         "    if ftype not in FTYPES:",
         "        raise XdrError(f'{ftype} is not a valid nfs_ftype4')",
@@ -351,24 +358,43 @@ def _compile_file_attrs(mask: tuple[int, ...]) -> Callable[[Any], EntryAttrs]:
         f"{uid}, {gid}, size, used, (rdev1, rdev2), (fsid_major, fsid_minor), fileid, change, "
         "atime_s * 1000000000 + atime_ns, mtime_s * 1000000000 + mtime_ns, ctime_s * 1000000000 + ctime_ns), fh",
     ]
+    src = [
+        "def dec(vals):",
+        "    b = bytes(vals)",  # one copy of the few bytes; every slice of it is then bytes
+        "    end = len(b)",
+        "    p = 0",
+        *tail,
+        "def dec_at(b, p, end):",
+        *tail,
+    ]
     exec(compile("\n".join(src) + "\n", "<FileAttrs decoder>", "exec"), ns)
     dec: Callable[[Any], EntryAttrs] = ns["dec"]
-    return dec
+    dec_at: EntryAttrsAt = ns["dec_at"]
+    return dec, dec_at
 
 
-_FILE_ATTRS_DECODERS: dict[tuple[int, ...], Callable[[Any], EntryAttrs]] = {}
+_FILE_ATTRS_DECODERS: dict[tuple[int, ...], tuple[Callable[[Any], EntryAttrs], EntryAttrsAt]] = {}
 _FILE_ATTRS_DECODERS_MAX = 256
 
 
-def entry_attrs_decoder(attrmask: list[int]) -> Callable[[Any], EntryAttrs]:
-    """The compiled decoder of an fattr4 mask: ``dec(attr_vals) -> (FileAttrs or None, fh)``."""
+def _decoders(attrmask: Sequence[int]) -> tuple[Callable[[Any], EntryAttrs], EntryAttrsAt]:
     mask = tuple(attrmask)
-    dec = _FILE_ATTRS_DECODERS.get(mask)
-    if dec is None:
+    decs = _FILE_ATTRS_DECODERS.get(mask)
+    if decs is None:
         if len(_FILE_ATTRS_DECODERS) >= _FILE_ATTRS_DECODERS_MAX:
             _FILE_ATTRS_DECODERS.clear()
-        dec = _FILE_ATTRS_DECODERS[mask] = _compile_file_attrs(mask)
-    return dec
+        decs = _FILE_ATTRS_DECODERS[mask] = _compile_file_attrs(mask)
+    return decs
+
+
+def entry_attrs_decoder(attrmask: Sequence[int]) -> Callable[[Any], EntryAttrs]:
+    """The compiled decoder of an fattr4 mask: ``dec(attr_vals) -> (FileAttrs or None, fh)``."""
+    return _decoders(attrmask)[0]
+
+
+def entry_attrs_decoder_at(attrmask: Sequence[int]) -> EntryAttrsAt:
+    """The same, for values lying in a larger buffer: ``dec_at(b, start, end)`` decodes b[start:end]."""
+    return _decoders(attrmask)[1]
 
 
 def decode_entry_attrs(f: fattr4) -> EntryAttrs:

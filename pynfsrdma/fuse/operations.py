@@ -39,7 +39,7 @@ import pyfuse3
 import trio
 
 from ..client.attributes import FTYPE_TO_IFMT, FileAttrs, setattr_fattr4
-from ..client.nfs4 import VERIFIER_SIZE, DirEntry, NFSv4, OpenFile
+from ..client.nfs4 import VERIFIER_SIZE, ListedEntry, NFSv4, OpenFile
 from ..errors import NFS4Error
 from ..proto.nfs4 import const as c
 from ..rpc.auth import Credential, auth_sys
@@ -128,7 +128,7 @@ class DirPage:
         self.cookie = cookie
         self.asked = asked  # InodeTable.asking() when the READDIR was sent
         self.done = trio.Event()
-        self.result: tuple[list[DirEntry], bytes, bool] | None = None  # entries, verifier, eof
+        self.result: tuple[list[ListedEntry], bytes, bool] | None = None  # entries, verifier, eof
         self.index: dict[int, int] | None = None  # entry cookie -> position (made when needed)
 
     def after(self, cookie: int) -> int | None:
@@ -137,7 +137,7 @@ class DirPage:
             return 0
         if self.index is None:
             entries = self.result[0] if self.result is not None else []
-            self.index = {e.cookie: n for n, e in enumerate(entries)}
+            self.index = {e[1]: n for n, e in enumerate(entries)}  # (e[1]: the entry's cookie)
         pos = self.index.get(cookie)
         return None if pos is None else pos + 1
 
@@ -1062,28 +1062,30 @@ class NFSOperations(pyfuse3.Operations):
             now = self._now()
             asked = page.asked
             for i in range(start, len(entries)):
-                e = entries[i]
-                if e.fh is None or e.attrs is None:  # the server gave no handle: look it up
+                name, next_cookie, fh_, attrs = entries[i]
+                if fh_ is None or attrs is None:  # the server gave no handle: look it up
                     asked = self.inodes.asking()
                     try:
-                        fh_, attrs = await self.nfs.lookup(h.inode.fh, e.name, h.cred)
+                        fh_, attrs = await self.nfs.lookup(
+                            h.inode.fh, str(name, "utf-8", "surrogateescape"), h.cred
+                        )
                     except NFS4Error as err:
                         if err.errno not in (errno.ENOENT, errno.ESTALE):
                             raise
-                        cookie = e.cookie  # removed since the READDIR: not listed, the rest is
+                        cookie = next_cookie  # removed since the READDIR: not listed, the rest is
                         continue
                     now = self._now()
                 else:
-                    fh_, attrs, asked = e.fh, e.attrs, page.asked
+                    asked = page.asked
                 node, changed = learn(fh_, attrs, now, False, asked=asked)
                 if changed:
                     self._changed(node)
-                if not reply(token, e.name.encode("utf-8", "surrogateescape"), entry(node), e.cookie):
+                if not reply(token, name, entry(node), next_cookie):
                     self.inodes.drop_if_unused(node)
                     h.resume = (cookie, page, i)  # (the kernel's next request starts after ``cookie``)
                     return
                 node.lookups += 1
-                cookie = e.cookie
+                cookie = next_cookie
             if eof or start == len(entries):
                 return
 
@@ -1125,7 +1127,7 @@ class NFSOperations(pyfuse3.Operations):
         entries, h.verifier, eof = page.result
         if not h.ahead:
             if entries and not eof:
-                self._send_ahead(h, entries[-1].cookie)
+                self._send_ahead(h, entries[-1][1])
         else:
             self._top_up(h)
         return page
@@ -1142,7 +1144,7 @@ class NFSOperations(pyfuse3.Operations):
         if len(h.ahead) < READDIR_AHEAD and last.done.is_set() and last.result is not None:
             entries, _, eof = last.result
             if entries and not eof:
-                self._send_ahead(h, entries[-1].cookie)
+                self._send_ahead(h, entries[-1][1])
 
     async def _readdir_ahead(self, h: DirHandle, page: DirPage) -> None:
         try:

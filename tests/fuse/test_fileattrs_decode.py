@@ -11,7 +11,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import LEAN, for_xdr
 
-from pynfsrdma.client.attributes import STAT_ATTRS, FileAttrs, decode_entry_attrs, decode_file_attrs
+from pynfsrdma.client.attributes import (
+    STAT_ATTRS,
+    FileAttrs,
+    decode_entry_attrs,
+    decode_file_attrs,
+    entry_attrs_decoder_at,
+)
 from pynfsrdma.proto.nfs4 import const as c
 from pynfsrdma.proto.nfs4.attrs import ATTRS, decode_fattr4, encode_fattr4
 from pynfsrdma.proto.nfs4.types import fattr4, fsid4, nfstime4, specdata4
@@ -112,3 +118,21 @@ def test_trailing_bytes_bad_types_and_long_handles_are_xdr_errors() -> None:
 def test_owner_strings_that_are_not_names_are_nobody() -> None:
     attrs, _ = decode_entry_attrs(encode_fattr4(a_file({c.FATTR4_OWNER: "a\0b", c.FATTR4_OWNER_GROUP: "?"})))
     assert attrs is not None and (attrs.uid, attrs.gid) == (65534, 65534)
+
+
+@LEAN
+@given(_attrs((*ENTRY_ATTRS, c.FATTR4_MOUNTED_ON_FILEID)), st.binary(max_size=12), st.binary(max_size=60))
+def test_values_inside_a_larger_buffer_decode_the_same(attrs: dict[int, Any], before: bytes, after: bytes) -> None:
+    f = encode_fattr4(attrs)
+    b = before + f.attr_vals + after
+    dec_at = entry_attrs_decoder_at(f.attrmask)
+    assert dec_at(b, len(before), len(before) + len(f.attr_vals)) == general(f)
+
+
+@pytest.mark.parametrize("cut", [1, 3, 4, 17, 40])
+def test_truncated_values_inside_a_larger_buffer_are_an_xdr_error(cut: int) -> None:
+    """What follows the values in the buffer (the next READDIR entry) is not read as theirs."""
+    f = encode_fattr4(a_file())
+    b = f.attr_vals + bytes(200)
+    with pytest.raises(XdrError):
+        entry_attrs_decoder_at(f.attrmask)(b, 0, len(f.attr_vals) - cut)

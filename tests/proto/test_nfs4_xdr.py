@@ -147,6 +147,26 @@ def test_linked_list_of_many_entries_decodes_without_recursion() -> None:
     assert dirlist4.XDR.decode(dirlist4.XDR.encode(value)) == value
 
 
+def test_readdir_entries_decode_to_spans_over_one_copy() -> None:
+    """DirEntries gives a DirList: the chain's bytes and where each entry's parts lie (one mask list
+    for entries with the same mask), the entry4 values when looked at."""
+    from pynfsrdma.proto.nfs4.attrs import DirList
+    from pynfsrdma.proto.nfs4.types import dirlist4, entry4, fattr4
+
+    entries = [entry4(7, "a", fattr4([1, 2], b"1234")), entry4(9, "b\u00e9c", fattr4([1, 2], b"")),
+               entry4(11, "d", fattr4([3], b"12345678"))]  # fmt: skip
+    got = dirlist4.XDR.decode(dirlist4.XDR.encode(dirlist4(entries, False)))
+    assert isinstance(got.entries, DirList) and not got.eof
+    b, spans = got.entries.data, got.entries.spans
+    assert [(cookie, b[n:m], mask, b[a:z]) for cookie, n, m, mask, a, z in spans] == [
+        (7, b"a", [1, 2], b"1234"), (9, "b\u00e9c".encode(), [1, 2], b""), (11, b"d", [3], b"12345678")
+    ]  # fmt: skip
+    assert spans[0][3] is spans[1][3]
+    assert len(got.entries) == 3 and got.entries[1] == entries[1] and list(got.entries) == entries
+    assert got.entries == entries and entries == got.entries
+    assert got.entries[1].attrs.attrmask is not spans[1][3]  # (each entry4 its own list)
+
+
 @given(st.binary(max_size=200))
 @settings(LEAN, max_examples=50)
 def test_random_bytes_as_a_compound_reply(data: bytes) -> None:

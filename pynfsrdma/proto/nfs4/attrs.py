@@ -23,9 +23,9 @@ A bit that this table does not know cannot be decoded (its length is unknown): :
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from ...xdr import Array, LinkedList, Packer, Unpacker, XdrError, XdrType, boolean, uint32, uint64
 from .const import (
@@ -346,21 +346,80 @@ _U64_U32 = struct.Struct(">QI").unpack_from
 _WORDS: dict[int, Any] = {n: struct.Struct(f">{n}I").unpack_from for n in range(1, 9)}
 
 
+# One entry as DirEntries finds it: its cookie, where its name starts and ends, its attribute mask (one
+# list shared by consecutive entries with the same mask: do not change it), where its attribute values
+# start and end (offsets into DirList.data)
+EntrySpan = tuple[int, int, int, list[int], int, int]
+
+
+class DirList(Sequence[Any]):
+    """dirlist4's entries as :class:`DirEntries` decodes them: the bytes of the chain (copied out of
+    the reply: names and attributes, no file data) and each entry's :data:`EntrySpan`. As a sequence
+    it holds the entry4 values, made when first looked at; a client that decodes the attributes its own
+    way reads :attr:`data` and :attr:`spans` and makes none (a listing of thousands of entries spent a
+    third of its decoding making entry4 and fattr4 objects only to take them apart again)."""
+
+    __slots__ = ("_entries", "_entry_cls", "data", "spans")
+
+    def __init__(self, data: bytes, spans: list[EntrySpan], entry_cls: type) -> None:
+        self.data = data
+        self.spans = spans
+        self._entry_cls = entry_cls
+        self._entries: list[Any] | None = None
+
+    def _made(self) -> list[Any]:
+        if self._entries is None:
+            b, entry = self.data, self._entry_cls
+            self._entries = [
+                entry(cookie, str(b[n:m], "utf-8", "surrogateescape"), fattr4(list(mask), b[a:z]))
+                for cookie, n, m, mask, a, z in self.spans
+            ]
+        return self._entries
+
+    def __len__(self) -> int:
+        return len(self.spans)
+
+    @overload
+    def __getitem__(self, i: int) -> Any: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Any]: ...
+    def __getitem__(self, i: int | slice) -> Any:
+        return self._made()[i]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._made())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, DirList):
+            return self._made() == other._made()
+        if isinstance(other, list):
+            return self._made() == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # (as a list's)
+
+    def __repr__(self) -> str:
+        return repr(self._made())
+
+
 class DirEntries(LinkedList):
     """dirlist4's ``entry4 *entries`` chain (the XDR of ``LinkedList(entry4.XDR)``, encoded as that
-    does), decoded in one loop with struct reads in place: a READDIR reply holds hundreds of entries,
-    and the general way spends a dozen calls on each (the cookie, the name, the fattr4 bitmap and
-    values). The same values and the same errors (XdrError for anything malformed)."""
+    does), decoded in one loop with struct reads in place into a :class:`DirList`: a READDIR reply
+    holds hundreds of entries, and the general way spends a dozen calls on each (the cookie, the name,
+    the fattr4 bitmap and values). The same values and the same errors (XdrError for anything
+    malformed in the chain; the attribute values are read by whoever looks at them)."""
 
     def __init__(self, entry_cls: type) -> None:
         super().__init__(entry_cls.XDR)  # type: ignore[attr-defined]
         self.entry_cls = entry_cls
 
-    def unpack(self, u: Unpacker) -> list[Any]:
-        view, p, end = u.view, u.pos, u.end
-        entry, attrs = self.entry_cls, fattr4
-        out: list[Any] = []
-        append = out.append
+    def unpack(self, u: Unpacker) -> DirList:  # type: ignore[override]
+        view, start, end = u.view, u.pos, u.end
+        p = start
+        spans: list[EntrySpan] = []
+        append = spans.append
+        words_seen: tuple[int, ...] = ()
+        mask: list[int] = []
         try:
             while True:
                 if p + 4 > end:
@@ -378,7 +437,7 @@ class DirEntries(LinkedList):
                 q = p + n
                 if q + (-n & 3) + 4 > end:  # the name, and the bitmap's length
                     raise XdrError(f"truncated entry4 name at offset {p}")
-                name = str(view[p:q], "utf-8", "surrogateescape")
+                name_at = p - start
                 p = q + (-n & 3)
                 (words,) = _U32(view, p)
                 p += 4
@@ -387,18 +446,20 @@ class DirEntries(LinkedList):
                 unpack = _WORDS.get(words)
                 if unpack is None:
                     unpack = struct.Struct(f">{words}I").unpack_from
-                mask = list(unpack(view, p))
+                w = unpack(view, p)
+                if w != words_seen:
+                    words_seen, mask = w, list(w)
                 p += 4 * words
-                (n,) = _U32(view, p)
+                (n_vals,) = _U32(view, p)
                 p += 4
-                q = p + n
-                if q + (-n & 3) > end:
+                q = p + n_vals
+                if q + (-n_vals & 3) > end:
                     raise XdrError(f"truncated fattr4 values at offset {p}")
-                append(entry(cookie, name, attrs(mask, bytes(view[p:q]))))
-                p = q + (-n & 3)
+                append((cookie, name_at, name_at + n, mask, p - start, q - start))
+                p = q + (-n_vals & 3)
         finally:
             u.pos = p
-        return out
+        return DirList(bytes(view[start:p]), spans, self.entry_cls)
 
 
 # -- fs_locations_info helpers (section 11.17.1) ------------------------------------------------------------
@@ -417,6 +478,8 @@ __all__ = [
     "ATTR_BY_NAME",
     "AttrDef",
     "DirEntries",
+    "DirList",
+    "EntrySpan",
     "attr_name",
     "attrs_in",
     "bitmap4_from",

@@ -8,6 +8,7 @@ symlink CREATE are DDP-eligible (``bulk``): decoded as memoryviews, encoded by r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, ClassVar
 
 from ...xdr import Array, Enum, Union, XdrStruct, boolean, bulk, uint32, void, xdr_struct
@@ -503,7 +504,8 @@ class entry4(XdrStruct):
 
 @xdr_struct
 class dirlist4(XdrStruct):
-    entries: Annotated[list[entry4], DirEntries(entry4)]  # entry4 *entries, *nextentry (a LinkedList)
+    # entry4 *entries, *nextentry (a LinkedList); decoded: a DirList (entry4 values made when looked at)
+    entries: Annotated[Sequence[entry4], DirEntries(entry4)]
     eof: Annotated[bool, boolean]
 
 
