@@ -212,15 +212,14 @@ class TcpTransport(Transport):
         await self._send_record(msg)
 
     # -- receiving ------------------------------------------------------------------------------------
-    async def _recv_into(self, view: memoryview, what: str) -> bool:
-        """Fill ``view`` completely from the socket; True if it had to wait for data (a checkpoint)."""
+    async def _recv_some(self, view: memoryview, partial: bool, what: str) -> tuple[int, bool]:
+        """One recv into ``view``, waiting for data when none is there: the bytes received (never 0)
+        and whether it waited. ``partial``: part of the record (or mark) came already."""
         sock = self.sock
-        got = 0
-        want = view.nbytes
         waited = False
-        while got < want:
+        while True:
             try:
-                n = sock.recv_into(view[got:] if got else view)
+                n = sock.recv_into(view)
             except BlockingIOError:
                 try:
                     await trio.lowlevel.wait_readable(sock)
@@ -231,11 +230,21 @@ class TcpTransport(Transport):
             except OSError as e:
                 raise ConnectionLost(e.strerror or str(e), self.peer) from e
             if n == 0:
-                if got or what == "record":
+                if partial or what == "record":
                     raise ConnectionLost("closed by the server in the middle of a record", self.peer)
                 raise ConnectionLost("closed by the server", self.peer)
+            self.bytes_received += n
+            return n, waited
+
+    async def _recv_into(self, view: memoryview, what: str) -> bool:
+        """Fill ``view`` completely from the socket; True if it had to wait for data (a checkpoint)."""
+        got = 0
+        want = view.nbytes
+        waited = False
+        while got < want:
+            n, w = await self._recv_some(view[got:] if got else view, got > 0, what)
             got += n
-        self.bytes_received += got
+            waited |= w
         return waited
 
     async def _stage_mark(self, what: str) -> tuple[int, bool]:
@@ -246,25 +255,10 @@ class TcpTransport(Transport):
         if staged < 4:
             if staged:
                 stage[:staged] = stage[at : at + staged]
-            sock = self.sock
             while staged < 4:
-                try:
-                    n = sock.recv_into(stage[staged:])
-                except BlockingIOError:
-                    try:
-                        await trio.lowlevel.wait_readable(sock)
-                    except trio.ClosedResourceError as e:
-                        raise ConnectionLost("connection closed", self.peer) from e
-                    waited = True
-                    continue
-                except OSError as e:
-                    raise ConnectionLost(e.strerror or str(e), self.peer) from e
-                if n == 0:
-                    if staged or what == "record":
-                        raise ConnectionLost("closed by the server in the middle of a record", self.peer)
-                    raise ConnectionLost("closed by the server", self.peer)
+                n, w = await self._recv_some(stage[staged:], staged > 0, what)
                 staged += n
-                self.bytes_received += n
+                waited |= w
             at = 0
         mark: int = _MARK.unpack_from(stage, at)[0]
         self._stage_at, self._staged = at + 4, staged - 4

@@ -206,6 +206,32 @@ async def test_transport_faults_fail_waiting_calls_with_typed_errors(kind: str) 
         nursery.cancel_scope.cancel()
 
 
+@pytest.mark.parametrize(
+    ("sent", "message"),
+    [
+        (b"", "closed by the server$"),  # between records
+        (b"\x80\x00", "closed by the server in the middle of a record"),  # half a record mark
+        (struct.pack(">I", 0x80000000 | 100) + b"x" * 10, "in the middle of a record"),
+        (struct.pack(">I", 100) + b"y" * 100, "in the middle of a record"),  # a first fragment only
+    ],
+)
+async def test_a_connection_closed_by_the_server_says_where_the_record_stopped(sent: bytes, message: str) -> None:
+    """What the caller sees when the server goes away: a clean close between records, or one that
+    cut a record (its mark, its body, or after a fragment that was not the last)."""
+
+    async def handler(stream: trio.SocketStream) -> None:
+        await read_record(stream)
+        await stream.send_all(sent)
+        await stream.aclose()
+
+    async with trio.open_nursery() as nursery:
+        srv = await Server(nursery, handler).start()
+        conn = await open_conn(srv.port, nursery)
+        with pytest.raises(ConnectionLost, match=message):
+            await conn.call(0, AUTH_NONE_CRED, timeout=5.0)
+        nursery.cancel_scope.cancel()
+
+
 async def test_connection_refused_is_immediate_and_typed() -> None:
     port = free_port()
     with trio.fail_after(5):
