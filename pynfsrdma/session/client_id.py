@@ -187,7 +187,9 @@ class ClientID:
         except XdrError as e:
             raise NotNFSv41Server(f"{path.address}: malformed NFSv4 reply: {e}") from e
         if res.status == c.NFS4ERR_MINOR_VERS_MISMATCH:
-            raise NotNFSv41Server(f"{path.address} does not support NFSv4.1 (NFS4ERR_MINOR_VERS_MISMATCH)")
+            raise NotNFSv41Server(
+                f"{path.address} does not support NFSv4.{self.options.minorversion} (NFS4ERR_MINOR_VERS_MISMATCH)"
+            )
         return res
 
     async def exchange_id(self, path: Path) -> EXCHANGE_ID4resok:

@@ -120,6 +120,16 @@ async def test_an_nfsv4_0_only_server_is_named_as_such(ganesha_factory) -> None:
                 pass
 
 
+async def test_vers_4_2_against_a_4_1_only_server_names_the_version(ganesha_factory) -> None:
+    server: Ganesha = ganesha_factory(extra_config="NFSv4 { Minor_Versions = 1; }")
+    with trio.fail_after(10):
+        with pytest.raises(NotNFSv41Server, match=r"does not support NFSv4\.2 \(NFS4ERR_MINOR_VERS_MISMATCH\)"):
+            async with Client.connect(f"{server.url}?vers=4.2", timeout=5):
+                pass
+        async with Client.connect(server.url, timeout=5) as nfs:  # 4.1 is fine there
+            await nfs.write_file("/f", b"4.1")
+
+
 
 async def _rewriting_proxy(listen: trio.SocketListener, target_port: int, commits: list[int]) -> None:
     """Forward RPC records both ways; in replies, give every successful COMMIT a new write verifier
