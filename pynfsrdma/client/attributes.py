@@ -359,13 +359,11 @@ def _compile_file_attrs(mask: tuple[int, ...]) -> tuple[Callable[[Any], EntryAtt
         "atime_s * 1000000000 + atime_ns, mtime_s * 1000000000 + mtime_ns, ctime_s * 1000000000 + ctime_ns), fh",
     ]
     src = [
-        "def dec(vals):",
-        "    b = bytes(vals)",  # one copy of the few bytes; every slice of it is then bytes
-        "    end = len(b)",
-        "    p = 0",
-        *tail,
         "def dec_at(b, p, end):",
         *tail,
+        "def dec(vals):",
+        "    b = bytes(vals)",  # one copy of the few bytes; every slice of it is then bytes
+        "    return dec_at(b, 0, len(b))",
     ]
     exec(compile("\n".join(src) + "\n", "<FileAttrs decoder>", "exec"), ns)
     dec: Callable[[Any], EntryAttrs] = ns["dec"]
