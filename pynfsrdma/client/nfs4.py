@@ -79,6 +79,10 @@ EMPTY_FATTR = fattr4([], b"")
 VERIFIER_SIZE = 8
 
 
+# what a server answers I/O whose stateid it no longer knows (after a restart)
+_STATEID_REPLACED = frozenset({c.NFS4ERR_STALE_STATEID, c.NFS4ERR_BAD_STATEID})
+
+
 def current(stateid: stateid4) -> stateid4:
     """``stateid`` with seqid 0: "whatever is current" (RFC 8881 8.2.2). I/O sent with it stays valid
     when another OPEN by the same owner moves the open's seqid meanwhile (the kernel nfsd answers
@@ -590,13 +594,35 @@ class NFSv4:
             await self.return_delegation(fh)
 
     # -- data ---------------------------------------------------------------------------------------------
+    async def run_with_open(
+        self,
+        of: OpenFile | None,
+        build: Callable[[stateid4], list[Any]],
+        cred: Credential,
+        hints: ReplyHints | None = None,
+        *,
+        payload: int = 0,
+    ) -> list[ResOp]:
+        """Run the COMPOUND ``build(stateid)`` makes with the open's current stateid (the anonymous
+        one without an open). A request that waited in the session's recovery after a server restart
+        carries the stateid from before, which the server calls stale, while the open was reclaimed
+        meanwhile with a new one: it is sent again with that one (only then)."""
+        while True:
+            stateid = of.stateid if of is not None else ANONYMOUS_STATEID
+            try:
+                return await self.run(build(current(stateid)), cred, hints, payload=payload)
+            except NFS4Error as e:
+                if e.status not in _STATEID_REPLACED or of is None or of.stateid == stateid or of.closed:
+                    raise
+                log.info("%s with a stateid replaced meanwhile (reclaimed): sending it again", e.name)
+
     async def read(self, of: OpenFile | None, fh: bytes, offset: int, count: int,
                    cred: Credential) -> tuple[memoryview, bool]:
         """One READ of at most maxread bytes: (data as a view of the reply, eof)."""
         count = min(count, self.maxread)
-        stateid = current(of.stateid) if of is not None else ANONYMOUS_STATEID
-        res = await self.run([PUTFH4args(fh), READ4args(stateid, offset, count)], cred,
-                             ReplyHints(ddp_sizes=[count]))
+        res = await self.run_with_open(
+            of, lambda s: [PUTFH4args(fh), READ4args(s, offset, count)], cred, ReplyHints(ddp_sizes=[count])
+        )
         ok = res[1].res
         return ok.data, bool(ok.eof)
 
@@ -604,8 +630,9 @@ class NFSv4:
                     stable: int = c.UNSTABLE4) -> tuple[int, int, bytes]:
         """One WRITE (data sent by reference): (count, committed, write verifier)."""
         n = memoryview(data).nbytes
-        res = await self.run([PUTFH4args(of.fh), WRITE4args(current(of.stateid), offset, stable, data)], cred,
-                             payload=n)
+        res = await self.run_with_open(
+            of, lambda s: [PUTFH4args(of.fh), WRITE4args(s, offset, stable, data)], cred, payload=n
+        )
         ok = res[1].res
         return int(ok.count), int(ok.committed), bytes(ok.writeverf)
 
@@ -622,11 +649,15 @@ class NFSv4:
         anonymous stateid, as :meth:`setattr` sends it), then GETATTR, in one COMPOUND: (count,
         committed, write verifier, attributes after them)."""
         n = memoryview(data).nbytes
-        ops: list[Any] = [PUTFH4args(of.fh), WRITE4args(current(of.stateid), offset, stable, data)]
-        if setattrs is not None:
-            ops.append(SETATTR4args(ANONYMOUS_STATEID, setattrs))
-        ops.append(GETATTR4args(STAT_BITMAP))
-        res = await self.run(ops, cred, payload=n)
+
+        def build(stateid: stateid4) -> list[Any]:
+            ops: list[Any] = [PUTFH4args(of.fh), WRITE4args(stateid, offset, stable, data)]
+            if setattrs is not None:
+                ops.append(SETATTR4args(ANONYMOUS_STATEID, setattrs))
+            ops.append(GETATTR4args(STAT_BITMAP))
+            return ops
+
+        res = await self.run_with_open(of, build, cred, payload=n)
         ok = res[1].res
         return int(ok.count), int(ok.committed), bytes(ok.writeverf), FileAttrs.from_fattr4(res[-1].res.obj_attributes)
 
