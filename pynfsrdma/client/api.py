@@ -286,7 +286,7 @@ class Client:
     async def mkdir(self, path: str, mode: int = 0o755) -> FileAttrs:
         parent, name = self._split(path)
         dfh = await self._dir_fh(parent)
-        _, attrs = await self.nfs.create(dfh, name, c.NF4DIR, self.cred, mode=mode, path=self._norm(path))
+        _, attrs, _ = await self.nfs.create(dfh, name, c.NF4DIR, self.cred, mode=mode, path=self._norm(path))
         return attrs
 
     async def makedirs(self, path: str, mode: int = 0o755, exist_ok: bool = True) -> None:
@@ -353,12 +353,13 @@ class Client:
         fh, _ = await self._resolve(src, follow=False)
         dp, dn = self._split(dst)
         dfh = await self._dir_fh(dp)
-        return await self.nfs.link(fh, dfh, dn, self.cred, path=self._norm(dst))
+        attrs, _ = await self.nfs.link(fh, dfh, dn, self.cred, path=self._norm(dst))
+        return attrs
 
     async def symlink(self, target: str, path: str) -> FileAttrs:
         parent, name = self._split(path)
         dfh = await self._dir_fh(parent)
-        _, attrs = await self.nfs.create(dfh, name, c.NF4LNK, self.cred, mode=0o777,
+        _, attrs, _ = await self.nfs.create(dfh, name, c.NF4LNK, self.cred, mode=0o777,
                                          linkdata=target.encode("utf-8", "surrogateescape"),
                                          path=self._norm(path))
         return attrs

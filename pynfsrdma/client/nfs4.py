@@ -49,6 +49,7 @@ from ..proto.nfs4.types import (
     SETXATTR4args,
     TEST_STATEID4args,
     WRITE4args,
+    change_info4,
     creatverfattr,
     fattr4,
     open_owner4,
@@ -141,6 +142,7 @@ class OpenFile:
     closed: bool = False
     local: bool = False  # opened under a delegation, no OPEN sent: ``stateid`` is the delegation's
     cred: Credential | None = None  # who opened it (to OPEN for real when the delegation goes back)
+    dir_change: change_info4 | None = None  # how an OPEN by name changed the directory (it may create)
     # unstable writes not yet committed: offset -> (length, verifier)
     uncommitted: dict[int, tuple[int, bytes]] = field(default_factory=dict)
 
@@ -302,8 +304,9 @@ class NFSv4:
         self, dir_fh: bytes, name: str, ftype: int, cred: Credential, *, mode: int = 0o755,
         linkdata: bytes | None = None, rdev: tuple[int, int] = (0, 0), uid: int | None = None,
         gid: int | None = None, path: str | None = None,
-    ) -> tuple[bytes, FileAttrs]:
-        """CREATE a non-regular object: directory, symlink, device, fifo, socket."""
+    ) -> tuple[bytes, FileAttrs, change_info4]:
+        """CREATE a non-regular object: directory, symlink, device, fifo, socket. Returns its file
+        handle, its attributes and how the directory changed."""
         if ftype == c.NF4LNK:
             objtype: tuple[int, Any] = (c.NF4LNK, linkdata or b"")
         elif ftype in (c.NF4BLK, c.NF4CHR):
@@ -315,26 +318,33 @@ class NFSv4:
             [PUTFH4args(dir_fh), CREATE4args(objtype, name, attrs), GETFH4args(), GETATTR4args(STAT_BITMAP)],
             cred, path=path or name,
         )
-        return bytes(res[2].res.object), FileAttrs.from_fattr4(res[3].res.obj_attributes)
+        return (bytes(res[2].res.object), FileAttrs.from_fattr4(res[3].res.obj_attributes),
+                res[1].res.cinfo)
 
-    async def remove(self, dir_fh: bytes, name: str, cred: Credential, path: str | None = None) -> None:
-        await self.run([PUTFH4args(dir_fh), REMOVE4args(name)], cred, path=path or name)
+    async def remove(self, dir_fh: bytes, name: str, cred: Credential, path: str | None = None) -> change_info4:
+        """REMOVE; returns how the directory changed."""
+        res = await self.run([PUTFH4args(dir_fh), REMOVE4args(name)], cred, path=path or name)
+        return cast(change_info4, res[1].res.cinfo)
 
     async def rename(self, src_dir: bytes, old: str, dst_dir: bytes, new: str, cred: Credential,
-                     path: str | None = None) -> None:
-        await self.run(
+                     path: str | None = None) -> tuple[change_info4, change_info4]:
+        """RENAME; returns how the source and the target directory changed."""
+        res = await self.run(
             [PUTFH4args(src_dir), SAVEFH4args(), PUTFH4args(dst_dir), RENAME4args(old, new)], cred,
             path=path or old,
         )
+        ok = res[3].res
+        return ok.source_cinfo, ok.target_cinfo
 
     async def link(self, fh: bytes, dir_fh: bytes, name: str, cred: Credential,
-                   path: str | None = None) -> FileAttrs:
+                   path: str | None = None) -> tuple[FileAttrs, change_info4]:
+        """LINK; returns the file's attributes and how the directory changed."""
         res = await self.run(
             [PUTFH4args(fh), SAVEFH4args(), PUTFH4args(dir_fh), LINK4args(name), RESTOREFH4args(),
              GETATTR4args(STAT_BITMAP)],
             cred, path=path or name,
         )
-        return FileAttrs.from_fattr4(res[5].res.obj_attributes)
+        return FileAttrs.from_fattr4(res[5].res.obj_attributes), res[3].res.cinfo
 
     async def readlink(self, fh: bytes, cred: Credential, path: str | None = None) -> bytes:
         # no Write chunk for the link (DDP-eligible, but Linux's nfsd 6.1 misplaces it in one, and
@@ -414,7 +424,7 @@ class NFSv4:
         res = await self.run(ops, cred, path=path or name)
         ok = res[1].res
         of = OpenFile(bytes(res[2].res.object), ok.stateid, access, owner,
-                      FileAttrs.from_fattr4(res[3].res.obj_attributes), cred=cred)
+                      FileAttrs.from_fattr4(res[3].res.obj_attributes), cred=cred, dir_change=ok.cinfo)
         self.took_delegation(of, ok.delegation)
         if truncate and not create and of.attrs is not None and of.attrs.size:
             of.attrs = await self.setattr(of.fh, cred, stateid=of.stateid, size=0, path=path)

@@ -9,6 +9,19 @@ Names: ``(directory inode, name) -> inode`` entries, positive and negative, each
 directory's change attribute; an entry is only used while the directory's attributes are fresh and
 their change attribute is the one the entry was made under. Our own changes to a directory drop
 its entries explicitly.
+
+Listings (``lookupcache=all``): of a directory we made ourselves we know every name, as long as the
+directory changes only by our hand. Each of our changes to it (OPEN that creates, CREATE, REMOVE,
+RENAME, LINK) comes back with the directory's change attribute before and after it (change_info4);
+when "before" is the change the listing is at, the listing moves to "after" with the name added or
+taken out. Any other change attribute seen for the directory ends the listing. A name not in the
+listing is answered absent without a LOOKUP, but only within ``LISTING_TRUST`` seconds (and
+``acdirmin``) of our own last change there: that is the kernel's lookup before each create of a
+``tar x`` or ``cp -r`` filling the directory. Otherwise the server is asked, as the Linux client
+asks for a name it never looked up: a directory we made and someone else fills shows its files at
+once, and one we are filling shows another client's file within that second. (A change_info4 the
+server does not call atomic is trusted the same way when "before" matches: another client's change
+would have to fall inside the server's handling of our own operation.)
 """
 
 from __future__ import annotations
@@ -21,6 +34,8 @@ from .options import MountOptions
 
 NEGATIVE = 0  # a name known not to exist
 NAME_CACHE_SIZE = 65536
+LISTING_MAX_NAMES = 65536  # a directory with more names than this is not listed (memory)
+LISTING_TRUST = 1.0  # seconds after our own last change that a listing answers for absent names
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,3 +102,32 @@ class NameCache:
 
     def __len__(self) -> int:
         return len(self._c)
+
+
+@dataclass(slots=True)
+class Listing:
+    """Every name a directory holds, at its change attribute ``change`` (see the module's text)."""
+
+    change: int
+    ours: float  # when our own last change moved it (trio clock; -inf: none yet)
+    names: set[str]
+
+    def absent(self, name: str, now: float, ttl: float) -> bool:
+        """Whether ``name`` is known not to exist in the directory now (``ttl``: acdirmin)."""
+        return now - self.ours < min(ttl, LISTING_TRUST) and name not in self.names
+
+    def changed(self, before: int, after: int, name: str, present: bool, now: float) -> bool:
+        """Our operation added (``present``) or removed ``name``, and the server says the directory
+        went from ``before`` to ``after``. False if the listing is no longer known to be whole."""
+        if before != self.change or (present and len(self.names) >= LISTING_MAX_NAMES):
+            return False
+        self.change, self.ours = after, now
+        if present:
+            self.names.add(name)
+        else:
+            self.names.discard(name)
+        return True
+
+    def seen(self, change: int) -> bool:
+        """The directory's change attribute from the server; False if it moved without us."""
+        return change == self.change

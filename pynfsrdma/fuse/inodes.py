@@ -20,7 +20,7 @@ from typing import Any
 
 from ..client.attributes import FileAttrs
 from ..proto.nfs4 import const as c
-from .cache import AttrTimeouts
+from .cache import AttrTimeouts, Listing
 
 ROOT_INODE = 1  # pyfuse3.ROOT_INODE (FUSE_ROOT_ID)
 REMAPPED = 1 << 63  # a non-root file whose fileid is 0 or the root's number gets this bit
@@ -42,6 +42,7 @@ class Inode:
     open_lock: Any = None  # serialises OPEN and CLOSE of this file (set by the I/O layer)
     readaheads: set[Any] = field(default_factory=set)  # the read-ahead windows of its open files
     written: int = 0  # the table's write count at this file's last write (see InodeTable.wrote)
+    listing: Listing | None = None  # a directory's every name, while only we change it (cache.Listing)
 
     def drop_readahead(self) -> None:
         """The file's data changed (or is changing): no open file reads on from what it read ahead."""
@@ -137,6 +138,8 @@ class InodeTable:
         changed = attrs.change != node.attrs.change
         node.timeo = self.timeouts.next(node.timeo, attrs.type == c.NF4DIR, changed)
         node.attrs = attrs
+        if node.listing is not None and not node.listing.seen(attrs.change):
+            node.listing = None
         node.fetched = now if self._current(node, asked) else float("-inf")
         return changed
 

@@ -42,10 +42,11 @@ from ..client.attributes import FTYPE_TO_IFMT, FileAttrs, setattr_fattr4
 from ..client.nfs4 import VERIFIER_SIZE, ListedEntry, NFSv4, OpenFile
 from ..errors import NFS4Error
 from ..proto.nfs4 import const as c
+from ..proto.nfs4.types import change_info4
 from ..rpc.auth import Credential, auth_sys
-from .cache import NEGATIVE, AttrTimeouts, NameCache
+from .cache import NEGATIVE, AttrTimeouts, Listing, NameCache
 from .inodes import OWN, ROOT_INODE, Inode, InodeTable
-from .options import MountOptions
+from .options import LOOKUPCACHE_NONE, MountOptions
 from .readahead import READ_AHEAD_WINDOW, Extent, ReadAhead, assemble
 from .writeback import MAX_REOPENS, STATE_LOST, TRIM_THRESHOLD, WriteBack, return_payload_memory
 
@@ -168,7 +169,8 @@ class NFSOperations(pyfuse3.Operations):
         self.nursery = nursery
         self.timeouts = AttrTimeouts.from_options(opts)
         self.inodes = InodeTable(root_fh, root_attrs, self.timeouts, trio.current_time())
-        self.names = NameCache(opts.acdirmax)
+        self.names = NameCache(opts.acdirmax if opts.lookupcache != LOOKUPCACHE_NONE else 0)
+        self.negative_names = opts.negative_names  # (lookupcache=all, and not noac)
         self.files: dict[int, FileHandle] = {}
         self.dirs: dict[int, DirHandle] = {}
         self._ids = itertools.count(1)
@@ -230,10 +232,10 @@ class NFSOperations(pyfuse3.Operations):
         e.st_ctime_ns = a.ctime_ns
         return e
 
-    def _negative(self) -> pyfuse3.EntryAttributes:
+    def _negative(self, timeout: float | None = None) -> pyfuse3.EntryAttributes:
         e = pyfuse3.EntryAttributes()
         e.st_ino = 0  # the kernel caches the absence for entry_timeout
-        e.entry_timeout = self.opts.acdirmin
+        e.entry_timeout = self.opts.acdirmin if timeout is None else timeout
         return e
 
     def _learn(self, fh: bytes, attrs: FileAttrs, asked: int | None, lookup: bool = True) -> Inode:
@@ -262,6 +264,20 @@ class NFSOperations(pyfuse3.Operations):
         parent.stale()
         if name is not None:
             self.names.drop(parent.ino, name)
+
+    def _dir_changed(self, parent: Inode, cinfo: change_info4 | None, name: str, present: bool) -> None:
+        """Our operation added (``present``) or removed ``name`` in ``parent``, and the server says
+        how the directory's change attribute moved: its listing follows, or ends (cache.Listing)."""
+        listing = parent.listing
+        if listing is not None and (
+            cinfo is None or not listing.changed(cinfo.before, cinfo.after, name, present, self._now())
+        ):
+            parent.listing = None
+
+    def _listed(self, node: Inode) -> None:
+        """``node`` is a directory we just made: we know all its names (none)."""
+        if self.negative_names and node.is_dir:
+            node.listing = Listing(node.attrs.change, float("-inf"), set())
 
     async def _sync_inode(self, node: Inode) -> None:
         """Send every gathered write of the file (before its size or data is looked at)."""
@@ -316,12 +332,15 @@ class NFSOperations(pyfuse3.Operations):
                 if node is not None and self.inodes.fresh(node, now):
                     node.lookups += 1
                     return self._entry(node)
+        listing = parent.listing
+        if listing is not None and listing.absent(n, now, self.opts.acdirmin):
+            return self._negative(0)  # (not cached by the kernel: the listing decides each time)
         asked = self.inodes.asking()
         try:
             fh, attrs = await self.nfs.lookup(parent.fh, n, cred)
         except NFS4Error as e:
             if e.errno == errno.ENOENT:
-                if self.inodes.fresh(parent, now):
+                if self.negative_names and self.inodes.fresh(parent, now):
                     self.names.put(parent.ino, n, NEGATIVE, parent.attrs.change)
                 return self._negative()
             raise
@@ -590,9 +609,13 @@ class NFSOperations(pyfuse3.Operations):
         parent = self._inode(parent_inode)
         n = os.fsdecode(name)
         asked = self.inodes.asking()
-        fh, attrs = await self.nfs.create(parent.fh, n, ftype, self.cred(ctx), **kw)
+        fh, attrs, cinfo = await self.nfs.create(parent.fh, n, ftype, self.cred(ctx), **kw)
         self._modified_dir(parent, n)
-        return self._entry(self._learn(fh, attrs, asked))
+        self._dir_changed(parent, cinfo, n, True)
+        node = self._learn(fh, attrs, asked)
+        if ftype == c.NF4DIR:
+            self._listed(node)
+        return self._entry(node)
 
     @fuse_errors
     async def mkdir(
@@ -643,7 +666,9 @@ class NFSOperations(pyfuse3.Operations):
 
     async def _silly_rename(self, parent: Inode, name: str, node: Inode, cred: Credential) -> None:
         silly = f"{SILLY_PREFIX}{node.attrs.fileid & 0xFFFFFFFFFFFF:012x}{next(self._silly):08x}"
-        await self.nfs.rename(parent.fh, name, parent.fh, silly, cred)
+        src, dst = await self.nfs.rename(parent.fh, name, parent.fh, silly, cred)
+        self._dir_changed(parent, src, name, False)
+        self._dir_changed(parent, dst, silly, True)
         node.silly.append((parent.fh, silly))
         node.stale()
 
@@ -657,7 +682,7 @@ class NFSOperations(pyfuse3.Operations):
         if target is not None:
             await self._silly_rename(parent, n, target, cred)
         else:
-            await self.nfs.remove(parent.fh, n, cred)
+            self._dir_changed(parent, await self.nfs.remove(parent.fh, n, cred), n, False)
         self._modified_dir(parent, n)
 
     @fuse_errors
@@ -665,7 +690,7 @@ class NFSOperations(pyfuse3.Operations):
         self._check_rw()
         parent = self._inode(parent_inode)
         n = os.fsdecode(name)
-        await self.nfs.remove(parent.fh, n, self.cred(ctx))
+        self._dir_changed(parent, await self.nfs.remove(parent.fh, n, self.cred(ctx)), n, False)
         self._modified_dir(parent, n)
 
     @fuse_errors
@@ -687,7 +712,9 @@ class NFSOperations(pyfuse3.Operations):
         target = await self._open_target(dst.fh, new, cred)
         if target is not None:
             await self._silly_rename(dst, new, target, cred)
-        await self.nfs.rename(src.fh, old, dst.fh, new, cred)
+        src_cinfo, dst_cinfo = await self.nfs.rename(src.fh, old, dst.fh, new, cred)
+        self._dir_changed(src, src_cinfo, old, False)
+        self._dir_changed(dst, dst_cinfo, new, True)
         self._modified_dir(src, old)
         self._modified_dir(dst, new)
 
@@ -700,7 +727,8 @@ class NFSOperations(pyfuse3.Operations):
         parent = self._inode(new_parent_inode)
         n = os.fsdecode(new_name)
         asked = self.inodes.asking(node)
-        attrs = await self.nfs.link(node.fh, parent.fh, n, self.cred(ctx))
+        attrs, cinfo = await self.nfs.link(node.fh, parent.fh, n, self.cred(ctx))
+        self._dir_changed(parent, cinfo, n, True)
         self._modified_dir(parent, n)
         return self._entry(self._learn(node.fh, attrs, asked))
 
@@ -848,6 +876,7 @@ class NFSOperations(pyfuse3.Operations):
             truncate=bool(flags & os.O_TRUNC),
             mode=mode & 0o7777,
         )
+        self._dir_changed(parent, of.dir_change, n, True)
         self._modified_dir(parent, n)
         if of.attrs is None:
             of.attrs = await self.nfs.getattr(of.fh, cred)

@@ -18,6 +18,12 @@ DEFAULT_ACREGMIN = 3
 DEFAULT_ACREGMAX = 60
 DEFAULT_ACDIRMIN = 30
 DEFAULT_ACDIRMAX = 60
+# nfs(5) lookupcache=: which names are cached (positive entries, negative ones, none)
+LOOKUPCACHE_ALL = "all"
+LOOKUPCACHE_POSITIVE = "positive"
+LOOKUPCACHE_NONE = "none"
+LOOKUPCACHE_MODES = {"all": LOOKUPCACHE_ALL, "positive": LOOKUPCACHE_POSITIVE, "pos": LOOKUPCACHE_POSITIVE,
+                     "none": LOOKUPCACHE_NONE}
 MAX_IO_SIZE = 1 << 20  # the largest FUSE request; rsize/wsize above it gain nothing
 MIN_IO_SIZE = 4096
 
@@ -90,6 +96,7 @@ class MountOptions:
     acdirmin: float = DEFAULT_ACDIRMIN
     acdirmax: float = DEFAULT_ACDIRMAX
     noac: bool = False
+    lookupcache: str = LOOKUPCACHE_ALL
     ro: bool = False
     allow_other: bool = False
     default_permissions: bool = False
@@ -99,6 +106,11 @@ class MountOptions:
     ignored: list[str] = field(default_factory=list)  # generic options accepted and not used
     rdma: dict[str, str] = field(default_factory=dict)  # RDMA_OPTIONS given, for the transport
     trunking: dict[str, str] = field(default_factory=dict)  # TRUNKING_OPTIONS/FLAGS given, URL style
+
+    @property
+    def negative_names(self) -> bool:
+        """Whether names known not to exist are cached (and answered without asking the server)."""
+        return self.lookupcache == LOOKUPCACHE_ALL and self.acdirmin > 0
 
     @property
     def timeo_seconds(self) -> float:
@@ -182,6 +194,10 @@ def parse_options(*texts: str | None) -> MountOptions:
             elif k in ("noac", "ac"):
                 _flag(k, v)
                 o.noac = k == "noac"
+            elif k == "lookupcache":
+                if v not in LOOKUPCACHE_MODES:
+                    raise OptionError(f"mount option lookupcache={v}: use one of all, positive, none")
+                o.lookupcache = LOOKUPCACHE_MODES[v]
             elif k in ("ro", "rw"):
                 _flag(k, v)
                 o.ro = k == "ro"

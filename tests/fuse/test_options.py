@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pynfsrdma.client.attributes import FileAttrs
-from pynfsrdma.fuse.cache import NEGATIVE, AttrTimeouts, NameCache
+from pynfsrdma.fuse.cache import LISTING_TRUST, NEGATIVE, AttrTimeouts, Listing, NameCache
 from pynfsrdma.fuse.inodes import OWN, REMAPPED, ROOT_INODE, InodeTable
 from pynfsrdma.fuse.options import OptionError, parse_options
 from pynfsrdma.proto.nfs4 import const as c
@@ -49,11 +49,21 @@ def test_options_are_parsed() -> None:
         ("soft=1", "takes no value"),
         ("acregmin=10,acregmax=5", "acregmin=10 is larger than acregmax=5"),
         ("squash_gid=5", "squash_gid= needs squash_uid="),
+        ("lookupcache=some", "lookupcache=some: use one of all, positive, none"),
     ],
 )
 def test_bad_options_are_named(text: str, message: str) -> None:
     with pytest.raises(OptionError, match=message):
         parse_options(text)
+
+
+def test_lookupcache_decides_which_names_are_cached() -> None:
+    assert parse_options("").negative_names  # nfs(5): lookupcache=all
+    assert not parse_options("lookupcache=pos").negative_names
+    assert parse_options("lookupcache=positive").lookupcache == "positive"
+    assert parse_options("lookupcache=none").lookupcache == "none"
+    assert not parse_options("noac").negative_names  # nothing cached at all
+    assert not parse_options("acdirmin=0").negative_names
 
 
 def test_attribute_timeout_adapts_like_linux() -> None:
@@ -81,6 +91,31 @@ def test_name_cache_follows_the_directory_change_attribute() -> None:
     off = NameCache(ttl=0)
     off.put(1, "a", 42, 7)
     assert off.get(1, "a", 7) is None
+
+
+def test_a_listing_follows_our_own_changes_and_ends_with_anyone_elses() -> None:
+    listing = Listing(change=10, ours=float("-inf"), names=set())
+    assert not listing.absent("a", now=5.0, ttl=30)  # a directory just made: the server is asked
+    assert listing.changed(10, 11, "a", present=True, now=6.0)  # our create, nothing between
+    assert not listing.absent("a", 6.5, 30) and listing.absent("b", 6.5, 30)
+    assert listing.changed(11, 12, "a", present=False, now=8.0)  # our remove
+    assert listing.absent("a", 8.5, 30)
+    assert not listing.absent("b", 8.0 + LISTING_TRUST, 30)  # long after our last change: ask
+    assert not listing.absent("b", 8.5, ttl=0.4)  # nor longer than acdirmin
+    assert listing.seen(12) and listing.changed(12, 13, "c", True, 20.0) and listing.absent("b", 20.1, 30)
+    # somebody else changed the directory before our next change, or in a GETATTR we saw
+    assert not Listing(12, 0.0, set()).changed(13, 14, "c", present=True, now=1.0)
+    assert not Listing(12, 0.0, set()).seen(13)
+
+
+def test_the_inode_table_ends_a_listing_when_the_directory_changed_without_us() -> None:
+    t = InodeTable(b"root", attrs(500, ftype=c.NF4DIR), AttrTimeouts(3, 60, 30, 60), now=0.0)
+    d, _ = t.learn(b"fh-d", attrs(9, change=5, ftype=c.NF4DIR), now=1.0, asked=t.asking())
+    d.listing = Listing(5, 1.0, {"x"})
+    t.refresh(d, attrs(9, change=5, ftype=c.NF4DIR), now=2.0, asked=t.asking())
+    assert d.listing is not None
+    t.refresh(d, attrs(9, change=6, ftype=c.NF4DIR), now=3.0, asked=t.asking())
+    assert d.listing is None
 
 
 def attrs(fileid: int, change: int = 1, ftype: int = c.NF4REG) -> FileAttrs:

@@ -1,0 +1,135 @@
+"""Names new in a directory the mount made itself, and is filling, are known absent without a LOOKUP
+(cache.Listing), and what another client does in such a directory still shows: at once in one we made
+and do not fill, at once after our next change there, and within LISTING_TRUST otherwise. Counts come
+from ``pynfsrdma stats`` (see test_small_files)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from test_small_files import delta, settle
+
+from pynfsrdma.client.api import Client
+from pynfsrdma.fuse.cache import LISTING_TRUST
+from pynfsrdma.testbed.ganesha import Ganesha
+
+pytestmark = pytest.mark.fuse
+
+
+def create(path: Path, data: bytes = b"") -> None:
+    """As tar does: O_CREAT|O_EXCL, then the data."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def other_client_writes(ganesha: Ganesha, path: str, data: bytes) -> None:
+    async def go() -> None:
+        async with Client.connect(ganesha.url) as nfs:
+            await nfs.write_file(path, data)
+
+    trio.run(go)
+
+
+def test_new_names_in_a_directory_we_made_are_not_looked_up(
+    mount_export: Callable[..., Any], export_path: Any
+) -> None:
+    m = mount_export(subdir=export_path.remote.removeprefix("/export/"))
+    before, _ = settle(m.path)
+    # looked up: "d" (the mount did not make the export's directory), and the first name in each
+    # directory we made (before we change a directory, someone else may have filled it)
+    (m.path / "d").mkdir()
+    (m.path / "d" / "sub").mkdir()
+    for i in range(20):
+        create(m.path / "d" / f"f{i}", b"%d" % i)
+        create(m.path / "d" / "sub" / f"g{i}")
+    after, _ = settle(m.path)
+    compounds = delta(after, before)
+    assert compounds.get("LOOKUP", 0) == 3 and compounds["OPEN"] == 40, compounds
+    # what the listing knows is there is still looked up, and found
+    with pytest.raises(FileExistsError):
+        create(m.path / "d" / "f3")
+    assert (export_path.local / "d" / "f3").read_bytes() == b"3"
+    # a name we removed or renamed away is absent again, the new one present
+    os.rename(m.path / "d" / "f1", m.path / "d" / "renamed")
+    os.unlink(m.path / "d" / "f2")
+    create(m.path / "d" / "f1", b"again")
+    create(m.path / "d" / "f2", b"again")
+    assert (m.path / "d" / "renamed").read_bytes() == b"1"
+    assert sorted(os.listdir(export_path.local / "d"))[:4] == ["f0", "f1", "f10", "f11"]
+    assert (export_path.local / "d" / "f1").read_bytes() == b"again"
+    assert (export_path.local / "d" / "renamed").read_bytes() == b"1"
+
+
+@pytest.mark.parametrize("mode", ["positive", "none"])
+def test_lookupcache_positive_or_none_asks_the_server_for_every_new_name(
+    mount_export: Callable[..., Any], export_path: Any, mode: str
+) -> None:
+    m = mount_export(f"lookupcache={mode}", subdir=export_path.remote.removeprefix("/export/"))
+    (m.path / "d").mkdir()
+    before, _ = settle(m.path)
+    for i in range(10):
+        create(m.path / "d" / f"f{i}")
+    compounds = delta(settle(m.path)[0], before)
+    assert compounds.get("LOOKUP") == 10 and compounds["OPEN"] == 10, compounds
+
+
+def test_another_clients_file_shows_once_we_change_the_directory_again(
+    mount_export: Callable[..., Any], export_path: Any, ganesha: Ganesha
+) -> None:
+    m = mount_export(subdir=export_path.remote.removeprefix("/export/"))
+    (m.path / "d").mkdir()
+    create(m.path / "d" / "ours-1")
+    other_client_writes(ganesha, f"{export_path.remote.removeprefix('/export')}/d/theirs", b"from the other client")
+    # our next change in the directory finds it moved by someone else: the listing ends there
+    create(m.path / "d" / "ours-2")
+    assert (m.path / "d" / "theirs").read_bytes() == b"from the other client"
+    assert sorted(os.listdir(m.path / "d")) == ["ours-1", "ours-2", "theirs"]
+
+
+def test_a_directory_we_made_and_another_client_fills_shows_its_files_at_once(
+    mount_export: Callable[..., Any], export_path: Any, ganesha: Ganesha
+) -> None:
+    m = mount_export(subdir=export_path.remote.removeprefix("/export/"))
+    (m.path / "d").mkdir()
+    other_client_writes(ganesha, f"{export_path.remote.removeprefix('/export')}/d/theirs", b"x")
+    assert (m.path / "d" / "theirs").read_bytes() == b"x"
+    (m.path / "e").mkdir()
+    (export_path.local / "e" / "on-the-disk").write_bytes(b"y")  # (a process on the server)
+    assert (m.path / "e" / "on-the-disk").read_bytes() == b"y"
+
+
+def test_another_clients_file_shows_within_a_second_in_a_directory_we_fill(
+    mount_export: Callable[..., Any], export_path: Any, ganesha: Ganesha
+) -> None:
+    m = mount_export(subdir=export_path.remote.removeprefix("/export/"))
+    (m.path / "d").mkdir()
+    create(m.path / "d" / "ours")
+    other_client_writes(ganesha, f"{export_path.remote.removeprefix('/export')}/d/theirs", b"x")
+    # looked up from the directory itself (an open descriptor: the kernel does not look up "d" again,
+    # which would show the directory's new change attribute and end the listing that way)
+    dfd = os.open(m.path / "d", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        deadline = time.monotonic() + LISTING_TRUST + 2.0  # and time for the lookup itself
+        while True:
+            try:
+                fd = os.open("theirs", os.O_RDONLY, dir_fd=dfd)
+            except FileNotFoundError as e:
+                assert e.errno == errno.ENOENT
+                assert time.monotonic() < deadline, "another client's file still unseen after acdirmin"
+                time.sleep(0.1)
+                continue
+            assert os.read(fd, 10) == b"x"
+            os.close(fd)
+            break
+    finally:
+        os.close(dfd)
