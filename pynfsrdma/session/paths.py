@@ -3,8 +3,10 @@
 A :class:`Path` is one server address (and transport) with at most one live connection at a time.
 A :class:`PathSet` holds the session's paths, picks one for each request (the least loaded live
 path, weighted by its measured round-trip time and preference), and reconnects dead paths in the
-background with exponential backoff. What happens on a fresh connection (binding it to the
-session) is the session's business: it is given as ``on_connect``.
+background with exponential backoff (while a request waits for a path, at least every
+``REDIAL_WAITED`` seconds: a server that comes back is used within that, not after the backoff of
+its whole absence). What happens on a fresh connection (binding it to the session) is the
+session's business: it is given as ``on_connect``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..transport.base import Transport, TransportError
 log = logging.getLogger(__name__)
 
 Connector = Callable[[], Awaitable[Transport]]
+REDIAL_WAITED = 0.5  # seconds between connection attempts at most while a request waits for a path
 Probe = Callable[["Path"], Awaitable[None]]
 
 
@@ -133,6 +136,8 @@ class PathSet:
         self.reconnect_max = reconnect_max
         self._changed = trio.Event()
         self._closing = False
+        self._waiting = 0  # requests waiting for a live path (wait_live)
+        self._demand = trio.Event()  # set when the first of them starts waiting
 
     def _notify(self) -> None:
         self._changed.set()
@@ -221,8 +226,18 @@ class PathSet:
                 return
             except (TransportError, OSError, RpcReplyError) as e:
                 path.last_error = str(e)
-                await trio.sleep(delay)
+                tried = trio.current_time()
+                await self._pause(tried + delay, tried + REDIAL_WAITED)
                 delay = min(self.reconnect_max, delay * 2)
+
+    async def _pause(self, until: float, sooner: float) -> None:
+        """Wait before the next connection attempt: until ``until``, or only until ``sooner`` while
+        a request waits for a path."""
+        if not self._waiting:
+            with trio.move_on_at(until):
+                await self._demand.wait()
+        if self._waiting:
+            await trio.sleep_until(min(until, sooner))
 
     async def _wait_change(self) -> None:
         await self._changed.wait()
@@ -324,8 +339,15 @@ class PathSet:
             if deadline is not None and trio.current_time() >= deadline:
                 errors = "; ".join(f"{q.address}: {q.last_error or q.state.value}" for q in self.paths)
                 raise NoPathError(f"no path to the server is up ({errors})")
-            with trio.move_on_at(deadline if deadline is not None else math.inf):
-                await self._changed.wait()
+            self._waiting += 1
+            if self._waiting == 1:
+                self._demand.set()
+                self._demand = trio.Event()
+            try:
+                with trio.move_on_at(deadline if deadline is not None else math.inf):
+                    await self._changed.wait()
+            finally:
+                self._waiting -= 1
 
     async def aclose(self) -> None:
         self._closing = True

@@ -16,6 +16,7 @@ from pynfsrdma.proto.nfs4.types import BIND_CONN_TO_SESSION4args, DESTROY_SESSIO
 from pynfsrdma.rpc.auth import auth_sys
 from pynfsrdma.rpc.client import RpcConnection
 from pynfsrdma.session.errors import NotNFSv41Server, ServerUnreachable
+from pynfsrdma.session.paths import REDIAL_WAITED
 from pynfsrdma.testbed import Ganesha
 from pynfsrdma.testbed.ganesha import ExportPath
 from pynfsrdma.transport.base import ConnectRefused
@@ -68,6 +69,24 @@ async def test_server_restart_with_grace_reclaims_open_files(ganesha_factory, tm
         assert nfs.clientid.recoveries >= 1
         assert await nfs.read_file("/data") == b"A" * 100_000 + b"B" * 100_000
     assert (ep.local / "data").read_bytes() == b"A" * 100_000 + b"B" * 100_000
+
+
+async def test_a_request_made_when_the_server_is_back_is_not_held_by_the_reconnect_backoff(
+    ganesha_factory,
+) -> None:
+    """Down for seconds, the path's reconnect attempts are seconds apart; a request that waits for the
+    path makes them come every REDIAL_WAITED, so a soft mount's request made just after the server
+    returns is answered, not failed after its timeout (2 s here) while the backoff sleeps on."""
+    server: Ganesha = ganesha_factory()
+    ep = server.new_directory()
+    url = f"nfs://{server.host}:{server.port}{ep.remote}"
+    async with Client.connect(url, hard=False, timeo=1.0, retrans=1) as nfs:
+        await nfs.write_file("/f", b"kept")
+        await trio.to_thread.run_sync(server.stop)
+        await trio.sleep(3.5)  # attempts after 0.1, 0.3, 0.7, 1.5, 3.1 s: the next one 3.2 s later
+        await trio.to_thread.run_sync(server.start)
+        with trio.fail_after(REDIAL_WAITED + 1.5):
+            assert await nfs.read_file("/f") == b"kept"
 
 
 async def test_nothing_listening_fails_at_once() -> None:
