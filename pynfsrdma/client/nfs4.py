@@ -7,6 +7,7 @@ COMPOUND (PUTFH, the operation, GETFH/GETATTR as needed) and turns a failed oper
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import os
@@ -16,7 +17,7 @@ from typing import Any, cast
 
 import trio
 
-from ..errors import NFS4Error
+from ..errors import NFS4Error, ProtocolError
 from ..proto.nfs4 import const as c
 from ..proto.nfs4.attrs import DirList
 from ..proto.nfs4.compound import ResOp
@@ -78,6 +79,14 @@ XATTR_SIZE_MAX = 64 * 1024  # the largest extended attribute value (Linux's limi
 XATTR_LIST_MAX = 64 * 1024  # the largest list of names asked for in one LISTXATTRS
 EMPTY_FATTR = fattr4([], b"")
 VERIFIER_SIZE = 8
+# CLOSEs nobody waits for (close_later) wait this long for others to share their COMPOUND, and go
+# this many to a COMPOUND at most (fewer if the session's ca_maxoperations says so)
+CLOSE_GATHER = 0.02
+CLOSES_PER_COMPOUND = 8
+# a CLOSE that meets one of these finds the open state gone already (expired, revoked, the server
+# restarted) or moved on by a later OPEN of ours (OLD_STATEID): nothing is left to close
+CLOSE_GONE = frozenset({c.NFS4ERR_BAD_STATEID, c.NFS4ERR_OLD_STATEID, c.NFS4ERR_EXPIRED,
+                        c.NFS4ERR_STALE_STATEID, c.NFS4ERR_ADMIN_REVOKED})
 
 
 # what a server answers I/O whose stateid it no longer knows (after a restart)
@@ -170,6 +179,8 @@ class NFSv4:
         # all); the FUSE mount shares one open per (file, user) itself and keeps one owner per user
         self.owner_per_open = False
         self._opens_made = itertools.count(1)
+        self._closing: collections.deque[tuple[OpenFile, Credential]] = collections.deque()
+        self._close_sender: trio.Event | None = None  # set when the sender of _closing is done
         client.reclaim_hooks.append(self._reclaim)
         client.state_revoked_hooks.append(self._revoked)
         client.backchannel.on_recall = self._recall
@@ -467,10 +478,70 @@ class NFSv4:
         try:
             await self.run([PUTFH4args(of.fh), CLOSE4args(0, of.stateid)], cred)
         except NFS4Error as e:
-            # the state is gone already (expired, or revoked): nothing is left to close
-            if e.status not in (c.NFS4ERR_BAD_STATEID, c.NFS4ERR_OLD_STATEID, c.NFS4ERR_EXPIRED,
-                                c.NFS4ERR_STALE_STATEID, c.NFS4ERR_ADMIN_REVOKED):
+            if e.status not in CLOSE_GONE:
                 raise
+
+    def close_later(self, of: OpenFile, cred: Credential, nursery: trio.Nursery) -> None:
+        """CLOSE ``of`` soon, in one COMPOUND with the other opens closed about then, for a caller
+        that does not wait for the CLOSE (FUSE's release). The open is over for us at once: no I/O
+        may use it, and it is not reclaimed. A later OPEN of the same file by the same owner is safe
+        meanwhile: it moves the open's seqid on, and the CLOSE of the earlier seqid then ends nothing
+        (NFS4ERR_OLD_STATEID). :meth:`flush_closes` sends what waits."""
+        if of.closed:
+            return
+        of.closed = True
+        self.opens.pop(id(of), None)
+        if of.local:
+            return
+        self._closing.append((of, cred))
+        if self._close_sender is None:
+            self._close_sender = trio.Event()
+            nursery.start_soon(self._send_closes)
+
+    async def flush_closes(self) -> None:
+        """Send every CLOSE that :meth:`close_later` holds, and wait for their replies."""
+        while self._close_sender is not None:
+            await self._close_sender.wait()
+        while self._closing:
+            await self._close_some()
+
+    async def _send_closes(self) -> None:
+        try:
+            await trio.sleep(CLOSE_GATHER)
+            while self._closing:
+                await self._close_some()
+        finally:
+            done, self._close_sender = self._close_sender, None
+            if done is not None:
+                done.set()
+
+    async def _close_some(self) -> None:
+        """One COMPOUND of CLOSEs (PUTFH, CLOSE, PUTFH, CLOSE ...) from the front of the queue, all
+        with one user's credential; those after a failed one go back to the queue."""
+        session = self.client.session
+        room = (session.max_operations - 1) // 2 if session is not None else 1
+        first = self._closing[0][1]
+        who = (first.uid, first.gid, first.gids)
+        batch: list[OpenFile] = []
+        while self._closing and len(batch) < max(1, min(CLOSES_PER_COMPOUND, room)):
+            cred = self._closing[0][1]
+            if (cred.uid, cred.gid, cred.gids) != who:
+                break
+            batch.append(self._closing.popleft()[0])
+        ops: list[Any] = []
+        for of in batch:
+            ops += [PUTFH4args(of.fh), CLOSE4args(0, of.stateid)]
+        try:
+            res = await self.client.compound(ops, first, _NO_HINTS)
+        except (OSError, ProtocolError) as e:  # the session is gone (and the opens with it), or a bad reply
+            log.info("CLOSE of %d open(s): %s", len(batch), e)
+            return
+        if res.status == c.NFS4_OK:
+            return
+        failed = (len(res.resarray) - 1) // 2  # the open whose PUTFH or CLOSE failed
+        if res.status not in CLOSE_GONE:
+            log.warning("CLOSE of an open: %s", NFS4Error(res.status, res.resarray[-1].opnum))
+        self._closing.extendleft(reversed([(of, first) for of in batch[failed + 1:]]))
 
     async def _reclaim(self, client: ClientID) -> None:
         """After a server restart: reclaim every open with CLAIM_PREVIOUS during the grace period."""

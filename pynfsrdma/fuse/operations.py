@@ -1045,7 +1045,10 @@ class NFSOperations(pyfuse3.Operations):
             if shared.writer is not None:
                 await shared.writer.flush()
         finally:
-            await self.nfs.close(shared.of, shared.cred)
+            if node.silly:  # its name is removed next: the server must have no open of it then
+                await self.nfs.close(shared.of, shared.cred)
+            else:  # nobody waits for the CLOSE (close(2) returned at flush): it goes with others
+                self.nfs.close_later(shared.of, shared.cred, self.nursery)
             if shared.writer is not None and shared.writer.bytes_accepted >= TRIM_THRESHOLD:
                 return_payload_memory()  # the heap kept for a large file's writes goes back
 
@@ -1205,6 +1208,7 @@ class NFSOperations(pyfuse3.Operations):
                 log.warning("closing an open file at unmount: %s", os.strerror(e.errno))
         for fid in list(self.dirs):
             await self.releasedir(fid)
+        await self.nfs.flush_closes()
         await self.nfs.return_delegations()
 
     def root_inode(self) -> int:

@@ -257,6 +257,7 @@ class ClientID:
         self.session = Session(
             bytes(ok.csr_sessionid), max(1, fa.ca_maxrequests), self.paths, self.policy,
             fa.ca_maxrequestsize, fa.ca_maxresponsesize, minorversion=self.options.minorversion,
+            max_operations=fa.ca_maxoperations,
         )
         self.backchannel.reset(ok.csr_back_chan_attrs.ca_maxrequests if ok.csr_flags & c.CREATE_SESSION4_FLAG_CONN_BACK_CHAN else 0)
         if old is not None:
@@ -304,7 +305,7 @@ class ClientID:
         session = Session(
             bytes(ok.csr_sessionid), max(1, fa.ca_maxrequests), self.paths, self.policy,
             fa.ca_maxrequestsize, fa.ca_maxresponsesize, stats=self.session.stats if self.session else None,
-            group=group, minorversion=self.options.minorversion,
+            group=group, minorversion=self.options.minorversion, max_operations=fa.ca_maxoperations,
         )
         old = self.trunked_sessions.get(group)
         self.trunked_sessions[group] = session

@@ -120,8 +120,10 @@ class Session:
         stats: RpcStats | None = None,
         group: int = 0,
         minorversion: int = c.NFS4_MINOR_VERSION_1,
+        max_operations: int = 16,
     ) -> None:
         self.sessionid = sessionid
+        self.max_operations = max_operations  # in one COMPOUND, SEQUENCE included (ca_maxoperations)
         self.minorversion = minorversion
         self.group = group  # the paths (Path.group) this session's requests may use
         self.table = SlotTable(max_requests)
