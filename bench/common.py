@@ -104,6 +104,17 @@ def json_line(rows: Iterable[Row], **extra: object) -> str:
 
 
 # -- data and checksums ---------------------------------------------------------------------------------
+def stolen() -> float:
+    """Seconds of CPU the hypervisor took from this machine so far (all CPUs; /proc/stat "steal").
+    On a shared host it comes and goes, and every figure with it: the benches print its share."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def make_data(size: int) -> bytes:
     """Incompressible test data (a read-only buffer, so our WRITE path can send it without copying)."""
     return os.urandom(size)
