@@ -40,6 +40,16 @@ def other_client_writes(ganesha: Ganesha, path: str, data: bytes) -> None:
     trio.run(go)
 
 
+def ours_then_theirs(mount_export: Callable[..., Any], export_path: Any, ganesha: Ganesha) -> Path:
+    """A directory made through a new mount, a file made in it by us, then one ("theirs") by another
+    client; returns the directory, through the mount."""
+    m = mount_export(subdir=export_path.remote.removeprefix("/export/"))
+    (m.path / "d").mkdir()
+    create(m.path / "d" / "ours")
+    other_client_writes(ganesha, f"{export_path.remote.removeprefix('/export')}/d/theirs", b"x")
+    return m.path / "d"
+
+
 def test_new_names_in_a_directory_we_made_are_not_looked_up(
     mount_export: Callable[..., Any], export_path: Any
 ) -> None:
@@ -86,14 +96,11 @@ def test_lookupcache_positive_or_none_asks_the_server_for_every_new_name(
 def test_another_clients_file_shows_once_we_change_the_directory_again(
     mount_export: Callable[..., Any], export_path: Any, ganesha: Ganesha
 ) -> None:
-    m = mount_export(subdir=export_path.remote.removeprefix("/export/"))
-    (m.path / "d").mkdir()
-    create(m.path / "d" / "ours-1")
-    other_client_writes(ganesha, f"{export_path.remote.removeprefix('/export')}/d/theirs", b"from the other client")
+    d = ours_then_theirs(mount_export, export_path, ganesha)
     # our next change in the directory finds it moved by someone else: the listing ends there
-    create(m.path / "d" / "ours-2")
-    assert (m.path / "d" / "theirs").read_bytes() == b"from the other client"
-    assert sorted(os.listdir(m.path / "d")) == ["ours-1", "ours-2", "theirs"]
+    create(d / "ours-2")
+    assert (d / "theirs").read_bytes() == b"x"
+    assert sorted(os.listdir(d)) == ["ours", "ours-2", "theirs"]
 
 
 def test_a_directory_we_made_and_another_client_fills_shows_its_files_at_once(
@@ -111,13 +118,10 @@ def test_a_directory_we_made_and_another_client_fills_shows_its_files_at_once(
 def test_another_clients_file_shows_within_a_second_in_a_directory_we_fill(
     mount_export: Callable[..., Any], export_path: Any, ganesha: Ganesha
 ) -> None:
-    m = mount_export(subdir=export_path.remote.removeprefix("/export/"))
-    (m.path / "d").mkdir()
-    create(m.path / "d" / "ours")
-    other_client_writes(ganesha, f"{export_path.remote.removeprefix('/export')}/d/theirs", b"x")
+    d = ours_then_theirs(mount_export, export_path, ganesha)
     # looked up from the directory itself (an open descriptor: the kernel does not look up "d" again,
     # which would show the directory's new change attribute and end the listing that way)
-    dfd = os.open(m.path / "d", os.O_RDONLY | os.O_DIRECTORY)
+    dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
     try:
         deadline = time.monotonic() + LISTING_TRUST + 2.0  # and time for the lookup itself
         while True:
