@@ -15,13 +15,15 @@ directory changes only by our hand. Each of our changes to it (OPEN that creates
 RENAME, LINK) comes back with the directory's change attribute before and after it (change_info4);
 when "before" is the change the listing is at, the listing moves to "after" with the name added or
 taken out. Any other change attribute seen for the directory ends the listing. A name not in the
-listing is answered absent without a LOOKUP, but only within ``LISTING_TRUST`` seconds (and
-``acdirmin``) of our own last change there: that is the kernel's lookup before each create of a
-``tar x`` or ``cp -r`` filling the directory. Otherwise the server is asked, as the Linux client
-asks for a name it never looked up: a directory we made and someone else fills shows its files at
-once, and one we are filling shows another client's file within that second. (A change_info4 the
-server does not call atomic is trusted the same way when "before" matches: another client's change
-would have to fall inside the server's handling of our own operation.)
+listing is answered absent without a LOOKUP only while we are filling the directory: after a run of
+at least ``LISTING_RUN`` of our own changes there, each within ``LISTING_TRUST`` seconds of the one
+before, and within that of the last (and of ``acdirmin``). That is the kernel's lookup before each
+create of a ``tar x`` or ``cp -r``. Otherwise the server is asked, as the Linux client asks for a
+name it never looked up: a directory we made and someone else fills shows its files at once, as
+does one we wrote a file into, and one we are filling shows another client's file once our run of
+changes pauses. (A change_info4 the server does not call atomic is trusted the same way when
+"before" matches: another client's change would have to fall inside the server's handling of our
+own operation.)
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from .options import MountOptions
 NEGATIVE = 0  # a name known not to exist
 NAME_CACHE_SIZE = 65536
 LISTING_MAX_NAMES = 65536  # a directory with more names than this is not listed (memory)
-LISTING_TRUST = 1.0  # seconds after our own last change that a listing answers for absent names
+LISTING_TRUST = 0.25  # seconds between our own changes to a directory that keep its listing answering
+LISTING_RUN = 2  # our changes in a row before the listing answers for absent names
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,16 +114,18 @@ class Listing:
     change: int
     ours: float  # when our own last change moved it (trio clock; -inf: none yet)
     names: set[str]
+    run: int = 0  # our changes in a row, each within LISTING_TRUST of the one before
 
     def absent(self, name: str, now: float, ttl: float) -> bool:
         """Whether ``name`` is known not to exist in the directory now (``ttl``: acdirmin)."""
-        return now - self.ours < min(ttl, LISTING_TRUST) and name not in self.names
+        return self.run >= LISTING_RUN and now - self.ours < min(ttl, LISTING_TRUST) and name not in self.names
 
     def changed(self, before: int, after: int, name: str, present: bool, now: float) -> bool:
         """Our operation added (``present``) or removed ``name``, and the server says the directory
         went from ``before`` to ``after``. False if the listing is no longer known to be whole."""
         if before != self.change or (present and len(self.names) >= LISTING_MAX_NAMES):
             return False
+        self.run = self.run + 1 if now - self.ours < LISTING_TRUST else 1
         self.change, self.ours = after, now
         if present:
             self.names.add(name)

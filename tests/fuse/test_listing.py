@@ -1,7 +1,7 @@
 """Names new in a directory the mount made itself, and is filling, are known absent without a LOOKUP
 (cache.Listing), and what another client does in such a directory still shows: at once in one we made
-and do not fill, at once after our next change there, and within LISTING_TRUST otherwise. Counts come
-from ``pynfsrdma stats`` (see test_small_files)."""
+and do not fill (or wrote one file into), at once after our next change there, and once our run of
+changes pauses otherwise. Counts come from ``pynfsrdma stats`` (see test_small_files)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import trio
 from test_small_files import delta, settle
 
 from pynfsrdma.client.api import Client
-from pynfsrdma.fuse.cache import LISTING_TRUST
+from pynfsrdma.fuse.cache import LISTING_RUN, LISTING_TRUST
 from pynfsrdma.testbed.ganesha import Ganesha
 
 pytestmark = pytest.mark.fuse
@@ -40,12 +40,13 @@ def other_client_writes(ganesha: Ganesha, path: str, data: bytes) -> None:
     trio.run(go)
 
 
-def ours_then_theirs(mount_export: Callable[..., Any], export_path: Any, ganesha: Ganesha) -> Path:
-    """A directory made through a new mount, a file made in it by us, then one ("theirs") by another
-    client; returns the directory, through the mount."""
+def ours_then_theirs(mount_export: Callable[..., Any], export_path: Any, ganesha: Ganesha, ours: int) -> Path:
+    """A directory made through a new mount, ``ours`` files made in it by us (ours-1, ours-2 ...), then
+    one ("theirs") by another client; returns the directory, through the mount."""
     m = mount_export(subdir=export_path.remote.removeprefix("/export/"))
     (m.path / "d").mkdir()
-    create(m.path / "d" / "ours")
+    for i in range(1, ours + 1):
+        create(m.path / "d" / f"ours-{i}")
     other_client_writes(ganesha, f"{export_path.remote.removeprefix('/export')}/d/theirs", b"x")
     return m.path / "d"
 
@@ -55,8 +56,8 @@ def test_new_names_in_a_directory_we_made_are_not_looked_up(
 ) -> None:
     m = mount_export(subdir=export_path.remote.removeprefix("/export/"))
     before, _ = settle(m.path)
-    # looked up: "d" (the mount did not make the export's directory), and the first name in each
-    # directory we made (before we change a directory, someone else may have filled it)
+    # looked up: "d" (the mount did not make the export's directory), and in each directory we made
+    # the names before our changes there make a run (the first two)
     (m.path / "d").mkdir()
     (m.path / "d" / "sub").mkdir()
     for i in range(20):
@@ -64,7 +65,7 @@ def test_new_names_in_a_directory_we_made_are_not_looked_up(
         create(m.path / "d" / "sub" / f"g{i}")
     after, _ = settle(m.path)
     compounds = delta(after, before)
-    assert compounds.get("LOOKUP", 0) == 3 and compounds["OPEN"] == 40, compounds
+    assert compounds.get("LOOKUP", 0) == 1 + 2 * LISTING_RUN and compounds["OPEN"] == 40, compounds
     # what the listing knows is there is still looked up, and found
     with pytest.raises(FileExistsError):
         create(m.path / "d" / "f3")
@@ -93,14 +94,21 @@ def test_lookupcache_positive_or_none_asks_the_server_for_every_new_name(
     assert compounds.get("LOOKUP") == 10 and compounds["OPEN"] == 10, compounds
 
 
+def test_a_file_another_client_puts_beside_one_of_ours_shows_at_once(
+    mount_export: Callable[..., Any], export_path: Any, ganesha: Ganesha
+) -> None:
+    d = ours_then_theirs(mount_export, export_path, ganesha, ours=1)
+    assert (d / "theirs").read_bytes() == b"x"
+
+
 def test_another_clients_file_shows_once_we_change_the_directory_again(
     mount_export: Callable[..., Any], export_path: Any, ganesha: Ganesha
 ) -> None:
-    d = ours_then_theirs(mount_export, export_path, ganesha)
+    d = ours_then_theirs(mount_export, export_path, ganesha, ours=2)
     # our next change in the directory finds it moved by someone else: the listing ends there
-    create(d / "ours-2")
+    create(d / "ours-3")
     assert (d / "theirs").read_bytes() == b"x"
-    assert sorted(os.listdir(d)) == ["ours", "ours-2", "theirs"]
+    assert sorted(os.listdir(d)) == ["ours-1", "ours-2", "ours-3", "theirs"]
 
 
 def test_a_directory_we_made_and_another_client_fills_shows_its_files_at_once(
@@ -115,10 +123,10 @@ def test_a_directory_we_made_and_another_client_fills_shows_its_files_at_once(
     assert (m.path / "e" / "on-the-disk").read_bytes() == b"y"
 
 
-def test_another_clients_file_shows_within_a_second_in_a_directory_we_fill(
+def test_another_clients_file_shows_once_our_run_of_changes_pauses(
     mount_export: Callable[..., Any], export_path: Any, ganesha: Ganesha
 ) -> None:
-    d = ours_then_theirs(mount_export, export_path, ganesha)
+    d = ours_then_theirs(mount_export, export_path, ganesha, ours=LISTING_RUN)
     # looked up from the directory itself (an open descriptor: the kernel does not look up "d" again,
     # which would show the directory's new change attribute and end the listing that way)
     dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pynfsrdma.client.attributes import FileAttrs
-from pynfsrdma.fuse.cache import LISTING_TRUST, NEGATIVE, AttrTimeouts, Listing, NameCache
+from pynfsrdma.fuse.cache import LISTING_RUN, LISTING_TRUST, NEGATIVE, AttrTimeouts, Listing, NameCache
 from pynfsrdma.fuse.inodes import OWN, REMAPPED, ROOT_INODE, InodeTable
 from pynfsrdma.fuse.options import OptionError, parse_options
 from pynfsrdma.proto.nfs4 import const as c
@@ -97,12 +97,13 @@ def test_a_listing_follows_our_own_changes_and_ends_with_anyone_elses() -> None:
     listing = Listing(change=10, ours=float("-inf"), names=set())
     assert not listing.absent("a", now=5.0, ttl=30)  # a directory just made: the server is asked
     assert listing.changed(10, 11, "a", present=True, now=6.0)  # our create, nothing between
-    assert not listing.absent("a", 6.5, 30) and listing.absent("b", 6.5, 30)
-    assert listing.changed(11, 12, "a", present=False, now=8.0)  # our remove
-    assert listing.absent("a", 8.5, 30)
-    assert not listing.absent("b", 8.0 + LISTING_TRUST, 30)  # long after our last change: ask
-    assert not listing.absent("b", 8.5, ttl=0.4)  # nor longer than acdirmin
-    assert listing.seen(12) and listing.changed(12, 13, "c", True, 20.0) and listing.absent("b", 20.1, 30)
+    assert not listing.absent("b", 6.01, 30)  # one change of ours is not a run: ask
+    assert listing.changed(11, 12, "a", present=False, now=6.1)  # our remove, soon after
+    assert listing.absent("a", 6.2, 30) and listing.absent("b", 6.2, 30) and listing.run == LISTING_RUN
+    assert not listing.absent("b", 6.1 + LISTING_TRUST, 30)  # the run paused: ask
+    assert not listing.absent("b", 6.2, ttl=0.05)  # nor longer than acdirmin
+    assert listing.changed(12, 13, "c", present=True, now=20.0) and listing.run == 1  # a new run
+    assert not listing.absent("b", 20.01, 30) and listing.seen(13)
     # somebody else changed the directory before our next change, or in a GETATTR we saw
     assert not Listing(12, 0.0, set()).changed(13, 14, "c", present=True, now=1.0)
     assert not Listing(12, 0.0, set()).seen(13)

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from pynfsrdma import control
+from pynfsrdma.fuse.cache import LISTING_RUN
 
 pytestmark = pytest.mark.fuse
 USER = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups"]
@@ -97,15 +98,16 @@ def test_untar_takes_two_compounds_per_file_and_a_share_of_one_and_leaves_what_t
     # per file: OPEN, WRITE FILE_SYNC + SETATTR (tar's times and its chmod from the 0600 it creates
     # with, kept until the close) + GETATTR, and a CLOSE (with others); tar's chown to the owner the file has sends
     # nothing, and the kernel's lookup of the new name is answered from the listing of the directory
-    # tar made and fills (looked up: "src", in a directory the mount did not make, and the first
-    # name in each directory tar made)
-    assert compounds.get("LOOKUP") == 1 + dirs + 1, compounds
+    # tar made and fills (looked up: "src", in a directory the mount did not make, and in each
+    # directory tar made the names before its changes there make a run: the first two, or a few
+    # more if tar pauses)
+    assert compounds.get("LOOKUP", 0) <= 1 + (LISTING_RUN + 1) * (dirs + 1), compounds
     assert compounds.get("WRITE") == n, compounds
     assert ops.get("WRITE") == n and ops.get("CLOSE") == n, (compounds, ops)
     assert compounds.get("CLOSE", 0) < n, compounds  # CLOSEs go several to a COMPOUND
     assert "COMMIT" not in ops, ops  # every file's data went FILE_SYNC with its attributes
     assert ops.get("SETATTR", 0) <= n + 3 * (dirs + 1), ops
-    assert sum(compounds.values()) - compounds["CLOSE"] <= 2 * n + 4 * (dirs + 1), (compounds, ops)
+    assert sum(compounds.values()) - compounds["CLOSE"] <= 2 * n + 6 * (dirs + 1), (compounds, ops)
     # the same tree as tar makes on a local disk: data, modes, owners and (nanosecond) mtimes
     ref = tmp_path / "ref"
     ref.mkdir()
