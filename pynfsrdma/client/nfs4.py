@@ -17,7 +17,7 @@ from typing import Any, cast
 
 import trio
 
-from ..errors import NFS4Error, ProtocolError
+from ..errors import NFS4Error
 from ..proto.nfs4 import const as c
 from ..proto.nfs4.attrs import DirList
 from ..proto.nfs4.compound import ResOp
@@ -533,10 +533,14 @@ class NFSv4:
             ops += [PUTFH4args(of.fh), CLOSE4args(0, of.stateid)]
         try:
             res = await self.client.compound(ops, first, _NO_HINTS)
-        except (OSError, ProtocolError) as e:  # the session is gone (and the opens with it), or a bad reply
+        except Exception as e:  # (nobody waits for these: a failure must not end the caller's nursery)
+            # the session is gone (and the opens with it), a bad reply, an RPC-level refusal
             log.info("CLOSE of %d open(s): %s", len(batch), e)
             return
         if res.status == c.NFS4_OK:
+            return
+        if not res.resarray:  # (SEQUENCE itself failed)
+            log.warning("CLOSE of %d open(s): %s", len(batch), NFS4Error(res.status, c.OP_SEQUENCE))
             return
         failed = (len(res.resarray) - 1) // 2  # the open whose PUTFH or CLOSE failed
         if res.status not in CLOSE_GONE:
