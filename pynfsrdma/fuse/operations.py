@@ -170,7 +170,6 @@ class NFSOperations(pyfuse3.Operations):
         self.timeouts = AttrTimeouts.from_options(opts)
         self.inodes = InodeTable(root_fh, root_attrs, self.timeouts, trio.current_time())
         self.names = NameCache(opts.acdirmax if opts.lookupcache != LOOKUPCACHE_NONE else 0)
-        self.negative_names = opts.negative_names  # (lookupcache=all, and not noac)
         self.files: dict[int, FileHandle] = {}
         self.dirs: dict[int, DirHandle] = {}
         self._ids = itertools.count(1)
@@ -260,14 +259,12 @@ class NFSOperations(pyfuse3.Operations):
             if e.errno not in (errno.ENOENT, errno.EBADF, errno.ENOTCONN):
                 log.info("invalidate_inode(%d, attr_only=%s): %s", ino, attr_only, e)
 
-    def _modified_dir(self, parent: Inode, name: str | None = None) -> None:
-        parent.stale()
-        if name is not None:
-            self.names.drop(parent.ino, name)
-
-    def _dir_changed(self, parent: Inode, cinfo: change_info4 | None, name: str, present: bool) -> None:
+    def _modified_dir(self, parent: Inode, name: str, cinfo: change_info4 | None, present: bool) -> None:
         """Our operation added (``present``) or removed ``name`` in ``parent``, and the server says
-        how the directory's change attribute moved: its listing follows, or ends (cache.Listing)."""
+        how the directory's change attribute moved (``cinfo``): its attributes and the name's cache
+        entry are stale, its listing follows, or ends (cache.Listing)."""
+        parent.stale()
+        self.names.drop(parent.ino, name)
         listing = parent.listing
         if listing is not None and (
             cinfo is None or not listing.changed(cinfo.before, cinfo.after, name, present, self._now())
@@ -276,7 +273,7 @@ class NFSOperations(pyfuse3.Operations):
 
     def _listed(self, node: Inode) -> None:
         """``node`` is a directory we just made: we know all its names (none)."""
-        if self.negative_names and node.is_dir:
+        if self.opts.negative_names and node.is_dir:
             node.listing = Listing(node.attrs.change, float("-inf"), set())
 
     async def _sync_inode(self, node: Inode) -> None:
@@ -340,7 +337,7 @@ class NFSOperations(pyfuse3.Operations):
             fh, attrs = await self.nfs.lookup(parent.fh, n, cred)
         except NFS4Error as e:
             if e.errno == errno.ENOENT:
-                if self.negative_names and self.inodes.fresh(parent, now):
+                if self.opts.negative_names and self.inodes.fresh(parent, now):
                     self.names.put(parent.ino, n, NEGATIVE, parent.attrs.change)
                 return self._negative()
             raise
@@ -610,8 +607,7 @@ class NFSOperations(pyfuse3.Operations):
         n = os.fsdecode(name)
         asked = self.inodes.asking()
         fh, attrs, cinfo = await self.nfs.create(parent.fh, n, ftype, self.cred(ctx), **kw)
-        self._modified_dir(parent, n)
-        self._dir_changed(parent, cinfo, n, True)
+        self._modified_dir(parent, n, cinfo, True)
         node = self._learn(fh, attrs, asked)
         if ftype == c.NF4DIR:
             self._listed(node)
@@ -667,8 +663,8 @@ class NFSOperations(pyfuse3.Operations):
     async def _silly_rename(self, parent: Inode, name: str, node: Inode, cred: Credential) -> None:
         silly = f"{SILLY_PREFIX}{node.attrs.fileid & 0xFFFFFFFFFFFF:012x}{next(self._silly):08x}"
         src, dst = await self.nfs.rename(parent.fh, name, parent.fh, silly, cred)
-        self._dir_changed(parent, src, name, False)
-        self._dir_changed(parent, dst, silly, True)
+        self._modified_dir(parent, name, src, False)
+        self._modified_dir(parent, silly, dst, True)
         node.silly.append((parent.fh, silly))
         node.stale()
 
@@ -682,16 +678,14 @@ class NFSOperations(pyfuse3.Operations):
         if target is not None:
             await self._silly_rename(parent, n, target, cred)
         else:
-            self._dir_changed(parent, await self.nfs.remove(parent.fh, n, cred), n, False)
-        self._modified_dir(parent, n)
+            self._modified_dir(parent, n, await self.nfs.remove(parent.fh, n, cred), False)
 
     @fuse_errors
     async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         self._check_rw()
         parent = self._inode(parent_inode)
         n = os.fsdecode(name)
-        self._dir_changed(parent, await self.nfs.remove(parent.fh, n, self.cred(ctx)), n, False)
-        self._modified_dir(parent, n)
+        self._modified_dir(parent, n, await self.nfs.remove(parent.fh, n, self.cred(ctx)), False)
 
     @fuse_errors
     async def rename(
@@ -713,10 +707,8 @@ class NFSOperations(pyfuse3.Operations):
         if target is not None:
             await self._silly_rename(dst, new, target, cred)
         src_cinfo, dst_cinfo = await self.nfs.rename(src.fh, old, dst.fh, new, cred)
-        self._dir_changed(src, src_cinfo, old, False)
-        self._dir_changed(dst, dst_cinfo, new, True)
-        self._modified_dir(src, old)
-        self._modified_dir(dst, new)
+        self._modified_dir(src, old, src_cinfo, False)
+        self._modified_dir(dst, new, dst_cinfo, True)
 
     @fuse_errors
     async def link(
@@ -728,8 +720,7 @@ class NFSOperations(pyfuse3.Operations):
         n = os.fsdecode(new_name)
         asked = self.inodes.asking(node)
         attrs, cinfo = await self.nfs.link(node.fh, parent.fh, n, self.cred(ctx))
-        self._dir_changed(parent, cinfo, n, True)
-        self._modified_dir(parent, n)
+        self._modified_dir(parent, n, cinfo, True)
         return self._entry(self._learn(node.fh, attrs, asked))
 
     # -- open files -----------------------------------------------------------------------------------
@@ -876,8 +867,7 @@ class NFSOperations(pyfuse3.Operations):
             truncate=bool(flags & os.O_TRUNC),
             mode=mode & 0o7777,
         )
-        self._dir_changed(parent, of.dir_change, n, True)
-        self._modified_dir(parent, n)
+        self._modified_dir(parent, n, of.dir_change, True)
         if of.attrs is None:
             of.attrs = await self.nfs.getattr(of.fh, cred)
         node = self._learn(of.fh, of.attrs, asked)
