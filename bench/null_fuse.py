@@ -29,7 +29,7 @@ from typing import Any
 import pyfuse3
 import trio
 
-from pynfsrdma.fuse.mount import raise_read_ahead_once_up
+from pynfsrdma.fuse.mount import WORKERS_KEPT, raise_read_ahead_once_up
 
 ROOT = pyfuse3.ROOT_INODE
 ZERO, SINK, DIR, SCRATCH = ROOT + 1, ROOT + 2, ROOT + 3, ROOT + 4
@@ -231,7 +231,7 @@ async def serve(mountpoint: str) -> None:
 
             nursery.start_soon(on_signal)
             nursery.start_soon(raise_read_ahead_once_up, mountpoint, MAX_REQUEST)
-            await pyfuse3.main()
+            await pyfuse3.main(min_tasks=WORKERS_KEPT)  # (as the mount runs it)
             nursery.cancel_scope.cancel()
 
 
