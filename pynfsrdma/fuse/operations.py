@@ -41,6 +41,7 @@ import trio
 from ..client.attributes import FTYPE_TO_IFMT, FileAttrs, setattr_fattr4
 from ..client.nfs4 import VERIFIER_SIZE, ListedEntry, NFSv4, OpenFile
 from ..errors import NFS4Error
+from ..lock import Held
 from ..proto.nfs4 import const as c
 from ..proto.nfs4.types import change_info4
 from ..rpc.auth import Credential, auth_sys
@@ -822,7 +823,7 @@ class NFSOperations(pyfuse3.Operations):
         cred = self.cred(ctx)
         owner = self.nfs._owner(cred)
         # an OPEN racing with the CLOSE of the same owner's open state would get a stateid the CLOSE ends
-        async with self._lock(node):
+        async with Held(self._lock(node)):
             shared = node.shared.get(owner)
             attrs: FileAttrs | None = None
             asked = self.inodes.asking(node)
@@ -998,7 +999,7 @@ class NFSOperations(pyfuse3.Operations):
             await e.done.wait()
         try:
             if shared.refs == 0:
-                async with self._lock(node):
+                async with Held(self._lock(node)):
                     if shared.refs == 0 and node.shared.get(shared.of.owner) is shared:
                         await self._close_shared(node, shared)
             elif h.written and shared.writer is not None:

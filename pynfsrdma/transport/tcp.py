@@ -24,6 +24,7 @@ from typing import Final
 
 import trio
 
+from ..lock import Held
 from ..proto.rpc import RM_LAST_FRAGMENT, RM_LENGTH_MASK
 from ..xdr import Packer, Unpacker
 from .base import (
@@ -168,12 +169,7 @@ class TcpTransport(Transport):
             raise ValueError(f"RPC message of {total} bytes is too large for one record fragment")
         bufs: list[memoryview] = [memoryview(_MARK.pack(RM_LAST_FRAGMENT | total))]
         bufs.extend(memoryview(s).cast("B") for s in segs)
-        lock = self._send_lock
-        try:
-            lock.acquire_nowait()  # uncontended: no scheduler trip
-        except trio.WouldBlock:
-            await lock.acquire()
-        try:
+        async with Held(self._send_lock):
             if self._closed:
                 raise ConnectionLost("connection is closed", self.peer)
             try:
@@ -182,8 +178,6 @@ class TcpTransport(Transport):
                 raise ConnectionLost(e.strerror or str(e), self.peer) from e
             except trio.ClosedResourceError as e:  # dropped by us (a stalled path) while sending
                 raise ConnectionLost("connection closed while sending", self.peer) from e
-        finally:
-            lock.release()
         self.bytes_sent += total + 4
 
     async def _sendmsg_all(self, bufs: list[memoryview]) -> None:
