@@ -37,6 +37,7 @@ import trio
 from ..client.attributes import FileAttrs, setattr_fattr4
 from ..client.nfs4 import NFSv4, OpenFile
 from ..errors import NFS4Error
+from ..lock import Held
 from ..proto.nfs4 import const as c
 from ..proto.nfs4.types import fattr4
 from ..rpc.auth import Credential
@@ -182,10 +183,10 @@ class WriteBack:
         fattr = setattr_fattr4(**changes)
         if self._sole_run():
             await self._send_run(c.FILE_SYNC4, with_attrs=True, setattrs=fattr)
-            await self._idle.wait()
+            await self._wait_idle()
             return
         await self._send_run()  # (a write came in between: data first, then the changes)
-        await self._idle.wait()
+        await self._wait_idle()
         try:
             attrs = await self.nfs.setattr(self.of.fh, self.cred, **changes)
         except OSError as e:
@@ -194,6 +195,11 @@ class WriteBack:
                 self._error = e
             return
         self.post_attrs = (attrs, trio.current_time())
+
+    async def _wait_idle(self) -> None:
+        """Wait until no WRITE is in flight (at once, without a trip through the scheduler, when none is)."""
+        if self._busy:
+            await self._idle.wait()
 
     async def _wait_held(self) -> None:
         while self._held is not None:
@@ -278,7 +284,7 @@ class WriteBack:
 
     async def _background_commit(self, done: trio.Event) -> None:
         try:
-            async with self._commit_lock:
+            async with Held(self._commit_lock):
                 await self._commit_once()
         except OSError as e:  # the pieces are kept: the next flush or fsync commits (and reports)
             log.info("background COMMIT failed: %s", e)
@@ -308,6 +314,14 @@ class WriteBack:
         if not with_attrs:
             self.post_attrs = None
         view = memoryview(data)
+        if with_attrs and self._busy == 0 and len(view) <= self.wsize:
+            # the sole WRITE, and the caller waits for it: sent from the caller's task (no task
+            # started, no hop back to the caller when it is answered)
+            self._slots.acquire_nowait()  # (nothing in flight: a slot is free)
+            self._idle = trio.Event()
+            self._busy += 1
+            await self._write_one(offset, view, stable, with_attrs, setattrs)
+            return
         for pos in range(0, len(view), self.wsize):
             await self._slots.acquire()
             if self._busy == 0:
@@ -374,7 +388,7 @@ class WriteBack:
             await self._wait_held()
         await self._send_setattrs()
         await self._send_run()
-        await self._idle.wait()
+        await self._wait_idle()
 
     async def commit(self) -> None:
         """Everything written so far onto stable storage; resend what a changed verifier lost."""
@@ -386,12 +400,15 @@ class WriteBack:
             # round trip after it (the Linux client does the same); the attributes come along
             await self._send_run(c.FILE_SYNC4, with_attrs=True)
         await self.drain()
-        async with self._commit_lock:  # (after a background COMMIT, if one is out)
+        if not self._uncommitted and not self._commit_lock.locked():
+            self._raise_error()  # (nothing to COMMIT and none out: no lock to wait for)
+            return
+        async with Held(self._commit_lock):  # (after a background COMMIT, if one is out)
             for _ in range(3):
                 if not self._uncommitted:
                     break
                 await self._commit_once()
-                await self._idle.wait()
+                await self._wait_idle()
         self._raise_error()
 
     async def _commit_once(self) -> None:
