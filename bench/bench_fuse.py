@@ -24,6 +24,7 @@ The small-file lines (``ls -l``, untar) run the mount and nfs-rs in turn, ``--re
 each), with the server in the same state for both: NFS-Ganesha reads the directory once before anyone
 is listing it for time, and the page cache is dropped before each listing. ``--rpc-counts`` prints the
 mount's COMPOUNDs per untarred file and per listed entry (``pynfsrdma stats --json``).
+Each read line prints the CPU the mount daemon (user, system) and NFS-Ganesha spent per GiB.
 
 Each other figure is one run (a default run takes about 3-4 minutes on 2 cores). Prints a table and,
 with --json, one JSON line.
@@ -139,12 +140,30 @@ def steal_share(before: float, seconds: float) -> float:
     return (stolen() - before) / max(seconds, 1e-9) / (os.cpu_count() or 1)
 
 
-def daemon_cpu(mountpoint: Path) -> float:
-    """Seconds of CPU (user and system) the mount daemon of ``mountpoint`` has used so far."""
-    pid = control.query(str(mountpoint), "stats")["pid"]
+def process_cpu(pid: int) -> tuple[float, float]:
+    """Seconds of user and of system CPU process ``pid`` has used so far."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tck = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tck, int(fields[12]) / tck
+
+
+def daemon_cpu(mountpoint: Path) -> float:
+    """Seconds of CPU (user and system) the mount daemon of ``mountpoint`` has used so far."""
+    return sum(process_cpu(control.query(str(mountpoint), "stats")["pid"]))
+
+
+def timed_read(what: str, path: Path, direct: bool, gib: float, daemon: int, server: int | None) -> float:
+    """``dd_read``'s seconds; prints the CPU the mount daemon and the server spent per GiB on it (where
+    a read's CPU goes on this machine: the README's budget against the ceiling)."""
+    d0, s0 = process_cpu(daemon), process_cpu(server) if server else (0.0, 0.0)
+    seconds = timed(lambda: dd_read(path, direct))
+    d1, s1 = process_cpu(daemon), process_cpu(server) if server else (0.0, 0.0)
+    log(
+        f"{what}: per GiB the mount daemon took {(d1[0] - d0[0]) / gib:.2f} s user and "
+        f"{(d1[1] - d0[1]) / gib:.2f} s system CPU, NFS-Ganesha {(sum(s1) - sum(s0)) / gib:.2f} s"
+    )
+    return seconds
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -339,12 +358,17 @@ def run(args: argparse.Namespace) -> list[Row]:
                         if "write_direct" in want:
                             rows["write_direct"].ours = mb / timed(lambda: dd_write(here / "w", mib, True))
                             os.unlink(here / "w")
+                        if want & {"read", "read_direct"}:
+                            daemon = control.query(str(mnt), "stats")["pid"]
+                            gib = size / (1 << 30)
                         if "read" in want:
                             drop_caches()
-                            rows["read"].ours = mb / timed(lambda: dd_read(here / "big", False))
+                            t = timed_read("read", here / "big", False, gib, daemon, server.pid)
+                            rows["read"].ours = mb / t
                         if "read_direct" in want:
                             drop_caches()
-                            rows["read_direct"].ours = mb / timed(lambda: dd_read(here / "big", True))
+                            t = timed_read("read_direct", here / "big", True, gib, daemon, server.pid)
+                            rows["read_direct"].ours = mb / t
 
                 # -- small files: the mount and nfs-rs take turns (best of --repeat), with the
                 # server in the same state for both
