@@ -29,7 +29,8 @@ from typing import Any
 import pyfuse3
 import trio
 
-from pynfsrdma.fuse.mount import WORKERS_KEPT, raise_read_ahead_once_up
+from pynfsrdma.fuse.mount import raise_read_ahead_once_up
+from pynfsrdma.fuse.via_pyfuse3 import WORKERS_KEPT
 
 ROOT = pyfuse3.ROOT_INODE
 ZERO, SINK, DIR, SCRATCH = ROOT + 1, ROOT + 2, ROOT + 3, ROOT + 4

@@ -32,6 +32,7 @@ from ..session.client_id import ClientID, SessionOptions, default_owner_id
 from ..session.paths import Path
 from ..session.session import RetryPolicy
 from ..trunking import Trunking, TrunkingOptions
+from .channel import Channel, open_channel
 from .options import MountOptions, OptionError, parse_options, split_options
 from .writeback import keep_payload_memory
 
@@ -40,12 +41,6 @@ log = logging.getLogger(__name__)
 MOUNT_TIMEOUT = 15.0  # seconds to reach the server and find the export at mount time
 SHUTDOWN_TIMEOUT = 30.0
 READY = b"ok\n"
-# pyfuse3's workers kept idle at least (its default is 1). A worker that takes a request while no
-# other is waiting starts another; one that finds more than this many waiting ends. With one kept, a
-# request answered after a round trip to the server (create, flush) overlapping one answered at once
-# (a release) started a task and ended one for every file tar extracted: about 6% of the daemon's
-# user CPU per file (tar x of bench_fuse's 5000-file tree into the mount, three runs of each, alternating).
-WORKERS_KEPT = 4
 URL_OVERRIDES = ("vers", "proto", "port")
 
 
@@ -102,11 +97,8 @@ def _is_our_mount(mp: str) -> bool:
 
 async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
     """Mount and serve until unmounted or signalled. Raises MountError if the mount never came up."""
-    import pyfuse3
-
     from .operations import NFSOperations
 
-    logging.getLogger("pyfuse3").setLevel(max(logging.INFO, logging.getLogger().getEffectiveLevel()))
     o = req.options
     cred = auth_sys(o.squash_uid, o.squash_gid or 0) if o.squash_uid is not None else auth_sys(0, 0)
     timeout = min(MOUNT_TIMEOUT, max(o.timeo_seconds * (o.retrans + 1), 1.0))
@@ -122,7 +114,7 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
             owner_id=default_owner_id(f"mount:{os.path.realpath(req.mountpoint)}"),
         )
         ops: NFSOperations | None = None
-        mounted = False
+        channel: Channel | None = None
         try:
             try:
                 connector = await connector_for(req.url, req.url.host, req.url.port, timeout)
@@ -166,11 +158,12 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
                 )
             except (OSError, control.ControlError) as e:  # the mount works without it
                 log.warning("no control socket for %s: %s", req.mountpoint, e)
+            channel = open_channel(o.channel, ops, req.mountpoint, o.fuse_options(req.fsname))
             try:
-                pyfuse3.init(ops, req.mountpoint, o.fuse_options(req.fsname))
-            except RuntimeError as e:
-                raise MountError(f"cannot mount on {req.mountpoint}: {e}") from e
-            mounted = True
+                channel.mount()
+            except OSError as e:
+                channel = None
+                raise MountError(f"cannot mount on {req.mountpoint}: {e.strerror or e}") from e
             log.info("mounted %s on %s", req.source, req.mountpoint)
             ready(None)
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
@@ -178,7 +171,8 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
                 async def on_signal() -> None:
                     async for signum in signals:
                         log.info("signal %d: unmounting", signum)
-                        pyfuse3.terminate()
+                        assert channel is not None
+                        channel.terminate()
                         return
 
                 watcher = trio.CancelScope()
@@ -189,16 +183,16 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
 
                 nursery.start_soon(watch)
                 nursery.start_soon(raise_read_ahead_once_up, req.mountpoint, o.rsize)
-                await pyfuse3.main(min_tasks=WORKERS_KEPT)
+                await channel.serve()
                 watcher.cancel()
         except MountError as e:
             error = str(e)
         finally:
             with trio.CancelScope(shield=True):
-                if mounted and ops is not None:
+                if channel is not None and ops is not None:
                     with trio.move_on_after(SHUTDOWN_TIMEOUT):
                         await ops.shutdown()
-                    pyfuse3.close(unmount=True)
+                    channel.close()
                 await cid.shutdown()
             nursery.cancel_scope.cancel()
     if error is not None:

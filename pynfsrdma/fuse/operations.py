@@ -1,4 +1,4 @@
-"""The FUSE file system: pyfuse3 operations, each answered by one NFSv4.1 COMPOUND where possible.
+"""The FUSE file system: the low-level operations (:mod:`.lowlevel`), each answered by one NFSv4.1 COMPOUND where possible.
 
 - Inodes are NFS fileids (:mod:`.inodes`); attribute and name caching follow the actimeo family
   (:mod:`.cache`); the kernel is told the same timeouts (``attr_timeout``/``entry_timeout``).
@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 import cachetools
-import pyfuse3
 import trio
 
 from ..client.attributes import FTYPE_TO_IFMT, FileAttrs, setattr_fattr4
@@ -47,6 +46,17 @@ from ..proto.nfs4.types import change_info4
 from ..rpc.auth import Credential, auth_sys
 from .cache import NEGATIVE, AttrTimeouts, Listing, NameCache
 from .inodes import OWN, ROOT_INODE, Inode, InodeTable
+from .lowlevel import (
+    EntryAttributes,
+    FileInfo,
+    FUSEError,
+    Operations,
+    ReaddirToken,
+    RequestContext,
+    SetattrFields,
+    StatvfsData,
+    supplementary_groups,
+)
 from .options import LOOKUPCACHE_NONE, MountOptions
 from .readahead import READ_AHEAD_WINDOW, Extent, ReadAhead, assemble
 from .writeback import MAX_REOPENS, STATE_LOST, TRIM_THRESHOLD, WriteBack, return_payload_memory
@@ -75,16 +85,16 @@ def fuse_errors(fn: F) -> F:
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return await fn(*args, **kwargs)
-        except pyfuse3.FUSEError:
+        except FUSEError:
             raise
         except NFS4Error as e:
-            raise pyfuse3.FUSEError(e.errno or errno.EIO) from None
+            raise FUSEError(e.errno or errno.EIO) from None
         except OSError as e:
             log.info("%s: %s", fn.__name__, e)
-            raise pyfuse3.FUSEError(e.errno or errno.EIO) from None
+            raise FUSEError(e.errno or errno.EIO) from None
         except Exception:
             log.exception("%s failed", fn.__name__)
-            raise pyfuse3.FUSEError(errno.EIO) from None
+            raise FUSEError(errno.EIO) from None
 
     return cast(F, wrapper)
 
@@ -157,9 +167,7 @@ class DirHandle:
     ahead: collections.deque[DirPage] = field(default_factory=collections.deque)  # READDIRs sent ahead
 
 
-class NFSOperations(pyfuse3.Operations):
-    enable_writeback_cache = False
-    supports_dot_lookup = True
+class NFSOperations(Operations):
 
     def __init__(
         self, nfs: NFSv4, root_fh: bytes, root_attrs: FileAttrs, opts: MountOptions, nursery: trio.Nursery
@@ -190,14 +198,14 @@ class NFSOperations(pyfuse3.Operations):
         nfs.delegation_return_hooks.append(self._delegation_returning)
 
     # -- helpers --------------------------------------------------------------------------------------
-    def cred(self, ctx: pyfuse3.RequestContext) -> Credential:
+    def cred(self, ctx: RequestContext) -> Credential:
         if self._squash is not None:
             return self._squash
         key = (ctx.pid, ctx.uid, ctx.gid)
         groups = self._groups.get(key)
         if groups is None:
             try:
-                groups = tuple(sorted(pyfuse3.get_sup_groups(ctx.pid)))
+                groups = supplementary_groups(ctx.pid)
             except (OSError, RuntimeError, ValueError):
                 groups = ()  # the process is gone (or a kernel request): its groups do not matter
             self._groups[key] = groups
@@ -206,15 +214,15 @@ class NFSOperations(pyfuse3.Operations):
     def _inode(self, ino: int) -> Inode:
         node = self.inodes.get(ino)
         if node is None:
-            raise pyfuse3.FUSEError(errno.ESTALE)
+            raise FUSEError(errno.ESTALE)
         return node
 
     def _now(self) -> float:
         return trio.current_time()
 
-    def _entry(self, node: Inode) -> pyfuse3.EntryAttributes:
+    def _entry(self, node: Inode) -> EntryAttributes:
         a = node.attrs
-        e = pyfuse3.EntryAttributes()  # (generation and st_rdev are 0 unless set)
+        e = EntryAttributes()  # (generation and st_rdev are 0 unless set)
         e.st_ino = node.ino
         e.entry_timeout = self.opts.acdirmin
         e.attr_timeout = node.timeo
@@ -232,8 +240,8 @@ class NFSOperations(pyfuse3.Operations):
         e.st_ctime_ns = a.ctime_ns
         return e
 
-    def _negative(self, timeout: float | None = None) -> pyfuse3.EntryAttributes:
-        e = pyfuse3.EntryAttributes()
+    def _negative(self, timeout: float | None = None) -> EntryAttributes:
+        e = EntryAttributes()
         e.st_ino = 0  # the kernel caches the absence for entry_timeout
         e.entry_timeout = self.opts.acdirmin if timeout is None else timeout
         return e
@@ -253,12 +261,8 @@ class NFSOperations(pyfuse3.Operations):
             self.nursery.start_soon(self._invalidate, ino)
 
     async def _invalidate(self, ino: int, attr_only: bool = False) -> None:
-        # in a thread: the kernel may wait for a request of ours on this inode before it answers
-        try:
-            await trio.to_thread.run_sync(pyfuse3.invalidate_inode, ino, attr_only)
-        except OSError as e:
-            if e.errno not in (errno.ENOENT, errno.EBADF, errno.ENOTCONN):
-                log.info("invalidate_inode(%d, attr_only=%s): %s", ino, attr_only, e)
+        if self.kernel is not None:
+            await self.kernel.invalidate_inode(ino, attr_only)
 
     def _modified_dir(self, parent: Inode, name: str, cinfo: change_info4 | None, present: bool) -> None:
         """Our operation added (``present``) or removed ``name`` in ``parent``, and the server says
@@ -303,13 +307,13 @@ class NFSOperations(pyfuse3.Operations):
 
     def _check_rw(self) -> None:
         if self.opts.ro:
-            raise pyfuse3.FUSEError(errno.EROFS)
+            raise FUSEError(errno.EROFS)
 
     # -- names ----------------------------------------------------------------------------------------
     @fuse_errors
     async def lookup(
-        self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext
-    ) -> pyfuse3.EntryAttributes:
+        self, parent_inode: int, name: bytes, ctx: RequestContext
+    ) -> EntryAttributes:
         parent = self._inode(parent_inode)
         n = os.fsdecode(name)
         cred = self.cred(ctx)
@@ -353,7 +357,7 @@ class NFSOperations(pyfuse3.Operations):
 
     # -- attributes -----------------------------------------------------------------------------------
     @fuse_errors
-    async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+    async def getattr(self, inode: int, ctx: RequestContext) -> EntryAttributes:
         node = self._inode(inode)
         if not self._projected(node):
             await self._sync_inode(node)
@@ -374,11 +378,11 @@ class NFSOperations(pyfuse3.Operations):
     async def setattr(
         self,
         inode: int,
-        attr: pyfuse3.EntryAttributes,
-        fields: pyfuse3.SetattrFields,
+        attr: EntryAttributes,
+        fields: SetattrFields,
         fh: int | None,
-        ctx: pyfuse3.RequestContext,
-    ) -> pyfuse3.EntryAttributes:
+        ctx: RequestContext,
+    ) -> EntryAttributes:
         self._check_rw()
         node = self._inode(inode)
         cred = self.cred(ctx)
@@ -525,12 +529,12 @@ class NFSOperations(pyfuse3.Operations):
         return attrs
 
     @fuse_errors
-    async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
+    async def readlink(self, inode: int, ctx: RequestContext) -> bytes:
         node = self._inode(inode)
         return await self.nfs.readlink(node.fh, self.cred(ctx))
 
     @fuse_errors
-    async def access(self, inode: int, mode: int, ctx: pyfuse3.RequestContext) -> bool:
+    async def access(self, inode: int, mode: int, ctx: RequestContext) -> bool:
         node = self._inode(inode)
         if mode == os.F_OK:
             return True
@@ -551,18 +555,18 @@ class NFSOperations(pyfuse3.Operations):
         """The RFC 8276 name of a "user." extended attribute (ENOSYS: the kernel stops asking when the
         server has none; ENOTSUP for the other namespaces, which NFS does not carry)."""
         if not self.nfs.xattr_support:
-            raise pyfuse3.FUSEError(errno.ENOSYS)
+            raise FUSEError(errno.ENOSYS)
         if not name.startswith(XATTR_USER_PREFIX) or len(name) == len(XATTR_USER_PREFIX):
-            raise pyfuse3.FUSEError(errno.ENOTSUP)
+            raise FUSEError(errno.ENOTSUP)
         return os.fsdecode(name[len(XATTR_USER_PREFIX) :])
 
     @fuse_errors
-    async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
+    async def getxattr(self, inode: int, name: bytes, ctx: RequestContext) -> bytes:
         key = self._xattr_name(name)
         return await self.nfs.getxattr(self._inode(inode).fh, key, self.cred(ctx))
 
     @fuse_errors
-    async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: pyfuse3.RequestContext) -> None:
+    async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: RequestContext) -> None:
         key = self._xattr_name(name)
         self._check_rw()
         node = self._inode(inode)
@@ -570,14 +574,14 @@ class NFSOperations(pyfuse3.Operations):
         node.stale()  # (its ctime and change attribute moved)
 
     @fuse_errors
-    async def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> list[bytes]:
+    async def listxattr(self, inode: int, ctx: RequestContext) -> list[bytes]:
         if not self.nfs.xattr_support:
-            raise pyfuse3.FUSEError(errno.ENOSYS)
+            raise FUSEError(errno.ENOSYS)
         names = await self.nfs.listxattrs(self._inode(inode).fh, self.cred(ctx))
         return [XATTR_USER_PREFIX + os.fsencode(n) for n in names]
 
     @fuse_errors
-    async def removexattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+    async def removexattr(self, inode: int, name: bytes, ctx: RequestContext) -> None:
         key = self._xattr_name(name)
         self._check_rw()
         node = self._inode(inode)
@@ -585,9 +589,9 @@ class NFSOperations(pyfuse3.Operations):
         node.stale()
 
     @fuse_errors
-    async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
+    async def statfs(self, ctx: RequestContext) -> StatvfsData:
         fs = await self.nfs.statfs(self.inodes.root.fh, self.cred(ctx))
-        s = pyfuse3.StatvfsData()
+        s = StatvfsData()
         s.f_bsize = BLOCK_SIZE
         s.f_frsize = BLOCK_SIZE
         s.f_blocks = fs.space_total // BLOCK_SIZE
@@ -601,8 +605,8 @@ class NFSOperations(pyfuse3.Operations):
 
     # -- creating and removing ------------------------------------------------------------------------
     async def _create(
-        self, parent_inode: int, name: bytes, ftype: int, ctx: pyfuse3.RequestContext, **kw: Any
-    ) -> pyfuse3.EntryAttributes:
+        self, parent_inode: int, name: bytes, ftype: int, ctx: RequestContext, **kw: Any
+    ) -> EntryAttributes:
         self._check_rw()
         parent = self._inode(parent_inode)
         n = os.fsdecode(name)
@@ -616,20 +620,20 @@ class NFSOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def mkdir(
-        self, parent_inode: int, name: bytes, mode: int, ctx: pyfuse3.RequestContext
-    ) -> pyfuse3.EntryAttributes:
+        self, parent_inode: int, name: bytes, mode: int, ctx: RequestContext
+    ) -> EntryAttributes:
         return await self._create(parent_inode, name, c.NF4DIR, ctx, mode=mode & 0o7777)
 
     @fuse_errors
     async def symlink(
-        self, parent_inode: int, name: bytes, target: bytes, ctx: pyfuse3.RequestContext
-    ) -> pyfuse3.EntryAttributes:
+        self, parent_inode: int, name: bytes, target: bytes, ctx: RequestContext
+    ) -> EntryAttributes:
         return await self._create(parent_inode, name, c.NF4LNK, ctx, mode=0o777, linkdata=target)
 
     @fuse_errors
     async def mknod(
-        self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: pyfuse3.RequestContext
-    ) -> pyfuse3.EntryAttributes:
+        self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: RequestContext
+    ) -> EntryAttributes:
         fmt = stat.S_IFMT(mode)
         perm = mode & 0o7777
         if fmt == stat.S_IFREG:
@@ -643,7 +647,7 @@ class NFSOperations(pyfuse3.Operations):
             stat.S_IFBLK: c.NF4BLK,
         }
         if fmt not in types:
-            raise pyfuse3.FUSEError(errno.EINVAL)
+            raise FUSEError(errno.EINVAL)
         return await self._create(
             parent_inode, name, types[fmt], ctx, mode=perm, rdev=(os.major(rdev), os.minor(rdev))
         )
@@ -670,7 +674,7 @@ class NFSOperations(pyfuse3.Operations):
         node.stale()
 
     @fuse_errors
-    async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+    async def unlink(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
         self._check_rw()
         parent = self._inode(parent_inode)
         n = os.fsdecode(name)
@@ -682,7 +686,7 @@ class NFSOperations(pyfuse3.Operations):
             self._modified_dir(parent, n, await self.nfs.remove(parent.fh, n, cred), False)
 
     @fuse_errors
-    async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+    async def rmdir(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
         self._check_rw()
         parent = self._inode(parent_inode)
         n = os.fsdecode(name)
@@ -696,10 +700,10 @@ class NFSOperations(pyfuse3.Operations):
         parent_inode_new: int,
         name_new: bytes,
         flags: int,
-        ctx: pyfuse3.RequestContext,
+        ctx: RequestContext,
     ) -> None:
         if flags:
-            raise pyfuse3.FUSEError(errno.EINVAL)  # NFSv4 RENAME can neither exchange nor refuse to replace
+            raise FUSEError(errno.EINVAL)  # NFSv4 RENAME can neither exchange nor refuse to replace
         self._check_rw()
         src, dst = self._inode(parent_inode_old), self._inode(parent_inode_new)
         old, new = os.fsdecode(name_old), os.fsdecode(name_new)
@@ -713,8 +717,8 @@ class NFSOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def link(
-        self, inode: int, new_parent_inode: int, new_name: bytes, ctx: pyfuse3.RequestContext
-    ) -> pyfuse3.EntryAttributes:
+        self, inode: int, new_parent_inode: int, new_name: bytes, ctx: RequestContext
+    ) -> EntryAttributes:
         self._check_rw()
         node = self._inode(inode)
         parent = self._inode(new_parent_inode)
@@ -786,7 +790,7 @@ class NFSOperations(pyfuse3.Operations):
         cred: Credential,
         keep: bool,
         flags: int = 0,
-    ) -> pyfuse3.FileInfo:
+    ) -> FileInfo:
         shared.refs += 1
         node.opens += 1
         fid = next(self._ids)
@@ -795,7 +799,7 @@ class NFSOperations(pyfuse3.Operations):
             h.readahead = ReadAhead(self.nfs.maxread, max_window=self.readahead_window)
             node.readaheads.add(h.readahead)
         self.files[fid] = h
-        return pyfuse3.FileInfo(fh=fid, keep_cache=keep)
+        return FileInfo(fh=fid, keep_cache=keep)
 
     def _close_to_open(self, node: Inode, attrs: FileAttrs | None, asked: int | None) -> bool:
         """Revalidate on open: keep the kernel's page cache only if the data did not change."""
@@ -815,7 +819,7 @@ class NFSOperations(pyfuse3.Operations):
         return lock
 
     @fuse_errors
-    async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+    async def open(self, inode: int, flags: int, ctx: RequestContext) -> FileInfo:
         node = self._inode(inode)
         access = share_access(flags)
         if access & c.OPEN4_SHARE_ACCESS_WRITE:
@@ -850,8 +854,8 @@ class NFSOperations(pyfuse3.Operations):
         return fi
 
     async def _open_create(
-        self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: pyfuse3.RequestContext
-    ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+        self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: RequestContext
+    ) -> tuple[FileInfo, EntryAttributes]:
         self._check_rw()
         parent = self._inode(parent_inode)
         n = os.fsdecode(name)
@@ -878,14 +882,14 @@ class NFSOperations(pyfuse3.Operations):
 
     @fuse_errors
     async def create(
-        self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: pyfuse3.RequestContext
-    ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+        self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: RequestContext
+    ) -> tuple[FileInfo, EntryAttributes]:
         return await self._open_create(parent_inode, name, mode, flags, ctx)
 
     def _file(self, fh: int) -> FileHandle:
         h = self.files.get(fh)
         if h is None:
-            raise pyfuse3.FUSEError(errno.EBADF)
+            raise FUSEError(errno.EBADF)
         return h
 
     @fuse_errors
@@ -959,7 +963,7 @@ class NFSOperations(pyfuse3.Operations):
         h = self._file(fh)
         w = h.shared.writer
         if w is None or not h.access & c.OPEN4_SHARE_ACCESS_WRITE:
-            raise pyfuse3.FUSEError(errno.EBADF)
+            raise FUSEError(errno.EBADF)
         h.written = True
         node = h.inode
         node.drop_readahead()
@@ -969,7 +973,7 @@ class NFSOperations(pyfuse3.Operations):
         return len(buf)
 
     @fuse_errors
-    async def flush(self, fh: int) -> None:
+    async def flush(self, fh: int, lock_owner: int = 0) -> None:
         h = self._file(fh)
         log.debug("flush fh=%d ino=%d written=%s", fh, h.inode.ino, h.written)
         if h.written and h.shared.writer is not None:
@@ -982,7 +986,7 @@ class NFSOperations(pyfuse3.Operations):
             await h.shared.writer.flush()
 
     @fuse_errors
-    async def release(self, fh: int) -> None:
+    async def release(self, fh: int, lock_owner: int = 0, flock_unlock: bool = False) -> None:
         h = self.files.pop(fh, None)
         if h is None:
             return
@@ -1053,27 +1057,27 @@ class NFSOperations(pyfuse3.Operations):
 
     # -- directories ----------------------------------------------------------------------------------
     @fuse_errors
-    async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
+    async def opendir(self, inode: int, ctx: RequestContext) -> int:
         node = self._inode(inode)
         if not node.is_dir:
-            raise pyfuse3.FUSEError(errno.ENOTDIR)
+            raise FUSEError(errno.ENOTDIR)
         node.opens += 1
         fid = next(self._ids)
         self.dirs[fid] = DirHandle(node, self.cred(ctx))
         return fid
 
     @fuse_errors
-    async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
+    async def readdir(self, fh: int, start_id: int, token: ReaddirToken) -> None:
         """Readdirplus: every entry with its attributes (the kernel then needs no LOOKUP or GETATTR
         for ``ls -l``). The READDIRs after the one being handed over are sent at once, so that the
         server reads on while we decode and the kernel takes entries; what the kernel asks for again
         comes from the entries we hold (each READDIR is sent once per listing)."""
         h = self.dirs.get(fh)
         if h is None:
-            raise pyfuse3.FUSEError(errno.EBADF)
+            raise FUSEError(errno.EBADF)
         cookie = start_id
         learn = self.inodes.learn
-        reply = pyfuse3.readdir_reply
+        reply = token.add
         entry = self._entry
         while True:
             page, start = self._held_after(h, cookie)
@@ -1103,7 +1107,7 @@ class NFSOperations(pyfuse3.Operations):
                 node, changed = learn(fh_, attrs, now, False, asked=asked)
                 if changed:
                     self._changed(node)
-                if not reply(token, name, entry(node), next_cookie):
+                if not reply(name, entry(node), next_cookie):
                     self.inodes.drop_if_unused(node)
                     h.resume = (cookie, page, i)  # (the kernel's next request starts after ``cookie``)
                     return
@@ -1195,7 +1199,7 @@ class NFSOperations(pyfuse3.Operations):
         for fid in list(self.files):
             try:
                 await self.release(fid)
-            except pyfuse3.FUSEError as e:
+            except FUSEError as e:
                 log.warning("closing an open file at unmount: %s", os.strerror(e.errno))
         for fid in list(self.dirs):
             await self.releasedir(fid)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..client.url import PROTOCOLS, SUPPORTED_VERSIONS
+from .channel import CHANNELS, DEFAULT_CHANNEL
 
 # nfs(5) defaults
 DEFAULT_TIMEO_TCP = 600  # deciseconds
@@ -103,6 +104,7 @@ class MountOptions:
     squash_uid: int | None = None  # every request goes out with this uid (and squash_gid)
     squash_gid: int | None = None
     debug: bool = False
+    channel: str = DEFAULT_CHANNEL  # what carries FUSE requests (fuse.channel.CHANNELS)
     ignored: list[str] = field(default_factory=list)  # generic options accepted and not used
     rdma: dict[str, str] = field(default_factory=dict)  # RDMA_OPTIONS given, for the transport
     trunking: dict[str, str] = field(default_factory=dict)  # TRUNKING_OPTIONS/FLAGS given, URL style
@@ -204,6 +206,10 @@ def parse_options(*texts: str | None) -> MountOptions:
             elif k in ("allow_other", "default_permissions", "debug"):
                 _flag(k, v)
                 setattr(o, k, True)
+            elif k == "channel":
+                if v not in CHANNELS:
+                    raise OptionError(f"mount option channel={v}: use one of {', '.join(CHANNELS)}")
+                o.channel = v
             elif k == "squash_uid":
                 o.squash_uid = _int(k, v, 0, 0xFFFFFFFF)
             elif k == "squash_gid":

@@ -1,0 +1,41 @@
+"""Channels: what carries the kernel's FUSE requests to the low-level operations (:mod:`.lowlevel`)
+and their answers back. ``-o channel=`` picks one."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from .lowlevel import Operations
+
+CHANNELS = ("pyfuse3",)
+DEFAULT_CHANNEL = "pyfuse3"
+
+
+class Channel(Protocol):
+    name: str
+
+    def mount(self) -> None:
+        """Mount the file system (OSError saying why not); requests are served by :meth:`serve`."""
+        ...
+
+    async def serve(self) -> None:
+        """Answer requests until the file system is unmounted or :meth:`terminate` is called."""
+        ...
+
+    def terminate(self) -> None:
+        """Make :meth:`serve` return (from a signal handler's task)."""
+        ...
+
+    def close(self) -> None:
+        """Unmount (if still mounted) and let go of the kernel connection."""
+        ...
+
+
+def open_channel(name: str, ops: Operations, mountpoint: str, options: set[str]) -> Channel:
+    """The channel ``name`` (one of CHANNELS) for ``ops`` on ``mountpoint``; ``options`` are the
+    mount's FUSE options (fsname=, subtype=, allow_other, default_permissions, ro, auto_unmount)."""
+    if name == "pyfuse3":
+        from .via_pyfuse3 import Pyfuse3Channel
+
+        return Pyfuse3Channel(ops, mountpoint, options)
+    raise ValueError(f"unknown FUSE channel {name!r}")

@@ -1,0 +1,303 @@
+"""The FUSE low-level interface: what the operations layer implements and every channel serves.
+
+A channel (libfuse through pyfuse3 in :mod:`.via_pyfuse3`, or the FUSE kernel protocol spoken on
+/dev/fuse directly) reads the kernel's requests, calls the :class:`Operations` method of the same
+name with these plain values, and turns what it returns (or the :class:`FUSEError` it raises) into
+the kernel's reply. Nothing here does I/O or knows about NFS; the operations layer knows nothing of
+the channel beyond :class:`Kernel`, the notifications it may send back.
+
+Names follow the kernel's protocol (``include/uapi/linux/fuse.h``) where it has one: a node is
+an inode number (``FUSE_ROOT_ID`` is the mount's root), a file handle is the number the operations
+layer handed back at open, ``lock_owner`` is the kernel's opaque owner of POSIX locks.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+ROOT_INODE = 1  # FUSE_ROOT_ID
+
+# fuse_file_lock.type: the values of F_RDLCK, F_WRLCK and F_UNLCK (fcntl.h)
+F_RDLCK = 0
+F_WRLCK = 1
+F_UNLCK = 2
+OFFSET_MAX = (1 << 63) - 1  # the end of a POSIX lock that runs to the end of the file
+
+
+class FUSEError(Exception):
+    """Answer the kernel's request with this errno (the caller of the system call sees it)."""
+
+    __slots__ = ("errno",)
+
+    def __init__(self, errno_: int) -> None:
+        super().__init__(errno_)
+        self.errno = errno_
+
+    def __str__(self) -> str:
+        return os.strerror(self.errno)
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """Who made the request (fuse_in_header); pid 0 for the kernel's own requests."""
+
+    uid: int = 0
+    gid: int = 0
+    pid: int = 0
+    umask: int = 0
+
+
+@dataclass(slots=True)
+class EntryAttributes:
+    """A node's attributes and how long the kernel may keep them (fuse_entry_out, fuse_attr).
+    ``st_ino`` 0 in a lookup's answer: the name does not exist, and the kernel may keep that for
+    ``entry_timeout`` seconds."""
+
+    st_ino: int = 0
+    generation: int = 0
+    entry_timeout: float = 0.0
+    attr_timeout: float = 0.0
+    st_mode: int = 0
+    st_nlink: int = 0
+    st_uid: int = 0
+    st_gid: int = 0
+    st_rdev: int = 0
+    st_size: int = 0
+    st_blksize: int = 0
+    st_blocks: int = 0
+    st_atime_ns: int = 0
+    st_mtime_ns: int = 0
+    st_ctime_ns: int = 0
+
+
+@dataclass(slots=True)
+class SetattrFields:
+    """Which attributes a SETATTR changes (fuse_setattr_in.valid). ``*_now``: set that time to the
+    server's "now" (utimensat's UTIME_NOW) instead of the value given; ``kill_suidgid``: the kernel
+    asks for the set-user/group-ID bits to be cleared (a write or truncate by a non-owner)."""
+
+    update_atime: bool = False
+    update_mtime: bool = False
+    update_ctime: bool = False
+    update_mode: bool = False
+    update_uid: bool = False
+    update_gid: bool = False
+    update_size: bool = False
+    update_atime_now: bool = False
+    update_mtime_now: bool = False
+    kill_suidgid: bool = False
+
+
+@dataclass(slots=True)
+class FileInfo:
+    """The answer to an open or create (fuse_open_out): the file handle and how the kernel treats
+    the open file's data (``keep_cache``: its page cache of the file is still good)."""
+
+    fh: int = 0
+    keep_cache: bool = True
+    direct_io: bool = False
+    nonseekable: bool = False
+
+
+@dataclass(slots=True)
+class StatvfsData:
+    f_bsize: int = 0
+    f_frsize: int = 0
+    f_blocks: int = 0
+    f_bfree: int = 0
+    f_bavail: int = 0
+    f_files: int = 0
+    f_ffree: int = 0
+    f_favail: int = 0
+    f_namemax: int = 0
+
+
+@dataclass(slots=True)
+class FileLock:
+    """A POSIX byte-range lock (fuse_file_lock): ``start``..``end`` inclusive, ``end`` OFFSET_MAX
+    for "to the end of the file"; ``type`` F_RDLCK, F_WRLCK or F_UNLCK; ``pid`` the holder's
+    (0 when the holder is on another client)."""
+
+    start: int
+    end: int
+    type: int
+    pid: int = 0
+
+
+class ReaddirToken(Protocol):
+    """Where a readdir puts its entries, in order."""
+
+    def add(self, name: bytes, attrs: EntryAttributes, next_id: int) -> bool:
+        """One entry, with its attributes (readdirplus: the kernel counts a lookup of it) and the
+        offset to go on from after it. False: the kernel's buffer is full and the entry was not
+        taken (it is asked for again from ``next_id`` of the entry before)."""
+        ...
+
+
+class Kernel(Protocol):
+    """Notifications to the kernel (fuse_notify_*), sent by the channel. They may block until the
+    kernel is done with requests of ours: call them where that cannot deadlock (a task of their own)."""
+
+    async def invalidate_inode(self, ino: int, attr_only: bool = False) -> None:
+        """Drop the kernel's cached attributes of ``ino`` and, unless ``attr_only``, its cached data."""
+        ...
+
+    async def invalidate_entry(self, parent: int, name: bytes) -> None:
+        """Drop the kernel's cached entry ``name`` in ``parent`` (positive or negative)."""
+        ...
+
+
+def supplementary_groups(pid: int) -> tuple[int, ...]:
+    """The supplementary groups of process ``pid`` (``Groups:`` of /proc/PID/status); OSError if
+    the process is gone."""
+    with open(f"/proc/{pid}/status", "rb") as f:
+        for line in f:
+            if line.startswith(b"Groups:"):
+                return tuple(sorted(int(g) for g in line.split()[1:]))
+    return ()
+
+
+class Operations:
+    """The operations a file system answers; each channel calls them. What is not implemented
+    answers ENOSYS (the kernel then stops asking for most)."""
+
+    kernel: Kernel | None = None  # set by the channel before the first request
+
+    async def lookup(self, parent_inode: int, name: bytes, ctx: RequestContext) -> EntryAttributes:
+        raise FUSEError(errno.ENOSYS)
+
+    async def forget(self, inode_list: list[tuple[int, int]]) -> None:
+        return None
+
+    async def getattr(self, inode: int, ctx: RequestContext) -> EntryAttributes:
+        raise FUSEError(errno.ENOSYS)
+
+    async def setattr(
+        self, inode: int, attr: EntryAttributes, fields: SetattrFields, fh: int | None, ctx: RequestContext
+    ) -> EntryAttributes:
+        raise FUSEError(errno.ENOSYS)
+
+    async def readlink(self, inode: int, ctx: RequestContext) -> bytes:
+        raise FUSEError(errno.ENOSYS)
+
+    async def mknod(
+        self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: RequestContext
+    ) -> EntryAttributes:
+        raise FUSEError(errno.ENOSYS)
+
+    async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx: RequestContext) -> EntryAttributes:
+        raise FUSEError(errno.ENOSYS)
+
+    async def unlink(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
+        raise FUSEError(errno.ENOSYS)
+
+    async def rmdir(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
+        raise FUSEError(errno.ENOSYS)
+
+    async def symlink(
+        self, parent_inode: int, name: bytes, target: bytes, ctx: RequestContext
+    ) -> EntryAttributes:
+        raise FUSEError(errno.ENOSYS)
+
+    async def rename(
+        self,
+        parent_inode_old: int,
+        name_old: bytes,
+        parent_inode_new: int,
+        name_new: bytes,
+        flags: int,
+        ctx: RequestContext,
+    ) -> None:
+        raise FUSEError(errno.ENOSYS)
+
+    async def link(
+        self, inode: int, new_parent_inode: int, new_name: bytes, ctx: RequestContext
+    ) -> EntryAttributes:
+        raise FUSEError(errno.ENOSYS)
+
+    async def open(self, inode: int, flags: int, ctx: RequestContext) -> FileInfo:
+        raise FUSEError(errno.ENOSYS)
+
+    async def create(
+        self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: RequestContext
+    ) -> tuple[FileInfo, EntryAttributes]:
+        raise FUSEError(errno.ENOSYS)
+
+    async def read(self, fh: int, off: int, size: int) -> Any:
+        """The bytes read (a bytes-like object; shorter than ``size`` at the end of the file)."""
+        raise FUSEError(errno.ENOSYS)
+
+    async def write(self, fh: int, off: int, buf: Any) -> int:
+        """``buf`` is a bytes-like object the operations layer may keep (the channel does not
+        reuse its memory while it is referenced)."""
+        raise FUSEError(errno.ENOSYS)
+
+    async def flush(self, fh: int, lock_owner: int = 0) -> None:
+        """close(2) of a descriptor of the open file: report write errors; release the POSIX locks
+        of ``lock_owner`` (0: none given)."""
+        raise FUSEError(errno.ENOSYS)
+
+    async def release(self, fh: int, lock_owner: int = 0, flock_unlock: bool = False) -> None:
+        """The last descriptor of the open file is gone (``flock_unlock``: release its flock lock)."""
+        return None
+
+    async def fsync(self, fh: int, datasync: bool) -> None:
+        raise FUSEError(errno.ENOSYS)
+
+    async def opendir(self, inode: int, ctx: RequestContext) -> int:
+        raise FUSEError(errno.ENOSYS)
+
+    async def readdir(self, fh: int, start_id: int, token: ReaddirToken) -> None:
+        raise FUSEError(errno.ENOSYS)
+
+    async def releasedir(self, fh: int) -> None:
+        return None
+
+    async def fsyncdir(self, fh: int, datasync: bool) -> None:
+        raise FUSEError(errno.ENOSYS)
+
+    async def statfs(self, ctx: RequestContext) -> StatvfsData:
+        raise FUSEError(errno.ENOSYS)
+
+    async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: RequestContext) -> None:
+        raise FUSEError(errno.ENOSYS)
+
+    async def getxattr(self, inode: int, name: bytes, ctx: RequestContext) -> bytes:
+        raise FUSEError(errno.ENOSYS)
+
+    async def listxattr(self, inode: int, ctx: RequestContext) -> list[bytes]:
+        raise FUSEError(errno.ENOSYS)
+
+    async def removexattr(self, inode: int, name: bytes, ctx: RequestContext) -> None:
+        raise FUSEError(errno.ENOSYS)
+
+    async def access(self, inode: int, mode: int, ctx: RequestContext) -> bool:
+        raise FUSEError(errno.ENOSYS)
+
+    # -- operations only the native channel carries -----------------------------------------------
+    async def getlk(self, fh: int, lock_owner: int, lock: FileLock, ctx: RequestContext) -> FileLock:
+        """The first lock that would conflict with ``lock`` (type F_UNLCK: none)."""
+        raise FUSEError(errno.ENOSYS)
+
+    async def setlk(
+        self, fh: int, lock_owner: int, lock: FileLock, sleep: bool, flock: bool, ctx: RequestContext
+    ) -> None:
+        """Take (or with F_UNLCK, release) ``lock``; ``sleep``: wait until it can be had (the wait
+        is cancelled when the caller is interrupted); ``flock``: a whole-file flock(2) lock of the
+        open file rather than a POSIX lock of ``lock_owner``. EAGAIN when held by another."""
+        raise FUSEError(errno.ENOSYS)
+
+    async def fallocate(self, fh: int, mode: int, offset: int, length: int) -> None:
+        raise FUSEError(errno.ENOSYS)
+
+    async def lseek(self, fh: int, offset: int, whence: int) -> int:
+        """SEEK_DATA/SEEK_HOLE (the kernel answers the other whences itself)."""
+        raise FUSEError(errno.ENOSYS)
+
+    async def copy_file_range(
+        self, fh_in: int, off_in: int, fh_out: int, off_out: int, length: int, flags: int
+    ) -> int:
+        raise FUSEError(errno.ENOSYS)
