@@ -5,12 +5,16 @@ same numbers a local look at the export would. The table maps it to the current 
 attributes and keeps the kernel's lookup count; an inode is dropped when the kernel has forgotten it
 and nothing has it open.
 
-Attributes are cached only when they are not older than a write the kernel has seen complete. Every
+Attributes are taken only when they are not older than a write the kernel has seen complete. Every
 write of ours counts (:meth:`InodeTable.wrote`: when FUSE hands it over and when its WRITE is
 answered); a request for attributes notes the count when it is sent (:meth:`InodeTable.asking`), and
-its reply is kept as current only if no write of that file counted meanwhile and none was on its way
-when it was sent. Otherwise the server may have answered before our write reached it: a size from
-then, cached, would later cut the kernel's idea of the file short.
+its reply is taken only if no write of that file counted meanwhile and none was on its way when it
+was sent or when it came. Otherwise the server may have answered before our write reached it: the
+reply is dropped (the next look asks again), since its size, handed to the kernel (a listing's
+entries carry attributes), would cut the kernel's idea of the file short and a read after it would
+find the end of the file early. For the same reason what the kernel is told of a file we write is
+never smaller than the end of the data it wrote through us (:attr:`Inode.size_floor`) until
+attributes taken after that data reached the server show it.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ class Inode:
     open_lock: Any = None  # serialises OPEN and CLOSE of this file (set by the I/O layer)
     readaheads: set[Any] = field(default_factory=set)  # the read-ahead windows of its open files
     written: int = 0  # the table's write count at this file's last write (see InodeTable.wrote)
+    size_floor: int = 0  # the end of data written through us that attributes taken may not show yet
     listing: Listing | None = None  # a directory's every name, while only we change it (cache.Listing)
 
     def drop_readahead(self) -> None:
@@ -90,11 +95,19 @@ class InodeTable:
     def get(self, ino: int) -> Inode | None:
         return self._by_ino.get(ino)
 
-    def wrote(self, node: Inode) -> None:
-        """A write of ``node``'s data was handed to us, or its WRITE was answered: attributes asked
-        for before now may not show it."""
+    def wrote(self, node: Inode, end: int = 0) -> None:
+        """A write of ``node``'s data (up to offset ``end``) was handed to us, or its WRITE was
+        answered: attributes asked for before now may not show it."""
         self.writes += 1
         node.written = self.writes
+        if end > node.size_floor:
+            node.size_floor = end
+
+    def size(self, node: Inode) -> int:
+        """The file's size as the kernel must be told it: the attributes', or the end of what was
+        written through us if that is further."""
+        size = node.attrs.size
+        return node.size_floor if node.size_floor > size else size
 
     def asking(self, node: Inode | None = None) -> int:
         """Note taken before asking the server for attributes (of ``node``, or of files not known
@@ -133,15 +146,24 @@ class InodeTable:
     def refresh(self, node: Inode, attrs: FileAttrs, now: float, *, asked: int | None) -> bool:
         """New attributes from the server (``asked``: see :meth:`asking`; ``OWN`` for those that came
         back after our own last write); adapts the timeout. True if the change attribute moved.
-        Attributes that may be older than one of our writes are taken, but not as current: the next
-        look asks the server again."""
+        Attributes that may be older than one of our writes are not taken: the next look asks the
+        server again."""
+        if not self._current(node, asked):
+            node.fetched = float("-inf")
+            return False
         changed = attrs.change != node.attrs.change
         node.timeo = self.timeouts.next(node.timeo, attrs.type == c.NF4DIR, changed)
         node.attrs = attrs
+        node.size_floor = 0
         if node.listing is not None and not node.listing.seen(attrs.change):
             node.listing = None
-        node.fetched = now if self._current(node, asked) else float("-inf")
+        node.fetched = now
         return changed
+
+    def ttl(self, node: Inode, now: float) -> float:
+        """How much longer ``node``'s attributes may be kept (0 when they are not fresh)."""
+        left = node.fetched + node.timeo - now
+        return left if left > 0 else 0.0
 
     def fresh(self, node: Inode, now: float) -> bool:
         return self.timeouts.fresh(node.fetched, node.timeo, now)

@@ -225,14 +225,14 @@ class NFSOperations(Operations):
         e = EntryAttributes()  # (generation and st_rdev are 0 unless set)
         e.st_ino = node.ino
         e.entry_timeout = self.opts.acdirmin
-        e.attr_timeout = node.timeo
+        e.attr_timeout = node.timeo if self._delegated(node) else self.inodes.ttl(node, self._now())
         e.st_mode = FTYPE_TO_IFMT.get(a.type, 0) | a.mode  # (a.st_mode, without the property call)
         e.st_nlink = a.nlink
         e.st_uid = a.uid
         e.st_gid = a.gid
         if a.type in (c.NF4BLK, c.NF4CHR):
             e.st_rdev = os.makedev(*a.rdev)
-        e.st_size = a.size
+        e.st_size = self.inodes.size(node)
         e.st_blksize = BLOCK_SIZE
         e.st_blocks = (a.used + 511) // 512
         e.st_atime_ns = a.atime_ns
@@ -967,7 +967,7 @@ class NFSOperations(Operations):
         h.written = True
         node = h.inode
         node.drop_readahead()
-        self.inodes.wrote(node)  # (before the kernel hears of it: attributes asked until now are older)
+        self.inodes.wrote(node, off + len(buf))  # (before the kernel hears of it: attributes asked until now are older)
         await w.write(off, buf)
         node.stale()
         return len(buf)

@@ -154,8 +154,8 @@ class _Open:
 
 def test_attributes_asked_before_a_write_are_not_kept_as_current() -> None:
     """A GETATTR answered while a write of ours was gathered, on its way, or handed over after it was
-    sent may show the file before that write: taken, but asked again next time (cached, its size
-    would later cut the kernel's idea of the file short)."""
+    sent may show the file before that write: not taken, and asked again next time (its size, handed
+    to the kernel, would cut the kernel's idea of the file short)."""
     t = InodeTable(b"root", attrs(500, ftype=c.NF4DIR), AttrTimeouts(3, 60, 30, 60), now=0.0)
     node, _ = t.learn(b"fh", attrs(7), now=1.0, asked=t.asking())
     assert t.fresh(node, 1.5)
@@ -165,7 +165,7 @@ def test_attributes_asked_before_a_write_are_not_kept_as_current() -> None:
     asked = t.asking(node)  # GETATTR sent ...
     t.wrote(node)  # ... a write handed over before its reply
     t.refresh(node, attrs(7, change=2), now=2.0, asked=asked)
-    assert node.attrs.change == 2 and not t.fresh(node, 2.0)
+    assert node.attrs.change == 1 and not t.fresh(node, 2.0)
 
     opened.writer.unsent = True  # a WRITE on its way when the GETATTR is sent ...
     asked = t.asking(node)
@@ -187,3 +187,24 @@ def test_attributes_asked_before_a_write_are_not_kept_as_current() -> None:
     assert t.fresh(node, 5.0)
     other, _ = t.learn(b"fh2", attrs(8), now=5.0, asked=asked)  # a file new to us: no write of ours
     assert t.fresh(other, 5.0)
+
+
+def test_the_size_told_is_never_below_what_was_written_through_us() -> None:
+    """The kernel's size of a file it writes through us comes from its own writes; attributes the
+    server gave before our data reached it (a listing's, sent ahead) must not shrink it, or a read
+    right after the close finds the end of the file early."""
+    t = InodeTable(b"root", attrs(500, ftype=c.NF4DIR), AttrTimeouts(3, 60, 30, 60), now=0.0)
+    node, _ = t.learn(b"fh", FileAttrs(type=c.NF4REG, fileid=7, change=1, size=0), now=1.0, asked=t.asking())
+    listing_asked = t.asking()  # a READDIR goes out ...
+    t.wrote(node, end=1 << 20)  # ... the kernel writes 1 MiB through us ...
+    assert t.size(node) == 1 << 20
+    t.wrote(node)  # ... its WRITE is answered, and the close's attributes come back with it
+    t.refresh(node, FileAttrs(type=c.NF4REG, fileid=7, change=3, size=1 << 20), now=2.0, asked=OWN)
+    assert node.size_floor == 0 and t.size(node) == 1 << 20
+    # then the READDIR's reply, from before the data: not taken
+    t.refresh(node, FileAttrs(type=c.NF4REG, fileid=7, change=2, size=0), now=2.1, asked=listing_asked)
+    assert t.size(node) == 1 << 20 and node.attrs.change == 3 and t.ttl(node, 2.1) == 0
+    # a truncate of ours, once answered, is the size again
+    asked = t.asking(node)
+    t.refresh(node, FileAttrs(type=c.NF4REG, fileid=7, change=4, size=10), now=3.0, asked=asked)
+    assert t.size(node) == 10 and t.ttl(node, 3.0) == 3

@@ -1,0 +1,83 @@
+"""A shared file system: what one client sees of another's work, and of its own, right away.
+
+Two mounts of one export are two NFS clients (each mount point has a client owner of its own); the
+server's export directory on disk is a third party that changes files behind both. The rules
+checked here are the Linux NFS client's (close-to-open: a close makes the data visible to an open
+that follows it anywhere; opens, creates and renames go to the server by name) and POSIX's for one
+client; where we promise more than the Linux client (an absent name looked up for an open), it says
+so.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pynfsrdma.testbed.ganesha import Ganesha
+
+
+@dataclass
+class Shared:
+    a: Path  # the directory through the first mount
+    b: Path  # the same directory through the second mount
+    disk: Path  # the same directory on the server's disk
+
+
+@pytest.fixture
+def shared(mount_export: Callable[..., Any], ganesha: Ganesha) -> Iterator[Shared]:
+    """One fresh directory seen by two mounts (two clients) and on the server's disk."""
+    d = ganesha.new_directory(prefix="shared-")
+    os.chmod(d.local, 0o777)
+    a, b = mount_export("allow_other"), mount_export("allow_other")
+    yield Shared(a.path / d.local.name, b.path / d.local.name, d.local)
+
+
+def test_a_listing_sent_while_a_file_is_written_does_not_shrink_it(shared: Shared) -> None:
+    """A listing's entries carry attributes. One made while the data written so far was still held
+    by the mount (gathered, not yet sent) shows the file's size on the server: handed to the kernel,
+    it cut the file short, and a read saw the end of the file early (cp then cmp read an empty file)."""
+    p = shared.a / "growing"
+    with open(p, "wb") as f:
+        f.write(b"x" * 100_000)
+        f.flush()  # in the kernel's size now; the data waits in the mount for the close
+        assert (shared.disk / "growing").stat().st_size == 0
+        listed = {e.name: e.stat().st_size for e in os.scandir(shared.a)}  # ls -l: READDIR with sizes
+        assert listed["growing"] == 100_000
+        assert os.stat(p).st_size == 100_000
+        with open(p, "rb") as r:
+            assert len(r.read()) == 100_000
+    assert p.read_bytes() == b"x" * 100_000
+
+
+def test_read_after_write_stays_whole_while_listings_run(shared: Shared, tmp_path: Path) -> None:
+    """cp then cmp, 120 times, while another process lists the tree over and over (the listings'
+    READDIRs overlap the writes): every read-back is whole."""
+    data = os.urandom(1 << 20)
+    src = tmp_path / "src"
+    src.write_bytes(data)
+    stop = threading.Event()
+
+    def lister() -> None:
+        while not stop.is_set():
+            subprocess.run(["ls", "-lR", str(shared.a)], capture_output=True)
+
+    t = threading.Thread(target=lister)
+    t.start()
+    bad = []
+    try:
+        for i in range(120):
+            dst = shared.a / f"f{i}"
+            subprocess.run(["cp", str(src), str(dst)], check=True)
+            if subprocess.run(["cmp", "-s", str(src), str(dst)]).returncode != 0:
+                bad.append((i, os.stat(dst).st_size))
+    finally:
+        stop.set()
+        t.join()
+    assert bad == []
