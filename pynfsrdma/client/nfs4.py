@@ -8,10 +8,11 @@ COMPOUND (PUTFH, the operation, GETFH/GETATTR as needed) and turns a failed oper
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import logging
 import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -156,6 +157,51 @@ class OpenFile:
     uncommitted: dict[int, tuple[int, bytes]] = field(default_factory=dict)
 
 
+class OwnerTraffic:
+    """The OPENs and CLOSEs of each open owner on their way to the server. One owner's OPEN of a
+    file it has open already moves that open state's seqid on: a CLOSE of the earlier seqid that the
+    OPEN overtook would end nothing (NFS4ERR_OLD_STATEID) and the server would keep an open we
+    believe closed. So an OPEN waits for its owner's CLOSEs on their way, and CLOSEs wait for their
+    owner's OPENs on the way (which may carry the open state on: the CLOSE is then dropped)."""
+
+    def __init__(self) -> None:
+        self._opening: collections.Counter[bytes] = collections.Counter()
+        self._closing: collections.Counter[bytes] = collections.Counter()
+        self._settled = trio.Event()  # set, then replaced, whenever an OPEN or a CLOSE is answered
+
+    def is_opening(self, owner: bytes) -> bool:
+        return self._opening[owner] > 0
+
+    async def settled(self) -> None:
+        """Until an OPEN or a batch of CLOSEs on its way is answered."""
+        await self._settled.wait()
+
+    def _settle(self) -> None:
+        settled, self._settled = self._settled, trio.Event()
+        settled.set()
+
+    @contextlib.asynccontextmanager
+    async def opening(self, owner: bytes) -> AsyncIterator[None]:
+        while self._closing[owner]:
+            await self._settled.wait()
+        self._opening[owner] += 1
+        try:
+            yield
+        finally:
+            self._opening[owner] -= 1
+            self._settle()
+
+    @contextlib.asynccontextmanager
+    async def closing(self, owners: Iterable[bytes]) -> AsyncIterator[None]:
+        counted = collections.Counter(owners)
+        self._closing.update(counted)
+        try:
+            yield
+        finally:
+            self._closing.subtract(counted)
+            self._settle()
+
+
 class NFSv4:
     """File-handle level operations over a :class:`ClientID`'s session."""
 
@@ -181,6 +227,8 @@ class NFSv4:
         self._opens_made = itertools.count(1)
         self._closing: collections.deque[tuple[OpenFile, Credential]] = collections.deque()
         self._close_sender: trio.Event | None = None  # set when the sender of _closing is done
+        # OPENs and CLOSEs of one open owner do not pass each other on the way to the server
+        self._owners = OwnerTraffic()
         client.reclaim_hooks.append(self._reclaim)
         client.state_revoked_hooks.append(self._revoked)
         client.backchannel.on_recall = self._recall
@@ -432,10 +480,12 @@ class NFSv4:
         args = OPEN4args(0, self.share_access(access), c.OPEN4_SHARE_DENY_NONE,
                          open_owner4(clientid, owner), openhow, (c.CLAIM_NULL, name))
         ops: list[Any] = [PUTFH4args(dir_fh), args, GETFH4args(), GETATTR4args(STAT_BITMAP)]
-        res = await self.run(ops, cred, path=path or name)
-        ok = res[1].res
-        of = OpenFile(bytes(res[2].res.object), ok.stateid, access, owner,
-                      FileAttrs.from_fattr4(res[3].res.obj_attributes), cred=cred, dir_change=ok.cinfo)
+        async with self._owners.opening(owner):
+            res = await self.run(ops, cred, path=path or name)
+            ok = res[1].res
+            of = OpenFile(bytes(res[2].res.object), ok.stateid, access, owner,
+                          FileAttrs.from_fattr4(res[3].res.obj_attributes), cred=cred, dir_change=ok.cinfo)
+            self._continued(of)
         self.took_delegation(of, ok.delegation)
         if truncate and not create and of.attrs is not None and of.attrs.size:
             of.attrs = await self.setattr(of.fh, cred, stateid=of.stateid, size=0, path=path)
@@ -453,9 +503,11 @@ class NFSv4:
         clientid = self.client.identity.clientid if self.client.identity else 0
         args = OPEN4args(0, self.share_access(access), c.OPEN4_SHARE_DENY_NONE,
                          open_owner4(clientid, owner), (c.OPEN4_NOCREATE, None), (c.CLAIM_FH, None))
-        res = await self.run([PUTFH4args(fh), args, GETATTR4args(STAT_BITMAP)], cred, path=path)
-        of = OpenFile(fh, res[1].res.stateid, access, owner, FileAttrs.from_fattr4(res[2].res.obj_attributes),
-                      cred=cred)
+        async with self._owners.opening(owner):
+            res = await self.run([PUTFH4args(fh), args, GETATTR4args(STAT_BITMAP)], cred, path=path)
+            of = OpenFile(fh, res[1].res.stateid, access, owner,
+                          FileAttrs.from_fattr4(res[2].res.obj_attributes), cred=cred)
+            self._continued(of)
         self.took_delegation(of, res[1].res.delegation)
         self.opens[id(of)] = of
         return of
@@ -481,12 +533,18 @@ class NFSv4:
             if e.status not in CLOSE_GONE:
                 raise
 
+    def _continued(self, of: OpenFile) -> None:
+        """``of`` was just OPENed: a CLOSE still waiting to go for the same open state (the same
+        owner opened the same file again) is dropped, as ``of`` carries that state on."""
+        other = of.stateid.other
+        if any(q.stateid.other == other for q, _ in self._closing):
+            self._closing = collections.deque((q, cr) for q, cr in self._closing if q.stateid.other != other)
+
     def close_later(self, of: OpenFile, cred: Credential, nursery: trio.Nursery) -> None:
         """CLOSE ``of`` soon, in one COMPOUND with the other opens closed about then, for a caller
         that does not wait for the CLOSE (FUSE's release). The open is over for us at once: no I/O
-        may use it, and it is not reclaimed. A later OPEN of the same file by the same owner is safe
-        meanwhile: it moves the open's seqid on, and the CLOSE of the earlier seqid then ends nothing
-        (NFS4ERR_OLD_STATEID). :meth:`flush_closes` sends what waits."""
+        may use it, and it is not reclaimed. An OPEN of the same file by the same owner meanwhile
+        carries the open state on, and the CLOSE is not sent. :meth:`flush_closes` sends what waits."""
         if of.closed:
             return
         of.closed = True
@@ -502,37 +560,54 @@ class NFSv4:
         """Send every CLOSE that :meth:`close_later` holds, and wait for their replies."""
         while self._close_sender is not None:
             await self._close_sender.wait()
-        while self._closing:
-            await self._close_some()
+        await self._send_queued()
 
     async def _send_closes(self) -> None:
         try:
             await trio.sleep(CLOSE_GATHER)
-            while self._closing:
-                await self._close_some()
+            await self._send_queued()
         finally:
             done, self._close_sender = self._close_sender, None
             if done is not None:
                 done.set()
 
+    async def _send_queued(self) -> None:
+        """Send the queued CLOSEs, waiting for OPENs of their owners on the way to be answered (the
+        OPEN may carry the open state on, and its CLOSE is then not sent)."""
+        while self._closing:
+            if all(self._owners.is_opening(of.owner) for of, _ in self._closing):
+                await self._owners.settled()
+                continue
+            await self._close_some()
+
     async def _close_some(self) -> None:
-        """One COMPOUND of CLOSEs (PUTFH, CLOSE, PUTFH, CLOSE ...) from the front of the queue, all
-        with one user's credential; those after a failed one go back to the queue."""
+        """One COMPOUND of CLOSEs (PUTFH, CLOSE, PUTFH, CLOSE ...) from the queue, in order, all with
+        one user's credential, none of an owner whose OPEN is on its way; those after a failed one
+        go back to the queue."""
         session = self.client.session
         room = (session.max_operations - 1) // 2 if session is not None else 1
-        first = self._closing[0][1]
+        owners = self._owners
+        first = next(cr for of, cr in self._closing if not owners.is_opening(of.owner))
         who = (first.uid, first.gid, first.gids)
         batch: list[OpenFile] = []
-        while self._closing and len(batch) < max(1, min(CLOSES_PER_COMPOUND, room)):
-            cred = self._closing[0][1]
-            if (cred.uid, cred.gid, cred.gids) != who:
-                break
-            batch.append(self._closing.popleft()[0])
+        kept: collections.deque[tuple[OpenFile, Credential]] = collections.deque()
+        while self._closing:
+            of, cred = self._closing.popleft()
+            if (
+                len(batch) >= max(1, min(CLOSES_PER_COMPOUND, room))
+                or (cred.uid, cred.gid, cred.gids) != who
+                or owners.is_opening(of.owner)
+            ):
+                kept.append((of, cred))
+            else:
+                batch.append(of)
+        self._closing = kept
         ops: list[Any] = []
         for of in batch:
             ops += [PUTFH4args(of.fh), CLOSE4args(0, of.stateid)]
         try:
-            res = await self.client.compound(ops, first, _NO_HINTS)
+            async with owners.closing(of.owner for of in batch):
+                res = await self.client.compound(ops, first, _NO_HINTS)
         except Exception as e:  # (nobody waits for these: a failure must not end the caller's nursery)
             # the session is gone (and the opens with it), a bad reply, an RPC-level refusal
             log.info("CLOSE of %d open(s): %s", len(batch), e)

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from pynfsrdma.control import Connection
 from pynfsrdma.testbed.ganesha import Ganesha
 
 
@@ -81,3 +82,28 @@ def test_read_after_write_stays_whole_while_listings_run(shared: Shared, tmp_pat
         stop.set()
         t.join()
     assert bad == []
+
+
+def op_statuses(mount: Any) -> dict[str, dict[str, int]]:
+    with Connection(str(mount.path)) as conn:
+        ops = conn.request("stats")["operations"]
+    return {name: dict(op["statuses"]) for name, op in ops.items()}
+
+
+def test_everyday_copies_close_every_open_without_an_error(mount_export: Callable[..., Any], ganesha: Ganesha,
+                                                           tmp_path: Path) -> None:
+    """cp then cmp of small files (the mount closes the copy's open soon after close(2) returns, and
+    cmp opens the file again meanwhile): no CLOSE fails. A CLOSE of the earlier open overtaken by the
+    next OPEN was answered NFS4ERR_OLD_STATEID, hundreds of times a test run, and left the server
+    holding an open we believed closed."""
+    d = ganesha.new_directory(prefix="closes-")
+    m = mount_export()
+    for i in range(25):
+        src = tmp_path / f"s{i}"
+        src.write_bytes(os.urandom(3000 + i))
+        dst = m.path / d.local.name / f"s{i}"
+        subprocess.run(["cp", str(src), str(dst)], check=True)
+        subprocess.run(["cmp", str(src), str(dst)], check=True)
+    (m.path / d.local.name / "s3").unlink()
+    statuses = op_statuses(m)
+    assert statuses["OPEN"] == {} and statuses["CLOSE"] == {}, statuses
