@@ -63,6 +63,7 @@ from ..session.client_id import ClientID
 from ..transport.base import ReplyHints
 from .attributes import (
     FS_INFO_BITMAP,
+    NOW,
     STAT_BITMAP,
     STATFS_BITMAP,
     XATTR_SUPPORT_BITMAP,
@@ -479,18 +480,39 @@ class NFSv4:
         clientid = self.client.identity.clientid if self.client.identity else 0
         args = OPEN4args(0, self.share_access(access), c.OPEN4_SHARE_DENY_NONE,
                          open_owner4(clientid, owner), openhow, (c.CLAIM_NULL, name))
-        ops: list[Any] = [PUTFH4args(dir_fh), args, GETFH4args(), GETATTR4args(STAT_BITMAP)]
+        ops: list[Any] = [PUTFH4args(dir_fh), args, GETFH4args()]
+        if create and exclusive:
+            # the server may keep the exclusive create's verifier in the file's times (RFC 8881
+            # 18.16.4; NFS-Ganesha does): they are set to its "now" in the same COMPOUND
+            ops.append(SETATTR4args(ANONYMOUS_STATEID, setattr_fattr4(atime_ns=NOW, mtime_ns=NOW)))
+        ops.append(GETATTR4args(STAT_BITMAP))
         async with self._owners.opening(owner):
-            res = await self.run(ops, cred, path=path or name)
+            res = await self._run_open(ops, cred, path or name)
             ok = res[1].res
             of = OpenFile(bytes(res[2].res.object), ok.stateid, access, owner,
-                          FileAttrs.from_fattr4(res[3].res.obj_attributes), cred=cred, dir_change=ok.cinfo)
+                          FileAttrs.from_fattr4(res[-1].res.obj_attributes) if len(res) == len(ops) else None,
+                          cred=cred, dir_change=ok.cinfo)
             self._continued(of)
+        if of.attrs is None:
+            of.attrs = await self.getattr(of.fh, cred, path=path or name)
         self.took_delegation(of, ok.delegation)
         if truncate and not create and of.attrs is not None and of.attrs.size:
             of.attrs = await self.setattr(of.fh, cred, stateid=of.stateid, size=0, path=path)
         self.opens[id(of)] = of
         return of
+
+    async def _run_open(self, ops: list[Any], cred: Credential, path: str) -> list[ResOp]:
+        """Run an OPEN COMPOUND; a failure after the OPEN and its GETFH (setting the times an
+        exclusive create used) leaves the file open and its results returned up to there."""
+        res = await self.client.compound(ops, cred, _NO_HINTS)
+        if res.status == c.NFS4_OK and len(res.resarray) == len(ops):
+            return res.resarray
+        if len(res.resarray) > 3 and all(r.status == c.NFS4_OK for r in res.resarray[:3]):
+            log.info("%s: setting the times after an exclusive create: %s", path,
+                     NFS4Error(res.status, res.resarray[-1].opnum, path))
+            return res.resarray[:3]
+        failed = next((r for r in res.resarray if r.status != c.NFS4_OK), None)
+        raise NFS4Error(res.status if failed else c.NFS4ERR_SERVERFAULT, failed.opnum if failed else None, path)
 
     async def open_fh(self, fh: bytes, cred: Credential, access: int = c.OPEN4_SHARE_ACCESS_READ,
                       path: str | None = None) -> OpenFile:

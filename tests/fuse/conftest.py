@@ -46,6 +46,17 @@ class Mount:
     proc: subprocess.Popen[bytes] | None
     log: Path
 
+    def recoveries(self) -> int | None:
+        """How many times the mount's client recovered a lost session or client ID (None: the
+        daemon does not answer)."""
+        from pynfsrdma.control import Connection, ControlError
+
+        try:
+            with Connection(str(self.path)) as conn:
+                return int(conn.request("stats")["recoveries"])
+        except (OSError, ValueError, KeyError, ControlError):
+            return None
+
     def unmount(self) -> int | None:
         if is_mounted(self.path):
             subprocess.run(["fusermount3", "-u", str(self.path)], check=True, capture_output=True)
@@ -85,8 +96,16 @@ def _keep(log: Path) -> None:
     log.unlink(missing_ok=True)
 
 
+def unexplained_recoveries(request: pytest.FixtureRequest, mounts: list[Mount]) -> list[str]:
+    """Mounts that recovered a session or client ID in a test that caused none (a test that
+    restarts the server or cuts paths is marked ``recovers``): every recovery must have a cause."""
+    if request.node.get_closest_marker("recovers") is not None:
+        return []
+    return [f"{m.path}: {n} recoveries (see {m.log.name})" for m in mounts if (n := m.recoveries())]
+
+
 @pytest.fixture
-def mount_export(ganesha: Ganesha) -> Iterator[Callable[..., Mount]]:
+def mount_export(request: pytest.FixtureRequest, ganesha: Ganesha) -> Iterator[Callable[..., Mount]]:
     mounts: list[Mount] = []
     dirs: list[str] = []
 
@@ -100,7 +119,7 @@ def mount_export(ganesha: Ganesha) -> Iterator[Callable[..., Mount]]:
         return m
 
     yield make
-    failures = []
+    failures = unexplained_recoveries(request, mounts)
     for m in mounts:
         rc = m.unmount()
         if rc not in (0, None):
@@ -119,8 +138,10 @@ def shared_mount(ganesha: Ganesha) -> Iterator[Mount]:
     log = Path(str(d) + ".log")
     m = start_mount(ganesha.url, d, "", log)
     yield m
+    recovered = m.recoveries()
     rc = m.unmount()
     assert rc == 0, log.read_text()[-4000:]
+    assert not recovered, f"{recovered} unexplained recoveries: {log.read_text()[-4000:]}"
     os.rmdir(d)
     _keep(log)
 

@@ -11,8 +11,10 @@ so.
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,3 +109,23 @@ def test_everyday_copies_close_every_open_without_an_error(mount_export: Callabl
     (m.path / d.local.name / "s3").unlink()
     statuses = op_statuses(m)
     assert statuses["OPEN"] == {} and statuses["CLOSE"] == {}, statuses
+
+
+def test_an_exclusive_create_leaves_the_times_of_now(shared: Shared, tmp_path: Path) -> None:
+    """O_CREAT|O_EXCL (mkstemp, cp to a new name, lock files) creates with NFSv4.1's EXCLUSIVE4_1,
+    whose verifier NFS-Ganesha keeps in the file's times: they read 1988 and 2076 until set."""
+    before = time.time()
+    fd = os.open(shared.a / "excl", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o640)
+    os.write(fd, b"x")
+    os.close(fd)
+    src = tmp_path / "src"
+    src.write_bytes(b"copied\n")
+    subprocess.run(["cp", str(src), str(shared.a / "copied")], check=True)
+    after = time.time()
+    for name in ("excl", "copied"):
+        for st in (os.stat(shared.b / name), (shared.disk / name).stat()):
+            assert before - 2 <= st.st_atime <= after + 2, (name, st)
+            assert before - 2 <= st.st_mtime <= after + 2, (name, st)
+    assert stat.S_IMODE(os.stat(shared.b / "excl").st_mode) == 0o640
+    with pytest.raises(FileExistsError):
+        os.open(shared.b / "excl", os.O_CREAT | os.O_EXCL | os.O_WRONLY)

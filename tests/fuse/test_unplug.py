@@ -51,6 +51,7 @@ def read_line(proc: subprocess.Popen[str], timeout: float) -> str | None:
     return proc.stdout.readline().strip() if ready else None
 
 
+@pytest.mark.recovers  # the server restarts graceless: a new client ID
 def test_hard_mount_waits_for_the_server_and_loses_nothing(
     ganesha_factory: Callable[..., Any], mount_export: Callable[..., Any]
 ) -> None:
@@ -86,6 +87,7 @@ def test_hard_mount_waits_for_the_server_and_loses_nothing(
     assert (m.path / "data").read_bytes() == FIRST + SECOND + THIRD
 
 
+@pytest.mark.recovers  # the server restarts graceless: a new client ID
 def test_soft_mount_fails_with_eio_after_timeo(
     ganesha_factory: Callable[..., Any], mount_export: Callable[..., Any]
 ) -> None:
