@@ -95,6 +95,17 @@ CLOSE_GONE = frozenset({c.NFS4ERR_BAD_STATEID, c.NFS4ERR_OLD_STATEID, c.NFS4ERR_
 _STATEID_REPLACED = frozenset({c.NFS4ERR_STALE_STATEID, c.NFS4ERR_BAD_STATEID})
 
 
+def _open_attrs(res: list[ResOp], sent: int) -> FileAttrs | None:
+    """The attributes an OPEN's COMPOUND ends with (None when it stopped short of them)."""
+    last = res[-1]
+    return FileAttrs.from_fattr4(last.res.obj_attributes) if len(res) == sent and last.opnum == c.OP_GETATTR else None
+
+
+def _granted(res: list[ResOp]) -> int | None:
+    """What the ACCESS in an OPEN's COMPOUND allowed, if it had one."""
+    return next((int(r.res.access) for r in res if r.opnum == c.OP_ACCESS), None)
+
+
 def current(stateid: stateid4) -> stateid4:
     """``stateid`` with seqid 0: "whatever is current" (RFC 8881 8.2.2). I/O sent with it stays valid
     when another OPEN by the same owner moves the open's seqid meanwhile (the kernel nfsd answers
@@ -154,6 +165,7 @@ class OpenFile:
     local: bool = False  # opened under a delegation, no OPEN sent: ``stateid`` is the delegation's
     cred: Credential | None = None  # who opened it (to OPEN for real when the delegation goes back)
     dir_change: change_info4 | None = None  # how an OPEN by name changed the directory (it may create)
+    granted: int | None = None  # what an ACCESS in the OPEN's COMPOUND allowed (when asked)
     # unstable writes not yet committed: offset -> (length, verifier)
     uncommitted: dict[int, tuple[int, bytes]] = field(default_factory=dict)
 
@@ -322,6 +334,22 @@ class NFSv4:
         res = await self.run([PUTFH4args(fh), ACCESS4args(mask)], cred)
         return int(res[1].res.access)
 
+    async def access_attrs(self, fh: bytes, mask: int, cred: Credential) -> tuple[int, FileAttrs]:
+        """What of ``mask`` ``cred`` may do to ``fh`` (ACCESS), and its attributes."""
+        res = await self.run([PUTFH4args(fh), ACCESS4args(mask), GETATTR4args(STAT_BITMAP)], cred)
+        return int(res[1].res.access), FileAttrs.from_fattr4(res[2].res.obj_attributes)
+
+    async def lookup_access(
+        self, dir_fh: bytes, name: str, mask: int, cred: Credential
+    ) -> tuple[bytes, int, FileAttrs]:
+        """``name`` in ``dir_fh``: its file handle, what of ``mask`` ``cred`` may do to it (ACCESS),
+        and its attributes, in one COMPOUND."""
+        res = await self.run(
+            [PUTFH4args(dir_fh), LOOKUP4args(name), GETFH4args(), ACCESS4args(mask), GETATTR4args(STAT_BITMAP)],
+            cred, path=name,
+        )
+        return bytes(res[2].res.object), int(res[3].res.access), FileAttrs.from_fattr4(res[4].res.obj_attributes)
+
     async def statfs(self, fh: bytes, cred: Credential) -> FsStat:
         res = await self.run([PUTFH4args(fh), GETATTR4args(STATFS_BITMAP)], cred)
         return FsStat.from_fattr4(res[1].res.obj_attributes)
@@ -455,7 +483,7 @@ class NFSv4:
         await self.run([PUTFH4args(fh), REMOVEXATTR4args(name)], cred, path=path)
 
     # -- open state ---------------------------------------------------------------------------------------
-    def _owner(self, cred: Credential) -> bytes:
+    def open_owner(self, cred: Credential) -> bytes:
         user = cred.uid if cred.uid is not None else "none"
         if self.owner_per_open:
             return f"open-{user}-{next(self._opens_made)}".encode()
@@ -464,10 +492,11 @@ class NFSv4:
     async def open(
         self, dir_fh: bytes, name: str, cred: Credential, *, access: int = c.OPEN4_SHARE_ACCESS_READ,
         create: bool = False, exclusive: bool = False, truncate: bool = False, mode: int = 0o644,
-        path: str | None = None,
+        check: int = 0, path: str | None = None,
     ) -> OpenFile:
-        """OPEN by name (CLAIM_NULL), creating if asked; O_EXCL uses EXCLUSIVE4_1 with a verifier."""
-        owner = self._owner(cred)
+        """OPEN by name (CLAIM_NULL), creating if asked; O_EXCL uses EXCLUSIVE4_1 with a verifier.
+        ``check``: ACCESS bits to ask about in the same COMPOUND (``OpenFile.granted``)."""
+        owner = self.open_owner(cred)
         if create:
             if exclusive:
                 how: tuple[int, Any] = (c.EXCLUSIVE4_1, creatverfattr(os.urandom(VERIFIER_SIZE),
@@ -481,6 +510,8 @@ class NFSv4:
         args = OPEN4args(0, self.share_access(access), c.OPEN4_SHARE_DENY_NONE,
                          open_owner4(clientid, owner), openhow, (c.CLAIM_NULL, name))
         ops: list[Any] = [PUTFH4args(dir_fh), args, GETFH4args()]
+        if check:
+            ops.append(ACCESS4args(check))
         if create and exclusive:
             # the server may keep the exclusive create's verifier in the file's times (RFC 8881
             # 18.16.4; NFS-Ganesha does): they are set to its "now" in the same COMPOUND
@@ -489,9 +520,8 @@ class NFSv4:
         async with self._owners.opening(owner):
             res = await self._run_open(ops, cred, path or name)
             ok = res[1].res
-            of = OpenFile(bytes(res[2].res.object), ok.stateid, access, owner,
-                          FileAttrs.from_fattr4(res[-1].res.obj_attributes) if len(res) == len(ops) else None,
-                          cred=cred, dir_change=ok.cinfo)
+            of = OpenFile(bytes(res[2].res.object), ok.stateid, access, owner, _open_attrs(res, len(ops)),
+                          cred=cred, dir_change=ok.cinfo, granted=_granted(res))
             self._continued(of)
         if of.attrs is None:
             of.attrs = await self.getattr(of.fh, cred, path=path or name)
@@ -503,41 +533,50 @@ class NFSv4:
 
     async def _run_open(self, ops: list[Any], cred: Credential, path: str) -> list[ResOp]:
         """Run an OPEN COMPOUND; a failure after the OPEN and its GETFH (setting the times an
-        exclusive create used) leaves the file open and its results returned up to there."""
+        exclusive create used) leaves the file open, and the results up to there are returned."""
         res = await self.client.compound(ops, cred, _NO_HINTS)
         if res.status == c.NFS4_OK and len(res.resarray) == len(ops):
             return res.resarray
-        if len(res.resarray) > 3 and all(r.status == c.NFS4_OK for r in res.resarray[:3]):
-            log.info("%s: setting the times after an exclusive create: %s", path,
-                     NFS4Error(res.status, res.resarray[-1].opnum, path))
-            return res.resarray[:3]
+        done = list(itertools.takewhile(lambda r: r.status == c.NFS4_OK, res.resarray))
+        if len(done) >= 3:
+            log.info("%s: after the OPEN: %s", path, NFS4Error(res.status, res.resarray[-1].opnum, path))
+            return done
         failed = next((r for r in res.resarray if r.status != c.NFS4_OK), None)
         raise NFS4Error(res.status if failed else c.NFS4ERR_SERVERFAULT, failed.opnum if failed else None, path)
 
     async def open_fh(self, fh: bytes, cred: Credential, access: int = c.OPEN4_SHARE_ACCESS_READ,
-                      path: str | None = None) -> OpenFile:
+                      path: str | None = None, check: int = 0) -> OpenFile:
         """OPEN an already looked-up file (CLAIM_FH). A read delegation we hold goes back first when
-        the open is for writing (as the Linux client does with an incompatible delegation)."""
-        d = self.delegations.get(fh)
-        if d is not None and not d.write and access & c.OPEN4_SHARE_ACCESS_WRITE:
-            await self.return_delegation(fh)
-        owner = self._owner(cred)
+        the open is for writing (:meth:`prepare_open`). ``check``: as :meth:`open`."""
+        await self.prepare_open(fh, access)
+        owner = self.open_owner(cred)
         clientid = self.client.identity.clientid if self.client.identity else 0
         args = OPEN4args(0, self.share_access(access), c.OPEN4_SHARE_DENY_NONE,
                          open_owner4(clientid, owner), (c.OPEN4_NOCREATE, None), (c.CLAIM_FH, None))
+        ops: list[Any] = [PUTFH4args(fh), args]
+        if check:
+            ops.append(ACCESS4args(check))
+        ops.append(GETATTR4args(STAT_BITMAP))
         async with self._owners.opening(owner):
-            res = await self.run([PUTFH4args(fh), args, GETATTR4args(STAT_BITMAP)], cred, path=path)
-            of = OpenFile(fh, res[1].res.stateid, access, owner,
-                          FileAttrs.from_fattr4(res[2].res.obj_attributes), cred=cred)
+            res = await self.run(ops, cred, path=path)
+            of = OpenFile(fh, res[1].res.stateid, access, owner, _open_attrs(res, len(ops)), cred=cred,
+                          granted=_granted(res))
             self._continued(of)
         self.took_delegation(of, res[1].res.delegation)
         self.opens[id(of)] = of
         return of
 
+    async def prepare_open(self, fh: bytes, access: int) -> None:
+        """Before an OPEN of ``fh`` with ``access``: a read delegation we hold on it goes back if the
+        open is for writing (as the Linux client does with an incompatible delegation)."""
+        d = self.delegations.get(fh)
+        if d is not None and not d.write and access & c.OPEN4_SHARE_ACCESS_WRITE:
+            await self.return_delegation(fh)
+
     def open_delegated(self, d: Delegation, cred: Credential, access: int) -> OpenFile:
         """An open made locally under the delegation ``d`` (which must cover ``access``): no OPEN is
         sent, I/O uses the delegation's stateid, and closing it sends nothing (RFC 8881 10.4)."""
-        of = OpenFile(d.fh, d.stateid, access, self._owner(cred), None, d, local=True, cred=cred)
+        of = OpenFile(d.fh, d.stateid, access, self.open_owner(cred), None, d, local=True, cred=cred)
         self.opens[id(of)] = of
         self.delegation_counts["local_opens"] += 1
         return of

@@ -48,6 +48,8 @@ class Inode:
     written: int = 0  # the table's write count at this file's last write (see InodeTable.wrote)
     size_floor: int = 0  # the end of data written through us that attributes taken may not show yet
     listing: Listing | None = None  # a directory's every name, while only we change it (cache.Listing)
+    name: tuple[int, str] | None = None  # (parent inode, name): the last name it was reached by
+    granted: dict[Any, int] | None = None  # ACCESS answers by credential, while its attributes hold
 
     def drop_readahead(self) -> None:
         """The file's data changed (or is changing): no open file reads on from what it read ahead."""
@@ -64,6 +66,7 @@ class Inode:
 
     def stale(self) -> None:
         self.fetched = float("-inf")
+        self.granted = None
 
     @property
     def writing(self) -> bool:
@@ -82,6 +85,8 @@ class InodeTable:
         self.root_fileid = root_attrs.fileid
         self.root = Inode(ROOT_INODE, root_fh, root_attrs, now, timeouts.initial(True), lookups=1)
         self._by_ino: dict[int, Inode] = {ROOT_INODE: self.root}
+        # (parent inode, name) -> inode, for every name a node was reached by while we know it
+        self._by_name: dict[tuple[int, str], int] = {}
         self.writes = 0  # writes counted so far (see wrote)
 
     def ino_for(self, attrs: FileAttrs) -> int:
@@ -155,6 +160,8 @@ class InodeTable:
         node.timeo = self.timeouts.next(node.timeo, attrs.type == c.NF4DIR, changed)
         node.attrs = attrs
         node.size_floor = 0
+        if changed:
+            node.granted = None
         if node.listing is not None and not node.listing.seen(attrs.change):
             node.listing = None
         node.fetched = now
@@ -168,6 +175,26 @@ class InodeTable:
     def fresh(self, node: Inode, now: float) -> bool:
         return self.timeouts.fresh(node.fetched, node.timeo, now)
 
+    def named(self, node: Inode, parent: int, name: str) -> None:
+        """``name`` in directory ``parent`` leads to ``node`` (the kernel reached it by that name)."""
+        key = (parent, name)
+        node.name = key
+        self._by_name[key] = node.ino
+
+    def by_name(self, parent: int, name: str) -> Inode | None:
+        """The node ``name`` in ``parent`` led to when we last saw it, if we still know it."""
+        ino = self._by_name.get((parent, name))
+        return None if ino is None else self._by_ino.get(ino)
+
+    def unnamed(self, parent: int, name: str) -> Inode | None:
+        """``name`` in ``parent`` is gone (removed, or renamed away): the node it led to, if known."""
+        key = (parent, name)
+        ino = self._by_name.pop(key, None)
+        node = None if ino is None else self._by_ino.get(ino)
+        if node is not None and node.name == key:
+            node.name = None
+        return node
+
     def forget(self, ino: int, n: int) -> None:
         node = self._by_ino.get(ino)
         if node is None or ino == ROOT_INODE:
@@ -178,6 +205,8 @@ class InodeTable:
     def drop_if_unused(self, node: Inode) -> None:
         if node.ino != ROOT_INODE and node.lookups == 0 and node.opens == 0 and not node.shared:
             self._by_ino.pop(node.ino, None)
+            if node.name is not None and self._by_name.get(node.name) == node.ino:
+                del self._by_name[node.name]
 
     def open_inodes(self) -> list[Inode]:
         return [n for n in self._by_ino.values() if n.opens]

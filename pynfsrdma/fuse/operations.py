@@ -45,6 +45,7 @@ from ..proto.nfs4 import const as c
 from ..proto.nfs4.types import change_info4
 from ..rpc.auth import Credential, auth_sys
 from .cache import NEGATIVE, AttrTimeouts, Listing, NameCache
+from .caller import is_opening
 from .inodes import OWN, ROOT_INODE, Inode, InodeTable
 from .lowlevel import (
     EntryAttributes,
@@ -65,8 +66,12 @@ XATTR_USER_PREFIX = b"user."  # the namespace RFC 8276 carries (its names go wit
 log = logging.getLogger(__name__)
 
 BLOCK_SIZE = 4096
+NAME_MAX = 255  # the longest name, in bytes (Linux's; NFS-Ganesha reports 1024 and refuses past 255)
 SILLY_PREFIX = ".nfs"
 GROUPS_TTL = 2.0  # seconds a process's supplementary groups are remembered
+# the entries a listing starts with, and the offset to go on from after each (the kernel's next
+# request then starts there; NFS reserves READDIR cookies 1 and 2, so none of its entries has them)
+DOT_ENTRIES = ((1, b"."), (2, b".."))
 READDIR_AHEAD = 3  # READDIRs of a directory being listed sent ahead of the one the kernel takes
 # attribute changes that may wait with a file's gathered data (setattr_fattr4 keywords; see _defer_setattr)
 DEFERRABLE_SETATTR = frozenset({"mode", "atime_ns", "mtime_ns"})
@@ -99,6 +104,14 @@ def fuse_errors(fn: F) -> F:
     return cast(F, wrapper)
 
 
+def _name(name: bytes) -> str:
+    """A name from the kernel, as the client layer takes it (ENAMETOOLONG past NAME_MAX, before any
+    cache could answer for it)."""
+    if len(name) > NAME_MAX:
+        raise FUSEError(errno.ENAMETOOLONG)
+    return os.fsdecode(name)
+
+
 def share_access(flags: int) -> int:
     acc = flags & os.O_ACCMODE
     if acc == os.O_WRONLY:
@@ -106,6 +119,21 @@ def share_access(flags: int) -> int:
     if acc == os.O_RDWR:
         return c.OPEN4_SHARE_ACCESS_BOTH
     return c.OPEN4_SHARE_ACCESS_READ
+
+
+def _shown(a: FileAttrs) -> tuple[int, ...]:
+    """The attributes ``stat`` shows (the kernel's cached copy must go when one of them moves)."""
+    return (a.mode, a.nlink, a.uid, a.gid, a.size, a.mtime_ns, a.ctime_ns)
+
+
+def access_mask(access: int) -> int:
+    """The ACCESS bits an open with OPEN4_SHARE_ACCESS_* ``access`` needs."""
+    want = 0
+    if access & c.OPEN4_SHARE_ACCESS_READ:
+        want |= c.ACCESS4_READ
+    if access & c.OPEN4_SHARE_ACCESS_WRITE:
+        want |= c.ACCESS4_MODIFY
+    return want
 
 
 @dataclass(eq=False)
@@ -128,6 +156,7 @@ class FileHandle:
     access: int
     cred: Credential
     written: bool = False
+    append: bool = False  # opened O_APPEND: every write goes to the end of the file
     readahead: ReadAhead | None = None
     fetching: set[Extent] = field(default_factory=set)  # READs ahead in flight
 
@@ -177,6 +206,8 @@ class NFSOperations(Operations):
         self.opts = opts
         self.nursery = nursery
         self.timeouts = AttrTimeouts.from_options(opts)
+        # how long the kernel keeps a name it looked up (lookupcache=none: never; it asks us again)
+        self.entry_timeout = 0.0 if opts.lookupcache == LOOKUPCACHE_NONE else opts.acdirmin
         self.inodes = InodeTable(root_fh, root_attrs, self.timeouts, trio.current_time())
         self.names = NameCache(opts.acdirmax if opts.lookupcache != LOOKUPCACHE_NONE else 0)
         self.files: dict[int, FileHandle] = {}
@@ -224,10 +255,10 @@ class NFSOperations(Operations):
         a = node.attrs
         e = EntryAttributes()  # (generation and st_rdev are 0 unless set)
         e.st_ino = node.ino
-        e.entry_timeout = self.opts.acdirmin
+        e.entry_timeout = self.entry_timeout
         e.attr_timeout = node.timeo if self._delegated(node) else self.inodes.ttl(node, self._now())
         e.st_mode = FTYPE_TO_IFMT.get(a.type, 0) | a.mode  # (a.st_mode, without the property call)
-        e.st_nlink = a.nlink
+        e.st_nlink = a.nlink - len(node.silly) if node.silly else a.nlink  # (unlinked while open: 0)
         e.st_uid = a.uid
         e.st_gid = a.gid
         if a.type in (c.NF4BLK, c.NF4CHR):
@@ -240,11 +271,11 @@ class NFSOperations(Operations):
         e.st_ctime_ns = a.ctime_ns
         return e
 
-    def _negative(self, timeout: float | None = None) -> EntryAttributes:
-        e = EntryAttributes()
-        e.st_ino = 0  # the kernel caches the absence for entry_timeout
-        e.entry_timeout = self.opts.acdirmin if timeout is None else timeout
-        return e
+    @staticmethod
+    def _negative() -> EntryAttributes:
+        """The name does not exist. The kernel keeps no note of that (entry_timeout 0): a later
+        lookup comes to us, and one for an open() asks the server (see lookup)."""
+        return EntryAttributes()
 
     def _learn(self, fh: bytes, attrs: FileAttrs, asked: int | None, lookup: bool = True) -> Inode:
         node, changed = self.inodes.learn(fh, attrs, self._now(), lookup, asked=asked)
@@ -264,10 +295,14 @@ class NFSOperations(Operations):
         if self.kernel is not None:
             await self.kernel.invalidate_inode(ino, attr_only)
 
-    def _modified_dir(self, parent: Inode, name: str, cinfo: change_info4 | None, present: bool) -> None:
-        """Our operation added (``present``) or removed ``name`` in ``parent``, and the server says
-        how the directory's change attribute moved (``cinfo``): its attributes and the name's cache
-        entry are stale, its listing follows, or ends (cache.Listing)."""
+    def _modified_dir(
+        self, parent: Inode, name: str, cinfo: change_info4 | None, present: bool, node: Inode | None = None
+    ) -> Inode | None:
+        """Our operation added (``present``: now leading to ``node`` if given) or removed ``name`` in
+        ``parent``, and the server says how the directory's change attribute moved (``cinfo``): its
+        attributes and the name's cache entry are stale, its listing follows, or ends (cache.Listing).
+        The file the name led to before has one link less and a new ctime: its attributes are stale
+        too. Returns that file, if we know it."""
         parent.stale()
         self.names.drop(parent.ino, name)
         listing = parent.listing
@@ -275,6 +310,12 @@ class NFSOperations(Operations):
             cinfo is None or not listing.changed(cinfo.before, cinfo.after, name, present, self._now())
         ):
             parent.listing = None
+        before = self.inodes.unnamed(parent.ino, name)
+        if before is not None and before is not node:
+            before.stale()
+        if node is not None:
+            self.inodes.named(node, parent.ino, name)
+        return before
 
     def _listed(self, node: Inode) -> None:
         """``node`` is a directory we just made: we know all its names (none)."""
@@ -315,7 +356,7 @@ class NFSOperations(Operations):
         self, parent_inode: int, name: bytes, ctx: RequestContext
     ) -> EntryAttributes:
         parent = self._inode(parent_inode)
-        n = os.fsdecode(name)
+        n = _name(name)
         cred = self.cred(ctx)
         if n == ".":
             parent.lookups += 1
@@ -327,16 +368,17 @@ class NFSOperations(Operations):
         now = self._now()
         if self.inodes.fresh(parent, now):
             hit = self.names.get(parent.ino, n, parent.attrs.change)
-            if hit == NEGATIVE:
+            if hit == NEGATIVE and not is_opening(ctx.pid):
                 return self._negative()
-            if hit is not None:
+            if hit is not None and hit != NEGATIVE:
                 node = self.inodes.get(hit)
                 if node is not None and self.inodes.fresh(node, now):
                     node.lookups += 1
+                    self.inodes.named(node, parent.ino, n)
                     return self._entry(node)
         listing = parent.listing
-        if listing is not None and listing.absent(n, now, self.opts.acdirmin):
-            return self._negative(0)  # (not cached by the kernel: the listing decides each time)
+        if listing is not None and listing.absent(n, now, self.opts.acdirmin) and not is_opening(ctx.pid):
+            return self._negative()
         asked = self.inodes.asking()
         try:
             fh, attrs = await self.nfs.lookup(parent.fh, n, cred)
@@ -347,6 +389,7 @@ class NFSOperations(Operations):
                 return self._negative()
             raise
         node = self._learn(fh, attrs, asked)
+        self.inodes.named(node, parent.ino, n)
         if self.inodes.fresh(parent, now):
             self.names.put(parent.ino, n, node.ino, parent.attrs.change)
         return self._entry(node)
@@ -400,11 +443,22 @@ class NFSOperations(Operations):
         if kw and not fields.update_size:
             if self._setattr_changes_nothing(node, kw, cred) or self._defer_setattr(node, kw, cred):
                 return self._entry(node)
+            if self._kills_setid_for_a_write(node, kw, cred):
+                return self._entry(node)
             attrs = await self._write_and_setattr(node, cred, kw)
             if attrs is not None:
                 return self._entry(node)
         stateid = None
         await self._sync_inode(node)  # gathered writes go first: a later WRITE would undo times or size
+        # truncate(2) by name: no open checked the right to write, and a server lets a file's owner
+        # change its size whatever the mode (NFS servers' owner override); ACCESS asks, as the
+        # Linux client's permission check does
+        if (
+            fields.update_size
+            and fh is None
+            and not await self.nfs.access(node.fh, c.ACCESS4_MODIFY, cred) & c.ACCESS4_MODIFY
+        ):
+            raise FUSEError(errno.EACCES)
         if fields.update_size:
             kw["size"] = attr.st_size
             h = self.files.get(fh) if fh is not None else None
@@ -450,6 +504,21 @@ class NFSOperations(Operations):
         if kw.get("uid", a.uid) != a.uid or kw.get("gid", a.gid) != a.gid:
             return False
         return self.inodes.fresh(node, self._now()) or self._delegated(node)
+
+    def _kills_setid_for_a_write(self, node: Inode, kw: dict[str, Any], cred: Credential) -> bool:
+        """The kernel clears the set-user/group-ID bits before a write by someone other than the
+        owner (with no FUSE killpriv support it sends a chmod, as the writer): the server refuses
+        that chmod to a non-owner, and clears the bits itself when the WRITE comes. Nothing is sent;
+        the attributes are asked again at the next look."""
+        a = node.attrs
+        setid = a.mode & (stat.S_ISUID | stat.S_ISGID)
+        if kw.keys() != {"mode"} or not setid or cred.uid in (0, a.uid):
+            return False
+        if kw["mode"] != a.mode & ~setid & 0o7777:
+            return False
+        node.attrs = dataclasses.replace(a, mode=kw["mode"])
+        node.stale()
+        return True
 
     def _defer_setattr(self, node: Inode, kw: dict[str, Any], cred: Credential) -> bool:
         """Times and mode set by the file's owner while the file's one open holds data not yet sent
@@ -600,7 +669,7 @@ class NFSOperations(Operations):
         s.f_files = fs.files_total
         s.f_ffree = fs.files_free
         s.f_favail = fs.files_avail
-        s.f_namemax = fs.maxname
+        s.f_namemax = min(fs.maxname, NAME_MAX) if fs.maxname else NAME_MAX
         return s
 
     # -- creating and removing ------------------------------------------------------------------------
@@ -609,11 +678,11 @@ class NFSOperations(Operations):
     ) -> EntryAttributes:
         self._check_rw()
         parent = self._inode(parent_inode)
-        n = os.fsdecode(name)
+        n = _name(name)
         asked = self.inodes.asking()
         fh, attrs, cinfo = await self.nfs.create(parent.fh, n, ftype, self.cred(ctx), **kw)
-        self._modified_dir(parent, n, cinfo, True)
         node = self._learn(fh, attrs, asked)
+        self._modified_dir(parent, n, cinfo, True, node)
         if ftype == c.NF4DIR:
             self._listed(node)
         return self._entry(node)
@@ -669,7 +738,7 @@ class NFSOperations(Operations):
         silly = f"{SILLY_PREFIX}{node.attrs.fileid & 0xFFFFFFFFFFFF:012x}{next(self._silly):08x}"
         src, dst = await self.nfs.rename(parent.fh, name, parent.fh, silly, cred)
         self._modified_dir(parent, name, src, False)
-        self._modified_dir(parent, silly, dst, True)
+        self._modified_dir(parent, silly, dst, True, node)
         node.silly.append((parent.fh, silly))
         node.stale()
 
@@ -677,7 +746,7 @@ class NFSOperations(Operations):
     async def unlink(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
         self._check_rw()
         parent = self._inode(parent_inode)
-        n = os.fsdecode(name)
+        n = _name(name)
         cred = self.cred(ctx)
         target = await self._open_target(parent.fh, n, cred)
         if target is not None:
@@ -689,7 +758,7 @@ class NFSOperations(Operations):
     async def rmdir(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
         self._check_rw()
         parent = self._inode(parent_inode)
-        n = os.fsdecode(name)
+        n = _name(name)
         self._modified_dir(parent, n, await self.nfs.remove(parent.fh, n, self.cred(ctx)), False)
 
     @fuse_errors
@@ -706,14 +775,14 @@ class NFSOperations(Operations):
             raise FUSEError(errno.EINVAL)  # NFSv4 RENAME can neither exchange nor refuse to replace
         self._check_rw()
         src, dst = self._inode(parent_inode_old), self._inode(parent_inode_new)
-        old, new = os.fsdecode(name_old), os.fsdecode(name_new)
+        old, new = _name(name_old), _name(name_new)
         cred = self.cred(ctx)
         target = await self._open_target(dst.fh, new, cred)
         if target is not None:
             await self._silly_rename(dst, new, target, cred)
         src_cinfo, dst_cinfo = await self.nfs.rename(src.fh, old, dst.fh, new, cred)
-        self._modified_dir(src, old, src_cinfo, False)
-        self._modified_dir(dst, new, dst_cinfo, True)
+        moved = self._modified_dir(src, old, src_cinfo, False)
+        self._modified_dir(dst, new, dst_cinfo, True, moved)
 
     @fuse_errors
     async def link(
@@ -722,11 +791,12 @@ class NFSOperations(Operations):
         self._check_rw()
         node = self._inode(inode)
         parent = self._inode(new_parent_inode)
-        n = os.fsdecode(new_name)
+        n = _name(new_name)
         asked = self.inodes.asking(node)
         attrs, cinfo = await self.nfs.link(node.fh, parent.fh, n, self.cred(ctx))
-        self._modified_dir(parent, n, cinfo, True)
-        return self._entry(self._learn(node.fh, attrs, asked))
+        node = self._learn(node.fh, attrs, asked)
+        self._modified_dir(parent, n, cinfo, True, node)
+        return self._entry(node)
 
     # -- open files -----------------------------------------------------------------------------------
     def _adopt(self, node: Inode, of: OpenFile, cred: Credential) -> SharedOpen:
@@ -794,17 +864,22 @@ class NFSOperations(Operations):
         shared.refs += 1
         node.opens += 1
         fid = next(self._ids)
-        h = FileHandle(node, shared, access, cred)
+        h = FileHandle(node, shared, access, cred, append=bool(flags & os.O_APPEND))
         if access & c.OPEN4_SHARE_ACCESS_READ and not flags & os.O_DIRECT and self.readahead_window:
             h.readahead = ReadAhead(self.nfs.maxread, max_window=self.readahead_window)
             node.readaheads.add(h.readahead)
         self.files[fid] = h
         return FileInfo(fh=fid, keep_cache=keep)
 
-    def _close_to_open(self, node: Inode, attrs: FileAttrs | None, asked: int | None) -> bool:
-        """Revalidate on open: keep the kernel's page cache only if the data did not change."""
+    async def _close_to_open(self, node: Inode, attrs: FileAttrs | None, asked: int | None) -> bool:
+        """Revalidate on open: keep the kernel's page cache only if the data did not change. The
+        kernel's cached attributes go when the server's differ from what we had (another client's
+        chmod or truncate): it asks again at the next stat, fstat of the new descriptor included."""
         if attrs is not None:
+            before = node.attrs
             self.inodes.refresh(node, attrs, self._now(), asked=asked)
+            if node.attrs is not before and _shown(node.attrs) != _shown(before):
+                await self._invalidate(node.ino, attr_only=True)
         keep = node.data_change == node.attrs.change
         node.data_change = node.attrs.change
         if not keep:
@@ -820,31 +895,41 @@ class NFSOperations(Operations):
 
     @fuse_errors
     async def open(self, inode: int, flags: int, ctx: RequestContext) -> FileInfo:
+        """Every open is the server's to allow, for the caller: an OPEN (which also revalidates the
+        file for close-to-open), or under a delegation an ACCESS check. The OPEN goes by the name the
+        kernel reached the file by, so that a name another client renamed or removed is not opened
+        (ESTALE: the kernel looks the name up again and opens what it leads to now). ``O_TRUNC``
+        needs the right to write, as on a local file system."""
         node = self._inode(inode)
         access = share_access(flags)
+        if flags & os.O_TRUNC:
+            access |= c.OPEN4_SHARE_ACCESS_WRITE
         if access & c.OPEN4_SHARE_ACCESS_WRITE:
             self._check_rw()
         cred = self.cred(ctx)
-        owner = self.nfs._owner(cred)
+        owner = self.nfs.open_owner(cred)
         # an OPEN racing with the CLOSE of the same owner's open state would get a stateid the CLOSE ends
         async with Held(self._lock(node)):
             shared = node.shared.get(owner)
             attrs: FileAttrs | None = None
             asked = self.inodes.asking(node)
-            if shared is not None and shared.of.access & access == access and not shared.of.closed:
-                if not self._delegated(node):  # under a delegation, what we hold is current
-                    attrs = await self.nfs.getattr(node.fh, cred)
-            else:
-                if shared is not None:
-                    access |= shared.of.access
-                deleg = self.nfs.delegation_for(node.fh, access) if shared is None else None
-                if deleg is not None and self._delegated(node):
-                    of = self.nfs.open_delegated(deleg, cred, access)  # no OPEN: RFC 8881 10.4
-                else:
-                    of = await self.nfs.open_fh(node.fh, cred, access)
+            deleg = self.nfs.delegation_for(node.fh, access)
+            if deleg is not None and self._delegated(node) and (shared is None or shared.of.local):
+                await self._may_open(node, access, cred)
+                shared = self._adopt(node, self.nfs.open_delegated(deleg, cred, access), cred)  # RFC 8881 10.4
+            elif shared is not None and not shared.of.closed and not shared.of.local:
+                # this owner has the file open: a server need not check an OPEN of it again (NFS-Ganesha
+                # grants it whatever the mode is now), so ACCESS asks, by name, with the attributes
+                attrs = await self._access_by_name(node, access, cred)
+                if shared.of.access & access != access:
+                    of = await self._open_state(node, cred, access)
                     attrs = of.attrs
+                    shared = self._adopt(node, of, cred)
+            else:
+                of = await self._open_state(node, cred, access)
+                attrs = of.attrs
                 shared = self._adopt(node, of, cred)
-            keep = self._close_to_open(node, attrs, asked)
+            keep = await self._close_to_open(node, attrs, asked)
             fi = self._handle(node, shared, share_access(flags), cred, keep, flags)
         if flags & os.O_TRUNC and node.attrs.size:
             asked = self.inodes.asking(node)
@@ -853,31 +938,120 @@ class NFSOperations(Operations):
             node.data_change = a.change
         return fi
 
+    async def _open_state(self, node: Inode, cred: Credential, access: int) -> OpenFile:
+        """OPEN ``node`` for ``cred``: by the name the kernel reached it by (CLAIM_NULL: the server
+        checks that the name still leads to it, and the caller's right to search the directory),
+        else by its file handle. ESTALE when the name is gone or leads to another file now."""
+        key = node.name
+        parent = self.inodes.get(key[0]) if key is not None and not node.silly else None
+        want = access_mask(access)
+        if parent is None or key is None:
+            return self._granted(node, await self.nfs.open_fh(node.fh, cred, access, check=want), want)
+        await self.nfs.prepare_open(node.fh, access)
+        try:
+            of = await self.nfs.open(parent.fh, key[1], cred, access=access, check=want)
+        except NFS4Error as e:
+            if e.errno not in (errno.ENOENT, errno.ESTALE):
+                raise
+            of = None
+        if of is not None and of.attrs is not None and self.inodes.ino_for(of.attrs) == node.ino:
+            return self._granted(node, of, want)
+        if of is not None:  # another file: its open state stays if it is one we hold, else it goes
+            assert of.attrs is not None
+            other = self.inodes.get(self.inodes.ino_for(of.attrs))
+            if other is not None and of.owner in other.shared:
+                self._adopt(other, of, cred)
+            else:
+                self.nfs.close_later(of, cred, self.nursery)
+        raise self._name_moved(node, parent, key[1])
+
+    def _granted(self, node: Inode, of: OpenFile, want: int) -> OpenFile:
+        """``of``, just OPENed, if the ACCESS that went with it allows ``want``; else the open goes
+        (unless it carried on an open of ours) and EACCES. A server need not check an OPEN by an
+        owner that holds open state of the file (NFS-Ganesha grants it whatever the mode is now),
+        and one we are about to CLOSE may still be there."""
+        if of.granted is None or of.granted & want == want:
+            return of
+        if of.owner not in node.shared:
+            self.nfs.close_later(of, of.cred or self.nfs.client.machine_cred, self.nursery)
+        raise FUSEError(errno.EACCES)
+
+    def _name_moved(self, node: Inode, parent: Inode, name: str) -> FUSEError:
+        """``name`` in ``parent``, which the kernel reached ``node`` by, is gone or leads elsewhere
+        (another client renamed or removed it): forget it, and answer ESTALE, on which the kernel
+        looks the name up again (and opens what it leads to now)."""
+        log.info("%s in inode %d no longer leads to inode %d", name, parent.ino, node.ino)
+        self.inodes.unnamed(parent.ino, name)
+        self.names.drop(parent.ino, name)
+        parent.stale()
+        return FUSEError(errno.ESTALE)
+
+    async def _access_by_name(self, node: Inode, access: int, cred: Credential) -> FileAttrs:
+        """Whether ``cred`` may open ``node`` with ``access`` (EACCES if not), asked by the name the
+        kernel reached it by (ESTALE if that leads elsewhere now); its attributes."""
+        want = access_mask(access)
+        key = node.name
+        parent = self.inodes.get(key[0]) if key is not None and not node.silly else None
+        if parent is None or key is None:
+            granted, attrs = await self.nfs.access_attrs(node.fh, want, cred)
+        else:
+            try:
+                _, granted, attrs = await self.nfs.lookup_access(parent.fh, key[1], want, cred)
+            except NFS4Error as e:
+                if e.errno not in (errno.ENOENT, errno.ESTALE):
+                    raise
+                raise self._name_moved(node, parent, key[1]) from None
+            if self.inodes.ino_for(attrs) != node.ino:
+                raise self._name_moved(node, parent, key[1])
+        if granted & want != want:
+            raise FUSEError(errno.EACCES)
+        return attrs
+
+    async def _may_open(self, node: Inode, access: int, cred: Credential) -> None:
+        """Under a delegation no OPEN is sent: the server still decides whether ``cred`` may open
+        the file with ``access`` (ACCESS, its answer kept while the delegation lasts)."""
+        want = access_mask(access)
+        key = (cred.uid, cred.gid, cred.gids)
+        granted = node.granted.get(key) if node.granted is not None else None
+        if granted is None or granted & want != want:
+            granted = await self.nfs.access(node.fh, want, cred)
+            if node.granted is None:
+                node.granted = {}
+            node.granted[key] = granted
+        if granted & want != want:
+            raise FUSEError(errno.EACCES)
+
     async def _open_create(
         self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: RequestContext
     ) -> tuple[FileInfo, EntryAttributes]:
         self._check_rw()
         parent = self._inode(parent_inode)
-        n = os.fsdecode(name)
+        n = _name(name)
         cred = self.cred(ctx)
         access = share_access(flags)
         asked = self.inodes.asking()
+        exclusive = bool(flags & os.O_EXCL)
+        want = 0 if exclusive else access_mask(access)  # (an exclusive create made the file: no check)
         of = await self.nfs.open(
             parent.fh,
             n,
             cred,
             access=access,
             create=True,
-            exclusive=bool(flags & os.O_EXCL),
+            exclusive=exclusive,
             truncate=bool(flags & os.O_TRUNC),
             mode=mode & 0o7777,
+            check=want,
         )
-        self._modified_dir(parent, n, of.dir_change, True)
         if of.attrs is None:
             of.attrs = await self.nfs.getattr(of.fh, cred)
         node = self._learn(of.fh, of.attrs, asked)
-        shared = self._adopt(node, of, cred)  # (a CLOSE racing with this OPEN: see open())
-        keep = self._close_to_open(node, None, asked)
+        cinfo = of.dir_change
+        if cinfo is None or cinfo.before == cinfo.after:  # it was there already: the caller's right to open it
+            self._granted(node, of, want)
+        self._modified_dir(parent, n, of.dir_change, True, node)
+        shared = self._adopt(node, of, cred)
+        keep = await self._close_to_open(node, None, asked)
         return self._handle(node, shared, access, cred, keep, flags), self._entry(node)
 
     @fuse_errors
@@ -966,11 +1140,30 @@ class NFSOperations(Operations):
             raise FUSEError(errno.EBADF)
         h.written = True
         node = h.inode
+        if h.append:
+            off = await self._end_for_append(node, off, h.cred)
         node.drop_readahead()
         self.inodes.wrote(node, off + len(buf))  # (before the kernel hears of it: attributes asked until now are older)
         await w.write(off, buf)
         node.stale()
         return len(buf)
+
+    async def _end_for_append(self, node: Inode, off: int, cred: Credential) -> int:
+        """Where a write to a file opened O_APPEND goes: the end of the file as the server has it
+        with our writes on top. The kernel appends at the size it holds, which another client's
+        appends since it last asked (at the open, or as the attribute cache allows, as the Linux
+        client revalidates before an append) have left behind: the write goes to the end instead,
+        and the kernel is made to drop its cached pages and size of the file."""
+        if not self.inodes.fresh(node, self._now()) and not self._delegated(node):
+            await self._sync_inode(node)
+            asked = self.inodes.asking(node)
+            attrs = await self.nfs.getattr(node.fh, cred)
+            self.inodes.refresh(node, attrs, self._now(), asked=asked)
+        end = self.inodes.size(node)
+        if end != off:
+            log.debug("append to inode %d at %d, where the kernel had %d", node.ino, end, off)
+            self.nursery.start_soon(self._invalidate, node.ino)
+        return end
 
     @fuse_errors
     async def flush(self, fh: int, lock_owner: int = 0) -> None:
@@ -1071,14 +1264,20 @@ class NFSOperations(Operations):
         """Readdirplus: every entry with its attributes (the kernel then needs no LOOKUP or GETATTR
         for ``ls -l``). The READDIRs after the one being handed over are sent at once, so that the
         server reads on while we decode and the kernel takes entries; what the kernel asks for again
-        comes from the entries we hold (each READDIR is sent once per listing)."""
+        comes from the entries we hold (each READDIR is sent once per listing). ``.`` and ``..``
+        come first, at offsets 0 and 1 (NFS has no entries for them, and reserves cookies 1 and 2)."""
         h = self.dirs.get(fh)
         if h is None:
             raise FUSEError(errno.EBADF)
-        cookie = start_id
+        for off, dot in DOT_ENTRIES:
+            if start_id < off and not token.add(dot, self._entry(self._dot_node(h.inode, dot)), off):
+                return
+        cookie = start_id if start_id > DOT_ENTRIES[-1][0] else 0
         learn = self.inodes.learn
+        named = self.inodes.named
         reply = token.add
         entry = self._entry
+        dir_ino = h.inode.ino
         while True:
             page, start = self._held_after(h, cookie)
             if page is None:
@@ -1112,9 +1311,17 @@ class NFSOperations(Operations):
                     h.resume = (cookie, page, i)  # (the kernel's next request starts after ``cookie``)
                     return
                 node.lookups += 1
+                named(node, dir_ino, str(name, "utf-8", "surrogateescape"))
                 cookie = next_cookie
             if eof or start == len(entries):
                 return
+
+    def _dot_node(self, node: Inode, dot: bytes) -> Inode:
+        """What ``.`` or ``..`` of directory ``node`` lead to, as far as we know (``..`` of a
+        directory whose parent we never saw: the directory itself)."""
+        if dot == b"." or node.name is None:
+            return node
+        return self.inodes.get(node.name[0]) or node
 
     @staticmethod
     def _held_after(h: DirHandle, cookie: int) -> tuple[DirPage | None, int]:

@@ -7,6 +7,7 @@ mount(8) passes to every helper (``rw``, ``defaults``, ``nodev``, ``_netdev`` ..
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from ..client.url import PROTOCOLS, SUPPORTED_VERSIONS
@@ -118,10 +119,13 @@ class MountOptions:
     def timeo_seconds(self) -> float:
         return self.timeo / 10.0
 
-    def fuse_options(self, fsname: str) -> set[str]:
-        """The option set for ``pyfuse3.init``."""
+    def fuse_options(self, fsname: str, mounter_uid: int | None = None) -> set[str]:
+        """The mount's FUSE options. A mount made by root serves every user, as a kernel NFS mount
+        does (FUSE's ``allow_other``): each request carries its caller's credential and the server
+        decides; another user's mount serves others only when asked for ``allow_other``."""
         opts = {f"fsname={fsname}", "subtype=pynfsrdma", "auto_unmount"}
-        if self.allow_other:
+        uid = os.geteuid() if mounter_uid is None else mounter_uid
+        if self.allow_other or uid == 0:
             opts.add("allow_other")
         if self.default_permissions:
             opts.add("default_permissions")

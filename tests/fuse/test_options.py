@@ -15,7 +15,8 @@ def test_defaults_are_those_of_nfs5() -> None:
     o = parse_options("")
     assert (o.hard, o.timeo, o.retrans) == (True, 600, 2)
     assert (o.acregmin, o.acregmax, o.acdirmin, o.acdirmax) == (3, 60, 30, 60)
-    assert o.fuse_options("h:/e") == {"fsname=h:/e", "subtype=pynfsrdma", "auto_unmount"}
+    assert o.fuse_options("h:/e", mounter_uid=1000) == {"fsname=h:/e", "subtype=pynfsrdma", "auto_unmount"}
+    assert "allow_other" in o.fuse_options("h:/e", mounter_uid=0)  # root serves every user, as kernel NFS
 
 
 def test_options_are_parsed() -> None:
