@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from typing import Any
 
 MOUNT_HELP = """mount options (comma-separated, several -o allowed), as nfs(5) names them:
@@ -54,8 +55,40 @@ def cmd_umount(args: argparse.Namespace) -> int:
     if fusermount is None:
         print("pynfsrdma: fusermount3 not found (apt-get install fuse3)", file=sys.stderr)
         return 1
-    cmd = [fusermount, "-u"] + (["-z"] if args.lazy else []) + [os.path.abspath(args.mountpoint)]
-    return subprocess.run(cmd).returncode
+    mountpoint = os.path.abspath(args.mountpoint)
+    pid = None if args.lazy else _daemon_pid(mountpoint)
+    rc = subprocess.run([fusermount, "-u"] + (["-z"] if args.lazy else []) + [mountpoint]).returncode
+    if rc == 0 and pid is not None:
+        _wait_gone(pid, DAEMON_EXIT_WAIT)
+    return rc
+
+
+# seconds umount waits for the mount daemon to finish (it commits data, closes files, and ends its
+# session and client ID after the kernel let the mount go); a mount made again on the same mount point
+# before that would share its client owner with a client still at work
+DAEMON_EXIT_WAIT = 40.0
+
+
+def _daemon_pid(mountpoint: str) -> int | None:
+    from .. import control
+
+    try:
+        pid = control.query(mountpoint, "stats").get("pid")
+    except (OSError, control.ControlError):
+        return None
+    return pid if isinstance(pid, int) and pid > 0 else None
+
+
+def _wait_gone(pid: int, limit: float) -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            pass
+        time.sleep(0.05)
 
 
 def helper_main(argv: list[str] | None = None) -> int:

@@ -190,6 +190,7 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
         finally:
             with trio.CancelScope(shield=True):
                 if channel is not None and ops is not None:
+                    cid.stopping = True  # (unmounted: ops.shutdown's CLOSEs never recover a client ID)
                     with trio.move_on_after(SHUTDOWN_TIMEOUT):
                         await ops.shutdown()
                     channel.close()

@@ -154,6 +154,7 @@ class ClientID:
         self._sequenceid = 0  # EXCHANGE_ID's eir_sequenceid, for CREATE_SESSION
         self._recovery = _Recovery()
         self._closed = False
+        self.stopping = False  # set by the owner once nothing of ours needs the state any longer
         self.recoveries = 0
 
     # -- setting up ---------------------------------------------------------------------------------------
@@ -442,6 +443,11 @@ class ClientID:
         async with self._recovery.lock:
             if self._recovery.generation != generation:
                 return  # somebody else recovered already
+            if self.stopping:
+                # the file system is unmounted: what was lost needs no new session, and a new
+                # client ID would take the place of a client made since under our owner (a mount
+                # made again on the same mount point) and take its state away
+                raise SessionError(f"the session was lost while shutting down ({_st(status)})", errno.ESHUTDOWN)
             self.recoveries += 1
             log.warning("recovering from %s", _st(status))
             path = await self.paths.wait_live(

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from pynfsrdma import control
 from pynfsrdma.testbed import Ganesha
 
 pytestmark = pytest.mark.fuse
@@ -282,3 +283,29 @@ def test_background_mount_umount_and_mount_helper(ganesha: Ganesha, export_path:
             assert line.startswith(f"{ganesha.host}:{export_path.remote} {d} fuse.pynfsrdma ")
         finally:
             subprocess.run(["fusermount3", "-u", d], check=True)
+
+
+def test_a_mount_made_again_at_once_on_the_same_mount_point_keeps_its_session(
+    ganesha: Ganesha, export_path: Any
+) -> None:
+    """umount, then mount again on the same directory right away: the two daemons are one client
+    owner (the mount point's), and while the first still closed files and ended its session the
+    second's client ID took its place; the first then recovered, taking the place back, and each
+    recovered again and again. umount now returns once the daemon is done."""
+    with tempfile.TemporaryDirectory() as d:
+        mnt = Path(d)
+        for i in range(4):
+            r = subprocess.run([*CLI, "mount", f"{ganesha.url}/{export_path.name}", d],
+                               capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+            pid = control.query(d, "stats")["pid"]
+            for j in range(20):
+                (mnt / f"f{i}-{j}").write_bytes(b"x" * j)
+            st = control.query(d, "stats")
+            r = subprocess.run([*CLI, "umount", d], capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+            assert st["recoveries"] == 0, st
+            assert not Path(f"/proc/{pid}").exists()  # the daemon is done when umount returns
+        assert sorted(p.name for p in export_path.local.iterdir()) == sorted(
+            f"f{i}-{j}" for i in range(4) for j in range(20)
+        )
