@@ -495,9 +495,12 @@ class File:
             async with limit:
                 results[i] = await nfs.read(self.of, self.of.fh, o, n, self.client.cred)
 
-        async with trio.open_nursery() as nursery:
-            for i, (o, n) in enumerate(pieces):
-                nursery.start_soon(one, i, o, n)
+        try:
+            async with trio.open_nursery() as nursery:
+                for i, (o, n) in enumerate(pieces):
+                    nursery.start_soon(one, i, o, n)
+        except BaseExceptionGroup as eg:
+            raise single_error(eg) from None
         views: list[memoryview] = []
         eof = False
         for (_, n), r in zip(pieces, results, strict=True):
@@ -561,9 +564,12 @@ class File:
                     done += n
                 written[0] += piece.nbytes
 
-        async with trio.open_nursery() as nursery:
-            for o in range(0, mv.nbytes, wsize):
-                nursery.start_soon(one, offset + o, mv[o : o + wsize])
+        try:
+            async with trio.open_nursery() as nursery:
+                for o in range(0, mv.nbytes, wsize):
+                    nursery.start_soon(one, offset + o, mv[o : o + wsize])
+        except BaseExceptionGroup as eg:
+            raise single_error(eg) from None
         end = offset + mv.nbytes
         if self.of.attrs is not None and end > self.of.attrs.size:
             self.of.attrs.size = end
