@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import trio
 
 from .api import Client, File, single_error
+from .locks import LockConflict
 
 T = TypeVar("T")
 
@@ -98,6 +99,15 @@ class SyncFile:
 
     def fsync(self) -> None:
         self._loop.call(self._f.fsync)
+
+    def lock(self, type: int, offset: int = 0, length: int = 0, wait: bool = False) -> None:
+        self._loop.call(self._f.lock, type, offset, length, wait)
+
+    def unlock(self, offset: int = 0, length: int = 0) -> None:
+        self._loop.call(self._f.unlock, offset, length)
+
+    def test_lock(self, type: int, offset: int = 0, length: int = 0) -> LockConflict | None:
+        return self._loop.call(self._f.test_lock, type, offset, length)
 
     flush = fsync
 
