@@ -25,9 +25,13 @@ from ..proto.nfs4.attrs import DirList
 from ..proto.nfs4.compound import ResOp
 from ..proto.nfs4.types import (
     ACCESS4args,
+    ALLOCATE4args,
+    CLONE4args,
     CLOSE4args,
     COMMIT4args,
+    COPY4args,
     CREATE4args,
+    DEALLOCATE4args,
     DELEGRETURN4args,
     FREE_STATEID4args,
     GETATTR4args,
@@ -51,6 +55,7 @@ from ..proto.nfs4.types import (
     RENAME4args,
     RESTOREFH4args,
     SAVEFH4args,
+    SEEK4args,
     SETATTR4args,
     SETXATTR4args,
     TEST_STATEID4args,
@@ -108,6 +113,11 @@ _LOCK_STATE_GONE = frozenset({c.NFS4ERR_BAD_STATEID, c.NFS4ERR_STALE_STATEID, c.
 LOCK_POLL_FIRST = 0.1
 LOCK_POLL_MAX = 5.0
 LOCK_POLL_NOTIFIED = 30.0
+# the operations a server told us it does not support (NFSv4.2's optional ones) answer one of these
+_NOT_SUPPORTED = frozenset({c.NFS4ERR_NOTSUPP, c.NFS4ERR_OP_ILLEGAL})
+# a COPY whose data was not committed and whose COMMIT then shows another write verifier (the server
+# restarted in between, and may have lost it) is done again, this many times at most
+COPY_ATTEMPTS = 3
 
 
 def current(stateid: stateid4) -> stateid4:
@@ -199,6 +209,8 @@ class NFSv4:
         # byte-range locks: lock owners and the lock state of each (open, owner)
         self.locks = LockTable()
         self.lock_counts = {"granted": 0, "denied": 0, "reclaimed": 0, "lost": 0, "notified": 0}
+        # the NFSv4.2 operations the server said it does not support: not sent again
+        self.unsupported: set[int] = set()
         self._opens_made = itertools.count(1)
         self._closing: collections.deque[tuple[OpenFile, Credential]] = collections.deque()
         self._close_sender: trio.Event | None = None  # set when the sender of _closing is done
@@ -1039,7 +1051,7 @@ class NFSv4:
     def io_stateid(self, of: OpenFile | None, lock_owner: Hashable | None = None,
                    path: str | None = None) -> stateid4:
         """The stateid I/O by ``lock_owner`` through ``of`` goes with: the owner's lock stateid when it
-        holds locks on that open (RFC 8881 9.1.3: a server that enforces locks checks the I/O's owner),
+        holds locks on that open (RFC 8881 9.1: a server that enforces locks checks the I/O's owner),
         else the open's (the anonymous stateid without an open). :class:`LockLost` (EIO) when the
         server lost that owner's locks: what it writes is no longer protected."""
         if of is None:
@@ -1102,6 +1114,130 @@ class NFSv4:
     async def commit(self, fh: bytes, cred: Credential, offset: int = 0, count: int = 0) -> bytes:
         res = await self.run([PUTFH4args(fh), COMMIT4args(offset, count)], cred)
         return bytes(res[1].res.writeverf)
+
+    # -- NFSv4.2 (RFC 7862): holes, space, copies on the server ---------------------------------------------
+    def supports(self, opnum: int) -> bool:
+        """Whether ``opnum`` (an NFSv4.2 operation) may be sent: the session is NFSv4.2 and the server
+        has not answered it NFS4ERR_NOTSUPP before."""
+        return self.client.options.minorversion >= c.NFS4_MINOR_VERSION_2 and opnum not in self.unsupported
+
+    async def _run_v42(
+        self, opnum: int, build: Callable[[stateid4], list[Any]], cred: Credential, path: str | None, *,
+        of: OpenFile | None = None, lock_owner: Hashable | None = None,
+    ) -> list[ResOp]:
+        """Run an NFSv4.2 operation's COMPOUND (as :meth:`run_with_open` does, with ``of``'s stateid),
+        or raise NFS4ERR_NOTSUPP (EOPNOTSUPP) without sending it on an NFSv4.1 session or to a server
+        that said it does not support it (remembered)."""
+        if not self.supports(opnum):
+            raise NFS4Error(c.NFS4ERR_NOTSUPP, opnum, path)
+        try:
+            return await self.run_with_open(of, build, cred, lock_owner=lock_owner, path=path)
+        except NFS4Error as e:
+            if e.status in _NOT_SUPPORTED and e.op in (opnum, c.OP_ILLEGAL):
+                self.unsupported.add(opnum)
+                raise NFS4Error(c.NFS4ERR_NOTSUPP, opnum, path) from None
+            raise
+
+    async def seek(self, of: OpenFile, offset: int, what: int, cred: Credential, path: str | None = None,
+                   *, lock_owner: Hashable | None = None) -> int:
+        """SEEK: where the first byte of data (NFS4_CONTENT_DATA) or of a hole (NFS4_CONTENT_HOLE) at or
+        after ``offset`` is, as lseek's SEEK_DATA and SEEK_HOLE (the end of the file counts as a hole).
+        ENXIO (NFS4ERR_NXIO) from the end of the file on, and for data when none follows."""
+        res = await self._run_v42(
+            c.OP_SEEK, lambda s: [PUTFH4args(of.fh), SEEK4args(s, offset, what)], cred, path,
+            of=of, lock_owner=lock_owner,
+        )
+        ok = res[1].res
+        if what == c.NFS4_CONTENT_DATA and ok.sr_eof:
+            raise NFS4Error(c.NFS4ERR_NXIO, c.OP_SEEK, path)
+        return int(ok.sr_offset)
+
+    async def allocate(self, of: OpenFile, offset: int, length: int, cred: Credential, path: str | None = None,
+                       *, lock_owner: Hashable | None = None) -> FileAttrs:
+        """ALLOCATE: reserve space for the range (as fallocate mode 0: the file grows if it ends
+        before the range does); the file's attributes after it."""
+        res = await self._run_v42(
+            c.OP_ALLOCATE,
+            lambda s: [PUTFH4args(of.fh), ALLOCATE4args(s, offset, length), GETATTR4args(STAT_BITMAP)],
+            cred, path, of=of, lock_owner=lock_owner,
+        )
+        return FileAttrs.from_fattr4(res[2].res.obj_attributes)
+
+    async def deallocate(self, of: OpenFile, offset: int, length: int, cred: Credential, path: str | None = None,
+                         *, lock_owner: Hashable | None = None) -> FileAttrs:
+        """DEALLOCATE: punch a hole (the range reads back as zeros; the size stays); the file's
+        attributes after it."""
+        res = await self._run_v42(
+            c.OP_DEALLOCATE,
+            lambda s: [PUTFH4args(of.fh), DEALLOCATE4args(s, offset, length), GETATTR4args(STAT_BITMAP)],
+            cred, path, of=of, lock_owner=lock_owner,
+        )
+        return FileAttrs.from_fattr4(res[2].res.obj_attributes)
+
+    async def copy(
+        self, src: OpenFile, dst: OpenFile, src_offset: int, dst_offset: int, count: int, cred: Credential,
+        path: str | None = None,
+    ) -> int:
+        """COPY ``count`` bytes within the server, synchronously (the reply comes when the data is
+        there), consecutively (a short copy is the first bytes of the range, so the rest is asked for
+        from where it stopped). Data the reply calls UNSTABLE is committed, and copied again if the
+        COMMIT shows another write verifier (the server restarted and may have lost it). Returns the
+        bytes copied: fewer than ``count`` when the source ends first. NFS4ERR_NOTSUPP (EOPNOTSUPP)
+        when the server has no COPY: the caller reads and writes instead."""
+        if count <= 0:
+            raise ValueError("COPY needs a count (RFC 7862's 0, 'to the end', is not offered)")
+        done = 0
+        attempts = 0
+        while done < count:
+            n, committed, verifier = await self._copy_once(
+                src, dst, src_offset + done, dst_offset + done, count - done, cred, path
+            )
+            if n and committed == c.UNSTABLE4 and await self.commit(dst.fh, cred, dst_offset + done, n) != verifier:
+                attempts += 1
+                if attempts >= COPY_ATTEMPTS:
+                    raise NFS4Error(c.NFS4ERR_IO, c.OP_COPY, path)
+                log.info("COPY: the write verifier changed before COMMIT: copying again")
+                continue
+            if n == 0:
+                break  # the end of the source
+            done += n
+        return done
+
+    async def _copy_once(
+        self, src: OpenFile, dst: OpenFile, src_offset: int, dst_offset: int, count: int, cred: Credential,
+        path: str | None,
+    ) -> tuple[int, int, bytes]:
+        def ops(_: stateid4) -> list[Any]:
+            args = COPY4args(current(src.stateid), current(dst.stateid), src_offset, dst_offset, count,
+                             True, True, [])
+            return [PUTFH4args(src.fh), SAVEFH4args(), PUTFH4args(dst.fh), args]
+
+        try:
+            res = await self._run_v42(c.OP_COPY, ops, cred, path)
+        except NFS4Error as e:
+            if e.status == c.NFS4ERR_OFFLOAD_NO_REQS:  # it cannot copy synchronously and consecutively
+                self.unsupported.add(c.OP_COPY)
+                raise NFS4Error(c.NFS4ERR_NOTSUPP, c.OP_COPY, path) from None
+            raise
+        w = res[3].res.cr_response
+        if w.wr_callback_id:  # gone asynchronous although asked not to: no CB_OFFLOAD to wait for here
+            raise NFS4Error(c.NFS4ERR_SERVERFAULT, c.OP_COPY, path)
+        return int(w.wr_count), int(w.wr_committed), bytes(w.wr_writeverf)
+
+    async def clone(
+        self, src: OpenFile, dst: OpenFile, src_offset: int, dst_offset: int, count: int, cred: Credential,
+        path: str | None = None,
+    ) -> FileAttrs:
+        """CLONE: ``dst``'s range shares ``src``'s blocks (``count`` 0: to the end of the source); the
+        destination's attributes after it. NFS4ERR_NOTSUPP (EOPNOTSUPP) when the server cannot."""
+        res = await self._run_v42(
+            c.OP_CLONE,
+            lambda _: [PUTFH4args(src.fh), SAVEFH4args(), PUTFH4args(dst.fh),
+                       CLONE4args(current(src.stateid), current(dst.stateid), src_offset, dst_offset, count),
+                       GETATTR4args(STAT_BITMAP)],
+            cred, path,
+        )
+        return FileAttrs.from_fattr4(res[4].res.obj_attributes)
 
     # -- COMPOUNDs of the FUSE mount that carry more per round trip -----------------------------------------
     async def write_getattr(
