@@ -413,6 +413,31 @@ class Client:
         async with await self.open(path, "w", perm) as f:
             await f.write(data)
 
+    async def copy_file(self, src: str, dst: str, perm: int = 0o644, progress: Progress | None = None) -> int:
+        """Copy the file ``src`` to ``dst`` (created or truncated) on this server; returns the bytes
+        copied. The server copies it itself (COPY, NFSv4.2) when it can; when it cannot (EOPNOTSUPP: an
+        NFSv4.1 session, a server without COPY; EXDEV: another file system) this client reads the
+        data and writes it."""
+        async with await self.open(src, "r") as s, await self.open(dst, "w", perm) as d:
+            size = s.size
+            if size:
+                try:
+                    n = await self.nfs.copy(s.of, d.of, 0, 0, size, self.cred, path=d.path)
+                except NFS4Error as e:
+                    if e.errno not in (errno.EOPNOTSUPP, errno.EXDEV):
+                        raise
+                else:
+                    if progress:
+                        progress(n)
+                    return n
+            total = 0
+            async for offset, view in s.iter_views():
+                await d.pwrite(offset, view)
+                total += view.nbytes
+                if progress:
+                    progress(total)
+            return total
+
     # -- bulk transfers ------------------------------------------------------------------------------
     async def get(self, remote: str, local: str, progress: Progress | None = None) -> int:
         """Copy a remote file to a local one; returns bytes copied. READ data goes to disk by
@@ -617,14 +642,53 @@ class File:
 
     flush = fsync
 
-    def seek(self, offset: int, whence: int = 0) -> int:
-        if whence == 0:
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        """SEEK_SET, SEEK_CUR, SEEK_END (as known locally; :meth:`seek_data` and :meth:`seek_hole` ask
+        the server)."""
+        if whence == os.SEEK_SET:
             self.pos = offset
-        elif whence == 1:
+        elif whence == os.SEEK_CUR:
             self.pos += offset
-        else:
+        elif whence == os.SEEK_END:
             self.pos = self.size + offset
+        else:
+            raise ValueError(f"whence {whence}: SEEK_DATA and SEEK_HOLE are seek_data() and seek_hole()")
         return self.pos
+
+    # -- holes and space (NFSv4.2: EOPNOTSUPP on NFSv4.1 sessions and servers without them) -----------
+    async def seek_data(self, offset: int) -> int:
+        """Move to the first byte of data at or after ``offset`` and return it (lseek's SEEK_DATA);
+        ENXIO when no data follows or ``offset`` is past the end."""
+        return await self._seek(offset, c.NFS4_CONTENT_DATA)
+
+    async def seek_hole(self, offset: int) -> int:
+        """Move to the first byte of a hole at or after ``offset`` and return it (lseek's SEEK_HOLE: the
+        end of the file counts as one); ENXIO when ``offset`` is past the end."""
+        return await self._seek(offset, c.NFS4_CONTENT_HOLE)
+
+    async def _seek(self, offset: int, what: int) -> int:
+        if self.closed:
+            raise ValueError("I/O on a closed file")
+        self.pos = await self.client.nfs.seek(self.of, offset, what, self.client.cred, self.path, lock_owner=self)
+        return self.pos
+
+    async def allocate(self, offset: int, length: int) -> FileAttrs:
+        """Reserve space for ``length`` bytes from ``offset`` (fallocate(2) mode 0: the file grows if
+        shorter); the file's attributes after it."""
+        self._check(True)
+        attrs = await self.client.nfs.allocate(self.of, offset, length, self.client.cred, self.path,
+                                               lock_owner=self)
+        self.of.attrs = attrs
+        return attrs
+
+    async def punch_hole(self, offset: int, length: int) -> FileAttrs:
+        """Free the space of ``length`` bytes from ``offset`` (fallocate(2)'s PUNCH_HOLE|KEEP_SIZE: they
+        read back as zeros, the size stays); the file's attributes after it."""
+        self._check(True)
+        attrs = await self.client.nfs.deallocate(self.of, offset, length, self.client.cred, self.path,
+                                                 lock_owner=self)
+        self.of.attrs = attrs
+        return attrs
 
     # -- byte-range locks ---------------------------------------------------------------------------
     async def lock(self, type: int, offset: int = 0, length: int = 0, wait: bool = False) -> None:
