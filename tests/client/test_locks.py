@@ -292,6 +292,7 @@ async def test_io_after_a_lock_was_lost_fails_with_eio(ganesha_factory) -> None:
     async with Client.connect(url, hard=True, timeo=5) as a, Client.connect(url, hard=True, timeo=5) as b:
         fa = await a.open("/f", "w+")
         await fa.write(b"x" * 100)
+        await fa.fsync()  # (nothing of it to send again after the restart)
         await fa.lock(WR, 0, 100)
         await trio.to_thread.run_sync(server.restart)
         await a.stat("/f")  # a notices the restart and recovers: nothing to reclaim in
