@@ -12,6 +12,7 @@ directories are not looked up again for every call on files inside them.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import posixpath
 import uuid
@@ -32,6 +33,7 @@ from ..transport.base import Transport
 from ..transport.tcp import TcpTransport
 from ..trunking import Trunking, TrunkingOptions
 from .attributes import FileAttrs, FsStat
+from .locks import TO_EOF, LockConflict, LockDenied, LockLost, nfs_lock_type
 from .nfs4 import NFSv4, OpenFile
 from .url import NfsURL, URLError, minor_version, parse_url
 
@@ -40,6 +42,7 @@ MAX_SYMLINKS = 40
 DEFAULT_IN_FLIGHT = 8
 COMMIT_WINDOW = 64 << 20  # commit unstable data at least this often, so resends stay bounded
 XATTR_USER = "user."  # the namespace of extended attributes NFSv4.2 carries (RFC 8276)
+RELEASE_TIMEOUT = 5.0  # at the end, locks and opens still held are given back within this long at most
 
 
 async def connector_for(url: NfsURL, address: str, port: int, timeout: float) -> Callable[[], Any]:
@@ -140,7 +143,13 @@ class Client:
                     self = cls(u, cid, ops, cred)
                     self.trunking = trunking
                     self.root_fh, _ = await ops.mount(u.path, cred)
-                    yield self
+                    try:
+                        yield self
+                    finally:
+                        # files left open give their locks and opens back now, not when the lease runs
+                        # out (the server keeps them past DESTROY_CLIENTID, and other clients wait)
+                        with trio.CancelScope(shield=True), trio.move_on_after(RELEASE_TIMEOUT):
+                            await ops.release_all()
                 finally:
                     with trio.CancelScope(shield=True):
                         await cid.shutdown()
@@ -404,6 +413,31 @@ class Client:
         async with await self.open(path, "w", perm) as f:
             await f.write(data)
 
+    async def copy_file(self, src: str, dst: str, perm: int = 0o644, progress: Progress | None = None) -> int:
+        """Copy the file ``src`` to ``dst`` (created or truncated) on this server; returns the bytes
+        copied. The server copies it itself (COPY, NFSv4.2) when it can; when it cannot (EOPNOTSUPP: an
+        NFSv4.1 session, a server without COPY; EXDEV: another file system) this client reads the
+        data and writes it."""
+        async with await self.open(src, "r") as s, await self.open(dst, "w", perm) as d:
+            size = s.size
+            if size:
+                try:
+                    n = await self.nfs.copy(s.of, d.of, 0, 0, size, self.cred, path=d.path)
+                except NFS4Error as e:
+                    if e.errno not in (errno.EOPNOTSUPP, errno.EXDEV):
+                        raise
+                else:
+                    if progress:
+                        progress(n)
+                    return n
+            total = 0
+            async for offset, view in s.iter_views():
+                await d.pwrite(offset, view)
+                total += view.nbytes
+                if progress:
+                    progress(total)
+            return total
+
     # -- bulk transfers ------------------------------------------------------------------------------
     async def get(self, remote: str, local: str, progress: Progress | None = None) -> int:
         """Copy a remote file to a local one; returns bytes copied. READ data goes to disk by
@@ -479,6 +513,7 @@ class File:
             raise OSError(errno.EBADF, "file not open for writing", self.path)
         if not writing and not self.readable:
             raise OSError(errno.EBADF, "file not open for reading", self.path)
+        self.client.nfs.io_stateid(self.of, self, self.path)  # LockLost (EIO) when our locks were lost
 
     # -- reading ------------------------------------------------------------------------------------
     async def pread_views(self, offset: int, count: int) -> tuple[list[memoryview], bool]:
@@ -493,11 +528,14 @@ class File:
 
         async def one(i: int, o: int, n: int) -> None:
             async with limit:
-                results[i] = await nfs.read(self.of, self.of.fh, o, n, self.client.cred)
+                results[i] = await nfs.read(self.of, self.of.fh, o, n, self.client.cred, lock_owner=self)
 
-        async with trio.open_nursery() as nursery:
-            for i, (o, n) in enumerate(pieces):
-                nursery.start_soon(one, i, o, n)
+        try:
+            async with trio.open_nursery() as nursery:
+                for i, (o, n) in enumerate(pieces):
+                    nursery.start_soon(one, i, o, n)
+        except BaseExceptionGroup as eg:
+            raise single_error(eg) from None
         views: list[memoryview] = []
         eof = False
         for (_, n), r in zip(pieces, results, strict=True):
@@ -552,7 +590,8 @@ class File:
             async with limit:
                 done = 0
                 while done < piece.nbytes:  # a short WRITE: send the rest
-                    n, committed, verf = await nfs.write(self.of, o + done, piece[done:], self.client.cred)
+                    n, committed, verf = await nfs.write(self.of, o + done, piece[done:], self.client.cred,
+                                                         lock_owner=self)
                     if n == 0:
                         raise OSError(errno.EIO, "server accepted no data", self.path)
                     if committed == c.UNSTABLE4:
@@ -561,9 +600,12 @@ class File:
                     done += n
                 written[0] += piece.nbytes
 
-        async with trio.open_nursery() as nursery:
-            for o in range(0, mv.nbytes, wsize):
-                nursery.start_soon(one, offset + o, mv[o : o + wsize])
+        try:
+            async with trio.open_nursery() as nursery:
+                for o in range(0, mv.nbytes, wsize):
+                    nursery.start_soon(one, offset + o, mv[o : o + wsize])
+        except BaseExceptionGroup as eg:
+            raise single_error(eg) from None
         end = offset + mv.nbytes
         if self.of.attrs is not None and end > self.of.attrs.size:
             self.of.attrs.size = end
@@ -592,21 +634,90 @@ class File:
                 return
             self.rewrites += len(stale)
             for o, d in stale:
-                n, _, _ = await self.client.nfs.write(self.of, o, d, self.client.cred, c.FILE_SYNC4)
+                n, _, _ = await self.client.nfs.write(self.of, o, d, self.client.cred, c.FILE_SYNC4,
+                                                      lock_owner=self)
                 if n != d.nbytes:
                     self._uncommitted.append((o + n, d[n:], b""))
         raise OSError(errno.EIO, "write verifier kept changing: the server keeps losing data", self.path)
 
     flush = fsync
 
-    def seek(self, offset: int, whence: int = 0) -> int:
-        if whence == 0:
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        """SEEK_SET, SEEK_CUR, SEEK_END (as known locally; :meth:`seek_data` and :meth:`seek_hole` ask
+        the server)."""
+        if whence == os.SEEK_SET:
             self.pos = offset
-        elif whence == 1:
+        elif whence == os.SEEK_CUR:
             self.pos += offset
-        else:
+        elif whence == os.SEEK_END:
             self.pos = self.size + offset
+        else:
+            raise ValueError(f"whence {whence}: SEEK_DATA and SEEK_HOLE are seek_data() and seek_hole()")
         return self.pos
+
+    # -- holes and space (NFSv4.2: EOPNOTSUPP on NFSv4.1 sessions and servers without them) -----------
+    async def seek_data(self, offset: int) -> int:
+        """Move to the first byte of data at or after ``offset`` and return it (lseek's SEEK_DATA);
+        ENXIO when no data follows or ``offset`` is past the end."""
+        return await self._seek(offset, c.NFS4_CONTENT_DATA)
+
+    async def seek_hole(self, offset: int) -> int:
+        """Move to the first byte of a hole at or after ``offset`` and return it (lseek's SEEK_HOLE: the
+        end of the file counts as one); ENXIO when ``offset`` is past the end."""
+        return await self._seek(offset, c.NFS4_CONTENT_HOLE)
+
+    async def _seek(self, offset: int, what: int) -> int:
+        if self.closed:
+            raise ValueError("I/O on a closed file")
+        self.pos = await self.client.nfs.seek(self.of, offset, what, self.client.cred, self.path, lock_owner=self)
+        return self.pos
+
+    async def allocate(self, offset: int, length: int) -> FileAttrs:
+        """Reserve space for ``length`` bytes from ``offset`` (fallocate(2) mode 0: the file grows if
+        shorter); the file's attributes after it."""
+        self._check(True)
+        attrs = await self.client.nfs.allocate(self.of, offset, length, self.client.cred, self.path,
+                                               lock_owner=self)
+        self.of.attrs = attrs
+        return attrs
+
+    async def punch_hole(self, offset: int, length: int) -> FileAttrs:
+        """Free the space of ``length`` bytes from ``offset`` (fallocate(2)'s PUNCH_HOLE|KEEP_SIZE: they
+        read back as zeros, the size stays); the file's attributes after it."""
+        self._check(True)
+        attrs = await self.client.nfs.deallocate(self.of, offset, length, self.client.cred, self.path,
+                                                 lock_owner=self)
+        self.of.attrs = attrs
+        return attrs
+
+    # -- byte-range locks ---------------------------------------------------------------------------
+    async def lock(self, type: int, offset: int = 0, length: int = 0, wait: bool = False) -> None:
+        """Lock ``length`` bytes from ``offset`` (0: to the end of the file, however it grows):
+        ``fcntl.F_RDLCK`` (shared; the file open for reading) or ``fcntl.F_WRLCK`` (exclusive; open for
+        writing), as fcntl's F_SETLK, or F_SETLKW with ``wait``. The locks are this File's: another File
+        (of this client or another) conflicts with them, as open file description locks do; this
+        File's own lock under the range is replaced (an upgrade or downgrade). A conflict raises
+        :class:`~pynfsrdma.client.locks.LockDenied` (a BlockingIOError, EAGAIN) whose ``conflict`` is
+        the lock in the way; with ``wait`` the call waits for it to go (cancel it with trio). Closing
+        the File releases its locks."""
+        self._check(type != fcntl.F_RDLCK)
+        await self.client.nfs.lock(self.of, self, nfs_lock_type(type), offset, _lock_length(length),
+                                   self.client.cred, wait=wait, path=self.path)
+
+    async def unlock(self, offset: int = 0, length: int = 0) -> None:
+        """Unlock ``length`` bytes from ``offset`` (0: to the end of the file); what this File held
+        elsewhere stays locked."""
+        if self.closed:
+            raise ValueError("I/O on a closed file")
+        await self.client.nfs.locku(self.of, self, offset, _lock_length(length), self.client.cred, self.path)
+
+    async def test_lock(self, type: int, offset: int = 0, length: int = 0) -> LockConflict | None:
+        """The lock that would stand in the way of :meth:`lock` with these arguments (fcntl's F_GETLK),
+        or None; this File's own locks never do."""
+        if self.closed:
+            raise ValueError("I/O on a closed file")
+        return await self.client.nfs.lockt(self.of, self, nfs_lock_type(type), offset, _lock_length(length),
+                                           self.client.cred, self.path)
 
     async def close(self) -> None:
         if self.closed:
@@ -619,4 +730,11 @@ class File:
             await self.client.nfs.close(self.of, self.client.cred)
 
 
-__all__ = ["Client", "File", "NfsURL", "URLError", "parse_url"]
+def _lock_length(length: int) -> int:
+    """A lock length as fcntl's l_len (0: to the end of the file) as NFS's."""
+    if length < 0:
+        raise ValueError("a negative lock length")
+    return TO_EOF if length == 0 else length
+
+
+__all__ = ["Client", "File", "LockConflict", "LockDenied", "LockLost", "NfsURL", "URLError", "parse_url"]

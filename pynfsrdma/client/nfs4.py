@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import errno
 import itertools
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -24,9 +26,13 @@ from ..proto.nfs4.attrs import DirList
 from ..proto.nfs4.compound import ResOp
 from ..proto.nfs4.types import (
     ACCESS4args,
+    ALLOCATE4args,
+    CLONE4args,
     CLOSE4args,
     COMMIT4args,
+    COPY4args,
     CREATE4args,
+    DEALLOCATE4args,
     DELEGRETURN4args,
     FREE_STATEID4args,
     GETATTR4args,
@@ -34,6 +40,9 @@ from ..proto.nfs4.types import (
     GETXATTR4args,
     LINK4args,
     LISTXATTRS4args,
+    LOCK4args,
+    LOCKT4args,
+    LOCKU4args,
     LOOKUP4args,
     LOOKUPP4args,
     OPEN4args,
@@ -47,6 +56,7 @@ from ..proto.nfs4.types import (
     RENAME4args,
     RESTOREFH4args,
     SAVEFH4args,
+    SEEK4args,
     SETATTR4args,
     SETXATTR4args,
     TEST_STATEID4args,
@@ -54,6 +64,7 @@ from ..proto.nfs4.types import (
     change_info4,
     creatverfattr,
     fattr4,
+    lock_owner4,
     open_owner4,
     specdata4,
     stateid4,
@@ -72,6 +83,7 @@ from .attributes import (
     entry_attrs_decoder_at,
     setattr_fattr4,
 )
+from .locks import TO_EOF, LockConflict, LockDenied, LockState, LockTable, plain_lock_type
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +105,21 @@ CLOSE_GONE = frozenset({c.NFS4ERR_BAD_STATEID, c.NFS4ERR_OLD_STATEID, c.NFS4ERR_
 
 # what a server answers I/O whose stateid it no longer knows (after a restart)
 _STATEID_REPLACED = frozenset({c.NFS4ERR_STALE_STATEID, c.NFS4ERR_BAD_STATEID})
+# what LOCK and LOCKU meet when the server no longer has the lock state (or the open) they name
+_LOCK_STATE_GONE = frozenset({c.NFS4ERR_BAD_STATEID, c.NFS4ERR_STALE_STATEID, c.NFS4ERR_EXPIRED,
+                              c.NFS4ERR_ADMIN_REVOKED})
+# a blocked lock (a LOCK with READW_LT/WRITEW_LT answered NFS4ERR_DENIED) is asked for again after
+# LOCK_POLL_FIRST, then twice as long each time, up to LOCK_POLL_MAX; up to LOCK_POLL_NOTIFIED when the
+# server said at OPEN that it may send CB_NOTIFY_LOCK (which wakes the waiter at once; the RFC lets it
+# be lost, so the waiter still asks now and then: RFC 8881 9.6, 20.11)
+LOCK_POLL_FIRST = 0.1
+LOCK_POLL_MAX = 5.0
+LOCK_POLL_NOTIFIED = 30.0
+# the operations a server told us it does not support (NFSv4.2's optional ones) answer one of these
+_NOT_SUPPORTED = frozenset({c.NFS4ERR_NOTSUPP, c.NFS4ERR_OP_ILLEGAL})
+# a COPY whose data was not committed and whose COMMIT then shows another write verifier (the server
+# restarted in between, and may have lost it) is done again, this many times at most
+COPY_ATTEMPTS = 3
 
 
 def _open_attrs(res: list[ResOp], sent: int) -> FileAttrs | None:
@@ -166,6 +193,7 @@ class OpenFile:
     cred: Credential | None = None  # who opened it (to OPEN for real when the delegation goes back)
     dir_change: change_info4 | None = None  # how an OPEN by name changed the directory (it may create)
     granted: int | None = None  # what an ACCESS in the OPEN's COMPOUND allowed (when asked)
+    may_notify_lock: bool = False  # the server said it may send CB_NOTIFY_LOCK for this file (OPEN's rflags)
     # unstable writes not yet committed: offset -> (length, verifier)
     uncommitted: dict[int, tuple[int, bytes]] = field(default_factory=dict)
 
@@ -237,15 +265,27 @@ class NFSv4:
         # opens of one file are one open state on the server, which the first CLOSE would end for
         # all); the FUSE mount shares one open per (file, user) itself and keeps one owner per user
         self.owner_per_open = False
+        # byte-range locks: lock owners and the lock state of each (open, owner)
+        self.locks = LockTable()
+        self.lock_counts = {"granted": 0, "denied": 0, "reclaimed": 0, "lost": 0, "notified": 0}
+        # the NFSv4.2 operations the server said it does not support: not sent again
+        self.unsupported: set[int] = set()
         self._opens_made = itertools.count(1)
         self._closing: collections.deque[tuple[OpenFile, Credential]] = collections.deque()
         self._close_sender: trio.Event | None = None  # set when the sender of _closing is done
         # OPENs and CLOSEs of one open owner do not pass each other on the way to the server
         self._owners = OwnerTraffic()
+        # queued CLOSEs an OPEN carried the open state on from: only their locks are let go
+        self._superseded: set[int] = set()
+        # one LOCK or LOCKU of a lock state at a time (each moves its stateid's seqid on)
+        self._lock_serial: weakref.WeakKeyDictionary[LockState, trio.Lock] = weakref.WeakKeyDictionary()
+        # blocked locks waiting, by (file handle, lock owner name): set by CB_NOTIFY_LOCK
+        self._lock_waiters: dict[tuple[bytes, bytes], set[trio.Event]] = {}
         client.reclaim_hooks.append(self._reclaim)
         client.state_revoked_hooks.append(self._revoked)
         client.backchannel.on_recall = self._recall
         client.backchannel.on_recall_any = self._recall_any
+        client.backchannel.on_notify_lock = self._notify_lock
 
     # -- plumbing ---------------------------------------------------------------------------------------
     async def run(
@@ -521,7 +561,8 @@ class NFSv4:
             res = await self._run_open(ops, cred, path or name)
             ok = res[1].res
             of = OpenFile(bytes(res[2].res.object), ok.stateid, access, owner, _open_attrs(res, len(ops)),
-                          cred=cred, dir_change=ok.cinfo, granted=_granted(res))
+                          cred=cred, dir_change=ok.cinfo, granted=_granted(res),
+                          may_notify_lock=bool(ok.rflags & c.OPEN4_RESULT_MAY_NOTIFY_LOCK))
             self._continued(of)
         if of.attrs is None:
             of.attrs = await self.getattr(of.fh, cred, path=path or name)
@@ -559,10 +600,11 @@ class NFSv4:
         ops.append(GETATTR4args(STAT_BITMAP))
         async with self._owners.opening(owner):
             res = await self.run(ops, cred, path=path)
-            of = OpenFile(fh, res[1].res.stateid, access, owner, _open_attrs(res, len(ops)), cred=cred,
-                          granted=_granted(res))
+            ok = res[1].res
+            of = OpenFile(fh, ok.stateid, access, owner, _open_attrs(res, len(ops)), cred=cred,
+                          granted=_granted(res), may_notify_lock=bool(ok.rflags & c.OPEN4_RESULT_MAY_NOTIFY_LOCK))
             self._continued(of)
-        self.took_delegation(of, res[1].res.delegation)
+        self.took_delegation(of, ok.delegation)
         self.opens[id(of)] = of
         return of
 
@@ -582,35 +624,46 @@ class NFSv4:
         return of
 
     async def close(self, of: OpenFile, cred: Credential) -> None:
+        """CLOSE ``of``; the locks held on it go first, in the same COMPOUND (every lock owner's: a
+        server refuses to close an open with locks on it, NFS4ERR_LOCKS_HELD)."""
         if of.closed:
+            self._forget_locks(of)
             return
         of.closed = True
         self.opens.pop(id(of), None)
+        release = self._release_ops(of)
+        self._forget_locks(of)
         if of.local:
             return  # made under a delegation: the server never saw it
         try:
-            await self.run([PUTFH4args(of.fh), CLOSE4args(0, of.stateid)], cred)
+            await self.run([PUTFH4args(of.fh), *release, CLOSE4args(0, of.stateid)], cred)
         except NFS4Error as e:
             if e.status not in CLOSE_GONE:
                 raise
 
     def _continued(self, of: OpenFile) -> None:
         """``of`` was just OPENed: a CLOSE still waiting to go for the same open state (the same
-        owner opened the same file again) is dropped, as ``of`` carries that state on."""
+        owner opened the same file again) is not sent, as ``of`` carries that state on; the locks
+        held on the earlier open still go."""
         other = of.stateid.other
-        if any(q.stateid.other == other for q, _ in self._closing):
-            self._closing = collections.deque((q, cr) for q, cr in self._closing if q.stateid.other != other)
+        for q, _ in self._closing:
+            if q.stateid.other == other:
+                self._superseded.add(id(q))
 
     def close_later(self, of: OpenFile, cred: Credential, nursery: trio.Nursery) -> None:
         """CLOSE ``of`` soon, in one COMPOUND with the other opens closed about then, for a caller
         that does not wait for the CLOSE (FUSE's release). The open is over for us at once: no I/O
         may use it, and it is not reclaimed. An OPEN of the same file by the same owner meanwhile
-        carries the open state on, and the CLOSE is not sent. :meth:`flush_closes` sends what waits."""
+        carries the open state on, and the CLOSE is not sent (the locks still held on it go all the
+        same). :meth:`flush_closes` sends what waits. Locks still held on it are released in the same
+        COMPOUND, as :meth:`close` does."""
         if of.closed:
+            self._forget_locks(of)
             return
         of.closed = True
         self.opens.pop(id(of), None)
         if of.local:
+            self._forget_locks(of)
             return
         self._closing.append((of, cred))
         if self._close_sender is None:
@@ -642,30 +695,45 @@ class NFSv4:
             await self._close_some()
 
     async def _close_some(self) -> None:
-        """One COMPOUND of CLOSEs (PUTFH, CLOSE, PUTFH, CLOSE ...) from the queue, in order, all with
-        one user's credential, none of an owner whose OPEN is on its way; those after a failed one
-        go back to the queue."""
+        """One COMPOUND of CLOSEs (PUTFH, [LOCKU, FREE_STATEID ...], CLOSE, PUTFH, CLOSE ...) from the
+        queue, in order, all with one user's credential, none of an owner whose OPEN is on its way;
+        those after a failed one go back to the queue. Of an open whose state an OPEN carried on,
+        only the locks are let go."""
         session = self.client.session
-        room = (session.max_operations - 1) // 2 if session is not None else 1
+        room = session.max_operations - 1 if session is not None else 2  # (SEQUENCE takes one)
         owners = self._owners
         first = next(cr for of, cr in self._closing if not owners.is_opening(of.owner))
         who = (first.uid, first.gid, first.gids)
         batch: list[OpenFile] = []
+        ops: list[Any] = []
+        whose: list[int] = []  # for each operation, the open of the batch it closes
         kept: collections.deque[tuple[OpenFile, Credential]] = collections.deque()
+        full = False
         while self._closing:
             of, cred = self._closing.popleft()
-            if (
-                len(batch) >= max(1, min(CLOSES_PER_COMPOUND, room))
-                or (cred.uid, cred.gid, cred.gids) != who
-                or owners.is_opening(of.owner)
-            ):
+            if full or (cred.uid, cred.gid, cred.gids) != who or owners.is_opening(of.owner):
                 kept.append((of, cred))
+                continue
+            release = self._release_ops(of)
+            if id(of) in self._superseded:
+                self._superseded.discard(id(of))
+                these = [PUTFH4args(of.fh), *release] if release else []
             else:
-                batch.append(of)
+                these = [PUTFH4args(of.fh), *release, CLOSE4args(0, of.stateid)]
+            if batch and len(ops) + len(these) > room:
+                kept.append((of, cred))
+                full = True
+                continue
+            self._forget_locks(of)
+            if not these:
+                continue
+            whose += [len(batch)] * len(these)
+            batch.append(of)
+            ops += these
+            full = len(batch) >= CLOSES_PER_COMPOUND
         self._closing = kept
-        ops: list[Any] = []
-        for of in batch:
-            ops += [PUTFH4args(of.fh), CLOSE4args(0, of.stateid)]
+        if not batch:
+            return
         try:
             async with owners.closing(of.owner for of in batch):
                 res = await self.client.compound(ops, first, _NO_HINTS)
@@ -678,13 +746,15 @@ class NFSv4:
         if not res.resarray:  # (SEQUENCE itself failed)
             log.warning("CLOSE of %d open(s): %s", len(batch), NFS4Error(res.status, c.OP_SEQUENCE))
             return
-        failed = (len(res.resarray) - 1) // 2  # the open whose PUTFH or CLOSE failed
+        failed = whose[min(len(res.resarray), len(whose)) - 1]  # the open whose operation failed
         if res.status not in CLOSE_GONE:
             log.warning("CLOSE of an open: %s", NFS4Error(res.status, res.resarray[-1].opnum))
         self._closing.extendleft(reversed([(of, first) for of in batch[failed + 1:]]))
 
     async def _reclaim(self, client: ClientID) -> None:
-        """After a server restart: reclaim every open with CLAIM_PREVIOUS during the grace period."""
+        """After a server restart: reclaim every open with CLAIM_PREVIOUS during the grace period, and
+        the byte-range locks held on it (LOCK with reclaim). What cannot be reclaimed is reported and
+        recorded as lost (I/O by the lock owner then fails with EIO), never dropped in silence."""
         clientid = client.identity.clientid if client.identity else 0
         # delegations are not reclaimed: opens made under them are reclaimed as opens of their own
         for d in self.delegations.values():
@@ -697,21 +767,46 @@ class NFSv4:
                              (c.CLAIM_PREVIOUS, c.OPEN_DELEGATE_NONE))
             try:
                 res = await self.run([PUTFH4args(of.fh), args], client.machine_cred, recovering=True)
-            except NFS4Error:
+            except NFS4Error as e:
                 of.closed = True  # could not be reclaimed: further I/O on it fails cleanly
                 self.opens.pop(id(of), None)
+                self._lose_locks(of, f"the open they stood on was not reclaimed after a server restart ({e.name})")
                 continue
             of.stateid, of.local = res[1].res.stateid, False
             self.reclaimed += 1
+            for st in self.locks.of_open(of):
+                await self._reclaim_locks(st, of.cred or client.machine_cred)
+
+    async def _reclaim_locks(self, st: LockState, cred: Credential) -> None:
+        """LOCK with reclaim each range ``st`` held before the server restarted (its open was just
+        reclaimed: the first LOCK introduces the lock owner again with the new open stateid)."""
+        if st.lost is not None:
+            return  # lost before: stays lost until the owner unlocks
+        held = list(st.ranges)
+        st.stateid = None
+        if not held:
+            self._settle(st)
+            return
+        for offset, length, locktype in held:
+            try:
+                await self._send_lock(st, locktype, offset, length, cred, reclaim=True)
+            except NFS4Error as e:
+                self._lose(st, f"not reclaimed after a server restart ({e.name})")
+                return
+        self.lock_counts["reclaimed"] += 1
 
     async def _revoked(self, client: ClientID) -> None:
         """Some state was revoked: find which with TEST_STATEID, free it, and fail the opens that
-        stood on it (an open made under a revoked delegation too: its data may be stale)."""
+        stood on it (an open made under a revoked delegation too: its data may be stale) and the
+        locks (their owners' I/O fails with EIO)."""
         unique: dict[bytes, stateid4] = {}
         for of in self.opens.values():
             unique.setdefault(bytes(of.stateid.other), of.stateid)
         for d in self.delegations.values():
             unique.setdefault(bytes(d.stateid.other), d.stateid)
+        for st in self.locks.all():
+            if st.stateid is not None:
+                unique.setdefault(bytes(st.stateid.other), st.stateid)
         if not unique:
             return
         stateids = list(unique.values())
@@ -722,15 +817,42 @@ class NFSv4:
             if code != c.NFS4_OK:
                 await self.run([FREE_STATEID4args(sid)], client.machine_cred)
                 bad.add(bytes(sid.other))
+        for st in self.locks.all():
+            if st.stateid is not None and bytes(st.stateid.other) in bad:
+                self._lose(st, "revoked by the server")
         for of in list(self.opens.values()):
             if bytes(of.stateid.other) in bad:
                 of.closed = True
                 self.opens.pop(id(of), None)
+                self._lose_locks(of, "the open they stood on was revoked by the server")
         for fh, d in list(self.delegations.items()):
             if bytes(d.stateid.other) in bad:
                 del self.delegations[fh]
                 d.returning = True
                 d.returned.set()
+
+    async def reopen(self, of: OpenFile, cred: Credential) -> None:
+        """The server lost the open state behind ``of`` (it restarted without a grace period, or our
+        lease ran out and the state went): OPEN the file again and carry on with the new stateid in
+        ``of``. The byte-range locks held on it are recorded as lost, not taken again: between the
+        loss and now another client may have locked and written the range (their owners' I/O fails
+        with EIO until they unlock)."""
+        new = await self.open_fh(of.fh, cred, of.access)
+        self.opens.pop(id(new), None)
+        of.stateid, of.owner, of.closed, of.local = new.stateid, new.owner, False, False
+        of.may_notify_lock = new.may_notify_lock
+        self.opens[id(of)] = of
+        self._lose_locks(of, "the open they stood on was lost on the server and made again")
+
+    async def release_all(self) -> None:
+        """Unlock and close everything still open, best effort (before the client ID goes: a server
+        keeps what we leave until our lease runs out, and other clients wait for those locks)."""
+        for of in list(self.opens.values()):
+            try:
+                await self.close(of, of.cred or self.client.machine_cred)
+            except Exception as e:  # (the session may be gone already: nothing is left to release)
+                log.info("releasing an open at the end: %s", e)
+        await self.flush_closes()
 
     # -- delegations (RFC 8881 10.2, 10.4) ----------------------------------------------------------------
     def share_access(self, access: int) -> int:
@@ -814,7 +936,283 @@ class NFSv4:
         for fh in list(self.delegations)[keep:]:
             await self.return_delegation(fh)
 
+    # -- byte-range locks (RFC 8881 section 9) ---------------------------------------------------------------
+    async def lock(
+        self, of: OpenFile, owner: Hashable, locktype: int, offset: int, length: int, cred: Credential, *,
+        wait: bool = False, reclaim: bool = False, path: str | None = None,
+    ) -> None:
+        """LOCK ``length`` bytes (TO_EOF: to end of file, however it grows) from ``offset`` of the file
+        open as ``of``, READ_LT or WRITE_LT, for the lock owner of ``owner`` (any hashable key: FUSE's
+        lock_owner, a key per open file for flock, ...). What that owner held under the range is
+        replaced (an upgrade or downgrade). A conflicting lock raises :class:`LockDenied` (EAGAIN)
+        carrying it; with ``wait`` the lock is asked for again (READW_LT/WRITEW_LT, sooner when a
+        CB_NOTIFY_LOCK says it may be free) until granted: trio cancellation ends the wait, and a
+        lock granted while the caller was being cancelled is given back, the owner then holding what
+        it held before. Locks whose state the server lost raise :class:`LockLost` (EIO)."""
+        locktype = plain_lock_type(locktype)
+        if of.closed:
+            raise OSError(errno.EBADF, "lock on a closed file", path)
+        if of.local:  # locks need open state of the file's own on the server
+            await self.return_delegation(of.fh)
+        st = self.locks.state(of, owner)
+        st.users += 1
+        try:
+            st.check(path)
+            if wait:
+                await self._lock_wait(st, locktype, offset, length, cred, path)
+            else:
+                await self._lock_once(st, locktype, offset, length, cred, reclaim=reclaim, path=path)
+        finally:
+            st.users -= 1
+            self._settle(st)  # (a lock owner's first LOCK on this open, refused: no state is left)
+
+    async def lockt(
+        self, of: OpenFile, owner: Hashable, locktype: int, offset: int, length: int, cred: Credential,
+        path: str | None = None,
+    ) -> LockConflict | None:
+        """LOCKT: the lock that would stand in the way of ``owner`` locking the range (the owner's own
+        locks never do), or None."""
+        name = lock_owner4(self._clientid(), self.locks.owner_name(owner))
+        args = LOCKT4args(plain_lock_type(locktype), offset, length, name)
+        res = await self.client.compound([PUTFH4args(of.fh), args], cred, _NO_HINTS)
+        r = res.resarray[-1] if res.resarray else None
+        if res.status == c.NFS4_OK:
+            return None
+        if r is not None and r.opnum == c.OP_LOCKT and r.status == c.NFS4ERR_DENIED and r.res is not None:
+            return LockConflict.from_denied(r.res)
+        raise NFS4Error(res.status, r.opnum if r is not None else None, path)
+
+    async def locku(
+        self, of: OpenFile, owner: Hashable, offset: int, length: int, cred: Credential, path: str | None = None,
+    ) -> None:
+        """LOCKU the range for ``owner`` (``0, TO_EOF``: every lock it holds on the file, as FUSE's
+        flush and release need). When nothing is left, the lock stateid is freed in the same COMPOUND
+        (FREE_STATEID: in NFSv4.1 a lock stateid outlives its last lock until freed, RFC 8881 8.2.4).
+        Unlocking what the server lost already sends nothing and clears the loss once nothing is left."""
+        st = self.locks.get(of, owner)
+        if st is None:
+            return
+        st.users += 1
+        try:
+            await self._locku(st, offset, length, cred, path)
+        finally:
+            st.users -= 1
+            self._settle(st)
+
+    async def _locku(self, st: LockState, offset: int, length: int, cred: Credential, path: str | None) -> None:
+        async with self._serial(st):
+            sent = st.stateid
+            if sent is None or st.lost is not None:
+                st.unlocked(None, offset, length)
+                if not st.ranges:
+                    st.lost = None  # nothing left that was lost
+                return
+            free = st.ranges.covered_by(offset, length)
+            ops: list[Any] = [PUTFH4args(st.of.fh), LOCKU4args(c.WRITE_LT, 0, sent, offset, length)]
+            if free:
+                ops.append(FREE_STATEID4args(current(sent)))
+            with trio.CancelScope(shield=True):  # (its outcome moves the stateid on: wait for it)
+                res = await self.client.compound(ops, cred, _NO_HINTS)
+            done = {r.opnum: r for r in res.resarray}
+            unlocked = done.get(c.OP_LOCKU)
+            if unlocked is not None and unlocked.status == c.NFS4_OK:
+                st.unlocked(unlocked.res, offset, length)
+                if not free:
+                    return
+                freed = done.get(c.OP_FREE_STATEID)
+                if freed is not None and freed.status == c.NFS4_OK:
+                    st.stateid = None
+                else:  # the server holds locks we did not know of: the stateid stays (freed at CLOSE)
+                    log.info("FREE_STATEID of a lock state after its last unlock: %s",
+                             NFS4Error(res.status, c.OP_FREE_STATEID, path))
+                return
+            if res.status in _LOCK_STATE_GONE:
+                # the server has none of these locks any more: what was unlocked is unlocked
+                st.unlocked(None, offset, length)
+                if st.ranges:
+                    self._lose(st, f"the server no longer had them ({NFS4Error(res.status).name})")
+                else:
+                    st.stateid = None
+                return
+            raise NFS4Error(res.status, unlocked.opnum if unlocked is not None else None, path)
+
+    def lock_state(self, of: OpenFile, owner: Hashable) -> LockState | None:
+        """The locks ``owner`` holds on ``of`` (None: none), with ``lost`` set when the server lost them."""
+        return self.locks.get(of, owner)
+
+    def _clientid(self) -> int:
+        return self.client.identity.clientid if self.client.identity else 0
+
+    def _serial(self, st: LockState) -> trio.Lock:
+        lock = self._lock_serial.get(st)
+        if lock is None:
+            lock = self._lock_serial[st] = trio.Lock()
+        return lock
+
+    async def _send_lock(
+        self, st: LockState, locktype: int, offset: int, length: int, cred: Credential, *,
+        reclaim: bool = False, path: str | None = None,
+    ) -> None:
+        """One LOCK for ``st``; its outcome is waited for whatever the caller's cancellation (it moves
+        the lock stateid on, and a lock granted unknown to us would stay until the file is closed)."""
+        args = LOCK4args(locktype, reclaim, offset, length, st.locker(self._clientid()))
+        with trio.CancelScope(shield=True):
+            res = await self.client.compound([PUTFH4args(st.of.fh), args], cred, _NO_HINTS, _recovering=reclaim)
+        r = res.resarray[-1] if res.resarray else None
+        if res.status == c.NFS4_OK and r is not None and r.opnum == c.OP_LOCK:
+            st.granted(r.res.lock_stateid, offset, length, locktype)
+            self.lock_counts["granted"] += 1
+            return
+        if r is not None and r.opnum == c.OP_LOCK and r.status == c.NFS4ERR_DENIED and r.res is not None:
+            self.lock_counts["denied"] += 1
+            raise LockDenied(LockConflict.from_denied(r.res), c.OP_LOCK, path)
+        raise NFS4Error(res.status, r.opnum if r is not None else None, path)
+
+    async def _lock_once(
+        self, st: LockState, locktype: int, offset: int, length: int, cred: Credential, *,
+        reclaim: bool = False, path: str | None = None,
+    ) -> None:
+        async with self._serial(st):
+            before = st.ranges.within(offset, length)
+            attempts = 0
+            while True:
+                attempts += 1
+                st.check(path)
+                basis = st.stateid if st.stateid is not None else st.of.stateid
+                try:
+                    await self._send_lock(st, locktype, offset, length, cred, reclaim=reclaim, path=path)
+                    break
+                except LockDenied:
+                    raise
+                except NFS4Error as e:
+                    if e.status not in _LOCK_STATE_GONE or attempts >= 3:
+                        raise
+                    if (st.stateid if st.stateid is not None else st.of.stateid) != basis:
+                        continue  # reclaimed meanwhile (it waited in the recovery): again with the new one
+                    if st.ranges:
+                        self._lose(st, f"the server no longer had them ({e.name})")
+                        st.check(path)
+                    if st.stateid is None:
+                        raise  # (the open itself is gone)
+                    st.stateid = None  # a lock state holding nothing, gone: introduce the owner again
+            try:
+                await trio.lowlevel.checkpoint_if_cancelled()
+            except trio.Cancelled:
+                with trio.CancelScope(shield=True):
+                    await self._put_back(st, offset, length, before, cred)
+                raise
+
+    async def _put_back(
+        self, st: LockState, offset: int, length: int,
+        before: tuple[list[tuple[int, int, int]], list[tuple[int, int]]], cred: Credential,
+    ) -> None:
+        """Make the range as ``before`` had it (a lock granted while its caller was being cancelled):
+        what was held goes back to its type (a downgrade, always granted), the rest is unlocked, and
+        a lock state left with nothing is freed with the last LOCKU."""
+        held, gaps = before
+        try:
+            for o, n, t in held:
+                await self._send_lock(st, t, o, n, cred)
+            for o, n in gaps:
+                if st.stateid is None:
+                    break
+                free = st.ranges.covered_by(o, n)
+                ops: list[Any] = [PUTFH4args(st.of.fh), LOCKU4args(c.WRITE_LT, 0, st.stateid, o, n)]
+                if free:
+                    ops.append(FREE_STATEID4args(current(st.stateid)))
+                res = await self.client.compound(ops, cred, _NO_HINTS)
+                if res.status != c.NFS4_OK:
+                    raise NFS4Error(res.status, res.resarray[-1].opnum if res.resarray else None)
+                st.unlocked(res.resarray[1].res, o, n)
+                if free:
+                    st.stateid = None
+        except NFS4Error as e:
+            log.warning("a lock granted to a cancelled request could not be given back: %s", e)
+
+    async def _lock_wait(
+        self, st: LockState, locktype: int, offset: int, length: int, cred: Credential, path: str | None,
+    ) -> None:
+        blocking = c.READW_LT if locktype == c.READ_LT else c.WRITEW_LT
+        key = (st.of.fh, st.owner.name)
+        delay = LOCK_POLL_FIRST
+        while True:
+            woken = trio.Event()
+            waiters = self._lock_waiters.setdefault(key, set())
+            waiters.add(woken)  # (before asking: a CB_NOTIFY_LOCK right after the refusal is not missed)
+            try:
+                try:
+                    await self._lock_once(st, blocking, offset, length, cred, path=path)
+                    return
+                except LockDenied:
+                    pass
+                with trio.move_on_after(delay):
+                    await woken.wait()
+            finally:
+                waiters.discard(woken)
+                if not waiters and self._lock_waiters.get(key) is waiters:
+                    del self._lock_waiters[key]
+            if st.of.closed:
+                raise OSError(errno.EBADF, "the file was closed while a lock was waited for", path)
+            delay = min(delay * 2, LOCK_POLL_NOTIFIED if st.of.may_notify_lock else LOCK_POLL_MAX)
+
+    def _notify_lock(self, fh: bytes, owner: lock_owner4) -> None:
+        """CB_NOTIFY_LOCK (RFC 8881 20.11): a lock this owner waits for on this file may be free; its
+        waiters ask again now (a hint: it grants nothing)."""
+        self.lock_counts["notified"] += 1
+        for woken in self._lock_waiters.get((bytes(fh), bytes(owner.owner)), ()):
+            woken.set()
+
+    def _release_ops(self, of: OpenFile) -> list[Any]:
+        """The operations that give up every lock held on ``of`` (LOCKU of all, FREE_STATEID), to go
+        before its CLOSE in one COMPOUND (after PUTFH of its file)."""
+        ops: list[Any] = []
+        for st in self.locks.of_open(of):
+            if st.stateid is None or st.lost is not None:
+                continue
+            if st.ranges:
+                ops.append(LOCKU4args(c.WRITE_LT, 0, st.stateid, 0, TO_EOF))
+            ops.append(FREE_STATEID4args(current(st.stateid)))
+        return ops
+
+    def _forget_locks(self, of: OpenFile) -> None:
+        for st in self.locks.of_open(of):
+            self.locks.forget(st)
+
+    def _settle(self, st: LockState) -> None:
+        """Forget ``st`` once it is idle (see :attr:`LockState.idle`)."""
+        if st.idle:
+            self.locks.forget(st)
+
+    def _lose(self, st: LockState, why: str) -> None:
+        log.warning("byte-range locks of lock owner %r lost: %s", st.owner.name.decode(), why)
+        st.lose(why)
+        self.lock_counts["lost"] += 1
+
+    def _lose_locks(self, of: OpenFile, why: str) -> None:
+        for st in self.locks.of_open(of):
+            if st.ranges and st.lost is None:
+                self._lose(st, why)
+            elif not st.ranges:
+                st.stateid = None
+                self._settle(st)
+
     # -- data ---------------------------------------------------------------------------------------------
+    def io_stateid(self, of: OpenFile | None, lock_owner: Hashable | None = None,
+                   path: str | None = None) -> stateid4:
+        """The stateid I/O by ``lock_owner`` through ``of`` goes with: the owner's lock stateid when it
+        holds locks on that open (RFC 8881 9.1: a server that enforces locks checks the I/O's owner),
+        else the open's (the anonymous stateid without an open). :class:`LockLost` (EIO) when the
+        server lost that owner's locks: what it writes is no longer protected."""
+        if of is None:
+            return ANONYMOUS_STATEID
+        if lock_owner is not None and self.locks:
+            st = self.locks.get(of, lock_owner)
+            if st is not None:
+                st.check(path)
+                if st.stateid is not None:
+                    return st.stateid
+        return of.stateid
+
     async def run_with_open(
         self,
         of: OpenFile | None,
@@ -823,36 +1221,41 @@ class NFSv4:
         hints: ReplyHints | None = None,
         *,
         payload: int = 0,
+        lock_owner: Hashable | None = None,
+        path: str | None = None,
     ) -> list[ResOp]:
-        """Run the COMPOUND ``build(stateid)`` makes with the open's current stateid (the anonymous
-        one without an open). A request that waited in the session's recovery after a server restart
-        carries the stateid from before, which the server calls stale, while the open was reclaimed
-        meanwhile with a new one: it is sent again with that one (only then)."""
+        """Run the COMPOUND ``build(stateid)`` makes with the stateid :meth:`io_stateid` chooses. A
+        request that waited in the session's recovery after a server restart carries the stateid from
+        before, which the server calls stale, while the open (or lock) was reclaimed meanwhile with a
+        new one: it is sent again with that one (only then)."""
         while True:
-            stateid = of.stateid if of is not None else ANONYMOUS_STATEID
+            stateid = self.io_stateid(of, lock_owner, path)
             try:
-                return await self.run(build(current(stateid)), cred, hints, payload=payload)
+                return await self.run(build(current(stateid)), cred, hints, payload=payload, path=path)
             except NFS4Error as e:
-                if e.status not in _STATEID_REPLACED or of is None or of.stateid == stateid or of.closed:
+                if (e.status not in _STATEID_REPLACED or of is None or of.closed
+                        or self.io_stateid(of, lock_owner, path) == stateid):
                     raise
                 log.info("%s with a stateid replaced meanwhile (reclaimed): sending it again", e.name)
 
     async def read(self, of: OpenFile | None, fh: bytes, offset: int, count: int,
-                   cred: Credential) -> tuple[memoryview, bool]:
+                   cred: Credential, *, lock_owner: Hashable | None = None) -> tuple[memoryview, bool]:
         """One READ of at most maxread bytes: (data as a view of the reply, eof)."""
         count = min(count, self.maxread)
         res = await self.run_with_open(
-            of, lambda s: [PUTFH4args(fh), READ4args(s, offset, count)], cred, ReplyHints(ddp_sizes=[count])
+            of, lambda s: [PUTFH4args(fh), READ4args(s, offset, count)], cred, ReplyHints(ddp_sizes=[count]),
+            lock_owner=lock_owner,
         )
         ok = res[1].res
         return ok.data, bool(ok.eof)
 
     async def write(self, of: OpenFile, offset: int, data: Any, cred: Credential,
-                    stable: int = c.UNSTABLE4) -> tuple[int, int, bytes]:
+                    stable: int = c.UNSTABLE4, *, lock_owner: Hashable | None = None) -> tuple[int, int, bytes]:
         """One WRITE (data sent by reference): (count, committed, write verifier)."""
         n = memoryview(data).nbytes
         res = await self.run_with_open(
-            of, lambda s: [PUTFH4args(of.fh), WRITE4args(s, offset, stable, data)], cred, payload=n
+            of, lambda s: [PUTFH4args(of.fh), WRITE4args(s, offset, stable, data)], cred, payload=n,
+            lock_owner=lock_owner,
         )
         ok = res[1].res
         return int(ok.count), int(ok.committed), bytes(ok.writeverf)
@@ -861,10 +1264,134 @@ class NFSv4:
         res = await self.run([PUTFH4args(fh), COMMIT4args(offset, count)], cred)
         return bytes(res[1].res.writeverf)
 
+    # -- NFSv4.2 (RFC 7862): holes, space, copies on the server ---------------------------------------------
+    def supports(self, opnum: int) -> bool:
+        """Whether ``opnum`` (an NFSv4.2 operation) may be sent: the session is NFSv4.2 and the server
+        has not answered it NFS4ERR_NOTSUPP before."""
+        return self.client.options.minorversion >= c.NFS4_MINOR_VERSION_2 and opnum not in self.unsupported
+
+    async def _run_v42(
+        self, opnum: int, build: Callable[[stateid4], list[Any]], cred: Credential, path: str | None, *,
+        of: OpenFile | None = None, lock_owner: Hashable | None = None,
+    ) -> list[ResOp]:
+        """Run an NFSv4.2 operation's COMPOUND (as :meth:`run_with_open` does, with ``of``'s stateid),
+        or raise NFS4ERR_NOTSUPP (EOPNOTSUPP) without sending it on an NFSv4.1 session or to a server
+        that said it does not support it (remembered)."""
+        if not self.supports(opnum):
+            raise NFS4Error(c.NFS4ERR_NOTSUPP, opnum, path)
+        try:
+            return await self.run_with_open(of, build, cred, lock_owner=lock_owner, path=path)
+        except NFS4Error as e:
+            if e.status in _NOT_SUPPORTED and e.op in (opnum, c.OP_ILLEGAL):
+                self.unsupported.add(opnum)
+                raise NFS4Error(c.NFS4ERR_NOTSUPP, opnum, path) from None
+            raise
+
+    async def seek(self, of: OpenFile, offset: int, what: int, cred: Credential, path: str | None = None,
+                   *, lock_owner: Hashable | None = None) -> int:
+        """SEEK: where the first byte of data (NFS4_CONTENT_DATA) or of a hole (NFS4_CONTENT_HOLE) at or
+        after ``offset`` is, as lseek's SEEK_DATA and SEEK_HOLE (the end of the file counts as a hole).
+        ENXIO (NFS4ERR_NXIO) from the end of the file on, and for data when none follows."""
+        res = await self._run_v42(
+            c.OP_SEEK, lambda s: [PUTFH4args(of.fh), SEEK4args(s, offset, what)], cred, path,
+            of=of, lock_owner=lock_owner,
+        )
+        ok = res[1].res
+        if what == c.NFS4_CONTENT_DATA and ok.sr_eof:
+            raise NFS4Error(c.NFS4ERR_NXIO, c.OP_SEEK, path)
+        return int(ok.sr_offset)
+
+    async def allocate(self, of: OpenFile, offset: int, length: int, cred: Credential, path: str | None = None,
+                       *, lock_owner: Hashable | None = None) -> FileAttrs:
+        """ALLOCATE: reserve space for the range (as fallocate mode 0: the file grows if it ends
+        before the range does); the file's attributes after it."""
+        res = await self._run_v42(
+            c.OP_ALLOCATE,
+            lambda s: [PUTFH4args(of.fh), ALLOCATE4args(s, offset, length), GETATTR4args(STAT_BITMAP)],
+            cred, path, of=of, lock_owner=lock_owner,
+        )
+        return FileAttrs.from_fattr4(res[2].res.obj_attributes)
+
+    async def deallocate(self, of: OpenFile, offset: int, length: int, cred: Credential, path: str | None = None,
+                         *, lock_owner: Hashable | None = None) -> FileAttrs:
+        """DEALLOCATE: punch a hole (the range reads back as zeros; the size stays); the file's
+        attributes after it."""
+        res = await self._run_v42(
+            c.OP_DEALLOCATE,
+            lambda s: [PUTFH4args(of.fh), DEALLOCATE4args(s, offset, length), GETATTR4args(STAT_BITMAP)],
+            cred, path, of=of, lock_owner=lock_owner,
+        )
+        return FileAttrs.from_fattr4(res[2].res.obj_attributes)
+
+    async def copy(
+        self, src: OpenFile, dst: OpenFile, src_offset: int, dst_offset: int, count: int, cred: Credential,
+        path: str | None = None,
+    ) -> int:
+        """COPY ``count`` bytes within the server, synchronously (the reply comes when the data is
+        there), consecutively (a short copy is the first bytes of the range, so the rest is asked for
+        from where it stopped). Data the reply calls UNSTABLE is committed, and copied again if the
+        COMMIT shows another write verifier (the server restarted and may have lost it). Returns the
+        bytes copied: fewer than ``count`` when the source ends first. NFS4ERR_NOTSUPP (EOPNOTSUPP)
+        when the server has no COPY: the caller reads and writes instead."""
+        if count <= 0:
+            raise ValueError("COPY needs a count (RFC 7862's 0, 'to the end', is not offered)")
+        done = 0
+        attempts = 0
+        while done < count:
+            n, committed, verifier = await self._copy_once(
+                src, dst, src_offset + done, dst_offset + done, count - done, cred, path
+            )
+            if n and committed == c.UNSTABLE4 and await self.commit(dst.fh, cred, dst_offset + done, n) != verifier:
+                attempts += 1
+                if attempts >= COPY_ATTEMPTS:
+                    raise NFS4Error(c.NFS4ERR_IO, c.OP_COPY, path)
+                log.info("COPY: the write verifier changed before COMMIT: copying again")
+                continue
+            if n == 0:
+                break  # the end of the source
+            done += n
+        return done
+
+    async def _copy_once(
+        self, src: OpenFile, dst: OpenFile, src_offset: int, dst_offset: int, count: int, cred: Credential,
+        path: str | None,
+    ) -> tuple[int, int, bytes]:
+        def ops(_: stateid4) -> list[Any]:
+            args = COPY4args(current(src.stateid), current(dst.stateid), src_offset, dst_offset, count,
+                             True, True, [])
+            return [PUTFH4args(src.fh), SAVEFH4args(), PUTFH4args(dst.fh), args]
+
+        try:
+            res = await self._run_v42(c.OP_COPY, ops, cred, path)
+        except NFS4Error as e:
+            if e.status == c.NFS4ERR_OFFLOAD_NO_REQS:  # it cannot copy synchronously and consecutively
+                self.unsupported.add(c.OP_COPY)
+                raise NFS4Error(c.NFS4ERR_NOTSUPP, c.OP_COPY, path) from None
+            raise
+        w = res[3].res.cr_response
+        if w.wr_callback_id:  # gone asynchronous although asked not to: no CB_OFFLOAD to wait for here
+            raise NFS4Error(c.NFS4ERR_SERVERFAULT, c.OP_COPY, path)
+        return int(w.wr_count), int(w.wr_committed), bytes(w.wr_writeverf)
+
+    async def clone(
+        self, src: OpenFile, dst: OpenFile, src_offset: int, dst_offset: int, count: int, cred: Credential,
+        path: str | None = None,
+    ) -> FileAttrs:
+        """CLONE: ``dst``'s range shares ``src``'s blocks (``count`` 0: to the end of the source); the
+        destination's attributes after it. NFS4ERR_NOTSUPP (EOPNOTSUPP) when the server cannot."""
+        res = await self._run_v42(
+            c.OP_CLONE,
+            lambda _: [PUTFH4args(src.fh), SAVEFH4args(), PUTFH4args(dst.fh),
+                       CLONE4args(current(src.stateid), current(dst.stateid), src_offset, dst_offset, count),
+                       GETATTR4args(STAT_BITMAP)],
+            cred, path,
+        )
+        return FileAttrs.from_fattr4(res[4].res.obj_attributes)
+
     # -- COMPOUNDs of the FUSE mount that carry more per round trip -----------------------------------------
     async def write_getattr(
         self, of: OpenFile, offset: int, data: Any, cred: Credential, stable: int = c.FILE_SYNC4,
-        setattrs: fattr4 | None = None,
+        setattrs: fattr4 | None = None, *, lock_owner: Hashable | None = None,
     ) -> tuple[int, int, bytes, FileAttrs]:
         """One WRITE, then (if given) a SETATTR of ``setattrs`` (not of the size: it goes with the
         anonymous stateid, as :meth:`setattr` sends it), then GETATTR, in one COMPOUND: (count,
@@ -878,7 +1405,7 @@ class NFSv4:
             ops.append(GETATTR4args(STAT_BITMAP))
             return ops
 
-        res = await self.run_with_open(of, build, cred, payload=n)
+        res = await self.run_with_open(of, build, cred, payload=n, lock_owner=lock_owner)
         ok = res[1].res
         return int(ok.count), int(ok.committed), bytes(ok.writeverf), FileAttrs.from_fattr4(res[-1].res.obj_attributes)
 

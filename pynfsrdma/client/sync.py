@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 import trio
 
 from .api import Client, File, single_error
+from .attributes import FileAttrs
+from .locks import LockConflict
 
 T = TypeVar("T")
 
@@ -98,6 +100,27 @@ class SyncFile:
 
     def fsync(self) -> None:
         self._loop.call(self._f.fsync)
+
+    def seek_data(self, offset: int) -> int:
+        return self._loop.call(self._f.seek_data, offset)
+
+    def seek_hole(self, offset: int) -> int:
+        return self._loop.call(self._f.seek_hole, offset)
+
+    def allocate(self, offset: int, length: int) -> FileAttrs:
+        return self._loop.call(self._f.allocate, offset, length)
+
+    def punch_hole(self, offset: int, length: int) -> FileAttrs:
+        return self._loop.call(self._f.punch_hole, offset, length)
+
+    def lock(self, type: int, offset: int = 0, length: int = 0, wait: bool = False) -> None:
+        self._loop.call(self._f.lock, type, offset, length, wait)
+
+    def unlock(self, offset: int = 0, length: int = 0) -> None:
+        self._loop.call(self._f.unlock, offset, length)
+
+    def test_lock(self, type: int, offset: int = 0, length: int = 0) -> LockConflict | None:
+        return self._loop.call(self._f.test_lock, type, offset, length)
 
     flush = fsync
 

@@ -38,6 +38,13 @@ class NfsURL:
         return f"nfs://{self.address}{self.path}?{q}"
 
 
+def names_version(url: str) -> bool:
+    """Whether the URL says which NFS version to speak (``vers=`` or ``version=``)."""
+    if "://" not in url:
+        return False
+    return any(k in ("vers", "version") for k, _ in parse_qsl(urlsplit(url).query, keep_blank_values=True))
+
+
 def parse_url(url: str, **overrides: str) -> NfsURL:
     """Parse an NFS URL; ``host:/path`` (the mount(8) form) is accepted too."""
     if "://" not in url:

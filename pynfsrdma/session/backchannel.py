@@ -3,7 +3,9 @@
 CB_SEQUENCE is checked against the back channel's own slot table (replays get the cached reply,
 misordered requests NFS4ERR_SEQ_MISORDERED). CB_RECALL and CB_RECALL_ANY are acknowledged at once
 and the delegations are returned in the background by the registered hooks (the client layer
-owns delegations); CB_GETATTR asks a hook for the attributes of a delegated file.
+owns delegations); CB_GETATTR asks a hook for the attributes of a delegated file; CB_NOTIFY_LOCK
+(a lock a blocked LOCK waits for may be free) is acknowledged and handed to a hook that wakes the
+waiter (the client layer owns locks).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ log = logging.getLogger(__name__)
 RecallHook = Callable[[bytes, Any, bool], Awaitable[None]]  # (fh, stateid, truncate)
 RecallAnyHook = Callable[[int, int], Awaitable[None]]  # (objects_to_keep, type_mask)
 GetattrHook = Callable[[bytes, list[int]], Awaitable[Any]]  # (fh, bitmap) -> fattr4 or None
+NotifyLockHook = Callable[[bytes, Any], None]  # (fh, lock_owner4): wake whoever waits for that lock
 
 
 @dataclass(slots=True)
@@ -44,6 +47,7 @@ class Backchannel:
         self.on_recall: RecallHook | None = None
         self.on_recall_any: RecallAnyHook | None = None
         self.on_getattr: GetattrHook | None = None
+        self.on_notify_lock: NotifyLockHook | None = None
         self.calls = 0
         self._tasks: trio.Nursery | None = None
         self.minorversion = c.NFS4_MINOR_VERSION_1  # the session's: its CB_COMPOUNDs carry it too
@@ -148,6 +152,11 @@ class Backchannel:
             if attrs is None:
                 return c.NFS4ERR_BADHANDLE, None
             return c.NFS4_OK, cb.CB_GETATTR4resok(attrs)
+        if opnum == c.OP_CB_NOTIFY_LOCK:
+            # a hint (RFC 8881 20.11): answered NFS4_OK whether or not anyone still waits
+            if self.on_notify_lock is not None:
+                self.on_notify_lock(bytes(op.cnla_fh), op.cnla_lock_owner)
+            return c.NFS4_OK, None
         return c.NFS4ERR_NOTSUPP, None
 
 

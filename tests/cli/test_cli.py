@@ -109,3 +109,35 @@ def test_version_and_help() -> None:
     assert run("--version").stdout.startswith("pynfsrdma ")
     p = run(check=False)
     assert p.returncode == 2 and "COMMAND" in p.stderr
+
+
+def test_cp_within_one_server_asks_the_server_to_copy_first(base: str, export_path: ExportPath,
+                                                             tmp_path: Path) -> None:
+    """``cp`` between two paths of one server speaks NFSv4.2 and sends COPY; NFS-Ganesha answers
+    NFS4ERR_NOTSUPP, and the data goes by READ and WRITE instead (once, and right)."""
+    data = os.urandom(2 * 1024 * 1024 + 3)
+    (export_path.local / "src.bin").write_bytes(data)
+    trace = tmp_path / "trace"
+    out = json.loads(run("--trace", str(trace), "cp", "--json", f"{base}/src.bin", f"{base}/dst.bin").stdout)
+    assert out == {"src": f"{export_path.remote}/src.bin", "dst": f"{export_path.remote}/dst.bin",
+                   "bytes": len(data)}
+    assert (export_path.local / "dst.bin").read_bytes() == data
+    ops = [line.rsplit(" ", 1)[-1].split(",") for line in trace.read_text().splitlines()]
+    copies = [i for i, o in enumerate(ops) if "COPY" in o]
+    writes = [i for i, o in enumerate(ops) if "WRITE" in o]
+    assert len(copies) == 1 and writes and copies[0] < writes[0]
+    assert "status=NFS4ERR_NOTSUPP" in trace.read_text().splitlines()[copies[0]]
+    # a URL that says vers=4.1 is taken at its word: no COPY
+    trace.unlink()
+    run("--trace", str(trace), "cp", f"{base}/src.bin?vers=4.1", f"{base}/dst2.bin")
+    assert (export_path.local / "dst2.bin").read_bytes() == data
+    assert "COPY" not in trace.read_text()
+
+
+def test_cp_within_a_server_without_nfsv4_2_copies_over_nfsv4_1(ganesha_factory) -> None:
+    server: Ganesha = ganesha_factory(extra_config="NFSv4 { Minor_Versions = 1; }")
+    ep = server.new_directory()
+    base = f"nfs://{server.host}:{server.port}{ep.remote}"
+    (ep.local / "a").write_bytes(b"over 4.1")
+    run("cp", f"{base}/a", f"{base}/b")
+    assert (ep.local / "b").read_bytes() == b"over 4.1"

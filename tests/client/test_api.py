@@ -12,6 +12,7 @@ import trio
 
 from pynfsrdma.client.api import Client
 from pynfsrdma.errors import NFS4Error
+from pynfsrdma.proto.nfs4.types import stateid4
 from pynfsrdma.testbed import Ganesha
 from pynfsrdma.testbed.ganesha import ExportPath
 
@@ -113,6 +114,22 @@ async def test_errors_say_what_and_where(ganesha: Ganesha, export_path: ExportPa
         assert ei.value.errno == errno.EISDIR
         # nothing was lost on the way
         assert (export_path.local / "d/f").read_bytes() == b"x"
+
+
+async def test_a_failed_read_or_write_raises_its_error_not_a_group_of_one(
+    ganesha: Ganesha, export_path: ExportPath
+) -> None:
+    """pread and pwrite send their pieces from tasks of their own; a script catches the error itself
+    (an OSError with its errno), not trio's ExceptionGroup around it."""
+    async with Client.connect(url_of(ganesha, export_path)) as nfs:
+        await nfs.write_file("/f", b"x" * 10)
+        f = await nfs.open("/f", "r+")
+        f.of.stateid = stateid4(1, b"not-a-state!")  # as if the server had lost the open
+        for io in (f.pread(0, 5), f.pwrite(0, b"y")):
+            with pytest.raises(NFS4Error) as ei:
+                await io
+            assert ei.value.errno == errno.EBADF  # (NFS4ERR_STALE_STATEID from NFS-Ganesha)
+        await f.close()
 
 
 async def test_open_modes(ganesha: Ganesha, export_path: ExportPath) -> None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import errno
+import fcntl
 
 import pytest
 
-from pynfsrdma.client.api import Client
+from pynfsrdma.client.api import Client, LockDenied
 from pynfsrdma.client.sync import connect
 from pynfsrdma.errors import NFS4Error
 from pynfsrdma.testbed import Ganesha
@@ -27,6 +28,26 @@ def test_blocking_client_for_plain_scripts(ganesha: Ganesha, export_path: Export
             nfs.stat("/nope")
         assert ei.value.errno == errno.ENOENT
     assert (export_path.local / "d" / "f").read_bytes() == b"hello world"
+
+
+def test_blocking_files_lock_and_find_holes(ganesha: Ganesha, export_path: ExportPath) -> None:
+    url = f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}?vers=4.2"
+    with connect(url) as a, connect(url) as b, a.open("/f", "w+") as fa, b.open("/f", "r") as fb:
+        fa.pwrite(1 << 20, b"d" * 65536)
+        fa.lock(fcntl.F_WRLCK, 0, 10)
+        with pytest.raises(LockDenied) as ei:
+            fb.lock(fcntl.F_RDLCK)
+        assert ei.value.errno == errno.EAGAIN
+        conflict = fb.test_lock(fcntl.F_RDLCK, 5, 1)
+        assert conflict is not None and (conflict.start, conflict.end) == (0, 9)
+        fa.unlock()
+        fb.lock(fcntl.F_RDLCK, wait=True)
+        assert fb.seek_data(0) == 1 << 20 and fb.seek_hole(0) == 0
+        assert fa.allocate(0, 4096).size == (1 << 20) + 65536
+        assert fa.punch_hole(1 << 20, 65536).size == (1 << 20) + 65536
+        with pytest.raises(NFS4Error) as ei:
+            fb.seek_data(0)  # the data punched away: none left
+        assert ei.value.errno == errno.ENXIO
 
 
 def test_blocking_connect_errors_reach_the_caller() -> None:

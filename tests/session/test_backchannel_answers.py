@@ -11,7 +11,7 @@ import trio.testing
 from pynfsrdma.proto import rpc as rpcdef
 from pynfsrdma.proto.nfs4 import callback as cb
 from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.proto.nfs4.types import stateid4
+from pynfsrdma.proto.nfs4.types import lock_owner4, stateid4
 from pynfsrdma.session.backchannel import Backchannel
 from pynfsrdma.session.client_id import CB_PROGRAM
 from pynfsrdma.xdr import Packer, Unpacker
@@ -77,6 +77,21 @@ async def test_wrong_session_bad_slot_and_missing_sequence() -> None:
         assert r.status == c.NFS4ERR_OP_NOT_IN_SESSION
         r = decode(await bc.compound(cb.CB_COMPOUND4args("", 0, 0, [seq(1)])))
         assert r.status == c.NFS4ERR_MINOR_VERS_MISMATCH
+
+
+async def test_notify_lock_is_answered_and_wakes_whoever_waits() -> None:
+    """CB_NOTIFY_LOCK (RFC 8881 20.11) is a hint: NFS4_OK whether a waiter is there or not."""
+    async with trio.open_nursery() as n:
+        bc, _ = make(n)
+        owner = lock_owner4(42, b"lock-7")
+        notified: list[Any] = []
+        r = decode(await bc.compound(cb.CB_COMPOUND4args("", 1, 0, [seq(1), cb.CB_NOTIFY_LOCK4args(b"FH", owner)])))
+        assert r.status == c.NFS4_OK  # (no hook yet: nobody waits)
+        bc.on_notify_lock = lambda fh, lo: notified.append((fh, lo))
+        r = decode(await bc.compound(cb.CB_COMPOUND4args("", 1, 0, [seq(2), cb.CB_NOTIFY_LOCK4args(b"FH", owner)])))
+        assert r.status == c.NFS4_OK
+        assert [x.opnum for x in r.resarray] == [c.OP_CB_SEQUENCE, c.OP_CB_NOTIFY_LOCK]
+        assert notified == [(b"FH", owner)]
 
 
 async def test_getattr_without_a_delegation_is_badhandle() -> None:
