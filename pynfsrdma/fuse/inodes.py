@@ -48,7 +48,10 @@ class Inode:
     written: int = 0  # the table's write count at this file's last write (see InodeTable.wrote)
     size_floor: int = 0  # the end of data written through us that attributes taken may not show yet
     listing: Listing | None = None  # a directory's every name, while only we change it (cache.Listing)
-    name: tuple[int, str] | None = None  # (parent inode, name): the last name it was reached by
+    # (parent inode, name) of every name the kernel may reach it by (a file another client renamed
+    # can be reached by its old name and its new one): see InodeTable.named
+    names: tuple[tuple[int, str], ...] = ()
+    generation: int = 0  # moves on when the fileid comes back for another file (a new handle)
     granted: dict[Any, int] | None = None  # ACCESS answers by credential, while its attributes hold
 
     def drop_readahead(self) -> None:
@@ -141,8 +144,19 @@ class InodeTable:
             timeo = t.dirmin if attrs.type == _NF4DIR else t.regmin
             node = Inode(ino, fh, attrs, now, timeo, 0, 0, attrs.change)  # (data_change: positional)
             self._by_ino[ino] = node
-        else:
+        elif node.fh != fh:
+            # the server reused the fileid for another file (ext4 reuses inode numbers): the kernel
+            # is told by a new generation, which makes its inode of the old file fail and go
             node.fh = fh
+            node.generation += 1
+            node.attrs, node.fetched, node.data_change = attrs, now, attrs.change
+            node.size_floor, node.granted, node.listing = 0, None, None
+            for key in node.names:  # (those of the old file)
+                if self._by_name.get(key) == node.ino:
+                    del self._by_name[key]
+            node.names = ()
+            changed = True
+        else:
             changed = self.refresh(node, attrs, now, asked=asked)
         if lookup:
             node.lookups += 1
@@ -178,7 +192,8 @@ class InodeTable:
     def named(self, node: Inode, parent: int, name: str) -> None:
         """``name`` in directory ``parent`` leads to ``node`` (the kernel reached it by that name)."""
         key = (parent, name)
-        node.name = key
+        if key not in node.names:
+            node.names = (*node.names, key)
         self._by_name[key] = node.ino
 
     def by_name(self, parent: int, name: str) -> Inode | None:
@@ -191,9 +206,14 @@ class InodeTable:
         key = (parent, name)
         ino = self._by_name.pop(key, None)
         node = None if ino is None else self._by_ino.get(ino)
-        if node is not None and node.name == key:
-            node.name = None
+        if node is not None and key in node.names:
+            node.names = tuple(k for k in node.names if k != key)
         return node
+
+    @staticmethod
+    def name(node: Inode) -> tuple[int, str] | None:
+        """A name ``node`` was reached by (the latest), if any."""
+        return node.names[-1] if node.names else None
 
     def forget(self, ino: int, n: int) -> None:
         node = self._by_ino.get(ino)
@@ -205,8 +225,9 @@ class InodeTable:
     def drop_if_unused(self, node: Inode) -> None:
         if node.ino != ROOT_INODE and node.lookups == 0 and node.opens == 0 and not node.shared:
             self._by_ino.pop(node.ino, None)
-            if node.name is not None and self._by_name.get(node.name) == node.ino:
-                del self._by_name[node.name]
+            for key in node.names:
+                if self._by_name.get(key) == node.ino:
+                    del self._by_name[key]
 
     def open_inodes(self) -> list[Inode]:
         return [n for n in self._by_ino.values() if n.opens]

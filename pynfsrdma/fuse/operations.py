@@ -72,7 +72,10 @@ GROUPS_TTL = 2.0  # seconds a process's supplementary groups are remembered
 # the entries a listing starts with, and the offset to go on from after each (the kernel's next
 # request then starts there; NFS reserves READDIR cookies 1 and 2, so none of its entries has them)
 DOT_ENTRIES = ((1, b"."), (2, b".."))
-READDIR_AHEAD = 3  # READDIRs of a directory being listed sent ahead of the one the kernel takes
+READDIR_AHEAD = 3
+# the operations whose first argument is a file handle (the others': an inode)
+HANDLE_OPERATIONS = frozenset({"read", "write", "flush", "fsync", "release", "readdir", "releasedir", "fsyncdir"})
+GONE_NOTIFY_WAIT = 0.2  # seconds an answer waits for the kernel to drop an entry (see gone)  # READDIRs of a directory being listed sent ahead of the one the kernel takes
 # attribute changes that may wait with a file's gathered data (setattr_fattr4 keywords; see _defer_setattr)
 DEFERRABLE_SETATTR = frozenset({"mode", "atime_ns", "mtime_ns"})
 # The daemon keeps tens of thousands of long-lived objects (inodes and their attributes) and makes
@@ -93,6 +96,8 @@ def fuse_errors(fn: F) -> F:
         except FUSEError:
             raise
         except NFS4Error as e:
+            if e.status == c.NFS4ERR_STALE and args:
+                await args[0].gone(fn.__name__, args[1])
             raise FUSEError(e.errno or errno.EIO) from None
         except OSError as e:
             log.info("%s: %s", fn.__name__, e)
@@ -253,8 +258,9 @@ class NFSOperations(Operations):
 
     def _entry(self, node: Inode) -> EntryAttributes:
         a = node.attrs
-        e = EntryAttributes()  # (generation and st_rdev are 0 unless set)
+        e = EntryAttributes()  # (st_rdev is 0 unless set)
         e.st_ino = node.ino
+        e.generation = node.generation
         e.entry_timeout = self.entry_timeout
         e.attr_timeout = node.timeo if self._delegated(node) else self.inodes.ttl(node, self._now())
         e.st_mode = FTYPE_TO_IFMT.get(a.type, 0) | a.mode  # (a.st_mode, without the property call)
@@ -366,16 +372,15 @@ class NFSOperations(Operations):
             fh, attrs = await self.nfs.lookupp(parent.fh, cred)
             return self._entry(self._learn(fh, attrs, asked))
         now = self._now()
-        if self.inodes.fresh(parent, now):
-            hit = self.names.get(parent.ino, n, parent.attrs.change)
-            if hit == NEGATIVE and not is_opening(ctx.pid):
-                return self._negative()
-            if hit is not None and hit != NEGATIVE:
-                node = self.inodes.get(hit)
-                if node is not None and self.inodes.fresh(node, now):
-                    node.lookups += 1
-                    self.inodes.named(node, parent.ino, n)
-                    return self._entry(node)
+        # Names that exist are not answered from here: the kernel keeps them itself (entry_timeout),
+        # and asks again when its entry expired or when a name led to a file or directory the server
+        # no longer has (ESTALE: it looks every name of the path up again, and must reach the server).
+        if (
+            self.inodes.fresh(parent, now)
+            and self.names.get(parent.ino, n, parent.attrs.change) == NEGATIVE
+            and not is_opening(ctx.pid)
+        ):
+            return self._negative()
         listing = parent.listing
         if listing is not None and listing.absent(n, now, self.opts.acdirmin) and not is_opening(ctx.pid):
             return self._negative()
@@ -383,6 +388,12 @@ class NFSOperations(Operations):
         try:
             fh, attrs = await self.nfs.lookup(parent.fh, n, cred)
         except NFS4Error as e:
+            if e.status == c.NFS4ERR_STALE:
+                # the directory is gone (another client removed it): so is every name in it. (An
+                # ESTALE here would reach the caller: the kernel retries no failed lookup of a
+                # mkdir, create or rename.)
+                await self.gone("lookup", parent_inode)
+                return self._negative()
             if e.errno == errno.ENOENT:
                 if self.opts.negative_names and self.inodes.fresh(parent, now):
                     self.names.put(parent.ino, n, NEGATIVE, parent.attrs.change)
@@ -942,28 +953,28 @@ class NFSOperations(Operations):
         """OPEN ``node`` for ``cred``: by the name the kernel reached it by (CLAIM_NULL: the server
         checks that the name still leads to it, and the caller's right to search the directory),
         else by its file handle. ESTALE when the name is gone or leads to another file now."""
-        key = node.name
-        parent = self.inodes.get(key[0]) if key is not None and not node.silly else None
+        named = await self._sole_name(node, cred)
         want = access_mask(access)
-        if parent is None or key is None:
+        if named is None:
             return self._granted(node, await self.nfs.open_fh(node.fh, cred, access, check=want), want)
+        parent, name = named
         await self.nfs.prepare_open(node.fh, access)
         try:
-            of = await self.nfs.open(parent.fh, key[1], cred, access=access, check=want)
+            of = await self.nfs.open(parent.fh, name, cred, access=access, check=want)
         except NFS4Error as e:
             if e.errno not in (errno.ENOENT, errno.ESTALE):
                 raise
             of = None
-        if of is not None and of.attrs is not None and self.inodes.ino_for(of.attrs) == node.ino:
+        if of is not None and of.fh == node.fh:
             return self._granted(node, of, want)
         if of is not None:  # another file: its open state stays if it is one we hold, else it goes
             assert of.attrs is not None
             other = self.inodes.get(self.inodes.ino_for(of.attrs))
-            if other is not None and of.owner in other.shared:
+            if other is not None and other.fh == of.fh and of.owner in other.shared:
                 self._adopt(other, of, cred)
             else:
                 self.nfs.close_later(of, cred, self.nursery)
-        raise self._name_moved(node, parent, key[1])
+        raise self._name_moved(node, parent, name)
 
     def _granted(self, node: Inode, of: OpenFile, want: int) -> OpenFile:
         """``of``, just OPENed, if the ACCESS that went with it allows ``want``; else the open goes
@@ -975,6 +986,59 @@ class NFSOperations(Operations):
         if of.owner not in node.shared:
             self.nfs.close_later(of, of.cred or self.nfs.client.machine_cred, self.nursery)
         raise FUSEError(errno.EACCES)
+
+    async def gone(self, operation: str, arg: int) -> None:
+        """The server no longer has the file or directory ``operation`` was about (NFS4ERR_STALE:
+        another client removed it; ``arg`` is the operation's first argument, an inode or a file
+        handle). The kernel's entry that led to it goes before the ESTALE is answered, so that the
+        kernel, which looks the path up again on ESTALE, asks the server for that name too."""
+        if operation in HANDLE_OPERATIONS:
+            h = self.files.get(arg) or self.dirs.get(arg)
+            node = h.inode if h is not None else None
+        else:
+            node = self.inodes.get(arg)
+        for pino, name in node.names if node is not None else ():
+            self.inodes.unnamed(pino, name)
+            self.names.drop(pino, name)
+            parent = self.inodes.get(pino)
+            if parent is not None:
+                parent.stale()
+            await self._drop_entry(pino, name)
+
+    async def _drop_entry(self, parent: int, name: str) -> None:
+        """The kernel's entry for ``name`` in ``parent`` goes (bounded: the kernel takes the
+        directory's lock for it, which a request of its own might hold; then the notification goes
+        on after our answer)."""
+        if self.kernel is not None:
+            with trio.move_on_after(GONE_NOTIFY_WAIT):
+                await self.kernel.invalidate_entry(parent, os.fsencode(name))
+
+    async def _sole_name(self, node: Inode, cred: Credential) -> tuple[Inode, str] | None:
+        """The one name the kernel may reach ``node`` by, with its directory, for a request to go by
+        (None when we know none: it goes by file handle). With several (a file another client
+        renamed may be reached by its old name and its new one), each is looked up; the ones that no
+        longer lead to it are forgotten with the kernel's entries for them, and ESTALE answered (the
+        kernel looks its path up again); when all still do, None."""
+        if node.silly:
+            return None
+        keys = [(parent, name) for pino, name in node.names if (parent := self.inodes.get(pino)) is not None]
+        if len(keys) <= 1:
+            return keys[0] if keys else None
+        moved = False
+        for parent, name in keys:
+            try:
+                fh, _ = await self.nfs.lookup(parent.fh, name, cred)
+            except NFS4Error as e:
+                if e.errno not in (errno.ENOENT, errno.ESTALE):
+                    raise
+                fh = b""
+            if fh != node.fh:
+                self._name_moved(node, parent, name)
+                await self._drop_entry(parent.ino, name)
+                moved = True
+        if moved:
+            raise FUSEError(errno.ESTALE)
+        return None
 
     def _name_moved(self, node: Inode, parent: Inode, name: str) -> FUSEError:
         """``name`` in ``parent``, which the kernel reached ``node`` by, is gone or leads elsewhere
@@ -990,19 +1054,19 @@ class NFSOperations(Operations):
         """Whether ``cred`` may open ``node`` with ``access`` (EACCES if not), asked by the name the
         kernel reached it by (ESTALE if that leads elsewhere now); its attributes."""
         want = access_mask(access)
-        key = node.name
-        parent = self.inodes.get(key[0]) if key is not None and not node.silly else None
-        if parent is None or key is None:
+        named = await self._sole_name(node, cred)
+        if named is None:
             granted, attrs = await self.nfs.access_attrs(node.fh, want, cred)
         else:
+            parent, name = named
             try:
-                _, granted, attrs = await self.nfs.lookup_access(parent.fh, key[1], want, cred)
+                fh, granted, attrs = await self.nfs.lookup_access(parent.fh, name, want, cred)
             except NFS4Error as e:
                 if e.errno not in (errno.ENOENT, errno.ESTALE):
                     raise
-                raise self._name_moved(node, parent, key[1]) from None
-            if self.inodes.ino_for(attrs) != node.ino:
-                raise self._name_moved(node, parent, key[1])
+                raise self._name_moved(node, parent, name) from None
+            if fh != node.fh:
+                raise self._name_moved(node, parent, name)
         if granted & want != want:
             raise FUSEError(errno.EACCES)
         return attrs
@@ -1251,9 +1315,26 @@ class NFSOperations(Operations):
     # -- directories ----------------------------------------------------------------------------------
     @fuse_errors
     async def opendir(self, inode: int, ctx: RequestContext) -> int:
+        """Close-to-open for a directory: the name the kernel reached it by is looked up again (the
+        directory may have been removed or renamed by another client: ESTALE then makes the kernel
+        look the path up again, instead of a listing of the old directory or an ESTALE from it)."""
         node = self._inode(inode)
         if not node.is_dir:
             raise FUSEError(errno.ENOTDIR)
+        named = await self._sole_name(node, self.cred(ctx))
+        if named is not None:
+            parent, name = named
+            asked = self.inodes.asking()
+            try:
+                fh, attrs = await self.nfs.lookup(parent.fh, name, self.cred(ctx))
+            except NFS4Error as e:
+                if e.errno not in (errno.ENOENT, errno.ESTALE, errno.ENOTDIR):
+                    raise
+                raise self._name_moved(node, parent, name) from None
+            if fh != node.fh:
+                raise self._name_moved(node, parent, name)
+            if self.inodes.refresh(node, attrs, self._now(), asked=asked):
+                self._changed(node)
         node.opens += 1
         fid = next(self._ids)
         self.dirs[fid] = DirHandle(node, self.cred(ctx))
@@ -1319,9 +1400,10 @@ class NFSOperations(Operations):
     def _dot_node(self, node: Inode, dot: bytes) -> Inode:
         """What ``.`` or ``..`` of directory ``node`` lead to, as far as we know (``..`` of a
         directory whose parent we never saw: the directory itself)."""
-        if dot == b"." or node.name is None:
+        key = self.inodes.name(node)
+        if dot == b"." or key is None:
             return node
-        return self.inodes.get(node.name[0]) or node
+        return self.inodes.get(key[0]) or node
 
     @staticmethod
     def _held_after(h: DirHandle, cookie: int) -> tuple[DirPage | None, int]:

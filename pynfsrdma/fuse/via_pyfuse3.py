@@ -98,7 +98,7 @@ class _Kernel:
 
     async def invalidate_entry(self, parent: int, name: bytes) -> None:
         try:
-            await trio.to_thread.run_sync(pyfuse3.invalidate_entry, parent, name)
+            await trio.to_thread.run_sync(pyfuse3.invalidate_entry, parent, name, abandon_on_cancel=True)
         except OSError as e:
             if e.errno not in (errno.ENOENT, errno.EBADF, errno.ENOTCONN):
                 log.info("invalidate_entry(%d, %r): %s", parent, name, e)
