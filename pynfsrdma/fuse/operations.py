@@ -38,6 +38,7 @@ import cachetools
 import trio
 
 from ..client.attributes import FTYPE_TO_IFMT, FileAttrs, setattr_fattr4
+from ..client.locks import TO_EOF, nfs_lock_type, nfs_range
 from ..client.nfs4 import VERIFIER_SIZE, ListedEntry, NFSv4, OpenFile
 from ..errors import NFS4Error
 from ..lock import Held
@@ -48,8 +49,10 @@ from .cache import NEGATIVE, AttrTimeouts, Listing, NameCache
 from .caller import is_opening
 from .inodes import OWN, ROOT_INODE, Inode, InodeTable
 from .lowlevel import (
+    F_UNLCK,
     EntryAttributes,
     FileInfo,
+    FileLock,
     FUSEError,
     Operations,
     ReaddirToken,
@@ -73,6 +76,9 @@ GROUPS_TTL = 2.0  # seconds a process's supplementary groups are remembered
 # request then starts there; NFS reserves READDIR cookies 1 and 2, so none of its entries has them)
 DOT_ENTRIES = ((1, b"."), (2, b".."))
 READDIR_AHEAD = 3
+# lock owners: (POSIX_LOCK, the kernel's lock_owner) for fcntl locks, (FLOCK_LOCK, file handle) for flock
+POSIX_LOCK = "posix"
+FLOCK_LOCK = "flock"
 # the operations whose first argument is a file handle (the others': an inode)
 HANDLE_OPERATIONS = frozenset({"read", "write", "flush", "fsync", "release", "readdir", "releasedir", "fsyncdir"})
 GONE_NOTIFY_WAIT = 0.2  # seconds an answer waits for the kernel to drop an entry (see gone)  # READDIRs of a directory being listed sent ahead of the one the kernel takes
@@ -1233,8 +1239,47 @@ class NFSOperations(Operations):
     async def flush(self, fh: int, lock_owner: int = 0) -> None:
         h = self._file(fh)
         log.debug("flush fh=%d ino=%d written=%s", fh, h.inode.ino, h.written)
-        if h.written and h.shared.writer is not None:
-            await h.shared.writer.flush()  # close(2) reports write errors, and the data is stable
+        try:
+            if h.written and h.shared.writer is not None:
+                await h.shared.writer.flush()  # close(2) reports write errors, and the data is stable
+        finally:
+            # close(2) of any descriptor of the file ends the process's POSIX locks on it
+            await self._unlock_all(h, (POSIX_LOCK, lock_owner))
+
+    async def _unlock_all(self, h: FileHandle, owner: tuple[str, int]) -> None:
+        of = h.shared.of
+        if not of.closed and self.nfs.lock_state(of, owner) is not None:
+            await self.nfs.locku(of, owner, 0, TO_EOF, h.cred)
+
+    # -- byte-range and flock locks (RFC 8881 section 9; as the Linux client maps them) ---------
+    @fuse_errors
+    async def getlk(self, fh: int, lock_owner: int, lock: FileLock, ctx: RequestContext) -> FileLock:
+        """LOCKT: the lock in the way of ``lock``, from any client (its holder's pid is 0: it may be
+        on another host), or F_UNLCK."""
+        h = self._file(fh)
+        offset, length = nfs_range(lock.start, lock.end)
+        conflict = await self.nfs.lockt(
+            h.shared.of, (POSIX_LOCK, lock_owner), nfs_lock_type(lock.type), offset, length, h.cred
+        )
+        if conflict is None:
+            return FileLock(lock.start, lock.end, F_UNLCK, 0)
+        return FileLock(conflict.start, conflict.end, conflict.posix_type, 0)
+
+    @fuse_errors
+    async def setlk(
+        self, fh: int, lock_owner: int, lock: FileLock, sleep: bool, flock: bool, ctx: RequestContext
+    ) -> None:
+        """LOCK (EAGAIN when another holds it; ``sleep``: asked again until granted, woken early by
+        CB_NOTIFY_LOCK, ended by the caller's interruption) or LOCKU. An flock(2) lock is a lock of
+        the whole file with a lock owner of its own per open file, as the Linux client makes it."""
+        h = self._file(fh)
+        owner = (FLOCK_LOCK, fh) if flock else (POSIX_LOCK, lock_owner)
+        offset, length = (0, TO_EOF) if flock else nfs_range(lock.start, lock.end)
+        if lock.type == F_UNLCK:
+            if self.nfs.lock_state(h.shared.of, owner) is not None:
+                await self.nfs.locku(h.shared.of, owner, offset, length, h.cred)
+            return
+        await self.nfs.lock(h.shared.of, owner, nfs_lock_type(lock.type), offset, length, h.cred, wait=sleep)
 
     @fuse_errors
     async def fsync(self, fh: int, datasync: bool) -> None:
@@ -1244,9 +1289,15 @@ class NFSOperations(Operations):
 
     @fuse_errors
     async def release(self, fh: int, lock_owner: int = 0, flock_unlock: bool = False) -> None:
-        h = self.files.pop(fh, None)
+        h = self.files.get(fh)
         if h is None:
             return
+        if flock_unlock:
+            try:
+                await self._unlock_all(h, (FLOCK_LOCK, fh))
+            except (OSError, NFS4Error) as err:
+                log.info("releasing the flock lock of fh=%d: %s", fh, err)
+        del self.files[fh]
         node, shared = h.inode, h.shared
         log.debug("release fh=%d ino=%d refs=%d", fh, node.ino, shared.refs)
         node.opens -= 1
