@@ -149,6 +149,11 @@ class Kernel(Protocol):
         """Drop the kernel's cached entry ``name`` in ``parent`` (positive or negative)."""
         ...
 
+    async def notify_delete(self, parent: int, child: int, name: bytes) -> None:
+        """``name`` in ``parent``, which was node ``child``, is gone (removed by another client): the
+        kernel drops the entry if it still names ``child``, and tells inotify watchers."""
+        ...
+
 
 def supplementary_groups(pid: int) -> tuple[int, ...]:
     """The supplementary groups of process ``pid`` (``Groups:`` of /proc/PID/status); OSError if

@@ -26,8 +26,9 @@ class Forgets:
         else:
             raise TypeError(f"not a forget: {req!r}")
 
-    def __bool__(self) -> bool:
-        return bool(self._pending)
+    def __len__(self) -> int:
+        """Nodes with lookups gathered."""
+        return len(self._pending)
 
     def take(self) -> list[tuple[int, int]]:
         """Everything gathered, as (node, lookups) pairs, and start again."""
