@@ -26,6 +26,7 @@ import os
 import stat
 import sys
 import types
+import weakref
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any
 
@@ -57,7 +58,7 @@ Reply = bytes | list[Any]
 class RequestBuffer:
     """One buffer requests are read into, and a view of it for decoding."""
 
-    __slots__ = ("data", "idle_refs", "view")
+    __slots__ = ("__weakref__", "data", "idle_refs", "view")
 
     def __init__(self, size: int) -> None:
         self.data = bytearray(size)
@@ -79,6 +80,7 @@ class RequestBuffers:
         self.keep = keep
         self._free: list[RequestBuffer] = []
         self._lent: list[RequestBuffer] = []
+        self._made: weakref.WeakSet[RequestBuffer] = weakref.WeakSet()
         self.allocated = 0
 
     def take(self) -> RequestBuffer:
@@ -92,7 +94,9 @@ class RequestBuffers:
             if self._free:
                 return self._free.pop()
         self.allocated += 1
-        return RequestBuffer(self.size)
+        b = RequestBuffer(self.size)
+        self._made.add(b)
+        return b
 
     def give_back(self, b: RequestBuffer) -> None:
         if b.referenced():
@@ -106,7 +110,7 @@ class RequestBuffers:
 
     def holds(self, view: memoryview) -> bool:
         """``view`` is memory of one of this pool's buffers."""
-        return any(view.obj is b.data for b in (*self._free, *self._lent))
+        return any(view.obj is b.data for b in self._made)
 
 
 Handler = Callable[["NativeChannel", Any], Coroutine[Any, Any, Reply]]
@@ -204,8 +208,13 @@ class NativeChannel:
     # -- the Channel interface -------------------------------------------------------------------------
     def mount(self) -> None:
         self._mounted = fusermount.mount(self.spec)
-        self._fd = self._mounted.fd
-        os.set_blocking(self._fd, False)
+        self.attach(self._mounted.fd)
+
+    def attach(self, fd: int) -> None:
+        """Serve the kernel connection ``fd``, opened and mounted by someone else (it is not closed
+        here: :meth:`close` lets go of it only when :meth:`mount` opened it)."""
+        self._fd = fd
+        os.set_blocking(fd, False)
 
     async def serve(self) -> None:
         if self._fd < 0:
@@ -356,6 +365,10 @@ class NativeChannel:
                 if e.errno in (errno.EINTR, errno.ENOENT):  # (ENOENT: aborted before it was read)
                     continue
                 raise
+            if n == 0:  # (a connection that is not the kernel's, closed)
+                buffers.give_back(buf)
+                self._stop()
+                return None
             self.requests += 1
             request = self._dispatch(buf, n)
             self._in_a_row += 1
