@@ -8,7 +8,7 @@ from typing import Protocol
 from .lowlevel import Operations
 
 CHANNELS = ("native", "pyfuse3")
-DEFAULT_CHANNEL = "pyfuse3"
+DEFAULT_CHANNEL = "native"
 
 
 class Channel(Protocol):
