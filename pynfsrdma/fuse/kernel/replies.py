@@ -34,13 +34,25 @@ NS = 1_000_000_000
 U32 = 0xFFFFFFFF
 
 
-def timeout(seconds: float) -> tuple[int, int]:
-    """A cache timeout as the kernel's (seconds, nanoseconds); negative and NaN as 0, infinity capped."""
+def _split(seconds: float) -> tuple[int, int]:
     if not seconds > 0:  # (NaN too)
         return 0, 0
     seconds = min(seconds, MAX_TIMEOUT)
     whole = math.floor(seconds)
     return whole, min(int((seconds - whole) * NS), NS - 1)
+
+
+_TIMEOUTS: dict[float, tuple[int, int]] = {}  # the few timeouts a file system gives, converted once
+
+
+def timeout(seconds: float) -> tuple[int, int]:
+    """A cache timeout as the kernel's (seconds, nanoseconds); negative and NaN as 0, infinity capped."""
+    t = _TIMEOUTS.get(seconds)
+    if t is None:
+        t = _split(seconds)
+        if len(_TIMEOUTS) < 1024:
+            _TIMEOUTS[seconds] = t
+    return t
 
 
 def attr_fields(a: EntryAttributes) -> tuple[int, ...]:
@@ -95,13 +107,27 @@ def empty(unique: int) -> bytes:
 
 def entry(unique: int, a: EntryAttributes) -> bytes:
     """``fuse_entry_out`` (LOOKUP, MKNOD, MKDIR, SYMLINK, LINK); ``st_ino`` 0 is a negative entry."""
-    return _ENTRY.pack(_ENTRY.size, 0, unique, *_entry_fields(a))
+    es, ens = timeout(a.entry_timeout)
+    ats, atns = timeout(a.attr_timeout)
+    at, mt, ct = a.st_atime_ns, a.st_mtime_ns, a.st_ctime_ns
+    return _ENTRY.pack(
+        _ENTRY.size, 0, unique,
+        a.st_ino, a.generation, es, ats, ens, atns,
+        a.st_ino, a.st_size, a.st_blocks, at // NS, mt // NS, ct // NS, at % NS, mt % NS, ct % NS,
+        a.st_mode, a.st_nlink, a.st_uid, a.st_gid, a.st_rdev & U32, a.st_blksize, 0,
+    )  # fmt: skip
 
 
 def attr(unique: int, a: EntryAttributes) -> bytes:
     """``fuse_attr_out`` (GETATTR, SETATTR), valid for ``a.attr_timeout``."""
-    s, ns = timeout(a.attr_timeout)
-    return _ATTR.pack(_ATTR.size, 0, unique, s, ns, 0, *attr_fields(a))
+    ats, atns = timeout(a.attr_timeout)
+    at, mt, ct = a.st_atime_ns, a.st_mtime_ns, a.st_ctime_ns
+    return _ATTR.pack(
+        _ATTR.size, 0, unique,
+        ats, atns, 0,
+        a.st_ino, a.st_size, a.st_blocks, at // NS, mt // NS, ct // NS, at % NS, mt % NS, ct % NS,
+        a.st_mode, a.st_nlink, a.st_uid, a.st_gid, a.st_rdev & U32, a.st_blksize, 0,
+    )  # fmt: skip
 
 
 def open_file(unique: int, fi: FileInfo) -> bytes:
@@ -171,35 +197,59 @@ def dirent_type(mode: int) -> int:
     return stat.S_IFMT(mode) >> 12
 
 
+_PLUS: dict[int, struct.Struct] = {}  # fuse_direntplus and its name, by the name's length
+_PLAIN: dict[int, struct.Struct] = {}
+
+
+def _with_name(layouts: dict[int, struct.Struct], fixed: struct.Struct, n: int) -> struct.Struct:
+    s = layouts.get(n)
+    if s is None:
+        s = layouts[n] = struct.Struct(fixed.format + f"{n}s")
+    return s
+
+
 class DirentBuffer:
     """The entries of a READDIR (``fuse_dirent``) or READDIRPLUS (``fuse_direntplus``) reply, up to
     the size the kernel asked for; the :class:`~pynfsrdma.fuse.lowlevel.ReaddirToken` a readdir
-    fills."""
+    fills. Each entry is packed in place (with its name; the padding stays zero)."""
 
-    __slots__ = ("_buf", "_plus", "_size", "count")
+    __slots__ = ("_buf", "_plus", "_size", "_used", "count")
 
     def __init__(self, size: int, plus: bool) -> None:
         self._size = size
         self._plus = plus
-        self._buf = bytearray()
+        self._buf = bytearray(size)
+        self._used = 0
         self.count = 0
 
     def add(self, name: bytes, attrs: EntryAttributes, next_id: int) -> bool:
         n = len(name)
-        fixed = abi.DIRENTPLUS.size if self._plus else abi.DIRENT.size
-        used = fixed + n
-        padded = (used + abi.DIRENT_ALIGN - 1) & ~(abi.DIRENT_ALIGN - 1)
-        if len(self._buf) + padded > self._size:
-            return False
-        kind = dirent_type(attrs.st_mode)
+        a = attrs
         if self._plus:
-            self._buf += abi.DIRENTPLUS.pack(*_entry_fields(attrs), attrs.st_ino, next_id, n, kind)
+            end = self._used + ((abi.DIRENTPLUS.size + n + abi.DIRENT_ALIGN - 1) & ~(abi.DIRENT_ALIGN - 1))
+            if end > self._size:
+                return False
+            es, ens = timeout(a.entry_timeout)
+            ats, atns = timeout(a.attr_timeout)
+            at, mt, ct = a.st_atime_ns, a.st_mtime_ns, a.st_ctime_ns
+            mode = a.st_mode
+            _with_name(_PLUS, abi.DIRENTPLUS, n).pack_into(
+                self._buf, self._used,
+                a.st_ino, a.generation, es, ats, ens, atns,
+                a.st_ino, a.st_size, a.st_blocks, at // NS, mt // NS, ct // NS, at % NS, mt % NS, ct % NS,
+                mode, a.st_nlink, a.st_uid, a.st_gid, a.st_rdev & U32, a.st_blksize, 0,
+                a.st_ino, next_id, n, (mode & 0o170000) >> 12, name,
+            )  # fmt: skip
         else:
-            self._buf += abi.DIRENT.pack(attrs.st_ino, next_id, n, kind)
-        self._buf += name
-        self._buf += bytes(padded - used)
+            end = self._used + ((abi.DIRENT.size + n + abi.DIRENT_ALIGN - 1) & ~(abi.DIRENT_ALIGN - 1))
+            if end > self._size:
+                return False
+            _with_name(_PLAIN, abi.DIRENT, n).pack_into(
+                self._buf, self._used, a.st_ino, next_id, n, dirent_type(a.st_mode), name
+            )
+        self._used = end
         self.count += 1
         return True
 
     def reply(self, unique: int) -> list[Any]:
-        return data(unique, self._buf)
+        return data(unique, memoryview(self._buf)[: self._used])
