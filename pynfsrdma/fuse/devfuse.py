@@ -224,7 +224,7 @@ class NativeChannel:
             nursery.start_soon(self._worker)
             await self._stopped.wait()
             if self._forgets:
-                nursery.start_soon(self.ops.forget, self._forgets.take())
+                nursery.start_soon(self._forget, self._forgets.take())
             # no more requests are read: those being answered get a little time to finish
             nursery.cancel_scope.deadline = trio.current_time() + DRAIN_TIMEOUT
 
@@ -383,7 +383,13 @@ class NativeChannel:
         """Nothing to read for now: hand over the gathered FORGETs."""
         self._in_a_row = 0
         if self._forgets and self._nursery is not None:
-            self._nursery.start_soon(self.ops.forget, self._forgets.take())
+            self._nursery.start_soon(self._forget, self._forgets.take())
+
+    async def _forget(self, forgets: list[tuple[int, int]]) -> None:
+        try:
+            await self.ops.forget(forgets)
+        except Exception:  # (a FORGET has no reply to carry it: it must not end the loop either)
+            log.exception("forget of %d nodes failed", len(forgets))
 
     def _dispatch(self, buf: RequestBuffer, n: int) -> Request | None:
         """Decode one request: what to answer it with, or None when it was dealt with here."""
@@ -406,7 +412,7 @@ class NativeChannel:
         if op == abi.FUSE_FORGET or op == abi.FUSE_BATCH_FORGET:
             self._forgets.add(req)
             if len(self._forgets) >= FORGET_BATCH and self._nursery is not None:
-                self._nursery.start_soon(self.ops.forget, self._forgets.take())
+                self._nursery.start_soon(self._forget, self._forgets.take())
         elif isinstance(req, rq.Interrupt):
             target = self._interrupts.interrupt(req)
             if target is not None:

@@ -4,8 +4,10 @@ channel (the default) and pyfuse3 (``-o channel=pyfuse3``), kept working so that
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,11 @@ import pytest
 from pynfsrdma.testbed import Ganesha
 
 pytestmark = pytest.mark.fuse
+
+
+def is_mounted(path: Path) -> bool:
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == str(path) for line in f)
 
 
 def libfuse_loaded(pid: int) -> bool:
@@ -69,3 +76,17 @@ def test_an_unknown_channel_is_refused(tmp_path: Path) -> None:
         timeout=60,
     )
     assert r.returncode != 0 and "channel=x" in r.stderr and "native" in r.stderr
+
+
+@pytest.mark.parametrize("channel", ["native", "pyfuse3"])
+def test_a_killed_mount_daemon_leaves_no_dead_mount(channel: str, mount_export: Callable[..., Any]) -> None:
+    m = mount_export(f"channel={channel}")
+    assert m.proc is not None
+    (m.path / f"before-kill-{channel}").write_text("x")
+    m.proc.send_signal(signal.SIGKILL)
+    m.proc.wait(timeout=30)
+    m.proc = None  # (killed on purpose: no exit status to check)
+    deadline = time.monotonic() + 15
+    while is_mounted(m.path):
+        assert time.monotonic() < deadline, "a dead mount was left behind"
+        time.sleep(0.05)

@@ -172,6 +172,19 @@ async def test_forgets_are_gathered_and_never_answered() -> None:
     assert ops.forgotten == [[(7, 3), (9, 4)]]
 
 
+async def test_a_forget_that_fails_is_logged_and_serving_goes_on(caplog: pytest.LogCaptureFixture) -> None:
+    class Failing(Ops):
+        async def forget(self, inode_list: list[tuple[int, int]]) -> None:
+            raise RuntimeError("a bug in forget")
+
+    async with serving(Failing()) as (_, kernel):
+        kernel.send(abi.FUSE_FORGET, struct.pack("=Q", 1), nodeid=7)
+        await kernel.nothing(0.1)
+        u = kernel.send(abi.FUSE_LOOKUP, b"after\0")
+        assert (await kernel.reply())[:2] == (0, u)
+    assert any("forget of 1 nodes failed" in r.message for r in caplog.records)
+
+
 async def test_an_interrupt_cancels_the_operation_and_the_request_is_answered_eintr() -> None:
     ops = Ops()
     async with serving(ops) as (_, kernel):
