@@ -12,7 +12,8 @@ memory (the write gathering keeps payloads until a COMMIT); a payload of less th
 copied out instead, so that a small write does not hold a whole buffer.
 
 FORGETs are gathered and handed over in batches; an INTERRUPT cancels the worker answering that request
-(the operation sees ``trio.Cancelled``; the request is answered EINTR). The loop ends when the file
+if the operation is one the operations call interruptible (it sees ``trio.Cancelled``; the request is
+answered EINTR); otherwise the request is answered as usual. The loop ends when the file
 system is unmounted (the device reads ENODEV) or on :meth:`NativeChannel.terminate`; requests being
 answered then get a little time to finish. Notifications for the operations (``ops.kernel``) are
 written from a thread: the kernel may wait for requests of ours before it takes them.
@@ -138,17 +139,19 @@ def _resume(coro: Coroutine[Any, Any, Reply], yielded: Any) -> Generator[Any, An
 class _Worker:
     """A worker task's state: the cancel scope an INTERRUPT cancels, and the request it answers."""
 
-    __slots__ = ("buf", "interrupted", "scope", "unique")
+    __slots__ = ("buf", "interrupted", "interruptible", "scope", "unique")
 
     def __init__(self) -> None:
         self.scope = trio.CancelScope()
         self.interrupted = False  # the scope was cancelled (by an INTERRUPT)
+        self.interruptible = False  # the request answered may be cancelled
         self.unique: int | None = None
         self.buf: RequestBuffer | None = None
 
     def interrupt(self) -> None:
-        self.interrupted = True
-        self.scope.cancel()
+        if self.interruptible:
+            self.interrupted = True
+            self.scope.cancel()
 
 
 class _Kernel:
@@ -203,6 +206,7 @@ class NativeChannel:
         self._standby = trio.lowlevel.ParkingLot()  # workers waiting for it
         self._workers = 0
         self._in_a_row = 0
+        self._interruptible = frozenset(op for op, name in OPERATION_OF.items() if name in ops.interruptible)
         ops.kernel = _Kernel(self)
 
     # -- the Channel interface -------------------------------------------------------------------------
@@ -296,6 +300,7 @@ class NativeChannel:
                 return False
             handler, req, w.buf = request
             w.unique = unique = req.unique
+            w.interruptible = req.opcode in self._interruptible
             if self._interrupts.started(unique, w):
                 w.interrupt()
             for due in self._interrupts.take_due():
@@ -632,6 +637,47 @@ def _sized(r: rq.Getxattr, value: bytes) -> Reply:
         raise FUSEError(errno.ERANGE)
     return replies.data(r.unique, value)
 
+
+# the operation each request calls (what Operations.interruptible names)
+OPERATION_OF: dict[int, str] = {
+    abi.FUSE_LOOKUP: "lookup",
+    abi.FUSE_GETATTR: "getattr",
+    abi.FUSE_SETATTR: "setattr",
+    abi.FUSE_READLINK: "readlink",
+    abi.FUSE_SYMLINK: "symlink",
+    abi.FUSE_MKNOD: "mknod",
+    abi.FUSE_MKDIR: "mkdir",
+    abi.FUSE_UNLINK: "unlink",
+    abi.FUSE_RMDIR: "rmdir",
+    abi.FUSE_RENAME: "rename",
+    abi.FUSE_RENAME2: "rename",
+    abi.FUSE_LINK: "link",
+    abi.FUSE_OPEN: "open",
+    abi.FUSE_READ: "read",
+    abi.FUSE_WRITE: "write",
+    abi.FUSE_STATFS: "statfs",
+    abi.FUSE_RELEASE: "release",
+    abi.FUSE_FSYNC: "fsync",
+    abi.FUSE_SETXATTR: "setxattr",
+    abi.FUSE_GETXATTR: "getxattr",
+    abi.FUSE_LISTXATTR: "listxattr",
+    abi.FUSE_REMOVEXATTR: "removexattr",
+    abi.FUSE_FLUSH: "flush",
+    abi.FUSE_OPENDIR: "opendir",
+    abi.FUSE_READDIR: "readdir",
+    abi.FUSE_READDIRPLUS: "readdir",
+    abi.FUSE_RELEASEDIR: "releasedir",
+    abi.FUSE_FSYNCDIR: "fsyncdir",
+    abi.FUSE_GETLK: "getlk",
+    abi.FUSE_SETLK: "setlk",
+    abi.FUSE_SETLKW: "setlk",
+    abi.FUSE_ACCESS: "access",
+    abi.FUSE_CREATE: "create",
+    abi.FUSE_FALLOCATE: "fallocate",
+    abi.FUSE_LSEEK: "lseek",
+    abi.FUSE_COPY_FILE_RANGE: "copy_file_range",
+    abi.FUSE_COPY_FILE_RANGE_64: "copy_file_range",
+}
 
 HANDLERS: dict[int, Handler] = {
     abi.FUSE_LOOKUP: NativeChannel._lookup,

@@ -35,6 +35,7 @@ class Ops(Operations):
         self.written: list[Any] = []
         self.keep_writes = True
         self.release_lock = trio.Event()
+        self.fsync_may_end = trio.Event()
 
     async def lookup(self, parent_inode: int, name: bytes, ctx: RequestContext) -> EntryAttributes:
         if name == b"missing":
@@ -57,6 +58,13 @@ class Ops(Operations):
             await self.release_lock.wait()
         except trio.Cancelled:
             self.cancelled.append("setlk")
+            raise
+
+    async def fsync(self, fh: int, datasync: bool) -> None:
+        try:
+            await self.fsync_may_end.wait()
+        except trio.Cancelled:
+            self.cancelled.append("fsync")
             raise
 
     async def write(self, fh: int, off: int, buf: Any) -> int:
@@ -198,6 +206,19 @@ async def test_an_interrupt_cancels_the_operation_and_the_request_is_answered_ei
         assert ops.cancelled == ["setlk"]
         u3 = kernel.send(abi.FUSE_LOOKUP, b"after\0")  # the worker goes on with a fresh cancel scope
         assert (await kernel.reply())[:2] == (0, u3)
+
+
+async def test_an_operation_not_interruptible_runs_to_completion() -> None:
+    ops = Ops()
+    assert "fsync" not in ops.interruptible and "setlk" in ops.interruptible
+    async with serving(ops) as (_, kernel):
+        u = kernel.send(abi.FUSE_FSYNC, struct.pack("=QII", 1, 0, 0))
+        await kernel.nothing(0.1)
+        kernel.send(abi.FUSE_INTERRUPT, struct.pack("=Q", u), unique=u | abi.FUSE_INT_REQ_BIT)
+        await kernel.nothing(0.1)  # the interrupt is let go
+        ops.fsync_may_end.set()
+        assert await kernel.reply() == (0, u, b"")
+    assert ops.cancelled == []
 
 
 async def test_an_interrupt_that_came_first_starts_its_request_interrupted() -> None:
