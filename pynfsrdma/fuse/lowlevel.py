@@ -172,13 +172,10 @@ class Operations:
     kernel: Kernel | None = None  # set by the channel before the first request
     # The operations an interrupted caller (a signal, FUSE_INTERRUPT) may cancel: the channel then
     # cancels them (they see trio.Cancelled) and answers EINTR. Those not named run to completion
-    # and answer as usual, which the kernel allows: by default every operation that changes
-    # something, so that an interrupted close(2), write(2) or open(2) never leaves the file system's
-    # state half done; waiting for a lock is cancellable, as a blocked F_SETLKW must be.
-    interruptible: frozenset[str] = frozenset(
-        {"lookup", "getattr", "readlink", "read", "readdir", "statfs", "getxattr", "listxattr", "access",
-         "getlk", "setlk", "lseek"}
-    )
+    # and answer as usual, which the kernel allows. By default only waiting for a lock, as a blocked
+    # F_SETLKW must be cancellable: an operation that may send or wait for data (a read sends the
+    # file's gathered writes first) must not be left half done by an interrupt unless it says so.
+    interruptible: frozenset[str] = frozenset({"getlk", "setlk"})
 
     async def lookup(self, parent_inode: int, name: bytes, ctx: RequestContext) -> EntryAttributes:
         raise FUSEError(errno.ENOSYS)
