@@ -623,7 +623,7 @@ class NativeChannel:
         n = await self.ops.copy_file_range(r.fh_in, r.off_in, r.fh_out, r.off_out, r.length, r.flags)
         if r.opcode == abi.FUSE_COPY_FILE_RANGE_64:
             return replies.copy_file_range_64(r.unique, n)
-        return replies.write(r.unique, min(n, 0xFFFFFFFF))
+        return replies.write(r.unique, min(n, abi.WRITE_OUT_MAX))
 
 
 EMPTY_VIEW = memoryview(b"")

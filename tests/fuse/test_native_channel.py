@@ -14,10 +14,12 @@ import errno
 import fcntl
 import mmap
 import os
+import shutil
 import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -45,6 +47,7 @@ from pynfsrdma.fuse.lowlevel import (
 
 REPO = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
+NOBODY = 65534
 T = TypeVar("T")
 
 
@@ -713,3 +716,38 @@ def test_a_daemon_killed_with_sigkill_leaves_no_mount(tmp_path: Path) -> None:
             proc.wait()
         if is_mounted(mnt):
             subprocess.run(["fusermount3", "-u", "-z", str(mnt)], check=False)
+
+
+def test_a_user_mounts_through_fusermount3() -> None:
+    """A user who is not root mounts through the set-user-ID fusermount3, which passes the connection
+    back over _FUSE_COMMFD, and unmounts with ``fusermount3 -u``. On this machine /dev/fuse is root's
+    alone (mode 0600), so the test runs in a mount namespace of its own where a device node open to
+    all stands in for it."""
+    work = Path(tempfile.mkdtemp(prefix="native-user-"))
+    try:
+        os.chmod(work, 0o755)
+        script = f"""
+            mknod -m 666 {work}/fuse c 10 229
+            mount --bind {work}/fuse /dev/fuse
+            mkdir {work}/mnt && chown {NOBODY}:{NOBODY} {work}/mnt
+            as_user() {{ setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups "$@"; }}
+            as_user {sys.executable} {REPO}/bench/null_fuse.py {work}/mnt --channel native --files 10 &
+            daemon=$!
+            for _ in $(seq 200); do grep -q " {work}/mnt " /proc/self/mountinfo && break; sleep 0.05; done
+            grep " {work}/mnt " /proc/self/mountinfo
+            echo "entries $(as_user ls {work}/mnt/dir | wc -l)"
+            as_user fusermount3 -u {work}/mnt
+            wait $daemon
+            echo "daemon exit $?"
+            grep -q " {work}/mnt " /proc/self/mountinfo && echo still-mounted || echo unmounted
+        """
+        r = subprocess.run(
+            ["unshare", "--mount", "--propagation", "private", "bash", "-euc", script],
+            capture_output=True, text=True, timeout=60,
+        )
+        assert r.returncode == 0, r.stderr
+        mountinfo, entries, status, after = r.stdout.strip().splitlines()
+        assert f"fuse.null null rw,user_id={NOBODY},group_id={NOBODY}" in mountinfo, mountinfo
+        assert (entries, status, after) == ("entries 10", "daemon exit 0", "unmounted"), r.stderr
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

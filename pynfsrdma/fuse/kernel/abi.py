@@ -189,6 +189,7 @@ ATTR_OUT = struct.Struct("=QII" + ATTR.format[1:])
 OPEN_OUT = struct.Struct("=QIi")
 # fuse_write_out: size, padding
 WRITE_OUT = struct.Struct("=II")
+WRITE_OUT_MAX = 0xFFFFFFFF  # the most a fuse_write_out can say (COPY_FILE_RANGE before 7.45)
 # fuse_copy_file_range_out: bytes_copied
 COPY_FILE_RANGE_OUT = struct.Struct("=Q")
 # fuse_statfs_out (fuse_kstatfs): blocks, bfree, bavail, files, ffree, bsize, namelen, frsize, padding, spare[6]
@@ -204,6 +205,7 @@ DIRENT = struct.Struct("=QQII")
 # fuse_direntplus: fuse_entry_out, then fuse_dirent
 DIRENTPLUS = struct.Struct(ENTRY_OUT.format + DIRENT.format[1:])
 DIRENT_ALIGN = 8
+DT_SHIFT = 12  # fuse_dirent.type is the DT_* value: the file type bits of the mode (S_IFMT) shifted down
 
 # fuse_init_in: major, minor, max_readahead, flags (before 7.36 that is all of it) ...
 INIT_IN = struct.Struct("=IIII")

@@ -193,8 +193,8 @@ def data_parts(unique: int, parts: Sequence[Any]) -> list[Any]:
 
 
 def dirent_type(mode: int) -> int:
-    """``fuse_dirent.type``: the file type bits of ``mode`` as DT_* (``S_IFMT >> 12``)."""
-    return stat.S_IFMT(mode) >> 12
+    """``fuse_dirent.type``: the file type bits of ``mode`` as DT_*."""
+    return stat.S_IFMT(mode) >> abi.DT_SHIFT
 
 
 _PLUS: dict[int, struct.Struct] = {}  # fuse_direntplus and its name, by the name's length
@@ -238,7 +238,7 @@ class DirentBuffer:
                 a.st_ino, a.generation, es, ats, ens, atns,
                 a.st_ino, a.st_size, a.st_blocks, at // NS, mt // NS, ct // NS, at % NS, mt % NS, ct % NS,
                 mode, a.st_nlink, a.st_uid, a.st_gid, a.st_rdev & U32, a.st_blksize, 0,
-                a.st_ino, next_id, n, (mode & 0o170000) >> 12, name,
+                a.st_ino, next_id, n, stat.S_IFMT(mode) >> abi.DT_SHIFT, name,
             )  # fmt: skip
         else:
             end = self._used + ((abi.DIRENT.size + n + abi.DIRENT_ALIGN - 1) & ~(abi.DIRENT_ALIGN - 1))
