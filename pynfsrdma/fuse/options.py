@@ -119,7 +119,7 @@ class MountOptions:
         return self.timeo / 10.0
 
     def fuse_options(self, fsname: str) -> set[str]:
-        """The option set for ``pyfuse3.init``."""
+        """The FUSE options of the mount, for the channel (``fuse.channel.open_channel``)."""
         opts = {f"fsname={fsname}", "subtype=pynfsrdma", "auto_unmount"}
         if self.allow_other:
             opts.add("allow_other")
