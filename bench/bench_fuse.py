@@ -1,33 +1,41 @@
-"""The FUSE mount against the FUSE ceiling and nfs-rs, in one run (issue 3, "Figures").
+"""The FUSE mount against the FUSE ceiling and nfs-rs, on one FUSE channel or two side by side, in one
+run (issue 3, "Figures"; issue 16, the native channel against pyfuse3).
 
     .venv/bin/python bench/bench_fuse.py [--size-mib 1024] [--files 10000] [--tar-files 5000] [--json]
-                                         [--only ls,untar,...] [--repeat N] [--rpc-counts] [--mount-option OPT]
+                                         [--only stat,ls,untar,...] [--repeat N] [--rpc-counts]
+                                         [--mount-option OPT] [--channels native,pyfuse3]
 
-Starts its own NFS-Ganesha (testbed) and mounts it with ``python -m pynfsrdma.cli.main mount URL MNT -f``
-(unmounted with ``fusermount3 -u``); then, through the mount:
+Starts its own NFS-Ganesha (testbed) and mounts it with ``python -m pynfsrdma.cli.main mount URL MNT -f
+-o channel=CHANNEL`` (unmounted with ``fusermount3 -u``); then, through the mount:
 - sequential write of SIZE, buffered and O_DIRECT (``dd if=/dev/zero bs=1M conv=fsync``: the time
   includes getting the data onto the server's stable storage);
 - sequential read of SIZE (a file of incompressible data made on the server's disk), buffered and
   O_DIRECT (``dd of=/dev/null bs=1M``), the page cache dropped before each (``echo 3 >
   /proc/sys/vm/drop_caches``: root);
-- ``ls -l`` of a cold directory of FILES entries (the mount is made again and the kernel's caches
-  dropped first, so that neither the kernel nor the daemon remembers a name);
+- ``lstat`` of the FILES names of a cold directory one after another (a LOOKUP each) and ``ls -l`` of
+  it (the mount is made again and the kernel's caches dropped before each, so that neither the
+  kernel nor the daemon remembers a name);
 - untar of a source-like tree of TAR_FILES small files (generated at the start) with ``tar x``.
-The same work against a do-nothing pyfuse3 file system (``bench/null_fuse.py``: zeros for reads,
-writes discarded, a FILES-entry directory, and a scratch directory that keeps the names and
-attributes of what ``tar x`` makes but no data), the ceiling of FUSE here; and
+The same work against a do-nothing file system on the same channel (``bench/null_fuse.py``: zeros
+for reads, writes discarded, a FILES-entry directory, and a scratch directory that keeps the names
+and attributes of what ``tar x`` makes but no data), the ceiling of FUSE through that channel; and
 with the nfs-rs client where it applies (a library, not a mount, so it has no page cache: its one
-read and one write figure stand on both the buffered and the O_DIRECT lines; its "ls -l" is a
-``scandir`` with attributes; its untar creates the same directories and files with mkdir/open/write_at).
+read and one write figure stand on both the buffered and the O_DIRECT lines; its ``lstat`` is
+``Client.stat``, its "ls -l" a ``scandir`` with attributes; its untar creates the same directories
+and files with mkdir/open/write_at).
 
-The small-file lines (``ls -l``, untar) run the mount and nfs-rs in turn, ``--repeat`` times (best of
-each), with the server in the same state for both: NFS-Ganesha reads the directory once before anyone
-is listing it for time, and the page cache is dropped before each listing. ``--rpc-counts`` prints the
-mount's COMPOUNDs per untarred file and per listed entry (``pynfsrdma stats --json``).
-Each read line prints the CPU the mount daemon (user, system) and NFS-Ganesha spent per GiB.
+Every line runs ``--repeat`` rounds. In each round every channel of ``--channels`` runs the mount's
+lines and then the ceiling's, the channels taking turns at going first, and nfs-rs runs its
+small-file lines (its data lines run in the first round only), with the server in the same state
+for all: NFS-Ganesha reads the directory once before anyone is listing it for time, and the page
+cache is dropped before each listing and each read. The table shows the best of the rounds and,
+with more than one, their median; with two channels, the ratio of the first to the second.
+``--rpc-counts`` prints the mount's COMPOUNDs per untarred file and per listed entry (``pynfsrdma
+stats --json``). Each read line prints the CPU the mount daemon (user, system) and NFS-Ganesha spent
+per GiB; each untar round, the daemon's CPU per file and the share of CPU the host took.
 
-Each other figure is one run (a default run takes about 3-4 minutes on 2 cores). Prints a table and,
-with --json, one JSON line.
+Prints a table and, with --json, one JSON line (``pynfsrdma``, ``fuse_ceiling`` and ``nfsrs`` are the
+best figures of the first channel).
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +63,9 @@ import nfs_rs
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.common import align, stolen  # noqa: E402
+from bench.common import Measurement, align, stolen  # noqa: E402
 from pynfsrdma import control  # noqa: E402
+from pynfsrdma.fuse.channel import CHANNELS, DEFAULT_CHANNEL  # noqa: E402
 from pynfsrdma.testbed import Ganesha  # noqa: E402
 
 MIB = 1 << 20
@@ -72,58 +81,111 @@ def log(msg: str) -> None:
 # -- rows ---------------------------------------------------------------------------------------------------
 @dataclass
 class Row:
+    """One line of the table: its rounds on the mount and on the ceiling, per channel, and nfs-rs's."""
+
     operation: str
     unit: str
-    ours: float | None = None
-    ceiling: float | None = None
-    nfsrs: float | None = None
+    channels: list[str]
+    mount: dict[str, Measurement] = field(default_factory=dict)
+    ceiling: dict[str, Measurement] = field(default_factory=dict)
+    nfsrs_rounds: Measurement = field(default_factory=Measurement)
+
+    def __post_init__(self) -> None:
+        for ch in self.channels:
+            self.mount.setdefault(ch, Measurement())
+            self.ceiling.setdefault(ch, Measurement())
+
+    @staticmethod
+    def _best(m: Measurement) -> float | None:
+        return m.best if m.samples else None
 
     @staticmethod
     def _ratio(a: float | None, b: float | None) -> float | None:
         return round(a / b, 3) if a and b else None
 
     @property
+    def ours(self) -> float | None:
+        return self._best(self.mount[self.channels[0]])
+
+    @property
+    def ceiling_best(self) -> float | None:
+        return self._best(self.ceiling[self.channels[0]])
+
+    @property
+    def nfsrs(self) -> float | None:
+        return self._best(self.nfsrs_rounds)
+
+    @property
     def vs_ceiling(self) -> float | None:
-        return self._ratio(self.ours, self.ceiling)
+        return self._ratio(self.ours, self.ceiling_best)
 
     @property
     def vs_nfsrs(self) -> float | None:
         return self._ratio(self.ours, self.nfsrs)
 
+    def channel_ratio(self, which: dict[str, Measurement]) -> dict[str, float | None]:
+        """The first channel against the second, on the best rounds and on the medians."""
+        a, b = (which[ch] for ch in self.channels[:2])
+        return {
+            "best": self._ratio(self._best(a), self._best(b)),
+            "median": self._ratio(a.median if a.samples else None, b.median if b.samples else None),
+        }
+
     def as_dict(self) -> dict[str, object]:
         def r(x: float | None) -> float | None:
             return None if x is None else round(x, 1)
 
-        return {
+        def m(x: Measurement) -> dict[str, object]:
+            return {"best": r(self._best(x)), "median": r(x.median if x.samples else None),
+                    "rounds": [round(v, 1) for v in x.samples]}
+
+        out: dict[str, object] = {
             "operation": self.operation,
             "unit": self.unit,
             "pynfsrdma": r(self.ours),
-            "fuse_ceiling": r(self.ceiling),
+            "fuse_ceiling": r(self.ceiling_best),
             "nfsrs": r(self.nfsrs),
             "vs_ceiling": self.vs_ceiling,
             "vs_nfsrs": self.vs_nfsrs,
+            "channels": {ch: {"mount": m(self.mount[ch]), "ceiling": m(self.ceiling[ch])} for ch in self.channels},
         }
+        if len(self.channels) > 1:
+            out["channel_ratio"] = {"mount": self.channel_ratio(self.mount), "ceiling": self.channel_ratio(self.ceiling)}
+        return out
 
 
 def format_table(rows: list[Row]) -> str:
-    def f(x: float | None, unit: str = "") -> str:
-        return "n/a" if x is None else f"{x:,.1f}{unit}"
+    channels = rows[0].channels if rows else [DEFAULT_CHANNEL]
+
+    def f(m: Measurement, unit: str = "") -> str:
+        if not m.samples:
+            return "n/a"
+        text = f"{m.best:,.0f}"
+        if len(m.samples) > 1:
+            text += f" ({m.median:,.0f})"
+        return text + (" " + unit if unit else "")
 
     def q(x: float | None) -> str:
         return "n/a" if x is None else f"{x:.2f}x"
 
-    header = ("operation", "pynfsrdma mount", "FUSE ceiling", "nfs-rs", "mount/ceiling", "mount/nfs-rs")
-    lines = [header] + [
-        (
-            r.operation,
-            f(r.ours, " " + r.unit),
-            f(r.ceiling, " " + r.unit),
-            f(r.nfsrs, " " + r.unit),
-            q(r.vs_ceiling),
-            q(r.vs_nfsrs),
-        )
-        for r in rows
-    ]
+    header: list[str] = ["operation"]
+    for ch in channels:
+        header += [f"mount {ch}", f"ceiling {ch}"]
+    header += ["nfs-rs", "mount/ceiling", "mount/nfs-rs"]
+    if len(channels) > 1:
+        header += [f"mount {channels[0]}/{channels[1]}", f"ceiling {channels[0]}/{channels[1]}"]
+    lines = [tuple(header)]
+    for r in rows:
+        line = [r.operation]
+        for ch in channels:
+            line += [f(r.mount[ch], r.unit), f(r.ceiling[ch])]
+        line += [f(r.nfsrs_rounds), q(r.vs_ceiling), q(r.vs_nfsrs)]
+        if len(channels) > 1:
+            for which in (r.mount, r.ceiling):
+                ratio = r.channel_ratio(which)
+                line.append(f"{q(ratio['best'])} ({q(ratio['median'])})" if len(which[channels[0]].samples) > 1
+                            else q(ratio["best"]))
+        lines.append(tuple(line))
     return align(lines)
 
 
@@ -236,7 +298,7 @@ def is_mounted(path: Path) -> bool:
 
 
 @contextmanager
-def mounted(cmd: list[str], mountpoint: Path, logfile: Path) -> Iterator[None]:
+def mounted(cmd: list[str], mountpoint: Path, logfile: Path) -> Iterator[subprocess.Popen[bytes]]:
     """Run a FUSE daemon in the foreground as a subprocess; unmount and reap it at the end."""
     with open(logfile, "ab") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO)
@@ -247,7 +309,7 @@ def mounted(cmd: list[str], mountpoint: Path, logfile: Path) -> Iterator[None]:
                 raise RuntimeError(f"{cmd[2:4]} did not mount: {logfile.read_text()[-2000:]}")
             time.sleep(0.05)
         os.stat(mountpoint)
-        yield
+        yield proc
     finally:
         if is_mounted(mountpoint):
             subprocess.run(["fusermount3", "-u", str(mountpoint)], check=False)
@@ -302,29 +364,43 @@ def nfsrs_untar(client: nfs_rs.Client, tarball: Path, dest: str) -> int:
     return files
 
 
+def lstat_all(directory: Path, count: int) -> None:
+    """``lstat`` of ``f0000000`` ... one after another (a LOOKUP each in a cold directory)."""
+    base = f"{directory}/f"
+    for i in range(count):
+        os.lstat(f"{base}{i:07d}")
+
+
 # -- the run ------------------------------------------------------------------------------------------------
+LINES = (
+    ("write", "write {mib} MiB buffered (dd bs=1M, fsync)", "MB/s"),
+    ("write_direct", "write {mib} MiB O_DIRECT (dd bs=1M, fsync)", "MB/s"),
+    ("read", "read {mib} MiB buffered, cold (dd bs=1M)", "MB/s"),
+    ("read_direct", "read {mib} MiB O_DIRECT (dd bs=1M)", "MB/s"),
+    ("stat", "lstat of {files} cold names, one after another", "names/s"),
+    ("ls", "ls -l of a cold {files}-entry directory", "entries/s"),
+    ("untar", "untar {tar_files} small files (tar x)", "files/s"),
+)
+DATA_LINES = frozenset({"write", "write_direct", "read", "read_direct"})
+
+
 def run(args: argparse.Namespace) -> list[Row]:
+    channels: list[str] = args.channels
     size = args.size_mib * MIB
     mib = args.size_mib
     mb = size / 1e6
-    scratch = Path(tempfile.mkdtemp(prefix="bench-fuse-"))
+    gib = size / (1 << 30)
     rows = {
-        k: Row(name, unit)
-        for k, name, unit in [
-            ("write", f"write {mib} MiB buffered (dd bs=1M, fsync)", "MB/s"),
-            ("write_direct", f"write {mib} MiB O_DIRECT (dd bs=1M, fsync)", "MB/s"),
-            ("read", f"read {mib} MiB buffered, cold (dd bs=1M)", "MB/s"),
-            ("read_direct", f"read {mib} MiB O_DIRECT (dd bs=1M)", "MB/s"),
-            ("ls", f"ls -l of a cold {args.files}-entry directory", "entries/s"),
-            ("untar", f"untar {args.tar_files} small files (tar x)", "files/s"),
-        ]
+        k: Row(name.format(mib=mib, files=args.files, tar_files=args.tar_files), unit, channels)
+        for k, name, unit in LINES
     }
     want = set(args.only.split(",")) if args.only else set(rows)
     unknown = want - set(rows)
     if unknown:
         raise SystemExit(f"--only: unknown line(s) {', '.join(sorted(unknown))} (lines: {', '.join(rows)})")
     rows = {k: r for k, r in rows.items() if k in want}
-    data_lines = want & {"write", "write_direct", "read", "read_direct"}
+    data_lines = want & DATA_LINES
+    scratch = Path(tempfile.mkdtemp(prefix="bench-fuse-"))
     try:
         tarball = scratch / "tree.tar"
         make_tarball(tarball, args.tar_files)
@@ -339,174 +415,160 @@ def run(args: argparse.Namespace) -> list[Row]:
             for i in range(args.files):
                 (d.local / "dir" / f"f{i:07d}").touch()
             (d.local / "untar").mkdir()
-            log(f"NFS-Ganesha at {server.url}; data made in {d.local}")
+            log(f"NFS-Ganesha at {server.url}; data made in {d.local}; channels {', '.join(channels)}")
             client = nfs_rs.Client.connect(
                 f"nfs://{server.host}:{server.port}{d.remote}?version=4.1&noresvport=true", uid=0, gid=0
             )
-            mnt = scratch / "mnt"
+            mnt, nmnt = scratch / "mnt", scratch / "null"
             mnt.mkdir()
-            cmd = [PY, "-m", "pynfsrdma.cli.main", "mount", server.url, str(mnt), "-f"]
-            cmd += [x for o in args.mount_option for x in ("-o", o)]
+            nmnt.mkdir()
             here = mnt / d.local.name
-            try:
-                # -- the pynfsrdma mount: sequential data
+
+            def mount_cmd(ch: str) -> list[str]:
+                cmd = [PY, "-m", "pynfsrdma.cli.main", "mount", server.url, str(mnt), "-f", "-o", f"channel={ch}"]
+                return cmd + [x for o in args.mount_option for x in ("-o", o)]
+
+            def mount_round(ch: str, r: int) -> None:
+                cmd, logfile = mount_cmd(ch), scratch / f"mount-{ch}.log"
                 if data_lines:
-                    with mounted(cmd, mnt, scratch / "mount.log"):
-                        if "write" in want:
-                            rows["write"].ours = mb / timed(lambda: dd_write(here / "w", mib, False))
-                            os.unlink(here / "w")
-                        if "write_direct" in want:
-                            rows["write_direct"].ours = mb / timed(lambda: dd_write(here / "w", mib, True))
-                            os.unlink(here / "w")
-                        if want & {"read", "read_direct"}:
-                            daemon = control.query(str(mnt), "stats")["pid"]
-                            gib = size / (1 << 30)
-                        if "read" in want:
-                            drop_caches()
-                            t = timed_read("read", here / "big", False, gib, daemon, server.pid)
-                            rows["read"].ours = mb / t
-                        if "read_direct" in want:
-                            drop_caches()
-                            t = timed_read("read_direct", here / "big", True, gib, daemon, server.pid)
-                            rows["read_direct"].ours = mb / t
-
-                # -- small files: the mount and nfs-rs take turns (best of --repeat), with the
-                # server in the same state for both
-                # the server reads the directory once before anyone is timed: the first listing
-                # through NFS-Ganesha fills its own cache, which would favour whoever comes second
-                if "ls" in want and len(list(client.scandir("dir"))) != args.files:
-                    raise AssertionError("nfs-rs scandir: wrong number of entries")
-                for r in range(args.repeat):
-                    if "untar" in want:
-                        dest = here / "untar" / f"p{r}"
-                        with mounted(cmd, mnt, scratch / "mount.log"):
-                            dest.mkdir()
-                            s0, c0 = stolen(), daemon_cpu(mnt)
-                            rate = args.tar_files / timed(
-                                functools.partial(sh, "tar", "xf", str(tarball), "-C", str(dest))
-                            )
-                            ours_steal = steal_share(s0, args.tar_files / rate)
-                            ms_per_file = 1000 * (daemon_cpu(mnt) - c0) / args.tar_files
-                            report_stats(mnt, "untar", args.tar_files)
-                        rows["untar"].ours = max(rows["untar"].ours or 0, rate)
-                        s0, t0 = stolen(), time.perf_counter()
-                        files = nfsrs_untar(client, tarball, f"untar/n{r}")
-                        other = files / (time.perf_counter() - t0)
-                        other_steal = steal_share(s0, files / other)
-                        rows["untar"].nfsrs = max(rows["untar"].nfsrs or 0, other)
-                        log(
-                            f"untar, round {r + 1}: mount {rate:,.0f}, nfs-rs {other:,.0f} files/s ({rate / other:.2f}x);"
-                            f" CPU taken by the host: {ours_steal:.0%}, {other_steal:.0%};"
-                            f" the mount daemon's CPU {ms_per_file:.2f} ms per file"
-                        )
-                    if "ls" in want:
-                        # a fresh mount: neither the kernel nor the daemon knows a name
-                        with mounted(cmd, mnt, scratch / "mount.log"):
-                            drop_caches()
-                            n = 0
-
-                            def ls_ours() -> None:
-                                nonlocal n
-                                n = ls_l(here / "dir")
-
-                            s0 = stolen()
-                            rate = args.files / timed(ls_ours)
-                            ours_steal = steal_share(s0, args.files / rate)
-                            if n != args.files:
-                                raise AssertionError(
-                                    f"ls -l through the mount listed {n} of {args.files} entries"
-                                )
-                            report_stats(mnt, "ls -l", args.files)
-                        rows["ls"].ours = max(rows["ls"].ours or 0, rate)
+                    with mounted(cmd, mnt, logfile) as proc:
+                        for k, direct in (("write", False), ("write_direct", True)):
+                            if k in want:
+                                rows[k].mount[ch].add(mb, timed(functools.partial(dd_write, here / "w", mib, direct)))
+                                os.unlink(here / "w")
+                        for k, direct in (("read", False), ("read_direct", True)):
+                            if k in want:
+                                drop_caches()
+                                t = timed_read(f"{k}, mount {ch}", here / "big", direct, gib, proc.pid, server.pid)
+                                rows[k].mount[ch].add(mb, t)
+                if "stat" in want:  # a fresh mount: neither the kernel nor the daemon knows a name
+                    with mounted(cmd, mnt, logfile):
                         drop_caches()
-                        s0, t0 = stolen(), time.perf_counter()
-                        entries = list(client.scandir("dir"))
-                        other = len(entries) / (time.perf_counter() - t0)
-                        other_steal = steal_share(s0, len(entries) / other)
-                        if len(entries) != args.files:
-                            raise AssertionError(
-                                f"nfs-rs scandir listed {len(entries)} of {args.files} entries"
-                            )
-                        rows["ls"].nfsrs = max(rows["ls"].nfsrs or 0, other)
-                        log(
-                            f"ls -l, round {r + 1}: mount {rate:,.0f}, nfs-rs {other:,.0f} entries/s ({rate / other:.2f}x);"
-                            f" CPU taken by the host: {ours_steal:.0%}, {other_steal:.0%}"
-                        )
+                        rate = rows["stat"].mount[ch].add(args.files, timed(lambda: lstat_all(here / "dir", args.files)))
+                        report_stats(mnt, "lstat", args.files)
+                    log(f"lstat, round {r + 1}, mount {ch}: {rate:,.0f} names/s")
+                if "untar" in want:
+                    dest = here / "untar" / f"{ch}-{r}"
+                    with mounted(cmd, mnt, logfile):
+                        dest.mkdir()
+                        s0, c0 = stolen(), daemon_cpu(mnt)
+                        t = timed(functools.partial(sh, "tar", "xf", str(tarball), "-C", str(dest)))
+                        rate = rows["untar"].mount[ch].add(args.tar_files, t)
+                        steal = steal_share(s0, t)
+                        ms_per_file = 1000 * (daemon_cpu(mnt) - c0) / args.tar_files
+                        report_stats(mnt, "untar", args.tar_files)
+                    log(
+                        f"untar, round {r + 1}, mount {ch}: {rate:,.0f} files/s; CPU taken by the host: {steal:.0%};"
+                        f" the mount daemon's CPU {ms_per_file:.2f} ms per file"
+                    )
+                if "ls" in want:
+                    with mounted(cmd, mnt, logfile):
+                        drop_caches()
+                        n = 0
 
-                # -- nfs-rs: sequential data
-                if want & {"write", "write_direct"}:
+                        def ls_ours() -> None:
+                            nonlocal n
+                            n = ls_l(here / "dir")
+
+                        s0 = stolen()
+                        t = timed(ls_ours)
+                        rate = rows["ls"].mount[ch].add(args.files, t)
+                        if n != args.files:
+                            raise AssertionError(f"ls -l through the mount listed {n} of {args.files} entries")
+                        report_stats(mnt, "ls -l", args.files)
+                    log(f"ls -l, round {r + 1}, mount {ch}: {rate:,.0f} entries/s; CPU taken by the host: "
+                        f"{steal_share(s0, t):.0%}")
+
+            def ceiling_round(ch: str, r: int) -> None:
+                ncmd = [PY, str(REPO / "bench" / "null_fuse.py"), str(nmnt), "--size", str(size), "--files",
+                        str(args.files), "--channel", ch]
+                rs = {k: rows[k].ceiling[ch] for k in rows}
+                with mounted(ncmd, nmnt, scratch / f"null-{ch}.log") as proc:
+                    if "write" in want:
+                        rs["write"].add(mb, timed(lambda: dd_write(nmnt / "sink", mib, False)))
+                    if "write_direct" in want:
+                        rs["write_direct"].add(mb, timed(lambda: dd_write(nmnt / "sink", mib, True)))
+                    for k, direct in (("read", False), ("read_direct", True)):
+                        if k in want:
+                            drop_caches()
+                            rs[k].add(mb, timed_read(f"{k}, ceiling {ch}", nmnt / "zero", direct, gib, proc.pid, None))
+                    if "stat" in want:
+                        drop_caches()
+                        rate = rs["stat"].add(args.files, timed(lambda: lstat_all(nmnt / "dir", args.files)))
+                        log(f"lstat, round {r + 1}, ceiling {ch}: {rate:,.0f} names/s")
+                    if "ls" in want:
+                        drop_caches()
+                        rate = rs["ls"].add(args.files, timed(lambda: ls_l(nmnt / "dir")))
+                        log(f"ls -l, round {r + 1}, ceiling {ch}: {rate:,.0f} entries/s")
+                    if "untar" in want:
+                        dest = nmnt / "scratch" / f"p{r}"
+                        dest.mkdir()
+                        t = timed(functools.partial(sh, "tar", "xf", str(tarball), "-C", str(dest)))
+                        made = sum(len(files) for _, _, files in os.walk(dest))
+                        if made != args.tar_files:
+                            raise AssertionError(f"null file system: untar made {made} files")
+                        rate = rs["untar"].add(args.tar_files, t)
+                        log(f"untar, round {r + 1}, ceiling {ch}: {rate:,.0f} files/s")
+
+            def nfsrs_round(r: int) -> None:
+                if r == 0 and want & {"write", "write_direct"}:
                     data = bytes(size)
                     t0 = time.perf_counter()
                     with client.open("w", "wb") as wf:
                         n = wf.write_at(data, 0)
-                    rate = mb / (time.perf_counter() - t0)
+                    t = time.perf_counter() - t0
                     if n != size:
                         raise AssertionError(f"nfs-rs wrote {n} of {size}")
                     for k in want & {"write", "write_direct"}:
-                        rows[k].nfsrs = rate
+                        rows[k].nfsrs_rounds.add(mb, t)
                     del data
                     client.unlink("w")
-                if want & {"read", "read_direct"}:
-                    t0 = time.perf_counter()
+                if r == 0 and want & {"read", "read_direct"}:
                     buf = bytearray(size)
+                    t0 = time.perf_counter()
                     with client.open("big", "rb") as rf:
                         n = rf.readinto_at(buf, 0)
-                    rate = mb / (time.perf_counter() - t0)
+                    t = time.perf_counter() - t0
                     if n != size:
                         raise AssertionError(f"nfs-rs read {n} of {size}")
                     for k in want & {"read", "read_direct"}:
-                        rows[k].nfsrs = rate
+                        rows[k].nfsrs_rounds.add(mb, t)
                     del buf
-                log("pynfsrdma and nfs-rs done")
+                if "stat" in want:
+                    t0 = time.perf_counter()
+                    for i in range(args.files):
+                        client.stat(f"dir/f{i:07d}")
+                    rows["stat"].nfsrs_rounds.add(args.files, time.perf_counter() - t0)
+                if "untar" in want:
+                    s0, t0 = stolen(), time.perf_counter()
+                    files = nfsrs_untar(client, tarball, f"untar/n{r}")
+                    t = time.perf_counter() - t0
+                    rate = rows["untar"].nfsrs_rounds.add(files, t)
+                    log(f"untar, round {r + 1}, nfs-rs: {rate:,.0f} files/s; CPU taken by the host: {steal_share(s0, t):.0%}")
+                if "ls" in want:
+                    drop_caches()
+                    t0 = time.perf_counter()
+                    entries = list(client.scandir("dir"))
+                    t = time.perf_counter() - t0
+                    if len(entries) != args.files:
+                        raise AssertionError(f"nfs-rs scandir listed {len(entries)} of {args.files} entries")
+                    rows["ls"].nfsrs_rounds.add(len(entries), t)
+
+            try:
+                # the server reads the directory once before anyone is timed: the first listing
+                # through NFS-Ganesha fills its own cache, which would favour whoever comes second
+                if want & {"ls", "stat"} and len(list(client.scandir("dir"))) != args.files:
+                    raise AssertionError("nfs-rs scandir: wrong number of entries")
+                for r in range(args.repeat):
+                    k = r % len(channels)
+                    for ch in channels[k:] + channels[:k]:  # the channels take turns at going first
+                        mount_round(ch, r)
+                        ceiling_round(ch, r)
+                    nfsrs_round(r)
+                    log(f"round {r + 1} of {args.repeat} done")
             finally:
                 client.close()
             shutil.rmtree(d.local / "untar")
-
-            # -- the FUSE ceiling
-            if want:
-                nmnt = scratch / "null"
-                nmnt.mkdir()
-                ncmd = [
-                    PY,
-                    str(REPO / "bench" / "null_fuse.py"),
-                    str(nmnt),
-                    "--size",
-                    str(size),
-                    "--files",
-                    str(args.files),
-                ]
-                with mounted(ncmd, nmnt, scratch / "null.log"):
-                    if "write" in want:
-                        rows["write"].ceiling = mb / timed(lambda: dd_write(nmnt / "sink", mib, False))
-                    if "write_direct" in want:
-                        rows["write_direct"].ceiling = mb / timed(lambda: dd_write(nmnt / "sink", mib, True))
-                    if "read" in want:
-                        drop_caches()
-                        rows["read"].ceiling = mb / timed(lambda: dd_read(nmnt / "zero", False))
-                    if "read_direct" in want:
-                        drop_caches()
-                        rows["read_direct"].ceiling = mb / timed(lambda: dd_read(nmnt / "zero", True))
-                    if "ls" in want:
-                        best = 0.0
-                        for _ in range(args.repeat):
-                            drop_caches()
-                            best = max(best, args.files / timed(lambda: ls_l(nmnt / "dir")))
-                        rows["ls"].ceiling = best
-                    if "untar" in want:
-                        best = 0.0
-                        for r in range(args.repeat):
-                            dest = nmnt / "scratch" / f"p{r}"
-                            dest.mkdir()
-                            best = max(
-                                best,
-                                args.tar_files
-                                / timed(functools.partial(sh, "tar", "xf", str(tarball), "-C", str(dest))),
-                            )
-                            made = sum(len(files) for _, _, files in os.walk(dest))
-                            if made != args.tar_files:
-                                raise AssertionError(f"null file system: untar made {made} files")
-                        rows["untar"].ceiling = best
-                log("FUSE ceiling done")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return list(rows.values())
@@ -515,19 +577,26 @@ def run(args: argparse.Namespace) -> list[Row]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--size-mib", type=int, default=1024, help="size of the sequential reads and writes")
-    p.add_argument("--files", type=int, default=10_000, help="entries of the directory listed")
+    p.add_argument("--files", type=int, default=10_000, help="entries of the directory listed and statted")
     p.add_argument("--tar-files", type=int, default=5_000, help="files in the tarball unpacked")
     p.add_argument("--json", action="store_true", help="also print one JSON line")
     p.add_argument(
         "--repeat",
         type=int,
         default=1,
-        help="run the small-file lines (ls -l, untar) this many times, the mount and nfs-rs in turn; best of each",
+        help="rounds of every line, the channels and nfs-rs in turn; best and median of each",
     )
     p.add_argument(
         "--only",
         metavar="LINES",
-        help="comma-separated lines to run: write, write_direct, read, read_direct, ls, untar (default: all)",
+        help="comma-separated lines to run: write, write_direct, read, read_direct, stat, ls, untar (default: all)",
+    )
+    p.add_argument(
+        "--channels",
+        default=DEFAULT_CHANNEL,
+        metavar="CHANNELS",
+        help=f"comma-separated FUSE channels to run the mount and the ceiling on ({', '.join(CHANNELS)}; "
+        f"default {DEFAULT_CHANNEL}); with two, the table compares the first to the second",
     )
     p.add_argument(
         "--mount-option",
@@ -539,9 +608,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--rpc-counts",
         action="store_true",
-        help="print the mount's NFS operation counts per file (untar) and per entry (ls -l) to stderr",
+        help="print the mount's NFS operation counts per name (lstat), per file (untar) and per entry (ls -l) to stderr",
     )
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    a.channels = [c for c in a.channels.split(",") if c]
+    bad = [c for c in a.channels if c not in CHANNELS]
+    if bad or not a.channels or len(set(a.channels)) != len(a.channels):
+        p.error(f"--channels: use one or two of {', '.join(CHANNELS)}, each once")
+    return a
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -554,7 +628,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     rows = run(args)
     print(format_table(rows))
-    print(f"({time.monotonic() - t0:.0f} s; ratios above 1 mean the mount is faster)")
+    rounds = f"best of {args.repeat} rounds (median)" if args.repeat > 1 else "one round"
+    print(f"({time.monotonic() - t0:.0f} s; {rounds}; ratios above 1 mean the mount, or the first channel, is faster)")
     if args.json:
         print(
             json.dumps(
@@ -562,6 +637,8 @@ def main(argv: list[str] | None = None) -> int:
                     "size_mib": args.size_mib,
                     "files": args.files,
                     "tar_files": args.tar_files,
+                    "channels": args.channels,
+                    "repeat": args.repeat,
                     "nfs_rs_version": nfs_rs.__version__,
                     "rows": [r.as_dict() for r in rows],
                 },

@@ -1,6 +1,6 @@
-"""A do-nothing pyfuse3 file system: the ceiling of FUSE (and of pyfuse3 on trio) on this machine.
+"""A do-nothing file system: the ceiling of FUSE (and of a FUSE channel on trio) on this machine.
 
-    python bench/null_fuse.py MOUNTPOINT [--size BYTES] [--files N]
+    python bench/null_fuse.py MOUNTPOINT [--size BYTES] [--files N] [--channel native|pyfuse3]
 
 It serves, with no I/O behind them:
 - ``zero``: a file of SIZE bytes of zeros (each read is a slice of one zero buffer: no copy);
@@ -10,7 +10,8 @@ It serves, with no I/O behind them:
   names and attributes are kept in memory, their data is not (a write only moves the size).
 
 Reads, writes and listings through it cost what FUSE itself costs, which is what a real file system
-mounted the same way cannot beat. Like the pynfsrdma mount, it raises the mount's read_ahead_kb to
+mounted the same way cannot beat. It answers the low-level interface the pynfsrdma mount answers
+(``pynfsrdma.fuse.lowlevel``), through the channel ``--channel`` names. Like the pynfsrdma mount, it raises the mount's read_ahead_kb to
 1024 (FUSE's largest request), so that buffered reads are compared under the same kernel setting.
 Runs in the foreground until unmounted (``fusermount3 -u MOUNTPOINT``) or sent SIGTERM/SIGINT.
 """
@@ -26,13 +27,22 @@ import sys
 import time
 from typing import Any
 
-import pyfuse3
 import trio
 
+from pynfsrdma.fuse.channel import CHANNELS, DEFAULT_CHANNEL, Channel, open_channel
+from pynfsrdma.fuse.lowlevel import (
+    ROOT_INODE,
+    EntryAttributes,
+    FileInfo,
+    FUSEError,
+    Operations,
+    ReaddirToken,
+    RequestContext,
+    SetattrFields,
+)
 from pynfsrdma.fuse.mount import raise_read_ahead_once_up
-from pynfsrdma.fuse.via_pyfuse3 import WORKERS_KEPT
 
-ROOT = pyfuse3.ROOT_INODE
+ROOT = ROOT_INODE
 ZERO, SINK, DIR, SCRATCH = ROOT + 1, ROOT + 2, ROOT + 3, ROOT + 4
 FIRST_FILE = 100
 FIRST_MADE = 1 << 40  # inodes of what is made in scratch/
@@ -41,9 +51,7 @@ ZEROS = memoryview(bytes(MAX_REQUEST))
 TIMEOUT = 3600.0  # the kernel may cache everything: nothing ever changes
 
 
-class NullOperations(pyfuse3.Operations):
-    enable_writeback_cache = False
-
+class NullOperations(Operations):
     def __init__(self, size: int, files: int) -> None:
         super().__init__()
         self.size = size
@@ -51,13 +59,13 @@ class NullOperations(pyfuse3.Operations):
         self.now = time.time_ns()
         self.written = 0
         # scratch/: inode -> attributes, directory inode -> {name: inode}, symlink inode -> target
-        self.made: dict[int, pyfuse3.EntryAttributes] = {SCRATCH: self._attr(SCRATCH)}
+        self.made: dict[int, EntryAttributes] = {SCRATCH: self._attr(SCRATCH)}
         self.children: dict[int, dict[bytes, int]] = {SCRATCH: {}}
         self.links: dict[int, bytes] = {}
         self.next_ino = FIRST_MADE
 
-    def _attr(self, ino: int) -> pyfuse3.EntryAttributes:
-        e = pyfuse3.EntryAttributes()
+    def _attr(self, ino: int) -> EntryAttributes:
+        e = EntryAttributes()
         e.st_ino = ino
         e.entry_timeout = TIMEOUT
         e.attr_timeout = TIMEOUT
@@ -77,15 +85,15 @@ class NullOperations(pyfuse3.Operations):
             ino in (ROOT, ZERO, SINK, DIR) or FIRST_FILE <= ino < FIRST_FILE + self.files or ino in self.made
         )
 
-    async def getattr(self, inode: int, ctx: Any = None) -> pyfuse3.EntryAttributes:
+    async def getattr(self, inode: int, ctx: RequestContext | None = None) -> EntryAttributes:
         made = self.made.get(inode)
         if made is not None:
             return made
         if not self._valid(inode):
-            raise pyfuse3.FUSEError(errno.ENOENT)
+            raise FUSEError(errno.ENOENT)
         return self._attr(inode)
 
-    async def setattr(self, inode: int, attr: Any, fields: Any, fh: Any, ctx: Any) -> pyfuse3.EntryAttributes:
+    async def setattr(self, inode: int, attr: EntryAttributes, fields: SetattrFields, fh: int | None, ctx: RequestContext) -> EntryAttributes:
         e = self.made.get(inode)
         if e is None:
             return await self.getattr(inode)  # truncating the sink (O_TRUNC) changes nothing
@@ -104,14 +112,14 @@ class NullOperations(pyfuse3.Operations):
         return e
 
     # -- scratch/: what is made there is kept (names and attributes only) --------------------------
-    def _make(self, parent: int, name: bytes, mode: int, ctx: Any) -> pyfuse3.EntryAttributes:
+    def _make(self, parent: int, name: bytes, mode: int, ctx: RequestContext) -> EntryAttributes:
         entries = self.children.get(parent)
         if entries is None:
-            raise pyfuse3.FUSEError(errno.EROFS)  # (only scratch/ and what is made in it)
+            raise FUSEError(errno.EROFS)  # (only scratch/ and what is made in it)
         if name in entries:
-            raise pyfuse3.FUSEError(errno.EEXIST)
+            raise FUSEError(errno.EEXIST)
         ino, self.next_ino = self.next_ino, self.next_ino + 1
-        e = pyfuse3.EntryAttributes()
+        e = EntryAttributes()
         e.st_ino = ino
         e.entry_timeout = e.attr_timeout = TIMEOUT
         e.st_mode = mode
@@ -125,34 +133,34 @@ class NullOperations(pyfuse3.Operations):
             self.children[ino] = {}
         return e
 
-    async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx: Any) -> pyfuse3.EntryAttributes:
+    async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx: RequestContext) -> EntryAttributes:
         return self._make(parent_inode, name, stat.S_IFDIR | stat.S_IMODE(mode), ctx)
 
     async def create(
-        self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: Any
-    ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+        self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: RequestContext
+    ) -> tuple[FileInfo, EntryAttributes]:
         e = self._make(parent_inode, name, stat.S_IFREG | stat.S_IMODE(mode), ctx)
-        return pyfuse3.FileInfo(fh=e.st_ino), e
+        return FileInfo(fh=e.st_ino), e
 
     async def symlink(
-        self, parent_inode: int, name: bytes, target: bytes, ctx: Any
-    ) -> pyfuse3.EntryAttributes:
+        self, parent_inode: int, name: bytes, target: bytes, ctx: RequestContext
+    ) -> EntryAttributes:
         e = self._make(parent_inode, name, stat.S_IFLNK | 0o777, ctx)
         self.links[e.st_ino] = target
         e.st_size = len(target)
         return e
 
-    async def readlink(self, inode: int, ctx: Any) -> bytes:
+    async def readlink(self, inode: int, ctx: RequestContext) -> bytes:
         if inode not in self.links:
-            raise pyfuse3.FUSEError(errno.EINVAL)
+            raise FUSEError(errno.EINVAL)
         return self.links[inode]
 
-    async def lookup(self, parent_inode: int, name: bytes, ctx: Any = None) -> pyfuse3.EntryAttributes:
+    async def lookup(self, parent_inode: int, name: bytes, ctx: RequestContext | None = None) -> EntryAttributes:
         entries = self.children.get(parent_inode)
         if entries is not None:
             ino = entries.get(name)
             if ino is None:
-                raise pyfuse3.FUSEError(errno.ENOENT)
+                raise FUSEError(errno.ENOENT)
             return self.made[ino]
         if parent_inode == ROOT:
             ino = {b"zero": ZERO, b"sink": SINK, b"dir": DIR, b"scratch": SCRATCH}.get(name)
@@ -162,38 +170,38 @@ class NullOperations(pyfuse3.Operations):
         else:
             ino = None
         if ino is None:
-            raise pyfuse3.FUSEError(errno.ENOENT)
+            raise FUSEError(errno.ENOENT)
         return self._attr(ino)
 
-    async def opendir(self, inode: int, ctx: Any) -> int:
+    async def opendir(self, inode: int, ctx: RequestContext) -> int:
         if inode not in (ROOT, DIR) and inode not in self.children:
-            raise pyfuse3.FUSEError(errno.ENOTDIR)
+            raise FUSEError(errno.ENOTDIR)
         return inode
 
-    async def readdir(self, fh: int, start_id: int, token: Any) -> None:
+    async def readdir(self, fh: int, start_id: int, token: ReaddirToken) -> None:
         if fh == ROOT:
             names = [(b"zero", ZERO), (b"sink", SINK), (b"dir", DIR), (b"scratch", SCRATCH)]
             for i in range(start_id, len(names)):
                 name, ino = names[i]
-                if not pyfuse3.readdir_reply(token, name, self._attr(ino), i + 1):
+                if not token.add(name, self._attr(ino), i + 1):
                     return
             return
         if fh in self.children:
             made = list(self.children[fh].items())
             for i in range(start_id, len(made)):
                 name, ino = made[i]
-                if not pyfuse3.readdir_reply(token, name, self.made[ino], i + 1):
+                if not token.add(name, self.made[ino], i + 1):
                     return
             return
         for i in range(start_id, self.files):
-            if not pyfuse3.readdir_reply(token, b"f%07d" % i, self._attr(FIRST_FILE + i), i + 1):
+            if not token.add(b"f%07d" % i, self._attr(FIRST_FILE + i), i + 1):
                 return
 
-    async def open(self, inode: int, flags: int, ctx: Any) -> pyfuse3.FileInfo:
+    async def open(self, inode: int, flags: int, ctx: RequestContext) -> FileInfo:
         if not self._valid(inode) or inode in (ROOT, DIR) or inode in self.children:
             isdir = inode in (ROOT, DIR) or inode in self.children
-            raise pyfuse3.FUSEError(errno.EISDIR if isdir else errno.ENOENT)
-        return pyfuse3.FileInfo(fh=inode, keep_cache=False)
+            raise FUSEError(errno.EISDIR if isdir else errno.ENOENT)
+        return FileInfo(fh=inode, keep_cache=False)
 
     async def read(self, fh: int, off: int, size: int) -> Any:
         end = min(off + size, self.size if fh == ZERO else 0)
@@ -208,31 +216,31 @@ class NullOperations(pyfuse3.Operations):
             e.st_size = max(e.st_size, off + len(buf))
         return len(buf)
 
-    async def flush(self, fh: int) -> None:
+    async def flush(self, fh: int, lock_owner: int = 0) -> None:
         return None
 
     async def fsync(self, fh: int, datasync: bool) -> None:
         return None
 
-    async def release(self, fh: int) -> None:
+    async def release(self, fh: int, lock_owner: int = 0, flock_unlock: bool = False) -> None:
         return None
 
     async def releasedir(self, fh: int) -> None:
         return None
 
 
-async def serve(mountpoint: str) -> None:
+async def serve(channel: Channel, mountpoint: str) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
 
             async def on_signal() -> None:
                 async for _ in signals:
-                    pyfuse3.terminate()
+                    channel.terminate()
                     return
 
             nursery.start_soon(on_signal)
             nursery.start_soon(raise_read_ahead_once_up, mountpoint, MAX_REQUEST)
-            await pyfuse3.main(min_tasks=WORKERS_KEPT)  # (as the mount runs it)
+            await channel.serve()
             nursery.cancel_scope.cancel()
 
 
@@ -241,14 +249,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("mountpoint")
     p.add_argument("--size", type=int, default=1 << 30, help="bytes of the zero file (default 1 GiB)")
     p.add_argument("--files", type=int, default=10_000, help="entries of dir/ (default 10000)")
+    p.add_argument("--channel", choices=CHANNELS, default=DEFAULT_CHANNEL, help="the FUSE channel")
     a = p.parse_args(argv)
     mp = os.path.abspath(a.mountpoint)
     ops = NullOperations(a.size, a.files)
-    pyfuse3.init(ops, mp, {"fsname=null", "subtype=null", "auto_unmount"})
+    channel = open_channel(a.channel, ops, mp, {"fsname=null", "subtype=null", "auto_unmount"})
+    channel.mount()
     try:
-        trio.run(serve, mp)
+        trio.run(serve, channel, mp)
     finally:
-        pyfuse3.close(unmount=True)
+        channel.close()
     return 0
 
 

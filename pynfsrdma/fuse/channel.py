@@ -7,8 +7,8 @@ from typing import Protocol
 
 from .lowlevel import Operations
 
-CHANNELS = ("pyfuse3",)
-DEFAULT_CHANNEL = "pyfuse3"
+CHANNELS = ("native", "pyfuse3")
+DEFAULT_CHANNEL = "native"
 
 
 class Channel(Protocol):
@@ -34,6 +34,10 @@ class Channel(Protocol):
 def open_channel(name: str, ops: Operations, mountpoint: str, options: set[str]) -> Channel:
     """The channel ``name`` (one of CHANNELS) for ``ops`` on ``mountpoint``; ``options`` are the
     mount's FUSE options (fsname=, subtype=, allow_other, default_permissions, ro, auto_unmount)."""
+    if name == "native":
+        from .devfuse import NativeChannel
+
+        return NativeChannel(ops, mountpoint, options)
     if name == "pyfuse3":
         from .via_pyfuse3 import Pyfuse3Channel
 

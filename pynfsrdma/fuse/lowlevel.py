@@ -149,6 +149,11 @@ class Kernel(Protocol):
         """Drop the kernel's cached entry ``name`` in ``parent`` (positive or negative)."""
         ...
 
+    async def notify_delete(self, parent: int, child: int, name: bytes) -> None:
+        """``name`` in ``parent``, which was node ``child``, is gone (removed by another client): the
+        kernel drops the entry if it still names ``child``, and tells inotify watchers."""
+        ...
+
 
 def supplementary_groups(pid: int) -> tuple[int, ...]:
     """The supplementary groups of process ``pid`` (``Groups:`` of /proc/PID/status); OSError if
@@ -165,6 +170,12 @@ class Operations:
     answers ENOSYS (the kernel then stops asking for most)."""
 
     kernel: Kernel | None = None  # set by the channel before the first request
+    # The operations an interrupted caller (a signal, FUSE_INTERRUPT) may cancel: the channel then
+    # cancels them (they see trio.Cancelled) and answers EINTR. Those not named run to completion
+    # and answer as usual, which the kernel allows. By default only waiting for a lock, as a blocked
+    # F_SETLKW must be cancellable: an operation that may send or wait for data (a read sends the
+    # file's gathered writes first) must not be left half done by an interrupt unless it says so.
+    interruptible: frozenset[str] = frozenset({"getlk", "setlk"})
 
     async def lookup(self, parent_inode: int, name: bytes, ctx: RequestContext) -> EntryAttributes:
         raise FUSEError(errno.ENOSYS)

@@ -37,7 +37,7 @@ from typing import Any, TypeVar, cast
 import cachetools
 import trio
 
-from ..client.attributes import FTYPE_TO_IFMT, FileAttrs, setattr_fattr4
+from ..client.attributes import FTYPE_TO_IFMT, NOW, FileAttrs, setattr_fattr4
 from ..client.locks import TO_EOF, nfs_lock_type, nfs_range
 from ..client.nfs4 import VERIFIER_SIZE, ListedEntry, NFSv4, OpenFile
 from ..errors import NFS4Error
@@ -454,9 +454,9 @@ class NFSOperations(Operations):
         if fields.update_gid:
             kw["gid"] = attr.st_gid
         if fields.update_atime:
-            kw["atime_ns"] = attr.st_atime_ns
+            kw["atime_ns"] = NOW if fields.update_atime_now else attr.st_atime_ns
         if fields.update_mtime:
-            kw["mtime_ns"] = attr.st_mtime_ns
+            kw["mtime_ns"] = NOW if fields.update_mtime_now else attr.st_mtime_ns
         if kw and not fields.update_size:
             if self._setattr_changes_nothing(node, kw, cred) or self._defer_setattr(node, kw, cred):
                 return self._entry(node)
@@ -547,6 +547,8 @@ class NFSOperations(Operations):
         a = node.attrs
         if not kw.keys() <= DEFERRABLE_SETATTR or cred.uid != a.uid or len(node.shared) != 1:
             return False
+        if NOW in kw.values():
+            return False  # (the server's "now" is when the SETATTR reaches it)
         if kw.get("mode", 0) & (stat.S_ISUID | stat.S_ISGID):
             return False
         shared: SharedOpen = next(iter(node.shared.values()))

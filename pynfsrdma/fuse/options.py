@@ -120,9 +120,10 @@ class MountOptions:
         return self.timeo / 10.0
 
     def fuse_options(self, fsname: str, mounter_uid: int | None = None) -> set[str]:
-        """The mount's FUSE options. A mount made by root serves every user, as a kernel NFS mount
-        does (FUSE's ``allow_other``): each request carries its caller's credential and the server
-        decides; another user's mount serves others only when asked for ``allow_other``."""
+        """The FUSE options of the mount, for the channel (``fuse.channel.open_channel``). A mount
+        made by root serves every user, as a kernel NFS mount does (FUSE's ``allow_other``): each
+        request carries its caller's credential and the server decides; another user's mount serves
+        others only when asked for ``allow_other``."""
         opts = {f"fsname={fsname}", "subtype=pynfsrdma", "auto_unmount"}
         uid = os.geteuid() if mounter_uid is None else mounter_uid
         if self.allow_other or uid == 0:

@@ -103,6 +103,13 @@ class _Kernel:
             if e.errno not in (errno.ENOENT, errno.EBADF, errno.ENOTCONN):
                 log.info("invalidate_entry(%d, %r): %s", parent, name, e)
 
+    async def notify_delete(self, parent: int, child: int, name: bytes) -> None:
+        try:
+            await trio.to_thread.run_sync(pyfuse3.invalidate_entry, parent, name, child)
+        except OSError as e:
+            if e.errno not in (errno.ENOENT, errno.EBADF, errno.ENOTCONN):
+                log.info("notify_delete(%d, %d, %r): %s", parent, child, name, e)
+
 
 class _Adapter(pyfuse3.Operations):
     """pyfuse3's operations, each handed to the low-level operations with plain values."""

@@ -1,6 +1,6 @@
 """bench/bench_fuse.py runs end to end with tiny sizes (so it cannot rot): every row has a positive
-figure for the mount, the FUSE ceiling and nfs-rs. No timing is asserted; the figures belong to
-bench/ runs."""
+figure for the mount and the FUSE ceiling on both channels, and for nfs-rs. No timing is asserted;
+the figures belong to bench/ runs."""
 
 from __future__ import annotations
 
@@ -16,20 +16,26 @@ OPERATIONS = (
     "write 4 MiB O_DIRECT (dd bs=1M, fsync)",
     "read 4 MiB buffered, cold (dd bs=1M)",
     "read 4 MiB O_DIRECT (dd bs=1M)",
+    "lstat of 150 cold names, one after another",
     "ls -l of a cold 150-entry directory",
     "untar 60 small files (tar x)",
 )
 
 
 def test_bench_fuse_prints_every_row_with_figures() -> None:
-    cmd = [sys.executable, str(SCRIPT), "--size-mib", "4", "--files", "150", "--tar-files", "60", "--json"]
+    cmd = [sys.executable, str(SCRIPT), "--size-mib", "4", "--files", "150", "--tar-files", "60", "--json",
+           "--channels", "native,pyfuse3"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=REPO)
     assert proc.returncode == 0, f"bench failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     payload = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("{")))
     rows = payload["rows"]
     assert [r["operation"] for r in rows] == list(OPERATIONS)
+    assert payload["channels"] == ["native", "pyfuse3"]
     for r in rows:
         assert r["pynfsrdma"] > 0 and r["nfsrs"] > 0 and r["vs_nfsrs"] > 0, r
         assert r["fuse_ceiling"] > 0 and r["vs_ceiling"] > 0, r
+        for ch in ("native", "pyfuse3"):
+            assert r["channels"][ch]["mount"]["best"] > 0 and r["channels"][ch]["ceiling"]["best"] > 0, r
+        assert r["channel_ratio"]["mount"]["best"] > 0 and r["channel_ratio"]["ceiling"]["best"] > 0, r
     for op in OPERATIONS:  # the table too
         assert op in proc.stdout

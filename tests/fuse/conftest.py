@@ -33,6 +33,8 @@ PY = sys.executable
 # PYNFSRDMA_FUSE_LOG=DIR: run the daemons with -vv and keep their logs there
 KEEP_LOGS = os.environ.get("PYNFSRDMA_FUSE_LOG")
 VERBOSE = ["-vv"] if KEEP_LOGS else []
+# PYNFSRDMA_FUSE_CHANNEL=native|pyfuse3: the FUSE channel of every mount (default: the daemon's own)
+CHANNEL = os.environ.get("PYNFSRDMA_FUSE_CHANNEL")
 
 
 def is_mounted(path: Path) -> bool:
@@ -73,6 +75,8 @@ class Mount:
 def start_mount(url: str, mountpoint: Path, options: str, log: Path) -> Mount:
     """``pynfsrdma mount -f`` as a subprocess; returns once the mount answers."""
     cmd = [PY, "-m", "pynfsrdma.cli.main", *VERBOSE, "mount", url, str(mountpoint), "-f"]
+    if CHANNEL and "channel=" not in options:
+        options = ",".join(o for o in (f"channel={CHANNEL}", options) if o)
     if options:
         cmd += ["-o", options]
     with open(log, "wb") as out:

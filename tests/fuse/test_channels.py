@@ -1,0 +1,92 @@
+"""Both FUSE channels mount the same export and do the same work with the same result: the native
+channel (the default) and pyfuse3 (``-o channel=pyfuse3``), kept working so that it cannot rot."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pynfsrdma.testbed import Ganesha
+
+pytestmark = pytest.mark.fuse
+
+
+def is_mounted(path: Path) -> bool:
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == str(path) for line in f)
+
+
+def libfuse_loaded(pid: int) -> bool:
+    with open(f"/proc/{pid}/maps") as f:
+        return any("libfuse3.so" in line for line in f)
+
+
+def workload(root: Path) -> None:
+    (root / "d/e").mkdir(parents=True)
+    (root / "d/small.txt").write_text("hello\n" * 100)
+    (root / "d/e/big.bin").write_bytes(bytes(range(256)) * 20_000)  # 5 MB: several 1 MiB WRITEs
+    os.symlink("e/big.bin", root / "d/link")
+    os.link(root / "d/small.txt", root / "d/hard.txt")
+    os.chmod(root / "d/small.txt", 0o640)
+    subprocess.run(["tar", "cf", str(root / "t.tar"), "-C", str(root), "d"], check=True)
+    (root / "x").mkdir()
+    subprocess.run(["tar", "xf", str(root / "t.tar"), "-C", str(root / "x")], check=True)
+    os.rename(root / "x/d/e", root / "x/d/moved")
+    os.unlink(root / "t.tar")
+    with open(root / "d/small.txt", "r+b") as f:
+        f.truncate(10)
+
+
+@pytest.mark.parametrize("channel", ["native", "pyfuse3"])
+def test_the_same_work_through_either_channel(
+    channel: str,
+    mount_export: Callable[..., Any],
+    ganesha: Ganesha,
+    tmp_path: Path,
+    snap: Callable[..., dict[str, Any]],
+) -> None:
+    m = mount_export(f"channel={channel}")
+    assert m.proc is not None
+    assert libfuse_loaded(m.proc.pid) == (channel == "pyfuse3")
+    work = m.path / f"work-{channel}"
+    work.mkdir()
+    workload(work)
+    (tmp_path / "ref").mkdir()
+    workload(tmp_path / "ref")
+    assert snap(work, times=False) == snap(tmp_path / "ref", times=False)
+    on_server = ganesha.export_dir / f"work-{channel}"
+    assert (on_server / "x/d/moved/big.bin").read_bytes() == bytes(range(256)) * 20_000
+    listing = subprocess.run(["ls", "-lR", str(work)], capture_output=True, text=True, check=True).stdout
+    assert "big.bin" in listing and "moved" in listing
+
+
+def test_an_unknown_channel_is_refused(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "pynfsrdma.cli.main", "mount", "nfs://127.0.0.1/x", str(tmp_path), "-o", "channel=x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode != 0 and "channel=x" in r.stderr and "native" in r.stderr
+
+
+@pytest.mark.parametrize("channel", ["native", "pyfuse3"])
+def test_a_killed_mount_daemon_leaves_no_dead_mount(channel: str, mount_export: Callable[..., Any]) -> None:
+    m = mount_export(f"channel={channel}")
+    assert m.proc is not None
+    (m.path / f"before-kill-{channel}").write_text("x")
+    m.proc.send_signal(signal.SIGKILL)
+    m.proc.wait(timeout=30)
+    m.proc = None  # (killed on purpose: no exit status to check)
+    deadline = time.monotonic() + 15
+    while is_mounted(m.path):
+        assert time.monotonic() < deadline, "a dead mount was left behind"
+        time.sleep(0.05)
