@@ -76,6 +76,9 @@ GROUPS_TTL = 2.0  # seconds a process's supplementary groups are remembered
 # request then starts there; NFS reserves READDIR cookies 1 and 2, so none of its entries has them)
 DOT_ENTRIES = ((1, b"."), (2, b".."))
 READDIR_AHEAD = 3
+# fallocate(2)'s modes (linux/falloc.h)
+FALLOC_FL_KEEP_SIZE = 0x01
+FALLOC_FL_PUNCH_HOLE = 0x02
 # lock owners: (POSIX_LOCK, the kernel's lock_owner) for fcntl locks, (FLOCK_LOCK, file handle) for flock
 POSIX_LOCK = "posix"
 FLOCK_LOCK = "flock"
@@ -1251,7 +1254,86 @@ class NFSOperations(Operations):
     async def _unlock_all(self, h: FileHandle, owner: tuple[str, int]) -> None:
         of = h.shared.of
         if not of.closed and self.nfs.lock_state(of, owner) is not None:
+            await self._commit_inode(h.inode)
             await self.nfs.locku(of, owner, 0, TO_EOF, h.cred)
+
+    # -- NFSv4.2 file operations (vers=4.2): fallocate, lseek, copy_file_range -----------------------
+    @fuse_errors
+    async def fallocate(self, fh: int, mode: int, offset: int, length: int) -> None:
+        """fallocate(2) mode 0 is ALLOCATE; a punched hole (PUNCH_HOLE with KEEP_SIZE) is DEALLOCATE;
+        other modes are not carried (EOPNOTSUPP), nor anything on an NFSv4.1 mount (ENOSYS: the
+        kernel stops asking)."""
+        h = self._file(fh)
+        if not h.access & c.OPEN4_SHARE_ACCESS_WRITE:
+            raise FUSEError(errno.EBADF)
+        punch = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+        if mode not in (0, punch):
+            raise FUSEError(errno.EOPNOTSUPP)
+        node = h.inode
+        await self._sync_inode(node)  # (gathered writes land before the range changes)
+        asked = self.inodes.asking(node)
+        try:
+            if mode:
+                attrs = await self.nfs.deallocate(h.shared.of, offset, length, h.cred)
+            else:
+                attrs = await self.nfs.allocate(h.shared.of, offset, length, h.cred)
+        except NFS4Error as e:
+            raise self._v42_missing(e) from None
+        self.inodes.refresh(node, attrs, self._now(), asked=asked)
+        node.data_change = attrs.change  # (the kernel dropped the punched pages itself)
+        node.drop_readahead()
+
+    @fuse_errors
+    async def lseek(self, fh: int, offset: int, whence: int) -> int:
+        """SEEK_DATA and SEEK_HOLE by SEEK (ENXIO past the end, or for data when none follows)."""
+        h = self._file(fh)
+        if whence not in (os.SEEK_DATA, os.SEEK_HOLE):
+            raise FUSEError(errno.EINVAL)
+        await self._sync_inode(h.inode)
+        what = c.NFS4_CONTENT_DATA if whence == os.SEEK_DATA else c.NFS4_CONTENT_HOLE
+        try:
+            return await self.nfs.seek(h.shared.of, offset, what, h.cred)
+        except NFS4Error as e:
+            raise self._v42_missing(e) from None
+
+    @fuse_errors
+    async def copy_file_range(
+        self, fh_in: int, off_in: int, fh_out: int, off_out: int, length: int, flags: int
+    ) -> int:
+        """COPY within the server (the data does not come to us), else CLONE; where the server has
+        neither, ENOSYS makes the kernel copy by reading and writing, and stop asking."""
+        src, dst = self._file(fh_in), self._file(fh_out)
+        if not dst.access & c.OPEN4_SHARE_ACCESS_WRITE or not src.access & c.OPEN4_SHARE_ACCESS_READ:
+            raise FUSEError(errno.EBADF)
+        await self._commit_inode(src.inode)  # (the server copies what it has on its disk)
+        await self._sync_inode(dst.inode)
+        node = dst.inode
+        asked = self.inodes.asking(node)
+        self.inodes.wrote(node)  # (attributes asked from now until the reply may not show the copy)
+        try:
+            n = await self.nfs.copy(src.shared.of, dst.shared.of, off_in, off_out, length, dst.cred)
+        except NFS4Error as e:
+            if e.status != c.NFS4ERR_NOTSUPP:
+                raise
+            try:
+                attrs = await self.nfs.clone(src.shared.of, dst.shared.of, off_in, off_out, length, dst.cred)
+            except NFS4Error as e2:
+                raise self._v42_missing(e2) from None
+            self.inodes.refresh(node, attrs, self._now(), asked=asked)
+            n = length
+        finally:
+            self.inodes.wrote(node)
+        node.stale()
+        node.drop_readahead()
+        return n
+
+    @staticmethod
+    def _v42_missing(e: NFS4Error) -> Exception:
+        """A server (or a 4.1 session) without the operation: ENOSYS, on which the kernel falls back
+        and asks no more; any other error as it is."""
+        if e.status == c.NFS4ERR_NOTSUPP:
+            return FUSEError(errno.ENOSYS)
+        return e
 
     # -- byte-range and flock locks (RFC 8881 section 9; as the Linux client maps them) ---------
     @fuse_errors
@@ -1277,11 +1359,27 @@ class NFSOperations(Operations):
         h = self._file(fh)
         owner = (FLOCK_LOCK, fh) if flock else (POSIX_LOCK, lock_owner)
         offset, length = (0, TO_EOF) if flock else nfs_range(lock.start, lock.end)
+        # A lock is where clients meet (sqlite, mailboxes): what was written under a lock reaches
+        # the server before the lock goes, and what is read under a lock is what the server holds
+        # when it was taken, as the Linux client does it
+        await self._commit_inode(h.inode)
         if lock.type == F_UNLCK:
             if self.nfs.lock_state(h.shared.of, owner) is not None:
                 await self.nfs.locku(h.shared.of, owner, offset, length, h.cred)
             return
         await self.nfs.lock(h.shared.of, owner, nfs_lock_type(lock.type), offset, length, h.cred, wait=sleep)
+        node = h.inode
+        node.stale()
+        node.drop_readahead()
+        node.data_change = None  # (the kernel's cached pages are not kept by the next open either)
+        with trio.move_on_after(GONE_NOTIFY_WAIT):
+            await self._invalidate(node.ino)
+
+    async def _commit_inode(self, node: Inode) -> None:
+        """Every write of the file onto the server's stable storage."""
+        for s in list(node.shared.values()):
+            if s.writer is not None and s.writer.dirty:
+                await s.writer.flush()
 
     @fuse_errors
     async def fsync(self, fh: int, datasync: bool) -> None:
