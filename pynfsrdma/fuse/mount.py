@@ -152,6 +152,7 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
                         "stats": lambda: {
                             **stats.snapshot(cid, trunking, info=info),
                             "delegations": {**nfs.delegation_counts, "held": len(nfs.delegations)},
+                            "locks": dict(nfs.lock_counts),
                         },
                         "paths": lambda: stats.path_rows(cid, trunking),
                     },

@@ -209,3 +209,95 @@ def fuse_delegations(url: str, options: str, kmount: str) -> str:
         f"{final['recalled']} and returned {final['returned']} when the kernel client wrote "
         f"(its write took {wrote:.1f} s), new data read after"
     )
+
+
+LOCKER = r"""
+import fcntl, sys, time
+f = open(sys.argv[1], "r+b")
+how = sys.argv[2]
+if how == "hold":  # a write lock of the first 100 bytes, for the seconds given, then unlock
+    fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB, 100, 0)
+    print("held", flush=True)
+    time.sleep(float(sys.argv[3]))
+    fcntl.lockf(f, fcntl.LOCK_UN, 100, 0)
+    print("released", time.monotonic(), flush=True)
+    time.sleep(1)
+elif how == "try":  # one F_SETLK of the first 10 bytes: "ok" or the errno
+    try:
+        fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB, 10, 0)
+        print("ok", flush=True)
+    except OSError as e:
+        print("errno", e.errno, flush=True)
+else:  # wait: F_SETLKW, and when it was granted
+    fcntl.lockf(f, fcntl.LOCK_EX, 10, 0)
+    print("granted", time.monotonic(), flush=True)
+"""
+
+
+def _locker(path: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", LOCKER, str(path), *args], stdout=subprocess.PIPE, text=True)
+
+
+def fuse_locks(url: str, options: str, kmount: str) -> str:
+    """File locks between our mount and the kernel's client of nfsd: each side's fcntl lock stops
+    the other's (LOCK, LOCKT against the kernel client's own locks), and a waiter on our mount is
+    woken by nfsd's CB_NOTIFY_LOCK when the kernel client lets go, without waiting for its next poll.
+    With vers=4.2, copy_file_range on our mount is nfsd's COPY (the data stays on the server)."""
+    mnt = Path("/run/ours-locks")
+    kfile = Path(kmount) / "locked"
+    kfile.write_bytes(b"x" * 1000)
+    with mounted(url, mnt, options):
+        ours = mnt / "locked"
+        holder = _locker(kfile, "hold", "1")  # the kernel client holds it
+        assert holder.stdout is not None
+        if holder.stdout.readline().strip() != "held":
+            raise RuntimeError("the kernel client did not take its lock")
+        tried = _run(sys.executable, "-c", LOCKER, str(ours), "try").strip()
+        if tried != "errno 11":
+            raise RuntimeError(f"our mount was not refused the kernel client's lock: {tried}")
+        holder.wait(timeout=60)
+        held = _locker(ours, "hold", "8")  # now ours holds it; a waiter on our mount queues behind
+        assert held.stdout is not None
+        if held.stdout.readline().strip() != "held":
+            raise RuntimeError("our mount did not get the lock")
+        tried = _run(sys.executable, "-c", LOCKER, str(kfile), "try").strip()
+        if tried != "errno 11":
+            raise RuntimeError(f"the kernel client was not refused our lock: {tried}")
+        held.wait(timeout=60)
+        holder = _locker(kfile, "hold", "6")
+        assert holder.stdout is not None
+        holder.stdout.readline()
+        waiter = _locker(ours, "wait")
+        out, _ = holder.communicate(timeout=90)
+        released = float(out.split()[1])
+        wout, _ = waiter.communicate(timeout=90)
+        granted = float(wout.split()[1])
+        notified = stats(mnt).get("locks", {}).get("notified", 0)
+        if notified < 1:
+            raise RuntimeError("no CB_NOTIFY_LOCK reached the waiter")
+        # copy_file_range: COPY on nfsd
+        src = mnt / "copy-src"
+        src.write_bytes(_pattern(3 << 20, b"copy"))
+        fin, fout = os.open(src, os.O_RDONLY), os.open(mnt / "copy-dst", os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            done = 0
+            while done < 3 << 20:
+                n = os.copy_file_range(fin, fout, (3 << 20) - done)
+                if n <= 0:
+                    raise RuntimeError("copy_file_range stopped short")
+                done += n
+        finally:
+            os.close(fin)
+            os.close(fout)
+        calls = {k: v["calls"] for k, v in stats(mnt)["operations"].items()}
+        if not calls.get("COPY"):
+            raise RuntimeError(f"copy_file_range sent no COPY: {sorted(calls)}")
+        if "READ_PLUS" in calls or "IO_ADVISE" in calls:
+            raise RuntimeError("READ_PLUS or IO_ADVISE was sent")
+    _drop_caches()
+    if (Path(kmount) / "copy-dst").read_bytes() != _pattern(3 << 20, b"copy"):
+        raise RuntimeError("the kernel client reads another copy")
+    return (
+        f"locks refused both ways; our waiter granted {granted - released:.2f} s after the kernel client's "
+        f"unlock ({notified} CB_NOTIFY_LOCK); 3 MiB copied by COPY"
+    )

@@ -909,6 +909,7 @@ CHILD_STEPS.update(
     fuse_delegations=guest_fuse.fuse_delegations,
     client_xattrs=client_xattrs,
     fuse_xattrs=guest_fuse.fuse_xattrs,
+    fuse_locks=guest_fuse.fuse_locks,
 )
 
 
@@ -1012,6 +1013,12 @@ def main() -> None:
             in_child("fuse_delegations", f"{SERVER}:/", f"proto=tcp,port={TCP_PORT}", str(KMOUNT)),
             150,
             key="deleg",
+        )
+        step(
+            f"{link}: file locks between our FUSE mount and the kernel client, CB_NOTIFY_LOCK, COPY",
+            in_child("fuse_locks", f"{SERVER}:/", f"vers=4.2,proto=tcp,port={TCP_PORT}", str(KMOUNT)),
+            180,
+            key="locks",
         )
     # extended attributes: the protocol's operations, one boot shows them
     xattr_export = link == "rxe" and step(
