@@ -1,0 +1,148 @@
+"""The SEQUENCE core (session/sequence.py), without I/O: every status SEQUENCE can come back with,
+every COMPOUND status the client ID's loop acts on, every status flag."""
+
+from __future__ import annotations
+
+import pytest
+
+from pynfsrdma.proto.nfs4 import const as c
+from pynfsrdma.session.sequence import (
+    CLIENT_LOST,
+    MAX_BADSLOT,
+    MAX_DELAY_WAIT,
+    MAX_GRACE_WAIT,
+    MAX_MISORDERED,
+    MAX_UNCACHED,
+    SESSION_LOST,
+    Act,
+    Attempts,
+    FlagAction,
+    flag_actions,
+    on_compound,
+    on_sequence,
+)
+
+SPECIAL = {
+    c.NFS4_OK,
+    c.NFS4ERR_DELAY,
+    c.NFS4ERR_SEQ_MISORDERED,
+    c.NFS4ERR_BADSLOT,
+    c.NFS4ERR_SEQ_FALSE_RETRY,
+    c.NFS4ERR_RETRY_UNCACHED_REP,
+    *SESSION_LOST,
+    *CLIENT_LOST,
+}
+
+
+def seq(status: int, compound: int = c.NFS4_OK, *, tries: int = 1, idempotent: bool = False,
+        interrupted: bool = False, attempts: Attempts | None = None) -> Act:
+    return on_sequence(status, compound, tries=tries, idempotent=idempotent, interrupted=interrupted,
+                       attempts=attempts or Attempts()).act
+
+
+@pytest.mark.parametrize("status", sorted(int(s) for s in c.nfsstat4 if int(s) not in SPECIAL))
+def test_any_other_sequence_status_fails_the_request(status: int) -> None:
+    assert seq(status) is Act.FAIL
+
+
+def test_ok_is_done_whatever_the_compound_says() -> None:
+    assert seq(c.NFS4_OK) is Act.DONE
+    assert seq(c.NFS4_OK, c.NFS4ERR_NOENT) is Act.DONE
+    assert seq(c.NFS4_OK, c.NFS4ERR_RETRY_UNCACHED_REP) is Act.DONE  # (a first send: nothing to redo)
+
+
+def test_delay_resends_the_same_request_ever_later_up_to_a_bound() -> None:
+    a = Attempts()
+    waits = [on_sequence(c.NFS4ERR_DELAY, c.NFS4ERR_DELAY, tries=1, idempotent=False, interrupted=False,
+                         attempts=a) for _ in range(12)]
+    assert all(d.act is Act.RESEND for d in waits)
+    assert [d.wait for d in waits[:3]] == [0.05, 0.1, 0.2]
+    assert waits[-1].wait == MAX_DELAY_WAIT
+
+
+def test_an_uncached_reply_of_a_resent_idempotent_request_runs_it_again_a_few_times() -> None:
+    a = Attempts()
+    for _ in range(MAX_UNCACHED):
+        assert seq(c.NFS4ERR_RETRY_UNCACHED_REP, tries=2, idempotent=True, attempts=a) is Act.AGAIN
+    assert seq(c.NFS4ERR_RETRY_UNCACHED_REP, tries=2, idempotent=True, attempts=a) is Act.FAIL
+    # a request that changes things is not run twice; nor one that was sent only once
+    assert seq(c.NFS4ERR_RETRY_UNCACHED_REP, tries=2, idempotent=False) is Act.FAIL
+    assert seq(c.NFS4ERR_RETRY_UNCACHED_REP, tries=1, idempotent=True) is Act.FAIL
+    assert seq(c.NFS4_OK, c.NFS4ERR_RETRY_UNCACHED_REP, tries=2, idempotent=True) is Act.AGAIN
+
+
+def test_misordered_steps_back_only_after_an_interrupted_request() -> None:
+    a = Attempts()
+    for _ in range(MAX_MISORDERED):
+        assert seq(c.NFS4ERR_SEQ_MISORDERED, interrupted=True, attempts=a) is Act.STEP_BACK
+    assert seq(c.NFS4ERR_SEQ_MISORDERED, interrupted=True, attempts=a) is Act.LOST
+    assert seq(c.NFS4ERR_SEQ_MISORDERED, interrupted=False) is Act.LOST
+
+
+def test_badslot_moves_down_a_few_times_then_fails() -> None:
+    a = Attempts()
+    for _ in range(MAX_BADSLOT):
+        assert seq(c.NFS4ERR_BADSLOT, attempts=a) is Act.OTHER_SLOT
+    assert seq(c.NFS4ERR_BADSLOT, attempts=a) is Act.FAIL
+
+
+@pytest.mark.parametrize("status", sorted(SESSION_LOST))
+def test_a_lost_session_is_replaced(status: int) -> None:
+    assert seq(status) is Act.NEW_SESSION
+
+
+@pytest.mark.parametrize("status", sorted(CLIENT_LOST))
+def test_a_lost_client_id_is_replaced(status: int) -> None:
+    assert seq(status) is Act.NEW_CLIENT
+
+
+def test_a_false_retry_means_the_slot_disagrees_with_the_server() -> None:
+    assert seq(c.NFS4ERR_SEQ_FALSE_RETRY) is Act.LOST
+
+
+def test_compound_delay_and_grace_resend_after_a_pause_and_grace_ends_in_time() -> None:
+    a = Attempts()
+    d = on_compound(c.NFS4ERR_DELAY, recovering=False, attempts=a)
+    assert d.act is Act.RESEND and d.wait == 0.1
+    a = Attempts()
+    waited = 0.0
+    while True:
+        d = on_compound(c.NFS4ERR_GRACE, recovering=False, attempts=a)
+        if d.act is not Act.RESEND:
+            break
+        waited += d.wait
+    assert d.act is Act.DONE and d.status == c.NFS4ERR_GRACE  # the caller gets the error
+    assert MAX_GRACE_WAIT <= waited < MAX_GRACE_WAIT + 3
+
+
+@pytest.mark.parametrize("status", sorted(CLIENT_LOST))
+def test_compound_client_lost_recovers_unless_recovering_and_not_forever(status: int) -> None:
+    assert on_compound(status, recovering=True, attempts=Attempts()).act is Act.DONE
+    a = Attempts()
+    assert [on_compound(status, recovering=False, attempts=a).act for _ in range(4)] == [
+        Act.NEW_CLIENT, Act.NEW_CLIENT, Act.NEW_CLIENT, Act.DONE]
+
+
+@pytest.mark.parametrize(
+    "status", sorted(int(s) for s in c.nfsstat4 if int(s) not in {c.NFS4ERR_DELAY, c.NFS4ERR_GRACE, *CLIENT_LOST})
+)
+def test_every_other_compound_status_stands(status: int) -> None:
+    assert on_compound(status, recovering=False, attempts=Attempts()).act is Act.DONE
+
+
+def test_every_status_flag_has_its_action() -> None:
+    assert flag_actions(0) == []
+    assert flag_actions(c.SEQ4_STATUS_RESTART_RECLAIM_NEEDED) == [FlagAction.RECLAIM]
+    for bit in (c.SEQ4_STATUS_EXPIRED_ALL_STATE_REVOKED, c.SEQ4_STATUS_EXPIRED_SOME_STATE_REVOKED,
+                c.SEQ4_STATUS_ADMIN_STATE_REVOKED, c.SEQ4_STATUS_RECALLABLE_STATE_REVOKED):
+        assert flag_actions(bit) == [FlagAction.STATE_REVOKED]
+    for bit in (c.SEQ4_STATUS_CB_PATH_DOWN, c.SEQ4_STATUS_CB_PATH_DOWN_SESSION):
+        assert flag_actions(bit) == [FlagAction.BIND_BACKCHANNEL]
+    assert flag_actions(c.SEQ4_STATUS_LEASE_MOVED) == [FlagAction.LEASE_MOVED]
+    everything = (c.SEQ4_STATUS_RESTART_RECLAIM_NEEDED | c.SEQ4_STATUS_ADMIN_STATE_REVOKED
+                  | c.SEQ4_STATUS_CB_PATH_DOWN | c.SEQ4_STATUS_LEASE_MOVED)
+    assert flag_actions(everything) == list(FlagAction)
+    # flags that ask nothing of us (informational: backchannel faults, devid changes)
+    quiet = c.SEQ4_STATUS_CB_GSS_CONTEXTS_EXPIRING | c.SEQ4_STATUS_CB_GSS_CONTEXTS_EXPIRED | \
+        c.SEQ4_STATUS_BACKCHANNEL_FAULT | c.SEQ4_STATUS_DEVID_CHANGED | c.SEQ4_STATUS_DEVID_DELETED
+    assert flag_actions(quiet) == []
