@@ -71,6 +71,7 @@ log = logging.getLogger(__name__)
 BLOCK_SIZE = 4096
 NAME_MAX = 255  # the longest name, in bytes (Linux's; NFS-Ganesha reports 1024 and refuses past 255)
 SILLY_PREFIX = ".nfs"
+SILLY_WAIT = 2.0  # seconds a rmdir waits for the last close of files unlinked while open in it
 GROUPS_TTL = 2.0  # seconds a process's supplementary groups are remembered
 # the entries a listing starts with, and the offset to go on from after each (the kernel's next
 # request then starts there; NFS reserves READDIR cookies 1 and 2, so none of its entries has them)
@@ -778,10 +779,32 @@ class NFSOperations(Operations):
 
     @fuse_errors
     async def rmdir(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
+        """A directory whose only entries are hidden names of files unlinked while open (.nfsXXXX)
+        is empty to its user: their last close comes to us a moment after close(2) returned (FUSE's
+        RELEASE does not hold it), and the removal waits for them that long."""
         self._check_rw()
         parent = self._inode(parent_inode)
         n = _name(name)
-        self._modified_dir(parent, n, await self.nfs.remove(parent.fh, n, self.cred(ctx)), False)
+        cred = self.cred(ctx)
+        try:
+            cinfo = await self.nfs.remove(parent.fh, n, cred)
+        except NFS4Error as e:
+            target = self.inodes.by_name(parent.ino, n)
+            if e.status != c.NFS4ERR_NOTEMPTY or target is None or not await self._silly_gone(target.fh):
+                raise
+            cinfo = await self.nfs.remove(parent.fh, n, cred)
+        self._modified_dir(parent, n, cinfo, False)
+
+    async def _silly_gone(self, dir_fh: bytes) -> bool:
+        """Wait (a little) until no hidden name of ours is left in directory ``dir_fh``; whether there
+        were any."""
+        pending = [node for node in self.inodes if any(d == dir_fh for d, _ in node.silly)]
+        if not pending:
+            return False
+        with trio.move_on_after(SILLY_WAIT):
+            while any(any(d == dir_fh for d, _ in node.silly) for node in pending):
+                await trio.sleep(0.02)
+        return True
 
     @fuse_errors
     async def rename(

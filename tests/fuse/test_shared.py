@@ -370,3 +370,19 @@ def test_setid_bits_truncate_by_name_and_an_unlinked_open_file(shared: Shared) -
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["write 0o777", "truncate Permission denied", "nlink 0"]
     assert (shared.disk / "setid").read_bytes() == b"x"
+
+
+def test_a_directory_is_removed_right_after_its_last_file_unlinked_while_open_is_closed(shared: Shared) -> None:
+    """A file unlinked while open keeps a hidden .nfsXXXX name until its last close (as on the Linux
+    client); the close reaches the mount a moment after close(2) returns, and a rmdir right after
+    said ENOTEMPTY (pjdfstest unlink/14)."""
+    for i in range(10):
+        d = shared.a / f"d{i}"
+        d.mkdir()
+        fd = os.open(d / "f", os.O_RDWR | os.O_CREAT, 0o644)
+        os.write(fd, b"Hello")
+        os.unlink(d / "f")
+        assert os.fstat(fd).st_nlink == 0 and os.pread(fd, 5, 0) == b"Hello"
+        os.close(fd)
+        os.rmdir(d)
+    assert not any(shared.disk.iterdir())
