@@ -31,6 +31,7 @@ from ..rpc.auth import auth_sys
 from ..session.client_id import ClientID, SessionOptions, default_owner_id
 from ..session.paths import Path
 from ..session.session import RetryPolicy
+from ..trio_compat import run_sync_abandoning
 from ..trunking import Trunking, TrunkingOptions
 from .channel import Channel, open_channel
 from .options import MountOptions, OptionError, parse_options, split_options
@@ -241,7 +242,7 @@ async def raise_read_ahead_once_up(mountpoint: str, rsize: int) -> None:
     """The kernel sets the mount's read-ahead from FUSE_INIT's reply (the smaller of the two): raise
     it once INIT is done, which a stat(2) of the mount (served by our own loop) waits for."""
     try:
-        await trio.to_thread.run_sync(os.stat, mountpoint, abandon_on_cancel=True)
+        await run_sync_abandoning(os.stat, mountpoint)
     except OSError:
         return
     kb = raise_read_ahead(mountpoint, rsize)
