@@ -98,7 +98,10 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
     async def run(client: Client) -> int:
         a = await client.stat(path)
-        entries = sorted(await client.scandir(path)) if a.is_dir else [(posixpath.basename(path), a)]
+        if a.is_dir:
+            entries = sorted((e.name, e.stat(follow_symlinks=False)) for e in await client.scandir(path))
+        else:
+            entries = [(posixpath.basename(path), a)]
         if args.json:
             _out(args, [_stat_json(n, e) for n, e in entries], None)
         else:
