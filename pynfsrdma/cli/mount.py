@@ -56,6 +56,9 @@ def cmd_umount(args: argparse.Namespace) -> int:
         print("pynfsrdma: fusermount3 not found (apt-get install fuse3)", file=sys.stderr)
         return 1
     mountpoint = os.path.abspath(args.mountpoint)
+    if not _mounted(os.path.realpath(mountpoint)):
+        print(f"pynfsrdma: {args.mountpoint}: not mounted", file=sys.stderr)
+        return 1
     pid = None if args.lazy else _daemon_pid(mountpoint)
     rc = subprocess.run([fusermount, "-u"] + (["-z"] if args.lazy else []) + [mountpoint]).returncode
     if rc == 0 and pid is not None:
@@ -67,6 +70,16 @@ def cmd_umount(args: argparse.Namespace) -> int:
 # session and client ID after the kernel let the mount go); a mount made again on the same mount point
 # before that would share its client owner with a client still at work
 DAEMON_EXIT_WAIT = 40.0
+
+
+def _mounted(mountpoint: str) -> bool:
+    """Whether something is mounted on ``mountpoint`` (as /proc/self/mountinfo lists it, escaped)."""
+    escaped = mountpoint.replace("\\", "\\134").replace(" ", "\\040").replace("\t", "\\011").replace("\n", "\\012")
+    try:
+        with open("/proc/self/mountinfo") as f:
+            return any(line.split()[4] == escaped for line in f)
+    except OSError:
+        return True  # no way to tell: let fusermount3 decide
 
 
 def _daemon_pid(mountpoint: str) -> int | None:

@@ -14,12 +14,12 @@ interval.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from typing import Any, TextIO
 
 from ..control import Connection, ControlError
+from .output import json_text
 
 __all__ = ["format_report", "handler", "register"]
 
@@ -158,11 +158,11 @@ def format_report(rep: dict[str, Any]) -> str:
 # -- running ----------------------------------------------------------------------------------------
 def _show(rep: dict[str, Any], args: argparse.Namespace, out: TextIO, tty: bool) -> None:
     if args.watch is not None and not tty:
-        out.write(json.dumps(rep, separators=(",", ":"), sort_keys=True) + "\n")
+        out.write(json_text(rep) + "\n")
     elif args.json:
         if args.watch is not None:
             out.write(CLEAR)
-        out.write(json.dumps(rep, indent=None, sort_keys=True) + "\n")
+        out.write(json_text(rep) + "\n")
     else:
         if args.watch is not None:
             out.write(CLEAR)

@@ -126,7 +126,7 @@ def test_stats_and_paths_of_a_mount(mounted: tuple[str, subprocess.Popen[bytes]]
 
     r = cli("paths", mp, "--json")
     assert r.returncode == 0, r.stderr
-    [row] = json.loads(r.stdout)
+    [row] = json.loads(r.stdout)["paths"]
     assert row["address"] == path["address"] and row["state"] == "up"
     assert row["bytes_sent"] >= path["bytes_sent"]
     r = cli("paths", mp)
