@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -144,7 +145,8 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
             ops = NFSOperations(nfs, root_fh, root_attrs, o, nursery)
             # the control socket (pynfsrdma stats/paths MOUNTPOINT) is there before the mount, so
             # that whoever sees the mount can ask it; it goes away with the nursery
-            info = {"mountpoint": req.mountpoint, "server": req.fsname, "pid": os.getpid()}
+            info = {"mountpoint": req.mountpoint, "server": req.fsname, "pid": os.getpid(),
+                    "options": stats.effective_options(o), "mounted_at_ns": time.time_ns()}
             try:
                 await nursery.start(
                     control.serve,
