@@ -29,8 +29,9 @@ from typing import Any
 import pyfuse3
 import trio
 
-from pynfsrdma.fuse.mount import raise_read_ahead_once_up
+from pynfsrdma.fuse.mount import raise_read_ahead
 from pynfsrdma.fuse.via_pyfuse3 import WORKERS_KEPT
+from pynfsrdma.trio_compat import run_sync_abandoning
 
 ROOT = pyfuse3.ROOT_INODE
 ZERO, SINK, DIR, SCRATCH = ROOT + 1, ROOT + 2, ROOT + 3, ROOT + 4
@@ -219,6 +220,15 @@ class NullOperations(pyfuse3.Operations):
 
     async def releasedir(self, fh: int) -> None:
         return None
+
+
+async def raise_read_ahead_once_up(mountpoint: str, rsize: int) -> None:
+    """As the mount does: once the kernel's INIT is answered (a stat(2) waits for it), raise read_ahead_kb."""
+    try:
+        await run_sync_abandoning(os.stat, mountpoint)
+    except OSError:
+        return
+    raise_read_ahead(mountpoint, rsize)
 
 
 async def serve(mountpoint: str) -> None:
