@@ -100,7 +100,10 @@ class RawFile(io.RawIOBase):
         try:
             super().close()
         finally:
-            self._run(self._f.close)
+            try:
+                self._run(self._f.close)
+            except RuntimeError:
+                pass  # the client is closed (it closed the file), or this is its own loop collecting garbage
 
     # -- the File's own calls ----------------------------------------------------------------------------
     def pread(self, offset: int, count: int) -> bytes:

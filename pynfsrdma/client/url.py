@@ -16,7 +16,7 @@ PROTOCOLS = ("tcp", "rdma")
 # (the AUTH_SYS identity to send).
 URL_OPTIONS = frozenset({
     "addrs", "nconnect", "max_connect", "trunkdiscovery", "notrunkdiscovery", "trunkinterval", "stalltimeo",
-    "provider", "credits", "inline", "remote_invalidation",
+    "provider", "credits", "inline", "remote_invalidation", "private_data",
     "uid", "gid",
 })
 
