@@ -40,7 +40,8 @@ from pynfsrdma.fuse.lowlevel import (
     RequestContext,
     SetattrFields,
 )
-from pynfsrdma.fuse.mount import raise_read_ahead_once_up
+from pynfsrdma.fuse.mount import raise_read_ahead
+from pynfsrdma.trio_compat import run_sync_abandoning
 
 ROOT = ROOT_INODE
 ZERO, SINK, DIR, SCRATCH = ROOT + 1, ROOT + 2, ROOT + 3, ROOT + 4
@@ -227,6 +228,15 @@ class NullOperations(Operations):
 
     async def releasedir(self, fh: int) -> None:
         return None
+
+
+async def raise_read_ahead_once_up(mountpoint: str, rsize: int) -> None:
+    """As the mount does: once the kernel's INIT is answered (a stat(2) waits for it), raise read_ahead_kb."""
+    try:
+        await run_sync_abandoning(os.stat, mountpoint)
+    except OSError:
+        return
+    raise_read_ahead(mountpoint, rsize)
 
 
 async def serve(channel: Channel, mountpoint: str) -> None:

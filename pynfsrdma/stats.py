@@ -39,6 +39,7 @@ __all__ = [
     "PathCounters",
     "RpcStats",
     "collector_for",
+    "effective_options",
     "path_rows",
     "snapshot",
 ]
@@ -157,10 +158,11 @@ def _ms(seconds: float) -> float:
 class OpStats:
     """The figures of one kind of COMPOUND (named by its main operation)."""
 
-    __slots__ = ("bytes_received", "bytes_sent", "calls", "errors", "latency")
+    __slots__ = ("bytes_received", "bytes_sent", "calls", "errors", "latency", "retransmitted")
 
     def __init__(self) -> None:
         self.calls = 0
+        self.retransmitted = 0  # calls sent more than once (no reply in time, or a lost connection)
         self.errors: dict[int, int] = {}  # nfsstat4 -> count
         self.bytes_sent = 0
         self.bytes_received = 0
@@ -173,6 +175,8 @@ class OpStats:
             "statuses": {status_name(s): n for s, n in sorted(self.errors.items())},
             "bytes_sent": self.bytes_sent,
             "bytes_received": self.bytes_received,
+            "retransmitted": self.retransmitted,
+            "rtt_total_ms": _ms(self.latency.total),
             "latency_ms": self.latency.summary(),
         }
 
@@ -284,6 +288,7 @@ class RpcStats:
             st.errors[status] = st.errors.get(status, 0) + 1
         if replay:
             self.replays += 1
+            st.retransmitted += 1
         self.bytes_sent += bytes_sent
         self.bytes_received += bytes_received
         st.bytes_sent += bytes_sent
@@ -316,6 +321,20 @@ class RpcStats:
             "operations": {op_name(n): st.as_dict() for n, st in sorted(self.ops.items())},
             "op_counts": {op_name(n): k for n, k in sorted(self.op_counts.items())},
         }
+
+
+def effective_options(options: Any) -> dict[str, Any]:
+    """A mount's options as in force (defaults filled in), JSON-ready: a dataclass's fields."""
+    import dataclasses
+
+    def plain(v: Any) -> Any:
+        if isinstance(v, set | frozenset | tuple | list):
+            return sorted(map(plain, v), key=str)
+        if isinstance(v, dict):
+            return {str(k): plain(x) for k, x in v.items()}
+        return v if isinstance(v, int | float | str | bool) or v is None else str(v)
+
+    return {f.name: plain(getattr(options, f.name)) for f in dataclasses.fields(options)}
 
 
 # one collector per path set (one client ID): sessions that replace each other share it

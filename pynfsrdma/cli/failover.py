@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import json
 import os
 import statistics
 import sys
@@ -29,6 +28,7 @@ import trio
 from ..client.api import Client
 from ..client.url import parse_url
 from ..testbed.paths import open_paths
+from .output import print_json
 
 __all__ = ["FailoverReport", "handler", "register", "run_failover"]
 
@@ -197,7 +197,7 @@ def handler(args: argparse.Namespace) -> int:
         )
     )
     if args.json:
-        print(json.dumps(report.to_json(), sort_keys=True))
+        print_json(report.to_json())
     else:
         print(report.text())
     return 0 if report.operations_lost == 0 and report.operations_repeated == 0 else 1

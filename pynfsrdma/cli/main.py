@@ -9,10 +9,8 @@ non-zero exit status.
 from __future__ import annotations
 
 import argparse
-import errno
-import json
-import os
 import posixpath
+import shutil
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -28,10 +26,12 @@ from ..proto.nfs4 import const as c
 from ..rpc.errors import RpcReplyError
 from ..session.errors import NotNFSv41Server, SessionError
 from ..transport.base import TransportError
-from .progress import ProgressBar
+from . import listing, transfer
+from .output import print_json
 
 PROG = "pynfsrdma"
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
 
 
 def is_remote(s: str) -> bool:
@@ -47,12 +47,8 @@ def _split_remote(s: str, args: argparse.Namespace) -> tuple[NfsURL, str]:
 
 
 def _connect_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    return {
-        "uid": args.uid if args.uid is not None else os.getuid(),
-        "gid": args.gid if args.gid is not None else os.getgid(),
-        "timeout": args.timeout,
-        "timeo": args.timeout,
-    }
+    # uid/gid: --uid/--gid, else the URL's uid=/gid=, else the caller's own
+    return {"uid": args.uid, "gid": args.gid, "timeout": args.timeout, "timeo": args.timeout}
 
 
 def _stat_json(name: str, a: FileAttrs) -> dict[str, Any]:
@@ -61,23 +57,6 @@ def _stat_json(name: str, a: FileAttrs) -> dict[str, Any]:
     return d
 
 
-def _ls_line(name: str, a: FileAttrs) -> str:
-    import stat as st
-    import time
-
-    mtime = time.strftime("%Y-%m-%d %H:%M", time.localtime(a.mtime))
-    return f"{st.filemode(a.st_mode)} {a.nlink:3d} {a.uid:5d} {a.gid:5d} {a.size:12d} {mtime} {name}"
-
-
-async def _into_dir(client: Client, dst: str, name: str) -> str:
-    """``dst``, or ``dst/name`` when ``dst`` is an existing directory (as cp(1) and mv(1) do)."""
-    try:
-        if (await client.stat(dst)).is_dir:
-            return posixpath.join(dst, name)
-    except NFS4Error as e:
-        if e.errno != errno.ENOENT:
-            raise
-    return dst
 
 
 async def _with_client(url: NfsURL, args: argparse.Namespace, fn: Callable[[Client], Awaitable[int]]) -> int:
@@ -85,9 +64,9 @@ async def _with_client(url: NfsURL, args: argparse.Namespace, fn: Callable[[Clie
         return await fn(client)
 
 
-def _out(args: argparse.Namespace, obj: Any, text: str | None) -> None:
+def _out(args: argparse.Namespace, obj: dict[str, Any], text: str | None) -> None:
     if args.json:
-        print(json.dumps(obj, indent=None, sort_keys=True))
+        print_json(obj)
     elif text is not None:
         print(text)
 
@@ -95,18 +74,7 @@ def _out(args: argparse.Namespace, obj: Any, text: str | None) -> None:
 # -- commands -----------------------------------------------------------------------------------------
 def cmd_ls(args: argparse.Namespace) -> int:
     url, path = _split_remote(args.url, args)
-
-    async def run(client: Client) -> int:
-        a = await client.stat(path)
-        entries = sorted(await client.scandir(path)) if a.is_dir else [(posixpath.basename(path), a)]
-        if args.json:
-            _out(args, [_stat_json(n, e) for n, e in entries], None)
-        else:
-            for n, e in entries:
-                print(_ls_line(n, e) if args.long else n)
-        return 0
-
-    return trio.run(_with_client, url, args, run)
+    return trio.run(_with_client, url, args, lambda client: listing.run(client, path, args))
 
 
 def cmd_stat(args: argparse.Namespace) -> int:
@@ -135,18 +103,17 @@ def cmd_cat(args: argparse.Namespace) -> int:
     return trio.run(_with_client, url, args, run)
 
 
+def _progress(args: argparse.Namespace) -> bool:
+    return not args.json
+
+
 def cmd_get(args: argparse.Namespace) -> int:
     url, path = _split_remote(args.remote, args)
-    local = args.local or posixpath.basename(path)
-    if os.path.isdir(local):
-        local = os.path.join(local, posixpath.basename(path))
+    local = args.local or "."
 
     async def run(client: Client) -> int:
-        size = (await client.stat(path)).size
-        bar = ProgressBar(size, os.path.basename(local), enabled=not args.json)
-        n = await client.get(path, local, bar.update)
-        bar.done()
-        _out(args, {"remote": path, "local": local, "bytes": n}, None)
+        target, totals = await transfer.get(client, path, local, args.recursive, _progress(args))
+        _out(args, {"remote": path, "local": target, "bytes": totals.bytes, "files": totals.files}, None)
         return 0
 
     return trio.run(_with_client, url, args, run)
@@ -154,15 +121,10 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 def cmd_put(args: argparse.Namespace) -> int:
     url, path = _split_remote(args.remote, args)
-    if not os.path.isfile(args.local):
-        raise FileNotFoundError(errno.ENOENT, "No such file", args.local)
 
     async def run(client: Client) -> int:
-        target = await _into_dir(client, path, os.path.basename(args.local))
-        bar = ProgressBar(os.path.getsize(args.local), os.path.basename(args.local), enabled=not args.json)
-        n = await client.put(args.local, target, bar.update)
-        bar.done()
-        _out(args, {"remote": target, "local": args.local, "bytes": n}, None)
+        target, totals = await transfer.put(client, args.local, path, args.recursive, _progress(args))
+        _out(args, {"remote": target, "local": args.local, "bytes": totals.bytes, "files": totals.files}, None)
         return 0
 
     return trio.run(_with_client, url, args, run)
@@ -188,10 +150,8 @@ def cmd_cp(args: argparse.Namespace) -> int:
         su.vers = "4.2"
 
     async def run(client: Client) -> int:
-        target = await _into_dir(client, dpath, posixpath.basename(spath))
-        # the server copies (COPY) when the session is NFSv4.2 and it can; else READs and WRITEs
-        total = await client.copy_file(spath, target)
-        _out(args, {"src": spath, "dst": target, "bytes": total}, None)
+        target, totals = await transfer.copy(client, spath, dpath, args.recursive, _progress(args))
+        _out(args, {"src": spath, "dst": target, "bytes": totals.bytes, "files": totals.files}, None)
         return 0
 
     try:
@@ -247,12 +207,22 @@ def cmd_mv(args: argparse.Namespace) -> int:
         dpath = args.dst if args.dst.startswith("/") else posixpath.join(posixpath.dirname(spath), args.dst)
 
     async def run(client: Client) -> int:
-        target = await _into_dir(client, dpath, posixpath.basename(spath))
+        target = await transfer.remote_destination(client, dpath, posixpath.basename(spath.rstrip("/")))
+        s, t = await client.lstat(spath), await _lstat_or_none(client, target)
+        if t is not None and (t.fsid, t.fileid) == (s.fsid, s.fileid):
+            raise shutil.SameFileError(f"{spath!r} and {target!r} are the same file")
         await client.rename(spath, target)
         _out(args, {"src": spath, "dst": target}, None)
         return 0
 
     return trio.run(_with_client, su, args, run)
+
+
+async def _lstat_or_none(client: Client, path: str) -> FileAttrs | None:
+    try:
+        return await client.lstat(path)
+    except FileNotFoundError:
+        return None
 
 
 def cmd_df(args: argparse.Namespace) -> int:
@@ -285,29 +255,38 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the server")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
-    def add(name: str, fn: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, parents=[common], help=help, description=help)
+    def add(name: str, fn: Callable[[argparse.Namespace], int], help: str,
+            add_help: bool = True) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, parents=[common], help=help, description=help, add_help=add_help)
         sp.set_defaults(func=fn)
         return sp
 
-    sp = add("ls", cmd_ls, "list a directory")
+    sp = add("ls", cmd_ls, "list a directory", add_help=False)  # -h is ls(1)'s human-readable sizes
+    sp.add_argument("--help", action="help", help="show this help message and exit")
     sp.add_argument("url")
-    sp.add_argument("-l", "--long", action="store_true")
+    sp.add_argument("-l", "--long", action="store_true", help="mode, links, owner, group, size, time, name")
+    sp.add_argument("-a", "--all", action="store_true", help="names starting with . too, and . and ..")
+    sp.add_argument("-R", "--recursive", action="store_true", help="the directories below too")
+    sp.add_argument("-h", "--human-readable", dest="human", action="store_true",
+                    help="sizes as 1.5K, 20M, 3.1G (with -l)")
     sp = add("stat", cmd_stat, "show a file's attributes")
     sp.add_argument("url")
     sp.add_argument("-L", "--no-follow", action="store_true", help="do not follow a final symlink")
     sp = add("cat", cmd_cat, "write a file to standard output")
     sp.add_argument("url")
-    sp = add("get", cmd_get, "copy a remote file to a local path")
+    sp = add("get", cmd_get, "copy a remote file (or tree, -r) to a local path")
     sp.add_argument("remote")
     sp.add_argument("local", nargs="?")
-    sp = add("put", cmd_put, "copy a local file to a remote path")
+    sp.add_argument("-r", "--recursive", action="store_true", help="copy directories and what is in them")
+    sp = add("put", cmd_put, "copy a local file (or tree, -r) to a remote path")
     sp.add_argument("local")
     sp.add_argument("remote")
+    sp.add_argument("-r", "--recursive", action="store_true", help="copy directories and what is in them")
     sp = add("cp", cmd_cp, "copy (local to remote, remote to local, or within one server: there the server "
                            "copies the data itself when it can, NFSv4.2 COPY)")
     sp.add_argument("src")
     sp.add_argument("dst")
+    sp.add_argument("-r", "--recursive", action="store_true", help="copy directories and what is in them")
     sp = add("mkdir", cmd_mkdir, "make a directory")
     sp.add_argument("url")
     sp.add_argument("-p", "--parents", action="store_true")
@@ -342,10 +321,19 @@ def _plugin_modules() -> list[Any]:
 
 def _message(e: BaseException) -> str:
     if isinstance(e, NFS4Error | SessionError | TransportError | RpcReplyError | URLError):
-        return str(e)
+        return _without_errno(str(e))
     if isinstance(e, OSError) and e.filename:
         return f"{e.filename}: {e.strerror}"
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
     return str(e) or type(e).__name__
+
+
+def _without_errno(text: str) -> str:
+    """OSError's str() puts "[Errno N] " in front of the message: the message is what people read."""
+    if text.startswith("[Errno ") and "] " in text:
+        return text.split("] ", 1)[1]
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -358,10 +346,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
     except BaseExceptionGroup as eg:  # trio wraps errors from nurseries
+        if eg.subgroup(KeyboardInterrupt) is not None:
+            return EXIT_INTERRUPTED
         leaf = _first_leaf(eg)
         print(f"{PROG}: {_message(leaf)}", file=sys.stderr)
         return _exit_code(leaf)

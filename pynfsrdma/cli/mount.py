@@ -36,6 +36,55 @@ def register(subparsers: Any) -> None:
     u.add_argument("mountpoint")
     u.add_argument("-l", "--lazy", action="store_true", help="detach now, clean up when no longer busy")
     u.set_defaults(func=cmd_umount)
+    h = subparsers.add_parser(
+        "install-helper",
+        help="let mount(8) and /etc/fstab find this installation (type fuse.pynfsrdma)",
+        description="Link mount.pynfsrdma and mount.fuse.pynfsrdma in DIR (default /sbin, where mount(8) "
+        "looks for mount.TYPE) to this installation's mount.pynfsrdma, as the Debian and RPM packages "
+        "install them; for installs made with pip.",
+    )
+    h.add_argument("--dir", default=HELPER_DIR, help=f"where mount(8) looks (default {HELPER_DIR})")
+    h.add_argument("--remove", action="store_true", help="remove the links made before")
+    h.set_defaults(func=cmd_install_helper)
+
+
+HELPER_DIR = "/sbin"
+HELPER_NAMES = ("mount.pynfsrdma", "mount.fuse.pynfsrdma")  # -t pynfsrdma, -t fuse.pynfsrdma
+
+
+def helper_script() -> str | None:
+    """This installation's mount.pynfsrdma (beside its Python, or in its scripts directory)."""
+    import sysconfig
+
+    for d in (os.path.dirname(sys.executable), sysconfig.get_path("scripts"),
+              sysconfig.get_path("scripts", f"{os.name}_user")):
+        candidate = os.path.join(d, HELPER_NAMES[0])
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return os.path.abspath(candidate)
+    return shutil.which(HELPER_NAMES[0])
+
+
+def cmd_install_helper(args: argparse.Namespace) -> int:
+    links = [os.path.join(args.dir, name) for name in HELPER_NAMES]
+    if args.remove:
+        for link in links:
+            if os.path.islink(link):
+                os.unlink(link)
+                print(f"removed {link}")
+        return 0
+    script = helper_script()
+    if script is None:
+        print("pynfsrdma: mount.pynfsrdma is not installed beside this pynfsrdma", file=sys.stderr)
+        return 1
+    for link in links:
+        if os.path.realpath(link) == os.path.realpath(script):
+            continue
+        if os.path.lexists(link):
+            print(f"pynfsrdma: {link} exists (another installation's?): remove it first", file=sys.stderr)
+            return 1
+        os.symlink(script, link)
+        print(f"{link} -> {script}")
+    return 0
 
 
 def cmd_mount(args: argparse.Namespace) -> int:
@@ -56,6 +105,9 @@ def cmd_umount(args: argparse.Namespace) -> int:
         print("pynfsrdma: fusermount3 not found (apt-get install fuse3)", file=sys.stderr)
         return 1
     mountpoint = os.path.abspath(args.mountpoint)
+    if not _mounted(os.path.realpath(mountpoint)):
+        print(f"pynfsrdma: {args.mountpoint}: not mounted", file=sys.stderr)
+        return 1
     pid = None if args.lazy else _daemon_pid(mountpoint)
     rc = subprocess.run([fusermount, "-u"] + (["-z"] if args.lazy else []) + [mountpoint]).returncode
     if rc == 0 and pid is not None:
@@ -67,6 +119,16 @@ def cmd_umount(args: argparse.Namespace) -> int:
 # session and client ID after the kernel let the mount go); a mount made again on the same mount point
 # before that would share its client owner with a client still at work
 DAEMON_EXIT_WAIT = 40.0
+
+
+def _mounted(mountpoint: str) -> bool:
+    """Whether something is mounted on ``mountpoint`` (as /proc/self/mountinfo lists it, escaped)."""
+    escaped = mountpoint.replace("\\", "\\134").replace(" ", "\\040").replace("\t", "\\011").replace("\n", "\\012")
+    try:
+        with open("/proc/self/mountinfo") as f:
+            return any(line.split()[4] == escaped for line in f)
+    except OSError:
+        return True  # no way to tell: let fusermount3 decide
 
 
 def _daemon_pid(mountpoint: str) -> int | None:

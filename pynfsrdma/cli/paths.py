@@ -9,7 +9,6 @@ through its control socket (:mod:`pynfsrdma.control`), opening no session of its
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Any
@@ -19,6 +18,7 @@ import trio
 from ..client.api import Client
 from ..client.url import parse_url
 from ..control import ControlError, query
+from .output import print_json
 
 __all__ = ["format_table", "handler", "register"]
 
@@ -82,7 +82,7 @@ def handler(args: argparse.Namespace) -> int:
     else:
         rows = trio.run(_from_url, target, args)
     if args.json:
-        print(json.dumps(rows, indent=None, sort_keys=True))
+        print_json({"paths": rows})
     else:
         print(format_table(rows))
     return 0

@@ -14,12 +14,12 @@ interval.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from typing import Any, TextIO
 
 from ..control import Connection, ControlError
+from .output import json_text
 
 __all__ = ["format_report", "handler", "register"]
 
@@ -38,7 +38,9 @@ OP_COLUMNS = (
     ("P90_MS", "p90"),
     ("P99_MS", "p99"),
     ("MAX_MS", "max"),
+    ("RETRANS", "retransmitted"),
 )
+RATE_COLUMNS = ("OPERATION", "OPS/S", "KB/S", "KB/OP", "AVG_RTT_MS", "RETRANS")
 PATH_COLUMNS = (
     ("STATE", "state"),
     ("ADDRESS", "address"),
@@ -88,14 +90,49 @@ def human_bytes(n: float) -> str:
     raise AssertionError("unreachable")
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+def _table(header: list[str], rows: list[list[str]], width: int | None = None) -> list[str]:
+    """Columns padded to their widest cell; columns on the right are left out until it fits ``width``."""
     table = [header, *rows]
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in table]
+    keep = len(header)
+    while width is not None and keep > 1 and sum(widths[:keep]) + 2 * (keep - 1) > width:
+        keep -= 1
+    return ["  ".join(cell.ljust(w) for cell, w in zip(r[:keep], widths[:keep], strict=True)).rstrip()
+            for r in table]
 
 
-def format_report(rep: dict[str, Any]) -> str:
-    """The report as the tables a person reads."""
+def interval_rates(prev: dict[str, Any], cur: dict[str, Any]) -> dict[str, Any]:
+    """What happened between two reports, per operation, as nfsiostat shows it: operations per
+    second, kB (1000 bytes, sent and received) per second and per operation, the mean round-trip
+    time in ms, and the calls sent again."""
+    seconds = max(cur.get("uptime_s", 0) - prev.get("uptime_s", 0), 1e-9)
+    before = prev.get("operations", {})
+    ops = {}
+    for name, st in cur.get("operations", {}).items():
+        b = before.get(name, {})
+        calls = st["calls"] - b.get("calls", 0)
+        if calls <= 0:
+            continue
+        kb = (st["bytes_sent"] + st["bytes_received"] - b.get("bytes_sent", 0) - b.get("bytes_received", 0)) / 1000
+        rtt = st.get("rtt_total_ms", 0) - b.get("rtt_total_ms", 0)
+        ops[name] = {
+            "ops_per_s": round(calls / seconds, 2),
+            "kb_per_s": round(kb / seconds, 2),
+            "kb_per_op": round(kb / calls, 2),
+            "avg_rtt_ms": round(rtt / calls, 3),
+            "retransmitted": st.get("retransmitted", 0) - b.get("retransmitted", 0),
+        }
+    return {"seconds": round(seconds, 3), "operations": ops}
+
+
+def format_rates(rates: dict[str, Any], width: int | None = None) -> list[str]:
+    rows = [[name, *(str(r[k]) for k in ("ops_per_s", "kb_per_s", "kb_per_op", "avg_rtt_ms", "retransmitted"))]
+            for name, r in rates["operations"].items()]
+    return [f"in the last {rates['seconds']:g} s:", *_table(list(RATE_COLUMNS), rows, width)]
+
+
+def format_report(rep: dict[str, Any], width: int | None = None) -> str:
+    """The report as the tables a person reads, each cut to ``width`` columns (the terminal's)."""
     rpc = rep.get("rpc", {})
     lat = rpc.get("latency_ms", {})
     b = rep.get("bytes", {})
@@ -124,10 +161,10 @@ def format_report(rep: dict[str, Any]) -> str:
             lt = st["latency_ms"]
             row = [name]
             for _, key in OP_COLUMNS[1:]:
-                v = lt[key] if key in lt else st[key]
+                v = lt[key] if key in lt else st.get(key, 0)
                 row.append(human_bytes(v) if key in ("bytes_sent", "bytes_received") else str(v))
             rows.append(row)
-        lines += ["", *_table([h for h, _ in OP_COLUMNS], rows)]
+        lines += ["", *_table([h for h, _ in OP_COLUMNS], rows, width)]
     errors = rep.get("errors", {})
     if errors:
         lines += ["", "errors: " + ", ".join(f"{name} {n}" for name, n in errors.items())]
@@ -140,7 +177,7 @@ def format_report(rep: dict[str, Any]) -> str:
             ]
             for p in paths
         ]
-        lines += ["", *_table([h for h, _ in PATH_COLUMNS], rows)]
+        lines += ["", *_table([h for h, _ in PATH_COLUMNS], rows, width)]
         for p in paths:
             r = p.get("rdma")
             if r:
@@ -152,21 +189,32 @@ def format_report(rep: dict[str, Any]) -> str:
                     f"({cr['in_flight']} in use, {cr['waiting']} waiting); inline send {il['send']} "
                     f"recv {il['recv']}"
                 )
+    if rep.get("options"):
+        opts = ",".join(k if v is True else f"{k}={v}" for k, v in sorted(rep["options"].items())
+                        if v not in (False, None, [], {}, ""))
+        lines.insert(1, f"mounted {time.time() - rep.get('mounted_at_ns', 0) / 1e9:.0f} s ago with {opts}")
+    if rep.get("interval"):
+        lines += ["", *format_rates(rep["interval"], width)]
+    if width is not None:
+        lines = [line[:width] for line in lines]
     return "\n".join(lines)
 
 
 # -- running ----------------------------------------------------------------------------------------
 def _show(rep: dict[str, Any], args: argparse.Namespace, out: TextIO, tty: bool) -> None:
+    import shutil
+
+    width = shutil.get_terminal_size().columns if tty else None
     if args.watch is not None and not tty:
-        out.write(json.dumps(rep, separators=(",", ":"), sort_keys=True) + "\n")
+        out.write(json_text(rep) + "\n")
     elif args.json:
         if args.watch is not None:
             out.write(CLEAR)
-        out.write(json.dumps(rep, indent=None, sort_keys=True) + "\n")
+        out.write(json_text(rep) + "\n")
     else:
         if args.watch is not None:
             out.write(CLEAR)
-        out.write(format_report(rep) + "\n")
+        out.write(format_report(rep, width) + "\n")
     out.flush()
 
 
@@ -178,8 +226,12 @@ def handler(args: argparse.Namespace) -> int:
     tty = out.isatty()
     try:
         with Connection(args.mountpoint) as conn:
+            prev: dict[str, Any] | None = None
             while True:
                 rep = conn.request("stats")
+                if prev is not None:
+                    rep["interval"] = interval_rates(prev, rep)
+                prev = {k: v for k, v in rep.items() if k != "interval"}
                 _show(rep, args, out, tty)
                 if args.watch is None:
                     return 0

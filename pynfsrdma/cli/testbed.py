@@ -12,10 +12,10 @@ The lead's CLI calls :func:`register`; ``python -m pynfsrdma.cli.testbed`` runs 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
+from pynfsrdma.cli.output import print_json
 from pynfsrdma.testbed.control import ControlError
 from pynfsrdma.testbed.daemon import ENV_STATE_DIR, TestbedError, down, ensure_testbed, fault, status, up
 from pynfsrdma.testbed.faults import FaultCommandError
@@ -79,7 +79,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _print_json(obj: Any) -> None:
-    print(json.dumps(obj, indent=2))
+    print_json(obj, indent=2)
 
 
 def _describe_paths(paths: list[dict[str, Any]]) -> None:
@@ -155,7 +155,7 @@ def _status(args: argparse.Namespace) -> int:
 def _fault(args: argparse.Namespace) -> int:
     answers = fault(args.dir, args.address, args.fault)
     if args.json:
-        _print_json(answers)
+        _print_json({"answers": answers})
     else:
         for answer in answers:
             print(f"path {answer['address']}:{answer['port']}: {answer['fault_text']}")

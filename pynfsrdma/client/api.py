@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import fnmatch
 import os
 import posixpath
+import stat
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -33,9 +35,10 @@ from ..transport.base import Transport
 from ..transport.tcp import TcpTransport
 from ..trunking import Trunking, TrunkingOptions
 from .attributes import FileAttrs, FsStat
+from .dir_entry import DirEntry
 from .locks import TO_EOF, LockConflict, LockDenied, LockLost, nfs_lock_type
 from .nfs4 import NFSv4, OpenFile
-from .url import NfsURL, URLError, minor_version, parse_url
+from .url import NfsURL, URLError, check_url_options, minor_version, parse_url, url_identity
 
 Progress = Callable[[int], None]
 MAX_SYMLINKS = 40
@@ -58,6 +61,10 @@ async def connector_for(url: NfsURL, address: str, port: int, timeout: float) ->
         return await TcpTransport.connect(address, port, timeout=timeout)
 
     return tcp
+
+
+def glob_magic(name: str) -> bool:
+    return any(ch in name for ch in "*?[")
 
 
 def single_error(eg: BaseExceptionGroup) -> BaseException:
@@ -98,9 +105,9 @@ class Client:
         port: int | None = None,
         export: str = "/",
         proto: str = "tcp",
-        uid: int = 0,
-        gid: int = 0,
-        groups: tuple[int, ...] = (),
+        uid: int | None = None,
+        gid: int | None = None,
+        groups: tuple[int, ...] | None = None,
         timeout: float = 10.0,
         hard: bool = False,
         timeo: float = 30.0,
@@ -111,7 +118,8 @@ class Client:
         """Connect, create a session, look up the export; on exit close the session cleanly.
 
         By URL (``nfs://host[:port]/export?proto=tcp``) or by ``host``, ``port``, ``export`` and
-        ``proto``.
+        ``proto``. Requests go as ``uid``/``gid`` with ``groups`` (AUTH_SYS): by default the URL's
+        ``uid=``/``gid=``, else the calling process's own, with its supplementary groups.
         """
         if url is None:
             if host is None:
@@ -119,6 +127,12 @@ class Client:
             hostpart = f"[{host}]" if ":" in host else host
             url = f"nfs://{hostpart}{f':{port}' if port else ''}/{export.lstrip('/')}?proto={proto}"
         u = parse_url(url) if isinstance(url, str) else url
+        check_url_options(u)
+        url_uid, url_gid = url_identity(u)
+        uid = uid if uid is not None else url_uid if url_uid is not None else os.getuid()
+        gid = gid if gid is not None else url_gid if url_gid is not None else os.getgid()
+        if groups is None:
+            groups = tuple(os.getgroups()) if (uid, gid) == (os.getuid(), os.getgid()) else ()
         cred = auth_sys(uid, gid, groups)
         try:
             async with trio.open_nursery() as nursery:
@@ -213,23 +227,114 @@ class Client:
     async def lstat(self, path: str) -> FileAttrs:
         return (await self._resolve(path, follow=False))[1]
 
-    async def exists(self, path: str) -> bool:
+    async def _stat_or_none(self, path: str, follow: bool = True) -> FileAttrs | None:
         try:
-            await self.lstat(path)
-            return True
+            return (await self._resolve(path, follow=follow))[1]
         except NFS4Error as e:
-            if e.status == c.NFS4ERR_NOENT:
-                return False
+            if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                return None
             raise
 
-    async def scandir(self, path: str = "/") -> list[tuple[str, FileAttrs]]:
-        path = self._norm(path)
-        fh = await self._dir_fh(path)
-        entries = await self.nfs.listdir(fh, self.cred, with_attrs=True, path=path)
-        return [(e.name, e.attrs or FileAttrs()) for e in entries]
+    async def exists(self, path: str) -> bool:
+        """Whether ``path`` names something (a symbolic link: its target), as os.path.exists."""
+        return await self._stat_or_none(path) is not None
+
+    async def lexists(self, path: str) -> bool:
+        """Whether ``path`` names something, a dangling symbolic link too."""
+        return await self._stat_or_none(path, follow=False) is not None
+
+    async def isdir(self, path: str) -> bool:
+        a = await self._stat_or_none(path)
+        return a is not None and a.is_dir
+
+    async def isfile(self, path: str) -> bool:
+        a = await self._stat_or_none(path)
+        return a is not None and stat.S_ISREG(a.st_mode)
+
+    async def islink(self, path: str) -> bool:
+        a = await self._stat_or_none(path, follow=False)
+        return a is not None and a.is_symlink
+
+    async def scandir(self, path: str = "/") -> list[DirEntry]:
+        """The entries of a directory, with the attributes READDIR brought (no GETATTR per entry;
+        only a symbolic link's target is looked up)."""
+        npath = self._norm(path)
+        fh = await self._dir_fh(npath)
+        listing = await self.nfs.listdir(fh, self.cred, with_attrs=True, path=npath)
+        out = []
+        for e in listing:
+            attrs = e.attrs or FileAttrs()
+            child = posixpath.join(path, e.name)
+            target = await self._stat_or_none(child) if attrs.is_symlink else None
+            out.append(DirEntry(e.name, child, attrs, target))
+        return out
 
     async def listdir(self, path: str = "/") -> list[str]:
-        return [name for name, _ in await self.scandir(path)]
+        npath = self._norm(path)
+        fh = await self._dir_fh(npath)
+        return [e.name for e in await self.nfs.listdir(fh, self.cred, with_attrs=True, path=npath)]
+
+    async def walk(self, top: str = "/", topdown: bool = True, onerror: Callable[[OSError], Any] | None = None,
+                   followlinks: bool = False) -> AsyncIterator[tuple[str, list[str], list[str]]]:
+        """(dirpath, dirnames, filenames) for ``top`` and every directory below it, as os.walk: with
+        ``topdown`` a caller may prune ``dirnames`` in place; errors listing a directory go to
+        ``onerror`` (or are ignored)."""
+        try:
+            entries = await self.scandir(top)
+        except OSError as e:
+            if onerror is not None:
+                onerror(e)
+            return
+        dirs = [e.name for e in entries if e.is_dir()]
+        files = [e.name for e in entries if not e.is_dir()]
+        links = {e.name for e in entries if e.is_symlink()}
+        if topdown:
+            yield top, dirs, files
+        for name in dirs:
+            if name in links and not followlinks:
+                continue
+            async for item in self.walk(posixpath.join(top, name), topdown, onerror, followlinks):
+                yield item
+        if not topdown:
+            yield top, dirs, files
+
+    async def glob(self, pattern: str) -> list[str]:
+        """The paths matching ``pattern`` (``*``, ``?``, ``[...]`` within a name, ``**`` for any depth
+        of directories), sorted; names starting with ``.`` match only a pattern that starts with one."""
+        parts = [p for p in self._norm(pattern).split("/") if p]
+        found: list[str] = []
+
+        async def match(base: str, rest: list[str]) -> None:
+            if not rest:
+                found.append(base)
+                return
+            head, tail = rest[0], rest[1:]
+            if head == "**":
+                await match(base, tail)
+                for e in await self._entries_or_none(base):
+                    if e.is_dir() and not e.name.startswith("."):
+                        await match(e.path, rest)
+                return
+            if not glob_magic(head):
+                child = posixpath.join(base, head)
+                if await self.lexists(child):
+                    await match(child, tail)
+                return
+            for e in await self._entries_or_none(base):
+                visible = head.startswith(".") or not e.name.startswith(".")
+                if visible and fnmatch.fnmatchcase(e.name, head) and (not tail or e.is_dir()):
+                    await match(e.path, tail)
+
+        await match("/", parts)
+        return sorted(set(found))
+
+    async def _entries_or_none(self, path: str) -> list[DirEntry]:
+        try:
+            return await self.scandir(path)
+        except NFS4Error as e:
+            if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.EACCES):
+                return []
+            raise
 
     async def statfs(self, path: str = "/") -> FsStat:
         fh, _ = await self._resolve(path)
@@ -341,12 +446,11 @@ class Client:
     async def rmtree(self, path: str) -> None:
         attrs = await self.lstat(path)
         if attrs.is_dir:
-            for name, a in await self.scandir(path):
-                child = posixpath.join(self._norm(path), name)
-                if a.is_dir:
-                    await self.rmtree(child)
+            for e in await self.scandir(self._norm(path)):
+                if e.is_dir(follow_symlinks=False):
+                    await self.rmtree(e.path)
                 else:
-                    await self.remove(child)
+                    await self.remove(e.path)
         await self.remove(path)
 
     async def rename(self, src: str, dst: str) -> None:
@@ -506,6 +610,14 @@ class File:
     def size(self) -> int:
         return self.of.attrs.size if self.of.attrs else 0
 
+    @property
+    def name(self) -> str:
+        """The path this file was opened by."""
+        return self.path
+
+    def tell(self) -> int:
+        return self.pos
+
     def _check(self, writing: bool) -> None:
         if self.closed:
             raise ValueError("I/O on a closed file")
@@ -560,6 +672,25 @@ class File:
             if eof or not views:
                 return
 
+    async def preadinto(self, offset: int, buffer: Any) -> int:
+        """Fill ``buffer`` (any writable buffer) from ``offset``, straight from the reply buffers; the
+        number of bytes read (fewer at the end of the file)."""
+        dest = memoryview(buffer).cast("B")
+        done = 0
+        while done < dest.nbytes:
+            views, eof = await self.pread_views(offset + done, dest.nbytes - done)
+            for v in views:
+                dest[done : done + v.nbytes] = v
+                done += v.nbytes
+            if eof or not views:
+                break
+        return done
+
+    async def readinto(self, buffer: Any) -> int:
+        n = await self.preadinto(self.pos, buffer)
+        self.pos += n
+        return n
+
     async def pread(self, offset: int, count: int) -> bytes:
         views, _ = await self.pread_views(offset, count)
         return views[0].tobytes() if len(views) == 1 else b"".join(views)
@@ -574,13 +705,24 @@ class File:
 
     # -- writing ------------------------------------------------------------------------------------
     async def pwrite(self, offset: int, data: Any) -> int:
-        """Write ``data`` at ``offset``: wsize UNSTABLE WRITEs in flight together. The data is kept
-        by reference until committed (a read-only buffer is not copied; a mutable one is, since
-        the caller may change it before the COMMIT that could require sending it again)."""
+        """Write ``data`` at ``offset``: wsize UNSTABLE WRITEs in flight together, the data sent from
+        where it lies. A read-only buffer (bytes) is kept by reference until committed, as a server that
+        restarts before the COMMIT needs it again; a mutable one (which the caller may change once this
+        returns) is committed before this returns instead, so it is never copied nor needed again."""
         self._check(True)
         mv = memoryview(data).cast("B")
         if not mv.readonly:
-            mv = memoryview(bytes(mv))
+            return await self._pwrite_committed(offset, mv)
+        return await self._pwrite(offset, mv, self._uncommitted)
+
+    async def _pwrite_committed(self, offset: int, mv: memoryview) -> int:
+        pending: list[tuple[int, Any, bytes]] = []
+        n = await self._pwrite(offset, mv, pending)
+        if pending:
+            await self._commit(pending)
+        return n
+
+    async def _pwrite(self, offset: int, mv: memoryview, uncommitted: list[tuple[int, Any, bytes]]) -> int:
         nfs = self.client.nfs
         wsize = nfs.maxwrite
         limit = trio.Semaphore(self.client.in_flight)
@@ -595,8 +737,9 @@ class File:
                     if n == 0:
                         raise OSError(errno.EIO, "server accepted no data", self.path)
                     if committed == c.UNSTABLE4:
-                        self._uncommitted.append((o + done, piece[done : done + n], verf))
-                        self._uncommitted_bytes += n
+                        uncommitted.append((o + done, piece[done : done + n], verf))
+                        if uncommitted is self._uncommitted:
+                            self._uncommitted_bytes += n
                     done += n
                 written[0] += piece.nbytes
 
@@ -623,13 +766,16 @@ class File:
     async def fsync(self) -> None:
         """COMMIT; if the server's write verifier changed (it restarted and may have lost unstable
         data), send the uncommitted writes again, FILE_SYNC, so nothing acknowledged is lost."""
+        self._uncommitted_bytes = 0
+        await self._commit(self._uncommitted)
+
+    async def _commit(self, uncommitted: list[tuple[int, Any, bytes]]) -> None:
         for _attempt in range(3):
-            if not self._uncommitted:
+            if not uncommitted:
                 return
             verf = await self.client.nfs.commit(self.of.fh, self.client.cred)
-            stale = [(o, d) for o, d, v in self._uncommitted if v != verf]
-            self._uncommitted.clear()
-            self._uncommitted_bytes = 0
+            stale = [(o, d) for o, d, v in uncommitted if v != verf]
+            uncommitted.clear()
             if not stale:
                 return
             self.rewrites += len(stale)
@@ -637,7 +783,7 @@ class File:
                 n, _, _ = await self.client.nfs.write(self.of, o, d, self.client.cred, c.FILE_SYNC4,
                                                       lock_owner=self)
                 if n != d.nbytes:
-                    self._uncommitted.append((o + n, d[n:], b""))
+                    uncommitted.append((o + n, d[n:], b""))
         raise OSError(errno.EIO, "write verifier kept changing: the server keeps losing data", self.path)
 
     flush = fsync

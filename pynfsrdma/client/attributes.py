@@ -8,6 +8,7 @@ and we send numeric strings, which NFS-Ganesha and the Linux server accept.
 from __future__ import annotations
 
 import grp
+import os
 import pwd
 import stat
 import struct
@@ -87,6 +88,12 @@ def id_to_owner(ident: int) -> str:
     return str(ident)
 
 
+def _seconds(ns: int) -> float:
+    """Nanoseconds as os.stat's float seconds (computed as it computes them, so the two compare equal)."""
+    sec, nsec = divmod(ns, 1_000_000_000)
+    return sec + nsec * 1e-9
+
+
 def _ns(t: nfstime4 | None) -> int:
     return 0 if t is None else t.seconds * 1_000_000_000 + t.nseconds
 
@@ -161,10 +168,71 @@ class FileAttrs:
     def mtime(self) -> float:
         return self.mtime_ns / 1e9
 
+    # -- as os.stat_result names them ----------------------------------------------------------------
+    @property
+    def st_ino(self) -> int:
+        return self.fileid
+
+    @property
+    def st_dev(self) -> int:
+        """The file system (NFS fsid major and minor, folded into one number)."""
+        return (self.fsid[0] << 32) ^ self.fsid[1]
+
+    @property
+    def st_nlink(self) -> int:
+        return self.nlink
+
+    @property
+    def st_uid(self) -> int:
+        return self.uid
+
+    @property
+    def st_gid(self) -> int:
+        return self.gid
+
+    @property
+    def st_size(self) -> int:
+        return self.size
+
+    @property
+    def st_blocks(self) -> int:
+        """512-byte blocks used."""
+        return (self.used + 511) // 512
+
+    @property
+    def st_rdev(self) -> int:
+        return os.makedev(*self.rdev)
+
+    @property
+    def st_atime(self) -> float:
+        return _seconds(self.atime_ns)
+
+    @property
+    def st_mtime(self) -> float:
+        return _seconds(self.mtime_ns)
+
+    @property
+    def st_ctime(self) -> float:
+        return _seconds(self.ctime_ns)
+
+    @property
+    def st_atime_ns(self) -> int:
+        return self.atime_ns
+
+    @property
+    def st_mtime_ns(self) -> int:
+        return self.mtime_ns
+
+    @property
+    def st_ctime_ns(self) -> int:
+        return self.ctime_ns
+
     def as_dict(self) -> dict[str, Any]:
+        """The attributes as JSON shows them: mode as an integer (permission bits; ``st_mode`` has the
+        type bits too), times in nanoseconds since the epoch."""
         return {
             "type": _TYPE_NAMES.get(self.type, str(self.type)),
-            "mode": oct(self.mode),
+            "mode": self.mode,
             "st_mode": self.st_mode,
             "nlink": self.nlink,
             "uid": self.uid,
@@ -175,9 +243,9 @@ class FileAttrs:
             "fsid": list(self.fsid),
             "fileid": self.fileid,
             "change": self.change,
-            "atime": self.atime_ns / 1e9,
-            "mtime": self.mtime_ns / 1e9,
-            "ctime": self.ctime_ns / 1e9,
+            "atime_ns": self.atime_ns,
+            "mtime_ns": self.mtime_ns,
+            "ctime_ns": self.ctime_ns,
         }
 
 

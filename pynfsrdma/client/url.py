@@ -11,6 +11,36 @@ SUPPORTED_VERSIONS = ("4.1", "4.2")  # vers= (the minor version every COMPOUND o
 PROTOCOLS = ("tcp", "rdma")
 
 
+# What a URL may say to the path API, the CLI and fsspec besides vers=, proto= and port= (a mount takes
+# every mount option in its URL too): the trunking and RPC-over-RDMA options, and libnfs's uid=/gid=
+# (the AUTH_SYS identity to send).
+URL_OPTIONS = frozenset({
+    "addrs", "nconnect", "max_connect", "trunkdiscovery", "notrunkdiscovery", "trunkinterval", "stalltimeo",
+    "provider", "credits", "inline", "remote_invalidation", "private_data",
+    "uid", "gid",
+})
+
+
+def check_url_options(url: NfsURL) -> None:
+    """URLError naming the options of ``url`` that scripted access does not know (a typo is not ignored)."""
+    unknown = sorted(set(url.options) - URL_OPTIONS)
+    if unknown:
+        raise URLError(f"unknown URL option{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)} "
+                       f"(known: vers, proto, port, {', '.join(sorted(URL_OPTIONS))})")
+
+
+def url_identity(url: NfsURL) -> tuple[int | None, int | None]:
+    """The uid and gid a URL names (libnfs's ``uid=`` and ``gid=``), or None."""
+    ids: list[int | None] = []
+    for key in ("uid", "gid"):
+        raw = url.options.get(key)
+        try:
+            ids.append(None if raw is None else int(raw))
+        except ValueError:
+            raise URLError(f"{key} must be a number, not {raw!r}") from None
+    return ids[0], ids[1]
+
+
 def minor_version(vers: str) -> int:
     """The NFSv4 minor version of a ``vers=`` value ("4.1" -> 1)."""
     return int(vers.partition(".")[2] or 0)

@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ from ..rpc.auth import auth_sys
 from ..session.client_id import ClientID, SessionOptions, default_owner_id
 from ..session.paths import Path
 from ..session.session import RetryPolicy
+from ..trio_compat import run_sync_abandoning
 from ..trunking import Trunking, TrunkingOptions
 from .channel import Channel, open_channel
 from .options import MountOptions, OptionError, parse_options, split_options
@@ -143,7 +145,8 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
             ops = NFSOperations(nfs, root_fh, root_attrs, o, nursery)
             # the control socket (pynfsrdma stats/paths MOUNTPOINT) is there before the mount, so
             # that whoever sees the mount can ask it; it goes away with the nursery
-            info = {"mountpoint": req.mountpoint, "server": req.fsname, "pid": os.getpid()}
+            info = {"mountpoint": req.mountpoint, "server": req.fsname, "pid": os.getpid(),
+                    "options": stats.effective_options(o), "mounted_at_ns": time.time_ns()}
             try:
                 await nursery.start(
                     control.serve,
@@ -166,7 +169,7 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
                 channel = None
                 raise MountError(f"cannot mount on {req.mountpoint}: {e.strerror or e}") from e
             log.info("mounted %s on %s", req.source, req.mountpoint)
-            ready(None)
+            up = trio.Event()  # set once the kernel's first request was answered: then "ok" goes out
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
 
                 async def on_signal() -> None:
@@ -180,12 +183,17 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
 
                 async def watch() -> None:
                     with watcher:
+                        await trio.lowlevel.checkpoint()  # (serve may have ended before this task ran)
                         await on_signal()
 
                 nursery.start_soon(watch)
-                nursery.start_soon(raise_read_ahead_once_up, req.mountpoint, o.rsize)
-                await channel.serve()
-                watcher.cancel()
+                nursery.start_soon(announce_when_up, req.mountpoint, o.rsize, ready, up)
+                try:
+                    await channel.serve()
+                finally:
+                    watcher.cancel()  # (before the signal receiver closes, however serve ended)
+            if not up.is_set():
+                raise MountError(f"cannot mount {req.source}: the mount went away before it answered")
         except MountError as e:
             error = str(e)
         finally:
@@ -238,13 +246,19 @@ def raise_read_ahead(mountpoint: str, rsize: int) -> int | None:
     return now
 
 
-async def raise_read_ahead_once_up(mountpoint: str, rsize: int) -> None:
-    """The kernel sets the mount's read-ahead from FUSE_INIT's reply (the smaller of the two): raise
-    it once INIT is done, which a stat(2) of the mount (served by our own loop) waits for."""
+async def announce_when_up(mountpoint: str, rsize: int, ready: Callable[[str | None], None],
+                           up: trio.Event) -> None:
+    """Tell whoever waits that the mount is up once it answers: a stat(2) of the mount point waits for
+    the kernel's FUSE_INIT and a GETATTR, both served by our own loop. Then raise the read-ahead, which
+    the kernel sets from INIT's reply (the smaller of the two)."""
     try:
-        await trio.to_thread.run_sync(os.stat, mountpoint, abandon_on_cancel=True)
+        st = await run_sync_abandoning(os.stat, mountpoint)
     except OSError:
         return
+    if bdi_of(mountpoint) != f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}":
+        return  # the directory under a mount already gone
+    up.set()
+    ready(None)
     kb = raise_read_ahead(mountpoint, rsize)
     log.debug("read_ahead_kb of %s: %s", mountpoint, kb)
 
@@ -252,9 +266,13 @@ async def raise_read_ahead_once_up(mountpoint: str, rsize: int) -> None:
 def run(req: MountRequest, ready_fd: int | None = None) -> int:
     """Serve in this process (the foreground, or the background child); 0 after a clean unmount."""
 
+    told = False  # whether the waiting parent has its answer
+
     def ready(err: str | None) -> None:
-        if ready_fd is None:
+        nonlocal told
+        if ready_fd is None or told:
             return
+        told = True
         os.write(ready_fd, READY if err is None else f"{err}\n".encode())
         os.close(ready_fd)
         _detach(req.options)
@@ -263,13 +281,25 @@ def run(req: MountRequest, ready_fd: int | None = None) -> int:
     try:
         trio.run(serve, req, ready)
     except MountError as e:
-        if ready_fd is not None:
-            os.write(ready_fd, f"{e}\n".encode())
-            os.close(ready_fd)
-        else:
+        if ready_fd is None:
             print(f"pynfsrdma: {e}", file=sys.stderr)
+        ready(str(e))
+        return 1
+    except BaseException as e:
+        if told or ready_fd is None:
+            raise
+        # the daemon failed before the mount was up: its error goes to the one waiting for it
+        log.exception("the mount daemon failed")
+        leaf = _first_leaf(e)
+        ready(f"cannot mount {req.source}: the mount daemon failed: {type(leaf).__name__}: {leaf}")
         return 1
     return 0
+
+
+def _first_leaf(e: BaseException) -> BaseException:
+    while isinstance(e, BaseExceptionGroup) and e.exceptions:
+        e = e.exceptions[0]
+    return e
 
 
 def _detach(o: MountOptions) -> None:

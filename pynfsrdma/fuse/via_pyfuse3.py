@@ -16,6 +16,7 @@ from typing import Any
 import pyfuse3
 import trio
 
+from ..trio_compat import run_sync_abandoning
 from .lowlevel import (
     EntryAttributes,
     FileInfo,
@@ -98,7 +99,7 @@ class _Kernel:
 
     async def invalidate_entry(self, parent: int, name: bytes) -> None:
         try:
-            await trio.to_thread.run_sync(pyfuse3.invalidate_entry, parent, name, abandon_on_cancel=True)
+            await run_sync_abandoning(pyfuse3.invalidate_entry, parent, name)
         except OSError as e:
             if e.errno not in (errno.ENOENT, errno.EBADF, errno.ENOTCONN):
                 log.info("invalidate_entry(%d, %r): %s", parent, name, e)

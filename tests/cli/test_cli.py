@@ -35,14 +35,15 @@ def test_put_ls_stat_get_cat_cp_mv_rm(base: str, export_path: ExportPath, tmp_pa
     src.write_bytes(os.urandom(3 * 1024 * 1024 + 7))
     run("mkdir", f"{base}/d")
     out = json.loads(run("put", "--json", str(src), f"{base}/d/").stdout)
-    assert out == {"remote": f"{export_path.remote}/d/in.bin", "local": str(src), "bytes": src.stat().st_size}
+    assert out == {"version": 1, "remote": f"{export_path.remote}/d/in.bin", "local": str(src),
+                   "bytes": src.stat().st_size, "files": 1}
     assert (export_path.local / "d/in.bin").read_bytes() == src.read_bytes()
 
     assert run("ls", f"{base}/d").stdout.split() == ["in.bin"]
     long = run("ls", "-l", f"{base}/d").stdout
     assert long.startswith("-rw-") and "in.bin" in long and str(src.stat().st_size) in long
     listing = json.loads(run("ls", "--json", f"{base}/d").stdout)
-    assert [(e["name"], e["size"], e["type"]) for e in listing] == [("in.bin", src.stat().st_size, "file")]
+    assert [(e["name"], e["size"], e["type"]) for e in listing["entries"]] == [("in.bin", src.stat().st_size, "file")]
     st = json.loads(run("stat", "--json", f"{base}/d/in.bin").stdout)
     assert st["size"] == src.stat().st_size and st["type"] == "file"
 
@@ -119,8 +120,8 @@ def test_cp_within_one_server_asks_the_server_to_copy_first(base: str, export_pa
     (export_path.local / "src.bin").write_bytes(data)
     trace = tmp_path / "trace"
     out = json.loads(run("--trace", str(trace), "cp", "--json", f"{base}/src.bin", f"{base}/dst.bin").stdout)
-    assert out == {"src": f"{export_path.remote}/src.bin", "dst": f"{export_path.remote}/dst.bin",
-                   "bytes": len(data)}
+    assert out == {"version": 1, "src": f"{export_path.remote}/src.bin", "dst": f"{export_path.remote}/dst.bin",
+                   "bytes": len(data), "files": 1}
     assert (export_path.local / "dst.bin").read_bytes() == data
     ops = [line.rsplit(" ", 1)[-1].split(",") for line in trace.read_text().splitlines()]
     copies = [i for i, o in enumerate(ops) if "COPY" in o]

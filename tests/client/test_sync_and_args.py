@@ -17,10 +17,10 @@ from pynfsrdma.testbed.ganesha import ExportPath
 def test_blocking_client_for_plain_scripts(ganesha: Ganesha, export_path: ExportPath) -> None:
     with connect(f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}") as nfs:
         nfs.mkdir("/d")
-        with nfs.open("/d/f", "w") as f:
+        with nfs.open("/d/f", "wb") as f:
             f.write(b"hello ")
             f.write(b"world")
-        with nfs.open("/d/f") as f:
+        with nfs.open("/d/f", "rb") as f:
             assert f.read() == b"hello world"
         assert nfs.listdir("/d") == ["f"]
         assert nfs.stat("/d/f").size == 11
@@ -32,7 +32,8 @@ def test_blocking_client_for_plain_scripts(ganesha: Ganesha, export_path: Export
 
 def test_blocking_files_lock_and_find_holes(ganesha: Ganesha, export_path: ExportPath) -> None:
     url = f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}?vers=4.2"
-    with connect(url) as a, connect(url) as b, a.open("/f", "w+") as fa, b.open("/f", "r") as fb:
+    with connect(url) as a, connect(url) as b, a.open("/f", "w+b", buffering=0) as fa, \
+            b.open("/f", "rb", buffering=0) as fb:
         fa.pwrite(1 << 20, b"d" * 65536)
         fa.lock(fcntl.F_WRLCK, 0, 10)
         with pytest.raises(LockDenied) as ei:
@@ -59,3 +60,37 @@ async def test_connect_by_arguments(ganesha: Ganesha, export_path: ExportPath) -
     async with Client.connect(host=ganesha.host, port=ganesha.port, export=export_path.remote) as nfs:
         await nfs.write_file("/x", b"1")
         assert await nfs.listdir("/") == ["x"]
+
+
+def test_requests_go_as_the_calling_user_unless_told_otherwise(ganesha: Ganesha, export_path: ExportPath) -> None:
+    """A script run by a user writes as that user (as the CLI does), not as root."""
+    import os
+    import subprocess
+    import sys
+
+    os.chmod(export_path.local, 0o777)
+    url = f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}"
+    script = (
+        "import encodings.idna, os, sys, pynfsrdma\n"
+        "os.setgroups([]); os.setgid(65534); os.setuid(65534)\n"  # (imports done as root: a venv under /root)
+        "with pynfsrdma.connect(sys.argv[1]) as nfs:\n"
+        "    nfs.write_file('/mine', b'x')\n"
+    )
+    subprocess.run([sys.executable, "-c", script, url], check=True, timeout=60)
+    st = (export_path.local / "mine").stat()
+    assert (st.st_uid, st.st_gid) == (65534, 65534)
+
+    with connect(f"{url}?uid=1234&gid=5678") as nfs:  # libnfs's URL options
+        nfs.write_file("/theirs", b"y")
+    st = (export_path.local / "theirs").stat()
+    assert (st.st_uid, st.st_gid) == (1234, 5678)
+    with connect(f"{url}?uid=1234", uid=4321) as nfs:  # an argument wins over the URL
+        nfs.write_file("/arg", b"z")
+    assert (export_path.local / "arg").stat().st_uid == 4321
+
+
+def test_an_unknown_url_option_is_an_error_that_names_it(ganesha: Ganesha) -> None:
+    from pynfsrdma.client.url import URLError
+
+    with pytest.raises(URLError, match="unknown URL option: nconect"):
+        connect(f"nfs://{ganesha.host}:{ganesha.port}/export?nconect=2")

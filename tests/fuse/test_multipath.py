@@ -32,7 +32,7 @@ async def test_mount_over_three_paths_survives_a_cut_mid_write(
     m = await trio.to_thread.run_sync(mount_url, url, options)
     mnt = m.path
     try:
-        rows = await trio.to_thread.run_sync(cli_json, "paths", str(mnt), "--json")
+        rows = (await trio.to_thread.run_sync(cli_json, "paths", str(mnt), "--json"))["paths"]
         assert isinstance(rows, list)
         up = sorted(r["address"] for r in rows if r["state"] == "up")
         assert up == sorted(f"{a}:{paths.port}" for a in paths.addresses)

@@ -94,6 +94,10 @@ def test_stats_and_paths_of_a_mount(mounted: tuple[str, subprocess.Popen[bytes]]
     rep = stats_json(mp)
     ops = rep["operations"]
     assert rep["version"] == 1
+    # the options in force (defaults filled in) and when the mount was made
+    assert rep["options"]["hard"] is True and rep["options"]["rsize"] == 1 << 20
+    assert 0 < time.time_ns() - rep["mounted_at_ns"] < 600 * 10**9
+    assert ops["WRITE"]["retransmitted"] == 0
     assert rep["bytes"]["written"] - before["bytes"]["written"] >= len(payload)
     assert ops["WRITE"]["calls"] >= 1
     assert ops["WRITE"]["bytes_sent"] >= len(payload)
@@ -126,7 +130,7 @@ def test_stats_and_paths_of_a_mount(mounted: tuple[str, subprocess.Popen[bytes]]
 
     r = cli("paths", mp, "--json")
     assert r.returncode == 0, r.stderr
-    [row] = json.loads(r.stdout)
+    [row] = json.loads(r.stdout)["paths"]
     assert row["address"] == path["address"] and row["state"] == "up"
     assert row["bytes_sent"] >= path["bytes_sent"]
     r = cli("paths", mp)

@@ -103,7 +103,7 @@ def test_up_status_fault_down(state_dir: Path) -> None:
 
     done = run(state_dir, "fault", "127.0.0.3", "delay", "25")
     assert done.returncode == 0 and "delay 25 ms" in done.stdout
-    [after] = run_json(state_dir, "fault", "127.0.0.3", "cut")
+    [after] = run_json(state_dir, "fault", "127.0.0.3", "cut")["answers"]
     assert after["fault"] == {"mode": "cut", "delay_ms": 25.0, "throttle_kbps": None}
     with pytest.raises(ConnectionResetError):
         rpc_null("127.0.0.3", server["port"])

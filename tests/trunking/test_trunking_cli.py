@@ -26,7 +26,7 @@ async def test_paths_lists_discovered_paths(advertised, export_path) -> None:
     adv = await advertised(2)
     r = await run_cli("paths", adv.url(export_path.remote), "--json")
     assert r.returncode == 0, r.stderr
-    rows = {row["address"]: row for row in json.loads(r.stdout)}
+    rows = {row["address"]: row for row in json.loads(r.stdout)["paths"]}
     assert set(rows) == {adv.address(0), adv.address(1)}
     assert all(row["state"] == "up" and row["transport"] == "tcp" for row in rows.values())
     assert rows[adv.address(1)]["verification"] == "session trunking"

@@ -68,6 +68,7 @@ from typing import Any
 
 import trio
 
+from ...trio_compat import run_sync_abandoning
 from ..base import ConnectionLost, ConnectRefused
 from .provider import (
     Access,
@@ -398,7 +399,7 @@ class PyverbsConnection(Connection):
         with _pending_lock:
             _pending_connects[self.peer] = _pending_connects.get(self.peer, 0) + 1
         keep = (data, param)  # alive while the call may still read them
-        rc, err = await trio.to_thread.run_sync(call, abandon_on_cancel=True)
+        rc, err = await run_sync_abandoning(call)
         del keep
         if rc != 0:
             raise ConnectionLost(f"rdma_connect failed: {os.strerror(err)}", self.peer)

@@ -1,0 +1,62 @@
+"""Dask on a LocalCluster of worker processes reads nfs:// URLs as it reads local files: each worker
+connects on its own (one NFS client per process), and several workers read one file together."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import dask.dataframe as dd
+import pandas as pd
+import pytest
+from distributed import Client as DaskClient
+from distributed import LocalCluster
+
+from pynfsrdma.testbed import Ganesha
+from pynfsrdma.testbed.ganesha import ExportPath
+
+
+def nfs_clients_here() -> int:
+    """In a worker: how many NFS clients this process made."""
+    import pynfsrdma.fsspec
+
+    return len(pynfsrdma.fsspec._clients)
+
+
+def same_strings(df: pd.DataFrame) -> pd.DataFrame:
+    """Dask keeps strings as pyarrow strings, pandas as its own: the values are what is compared."""
+    return df.astype({"s": object})
+
+
+@pytest.fixture(scope="module")
+def dask_client() -> Iterator[DaskClient]:
+    with LocalCluster(n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None,
+                      silence_logs=40) as cluster, DaskClient(cluster) as client:
+        yield client
+
+
+@pytest.mark.slow
+def test_dask_reads_parquet_and_csv_over_nfs_on_worker_processes(
+    dask_client: DaskClient, ganesha: Ganesha, export_path: ExportPath
+) -> None:
+    parts = [pd.DataFrame({"part": [i] * 2000, "x": range(i * 2000, (i + 1) * 2000),
+                           "s": [f"row {j}" for j in range(2000)]}) for i in range(4)]
+    (export_path.local / "pq").mkdir()
+    for i, p in enumerate(parts):
+        p.to_parquet(export_path.local / f"pq/part-{i}.parquet", index=False)
+    whole = pd.concat(parts, ignore_index=True)
+    whole.to_csv(export_path.local / "all.csv", index=False)
+    url = f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}"
+
+    from_parquet = dd.read_parquet(f"{url}/pq").compute().sort_values("x").reset_index(drop=True)
+    local = pd.read_parquet(export_path.local / "pq").sort_values("x").reset_index(drop=True)
+    pd.testing.assert_frame_equal(same_strings(from_parquet), same_strings(local))
+
+    # one file, cut into partitions that the workers read side by side
+    frame = dd.read_csv(f"{url}/all.csv", blocksize=16 * 1024)
+    assert frame.npartitions >= 4
+    from_csv = frame.compute().reset_index(drop=True)
+    pd.testing.assert_frame_equal(same_strings(from_csv), same_strings(pd.read_csv(export_path.local / "all.csv")))
+    assert frame.x.sum().compute() == whole.x.sum()
+
+    per_worker = dask_client.run(nfs_clients_here)
+    assert len(per_worker) == 2 and all(n == 1 for n in per_worker.values()), per_worker
