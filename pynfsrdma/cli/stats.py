@@ -154,6 +154,17 @@ def format_report(rep: dict[str, Any], width: int | None = None) -> str:
         )
     if rep.get("recoveries"):
         lines.append(f"session recoveries: {rep['recoveries']}")
+    cache = rep.get("cache")
+    if cache:
+        lines.append(
+            f"caches: attributes {cache.get('attr_hits', 0)} hits, {cache.get('attr_revalidations', 0)} "
+            f"revalidated; lookups {cache.get('lookups_cached', 0)} answered here, "
+            f"{cache.get('lookups_sent', 0)} sent; {cache.get('invalidations', 0)} invalidations, "
+            f"{cache.get('stale_names', 0)} stale names, {cache.get('reopens', 0)} reopens"
+        )
+    locks = rep.get("locks")
+    if locks and any(locks.values()):
+        lines.append("locks: " + ", ".join(f"{k} {v}" for k, v in locks.items()))
     ops = rep.get("operations", {})
     if ops:
         rows = []

@@ -156,6 +156,7 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
                             **stats.snapshot(cid, trunking, info=info),
                             "delegations": {**nfs.delegation_counts, "held": len(nfs.delegations)},
                             "locks": dict(nfs.lock_counts),
+                            "cache": ops.cache_counts(),
                         },
                         "paths": lambda: stats.path_rows(cid, trunking),
                     },

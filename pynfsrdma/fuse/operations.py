@@ -237,6 +237,8 @@ class NFSOperations(Operations):
         )
         self.invalidations = 0
         self.reopens = 0  # opens made again after the server lost them
+        # what the caches answered and what they asked (pynfsrdma stats): see cache_counts
+        self.counts: collections.Counter[str] = collections.Counter()
         self.readahead_window = READ_AHEAD_WINDOW  # bytes read ahead of a sequential reader at most
         gc.set_threshold(*GC_THRESHOLD)  # (the mount daemon's process: see GC_THRESHOLD)
         # delegations: opens and attributes served locally while the server lets us (not with noac)
@@ -306,6 +308,15 @@ class NFSOperations(Operations):
             self.invalidations += 1
             ino = node.ino
             self.nursery.start_soon(self._invalidate, ino)
+
+    def cache_counts(self) -> dict[str, int]:
+        """attr_hits: getattr answered from the attribute cache (or a delegation); attr_revalidations:
+        answered after a GETATTR; lookups_cached: absent names answered without a LOOKUP;
+        lookups_sent; invalidations: the kernel told to drop a file's cached data; stale_names: names
+        another client removed or renamed, found at an open; reopens: opens made again after the
+        server lost them."""
+        names = ("attr_hits", "attr_revalidations", "lookups_cached", "lookups_sent", "stale_names")
+        return {**{n: self.counts[n] for n in names}, "invalidations": self.invalidations, "reopens": self.reopens}
 
     async def _invalidate(self, ino: int, attr_only: bool = False) -> None:
         if self.kernel is not None:
@@ -390,10 +401,13 @@ class NFSOperations(Operations):
             and self.names.get(parent.ino, n, parent.attrs.change) == NEGATIVE
             and not is_opening(ctx.pid)
         ):
+            self.counts["lookups_cached"] += 1
             return self._negative()
         listing = parent.listing
         if listing is not None and listing.absent(n, now, self.opts.acdirmin) and not is_opening(ctx.pid):
+            self.counts["lookups_cached"] += 1
             return self._negative()
+        self.counts["lookups_sent"] += 1
         asked = self.inodes.asking()
         try:
             fh, attrs = await self.nfs.lookup(parent.fh, n, cred)
@@ -426,11 +440,14 @@ class NFSOperations(Operations):
         if not self._projected(node):
             await self._sync_inode(node)
         if not self.inodes.fresh(node, self._now()) and not self._delegated(node):
+            self.counts["attr_revalidations"] += 1
             cred = self.cred(ctx) if ctx.pid else self._any_cred(node)
             asked = self.inodes.asking(node)
             attrs = await self.nfs.getattr(node.fh, cred)
             if self.inodes.refresh(node, attrs, self._now(), asked=asked):
                 self._changed(node)
+        else:
+            self.counts["attr_hits"] += 1
         return self._entry(node)
 
     def _any_cred(self, node: Inode) -> Credential:
@@ -1078,6 +1095,7 @@ class NFSOperations(Operations):
         """``name`` in ``parent``, which the kernel reached ``node`` by, is gone or leads elsewhere
         (another client renamed or removed it): forget it, and answer ESTALE, on which the kernel
         looks the name up again (and opens what it leads to now)."""
+        self.counts["stale_names"] += 1
         log.info("%s in inode %d no longer leads to inode %d", name, parent.ino, node.ino)
         self.inodes.unnamed(parent.ino, name)
         self.names.drop(parent.ino, name)

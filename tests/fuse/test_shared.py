@@ -386,3 +386,23 @@ def test_a_directory_is_removed_right_after_its_last_file_unlinked_while_open_is
         os.close(fd)
         os.rmdir(d)
     assert not any(shared.disk.iterdir())
+
+
+def test_stats_count_what_the_caches_answered_and_what_went_to_the_server(shared: Shared) -> None:
+    """pynfsrdma stats: attribute hits and revalidations, lookups answered from the cache of absent
+    names and sent, names found stale at an open (another client renamed the file)."""
+    for _ in range(3):
+        with pytest.raises(FileNotFoundError):
+            os.stat(shared.a / "absent")
+    (shared.a / "f").write_bytes(b"1")
+    os.stat(shared.a / "f")
+    os.rename(shared.b / "f", shared.b / "g")
+    (shared.b / "f").write_bytes(b"2")
+    assert (shared.a / "f").read_bytes() == b"2"
+    with Connection(str(shared.a.parent)) as conn:
+        cache = conn.request("stats")["cache"]
+    assert cache["lookups_sent"] >= 1 and cache["lookups_cached"] >= 2 and cache["stale_names"] >= 1, cache
+    assert set(cache) >= {"attr_hits", "attr_revalidations", "invalidations", "reopens"}, cache
+    out = subprocess.run([sys.executable, "-m", "pynfsrdma.cli.main", "stats", str(shared.a.parent)],
+                         capture_output=True, text=True, check=True).stdout
+    assert "caches: attributes" in out and "stale names" in out
