@@ -36,7 +36,7 @@ from ..trio_compat import run_sync_abandoning
 from ..trunking import Trunking, TrunkingOptions
 from .channel import Channel, open_channel
 from .options import MountOptions, OptionError, parse_options, split_options
-from .writeback import keep_payload_memory
+from .payload_memory import keep_payload_memory
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,8 @@
 - Opens: one NFS OPEN per (file, open owner), shared by the FUSE handles on it and CLOSEd with the
   last of them. Close-to-open: every open revalidates the change attribute and keeps the kernel's
   page cache only if it did not move.
-- Writes are gathered per open (:mod:`.writeback`) and committed on flush, fsync and release.
+- Writes are gathered per open by the open-file engine (:mod:`..client.open_file`) and committed on
+  flush, fsync and release.
 - Sequential reads of an open file are read ahead in rsize READs, several in flight (:mod:`.readahead`);
   not for O_DIRECT opens, whose reads go to the server as they come.
 - Unlinking or renaming over an open file renames it to ``.nfsXXXX`` first (as the Linux client
@@ -40,6 +41,7 @@ import trio
 from ..client.attributes import FTYPE_TO_IFMT, NOW, FileAttrs, setattr_fattr4
 from ..client.locks import TO_EOF, nfs_lock_type, nfs_range
 from ..client.nfs4 import VERIFIER_SIZE, ListedEntry, NFSv4, OpenFile
+from ..client.open_file import MAX_REOPENS, STATE_LOST, FileWriter, read_range
 from ..errors import NFS4Error
 from ..lock import Held
 from ..proto.nfs4 import const as c
@@ -62,8 +64,8 @@ from .lowlevel import (
     supplementary_groups,
 )
 from .options import LOOKUPCACHE_NONE, MountOptions
+from .payload_memory import TRIM_THRESHOLD, return_payload_memory
 from .readahead import READ_AHEAD_WINDOW, Extent, ReadAhead, assemble
-from .writeback import MAX_REOPENS, STATE_LOST, TRIM_THRESHOLD, WriteBack, return_payload_memory
 
 XATTR_USER_PREFIX = b"user."  # the namespace RFC 8276 carries (its names go without the prefix)
 log = logging.getLogger(__name__)
@@ -158,7 +160,7 @@ class SharedOpen:
     of: OpenFile
     cred: Credential
     refs: int = 0
-    writer: WriteBack | None = None
+    writer: FileWriter | None = None
     # serialises opening again after the server lost the state (not the inode's open lock: a CLOSE
     # holding that waits for the WRITEs that may need to open again)
     reopen_lock: trio.Lock = field(default_factory=trio.Lock)
@@ -561,7 +563,7 @@ class NFSOperations(Operations):
     def _defer_setattr(self, node: Inode, kw: dict[str, Any], cred: Credential) -> bool:
         """Times and mode set by the file's owner while the file's one open holds data not yet sent
         (``tar``: write, utimensat, fchown, fchmod, close) wait with the data and go after it in its
-        COMPOUND (:meth:`WriteBack.defer_setattr`); the kernel is answered with the attributes as
+        COMPOUND (:meth:`FileWriter.defer_setattr`); the kernel is answered with the attributes as
         they will be. The owner may always set them, so the server has no reason to refuse (a refusal
         is reported by close or fsync, as a failed WRITE is). Not with set-user/group-ID bits (the
         server may clear them)."""
@@ -875,7 +877,7 @@ class NFSOperations(Operations):
             self.nfs.opens.pop(id(of), None)
         if shared.of.access & c.OPEN4_SHARE_ACCESS_WRITE and shared.writer is None:
             stable = c.FILE_SYNC4 if self.opts.noac else c.UNSTABLE4
-            shared.writer = WriteBack(
+            shared.writer = FileWriter(
                 self.nfs,
                 shared.of,
                 shared.cred,
@@ -1215,38 +1217,12 @@ class NFSOperations(Operations):
 
     async def _read_direct(self, h: FileHandle, off: int, size: int) -> Any:
         of = h.shared.of
-        maxread = self.nfs.maxread
-        if size <= maxread:
-            data, eof = await self._read_state(h, of, off, size)
-            if len(data) == size or eof or not data:
-                return data  # a view of the reply: no copy on the way to the kernel
-            parts = [data]
-            got = len(data)
-        else:
-            parts, got = [], 0
-        # more than one READ (a short reply, or size > rsize): several in flight, then joined
-        pos, end = off + got, off + size
-        while pos < end:
-            spans = [(o, min(maxread, end - o)) for o in range(pos, end, maxread)]
-            results: list[Any] = [None] * len(spans)
-
-            async def one(out: list[Any], i: int, o: int, n: int) -> None:
-                out[i] = await self._read_state(h, of, o, n)
-
-            async with trio.open_nursery() as nursery:
-                for i, (o, n) in enumerate(spans):
-                    nursery.start_soon(one, results, i, o, n)
-            done = False
-            for (_, n), (d, eof) in zip(spans, results, strict=True):
-                parts.append(d)
-                pos += len(d)
-                if eof or not d:
-                    done = True
-                if len(d) < n:
-                    break  # a short READ: the rest is asked again from where it stopped
-            if done:
-                break
-        return b"".join(parts)
+        views, _ = await read_range(
+            lambda o, n: self._read_state(h, of, o, n), off, size, self.nfs.maxread
+        )
+        if len(views) == 1:
+            return views[0]  # a view of the reply: no copy on the way to the kernel
+        return b"".join(views)  # (several READs, or none)
 
     @fuse_errors
     async def write(self, fh: int, off: int, buf: bytes) -> int:
