@@ -24,9 +24,9 @@ import trio
 from pynfsrdma.cli.failover import run_failover
 from pynfsrdma.client.api import Client
 from pynfsrdma.testbed import Ganesha, open_paths
+from pynfsrdma.testbed.advertiser import AdvertisedAddress, TrunkingAdvertiser
 from pynfsrdma.testbed.rdma_responder import serve_rdma
 from pynfsrdma.transport.rdma.soft import SoftProvider
-from pynfsrdma.trunking.advertiser import AdvertisedAddress, TrunkingAdvertiser
 
 from .common import MIB, make_data
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-NFS_PORT = 2049
-NFS_RDMA_PORT = 20049
+from ..proto.nfs4.const import NFS_PORT, NFS_RDMA_PORT
+
 SUPPORTED_VERSIONS = ("4.1", "4.2")  # vers= (the minor version every COMPOUND of the mount carries)
 PROTOCOLS = ("tcp", "rdma")
 

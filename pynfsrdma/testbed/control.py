@@ -16,12 +16,11 @@ from __future__ import annotations
 import json
 import os
 import socket
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
 from .faults import COMMANDS, FaultCommandError
-from .proxy import Proxy
 
 __all__ = ["ControlError", "acontrol_request", "control_request", "handle_request", "serve_control"]
 
@@ -29,11 +28,19 @@ MAX_LINE = 64 * 1024
 UNIX_PATH_MAX = 107
 
 
+class Controlled(Protocol):
+    """What the control socket drives: a path proxy (testbed.proxy.Proxy)."""
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def apply(self, cmd: str, value: float | None) -> None: ...
+
+
 class ControlError(RuntimeError):
     """A control request failed (no such socket, refused, or the proxy answered an error)."""
 
 
-def handle_request(proxy: Proxy, request: Any) -> dict[str, Any]:
+def handle_request(proxy: Controlled, request: Any) -> dict[str, Any]:
     """Carry out one decoded request on ``proxy`` and return the answer (never raises)."""
     if not isinstance(request, dict) or not isinstance(request.get("cmd"), str):
         return {"ok": False, "error": 'a request is a JSON object with a "cmd" string'}
@@ -52,7 +59,7 @@ def handle_request(proxy: Proxy, request: Any) -> dict[str, Any]:
     return {"ok": True, "proxy": proxy.describe()}
 
 
-async def _serve_client(stream: trio.SocketStream, proxy: Proxy) -> None:
+async def _serve_client(stream: trio.SocketStream, proxy: Controlled) -> None:
     buffer = bytearray()
     async with stream:
         try:
@@ -81,7 +88,7 @@ async def _serve_client(stream: trio.SocketStream, proxy: Proxy) -> None:
 
 
 async def serve_control(
-    path: str, proxy: Proxy, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    path: str, proxy: Controlled, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
 ) -> None:
     """Listen on the unix socket ``path`` and apply requests to ``proxy`` until cancelled."""
     if len(os.fsencode(path)) > UNIX_PATH_MAX:

@@ -217,7 +217,7 @@ def _start_advertiser(state_dir: Path, target: tuple[str, int], advertised: list
     argv = [
         sys.executable,
         "-m",
-        "pynfsrdma.trunking.advertiser",
+        "pynfsrdma.testbed.advertiser",
         "--listen",
         f"127.0.0.1:{port}",
         "--target",
@@ -276,7 +276,7 @@ def _start(
             if rdma_port is not None:
                 advertised.append(f"127.0.0.1:{rdma_port},rdma")
             adv_pid, adv_port = _start_advertiser(state_dir, target, advertised)
-            processes["advertiser"] = ProcessRecord.of(adv_pid, "pynfsrdma.trunking.advertiser").to_json()
+            processes["advertiser"] = ProcessRecord.of(adv_pid, "pynfsrdma.testbed.advertiser").to_json()
             state["advertiser"] = {
                 "address": "127.0.0.1",
                 "port": adv_port,

@@ -28,6 +28,7 @@ from typing import Any
 
 import trio
 
+from .control import serve_control
 from .faults import Fault, Mode, TokenBucket, apply_command
 
 __all__ = ["Proxy", "ProxyStats", "main", "reset_socket"]
@@ -330,8 +331,6 @@ def _host_port(text: str) -> tuple[str, int]:
 
 
 async def _run_process(listen: tuple[str, int], target: tuple[str, int], control: str | None) -> None:
-    from .control import serve_control  # here: control imports this module
-
     proxy = Proxy(listen[0], listen[1], target[0], target[1])
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:

@@ -3,7 +3,6 @@
 - :mod:`.fs_locations` -- multipath lists in fs_locations_info / fs_locations (sans I/O)
 - :mod:`.verification` -- is an address the same server? (decision sans I/O; binding)
 - :mod:`.discovery` -- discovery on the pseudo-fs root and :class:`Trunking`, the owner of the paths
-- :mod:`.advertiser` -- a proxy that advertises a multipath list in front of a server without one
 """
 
 from .discovery import Trunking, TrunkingOptionError, TrunkingOptions, discover

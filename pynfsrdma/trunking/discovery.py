@@ -31,7 +31,6 @@ from typing import Any
 
 import trio
 
-from ..client.url import NFS_PORT, NFS_RDMA_PORT
 from ..errors import NFS4Error
 from ..proto.nfs4 import const as c
 from ..proto.nfs4.attrs import bitmap4_from, decode_fattr4
@@ -74,7 +73,7 @@ MAX_NCONNECT = 16
 MIN_REDISCOVERY_GAP = 5.0  # path-down rediscoveries at most this often
 LOCATION_BITMAP = bitmap4_from([c.FATTR4_FS_LOCATIONS, c.FATTR4_FS_LOCATIONS_INFO])
 TCP, RDMA = "tcp", "rdma"
-DEFAULT_PORTS = {TCP: NFS_PORT, RDMA: NFS_RDMA_PORT}
+DEFAULT_PORTS = {TCP: c.NFS_PORT, RDMA: c.NFS_RDMA_PORT}
 RDMA_URL_OPTIONS = ("provider", "credits", "inline", "remote_invalidation")  # the options connect_rdma reads
 
 

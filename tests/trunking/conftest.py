@@ -16,7 +16,7 @@ import pytest
 import trio
 
 from pynfsrdma.testbed import Ganesha, ProxiedPaths, open_paths
-from pynfsrdma.trunking.advertiser import AdvertisedAddress, TrunkingAdvertiser
+from pynfsrdma.testbed.advertiser import AdvertisedAddress, TrunkingAdvertiser
 
 
 @dataclass

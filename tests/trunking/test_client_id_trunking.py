@@ -17,7 +17,7 @@ from pynfsrdma.client.api import Client
 from pynfsrdma.proto.nfs4 import const as c
 from pynfsrdma.proto.nfs4.types import DESTROY_SESSION4args
 from pynfsrdma.testbed import open_paths
-from pynfsrdma.trunking.advertiser import AdvertisedAddress, TrunkingAdvertiser
+from pynfsrdma.testbed.advertiser import AdvertisedAddress, TrunkingAdvertiser
 
 MiB = 1 << 20
 OTHER_MINOR = 7

@@ -8,7 +8,7 @@ from pynfsrdma.proto.nfs4 import const as c
 from pynfsrdma.proto.nfs4.attrs import decode_fattr4, encode_fattr4
 from pynfsrdma.proto.nfs4.types import fs_location4, fs_locations4, fs_locations_info4, fs_locations_item4
 from pynfsrdma.session.client_id import ServerIdentity
-from pynfsrdma.trunking.advertiser import AdvertisedAddress, fs_locations_for, fs_locations_info_for
+from pynfsrdma.testbed.advertiser import AdvertisedAddress, fs_locations_for, fs_locations_info_for
 from pynfsrdma.trunking.discovery import TrunkingOptionError, TrunkingOptions
 from pynfsrdma.trunking.fs_locations import (
     Candidate,
@@ -147,7 +147,7 @@ def test_mount_options() -> None:
 
 
 def test_advertised_address_words() -> None:
-    from pynfsrdma.trunking.advertiser import parse_advertised
+    from pynfsrdma.testbed.advertiser import parse_advertised
 
     assert parse_advertised("127.0.0.2:2049,rank=1,order=7") == AdvertisedAddress(
         "127.0.0.2:2049", 1, 7, False

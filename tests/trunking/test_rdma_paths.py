@@ -17,10 +17,10 @@ import trio
 
 from pynfsrdma.client.api import Client
 from pynfsrdma.session.paths import Path, PathState
+from pynfsrdma.testbed.advertiser import AdvertisedAddress
 from pynfsrdma.testbed.rdma_responder import Responder, serve_rdma
 from pynfsrdma.transport.rdma.soft import SoftProvider
 from pynfsrdma.transport.rdma.transport import RdmaTransport
-from pynfsrdma.trunking.advertiser import AdvertisedAddress
 
 MiB = 1 << 20
 

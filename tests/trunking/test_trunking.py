@@ -15,7 +15,7 @@ import trio
 from pynfsrdma.client.api import Client
 from pynfsrdma.session.paths import PathState
 from pynfsrdma.testbed import open_paths
-from pynfsrdma.trunking.advertiser import AdvertisedAddress
+from pynfsrdma.testbed.advertiser import AdvertisedAddress
 
 MiB = 1 << 20
 

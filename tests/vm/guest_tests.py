@@ -33,7 +33,7 @@ import guest_fuse  # the FUSE mount's steps (next to this file)
 
 SERVER = "192.0.2.1"  # the first dummy interface (RFC 5737 TEST-NET-1: never routed)
 SERVER2 = "198.51.100.1"  # the second dummy interface (a second address of the same server)
-RDMA_PORT = 20049  # = pynfsrdma.client.url.NFS_RDMA_PORT (this module must import without the project)
+RDMA_PORT = 20049  # = pynfsrdma.proto.nfs4.const.NFS_RDMA_PORT (this module must import without the project)
 TCP_PORT = 2049  # = pynfsrdma.client.url.NFS_PORT
 EXPORT = Path("/srv/export")
 XATTR_EXPORT = EXPORT / "xattrs"  # an ext4 file system (tmpfs has no user xattrs before Linux 6.6)

@@ -13,6 +13,8 @@ from typing import Final
 
 # -- RPC program (RFC 8881 section 16.1, RFC 5531 appendix) ------------------------------------------------
 NFS4_PROGRAM: Final = 100003
+NFS_PORT: Final = 2049  # RFC 8881 section 2.9.3
+NFS_RDMA_PORT: Final = 20049  # RFC 8267 section 6.1 (IANA: nfsrdma)
 NFS_V4: Final = 4
 NFSPROC4_NULL: Final = 0
 NFSPROC4_COMPOUND: Final = 1

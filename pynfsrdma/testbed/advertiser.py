@@ -373,13 +373,13 @@ def parse_advertised(text: str) -> AdvertisedAddress:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m pynfsrdma.trunking.advertiser --listen H:P --target H:P --advertise ADDR ...``"""
+    """``python -m pynfsrdma.testbed.advertiser --listen H:P --target H:P --advertise ADDR ...``"""
     import argparse
     import signal
     import sys
 
     parser = argparse.ArgumentParser(
-        prog="python -m pynfsrdma.trunking.advertiser",
+        prog="python -m pynfsrdma.testbed.advertiser",
         description="A proxy in front of an NFSv4.1 server that answers fs_locations_info/fs_locations on "
         "the pseudo root with a multipath list (NFS-Ganesha has no trunking discovery of its own).",
     )
