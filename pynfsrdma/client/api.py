@@ -227,6 +227,17 @@ class Client:
     async def lstat(self, path: str) -> FileAttrs:
         return (await self._resolve(path, follow=False))[1]
 
+    async def _target_or_none(self, path: str) -> FileAttrs | None:
+        """What a symbolic link in a listing points to, or None when it leads nowhere: a link whose
+        target cannot be resolved (absent, a name too long, a loop, no search permission) is a
+        dangling entry of the listing, as ``os.scandir`` reports it, not a failure of the listing."""
+        try:
+            return (await self._resolve(path, follow=True))[1]
+        except NFS4Error as e:
+            if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG, errno.EACCES):
+                return None
+            raise
+
     async def _stat_or_none(self, path: str, follow: bool = True) -> FileAttrs | None:
         try:
             return (await self._resolve(path, follow=follow))[1]
@@ -265,7 +276,7 @@ class Client:
         for e in listing:
             attrs = e.attrs or FileAttrs()
             child = posixpath.join(path, e.name)
-            target = await self._stat_or_none(child) if attrs.is_symlink else None
+            target = await self._target_or_none(child) if attrs.is_symlink else None
             out.append(DirEntry(e.name, child, attrs, target))
         return out
 
