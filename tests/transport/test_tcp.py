@@ -85,11 +85,10 @@ async def open_conn(port: int, nursery: trio.Nursery) -> RpcConnection:
     return conn
 
 
-async def test_replies_out_of_order_multi_fragment_and_unknown_xids() -> None:
+async def test_replies_out_of_order_and_multi_fragment() -> None:
     async def handler(stream: trio.SocketStream) -> None:
         calls = [await read_record(stream) for _ in range(3)]
         xids = [struct.unpack(">I", c[:4])[0] for c in calls]
-        await stream.send_all(frame(reply(0xDEAD, b"junk")))  # nobody asked: dropped, not fatal
         for xid in reversed(xids):  # answer in reverse order, the last one in 5 fragments
             await stream.send_all(frame(reply(xid, struct.pack(">I", xid)), fragments=5 if xid == xids[0] else 1))
         await trio.sleep_forever()
@@ -110,7 +109,60 @@ async def test_replies_out_of_order_multi_fragment_and_unknown_xids() -> None:
                 n.start_soon(one, i)
                 await trio.sleep(0.01)
         assert got == {0: 0, 1: 0, 2: 0}
-        assert conn.unmatched_replies == 1
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        pytest.param(frame(reply(0xDEAD, b"junk")), id="reply-to-an-xid-never-sent"),
+        pytest.param(frame(struct.pack(">II", 0xDEAD, 7)), id="neither-call-nor-reply"),
+        pytest.param(frame(b"\0\0\0\1"), id="too-short-for-a-header"),
+        pytest.param(frame(struct.pack(">III", 0xDEAD, 1, 9)), id="malformed-reply-header"),
+    ],
+)
+async def test_a_message_no_server_sends_ends_the_connection(garbage: bytes) -> None:
+    """The stream's framing can no longer be trusted: the calls waiting on it fail at once with
+    ProtocolViolation (their owner sends them again on a new connection), not after their timeout."""
+
+    async def handler(stream: trio.SocketStream) -> None:
+        call = await read_record(stream)
+        if garbage.endswith(struct.pack(">III", 0xDEAD, 1, 9)):  # a bad header on the call's own reply
+            xid = call[:4]
+            await stream.send_all(frame(xid + garbage[8:]))
+        else:
+            await stream.send_all(garbage)
+        await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        srv = await Server(nursery, handler).start()
+        conn = await open_conn(srv.port, nursery)
+        start = trio.current_time()
+        with pytest.raises(ProtocolViolation):
+            await conn.call(1, AUTH_NONE_CRED, timeout=5)
+        assert trio.current_time() - start < 1
+        assert not conn.alive
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_late_reply_to_a_call_no_longer_waited_for_is_dropped() -> None:
+    async def handler(stream: trio.SocketStream) -> None:
+        late = await read_record(stream)
+        await trio.sleep(0.3)  # past the first call's timeout
+        await stream.send_all(frame(reply(struct.unpack(">I", late[:4])[0])))
+        nxt = await read_record(stream)
+        await stream.send_all(frame(reply(struct.unpack(">I", nxt[:4])[0], b"ok!!")))
+        await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        srv = await Server(nursery, handler).start()
+        conn = await open_conn(srv.port, nursery)
+        with pytest.raises(RpcTimeout):
+            await conn.call(1, AUTH_NONE_CRED, timeout=0.1)
+        await trio.sleep(0.4)
+        u = await conn.call(1, AUTH_NONE_CRED, timeout=5)
+        assert bytes(u.opaque_fixed(4)) == b"ok!!"
+        assert conn.alive and conn.unmatched_replies == 1
         nursery.cancel_scope.cancel()
 
 
