@@ -100,6 +100,10 @@ class Transport(abc.ABC):
     def abandon(self, xid: int) -> None:  # noqa: B027 - optional hook, default is right for TCP
         """Forget per-call state of a call whose reply will no longer be awaited."""
 
+    def limit_records(self, size: int) -> None:  # noqa: B027 - optional hook: RDMA's buffers bound it
+        """From now on a received message larger than ``size`` bytes ends the connection
+        (:class:`ProtocolViolation`) before anything is allocated for it."""
+
     @abc.abstractmethod
     async def aclose(self) -> None:
         """Close the connection; pending ``receive`` calls raise :class:`ConnectionLost`."""

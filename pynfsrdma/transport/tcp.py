@@ -296,6 +296,9 @@ class TcpTransport(Transport):
             return Unpacker(frags[0])
         return Unpacker(b"".join(frags))  # multi-fragment records are rare; join them once
 
+    def limit_records(self, size: int) -> None:
+        self.max_record = size
+
     async def aclose(self) -> None:
         self.abort()
         await trio.lowlevel.checkpoint()
