@@ -578,12 +578,13 @@ class ClientID:
             log.warning("%s: could not bind the backchannel: %s", path.address, _st(st))
 
     # -- shutting down --------------------------------------------------------------------------------------
-    async def shutdown(self) -> None:
-        """DESTROY_SESSION and DESTROY_CLIENTID (best effort, bounded), then close every path."""
+    async def shutdown(self, timeout: float | None = None) -> None:
+        """DESTROY_SESSION and DESTROY_CLIENTID (best effort, within ``timeout`` seconds: 5 by
+        default), then close every path."""
         if self._closed:
             return
         self._closed = True
-        with trio.move_on_after(5):
+        with trio.move_on_after(5 if timeout is None else timeout):
             for group, trunked in list(self.trunked_sessions.items()):
                 tpath = self.paths.choose(group=group)
                 if tpath is not None:
