@@ -3,7 +3,9 @@
 Remote paths are NFS URLs (``nfs://host[:port]/export/dir/file``) or ``host:/export/dir/file``;
 the whole path is resolved from the server's pseudo-filesystem root. Errors are one line on
 standard error, like ``pynfsrdma: /export/x: No such file or directory (NFS4ERR_NOENT)``, with a
-non-zero exit status.
+non-zero exit status, whatever the server sends (never a traceback: one from our own code shows with
+``-vv``). The file commands log nothing else unless asked (``-v``): a server's misbehaviour on the
+way to the result goes to the log, not into a script's output.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import logging
 import os
 import posixpath
 import sys
@@ -23,15 +26,18 @@ from .. import __version__, trace
 from ..client.api import Client
 from ..client.attributes import FileAttrs
 from ..client.url import NfsURL, URLError, names_version, parse_url
-from ..errors import NFS4Error
+from ..errors import NFS4Error, ReplyError
 from ..proto.nfs4 import const as c
 from ..rpc.errors import RpcReplyError
 from ..session.errors import NotNFSv41Server, SessionError
 from ..transport.base import TransportError
+from ..xdr import XdrError
 from .progress import ProgressBar
 
 PROG = "pynfsrdma"
 EXIT_USAGE = 2
+EXIT_SOFTWARE = 70  # (sysexits.h's EX_SOFTWARE: an error of ours, not of the server or the caller)
+log = logging.getLogger(__name__)
 
 
 def is_remote(s: str) -> bool:
@@ -287,7 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add(name: str, fn: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
         sp = sub.add_parser(name, parents=[common], help=help, description=help)
-        sp.set_defaults(func=fn)
+        sp.set_defaults(func=fn, quiet_log=True)  # (one line of error at most without -v)
         return sp
 
     sp = add("ls", cmd_ls, "list a directory")
@@ -341,7 +347,7 @@ def _plugin_modules() -> list[Any]:
 
 
 def _message(e: BaseException) -> str:
-    if isinstance(e, NFS4Error | SessionError | TransportError | RpcReplyError | URLError):
+    if isinstance(e, NFS4Error | ReplyError | SessionError | TransportError | RpcReplyError | URLError):
         return str(e)
     if isinstance(e, OSError) and e.filename:
         return f"{e.filename}: {e.strerror}"
@@ -351,36 +357,53 @@ def _message(e: BaseException) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    trace.configure_logging(args.verbose, rpc_trace=args.trace)
+    quiet = getattr(args, "quiet_log", False) and not args.verbose
+    trace.configure_logging("error" if quiet else args.verbose, rpc_trace=args.trace)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        return 0
-    except BaseExceptionGroup as eg:  # trio wraps errors from nurseries
-        leaf = _first_leaf(eg)
-        print(f"{PROG}: {_message(leaf)}", file=sys.stderr)
-        return _exit_code(leaf)
-    except (OSError, URLError, RpcReplyError, ValueError) as e:
-        print(f"{PROG}: {_message(e)}", file=sys.stderr)
-        return _exit_code(e)
+    except BaseException as e:  # (trio wraps errors from nurseries in groups)
+        leaf = _first_leaf(e) if isinstance(e, BaseExceptionGroup) else e
+        if isinstance(leaf, KeyboardInterrupt):
+            return 130
+        if isinstance(leaf, BrokenPipeError):
+            return 0
+        if isinstance(leaf, SystemExit):
+            raise
+        if not isinstance(leaf, Exception):
+            raise
+        code = _exit_code(leaf)
+        if code == EXIT_SOFTWARE:
+            # a bug of ours, whatever the server sent: one line; the traceback with -vv
+            log.debug("the error in full:", exc_info=leaf)
+            print(f"{PROG}: internal error: {type(leaf).__name__}: {leaf} (-vv shows where)", file=sys.stderr)
+        else:
+            print(f"{PROG}: {_message(leaf)}", file=sys.stderr)
+        return code
 
 
 def _first_leaf(eg: BaseExceptionGroup) -> BaseException:
-    e: BaseException = eg
-    while isinstance(e, BaseExceptionGroup):
-        e = e.exceptions[0]
-    return e
+    """The error a group stands for: its first leaf that is not an OSError (an interrupt, a bug),
+    else its first."""
+    leaves: list[BaseException] = []
+    todo: list[BaseException] = [eg]
+    while todo:
+        e = todo.pop(0)
+        if isinstance(e, BaseExceptionGroup):
+            todo[:0] = list(e.exceptions)
+        else:
+            leaves.append(e)
+    return next((e for e in leaves if not isinstance(e, OSError)), leaves[0]) if leaves else eg
 
 
 def _exit_code(e: BaseException) -> int:
-    if isinstance(e, URLError | ValueError):
+    if isinstance(e, OSError | RpcReplyError):
+        return 1
+    if isinstance(e, ValueError) and not isinstance(e, XdrError):  # (a bad URL, option or argument)
         return EXIT_USAGE
-    return 1
+    return EXIT_SOFTWARE
 
 
 if __name__ == "__main__":
