@@ -30,6 +30,7 @@ from ..transport.base import (
     ConnectionLost,
     ProtocolViolation,
     ReplyHints,
+    SendTimeout,
     Transport,
     TransportError,
 )
@@ -281,7 +282,10 @@ class RpcConnection:
         self._pending[xid] = p
         self.calls += 1
         try:
-            await self.transport.send_call(xid, msg, hints)
+            try:
+                await self.transport.send_call(xid, msg, hints, p.deadline)
+            except SendTimeout as e:
+                raise RpcTimeout(f"not sent within {p.timeout:g} s ({e})", self.peer) from e
             await p.event.wait()
         finally:
             if not p.event.is_set():

@@ -13,6 +13,8 @@ from ..transport.base import TransportError
 class RpcTimeout(TransportError):
     """No reply came within the call's timeout (the path may be stalled)."""
 
+    ERRNO = errno.ETIMEDOUT
+
 
 def _errno_for(h: ReplyHeader | None) -> int:
     """EACCES for an authentication error, EPROTONOSUPPORT when the server does not serve the program,
