@@ -243,6 +243,10 @@ class Session:
         fail at once until the server answers again."""
         self.policy.gave_up(trio.current_time())
         self._slot_waiters.unpark_all()
+        for path in self.paths.live(self.group):
+            # (a connection that answers nothing is dropped: reconnecting and binding it to the
+            # session is the question whether the server answers again)
+            self.paths.kill(path)
         self.paths.wake_waiters()
         return self._unreachable(why)
 
