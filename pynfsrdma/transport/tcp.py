@@ -185,6 +185,8 @@ class TcpTransport(Transport):
                 raise ConnectionLost("connection is closed", self.peer)
             try:
                 await self._sendmsg_all(bufs, deadline)
+            except TransportError:
+                raise
             except OSError as e:
                 raise ConnectionLost(e.strerror or str(e), self.peer) from e
             except trio.ClosedResourceError as e:  # dropped by us (a stalled path) while sending

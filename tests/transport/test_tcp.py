@@ -319,3 +319,26 @@ async def test_callback_calls_on_the_same_connection_reach_the_handler() -> None
         await conn.call(0, AUTH_NONE_CRED, timeout=5)
         assert got == [rpcdef.REPLY]
         nursery.cancel_scope.cancel()
+
+
+async def test_a_send_the_server_does_not_read_ends_at_the_calls_deadline() -> None:
+    """A server that stops reading fills the socket's buffers: the call fails with RpcTimeout when its
+    time is up, not whenever the server reads again, and the record left half sent closes the
+    connection (its framing is broken)."""
+
+    async def handler(stream: trio.SocketStream) -> None:
+        await trio.sleep_forever()  # reads nothing
+
+    async with trio.open_nursery() as nursery:
+        srv = await Server(nursery, handler).start()
+        conn = await open_conn(srv.port, nursery)
+        xid, p = conn.start_call(1, AUTH_NONE_CRED)
+        p.bulk(bytes(64 << 20))  # (more than loopback's buffers take)
+        start = trio.current_time()
+        with pytest.raises(RpcTimeout, match=r"not sent within 0\.5 s"):
+            await conn.call_packed(xid, p, timeout=0.5)
+        assert trio.current_time() - start < 1.5
+        with trio.fail_after(2):
+            while conn.alive:
+                await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
