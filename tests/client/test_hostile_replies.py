@@ -171,3 +171,36 @@ async def test_a_listing_through_one_bad_reply_is_right(
         with trio.fail_after(10):
             assert sorted(await nfs.listdir("/")) == names
     assert rule.count == 0  # (the reply was changed)
+
+
+async def test_connect_keeps_to_its_timeout_when_the_export_lookup_goes_unanswered(
+    mutating: Proxy, export_path: ExportPath
+) -> None:
+    """The session is made, then the export's lookup never gets its reply (its record never ends):
+    connect(timeout=3) fails after 3 s, not after the lookup's own tries (it took 10-12 s)."""
+    proxy = await mutating(Rule(Mutation.RECORD_MARK, c.OP_PUTROOTFH, "not last", count=ALWAYS))
+    start = time.monotonic()
+    with pytest.raises(OSError) as e:
+        async with Client.connect(url(proxy, export_path), timeout=3):
+            pass
+    took = time.monotonic() - start
+    assert 2.9 < took < 3.8, took
+    assert e.value.errno == errno.EIO and "not reached within 3 s" in str(e.value)
+
+
+async def test_the_command_line_reports_a_misbehaving_server_only_when_asked(
+    mutating: Proxy, export_path: ExportPath
+) -> None:
+    """A listing through a reply to an XID never sent: right, and silent; with -v, one warning."""
+    (export_path.local / "a").write_bytes(b"")
+    for verbose in ([], ["-v"]):
+        rule = Rule(Mutation.XID, c.OP_READDIR)
+        proxy = await mutating(rule)
+        p = await trio.to_thread.run_sync(cli, *verbose, "ls", url(proxy, export_path))
+        assert rule.count == 0
+        assert p.returncode == 0 and p.stdout == "a\n", p
+        warnings = [line for line in p.stderr.splitlines() if " WARNING " in line]
+        if verbose:
+            assert len(warnings) == 1 and "which no call of ours waits for" in warnings[0], p.stderr
+        else:
+            assert p.stderr == ""

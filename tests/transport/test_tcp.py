@@ -342,3 +342,26 @@ async def test_a_send_the_server_does_not_read_ends_at_the_calls_deadline() -> N
             while conn.alive:
                 await trio.sleep(0.01)
         nursery.cancel_scope.cancel()
+
+
+async def test_a_record_one_past_the_sessions_limit_ends_the_connection() -> None:
+    """limit_records (a session's ca_maxresponsesize): a record of that size is received; one byte more
+    is refused before anything is allocated for it."""
+    limit = 4096
+
+    async def handler(stream: trio.SocketStream) -> None:
+        for extra in (0, 1):
+            call = await read_record(stream)
+            body = reply(struct.unpack(">I", call[:4])[0])
+            await stream.send_all(frame(body + bytes(limit + extra - len(body))))
+        await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        srv = await Server(nursery, handler).start()
+        conn = await open_conn(srv.port, nursery)
+        conn.limit_replies(limit)
+        u = await conn.call(1, AUTH_NONE_CRED, timeout=5)
+        assert u.remaining() == limit - 24
+        with pytest.raises(ProtocolViolation, match="record of 4097 bytes exceeds the limit of 4096"):
+            await conn.call(1, AUTH_NONE_CRED, timeout=5)
+        nursery.cancel_scope.cancel()
