@@ -99,9 +99,11 @@ MAX_VIOLATIONS = 2  # resends of a request whose reply broke the protocol, each 
 # ca_maxresponsesize (a session asks for rsize/wsize plus this, and reads no more than it allows)
 COMPOUND_ROOM = 8 * 1024
 
-# what a caller's check of the results may raise for a reply it cannot use (malformed attributes, ...)
+# what a caller's check of the results may raise for a reply it cannot use (XdrError: malformed
+# attributes; ValueError: a value out of its type's range). Anything else it raises is a bug of ours,
+# and is let through as such.
 Check = Callable[[list[ResOp]], None]
-_CHECK_ERRORS = (XdrError, ValueError, TypeError, AttributeError, IndexError, KeyError)
+_CHECK_ERRORS = (XdrError, ValueError)
 # the operations that are not what a COMPOUND is about (named in errors only when nothing else is there)
 _PLUMBING = frozenset({c.OP_SEQUENCE, c.OP_PUTFH, c.OP_PUTROOTFH, c.OP_PUTPUBFH, c.OP_SAVEFH, c.OP_RESTOREFH,
                        c.OP_GETFH, c.OP_GETATTR})
