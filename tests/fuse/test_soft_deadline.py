@@ -24,8 +24,8 @@ CHUNK = 1 << 20
 def copy(src: Path, dst: Path, stall_after: int, stall: trio.lowlevel.TrioToken, proxy_stall: object) -> list[
     tuple[str, float, int]
 ]:
-    """What cp does (read, write, close), the server stalled once ``stall_after`` bytes are written;
-    returns each failed call, the seconds since the stall, and its errno."""
+    """What a careful cp does (read, write, fsync, close), the server stalled once ``stall_after``
+    bytes are written; returns each failed call, the seconds since the stall, and its errno."""
     failed: list[tuple[str, float, int]] = []
     t0 = 0.0
     fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -42,6 +42,10 @@ def copy(src: Path, dst: Path, stall_after: int, stall: trio.lowlevel.TrioToken,
                     failed.append(("write", time.monotonic() - t0, e.errno or 0))
                     break
                 written += len(chunk)
+        try:
+            os.fsync(fd)
+        except OSError as e:
+            failed.append(("fsync", time.monotonic() - t0, e.errno or 0))
     finally:
         try:
             os.close(fd)
