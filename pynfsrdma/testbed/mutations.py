@@ -116,8 +116,10 @@ class ReplyMutator:
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
-        self._calls: dict[int, list[int]] = {}  # xid -> the operation numbers it asks
-        self._xids: set[int] = set()  # every XID a call of the client had
+        # xid -> the operation numbers it asks, and the XIDs of recent calls (an XID "no call has" is
+        # none of these); both in order, the oldest let go past XIDS_KEPT
+        self._calls: dict[int, list[int]] = {}
+        self._xids: dict[int, None] = {}
 
     # -- what the client asks -------------------------------------------------------------------------
     def call(self, record: bytes | memoryview) -> None:
@@ -127,12 +129,12 @@ class ReplyMutator:
             xid = u.uint32()
             if u.uint32() != rpcdef.CALL:
                 return
-            self._xids.add(xid)
+            _remember(self._xids, xid, None)
             body = rpcdef.decode_call_body(u)
             ops: list[int] = []
             if body.prog == c.NFS4_PROGRAM and body.proc == c.NFSPROC4_COMPOUND:
                 ops = [op.OPNUM for op in decode_compound_args(u).argarray]
-            self._calls[xid] = ops
+            _remember(self._calls, xid, ops)
         except XdrError:
             return
 
@@ -314,6 +316,15 @@ class ReplyMutator:
         others = [v for v in (old ^ (1 << rng.randrange(32)), old + 1, old - 1, rng.getrandbits(32))
                   if v != old and 0 <= v <= 0xFFFFFFFF]
         return rng.choice(others)
+
+
+XIDS_KEPT = 1 << 16  # calls remembered (a call whose reply never comes is let go in time)
+
+
+def _remember(kept: dict[int, Any], xid: int, value: Any) -> None:
+    kept[xid] = value
+    if len(kept) > XIDS_KEPT:
+        del kept[next(iter(kept))]
 
 
 def _walk(t: XdrType[Any], u: Unpacker, at: str, out: list[tuple[str, int, XdrType[Any]]]) -> None:
