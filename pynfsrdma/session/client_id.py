@@ -65,7 +65,7 @@ from ..transport.base import NO_HINTS, ProtocolViolation, ReplyHints, TransportE
 from ..xdr import XdrError
 from .backchannel import Backchannel
 from .errors import NotNFSv41Server, ServerUnreachable, SessionError
-from .paths import Path, PathSet
+from .paths import NoPathError, Path, PathSet
 from .session import CLIENT_LOST, COMPOUND_ROOM, Check, RetryPolicy, Session, SessionLost, main_op
 
 log = logging.getLogger(__name__)
@@ -245,11 +245,18 @@ class ClientID:
         ok: EXCHANGE_ID4resok = r.res
         return ok
 
+    async def _live_path(self) -> Path:
+        """A live path of the first session, waiting for one (a soft mount: ``timeo`` at most)."""
+        try:
+            return await self.paths.wait_live(
+                None if self.policy.hard else trio.current_time() + self.policy.timeo, group=0
+            )
+        except NoPathError as e:
+            raise ServerUnreachable(str(e)) from e
+
     async def _establish(self, *, reclaim: bool) -> None:
         """EXCHANGE_ID and CREATE_SESSION on a live path; with ``reclaim``, run the reclaim hooks."""
-        path = await self.paths.wait_live(
-            None if self.policy.hard else trio.current_time() + self.policy.timeo, group=0
-        )
+        path = await self._live_path()
         ok = await self.exchange_id(path)
         so = ok.eir_server_owner
         self.identity = ServerIdentity(
@@ -500,9 +507,7 @@ class ClientID:
                 raise SessionError(f"the session was lost while shutting down ({_st(status)})", errno.ESHUTDOWN)
             self.recoveries += 1
             log.warning("recovering from %s", _st(status))
-            path = await self.paths.wait_live(
-                None if self.policy.hard else trio.current_time() + self.policy.timeo, group=0
-            )
+            path = await self._live_path()
             if status in CLIENT_LOST:
                 await self._establish(reclaim=True)
             else:

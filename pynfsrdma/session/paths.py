@@ -268,12 +268,19 @@ class PathSet:
 
     async def _pause(self, until: float, sooner: float) -> None:
         """Wait before the next connection attempt: until ``until``, or only until ``sooner`` while
-        a request waits for a path."""
+        a request waits for a path (or one wanted a path meanwhile: :meth:`wanted`)."""
         if not self._waiting:
-            with trio.move_on_at(until):
+            with trio.move_on_at(until) as idle:
                 await self._demand.wait()
-        if self._waiting:
-            await trio.sleep_until(min(until, sooner))
+            if idle.cancelled_caught:
+                return
+        await trio.sleep_until(min(until, sooner))
+
+    def wanted(self) -> None:
+        """A request found no path it could use and did not wait (a soft mount failing fast): the
+        paths that are down are dialled again soon, as for a request that waits."""
+        self._demand.set()
+        self._demand = trio.Event()
 
     async def _wait_change(self) -> None:
         await self._changed.wait()
@@ -384,8 +391,7 @@ class PathSet:
                 raise NoPathError(f"no path to the server is up ({errors})")
             self._waiting += 1
             if self._waiting == 1:
-                self._demand.set()
-                self._demand = trio.Event()
+                self.wanted()
             try:
                 with trio.move_on_at(deadline if deadline is not None else math.inf):
                     await self._changed.wait()

@@ -125,6 +125,9 @@ class SessionLost(Exception):
 _STATUS_NAMES = frozenset(int(s) for s in c.nfsstat4)
 
 
+SEND, PROBE, FAIL = "send", "probe", "fail"  # (RetryPolicy.admit)
+
+
 def main_op(ops: Sequence[Any]) -> int | None:
     """The operation a COMPOUND is about, to name in an error: the first that is not plumbing
     (PUTFH, GETATTR...), else the last."""
@@ -135,13 +138,19 @@ def main_op(ops: Sequence[Any]) -> int | None:
 @dataclass(slots=True)
 class RetryPolicy:
     """How long a request keeps trying (the mount options hard/soft, timeo, retrans), and, for a soft
-    mount, whether the server is taken for gone (sans I/O: the sessions ask and tell it)."""
+    mount, whether the server is taken for gone (sans I/O: the sessions ask and tell it).
+
+    Once a soft request went unanswered for its whole time, requests fail at once (:meth:`admit`
+    says FAIL) until a reply comes (:meth:`answered`); but every ``timeo`` one request is let through
+    as a probe (PROBE), with its whole time, so that a server that came back is found by the
+    requests themselves too, not only by the connections' redialling."""
 
     timeo: float = 60.0  # seconds one try waits for its reply before the path is suspected
     retrans: int = 2  # soft: tries after the first before giving up
     hard: bool = True  # hard: keep trying until a path answers
-    # soft: when a request last went unanswered for its whole time (None: the server answers)
+    # soft: when a request (or the last probe) went unanswered for its whole time (None: answers come)
     unanswered_since: float | None = None
+    probing: bool = False  # soft: a probe is out
 
     @property
     def budget(self) -> float:
@@ -157,9 +166,23 @@ class RetryPolicy:
         """A soft request fails at once: one went unanswered, and nothing has been answered since."""
         return not self.hard and self.unanswered_since is not None
 
+    def admit(self, now: float) -> str:
+        """How a soft request made now goes: SEND (as usual), PROBE (the one that asks whether the
+        server answers again; the caller ends it with :meth:`probed`), or FAIL (at once)."""
+        if not self.failing_fast:
+            return SEND
+        assert self.unanswered_since is not None
+        if self.probing or now - self.unanswered_since < self.timeo:
+            return FAIL
+        self.probing = True
+        return PROBE
+
+    def probed(self) -> None:
+        self.probing = False
+
     def gave_up(self, now: float) -> None:
         """A soft request went unanswered for its whole time."""
-        if not self.hard and self.unanswered_since is None:
+        if not self.hard:
             self.unanswered_since = now
 
     def answered(self) -> None:
@@ -238,6 +261,7 @@ class Session:
     def _unreachable(self, why: str | None = None) -> ServerUnreachable:
         if why is None:
             why = f"no answer within {self.policy.budget:g} s (soft mount: failing at once until it answers again)"
+            self.paths.wanted()  # (so that the question whether it answers again is asked soon)
         return ServerUnreachable(f"{self._servers()}: {why}")
 
     def _give_up(self, why: str) -> ServerUnreachable:
@@ -276,11 +300,25 @@ class Session:
         session or client ID is gone, ServerUnreachable when a soft request ran out of time,
         ProtocolError when the server's replies kept breaking the protocol.
         """
+        admitted = SEND if self.policy.hard or pin is not None else self.policy.admit(trio.current_time())
+        if admitted == FAIL:
+            raise self._unreachable()
+        # (fails at once when the server is taken for gone; a probe waits its whole time)
+        soft = not self.policy.hard and pin is None and admitted == SEND
+        try:
+            return await self._compound(ops, cred, hints, payload, tag, cachethis, pin, check, soft)
+        finally:
+            if admitted == PROBE:
+                self.policy.probed()
+
+    async def _compound(
+        self, ops: Sequence[Any], cred: Credential, hints: ReplyHints, payload: int, tag: str,
+        cachethis: bool | None, pin: Path | None, check: Check | None, soft: bool,
+    ) -> COMPOUND4res:
         payload = payload or sum(hints.ddp_sizes)  # a READ's reply is its weight on a path
         idempotent = is_idempotent(ops)
         if cachethis is None:
             cachethis = not idempotent
-        soft = not self.policy.hard and pin is None
         slot = await self._acquire(soft)
         completed = False
         try:
@@ -294,7 +332,7 @@ class Session:
             while True:
                 try:
                     res, tries, path, violations = await self._send(
-                        slot, seqid, ops, cred, hints, payload, tag, cachethis, pin, deadline, violations
+                        slot, seqid, ops, cred, hints, payload, tag, cachethis, pin, deadline, violations, soft
                     )
                 except _BadReply as bad:
                     violations = bad.violations
@@ -401,14 +439,15 @@ class Session:
         pin: Path | None,
         deadline: float | None,
         violations: int,
+        soft: bool,
     ) -> tuple[COMPOUND4res, int, Path, int]:
         """Send one request until some path answers it, resending with the same slot/seqid until
         ``deadline`` (None: forever). Returns the decoded reply, the number of sends it took, the
         path that answered and ``violations`` (replies of this request that broke the protocol) as
         it is now. Raises _BadReply for a reply that is not one (after closing its connection), and
-        when the connections it went on ended on violations more than MAX_VIOLATIONS times."""
+        when the connections it went on ended on violations more than MAX_VIOLATIONS times. ``soft``:
+        fail at once when the server is taken for gone meanwhile."""
         policy = self.policy
-        soft = deadline is not None
         args = COMPOUND4args(
             tag,
             self.minorversion,
