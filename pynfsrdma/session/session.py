@@ -403,7 +403,7 @@ class Session:
             if res.status == c.NFS4ERR_MINOR_VERS_MISMATCH:  # (the one reply with no result at all)
                 raise NFS4Error(res.status, c.OP_SEQUENCE)
             raise CompoundMismatch(f"no SEQUENCE result (COMPOUND status {_name(res.status)})", c.OP_SEQUENCE)
-        check_compound_res(_WithSequence(ops), res)
+        check_compound_res([_SEQUENCE, *ops], res)
         seq = res.resarray[0]
         if seq.status == c.NFS4_OK:
             self._sequence_ok(seq.res, slot)
@@ -601,22 +601,9 @@ class _BadReply(Exception):
         self.violations = violations
 
 
-class _WithSequence(Sequence[Any]):
-    """``ops`` with the SEQUENCE put in front of them, as the request went (without a copy)."""
-
-    __slots__ = ("ops",)
-
-    def __init__(self, ops: Sequence[Any]) -> None:
-        self.ops = ops
-
-    def __len__(self) -> int:
-        return len(self.ops) + 1
-
-    def __getitem__(self, i: Any) -> Any:
-        return _SEQUENCE if i == 0 else self.ops[i - 1]
-
-
 class _Sequence:
+    """What stands for the SEQUENCE in front of a request's operations when its reply is checked."""
+
     OPNUM = c.OP_SEQUENCE
 
 

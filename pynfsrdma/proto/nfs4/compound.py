@@ -615,22 +615,22 @@ def check_compound_res(argarray: Sequence[Any], res: COMPOUND4res) -> None:
             raise CompoundMismatch("NFS4_OK with no results")
         return
     last = n - 1
+    checks = RESULT_CHECKS
     for i, r in enumerate(results):
-        op = argarray[i].OPNUM
-        if r.opnum != op and not (r.opnum == OP_ILLEGAL and r.status == NFS4ERR_OP_ILLEGAL and i == last):
-            raise CompoundMismatch(f"result {i} is for operation {r.opnum}, not {op}", op)
+        arg = argarray[i]
+        op = arg.OPNUM
         st = r.status
-        if st != NFS4_OK:
+        if r.opnum != op and not (r.opnum == OP_ILLEGAL and st == NFS4ERR_OP_ILLEGAL and i == last):
+            raise CompoundMismatch(f"result {i} is for operation {r.opnum}, not {op}", op)
+        if st:
             if i != last:
                 raise CompoundMismatch(f"results after a failed operation (status {st})", op)
             if st not in NFSSTAT4_VALUES:
                 raise CompoundMismatch(f"status {st} is not an nfsstat4", op)
-        else:
-            check = RESULT_CHECKS.get(op)
-            if check is not None and r.res is not None:
-                wrong = check(argarray[i], r.res)
-                if wrong is not None:
-                    raise CompoundMismatch(wrong, op)
+        elif op in checks and r.res is not None:
+            wrong = checks[op](arg, r.res)
+            if wrong is not None:
+                raise CompoundMismatch(wrong, op)
     if results[last].status != status:
         raise CompoundMismatch(
             f"COMPOUND status {status} is not that of its last result ({results[last].status})", results[last].opnum
