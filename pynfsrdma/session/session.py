@@ -300,28 +300,24 @@ class Session:
         session or client ID is gone, ServerUnreachable when a soft request ran out of time,
         ProtocolError when the server's replies kept breaking the protocol.
         """
-        admitted = SEND if self.policy.hard or pin is not None else self.policy.admit(trio.current_time())
-        if admitted == FAIL:
-            raise self._unreachable()
-        # (fails at once when the server is taken for gone; a probe waits its whole time)
-        soft = not self.policy.hard and pin is None and admitted == SEND
-        try:
-            return await self._compound(ops, cred, hints, payload, tag, cachethis, pin, check, soft)
-        finally:
-            if admitted == PROBE:
-                self.policy.probed()
-
-    async def _compound(
-        self, ops: Sequence[Any], cred: Credential, hints: ReplyHints, payload: int, tag: str,
-        cachethis: bool | None, pin: Path | None, check: Check | None, soft: bool,
-    ) -> COMPOUND4res:
+        policy = self.policy
+        soft = not policy.hard and pin is None
+        probe = False
+        if soft and policy.unanswered_since is not None:
+            admitted = policy.admit(trio.current_time())
+            if admitted == FAIL:
+                raise self._unreachable()
+            # (a probe waits its whole time, whatever the others do)
+            probe = admitted == PROBE
+            soft = not probe
         payload = payload or sum(hints.ddp_sizes)  # a READ's reply is its weight on a path
         idempotent = is_idempotent(ops)
         if cachethis is None:
             cachethis = not idempotent
-        slot = await self._acquire(soft)
         completed = False
+        slot: Slot | None = None
         try:
+            slot = await self._acquire(soft)
             misordered = 0
             badslot = 0
             uncached = 0
@@ -381,6 +377,7 @@ class Session:
                     self.table.update_from_server(max(0, slot.slotid - 1), max(0, slot.slotid - 1))
                     slot.seqid = (slot.seqid - 1) % (1 << 32)  # this seqid was not consumed
                     self._release(slot, completed=True)
+                    slot = None  # (released: not again, should no other slot be had)
                     slot = await self._acquire(soft)
                     seqid = self.table.begin(slot)
                     continue
@@ -394,7 +391,10 @@ class Session:
                 completed = True
                 raise SessionError(f"SEQUENCE failed: {_name(st)}")
         finally:
-            self._release(slot, completed=completed)
+            if slot is not None:
+                self._release(slot, completed=completed)
+            if probe:
+                policy.probed()
 
     def _check(self, ops: Sequence[Any], res: COMPOUND4res, slot: Slot) -> int:
         """Check a reply to SEQUENCE + ``ops`` (raising XdrError if it breaks the protocol) and apply
@@ -464,7 +464,7 @@ class Session:
         while True:
             if self.dead is not None:
                 raise SessionLost(self.dead)
-            if soft and policy.failing_fast:
+            if soft and policy.unanswered_since is not None:  # (failing fast: not on the way of every call)
                 raise self._unreachable()
             path = pin if pin is not None else self.paths.choose(payload, avoid=previous, group=self.group)
             if pin is not None and (pin.rpc is None or not pin.rpc.alive):
@@ -553,7 +553,8 @@ class Session:
             finally:
                 path.bytes_in_flight -= payload
                 path.done(xid)
-            policy.answered()
+            if policy.unanswered_since is not None:
+                policy.answered()
             path.observe_rtt(trio.current_time() - start)
             if tries > 1:
                 self.replays += 1

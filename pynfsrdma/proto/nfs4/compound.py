@@ -616,8 +616,7 @@ def check_compound_res(argarray: Sequence[Any], res: COMPOUND4res) -> None:
         return
     last = n - 1
     checks = RESULT_CHECKS
-    for i, r in enumerate(results):
-        arg = argarray[i]
+    for i, (r, arg) in enumerate(zip(results, argarray, strict=False)):
         op = arg.OPNUM
         st = r.status
         if r.opnum != op and not (r.opnum == OP_ILLEGAL and st == NFS4ERR_OP_ILLEGAL and i == last):
