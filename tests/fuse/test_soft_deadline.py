@@ -1,7 +1,8 @@
 """A soft mount whose server stops answering: one copy fails within one soft timeout (timeo x
 (retrans + 1)), its later system calls at once, and the mount works again once the server answers.
 The server is NFS-Ganesha behind the testbed's path proxy, stalled (it reads and answers nothing,
-the connection stays up): the worst case, where nothing but the clock tells the client."""
+the connection stays up: the worst case, where nothing but the clock tells the client) or cut (every
+connection reset, new ones refused: a server gone)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 import time
 from pathlib import Path
 
+import pytest
 import trio
 
 from pynfsrdma.testbed.ganesha import ExportPath
@@ -21,7 +23,7 @@ SLACK = 1.5  # a busy host's scheduling, FUSE's round trips, the watchdog's tick
 CHUNK = 1 << 20
 
 
-def copy(src: Path, dst: Path, stall_after: int, stall: trio.lowlevel.TrioToken, proxy_stall: object) -> list[
+def copy(src: Path, dst: Path, stall_after: int, stall: trio.lowlevel.TrioToken, proxy_fault: object) -> list[
     tuple[str, float, int]
 ]:
     """What a careful cp does (read, write, fsync, close), the server stalled once ``stall_after``
@@ -34,7 +36,7 @@ def copy(src: Path, dst: Path, stall_after: int, stall: trio.lowlevel.TrioToken,
             written = 0
             while chunk := f.read(CHUNK):
                 if written == stall_after:
-                    trio.from_thread.run_sync(proxy_stall, trio_token=stall)  # type: ignore[arg-type]
+                    trio.from_thread.run_sync(proxy_fault, trio_token=stall)  # type: ignore[arg-type]
                     t0 = time.monotonic()
                 try:
                     os.write(fd, chunk)
@@ -54,8 +56,9 @@ def copy(src: Path, dst: Path, stall_after: int, stall: trio.lowlevel.TrioToken,
     return failed
 
 
-async def test_a_stalled_server_fails_a_copy_within_one_soft_timeout(
-    proxied_paths, mount_url, export_path: ExportPath, tmp_path: Path
+@pytest.mark.parametrize("fault", ["stall", "cut"])
+async def test_a_server_gone_fails_a_copy_within_one_soft_timeout(
+    proxied_paths, mount_url, export_path: ExportPath, tmp_path: Path, fault: str
 ) -> None:
     paths = await proxied_paths(count=1)
     proxy = paths[0]
@@ -66,10 +69,10 @@ async def test_a_stalled_server_fails_a_copy_within_one_soft_timeout(
     try:
         start = time.monotonic()
         failed = await trio.to_thread.run_sync(
-            copy, src, m.path / "dst", 8 * CHUNK, trio.lowlevel.current_trio_token(), proxy.stall
+            copy, src, m.path / "dst", 8 * CHUNK, trio.lowlevel.current_trio_token(), getattr(proxy, fault)
         )
         took = time.monotonic() - start
-        print(f"stalled copy: {failed}, {took:.1f} s in all")
+        print(f"copy, the server {fault}: {failed}, {took:.1f} s in all")
         assert failed, "the copy did not fail"
         assert all(code == errno.EIO for _, _, code in failed), failed
         first, last = failed[0][1], failed[-1][1]
