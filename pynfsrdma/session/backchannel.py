@@ -22,6 +22,7 @@ from ..proto.nfs4 import callback as cb
 from ..proto.nfs4 import const as c
 from ..proto.nfs4.compound import ResOp
 from ..xdr import Packer, Unpacker, XdrError
+from .slot_table import Arrival, arrival
 
 if TYPE_CHECKING:
     from .client_id import ClientID
@@ -122,9 +123,10 @@ class Backchannel:
         if not 0 <= op.csa_slotid < len(self.slots):
             return c.NFS4ERR_BADSLOT, None, None, None
         slot = self.slots[op.csa_slotid]
-        if op.csa_sequenceid == slot.seqid and slot.reply is not None:
-            return c.NFS4_OK, None, None, slot.reply  # a retry: the cached reply
-        if op.csa_sequenceid != (slot.seqid + 1) & 0xFFFFFFFF:
+        came = arrival(slot.seqid, slot.reply is not None, op.csa_sequenceid)
+        if came is Arrival.RETRY:
+            return c.NFS4_OK, None, None, slot.reply
+        if came is Arrival.MISORDERED:
             return c.NFS4ERR_SEQ_MISORDERED, None, None, None
         slot.seqid = op.csa_sequenceid
         slot.reply = None

@@ -66,17 +66,16 @@ from ..xdr import XdrError
 from .backchannel import Backchannel
 from .errors import NotNFSv41Server, ServerUnreachable, SessionError
 from .paths import NoPathError, Path, PathSet
-from .session import CLIENT_LOST, COMPOUND_ROOM, Check, RetryPolicy, Session, SessionLost, main_op
+from .sequence import CLIENT_LOST, Act, Attempts, on_compound
+from .session import COMPOUND_ROOM, Check, RetryPolicy, Session, SessionLost, main_op
 
 log = logging.getLogger(__name__)
 
 CB_PROGRAM = 0x40000000  # the callback program number we ask the server to call back on
-MAX_GRACE_WAIT = 300.0
 # tries at connecting and setting up the session when a reply to it broke the protocol
 START_ATTEMPTS = 3
 # what we offer the server for its callbacks: one slot (RFC 8881 section 18.36.3: it may not change it)
 BACK_CHANNEL_SLOTS = 1
-RETRY_STATUSES = frozenset({c.NFS4ERR_DELAY, c.NFS4ERR_GRACE})
 IMPL_DOMAIN = "pynfsrdma.invalid"
 
 
@@ -428,8 +427,7 @@ class ClientID:
         The reply's ``resarray`` holds the results of ``ops`` (SEQUENCE's is removed); the caller
         checks the statuses of its operations. ``check``: see :meth:`Session.compound`.
         """
-        delay = 0.1
-        grace_deadline: float | None = None
+        attempts = Attempts()
         lost = 0
         while True:
             if self._closed:
@@ -452,21 +450,12 @@ class ClientID:
                 else:
                     await self._recover(generation, e.status)
                 continue
-            st = res.status
-            if st in RETRY_STATUSES:
-                if st == c.NFS4ERR_GRACE:
-                    now = trio.current_time()
-                    grace_deadline = grace_deadline or now + MAX_GRACE_WAIT
-                    if now > grace_deadline:
-                        return res
-                await trio.sleep(delay)
-                delay = min(delay * 2, 2.0)
+            decision = on_compound(res.status, recovering=_recovering, attempts=attempts)
+            if decision.act is Act.RESEND:
+                await trio.sleep(decision.wait)
                 continue
-            if st in CLIENT_LOST and not _recovering:
-                lost += 1
-                if lost > 3:
-                    return res
-                await self._recover(generation, st)
+            if decision.act is Act.NEW_CLIENT:
+                await self._recover(generation, res.status)
                 continue
             return res
 

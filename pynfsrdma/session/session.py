@@ -51,14 +51,10 @@ from ..transport.base import NO_HINTS, CallFailed, ProtocolViolation, ReplyHints
 from ..xdr import XdrError
 from .errors import ServerUnreachable, SessionError
 from .paths import NoPathError, Path, PathSet
+from .sequence import Act, Attempts, on_sequence
 from .slot_table import Slot, SlotTable
 
 log = logging.getLogger(__name__)
-
-# SEQUENCE statuses after which the session cannot be used (the owner makes a new one)
-SESSION_LOST = frozenset({c.NFS4ERR_BADSESSION, c.NFS4ERR_DEADSESSION, c.NFS4ERR_CONN_NOT_BOUND_TO_SESSION})
-# statuses meaning the client ID is gone
-CLIENT_LOST = frozenset({c.NFS4ERR_STALE_CLIENTID, c.NFS4ERR_EXPIRED})
 
 # requests made only of these operations may be executed twice with the same outcome: their replies
 # (READ data, directory pages) are not worth the server's reply cache, and a retry the server
@@ -88,12 +84,8 @@ IDEMPOTENT_OPS = frozenset(
     }
 )
 
-MAX_DELAY_BACKOFF = 5.0
 MAX_REFUSED = 1  # resends of a request its transport refused (CallFailed) before failing it
 RESEND_PAUSE = 0.01  # before resending on the same (reconnecting) path
-MAX_MISORDERED_RETRIES = 2
-MAX_BADSLOT_RETRIES = 4
-MAX_UNCACHED_RETRIES = 2
 MAX_VIOLATIONS = 2  # resends of a request whose reply broke the protocol, each on a new connection
 # room around a READ's or WRITE's data for the RPC and COMPOUND headers, in ca_maxrequestsize and
 # ca_maxresponsesize (a session asks for rsize/wsize plus this, and reads no more than it allows)
@@ -318,9 +310,7 @@ class Session:
         slot: Slot | None = None
         try:
             slot = await self._acquire(soft)
-            misordered = 0
-            badslot = 0
-            uncached = 0
+            attempts = Attempts()
             violations = 0
             sends = 0
             deadline = None if pin is not None else self.policy.deadline(trio.current_time())
@@ -349,44 +339,34 @@ class Session:
                     if violations > MAX_VIOLATIONS or pin is not None:
                         raise error from e
                     continue
-                retry_uncached = st == c.NFS4ERR_RETRY_UNCACHED_REP or (
-                    st == c.NFS4_OK and res.status == c.NFS4ERR_RETRY_UNCACHED_REP
-                )
-                if retry_uncached and sends > 1 and idempotent and uncached < MAX_UNCACHED_RETRIES:
-                    # the first send was executed and its reply not cached: run it again anew
-                    uncached += 1
-                    seqid = self.table.begin(slot)
-                    continue
-                if st == c.NFS4_OK:
+                decision = on_sequence(st, res.status, tries=sends, idempotent=idempotent,
+                                       interrupted=slot.interrupted, attempts=attempts)
+                act = decision.act
+                if act is Act.DONE:
                     completed = True
                     return res
-                if st == c.NFS4ERR_DELAY:
-                    # the server is still working on this slot's request: resend the same seqid
-                    await trio.sleep(min(MAX_DELAY_BACKOFF, 0.05 * (2 ** min(misordered + badslot, 6))))
+                if act is Act.AGAIN:
+                    seqid = self.table.begin(slot)
+                    continue
+                if act is Act.RESEND:
+                    await trio.sleep(decision.wait)
                     deadline = None if pin is not None else self.policy.deadline(trio.current_time())
                     continue
-                if st == c.NFS4ERR_SEQ_MISORDERED and misordered < MAX_MISORDERED_RETRIES:
-                    misordered += 1
-                    if self.table.misordered(slot):
-                        seqid = self.table.begin(slot)
-                        continue
-                    raise self._lost(c.NFS4ERR_SEQ_MISORDERED)
-                if st == c.NFS4ERR_BADSLOT and badslot < MAX_BADSLOT_RETRIES:
-                    # the server has fewer slots than we thought: shrink, move to a lower slot
-                    badslot += 1
+                if act is Act.STEP_BACK and self.table.misordered(slot):
+                    seqid = self.table.begin(slot)
+                    continue
+                if act is Act.OTHER_SLOT:
                     self.table.update_from_server(max(0, slot.slotid - 1), max(0, slot.slotid - 1))
-                    slot.seqid = (slot.seqid - 1) % (1 << 32)  # this seqid was not consumed
+                    self.table.refused(slot)
                     self._release(slot, completed=True)
                     slot = None  # (released: not again, should no other slot be had)
                     slot = await self._acquire(soft)
                     seqid = self.table.begin(slot)
                     continue
-                if st in SESSION_LOST or st in CLIENT_LOST:
+                if act in (Act.NEW_SESSION, Act.NEW_CLIENT):
                     completed = True
                     raise self._lost(st)
-                if st == c.NFS4ERR_SEQ_FALSE_RETRY:
-                    # a reply cached under this seqid belongs to another request: our slot
-                    # bookkeeping disagrees with the server's; the session must be replaced
+                if act in (Act.LOST, Act.STEP_BACK):
                     raise self._lost(st)
                 completed = True
                 raise SessionError(f"SEQUENCE failed: {_name(st)}")

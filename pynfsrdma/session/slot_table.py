@@ -10,11 +10,15 @@ Each slot carries one request at a time and a sequence id. The rules kept here:
   the slot must not reuse it. It takes the next one; if the server answers SEQ_MISORDERED, it never
   saw the interrupted request, and the request is sent again with the interrupted sequence id;
 * the server's highest_slotid bounds the slots in use; target_highest_slotid asks us to shrink
-  (or allows us to grow) the table; slots above it are retired once free.
+  (or allows us to grow) the table; slots above it are retired once free;
+* on the back channel we are the replier: :func:`arrival` says what a request's sequence id means
+  for the slot it came on (a new request, a retry to answer from the slot's cached reply, or
+  misordered).
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 
 SEQID_MODULUS = 1 << 32
@@ -93,6 +97,11 @@ class SlotTable:
         self._busy.discard(slot.slotid)
         self._free.append(slot.slotid)
 
+    def refused(self, slot: Slot) -> None:
+        """The server refused the request on ``slot`` before its sequence id counted (BADSLOT): the
+        slot's next request takes that sequence id again."""
+        slot.seqid = (slot.seqid - 1) % SEQID_MODULUS
+
     def misordered(self, slot: Slot) -> bool:
         """SEQ_MISORDERED came back for ``slot``'s current request. If the slot's previous request
         was interrupted, the server never saw it: step back so the request is sent with that
@@ -116,3 +125,19 @@ class SlotTable:
         for s in self.slots.values():
             s.seqid = 0
             s.interrupted = False
+
+
+class Arrival(enum.Enum):
+    NEW = "the next request on the slot"
+    RETRY = "the slot's last request again: answer with its cached reply"
+    MISORDERED = "neither: NFS4ERR_SEQ_MISORDERED"
+
+
+def arrival(last_seqid: int, cached: bool, seqid: int) -> Arrival:
+    """What a request with ``seqid`` is on a slot of ours whose last request had ``last_seqid``
+    (``cached``: its reply is kept), RFC 8881 section 2.10.6.1."""
+    if seqid == last_seqid and cached:
+        return Arrival.RETRY
+    if seqid == (last_seqid + 1) % SEQID_MODULUS:
+        return Arrival.NEW
+    return Arrival.MISORDERED

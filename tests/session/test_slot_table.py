@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pynfsrdma.session.slot_table import SlotTable
+from pynfsrdma.session.slot_table import Arrival, SlotTable, arrival
 
 
 def test_slots_are_handed_out_lowest_first_and_bounded() -> None:
@@ -80,3 +80,34 @@ def test_reads_of_extended_attributes_are_not_kept_in_the_reply_cache() -> None:
     assert is_idempotent([fh, LISTXATTRS4args(0, 4096)])
     assert not is_idempotent([fh, SETXATTR4args(0, "k", b"v")])
     assert not is_idempotent([fh, REMOVEXATTR4args("k")])
+
+
+def test_a_refused_request_gives_its_sequence_id_back() -> None:
+    table = SlotTable(2)
+    slot = table.try_acquire()
+    assert slot is not None
+    first = table.begin(slot)
+    table.refused(slot)  # BADSLOT: the server never counted it
+    assert table.begin(slot) == first
+    table.refused(slot)
+    table.release(slot, completed=True)
+    again = table.try_acquire()
+    assert again is slot and table.begin(again) == first
+
+
+@pytest.mark.parametrize(
+    ("last", "cached", "seqid", "expected"),
+    [
+        (0, False, 1, Arrival.NEW),
+        (5, True, 6, Arrival.NEW),
+        (5, True, 5, Arrival.RETRY),
+        (5, False, 5, Arrival.MISORDERED),  # a retry of a request whose reply we did not keep
+        (5, True, 7, Arrival.MISORDERED),
+        (5, True, 4, Arrival.MISORDERED),
+        (0xFFFFFFFF, True, 0, Arrival.NEW),  # the sequence id wraps
+        (0xFFFFFFFF, True, 0xFFFFFFFF, Arrival.RETRY),
+    ],
+)
+def test_a_back_channel_request_is_new_a_retry_or_misordered(last: int, cached: bool, seqid: int,
+                                                              expected: Arrival) -> None:
+    assert arrival(last, cached, seqid) is expected
