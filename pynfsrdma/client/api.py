@@ -45,12 +45,12 @@ from .attributes import FileAttrs, FsStat
 from .dir_entry import DirEntry
 from .locks import TO_EOF, LockConflict, LockDenied, LockLost, nfs_lock_type
 from .nfs4 import NFSv4, OpenFile
+from .open_file import FileWriter, read_range
 from .url import NfsURL, URLError, check_url_options, minor_version, parse_url, url_identity
 
 Progress = Callable[[int], None]
 MAX_SYMLINKS = 40
 DEFAULT_IN_FLIGHT = 8
-COMMIT_WINDOW = 64 << 20  # commit unstable data at least this often, so resends stay bounded
 XATTR_USER = "user."  # the namespace of extended attributes NFSv4.2 carries (RFC 8276)
 RELEASE_TIMEOUT = 5.0  # at the end, locks and opens still held are given back within this long at most
 
@@ -104,6 +104,7 @@ class Client:
         # directory path -> file handle (short-lived; a renamed directory is looked up again)
         self._dirs: cachetools.TTLCache[str, bytes] = cachetools.TTLCache(maxsize=4096, ttl=3.0)
         self.trunking: Trunking | None = None  # the other paths (addrs=, nconnect=, discovery)
+        self._nursery: trio.Nursery | None = None  # where open files write in the background
 
     # -- connecting -----------------------------------------------------------------------------------
     @classmethod
@@ -171,6 +172,7 @@ class Client:
                         ops.owner_per_open = True  # every File is an open of its own
                         self = cls(u, cid, ops, cred)
                         self.trunking = trunking
+                        self._nursery = nursery
                         self.root_fh, _ = await ops.mount(u.path, cred)
                         connected = True
                     if setting_up.cancelled_caught:
@@ -627,9 +629,13 @@ class File:
         self.writable = writable
         self.pos = 0
         self.append = False
-        self._uncommitted: list[tuple[int, Any, bytes]] = []  # (offset, data, verifier)
-        self._uncommitted_bytes = 0
-        self.rewrites = 0  # writes sent again because the server's write verifier changed
+        nfs = client.nfs
+        self._writer: FileWriter | None = None
+        if writable:
+            if client._nursery is None:
+                raise ValueError("the client is not connected")
+            self._writer = FileWriter(nfs, of, client.cred, client._nursery, nfs.maxwrite, client.in_flight,
+                                      lock_owner=self, path=path)
         self.closed = False
 
     async def __aenter__(self) -> File:
@@ -664,35 +670,12 @@ class File:
         """Read up to ``count`` bytes at ``offset`` as views of the reply buffers (zero copy),
         rsize READs in flight together; stops at end of file."""
         self._check(False)
-        nfs = self.client.nfs
-        rsize = nfs.maxread
-        pieces = [(o, min(rsize, offset + count - o)) for o in range(offset, offset + count, rsize)]
-        results: list[tuple[memoryview, bool] | None] = [None] * len(pieces)
-        limit = trio.Semaphore(self.client.in_flight)
+        nfs, cred, of = self.client.nfs, self.client.cred, self.of
 
-        async def one(i: int, o: int, n: int) -> None:
-            async with limit:
-                results[i] = await nfs.read(self.of, self.of.fh, o, n, self.client.cred, lock_owner=self,
-                                            path=self.path)
+        async def one(o: int, n: int) -> tuple[memoryview, bool]:
+            return await nfs.read(of, of.fh, o, n, cred, lock_owner=self, path=self.path)
 
-        try:
-            async with trio.open_nursery() as nursery:
-                for i, (o, n) in enumerate(pieces):
-                    nursery.start_soon(one, i, o, n)
-        except BaseExceptionGroup as eg:
-            raise single_error(eg) from None
-        views: list[memoryview] = []
-        eof = False
-        for (_, n), r in zip(pieces, results, strict=True):
-            assert r is not None
-            data, eof = r
-            if data.nbytes:
-                views.append(data)
-            if eof or data.nbytes < n:
-                # a short read not at eof (a server limit): the caller reads on from there
-                eof = eof or data.nbytes == 0
-                break
-        return views, eof
+        return await read_range(one, offset, count, nfs.maxread, self.client.in_flight)
 
     async def iter_views(self, chunk: int | None = None) -> AsyncIterator[tuple[int, memoryview]]:
         """Stream the file from the current position: (offset, view) pairs, zero copy."""
@@ -737,57 +720,32 @@ class File:
         return data
 
     # -- writing ------------------------------------------------------------------------------------
+    @property
+    def rewrites(self) -> int:
+        """WRITEs sent again because the server's write verifier changed (it restarted and may have
+        lost what it had not committed)."""
+        return self._writer.resends if self._writer is not None else 0
+
     async def pwrite(self, offset: int, data: Any) -> int:
-        """Write ``data`` at ``offset``: wsize UNSTABLE WRITEs in flight together, the data sent from
-        where it lies. A read-only buffer (bytes) is kept by reference until committed, as a server that
-        restarts before the COMMIT needs it again; a mutable one (which the caller may change once this
+        """Write ``data`` at ``offset`` by the open-file engine (:class:`~.open_file.FileWriter`):
+        wsize UNSTABLE WRITEs in flight together, the data sent from where it lies, a COMMIT in the
+        background once a window's worth waits for one; returns once the WRITEs are answered. A
+        read-only buffer (bytes) is kept by reference until committed, as a server that restarts
+        before the COMMIT needs it again; a mutable one (which the caller may change once this
         returns) is committed before this returns instead, so it is never copied nor needed again."""
         self._check(True)
+        writer = self._writer
+        assert writer is not None  # (_check: the file is open for writing)
         mv = memoryview(data).cast("B")
-        if not mv.readonly:
-            return await self._pwrite_committed(offset, mv)
-        return await self._pwrite(offset, mv, self._uncommitted)
-
-    async def _pwrite_committed(self, offset: int, mv: memoryview) -> int:
-        pending: list[tuple[int, Any, bytes]] = []
-        n = await self._pwrite(offset, mv, pending)
-        if pending:
-            await self._commit(pending)
-        return n
-
-    async def _pwrite(self, offset: int, mv: memoryview, uncommitted: list[tuple[int, Any, bytes]]) -> int:
-        nfs = self.client.nfs
-        wsize = nfs.maxwrite
-        limit = trio.Semaphore(self.client.in_flight)
-        written = [0]
-
-        async def one(o: int, piece: memoryview) -> None:
-            async with limit:
-                done = 0
-                while done < piece.nbytes:  # a short WRITE: send the rest
-                    n, committed, verf = await nfs.write(self.of, o + done, piece[done:], self.client.cred,
-                                                         lock_owner=self, path=self.path)
-                    if n == 0:
-                        raise OSError(errno.EIO, "server accepted no data", self.path)
-                    if committed == c.UNSTABLE4:
-                        uncommitted.append((o + done, piece[done : done + n], verf))
-                        if uncommitted is self._uncommitted:
-                            self._uncommitted_bytes += n
-                    done += n
-                written[0] += piece.nbytes
-
-        try:
-            async with trio.open_nursery() as nursery:
-                for o in range(0, mv.nbytes, wsize):
-                    nursery.start_soon(one, offset + o, mv[o : o + wsize])
-        except BaseExceptionGroup as eg:
-            raise single_error(eg) from None
+        await writer.write(offset, mv)
+        if mv.readonly:
+            await writer.written()
+        else:
+            await writer.commit()
         end = offset + mv.nbytes
         if self.of.attrs is not None and end > self.of.attrs.size:
             self.of.attrs.size = end
-        if self._uncommitted_bytes >= COMMIT_WINDOW:
-            await self.fsync()
-        return written[0]
+        return mv.nbytes
 
     async def write(self, data: Any) -> int:
         if self.append:
@@ -798,26 +756,9 @@ class File:
 
     async def fsync(self) -> None:
         """COMMIT; if the server's write verifier changed (it restarted and may have lost unstable
-        data), send the uncommitted writes again, FILE_SYNC, so nothing acknowledged is lost."""
-        self._uncommitted_bytes = 0
-        await self._commit(self._uncommitted)
-
-    async def _commit(self, uncommitted: list[tuple[int, Any, bytes]]) -> None:
-        for _attempt in range(3):
-            if not uncommitted:
-                return
-            verf = await self.client.nfs.commit(self.of.fh, self.client.cred, path=self.path)
-            stale = [(o, d) for o, d, v in uncommitted if v != verf]
-            uncommitted.clear()
-            if not stale:
-                return
-            self.rewrites += len(stale)
-            for o, d in stale:
-                n, _, _ = await self.client.nfs.write(self.of, o, d, self.client.cred, c.FILE_SYNC4,
-                                                      lock_owner=self, path=self.path)
-                if n != d.nbytes:
-                    uncommitted.append((o + n, d[n:], b""))
-        raise OSError(errno.EIO, "write verifier kept changing: the server keeps losing data", self.path)
+        data), what it lost is sent again and committed, so nothing acknowledged is lost."""
+        if self._writer is not None:
+            await self._writer.flush()
 
     flush = fsync
 

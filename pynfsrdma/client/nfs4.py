@@ -1443,7 +1443,7 @@ class NFSv4:
     # -- COMPOUNDs of the FUSE mount that carry more per round trip -----------------------------------------
     async def write_getattr(
         self, of: OpenFile, offset: int, data: Any, cred: Credential, stable: int = c.FILE_SYNC4,
-        setattrs: fattr4 | None = None, *, lock_owner: Hashable | None = None,
+        setattrs: fattr4 | None = None, *, lock_owner: Hashable | None = None, path: str | None = None,
     ) -> tuple[int, int, bytes, FileAttrs]:
         """One WRITE, then (if given) a SETATTR of ``setattrs`` (not of the size: it goes with the
         anonymous stateid, as :meth:`setattr` sends it), then GETATTR, in one COMPOUND: (count,
@@ -1458,7 +1458,8 @@ class NFSv4:
             return ops
 
         attrs = Parsed(_last_attrs)
-        res = await self.run_with_open(of, build, cred, payload=n, lock_owner=lock_owner, check=attrs.check)
+        res = await self.run_with_open(of, build, cred, payload=n, lock_owner=lock_owner, check=attrs.check,
+                                       path=path)
         ok = res[1].res
         return int(ok.count), int(ok.committed), bytes(ok.writeverf), attrs.value
 

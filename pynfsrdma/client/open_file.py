@@ -56,8 +56,10 @@ class FileWriter:
         reopen: Reopen | None = None,
         answered: Callable[[], None] | None = None,
         lock_owner: Any = None,
+        path: str | None = None,
     ) -> None:
         self.nfs = nfs
+        self.path = path  # (what errors name)
         self.of = of
         self.cred = cred
         self._nursery = nursery
@@ -126,6 +128,11 @@ class FileWriter:
             await self._send(run)
         await self._wait_idle()
 
+    async def written(self) -> None:
+        """:meth:`drain`, then the error of a WRITE that failed, if one did."""
+        await self.drain()
+        self._raise_error()
+
     async def commit(self) -> None:
         """Everything written so far onto stable storage; what a changed verifier lost is sent again."""
         await self._wait_given_back()
@@ -144,6 +151,9 @@ class FileWriter:
                 await self._commit_once()
                 await self._wait_idle()
         self._raise_error()
+        if self.plan.uncommitted:
+            raise OSError(errno.EIO, "the server's write verifier kept changing: it keeps losing what it was sent",
+                          self.path)
 
     async def flush(self) -> None:
         """close(2) and fsync(2): the data on stable storage (or sent FILE_SYNC), errors reported."""
@@ -255,13 +265,14 @@ class FileWriter:
                         setattrs = setattr_fattr4(**send.setattrs) if send.setattrs else None
                         count, committed, verf, attrs = await self.nfs.write_getattr(
                             self.of, offset + pos, data[pos:], self.cred, stable, setattrs,
-                            lock_owner=self.lock_owner,
+                            lock_owner=self.lock_owner, path=self.path,
                         )
                         if accepted == self.plan.accepted:  # (nothing written meanwhile)
                             self.post_attrs = (attrs, trio.current_time())
                     else:
                         count, committed, verf = await self.nfs.write(
-                            self.of, offset + pos, data[pos:], self.cred, stable, lock_owner=self.lock_owner
+                            self.of, offset + pos, data[pos:], self.cred, stable, lock_owner=self.lock_owner,
+                            path=self.path,
                         )
                 except NFS4Error as e:
                     if e.status not in STATE_LOST or self.reopen is None or reopens >= MAX_REOPENS:
@@ -271,7 +282,7 @@ class FileWriter:
                     continue
                 self.writes_sent += 1
                 if count <= 0:
-                    raise OSError(errno.EIO, "the server wrote nothing")
+                    raise OSError(errno.EIO, "the server wrote nothing", self.path)
                 self.plan.answered(offset + pos, data[pos : pos + count], committed, verf)
                 pos += count
         except OSError as e:
@@ -313,7 +324,7 @@ class FileWriter:
         if not pending:
             return
         try:
-            verf = await self.nfs.commit(self.of.fh, self.cred)
+            verf = await self.nfs.commit(self.of.fh, self.cred, path=self.path)
         except OSError:
             self.plan.commit_failed()
             raise

@@ -4,6 +4,7 @@ error within seconds."""
 
 from __future__ import annotations
 
+import errno
 import socket
 
 import pytest
@@ -150,9 +151,10 @@ async def test_vers_4_2_against_a_4_1_only_server_names_the_version(ganesha_fact
 
 
 
-async def _rewriting_proxy(listen: trio.SocketListener, target_port: int, commits: list[int]) -> None:
-    """Forward RPC records both ways; in replies, give every successful COMMIT a new write verifier
-    (as a server that restarted and lost unstable data would)."""
+async def _rewriting_proxy(listen: trio.SocketListener, target_port: int, commits: list[int],
+                           restarts: int = 1) -> None:
+    """Forward RPC records both ways; in replies, give the first ``restarts`` successful COMMITs a
+    write verifier of their own (as a server that restarted and lost unstable data would)."""
     from pynfsrdma.proto import rpc as rpcdef
     from pynfsrdma.proto.nfs4.compound import encode_compound_res
     from pynfsrdma.xdr import Packer, Unpacker
@@ -187,8 +189,9 @@ async def _rewriting_proxy(listen: trio.SocketListener, target_port: int, commit
         for r in res.resarray:
             if r.opnum == c.OP_COMMIT and r.status == c.NFS4_OK:
                 commits.append(1)
-                r.res.writeverf = len(commits).to_bytes(8, "big")
-                changed = True
+                if len(commits) <= restarts:
+                    r.res.writeverf = (0xFFFF0000 + len(commits)).to_bytes(8, "big")
+                    changed = True
         if not changed:
             return msg
         p = Packer()
@@ -229,8 +232,29 @@ async def test_unstable_writes_are_resent_when_the_write_verifier_changes(
             f = await nfs.open("/data", "w")
             payload = bytes(range(256)) * 4096
             await f.write(payload)  # four WRITEs acknowledged UNSTABLE, not yet committed
-            await f.close()  # COMMIT's verifier differs from the WRITEs': they go again, FILE_SYNC
+            await f.close()  # COMMIT's verifier differs from the WRITEs': they go again, and a COMMIT
             assert f.rewrites == 4
-            assert len(commits) == 1
+            assert len(commits) == 2
         n.cancel_scope.cancel()
     assert (export_path.local / "data").read_bytes() == payload
+
+
+async def test_a_server_that_keeps_losing_unstable_writes_fails_the_close(
+    ganesha: Ganesha, export_path: ExportPath
+) -> None:
+    """Every COMMIT answers with a new write verifier (a server that restarts after each): the data
+    goes again a few times, then close says EIO naming the file, rather than report it stored."""
+    commits: list[int] = []
+    async with trio.open_nursery() as n:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listeners[0].socket.getsockname()[1]
+        n.start_soon(_rewriting_proxy, listeners[0], ganesha.port, commits, 1 << 30)
+        async with Client.connect(f"nfs://127.0.0.1:{port}{export_path.remote}", wsize=256 * 1024) as nfs:
+            f = await nfs.open("/data", "w")
+            await f.write(bytes(1 << 20))
+            with pytest.raises(OSError) as e:
+                await f.close()
+            assert e.value.errno == errno.EIO and e.value.filename == "/data"
+            assert "write verifier kept changing" in str(e.value)
+            assert 2 <= len(commits) <= 4 and f.rewrites >= 4
+        n.cancel_scope.cancel()
