@@ -918,7 +918,7 @@ class NFSv4:
         of.delegation = d
         self.delegation_counts["granted"] += 1
         if arm.recall:  # granted on a reclaim, but the server wants it back at once
-            self.client._nursery.start_soon(self.return_delegation, of.fh)
+            self.client.nursery.start_soon(self.return_delegation, of.fh)
 
     def delegation_for(self, fh: bytes, access: int) -> Delegation | None:
         """The delegation held on ``fh`` if it covers an open with ``access``."""

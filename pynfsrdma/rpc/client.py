@@ -92,6 +92,11 @@ class RpcConnection:
         return self._dead is None
 
     @property
+    def failure(self) -> TransportError | None:
+        """What ended the connection (None while it is alive)."""
+        return self._dead
+
+    @property
     def receiving(self) -> bool:
         """The receive loop runs (a reply can still come; once it ends, every waiting call fails)."""
         return self._watchdog is not None

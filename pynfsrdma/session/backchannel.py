@@ -139,11 +139,11 @@ class Backchannel:
             if self.on_recall is None:
                 return c.NFS4ERR_BADHANDLE, None
             # acknowledge now, return the delegation in the background (it needs the fore channel)
-            self.client._nursery.start_soon(self.on_recall, bytes(op.fh), op.stateid, op.truncate)
+            self.client.nursery.start_soon(self.on_recall, bytes(op.fh), op.stateid, op.truncate)
             return c.NFS4_OK, None
         if opnum == c.OP_CB_RECALL_ANY:
             if self.on_recall_any is not None:
-                self.client._nursery.start_soon(
+                self.client.nursery.start_soon(
                     self.on_recall_any, op.craa_objects_to_keep, _mask_value(op.craa_type_mask)
                 )
             return c.NFS4_OK, None

@@ -193,11 +193,17 @@ class ClientID:
                         await self.paths.disconnect(path)
         except trio.TooSlowError as e:
             raise ServerUnreachable(f"{path.address}: no NFSv4.1 answer within {timeout:g} s") from e
-        self._nursery.start_soon(self.paths._keep_alive, path)
+        self._nursery.start_soon(self.paths.keep_alive, path)
         self._nursery.start_soon(self._renew_lease)
         self._nursery.start_soon(self._watch_status_flags)
 
-    async def _raw_compound(self, path: Path, ops: Sequence[Any], cred: Credential | None = None,
+    @property
+    def nursery(self) -> trio.Nursery:
+        """Where the client's background work runs (delegation returns, recalls): it lives as long
+        as the client."""
+        return self._nursery
+
+    async def raw_compound(self, path: Path, ops: Sequence[Any], cred: Credential | None = None,
                             timeout: float | None = None) -> COMPOUND4res:
         """A COMPOUND with no SEQUENCE (EXCHANGE_ID, CREATE_SESSION, BIND_CONN_TO_SESSION...)."""
         rpc = path.rpc
@@ -235,7 +241,7 @@ class ClientID:
             eia_state_protect=(c.SP4_NONE, None),
             eia_client_impl_id=[nfs_impl_id4(IMPL_DOMAIN, "pynfsrdma", nfstime4(0, 0))],
         )
-        res = await self._raw_compound(path, [args])
+        res = await self.raw_compound(path, [args])
         r = res.resarray[0] if res.resarray else None
         if r is None or r.opnum != c.OP_EXCHANGE_ID:
             raise NotNFSv41Server(f"{path.address}: EXCHANGE_ID got no answer ({_st(res.status)})")
@@ -313,7 +319,7 @@ class ClientID:
             csa_cb_program=CB_PROGRAM,
             csa_sec_parms=[(auth_flavor.AUTH_NONE, None)],
         )
-        res = await self._raw_compound(path, [args])
+        res = await self.raw_compound(path, [args])
         r = res.resarray[0] if res.resarray else None
         if r is None or r.status != c.NFS4_OK:
             raise NFS4Error(r.status if r else res.status, c.OP_CREATE_SESSION)
@@ -351,7 +357,7 @@ class ClientID:
         for seq in dict.fromkeys(x for x in (sequenceid, self._sequenceid) if x is not None):
             args = CREATE_SESSION4args(self.identity.clientid, seq, 0, fore, back, CB_PROGRAM,
                                        [(auth_flavor.AUTH_NONE, None)])
-            res = await self._raw_compound(path, [args])
+            res = await self.raw_compound(path, [args])
             r = res.resarray[0] if res.resarray else None
             st = r.status if r is not None else res.status
             if st == c.NFS4_OK and r is not None:
@@ -398,7 +404,7 @@ class ClientID:
         s = self.session_of(path.group)
         if s is None or path.bound_session == s.sessionid:
             return
-        res = await self._raw_compound(
+        res = await self.raw_compound(
             path, [BIND_CONN_TO_SESSION4args(s.sessionid, c.CDFC4_FORE_OR_BOTH, False)]
         )
         r = res.resarray[0] if res.resarray else None
@@ -564,7 +570,7 @@ class ClientID:
         path = self.paths.choose(group=0)
         if s is None or path is None:
             return
-        res = await self._raw_compound(
+        res = await self.raw_compound(
             path, [BIND_CONN_TO_SESSION4args(s.sessionid, c.CDFC4_BACK_OR_BOTH, False)]
         )
         st = res.resarray[0].status if res.resarray else res.status
@@ -583,14 +589,14 @@ class ClientID:
                 tpath = self.paths.choose(group=group)
                 if tpath is not None:
                     try:
-                        await self._raw_compound(tpath, [DESTROY_SESSION4args(trunked.sessionid)], timeout=3)
+                        await self.raw_compound(tpath, [DESTROY_SESSION4args(trunked.sessionid)], timeout=3)
                     except (OSError, TransportError, NFS4Error, RpcReplyError) as e:
                         log.info("trunked session not destroyed: %s", e)
             path = self.paths.choose(group=0)
             if path is not None and self.session is not None and self.identity is not None:
                 try:
-                    await self._raw_compound(path, [DESTROY_SESSION4args(self.session.sessionid)], timeout=3)
-                    await self._raw_compound(path, [DESTROY_CLIENTID4args(self.identity.clientid)], timeout=3)
+                    await self.raw_compound(path, [DESTROY_SESSION4args(self.session.sessionid)], timeout=3)
+                    await self.raw_compound(path, [DESTROY_CLIENTID4args(self.identity.clientid)], timeout=3)
                 except (OSError, TransportError, NFS4Error, RpcReplyError) as e:
                     log.info("clean shutdown incomplete: %s", e)
         await self.paths.aclose()

@@ -167,7 +167,7 @@ class PathSet:
         self.paths.append(path)
         if connect:
             await self._connect(path)
-            self._nursery.start_soon(self._keep_alive, path)
+            self._nursery.start_soon(self.keep_alive, path)
         return path
 
     async def remove(self, path: Path) -> None:
@@ -220,7 +220,7 @@ class PathSet:
             await transport.aclose()
             if path.rpc is rpc and path.state is not PathState.CLOSED:
                 path.state = PathState.DOWN
-                path.last_error = str(rpc._dead) if rpc._dead else "closed"
+                path.last_error = str(rpc.failure) if rpc.failure else "closed"
                 path.up_event = trio.Event()
                 log.info("path %s is down: %s", path.address, path.last_error)
                 self._notify()
@@ -244,7 +244,7 @@ class PathSet:
         path.up_event.set()
         self._notify()
 
-    async def _keep_alive(self, path: Path) -> None:
+    async def keep_alive(self, path: Path) -> None:
         """Reconnect the path whenever it goes down, with backoff, until it is removed."""
         delay = self.reconnect_min
         while not self._closing and path.state is not PathState.CLOSED:

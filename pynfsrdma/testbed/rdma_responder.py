@@ -102,7 +102,7 @@ class _DdpRecorder(Unpacker):
 
     def bulk(self) -> memoryview:
         n = self.uint32()
-        p = self._need(n + pad_len(n))
+        p = self.need(n + pad_len(n))
         self.items.append((p, n))
         return self.view[p : p + n]
 

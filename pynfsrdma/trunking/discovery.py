@@ -347,14 +347,14 @@ class Trunking:
 
     async def _first_connect(self, path: Path) -> None:
         try:
-            await self.paths._connect(path)
+            await self.paths.connect(path)
         except PathRejected:
             await self.paths.remove(path)
             return
         except (TransportError, OSError, RpcReplyError) as e:
             path.last_error = str(e)
             log.info("path %s: first connection failed: %s", path.address, e)
-        self._nursery.start_soon(self.paths._keep_alive, path)
+        self._nursery.start_soon(self.paths.keep_alive, path)
 
     # -- discovery --------------------------------------------------------------------------------
     async def _discover_and_add(self) -> list[Path]:

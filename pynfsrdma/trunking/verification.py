@@ -189,7 +189,7 @@ class Verifier:
         client = self.client
         session = client.session_of(path.group)
         assert session is not None
-        res = await client._raw_compound(
+        res = await client.raw_compound(
             path,
             [BIND_CONN_TO_SESSION4args(session.sessionid, c.CDFC4_FORE_OR_BOTH, False)],
             timeout=self.timeout,
@@ -221,7 +221,7 @@ class Verifier:
 
     async def _destroy_clientid(self, path: Path, clientid: int) -> None:
         try:
-            res = await self.client._raw_compound(
+            res = await self.client.raw_compound(
                 path, [DESTROY_CLIENTID4args(clientid)], timeout=self.timeout
             )
             st = res.resarray[0].status if res.resarray else res.status

@@ -164,7 +164,8 @@ class Unpacker:
     def remaining(self) -> int:
         return self.end - self.pos
 
-    def _need(self, n: int) -> int:
+    def need(self, n: int) -> int:
+        """Take the next ``n`` bytes: their offset in :attr:`view` (XdrError if fewer remain)."""
         p = self.pos
         if n < 0 or p + n > self.end:
             raise XdrError(f"truncated: need {n} bytes at offset {p}, {self.end - p} remain")
@@ -176,7 +177,7 @@ class Unpacker:
         p = self.pos
         q = p + 4
         if q > self.end:
-            self._need(4)
+            self.need(4)
         self.pos = q
         return _u32_from(self.view, p)[0]
 
@@ -184,7 +185,7 @@ class Unpacker:
         p = self.pos
         q = p + 4
         if q > self.end:
-            self._need(4)
+            self.need(4)
         self.pos = q
         return _i32_from(self.view, p)[0]
 
@@ -192,7 +193,7 @@ class Unpacker:
         p = self.pos
         q = p + 8
         if q > self.end:
-            self._need(8)
+            self.need(8)
         self.pos = q
         return _u64_from(self.view, p)[0]
 
@@ -200,7 +201,7 @@ class Unpacker:
         p = self.pos
         q = p + 8
         if q > self.end:
-            self._need(8)
+            self.need(8)
         self.pos = q
         return _i64_from(self.view, p)[0]
 
@@ -211,13 +212,13 @@ class Unpacker:
         return v == 1
 
     def opaque_fixed(self, size: int) -> memoryview:
-        p = self._need(size + (-size & 3))
+        p = self.need(size + (-size & 3))
         return self.view[p : p + size]
 
     def opaque(self, maxlen: int | None = None) -> memoryview:
         p = self.pos
         if p + 4 > self.end:
-            self._need(4)
+            self.need(4)
         n = _u32_from(self.view, p)[0]
         if maxlen is not None and n > maxlen:
             raise XdrError(f"opaque of {n} bytes exceeds its bound {maxlen}")
@@ -225,7 +226,7 @@ class Unpacker:
         q = p + n + (-n & 3)
         if q > self.end:
             self.pos = p
-            self._need(n + (-n & 3))
+            self.need(n + (-n & 3))
         self.pos = q
         return self.view[p : p + n]
 

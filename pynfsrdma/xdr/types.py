@@ -245,7 +245,7 @@ class Array(XdrType[list[Any]]):
                 unpack = struct.Struct(f">{n}{fmt}").unpack_from
                 if n <= 16:  # (the counts that recur: bitmap words)
                     self._structs[n] = unpack
-            return list(unpack(u.view, u._need(n * size)))
+            return list(unpack(u.view, u.need(n * size)))
         up = self.elem.unpack
         return [up(u) for _ in range(n)]
 
@@ -445,7 +445,7 @@ def _unpack_source(fields: list[tuple[str, XdrType[Any]]], ns: dict[str, Any]) -
             size = sum(sz for _, sz in fmts if _)  # type: ignore[misc]
             ns[f"S{i}"] = struct.Struct(fmt)
             names = [f"v{k}" for k in range(i, j)]
-            lines.append(f"    {', '.join(names)}, = S{i}.unpack_from(u.view, u._need({size}))")
+            lines.append(f"    {', '.join(names)}, = S{i}.unpack_from(u.view, u.need({size}))")
             for k in range(i, j):
                 fk = fields[k][1]
                 if fk is boolean:

@@ -58,7 +58,7 @@ async def test_a_second_session_on_the_client_id_over_another_server_instance(
             assert paths[other].calls > 0 and paths[adv.address(0)].calls > 0
 
             # the second session is destroyed on the server: only it is recovered, on its own path
-            res = await cid._raw_compound(paths[other], [DESTROY_SESSION4args(second.sessionid)])
+            res = await cid.raw_compound(paths[other], [DESTROY_SESSION4args(second.sessionid)])
             assert res.status == c.NFS4_OK
             recoveries = cid.recoveries
             after = os.urandom(8 * MiB)  # WRITEs in parallel: some go over the second session

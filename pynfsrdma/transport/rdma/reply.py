@@ -83,7 +83,7 @@ class RdmaReplyUnpacker(Unpacker):
         if chunk is None or chunk.nbytes == 0:
             # no Write chunk for this item (or an empty one), or the responder chose to return
             # it inline: the data is in the Payload stream
-            p = self._need(n + pad_len(n))
+            p = self.need(n + pad_len(n))
             return self.view[p : p + n]
         if n > chunk.nbytes:
             raise XdrError(f"DDP item of {n} bytes but only {chunk.nbytes} written to its Write chunk")
