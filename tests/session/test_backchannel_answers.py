@@ -28,7 +28,7 @@ def seq(seqid: int, slot: int = 0, sid: bytes = SID) -> Any:
 
 
 def make(nursery: trio.Nursery, slots: int = 2) -> tuple[Backchannel, list[Any]]:
-    client = SimpleNamespace(session=SimpleNamespace(sessionid=SID), _nursery=nursery)
+    client = SimpleNamespace(session=SimpleNamespace(sessionid=SID), nursery=nursery)
     bc = Backchannel(client)  # type: ignore[arg-type]
     bc.reset(slots)
     recalls: list[Any] = []
