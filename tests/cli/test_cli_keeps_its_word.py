@@ -196,7 +196,10 @@ async def test_ctrl_c_stops_a_transfer_and_removes_the_partial_copy(
 
     def interrupt() -> tuple[int | None, str]:
         master, slave = _pty(100)
-        proc = subprocess.Popen([*CLI, "put", str(src), url], stdout=slave, stderr=slave, stdin=subprocess.DEVNULL)
+        # (as from a terminal: a test run started in the background has SIGINT ignored, and a command
+        # started from it would keep ignoring Ctrl-C, as a background job should)
+        proc = subprocess.Popen([*CLI, "put", str(src), url], stdout=slave, stderr=slave, stdin=subprocess.DEVNULL,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         os.close(slave)
         try:
             shown = _read_until(master, proc, b"MiB", 20)
