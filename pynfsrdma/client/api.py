@@ -36,16 +36,14 @@ from ..proto.nfs4 import const as c
 from ..rpc.auth import Credential, auth_sys
 from ..session.client_id import ClientID, SessionOptions, default_owner_id
 from ..session.errors import ServerUnreachable
-from ..session.paths import Path
 from ..session.session import RetryPolicy
-from ..transport.base import Transport
-from ..transport.tcp import TcpTransport
 from ..trunking import Trunking, TrunkingOptions
 from .attributes import FileAttrs, FsStat
 from .dir_entry import DirEntry
 from .locks import TO_EOF, LockConflict, LockDenied, LockLost, nfs_lock_type
 from .nfs4 import NFSv4, OpenFile
 from .open_file import FileWriter, read_range
+from .stack import start_stack
 from .url import NfsURL, URLError, check_url_options, minor_version, parse_url, url_identity
 
 Progress = Callable[[int], None]
@@ -53,21 +51,6 @@ MAX_SYMLINKS = 40
 DEFAULT_IN_FLIGHT = 8
 XATTR_USER = "user."  # the namespace of extended attributes NFSv4.2 carries (RFC 8276)
 RELEASE_TIMEOUT = 5.0  # at the end, locks and opens still held are given back within this long at most
-
-
-async def connector_for(url: NfsURL, address: str, port: int, timeout: float) -> Callable[[], Any]:
-    if url.proto == "rdma":
-        from ..transport.rdma import connect_rdma  # optional: pyverbs or the software provider
-
-        async def rdma() -> Transport:
-            return await connect_rdma(address, port, timeout=timeout, options=url.options)
-
-        return rdma
-
-    async def tcp() -> Transport:
-        return await TcpTransport.connect(address, port, timeout=timeout)
-
-    return tcp
 
 
 def glob_magic(name: str) -> bool:
@@ -161,14 +144,9 @@ class Client:
                 connected = False
                 try:
                     with trio.move_on_at(deadline) as setting_up:
-                        connector = await connector_for(u, u.host, u.port, timeout)
-                        trunk_options = TrunkingOptions.from_url_options(u.options)
-                        await cid.start(Path(u.address, connector, u.proto), timeout=timeout)
-                        trunking = Trunking(cid, nursery, trunk_options,
-                                            lambda h, p: connector_for(u, h, p, timeout),
-                                            default_port=u.port, rdma=u.proto == "rdma", transport_kind=u.proto)
-                        await trunking.start()  # discovery is bounded (about 1 s) and never fails the mount
-                        ops = NFSv4(cid)
+                        stack = await start_stack(cid, nursery, u, TrunkingOptions.from_url_options(u.options),
+                                                  timeout)
+                        trunking, ops = stack.trunking, stack.nfs
                         ops.owner_per_open = True  # every File is an open of its own
                         self = cls(u, cid, ops, cred)
                         self.trunking = trunking

@@ -25,15 +25,13 @@ from dataclasses import dataclass
 import trio
 
 from .. import control, stats
-from ..client.api import connector_for
-from ..client.nfs4 import NFSv4
+from ..client.stack import start_stack
 from ..client.url import NfsURL, URLError, minor_version, parse_url
 from ..rpc.auth import auth_sys
 from ..session.client_id import ClientID, SessionOptions, default_owner_id
-from ..session.paths import Path
 from ..session.session import RetryPolicy
 from ..trio_compat import run_sync_abandoning
-from ..trunking import Trunking, TrunkingOptions
+from ..trunking import TrunkingOptions
 from .channel import Channel, open_channel
 from .options import MountOptions, OptionError, parse_options, split_options
 from .payload_memory import keep_payload_memory
@@ -119,20 +117,9 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
         channel: Channel | None = None
         try:
             try:
-                connector = await connector_for(req.url, req.url.host, req.url.port, timeout)
-                await cid.start(Path(req.url.address, connector, req.url.proto), timeout=timeout)
-                # more paths to the same server: addrs=/nconnect= and discovery (bounded, never fatal)
-                trunking = Trunking(
-                    cid,
-                    nursery,
-                    TrunkingOptions.from_url_options({**o.trunking, **o.rdma}),
-                    lambda h, p: connector_for(req.url, h, p, timeout),
-                    default_port=req.url.port,
-                    rdma=req.url.proto == "rdma",
-                    transport_kind=req.url.proto,
-                )
-                await trunking.start()
-                nfs = NFSv4(cid)
+                stack = await start_stack(cid, nursery, req.url,
+                                          TrunkingOptions.from_url_options({**o.trunking, **o.rdma}), timeout)
+                trunking, nfs = stack.trunking, stack.nfs
                 with trio.fail_after(timeout):
                     root_fh, root_attrs = await nfs.mount(req.url.path, cred)
             except (OSError, trio.TooSlowError) as e:
