@@ -12,7 +12,7 @@ with the two clients taking turns (best and median reported):
   copy); nfs-rs ``File.readinto_at(buffer, 0)`` into a buffer allocated inside the timing (one
   copy) -- both start with no memory for the data and end with all of it in memory;
 - put, a local file to NFS: ours ``Client.put``; nfs-rs ``write_at`` of 64 MiB pieces read from the
-  file (nfs-rs makes each call durable; 64 MiB is our COMMIT window, so both commit as often);
+  file (nfs-rs makes each call durable; ours commits every 32 MiB, the open-file engine's window);
 - get, NFS to a local file: ours ``Client.get`` (reply buffers written to the file with pwrite);
   nfs-rs ``readinto_at`` into one reused 8 MiB buffer + pwrite (its guide's advice);
 - stat of N files (created on the server's disk beforehand), one after the other: ours
