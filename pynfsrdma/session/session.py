@@ -182,13 +182,6 @@ class RetryPolicy:
         self.unanswered_since = None
 
 
-@dataclass(slots=True)
-class SequenceFlags:
-    """What SEQ4_STATUS flags asked of the owner; read and cleared by it."""
-
-    flags: int = 0
-
-
 class Session:
     """The fore channel of one session, spread over the paths of a :class:`PathSet`."""
 

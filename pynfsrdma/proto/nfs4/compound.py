@@ -15,7 +15,7 @@ ResOp's ``res`` is what the RFC's ``XXX4res`` union carries for that status:
 
 A reply's resarray is usually shorter than the request's argarray: the server stops at the first error.
 
-API (the lead's layers call these; ``p``/``u`` are the Packer/Unpacker positioned at the RPC body):
+API (the session layer calls these; ``p``/``u`` are the Packer/Unpacker positioned at the RPC body):
 
 - ``encode_compound_args(p, args)`` / ``decode_compound_args(u) -> COMPOUND4args``
 - ``encode_compound_res(p, res)`` / ``decode_compound_res(u) -> COMPOUND4res``
