@@ -56,8 +56,8 @@ from ..proto.nfs4.types import (
     fs_locations_server4,
     server_owner4,
 )
-from ..proto.rpc import RM_LAST_FRAGMENT, RM_LENGTH_MASK
 from ..xdr import Packer, Unpacker, XdrError
+from .record_proxy import RecordProxy, frame, serve_until_signalled
 
 __all__ = [
     "AdvertisedAddress",
@@ -71,12 +71,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_MARK = struct.Struct(">I")
 _WORD = struct.Struct(">I")
 INSPECT_LIMIT = 64 * 1024  # calls larger than this (WRITEs) are forwarded without decoding
 LOCATION_ATTRS = frozenset({c.FATTR4_FS_LOCATIONS, c.FATTR4_FS_LOCATIONS_INFO})
 FLS_INFO_LEN = c.FSLI4BX_WRITEORDER + 1
-READ_CHUNK = 256 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +130,7 @@ class _Conn:
     exchange_ids: set[int] = field(default_factory=set)  # XIDs of EXCHANGE_ID calls (rewriting mode)
 
 
-class TrunkingAdvertiser:
+class TrunkingAdvertiser(RecordProxy):
     """Forwards ``listen_host:listen_port`` to ``target_host:target_port``, advertising a multipath list."""
 
     def __init__(
@@ -146,79 +144,21 @@ class TrunkingAdvertiser:
         legacy_only: bool = False,
         rewrite_minor_id: int | None = None,
     ) -> None:
-        self.listen_host = listen_host
-        self.listen_port = listen_port
-        self.target_host = target_host
-        self.target_port = target_port
+        super().__init__(listen_host, listen_port, target_host, target_port)
         self.addresses: list[AdvertisedAddress] = list(addresses or [])
         self.legacy_only = legacy_only  # answer fs_locations only, as a server without fs_locations_info
         self.rewrite_minor_id = rewrite_minor_id  # TEST ONLY: see the module's documentation
         self.stats = AdvertiserStats()
-        self._scope: trio.CancelScope | None = None
 
-    @property
-    def host(self) -> str:
-        return self.listen_host
+    def connection_state(self) -> _Conn:
+        self.stats.connections += 1
+        return _Conn()
 
-    @property
-    def port(self) -> int:
-        return self.listen_port
+    def to_server(self, state: _Conn, record: bytes) -> bytes:
+        return frame(self._to_server(state, record))
 
-    @property
-    def address(self) -> str:
-        return f"{self.listen_host}:{self.listen_port}"
-
-    async def run(
-        self, *, task_status: trio.TaskStatus[TrunkingAdvertiser] = trio.TASK_STATUS_IGNORED
-    ) -> None:
-        listeners = await trio.open_tcp_listeners(self.listen_port, host=self.listen_host)
-        for extra in listeners[1:]:
-            await extra.aclose()
-        listener = listeners[0]
-        self.listen_port = listener.socket.getsockname()[1]
-        try:
-            with trio.CancelScope() as self._scope:
-                async with trio.open_nursery() as nursery:
-                    task_status.started(self)
-                    while True:
-                        client = await listener.accept()
-                        self.stats.connections += 1
-                        nursery.start_soon(self._serve, client)
-        finally:
-            with trio.CancelScope(shield=True):
-                await listener.aclose()
-
-    def stop(self) -> None:
-        if self._scope is not None:
-            self._scope.cancel()
-
-    async def _serve(self, client: trio.SocketStream) -> None:
-        try:
-            server = await trio.open_tcp_stream(self.target_host, self.target_port)
-        except OSError:
-            await client.aclose()
-            return
-        conn = _Conn()
-        try:
-            async with trio.open_nursery() as nursery:
-
-                async def pump(src: trio.SocketStream, dst: trio.SocketStream, to_server: bool) -> None:
-                    try:
-                        async for record in _records(src):
-                            out = (
-                                self._to_server(conn, record) if to_server else self._to_client(conn, record)
-                            )
-                            await dst.send_all(_MARK.pack(RM_LAST_FRAGMENT | len(out)) + out)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, XdrError):
-                        pass
-                    nursery.cancel_scope.cancel()
-
-                nursery.start_soon(pump, client, server, True)
-                nursery.start_soon(pump, server, client, False)
-        finally:
-            with trio.CancelScope(shield=True):
-                await client.aclose()
-                await server.aclose()
+    def to_client(self, state: _Conn, record: bytes) -> bytes:
+        return frame(self._to_client(state, record))
 
     # -- rewriting ----------------------------------------------------------------------------------
     def _to_server(self, conn: _Conn, record: bytes) -> bytes:
@@ -331,27 +271,6 @@ class TrunkingAdvertiser:
         return head + p.getvalue()
 
 
-async def _records(stream: trio.SocketStream) -> Any:
-    """Whole RPC records (fragments joined) from a record-marked stream, until EOF."""
-    buf = bytearray()
-    fragments: list[bytes] = []
-    while True:
-        while len(buf) >= 4:
-            (mark,) = _MARK.unpack_from(buf)
-            n = mark & RM_LENGTH_MASK
-            if len(buf) < 4 + n:
-                break
-            fragments.append(bytes(buf[4 : 4 + n]))
-            del buf[: 4 + n]
-            if mark & RM_LAST_FRAGMENT:
-                yield b"".join(fragments)
-                fragments = []
-        data = await stream.receive_some(READ_CHUNK)
-        if not data:
-            return
-        buf += data
-
-
 # -- the advertiser as a process of its own ------------------------------------------------------------
 
 
@@ -375,7 +294,6 @@ def parse_advertised(text: str) -> AdvertisedAddress:
 def main(argv: list[str] | None = None) -> int:
     """``python -m pynfsrdma.testbed.advertiser --listen H:P --target H:P --advertise ADDR ...``"""
     import argparse
-    import signal
     import sys
 
     parser = argparse.ArgumentParser(
@@ -413,17 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         parser.error(str(e))
 
-    async def run() -> None:
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(adv.run)
-                print(f"advertiser {adv.address} -> {th}:{tp} ready", flush=True)
-                async for _ in signals:
-                    nursery.cancel_scope.cancel()
-                    break
-
     try:
-        trio.run(run)
+        trio.run(serve_until_signalled, adv, f"advertiser {adv.host}:{{port}} -> {th}:{tp} ready")
     except OSError as e:
         print(f"advertiser: {e}", file=sys.stderr)
         return 1
