@@ -145,13 +145,15 @@ class FileWriter:
             self._raise_error()  # (nothing to COMMIT and none out: no lock to wait for)
             return
         async with Held(self._commit_lock):  # (after a background COMMIT, if one is out)
+            lost = 0  # COMMITs whose verifier said the server lost what it was sent
             for _ in range(COMMIT_ATTEMPTS):
                 if not self.plan.uncommitted:
                     break
-                await self._commit_once()
+                lost += await self._commit_once()
                 await self._wait_idle()
         self._raise_error()
-        if self.plan.uncommitted:
+        # (data still uncommitted otherwise is what other writers of the file sent meanwhile)
+        if lost == COMMIT_ATTEMPTS:
             raise OSError(errno.EIO, "the server's write verifier kept changing: it keeps losing what it was sent",
                           self.path)
 
@@ -317,12 +319,13 @@ class FileWriter:
             self._background = None
             done.set()
 
-    async def _commit_once(self) -> None:
+    async def _commit_once(self) -> bool:
         """COMMIT what the server acknowledged UNSTABLE so far; send again what a changed verifier
-        lost (UNSTABLE again: the caller commits again). Under ``_commit_lock``."""
+        lost (UNSTABLE again: the caller commits again) and return True if it did. Under
+        ``_commit_lock``."""
         pending = self.plan.commit_begins()
         if not pending:
-            return
+            return False
         try:
             verf = await self.nfs.commit(self.of.fh, self.cred, path=self.path)
         except OSError:
@@ -338,6 +341,7 @@ class FileWriter:
         for send in resends:  # the server restarted between WRITE and COMMIT: send them again
             self.resends += 1
             await self._send(send)
+        return bool(resends)
 
 
 async def read_range(
