@@ -27,7 +27,7 @@ import trio
 from ..errors import NFS4Error, ProtocolError, ReplyError
 from ..proto.nfs4 import const as c
 from ..proto.nfs4.attrs import DirList
-from ..proto.nfs4.compound import ResOp
+from ..proto.nfs4.compound import ResOp, result_of, results_of
 from ..proto.nfs4.types import (
     ACCESS4args,
     ALLOCATE4args,
@@ -354,9 +354,10 @@ class NFSv4:
         from ..proto.nfs4.attrs import decode_fattr4
 
         def parse(res: list[ResOp]) -> tuple[bool, bytes, FileAttrs, dict[int, Any]]:
-            xattr = decode_fattr4(res.pop().res.obj_attributes) if v42 else {}
-            return (bool(xattr.get(c.FATTR4_XATTR_SUPPORT, False)), bytes(res[-3].res.object),
-                    FileAttrs.from_fattr4(res[-2].res.obj_attributes), decode_fattr4(res[-1].res.obj_attributes))
+            stat, fs_info, *xattrs = results_of(res, c.OP_GETATTR)
+            xattr = decode_fattr4(xattrs[0].obj_attributes) if v42 else {}
+            return (bool(xattr.get(c.FATTR4_XATTR_SUPPORT, False)), bytes(result_of(res, c.OP_GETFH).object),
+                    FileAttrs.from_fattr4(stat.obj_attributes), decode_fattr4(fs_info.obj_attributes))
 
         self.xattr_support, fh, attrs, info = await self.query(ops, cred, parse, path=export)
         # no more than the server's maxread and maxwrite, and than its session carries
@@ -406,12 +407,12 @@ class NFSv4:
 
     async def access(self, fh: bytes, mask: int, cred: Credential) -> int:
         res = await self.run([PUTFH4args(fh), ACCESS4args(mask)], cred)
-        return int(res[1].res.access)
+        return int(result_of(res, c.OP_ACCESS).access)
 
     async def access_attrs(self, fh: bytes, mask: int, cred: Credential) -> tuple[int, FileAttrs]:
         """What of ``mask`` ``cred`` may do to ``fh`` (ACCESS), and its attributes."""
         return await self.query([PUTFH4args(fh), ACCESS4args(mask), GETATTR4args(STAT_BITMAP)], cred,
-                                lambda r: (int(r[1].res.access), _last_attrs(r)))
+                                lambda r: (int(result_of(r, c.OP_ACCESS).access), _last_attrs(r)))
 
     async def lookup_access(
         self, dir_fh: bytes, name: str, mask: int, cred: Credential
@@ -420,12 +421,13 @@ class NFSv4:
         and its attributes, in one COMPOUND."""
         return await self.query(
             [PUTFH4args(dir_fh), LOOKUP4args(name), GETFH4args(), ACCESS4args(mask), GETATTR4args(STAT_BITMAP)],
-            cred, lambda r: (bytes(r[2].res.object), int(r[3].res.access), _last_attrs(r)), path=name,
+            cred, lambda r: (bytes(result_of(r, c.OP_GETFH).object), int(result_of(r, c.OP_ACCESS).access), _last_attrs(r)),
+            path=name,
         )
 
     async def statfs(self, fh: bytes, cred: Credential) -> FsStat:
         return await self.query([PUTFH4args(fh), GETATTR4args(STATFS_BITMAP)], cred,
-                                lambda r: FsStat.from_fattr4(r[1].res.obj_attributes))
+                                lambda r: FsStat.from_fattr4(result_of(r, c.OP_GETATTR).obj_attributes))
 
     # -- directories --------------------------------------------------------------------------------------
     async def readdir(
@@ -437,7 +439,7 @@ class NFSv4:
         from ..proto.nfs4.attrs import decode_fattr4
 
         def parse(res: list[ResOp]) -> tuple[list[DirEntry], bytes, bool]:
-            ok = res[1].res
+            ok = result_of(res, c.OP_READDIR)
             entries = []
             for e in ok.reply.entries:
                 d = decode_fattr4(e.attrs)
@@ -481,13 +483,14 @@ class NFSv4:
         attrs = setattr_fattr4(mode=mode, uid=uid, gid=gid)
         return await self.query(
             [PUTFH4args(dir_fh), CREATE4args(objtype, name, attrs), GETFH4args(), GETATTR4args(STAT_BITMAP)],
-            cred, lambda r: (bytes(r[2].res.object), _last_attrs(r), r[1].res.cinfo), path=path or name,
+            cred, lambda r: (bytes(result_of(r, c.OP_GETFH).object), _last_attrs(r), result_of(r, c.OP_CREATE).cinfo),
+            path=path or name,
         )
 
     async def remove(self, dir_fh: bytes, name: str, cred: Credential, path: str | None = None) -> change_info4:
         """REMOVE; returns how the directory changed."""
         res = await self.run([PUTFH4args(dir_fh), REMOVE4args(name)], cred, path=path or name)
-        return cast(change_info4, res[1].res.cinfo)
+        return cast(change_info4, result_of(res, c.OP_REMOVE).cinfo)
 
     async def rename(self, src_dir: bytes, old: str, dst_dir: bytes, new: str, cred: Credential,
                      path: str | None = None) -> tuple[change_info4, change_info4]:
@@ -496,7 +499,7 @@ class NFSv4:
             [PUTFH4args(src_dir), SAVEFH4args(), PUTFH4args(dst_dir), RENAME4args(old, new)], cred,
             path=path or old,
         )
-        ok = res[3].res
+        ok = result_of(res, c.OP_RENAME)
         return ok.source_cinfo, ok.target_cinfo
 
     async def link(self, fh: bytes, dir_fh: bytes, name: str, cred: Credential,
@@ -505,7 +508,7 @@ class NFSv4:
         return await self.query(
             [PUTFH4args(fh), SAVEFH4args(), PUTFH4args(dir_fh), LINK4args(name), RESTOREFH4args(),
              GETATTR4args(STAT_BITMAP)],
-            cred, lambda r: (_last_attrs(r), r[3].res.cinfo), path=path or name,
+            cred, lambda r: (_last_attrs(r), result_of(r, c.OP_LINK).cinfo), path=path or name,
         )
 
     async def readlink(self, fh: bytes, cred: Credential, path: str | None = None) -> bytes:
@@ -514,14 +517,14 @@ class NFSv4:
         # when that may not fit inline
         hints = ReplyHints(max_reply=4096 + 512)
         res = await self.run([PUTFH4args(fh), READLINK4args()], cred, hints, path=path)
-        return bytes(res[1].res.link)
+        return bytes(result_of(res, c.OP_READLINK).link)
 
     # -- extended attributes (NFSv4.2, RFC 8276: the "user." namespace, without its prefix) ---------------
     async def getxattr(self, fh: bytes, name: str, cred: Credential, path: str | None = None) -> bytes:
         """The value of extended attribute ``name`` (NFS4Error NFS4ERR_NOXATTR: ENODATA when absent)."""
         hints = ReplyHints(max_reply=XATTR_SIZE_MAX + 512)
         res = await self.run([PUTFH4args(fh), GETXATTR4args(name)], cred, hints, path=path)
-        return bytes(res[1].res)
+        return bytes(result_of(res, c.OP_GETXATTR))
 
     async def setxattr(
         self,
@@ -547,7 +550,7 @@ class NFSv4:
                 ReplyHints(max_reply=XATTR_LIST_MAX + 512),
                 path=path,
             )
-            ok = res[1].res
+            ok = result_of(res, c.OP_LISTXATTRS)
             names.extend(ok.lxr_names)
             if ok.lxr_eof or not ok.lxr_names:
                 return names
@@ -593,8 +596,8 @@ class NFSv4:
         ops.append(GETATTR4args(STAT_BITMAP))
         async with self._owners.opening(owner):
             res, attrs = await self._run_open(ops, cred, path or name)
-            ok = res[1].res
-            of = OpenFile(bytes(res[2].res.object), ok.stateid, access, owner, attrs,
+            ok = result_of(res, c.OP_OPEN)
+            of = OpenFile(bytes(result_of(res, c.OP_GETFH).object), ok.stateid, access, owner, attrs,
                           cred=cred, dir_change=ok.cinfo, granted=_granted(res),
                           may_notify_lock=bool(ok.rflags & c.OPEN4_RESULT_MAY_NOTIFY_LOCK))
             self._continued(of)
@@ -643,7 +646,7 @@ class NFSv4:
         ops.append(GETATTR4args(STAT_BITMAP))
         async with self._owners.opening(owner):
             res, attrs = await self.query(ops, cred, lambda r: (r, _open_attrs(r, len(ops))), path=path)
-            ok = res[1].res
+            ok = result_of(res, c.OP_OPEN)
             of = OpenFile(fh, ok.stateid, access, owner, attrs, cred=cred,
                           granted=_granted(res), may_notify_lock=bool(ok.rflags & c.OPEN4_RESULT_MAY_NOTIFY_LOCK))
             self._continued(of)
@@ -815,7 +818,7 @@ class NFSv4:
                 self.opens.pop(id(of), None)
                 self._lose_locks(of, f"the open they stood on was not reclaimed after a server restart ({e.name})")
                 continue
-            of.stateid, of.local = res[1].res.stateid, False
+            of.stateid, of.local = result_of(res, c.OP_OPEN).stateid, False
             self.reclaimed += 1
             for st in self.locks.of_open(of):
                 await self._reclaim_locks(st, of.cred or client.machine_cred)
@@ -854,7 +857,7 @@ class NFSv4:
             return
         stateids = list(unique.values())
         res = await self.run([TEST_STATEID4args(stateids)], client.machine_cred)
-        codes = res[0].res.tsr_status_codes
+        codes = result_of(res, c.OP_TEST_STATEID).tsr_status_codes
         bad = set()
         for sid, code in zip(stateids, codes, strict=False):
             if code != c.NFS4_OK:
@@ -948,7 +951,7 @@ class NFSv4:
                                  open_owner4(clientid, of.owner), (c.OPEN4_NOCREATE, None),
                                  (c.CLAIM_DELEG_CUR_FH, d.stateid))
                 res = await self.run([PUTFH4args(fh), args], of.cred or self.client.machine_cred)
-                of.stateid, of.local = res[1].res.stateid, False
+                of.stateid, of.local = result_of(res, c.OP_OPEN).stateid, False
             for hook in self.delegation_return_hooks:
                 await hook(fh)
             await self._delegreturn(fh, d.stateid)
@@ -1166,7 +1169,7 @@ class NFSv4:
                 res = await self.client.compound(ops, cred, _NO_HINTS)
                 if res.status != c.NFS4_OK:
                     raise NFS4Error(res.status, res.resarray[-1].opnum if res.resarray else None)
-                st.unlocked(res.resarray[1].res, o, n)
+                st.unlocked(result_of(res.resarray, c.OP_LOCKU), o, n)
                 if free:
                     st.stateid = None
         except NFS4Error as e:
@@ -1292,7 +1295,7 @@ class NFSv4:
             of, lambda s: [PUTFH4args(fh), READ4args(s, offset, count)], cred, ReplyHints(ddp_sizes=[count]),
             lock_owner=lock_owner, path=path,
         )
-        ok = res[1].res
+        ok = result_of(res, c.OP_READ)
         return ok.data, bool(ok.eof)
 
     async def write(self, of: OpenFile, offset: int, data: Any, cred: Credential,
@@ -1304,13 +1307,13 @@ class NFSv4:
             of, lambda s: [PUTFH4args(of.fh), WRITE4args(s, offset, stable, data)], cred, payload=n,
             lock_owner=lock_owner, path=path,
         )
-        ok = res[1].res
+        ok = result_of(res, c.OP_WRITE)
         return int(ok.count), int(ok.committed), bytes(ok.writeverf)
 
     async def commit(self, fh: bytes, cred: Credential, offset: int = 0, count: int = 0,
                      path: str | None = None) -> bytes:
         res = await self.run([PUTFH4args(fh), COMMIT4args(offset, count)], cred, path=path)
-        return bytes(res[1].res.writeverf)
+        return bytes(result_of(res, c.OP_COMMIT).writeverf)
 
     # -- NFSv4.2 (RFC 7862): holes, space, copies on the server ---------------------------------------------
     def supports(self, opnum: int) -> bool:
@@ -1345,7 +1348,7 @@ class NFSv4:
             c.OP_SEEK, lambda s: [PUTFH4args(of.fh), SEEK4args(s, offset, what)], cred, path,
             of=of, lock_owner=lock_owner,
         )
-        ok = res[1].res
+        ok = result_of(res, c.OP_SEEK)
         if what == c.NFS4_CONTENT_DATA and ok.sr_eof:
             raise NFS4Error(c.NFS4ERR_NXIO, c.OP_SEEK, path)
         return int(ok.sr_offset)
@@ -1419,7 +1422,7 @@ class NFSv4:
                 self.unsupported.add(c.OP_COPY)
                 raise NFS4Error(c.NFS4ERR_NOTSUPP, c.OP_COPY, path) from None
             raise
-        w = res[3].res.cr_response
+        w = result_of(res, c.OP_COPY).cr_response
         if w.wr_callback_id:  # gone asynchronous although asked not to: no CB_OFFLOAD to wait for here
             raise NFS4Error(c.NFS4ERR_SERVERFAULT, c.OP_COPY, path)
         return int(w.wr_count), int(w.wr_committed), bytes(w.wr_writeverf)
@@ -1460,7 +1463,7 @@ class NFSv4:
         attrs = Parsed(_last_attrs)
         res = await self.run_with_open(of, build, cred, payload=n, lock_owner=lock_owner, check=attrs.check,
                                        path=path)
-        ok = res[1].res
+        ok = result_of(res, c.OP_WRITE)
         return int(ok.count), int(ok.committed), bytes(ok.writeverf), attrs.value
 
     async def readdir_plus(
@@ -1471,7 +1474,7 @@ class NFSv4:
         attributes decoded straight into FileAttrs (None for an entry whose attributes the server could
         not get, an rdattr_error) from the reply's entries in place (no entry4 or fattr4 made)."""
         def parse(res: list[ResOp]) -> tuple[list[ListedEntry], bytes, bool]:
-            ok = res[1].res
+            ok = result_of(res, c.OP_READDIR)
             listed = cast(DirList, ok.reply.entries)  # (what DirEntries decodes)
             b = listed.data
             entries: list[ListedEntry] = []
@@ -1491,13 +1494,13 @@ class NFSv4:
 
 
 def _last_attrs(res: list[ResOp]) -> FileAttrs:
-    """The attributes of a COMPOUND's last result, a GETATTR."""
-    return FileAttrs.from_fattr4(res[-1].res.obj_attributes)
+    """The attributes of a COMPOUND's last GETATTR."""
+    return FileAttrs.from_fattr4(result_of(res, c.OP_GETATTR).obj_attributes)
 
 
 def _fh_attrs(res: list[ResOp]) -> tuple[bytes, FileAttrs]:
     """The file handle and attributes of a COMPOUND that ends with GETFH and GETATTR."""
-    return bytes(res[-2].res.object), FileAttrs.from_fattr4(res[-1].res.obj_attributes)
+    return bytes(result_of(res, c.OP_GETFH).object), _last_attrs(res)
 
 
 class Parsed:

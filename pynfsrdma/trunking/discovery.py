@@ -34,6 +34,7 @@ import trio
 from ..errors import NFS4Error
 from ..proto.nfs4 import const as c
 from ..proto.nfs4.attrs import bitmap4_from, decode_fattr4
+from ..proto.nfs4.compound import result_of
 from ..proto.nfs4.types import GETATTR4args, PUTROOTFH4args
 from ..rpc.errors import RpcReplyError
 from ..session.client_id import ClientID
@@ -220,7 +221,7 @@ async def discover(client: ClientID, timeout: float = 1.0) -> MultipathList:
         log.info("trunking discovery: GETATTR on the root failed (%s)", res.status)
         return NO_MULTIPATH
     try:
-        attrs = decode_fattr4(res.resarray[1].res.obj_attributes)
+        attrs = decode_fattr4(result_of(res.resarray, c.OP_GETATTR).obj_attributes)
     except XdrError as e:
         log.info("trunking discovery: malformed attributes: %s", e)
         return NO_MULTIPATH

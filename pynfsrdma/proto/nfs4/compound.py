@@ -273,6 +273,21 @@ class ResOp:
     res: Any = None
 
 
+def result_of(results: Sequence[ResOp], opnum: int) -> Any:
+    """The result (its ``resok``) of operation ``opnum`` in a reply's ``results``, the last one when
+    the COMPOUND had several; LookupError when it has none (the reply stopped before it)."""
+    for i in range(len(results) - 1, -1, -1):
+        r = results[i]
+        if r.opnum == opnum:
+            return r.res
+    raise LookupError(f"no result of operation {opnum}")
+
+
+def results_of(results: Sequence[ResOp], opnum: int) -> list[Any]:
+    """The results of every operation ``opnum`` in ``results``, in order."""
+    return [r.res for r in results if r.opnum == opnum]
+
+
 def _codec(t: Any) -> XdrType[Any] | None:
     """An arm given as an @xdr_struct class or an XdrType, as its XdrType."""
     if t is None or isinstance(t, XdrType):
@@ -675,4 +690,6 @@ __all__ = [
     "encode_compound_res",
     "nfs_argop4",
     "nfs_resop4",
+    "result_of",
+    "results_of",
 ]
