@@ -6,7 +6,10 @@
 scripts can catch the usual Python exceptions. ``str()`` reads
 ``"/data/x: No such file or directory (NFS4ERR_NOENT)"``.
 
-:class:`ProtocolError` is a reply that breaks the protocol (malformed, hostile, or not what was asked).
+:class:`ReplyError` is a reply that is not a result: an RPC-level refusal (``RpcReplyError`` of the RPC
+layer) or, as :class:`ProtocolError`, a reply that breaks the protocol (malformed, hostile, or not an
+answer to what was asked). Both are OSErrors that name the server, the operation and the path:
+``"127.0.0.1:2049: /data/x: READ: 4097 bytes of data for 4096 asked"``.
 """
 
 from __future__ import annotations
@@ -186,12 +189,59 @@ class NFS4Error(OSError):
         return (NFS4Error, (self.status, self.op, self.path))
 
 
-class ProtocolError(Exception):
-    """A reply that breaks the protocol: malformed, hostile, or not an answer to what was asked."""
+class ReplyError(OSError):
+    """The server's reply to an operation is not its result. ``reason`` says why; ``server``
+    ("host:port"), ``op`` (nfs_opnum4) and ``path`` say where, each None when not known (yet: a
+    layer above fills in what it knows with :meth:`located`)."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+    def __init__(
+        self,
+        reason: str,
+        server: str | None = None,
+        op: int | None = None,
+        path: str | None = None,
+        err: int = E.EIO,
+    ) -> None:
+        super().__init__(err, reason, path)
+        self.reason = reason
+        self.server = server
+        self.op = op
+        self.path = path
+
+    def located(self, op: int | None = None, path: str | None = None) -> ReplyError:
+        """Fill in the operation and the path where they are not known; returns self."""
+        if self.op is None:
+            self.op = op
+        if self.path is None and path is not None:
+            self.path = self.filename = path
+        return self
+
+    def __str__(self) -> str:
+        where = [w for w in (self.server, self.path) if w]
+        if self.op is not None:
+            where.append(op_name(self.op).removeprefix("OP_"))
+        return ": ".join([*where, self.reason])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.reason, self.server, self.op, self.path, self.errno))
 
 
-__all__ = ["NFS4Error", "ProtocolError", "cb_op_name", "errno_for_status", "op_name", "status_name"]
+def _rebuild(cls: type[ReplyError], reason: str, server: str | None, op: int | None, path: str | None,
+             err: int) -> ReplyError:
+    e = ReplyError.__new__(cls)
+    ReplyError.__init__(e, reason, server, op, path, err)
+    return e
+
+
+class ProtocolError(ReplyError):
+    """A reply that breaks the protocol: malformed, hostile, or not an answer to what was asked (EIO).
+    The connection it came on is closed (its framing can no longer be trusted)."""
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+__all__ = [
+    "NFS4Error", "ProtocolError", "ReplyError", "cb_op_name", "errno_for_status", "op_name", "status_name",
+]

@@ -21,6 +21,7 @@ from pynfsrdma.proto.nfs4.compound import ResOp, ResOpType
 from pynfsrdma.proto.nfs4.const import NFS4ERR_DELAY, NFS4ERR_IO, NFS4ERR_NOENT
 from pynfsrdma.xdr import (
     Array,
+    Bounded,
     Bulk,
     ClassUnion,
     Enum,
@@ -103,6 +104,8 @@ def _build(t: XdrType[Any]) -> st.SearchStrategy[Any]:
         return _text(t.maxlen)
     if isinstance(t, Enum):
         return st.sampled_from(list(t.cls))
+    if isinstance(t, Bounded):
+        return st.integers(0, t.maximum)
     if isinstance(t, Array):
         elem = for_xdr(t.elem)
         if t.fixed is not None:
@@ -110,7 +113,8 @@ def _build(t: XdrType[Any]) -> st.SearchStrategy[Any]:
         hi = MAX_ITEMS if t.maxcount is None else min(MAX_ITEMS, t.maxcount)
         return st.lists(elem, max_size=hi)
     if isinstance(t, LinkedList):
-        return st.lists(for_xdr(t.elem), max_size=MAX_ITEMS)
+        hi = MAX_ITEMS if t.maxcount is None else min(MAX_ITEMS, t.maxcount)
+        return st.lists(for_xdr(t.elem), max_size=hi)
     if isinstance(t, Optional):
         return st.one_of(st.none(), for_xdr(t.elem))
     if isinstance(t, Union):

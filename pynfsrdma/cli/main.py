@@ -3,12 +3,15 @@
 Remote paths are NFS URLs (``nfs://host[:port]/export/dir/file``) or ``host:/export/dir/file``;
 the whole path is resolved from the server's pseudo-filesystem root. Errors are one line on
 standard error, like ``pynfsrdma: /export/x: No such file or directory (NFS4ERR_NOENT)``, with a
-non-zero exit status.
+non-zero exit status, whatever the server sends (never a traceback: one from our own code shows with
+``-vv``). The file commands log nothing else unless asked (``-v``): a server's misbehaviour on the
+way to the result goes to the log, not into a script's output.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import posixpath
 import shutil
 import sys
@@ -21,17 +24,20 @@ from .. import __version__, trace
 from ..client.api import Client
 from ..client.attributes import FileAttrs
 from ..client.url import NfsURL, URLError, names_version, parse_url
-from ..errors import NFS4Error
+from ..errors import NFS4Error, ReplyError
 from ..proto.nfs4 import const as c
 from ..rpc.errors import RpcReplyError
 from ..session.errors import NotNFSv41Server, SessionError
 from ..transport.base import TransportError
+from ..xdr import XdrError
 from . import listing, transfer
 from .output import print_json
 
 PROG = "pynfsrdma"
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
+EXIT_SOFTWARE = 70  # (sysexits.h's EX_SOFTWARE: an error of ours, not of the server or the caller)
+log = logging.getLogger(__name__)
 
 
 def is_remote(s: str) -> bool:
@@ -258,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     def add(name: str, fn: Callable[[argparse.Namespace], int], help: str,
             add_help: bool = True) -> argparse.ArgumentParser:
         sp = sub.add_parser(name, parents=[common], help=help, description=help, add_help=add_help)
-        sp.set_defaults(func=fn)
+        sp.set_defaults(func=fn, quiet_log=True)  # (one line of error at most without -v)
         return sp
 
     sp = add("ls", cmd_ls, "list a directory", add_help=False)  # -h is ls(1)'s human-readable sizes
@@ -320,7 +326,7 @@ def _plugin_modules() -> list[Any]:
 
 
 def _message(e: BaseException) -> str:
-    if isinstance(e, NFS4Error | SessionError | TransportError | RpcReplyError | URLError):
+    if isinstance(e, NFS4Error | ReplyError | SessionError | TransportError | RpcReplyError | URLError):
         return _without_errno(str(e))
     if isinstance(e, OSError) and e.filename:
         return f"{e.filename}: {e.strerror}"
@@ -339,38 +345,53 @@ def _without_errno(text: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    trace.configure_logging(args.verbose, rpc_trace=args.trace)
+    quiet = getattr(args, "quiet_log", False) and not args.verbose
+    trace.configure_logging("error" if quiet else args.verbose, rpc_trace=args.trace)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        return 0
-    except BaseExceptionGroup as eg:  # trio wraps errors from nurseries
-        if eg.subgroup(KeyboardInterrupt) is not None:
+    except BaseException as e:  # (trio wraps errors from nurseries in groups)
+        leaf = _first_leaf(e) if isinstance(e, BaseExceptionGroup) else e
+        if isinstance(leaf, KeyboardInterrupt):
             return EXIT_INTERRUPTED
-        leaf = _first_leaf(eg)
-        print(f"{PROG}: {_message(leaf)}", file=sys.stderr)
-        return _exit_code(leaf)
-    except (OSError, URLError, RpcReplyError, ValueError) as e:
-        print(f"{PROG}: {_message(e)}", file=sys.stderr)
-        return _exit_code(e)
+        if isinstance(leaf, BrokenPipeError):
+            return 0
+        if isinstance(leaf, SystemExit):
+            raise
+        if not isinstance(leaf, Exception):
+            raise
+        code = _exit_code(leaf)
+        if code == EXIT_SOFTWARE:
+            # a bug of ours, whatever the server sent: one line; the traceback with -vv
+            log.debug("the error in full:", exc_info=leaf)
+            print(f"{PROG}: internal error: {type(leaf).__name__}: {leaf} (-vv shows where)", file=sys.stderr)
+        else:
+            print(f"{PROG}: {_message(leaf)}", file=sys.stderr)
+        return code
 
 
 def _first_leaf(eg: BaseExceptionGroup) -> BaseException:
-    e: BaseException = eg
-    while isinstance(e, BaseExceptionGroup):
-        e = e.exceptions[0]
-    return e
+    """The error a group stands for: its first leaf that is not an OSError (an interrupt, a bug),
+    else its first."""
+    leaves: list[BaseException] = []
+    todo: list[BaseException] = [eg]
+    while todo:
+        e = todo.pop(0)
+        if isinstance(e, BaseExceptionGroup):
+            todo[:0] = list(e.exceptions)
+        else:
+            leaves.append(e)
+    return next((e for e in leaves if not isinstance(e, OSError)), leaves[0]) if leaves else eg
 
 
 def _exit_code(e: BaseException) -> int:
-    if isinstance(e, URLError | ValueError):
+    if isinstance(e, OSError | RpcReplyError):
+        return 1
+    if isinstance(e, ValueError) and not isinstance(e, XdrError):  # (a bad URL, option or argument)
         return EXIT_USAGE
-    return 1
+    return EXIT_SOFTWARE
 
 
 if __name__ == "__main__":

@@ -7,6 +7,12 @@
 Paths are relative to the export given in the URL ("/" is the export's root). Every call is one
 COMPOUND where the protocol allows; directory file handles are cached briefly so that a path's
 directories are not looked up again for every call on files inside them.
+
+Whatever the server sends, a call fails with an OSError subclass whose ``errno`` is set (NFS4Error for
+an NFS status, ProtocolError for a reply that breaks the protocol, ServerUnreachable when a soft
+request goes unanswered, ...), never with trio's ExceptionGroup (several READs or WRITEs failing
+together raise the first error) nor with a decoding error. Misuse (a closed File, an unknown open
+mode) raises ValueError, as Python's own files do.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from ..errors import NFS4Error
 from ..proto.nfs4 import const as c
 from ..rpc.auth import Credential, auth_sys
 from ..session.client_id import ClientID, SessionOptions, default_owner_id
+from ..session.errors import ServerUnreachable
 from ..session.paths import Path
 from ..session.session import RetryPolicy
 from ..transport.base import Transport
@@ -68,10 +75,14 @@ def glob_magic(name: str) -> bool:
 
 
 def single_error(eg: BaseExceptionGroup) -> BaseException:
-    """The one real error inside trio's exception groups (the caller's own exception, or ours),
-    so that users see ``NFS4Error``/``OSError`` rather than a group; a real group stays a group."""
+    """The error to raise for trio's exception group ``eg``, so that callers see ``NFS4Error``/
+    ``OSError`` rather than a group: the one error inside, or of several (READs failing together)
+    the first that is not an OSError (a KeyboardInterrupt, a bug: what they are must not be lost),
+    else the first. A group of nothing but cancellations stays a group (trio wants it back)."""
     leaves = [e for e in _leaves(eg) if not isinstance(e, trio.Cancelled)]
-    return leaves[0] if len(leaves) == 1 else eg
+    if not leaves:
+        return eg
+    return next((e for e in leaves if not isinstance(e, OSError)), leaves[0])
 
 
 def _leaves(e: BaseException) -> list[BaseException]:
@@ -134,6 +145,7 @@ class Client:
         if groups is None:
             groups = tuple(os.getgroups()) if (uid, gid) == (os.getuid(), os.getgid()) else ()
         cred = auth_sys(uid, gid, groups)
+        deadline = trio.current_time() + timeout  # for connecting, setting up and looking up the export
         try:
             async with trio.open_nursery() as nursery:
                 cid = ClientID(
@@ -145,18 +157,25 @@ class Client:
                     # two clients of one server (in one process or two) must not share a client ID
                     owner_id=default_owner_id(f"api:{os.getpid()}:{uuid.uuid4().hex}"),
                 )
+                connected = False
                 try:
-                    connector = await connector_for(u, u.host, u.port, timeout)
-                    trunk_options = TrunkingOptions.from_url_options(u.options)
-                    await cid.start(Path(u.address, connector, u.proto), timeout=timeout)
-                    trunking = Trunking(cid, nursery, trunk_options, lambda h, p: connector_for(u, h, p, timeout),
-                                        default_port=u.port, rdma=u.proto == "rdma", transport_kind=u.proto)
-                    await trunking.start()  # discovery is bounded (about 1 s) and never fails the mount
-                    ops = NFSv4(cid)
-                    ops.owner_per_open = True  # every File is an open of its own
-                    self = cls(u, cid, ops, cred)
-                    self.trunking = trunking
-                    self.root_fh, _ = await ops.mount(u.path, cred)
+                    with trio.move_on_at(deadline) as setting_up:
+                        connector = await connector_for(u, u.host, u.port, timeout)
+                        trunk_options = TrunkingOptions.from_url_options(u.options)
+                        await cid.start(Path(u.address, connector, u.proto), timeout=timeout)
+                        trunking = Trunking(cid, nursery, trunk_options,
+                                            lambda h, p: connector_for(u, h, p, timeout),
+                                            default_port=u.port, rdma=u.proto == "rdma", transport_kind=u.proto)
+                        await trunking.start()  # discovery is bounded (about 1 s) and never fails the mount
+                        ops = NFSv4(cid)
+                        ops.owner_per_open = True  # every File is an open of its own
+                        self = cls(u, cid, ops, cred)
+                        self.trunking = trunking
+                        self.root_fh, _ = await ops.mount(u.path, cred)
+                        connected = True
+                    if setting_up.cancelled_caught:
+                        what = f"{u.path} not reached" if cid.session is not None else "no NFSv4.1 answer"
+                        raise ServerUnreachable(f"{u.address}: {what} within {timeout:g} s")
                     try:
                         yield self
                     finally:
@@ -166,7 +185,9 @@ class Client:
                             await ops.release_all()
                 finally:
                     with trio.CancelScope(shield=True):
-                        await cid.shutdown()
+                        # (a connect that failed has no time left for a clean goodbye to a server
+                        # that may not answer: what remains of its timeout, a moment at least)
+                        await cid.shutdown(None if connected else max(0.2, deadline - trio.current_time()))
                     nursery.cancel_scope.cancel()
         except BaseExceptionGroup as eg:
             raise single_error(eg) from None
@@ -227,6 +248,17 @@ class Client:
     async def lstat(self, path: str) -> FileAttrs:
         return (await self._resolve(path, follow=False))[1]
 
+    async def _target_or_none(self, path: str) -> FileAttrs | None:
+        """What a symbolic link in a listing points to, or None when it leads nowhere: a link whose
+        target cannot be resolved (absent, a name too long, a loop, no search permission) is a
+        dangling entry of the listing, as ``os.scandir`` reports it, not a failure of the listing."""
+        try:
+            return (await self._resolve(path, follow=True))[1]
+        except NFS4Error as e:
+            if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG, errno.EACCES):
+                return None
+            raise
+
     async def _stat_or_none(self, path: str, follow: bool = True) -> FileAttrs | None:
         try:
             return (await self._resolve(path, follow=follow))[1]
@@ -265,7 +297,7 @@ class Client:
         for e in listing:
             attrs = e.attrs or FileAttrs()
             child = posixpath.join(path, e.name)
-            target = await self._stat_or_none(child) if attrs.is_symlink else None
+            target = await self._target_or_none(child) if attrs.is_symlink else None
             out.append(DirEntry(e.name, child, attrs, target))
         return out
 
@@ -640,7 +672,8 @@ class File:
 
         async def one(i: int, o: int, n: int) -> None:
             async with limit:
-                results[i] = await nfs.read(self.of, self.of.fh, o, n, self.client.cred, lock_owner=self)
+                results[i] = await nfs.read(self.of, self.of.fh, o, n, self.client.cred, lock_owner=self,
+                                            path=self.path)
 
         try:
             async with trio.open_nursery() as nursery:
@@ -733,7 +766,7 @@ class File:
                 done = 0
                 while done < piece.nbytes:  # a short WRITE: send the rest
                     n, committed, verf = await nfs.write(self.of, o + done, piece[done:], self.client.cred,
-                                                         lock_owner=self)
+                                                         lock_owner=self, path=self.path)
                     if n == 0:
                         raise OSError(errno.EIO, "server accepted no data", self.path)
                     if committed == c.UNSTABLE4:
@@ -773,7 +806,7 @@ class File:
         for _attempt in range(3):
             if not uncommitted:
                 return
-            verf = await self.client.nfs.commit(self.of.fh, self.client.cred)
+            verf = await self.client.nfs.commit(self.of.fh, self.client.cred, path=self.path)
             stale = [(o, d) for o, d, v in uncommitted if v != verf]
             uncommitted.clear()
             if not stale:
@@ -781,7 +814,7 @@ class File:
             self.rewrites += len(stale)
             for o, d in stale:
                 n, _, _ = await self.client.nfs.write(self.of, o, d, self.client.cred, c.FILE_SYNC4,
-                                                      lock_owner=self)
+                                                      lock_owner=self, path=self.path)
                 if n != d.nbytes:
                     uncommitted.append((o + n, d[n:], b""))
         raise OSError(errno.EIO, "write verifier kept changing: the server keeps losing data", self.path)

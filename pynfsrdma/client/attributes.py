@@ -420,6 +420,8 @@ def _compile_file_attrs(mask: tuple[int, ...]) -> tuple[Callable[[Any], EntryAtt
         "        raise XdrError(f'{end - p} bytes of trailing garbage in fattr4')",
         "    if ftype not in FTYPES:",
         "        raise XdrError(f'{ftype} is not a valid nfs_ftype4')",
+        f"    if atime_ns > {c.NFS4_NSECONDS_MAX} or mtime_ns > {c.NFS4_NSECONDS_MAX} or ctime_ns > {c.NFS4_NSECONDS_MAX}:",
+        "        raise XdrError(f'nfstime4 nseconds {max(atime_ns, mtime_ns, ctime_ns)} is not below one second')",
         f"    if not ({ok}):",
         "        return None, fh",
         "    return FileAttrs(ftype, mode & 0o7777, nlink, "

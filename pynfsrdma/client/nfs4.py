@@ -2,7 +2,11 @@
 
 This is the layer the FUSE front end and the path-based API both stand on. Every method builds one
 COMPOUND (PUTFH, the operation, GETFH/GETATTR as needed) and turns a failed operation into an
-:class:`~pynfsrdma.errors.NFS4Error` carrying its status and operation.
+:class:`~pynfsrdma.errors.NFS4Error` carrying its status and operation. What a method makes of the
+results (file handles, attributes) it makes inside the session's checks (:meth:`NFSv4.query`): a
+reply it cannot use is a protocol violation like a malformed one (the request goes again on a new
+connection, then fails with :class:`~pynfsrdma.errors.ProtocolError`), and every error of a reply
+names the path it was about.
 """
 
 from __future__ import annotations
@@ -16,11 +20,11 @@ import os
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import trio
 
-from ..errors import NFS4Error
+from ..errors import NFS4Error, ProtocolError, ReplyError
 from ..proto.nfs4 import const as c
 from ..proto.nfs4.attrs import DirList
 from ..proto.nfs4.compound import ResOp
@@ -71,6 +75,7 @@ from ..proto.nfs4.types import (
 )
 from ..rpc.auth import Credential
 from ..session.client_id import ClientID
+from ..session.session import COMPOUND_ROOM
 from ..transport.base import ReplyHints
 from .attributes import (
     FS_INFO_BITMAP,
@@ -86,6 +91,7 @@ from .attributes import (
 from .locks import TO_EOF, LockConflict, LockDenied, LockState, LockTable, plain_lock_type
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 ANONYMOUS_STATEID = stateid4(0, bytes(12))
 CURRENT_STATEID_SEQID = 0  # in NFSv4.1 a seqid of 0 means "the current one" (RFC 8881 8.2.2)
@@ -297,17 +303,44 @@ class NFSv4:
         payload: int = 0,
         path: str | None = None,
         recovering: bool = False,
+        check: Callable[[list[ResOp]], None] | None = None,
     ) -> list[ResOp]:
-        """Run a COMPOUND; raise NFS4Error for the first failed operation, else return results."""
-        res = await self.client.compound(
-            ops, cred, hints if hints is not None else _NO_HINTS, payload=payload, _recovering=recovering
-        )
+        """Run a COMPOUND; raise NFS4Error for the failed operation, else return the results (one per
+        operation, each for its operation: the session checked the reply). ``check``: see
+        :meth:`ClientID.compound`."""
+        try:
+            res = await self.client.compound(
+                ops, cred, hints if hints is not None else _NO_HINTS, payload=payload, check=check,
+                _recovering=recovering,
+            )
+        except ReplyError as e:
+            raise e.located(None, path) from None
         if res.status != c.NFS4_OK:
-            failed = next((r for r in res.resarray if r.status != c.NFS4_OK), None)
+            failed = res.resarray[-1] if res.resarray else None
             raise NFS4Error(res.status, failed.opnum if failed else None, path)
-        if len(res.resarray) != len(ops):
-            raise NFS4Error(c.NFS4ERR_SERVERFAULT, None, path)
         return res.resarray
+
+    async def query(
+        self,
+        ops: Sequence[Any],
+        cred: Credential,
+        parse: Callable[[list[ResOp]], T],
+        hints: ReplyHints | None = None,
+        *,
+        payload: int = 0,
+        path: str | None = None,
+        recovering: bool = False,
+    ) -> T:
+        """As :meth:`run`, returning ``parse(results)``, which runs inside the session's checks: what
+        it raises for results it cannot use (XdrError for malformed attributes) is a protocol
+        violation, as a malformed reply is."""
+        out: list[T] = []
+
+        def check(results: list[ResOp]) -> None:
+            out[:] = [parse(results)]
+
+        await self.run(ops, cred, hints, payload=payload, path=path, recovering=recovering, check=check)
+        return out[0]
 
     # -- the export ---------------------------------------------------------------------------------------
     async def mount(self, export: str, cred: Credential) -> tuple[bytes, FileAttrs]:
@@ -318,17 +351,21 @@ class NFSv4:
         v42 = self.client.options.minorversion >= c.NFS4_MINOR_VERSION_2
         if v42:
             ops.append(GETATTR4args(XATTR_SUPPORT_BITMAP))
-        res = await self.run(ops, cred, path=export)
         from ..proto.nfs4.attrs import decode_fattr4
 
-        if v42:
-            xattr = decode_fattr4(res.pop().res.obj_attributes)
-            self.xattr_support = bool(xattr.get(c.FATTR4_XATTR_SUPPORT, False))
-        fh = bytes(res[-3].res.object)
-        attrs = FileAttrs.from_fattr4(res[-2].res.obj_attributes)
-        info = decode_fattr4(res[-1].res.obj_attributes)
+        def parse(res: list[ResOp]) -> tuple[bool, bytes, FileAttrs, dict[int, Any]]:
+            xattr = decode_fattr4(res.pop().res.obj_attributes) if v42 else {}
+            return (bool(xattr.get(c.FATTR4_XATTR_SUPPORT, False)), bytes(res[-3].res.object),
+                    FileAttrs.from_fattr4(res[-2].res.obj_attributes), decode_fattr4(res[-1].res.obj_attributes))
+
+        self.xattr_support, fh, attrs, info = await self.query(ops, cred, parse, path=export)
+        # no more than the server's maxread and maxwrite, and than its session carries
+        session = self.client.session
+        room = (session.max_response_size - COMPOUND_ROOM, session.max_request_size - COMPOUND_ROOM) if session else (0, 0)
         self.maxread = min(self.client.options.rsize, info.get(c.FATTR4_MAXREAD, self.maxread) or self.maxread)
         self.maxwrite = min(self.client.options.wsize, info.get(c.FATTR4_MAXWRITE, self.maxwrite) or self.maxwrite)
+        self.maxread = max(1, min(self.maxread, room[0] or self.maxread))
+        self.maxwrite = max(1, min(self.maxwrite, room[1] or self.maxwrite))
         if c.FATTR4_LEASE_TIME in info:
             self.client.lease_time = info[c.FATTR4_LEASE_TIME]
         self.root_fh = fh
@@ -336,10 +373,10 @@ class NFSv4:
 
     # -- names --------------------------------------------------------------------------------------------
     async def lookup(self, dir_fh: bytes, name: str, cred: Credential) -> tuple[bytes, FileAttrs]:
-        res = await self.run(
-            [PUTFH4args(dir_fh), LOOKUP4args(name), GETFH4args(), GETATTR4args(STAT_BITMAP)], cred, path=name
+        return await self.query(
+            [PUTFH4args(dir_fh), LOOKUP4args(name), GETFH4args(), GETATTR4args(STAT_BITMAP)], cred, _fh_attrs,
+            path=name,
         )
-        return bytes(res[2].res.object), FileAttrs.from_fattr4(res[3].res.obj_attributes)
 
     async def lookup_path(self, dir_fh: bytes, names: Sequence[str], cred: Credential,
                           path: str | None = None) -> tuple[bytes, FileAttrs]:
@@ -347,16 +384,14 @@ class NFSv4:
         ops: list[Any] = [PUTFH4args(dir_fh)]
         ops += [LOOKUP4args(n) for n in names]
         ops += [GETFH4args(), GETATTR4args(STAT_BITMAP)]
-        res = await self.run(ops, cred, path=path)
-        return bytes(res[-2].res.object), FileAttrs.from_fattr4(res[-1].res.obj_attributes)
+        return await self.query(ops, cred, _fh_attrs, path=path)
 
     async def lookupp(self, fh: bytes, cred: Credential) -> tuple[bytes, FileAttrs]:
-        res = await self.run([PUTFH4args(fh), LOOKUPP4args(), GETFH4args(), GETATTR4args(STAT_BITMAP)], cred)
-        return bytes(res[2].res.object), FileAttrs.from_fattr4(res[3].res.obj_attributes)
+        return await self.query([PUTFH4args(fh), LOOKUPP4args(), GETFH4args(), GETATTR4args(STAT_BITMAP)], cred,
+                                _fh_attrs)
 
     async def getattr(self, fh: bytes, cred: Credential, path: str | None = None) -> FileAttrs:
-        res = await self.run([PUTFH4args(fh), GETATTR4args(STAT_BITMAP)], cred, path=path)
-        return FileAttrs.from_fattr4(res[1].res.obj_attributes)
+        return await self.query([PUTFH4args(fh), GETATTR4args(STAT_BITMAP)], cred, _last_attrs, path=path)
 
     async def setattr(
         self, fh: bytes, cred: Credential, *, stateid: stateid4 | None = None, path: str | None = None,
@@ -364,11 +399,10 @@ class NFSv4:
         atime_ns: int | str | None = None, mtime_ns: int | str | None = None,
     ) -> FileAttrs:
         f = setattr_fattr4(mode, uid, gid, size, atime_ns, mtime_ns)
-        res = await self.run(
+        return await self.query(
             [PUTFH4args(fh), SETATTR4args(stateid or ANONYMOUS_STATEID, f), GETATTR4args(STAT_BITMAP)],
-            cred, path=path,
+            cred, _last_attrs, path=path,
         )
-        return FileAttrs.from_fattr4(res[2].res.obj_attributes)
 
     async def access(self, fh: bytes, mask: int, cred: Credential) -> int:
         res = await self.run([PUTFH4args(fh), ACCESS4args(mask)], cred)
@@ -376,23 +410,22 @@ class NFSv4:
 
     async def access_attrs(self, fh: bytes, mask: int, cred: Credential) -> tuple[int, FileAttrs]:
         """What of ``mask`` ``cred`` may do to ``fh`` (ACCESS), and its attributes."""
-        res = await self.run([PUTFH4args(fh), ACCESS4args(mask), GETATTR4args(STAT_BITMAP)], cred)
-        return int(res[1].res.access), FileAttrs.from_fattr4(res[2].res.obj_attributes)
+        return await self.query([PUTFH4args(fh), ACCESS4args(mask), GETATTR4args(STAT_BITMAP)], cred,
+                                lambda r: (int(r[1].res.access), _last_attrs(r)))
 
     async def lookup_access(
         self, dir_fh: bytes, name: str, mask: int, cred: Credential
     ) -> tuple[bytes, int, FileAttrs]:
         """``name`` in ``dir_fh``: its file handle, what of ``mask`` ``cred`` may do to it (ACCESS),
         and its attributes, in one COMPOUND."""
-        res = await self.run(
+        return await self.query(
             [PUTFH4args(dir_fh), LOOKUP4args(name), GETFH4args(), ACCESS4args(mask), GETATTR4args(STAT_BITMAP)],
-            cred, path=name,
+            cred, lambda r: (bytes(r[2].res.object), int(r[3].res.access), _last_attrs(r)), path=name,
         )
-        return bytes(res[2].res.object), int(res[3].res.access), FileAttrs.from_fattr4(res[4].res.obj_attributes)
 
     async def statfs(self, fh: bytes, cred: Credential) -> FsStat:
-        res = await self.run([PUTFH4args(fh), GETATTR4args(STATFS_BITMAP)], cred)
-        return FsStat.from_fattr4(res[1].res.obj_attributes)
+        return await self.query([PUTFH4args(fh), GETATTR4args(STATFS_BITMAP)], cred,
+                                lambda r: FsStat.from_fattr4(r[1].res.obj_attributes))
 
     # -- directories --------------------------------------------------------------------------------------
     async def readdir(
@@ -401,28 +434,32 @@ class NFSv4:
     ) -> tuple[list[DirEntry], bytes, bool]:
         """One READDIR: (entries, cookie verifier, eof)."""
         bitmap = _READDIR_BITMAP if with_attrs else _READDIR_FH_ONLY
-        res = await self.run(
-            [PUTFH4args(fh), READDIR4args(cookie, verifier, maxcount, maxcount, bitmap)],
-            cred, ReplyHints(max_reply=maxcount), path=path,
-        )
-        ok = res[1].res
         from ..proto.nfs4.attrs import decode_fattr4
 
-        entries = []
-        for e in ok.reply.entries:
-            d = decode_fattr4(e.attrs)
-            efh = d.get(c.FATTR4_FILEHANDLE)
-            entries.append(DirEntry(e.name, e.cookie, bytes(efh) if efh is not None else None,
-                                    FileAttrs.from_dict(d) if with_attrs else None))
-        return entries, bytes(ok.cookieverf), bool(ok.reply.eof)
+        def parse(res: list[ResOp]) -> tuple[list[DirEntry], bytes, bool]:
+            ok = res[1].res
+            entries = []
+            for e in ok.reply.entries:
+                d = decode_fattr4(e.attrs)
+                efh = d.get(c.FATTR4_FILEHANDLE)
+                entries.append(DirEntry(e.name, e.cookie, bytes(efh) if efh is not None else None,
+                                        FileAttrs.from_dict(d) if with_attrs else None))
+            return entries, bytes(ok.cookieverf), bool(ok.reply.eof)
+
+        return await self.query(
+            [PUTFH4args(fh), READDIR4args(cookie, verifier, maxcount, maxcount, bitmap)],
+            cred, parse, ReplyHints(max_reply=maxcount), path=path,
+        )
 
     async def listdir(self, fh: bytes, cred: Credential, with_attrs: bool = True,
                       path: str | None = None) -> list[DirEntry]:
         """All entries, paging READDIR with cookie and verifier."""
         out: list[DirEntry] = []
         cookie, verf = 0, bytes(VERIFIER_SIZE)
+        cookies = Cookies(self.client.server, path)
         while True:
             entries, verf, eof = await self.readdir(fh, cred, cookie, verf, with_attrs=with_attrs, path=path)
+            cookies.check(e.cookie for e in entries)
             out.extend(entries)
             if eof or not entries:
                 return out
@@ -442,12 +479,10 @@ class NFSv4:
         else:
             objtype = (ftype, None)
         attrs = setattr_fattr4(mode=mode, uid=uid, gid=gid)
-        res = await self.run(
+        return await self.query(
             [PUTFH4args(dir_fh), CREATE4args(objtype, name, attrs), GETFH4args(), GETATTR4args(STAT_BITMAP)],
-            cred, path=path or name,
+            cred, lambda r: (bytes(r[2].res.object), _last_attrs(r), r[1].res.cinfo), path=path or name,
         )
-        return (bytes(res[2].res.object), FileAttrs.from_fattr4(res[3].res.obj_attributes),
-                res[1].res.cinfo)
 
     async def remove(self, dir_fh: bytes, name: str, cred: Credential, path: str | None = None) -> change_info4:
         """REMOVE; returns how the directory changed."""
@@ -467,12 +502,11 @@ class NFSv4:
     async def link(self, fh: bytes, dir_fh: bytes, name: str, cred: Credential,
                    path: str | None = None) -> tuple[FileAttrs, change_info4]:
         """LINK; returns the file's attributes and how the directory changed."""
-        res = await self.run(
+        return await self.query(
             [PUTFH4args(fh), SAVEFH4args(), PUTFH4args(dir_fh), LINK4args(name), RESTOREFH4args(),
              GETATTR4args(STAT_BITMAP)],
-            cred, path=path or name,
+            cred, lambda r: (_last_attrs(r), r[3].res.cinfo), path=path or name,
         )
-        return FileAttrs.from_fattr4(res[5].res.obj_attributes), res[3].res.cinfo
 
     async def readlink(self, fh: bytes, cred: Credential, path: str | None = None) -> bytes:
         # no Write chunk for the link (DDP-eligible, but Linux's nfsd 6.1 misplaces it in one, and
@@ -558,9 +592,9 @@ class NFSv4:
             ops.append(SETATTR4args(ANONYMOUS_STATEID, setattr_fattr4(atime_ns=NOW, mtime_ns=NOW)))
         ops.append(GETATTR4args(STAT_BITMAP))
         async with self._owners.opening(owner):
-            res = await self._run_open(ops, cred, path or name)
+            res, attrs = await self._run_open(ops, cred, path or name)
             ok = res[1].res
-            of = OpenFile(bytes(res[2].res.object), ok.stateid, access, owner, _open_attrs(res, len(ops)),
+            of = OpenFile(bytes(res[2].res.object), ok.stateid, access, owner, attrs,
                           cred=cred, dir_change=ok.cinfo, granted=_granted(res),
                           may_notify_lock=bool(ok.rflags & c.OPEN4_RESULT_MAY_NOTIFY_LOCK))
             self._continued(of)
@@ -572,18 +606,27 @@ class NFSv4:
         self.opens[id(of)] = of
         return of
 
-    async def _run_open(self, ops: list[Any], cred: Credential, path: str) -> list[ResOp]:
-        """Run an OPEN COMPOUND; a failure after the OPEN and its GETFH (setting the times an
-        exclusive create used) leaves the file open, and the results up to there are returned."""
-        res = await self.client.compound(ops, cred, _NO_HINTS)
-        if res.status == c.NFS4_OK and len(res.resarray) == len(ops):
-            return res.resarray
-        done = list(itertools.takewhile(lambda r: r.status == c.NFS4_OK, res.resarray))
+    async def _run_open(self, ops: list[Any], cred: Credential, path: str) -> tuple[list[ResOp], FileAttrs | None]:
+        """Run an OPEN COMPOUND: its results and the attributes it ends with. A failure after the
+        OPEN and its GETFH (setting the times an exclusive create used) leaves the file open, and
+        the results up to there are returned (without attributes)."""
+        attrs: list[FileAttrs | None] = [None]
+
+        def check(res: list[ResOp]) -> None:
+            attrs[0] = _open_attrs(res, len(ops))
+
+        try:
+            res = await self.client.compound(ops, cred, _NO_HINTS, check=check)
+        except ReplyError as e:
+            raise e.located(None, path) from None
+        if res.status == c.NFS4_OK:
+            return res.resarray, attrs[0]
+        done = res.resarray[:-1]
         if len(done) >= 3:
             log.info("%s: after the OPEN: %s", path, NFS4Error(res.status, res.resarray[-1].opnum, path))
-            return done
-        failed = next((r for r in res.resarray if r.status != c.NFS4_OK), None)
-        raise NFS4Error(res.status if failed else c.NFS4ERR_SERVERFAULT, failed.opnum if failed else None, path)
+            return done, None
+        failed = res.resarray[-1] if res.resarray else None
+        raise NFS4Error(res.status, failed.opnum if failed else None, path)
 
     async def open_fh(self, fh: bytes, cred: Credential, access: int = c.OPEN4_SHARE_ACCESS_READ,
                       path: str | None = None, check: int = 0) -> OpenFile:
@@ -599,9 +642,9 @@ class NFSv4:
             ops.append(ACCESS4args(check))
         ops.append(GETATTR4args(STAT_BITMAP))
         async with self._owners.opening(owner):
-            res = await self.run(ops, cred, path=path)
+            res, attrs = await self.query(ops, cred, lambda r: (r, _open_attrs(r, len(ops))), path=path)
             ok = res[1].res
-            of = OpenFile(fh, ok.stateid, access, owner, _open_attrs(res, len(ops)), cred=cred,
+            of = OpenFile(fh, ok.stateid, access, owner, attrs, cred=cred,
                           granted=_granted(res), may_notify_lock=bool(ok.rflags & c.OPEN4_RESULT_MAY_NOTIFY_LOCK))
             self._continued(of)
         self.took_delegation(of, ok.delegation)
@@ -1223,15 +1266,17 @@ class NFSv4:
         payload: int = 0,
         lock_owner: Hashable | None = None,
         path: str | None = None,
+        check: Callable[[list[ResOp]], None] | None = None,
     ) -> list[ResOp]:
         """Run the COMPOUND ``build(stateid)`` makes with the stateid :meth:`io_stateid` chooses. A
         request that waited in the session's recovery after a server restart carries the stateid from
         before, which the server calls stale, while the open (or lock) was reclaimed meanwhile with a
-        new one: it is sent again with that one (only then)."""
+        new one: it is sent again with that one (only then). ``check``: as :meth:`run`."""
         while True:
             stateid = self.io_stateid(of, lock_owner, path)
             try:
-                return await self.run(build(current(stateid)), cred, hints, payload=payload, path=path)
+                return await self.run(build(current(stateid)), cred, hints, payload=payload, path=path,
+                                      check=check)
             except NFS4Error as e:
                 if (e.status not in _STATEID_REPLACED or of is None or of.closed
                         or self.io_stateid(of, lock_owner, path) == stateid):
@@ -1239,29 +1284,32 @@ class NFSv4:
                 log.info("%s with a stateid replaced meanwhile (reclaimed): sending it again", e.name)
 
     async def read(self, of: OpenFile | None, fh: bytes, offset: int, count: int,
-                   cred: Credential, *, lock_owner: Hashable | None = None) -> tuple[memoryview, bool]:
+                   cred: Credential, *, lock_owner: Hashable | None = None,
+                   path: str | None = None) -> tuple[memoryview, bool]:
         """One READ of at most maxread bytes: (data as a view of the reply, eof)."""
         count = min(count, self.maxread)
         res = await self.run_with_open(
             of, lambda s: [PUTFH4args(fh), READ4args(s, offset, count)], cred, ReplyHints(ddp_sizes=[count]),
-            lock_owner=lock_owner,
+            lock_owner=lock_owner, path=path,
         )
         ok = res[1].res
         return ok.data, bool(ok.eof)
 
     async def write(self, of: OpenFile, offset: int, data: Any, cred: Credential,
-                    stable: int = c.UNSTABLE4, *, lock_owner: Hashable | None = None) -> tuple[int, int, bytes]:
+                    stable: int = c.UNSTABLE4, *, lock_owner: Hashable | None = None,
+                    path: str | None = None) -> tuple[int, int, bytes]:
         """One WRITE (data sent by reference): (count, committed, write verifier)."""
         n = memoryview(data).nbytes
         res = await self.run_with_open(
             of, lambda s: [PUTFH4args(of.fh), WRITE4args(s, offset, stable, data)], cred, payload=n,
-            lock_owner=lock_owner,
+            lock_owner=lock_owner, path=path,
         )
         ok = res[1].res
         return int(ok.count), int(ok.committed), bytes(ok.writeverf)
 
-    async def commit(self, fh: bytes, cred: Credential, offset: int = 0, count: int = 0) -> bytes:
-        res = await self.run([PUTFH4args(fh), COMMIT4args(offset, count)], cred)
+    async def commit(self, fh: bytes, cred: Credential, offset: int = 0, count: int = 0,
+                     path: str | None = None) -> bytes:
+        res = await self.run([PUTFH4args(fh), COMMIT4args(offset, count)], cred, path=path)
         return bytes(res[1].res.writeverf)
 
     # -- NFSv4.2 (RFC 7862): holes, space, copies on the server ---------------------------------------------
@@ -1273,6 +1321,7 @@ class NFSv4:
     async def _run_v42(
         self, opnum: int, build: Callable[[stateid4], list[Any]], cred: Credential, path: str | None, *,
         of: OpenFile | None = None, lock_owner: Hashable | None = None,
+        check: Callable[[list[ResOp]], None] | None = None,
     ) -> list[ResOp]:
         """Run an NFSv4.2 operation's COMPOUND (as :meth:`run_with_open` does, with ``of``'s stateid),
         or raise NFS4ERR_NOTSUPP (EOPNOTSUPP) without sending it on an NFSv4.1 session or to a server
@@ -1280,7 +1329,7 @@ class NFSv4:
         if not self.supports(opnum):
             raise NFS4Error(c.NFS4ERR_NOTSUPP, opnum, path)
         try:
-            return await self.run_with_open(of, build, cred, lock_owner=lock_owner, path=path)
+            return await self.run_with_open(of, build, cred, lock_owner=lock_owner, path=path, check=check)
         except NFS4Error as e:
             if e.status in _NOT_SUPPORTED and e.op in (opnum, c.OP_ILLEGAL):
                 self.unsupported.add(opnum)
@@ -1305,23 +1354,25 @@ class NFSv4:
                        *, lock_owner: Hashable | None = None) -> FileAttrs:
         """ALLOCATE: reserve space for the range (as fallocate mode 0: the file grows if it ends
         before the range does); the file's attributes after it."""
-        res = await self._run_v42(
+        attrs = Parsed(_last_attrs)
+        await self._run_v42(
             c.OP_ALLOCATE,
             lambda s: [PUTFH4args(of.fh), ALLOCATE4args(s, offset, length), GETATTR4args(STAT_BITMAP)],
-            cred, path, of=of, lock_owner=lock_owner,
+            cred, path, of=of, lock_owner=lock_owner, check=attrs.check,
         )
-        return FileAttrs.from_fattr4(res[2].res.obj_attributes)
+        return attrs.value
 
     async def deallocate(self, of: OpenFile, offset: int, length: int, cred: Credential, path: str | None = None,
                          *, lock_owner: Hashable | None = None) -> FileAttrs:
         """DEALLOCATE: punch a hole (the range reads back as zeros; the size stays); the file's
         attributes after it."""
-        res = await self._run_v42(
+        attrs = Parsed(_last_attrs)
+        await self._run_v42(
             c.OP_DEALLOCATE,
             lambda s: [PUTFH4args(of.fh), DEALLOCATE4args(s, offset, length), GETATTR4args(STAT_BITMAP)],
-            cred, path, of=of, lock_owner=lock_owner,
+            cred, path, of=of, lock_owner=lock_owner, check=attrs.check,
         )
-        return FileAttrs.from_fattr4(res[2].res.obj_attributes)
+        return attrs.value
 
     async def copy(
         self, src: OpenFile, dst: OpenFile, src_offset: int, dst_offset: int, count: int, cred: Credential,
@@ -1379,14 +1430,15 @@ class NFSv4:
     ) -> FileAttrs:
         """CLONE: ``dst``'s range shares ``src``'s blocks (``count`` 0: to the end of the source); the
         destination's attributes after it. NFS4ERR_NOTSUPP (EOPNOTSUPP) when the server cannot."""
-        res = await self._run_v42(
+        attrs = Parsed(_last_attrs)
+        await self._run_v42(
             c.OP_CLONE,
             lambda _: [PUTFH4args(src.fh), SAVEFH4args(), PUTFH4args(dst.fh),
                        CLONE4args(current(src.stateid), current(dst.stateid), src_offset, dst_offset, count),
                        GETATTR4args(STAT_BITMAP)],
-            cred, path,
+            cred, path, check=attrs.check,
         )
-        return FileAttrs.from_fattr4(res[4].res.obj_attributes)
+        return attrs.value
 
     # -- COMPOUNDs of the FUSE mount that carry more per round trip -----------------------------------------
     async def write_getattr(
@@ -1405,9 +1457,10 @@ class NFSv4:
             ops.append(GETATTR4args(STAT_BITMAP))
             return ops
 
-        res = await self.run_with_open(of, build, cred, payload=n, lock_owner=lock_owner)
+        attrs = Parsed(_last_attrs)
+        res = await self.run_with_open(of, build, cred, payload=n, lock_owner=lock_owner, check=attrs.check)
         ok = res[1].res
-        return int(ok.count), int(ok.committed), bytes(ok.writeverf), FileAttrs.from_fattr4(res[-1].res.obj_attributes)
+        return int(ok.count), int(ok.committed), bytes(ok.writeverf), attrs.value
 
     async def readdir_plus(
         self, fh: bytes, cred: Credential, cookie: int = 0, verifier: bytes = bytes(VERIFIER_SIZE),
@@ -1416,22 +1469,67 @@ class NFSv4:
         """As :meth:`readdir` with attributes, for a listing: each entry a :data:`ListedEntry`, its
         attributes decoded straight into FileAttrs (None for an entry whose attributes the server could
         not get, an rdattr_error) from the reply's entries in place (no entry4 or fattr4 made)."""
-        res = await self.run(
+        def parse(res: list[ResOp]) -> tuple[list[ListedEntry], bytes, bool]:
+            ok = res[1].res
+            listed = cast(DirList, ok.reply.entries)  # (what DirEntries decodes)
+            b = listed.data
+            entries: list[ListedEntry] = []
+            append = entries.append
+            mask: list[int] | None = None
+            for ecookie, n, m, emask, a, z in listed.spans:
+                if emask is not mask:  # (one list for all the entries with the same mask, as a rule all)
+                    mask, dec = emask, entry_attrs_decoder_at(emask)
+                attrs, efh = dec(b, a, z)
+                append((b[n:m], ecookie, efh, attrs))
+            return entries, bytes(ok.cookieverf), bool(ok.reply.eof)
+
+        return await self.query(
             [PUTFH4args(fh), READDIR4args(cookie, verifier, maxcount, maxcount, _READDIR_BITMAP)],
-            cred, ReplyHints(max_reply=maxcount), path=path,
+            cred, parse, ReplyHints(max_reply=maxcount), path=path,
         )
-        ok = res[1].res
-        listed = cast(DirList, ok.reply.entries)  # (what DirEntries decodes)
-        b = listed.data
-        entries: list[ListedEntry] = []
-        append = entries.append
-        mask: list[int] | None = None
-        for ecookie, n, m, emask, a, z in listed.spans:
-            if emask is not mask:  # (one list for all the entries with the same mask, as a rule all)
-                mask, dec = emask, entry_attrs_decoder_at(emask)
-            attrs, efh = dec(b, a, z)
-            append((b[n:m], ecookie, efh, attrs))
-        return entries, bytes(ok.cookieverf), bool(ok.reply.eof)
+
+
+def _last_attrs(res: list[ResOp]) -> FileAttrs:
+    """The attributes of a COMPOUND's last result, a GETATTR."""
+    return FileAttrs.from_fattr4(res[-1].res.obj_attributes)
+
+
+def _fh_attrs(res: list[ResOp]) -> tuple[bytes, FileAttrs]:
+    """The file handle and attributes of a COMPOUND that ends with GETFH and GETATTR."""
+    return bytes(res[-2].res.object), FileAttrs.from_fattr4(res[-1].res.obj_attributes)
+
+
+class Parsed:
+    """What ``parse`` makes of a COMPOUND's results, made in the session's checks (``check``); the
+    value of the last successful reply is ``value``."""
+
+    __slots__ = ("_parse", "value")
+
+    def __init__(self, parse: Callable[[list[ResOp]], Any]) -> None:
+        self._parse = parse
+        self.value: Any = None
+
+    def check(self, res: list[ResOp]) -> None:
+        self.value = self._parse(res)
+
+
+class Cookies:
+    """The READDIR cookies of one listing, page after page: one seen before (a server going round in
+    circles) is a protocol violation, not a listing that never ends."""
+
+    __slots__ = ("path", "seen", "server")
+
+    def __init__(self, server: str, path: str | None) -> None:
+        self.server = server
+        self.path = path
+        self.seen: set[int] = set()
+
+    def check(self, cookies: Iterable[int]) -> None:
+        seen = self.seen
+        for k in cookies:
+            if k in seen:
+                raise ProtocolError(f"cookie {k} repeated in a listing", self.server, c.OP_READDIR, self.path)
+            seen.add(k)
 
 
 def _components(path: str) -> list[str]:

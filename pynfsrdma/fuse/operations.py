@@ -39,8 +39,9 @@ import cachetools
 import trio
 
 from ..client.attributes import FTYPE_TO_IFMT, NOW, FileAttrs, setattr_fattr4
+from ..client.dir_pages import DirReader
 from ..client.locks import TO_EOF, nfs_lock_type, nfs_range
-from ..client.nfs4 import VERIFIER_SIZE, ListedEntry, NFSv4, OpenFile
+from ..client.nfs4 import NFSv4, OpenFile
 from ..client.open_file import MAX_REOPENS, STATE_LOST, FileWriter, read_range
 from ..errors import NFS4Error
 from ..lock import Held
@@ -78,7 +79,6 @@ GROUPS_TTL = 2.0  # seconds a process's supplementary groups are remembered
 # the entries a listing starts with, and the offset to go on from after each (the kernel's next
 # request then starts there; NFS reserves READDIR cookies 1 and 2, so none of its entries has them)
 DOT_ENTRIES = ((1, b"."), (2, b".."))
-READDIR_AHEAD = 3
 # fallocate(2)'s modes (linux/falloc.h)
 FALLOC_FL_KEEP_SIZE = 0x01
 FALLOC_FL_PUNCH_HOLE = 0x02
@@ -178,39 +178,11 @@ class FileHandle:
     fetching: set[Extent] = field(default_factory=set)  # READs ahead in flight
 
 
-class DirPage:
-    """One READDIR's worth of a directory being listed: the entries after ``cookie`` (once the
-    reply is there, sent ahead or asked for)."""
-
-    def __init__(self, cookie: int, asked: int) -> None:
-        self.cookie = cookie
-        self.asked = asked  # InodeTable.asking() when the READDIR was sent
-        self.done = trio.Event()
-        self.result: tuple[list[ListedEntry], bytes, bool] | None = None  # entries, verifier, eof
-        self.index: dict[int, int] | None = None  # entry cookie -> position (made when needed)
-
-    def after(self, cookie: int) -> int | None:
-        """Where the entries after ``cookie`` start, if this page holds them."""
-        if cookie == self.cookie:
-            return 0
-        if self.index is None:
-            entries = self.result[0] if self.result is not None else []
-            self.index = {e[1]: n for n, e in enumerate(entries)}  # (e[1]: the entry's cookie)
-        pos = self.index.get(cookie)
-        return None if pos is None else pos + 1
-
-
 @dataclass(eq=False)
 class DirHandle:
     inode: Inode
     cred: Credential
-    verifier: bytes = bytes(VERIFIER_SIZE)
-    # the last READDIRs' entries (two: a reply to the kernel may hold the end of one and the start
-    # of the next), which the kernel may take in several requests, or ask again from one of them (it
-    # links every entry we hand over but keeps only what fits the reader's buffer)
-    held: list[DirPage] = field(default_factory=list)
-    resume: tuple[int, DirPage | None, int] = (-1, None, 0)  # where the kernel's last request stopped
-    ahead: collections.deque[DirPage] = field(default_factory=collections.deque)  # READDIRs sent ahead
+    pages: DirReader
 
 
 class NFSOperations(Operations):
@@ -1505,7 +1477,8 @@ class NFSOperations(Operations):
                 self._changed(node)
         node.opens += 1
         fid = next(self._ids)
-        self.dirs[fid] = DirHandle(node, self.cred(ctx))
+        cred = self.cred(ctx)
+        self.dirs[fid] = DirHandle(node, cred, DirReader(self.nfs, node.fh, cred, self.nursery, self.inodes.asking))
         return fid
 
     @fuse_errors
@@ -1528,10 +1501,7 @@ class NFSOperations(Operations):
         entry = self._entry
         dir_ino = h.inode.ino
         while True:
-            page, start = self._held_after(h, cookie)
-            if page is None:
-                page = await self._readdir_page(h, cookie)
-                h.held = [*h.held[-1:], page]
+            page, start = await h.pages.page_after(cookie)
             assert page.result is not None
             entries, _, eof = page.result
             now = self._now()
@@ -1557,7 +1527,7 @@ class NFSOperations(Operations):
                     self._changed(node)
                 if not reply(name, entry(node), next_cookie):
                     self.inodes.drop_if_unused(node)
-                    h.resume = (cookie, page, i)  # (the kernel's next request starts after ``cookie``)
+                    h.pages.stopped_at(cookie, page, i)  # (the kernel's next request starts after ``cookie``)
                     return
                 node.lookups += 1
                 named(node, dir_ino, str(name, "utf-8", "surrogateescape"))
@@ -1573,77 +1543,10 @@ class NFSOperations(Operations):
             return node
         return self.inodes.get(key[0]) or node
 
-    @staticmethod
-    def _held_after(h: DirHandle, cookie: int) -> tuple[DirPage | None, int]:
-        """The page we hold with the entries after ``cookie``, and where they start in it ((None, 0):
-        READDIR from there). A listing from the start (a rewind) always asks the server."""
-        if not cookie:
-            return None, 0
-        resume, page, i = h.resume
-        if cookie != resume or page is None:
-            for page in reversed(h.held):
-                pos = page.after(cookie)
-                if pos is not None:
-                    i = pos
-                    break
-            else:
-                return None, 0
-        assert page.result is not None
-        entries, _, eof = page.result
-        if i >= len(entries) and not eof:
-            return None, 0  # (the next READDIR's, most likely sent ahead already)
-        return page, i
-
-    async def _readdir_page(self, h: DirHandle, cookie: int) -> DirPage:
-        """The entries after ``cookie``: from the READDIR sent ahead for it, if there is one (a
-        listing read in order), else asked now; the READDIRs after them go ahead."""
-        page = None
-        if h.ahead and h.ahead[0].cookie == cookie:
-            page = h.ahead.popleft()
-            await page.done.wait()  # (its result is None when it failed: asked again here)
-        if page is None or page.result is None:
-            h.ahead.clear()  # (a seek: what was sent ahead is for elsewhere; dropped when it comes)
-            page = DirPage(cookie, self.inodes.asking())
-            page.result = await self.nfs.readdir_plus(
-                h.inode.fh, h.cred, cookie, h.verifier if cookie else bytes(VERIFIER_SIZE)
-            )
-            page.done.set()
-        entries, h.verifier, eof = page.result
-        if not h.ahead:
-            if entries and not eof:
-                self._send_ahead(h, entries[-1][1])
-        else:
-            self._top_up(h)
-        return page
-
-    def _send_ahead(self, h: DirHandle, cookie: int) -> None:
-        page = DirPage(cookie, self.inodes.asking())
-        h.ahead.append(page)
-        self.nursery.start_soon(self._readdir_ahead, h, page)
-
-    def _top_up(self, h: DirHandle) -> None:
-        """One more READDIR ahead, after the last one sent if it is back and the directory goes on
-        (READDIRs follow each other's cookies: one after the other)."""
-        last = h.ahead[-1]
-        if len(h.ahead) < READDIR_AHEAD and last.done.is_set() and last.result is not None:
-            entries, _, eof = last.result
-            if entries and not eof:
-                self._send_ahead(h, entries[-1][1])
-
-    async def _readdir_ahead(self, h: DirHandle, page: DirPage) -> None:
-        try:
-            page.result = await self.nfs.readdir_plus(h.inode.fh, h.cred, page.cookie, h.verifier)
-        except Exception as e:  # (the reader asks again and sees it)
-            log.debug("READDIR ahead of cookie %d: %s", page.cookie, e)
-        finally:
-            page.done.set()
-        if h.ahead and h.ahead[-1] is page:
-            self._top_up(h)
-
     async def releasedir(self, fh: int) -> None:
         h = self.dirs.pop(fh, None)
         if h is not None:
-            h.ahead.clear()
+            h.pages.close()
             h.inode.opens -= 1
             self.inodes.drop_if_unused(h.inode)
 

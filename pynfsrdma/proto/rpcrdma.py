@@ -18,6 +18,7 @@ from typing import Annotated, Any, Final, TypeVar, dataclass_transform
 
 from ..xdr import (
     Array,
+    Bounded,
     Enum,
     LinkedList,
     Optional,
@@ -52,6 +53,18 @@ RPCRDMA_HDRLEN_MIN: Final = 28
 
 XDR_RDMA_SEGMENT_SIZE: Final = 16
 """Encoded size of one xdr_rdma_segment (handle, length, 64-bit offset)."""
+
+# Bounds on what a peer's header may hold (RFC 8166 sets none): a larger value is refused where it is
+# decoded. Each chunk of ours is one segment, and a call has one Write chunk per DDP-eligible item of
+# its reply; the Linux client puts at most 16 segments in a header (RPCRDMA_MAX_HDR_SEGS).
+RPCRDMA_CHUNKS_MAX: Final = 16
+"""Chunks in a Read list or a Write list."""
+
+RPCRDMA_SEGMENTS_MAX: Final = 16
+"""Segments in one Write (or Reply) chunk."""
+
+RPCRDMA_SEGMENT_LENGTH_MAX: Final = 16 << 20
+"""Bytes in one segment: sixteen times the largest this client registers (a 1 MiB READ or WRITE)."""
 
 
 class rdma_proc(enum.IntEnum):
@@ -98,10 +111,13 @@ class RpcRdmaUnsupportedProc(RpcRdmaError):
         self.proc = proc
 
 
+segment_length = Bounded(uint32, RPCRDMA_SEGMENT_LENGTH_MAX, "RDMA segment length")
+
+
 @_struct
 class xdr_rdma_segment:
     handle: Annotated[int, uint32]  # the registered memory handle (rkey / steering tag)
-    length: Annotated[int, uint32]
+    length: Annotated[int, segment_length]
     offset: Annotated[int, uint64]
 
 
@@ -113,15 +129,15 @@ class xdr_read_chunk:
 
 @_struct
 class xdr_write_chunk:
-    target: Annotated[list[xdr_rdma_segment], Array(struct_type(xdr_rdma_segment))]
+    target: Annotated[list[xdr_rdma_segment], Array(struct_type(xdr_rdma_segment), RPCRDMA_SEGMENTS_MAX)]
 
     @property
     def total_length(self) -> int:
         return sum(s.length for s in self.target)
 
 
-xdr_read_list = LinkedList(struct_type(xdr_read_chunk))
-xdr_write_list = LinkedList(struct_type(xdr_write_chunk))
+xdr_read_list = LinkedList(struct_type(xdr_read_chunk), RPCRDMA_CHUNKS_MAX)
+xdr_write_list = LinkedList(struct_type(xdr_write_chunk), RPCRDMA_CHUNKS_MAX)
 
 
 @_struct
@@ -267,7 +283,10 @@ __all__ = [
     "RDMA_MSG",
     "RDMA_MSGP",
     "RDMA_NOMSG",
+    "RPCRDMA_CHUNKS_MAX",
     "RPCRDMA_HDRLEN_MIN",
+    "RPCRDMA_SEGMENTS_MAX",
+    "RPCRDMA_SEGMENT_LENGTH_MAX",
     "RPCRDMA_V1_DEF_INLINE_SIZE",
     "RPCRDMA_VERSION",
     "XDR_RDMA_SEGMENT_SIZE",

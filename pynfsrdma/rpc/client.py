@@ -4,6 +4,13 @@ An :class:`RpcConnection` owns one transport. Its receive loop (:meth:`RpcConnec
 in the owner's nursery) matches replies to waiting calls by XID and hands incoming CALL messages
 (the NFSv4.1 backchannel on the same connection) to a handler. A call is a message kind (CALL or
 REPLY) first and an XID second: the XID spaces of the two directions are independent.
+
+A message that cannot be from a server keeping the protocol (too short for an RPC header, of no
+message type, a reply whose header is malformed, a reply to an XID we never sent or that was
+answered already) ends the connection with :class:`~pynfsrdma.transport.base.ProtocolViolation`:
+its framing can no longer be trusted, and every call waiting on it fails with that error (the owner
+may send them again on a fresh connection). A late reply to a call we stopped waiting for is not
+one of these: it is dropped.
 """
 
 from __future__ import annotations
@@ -21,7 +28,9 @@ from ..transport.base import (
     NO_HINTS,
     CallError,
     ConnectionLost,
+    ProtocolViolation,
     ReplyHints,
+    SendTimeout,
     Transport,
     TransportError,
 )
@@ -38,12 +47,15 @@ CallbackHandler = Callable[[int, rpcdef.call_body, Unpacker], Awaitable[Packer |
 class _Pending:
     event: trio.Event = field(default_factory=trio.Event)
     reply: Unpacker | None = None
+    header: rpcdef.ReplyHeader | None = None
     error: BaseException | None = None
     deadline: float = math.inf  # trio clock; the watchdog fails the call with RpcTimeout past it
     timeout: float = 0.0
 
 
 WATCHDOG_TICK = 0.05  # how late a timeout may fire (seconds); a call's timeout is at least seconds
+# XIDs of calls no longer waited for (timed out, cancelled) whose late replies are dropped quietly
+ABANDONED_KEPT = 4096
 
 
 class RpcConnection:
@@ -66,8 +78,10 @@ class RpcConnection:
         self._closed = trio.Event()
         self._watchdog: trio.Event | None = None
         self._next_deadline = math.inf
+        self._abandoned: dict[int, None] = {}  # (in order: the oldest go first)
+        self._warned: set[str] = set()  # kinds of misbehaviour logged on this connection already
         self.calls = 0
-        self.unmatched_replies = 0
+        self.unmatched_replies = 0  # late replies to calls no longer waited for
 
     @property
     def peer(self) -> str:
@@ -76,6 +90,11 @@ class RpcConnection:
     @property
     def alive(self) -> bool:
         return self._dead is None
+
+    @property
+    def receiving(self) -> bool:
+        """The receive loop runs (a reply can still come; once it ends, every waiting call fails)."""
+        return self._watchdog is not None
 
     @property
     def in_flight(self) -> int:
@@ -103,6 +122,9 @@ class RpcConnection:
                             self._dispatch(u, nursery)
                 except TransportError as e:
                     error = e
+                    if isinstance(e, ProtocolViolation):
+                        # (the connection ends here: one line per connection, not per reply)
+                        log.warning("%s; the connection is closed and its calls go again on a new one", e)
                 except (OSError, trio.ClosedResourceError) as e:
                     error = ConnectionLost(str(e) or type(e).__name__, self.peer)
                 nursery.cancel_scope.cancel()
@@ -124,7 +146,7 @@ class RpcConnection:
                 for xid, p in list(self._pending.items()):
                     if p.deadline <= now:
                         del self._pending[xid]
-                        self.transport.abandon(xid)
+                        self._abandon(xid)
                         p.error = RpcTimeout(f"no reply within {p.timeout:g} s", self.peer)
                         p.event.set()
                     elif p.deadline < nxt:
@@ -153,31 +175,62 @@ class RpcConnection:
         p.error = failed.error
         p.event.set()
 
+    def limit_replies(self, size: int) -> None:
+        """Messages larger than ``size`` bytes end the connection (a session's ca_maxresponsesize)."""
+        self.transport.limit_records(size)
+
+    def misbehaved(self, kind: str, message: str) -> None:
+        """Log a misbehaviour of the server that does not end the connection: a warning the first time
+        for each ``kind`` on this connection, debug lines after that."""
+        if kind in self._warned:
+            log.debug("%s: %s", self.peer, message)
+            return
+        self._warned.add(kind)
+        log.warning("%s: %s (reported once per connection)", self.peer, message)
+
+    def _abandon(self, xid: int) -> None:
+        """The call ``xid`` is no longer waited for: a late reply to it is dropped."""
+        self.transport.abandon(xid)
+        kept = self._abandoned
+        kept[xid] = None
+        if len(kept) > ABANDONED_KEPT:
+            del kept[next(iter(kept))]
+
     def _dispatch(self, u: Unpacker, nursery: trio.Nursery) -> None:
+        """Hand a reply to its call, a call to the callback handler; raise ProtocolViolation for a
+        message no server keeping the protocol sends (the receive loop then ends the connection)."""
         try:
             xid = u.uint32()
             mtype = u.uint32()
         except XdrError:
-            log.warning("%s: message too short to hold an RPC header; dropped", self.peer)
-            return
+            raise ProtocolViolation("a message too short to hold an RPC header", self.peer) from None
         if mtype == rpcdef.REPLY:
             p = self._pending.pop(xid, None)
             if p is None:
+                if xid not in self._abandoned:
+                    raise ProtocolViolation(f"a reply to XID {xid:#x}, which no call of ours waits for", self.peer)
+                del self._abandoned[xid]
                 self.unmatched_replies += 1
-                log.info("%s: reply for unknown XID %#x dropped", self.peer, xid)
+                log.debug("%s: late reply for XID %#x dropped", self.peer, xid)
                 return
+            try:
+                p.header = rpcdef.unpack_reply_header(u)
+            except XdrError as e:
+                self._dead = p.error = ProtocolViolation(f"malformed RPC reply header: {e}", self.peer)
+                p.event.set()
+                raise p.error from None
             p.reply = u
             p.event.set()
         elif mtype == rpcdef.CALL:
             nursery.start_soon(self._serve_callback, xid, u)
         else:
-            log.warning("%s: message of unknown type %d dropped", self.peer, mtype)
+            raise ProtocolViolation(f"a message of type {mtype}, neither call nor reply", self.peer)
 
     async def _serve_callback(self, xid: int, u: Unpacker) -> None:
         try:
             body = rpcdef.decode_call_body(u)
         except XdrError as e:
-            log.warning("%s: malformed callback call %#x dropped: %s", self.peer, xid, e)
+            self.misbehaved("callback", f"malformed callback call {xid:#x} dropped: {e}")
             return
         reply: Packer | None
         if body.rpcvers != rpcdef.RPC_VERSION or self.callback_handler is None:
@@ -229,25 +282,22 @@ class RpcConnection:
         self._pending[xid] = p
         self.calls += 1
         try:
-            await self.transport.send_call(xid, msg, hints)
+            try:
+                await self.transport.send_call(xid, msg, hints, p.deadline)
+            except SendTimeout as e:
+                raise RpcTimeout(f"not sent within {p.timeout:g} s ({e})", self.peer) from e
             await p.event.wait()
         finally:
             if not p.event.is_set():
                 self._pending.pop(xid, None)
-                self.transport.abandon(xid)
+                self._abandon(xid)
         if p.error is not None:
             raise p.error
-        assert p.reply is not None
-        return self._check_reply(p.reply)
-
-    def _check_reply(self, u: Unpacker) -> Unpacker:
-        try:
-            h = rpcdef.unpack_reply_header(u)
-        except XdrError as e:
-            raise RpcReplyError(f"malformed RPC reply header: {e}", self.peer) from e
+        h = p.header
+        assert p.reply is not None and h is not None
         if h.denied is not None or h.accept != rpcdef.SUCCESS:
             raise RpcReplyError(rpcdef.describe(h), self.peer, h)
-        return u
+        return p.reply
 
     async def call(
         self,

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+
+from ..errors import ReplyError
+from ..proto import rpc as rpcdef
 from ..proto.rpc import ReplyHeader
 from ..transport.base import TransportError
 
@@ -9,11 +13,30 @@ from ..transport.base import TransportError
 class RpcTimeout(TransportError):
     """No reply came within the call's timeout (the path may be stalled)."""
 
+    ERRNO = errno.ETIMEDOUT
 
-class RpcReplyError(Exception):
-    """An RPC-level error reply (program unavailable, version mismatch, auth error, garbage args)."""
+
+def _errno_for(h: ReplyHeader | None) -> int:
+    """EACCES for an authentication error, EPROTONOSUPPORT when the server does not serve the program,
+    version or procedure, EIO otherwise (GARBAGE_ARGS, SYSTEM_ERR)."""
+    if h is None:
+        return errno.EIO
+    if h.denied == rpcdef.AUTH_ERROR:
+        return errno.EACCES
+    if h.denied == rpcdef.RPC_MISMATCH or h.accept in _UNSERVED:
+        return errno.EPROTONOSUPPORT
+    return errno.EIO
+
+
+_UNSERVED = frozenset({rpcdef.accept_stat.PROG_UNAVAIL, rpcdef.accept_stat.PROG_MISMATCH,
+                       rpcdef.accept_stat.PROC_UNAVAIL})
+
+
+class RpcReplyError(ReplyError):
+    """An RPC-level error reply (program unavailable, version mismatch, auth error, garbage args, system
+    error): an OSError naming the server (``peer``), with the RPC reply header in ``header``."""
 
     def __init__(self, message: str, peer: str | None = None, header: ReplyHeader | None = None) -> None:
-        super().__init__(f"{peer}: {message}" if peer else message)
+        super().__init__(message, peer, err=_errno_for(header))
         self.peer = peer
         self.header = header

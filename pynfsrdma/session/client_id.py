@@ -36,9 +36,15 @@ from typing import Any
 
 import trio
 
-from ..errors import NFS4Error
+from ..errors import NFS4Error, ProtocolError
 from ..proto.nfs4 import const as c
-from ..proto.nfs4.compound import COMPOUND4args, COMPOUND4res, decode_compound_res, encode_compound_args
+from ..proto.nfs4.compound import (
+    COMPOUND4args,
+    COMPOUND4res,
+    check_compound_res,
+    decode_compound_res,
+    encode_compound_args,
+)
 from ..proto.nfs4.types import (
     BIND_CONN_TO_SESSION4args,
     CREATE_SESSION4args,
@@ -55,17 +61,21 @@ from ..proto.nfs4.types import (
 from ..proto.rpc import auth_flavor
 from ..rpc.auth import AUTH_NONE_CRED, Credential, auth_sys
 from ..rpc.errors import RpcReplyError
-from ..transport.base import NO_HINTS, ReplyHints, TransportError
+from ..transport.base import NO_HINTS, ProtocolViolation, ReplyHints, TransportError
 from ..xdr import XdrError
 from .backchannel import Backchannel
 from .errors import NotNFSv41Server, ServerUnreachable, SessionError
-from .paths import Path, PathSet
-from .session import CLIENT_LOST, RetryPolicy, Session, SessionLost
+from .paths import NoPathError, Path, PathSet
+from .session import CLIENT_LOST, COMPOUND_ROOM, Check, RetryPolicy, Session, SessionLost, main_op
 
 log = logging.getLogger(__name__)
 
 CB_PROGRAM = 0x40000000  # the callback program number we ask the server to call back on
 MAX_GRACE_WAIT = 300.0
+# tries at connecting and setting up the session when a reply to it broke the protocol
+START_ATTEMPTS = 3
+# what we offer the server for its callbacks: one slot (RFC 8881 section 18.36.3: it may not change it)
+BACK_CHANNEL_SLOTS = 1
 RETRY_STATUSES = frozenset({c.NFS4ERR_DELAY, c.NFS4ERR_GRACE})
 IMPL_DOMAIN = "pynfsrdma.invalid"
 
@@ -142,6 +152,8 @@ class ClientID:
             nursery, c.NFS4_PROGRAM, c.NFS_V4, on_connect=self._on_connect,
             callback_handler=self.backchannel.handle_rpc,
         )
+        # no reply is larger than the session we ask for allows (nor, once made, than it allows)
+        self.paths.limit_records(self.options.rsize + COMPOUND_ROOM)
         self.identity: ServerIdentity | None = None
         self.session: Session | None = None  # the first session (group 0)
         self.trunked_sessions: dict[int, Session] = {}  # group -> session (client ID trunking)
@@ -157,14 +169,29 @@ class ClientID:
         self.stopping = False  # set by the owner once nothing of ours needs the state any longer
         self.recoveries = 0
 
+    @property
+    def server(self) -> str:
+        """The server's address as the first path names it (for messages)."""
+        return self.paths.paths[0].address if self.paths.paths else "the server"
+
     # -- setting up ---------------------------------------------------------------------------------------
     async def start(self, path: Path, timeout: float = 15.0) -> None:
-        """Connect the first path, then EXCHANGE_ID, CREATE_SESSION and RECLAIM_COMPLETE."""
+        """Connect the first path, then EXCHANGE_ID, CREATE_SESSION and RECLAIM_COMPLETE. A reply
+        that breaks the protocol closes the connection, and all that is done again on a new one
+        (START_ATTEMPTS times at most)."""
         try:
             with trio.fail_after(timeout):
                 await self.paths.add(path, connect=False)
-                await self.paths._connect(path)  # raises a clear TransportError when unreachable
-                await self._establish(reclaim=False)
+                for attempt in range(1, START_ATTEMPTS + 1):
+                    try:
+                        await self.paths.connect(path)  # raises a clear TransportError when unreachable
+                        await self._establish(reclaim=False)
+                        break
+                    except (ProtocolError, ProtocolViolation) as e:
+                        if attempt == START_ATTEMPTS:
+                            raise
+                        log.info("%s: %s; connecting again", path.address, e)
+                        await self.paths.disconnect(path)
         except trio.TooSlowError as e:
             raise ServerUnreachable(f"{path.address}: no NFSv4.1 answer within {timeout:g} s") from e
         self._nursery.start_soon(self.paths._keep_alive, path)
@@ -182,15 +209,24 @@ class ClientID:
         try:
             u = await rpc.call_packed(xid, p, NO_HINTS, timeout or self.policy.timeo)
         except RpcReplyError as e:
-            raise NotNFSv41Server(f"{path.address} does not serve NFSv4.1: {e}") from e
+            if e.errno == errno.EPROTONOSUPPORT:
+                raise NotNFSv41Server(f"{path.address} does not serve NFSv4.1: {e}") from e
+            raise e.located(main_op(ops)) from None
+        except ProtocolViolation as e:
+            raise ProtocolError(str(e).removeprefix(f"{path.address}: "), path.address, main_op(ops)) from e
+        self.policy.answered()
         try:
             res = decode_compound_res(u)
+            u.done()
+            if res.status == c.NFS4ERR_MINOR_VERS_MISMATCH:
+                raise NotNFSv41Server(
+                    f"{path.address} does not support NFSv4.{self.options.minorversion} (NFS4ERR_MINOR_VERS_MISMATCH)"
+                )
+            check_compound_res(ops, res)
         except XdrError as e:
-            raise NotNFSv41Server(f"{path.address}: malformed NFSv4 reply: {e}") from e
-        if res.status == c.NFS4ERR_MINOR_VERS_MISMATCH:
-            raise NotNFSv41Server(
-                f"{path.address} does not support NFSv4.{self.options.minorversion} (NFS4ERR_MINOR_VERS_MISMATCH)"
-            )
+            rpc.misbehaved("violation", f"{e}; the connection is closed")
+            await rpc.aclose()  # (its framing can no longer be trusted: the path connects again)
+            raise ProtocolError(str(e), path.address, getattr(e, "op", None) or main_op(ops)) from e
         return res
 
     async def exchange_id(self, path: Path) -> EXCHANGE_ID4resok:
@@ -209,11 +245,18 @@ class ClientID:
         ok: EXCHANGE_ID4resok = r.res
         return ok
 
+    async def _live_path(self) -> Path:
+        """A live path of the first session, waiting for one (a soft mount: ``timeo`` at most)."""
+        try:
+            return await self.paths.wait_live(
+                None if self.policy.hard else trio.current_time() + self.policy.timeo, group=0
+            )
+        except NoPathError as e:
+            raise ServerUnreachable(str(e)) from e
+
     async def _establish(self, *, reclaim: bool) -> None:
         """EXCHANGE_ID and CREATE_SESSION on a live path; with ``reclaim``, run the reclaim hooks."""
-        path = await self.paths.wait_live(
-            None if self.policy.hard else trio.current_time() + self.policy.timeo, group=0
-        )
+        path = await self._live_path()
         ok = await self.exchange_id(path)
         so = ok.eir_server_owner
         self.identity = ServerIdentity(
@@ -231,12 +274,36 @@ class ClientID:
         await self._reclaim_complete()
         self.in_grace = False
 
+    def _channels(self) -> tuple[channel_attrs4, channel_attrs4]:
+        """The fore and back channel attributes we ask CREATE_SESSION for."""
+        o = self.options
+        room = COMPOUND_ROOM
+        fore = channel_attrs4(0, o.wsize + room, o.rsize + room, room, o.max_operations, o.max_requests, [])
+        back = channel_attrs4(0, 16 * 1024, 16 * 1024, 0, 8, BACK_CHANNEL_SLOTS, [])
+        return fore, back
+
+    def _new_session(self, ok: Any, path: Path, group: int, stats: Any = None) -> Session:
+        """A Session for CREATE_SESSION's result: of what the server granted, no more than we asked
+        for (slots, operations, sizes: a server may lower them, RFC 8881 section 18.36.3), and its
+        connections refuse replies larger than it allows."""
+        fore, _ = self._channels()
+        fa = ok.csr_fore_chan_attrs
+        session = Session(
+            bytes(ok.csr_sessionid), max(1, min(fa.ca_maxrequests, fore.ca_maxrequests)), self.paths, self.policy,
+            min(fa.ca_maxrequestsize, fore.ca_maxrequestsize), min(fa.ca_maxresponsesize, fore.ca_maxresponsesize),
+            stats=stats, group=group, minorversion=self.options.minorversion,
+            max_operations=max(2, min(fa.ca_maxoperations, fore.ca_maxoperations)),
+        )
+        self.paths.limit_records(max(session.max_response_size, COMPOUND_ROOM))
+        if fa.ca_maxrequests > fore.ca_maxrequests:
+            log.info("%s grants %d slots; %d are used, as asked", path.address, fa.ca_maxrequests,
+                     fore.ca_maxrequests)
+        return session
+
     async def _create_session(self, path: Path) -> None:
         assert self.identity is not None
         o = self.options
-        hdr = 8 * 1024
-        fore = channel_attrs4(0, o.wsize + hdr, o.rsize + hdr, hdr, o.max_operations, o.max_requests, [])
-        back = channel_attrs4(0, 16 * 1024, 16 * 1024, 0, 8, 1, [])
+        fore, back = self._channels()
         flags = c.CREATE_SESSION4_FLAG_CONN_BACK_CHAN if o.back_channel else 0
         args = CREATE_SESSION4args(
             csa_clientid=self.identity.clientid,
@@ -255,12 +322,9 @@ class ClientID:
         self._sequenceid = (self._sequenceid + 1) & 0xFFFFFFFF
         fa = ok.csr_fore_chan_attrs
         old = self.session
-        self.session = Session(
-            bytes(ok.csr_sessionid), max(1, fa.ca_maxrequests), self.paths, self.policy,
-            fa.ca_maxrequestsize, fa.ca_maxresponsesize, minorversion=self.options.minorversion,
-            max_operations=fa.ca_maxoperations,
-        )
-        self.backchannel.reset(ok.csr_back_chan_attrs.ca_maxrequests if ok.csr_flags & c.CREATE_SESSION4_FLAG_CONN_BACK_CHAN else 0)
+        self.session = self._new_session(ok, path, 0)
+        back_slots = min(ok.csr_back_chan_attrs.ca_maxrequests, back.ca_maxrequests)
+        self.backchannel.reset(back_slots if ok.csr_flags & c.CREATE_SESSION4_FLAG_CONN_BACK_CHAN else 0)
         if old is not None:
             old.kill(c.NFS4ERR_BADSESSION)
         path.bound_session = self.session.sessionid
@@ -281,10 +345,7 @@ class ClientID:
         """CREATE_SESSION on our client ID over ``path`` (an address of another instance of the
         server: client ID trunking) for the paths of ``group``; replaces that group's session."""
         assert self.identity is not None and group != 0
-        o = self.options
-        hdr = 8 * 1024
-        fore = channel_attrs4(0, o.wsize + hdr, o.rsize + hdr, hdr, o.max_operations, o.max_requests, [])
-        back = channel_attrs4(0, 16 * 1024, 16 * 1024, 0, 8, 1, [])
+        fore, back = self._channels()
         st: int = c.NFS4ERR_SEQ_MISORDERED
         ok = None
         # the client record's sequence: what EXCHANGE_ID said there, else what we count
@@ -302,12 +363,7 @@ class ClientID:
                 break
         if ok is None:
             raise NFS4Error(st, c.OP_CREATE_SESSION)
-        fa = ok.csr_fore_chan_attrs
-        session = Session(
-            bytes(ok.csr_sessionid), max(1, fa.ca_maxrequests), self.paths, self.policy,
-            fa.ca_maxrequestsize, fa.ca_maxresponsesize, stats=self.session.stats if self.session else None,
-            group=group, minorversion=self.options.minorversion, max_operations=fa.ca_maxoperations,
-        )
+        session = self._new_session(ok, path, group, self.session.stats if self.session else None)
         old = self.trunked_sessions.get(group)
         self.trunked_sessions[group] = session
         if old is not None:
@@ -364,12 +420,13 @@ class ClientID:
         hints: ReplyHints = NO_HINTS,
         *,
         payload: int = 0,
+        check: Check | None = None,
         _recovering: bool = False,
     ) -> COMPOUND4res:
         """Run ``ops`` in the session; retries DELAY/GRACE and recovers lost sessions.
 
         The reply's ``resarray`` holds the results of ``ops`` (SEQUENCE's is removed); the caller
-        checks the statuses of its operations.
+        checks the statuses of its operations. ``check``: see :meth:`Session.compound`.
         """
         delay = 0.1
         grace_deadline: float | None = None
@@ -385,7 +442,7 @@ class ClientID:
                 raise SessionError("no session")
             generation = self._recovery.generation
             try:
-                res = await session.compound(ops, cred, hints, payload=payload)
+                res = await session.compound(ops, cred, hints, payload=payload, check=check)
             except SessionLost as e:
                 lost += 1
                 if _recovering or lost > 3:
@@ -450,9 +507,7 @@ class ClientID:
                 raise SessionError(f"the session was lost while shutting down ({_st(status)})", errno.ESHUTDOWN)
             self.recoveries += 1
             log.warning("recovering from %s", _st(status))
-            path = await self.paths.wait_live(
-                None if self.policy.hard else trio.current_time() + self.policy.timeo, group=0
-            )
+            path = await self._live_path()
             if status in CLIENT_LOST:
                 await self._establish(reclaim=True)
             else:
@@ -528,12 +583,13 @@ class ClientID:
             log.warning("%s: could not bind the backchannel: %s", path.address, _st(st))
 
     # -- shutting down --------------------------------------------------------------------------------------
-    async def shutdown(self) -> None:
-        """DESTROY_SESSION and DESTROY_CLIENTID (best effort, bounded), then close every path."""
+    async def shutdown(self, timeout: float | None = None) -> None:
+        """DESTROY_SESSION and DESTROY_CLIENTID (best effort, within ``timeout`` seconds: 5 by
+        default), then close every path."""
         if self._closed:
             return
         self._closed = True
-        with trio.move_on_after(5):
+        with trio.move_on_after(5 if timeout is None else timeout):
             for group, trunked in list(self.trunked_sessions.items()):
                 tpath = self.paths.choose(group=group)
                 if tpath is not None:

@@ -11,6 +11,9 @@ class SessionError(OSError):
     def __init__(self, message: str, err: int = errno.EIO) -> None:
         super().__init__(err, message)
 
+    def __str__(self) -> str:
+        return str(self.strerror)
+
 
 class ServerUnreachable(SessionError):
     """No path to the server answered in time (a ``soft`` mount's timeout, or mount time)."""

@@ -69,6 +69,14 @@ class Path:
     _probing: bool = False
     _probed_at: float = -math.inf
 
+    def sent(self, token: int, when: float) -> None:
+        """A request went out on this path at ``when`` (trio clock); ``token`` names it (its XID)."""
+        self._sent[token] = when
+
+    def done(self, token: int) -> None:
+        """The request ``token`` no longer waits for its reply here."""
+        self._sent.pop(token, None)
+
     def oldest_wait(self, now: float) -> float:
         """How long the oldest request in flight on this path has waited (0 if none)."""
         return now - min(self._sent.values()) if self._sent else 0.0
@@ -138,10 +146,20 @@ class PathSet:
         self._closing = False
         self._waiting = 0  # requests waiting for a live path (wait_live)
         self._demand = trio.Event()  # set when the first of them starts waiting
+        self.max_record = 0  # the largest message a connection receives (0: its transport's limit)
 
     def _notify(self) -> None:
         self._changed.set()
         self._changed = trio.Event()
+
+    def limit_records(self, size: int) -> None:
+        """Every connection, now and to come, ends on a received message larger than ``size`` bytes
+        (the session's ca_maxresponsesize: a server that claims a larger one is refused before
+        anything is allocated for it)."""
+        self.max_record = size
+        for p in self.paths:
+            if p.rpc is not None:
+                p.rpc.limit_replies(size)
 
     # -- membership -------------------------------------------------------------------------------
     async def add(self, path: Path, *, connect: bool = True) -> Path:
@@ -162,6 +180,22 @@ class PathSet:
             await path.rpc.aclose()
         self._notify()
 
+    async def connect(self, path: Path) -> None:
+        """Connect ``path`` (one of ours) now and bind it (``on_connect``); raises the connection's
+        error. It is not reconnected when it goes down (see :meth:`add`)."""
+        await self._connect(path)
+
+    async def disconnect(self, path: Path) -> None:
+        """Close ``path``'s connection (it stays one of ours, down)."""
+        if path._kill_scope is not None:
+            path._kill_scope.cancel()
+        if path.rpc is not None:
+            await path.rpc.aclose()
+        if path.state is not PathState.CLOSED:
+            path.state = PathState.DOWN
+            path.up_event = trio.Event()
+        self._notify()
+
     async def _connect(self, path: Path) -> None:
         path.state = PathState.CONNECTING
         try:
@@ -171,6 +205,8 @@ class PathSet:
             path.last_error = str(e)
             raise
         rpc = RpcConnection(transport, self.prog, self.vers, self.callback_handler)
+        if self.max_record:
+            rpc.limit_replies(self.max_record)
         path.rpc = rpc
         path.connects += 1
         scope = trio.CancelScope()
@@ -232,12 +268,19 @@ class PathSet:
 
     async def _pause(self, until: float, sooner: float) -> None:
         """Wait before the next connection attempt: until ``until``, or only until ``sooner`` while
-        a request waits for a path."""
+        a request waits for a path (or one wanted a path meanwhile: :meth:`wanted`)."""
         if not self._waiting:
-            with trio.move_on_at(until):
+            with trio.move_on_at(until) as idle:
                 await self._demand.wait()
-        if self._waiting:
-            await trio.sleep_until(min(until, sooner))
+            if idle.cancelled_caught:
+                return
+        await trio.sleep_until(min(until, sooner))
+
+    def wanted(self) -> None:
+        """A request found no path it could use and did not wait (a soft mount failing fast): the
+        paths that are down are dialled again soon, as for a request that waits."""
+        self._demand.set()
+        self._demand = trio.Event()
 
     async def _wait_change(self) -> None:
         await self._changed.wait()
@@ -329,20 +372,26 @@ class PathSet:
                 best, best_cost = p, c
         return best
 
-    async def wait_live(self, deadline: float | None = None, group: int | None = None) -> Path:
+    def wake_waiters(self) -> None:
+        """Wake the requests waiting for a path (:meth:`wait_live`), to look at their ``give_up``."""
+        self._notify()
+
+    async def wait_live(
+        self, deadline: float | None = None, group: int | None = None, give_up: Callable[[], bool] | None = None
+    ) -> Path:
         """A live path (of session ``group``, unless None), waiting for one to come (back) up
-        until ``deadline`` (trio clock)."""
+        until ``deadline`` (trio clock), or until ``give_up()`` says so (looked at whenever a path
+        changes and at :meth:`wake_waiters`)."""
         while True:
             p = self.choose(group=group)
             if p is not None:
                 return p
-            if deadline is not None and trio.current_time() >= deadline:
+            if (deadline is not None and trio.current_time() >= deadline) or (give_up is not None and give_up()):
                 errors = "; ".join(f"{q.address}: {q.last_error or q.state.value}" for q in self.paths)
                 raise NoPathError(f"no path to the server is up ({errors})")
             self._waiting += 1
             if self._waiting == 1:
-                self._demand.set()
-                self._demand = trio.Event()
+                self.wanted()
             try:
                 with trio.move_on_at(deadline if deadline is not None else math.inf):
                     await self._changed.wait()

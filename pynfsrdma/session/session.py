@@ -5,6 +5,19 @@ its connection fails (or stalls past the per-try timeout) it is sent again on an
 or on the same path once it reconnects, with the SAME slot and sequence id (RFC 8881 section
 2.10.6.2: the server answers a retry it already executed from its reply cache).
 
+Every reply is checked against its request before anyone looks at it (``check_compound_res``: the
+results, their operations and statuses; no bytes after the COMPOUND; SEQUENCE's session, slot and
+sequence id; and whatever the caller's ``check`` decodes from the results, such as attributes). A
+reply that breaks the protocol closes its connection (its framing can no longer be trusted) and the
+request goes again, same slot and sequence id, on a fresh one: the server answers it from its reply
+cache when it ran it. After MAX_VIOLATIONS such replies the request fails with
+:class:`~pynfsrdma.errors.ProtocolError`, naming the server and the operation.
+
+A soft mount (:class:`RetryPolicy`) gives each request ``timeo`` x (``retrans`` + 1) to be answered.
+Once one request has gone unanswered that long, the server is taken for gone: the requests waiting
+(for a slot, for a path, for their reply on the connection that timed out) and those that follow fail
+at once, until a reply comes again (the paths reconnect and bind in the background meanwhile).
+
 What this class does not decide: what to do when the session itself is gone (BADSESSION and its
 kin) or the client ID is stale. It raises :class:`SessionLost` and the owner recovers.
 """
@@ -12,20 +25,29 @@ kin) or the client ID is stale. It raises :class:`SessionLost` and the owner rec
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import trio
 
 from .. import trace
+from ..errors import NFS4Error, ProtocolError, ReplyError
 from ..proto.nfs4 import const as c
-from ..proto.nfs4.compound import COMPOUND4args, COMPOUND4res, decode_compound_res, encode_compound_args
+from ..proto.nfs4.compound import (
+    COMPOUND4args,
+    COMPOUND4res,
+    CompoundMismatch,
+    ResOp,
+    check_compound_res,
+    decode_compound_res,
+    encode_compound_args,
+)
 from ..proto.nfs4.types import SEQUENCE4args, SEQUENCE4resok
 from ..rpc.auth import Credential
 from ..rpc.errors import RpcTimeout
 from ..stats import RpcStats, collector_for
-from ..transport.base import NO_HINTS, CallFailed, ReplyHints, TransportError
+from ..transport.base import NO_HINTS, CallFailed, ProtocolViolation, ReplyHints, TransportError
 from ..xdr import XdrError
 from .errors import ServerUnreachable, SessionError
 from .paths import NoPathError, Path, PathSet
@@ -72,6 +94,19 @@ RESEND_PAUSE = 0.01  # before resending on the same (reconnecting) path
 MAX_MISORDERED_RETRIES = 2
 MAX_BADSLOT_RETRIES = 4
 MAX_UNCACHED_RETRIES = 2
+MAX_VIOLATIONS = 2  # resends of a request whose reply broke the protocol, each on a new connection
+# room around a READ's or WRITE's data for the RPC and COMPOUND headers, in ca_maxrequestsize and
+# ca_maxresponsesize (a session asks for rsize/wsize plus this, and reads no more than it allows)
+COMPOUND_ROOM = 8 * 1024
+
+# what a caller's check of the results may raise for a reply it cannot use (XdrError: malformed
+# attributes; ValueError: a value out of its type's range). Anything else it raises is a bug of ours,
+# and is let through as such.
+Check = Callable[[list[ResOp]], None]
+_CHECK_ERRORS = (XdrError, ValueError)
+# the operations that are not what a COMPOUND is about (named in errors only when nothing else is there)
+_PLUMBING = frozenset({c.OP_SEQUENCE, c.OP_PUTFH, c.OP_PUTROOTFH, c.OP_PUTPUBFH, c.OP_SAVEFH, c.OP_RESTOREFH,
+                       c.OP_GETFH, c.OP_GETATTR})
 
 
 def is_idempotent(ops: Sequence[Any]) -> bool:
@@ -90,13 +125,69 @@ class SessionLost(Exception):
 _STATUS_NAMES = frozenset(int(s) for s in c.nfsstat4)
 
 
+SEND, PROBE, FAIL = "send", "probe", "fail"  # (RetryPolicy.admit)
+
+
+def main_op(ops: Sequence[Any]) -> int | None:
+    """The operation a COMPOUND is about, to name in an error: the first that is not plumbing
+    (PUTFH, GETATTR...), else the last."""
+    nums = [getattr(op, "OPNUM", None) for op in ops]
+    return next((n for n in nums if n not in _PLUMBING), nums[-1] if nums else None)
+
+
 @dataclass(slots=True)
 class RetryPolicy:
-    """How long a request keeps trying (the mount options hard/soft, timeo, retrans)."""
+    """How long a request keeps trying (the mount options hard/soft, timeo, retrans), and, for a soft
+    mount, whether the server is taken for gone (sans I/O: the sessions ask and tell it).
+
+    Once a soft request went unanswered for its whole time, requests fail at once (:meth:`admit`
+    says FAIL) until a reply comes (:meth:`answered`); but every ``timeo`` one request is let through
+    as a probe (PROBE), with its whole time, so that a server that came back is found by the
+    requests themselves too, not only by the connections' redialling."""
 
     timeo: float = 60.0  # seconds one try waits for its reply before the path is suspected
     retrans: int = 2  # soft: tries after the first before giving up
     hard: bool = True  # hard: keep trying until a path answers
+    # soft: when a request (or the last probe) went unanswered for its whole time (None: answers come)
+    unanswered_since: float | None = None
+    probing: bool = False  # soft: a probe is out
+
+    @property
+    def budget(self) -> float:
+        """How long a soft request waits to be answered, over all its tries."""
+        return self.timeo * (self.retrans + 1)
+
+    def deadline(self, now: float) -> float | None:
+        """When a request made now gives up for want of an answer (None: never, a hard mount)."""
+        return None if self.hard else now + self.budget
+
+    @property
+    def failing_fast(self) -> bool:
+        """A soft request fails at once: one went unanswered, and nothing has been answered since."""
+        return not self.hard and self.unanswered_since is not None
+
+    def admit(self, now: float) -> str:
+        """How a soft request made now goes: SEND (as usual), PROBE (the one that asks whether the
+        server answers again; the caller ends it with :meth:`probed`), or FAIL (at once)."""
+        if not self.failing_fast:
+            return SEND
+        assert self.unanswered_since is not None
+        if self.probing or now - self.unanswered_since < self.timeo:
+            return FAIL
+        self.probing = True
+        return PROBE
+
+    def probed(self) -> None:
+        self.probing = False
+
+    def gave_up(self, now: float) -> None:
+        """A soft request went unanswered for its whole time."""
+        if not self.hard:
+            self.unanswered_since = now
+
+    def answered(self) -> None:
+        """A reply came: requests wait for theirs again."""
+        self.unanswered_since = None
 
 
 @dataclass(slots=True)
@@ -137,15 +228,18 @@ class Session:
         self.last_renewal = trio.current_time()
         self.dead: int | None = None  # the status that killed the session
         self.resends = 0
+        self.violations = 0  # replies (or connections) that broke the protocol
         self.replays = 0  # resends answered (the server may have executed the first send)
         # per-operation figures for `pynfsrdma stats`; shared by the sessions of one path set
         self.stats = stats if stats is not None else collector_for(paths)
 
     # -- slots ----------------------------------------------------------------------------------------
-    async def _acquire(self) -> Slot:
+    async def _acquire(self, soft: bool) -> Slot:
         while True:
             if self.dead is not None:
                 raise SessionLost(self.dead)
+            if soft and self.policy.failing_fast:
+                raise self._unreachable()
             slot = self.table.try_acquire()
             if slot is not None:
                 return slot
@@ -161,6 +255,27 @@ class Session:
             self.dead = status
         self._slot_waiters.unpark_all()
 
+    def _servers(self) -> str:
+        return ", ".join(p.address for p in self.paths.paths if p.group == self.group) or "the server"
+
+    def _unreachable(self, why: str | None = None) -> ServerUnreachable:
+        if why is None:
+            why = f"no answer within {self.policy.budget:g} s (soft mount: failing at once until it answers again)"
+            self.paths.wanted()  # (so that the question whether it answers again is asked soon)
+        return ServerUnreachable(f"{self._servers()}: {why}")
+
+    def _give_up(self, why: str) -> ServerUnreachable:
+        """A soft request went unanswered for its whole time: the requests waiting and those to come
+        fail at once until the server answers again."""
+        self.policy.gave_up(trio.current_time())
+        self._slot_waiters.unpark_all()
+        for path in self.paths.live(self.group):
+            # (a connection that answers nothing is dropped: reconnecting and binding it to the
+            # session is the question whether the server answers again)
+            self.paths.kill(path)
+        self.paths.wake_waiters()
+        return self._unreachable(why)
+
     # -- requests -------------------------------------------------------------------------------------
     async def compound(
         self,
@@ -172,50 +287,83 @@ class Session:
         tag: str = "",
         cachethis: bool | None = None,
         pin: Path | None = None,
+        check: Check | None = None,
     ) -> COMPOUND4res:
         """Send ``ops`` after a SEQUENCE; return the reply with SEQUENCE's result removed.
 
         ``payload`` is the request's bulk size (for choosing a path). ``cachethis`` None asks the
         server to keep the reply in its reply cache unless the request is idempotent (so that a
         resend after a lost connection is answered exactly once). ``pin``: send on that path only
-        and let its faults through (a probe). Raises SessionLost when the session or client ID is
-        gone, ServerUnreachable when a soft request ran out of time.
+        and let its faults through (a probe). ``check(results)`` runs on the results of ``ops`` of a
+        successful reply; what it raises for a reply it cannot use (XdrError for malformed
+        attributes, ...) is a protocol violation like any other. Raises SessionLost when the
+        session or client ID is gone, ServerUnreachable when a soft request ran out of time,
+        ProtocolError when the server's replies kept breaking the protocol.
         """
+        policy = self.policy
+        soft = not policy.hard and pin is None
+        probe = False
+        if soft and policy.unanswered_since is not None:
+            admitted = policy.admit(trio.current_time())
+            if admitted == FAIL:
+                raise self._unreachable()
+            # (a probe waits its whole time, whatever the others do)
+            probe = admitted == PROBE
+            soft = not probe
         payload = payload or sum(hints.ddp_sizes)  # a READ's reply is its weight on a path
         idempotent = is_idempotent(ops)
         if cachethis is None:
             cachethis = not idempotent
-        slot = await self._acquire()
         completed = False
+        slot: Slot | None = None
         try:
+            slot = await self._acquire(soft)
             misordered = 0
             badslot = 0
             uncached = 0
+            violations = 0
+            sends = 0
+            deadline = None if pin is not None else self.policy.deadline(trio.current_time())
             seqid = self.table.begin(slot)
             while True:
-                res, tries = await self._send(slot, seqid, ops, cred, hints, payload, tag, cachethis, pin)
-                seq = res.resarray[0] if res.resarray else None
-                if seq is None or seq.opnum != c.OP_SEQUENCE:
-                    raise SessionError("the server's reply does not start with SEQUENCE")
-                st = seq.status
+                try:
+                    res, tries, path, violations = await self._send(
+                        slot, seqid, ops, cred, hints, payload, tag, cachethis, pin, deadline, violations, soft
+                    )
+                except _BadReply as bad:
+                    violations = bad.violations
+                    sends += bad.tries
+                    if violations > MAX_VIOLATIONS or pin is not None:
+                        raise bad.error from None
+                    continue
+                sends += tries
+                try:
+                    st = self._check(ops, res, slot)
+                    if st == c.NFS4_OK:
+                        res.resarray = res.resarray[1:]
+                        if check is not None and res.status == c.NFS4_OK:
+                            check(res.resarray)
+                except _CHECK_ERRORS as e:
+                    violations += 1
+                    error = self._violated(path, ops, e)
+                    if violations > MAX_VIOLATIONS or pin is not None:
+                        raise error from e
+                    continue
                 retry_uncached = st == c.NFS4ERR_RETRY_UNCACHED_REP or (
                     st == c.NFS4_OK and res.status == c.NFS4ERR_RETRY_UNCACHED_REP
                 )
-                if retry_uncached and tries > 1 and idempotent and uncached < MAX_UNCACHED_RETRIES:
+                if retry_uncached and sends > 1 and idempotent and uncached < MAX_UNCACHED_RETRIES:
                     # the first send was executed and its reply not cached: run it again anew
                     uncached += 1
-                    if st == c.NFS4_OK:
-                        self._sequence_ok(seq.res, slot)
                     seqid = self.table.begin(slot)
                     continue
                 if st == c.NFS4_OK:
                     completed = True
-                    self._sequence_ok(seq.res, slot)
-                    res.resarray = res.resarray[1:]
                     return res
                 if st == c.NFS4ERR_DELAY:
                     # the server is still working on this slot's request: resend the same seqid
                     await trio.sleep(min(MAX_DELAY_BACKOFF, 0.05 * (2 ** min(misordered + badslot, 6))))
+                    deadline = None if pin is not None else self.policy.deadline(trio.current_time())
                     continue
                 if st == c.NFS4ERR_SEQ_MISORDERED and misordered < MAX_MISORDERED_RETRIES:
                     misordered += 1
@@ -229,7 +377,8 @@ class Session:
                     self.table.update_from_server(max(0, slot.slotid - 1), max(0, slot.slotid - 1))
                     slot.seqid = (slot.seqid - 1) % (1 << 32)  # this seqid was not consumed
                     self._release(slot, completed=True)
-                    slot = await self._acquire()
+                    slot = None  # (released: not again, should no other slot be had)
+                    slot = await self._acquire(soft)
                     seqid = self.table.begin(slot)
                     continue
                 if st in SESSION_LOST or st in CLIENT_LOST:
@@ -242,8 +391,37 @@ class Session:
                 completed = True
                 raise SessionError(f"SEQUENCE failed: {_name(st)}")
         finally:
-            self._release(slot, completed=completed)
+            if slot is not None:
+                self._release(slot, completed=completed)
+            if probe:
+                policy.probed()
 
+    def _check(self, ops: Sequence[Any], res: COMPOUND4res, slot: Slot) -> int:
+        """Check a reply to SEQUENCE + ``ops`` (raising XdrError if it breaks the protocol) and apply
+        its SEQUENCE result; returns SEQUENCE's status."""
+        if not res.resarray:
+            if res.status == c.NFS4ERR_MINOR_VERS_MISMATCH:  # (the one reply with no result at all)
+                raise NFS4Error(res.status, c.OP_SEQUENCE)
+            raise CompoundMismatch(f"no SEQUENCE result (COMPOUND status {_name(res.status)})", c.OP_SEQUENCE)
+        check_compound_res([_SEQUENCE, *ops], res)
+        seq = res.resarray[0]
+        if seq.status == c.NFS4_OK:
+            self._sequence_ok(seq.res, slot)
+        return int(seq.status)
+
+    def _violated(self, path: Path, ops: Sequence[Any], e: BaseException) -> ProtocolError:
+        """A reply from ``path`` broke the protocol: close the connection (its framing can no longer be
+        trusted; it reconnects) and make the error the caller sees if the request gives up."""
+        op = getattr(e, "op", None)
+        if op is None or op == c.OP_SEQUENCE:  # (what the request was about, rather than its plumbing)
+            op = main_op(ops) or op
+        reason = str(e) if isinstance(e, XdrError) else f"unusable reply ({type(e).__name__}: {e})"
+        rpc = path.rpc
+        if rpc is not None:
+            rpc.misbehaved("violation", f"{reason}; the connection is closed, the request goes again on a new one")
+        self.violations += 1
+        self.paths.kill(path)
+        return ProtocolError(reason, path.address, op)
     def _lost(self, status: int) -> SessionLost:
         self.kill(status)
         return SessionLost(status)
@@ -258,13 +436,18 @@ class Session:
         payload: int,
         tag: str,
         cachethis: bool,
-        pin: Path | None = None,
-    ) -> tuple[COMPOUND4res, int]:
-        """Send one request until some path answers it, resending with the same slot/seqid.
-
-        Returns the reply and the number of sends it took."""
+        pin: Path | None,
+        deadline: float | None,
+        violations: int,
+        soft: bool,
+    ) -> tuple[COMPOUND4res, int, Path, int]:
+        """Send one request until some path answers it, resending with the same slot/seqid until
+        ``deadline`` (None: forever). Returns the decoded reply, the number of sends it took, the
+        path that answered and ``violations`` (replies of this request that broke the protocol) as
+        it is now. Raises _BadReply for a reply that is not one (after closing its connection), and
+        when the connections it went on ended on violations more than MAX_VIOLATIONS times. ``soft``:
+        fail at once when the server is taken for gone meanwhile."""
         policy = self.policy
-        deadline = None if policy.hard else trio.current_time() + policy.timeo * (policy.retrans + 1)
         args = COMPOUND4args(
             tag,
             self.minorversion,
@@ -281,17 +464,23 @@ class Session:
         while True:
             if self.dead is not None:
                 raise SessionLost(self.dead)
+            if soft and policy.unanswered_since is not None:  # (failing fast: not on the way of every call)
+                raise self._unreachable()
             path = pin if pin is not None else self.paths.choose(payload, avoid=previous, group=self.group)
             if pin is not None and (pin.rpc is None or not pin.rpc.alive):
                 raise TransportError("the pinned path is not connected", pin.address)
             if path is None:
                 try:
-                    path = await self.paths.wait_live(deadline, group=self.group)
+                    path = await self.paths.wait_live(
+                        deadline, group=self.group, give_up=(lambda: policy.failing_fast) if soft else None
+                    )
                 except NoPathError as e:
-                    raise ServerUnreachable(str(e)) from e
+                    if soft and policy.failing_fast:
+                        raise self._unreachable() from e
+                    raise self._give_up(str(e)) from e
             rpc = path.rpc
             assert rpc is not None
-            if rpc._watchdog is None and rpc.alive:
+            if not rpc.receiving and rpc.alive:
                 # the connection's receive loop has ended and is about to fail its calls (between
                 # its watchdog's end and RpcConnection.run's finally): it is lost, wait for that
                 await trio.sleep(RESEND_PAUSE)
@@ -306,7 +495,7 @@ class Session:
             path.bytes_in_flight += payload
             path.calls += 1
             start = trio.current_time()
-            path._sent[xid] = start
+            path.sent(xid, start)
             timeout = policy.timeo
             if deadline is not None:
                 timeout = max(0.001, min(timeout, deadline - start))
@@ -323,19 +512,28 @@ class Session:
                 self.paths.kill(path)  # a stalled connection: drop it so it reconnects
                 previous = path
                 if deadline is not None and trio.current_time() >= deadline:
-                    raise ServerUnreachable(f"{path.address}: no reply after {tries} tries") from e
+                    raise self._give_up(f"no reply after {tries} tries within {policy.budget:g} s") from e
                 continue
             except (TransportError, trio.ClosedResourceError) as e:
                 # (ClosedResourceError: the connection was dropped, as stalled, during our send)
                 if pin is not None:
                     raise
+                trace.rpc_failed(xid, path.address, args.argarray, str(e), trio.current_time() - start)
+                if isinstance(e, ProtocolViolation):
+                    # the connection ended on a message no server keeping the protocol sends
+                    violations += 1
+                    self.violations += 1
+                    if violations > MAX_VIOLATIONS:
+                        reason = str(e).removeprefix(f"{path.address}: ")
+                        raise _BadReply(ProtocolError(reason, path.address, main_op(ops)), tries, violations) from e
                 if isinstance(e, CallFailed):
                     # the transport refused this one call (RPC-over-RDMA ERR_CHUNK); the server did
                     # not run it. Once may be a passing fault; twice, the request itself is at fault.
                     refused += 1
                     if refused > MAX_REFUSED:
-                        trace.rpc_failed(xid, path.address, args.argarray, str(e), trio.current_time() - start)
                         raise SessionError(f"{path.address}: the request was refused again: {e}") from e
+                if soft and policy.failing_fast:
+                    raise self._unreachable() from e
                 log.info(
                     "%s: connection lost with slot %d seq %d in flight (%s); resending",
                     path.address,
@@ -343,31 +541,36 @@ class Session:
                     seqid,
                     e,
                 )
-                trace.rpc_failed(xid, path.address, args.argarray, str(e), trio.current_time() - start)
                 previous = path
                 if deadline is not None and trio.current_time() >= deadline:
-                    raise ServerUnreachable(f"{path.address}: {e}") from e
+                    raise self._give_up(f"{e}") from e
                 if self.paths.choose(payload, avoid=path, group=self.group) in (None, path):
                     await trio.sleep(RESEND_PAUSE)  # no other path: do not spin on a dead one
                 continue
+            except ReplyError as e:  # the server answered the RPC itself with an error
+                policy.answered()
+                raise e.located(main_op(ops)) from None
             finally:
                 path.bytes_in_flight -= payload
-                path._sent.pop(xid, None)
+                path.done(xid)
+            if policy.unanswered_since is not None:
+                policy.answered()
             path.observe_rtt(trio.current_time() - start)
             if tries > 1:
                 self.replays += 1
             received = u.remaining()
             try:
                 res = decode_compound_res(u)
+                u.done()  # (trailing bytes: a reply cut short inside, or something after it)
             except XdrError as e:
                 trace.rpc_failed(
                     xid, path.address, args.argarray, f"malformed reply: {e}", trio.current_time() - start
                 )
-                raise SessionError(f"{path.address}: malformed COMPOUND reply: {e}") from e
+                raise _BadReply(self._violated(path, ops, e), tries, violations + 1) from e
             seconds = trio.current_time() - start
             trace.rpc_done(xid, path.address, args.argarray, res.status, seconds)
             self.stats.rpc_done(path, ops, res, seconds, len(p), received, tries > 1)
-            return res, tries
+            return res, tries, path, violations
 
     def _sequence_ok(self, res: SEQUENCE4resok, slot: Slot) -> None:
         if (
@@ -375,7 +578,9 @@ class Session:
             or res.sr_slotid != slot.slotid
             or res.sr_sequenceid != slot.seqid
         ):
-            raise SessionError("SEQUENCE reply does not match the request (session, slot or sequence id)")
+            e = XdrError("SEQUENCE reply does not match the request (session, slot or sequence id)")
+            e.op = c.OP_SEQUENCE  # type: ignore[attr-defined]
+            raise e
         self.table.update_from_server(res.sr_highest_slotid, res.sr_target_highest_slotid)
         self.last_renewal = trio.current_time()
         if res.sr_status_flags:
@@ -385,3 +590,22 @@ class Session:
 
 def _name(status: int) -> str:
     return c.nfsstat4(status).name if status in _STATUS_NAMES else str(status)
+
+
+class _BadReply(Exception):
+    """A reply (or the connection it came on) broke the protocol; the connection is closed."""
+
+    def __init__(self, error: ProtocolError, tries: int, violations: int) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.tries = tries
+        self.violations = violations
+
+
+class _Sequence:
+    """What stands for the SEQUENCE in front of a request's operations when its reply is checked."""
+
+    OPNUM = c.OP_SEQUENCE
+
+
+_SEQUENCE = _Sequence()

@@ -4,12 +4,16 @@ detached testbed the ``pynfsrdma testbed`` command manages.
 - :class:`Ganesha` -- one NFS-Ganesha process with its own export, port and recovery directory.
 - :class:`Proxy` -- a TCP proxy for one path: cut, stall, delay, throttle, restore (trio, in-process).
 - :func:`open_paths` / :class:`ProxiedPaths` -- N proxies at 127.0.0.2, .3, ... in front of a server.
+- :class:`MutatingProxy` / :class:`ReplyMutator` -- a proxy that breaks the protocol in a server's
+  replies (seeded, at a rate or by :class:`Rule`; the classes of change are :class:`Mutation`).
 - :func:`ensure_testbed` -- the detached testbed's description, starting it if needed.
 """
 
 from .daemon import TestbedError, ensure_testbed
 from .faults import Fault, Mode, TokenBucket
 from .ganesha import Ganesha, GaneshaError, GaneshaNotInstalled
+from .mutating_proxy import MutatingProxy
+from .mutations import Mutation, ReplyMutator, Rule
 from .paths import ProxiedPaths, open_paths, path_addresses
 from .proxy import Proxy, ProxyStats
 
@@ -19,9 +23,13 @@ __all__ = [
     "GaneshaError",
     "GaneshaNotInstalled",
     "Mode",
+    "MutatingProxy",
+    "Mutation",
     "ProxiedPaths",
     "Proxy",
     "ProxyStats",
+    "ReplyMutator",
+    "Rule",
     "TestbedError",
     "TokenBucket",
     "ensure_testbed",

@@ -12,6 +12,8 @@ retry on another path, reconnect, or fail the call.
 from __future__ import annotations
 
 import abc
+import errno
+import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -19,27 +21,49 @@ from ..xdr import Packer, Unpacker
 
 
 class TransportError(ConnectionError):
-    """A fault of the connection; the session layer may retry the call elsewhere."""
+    """A fault of the connection; the session layer may retry the call elsewhere. An OSError whose
+    ``errno`` says which kind (``ERRNO`` of its class)."""
+
+    ERRNO: ClassVar[int] = errno.EIO
 
     def __init__(self, message: str, peer: str | None = None) -> None:
-        super().__init__(f"{peer}: {message}" if peer else message)
+        text = f"{peer}: {message}" if peer else message
+        super().__init__(self.ERRNO, text)
         self.peer = peer
+
+    def __str__(self) -> str:
+        return str(self.strerror)
 
 
 class ConnectRefused(TransportError):
     """Nothing listens at the address (or the connection was refused)."""
 
+    ERRNO = errno.ECONNREFUSED
+
 
 class ConnectTimeout(TransportError):
     """The address did not answer the connection attempt in time."""
+
+    ERRNO = errno.ETIMEDOUT
 
 
 class ConnectionLost(TransportError):
     """The connection was reset or closed by the peer (possibly in the middle of a record)."""
 
+    ERRNO = errno.ECONNRESET
+
 
 class ProtocolViolation(TransportError):
     """The peer sent something that is not valid framing; the connection is unusable."""
+
+    ERRNO = errno.EPROTO
+
+
+class SendTimeout(TransportError):
+    """A call could not be sent before its deadline (the peer stopped reading, or the transport's
+    credits or send queue stayed full). If part of it went out, the connection is closed."""
+
+    ERRNO = errno.ETIMEDOUT
 
 
 class CallFailed(TransportError):
@@ -81,8 +105,11 @@ class Transport(abc.ABC):
     peer: str  # "address:port"
 
     @abc.abstractmethod
-    async def send_call(self, xid: int, msg: Packer, hints: ReplyHints = NO_HINTS) -> None:
-        """Send an RPC call message (whose first word is ``xid``)."""
+    async def send_call(
+        self, xid: int, msg: Packer, hints: ReplyHints = NO_HINTS, deadline: float = math.inf
+    ) -> None:
+        """Send an RPC call message (whose first word is ``xid``), by ``deadline`` (trio clock) or
+        raise :class:`SendTimeout`."""
 
     @abc.abstractmethod
     async def send_reply(self, xid: int, msg: Packer) -> None:
@@ -99,6 +126,10 @@ class Transport(abc.ABC):
 
     def abandon(self, xid: int) -> None:  # noqa: B027 - optional hook, default is right for TCP
         """Forget per-call state of a call whose reply will no longer be awaited."""
+
+    def limit_records(self, size: int) -> None:  # noqa: B027 - optional hook: RDMA's buffers bound it
+        """From now on a received message larger than ``size`` bytes ends the connection
+        (:class:`ProtocolViolation`) before anything is allocated for it."""
 
     @abc.abstractmethod
     async def aclose(self) -> None:

@@ -16,6 +16,7 @@ overwritten.
 from __future__ import annotations
 
 import errno
+import math
 import os
 import socket
 import struct
@@ -24,7 +25,6 @@ from typing import Final
 
 import trio
 
-from ..lock import Held
 from ..proto.rpc import RM_LAST_FRAGMENT, RM_LENGTH_MASK
 from ..xdr import Packer, Unpacker
 from .base import (
@@ -34,6 +34,7 @@ from .base import (
     ConnectTimeout,
     ProtocolViolation,
     ReplyHints,
+    SendTimeout,
     Transport,
     TransportError,
 )
@@ -162,45 +163,72 @@ class TcpTransport(Transport):
         raise last
 
     # -- sending --------------------------------------------------------------------------------------
-    async def _send_record(self, msg: Packer) -> None:
+    async def _send_record(self, msg: Packer, deadline: float = math.inf) -> None:
         segs = msg.segments()
         total = sum(memoryview(s).nbytes for s in segs)
         if total > RM_LENGTH_MASK:
             raise ValueError(f"RPC message of {total} bytes is too large for one record fragment")
         bufs: list[memoryview] = [memoryview(_MARK.pack(RM_LAST_FRAGMENT | total))]
         bufs.extend(memoryview(s).cast("B") for s in segs)
-        async with Held(self._send_lock):
+        lock = self._send_lock
+        try:
+            lock.acquire_nowait()
+        except trio.WouldBlock:
+            held = False
+            with trio.move_on_at(deadline):
+                await lock.acquire()
+                held = True
+            if not held:
+                raise SendTimeout("no turn to send before the call's deadline", self.peer) from None
+        try:
             if self._closed:
                 raise ConnectionLost("connection is closed", self.peer)
             try:
-                await self._sendmsg_all(bufs)
+                await self._sendmsg_all(bufs, deadline)
+            except TransportError:
+                raise
             except OSError as e:
                 raise ConnectionLost(e.strerror or str(e), self.peer) from e
             except trio.ClosedResourceError as e:  # dropped by us (a stalled path) while sending
                 raise ConnectionLost("connection closed while sending", self.peer) from e
+        finally:
+            lock.release()
         self.bytes_sent += total + 4
 
-    async def _sendmsg_all(self, bufs: list[memoryview]) -> None:
+    async def _sendmsg_all(self, bufs: list[memoryview], deadline: float) -> None:
+        """Send every buffer; a record left half sent (its deadline passed, or the caller was
+        cancelled) leaves the stream's framing broken: the connection is closed."""
         sock = self.sock
         i = 0
-        while i < len(bufs):
-            try:
-                sent = sock.sendmsg(bufs[i : i + _IOV_MAX])
-            except BlockingIOError:
-                await trio.lowlevel.wait_writable(sock)
-                continue
-            # drop what went out; keep the remainder of a partly sent buffer
-            while sent:
-                n = bufs[i].nbytes
-                if sent >= n:
-                    sent -= n
-                    i += 1
-                else:
-                    bufs[i] = bufs[i][sent:]
-                    sent = 0
+        started = False
+        try:
+            while i < len(bufs):
+                try:
+                    sent = sock.sendmsg(bufs[i : i + _IOV_MAX])
+                except BlockingIOError:
+                    with trio.move_on_at(deadline):
+                        await trio.lowlevel.wait_writable(sock)
+                        continue
+                    raise SendTimeout("the server stopped reading before the call's deadline", self.peer) from None
+                started = True
+                # drop what went out; keep the remainder of a partly sent buffer
+                while sent:
+                    n = bufs[i].nbytes
+                    if sent >= n:
+                        sent -= n
+                        i += 1
+                    else:
+                        bufs[i] = bufs[i][sent:]
+                        sent = 0
+        except BaseException:
+            if started and i < len(bufs):
+                self.abort()
+            raise
 
-    async def send_call(self, xid: int, msg: Packer, hints: ReplyHints = NO_HINTS) -> None:
-        await self._send_record(msg)
+    async def send_call(
+        self, xid: int, msg: Packer, hints: ReplyHints = NO_HINTS, deadline: float = math.inf
+    ) -> None:
+        await self._send_record(msg, deadline)
 
     async def send_reply(self, xid: int, msg: Packer) -> None:
         await self._send_record(msg)
@@ -295,6 +323,9 @@ class TcpTransport(Transport):
         if len(frags) == 1:
             return Unpacker(frags[0])
         return Unpacker(b"".join(frags))  # multi-fragment records are rare; join them once
+
+    def limit_records(self, size: int) -> None:
+        self.max_record = size
 
     async def aclose(self) -> None:
         self.abort()

@@ -3,6 +3,7 @@
 from .codec import UINT32_MAX, UINT64_MAX, BulkSegment, Packer, Unpacker, XdrError, pad_len
 from .types import (
     Array,
+    Bounded,
     Bulk,
     ClassUnion,
     Enum,
@@ -30,7 +31,7 @@ from .types import (
 )
 
 __all__ = [
-    "UINT32_MAX", "UINT64_MAX", "Array", "Bulk", "BulkSegment", "ClassUnion", "Enum", "Lazy", "LinkedList", "Opaque",
+    "UINT32_MAX", "UINT64_MAX", "Array", "Bounded", "Bulk", "BulkSegment", "ClassUnion", "Enum", "Lazy", "LinkedList", "Opaque",
     "Optional", "Packer", "String", "StructType", "Union", "Unpacker", "VarOpaque", "Void", "XdrError",
     "XdrStruct", "XdrType", "boolean", "bulk", "int32", "int64", "pad_len", "string", "struct_type",
     "uint32", "uint64", "void", "xdr_struct",

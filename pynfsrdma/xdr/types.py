@@ -70,6 +70,40 @@ int64: XdrType[int] = _Prim("int64")
 boolean: XdrType[bool] = _Prim("boolean")
 
 
+class Bounded(XdrType[int]):
+    """An unsigned integer that may not exceed ``maximum`` (a count or size the protocol, or this
+    client, bounds): a larger value is an :class:`XdrError` when decoded or encoded, before anything
+    is made from it. In a struct it is read with its neighbours in one ``struct`` call, as its
+    base type is."""
+
+    def __init__(self, base: XdrType[int], maximum: int, what: str = "value") -> None:
+        if not isinstance(base, _Prim) or base.name not in ("uint32", "uint64"):
+            raise TypeError("Bounded takes uint32 or uint64")
+        self.base = base
+        self.name = base.name
+        self.maximum = maximum
+        self.what = what
+        self._unpack_base = getattr(Unpacker, base.name)
+        self._pack_base = getattr(Packer, base.name)
+
+    def __repr__(self) -> str:
+        return f"Bounded({self.name}, {self.maximum})"
+
+    def check(self, v: int) -> int:
+        if v > self.maximum:
+            raise XdrError(f"{self.what} {v} exceeds its bound {self.maximum}")
+        return v
+
+    def pack(self, p: Packer, v: int) -> None:
+        self._pack_base(p, self.check(v))
+
+    def unpack(self, u: Unpacker) -> int:
+        v: int = self._unpack_base(u)
+        if v > self.maximum:
+            raise XdrError(f"{self.what} {v} exceeds its bound {self.maximum}")
+        return v
+
+
 class Void(XdrType[None]):
     u_expr = "None"
     p_stmt = "pass"
@@ -223,10 +257,13 @@ class LinkedList(XdrType[list[Any]]):
     preceded by TRUE and the list ends with FALSE. Decoding loops, so a long list cannot exhaust the stack.
     """
 
-    def __init__(self, elem: XdrType[Any]) -> None:
+    def __init__(self, elem: XdrType[Any], maxcount: int | None = None) -> None:
         self.elem = elem
+        self.maxcount = maxcount
 
     def pack(self, p: Packer, v: list[Any]) -> None:
+        if self.maxcount is not None and len(v) > self.maxcount:
+            raise XdrError(f"list of {len(v)} items exceeds its bound {self.maxcount}")
         pk = self.elem.pack
         for item in v:
             p.uint32(1)
@@ -237,12 +274,15 @@ class LinkedList(XdrType[list[Any]]):
         out: list[Any] = []
         up = self.elem.unpack
         more = u.uint32
+        limit = self.maxcount
         while True:
             m = more()
             if m != 1:
                 if m:
                     raise XdrError(f"bad boolean value {m}")
                 return out
+            if limit is not None and len(out) >= limit:
+                raise XdrError(f"list of more than {limit} items exceeds its bound")
             out.append(up(u))
 
 
@@ -371,7 +411,7 @@ class StructType(XdrType[Any]):
 
 def _fixed_format(t: XdrType[Any]) -> tuple[str, int] | None:
     """The struct-module format and size of a fixed-size XDR item, if it has one."""
-    if isinstance(t, _Prim):
+    if isinstance(t, _Prim | Bounded):
         return _PRIM_FORMATS.get(t.name)
     if isinstance(t, Opaque):
         pad = -t.size & 3
@@ -407,10 +447,13 @@ def _unpack_source(fields: list[tuple[str, XdrType[Any]]], ns: dict[str, Any]) -
             names = [f"v{k}" for k in range(i, j)]
             lines.append(f"    {', '.join(names)}, = S{i}.unpack_from(u.view, u._need({size}))")
             for k in range(i, j):
-                if fields[k][1] is boolean:
+                fk = fields[k][1]
+                if fk is boolean:
                     lines.append(f"    if v{k} > 1: raise XdrError(f'bad boolean value {{v{k}}}')")
                     args.append(f"v{k} == 1")
                 else:
+                    if isinstance(fk, Bounded):
+                        lines.append(f"    if v{k} > {fk.maximum}: t{k}.check(v{k})")
                     args.append(f"v{k}")
             i = j
             continue

@@ -88,6 +88,32 @@ async def test_listdir_pages_through_a_large_directory(ganesha: Ganesha, export_
         assert all(e.is_file() and e.inode() and e.stat().st_size == 0 for e in entries)
 
 
+async def test_dangling_links_are_listed_and_removed_not_followed(
+        ganesha: Ganesha, export_path: ExportPath) -> None:
+    """A listing with links that lead nowhere (absent target, a component past NAME_MAX, a loop)
+    lists them as links that are neither files nor directories, and rmtree removes the links
+    without touching what they name."""
+    d = export_path.local / "tree"
+    d.mkdir()
+    (d / "real").write_bytes(b"x")
+    os.symlink("t" * 1500 + "/end", d / "long")
+    os.symlink("absent", d / "gone")
+    os.symlink("loop", d / "loop")
+    os.symlink("real", d / "good")
+    async with Client.connect(url_of(ganesha, export_path)) as nfs:
+        entries = {e.name: e for e in await nfs.scandir("/tree")}
+        assert set(entries) == {"real", "long", "gone", "loop", "good"}
+        for name in ("long", "gone", "loop"):
+            e = entries[name]
+            assert e.is_symlink() and not e.is_file() and not e.is_dir()
+        assert entries["good"].is_file() and entries["good"].is_symlink()
+        assert await nfs.readlink("/tree/long") == "t" * 1500 + "/end"
+        walked = [(p, sorted(ds), sorted(fs)) async for p, ds, fs in nfs.walk("/tree")]
+        assert walked == [("/tree", [], ["gone", "good", "long", "loop", "real"])]
+        await nfs.rmtree("/tree")
+        assert not d.exists()
+
+
 async def test_errors_say_what_and_where(ganesha: Ganesha, export_path: ExportPath) -> None:
     async with Client.connect(url_of(ganesha, export_path)) as nfs:
         with pytest.raises(NFS4Error) as ei:

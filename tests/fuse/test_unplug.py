@@ -114,8 +114,18 @@ def test_soft_mount_fails_with_eio_after_timeo(
         with contextlib.suppress(OSError):  # (close's flush fails too; it must not be open across fork)
             f.close()
         server.start()
-    # the mount works again once the server is back; what was fsync'd is there
-    assert (m.path / "kept").read_bytes()[: len(data)] == data
+    # the mount works again once it has found the server back (until then, having given up on it, it
+    # fails at once: its path is redialled within half a second while calls come); what was fsync'd
+    # is there
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            kept = (m.path / "kept").read_bytes()
+            break
+        except OSError as e:
+            assert e.errno == errno.EIO and time.monotonic() < deadline, e
+            time.sleep(0.1)
+    assert kept[: len(data)] == data
     (m.path / "after").write_bytes(b"back")
     assert (server.export_dir / "after").read_bytes() == b"back"
     assert (server.export_dir / "kept").read_bytes()[: len(data)] == data

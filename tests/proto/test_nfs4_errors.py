@@ -33,6 +33,7 @@ from pynfsrdma.proto.nfs4.const import (
     NFS4ERR_SYMLINK,
     NFS4ERR_XDEV,
     OP_LOOKUP,
+    OP_READ,
     OP_REMOVE,
     nfsstat4,
 )
@@ -119,3 +120,14 @@ def test_names() -> None:
 def test_protocol_error_carries_its_message() -> None:
     e = ProtocolError("reply for XID 7 has 3 results for 2 operations")
     assert e.message == str(e) == "reply for XID 7 has 3 results for 2 operations"
+
+
+def test_protocol_error_is_an_oserror_naming_server_operation_and_path() -> None:
+    """What a script's ``except OSError`` catches, and what the command line prints."""
+    e = ProtocolError("4097 bytes of data for 4096 asked", "127.0.0.1:2049", OP_READ)
+    assert isinstance(e, OSError) and e.errno == errno.EIO
+    e.located(OP_LOOKUP, "/data/x")  # (what is known already stays)
+    assert str(e) == "127.0.0.1:2049: /data/x: READ: 4097 bytes of data for 4096 asked"
+    assert e.filename == "/data/x" and e.op == OP_READ
+    again = pickle.loads(pickle.dumps(e))
+    assert type(again) is ProtocolError and str(again) == str(e) and again.errno == errno.EIO

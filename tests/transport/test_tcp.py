@@ -85,11 +85,10 @@ async def open_conn(port: int, nursery: trio.Nursery) -> RpcConnection:
     return conn
 
 
-async def test_replies_out_of_order_multi_fragment_and_unknown_xids() -> None:
+async def test_replies_out_of_order_and_multi_fragment() -> None:
     async def handler(stream: trio.SocketStream) -> None:
         calls = [await read_record(stream) for _ in range(3)]
         xids = [struct.unpack(">I", c[:4])[0] for c in calls]
-        await stream.send_all(frame(reply(0xDEAD, b"junk")))  # nobody asked: dropped, not fatal
         for xid in reversed(xids):  # answer in reverse order, the last one in 5 fragments
             await stream.send_all(frame(reply(xid, struct.pack(">I", xid)), fragments=5 if xid == xids[0] else 1))
         await trio.sleep_forever()
@@ -110,7 +109,60 @@ async def test_replies_out_of_order_multi_fragment_and_unknown_xids() -> None:
                 n.start_soon(one, i)
                 await trio.sleep(0.01)
         assert got == {0: 0, 1: 0, 2: 0}
-        assert conn.unmatched_replies == 1
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        pytest.param(frame(reply(0xDEAD, b"junk")), id="reply-to-an-xid-never-sent"),
+        pytest.param(frame(struct.pack(">II", 0xDEAD, 7)), id="neither-call-nor-reply"),
+        pytest.param(frame(b"\0\0\0\1"), id="too-short-for-a-header"),
+        pytest.param(frame(struct.pack(">III", 0xDEAD, 1, 9)), id="malformed-reply-header"),
+    ],
+)
+async def test_a_message_no_server_sends_ends_the_connection(garbage: bytes) -> None:
+    """The stream's framing can no longer be trusted: the calls waiting on it fail at once with
+    ProtocolViolation (their owner sends them again on a new connection), not after their timeout."""
+
+    async def handler(stream: trio.SocketStream) -> None:
+        call = await read_record(stream)
+        if garbage.endswith(struct.pack(">III", 0xDEAD, 1, 9)):  # a bad header on the call's own reply
+            xid = call[:4]
+            await stream.send_all(frame(xid + garbage[8:]))
+        else:
+            await stream.send_all(garbage)
+        await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        srv = await Server(nursery, handler).start()
+        conn = await open_conn(srv.port, nursery)
+        start = trio.current_time()
+        with pytest.raises(ProtocolViolation):
+            await conn.call(1, AUTH_NONE_CRED, timeout=5)
+        assert trio.current_time() - start < 1
+        assert not conn.alive
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_late_reply_to_a_call_no_longer_waited_for_is_dropped() -> None:
+    async def handler(stream: trio.SocketStream) -> None:
+        late = await read_record(stream)
+        await trio.sleep(0.3)  # past the first call's timeout
+        await stream.send_all(frame(reply(struct.unpack(">I", late[:4])[0])))
+        nxt = await read_record(stream)
+        await stream.send_all(frame(reply(struct.unpack(">I", nxt[:4])[0], b"ok!!")))
+        await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        srv = await Server(nursery, handler).start()
+        conn = await open_conn(srv.port, nursery)
+        with pytest.raises(RpcTimeout):
+            await conn.call(1, AUTH_NONE_CRED, timeout=0.1)
+        await trio.sleep(0.4)
+        u = await conn.call(1, AUTH_NONE_CRED, timeout=5)
+        assert bytes(u.opaque_fixed(4)) == b"ok!!"
+        assert conn.alive and conn.unmatched_replies == 1
         nursery.cancel_scope.cancel()
 
 
@@ -266,4 +318,50 @@ async def test_callback_calls_on_the_same_connection_reach_the_handler() -> None
         await nursery.start(conn.run)
         await conn.call(0, AUTH_NONE_CRED, timeout=5)
         assert got == [rpcdef.REPLY]
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_send_the_server_does_not_read_ends_at_the_calls_deadline() -> None:
+    """A server that stops reading fills the socket's buffers: the call fails with RpcTimeout when its
+    time is up, not whenever the server reads again, and the record left half sent closes the
+    connection (its framing is broken)."""
+
+    async def handler(stream: trio.SocketStream) -> None:
+        await trio.sleep_forever()  # reads nothing
+
+    async with trio.open_nursery() as nursery:
+        srv = await Server(nursery, handler).start()
+        conn = await open_conn(srv.port, nursery)
+        xid, p = conn.start_call(1, AUTH_NONE_CRED)
+        p.bulk(bytes(64 << 20))  # (more than loopback's buffers take)
+        start = trio.current_time()
+        with pytest.raises(RpcTimeout, match=r"not sent within 0\.5 s"):
+            await conn.call_packed(xid, p, timeout=0.5)
+        assert trio.current_time() - start < 1.5
+        with trio.fail_after(2):
+            while conn.alive:
+                await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_record_one_past_the_sessions_limit_ends_the_connection() -> None:
+    """limit_records (a session's ca_maxresponsesize): a record of that size is received; one byte more
+    is refused before anything is allocated for it."""
+    limit = 4096
+
+    async def handler(stream: trio.SocketStream) -> None:
+        for extra in (0, 1):
+            call = await read_record(stream)
+            body = reply(struct.unpack(">I", call[:4])[0])
+            await stream.send_all(frame(body + bytes(limit + extra - len(body))))
+        await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        srv = await Server(nursery, handler).start()
+        conn = await open_conn(srv.port, nursery)
+        conn.limit_replies(limit)
+        u = await conn.call(1, AUTH_NONE_CRED, timeout=5)
+        assert u.remaining() == limit - 24
+        with pytest.raises(ProtocolViolation, match="record of 4097 bytes exceeds the limit of 4096"):
+            await conn.call(1, AUTH_NONE_CRED, timeout=5)
         nursery.cancel_scope.cancel()

@@ -111,6 +111,8 @@ from .const import (
     FATTR4_TYPE,
     FATTR4_UNIQUE_HANDLES,
     FATTR4_XATTR_SUPPORT,
+    NFS4_BITMAP4_WORDS_MAX,
+    NFS4_DIRLIST4_ENTRIES_MAX,
 )
 from .types_base import (
     ascii_REQUIRED4,
@@ -343,7 +345,7 @@ def encode_fattr4(attrs: Mapping[int, Any]) -> fattr4:
 # -- READDIR's entries, decoded in one loop ---------------------------------------------------------------------
 _U32 = struct.Struct(">I").unpack_from
 _U64_U32 = struct.Struct(">QI").unpack_from
-_WORDS: dict[int, Any] = {n: struct.Struct(f">{n}I").unpack_from for n in range(1, 9)}
+_WORDS: dict[int, Any] = {n: struct.Struct(f">{n}I").unpack_from for n in range(NFS4_BITMAP4_WORDS_MAX + 1)}
 
 
 # One entry as DirEntries finds it: its cookie, where its name starts and ends, its attribute mask (one
@@ -430,6 +432,8 @@ class DirEntries(LinkedList):
                     if more:
                         raise XdrError(f"bad boolean value {more}")
                     break
+                if len(spans) >= NFS4_DIRLIST4_ENTRIES_MAX:
+                    raise XdrError(f"dirlist4 of more than {NFS4_DIRLIST4_ENTRIES_MAX} entries exceeds its bound")
                 if p + 12 > end:  # cookie, and the name's length
                     raise XdrError(f"truncated entry4 at offset {p}")
                 cookie, n = _U64_U32(view, p)
@@ -445,7 +449,7 @@ class DirEntries(LinkedList):
                     raise XdrError(f"truncated fattr4 of {words} bitmap words at offset {p}")
                 unpack = _WORDS.get(words)
                 if unpack is None:
-                    unpack = struct.Struct(f">{words}I").unpack_from
+                    raise XdrError(f"bitmap4 of {words} words exceeds its bound {NFS4_BITMAP4_WORDS_MAX}")
                 w = unpack(view, p)
                 if w != words_seen:
                     words_seen, mask = w, list(w)

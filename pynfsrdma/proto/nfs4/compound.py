@@ -23,12 +23,19 @@ API (the lead's layers call these; ``p``/``u`` are the Packer/Unpacker positione
 The decoders stop right after the COMPOUND; the caller calls ``u.done()`` to reject trailing bytes
 (``COMPOUND4args.XDR.decode(data)`` and ``COMPOUND4res.XDR.decode(data)`` do it for a whole buffer).
 An operation number without a codec here is an :class:`XdrError` (on the server side the RFC then asks
-for an OP_ILLEGAL result; a responder can catch it).
+for an OP_ILLEGAL result; a responder can catch it). An XdrError raised while one result was decoded
+carries that result's operation number in ``op``.
+
+``check_compound_res(argarray, res)`` checks a decoded reply against the request as RFC 8881 sections
+15.2 and 16.2.3 say a reply is made (one result per operation evaluated, in order, each naming its
+operation; evaluation stops at the first failure, whose status is the COMPOUND's) and what some
+results may hold (:data:`RESULT_CHECKS`: a READ returns at most what was asked, ...). A reply that
+breaks them raises :class:`CompoundMismatch`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -45,12 +52,15 @@ from ...xdr import (
     uint32,
     xdr_struct,
 )
+from .attrs import DirList
 from .const import (
     NFS4_OK,
+    NFS4_VERIFIER_SIZE,
     NFS4ERR_CLID_INUSE,
     NFS4ERR_DENIED,
     NFS4ERR_LAYOUTTRYLATER,
     NFS4ERR_OFFLOAD_NO_REQS,
+    NFS4ERR_OP_ILLEGAL,
     NFS4ERR_TOOSMALL,
     OP_ACCESS,
     OP_ALLOCATE,
@@ -126,6 +136,7 @@ from .const import (
     OP_WANT_DELEGATION,
     OP_WRITE,
     OP_WRITE_SAME,
+    nfsstat4,
 )
 from .types import (
     ACCESS4args,
@@ -349,7 +360,12 @@ class ResOpType(XdrType[ResOp]):
         if spec is None:
             raise XdrError(f"bad {self.name} discriminant {opnum}")
         st = u.int32()
-        return ResOp(opnum, st, spec.unpack_res(u, st))
+        try:
+            return ResOp(opnum, st, spec.unpack_res(u, st))
+        except XdrError as e:
+            if getattr(e, "op", None) is None:
+                e.op = opnum  # type: ignore[attr-defined]  # (which result was malformed)
+            raise
 
 
 # -- the argument union: every operation this package can encode and decode ---------------------------------
@@ -530,6 +546,98 @@ class COMPOUND4res(XdrStruct):
     resarray: Annotated[list[ResOp], Array(nfs_resop4)]
 
 
+# -- the rules a reply keeps (RFC 8881 sections 15.2, 16.2.3) --------------------------------------------------
+NFSSTAT4_VALUES = frozenset(int(s) for s in nfsstat4)
+
+
+class CompoundMismatch(XdrError):
+    """A COMPOUND reply that is well-formed XDR but not a reply to the request: results missing, extra
+    or out of order, a status that is not the last result's, an unknown status, a result holding what
+    its operation cannot return. ``op`` is the operation number at fault (None: the COMPOUND)."""
+
+    def __init__(self, message: str, op: int | None = None) -> None:
+        super().__init__(message)
+        self.op = op
+
+
+def _read_ok(args: Any, res: Any) -> str | None:
+    n = len(res.data)
+    return f"{n} bytes of data for {args.count} asked" if n > args.count else None
+
+
+def _write_ok(args: Any, res: Any) -> str | None:
+    sent = memoryview(args.data).nbytes
+    return f"{res.count} bytes written of {sent} sent" if res.count > sent else None
+
+
+# a READDIR4resok's size besides its entries: the cookie verifier and eof (the entries' bytes, the
+# end of the list included, are the DirList's data)
+_READDIR4RESOK_FIXED = NFS4_VERIFIER_SIZE + 4
+
+
+def _readdir_ok(args: Any, res: Any) -> str | None:
+    entries = res.reply.entries
+    if isinstance(entries, DirList):
+        size = _READDIR4RESOK_FIXED + len(entries.data)
+        cookies = [span[0] for span in entries.spans]
+    else:  # (a list of entry4 made by hand)
+        size = 0
+        cookies = [e.cookie for e in entries]
+    if size > args.maxcount:
+        return f"a reply of {size} bytes for a maxcount of {args.maxcount}"
+    seen = {0, args.cookie}  # (0 starts a listing: an entry with it would start it over)
+    for cookie in cookies:
+        if cookie in seen:
+            return f"cookie {cookie} repeated"
+        seen.add(cookie)
+    return None
+
+
+#: opnum -> check(args, resok) returning what is wrong with a successful result (None: nothing)
+RESULT_CHECKS: dict[int, Callable[[Any, Any], str | None]] = {
+    OP_READ: _read_ok,
+    OP_WRITE: _write_ok,
+    OP_READDIR: _readdir_ok,
+}
+
+
+def check_compound_res(argarray: Sequence[Any], res: COMPOUND4res) -> None:
+    """Raise :class:`CompoundMismatch` unless ``res`` is a reply to a COMPOUND of ``argarray``."""
+    results = res.resarray
+    n = len(results)
+    if n > len(argarray):
+        raise CompoundMismatch(f"{n} results for {len(argarray)} operations")
+    status = res.status
+    if status not in NFSSTAT4_VALUES:
+        raise CompoundMismatch(f"COMPOUND status {status} is not an nfsstat4")
+    if n == 0:
+        if status == NFS4_OK:
+            raise CompoundMismatch("NFS4_OK with no results")
+        return
+    last = n - 1
+    checks = RESULT_CHECKS
+    for i, (r, arg) in enumerate(zip(results, argarray, strict=False)):
+        op = arg.OPNUM
+        st = r.status
+        if r.opnum != op and not (r.opnum == OP_ILLEGAL and st == NFS4ERR_OP_ILLEGAL and i == last):
+            raise CompoundMismatch(f"result {i} is for operation {r.opnum}, not {op}", op)
+        if st:
+            if i != last:
+                raise CompoundMismatch(f"results after a failed operation (status {st})", op)
+            if st not in NFSSTAT4_VALUES:
+                raise CompoundMismatch(f"status {st} is not an nfsstat4", op)
+        elif op in checks and r.res is not None:
+            wrong = checks[op](arg, r.res)
+            if wrong is not None:
+                raise CompoundMismatch(wrong, op)
+    if results[last].status != status:
+        raise CompoundMismatch(
+            f"COMPOUND status {status} is not that of its last result ({results[last].status})", results[last].opnum
+        )
+    if status == NFS4_OK and n != len(argarray):
+        raise CompoundMismatch(f"NFS4_OK with {n} results for {len(argarray)} operations")
+
+
 def encode_compound_args(p: Packer, args: COMPOUND4args) -> None:
     COMPOUND4args.XDR.pack(p, args)
 
@@ -551,12 +659,16 @@ def decode_compound_res(u: Unpacker) -> COMPOUND4res:
 __all__ = [
     "ARGS_BY_OPNUM",
     "ARGS_CLASSES",
+    "NFSSTAT4_VALUES",
     "RESULTS",
+    "RESULT_CHECKS",
     "COMPOUND4args",
     "COMPOUND4res",
+    "CompoundMismatch",
     "OpResult",
     "ResOp",
     "ResOpType",
+    "check_compound_res",
     "decode_compound_args",
     "decode_compound_res",
     "encode_compound_args",

@@ -43,6 +43,19 @@ NFS4_UINT32_MAX: Final = 0xFFFFFFFF
 NFS4_MAXFILELEN: Final = 0xFFFFFFFFFFFFFFFF
 NFS4_MAXFILEOFF: Final = 0xFFFFFFFFFFFFFFFE
 
+# -- bounds on what a server sends: a larger value is refused where it is decoded, before anything is
+# made from it (the RFC's limit where it has one; else a ceiling far above what a server needs) ----------
+# nfstime4.nseconds counts the nanoseconds within a second (RFC 8881 section 3.3.1): below 10^9
+NFS4_NSECONDS_MAX: Final = 999_999_999
+# slots of a session's channel (ca_maxrequests; RFC 8881 section 18.36 sets no limit): the Linux
+# client's ceiling, NFS4_MAX_SLOT_TABLE; a session then uses no more than it asked for
+NFS4_SLOTS_MAX: Final = 1024
+# words of a bitmap4: 256 attribute bits (NFSv4.2 with RFC 8276 defines bits up to 82)
+NFS4_BITMAP4_WORDS_MAX: Final = 8
+# entries in one READDIR reply's dirlist4: a reply is at most maxcount bytes (RFC 8881 section 18.23.2),
+# which is at most ca_maxresponsesize; this bounds the list itself
+NFS4_DIRLIST4_ENTRIES_MAX: Final = 65536
+
 
 class nfs_ftype4(enum.IntEnum):
     NF4REG = 1

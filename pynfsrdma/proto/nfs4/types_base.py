@@ -17,6 +17,7 @@ from typing import Annotated
 
 from ...xdr import (
     Array,
+    Bounded,
     Enum,
     Opaque,
     String,
@@ -35,8 +36,10 @@ from ...xdr import (
 )
 from ..rpc import AUTH_NONE, AUTH_SYS, auth_flavor, authsys_parms
 from .const import (
+    NFS4_BITMAP4_WORDS_MAX,
     NFS4_DEVICEID4_SIZE,
     NFS4_FHSIZE,
+    NFS4_NSECONDS_MAX,
     NFS4_OPAQUE_LIMIT,
     NFS4_OTHER_SIZE,
     NFS4_SESSIONID_SIZE,
@@ -72,7 +75,7 @@ layoutiomode4_t = Enum(layoutiomode4)
 
 # -- typedefs (section 3.2) ---------------------------------------------------------------------------------
 attrlist4 = VarOpaque()
-bitmap4 = Array(uint32)
+bitmap4 = Array(uint32, NFS4_BITMAP4_WORDS_MAX)
 changeid4 = uint64
 clientid4 = uint64
 count4 = uint32
@@ -108,10 +111,13 @@ gsshandle4_t = VarOpaque()
 fs_charset_cap4 = uint32
 
 
+nseconds4 = Bounded(uint32, NFS4_NSECONDS_MAX, "nfstime4 nseconds")
+
+
 @xdr_struct
 class nfstime4(XdrStruct):
     seconds: Annotated[int, int64]
-    nseconds: Annotated[int, uint32]
+    nseconds: Annotated[int, nseconds4]
 
 
 attr_notice4 = nfstime4
@@ -493,6 +499,7 @@ __all__ = [
     "nfsacl41",
     "nfsstat4_t",
     "nfstime4",
+    "nseconds4",
     "offset4",
     "open_owner4",
     "pathname4",

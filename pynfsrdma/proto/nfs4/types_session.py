@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar
 
-from ...xdr import Array, Enum, Union, VarOpaque, XdrStruct, boolean, uint32, void, xdr_struct
+from ...xdr import Array, Bounded, Enum, Union, VarOpaque, XdrStruct, boolean, uint32, void, xdr_struct
 from .const import (
     CLAIM_DELEG_PREV_FH,
     CLAIM_FH,
@@ -17,6 +17,7 @@ from .const import (
     GDD4_OK,
     GDD4_UNAVAIL,
     NFS4_OPAQUE_LIMIT,
+    NFS4_SLOTS_MAX,
     OP_BACKCHANNEL_CTL,
     OP_BIND_CONN_TO_SESSION,
     OP_CREATE_SESSION,
@@ -164,6 +165,10 @@ class EXCHANGE_ID4resok(XdrStruct):
 
 
 # -- CREATE_SESSION (18.36) ---------------------------------------------------------------------------------
+# a channel's slot count: one slot object each, so bounded where it is decoded
+slots4 = Bounded(count4, NFS4_SLOTS_MAX, "ca_maxrequests")
+
+
 @xdr_struct
 class channel_attrs4(XdrStruct):
     ca_headerpadsize: Annotated[int, count4]
@@ -171,7 +176,7 @@ class channel_attrs4(XdrStruct):
     ca_maxresponsesize: Annotated[int, count4]
     ca_maxresponsesize_cached: Annotated[int, count4]
     ca_maxoperations: Annotated[int, count4]
-    ca_maxrequests: Annotated[int, count4]
+    ca_maxrequests: Annotated[int, slots4]
     ca_rdma_ird: Annotated[list[int], Array(uint32, 1)]
 
 

@@ -66,6 +66,7 @@ from ..base import (
     ConnectTimeout,
     ProtocolViolation,
     ReplyHints,
+    SendTimeout,
     Transport,
     TransportError,
 )
@@ -251,12 +252,15 @@ class RdmaTransport(Transport):
         self._break_xid = None
 
     # -- sending ----------------------------------------------------------------------------------
-    async def _acquire_credit(self) -> None:
+    async def _acquire_credit(self, deadline: float = math.inf) -> None:
         ev = trio.Event()
         if self.gate.acquire(ev):
             return
         try:
-            await ev.wait()
+            with trio.move_on_at(deadline):
+                await ev.wait()
+            if not ev.is_set():
+                raise SendTimeout("no credit to send with before the call's deadline", self.peer)
         except BaseException:
             if not self.gate.cancel(ev) and self._dead is None:  # admitted meanwhile: give it back
                 for admitted in self.gate.release():
@@ -283,7 +287,9 @@ class RdmaTransport(Transport):
         for r in out.regions:
             self.conn.deregister(r)
 
-    async def send_call(self, xid: int, msg: Packer, hints: ReplyHints = NO_HINTS) -> None:
+    async def send_call(
+        self, xid: int, msg: Packer, hints: ReplyHints = NO_HINTS, deadline: float = math.inf
+    ) -> None:
         # a schedule point even when the connection is already dead, so that a caller that resends
         # at once lets the receive loop report the loss
         await trio.lowlevel.checkpoint()
@@ -291,7 +297,7 @@ class RdmaTransport(Transport):
             raise ConnectionLost(str(self._dead)) from self._dead
         if self._closed:
             raise ConnectionLost("transport closed", self.peer)
-        await self._acquire_credit()
+        await self._acquire_credit(deadline)
         if self._break_match is not None and self._break_match(b"".join(bytes(x) for x in msg.segments())):
             self._break_match = None
             self._break_xid = xid

@@ -1,0 +1,104 @@
+"""The path API and the command line against NFS-Ganesha through the seeded mutating proxy, for as long
+as you like, every result checked against the export's directory; prints counts by outcome.
+
+    .venv/bin/python bench/fuzz_replies.py [--mutated 100000] [--minutes M] [--rate 0.2] [--seed 1]
+                                           [--workers 8] [--cli-every 100] [--json]
+
+It starts its own NFS-Ganesha (the testbed) and a :class:`~pynfsrdma.testbed.mutating_proxy.MutatingProxy`
+in front of it that changes ``--rate`` of the replies, one change each (every class of
+:class:`~pynfsrdma.testbed.mutations.Mutation`), and runs :func:`~pynfsrdma.testbed.reply_fuzz.run_workload`
+until ``--mutated`` replies were changed (or ``--minutes`` passed). Every few seconds a progress line;
+at the end the outcomes (right results, errors by kind, and the failures: wrong results, exceptions
+other than an OSError with errno, hangs, bad command line output), the changes by class, and the
+memory the process grew by. The exit status is 1 if there was any failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+import trio
+
+if __package__ in (None, ""):  # run as a script: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pynfsrdma.testbed import Ganesha
+from pynfsrdma.testbed.mutating_proxy import MutatingProxy
+from pynfsrdma.testbed.mutations import ReplyMutator
+from pynfsrdma.testbed.reply_fuzz import Outcomes, rss_bytes, run_workload
+
+
+async def fuzz(args: argparse.Namespace, server: Ganesha, local: Path, remote: str) -> tuple[Outcomes, ReplyMutator,
+                                                                                              float, int]:
+    mutator = ReplyMutator(seed=args.seed, rate=args.rate)
+    start = time.monotonic()
+    before = rss_bytes()
+    ends = trio.current_time() + args.minutes * 60 if args.minutes else None
+
+    def stop() -> bool:
+        return args.mutated is not None and mutator.counts["mutated"] >= args.mutated
+
+    async with trio.open_nursery() as nursery:
+        proxy = await nursery.start(MutatingProxy("127.0.0.1", 0, server.host, server.port, mutator).run)
+
+        async def progress() -> None:
+            while True:
+                await trio.sleep(args.progress)
+                n = mutator.counts
+                print(f"{time.monotonic() - start:7.0f} s: {n['replies']:,} replies, {n['mutated']:,} changed,"
+                      f" rss {rss_bytes() >> 20} MiB", file=sys.stderr, flush=True)
+
+        nursery.start_soon(progress)
+        out = await run_workload(
+            f"nfs://127.0.0.1:{proxy.port}", local, remote, seed=args.seed, workers=args.workers, until=ends,
+            stop=stop, timeo=args.timeo, retrans=args.retrans, cli_every=args.cli_every,
+        )
+        nursery.cancel_scope.cancel()
+    return out, mutator, time.monotonic() - start, rss_bytes() - before
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--mutated", type=int, default=None, help="stop after this many changed replies")
+    p.add_argument("--minutes", type=float, default=None, help="stop after this long")
+    p.add_argument("--rate", type=float, default=0.2, help="share of replies changed (default 0.2)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--workers", type=int, default=8, help="calls in flight, one per worker (default 8)")
+    p.add_argument("--cli-every", type=int, default=100, help="each worker runs the command line every N calls")
+    p.add_argument("--timeo", type=float, default=1.0, help="the clients' soft timeo, seconds (default 1)")
+    p.add_argument("--retrans", type=int, default=2)
+    p.add_argument("--progress", type=float, default=30.0, help="seconds between progress lines")
+    p.add_argument("--json", action="store_true", help="also print the results as one JSON line")
+    args = p.parse_args(argv)
+    if args.mutated is None and args.minutes is None:
+        args.mutated = 10_000
+    logging.basicConfig(level=logging.CRITICAL)  # (the misbehaviour it provokes is what is counted)
+    with Ganesha() as server:
+        d = server.new_directory(prefix="fuzz-")
+        out, mutator, seconds, grown = trio.run(fuzz, args, server, d.local, d.remote)
+    summary = out.summary()
+    counts = dict(sorted(mutator.counts.items()))
+    print(f"seed {args.seed}, rate {args.rate}, {args.workers} workers, {seconds / 60:.1f} min")
+    print(f"replies {counts.get('replies', 0):,}, changed {counts.get('mutated', 0):,}: " + ", ".join(
+        f"{k} {v:,}" for k, v in counts.items() if k not in ("replies", "mutated", "messages")))
+    print(f"calls {summary['calls']:,}: right {summary['right']:,}, errors {summary['errors']:,}, wrong "
+          f"{summary['wrong']}, other exceptions {summary['escaped']}, hangs {summary['hangs']}; command line "
+          f"runs {summary['cli_runs']:,}, bad output {summary['cli_bad']}; memory +{grown / (1 << 20):.0f} MiB")
+    print("errors by kind:")
+    for kind, n in out.errors.most_common():
+        print(f"  {n:8,}  {kind}: {out.samples[kind]}")
+    for f in out.failures[:20]:
+        print(f"FAILURE: {f}")
+    if args.json:
+        print(json.dumps({"args": vars(args), "outcomes": summary, "changes": counts, "seconds": round(seconds, 1),
+                          "rss_growth_bytes": grown}))
+    return 1 if out.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
