@@ -246,4 +246,5 @@ def test_a_transfer_over_both_links_survives_a_cut(links: tuple[Path, dict[str, 
             writer.wait()
     assert writer.returncode == 0, err[-2000:]
     assert (Path(state["export_dir"]) / "big").read_bytes() == data
-    assert classes(state)["1:101"]["bytes"] - cut_at < 64 * 1024  # nothing more went over the cut path
+    # after the cut only what was queued already (a socket's send buffer, the link's queue)
+    assert classes(state)["1:101"]["bytes"] - cut_at < 0.05 * len(data)
