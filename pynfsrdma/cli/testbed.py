@@ -2,8 +2,10 @@
 the benchmarks and multipath failover testing.
 
     pynfsrdma testbed up [--paths N] [--rdma] [--port P] [--grace SECONDS] [--json] [--dir DIR]
+    pynfsrdma testbed up --paths N --link-rate MBPS[,MBPS...] [--grace SECONDS] [--json] [--dir DIR]
     pynfsrdma testbed status [--json] [--dir DIR]
     pynfsrdma testbed fault ADDRESS|all cut|stall|delay MS|throttle KBPS|restore [--dir DIR]
+    pynfsrdma testbed fault ADDRESS|all cut|stall|rate MBPS|delay MS|restore [--dir DIR]   (links)
     pynfsrdma testbed down [--json] [--dir DIR]
 
 The lead's CLI calls :func:`register`; ``python -m pynfsrdma.cli.testbed`` runs it on its own.
@@ -54,6 +56,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--rdma", action="store_true",
         help="also an RPC-over-RDMA responder (software provider) in front of the server; the URL is proto=rdma",
     )
+    p_up.add_argument(
+        "--link-rate", metavar="MBPS[,MBPS...]",
+        help="make each path a link of its own rate (MB/s; one for all, or one per path): the server in a "
+        "network namespace, kernel rate limits and faults (root); run the client with the JSON's client_prefix",
+    )
 
     p_down = sub.add_parser("down", parents=[common], help="stop the testbed and remove its files")
     p_down.add_argument("--json", action="store_true", help="print a JSON object")
@@ -64,14 +71,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p_fault = sub.add_parser(
         "fault",
         parents=[common],
-        help="set a path's fault: cut | stall | delay MS | throttle KBPS | restore",
+        help="set a path's fault: cut | stall | delay MS | throttle KBPS | rate MBPS | restore",
         description="cut: reset every connection and new ones; stall: black hole in both directions; "
         "delay MS: add latency to every chunk; throttle KBPS: limit each direction to KBPS kilobytes/s "
-        "(0 removes it); restore: clear every fault.",
+        "(0 removes it; proxies only); rate MBPS: the link's rate in MB/s (links only); restore: clear "
+        "every fault (a link's rate back to the one it started with).",
     )
     p_fault.add_argument("address", metavar="ADDRESS", help="a path's address (127.0.0.2) or `all`")
     p_fault.add_argument(
-        "fault", nargs="+", metavar="FAULT", help="cut | stall | delay MS | throttle KBPS | restore"
+        "fault", nargs="+", metavar="FAULT", help="cut | stall | delay MS | throttle KBPS | rate MBPS | restore"
     )
     p_fault.add_argument("--json", action="store_true", help="print a JSON object")
 
@@ -85,6 +93,16 @@ def _print_json(obj: Any) -> None:
 def _describe_paths(paths: list[dict[str, Any]]) -> None:
     for path in paths:
         extra = ""
+        if "link" in path:
+            stats = path.get("stats")
+            counted = (
+                f"; {stats['bytes_to_server']} B to server, {stats['bytes_to_client']} B back" if stats else ""
+            )
+            print(
+                f"  path {path['address']}:{path['port']} (read order {path['order']})  [{path['fault_text']}{counted}]",
+                file=sys.stderr,
+            )
+            continue
         if "fault_text" in path:
             stats = path.get("stats", {})
             extra = (
@@ -99,7 +117,9 @@ def _describe_paths(paths: list[dict[str, Any]]) -> None:
 def _up(args: argparse.Namespace) -> int:
     if args.paths < 0:
         raise TestbedError("--paths must be >= 0")
-    state, started = up(args.dir, paths=args.paths, port=args.port, grace=args.grace, rdma=args.rdma)
+    state, started = up(
+        args.dir, paths=args.paths, port=args.port, grace=args.grace, rdma=args.rdma, link_rates=args.link_rate
+    )
     if args.json:
         _print_json({**state, "started": started})
         return 0
@@ -116,6 +136,9 @@ def _up(args: argparse.Namespace) -> int:
             f"{PROG}: it has {len(state['paths'])} paths; run `down` first for another layout",
             file=sys.stderr,
         )
+    if "netns" in state:
+        print(f"{PROG}: network namespace {state['netns']}: run clients with {' '.join(state['client_prefix'])}",
+              file=sys.stderr)
     _describe_paths(state["paths"])
     return 0
 

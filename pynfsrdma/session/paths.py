@@ -1,8 +1,8 @@
 """The connections a session sends its requests over ("paths"), and their reconnection.
 
 A :class:`Path` is one server address (and transport) with at most one live connection at a time.
-A :class:`PathSet` holds the session's paths, picks one for each request (the least loaded live
-path, weighted by its measured round-trip time and preference), and reconnects dead paths in the
+A :class:`PathSet` holds the session's paths, picks one for each request (the live path expected to
+complete it first, from what each path delivers: :mod:`.path_choice`), and reconnects dead paths in the
 background with exponential backoff (while a request waits for a path, at least every
 ``REDIAL_WAITED`` seconds: a server that comes back is used within that, not after the backoff of
 its whole absence). What happens on a fresh connection (binding it to the session) is the
@@ -23,6 +23,7 @@ import trio
 from ..rpc.client import CallbackHandler, RpcConnection
 from ..rpc.errors import RpcReplyError
 from ..transport.base import Transport, TransportError
+from .path_choice import Delivery, choose_path
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,7 @@ class Path:
     state: PathState = PathState.DOWN
     rpc: RpcConnection | None = None
     rtt: float = 0.0  # smoothed round-trip time of calls on this path, seconds
+    delivery: Delivery = field(default_factory=Delivery)  # bytes answered here, their rate, base RTT
     bytes_in_flight: int = 0
     calls: int = 0
     failovers: int = 0  # requests moved off this path after it failed
@@ -88,11 +90,6 @@ class Path:
     def observe_rtt(self, seconds: float) -> None:
         self.rtt = seconds if self.rtt == 0 else 0.875 * self.rtt + 0.125 * seconds
 
-    def cost(self, payload: int) -> float:
-        """Lower is better: outstanding bytes and calls, scaled by RTT and preference."""
-        load = self.bytes_in_flight + payload + 4096 * self.in_flight
-        return load * max(self.rtt, 1e-4) / (1.0 + max(self.order, 0))
-
     def snapshot(self) -> dict[str, object]:
         return {
             "address": self.address,
@@ -101,6 +98,8 @@ class Path:
             "rank": self.rank,
             "order": self.order,
             "rtt_ms": round(self.rtt * 1000, 3),
+            "rate_MBps": round((self.delivery.measured or 0.0) / 1e6, 3),
+            "delivered": self.delivery.delivered,
             "in_flight": self.in_flight,
             "bytes_in_flight": self.bytes_in_flight,
             "calls": self.calls,
@@ -222,6 +221,7 @@ class PathSet:
                 path.state = PathState.DOWN
                 path.last_error = str(rpc.failure) if rpc.failure else "closed"
                 path.up_event = trio.Event()
+                path.delivery.lost()
                 log.info("path %s is down: %s", path.address, path.last_error)
                 self._notify()
 
@@ -362,15 +362,9 @@ class PathSet:
         ]
 
     def choose(self, payload: int = 0, avoid: Path | None = None, group: int | None = None) -> Path | None:
-        """The live path (of session ``group``, unless None) with the lowest cost; ``avoid`` only
-        when nothing else is up."""
-        best: Path | None = None
-        best_cost = math.inf
-        for p in self.live(group):
-            c = p.cost(payload) * (1000.0 if p is avoid else 1.0)
-            if c < best_cost:
-                best, best_cost = p, c
-        return best
+        """The live path (of session ``group``, unless None) where a request of ``payload`` bytes
+        is expected to complete first; ``avoid`` only when nothing else is up."""
+        return choose_path(self.live(group), payload, trio.current_time(), avoid)
 
     def wake_waiters(self) -> None:
         """Wake the requests waiting for a path (:meth:`wait_live`), to look at their ``give_up``."""

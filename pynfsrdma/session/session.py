@@ -467,6 +467,7 @@ class Session:
             encode_compound_args(p, args)
             path.bytes_in_flight += payload
             path.calls += 1
+            mark = path.delivery.mark()
             start = trio.current_time()
             path.sent(xid, start)
             timeout = policy.timeo
@@ -519,6 +520,10 @@ class Session:
                     raise self._give_up(f"{e}") from e
                 if self.paths.choose(payload, avoid=path, group=self.group) in (None, path):
                     await trio.sleep(RESEND_PAUSE)  # no other path: do not spin on a dead one
+                else:
+                    # a send that fails at once (EPIPE) does not yield: let the receive loops see
+                    # their connections end, or two dead paths that still look up take turns forever
+                    await trio.lowlevel.checkpoint()
                 continue
             except ReplyError as e:  # the server answered the RPC itself with an error
                 policy.answered()
@@ -528,7 +533,9 @@ class Session:
                 path.done(xid)
             if policy.unanswered_since is not None:
                 policy.answered()
-            path.observe_rtt(trio.current_time() - start)
+            answered = trio.current_time()
+            path.observe_rtt(answered - start)
+            path.delivery.answered(mark, payload, start, answered)
             if tries > 1:
                 self.replays += 1
             received = u.remaining()

@@ -27,9 +27,11 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import linked
 from .control import ControlError, control_request
 from .faults import parse_fault_words
 from .ganesha import Ganesha, GaneshaError, find_free_port
+from .links import parse_link_rates
 from .paths import path_addresses
 from .procs import ProcessRecord
 
@@ -108,6 +110,8 @@ def _write_state(state_dir: Path, state: dict[str, Any]) -> None:
 
 
 def _records(state: dict[str, Any]) -> list[ProcessRecord]:
+    if state.get("kind") == linked.KIND:
+        return linked.records(state)
     recorded = state.get("processes", {})
     records = [ProcessRecord.from_json(r) for r in recorded.get("paths", [])]
     for extra in ("rdma", "advertiser"):  # before the server they talk to
@@ -135,6 +139,8 @@ def _remove_state(state_dir: Path, state: dict[str, Any] | None) -> None:
 
 
 def _stop_recorded(state: dict[str, Any]) -> list[int]:
+    if state.get("kind") == linked.KIND:
+        return linked.teardown(state)  # (and the namespace, its qdisc and its rules)
     stopped = []
     for record in _records(state):
         if record.stop():
@@ -332,6 +338,23 @@ def _start(
     return state
 
 
+def _start_links(state_dir: Path, *, paths: int, link_rates: str, grace: int | None) -> dict[str, Any]:
+    if paths < 1:
+        raise TestbedError("--link-rate needs --paths N (N >= 1)")
+    try:
+        rates = parse_link_rates(link_rates, paths)
+    except ValueError as exc:
+        raise TestbedError(str(exc)) from exc
+    try:
+        return linked.start(state_dir, rates, grace=grace, record=lambda s: _write_state(state_dir, s))
+    except linked.LinkTestbedError as exc:
+        _remove_state(state_dir, None)
+        raise TestbedError(str(exc)) from exc
+    except BaseException:
+        _remove_state(state_dir, None)
+        raise
+
+
 def up(
     state_dir: str | os.PathLike[str] | None = None,
     *,
@@ -339,11 +362,16 @@ def up(
     port: int | None = None,
     grace: int | None = None,
     rdma: bool = False,
+    link_rates: str | None = None,
 ) -> tuple[dict[str, Any], bool]:
     """Start the testbed unless it runs already; returns (its description, whether it was started now).
 
     With ``paths`` > 0 the URL is the first path's; ``direct_url`` always goes to the server itself.
+    With ``link_rates`` (MB/s: one for every path, or one per path) the paths are links of a network
+    namespace with kernel rate limits and faults (:mod:`.linked`), not proxies.
     """
+    if link_rates is not None and (rdma or port is not None):
+        raise TestbedError("a link testbed has no --rdma and no --port (the server is on 2049 in its namespace)")
     directory = resolve_state_dir(state_dir)
     with _locked(directory):
         state = _read_state(directory)
@@ -352,6 +380,8 @@ def up(
                 return _public(state), False
             _stop_recorded(state)  # a partly dead testbed: end what is left of it, start afresh
             _remove_state(directory, state)
+        if link_rates is not None:
+            return _public(_start_links(directory, paths=paths, link_rates=link_rates, grace=grace)), True
         return _public(_start(directory, paths=paths, port=port, grace=grace, rdma=rdma)), True
 
 
@@ -385,6 +415,8 @@ def status(state_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         return {"running": False, "state_dir": str(directory)}
     result = _public(state)
     result["running"] = _running(state)
+    if state.get("kind") == linked.KIND:
+        return linked.status(result)
     records = state.get("processes", {})
     if records.get("server"):
         result["server"]["running"] = ProcessRecord.from_json(records["server"]).is_running()
@@ -406,13 +438,23 @@ def fault(
 ) -> list[dict[str, Any]]:
     """Apply a fault (``["cut"]``, ``["delay", "50"]``, ...) to the path at ``address`` (or ``all``).
 
-    Returns each affected proxy's state after the change.
+    Returns each affected proxy's state after the change. On a link testbed the faults are
+    ``cut``, ``stall``, ``rate MBPS``, ``delay MS`` and ``restore`` (:mod:`.links`).
     """
-    command, value = parse_fault_words(words)
     directory = resolve_state_dir(state_dir)
     state = _read_state(directory)
     if state is None:
         raise TestbedError(f"no testbed running (state directory {directory})")
+    if state.get("kind") == linked.KIND:
+        with _locked(directory):
+            state = _read_state(directory) or state
+            try:
+                return linked.fault(state, address, words)
+            except linked.LinkTestbedError as exc:
+                raise TestbedError(str(exc)) from exc
+            finally:
+                _write_state(directory, state)
+    command, value = parse_fault_words(words)
     paths = state.get("paths", [])
     if not paths:
         raise TestbedError("this testbed has no path proxies (start it with `testbed up --paths N`)")

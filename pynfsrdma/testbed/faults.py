@@ -8,7 +8,7 @@ so the decisions are tested without any.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -91,15 +91,18 @@ def apply_command(fault: Fault, command: str, value: float | None = None) -> Fau
     return Fault()
 
 
-def parse_fault_words(words: Sequence[str]) -> tuple[str, float | None]:
-    """``["delay", "50"]`` -> ``("delay", 50.0)``; ``["cut"]`` -> ``("cut", None)``."""
+def parse_fault_words(
+    words: Sequence[str], commands: Mapping[str, int] = COMMANDS
+) -> tuple[str, float | None]:
+    """``["delay", "50"]`` -> ``("delay", 50.0)``; ``["cut"]`` -> ``("cut", None)``. ``commands``:
+    the faults known (name -> number of numeric arguments), the proxies' by default."""
     if not words:
-        raise FaultCommandError(f"missing fault (expected one of: {', '.join(COMMANDS)})")
+        raise FaultCommandError(f"missing fault (expected one of: {', '.join(commands)})")
     command, args = words[0].lower(), list(words[1:])
-    if command not in COMMANDS:
-        raise FaultCommandError(f"unknown fault {words[0]!r} (expected one of: {', '.join(COMMANDS)})")
-    if len(args) != COMMANDS[command]:
-        need = "a number" if COMMANDS[command] else "no argument"
+    if command not in commands:
+        raise FaultCommandError(f"unknown fault {words[0]!r} (expected one of: {', '.join(commands)})")
+    if len(args) != commands[command]:
+        need = "a number" if commands[command] else "no argument"
         raise FaultCommandError(f"{command} takes {need}")
     if not args:
         return command, None
@@ -107,7 +110,8 @@ def parse_fault_words(words: Sequence[str]) -> tuple[str, float | None]:
         value = float(args[0])
     except ValueError:
         raise FaultCommandError(f"{command}: {args[0]!r} is not a number") from None
-    apply_command(Fault(), command, value)  # range check
+    if value < 0 or value != value or value == float("inf"):
+        raise FaultCommandError(f"{command} needs a finite number >= 0, not {value}")
     return command, value
 
 

@@ -134,10 +134,11 @@ def find_free_port(addresses: Sequence[str] = ("127.0.0.1",), prefer: int | None
     raise OSError(f"no TCP port free on all of {', '.join(addresses)}")
 
 
-def listening_inodes(port: int) -> set[int]:
-    """Socket inodes of every TCP listener on ``port`` in this network namespace."""
+def listening_inodes(port: int, pid: int | str = "self") -> set[int]:
+    """Socket inodes of every TCP listener on ``port`` in the network namespace of process ``pid``
+    (this one's by default)."""
     inodes: set[int] = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    for table in (f"/proc/{pid}/net/tcp", f"/proc/{pid}/net/tcp6"):
         try:
             with open(table) as f:
                 next(f, None)
@@ -152,7 +153,7 @@ def listening_inodes(port: int) -> set[int]:
 
 def process_listens_on(pid: int, port: int) -> bool:
     """Whether process ``pid`` holds a listening TCP socket on ``port``."""
-    inodes = listening_inodes(port)
+    inodes = listening_inodes(port, pid)
     if not inodes:
         return False
     fd_dir = f"/proc/{pid}/fd"
@@ -186,7 +187,9 @@ class Ganesha:
 
     ``grace`` None starts it graceless; a number of seconds gives a grace period after every
     (re)start, for reclaim tests. ``detached`` puts the server in its own session so that it outlives
-    the Python process that started it (the CLI's ``testbed up`` uses that).
+    the Python process that started it (the CLI's ``testbed up`` uses that). ``command_prefix`` starts
+    it through another command: ``ip netns exec NAME`` runs it in that network namespace (give
+    ``port`` then: a free port is looked for in this process's namespace).
     """
 
     def __init__(
@@ -201,6 +204,7 @@ class Ganesha:
         server_scope: str | None = None,
         extra_config: str = "",
         detached: bool = False,
+        command_prefix: Sequence[str] = (),
         start_timeout: float = 10.0,
         stop_timeout: float = 10.0,
     ) -> None:
@@ -217,6 +221,7 @@ class Ganesha:
         self.server_scope = server_scope
         self.extra_config = extra_config
         self.detached = detached
+        self.command_prefix = list(command_prefix)  # e.g. ip netns exec NAME: where the server runs
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
         self._proc: subprocess.Popen[bytes] | None = None
@@ -359,6 +364,7 @@ class Ganesha:
             self.pid_path.unlink()
         log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         argv = [
+            *self.command_prefix,
             self._binary,
             "-F",
             "-L",

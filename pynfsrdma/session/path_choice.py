@@ -1,0 +1,164 @@
+"""Which live path a request goes on: the one expected to complete it first.
+
+Each path keeps a :class:`Delivery`: the bytes its replies delivered, the rate those bytes came at
+(the best delivery-rate sample of the last ``RATE_WINDOW`` seconds, as BBR measures it: the payload
+answered on the path between a call's send and its reply, over that time) and its base round-trip
+time (the smallest of the last ``RTT_WINDOW`` seconds, of calls without bulk data, so that neither
+the queue a link builds up nor a call's own bytes are counted twice). Until a path has delivered anything its rate is a guess in proportion to its
+FSLI4BX_READORDER.
+
+A request of ``payload`` bytes on a path is expected to complete after
+
+    base RTT + (bytes already in flight there + CALL_BYTES per call in flight + payload) / rate
+
+and :func:`choose_path` takes the path where that is least. A large read or write cut into rsize or
+wsize calls is so spread over the paths in proportion to what each delivers: a faster path drains
+its queue sooner and is chosen again sooner; no path waits for another's reply. A small call
+(GETATTR, LOOKUP, OPEN) goes where the queue in front of it is shortest, counted in time. A path
+whose rate changes, or that goes down, is seen at the next samples, within ``RATE_WINDOW``.
+
+Nothing here does I/O: the caller passes times (any monotonic clock, seconds) and the paths' figures.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
+
+__all__ = [
+    "CALL_BYTES",
+    "RATE_WINDOW",
+    "SEED_RATE",
+    "Candidate",
+    "Delivery",
+    "choose_path",
+    "expected_completion",
+    "seed_rates",
+]
+
+RATE_WINDOW = 1.0  # seconds a delivery-rate sample counts
+RTT_WINDOW = 10.0  # seconds a base round-trip time counts
+SEED_RATE = 50e6  # bytes/s taken for an unmeasured path of the highest read order
+CALL_BYTES = 4096  # what a call in flight costs a path beyond its payload (headers, the server's work)
+MIN_ELAPSED = 1e-6  # seconds: a sample over less is not taken
+
+
+@dataclass(slots=True)
+class Delivery:
+    """What one path has delivered, and how fast."""
+
+    delivered: int = 0  # payload bytes of the calls answered on this path
+    base_rtt: float = 0.0  # seconds; 0 until a call was answered
+    _base_rtt_at: float = -math.inf
+    _samples: deque[tuple[float, float]] = field(default_factory=deque)  # (time, bytes/s), rates falling
+
+    def mark(self) -> int:
+        """What to keep with a call as it is sent (the bytes delivered so far)."""
+        return self.delivered
+
+    def answered(self, mark: int, payload: int, sent_at: float, now: float) -> None:
+        """A call sent at ``sent_at`` with ``mark`` (:meth:`mark`) was answered at ``now``;
+        ``payload`` bytes of data went with it (a WRITE's data, a READ's reply)."""
+        self.delivered += payload
+        elapsed = now - sent_at
+        if elapsed < MIN_ELAPSED:
+            return
+        moved = self.delivered - mark
+        if moved > 0:
+            self._add_sample(now, moved / elapsed)
+        # the round trip is measured on calls without bulk data (SEQUENCE, GETATTR, COMMIT ...):
+        # a READ's or WRITE's time is mostly its bytes on the link, which the rate counts already
+        if payload < CALL_BYTES and (
+            elapsed <= self.base_rtt or now - self._base_rtt_at > RTT_WINDOW or self._base_rtt_at == -math.inf
+        ):
+            self.base_rtt, self._base_rtt_at = elapsed, now
+
+    def _add_sample(self, now: float, rate: float) -> None:
+        # a monotonic deque of falling rates: the front is the window's maximum
+        samples = self._samples
+        while samples and samples[-1][1] <= rate:
+            samples.pop()
+        samples.append((now, rate))
+        self._expire(now)
+
+    def _expire(self, now: float) -> None:
+        # the newest sample stays past the window: a slow path answers seldom, and what it
+        # delivered last is still the best guess of what it delivers
+        samples = self._samples
+        while len(samples) > 1 and now - samples[0][0] > RATE_WINDOW:
+            samples.popleft()
+
+    def rate(self, now: float) -> float | None:
+        """Bytes per second the path delivered: the best sample of the last RATE_WINDOW seconds,
+        else the last one (None: nothing measured since the connection was made)."""
+        self._expire(now)
+        return self._samples[0][1] if self._samples else None
+
+    @property
+    def measured(self) -> float | None:
+        """The rate as last worked out (for reports: no clock needed)."""
+        return self._samples[0][1] if self._samples else None
+
+    def lost(self) -> None:
+        """The path's connection ended: what was measured on it says nothing of the next one."""
+        self._samples.clear()
+        self.base_rtt, self._base_rtt_at = 0.0, -math.inf
+
+
+class Candidate(Protocol):
+    """What :func:`choose_path` reads of a path."""
+
+    @property
+    def delivery(self) -> Delivery: ...
+
+    @property
+    def bytes_in_flight(self) -> int: ...
+
+    @property
+    def in_flight(self) -> int: ...
+
+    @property
+    def order(self) -> int: ...
+
+
+def expected_completion(path: Candidate, payload: int, rate: float) -> float:
+    """Seconds until a request of ``payload`` bytes sent now on ``path`` is expected to be answered,
+    the path delivering ``rate`` bytes per second."""
+    queued = path.bytes_in_flight + CALL_BYTES * path.in_flight + payload
+    return path.delivery.base_rtt + queued / rate
+
+
+def seed_rates(paths: Sequence[Candidate], now: float) -> list[float]:
+    """The rate taken for each path: its measured one, or a guess in proportion to its read order
+    against the best measured rate (SEED_RATE while none is measured)."""
+    measured = [p.delivery.rate(now) for p in paths]
+    reference = max((r for r in measured if r is not None), default=SEED_RATE)
+    top = max((max(p.order, 0) for p in paths), default=0)
+    return [
+        r if r is not None else reference * (1 + max(p.order, 0)) / (1 + top)
+        for p, r in zip(paths, measured, strict=True)
+    ]
+
+
+P = TypeVar("P", bound=Candidate)
+
+
+def choose_path(
+    paths: Sequence[P], payload: int, now: float, avoid: P | None = None
+) -> P | None:
+    """The path of ``paths`` where a request of ``payload`` bytes is expected to complete first;
+    ``avoid`` (the path a request just failed on) only when there is no other."""
+    if not paths:
+        return None
+    best: P | None = None
+    best_time = math.inf
+    for path, rate in zip(paths, seed_rates(paths, now), strict=True):
+        if path is avoid and len(paths) > 1:
+            continue
+        t = expected_completion(path, payload, rate)
+        if t < best_time:
+            best, best_time = path, t
+    return best

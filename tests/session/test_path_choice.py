@@ -1,0 +1,194 @@
+"""Choosing a path by expected completion time, without sockets: a small simulation of links (each a
+queue with a rate and a round-trip time) that the chooser spreads a transfer over."""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+import pytest
+
+from pynfsrdma.session.path_choice import (
+    RATE_WINDOW,
+    SEED_RATE,
+    Delivery,
+    choose_path,
+    expected_completion,
+    seed_rates,
+)
+
+MiB = 1 << 20
+MB = 1e6
+
+
+@dataclass(eq=False)
+class Link:
+    """A path over a simulated link: what the chooser reads, and the link's own queue."""
+
+    rate: float  # bytes/s the link carries
+    rtt: float = 0.0002
+    order: int = 0
+    delivery: Delivery = field(default_factory=Delivery)
+    bytes_in_flight: int = 0
+    in_flight: int = 0
+    carried: int = 0
+    busy_until: float = 0.0
+    up: bool = True
+
+
+def run(links: list[Link], total: int, size: int = MiB, window: int = 16,
+        events: dict[float, tuple[int, str, float]] | None = None) -> float:
+    """Move ``total`` bytes in calls of ``size``, ``window`` calls at most in flight, each sent on the
+    path chosen when it goes out; ``events``: at a time, (link index, "rate"|"cut", value). Returns
+    the time it took."""
+    now = 0.0
+    done: list[tuple[float, int, int, int, float]] = []  # (finish, seq, link index, mark, sent)
+    seq = 0
+    sent_bytes = 0
+    pending_events = sorted((events or {}).items())
+
+    def send() -> None:
+        nonlocal seq, sent_bytes
+        live = [x for x in links if x.up]
+        path = choose_path(live, size, now)
+        assert path is not None
+        start = max(now, path.busy_until)
+        path.busy_until = start + size / path.rate
+        path.bytes_in_flight += size
+        path.in_flight += 1
+        seq += 1
+        heapq.heappush(done, (path.busy_until + path.rtt, seq, links.index(path), path.delivery.mark(), now))
+        sent_bytes += size
+
+    while sent_bytes < total and len(done) < window:
+        send()
+    while done:
+        finish, _, i, mark, sent = heapq.heappop(done)
+        while pending_events and pending_events[0][0] <= finish:
+            _, (j, what, value) = pending_events.pop(0)
+            if what == "rate":
+                links[j].rate = value
+            else:
+                links[j].up = False
+                links[j].delivery.lost()
+        now = finish
+        link = links[i]
+        link.bytes_in_flight -= size
+        link.in_flight -= 1
+        if not link.up:  # the call was lost with its path: it is sent again elsewhere
+            sent_bytes -= size
+        else:
+            link.carried += size
+            link.delivery.answered(mark, size, sent, now)
+        while sent_bytes < total and len(done) < window:
+            send()
+    return now
+
+
+def shares(links: list[Link]) -> list[float]:
+    total = sum(x.carried for x in links)
+    return [x.carried / total for x in links]
+
+
+def within(got: list[float], want: list[float], tolerance: float = 0.25) -> bool:
+    return all(abs(g - w) <= tolerance * w for g, w in zip(got, want, strict=True))
+
+
+def test_equal_links_share_equally() -> None:
+    links = [Link(40 * MB) for _ in range(4)]
+    run(links, 256 * MiB)
+    assert within(shares(links), [0.25] * 4)
+
+
+@pytest.mark.parametrize("orders", [(0, 0, 0, 0), (200, 100, 50, 50), (50, 50, 100, 200)])
+def test_bytes_follow_the_rates_whatever_the_read_order_said(orders: tuple[int, ...]) -> None:
+    rates = [80 * MB, 40 * MB, 20 * MB, 20 * MB]
+    links = [Link(r, order=o) for r, o in zip(rates, orders, strict=True)]
+    took = run(links, 256 * MiB)
+    assert within(shares(links), [r / sum(rates) for r in rates])
+    assert 256 * MiB / took > 0.9 * sum(rates)  # the links were kept full (simulated time)
+
+
+def test_a_slow_path_does_not_hold_back_a_fast_one() -> None:
+    links = [Link(100 * MB, order=200), Link(1 * MB, order=2)]
+    took = run(links, 128 * MiB)
+    assert links[1].carried <= 2 * MiB
+    assert 128 * MiB / took > 0.9 * 100 * MB
+
+
+def test_a_slow_path_the_read_order_did_not_name_gets_only_the_first_calls() -> None:
+    links = [Link(100 * MB), Link(1 * MB)]
+    run(links, 256 * MiB)
+    assert links[1].carried <= 8 * MiB  # half of the first window, before anything was measured
+
+
+def test_the_share_moves_when_a_rate_changes() -> None:
+    links = [Link(40 * MB), Link(40 * MB)]
+    run(links, 512 * MiB, events={1.0: (0, "rate", 10 * MB)})
+    # ~40 MB in the first second at 1:1, then 1:4 for the remaining ~490 MB
+    first, second = shares(links)
+    assert second > 2.5 * first
+
+
+def test_a_cut_path_leaves_its_share_to_the_others() -> None:
+    links = [Link(40 * MB), Link(40 * MB), Link(40 * MB)]
+    run(links, 256 * MiB, events={0.5: (1, "cut", 0.0)})
+    assert sum(x.carried for x in links) == 256 * MiB
+    assert links[1].carried < 0.3 * 256 * MiB
+    assert within(shares([links[0], links[2]]), [0.5, 0.5])
+
+
+def test_small_calls_go_where_they_complete_first() -> None:
+    fast, slow = Link(100 * MB), Link(10 * MB)
+    fast.delivery.answered(0, 4 * MiB, 0.0, 0.04)
+    slow.delivery.answered(0, MiB, 0.0, 0.1)
+    now = 0.1
+    assert choose_path([fast, slow], 0, now) is fast
+    fast.bytes_in_flight, fast.in_flight = 16 * MiB, 16  # 0.17 s of queue there
+    assert choose_path([fast, slow], 0, now) is slow
+    assert choose_path([fast, slow], 4 * MiB, now) is fast  # 0.21 s there, 0.42 s on the slow one
+
+
+def test_unmeasured_paths_are_weighted_by_read_order() -> None:
+    a, b = Link(0, order=50), Link(0, order=200)
+    assert seed_rates([a, b], 0.0) == pytest.approx([SEED_RATE * 51 / 201, SEED_RATE])
+    assert choose_path([a, b], MiB, 0.0) is b
+    b.bytes_in_flight = 4 * MiB  # 4 MiB ahead at 4x the rate: a is quicker now
+    assert choose_path([a, b], MiB, 0.0) is a
+    b.delivery.answered(0, 10 * MiB, 0.0, 0.1)  # measured: ~105 MB/s; a's guess follows it
+    assert seed_rates([a, b], 0.1)[0] == pytest.approx(b.delivery.rate(0.1) * 51 / 201)
+
+
+def test_avoid_only_when_alone() -> None:
+    a, b = Link(40 * MB), Link(10 * MB)
+    assert choose_path([a, b], MiB, 0.0, avoid=a) is b
+    assert choose_path([a], MiB, 0.0, avoid=a) is a
+    assert choose_path([], MiB, 0.0) is None
+
+
+def test_delivery_rate_is_the_windows_best_sample_and_base_rtt_its_least() -> None:
+    d = Delivery()
+    assert d.rate(0.0) is None
+    m = d.mark()
+    d.answered(m, MiB, 0.0, 0.1)  # 10.5 MB/s
+    assert d.rate(0.1) == pytest.approx(MiB / 0.1) and d.base_rtt == 0  # no round trip from bulk calls
+    m = d.mark()
+    d.answered(m, 0, 0.2, 0.203)  # a small call: no rate sample, but a round trip
+    assert d.base_rtt == pytest.approx(0.003) and d.rate(0.203) == pytest.approx(MiB / 0.1)
+    d.answered(d.mark(), 0, 0.25, 0.252)
+    d.answered(d.mark(), 0, 0.26, 0.265)
+    assert d.base_rtt == pytest.approx(0.002)  # the least
+    d.answered(d.mark(), MiB, 0.3, 0.5)  # slower: the window still holds the better sample
+    assert d.rate(0.5) == pytest.approx(MiB / 0.1)
+    assert d.rate(0.1 + RATE_WINDOW + 0.01) == pytest.approx(MiB / 0.2)  # the first one expired
+    assert d.rate(0.5 + 10 * RATE_WINDOW) == pytest.approx(MiB / 0.2)  # the last one stays
+    assert d.delivered == 2 * MiB
+    d.lost()
+    assert d.base_rtt == 0 and d.rate(0.5) is None
+
+
+def test_expected_completion_counts_queue_calls_and_round_trip() -> None:
+    p = Link(10 * MB)
+    p.delivery.answered(0, 0, 0.0, 0.002)
+    p.bytes_in_flight, p.in_flight = 1_000_000, 2
+    assert expected_completion(p, 1_000_000, 10 * MB) == pytest.approx(0.002 + (2_000_000 + 2 * 4096) / 10e6)

@@ -1,0 +1,114 @@
+"""Trunking over links of their own (the link testbed): one client's large write and read are spread
+over every path in proportion to what each link delivers, and a path cut during a write leaves its
+share to the others with the data intact.
+
+The client runs inside the testbed's namespace (:mod:`link_scenario`); the shares come from the
+kernel's per-link byte counters, with the tolerance the trunking issue sets (25% of each share), and
+no clock is read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pynfsrdma.testbed import daemon
+from pynfsrdma.testbed.netns import Namespace, missing_tools
+
+pytestmark = [
+    pytest.mark.ganesha,
+    pytest.mark.skipif(missing_tools() is not None, reason=str(missing_tools())),
+]
+
+SCENARIO = Path(__file__).with_name("link_scenario.py")
+MiB = 1 << 20
+SIZE = 48 * MiB
+TOLERANCE = 0.25  # of each path's share
+
+
+@pytest.fixture
+def link_testbed() -> Iterator[Callable[[str, int], dict[str, Any]]]:
+    """``link_testbed("40,20,10,10", 4)``: a link testbed, ended after the test (its namespace gone)."""
+    made: list[tuple[Path, str]] = []
+
+    def make(rates: str, paths: int) -> dict[str, Any]:
+        state_dir = Path(tempfile.mkdtemp(prefix="ls-", dir="/tmp"))
+        state, _ = daemon.up(state_dir, paths=paths, link_rates=rates)
+        made.append((state_dir, state["netns"]))
+        return state
+
+    yield make
+    for state_dir, netns in made:
+        daemon.down(state_dir)
+        shutil.rmtree(state_dir, ignore_errors=True)
+        assert not Namespace(netns).exists()
+
+
+def run_scenario(state: dict[str, Any], name: str, *extra: str, size: int = SIZE) -> dict[str, Any]:
+    done = subprocess.run(
+        [*state["client_prefix"], sys.executable, str(SCENARIO), state["url"], str(len(state["paths"])),
+         str(size), name, *extra],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    report: dict[str, Any] = json.loads(done.stdout)
+    assert report["read_back_ok"]
+    on_disk = (Path(state["export_dir"]) / name).read_bytes()
+    assert hashlib.sha256(on_disk).hexdigest() == report["sha256"]
+    return report
+
+
+def shares(carried: list[int]) -> list[float]:
+    return [x / sum(carried) for x in carried]
+
+
+def assert_follow(carried: list[int], rates: list[float]) -> None:
+    want = [r / sum(rates) for r in rates]
+    got = shares(carried)
+    assert all(abs(g - w) <= TOLERANCE * w for g, w in zip(got, want, strict=True)), (got, want)
+
+
+def test_equal_links_each_carry_an_equal_share(link_testbed: Callable[[str, int], dict[str, Any]]) -> None:
+    state = link_testbed("20", 4)
+    report = run_scenario(state, "equal")
+    assert len(report["addresses"]) == 4
+    assert sum(report["write"]) >= SIZE and sum(report["read"]) >= SIZE
+    assert_follow(report["write"], [1, 1, 1, 1])
+    assert_follow(report["read"], [1, 1, 1, 1])
+
+
+def test_unequal_links_carry_bytes_as_their_rates(link_testbed: Callable[[str, int], dict[str, Any]]) -> None:
+    rates = [40.0, 20.0, 10.0, 10.0]
+    state = link_testbed(",".join(map(str, rates)), 4)
+    report = run_scenario(state, "unequal")
+    assert_follow(report["write"], rates)
+    assert_follow(report["read"], rates)
+    for phase in ("write", "read"):
+        fast, middle, *slow = report[phase]
+        assert fast > middle > max(slow)
+
+
+def test_a_cut_path_leaves_its_share_to_the_others(link_testbed: Callable[[str, int], dict[str, Any]]) -> None:
+    state = link_testbed("20", 3)
+    state_dir = state["state_dir"]
+    report = run_scenario(state, "cut", "--cut", "127.0.0.4", state_dir, size=2 * SIZE)
+    assert "after_cut" in report, "the write ended before the path was cut"
+    first, second, victim = report["write"]
+    assert victim >= 2 * MiB  # it carried its share until the cut
+    # after it, only what its socket and its link's queue held already (the kernel's, not ours)
+    assert report["after_cut"][2] < 0.05 * sum(report["after_cut"][:2])
+    assert victim < min(first, second)  # the others took the rest of the write
+    assert sum(report["after_cut"][:2]) > 0
+    assert report["read"][2] < 64 * 1024  # the read went over the two paths left
+    assert_follow(report["read"][:2], [1, 1])
