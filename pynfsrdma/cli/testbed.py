@@ -8,7 +8,7 @@ the benchmarks and multipath failover testing.
     pynfsrdma testbed fault ADDRESS|all cut|stall|rate MBPS|delay MS|restore [--dir DIR]   (links)
     pynfsrdma testbed down [--json] [--dir DIR]
 
-The lead's CLI calls :func:`register`; ``python -m pynfsrdma.cli.testbed`` runs it on its own.
+The ``pynfsrdma`` command calls :func:`register`; ``python -m pynfsrdma.cli.testbed`` runs it on its own.
 """
 
 from __future__ import annotations
