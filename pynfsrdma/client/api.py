@@ -690,9 +690,15 @@ class File:
         return views[0].tobytes() if len(views) == 1 else b"".join(views)
 
     async def read(self, count: int = -1) -> bytes:
-        if count < 0:
-            out = [v async for _, v in self.iter_views()]
-            return b"".join(out)
+        if count < 0:  # to the end: as much as the file holds in one pipeline of READs, then on to its end
+            out: list[memoryview] = []
+            window = self.client.nfs.maxread * self.client.in_flight
+            while True:
+                views, eof = await self.pread_views(self.pos, max(self.size - self.pos, 0) + window)
+                out += views
+                self.pos += sum(v.nbytes for v in views)
+                if eof or not views:
+                    return b"".join(out)
         data = await self.pread(self.pos, count)
         self.pos += len(data)
         return data

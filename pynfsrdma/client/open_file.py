@@ -352,23 +352,26 @@ async def read_range(
     in_flight: int = DEFAULT_IN_FLIGHT,
 ) -> tuple[list[Any], bool]:
     """``size`` bytes at ``offset`` by ``read(offset, count)`` (one READ: data, eof), rsize READs
-    ``in_flight`` at most at a time: the replies' views in order (no copy), and whether the end of
-    the file came. A short READ not at the end (a server's limit) is asked on from where it stopped."""
+    kept ``in_flight`` at a time (the next one starts as soon as any is answered, so a slow path of
+    a trunked session holds back no other): the replies' views in order (no copy), and whether the
+    end of the file came. A short READ not at the end (a server's limit) is asked on from where it
+    stopped; no READ starts past one that came back at the end or short."""
     views: list[Any] = []
     pos, end = offset, offset + size
     while pos < end:
-        spans = [(o, min(maxread, end - o)) for o in range(pos, min(end, pos + maxread * in_flight), maxread)]
+        spans = [(o, min(maxread, end - o)) for o in range(pos, end, maxread)]
         results: list[Any] = [None] * len(spans)
         if len(spans) == 1:
             results[0] = await read(*spans[0])
         else:
             try:
-                async with trio.open_nursery() as nursery:
-                    for i, (o, n) in enumerate(spans):
-                        nursery.start_soon(_read_into, results, i, read, o, n)
+                await _read_spans(read, spans, results, in_flight)
             except BaseExceptionGroup as eg:  # (the first READ's error, as one READ would raise it)
                 raise _first_error(eg) from None
-        for (_, n), (data, eof) in zip(spans, results, strict=True):
+        for (_, n), result in zip(spans, results, strict=True):
+            if result is None:
+                break  # (not started: an earlier READ ended short, and the rest is asked again)
+            data, eof = result
             got = memoryview(data).nbytes
             if got:
                 views.append(data)
@@ -380,10 +383,33 @@ async def read_range(
     return views, False
 
 
-async def _read_into(
-    results: list[Any], i: int, read: Callable[[int, int], Awaitable[tuple[Any, bool]]], o: int, n: int
+async def _read_spans(
+    read: Callable[[int, int], Awaitable[tuple[Any, bool]]],
+    spans: list[tuple[int, int]],
+    results: list[Any],
+    in_flight: int,
 ) -> None:
-    results[i] = await read(o, n)
+    """READ each of ``spans`` into ``results``, ``in_flight`` at a time; none is started past one
+    that came back at the end of the file or short."""
+    window = trio.Semaphore(in_flight)
+    stop = len(spans)
+
+    async def one(i: int, o: int, n: int) -> None:
+        nonlocal stop
+        try:
+            data, eof = results[i] = await read(o, n)
+            if eof or memoryview(data).nbytes < n:
+                stop = min(stop, i + 1)
+        finally:
+            window.release()
+
+    async with trio.open_nursery() as nursery:
+        for i, (o, n) in enumerate(spans):
+            await window.acquire()
+            if i >= stop:
+                window.release()
+                break
+            nursery.start_soon(one, i, o, n)
 
 
 def _first_error(eg: BaseExceptionGroup) -> BaseException:
