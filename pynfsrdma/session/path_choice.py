@@ -59,9 +59,11 @@ class Delivery:
         """What to keep with a call as it is sent (the bytes delivered so far)."""
         return self.delivered
 
-    def answered(self, mark: int, payload: int, sent_at: float, now: float) -> None:
+    def answered(self, mark: int, payload: int, sent_at: float, now: float, *, timed: bool = True) -> None:
         """A call sent at ``sent_at`` with ``mark`` (:meth:`mark`) was answered at ``now``;
-        ``payload`` bytes of data went with it (a WRITE's data, a READ's reply)."""
+        ``payload`` bytes of data went with it (a WRITE's data, a READ's reply). ``timed``: its time
+        is a round trip, not work the server did on the storage (a COMMIT's, whose time says nothing
+        of the path and, taken as its round trip, kept a path unused for RTT_WINDOW)."""
         self.delivered += payload
         elapsed = now - sent_at
         if elapsed < MIN_ELAPSED:
@@ -71,7 +73,7 @@ class Delivery:
             self._add_sample(now, moved / elapsed)
         # the round trip is measured on calls without bulk data (SEQUENCE, GETATTR, COMMIT ...):
         # a READ's or WRITE's time is mostly its bytes on the link, which the rate counts already
-        if payload < CALL_BYTES and (
+        if timed and payload < CALL_BYTES and (
             elapsed <= self.base_rtt or now - self._base_rtt_at > RTT_WINDOW or self._base_rtt_at == -math.inf
         ):
             self.base_rtt, self._base_rtt_at = elapsed, now

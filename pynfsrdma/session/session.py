@@ -84,6 +84,8 @@ IDEMPOTENT_OPS = frozenset(
     }
 )
 
+# operations whose time is mostly the server's work on its storage, not the path's round trip
+STORAGE_WORK = frozenset({c.OP_COMMIT, c.OP_COPY, c.OP_CLONE, c.OP_ALLOCATE, c.OP_DEALLOCATE})
 MAX_REFUSED = 1  # resends of a request its transport refused (CallFailed) before failing it
 RESEND_PAUSE = 0.01  # before resending on the same (reconnecting) path
 MAX_VIOLATIONS = 2  # resends of a request whose reply broke the protocol, each on a new connection
@@ -420,6 +422,7 @@ class Session:
         it is now. Raises _BadReply for a reply that is not one (after closing its connection), and
         when the connections it went on ended on violations more than MAX_VIOLATIONS times. ``soft``:
         fail at once when the server is taken for gone meanwhile."""
+        timed = main_op(ops) not in STORAGE_WORK  # (its time is a round trip)
         policy = self.policy
         args = COMPOUND4args(
             tag,
@@ -535,7 +538,7 @@ class Session:
                 policy.answered()
             answered = trio.current_time()
             path.observe_rtt(answered - start)
-            path.delivery.answered(mark, payload, start, answered)
+            path.delivery.answered(mark, payload, start, answered, timed=timed)
             if tries > 1:
                 self.replays += 1
             received = u.remaining()

@@ -187,6 +187,19 @@ def test_delivery_rate_is_the_windows_best_sample_and_base_rtt_its_least() -> No
     assert d.base_rtt == 0 and d.rate(0.5) is None
 
 
+def test_a_commits_time_is_not_taken_for_the_round_trip() -> None:
+    """A COMMIT's time is the server writing to its storage: taken as the path's round trip, the
+    path looked far away for RTT_WINDOW and, a slow path not being chosen, was not measured again;
+    a trunked read of 4 links left one unused."""
+    d = Delivery()
+    d.answered(d.mark(), 0, 0.0, 0.4, timed=False)  # COMMIT: 0.4 s of fsync on the server
+    assert d.base_rtt == 0
+    d.answered(d.mark(), 0, 0.5, 0.502)
+    assert d.base_rtt == pytest.approx(0.002)
+    d.answered(d.mark(), 0, 0.6, 0.9, timed=False)
+    assert d.base_rtt == pytest.approx(0.002)
+
+
 def test_expected_completion_counts_queue_calls_and_round_trip() -> None:
     p = Link(10 * MB)
     p.delivery.answered(0, 0, 0.0, 0.002)
