@@ -82,3 +82,13 @@ async def proxied_paths(ganesha: Ganesha) -> AsyncIterator[Callable[..., Awaitab
 
         yield make
         nursery.cancel_scope.cancel()
+
+
+@pytest.fixture
+def link_tools() -> None:
+    """The link testbed's tests need root, iproute2 and nftables (bin/setup installs them): without
+    them they fail saying so, rather than pass unrun."""
+    from pynfsrdma.testbed.netns import missing_tools
+
+    why = missing_tools()
+    assert why is None, why

@@ -197,7 +197,7 @@ class ReplyMutator:
             for i in range(u.uint32()):
                 self._result_sites(u, i, out)
         except XdrError:
-            pass  # (a reply the server itself got wrong: what was found so far)
+            return out  # (a reply the server itself got wrong: the sites found before the fault)
         return out
 
     def _result_sites(self, u: Unpacker, i: int, out: list[Site]) -> None:

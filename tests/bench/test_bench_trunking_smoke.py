@@ -10,11 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pynfsrdma.testbed.netns import missing_tools
-
 pytestmark = [
     pytest.mark.ganesha,
-    pytest.mark.skipif(missing_tools() is not None, reason=str(missing_tools())),
+    pytest.mark.usefixtures("link_tools"),
 ]
 
 REPO = Path(__file__).resolve().parents[2]

@@ -24,12 +24,12 @@ from typing import Any
 import pytest
 
 from pynfsrdma.testbed.control import control_request
-from pynfsrdma.testbed.netns import Namespace, missing_tools
+from pynfsrdma.testbed.netns import Namespace
 from pynfsrdma.testbed.procs import pid_alive
 
 pytestmark = [
     pytest.mark.ganesha,
-    pytest.mark.skipif(missing_tools() is not None, reason=str(missing_tools())),
+    pytest.mark.usefixtures("link_tools"),
 ]
 
 RATES = (40, 10)  # MB/s: 127.0.0.2, 127.0.0.3

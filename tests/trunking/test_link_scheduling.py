@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 
 from pynfsrdma.testbed import daemon
-from pynfsrdma.testbed.netns import Namespace, missing_tools
+from pynfsrdma.testbed.netns import Namespace
 
 pytestmark = [
     pytest.mark.ganesha,
-    pytest.mark.skipif(missing_tools() is not None, reason=str(missing_tools())),
+    pytest.mark.usefixtures("link_tools"),
 ]
 
 SCENARIO = Path(__file__).with_name("link_scenario.py")
