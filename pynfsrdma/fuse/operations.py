@@ -4,9 +4,10 @@
   (:mod:`.cache`); the kernel is told the same timeouts (``attr_timeout``/``entry_timeout``).
 - Credentials: AUTH_SYS with the calling process's uid, gid and supplementary groups, so the
   server enforces permissions per user (``squash_uid=`` sends everything as one user).
-- Opens: one NFS OPEN per (file, open owner), shared by the FUSE handles on it and CLOSEd with the
-  last of them. Close-to-open: every open revalidates the change attribute and keeps the kernel's
-  page cache only if it did not move.
+- Opens (:mod:`.opens`): one NFS OPEN per (file, open owner), shared by the FUSE handles on it and
+  CLOSEd with the last of them. Close-to-open: every open revalidates the change attribute and keeps
+  the kernel's page cache only if it did not move.
+- Locks (:mod:`.posix_locks`) and the NFSv4.2 operations (:mod:`.nfs42`) go to their modules.
 - Writes are gathered per open by the open-file engine (:mod:`..client.open_file`) and committed on
   flush, fsync and release.
 - Sequential reads of an open file are read ahead in rsize READs, several in flight (:mod:`.readahead`);
@@ -32,7 +33,7 @@ import logging
 import os
 import stat
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 import cachetools
@@ -40,11 +41,9 @@ import trio
 
 from ..client.attributes import FTYPE_TO_IFMT, NOW, FileAttrs, setattr_fattr4
 from ..client.dir_pages import DirReader
-from ..client.locks import TO_EOF, nfs_lock_type, nfs_range
 from ..client.nfs4 import NFSv4, OpenFile
-from ..client.open_file import MAX_REOPENS, STATE_LOST, FileWriter, read_range
+from ..client.open_file import MAX_REOPENS, STATE_LOST, read_range
 from ..errors import NFS4Error
-from ..lock import Held
 from ..proto.nfs4 import const as c
 from ..proto.nfs4.types import change_info4
 from ..rpc.auth import Credential, auth_sys
@@ -52,7 +51,6 @@ from .cache import NEGATIVE, AttrTimeouts, Listing, NameCache
 from .caller import is_opening
 from .inodes import OWN, ROOT_INODE, Inode, InodeTable
 from .lowlevel import (
-    F_UNLCK,
     EntryAttributes,
     FileInfo,
     FileLock,
@@ -64,9 +62,11 @@ from .lowlevel import (
     StatvfsData,
     supplementary_groups,
 )
+from .nfs42 import NFS42Files
+from .opens import FileHandle, Opens, SharedOpen, access_mask, share_access
 from .options import LOOKUPCACHE_NONE, MountOptions
-from .payload_memory import TRIM_THRESHOLD, return_payload_memory
-from .readahead import READ_AHEAD_WINDOW, Extent, ReadAhead, assemble
+from .posix_locks import PosixLocks
+from .readahead import Extent, assemble
 
 XATTR_USER_PREFIX = b"user."  # the namespace RFC 8276 carries (its names go without the prefix)
 log = logging.getLogger(__name__)
@@ -79,15 +79,9 @@ GROUPS_TTL = 2.0  # seconds a process's supplementary groups are remembered
 # the entries a listing starts with, and the offset to go on from after each (the kernel's next
 # request then starts there; NFS reserves READDIR cookies 1 and 2, so none of its entries has them)
 DOT_ENTRIES = ((1, b"."), (2, b".."))
-# fallocate(2)'s modes (linux/falloc.h)
-FALLOC_FL_KEEP_SIZE = 0x01
-FALLOC_FL_PUNCH_HOLE = 0x02
-# lock owners: (POSIX_LOCK, the kernel's lock_owner) for fcntl locks, (FLOCK_LOCK, file handle) for flock
-POSIX_LOCK = "posix"
-FLOCK_LOCK = "flock"
 # the operations whose first argument is a file handle (the others': an inode)
 HANDLE_OPERATIONS = frozenset({"read", "write", "flush", "fsync", "release", "readdir", "releasedir", "fsyncdir"})
-GONE_NOTIFY_WAIT = 0.2  # seconds an answer waits for the kernel to drop an entry (see gone)  # READDIRs of a directory being listed sent ahead of the one the kernel takes
+GONE_NOTIFY_WAIT = 0.2  # seconds an answer waits for the kernel to drop an entry (see gone)
 # attribute changes that may wait with a file's gathered data (setattr_fattr4 keywords; see _defer_setattr)
 DEFERRABLE_SETATTR = frozenset({"mode", "atime_ns", "mtime_ns"})
 # The daemon keeps tens of thousands of long-lived objects (inodes and their attributes) and makes
@@ -129,55 +123,6 @@ def _name(name: bytes) -> str:
     return os.fsdecode(name)
 
 
-def share_access(flags: int) -> int:
-    acc = flags & os.O_ACCMODE
-    if acc == os.O_WRONLY:
-        return c.OPEN4_SHARE_ACCESS_WRITE
-    if acc == os.O_RDWR:
-        return c.OPEN4_SHARE_ACCESS_BOTH
-    return c.OPEN4_SHARE_ACCESS_READ
-
-
-def _shown(a: FileAttrs) -> tuple[int, ...]:
-    """The attributes ``stat`` shows (the kernel's cached copy must go when one of them moves)."""
-    return (a.mode, a.nlink, a.uid, a.gid, a.size, a.mtime_ns, a.ctime_ns)
-
-
-def access_mask(access: int) -> int:
-    """The ACCESS bits an open with OPEN4_SHARE_ACCESS_* ``access`` needs."""
-    want = 0
-    if access & c.OPEN4_SHARE_ACCESS_READ:
-        want |= c.ACCESS4_READ
-    if access & c.OPEN4_SHARE_ACCESS_WRITE:
-        want |= c.ACCESS4_MODIFY
-    return want
-
-
-@dataclass(eq=False)
-class SharedOpen:
-    """The NFS open state of one (file, open owner), shared by the FUSE handles on it."""
-
-    of: OpenFile
-    cred: Credential
-    refs: int = 0
-    writer: FileWriter | None = None
-    # serialises opening again after the server lost the state (not the inode's open lock: a CLOSE
-    # holding that waits for the WRITEs that may need to open again)
-    reopen_lock: trio.Lock = field(default_factory=trio.Lock)
-
-
-@dataclass(eq=False)
-class FileHandle:
-    inode: Inode
-    shared: SharedOpen
-    access: int
-    cred: Credential
-    written: bool = False
-    append: bool = False  # opened O_APPEND: every write goes to the end of the file
-    readahead: ReadAhead | None = None
-    fetching: set[Extent] = field(default_factory=set)  # READs ahead in flight
-
-
 @dataclass(eq=False)
 class DirHandle:
     inode: Inode
@@ -199,9 +144,8 @@ class NFSOperations(Operations):
         self.entry_timeout = 0.0 if opts.lookupcache == LOOKUPCACHE_NONE else opts.acdirmin
         self.inodes = InodeTable(root_fh, root_attrs, self.timeouts, trio.current_time())
         self.names = NameCache(opts.acdirmax if opts.lookupcache != LOOKUPCACHE_NONE else 0)
-        self.files: dict[int, FileHandle] = {}
         self.dirs: dict[int, DirHandle] = {}
-        self._ids = itertools.count(1)
+        self._ids = itertools.count(1)  # FUSE handle numbers, of files and directories
         self._silly = itertools.count(1)
         self._groups: cachetools.TTLCache[tuple[int, int, int], tuple[int, ...]] = cachetools.TTLCache(
             maxsize=4096, ttl=GROUPS_TTL
@@ -210,10 +154,15 @@ class NFSOperations(Operations):
             auth_sys(opts.squash_uid, opts.squash_gid or 0, ()) if opts.squash_uid is not None else None
         )
         self.invalidations = 0
-        self.reopens = 0  # opens made again after the server lost them
         # what the caches answered and what they asked (pynfsrdma stats): see cache_counts
         self.counts: collections.Counter[str] = collections.Counter()
-        self.readahead_window = READ_AHEAD_WINDOW  # bytes read ahead of a sequential reader at most
+        self.opens = Opens(
+            nfs, opts, nursery, self.inodes, self.names, self.counts, self._ids, self._invalidate,
+            self._drop_entry, self._delegated,
+        )
+        self.files = self.opens.files  # FUSE file handles (:class:`.opens.FileHandle`)
+        self.locks = PosixLocks(nfs, self.opens, self._invalidate)
+        self.nfs42 = NFS42Files(nfs, self.inodes, self.opens)
         gc.set_threshold(*GC_THRESHOLD)  # (the mount daemon's process: see GC_THRESHOLD)
         # delegations: opens and attributes served locally while the server lets us (not with noac)
         nfs.want_delegations = not opts.noac
@@ -290,7 +239,7 @@ class NFSOperations(Operations):
         another client removed or renamed, found at an open; reopens: opens made again after the
         server lost them."""
         names = ("attr_hits", "attr_revalidations", "lookups_cached", "lookups_sent", "stale_names")
-        return {**{n: self.counts[n] for n in names}, "invalidations": self.invalidations, "reopens": self.reopens}
+        return {**{n: self.counts[n] for n in names}, "invalidations": self.invalidations, "reopens": self.opens.reopens}
 
     async def _invalidate(self, ino: int, attr_only: bool = False) -> None:
         if self.kernel is not None:
@@ -324,10 +273,7 @@ class NFSOperations(Operations):
             node.listing = Listing(node.attrs.change, float("-inf"), set())
 
     async def _sync_inode(self, node: Inode) -> None:
-        """Send every gathered write of the file (before its size or data is looked at)."""
-        for s in list(node.shared.values()):
-            if s.writer is not None and s.writer.unsent:
-                await s.writer.drain()
+        await self.opens.sync(node)
 
     # -- delegations ----------------------------------------------------------------------------------
     def _delegated(self, node: Inode) -> bool:
@@ -834,47 +780,17 @@ class NFSOperations(Operations):
         self._modified_dir(parent, n, cinfo, True, node)
         return self._entry(node)
 
-    # -- open files -----------------------------------------------------------------------------------
-    def _adopt(self, node: Inode, of: OpenFile, cred: Credential) -> SharedOpen:
-        """Make ``of`` (just returned by OPEN) the shared open state of (node, its owner)."""
-        shared = node.shared.get(of.owner)
-        if shared is None:
-            shared = SharedOpen(of, cred)
-            node.shared[of.owner] = shared
-        elif shared.of is not of:
-            # the same open owner opened the same file again: the server upgraded the one open state
-            shared.of.stateid = of.stateid
-            shared.of.access |= of.access
-            shared.of.local = of.local  # an open made under a delegation now has open state of its own
-            self.nfs.opens.pop(id(of), None)
-        if shared.of.access & c.OPEN4_SHARE_ACCESS_WRITE and shared.writer is None:
-            stable = c.FILE_SYNC4 if self.opts.noac else c.UNSTABLE4
-            shared.writer = FileWriter(
-                self.nfs,
-                shared.of,
-                shared.cred,
-                self.nursery,
-                self.nfs.maxwrite,
-                stable=stable,
-                reopen=functools.partial(self._reopen, node, shared),
-                answered=functools.partial(self.inodes.wrote, node),
-            )
-        return shared
-
-    async def _reopen(self, node: Inode, shared: SharedOpen, failed: Any) -> None:
-        """The server lost the open behind ``failed`` (it restarted graceless, or our lease expired and
-        the state was revoked): OPEN the file again and carry on with the new stateid. Single-flight:
-        whoever comes second finds the stateid changed already."""
-        async with shared.reopen_lock:
-            of = shared.of
-            if of.stateid != failed and not of.closed:
-                return
-            log.warning("open state of inode %d lost on the server: opening it again", node.ino)
-            new = await self.nfs.open_fh(node.fh, shared.cred, of.access)
-            self.nfs.opens.pop(id(new), None)
-            of.stateid, of.closed = new.stateid, False
-            self.nfs.opens[id(of)] = of  # reclaimed (or opened again) with the others next time
-            self.reopens += 1
+    # -- open files (:mod:`.opens`) -------------------------------------------------------------------
+    @fuse_errors
+    async def open(self, inode: int, flags: int, ctx: RequestContext) -> FileInfo:
+        """``O_TRUNC`` needs the right to write, as on a local file system."""
+        node = self._inode(inode)
+        access = share_access(flags)
+        if flags & os.O_TRUNC:
+            access |= c.OPEN4_SHARE_ACCESS_WRITE
+        if access & c.OPEN4_SHARE_ACCESS_WRITE:
+            self._check_rw()
+        return await self.opens.open(node, flags, access, self.cred(ctx))
 
     async def _read_state(self, h: FileHandle, of: OpenFile, off: int, size: int) -> tuple[Any, bool]:
         """One READ; when the server lost the open behind it, open again and repeat."""
@@ -885,132 +801,8 @@ class NFSOperations(Operations):
             except NFS4Error as e:
                 if e.status not in STATE_LOST or attempt == MAX_REOPENS:
                     raise
-                await self._reopen(h.inode, h.shared, stateid)
+                await self.opens.reopen(h.inode, h.shared, stateid)
         raise AssertionError("unreachable")
-
-    def _handle(
-        self,
-        node: Inode,
-        shared: SharedOpen,
-        access: int,
-        cred: Credential,
-        keep: bool,
-        flags: int = 0,
-    ) -> FileInfo:
-        shared.refs += 1
-        node.opens += 1
-        fid = next(self._ids)
-        h = FileHandle(node, shared, access, cred, append=bool(flags & os.O_APPEND))
-        if access & c.OPEN4_SHARE_ACCESS_READ and not flags & os.O_DIRECT and self.readahead_window:
-            h.readahead = ReadAhead(self.nfs.maxread, max_window=self.readahead_window)
-            node.readaheads.add(h.readahead)
-        self.files[fid] = h
-        return FileInfo(fh=fid, keep_cache=keep)
-
-    async def _close_to_open(self, node: Inode, attrs: FileAttrs | None, asked: int | None) -> bool:
-        """Revalidate on open: keep the kernel's page cache only if the data did not change. The
-        kernel's cached attributes go when the server's differ from what we had (another client's
-        chmod or truncate): it asks again at the next stat, fstat of the new descriptor included."""
-        if attrs is not None:
-            before = node.attrs
-            self.inodes.refresh(node, attrs, self._now(), asked=asked)
-            if node.attrs is not before and _shown(node.attrs) != _shown(before):
-                await self._invalidate(node.ino, attr_only=True)
-        keep = node.data_change == node.attrs.change
-        node.data_change = node.attrs.change
-        if not keep:
-            node.drop_readahead()
-        return keep
-
-    @staticmethod
-    def _lock(node: Inode) -> trio.Lock:
-        if node.open_lock is None:
-            node.open_lock = trio.Lock()
-        lock: trio.Lock = node.open_lock
-        return lock
-
-    @fuse_errors
-    async def open(self, inode: int, flags: int, ctx: RequestContext) -> FileInfo:
-        """Every open is the server's to allow, for the caller: an OPEN (which also revalidates the
-        file for close-to-open), or under a delegation an ACCESS check. The OPEN goes by the name the
-        kernel reached the file by, so that a name another client renamed or removed is not opened
-        (ESTALE: the kernel looks the name up again and opens what it leads to now). ``O_TRUNC``
-        needs the right to write, as on a local file system."""
-        node = self._inode(inode)
-        access = share_access(flags)
-        if flags & os.O_TRUNC:
-            access |= c.OPEN4_SHARE_ACCESS_WRITE
-        if access & c.OPEN4_SHARE_ACCESS_WRITE:
-            self._check_rw()
-        cred = self.cred(ctx)
-        owner = self.nfs.open_owner(cred)
-        # an OPEN racing with the CLOSE of the same owner's open state would get a stateid the CLOSE ends
-        async with Held(self._lock(node)):
-            shared = node.shared.get(owner)
-            attrs: FileAttrs | None = None
-            asked = self.inodes.asking(node)
-            deleg = self.nfs.delegation_for(node.fh, access)
-            if deleg is not None and self._delegated(node) and (shared is None or shared.of.local):
-                await self._may_open(node, access, cred)
-                shared = self._adopt(node, self.nfs.open_delegated(deleg, cred, access), cred)  # RFC 8881 10.4
-            elif shared is not None and not shared.of.closed and not shared.of.local:
-                # this owner has the file open: a server need not check an OPEN of it again (NFS-Ganesha
-                # grants it whatever the mode is now), so ACCESS asks, by name, with the attributes
-                attrs = await self._access_by_name(node, access, cred)
-                if shared.of.access & access != access:
-                    of = await self._open_state(node, cred, access)
-                    attrs = of.attrs
-                    shared = self._adopt(node, of, cred)
-            else:
-                of = await self._open_state(node, cred, access)
-                attrs = of.attrs
-                shared = self._adopt(node, of, cred)
-            keep = await self._close_to_open(node, attrs, asked)
-            fi = self._handle(node, shared, share_access(flags), cred, keep, flags)
-        if flags & os.O_TRUNC and node.attrs.size:
-            asked = self.inodes.asking(node)
-            a = await self.nfs.setattr(node.fh, cred, stateid=shared.of.stateid, size=0)
-            self.inodes.refresh(node, a, self._now(), asked=asked)
-            node.data_change = a.change
-        return fi
-
-    async def _open_state(self, node: Inode, cred: Credential, access: int) -> OpenFile:
-        """OPEN ``node`` for ``cred``: by the name the kernel reached it by (CLAIM_NULL: the server
-        checks that the name still leads to it, and the caller's right to search the directory),
-        else by its file handle. ESTALE when the name is gone or leads to another file now."""
-        named = await self._sole_name(node, cred)
-        want = access_mask(access)
-        if named is None:
-            return self._granted(node, await self.nfs.open_fh(node.fh, cred, access, check=want), want)
-        parent, name = named
-        await self.nfs.prepare_open(node.fh, access)
-        try:
-            of = await self.nfs.open(parent.fh, name, cred, access=access, check=want)
-        except NFS4Error as e:
-            if e.errno not in (errno.ENOENT, errno.ESTALE):
-                raise
-            of = None
-        if of is not None and of.fh == node.fh:
-            return self._granted(node, of, want)
-        if of is not None:  # another file: its open state stays if it is one we hold, else it goes
-            assert of.attrs is not None
-            other = self.inodes.get(self.inodes.ino_for(of.attrs))
-            if other is not None and other.fh == of.fh and of.owner in other.shared:
-                self._adopt(other, of, cred)
-            else:
-                self.nfs.close_later(of, cred, self.nursery)
-        raise self._name_moved(node, parent, name)
-
-    def _granted(self, node: Inode, of: OpenFile, want: int) -> OpenFile:
-        """``of``, just OPENed, if the ACCESS that went with it allows ``want``; else the open goes
-        (unless it carried on an open of ours) and EACCES. A server need not check an OPEN by an
-        owner that holds open state of the file (NFS-Ganesha grants it whatever the mode is now),
-        and one we are about to CLOSE may still be there."""
-        if of.granted is None or of.granted & want == want:
-            return of
-        if of.owner not in node.shared:
-            self.nfs.close_later(of, of.cred or self.nfs.client.machine_cred, self.nursery)
-        raise FUSEError(errno.EACCES)
 
     async def gone(self, operation: str, arg: int) -> None:
         """The server no longer has the file or directory ``operation`` was about (NFS4ERR_STALE:
@@ -1037,79 +829,6 @@ class NFSOperations(Operations):
         if self.kernel is not None:
             with trio.move_on_after(GONE_NOTIFY_WAIT):
                 await self.kernel.invalidate_entry(parent, os.fsencode(name))
-
-    async def _sole_name(self, node: Inode, cred: Credential) -> tuple[Inode, str] | None:
-        """The one name the kernel may reach ``node`` by, with its directory, for a request to go by
-        (None when we know none: it goes by file handle). With several (a file another client
-        renamed may be reached by its old name and its new one), each is looked up; the ones that no
-        longer lead to it are forgotten with the kernel's entries for them, and ESTALE answered (the
-        kernel looks its path up again); when all still do, None."""
-        if node.silly:
-            return None
-        keys = [(parent, name) for pino, name in node.names if (parent := self.inodes.get(pino)) is not None]
-        if len(keys) <= 1:
-            return keys[0] if keys else None
-        moved = False
-        for parent, name in keys:
-            try:
-                fh, _ = await self.nfs.lookup(parent.fh, name, cred)
-            except NFS4Error as e:
-                if e.errno not in (errno.ENOENT, errno.ESTALE):
-                    raise
-                fh = b""
-            if fh != node.fh:
-                self._name_moved(node, parent, name)
-                await self._drop_entry(parent.ino, name)
-                moved = True
-        if moved:
-            raise FUSEError(errno.ESTALE)
-        return None
-
-    def _name_moved(self, node: Inode, parent: Inode, name: str) -> FUSEError:
-        """``name`` in ``parent``, which the kernel reached ``node`` by, is gone or leads elsewhere
-        (another client renamed or removed it): forget it, and answer ESTALE, on which the kernel
-        looks the name up again (and opens what it leads to now)."""
-        self.counts["stale_names"] += 1
-        log.info("%s in inode %d no longer leads to inode %d", name, parent.ino, node.ino)
-        self.inodes.unnamed(parent.ino, name)
-        self.names.drop(parent.ino, name)
-        parent.stale()
-        return FUSEError(errno.ESTALE)
-
-    async def _access_by_name(self, node: Inode, access: int, cred: Credential) -> FileAttrs:
-        """Whether ``cred`` may open ``node`` with ``access`` (EACCES if not), asked by the name the
-        kernel reached it by (ESTALE if that leads elsewhere now); its attributes."""
-        want = access_mask(access)
-        named = await self._sole_name(node, cred)
-        if named is None:
-            granted, attrs = await self.nfs.access_attrs(node.fh, want, cred)
-        else:
-            parent, name = named
-            try:
-                fh, granted, attrs = await self.nfs.lookup_access(parent.fh, name, want, cred)
-            except NFS4Error as e:
-                if e.errno not in (errno.ENOENT, errno.ESTALE):
-                    raise
-                raise self._name_moved(node, parent, name) from None
-            if fh != node.fh:
-                raise self._name_moved(node, parent, name)
-        if granted & want != want:
-            raise FUSEError(errno.EACCES)
-        return attrs
-
-    async def _may_open(self, node: Inode, access: int, cred: Credential) -> None:
-        """Under a delegation no OPEN is sent: the server still decides whether ``cred`` may open
-        the file with ``access`` (ACCESS, its answer kept while the delegation lasts)."""
-        want = access_mask(access)
-        key = (cred.uid, cred.gid, cred.gids)
-        granted = node.granted.get(key) if node.granted is not None else None
-        if granted is None or granted & want != want:
-            granted = await self.nfs.access(node.fh, want, cred)
-            if node.granted is None:
-                node.granted = {}
-            node.granted[key] = granted
-        if granted & want != want:
-            raise FUSEError(errno.EACCES)
 
     async def _open_create(
         self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: RequestContext
@@ -1138,11 +857,11 @@ class NFSOperations(Operations):
         node = self._learn(of.fh, of.attrs, asked)
         cinfo = of.dir_change
         if cinfo is None or cinfo.before == cinfo.after:  # it was there already: the caller's right to open it
-            self._granted(node, of, want)
+            self.opens.granted(node, of, want)
         self._modified_dir(parent, n, of.dir_change, True, node)
-        shared = self._adopt(node, of, cred)
-        keep = await self._close_to_open(node, None, asked)
-        return self._handle(node, shared, access, cred, keep, flags), self._entry(node)
+        shared = self.opens.adopt(node, of, cred)
+        keep = await self.opens.close_to_open(node, None, asked)
+        return self.opens.handle(node, shared, access, cred, keep, flags), self._entry(node)
 
     @fuse_errors
     async def create(
@@ -1151,10 +870,7 @@ class NFSOperations(Operations):
         return await self._open_create(parent_inode, name, mode, flags, ctx)
 
     def _file(self, fh: int) -> FileHandle:
-        h = self.files.get(fh)
-        if h is None:
-            raise FUSEError(errno.EBADF)
-        return h
+        return self.opens.file(fh)
 
     @fuse_errors
     async def read(self, fh: int, off: int, size: int) -> Any:
@@ -1237,138 +953,7 @@ class NFSOperations(Operations):
             if h.written and h.shared.writer is not None:
                 await h.shared.writer.flush()  # close(2) reports write errors, and the data is stable
         finally:
-            # close(2) of any descriptor of the file ends the process's POSIX locks on it
-            await self._unlock_all(h, (POSIX_LOCK, lock_owner))
-
-    async def _unlock_all(self, h: FileHandle, owner: tuple[str, int]) -> None:
-        of = h.shared.of
-        if not of.closed and self.nfs.lock_state(of, owner) is not None:
-            await self._commit_inode(h.inode)
-            await self.nfs.locku(of, owner, 0, TO_EOF, h.cred)
-
-    # -- NFSv4.2 file operations (vers=4.2): fallocate, lseek, copy_file_range -----------------------
-    @fuse_errors
-    async def fallocate(self, fh: int, mode: int, offset: int, length: int) -> None:
-        """fallocate(2) mode 0 is ALLOCATE; a punched hole (PUNCH_HOLE with KEEP_SIZE) is DEALLOCATE;
-        other modes are not carried (EOPNOTSUPP), nor anything on an NFSv4.1 mount (ENOSYS: the
-        kernel stops asking)."""
-        h = self._file(fh)
-        if not h.access & c.OPEN4_SHARE_ACCESS_WRITE:
-            raise FUSEError(errno.EBADF)
-        punch = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
-        if mode not in (0, punch):
-            raise FUSEError(errno.EOPNOTSUPP)
-        node = h.inode
-        await self._sync_inode(node)  # (gathered writes land before the range changes)
-        asked = self.inodes.asking(node)
-        try:
-            if mode:
-                attrs = await self.nfs.deallocate(h.shared.of, offset, length, h.cred)
-            else:
-                attrs = await self.nfs.allocate(h.shared.of, offset, length, h.cred)
-        except NFS4Error as e:
-            raise self._v42_missing(e) from None
-        self.inodes.refresh(node, attrs, self._now(), asked=asked)
-        node.data_change = attrs.change  # (the kernel dropped the punched pages itself)
-        node.drop_readahead()
-
-    @fuse_errors
-    async def lseek(self, fh: int, offset: int, whence: int) -> int:
-        """SEEK_DATA and SEEK_HOLE by SEEK (ENXIO past the end, or for data when none follows)."""
-        h = self._file(fh)
-        if whence not in (os.SEEK_DATA, os.SEEK_HOLE):
-            raise FUSEError(errno.EINVAL)
-        await self._sync_inode(h.inode)
-        what = c.NFS4_CONTENT_DATA if whence == os.SEEK_DATA else c.NFS4_CONTENT_HOLE
-        try:
-            return await self.nfs.seek(h.shared.of, offset, what, h.cred)
-        except NFS4Error as e:
-            raise self._v42_missing(e) from None
-
-    @fuse_errors
-    async def copy_file_range(
-        self, fh_in: int, off_in: int, fh_out: int, off_out: int, length: int, flags: int
-    ) -> int:
-        """COPY within the server (the data does not come to us), else CLONE; where the server has
-        neither, ENOSYS makes the kernel copy by reading and writing, and stop asking."""
-        src, dst = self._file(fh_in), self._file(fh_out)
-        if not dst.access & c.OPEN4_SHARE_ACCESS_WRITE or not src.access & c.OPEN4_SHARE_ACCESS_READ:
-            raise FUSEError(errno.EBADF)
-        await self._commit_inode(src.inode)  # (the server copies what it has on its disk)
-        await self._sync_inode(dst.inode)
-        node = dst.inode
-        asked = self.inodes.asking(node)
-        self.inodes.wrote(node)  # (attributes asked from now until the reply may not show the copy)
-        try:
-            n = await self.nfs.copy(src.shared.of, dst.shared.of, off_in, off_out, length, dst.cred)
-        except NFS4Error as e:
-            if e.status != c.NFS4ERR_NOTSUPP:
-                raise
-            try:
-                attrs = await self.nfs.clone(src.shared.of, dst.shared.of, off_in, off_out, length, dst.cred)
-            except NFS4Error as e2:
-                raise self._v42_missing(e2) from None
-            self.inodes.refresh(node, attrs, self._now(), asked=asked)
-            n = length
-        finally:
-            self.inodes.wrote(node)
-        node.stale()
-        node.drop_readahead()
-        return n
-
-    @staticmethod
-    def _v42_missing(e: NFS4Error) -> Exception:
-        """A server (or a 4.1 session) without the operation: ENOSYS, on which the kernel falls back
-        and asks no more; any other error as it is."""
-        if e.status == c.NFS4ERR_NOTSUPP:
-            return FUSEError(errno.ENOSYS)
-        return e
-
-    # -- byte-range and flock locks (RFC 8881 section 9; as the Linux client maps them) ---------
-    @fuse_errors
-    async def getlk(self, fh: int, lock_owner: int, lock: FileLock, ctx: RequestContext) -> FileLock:
-        """LOCKT: the lock in the way of ``lock``, from any client (its holder's pid is 0: it may be
-        on another host), or F_UNLCK."""
-        h = self._file(fh)
-        offset, length = nfs_range(lock.start, lock.end)
-        conflict = await self.nfs.lockt(
-            h.shared.of, (POSIX_LOCK, lock_owner), nfs_lock_type(lock.type), offset, length, h.cred
-        )
-        if conflict is None:
-            return FileLock(lock.start, lock.end, F_UNLCK, 0)
-        return FileLock(conflict.start, conflict.end, conflict.posix_type, 0)
-
-    @fuse_errors
-    async def setlk(
-        self, fh: int, lock_owner: int, lock: FileLock, sleep: bool, flock: bool, ctx: RequestContext
-    ) -> None:
-        """LOCK (EAGAIN when another holds it; ``sleep``: asked again until granted, woken early by
-        CB_NOTIFY_LOCK, ended by the caller's interruption) or LOCKU. An flock(2) lock is a lock of
-        the whole file with a lock owner of its own per open file, as the Linux client makes it."""
-        h = self._file(fh)
-        owner = (FLOCK_LOCK, fh) if flock else (POSIX_LOCK, lock_owner)
-        offset, length = (0, TO_EOF) if flock else nfs_range(lock.start, lock.end)
-        # A lock is where clients meet (sqlite, mailboxes): what was written under a lock reaches
-        # the server before the lock goes, and what is read under a lock is what the server holds
-        # when it was taken, as the Linux client does it
-        await self._commit_inode(h.inode)
-        if lock.type == F_UNLCK:
-            if self.nfs.lock_state(h.shared.of, owner) is not None:
-                await self.nfs.locku(h.shared.of, owner, offset, length, h.cred)
-            return
-        await self.nfs.lock(h.shared.of, owner, nfs_lock_type(lock.type), offset, length, h.cred, wait=sleep)
-        node = h.inode
-        node.stale()
-        node.drop_readahead()
-        node.data_change = None  # (the kernel's cached pages are not kept by the next open either)
-        with trio.move_on_after(GONE_NOTIFY_WAIT):
-            await self._invalidate(node.ino)
-
-    async def _commit_inode(self, node: Inode) -> None:
-        """Every write of the file onto the server's stable storage."""
-        for s in list(node.shared.values()):
-            if s.writer is not None and s.writer.dirty:
-                await s.writer.flush()
+            await self.locks.unlock_posix(h, lock_owner)
 
     @fuse_errors
     async def fsync(self, fh: int, datasync: bool) -> None:
@@ -1383,66 +968,42 @@ class NFSOperations(Operations):
             return
         if flock_unlock:
             try:
-                await self._unlock_all(h, (FLOCK_LOCK, fh))
+                await self.locks.unlock_flock(h, fh)
             except (OSError, NFS4Error) as err:
                 log.info("releasing the flock lock of fh=%d: %s", fh, err)
-        del self.files[fh]
-        node, shared = h.inode, h.shared
-        log.debug("release fh=%d ino=%d refs=%d", fh, node.ino, shared.refs)
-        node.opens -= 1
-        shared.refs -= 1
-        if h.readahead is not None:
-            ra = h.readahead
-            log.debug("read-ahead of fh=%d: %d hits, %d READs, %d drops", fh, ra.hits, ra.sent, ra.drops)
-            ra.drop()
-            node.readaheads.discard(h.readahead)
-        for e in list(h.fetching):  # (they use the open's stateid: done before it is CLOSEd)
-            await e.done.wait()
+        node = h.inode
         try:
-            if shared.refs == 0:
-                async with Held(self._lock(node)):
-                    if shared.refs == 0 and node.shared.get(shared.of.owner) is shared:
-                        await self._close_shared(node, shared)
-            elif h.written and shared.writer is not None:
-                await shared.writer.flush()
-            if h.written:
-                # what the kernel's page cache holds now is what the server holds
-                post = self._post_write_attrs(node, shared)
-                if post is None:
-                    asked = self.inodes.asking(node)
-                    attrs = await self.nfs.getattr(node.fh, h.cred)
-                    self.inodes.refresh(node, attrs, self._now(), asked=asked)
-                elif node.fetched < post[1]:
-                    self.inodes.refresh(node, *post, asked=OWN)
-                node.data_change = node.attrs.change
+            await self.opens.release(fh, h)
         finally:
             if node.opens == 0:
                 await self._remove_silly(node, h.cred)
             self.inodes.drop_if_unused(node)
 
-    @staticmethod
-    def _post_write_attrs(node: Inode, shared: SharedOpen) -> tuple[FileAttrs, float] | None:
-        """The attributes (and when fetched) that came back with or after our last WRITE of the file,
-        if nothing was written since, by this open or any other of the file."""
-        w = shared.writer
-        if w is None or w.post_attrs is None or w.dirty:
-            return None
-        if any(s is not shared and s.writer is not None for s in node.shared.values()):
-            return None
-        return w.post_attrs
+    # -- NFSv4.2 file operations (vers=4.2; :mod:`.nfs42`) -------------------------------------------
+    @fuse_errors
+    async def fallocate(self, fh: int, mode: int, offset: int, length: int) -> None:
+        await self.nfs42.fallocate(self._file(fh), mode, offset, length)
 
-    async def _close_shared(self, node: Inode, shared: SharedOpen) -> None:
-        node.shared.pop(shared.of.owner, None)
-        try:
-            if shared.writer is not None:
-                await shared.writer.flush()
-        finally:
-            if node.silly:  # its name is removed next: the server must have no open of it then
-                await self.nfs.close(shared.of, shared.cred)
-            else:  # nobody waits for the CLOSE (close(2) returned at flush): it goes with others
-                self.nfs.close_later(shared.of, shared.cred, self.nursery)
-            if shared.writer is not None and shared.writer.bytes_accepted >= TRIM_THRESHOLD:
-                return_payload_memory()  # the heap kept for a large file's writes goes back
+    @fuse_errors
+    async def lseek(self, fh: int, offset: int, whence: int) -> int:
+        return await self.nfs42.lseek(self._file(fh), offset, whence)
+
+    @fuse_errors
+    async def copy_file_range(
+        self, fh_in: int, off_in: int, fh_out: int, off_out: int, length: int, flags: int
+    ) -> int:
+        return await self.nfs42.copy_file_range(self._file(fh_in), off_in, self._file(fh_out), off_out, length)
+
+    # -- byte-range and flock locks (:mod:`.posix_locks`) --------------------------------------------
+    @fuse_errors
+    async def getlk(self, fh: int, lock_owner: int, lock: FileLock, ctx: RequestContext) -> FileLock:
+        return await self.locks.getlk(self._file(fh), lock_owner, lock)
+
+    @fuse_errors
+    async def setlk(
+        self, fh: int, lock_owner: int, lock: FileLock, sleep: bool, flock: bool, ctx: RequestContext
+    ) -> None:
+        await self.locks.setlk(self._file(fh), fh, lock_owner, lock, sleep, flock)
 
     async def _remove_silly(self, node: Inode, cred: Credential) -> None:
         while node.silly:
@@ -1461,7 +1022,7 @@ class NFSOperations(Operations):
         node = self._inode(inode)
         if not node.is_dir:
             raise FUSEError(errno.ENOTDIR)
-        named = await self._sole_name(node, self.cred(ctx))
+        named = await self.opens.sole_name(node, self.cred(ctx))
         if named is not None:
             parent, name = named
             asked = self.inodes.asking()
@@ -1470,9 +1031,9 @@ class NFSOperations(Operations):
             except NFS4Error as e:
                 if e.errno not in (errno.ENOENT, errno.ESTALE, errno.ENOTDIR):
                     raise
-                raise self._name_moved(node, parent, name) from None
+                raise self.opens.name_moved(node, parent, name) from None
             if fh != node.fh:
-                raise self._name_moved(node, parent, name)
+                raise self.opens.name_moved(node, parent, name)
             if self.inodes.refresh(node, attrs, self._now(), asked=asked):
                 self._changed(node)
         node.opens += 1
