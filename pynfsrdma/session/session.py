@@ -51,6 +51,7 @@ from ..transport.base import NO_HINTS, CallFailed, ProtocolViolation, ReplyHints
 from ..xdr import XdrError
 from .errors import ServerUnreachable, SessionError
 from .paths import NoPathError, Path, PathSet
+from .send_faults import Fault, Faults, Then, on_fault
 from .sequence import Act, Attempts, on_sequence
 from .slot_table import Slot, SlotTable
 
@@ -86,9 +87,7 @@ IDEMPOTENT_OPS = frozenset(
 
 # operations whose time is mostly the server's work on its storage, not the path's round trip
 STORAGE_WORK = frozenset({c.OP_COMMIT, c.OP_COPY, c.OP_CLONE, c.OP_ALLOCATE, c.OP_DEALLOCATE})
-MAX_REFUSED = 1  # resends of a request its transport refused (CallFailed) before failing it
 RESEND_PAUSE = 0.01  # before resending on the same (reconnecting) path
-MAX_VIOLATIONS = 2  # resends of a request whose reply broke the protocol, each on a new connection
 # room around a READ's or WRITE's data for the RPC and COMPOUND headers, in ca_maxrequestsize and
 # ca_maxresponsesize (a session asks for rsize/wsize plus this, and reads no more than it allows)
 COMPOUND_ROOM = 8 * 1024
@@ -306,19 +305,18 @@ class Session:
         try:
             slot = await self._acquire(soft)
             attempts = Attempts()
-            violations = 0
+            faults = Faults()
             sends = 0
             deadline = None if pin is not None else self.policy.deadline(trio.current_time())
             seqid = self.table.begin(slot)
             while True:
                 try:
-                    res, tries, path, violations = await self._send(
-                        slot, seqid, ops, cred, hints, payload, tag, cachethis, pin, deadline, violations, soft
+                    res, tries, path = await self._send(
+                        slot, seqid, ops, cred, hints, payload, tag, cachethis, pin, deadline, faults, soft
                     )
                 except _BadReply as bad:
-                    violations = bad.violations
                     sends += bad.tries
-                    if violations > MAX_VIOLATIONS or pin is not None:
+                    if self._after_bad_reply(faults, pin) is Then.PROTOCOL_ERROR:
                         raise bad.error from None
                     continue
                 sends += tries
@@ -329,9 +327,8 @@ class Session:
                         if check is not None and res.status == c.NFS4_OK:
                             check(res.resarray)
                 except _CHECK_ERRORS as e:
-                    violations += 1
                     error = self._violated(path, ops, e)
-                    if violations > MAX_VIOLATIONS or pin is not None:
+                    if self._after_bad_reply(faults, pin) is Then.PROTOCOL_ERROR:
                         raise error from e
                     continue
                 decision = on_sequence(st, res.status, tries=sends, idempotent=idempotent,
@@ -413,15 +410,15 @@ class Session:
         cachethis: bool,
         pin: Path | None,
         deadline: float | None,
-        violations: int,
+        faults: Faults,
         soft: bool,
-    ) -> tuple[COMPOUND4res, int, Path, int]:
+    ) -> tuple[COMPOUND4res, int, Path]:
         """Send one request until some path answers it, resending with the same slot/seqid until
-        ``deadline`` (None: forever). Returns the decoded reply, the number of sends it took, the
-        path that answered and ``violations`` (replies of this request that broke the protocol) as
-        it is now. Raises _BadReply for a reply that is not one (after closing its connection), and
-        when the connections it went on ended on violations more than MAX_VIOLATIONS times. ``soft``:
-        fail at once when the server is taken for gone meanwhile."""
+        ``deadline`` (None: forever). Returns the decoded reply, the number of sends it took and the
+        path that answered. Raises _BadReply for a reply that is not one (after closing its
+        connection). What a send that brings no reply leads to is :func:`.send_faults.on_fault`'s to
+        decide (``faults``: what this request's sends met before). ``soft``: fail at once when the
+        server is taken for gone meanwhile."""
         timed = main_op(ops) not in STORAGE_WORK  # (its time is a round trip)
         policy = self.policy
         args = COMPOUND4args(
@@ -435,7 +432,6 @@ class Session:
             ],
         )
         tries = 0
-        refused = 0
         previous: Path | None = None
         while True:
             if self.dead is not None:
@@ -479,7 +475,9 @@ class Session:
             try:
                 u = await rpc.call_packed(xid, p, hints, timeout)
             except RpcTimeout as e:
-                if pin is not None:
+                then = on_fault(Fault.TIMEOUT, pinned=pin is not None, failing_fast=False,
+                                past_deadline=deadline is not None and trio.current_time() >= deadline, faults=faults)
+                if then is Then.RAISE:
                     raise
                 log.info(
                     "%s: request on slot %d seq %d timed out; resending", path.address, slot.slotid, seqid
@@ -488,28 +486,25 @@ class Session:
                 trace.rpc_failed(xid, path.address, args.argarray, str(e), trio.current_time() - start)
                 self.paths.kill(path)  # a stalled connection: drop it so it reconnects
                 previous = path
-                if deadline is not None and trio.current_time() >= deadline:
+                if then is Then.GIVE_UP:
                     raise self._give_up(f"no reply after {tries} tries within {policy.budget:g} s") from e
                 continue
             except (TransportError, trio.ClosedResourceError) as e:
                 # (ClosedResourceError: the connection was dropped, as stalled, during our send)
-                if pin is not None:
+                fault = (Fault.VIOLATION if isinstance(e, ProtocolViolation)
+                         else Fault.REFUSED if isinstance(e, CallFailed) else Fault.LOST)
+                then = on_fault(fault, pinned=pin is not None, failing_fast=soft and policy.failing_fast,
+                                past_deadline=deadline is not None and trio.current_time() >= deadline, faults=faults)
+                if then is Then.RAISE:
                     raise
                 trace.rpc_failed(xid, path.address, args.argarray, str(e), trio.current_time() - start)
-                if isinstance(e, ProtocolViolation):
-                    # the connection ended on a message no server keeping the protocol sends
-                    violations += 1
+                if fault is Fault.VIOLATION:
                     self.violations += 1
-                    if violations > MAX_VIOLATIONS:
-                        reason = str(e).removeprefix(f"{path.address}: ")
-                        raise _BadReply(ProtocolError(reason, path.address, main_op(ops)), tries, violations) from e
-                if isinstance(e, CallFailed):
-                    # the transport refused this one call (RPC-over-RDMA ERR_CHUNK); the server did
-                    # not run it. Once may be a passing fault; twice, the request itself is at fault.
-                    refused += 1
-                    if refused > MAX_REFUSED:
-                        raise SessionError(f"{path.address}: the request was refused again: {e}") from e
-                if soft and policy.failing_fast:
+                if then is Then.PROTOCOL_ERROR:
+                    raise ProtocolError(str(e).removeprefix(f"{path.address}: "), path.address, main_op(ops)) from e
+                if then is Then.REFUSED:
+                    raise SessionError(f"{path.address}: the request was refused again: {e}") from e
+                if then is Then.UNREACHABLE:
                     raise self._unreachable() from e
                 log.info(
                     "%s: connection lost with slot %d seq %d in flight (%s); resending",
@@ -519,7 +514,7 @@ class Session:
                     e,
                 )
                 previous = path
-                if deadline is not None and trio.current_time() >= deadline:
+                if then is Then.GIVE_UP:
                     raise self._give_up(f"{e}") from e
                 if self.paths.choose(payload, avoid=path, group=self.group) in (None, path):
                     await trio.sleep(RESEND_PAUSE)  # no other path: do not spin on a dead one
@@ -549,11 +544,16 @@ class Session:
                 trace.rpc_failed(
                     xid, path.address, args.argarray, f"malformed reply: {e}", trio.current_time() - start
                 )
-                raise _BadReply(self._violated(path, ops, e), tries, violations + 1) from e
+                raise _BadReply(self._violated(path, ops, e), tries) from e
             seconds = trio.current_time() - start
             trace.rpc_done(xid, path.address, args.argarray, res.status, seconds)
             self.stats.rpc_done(path, ops, res, seconds, len(p), received, tries > 1)
-            return res, tries, path, violations
+            return res, tries, path
+
+    @staticmethod
+    def _after_bad_reply(faults: Faults, pin: Path | None) -> Then:
+        return on_fault(Fault.BAD_REPLY, pinned=pin is not None, failing_fast=False, past_deadline=False,
+                        faults=faults)
 
     def _sequence_ok(self, res: SEQUENCE4resok, slot: Slot) -> None:
         if (
@@ -578,11 +578,10 @@ def _name(status: int) -> str:
 class _BadReply(Exception):
     """A reply (or the connection it came on) broke the protocol; the connection is closed."""
 
-    def __init__(self, error: ProtocolError, tries: int, violations: int) -> None:
+    def __init__(self, error: ProtocolError, tries: int) -> None:
         super().__init__(str(error))
         self.error = error
         self.tries = tries
-        self.violations = violations
 
 
 class _Sequence:

@@ -20,7 +20,7 @@ from pynfsrdma.errors import ProtocolError
 from pynfsrdma.proto import rpc as rpcdef
 from pynfsrdma.proto.nfs4 import const as c
 from pynfsrdma.rpc.errors import RpcReplyError
-from pynfsrdma.session.session import MAX_VIOLATIONS
+from pynfsrdma.session.send_faults import MAX_VIOLATIONS
 from pynfsrdma.testbed import Ganesha
 from pynfsrdma.testbed.ganesha import ExportPath
 from pynfsrdma.testbed.mutating_proxy import MutatingProxy
