@@ -89,6 +89,7 @@ from .attributes import (
     setattr_fattr4,
 )
 from .locks import TO_EOF, LockConflict, LockDenied, LockState, LockTable, plain_lock_type
+from .lost_state import STATE_LOST, Then, on_stateid_error
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -109,11 +110,8 @@ CLOSE_GONE = frozenset({c.NFS4ERR_BAD_STATEID, c.NFS4ERR_OLD_STATEID, c.NFS4ERR_
                         c.NFS4ERR_STALE_STATEID, c.NFS4ERR_ADMIN_REVOKED})
 
 
-# what a server answers I/O whose stateid it no longer knows (after a restart)
-_STATEID_REPLACED = frozenset({c.NFS4ERR_STALE_STATEID, c.NFS4ERR_BAD_STATEID})
 # what LOCK and LOCKU meet when the server no longer has the lock state (or the open) they name
-_LOCK_STATE_GONE = frozenset({c.NFS4ERR_BAD_STATEID, c.NFS4ERR_STALE_STATEID, c.NFS4ERR_EXPIRED,
-                              c.NFS4ERR_ADMIN_REVOKED})
+_LOCK_STATE_GONE = STATE_LOST
 # a blocked lock (a LOCK with READW_LT/WRITEW_LT answered NFS4ERR_DENIED) is asked for again after
 # LOCK_POLL_FIRST, then twice as long each time, up to LOCK_POLL_MAX; up to LOCK_POLL_NOTIFIED when the
 # server said at OPEN that it may send CB_NOTIFY_LOCK (which wakes the waiter at once; the RFC lets it
@@ -1281,8 +1279,8 @@ class NFSv4:
                 return await self.run(build(current(stateid)), cred, hints, payload=payload, path=path,
                                       check=check)
             except NFS4Error as e:
-                if (e.status not in _STATEID_REPLACED or of is None or of.closed
-                        or self.io_stateid(of, lock_owner, path) == stateid):
+                replaced = of is not None and not of.closed and self.io_stateid(of, lock_owner, path) != stateid
+                if on_stateid_error(e.status, replaced=replaced, reopens=0, can_reopen=False) is not Then.RESEND:
                     raise
                 log.info("%s with a stateid replaced meanwhile (reclaimed): sending it again", e.name)
 

@@ -3,7 +3,8 @@
 Writes follow a :class:`~.write_plan.WritePlan` (what to send, when to COMMIT, what to send again);
 :class:`FileWriter` carries its answers out: WRITEs several in flight, a COMMIT in the background
 once a window's worth waits for one (the writer waits for it only when another window has filled
-behind it), the open made again when the server lost it (:data:`STATE_LOST`). A failed background
+behind it), the open made again when the server lost it (:func:`with_reopens`, as
+:mod:`.lost_state` decides). A failed background
 WRITE or COMMIT is reported by the next write, flush or fsync, as a local file system reports
 write-back errors. :func:`read_range` splits a read into rsize READs in flight together.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import errno
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 
@@ -22,21 +23,34 @@ from ..lock import Held
 from ..proto.nfs4 import const as c
 from ..rpc.auth import Credential
 from .attributes import FileAttrs, setattr_fattr4
+from .lost_state import Then, on_stateid_error
 from .nfs4 import NFSv4, OpenFile
 from .write_plan import COMMIT_WINDOW, Send, WritePlan
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
-# the server no longer knows the open behind a stateid (it restarted without a grace period to reclaim
-# in, or the lease expired): the file is opened again and the I/O sent again with the new stateid
-STATE_LOST = frozenset(
-    {c.NFS4ERR_STALE_STATEID, c.NFS4ERR_BAD_STATEID, c.NFS4ERR_EXPIRED, c.NFS4ERR_ADMIN_REVOKED}
-)
-MAX_REOPENS = 3
 DEFAULT_IN_FLIGHT = 8
 COMMIT_ATTEMPTS = 3  # COMMITs (with the resends between them) before a flush gives up
 # reopen(the stateid that failed): make ``of.stateid`` a valid one again (single-flight in the caller)
 Reopen = Callable[[Any], Awaitable[None]]
+
+
+async def with_reopens(of: OpenFile, reopen: Reopen | None, call: Callable[[], Awaitable[T]]) -> T:
+    """``call()``, a request with ``of``'s stateid; when the server no longer knows the open, it is
+    made again by ``reopen`` and the request sent again (as :func:`.lost_state.on_stateid_error`
+    decides)."""
+    reopens = 0
+    while True:
+        stateid = of.stateid
+        try:
+            return await call()
+        except NFS4Error as e:
+            then = on_stateid_error(e.status, replaced=False, reopens=reopens, can_reopen=reopen is not None)
+            if then is not Then.REOPEN or reopen is None:
+                raise
+            reopens += 1
+            await reopen(stateid)
 
 
 class FileWriter:
@@ -257,31 +271,26 @@ class FileWriter:
     async def _write_one(self, offset: int, data: memoryview, send: Send) -> None:
         try:
             pos = 0
-            reopens = 0
             stable = send.stable or self.plan.stable
+
+            async def one_write() -> tuple[int, int, bytes]:
+                if send.with_attrs:  # the only WRITE in flight: the attributes after it come along
+                    accepted = self.plan.accepted
+                    setattrs = setattr_fattr4(**send.setattrs) if send.setattrs else None
+                    count, committed, verf, attrs = await self.nfs.write_getattr(
+                        self.of, offset + pos, data[pos:], self.cred, stable, setattrs,
+                        lock_owner=self.lock_owner, path=self.path,
+                    )
+                    if accepted == self.plan.accepted:  # (nothing written meanwhile)
+                        self.post_attrs = (attrs, trio.current_time())
+                    return count, committed, verf
+                return await self.nfs.write(
+                    self.of, offset + pos, data[pos:], self.cred, stable, lock_owner=self.lock_owner,
+                    path=self.path,
+                )
+
             while pos < len(data):
-                stateid = self.of.stateid
-                try:
-                    if send.with_attrs:  # the only WRITE in flight: the attributes after it come along
-                        accepted = self.plan.accepted
-                        setattrs = setattr_fattr4(**send.setattrs) if send.setattrs else None
-                        count, committed, verf, attrs = await self.nfs.write_getattr(
-                            self.of, offset + pos, data[pos:], self.cred, stable, setattrs,
-                            lock_owner=self.lock_owner, path=self.path,
-                        )
-                        if accepted == self.plan.accepted:  # (nothing written meanwhile)
-                            self.post_attrs = (attrs, trio.current_time())
-                    else:
-                        count, committed, verf = await self.nfs.write(
-                            self.of, offset + pos, data[pos:], self.cred, stable, lock_owner=self.lock_owner,
-                            path=self.path,
-                        )
-                except NFS4Error as e:
-                    if e.status not in STATE_LOST or self.reopen is None or reopens >= MAX_REOPENS:
-                        raise
-                    reopens += 1
-                    await self.reopen(stateid)
-                    continue
+                count, committed, verf = await with_reopens(self.of, self.reopen, one_write)
                 self.writes_sent += 1
                 if count <= 0:
                     raise OSError(errno.EIO, "the server wrote nothing", self.path)

@@ -42,7 +42,7 @@ import trio
 from ..client.attributes import FTYPE_TO_IFMT, NOW, FileAttrs, setattr_fattr4
 from ..client.dir_pages import DirReader
 from ..client.nfs4 import NFSv4, OpenFile
-from ..client.open_file import MAX_REOPENS, STATE_LOST, read_range
+from ..client.open_file import read_range, with_reopens
 from ..errors import NFS4Error
 from ..proto.nfs4 import const as c
 from ..proto.nfs4.types import change_info4
@@ -794,15 +794,10 @@ class NFSOperations(Operations):
 
     async def _read_state(self, h: FileHandle, of: OpenFile, off: int, size: int) -> tuple[Any, bool]:
         """One READ; when the server lost the open behind it, open again and repeat."""
-        for attempt in range(MAX_REOPENS + 1):
-            stateid = of.stateid
-            try:
-                return await self.nfs.read(of, h.inode.fh, off, size, h.cred)
-            except NFS4Error as e:
-                if e.status not in STATE_LOST or attempt == MAX_REOPENS:
-                    raise
-                await self.opens.reopen(h.inode, h.shared, stateid)
-        raise AssertionError("unreachable")
+        return await with_reopens(
+            of, functools.partial(self.opens.reopen, h.inode, h.shared),
+            lambda: self.nfs.read(of, h.inode.fh, off, size, h.cred),
+        )
 
     async def gone(self, operation: str, arg: int) -> None:
         """The server no longer has the file or directory ``operation`` was about (NFS4ERR_STALE:

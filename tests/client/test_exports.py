@@ -1,17 +1,22 @@
 """``import pynfsrdma`` names the public API, and the list stays true: what the package exports at run
-time, what a reader or an IDE sees in its source, and what each name documents."""
+time, what a reader or an IDE sees in its source, what each name documents, what the README's examples
+use, and what the public classes take and return (a user can name it). The testbed's list too."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
+import re
 import types
 from pathlib import Path
 
 import pynfsrdma
+import pynfsrdma.testbed
 from pynfsrdma import Client, SyncClient
 
 INIT = Path(pynfsrdma.__file__)
+ROOT = INIT.parent.parent
 
 
 def test_the_list_names_every_public_name_and_only_those() -> None:
@@ -55,3 +60,73 @@ def test_the_blocking_client_has_each_call_of_the_async_one_as_a_method_of_its_o
     assert "__getattr__" not in vars(SyncClient)
     assert list(inspect.signature(pynfsrdma.connect).parameters) == list(
         inspect.signature(inspect.unwrap(Client.connect)).parameters)[1:]
+
+
+def test_the_testbed_lists_its_public_names() -> None:
+    tb = pynfsrdma.testbed
+    public = {n for n, v in vars(tb).items() if not n.startswith("_") and not isinstance(v, types.ModuleType)}
+    assert public == set(tb.__all__)
+    for name in tb.__all__:
+        assert inspect.getdoc(getattr(tb, name)), f"pynfsrdma.testbed.{name} has no documentation"
+
+
+def _readme_python() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    return re.findall(r"```python\n(.*?)```", text, re.S)
+
+
+def test_the_readme_uses_only_exported_names() -> None:
+    used = set()
+    for block in _readme_python():
+        for node in ast.walk(ast.parse(block)):
+            if isinstance(node, ast.ImportFrom) and node.module == "pynfsrdma":
+                used |= {a.name for a in node.names}
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "pynfsrdma":
+                used.add(node.attr)
+    assert used, "the README's examples import nothing of ours: this test reads them wrong"
+    assert used <= set(pynfsrdma.__all__)
+
+
+IDENT = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+
+
+def _named_in_signatures(cls: type) -> set[type]:
+    """The classes of ours that ``cls``'s public methods and properties take or return. Not its
+    constructors (``__init__``, ``from_*``): a user gets these objects from the API (``Client.connect``,
+    ``Client.open``, ``stat``), which builds them from the protocol's own types."""
+    module = importlib.import_module(cls.__module__)
+    found = set()
+    for name, member in vars(cls).items():
+        if name.startswith(("_", "from_")):
+            continue
+        fn = member.fget if isinstance(member, property) else getattr(member, "__func__", member)
+        if not callable(fn):
+            continue
+        for annotation in getattr(fn, "__annotations__", {}).values():
+            for ident in IDENT.findall(str(annotation)):
+                obj = getattr(module, ident, None)
+                if inspect.isclass(obj) and obj.__module__.startswith("pynfsrdma."):
+                    found.add(obj)
+    return found
+
+
+def test_what_the_public_classes_take_and_return_is_exported() -> None:
+    exported = {getattr(pynfsrdma, n) for n in pynfsrdma.__all__}
+    missing = {}
+    for name in pynfsrdma.__all__:
+        obj = getattr(pynfsrdma, name)
+        if inspect.isclass(obj):
+            for cls in _named_in_signatures(obj) - exported:
+                missing.setdefault(name, set()).add(cls.__qualname__)
+    assert not missing, f"named in the public API but not exported: {missing}"
+
+
+def test_the_checks_see_what_they_look_for() -> None:
+    """A class whose method returns one of ours that is not exported is found."""
+
+    class Probe:
+        def f(self) -> pynfsrdma.testbed.Proxy:  # (not in pynfsrdma.__all__)
+            raise NotImplementedError
+
+    Probe.__module__ = "pynfsrdma.testbed"
+    assert pynfsrdma.testbed.Proxy in _named_in_signatures(Probe)
