@@ -64,7 +64,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.common import Measurement, align, stolen  # noqa: E402
-from pynfsrdma import control  # noqa: E402
+from pynfsrdma import control_socket  # noqa: E402
 from pynfsrdma.fuse.channel import CHANNELS, DEFAULT_CHANNEL  # noqa: E402
 from pynfsrdma.testbed import Ganesha  # noqa: E402
 
@@ -212,7 +212,7 @@ def process_cpu(pid: int) -> tuple[float, float]:
 
 def daemon_cpu(mountpoint: Path) -> float:
     """Seconds of CPU (user and system) the mount daemon of ``mountpoint`` has used so far."""
-    return sum(process_cpu(control.query(str(mountpoint), "stats")["pid"]))
+    return sum(process_cpu(control_socket.query(str(mountpoint), "stats")["pid"]))
 
 
 def timed_read(what: str, path: Path, direct: bool, gib: float, daemon: int, server: int | None) -> float:

@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 async def _client(url: str, paths: int, size: int, repeat: int) -> dict[str, Any]:
     from pynfsrdma.client.api import Client
-    from pynfsrdma.session.paths import PathState
+    from pynfsrdma.session.path_set import PathState
 
     data = os.urandom(size)
     digest = hashlib.sha256(data).digest()

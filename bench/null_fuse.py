@@ -40,7 +40,7 @@ from pynfsrdma.fuse.lowlevel import (
     RequestContext,
     SetattrFields,
 )
-from pynfsrdma.fuse.mount import raise_read_ahead
+from pynfsrdma.fuse.mount_daemon import raise_read_ahead
 from pynfsrdma.trio_compat import run_sync_abandoning
 
 ROOT = ROOT_INODE

@@ -14,7 +14,7 @@ tables are keyed by operation numbers, statuses and path addresses, never by req
 
 :func:`snapshot` makes the JSON-ready report of a :class:`~pynfsrdma.session.client_id.ClientID`:
 the collector's figures, the session's slot table, and each path's figures (from its
-:class:`~pynfsrdma.session.paths.Path`, and for RPC-over-RDMA the transport's chunk counts, credits
+:class:`~pynfsrdma.session.path_set.Path`, and for RPC-over-RDMA the transport's chunk counts, credits
 and negotiated inline thresholds).
 
 One collector serves every session a client creates (a session replaced after recovery keeps the

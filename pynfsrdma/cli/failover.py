@@ -27,7 +27,7 @@ import trio
 
 from ..client.api import Client
 from ..client.url import parse_url
-from ..testbed.paths import open_paths
+from ..testbed.proxied_paths import open_paths
 from .output import print_json
 
 __all__ = ["FailoverReport", "handler", "register", "run_failover"]

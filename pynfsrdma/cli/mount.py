@@ -88,7 +88,7 @@ def cmd_install_helper(args: argparse.Namespace) -> int:
 
 
 def cmd_mount(args: argparse.Namespace) -> int:
-    from ..fuse.mount import mount
+    from ..fuse.mount_daemon import mount
 
     return mount(
         args.url,
@@ -132,11 +132,11 @@ def _mounted(mountpoint: str) -> bool:
 
 
 def _daemon_pid(mountpoint: str) -> int | None:
-    from .. import control
+    from .. import control_socket
 
     try:
-        pid = control.query(mountpoint, "stats").get("pid")
-    except (OSError, control.ControlError):
+        pid = control_socket.query(mountpoint, "stats").get("pid")
+    except (OSError, control_socket.ControlError):
         return None
     return pid if isinstance(pid, int) and pid > 0 else None
 
@@ -155,7 +155,7 @@ def _wait_gone(pid: int, limit: float) -> None:
 
 def helper_main(argv: list[str] | None = None) -> int:
     """mount(8) calls ``mount.TYPE SOURCE MOUNTPOINT [-sfnv] [-N NS] [-o OPTIONS] [-t TYPE]``."""
-    from ..fuse.mount import MountError, mount
+    from ..fuse.mount_daemon import MountError, mount
     from ..fuse.options import OptionError
 
     p = argparse.ArgumentParser(prog="mount.pynfsrdma")

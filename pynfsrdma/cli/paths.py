@@ -3,7 +3,7 @@
 For a URL it connects, runs trunking discovery and verification (as a mount would), and prints each
 path: state, address, transport, read rank and order, round-trip time, calls and bytes in flight,
 where the address came from and how it was verified. For a mount point it asks the mount daemon
-through its control socket (:mod:`pynfsrdma.control`), opening no session of its own.
+through its control socket (:mod:`pynfsrdma.control_socket`), opening no session of its own.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import trio
 
 from ..client.api import Client
 from ..client.url import parse_url
-from ..control import ControlError, query
+from ..control_socket import ControlError, query
 from .output import print_json
 
 __all__ = ["format_table", "handler", "register"]

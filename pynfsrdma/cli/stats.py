@@ -1,6 +1,6 @@
 """``pynfsrdma stats MOUNTPOINT [--json] [--watch [SECONDS]]``: what a mount is doing.
 
-The figures come from the mount daemon through its control socket (:mod:`pynfsrdma.control`); the
+The figures come from the mount daemon through its control socket (:mod:`pynfsrdma.control_socket`); the
 command opens no NFS session of its own. The report (see :mod:`pynfsrdma.stats`): RPC calls,
 errors, resends and replays, bytes, latency (mean and percentiles) per operation, errors by
 status, the session's slots, and each path's state, RTT, in-flight requests, bytes and failovers,
@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from ..control import Connection, ControlError
+from ..control_socket import Connection, ControlError
 from .output import json_text
 
 __all__ = ["format_report", "handler", "register"]

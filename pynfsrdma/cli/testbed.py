@@ -18,10 +18,10 @@ import sys
 from typing import Any
 
 from pynfsrdma.cli.output import print_json
-from pynfsrdma.testbed.control import ControlError
 from pynfsrdma.testbed.daemon import ENV_STATE_DIR, TestbedError, down, ensure_testbed, fault, status, up
 from pynfsrdma.testbed.faults import FaultCommandError
 from pynfsrdma.testbed.ganesha import GaneshaError
+from pynfsrdma.testbed.proxy_control import ControlError
 
 __all__ = ["ensure_testbed", "handler", "main", "register"]
 

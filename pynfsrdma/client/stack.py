@@ -12,7 +12,7 @@ from typing import Any
 import trio
 
 from ..session.client_id import ClientID
-from ..session.paths import Path
+from ..session.path_set import Path
 from ..transport.base import Transport
 from ..transport.tcp import TcpTransport
 from ..trunking import Trunking, TrunkingOptions

@@ -65,7 +65,7 @@ from ..transport.base import NO_HINTS, ProtocolViolation, ReplyHints, TransportE
 from ..xdr import XdrError
 from .backchannel import Backchannel
 from .errors import NotNFSv41Server, ServerUnreachable, SessionError
-from .paths import NoPathError, Path, PathSet
+from .path_set import NoPathError, Path, PathSet
 from .sequence import CLIENT_LOST, Act, Attempts, on_compound
 from .session import COMPOUND_ROOM, Check, RetryPolicy, Session, SessionLost, main_op
 

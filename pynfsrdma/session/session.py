@@ -50,7 +50,7 @@ from ..stats import RpcStats, collector_for
 from ..transport.base import NO_HINTS, CallFailed, ProtocolViolation, ReplyHints, TransportError
 from ..xdr import XdrError
 from .errors import ServerUnreachable, SessionError
-from .paths import NoPathError, Path, PathSet
+from .path_set import NoPathError, Path, PathSet
 from .send_faults import Fault, Faults, Then, on_fault
 from .sequence import Act, Attempts, on_sequence
 from .slot_table import Slot, SlotTable

@@ -14,7 +14,7 @@ from .faults import Fault, Mode, TokenBucket
 from .ganesha import Ganesha, GaneshaError, GaneshaNotInstalled
 from .mutating_proxy import MutatingProxy
 from .mutations import Mutation, ReplyMutator, Rule
-from .paths import ProxiedPaths, open_paths, path_addresses
+from .proxied_paths import ProxiedPaths, open_paths, path_addresses
 from .proxy import Proxy, ProxyStats
 
 __all__ = [

@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from . import linked
-from .control import ControlError, control_request
 from .faults import parse_fault_words
 from .ganesha import Ganesha, GaneshaError, find_free_port
 from .links import parse_link_rates
-from .paths import path_addresses
 from .procs import ProcessRecord
+from .proxied_paths import path_addresses
+from .proxy_control import ControlError, control_request
 
 __all__ = [
     "ENV_STATE_DIR",

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from ..proto.nfs4.const import NFS_PORT
-from .control import ControlError, control_request
 from .ganesha import Ganesha, GaneshaError, process_listens_on
 from .links import (
     Link,
@@ -45,8 +44,9 @@ from .links import (
     teardown_commands,
 )
 from .netns import Namespace, NamespaceError
-from .paths import path_addresses
 from .procs import ProcessRecord
+from .proxied_paths import path_addresses
+from .proxy_control import ControlError, control_request
 
 __all__ = ["KIND", "LinkTestbedError", "fault", "records", "start", "status", "teardown"]
 

@@ -28,8 +28,8 @@ from typing import Any
 
 import trio
 
-from .control import serve_control
 from .faults import Fault, Mode, TokenBucket, apply_command
+from .proxy_control import serve_control
 
 __all__ = ["Proxy", "ProxyStats", "main", "reset_socket"]
 

@@ -38,7 +38,7 @@ from ..proto.nfs4.compound import result_of
 from ..proto.nfs4.types import GETATTR4args, PUTROOTFH4args
 from ..rpc.errors import RpcReplyError
 from ..session.client_id import ClientID
-from ..session.paths import Connector, Path, PathRejected, PathState
+from ..session.path_set import Connector, Path, PathRejected, PathState
 from ..session.session import SessionLost
 from ..transport.base import Transport, TransportError
 from ..transport.tcp import TcpTransport

@@ -19,7 +19,7 @@ on the new address with what it said on the first one.
   replaced address in a multipath list cannot capture our traffic; a client ID it gave us is
   destroyed there.
 
-:class:`Verifier` is the I/O shell: it runs as the :class:`~pynfsrdma.session.paths.PathSet`'s
+:class:`Verifier` is the I/O shell: it runs as the :class:`~pynfsrdma.session.path_set.PathSet`'s
 ``on_connect`` hook, so every (re)connection of a path is verified or (re)bound before it carries
 a request.
 """
@@ -38,7 +38,7 @@ from ..proto.nfs4.types import BIND_CONN_TO_SESSION4args, DESTROY_CLIENTID4args,
 from ..rpc.errors import RpcReplyError
 from ..session.client_id import ClientID, ServerIdentity
 from ..session.errors import NotNFSv41Server
-from ..session.paths import Path, PathRejected
+from ..session.path_set import Path, PathRejected
 from ..transport.base import TransportError
 
 __all__ = ["Observed", "Verdict", "Verifier", "decide", "observed_from"]

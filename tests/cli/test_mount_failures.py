@@ -16,7 +16,7 @@ from pynfsrdma.testbed import Ganesha
 # once, after the kernel mount was made and before the kernel's first request is answered.
 BROKEN_LOOP = '''
 import sys
-if "pynfsrdma.fuse.mount" in sys.argv[0] or "--ready-fd" in sys.argv:
+if "pynfsrdma.fuse.mount_daemon" in sys.argv[0] or "--ready-fd" in sys.argv:
     from pynfsrdma.fuse.devfuse import NativeChannel
 
     async def serve(self):

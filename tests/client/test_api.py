@@ -215,7 +215,7 @@ async def test_a_small_slot_table_is_honoured(ganesha: Ganesha, export_path: Exp
     from pynfsrdma.client.nfs4 import NFSv4
     from pynfsrdma.rpc.auth import auth_sys
     from pynfsrdma.session.client_id import ClientID, SessionOptions
-    from pynfsrdma.session.paths import Path
+    from pynfsrdma.session.path_set import Path
     from pynfsrdma.transport.tcp import TcpTransport
 
     cred = auth_sys(0, 0)

@@ -51,7 +51,7 @@ class Mount:
     def recoveries(self) -> int | None:
         """How many times the mount's client recovered a lost session or client ID (None: the
         daemon does not answer)."""
-        from pynfsrdma.control import Connection, ControlError
+        from pynfsrdma.control_socket import Connection, ControlError
 
         try:
             with Connection(str(self.path)) as conn:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma.control import Connection
+from pynfsrdma.control_socket import Connection
 from pynfsrdma.testbed.ganesha import Ganesha
 
 pytestmark = pytest.mark.fuse

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma import control
+from pynfsrdma import control_socket
 from pynfsrdma.testbed import Ganesha
 
 pytestmark = pytest.mark.fuse
@@ -298,10 +298,10 @@ def test_a_mount_made_again_at_once_on_the_same_mount_point_keeps_its_session(
             r = subprocess.run([*CLI, "mount", f"{ganesha.url}/{export_path.name}", d],
                                capture_output=True, text=True, timeout=60)
             assert r.returncode == 0, r.stderr
-            pid = control.query(d, "stats")["pid"]
+            pid = control_socket.query(d, "stats")["pid"]
             for j in range(20):
                 (mnt / f"f{i}-{j}").write_bytes(b"x" * j)
-            st = control.query(d, "stats")
+            st = control_socket.query(d, "stats")
             r = subprocess.run([*CLI, "umount", d], capture_output=True, text=True, timeout=60)
             assert r.returncode == 0, r.stderr
             assert st["recoveries"] == 0, st

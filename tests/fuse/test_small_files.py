@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma import control
+from pynfsrdma import control_socket
 from pynfsrdma.fuse.cache import LISTING_RUN
 
 pytestmark = pytest.mark.fuse
@@ -33,7 +33,7 @@ MTIME = 1_700_000_000
 
 def counts(mountpoint: Path) -> tuple[dict[str, int], dict[str, int]]:
     """(COMPOUNDs by main operation, operations inside all COMPOUNDs) so far."""
-    st = control.query(str(mountpoint), "stats")
+    st = control_socket.query(str(mountpoint), "stats")
     return {k: v["calls"] for k, v in st["operations"].items()}, dict(st["op_counts"])
 
 

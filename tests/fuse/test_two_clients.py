@@ -16,7 +16,7 @@ from typing import Any
 import trio
 
 from pynfsrdma.client.api import Client
-from pynfsrdma.control import Connection
+from pynfsrdma.control_socket import Connection
 from pynfsrdma.testbed.ganesha import Ganesha
 
 

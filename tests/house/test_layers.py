@@ -199,4 +199,4 @@ def test_the_checks_see_what_they_look_for(tmp_path: Path) -> None:
                and n.attr not in own and not (isinstance(n.value, ast.Name) and n.value.id in theirs)]
     assert reached == ["_y"]
     assert MODULES["pynfsrdma.session.session"].imports, "no imports read"
-    assert _layer("pynfsrdma.fuse.mount") == "fuse" and LAYERS.index("fuse") > LAYERS.index("client")
+    assert _layer("pynfsrdma.fuse.mount_daemon") == "fuse" and LAYERS.index("fuse") > LAYERS.index("client")

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from pynfsrdma import control
-from pynfsrdma.control import ControlError, ControlProtocol, NotAMount, decode_reply
+from pynfsrdma import control_socket
+from pynfsrdma.control_socket import ControlError, ControlProtocol, NotAMount, decode_reply
 
 
 def test_protocol_answers_known_commands() -> None:
@@ -50,24 +50,24 @@ def test_a_failing_report_is_an_error_reply() -> None:
 
 
 def test_socket_names() -> None:
-    assert control.socket_path("/mnt/data", "/run/x") == "/run/x/mnt-data.sock"
-    assert control.socket_path("/mnt/my-data dir/", "/run/x") == "/run/x/mnt-my\\x2ddata\\x20dir.sock"
-    assert control.socket_path("/mnt/a/../b", "/run/x") == "/run/x/mnt-b.sock"
-    assert control.socket_path("/mnt/a", "/d") != control.socket_path("/mnt-a", "/d")  # '-' is escaped
+    assert control_socket.socket_path("/mnt/data", "/run/x") == "/run/x/mnt-data.sock"
+    assert control_socket.socket_path("/mnt/my-data dir/", "/run/x") == "/run/x/mnt-my\\x2ddata\\x20dir.sock"
+    assert control_socket.socket_path("/mnt/a/../b", "/run/x") == "/run/x/mnt-b.sock"
+    assert control_socket.socket_path("/mnt/a", "/d") != control_socket.socket_path("/mnt-a", "/d")  # '-' is escaped
     long = "/mnt/" + "x" * 200
-    p = control.socket_path(long, "/run/pynfsrdma/mounts")
-    assert len(p) <= control.SUN_PATH_MAX
-    assert p != control.socket_path(long + "y", "/run/pynfsrdma/mounts")
-    assert control.socket_dir(0) == control.ROOT_DIR
+    p = control_socket.socket_path(long, "/run/pynfsrdma/mounts")
+    assert len(p) <= control_socket.SUN_PATH_MAX
+    assert p != control_socket.socket_path(long + "y", "/run/pynfsrdma/mounts")
+    assert control_socket.socket_dir(0) == control_socket.ROOT_DIR
 
 
 def test_not_a_mount(tmp_path: Path) -> None:
-    assert control.mount_type(str(tmp_path)) is None
+    assert control_socket.mount_type(str(tmp_path)) is None
     with pytest.raises(NotAMount, match="not a pynfsrdma mount"):
-        control.query(str(tmp_path), "stats")
-    assert control.mount_type("/proc") == "proc"
+        control_socket.query(str(tmp_path), "stats")
+    assert control_socket.mount_type("/proc") == "proc"
     with pytest.raises(NotAMount, match="it is a proc mount"):
-        control.query("/proc", "stats")
+        control_socket.query("/proc", "stats")
 
 
 @pytest.fixture
@@ -102,7 +102,7 @@ async def test_listener_over_a_unix_socket(sock_dir: str) -> None:
     Path(sock_dir).mkdir(mode=0o755)
     Path(path).write_text("left by a killed daemon")
     async with trio.open_nursery() as nursery:
-        got = await nursery.start(control.serve, path, {"paths": paths})
+        got = await nursery.start(control_socket.serve, path, {"paths": paths})
         assert got == path
         assert stat.S_ISSOCK(os.stat(path).st_mode)
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
@@ -123,7 +123,7 @@ async def test_listener_over_a_unix_socket(sock_dir: str) -> None:
 async def test_request_too_long(sock_dir: str) -> None:
     path = os.path.join(sock_dir, "m.sock")
     async with trio.open_nursery() as nursery:
-        await nursery.start(control.serve, path, {})
-        replies = await _ask(path, [b"x" * (control.MAX_REQUEST * 3)])
+        await nursery.start(control_socket.serve, path, {})
+        replies = await _ask(path, [b"x" * (control_socket.MAX_REQUEST * 3)])
         assert replies == [{"ok": False, "error": "request too long"}]
         nursery.cancel_scope.cancel()

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma import control
+from pynfsrdma import control_socket
 from pynfsrdma.client.api import Client
 from pynfsrdma.testbed import Ganesha
 from pynfsrdma.testbed.ganesha import ExportPath
@@ -74,7 +74,7 @@ def stats_json(mp: str) -> dict[str, Any]:
 
 def test_stats_and_paths_of_a_mount(mounted: tuple[str, subprocess.Popen[bytes]], ganesha: Ganesha) -> None:
     mp, proc = mounted
-    sock = control.socket_path(mp)
+    sock = control_socket.socket_path(mp)
     assert os.stat(sock).st_mode & 0o777 == 0o600
     before = stats_json(mp)
     assert before["mountpoint"] == mp and before["pid"] == proc.pid
@@ -156,7 +156,7 @@ def test_socket_goes_with_the_mount(ganesha: Ganesha) -> None:
     try:
         r = subprocess.run([*CLI, "mount", ganesha.url, mp], capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr  # background: returns once mounted
-        sock = control.socket_path(mp)
+        sock = control_socket.socket_path(mp)
         assert os.path.exists(sock)
         assert stats_json(mp)["paths"][0]["state"] == "up"
         subprocess.run(["fusermount3", "-u", mp], check=True)

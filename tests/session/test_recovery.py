@@ -17,7 +17,7 @@ from pynfsrdma.proto.nfs4.types import BIND_CONN_TO_SESSION4args, DESTROY_SESSIO
 from pynfsrdma.rpc.auth import auth_sys
 from pynfsrdma.rpc.client import RpcConnection
 from pynfsrdma.session.errors import NotNFSv41Server, ServerUnreachable
-from pynfsrdma.session.paths import REDIAL_WAITED
+from pynfsrdma.session.path_set import REDIAL_WAITED
 from pynfsrdma.testbed import Ganesha
 from pynfsrdma.testbed.ganesha import ExportPath
 from pynfsrdma.transport.base import ConnectRefused

@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma.testbed.control import control_request
 from pynfsrdma.testbed.netns import Namespace
 from pynfsrdma.testbed.procs import pid_alive
+from pynfsrdma.testbed.proxy_control import control_request
 
 pytestmark = [
     pytest.mark.ganesha,

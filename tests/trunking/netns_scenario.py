@@ -19,7 +19,7 @@ import sys
 import trio
 
 from pynfsrdma.client.api import Client
-from pynfsrdma.session.paths import PathState
+from pynfsrdma.session.path_set import PathState
 from pynfsrdma.testbed import Ganesha
 
 MiB = 1 << 20

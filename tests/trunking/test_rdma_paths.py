@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 import trio
 
 from pynfsrdma.client.api import Client
-from pynfsrdma.session.paths import Path, PathState
+from pynfsrdma.session.path_set import Path, PathState
 from pynfsrdma.testbed.advertiser import AdvertisedAddress
 from pynfsrdma.testbed.rdma_responder import Responder, serve_rdma
 from pynfsrdma.transport.rdma.soft import SoftProvider

@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from pynfsrdma.client.api import Client
-from pynfsrdma.session.paths import PathState
+from pynfsrdma.session.path_set import PathState
 from pynfsrdma.testbed import open_paths
 from pynfsrdma.testbed.advertiser import AdvertisedAddress
 

@@ -58,7 +58,7 @@ def mounted(url: str, mountpoint: Path, options: str) -> Iterator[Path]:
 def stats(mountpoint: Path) -> dict[str, Any]:
     """What ``pynfsrdma stats MOUNTPOINT --json`` prints, asked in-process over the mount's control
     socket (a CLI process per question costs seconds under emulation)."""
-    from pynfsrdma.control import Connection
+    from pynfsrdma.control_socket import Connection
 
     with Connection(str(mountpoint)) as conn:
         out: dict[str, Any] = conn.request("stats")

@@ -7,7 +7,7 @@ default) a child process does all of it and tells the parent through a pipe whet
 daemon then commits and closes every open file, unmounts, and destroys its session and client ID.
 ``auto_unmount`` makes a killed daemon's mount go away too.
 
-    python -m pynfsrdma.fuse.mount [-f] [-o OPTIONS] SOURCE MOUNTPOINT
+    python -m pynfsrdma.fuse.mount_daemon [-f] [-o OPTIONS] SOURCE MOUNTPOINT
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import trio
 
-from .. import control, stats
+from .. import control_socket, stats
 from ..client.stack import start_stack
 from ..client.url import NfsURL, URLError, minor_version, parse_url
 from ..rpc.auth import auth_sys
@@ -136,8 +136,8 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
                     "options": stats.effective_options(o), "mounted_at_ns": time.time_ns()}
             try:
                 await nursery.start(
-                    control.serve,
-                    control.socket_path(req.mountpoint),
+                    control_socket.serve,
+                    control_socket.socket_path(req.mountpoint),
                     {
                         "stats": lambda: {
                             **stats.snapshot(cid, trunking, info=info),
@@ -148,7 +148,7 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
                         "paths": lambda: stats.path_rows(cid, trunking),
                     },
                 )
-            except (OSError, control.ControlError) as e:  # the mount works without it
+            except (OSError, control_socket.ControlError) as e:  # the mount works without it
                 log.warning("no control socket for %s: %s", req.mountpoint, e)
             channel = open_channel(o.channel, ops, req.mountpoint, o.fuse_options(req.fsname))
             try:
@@ -306,7 +306,7 @@ def mount(
     if foreground:
         return run(req)
     r, w = os.pipe()
-    cmd = [sys.executable, "-m", "pynfsrdma.fuse.mount", "--ready-fd", str(w)]
+    cmd = [sys.executable, "-m", "pynfsrdma.fuse.mount_daemon", "--ready-fd", str(w)]
     cmd += [x for t in req.option_texts for x in ("-o", t)]
     cmd += ["-v"] * verbose + [source, mountpoint]
     proc = subprocess.Popen(cmd, pass_fds=(w,), stdin=subprocess.DEVNULL, start_new_session=True)
@@ -321,7 +321,7 @@ def mount(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m pynfsrdma.fuse.mount")
+    p = argparse.ArgumentParser(prog="python -m pynfsrdma.fuse.mount_daemon")
     p.add_argument("source")
     p.add_argument("mountpoint")
     p.add_argument("-o", dest="options", action="append", default=[])
