@@ -875,6 +875,15 @@ class NFSv4:
                 d.returning = True
                 d.returned.set()
 
+    def upgraded(self, into: OpenFile, of: OpenFile) -> None:
+        """The open owner of ``into`` opened the same file again and got ``of``: the server upgraded
+        the one open state, which ``into`` now stands for (with the access of both; an open made
+        under a delegation has open state of its own now, when ``of`` has)."""
+        into.stateid = of.stateid
+        into.access |= of.access
+        into.local = of.local
+        self.opens.pop(id(of), None)
+
     async def reopen(self, of: OpenFile, cred: Credential) -> None:
         """The server lost the open state behind ``of`` (it restarted without a grace period, or our
         lease ran out and the state went): OPEN the file again and carry on with the new stateid in

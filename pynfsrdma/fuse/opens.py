@@ -196,11 +196,7 @@ class Opens:
             shared = SharedOpen(of, cred)
             node.shared[of.owner] = shared
         elif shared.of is not of:
-            # the same open owner opened the same file again: the server upgraded the one open state
-            shared.of.stateid = of.stateid
-            shared.of.access |= of.access
-            shared.of.local = of.local  # an open made under a delegation now has open state of its own
-            self.nfs.opens.pop(id(of), None)
+            self.nfs.upgraded(shared.of, of)
         if shared.of.access & c.OPEN4_SHARE_ACCESS_WRITE and shared.writer is None:
             stable = c.FILE_SYNC4 if self.opts.noac else c.UNSTABLE4
             shared.writer = FileWriter(
@@ -224,10 +220,7 @@ class Opens:
             if of.stateid != failed and not of.closed:
                 return
             log.warning("open state of inode %d lost on the server: opening it again", node.ino)
-            new = await self.nfs.open_fh(node.fh, shared.cred, of.access)
-            self.nfs.opens.pop(id(new), None)
-            of.stateid, of.closed = new.stateid, False
-            self.nfs.opens[id(of)] = of  # reclaimed (or opened again) with the others next time
+            await self.nfs.reopen(of, shared.cred)
             self.reopens += 1
 
     def handle(

@@ -38,6 +38,7 @@ from ..proto import rpc as rpcdef
 from ..proto.nfs4 import const as c
 from ..proto.nfs4.attrs import attrs_in, bitmap4_from, decode_fattr4, encode_fattr4
 from ..proto.nfs4.compound import (
+    COMPOUND4res,
     decode_compound_args,
     decode_compound_res,
     encode_compound_args,
@@ -202,20 +203,12 @@ class TrunkingAdvertiser(RecordProxy):
                 return self._rewrite_minor_id(record)
         if not conn.pending or len(record) < 8:
             return record
-        u = Unpacker(record)
-        try:
-            xid = u.uint32()
-            if u.uint32() != rpcdef.REPLY or xid not in conn.pending:
-                return record
-            want = conn.pending.pop(xid)
-            h = rpcdef.unpack_reply_header(u)
-            if h.accept != rpcdef.SUCCESS:
-                return record
-            head = record[: u.pos]
-            res = decode_compound_res(u)
-        except XdrError:
+        reply = _compound_reply(record)
+        if reply is None or reply[0] not in conn.pending:
             return record
-        if len(res.resarray) <= want.index:
+        xid, head, res = reply
+        want = conn.pending.pop(xid)
+        if res is None or len(res.resarray) <= want.index:
             return record
         r = res.resarray[want.index]
         if r.status != c.NFS4_OK or not isinstance(r.res, GETATTR4resok):
@@ -235,23 +228,15 @@ class TrunkingAdvertiser(RecordProxy):
             attrs[c.FATTR4_FS_LOCATIONS_INFO] = fs_locations_info_for(self.addresses)
         r.res = GETATTR4resok(encode_fattr4(attrs))
         self.stats.replies_rewritten += 1
-        p = Packer()
-        encode_compound_res(p, res)
-        return head + p.getvalue()
+        return _encoded_reply(head, res)
 
     def _rewrite_minor_id(self, record: bytes) -> bytes:
         """TEST ONLY: the EXCHANGE_ID reply with so_minor_id replaced by ``rewrite_minor_id``."""
-        u = Unpacker(record)
-        try:
-            u.uint32()
-            if u.uint32() != rpcdef.REPLY:
-                return record
-            h = rpcdef.unpack_reply_header(u)
-            if h.accept != rpcdef.SUCCESS:
-                return record
-            head = record[: u.pos]
-            res = decode_compound_res(u)
-        except XdrError:
+        reply = _compound_reply(record)
+        if reply is None:
+            return record
+        _, head, res = reply
+        if res is None:
             return record
         changed = False
         for r in res.resarray:
@@ -266,9 +251,33 @@ class TrunkingAdvertiser(RecordProxy):
         if not changed:
             return record
         self.stats.minor_ids_rewritten += 1
-        p = Packer()
-        encode_compound_res(p, res)
-        return head + p.getvalue()
+        return _encoded_reply(head, res)
+
+
+def _compound_reply(record: bytes) -> tuple[int, bytes, COMPOUND4res | None] | None:
+    """A reply record's XID, its RPC header (to send again as it is) and its COMPOUND's results
+    (None when the call was not accepted, or they do not decode); None when it is no RPC reply."""
+    u = Unpacker(record)
+    try:
+        xid = u.uint32()
+        if u.uint32() != rpcdef.REPLY:
+            return None
+    except XdrError:
+        return None
+    try:
+        h = rpcdef.unpack_reply_header(u)
+        if h.accept != rpcdef.SUCCESS:
+            return xid, b"", None
+        head = record[: u.pos]
+        return xid, head, decode_compound_res(u)
+    except XdrError:
+        return xid, b"", None
+
+
+def _encoded_reply(head: bytes, res: COMPOUND4res) -> bytes:
+    p = Packer()
+    encode_compound_res(p, res)
+    return head + p.getvalue()
 
 
 # -- the advertiser as a process of its own ------------------------------------------------------------
