@@ -179,35 +179,48 @@ class FileWriter:
             await self.drain()
         self._raise_error()
 
-    # -- a caller's own COMPOUND for the sole run (the mount's WRITE+SETATTR) -----------------------------
-    def take_sole_run(self) -> tuple[int, Any] | None:
-        """All the data not yet sent, when it is one run that fits in one WRITE and nothing else is
-        in flight or waits for a COMMIT: (offset, data), for the caller to send in a COMPOUND of its
-        own. Writes wait until the caller hands it back with :meth:`return_run`."""
+    # -- the sole run with attribute changes, in one COMPOUND (``tar``'s write then utimensat) ----------
+    async def write_with_setattr(self, changes: dict[str, Any]) -> FileAttrs | None:
+        """All the data not yet sent, when it is one run that fits in one WRITE and nothing else is in
+        flight or waits for a COMMIT, goes FILE_SYNC in one COMPOUND with the attribute changes
+        (``setattr_fattr4`` keywords): PUTFH, WRITE, SETATTR, GETATTR. The attributes after it; None
+        when there is no such run, or the WRITE did not go in full (what is left is gathered again
+        and goes the usual way, then the changes must be sent again). Writes wait meanwhile. A failed
+        SETATTR raises; a failed WRITE leaves the data gathered (the usual way sends it again and
+        reports its error as it does)."""
         sole = self.plan.take_sole()
-        if sole is not None:
-            self._given_back = trio.Event()
-        return sole
-
-    def return_run(
-        self, wrote: bool, rest: tuple[int, Any] | None = None, attrs: tuple[FileAttrs, float] | None = None
-    ) -> None:
-        """The caller of :meth:`take_sole_run` is done: it did (not) send a WRITE; ``rest`` (offset,
-        data), what did not get written, is gathered again; ``attrs`` (attributes, when fetched) came
-        after the WRITE. Data the WRITE left UNSTABLE is handed over with :meth:`written_unstable`."""
-        if wrote:
-            self.writes_sent += 1
-            if self.answered is not None:
-                self.answered()
-        self.plan.give_back(rest)
-        self.post_attrs = attrs if not self.plan.gathered_end else None
-        given, self._given_back = self._given_back, None
-        if given is not None:
-            given.set()
-
-    def written_unstable(self, offset: int, data: Any, verf: bytes) -> None:
-        """Data a caller wrote UNSTABLE in its own COMPOUND: kept until a COMMIT returns ``verf``."""
-        self.plan.answered(offset, data, c.UNSTABLE4, verf)
+        if sole is None:
+            return None
+        self._given_back = trio.Event()
+        off, data = sole
+        wrote = False
+        rest: tuple[int, Any] | None = sole
+        post: tuple[FileAttrs, float] | None = None
+        try:
+            count, committed, verf, attrs = await self.nfs.write_getattr(
+                self.of, off, data, self.cred, c.FILE_SYNC4, setattr_fattr4(**changes),
+                lock_owner=self.lock_owner, path=self.path,
+            )
+            wrote = True
+            if committed == c.UNSTABLE4:  # (kept until a COMMIT returns ``verf``)
+                self.plan.answered(off, memoryview(data)[:count], c.UNSTABLE4, verf)
+            rest = (off + count, data[count:]) if count < len(data) else None
+            post = (attrs, trio.current_time())
+        except NFS4Error as e:
+            if e.op == c.OP_SETATTR:  # (the WRITE went: written again with the rest, the same bytes)
+                raise
+            return None
+        finally:
+            if wrote:
+                self.writes_sent += 1
+                if self.answered is not None:
+                    self.answered()
+            self.plan.give_back(rest)
+            self.post_attrs = post if not self.plan.gathered_end else None
+            given, self._given_back = self._given_back, None
+            if given is not None:
+                given.set()
+        return attrs if rest is None else None
 
     # -- carrying the plan out ----------------------------------------------------------------------------
     async def _wait_given_back(self) -> None:

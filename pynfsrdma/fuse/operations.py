@@ -39,7 +39,7 @@ from typing import Any, TypeVar, cast
 import cachetools
 import trio
 
-from ..client.attributes import FTYPE_TO_IFMT, NOW, FileAttrs, setattr_fattr4
+from ..client.attributes import FTYPE_TO_IFMT, NOW, FileAttrs
 from ..client.dir_pages import DirReader
 from ..client.nfs4 import NFSv4, OpenFile
 from ..client.open_file import read_range, with_reopens
@@ -530,31 +530,10 @@ class NFSOperations(Operations):
         sc = shared.cred
         if w is None or (sc.uid, sc.gid, sc.gids) != (cred.uid, cred.gid, cred.gids):
             return None
-        run = w.take_sole_run()
-        if run is None:
+        attrs = await w.write_with_setattr(kw)
+        if attrs is None:
             return None
-        off, data = run
-        wrote = False
-        rest: tuple[int, bytes] | None = (off, data)
-        post: tuple[FileAttrs, float] | None = None
-        try:
-            count, committed, verf, attrs = await self.nfs.write_getattr(
-                shared.of, off, data, cred, c.FILE_SYNC4, setattrs=setattr_fattr4(**kw)
-            )
-            wrote = True
-            if committed == c.UNSTABLE4:
-                w.written_unstable(off, memoryview(data)[:count], verf)
-            rest = (off + count, data[count:]) if count < len(data) else None
-            post = (attrs, self._now())
-        except NFS4Error as e:
-            if e.op == c.OP_SETATTR:  # (the WRITE went: written again with the rest, the same bytes)
-                raise
-            return None  # the usual way sends the data again, and reports a WRITE error as it does
-        finally:
-            w.return_run(wrote, rest, post)
-        if rest is not None:
-            return None  # a short WRITE: the rest goes first, then the SETATTR again
-        self._attrs_after_setattr(node, attrs, OWN)  # (writes to come wait for return_run)
+        self._attrs_after_setattr(node, attrs, OWN)
         return attrs
 
     @fuse_errors
