@@ -13,7 +13,7 @@
 - Sequential reads of an open file are read ahead in rsize READs, several in flight (:mod:`.readahead`);
   not for O_DIRECT opens, whose reads go to the server as they come.
 - Unlinking or renaming over an open file renames it to ``.nfsXXXX`` first (as the Linux client
-  does); the name is removed when the file is released.
+  does); the name is removed when the file is released (:mod:`.silly_rename`).
 - Extended attributes (``vers=4.2`` mounts of a file system whose server reports ``xattr_support``):
   the "user." namespace, through the NFSv4.2 operations of RFC 8276 (GETXATTR, SETXATTR, LISTXATTRS,
   REMOVEXATTR); other namespaces give ENOTSUP, as on the Linux client. Otherwise (NFSv4.1, or a
@@ -67,14 +67,13 @@ from .opens import FileHandle, Opens, SharedOpen, access_mask, share_access
 from .options import LOOKUPCACHE_NONE, MountOptions
 from .posix_locks import PosixLocks
 from .readahead import Extent, assemble
+from .silly_rename import SillyRenames
 
 XATTR_USER_PREFIX = b"user."  # the namespace RFC 8276 carries (its names go without the prefix)
 log = logging.getLogger(__name__)
 
 BLOCK_SIZE = 4096
 NAME_MAX = 255  # the longest name, in bytes (Linux's; NFS-Ganesha reports 1024 and refuses past 255)
-SILLY_PREFIX = ".nfs"
-SILLY_WAIT = 2.0  # seconds a rmdir waits for the last close of files unlinked while open in it
 GROUPS_TTL = 2.0  # seconds a process's supplementary groups are remembered
 # the entries a listing starts with, and the offset to go on from after each (the kernel's next
 # request then starts there; NFS reserves READDIR cookies 1 and 2, so none of its entries has them)
@@ -146,7 +145,6 @@ class NFSOperations(Operations):
         self.names = NameCache(opts.acdirmax if opts.lookupcache != LOOKUPCACHE_NONE else 0)
         self.dirs: dict[int, DirHandle] = {}
         self._ids = itertools.count(1)  # FUSE handle numbers, of files and directories
-        self._silly = itertools.count(1)
         self._groups: cachetools.TTLCache[tuple[int, int, int], tuple[int, ...]] = cachetools.TTLCache(
             maxsize=4096, ttl=GROUPS_TTL
         )
@@ -163,6 +161,7 @@ class NFSOperations(Operations):
         self.files = self.opens.files  # FUSE file handles (:class:`.opens.FileHandle`)
         self.locks = PosixLocks(nfs, self.opens, self._invalidate)
         self.nfs42 = NFS42Files(nfs, self.inodes, self.opens)
+        self.silly = SillyRenames(nfs, self.inodes, self._modified_dir)
         gc.set_threshold(*GC_THRESHOLD)  # (the mount daemon's process: see GC_THRESHOLD)
         # delegations: opens and attributes served locally while the server lets us (not with noac)
         nfs.want_delegations = not opts.noac
@@ -660,36 +659,15 @@ class NFSOperations(Operations):
             parent_inode, name, types[fmt], ctx, mode=perm, rdev=(os.major(rdev), os.minor(rdev))
         )
 
-    async def _open_target(self, dir_fh: bytes, name: str, cred: Credential) -> Inode | None:
-        """The inode of ``name`` if some FUSE handle has it open (only asked when anything is open)."""
-        if not any(n.opens for n in self.inodes):
-            return None
-        try:
-            _, attrs = await self.nfs.lookup(dir_fh, name, cred)
-        except NFS4Error as e:
-            if e.errno == errno.ENOENT:
-                return None
-            raise
-        node = self.inodes.get(self.inodes.ino_for(attrs))
-        return node if node is not None and node.opens and attrs.type == c.NF4REG else None
-
-    async def _silly_rename(self, parent: Inode, name: str, node: Inode, cred: Credential) -> None:
-        silly = f"{SILLY_PREFIX}{node.attrs.fileid & 0xFFFFFFFFFFFF:012x}{next(self._silly):08x}"
-        src, dst = await self.nfs.rename(parent.fh, name, parent.fh, silly, cred)
-        self._modified_dir(parent, name, src, False)
-        self._modified_dir(parent, silly, dst, True, node)
-        node.silly.append((parent.fh, silly))
-        node.stale()
-
     @fuse_errors
     async def unlink(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
         self._check_rw()
         parent = self._inode(parent_inode)
         n = _name(name)
         cred = self.cred(ctx)
-        target = await self._open_target(parent.fh, n, cred)
+        target = await self.silly.open_target(parent.fh, n, cred)
         if target is not None:
-            await self._silly_rename(parent, n, target, cred)
+            await self.silly.hide(parent, n, target, cred)
         else:
             self._modified_dir(parent, n, await self.nfs.remove(parent.fh, n, cred), False)
 
@@ -706,21 +684,10 @@ class NFSOperations(Operations):
             cinfo = await self.nfs.remove(parent.fh, n, cred)
         except NFS4Error as e:
             target = self.inodes.by_name(parent.ino, n)
-            if e.status != c.NFS4ERR_NOTEMPTY or target is None or not await self._silly_gone(target.fh):
+            if e.status != c.NFS4ERR_NOTEMPTY or target is None or not await self.silly.gone_from(target.fh):
                 raise
             cinfo = await self.nfs.remove(parent.fh, n, cred)
         self._modified_dir(parent, n, cinfo, False)
-
-    async def _silly_gone(self, dir_fh: bytes) -> bool:
-        """Wait (a little) until no hidden name of ours is left in directory ``dir_fh``; whether there
-        were any."""
-        pending = [node for node in self.inodes if any(d == dir_fh for d, _ in node.silly)]
-        if not pending:
-            return False
-        with trio.move_on_after(SILLY_WAIT):
-            while any(any(d == dir_fh for d, _ in node.silly) for node in pending):
-                await trio.sleep(0.02)
-        return True
 
     @fuse_errors
     async def rename(
@@ -738,9 +705,9 @@ class NFSOperations(Operations):
         src, dst = self._inode(parent_inode_old), self._inode(parent_inode_new)
         old, new = _name(name_old), _name(name_new)
         cred = self.cred(ctx)
-        target = await self._open_target(dst.fh, new, cred)
+        target = await self.silly.open_target(dst.fh, new, cred)
         if target is not None:
-            await self._silly_rename(dst, new, target, cred)
+            await self.silly.hide(dst, new, target, cred)
         src_cinfo, dst_cinfo = await self.nfs.rename(src.fh, old, dst.fh, new, cred)
         moved = self._modified_dir(src, old, src_cinfo, False)
         self._modified_dir(dst, new, dst_cinfo, True, moved)
@@ -950,7 +917,7 @@ class NFSOperations(Operations):
             await self.opens.release(fh, h)
         finally:
             if node.opens == 0:
-                await self._remove_silly(node, h.cred)
+                await self.silly.remove(node, h.cred)
             self.inodes.drop_if_unused(node)
 
     # -- NFSv4.2 file operations (vers=4.2; :mod:`.nfs42`) -------------------------------------------
@@ -978,14 +945,6 @@ class NFSOperations(Operations):
         self, fh: int, lock_owner: int, lock: FileLock, sleep: bool, flock: bool, ctx: RequestContext
     ) -> None:
         await self.locks.setlk(self._file(fh), fh, lock_owner, lock, sleep, flock)
-
-    async def _remove_silly(self, node: Inode, cred: Credential) -> None:
-        while node.silly:
-            dir_fh, name = node.silly.pop()
-            try:
-                await self.nfs.remove(dir_fh, name, cred)
-            except NFS4Error as e:
-                log.info("removing %s: %s", name, e)
 
     # -- directories ----------------------------------------------------------------------------------
     @fuse_errors
