@@ -29,6 +29,7 @@ from typing import Any
 import trio
 
 from .faults import Fault, Mode, TokenBucket, apply_command
+from .listener import accept_until_cancelled, listen
 from .proxy_control import serve_control
 
 __all__ = ["Proxy", "ProxyStats", "main", "reset_socket"]
@@ -188,27 +189,19 @@ class Proxy:
     # -- running ------------------------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[Proxy] = trio.TASK_STATUS_IGNORED) -> None:
         """Listen and forward until cancelled or :meth:`stop` is called."""
-        listeners = await trio.open_tcp_listeners(self.listen_port, host=self.listen_host)
-        listener = listeners[0]
-        for extra in listeners[1:]:
-            await extra.aclose()
+        listener = await listen(self.listen_host, self.listen_port)
         self._listener = listener
         self.listen_port = listener.socket.getsockname()[1]
-        try:
-            with trio.CancelScope() as self._scope:
-                async with trio.open_nursery() as nursery:
-                    task_status.started(self)
-                    while True:
-                        client = await listener.accept()
-                        self.stats.connections_accepted += 1
-                        if self._fault.mode is Mode.CUT:
-                            self.stats.connections_reset += 1
-                            reset_socket(client.socket)
-                            continue
-                        nursery.start_soon(self._serve_connection, client)
-        finally:
-            with trio.CancelScope(shield=True):
-                await listener.aclose()
+        self._scope = trio.CancelScope()
+        await accept_until_cancelled(listener, self._scope, self._accepted, task_status, self)
+
+    def _accepted(self, client: trio.SocketStream, nursery: trio.Nursery) -> None:
+        self.stats.connections_accepted += 1
+        if self._fault.mode is Mode.CUT:
+            self.stats.connections_reset += 1
+            reset_socket(client.socket)
+            return
+        nursery.start_soon(self._serve_connection, client)
 
     def stop(self) -> None:
         """Stop listening and drop every connection."""

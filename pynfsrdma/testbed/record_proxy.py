@@ -18,6 +18,7 @@ import trio
 
 from ..proto.rpc import RM_LAST_FRAGMENT, RM_LENGTH_MASK
 from ..xdr import XdrError
+from .listener import accept_until_cancelled, listen
 
 __all__ = ["RecordProxy", "frame", "records", "serve_until_signalled"]
 
@@ -90,22 +91,14 @@ class RecordProxy:
 
     # -- running ------------------------------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
-        listeners = await trio.open_tcp_listeners(self.listen_port, host=self.listen_host)
-        for extra in listeners[1:]:
-            await extra.aclose()
-        listener = listeners[0]
+        listener = await listen(self.listen_host, self.listen_port)
         self.listen_port = listener.socket.getsockname()[1]
-        try:
-            with trio.CancelScope() as self._scope:
-                async with trio.open_nursery() as nursery:
-                    task_status.started(self)
-                    while True:
-                        client = await listener.accept()
-                        self.connections += 1
-                        nursery.start_soon(self._serve, client)
-        finally:
-            with trio.CancelScope(shield=True):
-                await listener.aclose()
+        self._scope = trio.CancelScope()
+        await accept_until_cancelled(listener, self._scope, self._accepted, task_status, self)
+
+    def _accepted(self, client: trio.SocketStream, nursery: trio.Nursery) -> None:
+        self.connections += 1
+        nursery.start_soon(self._serve, client)
 
     def stop(self) -> None:
         if self._scope is not None:
