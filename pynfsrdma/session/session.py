@@ -576,7 +576,7 @@ def _name(status: int) -> str:
 
 
 class _BadReply(Exception):
-    """A reply (or the connection it came on) broke the protocol; the connection is closed."""
+    """A reply broke the protocol (malformed, or not an answer to the request); its connection is closed."""
 
     def __init__(self, error: ProtocolError, tries: int) -> None:
         super().__init__(str(error))
