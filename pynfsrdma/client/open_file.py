@@ -255,6 +255,7 @@ class FileWriter:
             await self._write_one(send.offset, view, send)
             return
         for pos in range(0, view.nbytes, wsize):
+            await trio.lowlevel.checkpoint()  # (each WRITE a turn of the scheduler, room or not)
             while self.plan.in_flight >= self.window():
                 await self._room.park()
             self._started()
