@@ -2,7 +2,8 @@
 unequal rates, each against the sum of the link rates; a link slowed and paths cut during transfers.
 
     .venv/bin/python -m bench.bench_trunking [--rate 40] [--unequal 40,20,10,10] [--paths 1,2,3,4]
-                                             [--size-mib 512] [--repeat 3] [--faults 4] [--rate-to MBPS]
+                                             [--size-mib 512] [--repeat 3] [--[no-]one-link] [--faults 4]
+                                             [--rate-to MBPS]
                                              [--cuts 10] [--down 0.5] [--interval 0.5] [--json]
 
 Each layout is a link testbed (``pynfsrdma testbed up --paths N --link-rate ...``: NFS-Ganesha in a
@@ -10,7 +11,9 @@ network namespace of its own, each path a kernel rate limit; root). The client r
 namespace, mounts the first path and finds the others by trunking discovery; it writes the file
 (closing it: the data is on the server) and reads it back, ``--repeat`` times, and checks the data by
 sha256 every time. The first row, over 127.0.0.1 in the namespace through no link at all, is what the
-client and the server make of this machine's CPUs: no layout can go above it.
+client and the server make of this machine's CPUs: no layout can go above it. A row of one link as
+fast as the most equal links together (``--one-link``) says what one connection makes of that rate:
+what trunking adds is measured against it.
 
 Then, on ``--faults`` links of ``--rate`` each: the file is read while the bytes each link carries
 back are read from the kernel every 250 ms, and 1.5 s in the last link is slowed to ``--rate-to``
@@ -379,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate", type=float, default=40.0, help="MB/s of each link in the equal layouts")
     p.add_argument("--unequal", default="40,20,10,10", help="MB/s per link of the unequal layout ('' for none)")
     p.add_argument("--paths", default="1,2,3,4", help="numbers of equal links to measure")
+    p.add_argument("--one-link", action=argparse.BooleanOptionalAction, default=True,
+                   help="also one link as fast as the most equal links together (default: yes)")
     p.add_argument("--size-mib", type=int, default=512)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--faults", type=int, default=4, metavar="N",
@@ -402,7 +407,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_trunking: {why}", file=sys.stderr)
         return 2
     layouts: list[list[float] | None] = [None]
-    layouts += [[args.rate] * int(n) for n in args.paths.split(",") if n]
+    equal = [int(n) for n in args.paths.split(",") if n]
+    layouts += [[args.rate] * n for n in equal]
+    if args.one_link and max(equal, default=1) > 1:
+        layouts.append([args.rate * max(equal)])  # what the client and server make of that rate on one path
     if args.unequal:
         layouts.append([float(r) for r in args.unequal.split(",")])
     rows = []
