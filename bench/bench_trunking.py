@@ -203,7 +203,7 @@ async def _failover(nfs: Any, addresses: list[str], state_dir: str, size: int, c
 
 
 async def _rate_change(nfs: Any, paths: int, state_dir: str, address: str, index: int, rate: float,
-                       size: int, before: float = 1.5, after: float = 2.5, step: float = 0.25) -> dict[str, Any]:
+                       size: int, before: float = 1.5, after: float = 2.0, step: float = 0.25) -> dict[str, Any]:
     """Read the file over the links (again and again) while the bytes each link carries back are
     read every ``step`` s; ``before`` s in, ``testbed fault ADDRESS rate MBPS`` slows one link."""
     from pynfsrdma.testbed import daemon

@@ -11,6 +11,12 @@ time, :mod:`.path_choice`'s figures, in calls of ``io_size``; at least the one o
 link waits for the client to answer the last reply with the next call. An unmeasured path counts
 with the rate :func:`~.path_choice.seed_rates` guesses for it.
 
+Calls go where they complete first (:func:`~.path_choice.choose_path`), so the window spreads over
+the paths in proportion to their rates: a slow path's part of it must hold its ``BEHIND`` calls too,
+or the fast paths take its part and leave it idle (links of 40, 40, 40 and 10 MB/s in a window of
+12 left the slow one unused, and a tenth of the bandwidth with it). So the window is also at least
+``BEHIND`` times the sum of the rates over the slowest one.
+
 The window is the sum over the live paths, at least ``MIN_WINDOW`` (what one path to a fast server
 wants for the client's and the server's work on consecutive calls to overlap), and at most the
 session's slots less ``SPARE_SLOTS``, kept for the small calls (GETATTR, COMMIT, a lease's
@@ -38,8 +44,12 @@ def io_window(paths: Sequence[Candidate], io_size: int, slots: int, now: float) 
     """READs or WRITEs of ``io_size`` bytes to keep in flight over the live ``paths`` of a session
     of ``slots`` slots (see the module's text); at least 1."""
     io_size = max(1, io_size)
+    rates = seed_rates(paths, now)
     want = 0
-    for path, rate in zip(paths, seed_rates(paths, now), strict=True):
+    for path, rate in zip(paths, rates, strict=True):
         bdp = rate * path.delivery.base_rtt
         want += max(1, math.ceil(bdp / io_size)) + BEHIND
+    if rates and min(rates) > 0:
+        # calls spread in proportion to the rates: the slowest path's part holds BEHIND of them
+        want = max(want, math.ceil(BEHIND * sum(rates) / min(rates)))
     return max(1, min(slots - SPARE_SLOTS, max(MIN_WINDOW, want)))

@@ -3,6 +3,7 @@ their bandwidth-delay products, within the session's slots (no sockets: paths wi
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import pytest
@@ -75,3 +76,16 @@ def test_a_path_that_goes_away_takes_its_calls_with_it() -> None:
 @pytest.mark.parametrize("io_size", [0, -1])
 def test_a_nonsense_call_size_is_taken_as_one_byte(io_size: int) -> None:
     assert io_window([measured(20e6, 0.001)], io_size, SLOTS, 1.0) == SLOTS - SPARE_SLOTS
+
+
+def test_the_slowest_paths_part_of_the_window_keeps_it_busy() -> None:
+    """Calls spread over the paths in proportion to their rates: links of 40, 40, 40 and 10 MB/s in
+    a window of 12 (their bandwidth-delay products and BEHIND) gave the slow one none of it."""
+    paths = [measured(40e6, 0.0005) for _ in range(3)] + [measured(10e6, 0.0005)]
+    window = io_window(paths, MiB, SLOTS, 1.0)
+    assert window * 10 / 130 >= BEHIND  # the slow link's share of it
+    assert window == math.ceil(BEHIND * 130 / 10)
+    unequal = [measured(r * 1e6, 0.0005) for r in (40, 20, 10, 10)]
+    assert io_window(unequal, MiB, SLOTS, 1.0) == BEHIND * 80 / 10
+    crawling = [measured(100e6, 0.0005), measured(0.1e6, 0.0005)]  # within the slots all the same
+    assert io_window(crawling, MiB, SLOTS, 1.0) == SLOTS - SPARE_SLOTS
