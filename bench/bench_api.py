@@ -397,7 +397,7 @@ async def run(args: argparse.Namespace, target: Target) -> list[Row]:
             if args.in_flight:
                 nfs.in_flight = args.in_flight
             log(
-                f"bench: ours rsize/wsize {nfs.nfs.maxread}/{nfs.nfs.maxwrite}, {nfs.in_flight} in flight; "
+                f"bench: ours rsize/wsize {nfs.nfs.maxread}/{nfs.nfs.maxwrite}, {nfs.io_window(nfs.nfs.maxread)} in flight; "
                 f"nfs-rs max_read/max_write {client.io_limits.max_read}/{client.io_limits.max_write}"
             )
             with tempfile.TemporaryDirectory(prefix="pynfsrdma-bench-") as scratch:

@@ -1,20 +1,34 @@
 """Trunking over links: sequential write and read of one file over 1..4 paths of the same rate and over
-unequal rates, each against the sum of the link rates.
+unequal rates, each against the sum of the link rates; a link slowed and paths cut during transfers.
 
     .venv/bin/python -m bench.bench_trunking [--rate 40] [--unequal 40,20,10,10] [--paths 1,2,3,4]
-                                             [--size-mib 128] [--repeat 3] [--json]
+                                             [--size-mib 512] [--repeat 3] [--[no-]one-link] [--faults 4]
+                                             [--rate-to MBPS]
+                                             [--cuts 10] [--down 0.5] [--interval 0.5] [--json]
 
 Each layout is a link testbed (``pynfsrdma testbed up --paths N --link-rate ...``: NFS-Ganesha in a
 network namespace of its own, each path a kernel rate limit; root). The client runs inside the
 namespace, mounts the first path and finds the others by trunking discovery; it writes the file
-(closing it: the data is on the server) and reads it back, ``--repeat`` times, and checks the data by
-sha256 every time. The first row, over 127.0.0.1 in the namespace through no link at all, is what the
-client and the server make of this machine's CPUs: no layout can go above it.
+(closing it: the data is on the server) and reads it back as a stream (``File.iter_views``: the
+replies' buffers, no copy), ``--repeat`` times, and checks the data by sha256 every time (after
+the clock stops). The first row, over 127.0.0.1 in the namespace through no link at all, is what the
+client and the server make of this machine's CPUs: no layout can go above it. A row of one link as
+fast as the most equal links together (``--one-link``) says what one connection makes of that rate:
+what trunking adds is measured against it.
+
+Then, on ``--faults`` links of ``--rate`` each: the file is read while the bytes each link carries
+back are read from the kernel every 250 ms, and 1.5 s in the last link is slowed to ``--rate-to``
+(``testbed fault ADDRESS rate MBPS``): the share per link per window, before and after. Last, one
+path after another is cut (``testbed fault ADDRESS cut``, restored ``--down`` s later) while a file is
+written and read back again and again and two workers create and rename small files: the stall
+after each cut (how long the READs, WRITEs and operations in flight at the cut took to finish after
+it; median and worst), the operations lost or repeated, and whether every transfer came back intact.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import hashlib
 import json
 import os
@@ -36,20 +50,28 @@ REPO = Path(__file__).resolve().parents[1]
 # -- inside the namespace ---------------------------------------------------------------------------
 
 
+async def _connected(nfs: Any, paths: int) -> list[Any]:
+    """The session's paths, once trunking discovery has ``paths`` of them up."""
+    from pynfsrdma.session.path_set import PathState
+
+    assert nfs.trunking is not None
+    with trio.fail_after(20):
+        await nfs.trunking.settled.wait()
+        while len([p for p in nfs.trunking.paths.paths if p.state is PathState.UP]) < paths:
+            await nfs.trunking.paths.wait_changed()
+    return list(nfs.trunking.paths.paths)
+
+
 async def _client(url: str, paths: int, size: int, repeat: int) -> dict[str, Any]:
     from pynfsrdma.client.api import Client
-    from pynfsrdma.session.path_set import PathState
 
     data = os.urandom(size)
     digest = hashlib.sha256(data).digest()
     writes: list[float] = []
     reads: list[float] = []
     async with Client.connect(url, hard=True, timeo=60) as nfs:
-        if nfs.trunking is not None:
-            with trio.fail_after(20):
-                await nfs.trunking.settled.wait()
-                while len([p for p in nfs.trunking.paths.paths if p.state is PathState.UP]) < paths:
-                    await nfs.trunking.paths.wait_changed()
+        if paths > 1:
+            await _connected(nfs, paths)
         for i in range(repeat):
             name = f"/bench-{os.getpid()}-{i}"
             t = time.perf_counter()
@@ -57,21 +79,211 @@ async def _client(url: str, paths: int, size: int, repeat: int) -> dict[str, Any
                 await f.write(data)
             writes.append(size / (time.perf_counter() - t) / 1e6)
             t = time.perf_counter()
-            back = await nfs.read_file(name)
+            views = []  # (the replies' own buffers: a streamed read copies nothing)
+            async with await nfs.open(name, "r") as f:
+                async for _, view in f.iter_views():
+                    views.append(view)
             reads.append(size / (time.perf_counter() - t) / 1e6)
-            if hashlib.sha256(back).digest() != digest:
+            check = hashlib.sha256()
+            for view in views:
+                check.update(view)
+            if check.digest() != digest or sum(v.nbytes for v in views) != size:
                 raise AssertionError("the data read back differ from the data written")
+            del views
             await nfs.remove(name)
     return {"write_MBps": writes, "read_MBps": reads}
 
 
+async def _counters() -> dict[str, int]:
+    from pynfsrdma.testbed.links import class_bytes
+
+    done = await trio.run_process(["tc", "-s", "class", "show", "dev", "lo"], capture_stdout=True)
+    return class_bytes(done.stdout.decode())
+
+
+def _record_calls(nfs: Any, spans: list[tuple[float, float]]) -> None:
+    """Every READ and WRITE of ``nfs`` (the NFSv4 layer) adds its (start, end) to ``spans``."""
+    for name in ("read", "write"):
+        call = getattr(nfs, name)
+
+        async def recorded(*args: Any, _call: Any = call, **kwargs: Any) -> Any:
+            start = trio.current_time()
+            result = await _call(*args, **kwargs)
+            spans.append((start, trio.current_time()))
+            return result
+
+        setattr(nfs, name, recorded)
+
+
+async def _failover(nfs: Any, addresses: list[str], state_dir: str, size: int, cuts: int, down: float,
+                    interval: float) -> dict[str, Any]:
+    """Cut one path after another (``testbed fault ADDRESS cut``, restored after ``down`` s) while the
+    file is written and read back over the links again and again, and while workers create and rename
+    small files: how long the READs, WRITEs and operations in flight at each cut took to finish after
+    it, the operations lost or repeated, and whether every transfer's data came back intact."""
+    from pynfsrdma.testbed import daemon
+
+    data = os.urandom(size)
+    digest = hashlib.sha256(data).digest()
+    spans: list[tuple[float, float]] = []
+    fault_times: list[float] = []
+    report: dict[str, Any] = {"cuts": cuts, "down_s": down, "completed": 0, "lost": 0, "repeated": 0,
+                              "transfers": 0, "transfers_intact": 0, "errors": []}
+    _record_calls(nfs.nfs, spans)
+    work = f"/failover-{os.getpid()}"
+    await nfs.mkdir(work)
+    acknowledged: list[tuple[str, str]] = []
+    done = trio.Event()
+
+    async def op(coro: Any) -> bool:
+        start = trio.current_time()
+        try:
+            await coro
+        except OSError as e:
+            if e.errno in (errno.EEXIST, errno.ENOENT):
+                report["repeated"] += 1
+            report["errors"].append(str(e))
+            return False
+        spans.append((start, trio.current_time()))
+        report["completed"] += 1
+        return True
+
+    async def create(name: str) -> None:
+        async with await nfs.open(name, "x") as f:
+            await f.write(name.encode().ljust(4096, b"."))
+
+    async def worker(w: int) -> None:
+        k = 0
+        while not done.is_set():
+            tmp, final = f"{work}/t{w}-{k}", f"{work}/f{w}-{k}"
+            if await op(create(tmp)) and await op(nfs.rename(tmp, final)):
+                acknowledged.append((tmp, final))
+            k += 1
+
+    async def transfers() -> None:
+        i = 0
+        while not done.is_set():
+            name = f"{work}/big-{i}"
+            async with await nfs.open(name, "w") as f:
+                await f.write(data)
+            back = await nfs.read_file(name)
+            report["transfers"] += 1
+            report["transfers_intact"] += hashlib.sha256(back).digest() == digest
+            del back
+            await nfs.remove(name)
+            i += 1
+
+    async def scenario() -> None:
+        await trio.sleep(interval)
+        for i in range(cuts):
+            victim = addresses[i % len(addresses)]
+            fault_times.append(trio.current_time())
+            await trio.to_thread.run_sync(daemon.fault, state_dir, victim, ["cut"])
+            await trio.sleep(down)
+            await trio.to_thread.run_sync(daemon.fault, state_dir, victim, ["restore"])
+            await trio.sleep(interval)
+        done.set()
+
+    async with trio.open_nursery() as n:
+        for w in range(2):
+            n.start_soon(worker, w)
+        n.start_soon(transfers)
+        n.start_soon(scenario)
+    present = set(await nfs.listdir(work))
+    for tmp, final in acknowledged:
+        if final.rsplit("/", 1)[1] not in present or await nfs.read_file(final) != tmp.encode().ljust(4096, b"."):
+            report["lost"] += 1
+    await nfs.rmtree(work)
+    stalls = [max((end - t for start, end in spans if start <= t < end), default=0.0) for t in fault_times]
+    report["stalls_s"] = [round(x, 3) for x in stalls]
+    report["stall_median_s"] = round(statistics.median(stalls), 3) if stalls else 0.0
+    report["stall_worst_s"] = round(max(stalls, default=0.0), 3)
+    report["errors"] = report["errors"][:5]
+    return report
+
+
+async def _rate_change(nfs: Any, paths: int, state_dir: str, address: str, index: int, rate: float,
+                       size: int, before: float = 1.5, after: float = 2.0, step: float = 0.25) -> dict[str, Any]:
+    """Read the file over the links (again and again) while the bytes each link carries back are
+    read every ``step`` s; ``before`` s in, ``testbed fault ADDRESS rate MBPS`` slows one link."""
+    from pynfsrdma.testbed import daemon
+
+    name = f"/rate-{os.getpid()}"
+    async with await nfs.open(name, "w") as f:
+        await f.write(os.urandom(size))
+    classes = [f"1:{0x200 + i:x}" for i in range(paths)]
+    windows: list[dict[str, Any]] = []
+    changed_at = -1.0
+    with trio.CancelScope() as reading:
+
+        async def sample() -> None:
+            nonlocal changed_at
+            t0 = trio.current_time()
+            last = await _counters()
+            tick = t0
+            while tick - t0 < before + after:
+                tick += step
+                if changed_at < 0 and tick - t0 > before:
+                    await trio.to_thread.run_sync(daemon.fault, state_dir, address, ["rate", f"{rate:g}"])
+                    changed_at = trio.current_time() - t0
+                await trio.sleep_until(tick)
+                now = await _counters()
+                moved = [now.get(c, 0) - last.get(c, 0) for c in classes]
+                total = sum(moved) or 1
+                windows.append({"t_s": round(tick - t0, 2), "MBps": [round(m / step / 1e6, 1) for m in moved],
+                                "share": [round(m / total, 3) for m in moved]})
+                last = now
+            reading.cancel()
+
+        async def read() -> None:
+            while True:
+                await nfs.read_file(name)
+
+        async with trio.open_nursery() as n:
+            n.start_soon(sample)
+            n.start_soon(read)
+    await trio.to_thread.run_sync(daemon.fault, state_dir, address, ["restore"])
+    await nfs.remove(name)
+    return {"address": address, "index": index, "rate_MBps": rate, "changed_at_s": round(changed_at, 2),
+            "windows": windows}
+
+
+async def _faults_client(args: argparse.Namespace) -> dict[str, Any]:
+    from pynfsrdma.client.api import Client
+
+    state = json.loads((Path(args.state_dir) / "state.json").read_text())
+    addresses = [p["address"] for p in state["paths"]]
+    async with Client.connect(args.client, hard=True, timeo=60) as nfs:
+        await _connected(nfs, len(addresses))
+        out: dict[str, Any] = {}
+        out["rate_change"] = await _rate_change(nfs, len(addresses), args.state_dir, addresses[-1],
+                                                len(addresses) - 1, args.rate_to, args.size_mib * MIB)
+        out["failover"] = await _failover(nfs, addresses, args.state_dir, args.failover_mib * MIB, args.cuts,
+                                          args.down, args.interval)
+    return out
+
+
 def client_main(args: argparse.Namespace) -> int:
-    report = trio.run(_client, args.client, args.client_paths, args.size_mib * MIB, args.repeat)
+    if args.state_dir:
+        report = trio.run(_faults_client, args)
+    else:
+        report = trio.run(_client, args.client, args.client_paths, args.size_mib * MIB, args.repeat)
     json.dump(report, sys.stdout)
     return 0
 
 
 # -- outside: one link testbed per layout ---------------------------------------------------------
+
+
+def _client_command(state: dict[str, Any], *args: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [*state["client_prefix"], sys.executable, "-m", "bench.bench_trunking", *args],
+        cwd=REPO, capture_output=True, text=True, timeout=1800,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"the client failed: {done.stderr[-2000:]}")
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
 
 
 def run_layout(rates: list[float] | None, size_mib: int, repeat: int) -> dict[str, Any]:
@@ -83,14 +295,8 @@ def run_layout(rates: list[float] | None, size_mib: int, repeat: int) -> dict[st
         link_rates = ",".join(f"{r:g}" for r in (rates or [1000.0]))
         state, _ = daemon.up(state_dir, paths=len(rates or [0]), link_rates=link_rates)
         url, paths = (state["url"], len(rates)) if rates else (state["direct_url"], 1)
-        done = subprocess.run(
-            [*state["client_prefix"], sys.executable, "-m", "bench.bench_trunking", "--client", url,
-             "--client-paths", str(paths), "--size-mib", str(size_mib), "--repeat", str(repeat)],
-            cwd=REPO, capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
-        if done.returncode != 0:
-            raise RuntimeError(f"the client failed: {done.stderr[-2000:]}")
-        report: dict[str, Any] = json.loads(done.stdout)
+        report = _client_command(state, "--client", url, "--client-paths", str(paths), "--size-mib", str(size_mib),
+                                 "--repeat", str(repeat))
     finally:
         daemon.down(state_dir)
         shutil.rmtree(state_dir, ignore_errors=True)
@@ -108,17 +314,71 @@ def run_layout(rates: list[float] | None, size_mib: int, repeat: int) -> dict[st
         row[f"{op}_samples"] = [round(s, 1) for s in samples]
         if total:
             row[f"{op}_of_links"] = round(max(samples) / total, 2)
+            row[f"{op}_median_of_links"] = round(statistics.median(samples) / total, 2)
     return row
+
+
+def run_faults(rates: list[float], args: argparse.Namespace) -> dict[str, Any]:
+    """On one link testbed: a link slowed during a read (the share per link per window), then paths
+    cut one after another during transfers (stalls, operations lost or repeated)."""
+    from pynfsrdma.testbed import daemon
+
+    state_dir = Path(tempfile.mkdtemp(prefix="bt-", dir="/tmp"))
+    try:
+        state, _ = daemon.up(state_dir, paths=len(rates), link_rates=",".join(f"{r:g}" for r in rates))
+        report = _client_command(
+            state, "--client", state["url"], "--state-dir", str(state_dir), "--size-mib", str(args.size_mib),
+            "--rate-to", f"{args.rate_to or rates[-1] / 4:g}", "--failover-mib", str(args.failover_mib),
+            "--cuts", str(args.cuts), "--down", f"{args.down:g}", "--interval", f"{args.interval:g}",
+        )  # fmt: skip
+    finally:
+        daemon.down(state_dir)
+        shutil.rmtree(state_dir, ignore_errors=True)
+    report["rates"] = rates
+    return report
+
+
+def format_rate_change(rc: dict[str, Any], rates: list[float]) -> str:
+    n = len(rates)
+    after = list(rates)
+    after[rc["index"]] = rc["rate_MBps"]
+    lines = [
+        f"link {rc['address']} slowed from {rates[rc['index']]:g} to {rc['rate_MBps']:g} MB/s at "
+        f"{rc['changed_at_s']:.2f} s; its share should go from {rates[rc['index']] / sum(rates):.2f} to "
+        f"{after[rc['index']] / sum(after):.2f}",
+        "t (s)  " + "  ".join(f"link{i + 1} MB/s share" for i in range(n)),
+    ]
+    for w in rc["windows"]:
+        mark = " <- rate changed" if w["t_s"] - 0.25 < rc["changed_at_s"] <= w["t_s"] else ""
+        cells = "  ".join(f"{m:10.1f} {s:5.2f}" for m, s in zip(w["MBps"], w["share"], strict=True))
+        lines.append(f"{w['t_s']:5.2f}  {cells}{mark}")
+    return "\n".join(lines)
+
+
+def format_failover(f: dict[str, Any], rates: list[float]) -> str:
+    return (
+        f"failover over {len(rates)} x {rates[0]:g} MB/s links, {f['cuts']} cuts of {f['down_s']:g} s during "
+        f"{f['transfers']} write+read transfers ({f['transfers_intact']} intact): stall median "
+        f"{f['stall_median_s'] * 1000:.0f} ms, worst {f['stall_worst_s'] * 1000:.0f} ms; {f['completed']} "
+        f"operations, {f['lost']} lost, {f['repeated']} repeated"
+    )
+
+
+def _of_links(row: dict[str, Any], op: str) -> str:
+    if not row["links_MBps"]:
+        return "-"
+    return f"{row[f'{op}_of_links']:.2f} / {row[f'{op}_median_of_links']:.2f}"
 
 
 def format_rows(rows: list[dict[str, Any]]) -> str:
     head = ["layout", "links MB/s", "write best", "median", "x links", "read best", "median", "x links"]
+    # ("x links": the best and the median over the sum of the link rates)
     lines = [head]
     for r in rows:
         lines.append([
             r["layout"], f"{r['links_MBps']:g}" if r["links_MBps"] else "-",
-            f"{r['write_best']:.1f}", f"{r['write_median']:.1f}", f"{r.get('write_of_links', 0):.2f}",
-            f"{r['read_best']:.1f}", f"{r['read_median']:.1f}", f"{r.get('read_of_links', 0):.2f}",
+            f"{r['write_best']:.1f}", f"{r['write_median']:.1f}", _of_links(r, "write"),
+            f"{r['read_best']:.1f}", f"{r['read_median']:.1f}", _of_links(r, "read"),
         ])  # fmt: skip
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines)
@@ -129,11 +389,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate", type=float, default=40.0, help="MB/s of each link in the equal layouts")
     p.add_argument("--unequal", default="40,20,10,10", help="MB/s per link of the unequal layout ('' for none)")
     p.add_argument("--paths", default="1,2,3,4", help="numbers of equal links to measure")
-    p.add_argument("--size-mib", type=int, default=128)
+    p.add_argument("--one-link", action=argparse.BooleanOptionalAction, default=True,
+                   help="also one link as fast as the most equal links together (default: yes)")
+    p.add_argument("--size-mib", type=int, default=512)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--faults", type=int, default=4, metavar="N",
+                   help="links of the fault runs (rate change, failover); 0: none")
+    p.add_argument("--rate-to", type=float, default=0.0, help="MB/s the last link is slowed to (default rate/4)")
+    p.add_argument("--cuts", type=int, default=10)
+    p.add_argument("--down", type=float, default=0.5, help="seconds a cut path stays cut")
+    p.add_argument("--interval", type=float, default=0.5, help="seconds between a restore and the next cut")
+    p.add_argument("--failover-mib", type=int, default=64, help="size of the file transferred during the cuts")
     p.add_argument("--json", action="store_true")
     p.add_argument("--client", metavar="URL", help=argparse.SUPPRESS)  # (the run inside a namespace)
     p.add_argument("--client-paths", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--state-dir", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.client:
         return client_main(args)
@@ -144,7 +414,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_trunking: {why}", file=sys.stderr)
         return 2
     layouts: list[list[float] | None] = [None]
-    layouts += [[args.rate] * int(n) for n in args.paths.split(",") if n]
+    equal = [int(n) for n in args.paths.split(",") if n]
+    layouts += [[args.rate] * n for n in equal]
+    if args.one_link and max(equal, default=1) > 1:
+        layouts.append([args.rate * max(equal)])  # what the client and server make of that rate on one path
     if args.unequal:
         layouts.append([float(r) for r in args.unequal.split(",")])
     rows = []
@@ -152,10 +425,22 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(run_layout(rates, args.size_mib, args.repeat))
         if not args.json:
             print(format_rows(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+    faults: dict[str, Any] | None = None
+    if args.faults:
+        faults = run_faults([args.rate] * args.faults, args)
     if args.json:
-        print(json.dumps({"size_mib": args.size_mib, "repeat": args.repeat, "rows": rows}))
-    else:
-        print(format_rows(rows))
+        print(json.dumps({"size_mib": args.size_mib, "repeat": args.repeat, "rows": rows, "faults": faults}))
+        return 0
+    print(f"sequential write and read of {args.size_mib} MiB, {args.repeat} times each (MB/s)")
+    print(format_rows(rows))
+    if faults is not None:
+        print()
+        print(format_rate_change(faults["rate_change"], faults["rates"]))
+        print()
+        print(format_failover(faults["failover"], faults["rates"]))
+        f = faults["failover"]
+        if f["lost"] or f["repeated"] or f["transfers_intact"] != f["transfers"]:
+            return 1
     return 0
 
 

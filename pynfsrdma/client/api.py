@@ -42,13 +42,12 @@ from .attributes import FileAttrs, FsStat
 from .dir_entry import DirEntry
 from .locks import TO_EOF, LockConflict, LockDenied, LockLost, nfs_lock_type
 from .nfs4 import NFSv4, OpenFile
-from .open_file import FileWriter, read_range
+from .open_file import FileWriter, ReadStream, Window, read_range
 from .stack import start_stack
 from .url import NfsURL, URLError, check_url_options, minor_version, parse_url, url_identity
 
 Progress = Callable[[int], None]
 MAX_SYMLINKS = 40
-DEFAULT_IN_FLIGHT = 8
 XATTR_USER = "user."  # the namespace of extended attributes NFSv4.2 carries (RFC 8276)
 RELEASE_TIMEOUT = 5.0  # at the end, locks and opens still held are given back within this long at most
 
@@ -83,11 +82,18 @@ class Client:
         self.nfs = ops
         self.cred = cred
         self.root_fh = b""
-        self.in_flight = DEFAULT_IN_FLIGHT
+        # READs and WRITEs of one transfer in flight at most; None: as many as fill the live paths
+        # (NFSv4.io_window: it grows with the paths and their bandwidth-delay products)
+        self.in_flight: int | None = None
         # directory path -> file handle (short-lived; a renamed directory is looked up again)
         self._dirs: cachetools.TTLCache[str, bytes] = cachetools.TTLCache(maxsize=4096, ttl=3.0)
         self.trunking: Trunking | None = None  # the other paths (addrs=, nconnect=, discovery)
         self._nursery: trio.Nursery | None = None  # where open files write in the background
+
+    def io_window(self, io_size: int) -> int:
+        """READs or WRITEs of ``io_size`` bytes one transfer keeps in flight now (:attr:`in_flight`
+        when set)."""
+        return self.in_flight if self.in_flight is not None else self.nfs.io_window(io_size)
 
     # -- connecting -----------------------------------------------------------------------------------
     @classmethod
@@ -583,7 +589,7 @@ class Client:
         async with await self.open(remote, "w", perm) as f:
             chunk = self.nfs.maxwrite
             with open(local, "rb", buffering=0) as src:
-                window = chunk * self.in_flight
+                window = chunk * self.io_window(chunk)
                 offset = 0
                 while offset < size or offset == 0:
                     blk = src.read(window)
@@ -646,25 +652,41 @@ class File:
     # -- reading ------------------------------------------------------------------------------------
     async def pread_views(self, offset: int, count: int) -> tuple[list[memoryview], bool]:
         """Read up to ``count`` bytes at ``offset`` as views of the reply buffers (zero copy),
-        rsize READs in flight together; stops at end of file."""
+        rsize READs in flight as a pipeline (as many as fill the session's live paths); stops at end
+        of file."""
         self._check(False)
-        nfs, cred, of = self.client.nfs, self.client.cred, self.of
+        nfs = self.client.nfs
+        return await read_range(self._read_one, offset, count, nfs.maxread, self._window)
 
-        async def one(o: int, n: int) -> tuple[memoryview, bool]:
-            return await nfs.read(of, of.fh, o, n, cred, lock_owner=self, path=self.path)
+    async def _read_one(self, offset: int, count: int) -> tuple[memoryview, bool]:
+        nfs = self.client.nfs
+        return await nfs.read(self.of, self.of.fh, offset, count, self.client.cred, lock_owner=self, path=self.path)
 
-        return await read_range(one, offset, count, nfs.maxread, self.client.in_flight)
+    def _window(self) -> int:
+        return self.client.io_window(self.client.nfs.maxread)
 
     async def iter_views(self, chunk: int | None = None) -> AsyncIterator[tuple[int, memoryview]]:
-        """Stream the file from the current position: (offset, view) pairs, zero copy."""
-        window = chunk or self.client.nfs.maxread * self.client.in_flight
-        while True:
-            views, eof = await self.pread_views(self.pos, window)
-            for v in views:
-                yield self.pos, v
-                self.pos += v.nbytes
-            if eof or not views:
-                return
+        """Stream the file from the current position: (offset, view) pairs, zero copy, by a pipeline
+        of READs (:class:`~.open_file.ReadStream`: the next starts when any is answered), ``chunk``
+        bytes of them sent and not yet taken at most (default: as many READs as fill the session's
+        live paths)."""
+        self._check(False)
+        nursery = self.client._nursery
+        if nursery is None:
+            raise ValueError("the client is not connected")
+        maxread = self.client.nfs.maxread
+        window: Window = max(1, chunk // maxread) if chunk else self._window
+        stream = ReadStream(self._read_one, self.pos, maxread, window, lambda: self.size, nursery)
+        try:
+            while True:
+                view = await stream.next()
+                if view is None:
+                    return
+                self._check(False)
+                yield self.pos, view
+                self.pos += view.nbytes
+        finally:
+            stream.close()
 
     async def preadinto(self, offset: int, buffer: Any) -> int:
         """Fill ``buffer`` (any writable buffer) from ``offset``, straight from the reply buffers; the
@@ -692,7 +714,7 @@ class File:
     async def read(self, count: int = -1) -> bytes:
         if count < 0:  # to the end: as much as the file holds in one pipeline of READs, then on to its end
             out: list[memoryview] = []
-            window = self.client.nfs.maxread * self.client.in_flight
+            window = self.client.nfs.maxread * self._window()
             while True:
                 views, eof = await self.pread_views(self.pos, max(self.size - self.pos, 0) + window)
                 out += views

@@ -340,6 +340,11 @@ class NFSv4:
         await self.run(ops, cred, hints, payload=payload, path=path, recovering=recovering, check=check)
         return out[0]
 
+    def io_window(self, io_size: int) -> int:
+        """READs or WRITEs of ``io_size`` bytes a transfer keeps in flight now: it grows with the
+        live paths and their bandwidth-delay products, within the session's slots."""
+        return self.client.io_window(io_size)
+
     # -- the export ---------------------------------------------------------------------------------------
     async def mount(self, export: str, cred: Credential) -> tuple[bytes, FileAttrs]:
         """Look up the export's root; learn maxread/maxwrite and the lease time."""

@@ -1,16 +1,19 @@
 """The open-file engine: the I/O of one open file, for the FUSE mount and the path API alike.
 
 Writes follow a :class:`~.write_plan.WritePlan` (what to send, when to COMMIT, what to send again);
-:class:`FileWriter` carries its answers out: WRITEs several in flight, a COMMIT in the background
+:class:`FileWriter` carries its answers out: WRITEs several in flight (as many as fill every live
+path of the session: :meth:`NFSv4.io_window <.nfs4.NFSv4.io_window>`), a COMMIT in the background
 once a window's worth waits for one (the writer waits for it only when another window has filled
 behind it), the open made again when the server lost it (:func:`with_reopens`, as
 :mod:`.lost_state` decides). A failed background
 WRITE or COMMIT is reported by the next write, flush or fsync, as a local file system reports
-write-back errors. :func:`read_range` splits a read into rsize READs in flight together.
+write-back errors. :func:`read_range` splits a read into rsize READs kept in flight as a pipeline,
+and :func:`read_stream` streams a file by one.
 """
 
 from __future__ import annotations
 
+import collections
 import errno
 import logging
 from collections.abc import Awaitable, Callable
@@ -31,6 +34,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 DEFAULT_IN_FLIGHT = 8
+# calls to keep in flight: a number, or asked again as each call goes out (NFSv4.io_window)
+Window = int | Callable[[], int]
 COMMIT_ATTEMPTS = 3  # COMMITs (with the resends between them) before a flush gives up
 # reopen(the stateid that failed): make ``of.stateid`` a valid one again (single-flight in the caller)
 Reopen = Callable[[Any], Awaitable[None]]
@@ -55,7 +60,8 @@ async def with_reopens(of: OpenFile, reopen: Reopen | None, call: Callable[[], A
 
 class FileWriter:
     """Writes of one open file ``of`` (see the module's text). ``answered`` is called whenever a
-    WRITE of ours is answered or fails (the mount's attribute cache counts them)."""
+    WRITE of ours is answered or fails (the mount's attribute cache counts them). ``in_flight``:
+    WRITEs in flight at most; None, as many as fill the session's live paths (asked as each goes)."""
 
     def __init__(
         self,
@@ -64,7 +70,7 @@ class FileWriter:
         cred: Credential,
         nursery: trio.Nursery,
         wsize: int,
-        in_flight: int = DEFAULT_IN_FLIGHT,
+        in_flight: int | None = None,
         stable: int = c.UNSTABLE4,
         commit_window: int = COMMIT_WINDOW,
         reopen: Reopen | None = None,
@@ -81,7 +87,8 @@ class FileWriter:
         self.reopen = reopen
         self.answered = answered
         self.lock_owner = lock_owner
-        self._slots = trio.Semaphore(in_flight)
+        self.in_flight = in_flight
+        self._room = trio.lowlevel.ParkingLot()  # writes waiting for a WRITE in flight to be answered
         self._idle = trio.Event()
         self._idle.set()
         self._commit_lock = trio.Lock()  # one COMMIT (and the resends after it) at a time
@@ -223,6 +230,10 @@ class FileWriter:
         return attrs if rest is None else None
 
     # -- carrying the plan out ----------------------------------------------------------------------------
+    def window(self) -> int:
+        """WRITEs to keep in flight now."""
+        return self.in_flight if self.in_flight is not None else self.nfs.io_window(self.plan.wsize)
+
     async def _wait_given_back(self) -> None:
         while self._given_back is not None:
             await self._given_back.wait()
@@ -267,12 +278,13 @@ class FileWriter:
         view = memoryview(send.data)
         wsize = self.plan.wsize
         if send.with_attrs and self.plan.in_flight == 0 and view.nbytes <= wsize:
-            self._slots.acquire_nowait()  # (nothing in flight: a slot is free)
-            self._started()
+            self._started()  # (nothing in flight: there is room)
             await self._write_one(send.offset, view, send)
             return
         for pos in range(0, view.nbytes, wsize):
-            await self._slots.acquire()
+            await trio.lowlevel.checkpoint()  # (each WRITE a turn of the scheduler, room or not)
+            while self.plan.in_flight >= self.window():
+                await self._room.park()
             self._started()
             self._nursery.start_soon(self._write_one, send.offset + pos, view[pos : pos + wsize], send)
 
@@ -315,7 +327,7 @@ class FileWriter:
                 self._error = e
         finally:
             self.plan.in_flight -= 1
-            self._slots.release()
+            self._room.unpark()
             if self.answered is not None:
                 self.answered()
             if self.plan.in_flight == 0:
@@ -371,13 +383,15 @@ async def read_range(
     offset: int,
     size: int,
     maxread: int,
-    in_flight: int = DEFAULT_IN_FLIGHT,
+    in_flight: Window = DEFAULT_IN_FLIGHT,
 ) -> tuple[list[Any], bool]:
     """``size`` bytes at ``offset`` by ``read(offset, count)`` (one READ: data, eof), rsize READs
-    kept ``in_flight`` at a time (the next one starts as soon as any is answered, so a slow path of
-    a trunked session holds back no other): the replies' views in order (no copy), and whether the
-    end of the file came. A short READ not at the end (a server's limit) is asked on from where it
-    stopped; no READ starts past one that came back at the end or short."""
+    kept ``in_flight`` at a time (a number, or a function asked as each READ goes out; the next one
+    starts as soon as any is answered, so a slow path of a trunked session holds back no other):
+    the replies' views in order (no copy), and whether the end of the file came. A short READ not
+    at the end (a server's limit) is asked on from where it stopped; no READ starts past one that
+    came back at the end or short."""
+    window = _as_function(in_flight)
     views: list[Any] = []
     pos, end = offset, offset + size
     while pos < end:
@@ -387,7 +401,7 @@ async def read_range(
             results[0] = await read(*spans[0])
         else:
             try:
-                await _read_spans(read, spans, results, in_flight)
+                await _read_spans(read, spans, results, window)
             except BaseExceptionGroup as eg:  # (the first READ's error, as one READ would raise it)
                 raise _first_error(eg) from None
         for (_, n), result in zip(spans, results, strict=True):
@@ -405,33 +419,146 @@ async def read_range(
     return views, False
 
 
+def _as_function(in_flight: Window) -> Callable[[], int]:
+    if callable(in_flight):
+        return in_flight
+    return lambda: in_flight
+
+
 async def _read_spans(
     read: Callable[[int, int], Awaitable[tuple[Any, bool]]],
     spans: list[tuple[int, int]],
     results: list[Any],
-    in_flight: int,
+    window: Callable[[], int],
 ) -> None:
-    """READ each of ``spans`` into ``results``, ``in_flight`` at a time; none is started past one
+    """READ each of ``spans`` into ``results``, ``window()`` at a time; none is started past one
     that came back at the end of the file or short."""
-    window = trio.Semaphore(in_flight)
+    room = trio.lowlevel.ParkingLot()
+    running = 0
     stop = len(spans)
 
     async def one(i: int, o: int, n: int) -> None:
-        nonlocal stop
+        nonlocal stop, running
         try:
             data, eof = results[i] = await read(o, n)
             if eof or memoryview(data).nbytes < n:
                 stop = min(stop, i + 1)
         finally:
-            window.release()
+            running -= 1
+            room.unpark()
 
     async with trio.open_nursery() as nursery:
         for i, (o, n) in enumerate(spans):
-            await window.acquire()
+            while running >= max(1, window()):
+                await room.park()
             if i >= stop:
-                window.release()
                 break
+            running += 1
             nursery.start_soon(one, i, o, n)
+
+
+class _Read:
+    """One READ of a :class:`ReadStream`: ``[offset, offset + count)``, its reply once ``done``."""
+
+    __slots__ = ("count", "done", "error", "offset", "result", "scope")
+
+    def __init__(self, offset: int, count: int) -> None:
+        self.offset = offset
+        self.count = count
+        self.done = trio.Event()
+        self.scope = trio.CancelScope()
+        self.result: tuple[Any, bool] | None = None
+        self.error: Exception | None = None
+
+
+class ReadStream:
+    """A file read from ``offset`` on as a pipeline of rsize READs: the next READ starts as soon
+    as any is answered, up to ``window()`` READs sent and not yet taken (a function, asked as each
+    goes out), and :meth:`next` hands the replies' views over in the file's order, no copy made.
+
+    READs go no further than ``size()`` (the file's size as known; it may grow meanwhile): the last
+    one to reach it says whether the end came (a server says so with the data), and only when it
+    did not does one more READ go past it, one at a time. A short READ not at the end (a server's limit) is asked
+    on from where it stopped, ahead of those already sent after it; a READ at the end drops those
+    after it. The READs run in ``nursery`` (a caller's background nursery: the stream outlives no
+    call of :meth:`next`, but its READs are in flight between them); :meth:`close` ends them."""
+
+    def __init__(
+        self,
+        read: Callable[[int, int], Awaitable[tuple[Any, bool]]],
+        offset: int,
+        maxread: int,
+        window: Window,
+        size: Callable[[], int],
+        nursery: trio.Nursery,
+    ) -> None:
+        self._read = read
+        self._next = offset  # where the next READ starts
+        self._maxread = max(1, maxread)
+        self._window = _as_function(window)
+        self._size = size
+        self._nursery = nursery
+        self._pending: collections.deque[_Read] = collections.deque()  # in the file's order
+        self._ended = False
+
+    def _start(self, r: _Read) -> None:
+        self._nursery.start_soon(self._run, r)
+
+    async def _run(self, r: _Read) -> None:
+        with r.scope:
+            try:
+                r.result = await self._read(r.offset, r.count)
+            except Exception as e:  # (handed to the reader in the file's order)
+                r.error = e
+        r.done.set()
+
+    def _fill(self) -> None:
+        window = max(1, self._window())
+        pending = self._pending
+        while not self._ended and len(pending) < window:
+            size = self._size()
+            if pending and self._next >= size:
+                break  # past the known end, only once every READ before it is taken: one at a time
+            count = self._maxread - self._next % self._maxread  # (to an rsize boundary)
+            if self._next < size:
+                count = min(count, size - self._next)
+            r = _Read(self._next, count)
+            pending.append(r)
+            self._next += count
+            self._start(r)
+
+    async def next(self) -> Any | None:
+        """The next reply's data (a view of the reply buffer), or None at the end of the file."""
+        pending = self._pending
+        while True:
+            self._fill()
+            if not pending:
+                return None
+            r = pending[0]
+            await r.done.wait()
+            pending.popleft()
+            if r.error is not None:
+                self.close()
+                raise r.error
+            assert r.result is not None
+            data, eof = r.result
+            got = memoryview(data).nbytes
+            if eof or not got:
+                self.close()  # (what was asked after it is past the end)
+            elif got < r.count:  # a short READ: the rest of it first, ahead of those after it
+                rest = _Read(r.offset + got, r.count - got)
+                pending.appendleft(rest)
+                self._start(rest)
+            if got:
+                return data
+            if self._ended:
+                return None
+
+    def close(self) -> None:
+        """No more READs; those in flight are cancelled and their replies dropped."""
+        self._ended = True
+        while self._pending:
+            self._pending.pop().scope.cancel()
 
 
 def _first_error(eg: BaseExceptionGroup) -> BaseException:

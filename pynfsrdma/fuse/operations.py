@@ -820,6 +820,8 @@ class NFSOperations(Operations):
         await self._sync_inode(node)  # our own gathered writes are read back from the server
         ra = h.readahead
         if ra is not None:
+            # as far ahead as the READs that fill the session's live paths reach, or the mount's window
+            ra.max_window = max(self.readahead_window, self._io_window() * self.nfs.maxread)
             cover, new = ra.request(off, size, node.attrs.size)
             for e in new:
                 h.fetching.add(e)
@@ -844,10 +846,14 @@ class NFSOperations(Operations):
             e.done.set()
             h.fetching.discard(e)
 
+    def _io_window(self) -> int:
+        """READs to keep in flight: as many as fill the session's live paths."""
+        return self.nfs.io_window(self.nfs.maxread)
+
     async def _read_direct(self, h: FileHandle, off: int, size: int) -> Any:
         of = h.shared.of
         views, _ = await read_range(
-            lambda o, n: self._read_state(h, of, o, n), off, size, self.nfs.maxread
+            lambda o, n: self._read_state(h, of, o, n), off, size, self.nfs.maxread, self._io_window
         )
         if len(views) == 1:
             return views[0]  # a view of the reply: no copy on the way to the kernel

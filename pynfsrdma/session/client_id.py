@@ -65,6 +65,7 @@ from ..transport.base import NO_HINTS, ProtocolViolation, ReplyHints, TransportE
 from ..xdr import XdrError
 from .backchannel import Backchannel
 from .errors import NotNFSv41Server, ServerUnreachable, SessionError
+from .io_window import io_window
 from .path_set import NoPathError, Path, PathSet
 from .sequence import CLIENT_LOST, Act, Attempts, on_compound
 from .session import COMPOUND_ROOM, Check, RetryPolicy, Session, SessionLost, main_op
@@ -464,6 +465,13 @@ class ClientID:
                 await self._recover(generation, res.status)
                 continue
             return res
+
+    def io_window(self, io_size: int) -> int:
+        """READs or WRITEs of ``io_size`` bytes one transfer keeps in flight now: enough to fill
+        every live path, within the sessions' slots (:func:`.io_window.io_window`)."""
+        sessions = [self.session, *self.trunked_sessions.values()]
+        slots = sum(s.table.limit for s in sessions if s is not None and s.dead is None)
+        return io_window(self.paths.live(), io_size, slots or self.options.max_requests, trio.current_time())
 
     def _session_for(self, payload: int) -> Session | None:
         """The session of the path a request of ``payload`` bytes would best go over."""

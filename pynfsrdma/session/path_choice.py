@@ -2,7 +2,10 @@
 
 Each path keeps a :class:`Delivery`: the bytes its replies delivered, the rate those bytes came at
 (the best delivery-rate sample of the last ``RATE_WINDOW`` seconds, as BBR measures it: the payload
-answered on the path between a call's send and its reply, over that time) and its base round-trip
+answered on the path between a call's send and its reply, over the time since the last delivery
+before the send, or since the send when nothing was in flight; counted from the send alone, a small
+call sent just before a large reply arrived took that reply's bytes for its own short life, and a
+20 MB/s link looked like 600) and its base round-trip
 time (the smallest of the last ``RTT_WINDOW`` seconds, of calls without bulk data, so that neither
 the queue a link builds up nor a call's own bytes are counted twice). Until a path has delivered anything its rate is a guess in proportion to its
 FSLI4BX_READORDER.
@@ -34,6 +37,7 @@ __all__ = [
     "SEED_RATE",
     "Candidate",
     "Delivery",
+    "Mark",
     "choose_path",
     "expected_completion",
     "seed_rates",
@@ -46,31 +50,41 @@ CALL_BYTES = 4096  # what a call in flight costs a path beyond its payload (head
 MIN_ELAPSED = 1e-6  # seconds: a sample over less is not taken
 
 
+Mark = tuple[int, float]  # (bytes delivered, when the last of them was) as a call is sent
+
+
 @dataclass(slots=True)
 class Delivery:
     """What one path has delivered, and how fast."""
 
     delivered: int = 0  # payload bytes of the calls answered on this path
     base_rtt: float = 0.0  # seconds; 0 until a call was answered
+    _delivered_at: float = -math.inf  # when the last call was answered (or the first sent)
     _base_rtt_at: float = -math.inf
     _samples: deque[tuple[float, float]] = field(default_factory=deque)  # (time, bytes/s), rates falling
 
-    def mark(self) -> int:
-        """What to keep with a call as it is sent (the bytes delivered so far)."""
-        return self.delivered
+    def mark(self, now: float, busy: bool) -> Mark:
+        """What to keep with a call as it is sent at ``now``; ``busy``: other calls are in flight on
+        the path (else the time its sample counts starts at this send, as BBR's does)."""
+        if not busy or self._delivered_at == -math.inf:
+            self._delivered_at = now
+        return self.delivered, self._delivered_at
 
-    def answered(self, mark: int, payload: int, sent_at: float, now: float, *, timed: bool = True) -> None:
+    def answered(self, mark: Mark, payload: int, sent_at: float, now: float, *, timed: bool = True) -> None:
         """A call sent at ``sent_at`` with ``mark`` (:meth:`mark`) was answered at ``now``;
         ``payload`` bytes of data went with it (a WRITE's data, a READ's reply). ``timed``: its time
         is a round trip, not work the server did on the storage (a COMMIT's, whose time says nothing
         of the path and, taken as its round trip, kept a path unused for RTT_WINDOW)."""
+        delivered_then, since = mark
         self.delivered += payload
+        if payload > 0:
+            self._delivered_at = now
         elapsed = now - sent_at
         if elapsed < MIN_ELAPSED:
             return
-        moved = self.delivered - mark
+        moved = self.delivered - delivered_then
         if moved > 0:
-            self._add_sample(now, moved / elapsed)
+            self._add_sample(now, moved / (now - min(since, sent_at)))
         # the round trip is measured on calls without bulk data (SEQUENCE, GETATTR, COMMIT ...):
         # a READ's or WRITE's time is mostly its bytes on the link, which the rate counts already
         if timed and payload < CALL_BYTES and (
@@ -108,6 +122,7 @@ class Delivery:
         """The path's connection ended: what was measured on it says nothing of the next one."""
         self._samples.clear()
         self.base_rtt, self._base_rtt_at = 0.0, -math.inf
+        self._delivered_at = -math.inf
 
 
 class Candidate(Protocol):

@@ -464,10 +464,10 @@ class Session:
             tries += 1
             xid, p = rpc.start_call(c.NFSPROC4_COMPOUND, cred)
             encode_compound_args(p, args)
+            start = trio.current_time()
+            mark = path.delivery.mark(start, busy=path.bytes_in_flight > 0)
             path.bytes_in_flight += payload
             path.calls += 1
-            mark = path.delivery.mark()
-            start = trio.current_time()
             path.sent(xid, start)
             timeout = policy.timeo
             if deadline is not None:
@@ -533,10 +533,13 @@ class Session:
                 policy.answered()
             answered = trio.current_time()
             path.observe_rtt(answered - start)
-            path.delivery.answered(mark, payload, start, answered, timed=timed)
+            received = u.remaining()
+            # the payload went with the call (a WRITE's data), or what the reply carried of it came
+            # back (a READ's: none past the end of the file, which a READ asking on to it did not wait for)
+            delivered = payload if len(p) >= payload else min(payload, received)
+            path.delivery.answered(mark, delivered, start, answered, timed=timed)
             if tries > 1:
                 self.replays += 1
-            received = u.remaining()
             try:
                 res = decode_compound_res(u)
                 u.done()  # (trailing bytes: a reply cut short inside, or something after it)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import itertools
 import os
 import stat
 
@@ -190,6 +191,33 @@ async def test_get_and_put_stream_large_files(ganesha: Ganesha, export_path: Exp
     digest = hashlib.sha256(src.read_bytes()).hexdigest()
     assert hashlib.sha256(dst.read_bytes()).hexdigest() == digest
     assert hashlib.sha256((export_path.local / "big").read_bytes()).hexdigest() == digest
+
+
+async def test_a_streamed_read_hands_over_the_file_in_order_to_its_end(
+    ganesha: Ganesha, export_path: ExportPath
+) -> None:
+    """iter_views: READs in flight as a pipeline, the views handed over in the file's order from the
+    current position, on past the size known at the open when the file grew meanwhile."""
+    data = os.urandom(3 * 256 * 1024 + 777)
+    more = os.urandom(100_000)
+    (export_path.local / "s").write_bytes(data)
+    async with (
+        Client.connect(url_of(ganesha, export_path), rsize=256 * 1024) as nfs,
+        Client.connect(url_of(ganesha, export_path)) as other,
+        await nfs.open("/s") as f,
+    ):
+        f.seek(5)
+        async with await other.open("/s", "r+") as grow:  # another client, after the open
+            await grow.pwrite(len(data), more)
+        got: list[tuple[int, bytes]] = []
+        async for offset, view in f.iter_views():
+            assert isinstance(view, memoryview)
+            got.append((offset, bytes(view)))
+        assert [o for o, _ in got] == list(itertools.accumulate([5] + [len(b) for _, b in got[:-1]]))
+        assert b"".join(b for _, b in got) == (data + more)[5:]
+        assert f.tell() == len(data) + len(more)
+        async for _ in f.iter_views():  # at the end: nothing more
+            raise AssertionError("a view past the end of the file")
 
 
 async def test_many_concurrent_calls_share_the_slots(ganesha: Ganesha, export_path: ExportPath) -> None:

@@ -12,6 +12,7 @@ from pynfsrdma.session.path_choice import (
     RATE_WINDOW,
     SEED_RATE,
     Delivery,
+    Mark,
     choose_path,
     expected_completion,
     seed_rates,
@@ -42,7 +43,7 @@ def run(links: list[Link], total: int, size: int = MiB, window: int = 16,
     path chosen when it goes out; ``events``: at a time, (link index, "rate"|"cut", value). Returns
     the time it took."""
     now = 0.0
-    done: list[tuple[float, int, int, int, float]] = []  # (finish, seq, link index, mark, sent)
+    done: list[tuple[float, int, int, Mark, float]] = []  # (finish, seq, link index, mark, sent)
     seq = 0
     sent_bytes = 0
     pending_events = sorted((events or {}).items())
@@ -54,10 +55,11 @@ def run(links: list[Link], total: int, size: int = MiB, window: int = 16,
         assert path is not None
         start = max(now, path.busy_until)
         path.busy_until = start + size / path.rate
+        mark = path.delivery.mark(now, busy=path.bytes_in_flight > 0)
         path.bytes_in_flight += size
         path.in_flight += 1
         seq += 1
-        heapq.heappush(done, (path.busy_until + path.rtt, seq, links.index(path), path.delivery.mark(), now))
+        heapq.heappush(done, (path.busy_until + path.rtt, seq, links.index(path), mark, now))
         sent_bytes += size
 
     while sent_bytes < total and len(done) < window:
@@ -140,8 +142,8 @@ def test_a_cut_path_leaves_its_share_to_the_others() -> None:
 
 def test_small_calls_go_where_they_complete_first() -> None:
     fast, slow = Link(100 * MB), Link(10 * MB)
-    fast.delivery.answered(0, 4 * MiB, 0.0, 0.04)
-    slow.delivery.answered(0, MiB, 0.0, 0.1)
+    fast.delivery.answered((0, 0.0), 4 * MiB, 0.0, 0.04)
+    slow.delivery.answered((0, 0.0), MiB, 0.0, 0.1)
     now = 0.1
     assert choose_path([fast, slow], 0, now) is fast
     fast.bytes_in_flight, fast.in_flight = 16 * MiB, 16  # 0.17 s of queue there
@@ -155,7 +157,7 @@ def test_unmeasured_paths_are_weighted_by_read_order() -> None:
     assert choose_path([a, b], MiB, 0.0) is b
     b.bytes_in_flight = 4 * MiB  # 4 MiB ahead at 4x the rate: a is quicker now
     assert choose_path([a, b], MiB, 0.0) is a
-    b.delivery.answered(0, 10 * MiB, 0.0, 0.1)  # measured: ~105 MB/s; a's guess follows it
+    b.delivery.answered((0, 0.0), 10 * MiB, 0.0, 0.1)  # measured: ~105 MB/s; a's guess follows it
     assert seed_rates([a, b], 0.1)[0] == pytest.approx(b.delivery.rate(0.1) * 51 / 201)
 
 
@@ -169,16 +171,16 @@ def test_avoid_only_when_alone() -> None:
 def test_delivery_rate_is_the_windows_best_sample_and_base_rtt_its_least() -> None:
     d = Delivery()
     assert d.rate(0.0) is None
-    m = d.mark()
+    m = d.mark(0.0, busy=False)
     d.answered(m, MiB, 0.0, 0.1)  # 10.5 MB/s
     assert d.rate(0.1) == pytest.approx(MiB / 0.1) and d.base_rtt == 0  # no round trip from bulk calls
-    m = d.mark()
+    m = d.mark(0.2, busy=False)
     d.answered(m, 0, 0.2, 0.203)  # a small call: no rate sample, but a round trip
     assert d.base_rtt == pytest.approx(0.003) and d.rate(0.203) == pytest.approx(MiB / 0.1)
-    d.answered(d.mark(), 0, 0.25, 0.252)
-    d.answered(d.mark(), 0, 0.26, 0.265)
+    d.answered(d.mark(0.25, busy=False), 0, 0.25, 0.252)
+    d.answered(d.mark(0.26, busy=False), 0, 0.26, 0.265)
     assert d.base_rtt == pytest.approx(0.002)  # the least
-    d.answered(d.mark(), MiB, 0.3, 0.5)  # slower: the window still holds the better sample
+    d.answered(d.mark(0.3, busy=False), MiB, 0.3, 0.5)  # slower: the window still holds the better sample
     assert d.rate(0.5) == pytest.approx(MiB / 0.1)
     assert d.rate(0.1 + RATE_WINDOW + 0.01) == pytest.approx(MiB / 0.2)  # the first one expired
     assert d.rate(0.5 + 10 * RATE_WINDOW) == pytest.approx(MiB / 0.2)  # the last one stays
@@ -192,16 +194,41 @@ def test_a_commits_time_is_not_taken_for_the_round_trip() -> None:
     path looked far away for RTT_WINDOW and, a slow path not being chosen, was not measured again;
     a trunked read of 4 links left one unused."""
     d = Delivery()
-    d.answered(d.mark(), 0, 0.0, 0.4, timed=False)  # COMMIT: 0.4 s of fsync on the server
+    d.answered(d.mark(0.0, busy=False), 0, 0.0, 0.4, timed=False)  # COMMIT: 0.4 s of fsync on the server
     assert d.base_rtt == 0
-    d.answered(d.mark(), 0, 0.5, 0.502)
+    d.answered(d.mark(0.5, busy=False), 0, 0.5, 0.502)
     assert d.base_rtt == pytest.approx(0.002)
-    d.answered(d.mark(), 0, 0.6, 0.9, timed=False)
+    d.answered(d.mark(0.6, busy=False), 0, 0.6, 0.9, timed=False)
     assert d.base_rtt == pytest.approx(0.002)
 
 
 def test_expected_completion_counts_queue_calls_and_round_trip() -> None:
     p = Link(10 * MB)
-    p.delivery.answered(0, 0, 0.0, 0.002)
+    p.delivery.answered((0, 0.0), 0, 0.0, 0.002)
     p.bytes_in_flight, p.in_flight = 1_000_000, 2
     assert expected_completion(p, 1_000_000, 10 * MB) == pytest.approx(0.002 + (2_000_000 + 2 * 4096) / 10e6)
+
+
+def test_a_small_call_answered_just_after_a_large_reply_does_not_take_its_bytes_for_its_own() -> None:
+    """A GETATTR sent while a 1 MiB READ was nearly through a 20 MB/s link, and answered just after
+    it, saw 1 MiB delivered in its 1.2 ms: 870 MB/s, the best sample of the second, and the path was
+    given far more than its share. The sample counts from the last delivery before the send."""
+    d = Delivery()
+    read = d.mark(0.0, busy=False)
+    getattr_ = d.mark(0.0510, busy=True)
+    d.answered(read, MiB, 0.0, 0.0520)
+    d.answered(getattr_, 0, 0.0510, 0.0522)
+    assert d.rate(0.06) == pytest.approx(MiB / 0.0522, rel=0.01)  # 20 MB/s, not MiB / 1.2 ms
+    # pipelined READs: each one's sample is the link's rate
+    t = 0.0522
+    marks = [d.mark(t, busy=True) for _ in range(3)]
+    for i, m in enumerate(marks):
+        d.answered(m, MiB, t, t + 0.0524 * (i + 1))
+    assert d.rate(t + 0.2) == pytest.approx(20e6, rel=0.05)
+
+
+def test_the_first_call_after_an_idle_spell_counts_from_its_send() -> None:
+    d = Delivery()
+    d.answered(d.mark(0.0, busy=False), MiB, 0.0, 0.05)
+    d.answered(d.mark(5.0, busy=False), MiB, 5.0, 5.05)  # five idle seconds are not the link's
+    assert d.rate(5.05) == pytest.approx(MiB / 0.05)

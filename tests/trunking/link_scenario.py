@@ -6,6 +6,10 @@ while writing and while reading, and whether the data read back is the data writ
 ``--cut ADDRESS STATE_DIR``: once that path has carried 2 MiB of the write, it is cut as
 ``pynfsrdma testbed fault ADDRESS cut`` does (ss -K, new connections refused), and the write goes on
 until that is done; the report then also gives the bytes each path carried after the cut.
+
+``--slow ADDRESS MBPS STATE_DIR``: once the read has carried a fifth of the file, that link's rate
+changes as ``pynfsrdma testbed fault ADDRESS rate MBPS`` does; the report then also gives the bytes
+each link carried back between 35% and 90% of the read.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pynfsrdma.testbed import daemon
 from pynfsrdma.testbed.links import class_bytes
 
 MiB = 1 << 20
+SLOW_AT, MEASURE_FROM, MEASURE_TO = 0.2, 0.35, 0.9  # of the read: see slow_when_carrying
 
 
 def counters() -> dict[str, int]:
@@ -82,8 +87,31 @@ async def scenario(args: argparse.Namespace) -> dict[str, object]:
         report["write"] = carried(before, written, up_classes)
         if cut_at:
             report["after_cut"] = carried(cut_at, written, up_classes)
-        back = await nfs.read_file(f"/{args.name}")
+        slowed: dict[str, dict[str, int]] = {}
+
+        async def slow_when_carrying(victim: str, rate: str) -> None:
+            # the rate changes once the read has carried SLOW_AT; the shares are taken of what the
+            # links carry from MEASURE_FROM to MEASURE_TO after it (what was queued at the old rate
+            # and the read's last calls left out)
+            marks = {"changed": SLOW_AT, "from": MEASURE_FROM, "to": MEASURE_TO}
+            for name, fraction in marks.items():
+                while True:
+                    now = await counters_soon()
+                    if sum(carried(written, now, down_classes)) >= fraction * args.size:
+                        break
+                    await trio.sleep(0.01)
+                if name == "changed":
+                    await trio.to_thread.run_sync(daemon.fault, args.slow[2], victim, ["rate", rate])
+                slowed[name] = now
+
+        async with trio.open_nursery() as nursery:
+            if args.slow:
+                nursery.start_soon(slow_when_carrying, args.slow[0], args.slow[1])
+            back = await nfs.read_file(f"/{args.name}")
+            nursery.cancel_scope.cancel()
         report["read"] = carried(written, counters(), down_classes)
+        if "to" in slowed:
+            report["after_slow"] = carried(slowed["from"], slowed["to"], down_classes)
         report["read_back_ok"] = hashlib.sha256(back).digest() == hashlib.sha256(data).digest()
         report["sha256"] = hashlib.sha256(data).hexdigest()
     return report
@@ -96,6 +124,7 @@ def main() -> int:
     parser.add_argument("size", type=int)
     parser.add_argument("name")
     parser.add_argument("--cut", nargs=2, metavar=("ADDRESS", "STATE_DIR"))
+    parser.add_argument("--slow", nargs=3, metavar=("ADDRESS", "MBPS", "STATE_DIR"))
     report = trio.run(scenario, parser.parse_args())
     json.dump(report, sys.stdout)
     return 0

@@ -112,3 +112,13 @@ def test_a_cut_path_leaves_its_share_to_the_others(link_testbed: Callable[[str, 
     assert sum(report["after_cut"][:2]) > 0
     assert report["read"][2] < 64 * 1024  # the read went over the two paths left
     assert_follow(report["read"][:2], [1, 1])
+
+
+def test_a_slowed_link_gets_its_new_share_of_what_follows(link_testbed: Callable[[str, int], dict[str, Any]]) -> None:
+    """A link slowed from 20 to 10 MB/s during a read carries 1/7 of what the links carry after it,
+    not the quarter it carried before (its calls go where they complete first)."""
+    state = link_testbed("20", 4)
+    report = run_scenario(state, "slowed", "--slow", "127.0.0.5", "10", state["state_dir"], size=128 * MiB)
+    assert "after_slow" in report, "the read ended before the shares after the change were taken"
+    assert_follow(report["after_slow"], [20, 20, 20, 10])
+    assert_follow(report["write"], [1, 1, 1, 1])  # (before it, every link its quarter)
