@@ -33,7 +33,9 @@ import trio
 
 from ..errors import NFS4Error
 from ..proto.nfs4 import const as c
+from ..proto.rpcsec_gss import Flavor
 from ..rpc.auth import Credential, auth_sys
+from ..rpc.gss_auth import GssCredential
 from ..session.client_id import ClientID, SessionOptions, default_owner_id
 from ..session.errors import ServerUnreachable
 from ..session.session import RetryPolicy
@@ -43,6 +45,7 @@ from .dir_entry import DirEntry
 from .locks import TO_EOF, LockConflict, LockDenied, LockLost, nfs_lock_type
 from .nfs4 import NFSv4, OpenFile
 from .open_file import FileWriter, read_range
+from .security import FlavorChoice, SecurityError, credential, parse_sec
 from .stack import start_stack
 from .url import NfsURL, URLError, check_url_options, minor_version, parse_url, url_identity
 
@@ -66,6 +69,28 @@ def single_error(eg: BaseExceptionGroup) -> BaseException:
     if not leaves:
         return eg
     return next((e for e in leaves if not isinstance(e, OSError)), leaves[0])
+
+
+async def _mount(ops: NFSv4, url: NfsURL, choice: FlavorChoice, sys_cred: Credential,
+                 make: Callable[[Flavor], Credential]) -> Credential:
+    """Look up the export with each flavour ``choice`` gives in turn, until the server takes one
+    (NFS4ERR_WRONGSEC: the next; once they are used up, SECINFO says what the server wants);
+    returns the credential it took. :class:`SecurityError` (EACCES) names what the server wants."""
+    while True:
+        flavor = choice.next()
+        if flavor is None:
+            if not choice.must_ask:
+                raise SecurityError(choice.refusal(f"{url.address}:{url.path}"))
+            choice.wanted = await ops.secinfo(url.path, sys_cred)
+            continue
+        cred = sys_cred if not flavor.gss else make(flavor)
+        try:
+            await ops.mount(url.path, cred)
+        except NFS4Error as e:
+            if e.status != c.NFS4ERR_WRONGSEC:
+                raise
+            continue
+        return cred
 
 
 def _leaves(e: BaseException) -> list[BaseException]:
@@ -109,12 +134,17 @@ class Client:
         retrans: int = 2,
         rsize: int = 1 << 20,
         wsize: int = 1 << 20,
+        sec: str | None = None,
     ) -> AsyncIterator[Client]:
         """Connect, create a session, look up the export; on exit close the session cleanly.
 
         By URL (``nfs://host[:port]/export?proto=tcp``) or by ``host``, ``port``, ``export`` and
         ``proto``. Requests go as ``uid``/``gid`` with ``groups`` (AUTH_SYS): by default the URL's
         ``uid=``/``gid=``, else the calling process's own, with its supplementary groups.
+        ``sec`` (or the URL's ``sec=``): the security flavours to try, as nfs(5) names them
+        (``krb5p``, ``krb5i:krb5``, ...; see :mod:`.security`); under Kerberos the requests go with
+        the calling user's own ticket (``KRB5CCNAME`` or the default cache), and a user with none
+        gets EACCES.
         """
         if url is None:
             if host is None:
@@ -129,6 +159,11 @@ class Client:
         if groups is None:
             groups = tuple(os.getgroups()) if (uid, gid) == (os.getuid(), os.getgid()) else ()
         cred = auth_sys(uid, gid, groups)
+        try:
+            choice = FlavorChoice(parse_sec(sec if sec is not None else u.options.get("sec")),
+                                  given=sec is not None or "sec" in u.options)
+        except ValueError as e:
+            raise URLError(str(e)) from None
         deadline = trio.current_time() + timeout  # for connecting, setting up and looking up the export
         try:
             async with trio.open_nursery() as nursery:
@@ -148,10 +183,11 @@ class Client:
                                                   timeout)
                         trunking, ops = stack.trunking, stack.nfs
                         ops.owner_per_open = True  # every File is an open of its own
-                        self = cls(u, cid, ops, cred)
+                        user = await _mount(ops, u, choice, cred, lambda f: credential(f, u.host, uid, gid, groups))
+                        self = cls(u, cid, ops, user)
                         self.trunking = trunking
                         self._nursery = nursery
-                        self.root_fh, _ = await ops.mount(u.path, cred)
+                        self.root_fh = ops.root_fh
                         connected = True
                     if setting_up.cancelled_caught:
                         what = f"{u.path} not reached" if cid.session is not None else "no NFSv4.1 answer"
@@ -163,6 +199,7 @@ class Client:
                         # out (the server keeps them past DESTROY_CLIENTID, and other clients wait)
                         with trio.CancelScope(shield=True), trio.move_on_after(RELEASE_TIMEOUT):
                             await ops.release_all()
+                            await cid.forget(self.cred)
                 finally:
                     with trio.CancelScope(shield=True):
                         # (a connect that failed has no time left for a clean goodbye to a server
@@ -171,6 +208,11 @@ class Client:
                     nursery.cancel_scope.cancel()
         except BaseExceptionGroup as eg:
             raise single_error(eg) from None
+
+    @property
+    def sec(self) -> str:
+        """The security flavour the requests go with (nfs(5)'s name: sys, krb5, krb5i, krb5p)."""
+        return self.cred.flavor.name if isinstance(self.cred, GssCredential) else "sys"
 
     def stats(self) -> dict[str, Any]:
         """The statistics report ``pynfsrdma stats`` shows for a mount (see :mod:`pynfsrdma.stats`)."""

@@ -60,6 +60,8 @@ from ..proto.nfs4.types import (
     RENAME4args,
     RESTOREFH4args,
     SAVEFH4args,
+    SECINFO4args,
+    SECINFO_NO_NAME4args,
     SEEK4args,
     SETATTR4args,
     SETXATTR4args,
@@ -73,6 +75,7 @@ from ..proto.nfs4.types import (
     specdata4,
     stateid4,
 )
+from ..proto.rpcsec_gss import Flavor, flavor_of_secinfo
 from ..rpc.auth import Credential
 from ..session.client_id import ClientID
 from ..session.session import COMPOUND_ROOM
@@ -371,6 +374,21 @@ class NFSv4:
             self.client.lease_time = info[c.FATTR4_LEASE_TIME]
         self.root_fh = fh
         return fh, attrs
+
+    async def secinfo(self, export: str, cred: Credential) -> list[Flavor]:
+        """The flavours the server takes for ``export``, in its order of preference, of those this
+        client speaks (SECINFO of the export's name in its parent; SECINFO_NO_NAME for the root)."""
+        names = _components(export)
+        ops: list[Any] = [PUTROOTFH4args()]
+        ops += [LOOKUP4args(n) for n in names[:-1]]
+        ops.append(SECINFO4args(names[-1]) if names else SECINFO_NO_NAME4args(c.SECINFO_STYLE4_CURRENT_FH))
+        res = await self.run(ops, cred, path=export)
+        found = []
+        for flavor, info in res[-1].res:
+            f = flavor_of_secinfo(flavor, *((info.oid, info.service) if info is not None else ()))
+            if f is not None and f not in found:
+                found.append(f)
+        return found
 
     # -- names --------------------------------------------------------------------------------------------
     async def lookup(self, dir_fh: bytes, name: str, cred: Credential) -> tuple[bytes, FileAttrs]:

@@ -1,0 +1,97 @@
+"""Security flavours of a mount: nfs(5)'s ``sec=`` (``sys``, ``krb5``, ``krb5i``, ``krb5p``, or a list
+of them separated by colons, tried in order), the credential each gives a user, and which to try
+after the server answered NFS4ERR_WRONGSEC (sans I/O: :class:`FlavorChoice`).
+
+Without ``sec=`` the mount tries AUTH_SYS and, if the server wants another flavour, those its
+SECINFO names for the export, in the server's order, that this client speaks. With ``sec=``
+only the flavours given are tried; when the server takes none of them the error names what it
+wants (from SECINFO).
+
+A Kerberos flavour gives each user a credential of their own, made from their ticket cache
+(``KRB5CCNAME``, else Kerberos' default for the user), for the server's principal ``nfs/HOST``;
+the lease and state operations (EXCHANGE_ID, CREATE_SESSION, SEQUENCE alone, DESTROY_*) go under
+AUTH_SYS, as the Linux client does when it has no machine keytab.
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..proto import rpcsec_gss as gss
+from ..rpc.auth import Credential, auth_sys
+from ..rpc.gss_auth import GssCredential
+from ..rpc.krb5 import Krb5Mechanism, target_name
+
+DEFAULT: tuple[gss.Flavor, ...] = (gss.SYS,)
+
+
+class SecurityError(PermissionError):
+    """The server takes none of the flavours this mount may use (EACCES, naming what it wants)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(errno.EACCES, message)
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def parse_sec(value: str | None) -> tuple[gss.Flavor, ...]:
+    """The flavours ``sec=`` names, in order (ValueError for one this client does not speak)."""
+    if value is None:
+        return DEFAULT
+    names = [n.strip().lower() for n in value.split(":") if n.strip()]
+    unknown = [n for n in names if n not in gss.FLAVORS]
+    if unknown or not names:
+        raise ValueError(f"sec={value}: unknown security flavour {', '.join(unknown) or '(none)'} "
+                         f"(known: {', '.join(gss.FLAVORS)}, separated by ':')")
+    return tuple(dict.fromkeys(gss.FLAVORS[n] for n in names))
+
+
+@dataclass
+class FlavorChoice:
+    """Which flavour to try next: those given, in order; without ``sec=`` (``given`` False), then
+    those the server's SECINFO names that were not tried yet."""
+
+    flavors: Sequence[gss.Flavor] = DEFAULT
+    given: bool = False
+    tried: list[gss.Flavor] = field(default_factory=list)
+    wanted: list[gss.Flavor] | None = None  # what SECINFO said, once asked
+
+    def next(self) -> gss.Flavor | None:
+        """The next flavour to try; None once the given ones are used up and (without ``sec=``) the
+        server's are too, or when the server must be asked first (``wanted`` is None)."""
+        for f in self.flavors:
+            if f not in self.tried:
+                self.tried.append(f)
+                return f
+        if self.given or self.wanted is None:
+            return None
+        for f in self.wanted:
+            if f not in self.tried:
+                self.tried.append(f)
+                return f
+        return None
+
+    @property
+    def must_ask(self) -> bool:
+        """The flavours to try are used up: SECINFO should say what the server wants."""
+        return self.wanted is None
+
+    def refusal(self, where: str) -> str:
+        tried = ":".join(f.name for f in self.tried)
+        if self.wanted is None:
+            return f"{where}: the server refused sec={tried} (NFS4ERR_WRONGSEC)"
+        wants = ", ".join(f.name for f in self.wanted) or "no flavour this client speaks"
+        return f"{where}: the server wants sec={wants}; refused sec={tried} (NFS4ERR_WRONGSEC)"
+
+
+def credential(flavor: gss.Flavor, host: str, uid: int, gid: int, groups: tuple[int, ...] = (),
+               ccache: str | None = None) -> Credential:
+    """The credential of user ``uid`` under ``flavor`` toward the server at ``host``: AUTH_SYS, or
+    RPCSEC_GSS with a Kerberos context from the user's tickets (``ccache``, else the default)."""
+    if not flavor.gss:
+        return auth_sys(uid, gid, groups)
+    target = target_name(host)
+    return GssCredential(flavor, lambda: Krb5Mechanism(target, ccache=ccache), uid, gid, groups)
