@@ -28,7 +28,7 @@ import trio
 from pynfsrdma.testbed import Ganesha, ProxiedPaths, open_paths
 from pynfsrdma.testbed.ganesha import ExportPath
 
-GANESHA_FIXTURES = frozenset({"ganesha", "export_path", "ganesha_factory", "proxied_paths"})
+GANESHA_FIXTURES = frozenset({"ganesha", "export_path", "ganesha_factory", "proxied_paths", "krb5_ganesha", "krb5_dir"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -377,14 +377,21 @@ class NFSv4:
 
     async def secinfo(self, export: str, cred: Credential) -> list[Flavor]:
         """The flavours the server takes for ``export``, in its order of preference, of those this
-        client speaks (SECINFO of the export's name in its parent; SECINFO_NO_NAME for the root)."""
+        client speaks: SECINFO of the first name on the way that the server refused to ``cred``
+        (NFS4ERR_WRONGSEC), in its parent, or SECINFO_NO_NAME of the export when none was refused."""
         names = _components(export)
-        ops: list[Any] = [PUTROOTFH4args()]
-        ops += [LOOKUP4args(n) for n in names[:-1]]
-        ops.append(SECINFO4args(names[-1]) if names else SECINFO_NO_NAME4args(c.SECINFO_STYLE4_CURRENT_FH))
-        res = await self.run(ops, cred, path=export)
-        found = []
-        for flavor, info in res[-1].res:
+        walk: list[Any] = [PUTROOTFH4args(), *(LOOKUP4args(n) for n in names)]
+        res = await self.client.compound(walk, cred)
+        if res.status == c.NFS4ERR_WRONGSEC and 1 < len(res.resarray) <= len(walk):
+            refused = len(res.resarray) - 1  # (walk[refused] is the LOOKUP into the export)
+            ops = [*walk[:refused], SECINFO4args(names[refused - 1])]
+        elif res.status == c.NFS4_OK:
+            ops = [*walk, SECINFO_NO_NAME4args(c.SECINFO_STYLE4_CURRENT_FH)]
+        else:
+            failed = res.resarray[-1] if res.resarray else None
+            raise NFS4Error(res.status, failed.opnum if failed else None, export)
+        found: list[Flavor] = []
+        for flavor, info in (await self.run(ops, cred, path=export))[-1].res:
             f = flavor_of_secinfo(flavor, *((info.oid, info.service) if info is not None else ()))
             if f is not None and f not in found:
                 found.append(f)
