@@ -71,21 +71,30 @@ def single_error(eg: BaseExceptionGroup) -> BaseException:
     return next((e for e in leaves if not isinstance(e, OSError)), leaves[0])
 
 
-async def _mount(ops: NFSv4, url: NfsURL, choice: FlavorChoice, sys_cred: Credential,
+async def _mount(ops: NFSv4, export: str, probe: str, choice: FlavorChoice, sys_cred: Credential,
                  make: Callable[[Flavor], Credential]) -> Credential:
-    """Look up the export with each flavour ``choice`` gives in turn, until the server takes one
-    (NFS4ERR_WRONGSEC: the next; once they are used up, SECINFO says what the server wants);
-    returns the credential it took. :class:`SecurityError` (EACCES) names what the server wants."""
+    """Look up ``export`` (and ``probe`` below it, whose security decides) with each flavour ``choice``
+    gives in turn, until the server takes one (NFS4ERR_WRONGSEC: the next; once they are used up,
+    SECINFO says what the server wants); returns the credential it took. :class:`SecurityError`
+    (EACCES) names what the server wants."""
     while True:
         flavor = choice.next()
         if flavor is None:
             if not choice.must_ask:
-                raise SecurityError(choice.refusal(f"{url.address}:{url.path}"))
-            choice.wanted = await ops.secinfo(url.path, sys_cred)
+                raise SecurityError(choice.refusal(f"{ops.client.server}:{probe}"))
+            choice.wanted = await ops.secinfo(probe, sys_cred)
             continue
         cred = sys_cred if not flavor.gss else make(flavor)
         try:
-            await ops.mount(url.path, cred)
+            root, _ = await ops.mount(export, cred)
+            names = [n for n in probe[len(export):].split("/") if n]
+            if names:
+                try:
+                    await ops.lookup_path(root, names, cred)
+                except NFS4Error as e:
+                    if e.status == c.NFS4ERR_WRONGSEC:
+                        raise
+                    # (a name not there yet: the server took the flavour up to it)
         except NFS4Error as e:
             if e.status != c.NFS4ERR_WRONGSEC:
                 raise
@@ -135,6 +144,7 @@ class Client:
         rsize: int = 1 << 20,
         wsize: int = 1 << 20,
         sec: str | None = None,
+        sec_path: str | None = None,
     ) -> AsyncIterator[Client]:
         """Connect, create a session, look up the export; on exit close the session cleanly.
 
@@ -144,7 +154,9 @@ class Client:
         ``sec`` (or the URL's ``sec=``): the security flavours to try, as nfs(5) names them
         (``krb5p``, ``krb5i:krb5``, ...; see :mod:`.security`); under Kerberos the requests go with
         the calling user's own ticket (``KRB5CCNAME`` or the default cache), and a user with none
-        gets EACCES.
+        gets EACCES. ``sec_path``: the path below the export whose security decides the flavour,
+        when it is not the export itself (the command line connects at the server's root and
+        names files in exports below it).
         """
         if url is None:
             if host is None:
@@ -183,7 +195,9 @@ class Client:
                                                   timeout)
                         trunking, ops = stack.trunking, stack.nfs
                         ops.owner_per_open = True  # every File is an open of its own
-                        user = await _mount(ops, u, choice, cred, lambda f: credential(f, u.host, uid, gid, groups))
+                        probe = posixpath.join(u.path, (sec_path or "").lstrip("/"))
+                        user = await _mount(ops, u.path, probe, choice, cred,
+                                            lambda f: credential(f, u.host, uid, gid, groups))
                         self = cls(u, cid, ops, user)
                         self.trunking = trunking
                         self._nursery = nursery

@@ -211,6 +211,11 @@ class Kdc:
         self._kadmin(f"addprinc -pw {password}{life} {self.principal(name)}")
         return self.principal(name)
 
+    def user_keytab(self, name: str, keytab: str | os.PathLike[str]) -> Path:
+        """A keytab holding ``name``'s key as it is now (``-norandkey``: the password stays valid)."""
+        self._kadmin(f"ktadd -norandkey -k {keytab} {self.principal(name)}")
+        return Path(keytab)
+
     def kinit(self, name: str, password: str, ccache: str | os.PathLike[str], *,
               lifetime: str | None = None) -> str:
         """Get ``name``'s ticket into the cache ``ccache`` (a file path); returns ``FILE:path``."""
