@@ -135,7 +135,7 @@ def _say(e: Exception) -> str:
     if match is None:
         return text
     minor = match.group("minor").strip()
-    return minor if minor and minor != "Unknown error" else match.group("major").strip()
+    return minor if minor and minor not in ("Unknown error", "Success") else match.group("major").strip()
 
 
 _STATUS = re.compile(r"Major \(\d+\): (?P<major>.*?), Minor \(\d+\): (?P<minor>.*)$", re.S)
