@@ -145,6 +145,7 @@ class Client:
         wsize: int = 1 << 20,
         sec: str | None = None,
         sec_path: str | None = None,
+        ccache: str | None = None,
     ) -> AsyncIterator[Client]:
         """Connect, create a session, look up the export; on exit close the session cleanly.
 
@@ -153,8 +154,8 @@ class Client:
         ``uid=``/``gid=``, else the calling process's own, with its supplementary groups.
         ``sec`` (or the URL's ``sec=``): the security flavours to try, as nfs(5) names them
         (``krb5p``, ``krb5i:krb5``, ...; see :mod:`.security`); under Kerberos the requests go with
-        the calling user's own ticket (``KRB5CCNAME`` or the default cache), and a user with none
-        gets EACCES. ``sec_path``: the path below the export whose security decides the flavour,
+        the calling user's own ticket (``ccache``, a Kerberos cache name such as ``FILE:/tmp/krb5cc_1000``;
+        by default ``KRB5CCNAME`` or the default cache), and a user with none gets EACCES. ``sec_path``: the path below the export whose security decides the flavour,
         when it is not the export itself (the command line connects at the server's root and
         names files in exports below it).
         """
@@ -197,7 +198,7 @@ class Client:
                         ops.owner_per_open = True  # every File is an open of its own
                         probe = posixpath.join(u.path, (sec_path or "").lstrip("/"))
                         user = await _mount(ops, u.path, probe, choice, cred,
-                                            lambda f: credential(f, u.host, uid, gid, groups))
+                                            lambda f: credential(f, u.host, uid, gid, groups, ccache))
                         self = cls(u, cid, ops, user)
                         self.trunking = trunking
                         self._nursery = nursery

@@ -82,6 +82,15 @@ class Krb5Mechanism:
     def complete(self) -> bool:
         return bool(self._ctx.complete)
 
+    @property
+    def expired(self) -> bool:
+        if not self._ctx.complete:
+            return False
+        try:
+            return bool(self._ctx.lifetime <= 0)
+        except self._gssapi.exceptions.GSSError:  # (ExpiredContextError)
+            return True
+
     def step(self, token: bytes | None) -> bytes | None:
         try:
             out = self._ctx.step(token)

@@ -52,6 +52,12 @@ class GssMechanism(Protocol):
         """The context is established (no more tokens to exchange)."""
         ...
 
+    @property
+    def expired(self) -> bool:
+        """The established context's lifetime (its ticket's) is over: a new one is needed. (Kerberos
+        itself goes on signing with it, and servers accept it for minutes of clock skew.)"""
+        ...
+
     def step(self, token: bytes | None) -> bytes | None:
         """Take the acceptor's token (None at first); return the next token to send (None: none)."""
         ...
@@ -162,6 +168,9 @@ class GssContext:
         return len(self._in_flight)
 
     def _take_seq(self) -> int:
+        if self.state is State.ESTABLISHED and self.mech.expired:
+            self.state = State.STALE
+            raise GssCredentialsExpired("the Kerberos ticket behind the context has expired (run kinit)")
         if not self.usable:
             raise GssError(f"the context is {self.state.value}" if self.state is not State.ESTABLISHED
                            else "the context's sequence numbers ran out")

@@ -16,6 +16,7 @@ from pynfsrdma.proto import rpc as rpcdef
 from pynfsrdma.proto import rpcsec_gss as gss
 from pynfsrdma.rpc.rpcsec_gss import (
     GssContext,
+    GssCredentialsExpired,
     GssError,
     GssIntegrityError,
     State,
@@ -34,6 +35,7 @@ class FakeMechanism:
         self.rounds = rounds
         self.steps = 0
         self.complete = False
+        self.expired = False
 
     def step(self, token: bytes | None) -> bytes | None:
         self.steps += 1
@@ -289,3 +291,12 @@ def test_flavours_by_their_nfs_names_and_secinfo_entries() -> None:
     assert gss.flavor_of_secinfo(gss.RPCSEC_GSS, gss.KRB5_OID_DER, gss.SVC_NONE) is gss.KRB5
     assert gss.flavor_of_secinfo(rpcdef.AUTH_SYS) is gss.SYS
     assert gss.flavor_of_secinfo(gss.RPCSEC_GSS, b"\x2b\x06", gss.SVC_NONE) is None
+
+
+def test_a_context_whose_ticket_expired_seals_nothing_and_is_stale() -> None:
+    ctx = established(gss.SVC_INTEGRITY)
+    ctx.seal_call(1, PROG, VERS, PROC, Packer())
+    ctx.mech.expired = True  # type: ignore[attr-defined]
+    with pytest.raises(GssCredentialsExpired, match="expired"):
+        ctx.seal_call(2, PROG, VERS, PROC, Packer())
+    assert ctx.state is State.STALE and not ctx.usable
