@@ -33,7 +33,6 @@ import trio
 
 from ..errors import NFS4Error
 from ..proto.nfs4 import const as c
-from ..proto.rpcsec_gss import Flavor
 from ..rpc.auth import Credential, auth_sys
 from ..rpc.gss_auth import GssCredential
 from ..session.client_id import ClientID, SessionOptions, default_owner_id
@@ -45,7 +44,7 @@ from .dir_entry import DirEntry
 from .locks import TO_EOF, LockConflict, LockDenied, LockLost, nfs_lock_type
 from .nfs4 import NFSv4, OpenFile
 from .open_file import FileWriter, read_range
-from .security import FlavorChoice, SecurityError, credential, parse_sec
+from .security import FlavorChoice, credential, negotiate, parse_sec
 from .stack import start_stack
 from .url import NfsURL, URLError, check_url_options, minor_version, parse_url, url_identity
 
@@ -69,37 +68,6 @@ def single_error(eg: BaseExceptionGroup) -> BaseException:
     if not leaves:
         return eg
     return next((e for e in leaves if not isinstance(e, OSError)), leaves[0])
-
-
-async def _mount(ops: NFSv4, export: str, probe: str, choice: FlavorChoice, sys_cred: Credential,
-                 make: Callable[[Flavor], Credential]) -> Credential:
-    """Look up ``export`` (and ``probe`` below it, whose security decides) with each flavour ``choice``
-    gives in turn, until the server takes one (NFS4ERR_WRONGSEC: the next; once they are used up,
-    SECINFO says what the server wants); returns the credential it took. :class:`SecurityError`
-    (EACCES) names what the server wants."""
-    while True:
-        flavor = choice.next()
-        if flavor is None:
-            if not choice.must_ask:
-                raise SecurityError(choice.refusal(f"{ops.client.server}:{probe}"))
-            choice.wanted = await ops.secinfo(probe, sys_cred)
-            continue
-        cred = sys_cred if not flavor.gss else make(flavor)
-        try:
-            root, _ = await ops.mount(export, cred)
-            names = [n for n in probe[len(export):].split("/") if n]
-            if names:
-                try:
-                    await ops.lookup_path(root, names, cred)
-                except NFS4Error as e:
-                    if e.status == c.NFS4ERR_WRONGSEC:
-                        raise
-                    # (a name not there yet: the server took the flavour up to it)
-        except NFS4Error as e:
-            if e.status != c.NFS4ERR_WRONGSEC:
-                raise
-            continue
-        return cred
 
 
 def _leaves(e: BaseException) -> list[BaseException]:
@@ -197,8 +165,8 @@ class Client:
                         trunking, ops = stack.trunking, stack.nfs
                         ops.owner_per_open = True  # every File is an open of its own
                         probe = posixpath.join(u.path, (sec_path or "").lstrip("/"))
-                        user = await _mount(ops, u.path, probe, choice, cred,
-                                            lambda f: credential(f, u.host, uid, gid, groups, ccache))
+                        user = await negotiate(ops, u.path, probe, choice, cred,
+                                               lambda f: credential(f, u.host, uid, gid, groups, ccache))
                         self = cls(u, cid, ops, user)
                         self.trunking = trunking
                         self._nursery = nursery

@@ -16,13 +16,17 @@ AUTH_SYS, as the Linux client does when it has no machine keytab.
 from __future__ import annotations
 
 import errno
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from ..errors import NFS4Error
 from ..proto import rpcsec_gss as gss
+from ..proto.nfs4 import const as c
 from ..rpc.auth import Credential, auth_sys
 from ..rpc.gss_auth import GssCredential
 from ..rpc.krb5 import Krb5Mechanism, target_name
+from .nfs4 import NFSv4
 
 DEFAULT: tuple[gss.Flavor, ...] = (gss.SYS,)
 
@@ -95,3 +99,69 @@ def credential(flavor: gss.Flavor, host: str, uid: int, gid: int, groups: tuple[
         return auth_sys(uid, gid, groups)
     target = target_name(host)
     return GssCredential(flavor, lambda: Krb5Mechanism(target, ccache=ccache), uid, gid, groups)
+
+
+def default_ccache(uid: int) -> str:
+    """Kerberos' own default ticket cache of user ``uid`` (where kinit leaves a ticket when nothing
+    else is configured; rpc.gssd looks there too)."""
+    return f"FILE:/tmp/krb5cc_{uid}"
+
+
+class UserCredentials:
+    """A mount's credential for each calling user under its flavour: AUTH_SYS, or RPCSEC_GSS from
+    the user's own ticket cache, one credential (and context) per user and cache: a user's context
+    is never used for another user's call."""
+
+    def __init__(self, flavor: gss.Flavor, host: str, own_uid: int | None = None) -> None:
+        self.flavor = flavor
+        self.host = host
+        self.own_uid = os.getuid() if own_uid is None else own_uid
+        self._gss: dict[tuple[int, str | None], Credential] = {}
+
+    def get(self, uid: int, gid: int, groups: tuple[int, ...] = (), ccache: str | None = None) -> Credential:
+        """``uid``'s credential; ``ccache``: the caller's own cache (from its KRB5CCNAME), else the
+        default: this process's for its own user, Kerberos' default for another."""
+        if not self.flavor.gss:
+            return auth_sys(uid, gid, groups)
+        if ccache is None and uid != self.own_uid:
+            ccache = default_ccache(uid)
+        key = (uid, ccache)
+        cred = self._gss.get(key)
+        if cred is None:
+            cred = self._gss[key] = credential(self.flavor, self.host, uid, gid, groups, ccache)
+        return cred
+
+    def made(self) -> list[Credential]:
+        """The RPCSEC_GSS credentials given out (their contexts are destroyed at unmount)."""
+        return list(self._gss.values())
+
+
+async def negotiate(ops: NFSv4, export: str, probe: str, choice: FlavorChoice, sys_cred: Credential,
+                 make: Callable[[gss.Flavor], Credential]) -> Credential:
+    """Look up ``export`` (and ``probe`` below it, whose security decides) with each flavour ``choice``
+    gives in turn, until the server takes one (NFS4ERR_WRONGSEC: the next; once they are used up,
+    SECINFO says what the server wants); returns the credential it took. :class:`SecurityError`
+    (EACCES) names what the server wants."""
+    while True:
+        flavor = choice.next()
+        if flavor is None:
+            if not choice.must_ask:
+                raise SecurityError(choice.refusal(f"{ops.client.server}:{probe}"))
+            choice.wanted = await ops.secinfo(probe, sys_cred)
+            continue
+        cred = sys_cred if not flavor.gss else make(flavor)
+        try:
+            root, _ = await ops.mount(export, cred)
+            names = [n for n in probe[len(export):].split("/") if n]
+            if names:
+                try:
+                    await ops.lookup_path(root, names, cred)
+                except NFS4Error as e:
+                    if e.status == c.NFS4ERR_WRONGSEC:
+                        raise
+                    # (a name not there yet: the server took the flavour up to it)
+        except NFS4Error as e:
+            if e.status != c.NFS4ERR_WRONGSEC:
+                raise
+            continue
+        return cred
