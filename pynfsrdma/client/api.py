@@ -44,7 +44,7 @@ from .dir_entry import DirEntry
 from .locks import TO_EOF, LockConflict, LockDenied, LockLost, nfs_lock_type
 from .nfs4 import NFSv4, OpenFile
 from .open_file import FileWriter, read_range
-from .security import FlavorChoice, credential, negotiate, parse_sec
+from .security import FlavorChoice, credential, machine_credential, negotiate, parse_sec
 from .stack import start_stack
 from .url import NfsURL, URLError, check_url_options, minor_version, parse_url, url_identity
 
@@ -114,6 +114,7 @@ class Client:
         sec: str | None = None,
         sec_path: str | None = None,
         ccache: str | None = None,
+        keytab: str | None = None,
     ) -> AsyncIterator[Client]:
         """Connect, create a session, look up the export; on exit close the session cleanly.
 
@@ -125,7 +126,9 @@ class Client:
         the calling user's own ticket (``ccache``, a Kerberos cache name such as ``FILE:/tmp/krb5cc_1000``;
         by default ``KRB5CCNAME`` or the default cache), and a user with none gets EACCES. ``sec_path``: the path below the export whose security decides the flavour,
         when it is not the export itself (the command line connects at the server's root and
-        names files in exports below it).
+        names files in exports below it). ``keytab`` (or the URL's ``keytab=``): the lease and
+        state operations go under Kerberos with this keytab's first key (by default
+        /etc/krb5.keytab when readable and a Kerberos flavour is asked for; else AUTH_SYS).
         """
         if url is None:
             if host is None:
@@ -152,7 +155,8 @@ class Client:
                     nursery,
                     options=SessionOptions(rsize=rsize, wsize=wsize, minorversion=minor_version(u.vers)),
                     policy=RetryPolicy(timeo=timeo, retrans=retrans, hard=hard),
-                    cred=cred,
+                    cred=machine_credential(u.host, keytab or u.options.get("keytab"), choice.flavors, cred,
+                                            uuid.uuid4().hex),
                     # a client owner of its own: its open state lives and dies with this object, and
                     # two clients of one server (in one process or two) must not share a client ID
                     owner_id=default_owner_id(f"api:{os.getpid()}:{uuid.uuid4().hex}"),

@@ -101,6 +101,26 @@ def credential(flavor: gss.Flavor, host: str, uid: int, gid: int, groups: tuple[
     return GssCredential(flavor, lambda: Krb5Mechanism(target, ccache=ccache), uid, gid, groups)
 
 
+SYSTEM_KEYTAB = "/etc/krb5.keytab"
+
+
+def machine_credential(host: str, keytab: str | None, flavors: Sequence[gss.Flavor], fallback: Credential,
+                       tag: str) -> Credential:
+    """The credential of the lease and state operations (EXCHANGE_ID, CREATE_SESSION, SEQUENCE alone,
+    DESTROY_*): Kerberos (krb5i) with the first key of ``keytab`` (``keytab=``; or the system's
+    /etc/krb5.keytab when it can be read and a Kerberos flavour was asked for), else ``fallback``
+    (AUTH_SYS, as the Linux client does without a keytab). ``tag`` names the in-memory cache its
+    tickets go to (one per client: the user's caches are not touched)."""
+    if keytab is None:
+        if not any(f.gss for f in flavors) or not os.access(SYSTEM_KEYTAB, os.R_OK):
+            return fallback
+        keytab = SYSTEM_KEYTAB
+    target = target_name(host)
+    cache = f"MEMORY:pynfsrdma-{tag}"
+    return GssCredential(gss.KRB5I, lambda: Krb5Mechanism(target, keytab=keytab, ccache=cache), 0,
+                         0, (), who=f"this machine (keytab {keytab})")
+
+
 def default_ccache(uid: int) -> str:
     """Kerberos' own default ticket cache of user ``uid`` (where kinit leaves a ticket when nothing
     else is configured; rpc.gssd looks there too)."""

@@ -25,7 +25,14 @@ from dataclasses import dataclass
 import trio
 
 from .. import control, stats
-from ..client.security import FlavorChoice, UserCredentials, credential, negotiate, parse_sec
+from ..client.security import (
+    FlavorChoice,
+    UserCredentials,
+    credential,
+    machine_credential,
+    negotiate,
+    parse_sec,
+)
 from ..client.stack import start_stack
 from ..client.url import NfsURL, URLError, minor_version, parse_url
 from ..proto.rpcsec_gss import SYS
@@ -111,7 +118,8 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
             nursery,
             options=SessionOptions(rsize=o.rsize, wsize=o.wsize, minorversion=minor_version(req.url.vers)),
             policy=RetryPolicy(timeo=o.timeo_seconds, retrans=o.retrans, hard=o.hard),
-            cred=auth_sys(0, 0),
+            cred=machine_credential(req.url.host, o.keytab, parse_sec(o.sec), auth_sys(0, 0),
+                                    f"mount-{os.getpid()}"),
             # one client owner per mount point: two mounts of one server are two clients (with one
             # owner they would take each other's client ID and sessions away, again and again)
             owner_id=default_owner_id(f"mount:{os.path.realpath(req.mountpoint)}"),

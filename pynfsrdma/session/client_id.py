@@ -607,6 +607,7 @@ class ClientID:
                 try:
                     await self.raw_compound(path, [DESTROY_SESSION4args(self.session.sessionid)], timeout=3)
                     await self.raw_compound(path, [DESTROY_CLIENTID4args(self.identity.clientid)], timeout=3)
+                    await self.forget(self.machine_cred)
                 except (OSError, TransportError, NFS4Error, RpcReplyError) as e:
                     log.info("clean shutdown incomplete: %s", e)
         await self.paths.aclose()

@@ -15,6 +15,7 @@ import trio
 from krb5_support import KerberosUser
 
 from pynfsrdma.client.api import Client
+from pynfsrdma.rpc.gss_auth import GssCredential
 from pynfsrdma.testbed import Ganesha
 from pynfsrdma.testbed.ganesha import ExportPath
 from pynfsrdma.testbed.kdc import Kdc
@@ -79,3 +80,26 @@ async def test_an_expired_ticket_gets_eacces_until_kinit_again(
         kdc.kinit(name, password, ccache.removeprefix("FILE:"))
         await nfs.write_file("/two", b"2")
         assert sorted(await nfs.listdir("/")) == ["one", "two"]
+
+
+async def test_the_lease_and_state_operations_go_with_the_machines_keytab(
+    kdc: Kdc, krb5_ganesha: Ganesha, krb5_dir: ExportPath, krb5_user: KerberosUser, tmp_path: Path
+) -> None:
+    keytab = kdc.service_keytab("host/localhost", tmp_path / "machine.keytab")
+    async with Client.connect(url_of(krb5_ganesha, krb5_dir, "krb5p"), keytab=str(keytab)) as nfs:
+        machine = nfs.clientid.machine_cred
+        assert isinstance(machine, GssCredential) and machine.flavor.name == "krb5i" and machine.established
+        assert machine is not nfs.cred
+        await nfs.write_file("/m", b"state under the machine's key, data under the user's")
+        assert await nfs.read_file("/m") == b"state under the machine's key, data under the user's"
+    assert not machine.established  # (destroyed at the end, after DESTROY_CLIENTID)
+
+
+async def test_a_keytab_that_is_not_there_is_a_clear_error(
+    krb5_ganesha: Ganesha, krb5_dir: ExportPath, krb5_user: KerberosUser, tmp_path: Path
+) -> None:
+    with pytest.raises(PermissionError) as info:
+        async with Client.connect(url_of(krb5_ganesha, krb5_dir, "krb5"), keytab=f"{tmp_path}/none.keytab"):
+            pass
+    assert info.value.errno == errno.EACCES
+    assert f"no Kerberos credentials for this machine (keytab {tmp_path}/none.keytab)" in str(info.value)
