@@ -19,7 +19,7 @@ import errno
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
@@ -35,12 +35,14 @@ if TYPE_CHECKING:
     from .client import RpcConnection
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # auth_stat values saying the server no longer knows the context: make a new one, send again once
 CONTEXT_LOST = frozenset({rpcdef.auth_stat.RPCSEC_GSS_CREDPROBLEM, rpcdef.auth_stat.RPCSEC_GSS_CTXPROBLEM})
 LOG_EVERY = 60.0  # seconds between two log lines about one user's missing credentials
 DESTROY_TIMEOUT = 2.0
 SEALING_ROOM = 1024  # what a MIC or a wrapping adds to a reply, at most
+OFF_LOOP_BYTES = 64 * 1024  # bodies this large are signed or sealed in a worker thread
 
 
 class KerberosAccessError(PermissionError):
@@ -59,7 +61,7 @@ class GssCredential(Credential):
     cache: :class:`~.krb5.Krb5Mechanism`). ``uid`` and ``gid`` are the local user's, for the
     layers above that compare credentials; the server learns who the user is from the ticket."""
 
-    __slots__ = ("_context", "_lock", "_logged", "_window", "flavor", "mechanism", "who")
+    __slots__ = ("_context", "_crypto_lock", "_lock", "_logged", "_window", "flavor", "mechanism", "who")
 
     def __init__(self, flavor: gss.Flavor, mechanism: Callable[[], GssMechanism], uid: int,
                  gid: int | None = None, gids: tuple[int, ...] = (), who: str | None = None) -> None:
@@ -71,6 +73,7 @@ class GssCredential(Credential):
         self.who = who or f"uid {uid}"
         self._context: GssContext | None = None
         self._lock = trio.Lock()
+        self._crypto_lock = trio.Lock()
         self._window = trio.Event()
         self._logged = -LOG_EVERY
 
@@ -143,6 +146,16 @@ class GssCredential(Credential):
         self._window.set()
         self._window = trio.Event()
 
+    async def _crypto(self, off_loop: bool, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)``, one of the context's signing or sealing steps: one at a time (a GSS-API
+        context is not to be used from two threads at once), and in a worker thread when
+        ``off_loop`` (a large body: encrypting a MiB takes milliseconds the event loop needs for
+        the connections; the mechanism lets go of the GIL meanwhile)."""
+        async with self._crypto_lock:
+            if off_loop:
+                return await trio.to_thread.run_sync(fn, *args)
+            return fn(*args)
+
     async def _take_window(self, ctx: GssContext) -> None:
         while not ctx.window_open:
             await self._window.wait()
@@ -155,13 +168,14 @@ class GssCredential(Credential):
             # (a sealed body is one opaque: nothing in it may be placed directly)
             size = hints.max_reply + sum(hints.ddp_sizes)
             hints = ReplyHints(max_reply=size + SEALING_ROOM if size else 0)
+        sealed = self.flavor.service != gss.SVC_NONE
         for attempt in (0, 1):
             ctx = await self.context(conn, timeout)
             await self._take_window(ctx)
             if not ctx.usable:
                 continue
             try:
-                seq, msg = ctx.seal_call(xid, conn.prog, conn.vers, proc, args)
+                seq = ctx.take_seq()
             except GssCredentialsExpired:
                 self._lost(ctx)
                 xid = conn.next_xid()
@@ -169,6 +183,11 @@ class GssCredential(Credential):
             except GssError as e:
                 raise self._refused(e) from e
             try:
+                try:
+                    msg = await self._crypto(sealed and len(args) >= OFF_LOOP_BYTES,
+                                             ctx.seal, seq, xid, conn.prog, conn.vers, proc, args)
+                except GssError as e:
+                    raise self._refused(e) from e
                 try:
                     h, u = await conn.exchange(xid, msg, hints, timeout)
                 except RpcReplyError as e:
@@ -180,7 +199,8 @@ class GssCredential(Credential):
                         continue
                     raise
                 try:
-                    return ctx.open_reply(seq, h.verf, u)
+                    return await self._crypto(sealed and u.remaining() >= OFF_LOOP_BYTES,
+                                              ctx.open_reply, seq, h.verf, u)
                 except GssCredentialsExpired as e:
                     self._lost(ctx)
                     raise await conn.violated(f"the reply could not be checked: {e}") from e

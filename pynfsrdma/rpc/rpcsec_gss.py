@@ -167,7 +167,9 @@ class GssContext:
     def in_flight(self) -> int:
         return len(self._in_flight)
 
-    def _take_seq(self) -> int:
+    def take_seq(self) -> int:
+        """The next call's sequence number, held in the window until :meth:`finished`;
+        :class:`GssCredentialsExpired` when the ticket behind the context ran out."""
         if self.state is State.ESTABLISHED and self.mech.expired:
             self.state = State.STALE
             raise GssCredentialsExpired("the Kerberos ticket behind the context has expired (run kinit)")
@@ -202,23 +204,28 @@ class GssContext:
         arguments' bulk payloads stay DDP-eligible; under krb5i and krb5p none is: a sealed body is
         one opaque that RPC-over-RDMA does not reduce (RFC 8166 section 9.2; it goes inline, or
         whole in a Position Zero Read chunk)."""
-        seq = self._take_seq()
+        seq = self.take_seq()
         try:
-            head = self._header(xid, prog, vers, proc, gss.RPCSEC_GSS_DATA, seq)
-            if self.service == gss.SVC_NONE:
-                return seq, args.prefixed(head)
-            body = gss.seq_num_bytes(seq) + b"".join(args.segments())
-            msg = Packer()
-            msg.buf += head
-            if self.service == gss.SVC_INTEGRITY:
-                msg.opaque_ref(body)
-                msg.opaque(self.mech.get_mic(body))
-            else:
-                msg.opaque_ref(self.mech.wrap(body))
-            return seq, msg
+            return seq, self.seal(seq, xid, prog, vers, proc, args)
         except BaseException:
             self.finished(seq)
             raise
+
+    def seal(self, seq: int, xid: int, prog: int, vers: int, proc: int, args: Packer) -> Packer:
+        """The message of the DATA call ``seq`` (from :meth:`take_seq`): only the mechanism is used
+        here, so that a caller may run it away from its event loop (one at a time per context)."""
+        head = self._header(xid, prog, vers, proc, gss.RPCSEC_GSS_DATA, seq)
+        if self.service == gss.SVC_NONE:
+            return args.prefixed(head)
+        body = gss.seq_num_bytes(seq) + b"".join(args.segments())
+        msg = Packer()
+        msg.buf += head
+        if self.service == gss.SVC_INTEGRITY:
+            msg.opaque_ref(body)
+            msg.opaque(self.mech.get_mic(body))
+        else:
+            msg.opaque_ref(self.mech.wrap(body))
+        return msg
 
     def open_reply(self, seq: int, verf: rpcdef.opaque_auth | None, u: Unpacker) -> Unpacker:
         """The results of the DATA call ``seq`` from its accepted reply: ``u`` as it is (krb5), or an
@@ -255,7 +262,7 @@ class GssContext:
     def destroy_call(self, xid: int, prog: int, vers: int) -> tuple[int, Packer]:
         """RPCSEC_GSS_DESTROY of this context (a NULL call; its body is not sealed, as Linux and
         NFS-Ganesha do it): its sequence number and message. The context is used no more."""
-        seq = self._take_seq()
+        seq = self.take_seq()
         msg = Packer()
         msg.buf += self._header(xid, prog, vers, gss.NULLPROC, gss.RPCSEC_GSS_DESTROY, seq)
         self.state = State.STALE
