@@ -1,6 +1,7 @@
 """Security flavours of a mount: nfs(5)'s ``sec=`` (``sys``, ``krb5``, ``krb5i``, ``krb5p``, or a list
-of them separated by colons, tried in order), the credential each gives a user, and which to try
-after the server answered NFS4ERR_WRONGSEC (sans I/O: :class:`FlavorChoice`).
+of them separated by colons, tried in order), the credential each gives a user, which to try after the
+server answered NFS4ERR_WRONGSEC (:class:`FlavorChoice`, sans I/O), and the look-ups that try them
+(:func:`negotiate`).
 
 Without ``sec=`` the mount tries AUTH_SYS and, if the server wants another flavour, those its
 SECINFO names for the export, in the server's order, that this client speaks. With ``sec=``
@@ -8,9 +9,10 @@ only the flavours given are tried; when the server takes none of them the error 
 wants (from SECINFO).
 
 A Kerberos flavour gives each user a credential of their own, made from their ticket cache
-(``KRB5CCNAME``, else Kerberos' default for the user), for the server's principal ``nfs/HOST``;
-the lease and state operations (EXCHANGE_ID, CREATE_SESSION, SEQUENCE alone, DESTROY_*) go under
-AUTH_SYS, as the Linux client does when it has no machine keytab.
+(``KRB5CCNAME``, else Kerberos' default for the user), for the server's principal ``nfs/HOST``
+(:class:`UserCredentials`). The lease and state operations (EXCHANGE_ID, CREATE_SESSION, SEQUENCE
+alone, DESTROY_*) go with the machine's key from a keytab (:func:`machine_credential`), else under
+AUTH_SYS, as the Linux client does when it has no keytab.
 """
 
 from __future__ import annotations
