@@ -68,7 +68,16 @@ def test_each_caller_goes_with_its_own_ticket_and_one_without_gets_eacces(
     done = sh(f"cat {m.path}/mine {m.path}/theirs", other_cc)
     assert done.stdout == "mine\ntheirs\n", done.stderr
 
-    # uid 65534 (nobody) has no ticket: EACCES, and the daemon's log says whose tickets are missing
+    # another local user (65534) with a ticket of its own, in a cache it owns: its calls go with it
+    third = f"third{uuid.uuid4().hex[:6]}"
+    kdc.add_user(third, "pw-third")
+    third_cc = kdc.kinit(third, "pw-third", tmp_path / "third.cc")
+    os.chown(third_cc.removeprefix("FILE:"), 65534, 65534)
+    done = sh(f"echo from-65534 > {m.path}/third && cat {m.path}/mine", third_cc, user=65534)
+    assert done.returncode == 0 and done.stdout == "mine\n", done.stderr
+    assert (krb5_dir.local / "third").read_text() == "from-65534\n"
+
+    # without it, uid 65534 has no ticket: EACCES, and the daemon's log says whose tickets are missing
     done = sh(f"ls {m.path}", None, user=65534)
     assert done.returncode != 0 and "Permission denied" in done.stderr
     assert "no Kerberos credentials for uid 65534" in m.log.read_text()
