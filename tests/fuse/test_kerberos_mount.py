@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -84,3 +85,34 @@ def test_each_caller_goes_with_its_own_ticket_and_one_without_gets_eacces(
     # another user's cache named in one's environment is not lent: still nobody's (missing) tickets
     done = sh(f"ls {m.path}", krb5_user.ccache, user=65534)
     assert done.returncode != 0 and "Permission denied" in done.stderr
+
+
+def test_an_expired_ticket_then_kinit_and_the_mount_goes_on(
+    mount_export: Callable[..., Mount], kdc: Kdc, krb5_ganesha: Ganesha, krb5_dir: ExportPath, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    name = f"short{uuid.uuid4().hex[:6]}"
+    kdc.add_user(name, "pw-short")
+    ccache = kdc.kinit(name, "pw-short", tmp_path / "short.cc", lifetime="6s")
+    monkeypatch.setenv("KRB5CCNAME", ccache)  # (the mounting user's own, for the mount itself)
+    m = mount_export("sec=krb5", subdir=krb5_dir.name, server=krb5_ganesha)
+    assert sh(f"echo one > {m.path}/one", ccache).returncode == 0
+    time.sleep(7)
+    done = sh(f"echo two > {m.path}/two", ccache)
+    assert done.returncode != 0 and "Permission denied" in done.stderr
+    assert f"expired Kerberos credentials for uid {os.getuid()}" in m.log.read_text()
+    kdc.kinit(name, "pw-short", tmp_path / "short.cc")
+    done = sh(f"echo two > {m.path}/two && cat {m.path}/one {m.path}/two", ccache)
+    assert done.returncode == 0 and done.stdout == "one\ntwo\n", done.stderr
+
+
+@pytest.mark.recovers
+def test_a_server_restart_loses_the_contexts_and_the_mount_goes_on(
+    mount_export: Callable[..., Mount], krb5_ganesha: Ganesha, krb5_dir: ExportPath, krb5_user: KerberosUser,
+) -> None:
+    m = mount_export("sec=krb5p,hard", subdir=krb5_dir.name, server=krb5_ganesha)
+    assert sh(f"echo before > {m.path}/before", krb5_user.ccache).returncode == 0
+    krb5_ganesha.restart()
+    done = sh(f"echo after > {m.path}/after && cat {m.path}/before {m.path}/after", krb5_user.ccache)
+    assert done.returncode == 0 and done.stdout == "before\nafter\n", done.stderr
+    assert (krb5_dir.local / "after").read_text() == "after\n"
