@@ -77,6 +77,9 @@ async def test_an_expired_ticket_gets_eacces_until_kinit_again(
             await nfs.write_file("/two", b"2")
         assert info.value.errno == errno.EACCES
         assert "expired Kerberos credentials for uid" in str(info.value)
+        # (the request never reached the server: its slot is not left in doubt)
+        session = nfs.clientid.session
+        assert session is not None and not any(s.interrupted for s in session.table.slots.values())
         kdc.kinit(name, password, ccache.removeprefix("FILE:"))
         await nfs.write_file("/two", b"2")
         assert sorted(await nfs.listdir("/")) == ["one", "two"]
