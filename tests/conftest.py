@@ -12,23 +12,31 @@ on demand, and fault-injecting path proxies in front of a server.
   127.0.0.2, .3, ... (one shared ``.port``) in front of ``target`` (default: the ``ganesha`` server);
   ``.proxies``/``[i]``/``.proxy(address)`` give each path's :class:`~pynfsrdma.testbed.Proxy`
   (``cut()``, ``stall()``, ``delay(ms)``, ``throttle(kbps)``, ``restore()``, ``.stats``).
+- Kerberos: ``kdc`` (session, an MIT KDC; KRB5_CONFIG names its realm for the run), ``krb5_ganesha``
+  (session, an export taking krb5, krb5i and krb5p only), ``krb5_dir`` (a fresh directory in it) and
+  ``krb5_user`` (a user of the test's own with a ticket; KRB5CCNAME names its cache).
 
 Tests using any of these get the ``ganesha`` marker automatically (``-m "not ganesha"`` leaves them out).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+from krb5_support import KERBEROS_SECTYPES, KerberosUser
 
 from pynfsrdma.testbed import Ganesha, ProxiedPaths, open_paths
 from pynfsrdma.testbed.ganesha import ExportPath
+from pynfsrdma.testbed.kdc import SERVER_HOST, Kdc
 
-GANESHA_FIXTURES = frozenset({"ganesha", "export_path", "ganesha_factory", "proxied_paths"})
+GANESHA_FIXTURES = frozenset({"ganesha", "export_path", "ganesha_factory", "proxied_paths", "krb5_ganesha", "krb5_dir"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -92,3 +100,48 @@ def link_tools() -> None:
 
     why = missing_tools()
     assert why is None, why
+
+
+# -- Kerberos: one MIT KDC and one NFS-Ganesha whose export takes krb5, krb5i and krb5p, for the whole run
+# (started on first use). ``kdc`` sets KRB5_CONFIG to its realm for the run (the client's gssapi reads it);
+# ``krb5_user`` is a user of the test's own with a ticket, and KRB5CCNAME naming its cache for the test;
+# ``krb5_dir`` a fresh directory (mode 0777: Kerberos users map to nobody) in the Kerberos export.
+
+
+@pytest.fixture(scope="session")
+def kdc() -> Iterator[Kdc]:
+    with Kdc() as k:
+        saved = {key: os.environ.get(key) for key in k.environment}
+        os.environ.update(k.environment)
+        try:
+            yield k
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def krb5_ganesha(kdc: Kdc) -> Iterator[Ganesha]:
+    keytab = kdc.service_keytab(f"nfs/{SERVER_HOST}")
+    with Ganesha(sectype=KERBEROS_SECTYPES, keytab=keytab, environment=kdc.environment) as server:
+        yield server
+
+
+@pytest.fixture
+def krb5_dir(krb5_ganesha: Ganesha) -> Iterator[ExportPath]:
+    path = krb5_ganesha.new_directory()
+    yield path
+    shutil.rmtree(path.local, ignore_errors=True)
+
+
+@pytest.fixture
+def krb5_user(kdc: Kdc, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> KerberosUser:
+    name = f"user{uuid.uuid4().hex[:8]}"
+    password = uuid.uuid4().hex
+    kdc.add_user(name, password)
+    ccache = kdc.kinit(name, password, tmp_path / "ccache")
+    monkeypatch.setenv("KRB5CCNAME", ccache)
+    return KerberosUser(kdc.principal(name), password, ccache)

@@ -65,8 +65,10 @@ def _stat_json(name: str, a: FileAttrs) -> dict[str, Any]:
 
 
 
-async def _with_client(url: NfsURL, args: argparse.Namespace, fn: Callable[[Client], Awaitable[int]]) -> int:
-    async with Client.connect(url, **_connect_kwargs(args)) as client:
+async def _with_client(url: NfsURL, args: argparse.Namespace, fn: Callable[[Client], Awaitable[int]],
+                       path: str | None = None) -> int:
+    # (connected at the server's root: the security flavour is the one of the export ``path`` is in)
+    async with Client.connect(url, **_connect_kwargs(args), sec_path=path) as client:
         return await fn(client)
 
 
@@ -80,7 +82,7 @@ def _out(args: argparse.Namespace, obj: dict[str, Any], text: str | None) -> Non
 # -- commands -----------------------------------------------------------------------------------------
 def cmd_ls(args: argparse.Namespace) -> int:
     url, path = _split_remote(args.url, args)
-    return trio.run(_with_client, url, args, lambda client: listing.run(client, path, args))
+    return trio.run(_with_client, url, args, lambda client: listing.run(client, path, args), path)
 
 
 def cmd_stat(args: argparse.Namespace) -> int:
@@ -92,7 +94,7 @@ def cmd_stat(args: argparse.Namespace) -> int:
         _out(args, d, "\n".join(f"{k}: {v}" for k, v in d.items()))
         return 0
 
-    return trio.run(_with_client, url, args, run)
+    return trio.run(_with_client, url, args, run, path)
 
 
 def cmd_cat(args: argparse.Namespace) -> int:
@@ -106,7 +108,7 @@ def cmd_cat(args: argparse.Namespace) -> int:
         out.flush()
         return 0
 
-    return trio.run(_with_client, url, args, run)
+    return trio.run(_with_client, url, args, run, path)
 
 
 def _progress(args: argparse.Namespace) -> bool:
@@ -122,7 +124,7 @@ def cmd_get(args: argparse.Namespace) -> int:
         _out(args, {"remote": path, "local": target, "bytes": totals.bytes, "files": totals.files}, None)
         return 0
 
-    return trio.run(_with_client, url, args, run)
+    return trio.run(_with_client, url, args, run, path)
 
 
 def cmd_put(args: argparse.Namespace) -> int:
@@ -133,7 +135,7 @@ def cmd_put(args: argparse.Namespace) -> int:
         _out(args, {"remote": target, "local": args.local, "bytes": totals.bytes, "files": totals.files}, None)
         return 0
 
-    return trio.run(_with_client, url, args, run)
+    return trio.run(_with_client, url, args, run, path)
 
 
 def cmd_cp(args: argparse.Namespace) -> int:
@@ -161,12 +163,12 @@ def cmd_cp(args: argparse.Namespace) -> int:
         return 0
 
     try:
-        return trio.run(_with_client, su, args, run)
+        return trio.run(_with_client, su, args, run, spath)
     except NotNFSv41Server:
         if not upgraded:
             raise
         su.vers = "4.1"  # a server without NFSv4.2: READs and WRITEs over NFSv4.1
-        return trio.run(_with_client, su, args, run)
+        return trio.run(_with_client, su, args, run, spath)
 
 
 def cmd_mkdir(args: argparse.Namespace) -> int:
@@ -180,7 +182,7 @@ def cmd_mkdir(args: argparse.Namespace) -> int:
         _out(args, {"created": path}, None)
         return 0
 
-    return trio.run(_with_client, url, args, run)
+    return trio.run(_with_client, url, args, run, path)
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
@@ -200,7 +202,7 @@ def cmd_rm(args: argparse.Namespace) -> int:
         _out(args, {"removed": path}, None)
         return 0
 
-    return trio.run(_with_client, url, args, run)
+    return trio.run(_with_client, url, args, run, path)
 
 
 def cmd_mv(args: argparse.Namespace) -> int:
@@ -221,7 +223,7 @@ def cmd_mv(args: argparse.Namespace) -> int:
         _out(args, {"src": spath, "dst": target}, None)
         return 0
 
-    return trio.run(_with_client, su, args, run)
+    return trio.run(_with_client, su, args, run, spath)
 
 
 async def _lstat_or_none(client: Client, path: str) -> FileAttrs | None:
@@ -245,7 +247,7 @@ def cmd_df(args: argparse.Namespace) -> int:
         _out(args, d, text)
         return 0
 
-    return trio.run(_with_client, url, args, run)
+    return trio.run(_with_client, url, args, run, path)
 
 
 # -- the parser ---------------------------------------------------------------------------------------

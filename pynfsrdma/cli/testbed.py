@@ -1,7 +1,7 @@
 """``pynfsrdma testbed``: a local NFS-Ganesha with fault-injecting path proxies, for the demo, the tests,
 the benchmarks and multipath failover testing.
 
-    pynfsrdma testbed up [--paths N] [--rdma] [--port P] [--grace SECONDS] [--json] [--dir DIR]
+    pynfsrdma testbed up [--paths N] [--rdma] [--krb5] [--port P] [--grace SECONDS] [--json] [--dir DIR]
     pynfsrdma testbed up --paths N --link-rate MBPS[,MBPS...] [--grace SECONDS] [--json] [--dir DIR]
     pynfsrdma testbed status [--json] [--dir DIR]
     pynfsrdma testbed fault ADDRESS|all cut|stall|delay MS|throttle KBPS|restore [--dir DIR]
@@ -55,6 +55,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p_up.add_argument(
         "--rdma", action="store_true",
         help="also an RPC-over-RDMA responder (software provider) in front of the server; the URL is proto=rdma",
+    )
+    p_up.add_argument(
+        "--krb5", action="store_true",
+        help="also an MIT KDC on loopback (a realm of its own, the server's key, a test user); the export "
+        "takes sec=krb5, krb5i and krb5p only; the JSON's krb5 says KRB5_CONFIG and the kinit command",
     )
     p_up.add_argument(
         "--link-rate", metavar="MBPS[,MBPS...]",
@@ -118,7 +123,8 @@ def _up(args: argparse.Namespace) -> int:
     if args.paths < 0:
         raise TestbedError("--paths must be >= 0")
     state, started = up(
-        args.dir, paths=args.paths, port=args.port, grace=args.grace, rdma=args.rdma, link_rates=args.link_rate
+        args.dir, paths=args.paths, port=args.port, grace=args.grace, rdma=args.rdma, link_rates=args.link_rate,
+        krb5=args.krb5,
     )
     if args.json:
         _print_json({**state, "started": started})
@@ -136,6 +142,14 @@ def _up(args: argparse.Namespace) -> int:
             f"{PROG}: it has {len(state['paths'])} paths; run `down` first for another layout",
             file=sys.stderr,
         )
+    if "krb5" in state:
+        k = state["krb5"]
+        print(f"{PROG}: Kerberos realm {k['realm']} (KDC {k['kdc']}, pid {k['pid']}); the export takes "
+              f"sec={':'.join(k['sec'])}", file=sys.stderr)
+        print(f"{PROG}: get a ticket: {k['kinit']}   (password {k['password']}), or: {k['kinit_keytab']}",
+              file=sys.stderr)
+        print(f"{PROG}: then: KRB5_CONFIG={k['env']['KRB5_CONFIG']} pynfsrdma ls '{state['url']}?sec=krb5p'",
+              file=sys.stderr)
     if "netns" in state:
         print(f"{PROG}: network namespace {state['netns']}: run clients with {' '.join(state['client_prefix'])}",
               file=sys.stderr)

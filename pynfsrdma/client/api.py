@@ -34,6 +34,7 @@ import trio
 from ..errors import NFS4Error
 from ..proto.nfs4 import const as c
 from ..rpc.auth import Credential, auth_sys
+from ..rpc.gss_auth import GssCredential
 from ..session.client_id import ClientID, SessionOptions, default_owner_id
 from ..session.errors import ServerUnreachable
 from ..session.session import RetryPolicy
@@ -43,6 +44,7 @@ from .dir_entry import DirEntry
 from .locks import TO_EOF, LockConflict, LockDenied, LockLost, nfs_lock_type
 from .nfs4 import NFSv4, OpenFile
 from .open_file import FileWriter, ReadStream, Window, read_range
+from .security import FlavorChoice, credential, machine_credential, negotiate, parse_sec
 from .stack import start_stack
 from .url import NfsURL, URLError, check_url_options, minor_version, parse_url, url_identity
 
@@ -115,12 +117,24 @@ class Client:
         retrans: int = 2,
         rsize: int = 1 << 20,
         wsize: int = 1 << 20,
+        sec: str | None = None,
+        sec_path: str | None = None,
+        ccache: str | None = None,
+        keytab: str | None = None,
     ) -> AsyncIterator[Client]:
         """Connect, create a session, look up the export; on exit close the session cleanly.
 
         By URL (``nfs://host[:port]/export?proto=tcp``) or by ``host``, ``port``, ``export`` and
         ``proto``. Requests go as ``uid``/``gid`` with ``groups`` (AUTH_SYS): by default the URL's
         ``uid=``/``gid=``, else the calling process's own, with its supplementary groups.
+        ``sec`` (or the URL's ``sec=``): the security flavours to try, as nfs(5) names them
+        (``krb5p``, ``krb5i:krb5``, ...; see :mod:`.security`); under Kerberos the requests go with
+        the calling user's own ticket (``ccache``, a Kerberos cache name such as ``FILE:/tmp/krb5cc_1000``;
+        by default ``KRB5CCNAME`` or the default cache), and a user with none gets EACCES. ``sec_path``: the path below the export whose security decides the flavour,
+        when it is not the export itself (the command line connects at the server's root and
+        names files in exports below it). ``keytab`` (or the URL's ``keytab=``): the lease and
+        state operations go under Kerberos with this keytab's first key (by default
+        /etc/krb5.keytab when readable and a Kerberos flavour is asked for; else AUTH_SYS).
         """
         if url is None:
             if host is None:
@@ -135,6 +149,11 @@ class Client:
         if groups is None:
             groups = tuple(os.getgroups()) if (uid, gid) == (os.getuid(), os.getgid()) else ()
         cred = auth_sys(uid, gid, groups)
+        try:
+            choice = FlavorChoice(parse_sec(sec if sec is not None else u.options.get("sec")),
+                                  given=sec is not None or "sec" in u.options)
+        except ValueError as e:
+            raise URLError(str(e)) from None
         deadline = trio.current_time() + timeout  # for connecting, setting up and looking up the export
         try:
             async with trio.open_nursery() as nursery:
@@ -142,7 +161,8 @@ class Client:
                     nursery,
                     options=SessionOptions(rsize=rsize, wsize=wsize, minorversion=minor_version(u.vers)),
                     policy=RetryPolicy(timeo=timeo, retrans=retrans, hard=hard),
-                    cred=cred,
+                    cred=machine_credential(u.host, keytab or u.options.get("keytab"), choice.flavors, cred,
+                                            uuid.uuid4().hex),
                     # a client owner of its own: its open state lives and dies with this object, and
                     # two clients of one server (in one process or two) must not share a client ID
                     owner_id=default_owner_id(f"api:{os.getpid()}:{uuid.uuid4().hex}"),
@@ -154,10 +174,13 @@ class Client:
                                                   timeout)
                         trunking, ops = stack.trunking, stack.nfs
                         ops.owner_per_open = True  # every File is an open of its own
-                        self = cls(u, cid, ops, cred)
+                        probe = posixpath.join(u.path, (sec_path or "").lstrip("/"))
+                        user = await negotiate(ops, u.path, probe, choice, cred,
+                                               lambda f: credential(f, u.host, uid, gid, groups, ccache))
+                        self = cls(u, cid, ops, user)
                         self.trunking = trunking
                         self._nursery = nursery
-                        self.root_fh, _ = await ops.mount(u.path, cred)
+                        self.root_fh = ops.root_fh
                         connected = True
                     if setting_up.cancelled_caught:
                         what = f"{u.path} not reached" if cid.session is not None else "no NFSv4.1 answer"
@@ -169,6 +192,7 @@ class Client:
                         # out (the server keeps them past DESTROY_CLIENTID, and other clients wait)
                         with trio.CancelScope(shield=True), trio.move_on_after(RELEASE_TIMEOUT):
                             await ops.release_all()
+                            await cid.forget(self.cred)
                 finally:
                     with trio.CancelScope(shield=True):
                         # (a connect that failed has no time left for a clean goodbye to a server
@@ -177,6 +201,11 @@ class Client:
                     nursery.cancel_scope.cancel()
         except BaseExceptionGroup as eg:
             raise single_error(eg) from None
+
+    @property
+    def sec(self) -> str:
+        """The security flavour the requests go with (nfs(5)'s name: sys, krb5, krb5i, krb5p)."""
+        return self.cred.flavor.name if isinstance(self.cred, GssCredential) else "sys"
 
     def stats(self) -> dict[str, Any]:
         """The statistics report ``pynfsrdma stats`` shows for a mount (see :mod:`pynfsrdma.stats`)."""

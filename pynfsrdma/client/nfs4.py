@@ -60,6 +60,8 @@ from ..proto.nfs4.types import (
     RENAME4args,
     RESTOREFH4args,
     SAVEFH4args,
+    SECINFO4args,
+    SECINFO_NO_NAME4args,
     SEEK4args,
     SETATTR4args,
     SETXATTR4args,
@@ -73,6 +75,7 @@ from ..proto.nfs4.types import (
     specdata4,
     stateid4,
 )
+from ..proto.rpcsec_gss import Flavor, flavor_of_secinfo
 from ..rpc.auth import Credential
 from ..session.client_id import ClientID
 from ..session.session import COMPOUND_ROOM
@@ -374,6 +377,28 @@ class NFSv4:
             self.client.lease_time = info[c.FATTR4_LEASE_TIME]
         self.root_fh = fh
         return fh, attrs
+
+    async def secinfo(self, export: str, cred: Credential) -> list[Flavor]:
+        """The flavours the server takes for ``export``, in its order of preference, of those this
+        client speaks: SECINFO of the first name on the way that the server refused to ``cred``
+        (NFS4ERR_WRONGSEC), in its parent, or SECINFO_NO_NAME of the export when none was refused."""
+        names = _components(export)
+        walk: list[Any] = [PUTROOTFH4args(), *(LOOKUP4args(n) for n in names)]
+        res = await self.client.compound(walk, cred)
+        if res.status == c.NFS4ERR_WRONGSEC and 1 < len(res.resarray) <= len(walk):
+            refused = len(res.resarray) - 1  # (walk[refused] is the LOOKUP into the export)
+            ops = [*walk[:refused], SECINFO4args(names[refused - 1])]
+        elif res.status == c.NFS4_OK:
+            ops = [*walk, SECINFO_NO_NAME4args(c.SECINFO_STYLE4_CURRENT_FH)]
+        else:
+            failed = res.resarray[-1] if res.resarray else None
+            raise NFS4Error(res.status, failed.opnum if failed else None, export)
+        found: list[Flavor] = []
+        for flavor, info in (await self.run(ops, cred, path=export))[-1].res:
+            f = flavor_of_secinfo(flavor, *((info.oid, info.service) if info is not None else ()))
+            if f is not None and f not in found:
+                found.append(f)
+        return found
 
     # -- names --------------------------------------------------------------------------------------------
     async def lookup(self, dir_fh: bytes, name: str, cred: Credential) -> tuple[bytes, FileAttrs]:

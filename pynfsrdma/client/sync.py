@@ -295,16 +295,22 @@ def connect(
     retrans: int = 2,
     rsize: int = 1 << 20,
     wsize: int = 1 << 20,
+    sec: str | None = None,
+    sec_path: str | None = None,
+    ccache: str | None = None,
+    keytab: str | None = None,
 ) -> SyncClient:
     """Connect to an NFSv4.1/4.2 export, blocking: ``with connect("nfs://host/export") as nfs: ...``.
 
     The arguments are :meth:`Client.connect`'s: the URL (``nfs://host[:port]/export?vers=4.2&...``) or
     ``host``/``port``/``export``/``proto``; the AUTH_SYS identity (default: the URL's ``uid=``/``gid=``,
     else the caller's own); ``timeout`` to connect; ``hard``, ``timeo`` (seconds) and ``retrans`` as
-    nfs(5); the largest READ and WRITE.
+    nfs(5); the largest READ and WRITE; the security flavours (``sec``, ``sec_path``), the Kerberos ticket
+    cache and the machine's keytab (``ccache``, ``keytab``).
     """
     return SyncClient(url, host=host, port=port, export=export, proto=proto, uid=uid, gid=gid, groups=groups,
-                      timeout=timeout, hard=hard, timeo=timeo, retrans=retrans, rsize=rsize, wsize=wsize)
+                      timeout=timeout, hard=hard, timeo=timeo, retrans=retrans, rsize=rsize, wsize=wsize,
+                      sec=sec, sec_path=sec_path, ccache=ccache, keytab=keytab)
 
 
 __all__ = ["RawFile", "SyncClient", "connect"]

@@ -12,12 +12,13 @@ PROTOCOLS = ("tcp", "rdma")
 
 
 # What a URL may say to the path API, the CLI and fsspec besides vers=, proto= and port= (a mount takes
-# every mount option in its URL too): the trunking and RPC-over-RDMA options, and libnfs's uid=/gid=
-# (the AUTH_SYS identity to send).
+# every mount option in its URL too): the trunking and RPC-over-RDMA options, libnfs's uid=/gid=
+# (the AUTH_SYS identity to send), nfs(5)'s sec= (the security flavours to try) and keytab= (the
+# machine's Kerberos key for the lease and state operations).
 URL_OPTIONS = frozenset({
     "addrs", "nconnect", "max_connect", "trunkdiscovery", "notrunkdiscovery", "trunkinterval", "stalltimeo",
     "provider", "credits", "inline", "remote_invalidation", "private_data",
-    "uid", "gid",
+    "uid", "gid", "sec", "keytab",
 })
 
 

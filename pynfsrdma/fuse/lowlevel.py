@@ -165,6 +165,29 @@ def supplementary_groups(pid: int) -> tuple[int, ...]:
     return ()
 
 
+def caller_ccache(pid: int, uid: int) -> str | None:
+    """The Kerberos ticket cache process ``pid`` names in its environment (``KRB5CCNAME``), if it is
+    a file cache that user ``uid`` owns (a process may not lend us another user's tickets); None
+    otherwise, or if the process is gone."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read().split(b"\0")
+    except OSError:
+        return None
+    for entry in env:
+        if entry.startswith(b"KRB5CCNAME="):
+            name = os.fsdecode(entry[len(b"KRB5CCNAME="):])
+            path = name.removeprefix("FILE:")
+            if ":" in path or not path.startswith("/"):
+                return None  # (only file caches: their owner says whose they are)
+            try:
+                st = os.stat(path)
+            except OSError:
+                return None
+            return f"FILE:{path}" if st.st_uid == uid else None
+    return None
+
+
 class Operations:
     """The operations a file system answers; each channel calls them. What is not implemented
     answers ENOSYS (the kernel then stops asking for most)."""

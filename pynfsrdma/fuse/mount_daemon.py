@@ -25,9 +25,19 @@ from dataclasses import dataclass
 import trio
 
 from .. import control_socket, stats
+from ..client.security import (
+    FlavorChoice,
+    UserCredentials,
+    credential,
+    machine_credential,
+    negotiate,
+    parse_sec,
+)
 from ..client.stack import start_stack
 from ..client.url import NfsURL, URLError, minor_version, parse_url
+from ..proto.rpcsec_gss import SYS
 from ..rpc.auth import auth_sys
+from ..rpc.gss_auth import GssCredential
 from ..session.client_id import ClientID, SessionOptions, default_owner_id
 from ..session.session import RetryPolicy
 from ..trio_compat import run_sync_abandoning
@@ -108,7 +118,8 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
             nursery,
             options=SessionOptions(rsize=o.rsize, wsize=o.wsize, minorversion=minor_version(req.url.vers)),
             policy=RetryPolicy(timeo=o.timeo_seconds, retrans=o.retrans, hard=o.hard),
-            cred=auth_sys(0, 0),
+            cred=machine_credential(req.url.host, o.keytab, parse_sec(o.sec), auth_sys(0, 0),
+                                    f"mount-{os.getpid()}"),
             # one client owner per mount point: two mounts of one server are two clients (with one
             # owner they would take each other's client ID and sessions away, again and again)
             owner_id=default_owner_id(f"mount:{os.path.realpath(req.mountpoint)}"),
@@ -120,7 +131,11 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
                 stack = await start_stack(cid, nursery, req.url,
                                           TrunkingOptions.from_url_options({**o.trunking, **o.rdma}), timeout)
                 trunking, nfs = stack.trunking, stack.nfs
+                choice = FlavorChoice(parse_sec(o.sec), given=o.sec is not None)
                 with trio.fail_after(timeout):
+                    # (the flavour is found with the mounting user's own credentials)
+                    cred = await negotiate(nfs, req.url.path, req.url.path, choice, cred,
+                                           lambda f: credential(f, req.url.host, os.getuid(), os.getgid()))
                     root_fh, root_attrs = await nfs.mount(req.url.path, cred)
             except (OSError, trio.TooSlowError) as e:
                 text = str(e) or type(e).__name__
@@ -129,11 +144,15 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
                 raise MountError(f"cannot mount {req.source}: {text}") from e
             if not root_attrs.is_dir:
                 raise MountError(f"cannot mount {req.source}: not a directory")
-            ops = NFSOperations(nfs, root_fh, root_attrs, o, nursery)
+            flavor = cred.flavor if isinstance(cred, GssCredential) else SYS
+            users = UserCredentials(flavor, req.url.host)
+            ops = NFSOperations(nfs, root_fh, root_attrs, o, nursery, users)
+            if flavor.gss:
+                log.info("%s: requests go with each user's Kerberos ticket (sec=%s)", req.source, flavor.name)
             # the control socket (pynfsrdma stats/paths MOUNTPOINT) is there before the mount, so
             # that whoever sees the mount can ask it; it goes away with the nursery
             info = {"mountpoint": req.mountpoint, "server": req.fsname, "pid": os.getpid(),
-                    "options": stats.effective_options(o), "mounted_at_ns": time.time_ns()}
+                    "options": stats.effective_options(o), "mounted_at_ns": time.time_ns(), "sec": flavor.name}
             try:
                 await nursery.start(
                     control_socket.serve,
@@ -190,6 +209,8 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
                     cid.stopping = True  # (unmounted: ops.shutdown's CLOSEs never recover a client ID)
                     with trio.move_on_after(SHUTDOWN_TIMEOUT):
                         await ops.shutdown()
+                        for made in ops.users.made() if ops.users is not None else ():
+                            await cid.forget(made)  # (RPCSEC_GSS_DESTROY of every user's context)
                     channel.close()
                 await cid.shutdown()
             nursery.cancel_scope.cancel()

@@ -43,6 +43,7 @@ from ..client.attributes import FTYPE_TO_IFMT, NOW, FileAttrs
 from ..client.dir_pages import DirReader
 from ..client.nfs4 import NFSv4, OpenFile
 from ..client.open_file import read_range, with_reopens
+from ..client.security import UserCredentials
 from ..errors import NFS4Error
 from ..proto.nfs4 import const as c
 from ..proto.nfs4.types import change_info4
@@ -60,6 +61,7 @@ from .lowlevel import (
     RequestContext,
     SetattrFields,
     StatvfsData,
+    caller_ccache,
     supplementary_groups,
 )
 from .nfs42 import NFS42Files
@@ -132,10 +134,13 @@ class DirHandle:
 class NFSOperations(Operations):
 
     def __init__(
-        self, nfs: NFSv4, root_fh: bytes, root_attrs: FileAttrs, opts: MountOptions, nursery: trio.Nursery
+        self, nfs: NFSv4, root_fh: bytes, root_attrs: FileAttrs, opts: MountOptions, nursery: trio.Nursery,
+        users: UserCredentials | None = None,
     ) -> None:
         super().__init__()
         self.nfs = nfs
+        # each caller's credential under the mount's flavour (Kerberos: from the caller's own tickets)
+        self.users = users
         self.opts = opts
         self.nursery = nursery
         self.timeouts = AttrTimeouts.from_options(opts)
@@ -145,7 +150,7 @@ class NFSOperations(Operations):
         self.names = NameCache(opts.acdirmax if opts.lookupcache != LOOKUPCACHE_NONE else 0)
         self.dirs: dict[int, DirHandle] = {}
         self._ids = itertools.count(1)  # FUSE handle numbers, of files and directories
-        self._groups: cachetools.TTLCache[tuple[int, int, int], tuple[int, ...]] = cachetools.TTLCache(
+        self._callers: cachetools.TTLCache[tuple[int, int, int], Credential] = cachetools.TTLCache(
             maxsize=4096, ttl=GROUPS_TTL
         )
         self._squash = (
@@ -169,17 +174,24 @@ class NFSOperations(Operations):
 
     # -- helpers --------------------------------------------------------------------------------------
     def cred(self, ctx: RequestContext) -> Credential:
+        """The caller's credential: AUTH_SYS with its uid, gid and supplementary groups, or under
+        Kerberos its own (from the ticket cache its KRB5CCNAME names, else its default one)."""
         if self._squash is not None:
             return self._squash
         key = (ctx.pid, ctx.uid, ctx.gid)
-        groups = self._groups.get(key)
-        if groups is None:
+        cred = self._callers.get(key)
+        if cred is None:
             try:
                 groups = supplementary_groups(ctx.pid)
             except (OSError, RuntimeError, ValueError):
                 groups = ()  # the process is gone (or a kernel request): its groups do not matter
-            self._groups[key] = groups
-        return auth_sys(ctx.uid, ctx.gid, groups)
+            users = self.users
+            if users is None or not users.flavor.gss:
+                cred = auth_sys(ctx.uid, ctx.gid, groups)
+            else:
+                cred = users.get(ctx.uid, ctx.gid, groups, caller_ccache(ctx.pid, ctx.uid) if ctx.pid else None)
+            self._callers[key] = cred
+        return cred
 
     def _inode(self, ino: int) -> Inode:
         node = self.inodes.get(ino)

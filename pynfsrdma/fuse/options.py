@@ -104,6 +104,8 @@ class MountOptions:
     default_permissions: bool = False
     squash_uid: int | None = None  # every request goes out with this uid (and squash_gid)
     squash_gid: int | None = None
+    sec: str | None = None  # nfs(5)'s sec=: the security flavours to try (client.security), None: negotiate
+    keytab: str | None = None  # the machine's Kerberos key for the lease and state operations
     debug: bool = False
     channel: str = DEFAULT_CHANNEL  # what carries FUSE requests (fuse.channel.CHANNELS)
     ignored: list[str] = field(default_factory=list)  # generic options accepted and not used
@@ -215,6 +217,18 @@ def parse_options(*texts: str | None) -> MountOptions:
                 if v not in CHANNELS:
                     raise OptionError(f"mount option channel={v}: use one of {', '.join(CHANNELS)}")
                 o.channel = v
+            elif k == "sec":
+                from ..client.security import parse_sec
+
+                try:
+                    parse_sec(v or "")
+                except ValueError as e:
+                    raise OptionError(f"mount option {e}") from None
+                o.sec = v
+            elif k == "keytab":
+                if not v:
+                    raise OptionError("mount option keytab needs a file (keytab=/etc/krb5.keytab)")
+                o.keytab = v
             elif k == "squash_uid":
                 o.squash_uid = _int(k, v, 0, 0xFFFFFFFF)
             elif k == "squash_gid":

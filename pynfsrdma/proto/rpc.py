@@ -125,6 +125,12 @@ def pack_call_header(p: Packer, xid: int, prog: int, vers: int, proc: int, cred:
     p.buf += _NULL_VERF
 
 
+def call_header_to_cred(xid: int, prog: int, vers: int, proc: int, cred: bytes) -> bytes:
+    """A call header from the XID to the end of the (pre-encoded) credential: what an RPCSEC_GSS
+    verifier signs (RFC 2203 section 5.3.1)."""
+    return _CALL_HEAD.pack(xid, CALL, RPC_VERSION, prog, vers, proc) + cred
+
+
 _NULL_VERF: Final = opaque_auth.XDR.encode(NULL_AUTH)
 
 

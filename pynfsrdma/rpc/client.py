@@ -37,6 +37,7 @@ from ..transport.base import (
 from ..xdr import Packer, Unpacker, XdrError
 from .auth import Credential
 from .errors import RpcReplyError, RpcTimeout
+from .gss_auth import GssCredential
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ class RpcConnection:
         self._next_deadline = math.inf
         self._abandoned: dict[int, None] = {}  # (in order: the oldest go first)
         self._warned: set[str] = set()  # kinds of misbehaviour logged on this connection already
+        self._sealing: dict[int, tuple[int, GssCredential]] = {}  # RPCSEC_GSS calls started, not yet sent
         self.calls = 0
         self.unmatched_replies = 0  # late replies to calls no longer waited for
 
@@ -251,9 +253,16 @@ class RpcConnection:
 
     # -- calls ----------------------------------------------------------------------------------------
     def start_call(self, proc: int, cred: Credential) -> tuple[int, Packer]:
-        """A packer holding the call header; the caller appends the arguments."""
+        """A packer holding the call header; the caller appends the arguments. Under RPCSEC_GSS the
+        packer takes the arguments only: the header is made (and the arguments sealed) when the
+        call is sent, with a sequence number of that moment."""
         xid = self.next_xid()
         p = Packer()
+        if isinstance(cred, GssCredential):
+            if len(self._sealing) > ABANDONED_KEPT:  # (calls started and never sent)
+                self._sealing.clear()
+            self._sealing[xid] = (proc, cred)
+            return xid, p
         rpcdef.pack_call_header(p, xid, self.prog, self.vers, proc, cred.encoded)
         return xid, p
 
@@ -269,9 +278,27 @@ class RpcConnection:
         Returns an unpacker positioned at the procedure's results. Raises
         :class:`~pynfsrdma.transport.base.TransportError` (the connection failed: the call may or
         may not have been executed; or, as :class:`~pynfsrdma.transport.base.CallFailed`, the
-        transport refused this call and the connection lives on), :class:`RpcTimeout`, or :class:`RpcReplyError` (the server
-        answered the RPC itself with an error).
+        transport refused this call and the connection lives on; or, as
+        :class:`~pynfsrdma.transport.base.ProtocolViolation`, the reply failed its RPCSEC_GSS
+        checks and the connection was closed), :class:`RpcTimeout`, or :class:`RpcReplyError` (the
+        server answered the RPC itself with an error).
         """
+        sealing = self._sealing.pop(xid, None) if self._sealing else None
+        if sealing is not None:
+            proc, cred = sealing
+            return await cred.call(self, xid, proc, msg, hints, timeout)
+        return (await self.exchange(xid, msg, hints, timeout))[1]
+
+    async def exchange(
+        self,
+        xid: int,
+        msg: Packer,
+        hints: ReplyHints = NO_HINTS,
+        timeout: float | None = None,
+    ) -> tuple[rpcdef.ReplyHeader, Unpacker]:
+        """Send a whole call message (header included) and wait for its accepted, successful reply:
+        its header (with the verifier) and an unpacker at its results. Raises as
+        :meth:`call_packed` does."""
         if self._dead is not None:
             raise self._dead
         p = _Pending()
@@ -302,7 +329,19 @@ class RpcConnection:
         assert p.reply is not None and h is not None
         if h.denied is not None or h.accept != rpcdef.SUCCESS:
             raise RpcReplyError(rpcdef.describe(h), self.peer, h)
-        return p.reply
+        return h, p.reply
+
+    async def violated(self, reason: str) -> ProtocolViolation:
+        """A reply on this connection broke the protocol where only the caller could see it (an
+        RPCSEC_GSS verifier or MIC that does not verify): end the connection (its calls fail and
+        go again on a new one) and return the error to raise."""
+        error = ProtocolViolation(reason, self.peer)
+        if self._dead is None:
+            self._dead = error
+            log.warning("%s; the connection is closed and its calls go again on a new one", error)
+        with trio.CancelScope(shield=True):
+            await self.transport.aclose()
+        return error
 
     async def call(
         self,

@@ -61,6 +61,7 @@ from ..proto.nfs4.types import (
 from ..proto.rpc import auth_flavor
 from ..rpc.auth import AUTH_NONE_CRED, Credential, auth_sys
 from ..rpc.errors import RpcReplyError
+from ..rpc.gss_auth import GssCredential
 from ..transport.base import NO_HINTS, ProtocolViolation, ReplyHints, TransportError
 from ..xdr import XdrError
 from .backchannel import Backchannel
@@ -586,6 +587,15 @@ class ClientID:
             log.warning("%s: could not bind the backchannel: %s", path.address, _st(st))
 
     # -- shutting down --------------------------------------------------------------------------------------
+    async def forget(self, cred: Credential) -> None:
+        """Destroy ``cred``'s RPCSEC_GSS context on the server (RPCSEC_GSS_DESTROY on a live path),
+        if it has one: at the end of a mount, before the session goes."""
+        if not isinstance(cred, GssCredential):
+            return
+        path = self.paths.choose(group=0)
+        if path is not None and path.rpc is not None:
+            await cred.destroy(path.rpc)
+
     async def shutdown(self, timeout: float | None = None) -> None:
         """DESTROY_SESSION and DESTROY_CLIENTID (best effort, within ``timeout`` seconds: 5 by
         default), then close every path."""
@@ -605,6 +615,7 @@ class ClientID:
                 try:
                     await self.raw_compound(path, [DESTROY_SESSION4args(self.session.sessionid)], timeout=3)
                     await self.raw_compound(path, [DESTROY_CLIENTID4args(self.identity.clientid)], timeout=3)
+                    await self.forget(self.machine_cred)
                 except (OSError, TransportError, NFS4Error, RpcReplyError) as e:
                     log.info("clean shutdown incomplete: %s", e)
         await self.paths.aclose()

@@ -46,6 +46,7 @@ from ..proto.nfs4.compound import (
 from ..proto.nfs4.types import SEQUENCE4args, SEQUENCE4resok
 from ..rpc.auth import Credential
 from ..rpc.errors import RpcTimeout
+from ..rpc.gss_auth import KerberosAccessError
 from ..stats import RpcStats, collector_for
 from ..transport.base import NO_HINTS, CallFailed, ProtocolViolation, ReplyHints, TransportError
 from ..xdr import XdrError
@@ -314,6 +315,12 @@ class Session:
                     res, tries, path = await self._send(
                         slot, seqid, ops, cred, hints, payload, tag, cachethis, pin, deadline, faults, soft
                     )
+                except KerberosAccessError:
+                    # (no usable Kerberos credentials: the request never reached SEQUENCE, and the
+                    # slot's next request takes its sequence id again)
+                    self.table.refused(slot)
+                    completed = True
+                    raise
                 except _BadReply as bad:
                     sends += bad.tries
                     if self._after_bad_reply(faults, pin) is Then.PROTOCOL_ERROR:

@@ -6,6 +6,7 @@ command, and records what it started in a state directory::
 
     STATE_DIR/state.json        what runs: URL, export, PIDs (with start times), control sockets
     STATE_DIR/ganesha/          the server's configuration, log, export/ and recovery records
+    STATE_DIR/kdc/              with --krb5: the KDC's realm database, krb5.conf, keytabs and log
     STATE_DIR/pN.sock, pN.log   control socket and log of path N
 
 ``down`` stops exactly the processes recorded there (after checking each PID still is that process)
@@ -18,6 +19,7 @@ import contextlib
 import fcntl
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -30,6 +32,7 @@ from typing import Any
 from . import linked
 from .faults import parse_fault_words
 from .ganesha import Ganesha, GaneshaError, find_free_port
+from .kdc import SERVER_HOST, Kdc, KdcError
 from .links import parse_link_rates
 from .procs import ProcessRecord
 from .proxied_paths import path_addresses
@@ -51,6 +54,9 @@ ENV_STATE_DIR = "PYNFSRDMA_TESTBED_DIR"
 STATE_FILE = "state.json"
 LOCK_FILE = "lock"
 GANESHA_SUBDIR = "ganesha"
+KDC_SUBDIR = "kdc"
+KRB5_SECTYPES = ("krb5", "krb5i", "krb5p")
+KRB5_USER = "testuser"  # the user principal a --krb5 testbed makes (password and keytab in the state)
 PROXY_START_TIMEOUT = 15.0
 
 
@@ -119,6 +125,8 @@ def _records(state: dict[str, Any]) -> list[ProcessRecord]:
             records.append(ProcessRecord.from_json(recorded[extra]))
     if recorded.get("server"):
         records.append(ProcessRecord.from_json(recorded["server"]))
+    if recorded.get("kdc"):  # (after the server that asks it)
+        records.append(ProcessRecord.from_json(recorded["kdc"]))
     return records
 
 
@@ -136,6 +144,7 @@ def _remove_state(state_dir: Path, state: dict[str, Any] | None) -> None:
             with contextlib.suppress(FileNotFoundError, IsADirectoryError):
                 (state_dir / name).unlink()
     shutil.rmtree(state_dir / GANESHA_SUBDIR, ignore_errors=True)
+    shutil.rmtree(state_dir / KDC_SUBDIR, ignore_errors=True)
 
 
 def _stop_recorded(state: dict[str, Any]) -> list[int]:
@@ -242,22 +251,64 @@ def _start_advertiser(state_dir: Path, target: tuple[str, int], advertised: list
     return proc.pid, port
 
 
+def _start_kdc(state_dir: Path) -> tuple[Kdc, dict[str, Any]]:
+    """A KDC for a --krb5 testbed, the server's key and a test user (password and keytab)."""
+    try:
+        kdc = Kdc(state_dir / KDC_SUBDIR, detached=True).start()
+    except KdcError as exc:
+        raise TestbedError(str(exc)) from exc
+    try:
+        keytab = kdc.service_keytab(f"nfs/{SERVER_HOST}")
+        password = secrets.token_hex(8)
+        user = kdc.add_user(KRB5_USER, password)
+        user_keytab = kdc.directory / f"{KRB5_USER}.keytab"
+        kdc.user_keytab(KRB5_USER, user_keytab)
+    except BaseException:
+        kdc.stop()
+        raise
+    described = {
+        "realm": kdc.realm,
+        "kdc": f"127.0.0.1:{kdc.port}",
+        "pid": kdc.pid,
+        "env": {"KRB5_CONFIG": str(kdc.config_path)},
+        "service_principal": kdc.principal(f"nfs/{SERVER_HOST}"),
+        "service_keytab": str(keytab),
+        "user": user,
+        "password": password,
+        "user_keytab": str(user_keytab),
+        "kinit": kdc.kinit_command(KRB5_USER),
+        "kinit_keytab": f"KRB5_CONFIG={kdc.config_path} kinit -k -t {user_keytab} {user}",
+        "sec": list(KRB5_SECTYPES),
+    }
+    return kdc, described
+
+
 def _start(
-    state_dir: Path, *, paths: int, port: int | None, grace: int | None, rdma: bool = False
+    state_dir: Path, *, paths: int, port: int | None, grace: int | None, rdma: bool = False, krb5: bool = False
 ) -> dict[str, Any]:
     if len(os.fsencode(str(state_dir / "p99.sock"))) > 107:
         raise TestbedError(f"state directory path too long for unix sockets: {state_dir}")
     addresses = path_addresses(paths)
-    ganesha = Ganesha(state_dir / GANESHA_SUBDIR, port=port, grace=grace, detached=True)
+    kdc, kerberos = _start_kdc(state_dir) if krb5 else (None, None)
     try:
+        if kdc is not None and kerberos is not None:
+            ganesha = Ganesha(state_dir / GANESHA_SUBDIR, port=port, grace=grace, detached=True,
+                              sectype=KRB5_SECTYPES, keytab=kerberos["service_keytab"],
+                              environment=kdc.environment)
+        else:
+            ganesha = Ganesha(state_dir / GANESHA_SUBDIR, port=port, grace=grace, detached=True)
         ganesha.start()
     except GaneshaError as exc:
+        if kdc is not None:
+            kdc.stop()
         raise TestbedError(str(exc)) from exc
     assert ganesha.pid is not None
     processes: dict[str, Any] = {
         "server": ProcessRecord.of(ganesha.pid, str(ganesha.config_path)).to_json(),
         "paths": [],
     }
+    if kdc is not None and kdc.pid is not None:
+        processes["kdc"] = ProcessRecord.of(kdc.pid, str(kdc.directory / "kdc.pid")).to_json()
     state: dict[str, Any] = {
         "url": ganesha.url,
         "direct_url": ganesha.url,
@@ -272,6 +323,8 @@ def _start(
         "state_dir": str(state_dir),
         "processes": processes,
     }
+    if kerberos is not None:
+        state["krb5"] = kerberos
     _write_state(state_dir, state)  # record the server at once, so a failure below can be cleaned up
     try:
         path_port = find_free_port(addresses, prefer=ganesha.port) if addresses else ganesha.port
@@ -363,15 +416,18 @@ def up(
     grace: int | None = None,
     rdma: bool = False,
     link_rates: str | None = None,
+    krb5: bool = False,
 ) -> tuple[dict[str, Any], bool]:
     """Start the testbed unless it runs already; returns (its description, whether it was started now).
 
     With ``paths`` > 0 the URL is the first path's; ``direct_url`` always goes to the server itself.
     With ``link_rates`` (MB/s: one for every path, or one per path) the paths are links of a network
-    namespace with kernel rate limits and faults (:mod:`.linked`), not proxies.
+    namespace with kernel rate limits and faults (:mod:`.linked`), not proxies. With ``krb5`` a KDC
+    (:mod:`.kdc`) runs too, the export takes krb5, krb5i and krb5p only, and the description's
+    ``krb5`` says what a user needs (KRB5_CONFIG, the realm, a test user, the kinit command).
     """
-    if link_rates is not None and (rdma or port is not None):
-        raise TestbedError("a link testbed has no --rdma and no --port (the server is on 2049 in its namespace)")
+    if link_rates is not None and (rdma or port is not None or krb5):
+        raise TestbedError("a link testbed has no --rdma, --krb5 or --port (the server is on 2049 in its namespace)")
     directory = resolve_state_dir(state_dir)
     with _locked(directory):
         state = _read_state(directory)
@@ -382,7 +438,7 @@ def up(
             _remove_state(directory, state)
         if link_rates is not None:
             return _public(_start_links(directory, paths=paths, link_rates=link_rates, grace=grace)), True
-        return _public(_start(directory, paths=paths, port=port, grace=grace, rdma=rdma)), True
+        return _public(_start(directory, paths=paths, port=port, grace=grace, rdma=rdma, krb5=krb5)), True
 
 
 def ensure_testbed(state_dir: str | os.PathLike[str] | None = None, *, paths: int = 0) -> dict[str, Any]:

@@ -207,6 +207,9 @@ class Ganesha:
         command_prefix: Sequence[str] = (),
         start_timeout: float = 10.0,
         stop_timeout: float = 10.0,
+        sectype: Sequence[str] = ("sys",),
+        keytab: str | os.PathLike[str] | None = None,
+        environment: dict[str, str] | None = None,
     ) -> None:
         self._binary = find_ganesha_binary()
         self._plugins_dir = find_plugins_dir()
@@ -224,6 +227,9 @@ class Ganesha:
         self.command_prefix = list(command_prefix)  # e.g. ip netns exec NAME: where the server runs
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
+        self.sectype = list(sectype)  # the export's SecType: sys, krb5, krb5i, krb5p
+        self.keytab = Path(keytab) if keytab is not None else None  # Kerberos: the nfs/HOST key
+        self.environment = dict(environment or {})  # e.g. KRB5_CONFIG of a testbed KDC
         self._proc: subprocess.Popen[bytes] | None = None
         self._pid: int | None = None
         for sub in ("export", "recov"):
@@ -324,7 +330,7 @@ class Ganesha:
             f"    RecoveryRoot = {_quote(str(self.recovery_dir))};\n"
             f"{identity}"
             "}\n"
-            "NFS_KRB5 { Active_krb5 = false; }\n"
+            f"{self._krb5_block()}"
             "LOG { Default_Log_Level = EVENT; }\n"
             "EXPORT {\n"
             "    Export_Id = 1;\n"
@@ -334,11 +340,17 @@ class Ganesha:
             "    Transports = TCP;\n"
             "    Access_Type = RW;\n"
             "    Squash = No_Root_Squash;\n"
-            "    SecType = sys;\n"
+            f"    SecType = {', '.join(self.sectype)};\n"
             "    FSAL { Name = VFS; }\n"
             "}\n"
             f"{self.extra_config}\n"
         )
+
+    def _krb5_block(self) -> str:
+        if self.keytab is None:
+            return "NFS_KRB5 { Active_krb5 = false; }\n"
+        return ("NFS_KRB5 {\n    Active_krb5 = true;\n    PrincipalName = \"nfs\";\n"
+                f"    KeytabPath = {_quote(str(self.keytab))};\n}}\n")
 
     # -- life cycle ---------------------------------------------------------------------------------
     def start(self) -> Ganesha:
@@ -382,7 +394,7 @@ class Ganesha:
                 stderr=subprocess.STDOUT,
                 cwd=self.directory,
                 start_new_session=self.detached,
-                env={**os.environ, **SERVER_ENVIRONMENT},
+                env={**os.environ, **SERVER_ENVIRONMENT, **self._krb5_environment()},
             )
         self._pid = self._proc.pid
         deadline = time.monotonic() + self.start_timeout
@@ -404,6 +416,12 @@ class Ganesha:
                 f"NFS-Ganesha did not understand its configuration {self.config_path}:\n  "
                 + "\n  ".join(mistakes)
             )
+
+    def _krb5_environment(self) -> dict[str, str]:
+        env = dict(self.environment)
+        if self.keytab is not None:
+            env.setdefault("KRB5_KTNAME", f"FILE:{self.keytab}")
+        return env
 
     def _log_since(self, offset: int) -> list[str]:
         try:

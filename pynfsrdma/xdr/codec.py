@@ -127,6 +127,29 @@ class Packer:
             self._offset += n
         self.buf += _PAD[n & 3]
 
+    def opaque_ref(self, data: Buffer) -> None:
+        """A variable-length opaque whose bytes are referenced rather than copied, yet not
+        DDP-eligible (a body sealed by RPCSEC_GSS integrity or privacy goes inline)."""
+        mv = memoryview(data).cast("B")
+        n = mv.nbytes
+        self.buf += _U32.pack(n)
+        self._flush()
+        self._done.append(mv)
+        self._offset += n
+        self.buf += _PAD[n & 3]
+
+    def prefixed(self, head: Buffer) -> Packer:
+        """A new packer holding ``head`` and then what this one holds, by reference (an RPC header
+        made after the arguments: RPCSEC_GSS signs it with a sequence number taken when the call is
+        sent, and a call sent again gets a header of its own); bulk positions move with it."""
+        q = Packer()
+        q._done.append(head)
+        q._offset = len(head)
+        q._bulk = [BulkSegment(s.position + q._offset, s.data) for s in self._bulk]
+        q._done.extend(self.segments())
+        q._offset += len(self)
+        return q
+
     def _flush(self) -> None:
         if self.buf:
             self._done.append(self.buf)
