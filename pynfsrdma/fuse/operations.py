@@ -833,7 +833,7 @@ class NFSOperations(Operations):
         ra = h.readahead
         if ra is not None:
             # as far ahead as the READs that fill the session's live paths reach, or the mount's window
-            ra.max_window = max(self.readahead_window, self._io_window() * self.nfs.maxread)
+            ra.max_window = max(self.opens.readahead_window, self._io_window() * self.nfs.maxread)
             cover, new = ra.request(off, size, node.attrs.size)
             for e in new:
                 h.fetching.add(e)
