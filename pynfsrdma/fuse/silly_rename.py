@@ -73,8 +73,10 @@ class SillyRenames:
     async def remove(self, node: Inode, cred: Credential) -> None:
         """The file's last handle is gone: its hidden names go."""
         while node.silly:
-            dir_fh, name = node.silly.pop()
+            dir_fh, name = node.silly[-1]
             try:
                 await self.nfs.remove(dir_fh, name, cred)
             except NFS4Error as e:
                 log.info("removing %s: %s", name, e)
+            finally:
+                node.silly.pop()  # only now: a rmdir waiting in gone_from goes on once the name is gone
