@@ -33,7 +33,6 @@ from typing import Any
 
 import trio
 
-from ..trio_compat import run_sync_abandoning
 from . import fusermount
 from .kernel import abi, notify, replies
 from .kernel import requests as rq
@@ -244,16 +243,13 @@ class NativeChannel:
 
     # -- notifications -------------------------------------------------------------------------------
     async def notify(self, message: bytes) -> None:
-        """Write a notification from a thread: the kernel may wait for our answers first (an entry's
-        notification takes its directory's lock, which a rename or lookup there holds while it waits
-        for us). A caller that stops waiting (cancelled, or its time bound run out) leaves the thread
-        to finish once the kernel lets it, so that it can answer the request the kernel waits for."""
+        """Write a notification (from a thread: the kernel may wait for our requests first)."""
         await self.initialized.wait()
         fd = self._fd
         if fd < 0:
             return
         try:
-            await run_sync_abandoning(os.write, fd, message)
+            await trio.to_thread.run_sync(os.write, fd, message)
         except OSError as e:
             if e.errno not in (*GONE, errno.ENOTDIR):
                 log.info("notification %r: %s", message[:24], e)
