@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import Mount
 from krb5_support import KERBEROS_SECTYPES, KerberosUser
-from pynfsrdma.control_socket import Connection
 
+from pynfsrdma.control_socket import Connection
 from pynfsrdma.testbed import Ganesha
 from pynfsrdma.testbed.ganesha import ExportPath
 from pynfsrdma.testbed.kdc import Kdc
