@@ -144,6 +144,7 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
                             "delegations": {**nfs.delegation_counts, "held": len(nfs.delegations)},
                             "locks": dict(nfs.lock_counts),
                             "cache": ops.cache_counts(),
+                            "read_data": read_data_counts(channel, cid),
                         },
                         "paths": lambda: stats.path_rows(cid, trunking),
                     },
@@ -195,6 +196,21 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
             nursery.cancel_scope.cancel()
     if error is not None:
         raise MountError(error)
+
+
+def read_data_counts(channel: Channel | None, cid: ClientID) -> dict[str, int]:
+    """How READ data went from the server to the kernel: bytes spliced from a socket into a pipe and
+    from the pipe into FUSE (never in this process's memory), and bytes that passed through it."""
+    counts = {"transport_bytes_spliced": 0, "transport_bytes_staged": 0, "transport_splice_fallbacks": 0}
+    for path in cid.paths.paths:
+        t = getattr(path.rpc, "transport", None)
+        counts["transport_bytes_spliced"] += getattr(t, "bytes_spliced", 0)
+        counts["transport_bytes_staged"] += getattr(t, "bytes_staged_to_pipe", 0)
+        counts["transport_splice_fallbacks"] += getattr(t, "splice_fallbacks", 0)
+    counts_of = getattr(channel, "counts", None)
+    if counts_of is not None:
+        counts.update(counts_of())
+    return counts
 
 
 def bdi_of(mountpoint: str) -> str | None:
