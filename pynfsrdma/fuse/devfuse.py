@@ -209,6 +209,8 @@ class NativeChannel:
         self.buffers = RequestBuffers(wanted.max_write + abi.REQUEST_HEADER_ROOM)
         self.pipes = ReplyPipes() if splice else None
         self.bytes_written = 0  # READ data written from this process's memory (writev)
+        self.write_bytes_in_place = 0  # WRITE data handed on as a view of the buffer the kernel wrote
+        self.write_bytes_copied = 0  # WRITE data copied out of it (a small write)
         self.agreed: Negotiated | None = None
         self.initialized = trio.Event()
         self.requests = 0  # read so far
@@ -254,12 +256,15 @@ class NativeChannel:
         self._stop()
 
     def counts(self) -> dict[str, int]:
-        """READ replies by how their data went: spliced from a pipe, or written from memory."""
+        """READ replies by how their data went (spliced from a pipe, or written from memory), and
+        WRITE data by how it reached the operations (in the request's buffer, or copied)."""
         pipes = self.pipes
         return {
             "read_replies_spliced": pipes.spliced if pipes else 0,
             "read_bytes_spliced": pipes.bytes_spliced if pipes else 0,
             "read_bytes_written": self.bytes_written,
+            "write_bytes_in_place": self.write_bytes_in_place,
+            "write_bytes_copied": self.write_bytes_copied,
         }
 
     def close(self) -> None:
@@ -602,9 +607,12 @@ class NativeChannel:
         data: Any = r.data
         r.data = EMPTY_VIEW  # (the operation's reference is the only one that may outlive the request)
         if data.nbytes * 2 < self.buffers.size:
+            self.write_bytes_copied += data.nbytes
             small = bytes(data)
             data.release()
             data = small
+        else:
+            self.write_bytes_in_place += data.nbytes
         n = await self.ops.write(r.fh, r.offset, data)
         return replies.write(r.unique, n)
 

@@ -169,6 +169,7 @@ class TcpTransport(Transport):
         self.pool = BufferPool()
         self.bytes_sent = 0
         self.bytes_received = 0
+        self.bulk_bytes_sent = 0  # payload bytes (WRITE data) sent from the caller's buffer, by reference
         self._splices: dict[int, SpliceRequest] = {}
         self.bytes_spliced = 0  # payload bytes that went from the socket into a pipe, not our memory
         self.bytes_staged_to_pipe = 0  # payload bytes received with the reply's head, written to the pipe
@@ -245,6 +246,7 @@ class TcpTransport(Transport):
         finally:
             lock.release()
         self.bytes_sent += total + 4
+        self.bulk_bytes_sent += sum(seg.data.nbytes for seg in msg.bulk_segments)
 
     async def _sendmsg_all(self, bufs: list[memoryview], deadline: float) -> None:
         """Send every buffer; a record left half sent (its deadline passed, or the caller was
