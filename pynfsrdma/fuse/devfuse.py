@@ -495,17 +495,24 @@ class NativeChannel:
                 log.error("reply refused by the kernel: %s", e)
 
     def _send_pipe(self, pipe: ReplyPipe) -> None:
+        """Splice a READ reply from its pipe into the kernel's request; if the kernel refuses it (it
+        never should), the request is answered EIO rather than left waiting."""
         pipes = self.pipes
         assert pipes is not None
         try:
             sent = pipe.send(self._fd)
-            if sent == pipe.length + abi.OUT_HEADER.size:
-                pipes.spliced += 1
-                pipes.bytes_spliced += pipe.length
-            else:
-                log.error("reply of %d bytes spliced as %d", pipe.length, sent)
+        except OSError as e:
+            if e.errno in GONE:
+                raise
+            log.error("READ reply of %d bytes refused by the kernel: %s", pipe.length, e)
+            sent = -1
         finally:
             pipes.give_back(pipe)
+        if sent == pipe.length + abi.OUT_HEADER.size:
+            pipes.spliced += 1
+            pipes.bytes_spliced += pipe.length
+        else:
+            self._send(replies.error(pipe.unique, errno.EIO))
 
     # -- the requests --------------------------------------------------------------------------------
     async def _lookup(self, r: rq.Named) -> Reply:

@@ -21,15 +21,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 from pynfsrdma.control import Connection
-from pynfsrdma.testbed import Ganesha
+from pynfsrdma.proto.nfs4 import const as c
+from pynfsrdma.testbed import Ganesha, MutatingProxy, Mutation, ReplyMutator, Rule
+from pynfsrdma.testbed.ganesha import ExportPath
 
 MIB = 1 << 20
 KIB = 1 << 10
 STAGED_PER_READ = 2 * KIB  # data bytes at most that come in with a reply's head (through our memory)
 
-pytestmark = pytest.mark.fuse
 
 
 def payload(mnt: Path) -> dict[str, int]:
@@ -67,6 +69,7 @@ def mounted(mount_export: Callable[..., Any], ganesha: Ganesha, tmp_path: Path) 
     return m.path / name, ganesha.export_dir / name
 
 
+@pytest.mark.fuse
 @pytest.mark.parametrize("chunk", [512 * KIB, 128 * KIB])
 def test_o_direct_read_data_is_spliced_from_the_socket_into_fuse(mounted: tuple[Path, Path], chunk: int) -> None:
     mnt, local = mounted
@@ -86,6 +89,7 @@ def test_o_direct_read_data_is_spliced_from_the_socket_into_fuse(mounted: tuple[
     assert d["transport_splice_fallbacks"] == 0, d
 
 
+@pytest.mark.fuse
 def test_buffered_read_data_is_spliced_too(mounted: tuple[Path, Path]) -> None:
     """The kernel reads ahead (1 MiB requests, several in flight); each request is one READ, spliced."""
     mnt, local = mounted
@@ -102,6 +106,7 @@ def test_buffered_read_data_is_spliced_too(mounted: tuple[Path, Path]) -> None:
     assert d["transport_bytes_staged"] <= d["read_replies_spliced"] * STAGED_PER_READ, d
 
 
+@pytest.mark.fuse
 def test_write_data_goes_from_the_kernels_buffer_to_the_socket_without_a_copy(mounted: tuple[Path, Path]) -> None:
     mnt, local = mounted
     data = os.urandom(16 * MIB)
@@ -122,3 +127,45 @@ def test_write_data_goes_from_the_kernels_buffer_to_the_socket_without_a_copy(mo
     assert d["write_bytes_in_place"] == n and d["write_bytes_copied"] == 0, d
     # ... and sent from there by reference (each WRITE's data an iovec of its own)
     assert d["transport_bulk_bytes_sent"] == n, d
+
+
+# -- replies that break the protocol ------------------------------------------------------------------------
+BROKEN_READS = [
+    Rule(Mutation.READ_SHORT, c.OP_READ),  # spliced as announced, then the rest of the data is left over
+    Rule(Mutation.LENGTH, c.OP_READ, "READ.data"),  # a length longer than asked: not spliced, refused
+    Rule(Mutation.TRUNCATE, c.OP_READ),  # the record ends inside the data
+    Rule(Mutation.TRAILING, c.OP_READ),  # bytes after the reply
+    Rule(Mutation.RECORD_MARK, c.OP_READ, "longer"),  # the stream out of step after the record
+    Rule(Mutation.DUPLICATE, c.OP_READ),  # the reply twice: the second answers no call
+    Rule(Mutation.XID, c.OP_READ),  # a reply to no call: the READ waiting for its own gets none
+]
+
+
+@pytest.mark.fuse
+@pytest.mark.parametrize("rule", BROKEN_READS, ids=lambda r: f"{r.mutation.value}-{r.site or ''}")
+async def test_a_broken_read_reply_never_reaches_the_reader(
+    ganesha: Ganesha, nursery: trio.Nursery, mount_url: Callable[..., Any], export_path: ExportPath, rule: Rule
+) -> None:
+    """A READ reply that breaks the protocol closes its connection and the READ goes again on a new one
+    (as for the path API): the reader gets the file's bytes, and nothing of the broken reply, whether
+    its data went into the pipe in part, whole, or not at all."""
+    data = os.urandom(4 * MIB)
+    (export_path.local / "f").write_bytes(data)
+    rule.count = 0  # (the mount's own calls pass as they are)
+    proxy = MutatingProxy("127.0.0.1", 0, ganesha.host, ganesha.port, ReplyMutator(seed=3, rules=[rule]))
+    await nursery.start(proxy.run)
+    m = await trio.to_thread.run_sync(mount_url, f"nfs://127.0.0.1:{proxy.port}{export_path.remote}",
+                                      "channel=native")
+    try:
+        before = await trio.to_thread.run_sync(payload, m.path / "x")
+        for _ in range(2):
+            rule.count = 1
+            got = await trio.to_thread.run_sync(read_direct, m.path / "f", 512 * KIB)
+            assert rule.count == 0  # (the change was made)
+            assert sha(got) == sha(data)
+        d = delta(before, await trio.to_thread.run_sync(payload, m.path / "x"))
+        assert d["read_bytes_spliced"] + d["read_bytes_written"] == 2 * len(data)
+        assert d["read_bytes_spliced"] >= len(data)  # (the other READs were spliced)
+    finally:
+        rc = await trio.to_thread.run_sync(m.unmount)
+    assert rc == 0, m.log.read_text()[-3000:]
