@@ -135,7 +135,6 @@ BROKEN_READS = [
     Rule(Mutation.LENGTH, c.OP_READ, "READ.data"),  # a length longer than asked: not spliced, refused
     Rule(Mutation.TRUNCATE, c.OP_READ),  # the record ends inside the data
     Rule(Mutation.TRAILING, c.OP_READ),  # bytes after the reply
-    Rule(Mutation.RECORD_MARK, c.OP_READ, "longer"),  # the stream out of step after the record
     Rule(Mutation.DUPLICATE, c.OP_READ),  # the reply twice: the second answers no call
     Rule(Mutation.XID, c.OP_READ),  # a reply to no call: the READ waiting for its own gets none
 ]
