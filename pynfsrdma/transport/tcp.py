@@ -8,7 +8,8 @@ of it, not a copy).
 A READ reply whose caller offered a pipe (``ReplyHints.splice``) has its payload spliced from the
 socket into that pipe (splice(2): the kernel moves the socket's pages, nothing passes through this
 process) when the record is one fragment: the rest of the record is received as usual, and the
-unpacker's ``bulk()`` returns a :class:`~.base.SplicedPayload` for it. Where the payload starts is
+unpacker's ``bulk()`` returns a :class:`~.base.SplicedPayload` for it. (What of the data came in
+with the record's head, a few hundred bytes at most, is written into the pipe from here.) Where the payload starts is
 the caller's decision (``SpliceRequest.locate`` reads the reply's head); the transport only checks
 that the payload lies inside the record and is no longer than the caller allows. A pipe that
 fills before the payload is in (a pipe holds at most 1 MiB, in at most 256 pieces) is read back
@@ -64,6 +65,7 @@ POOL_ROUND: Final = 64 * 1024  # pooled buffers are sized up to a multiple of th
 # staging buffer and the rest is received in place
 STAGE_READ: Final = 2048
 SPLICE_MIN: Final = 8192  # a smaller payload is received as usual (a pipe's round trips cost more)
+SPLICE_HEAD: Final = 256  # bytes asked for a record's head while a splice is awaited (a READ reply's is ~150)
 _SPLICE_FLAGS: Final = getattr(os, "SPLICE_F_MOVE", 0) | getattr(os, "SPLICE_F_NONBLOCK", 0)
 CAN_SPLICE: Final = hasattr(os, "splice")
 
@@ -335,8 +337,11 @@ class TcpTransport(Transport):
         if staged < 4:
             if staged:
                 stage[:staged] = stage[at : at + staged]
+            # (while a reply's data may be spliced, a short head: the READ's data after it is not
+            # received into our memory, only what comes with the head)
+            limit = SPLICE_HEAD if self._splices else STAGE_READ
             while staged < 4:
-                n, w = await self._recv_some(stage[staged:], staged > 0, what)
+                n, w = await self._recv_some(stage[staged:limit], staged > 0, what)
                 staged += n
                 waited |= w
             at = 0

@@ -4,7 +4,7 @@ part):
 
 - READ: the data goes from the TCP socket into a pipe and from the pipe into the kernel's FUSE
   request by splice(2); what passes through the daemon's memory is the few bytes of data that came
-  in with the reply's head (less than 2 KiB per READ), nothing else. O_DIRECT reads and buffered
+  in with the reply's head (at most 256 bytes per READ), nothing else. O_DIRECT reads and buffered
   reads (the kernel reading ahead) both.
 - WRITE: the data reaches the operations as a view of the buffer the kernel wrote the request into,
   and goes to the socket from there as an iovec of its own (sendmsg): no copy in the daemon.
@@ -30,7 +30,7 @@ from pynfsrdma.testbed.ganesha import ExportPath
 
 MIB = 1 << 20
 KIB = 1 << 10
-STAGED_PER_READ = 2 * KIB  # data bytes at most that come in with a reply's head (through our memory)
+STAGED_PER_READ = 256  # data bytes at most that come in with a reply's head (through our memory)
 
 
 
