@@ -294,14 +294,18 @@ class TcpTransport(Transport):
         await self._send_record(msg)
 
     # -- receiving ------------------------------------------------------------------------------------
-    async def _recv_some(self, view: memoryview, partial: bool, what: str) -> tuple[int, bool]:
+    async def _recv_some(
+        self, view: memoryview, partial: bool, what: str, head: bool = False
+    ) -> tuple[int, bool]:
         """One recv into ``view``, waiting for data when none is there: the bytes received (never 0)
-        and whether it waited. ``partial``: part of the record (or mark) came already."""
+        and whether it waited. ``partial``: part of the record (or mark) came already. ``head``:
+        the head of a record is asked, no more than SPLICE_HEAD bytes of it while a splice is
+        awaited (as it is when the data comes: the call may have been sent while we waited)."""
         sock = self.sock
         waited = False
         while True:
             try:
-                n = sock.recv_into(view)
+                n = sock.recv_into(view[:SPLICE_HEAD] if head and self._splices else view)
             except BlockingIOError:
                 try:
                     await trio.lowlevel.wait_readable(sock)
@@ -339,9 +343,8 @@ class TcpTransport(Transport):
                 stage[:staged] = stage[at : at + staged]
             # (while a reply's data may be spliced, a short head: the READ's data after it is not
             # received into our memory, only what comes with the head)
-            limit = SPLICE_HEAD if self._splices else STAGE_READ
             while staged < 4:
-                n, w = await self._recv_some(stage[staged:limit], staged > 0, what)
+                n, w = await self._recv_some(stage[staged:], staged > 0, what, head=True)
                 staged += n
                 waited |= w
             at = 0
