@@ -409,7 +409,13 @@ class TcpTransport(Transport):
             staged_payload = stage[at + start : at + staged]
             self._stage_at, self._staged = at + staged, 0
             while staged_payload.nbytes:
-                staged_payload = staged_payload[os.write(fd, staged_payload) :]
+                try:
+                    k = os.write(fd, staged_payload)
+                except OSError:  # (a pipe that cannot take even these: as usual, from memory)
+                    ok = True
+                    got -= staged_payload.nbytes
+                    return await self._unsplice(req, buf, start, got, n, staged_payload), waited
+                staged_payload = staged_payload[k:]
             sock = self.sock
             while got < length:
                 try:
@@ -441,9 +447,12 @@ class TcpTransport(Transport):
             waited |= await self._recv_into(buf[start:], "record")
         return SplicedUnpacker(buf, start, SplicedPayload(sink, filling, length)), waited
 
-    async def _unsplice(self, req: SpliceRequest, head: memoryview, start: int, got: int, n: int) -> Unpacker:
+    async def _unsplice(
+        self, req: SpliceRequest, head: memoryview, start: int, got: int, n: int, pending: memoryview | None = None
+    ) -> Unpacker:
         """The pipe filled before the payload was in: the record as usual, in a receive buffer of its
-        own, the payload's first ``got`` bytes read back out of the pipe."""
+        own, the payload's first ``got`` bytes read back out of the pipe (then ``pending``, received
+        already and not yet in the pipe)."""
         self.splice_fallbacks += 1
         frag = self.pool.get(n) if n >= POOL_MIN_FRAGMENT else memoryview(bytearray(n))
         frag[:start] = head[:start]
@@ -451,7 +460,11 @@ class TcpTransport(Transport):
             req.sink.take_back(frag[start : start + got])
         finally:
             req.sink.end(False)
-        await self._recv_into(frag[start + got :], "record")
+        at = start + got
+        if pending is not None and pending.nbytes:
+            frag[at : at + pending.nbytes] = pending
+            at += pending.nbytes
+        await self._recv_into(frag[at:], "record")
         return Unpacker(frag)
 
     async def receive(self) -> Unpacker:
