@@ -22,10 +22,10 @@ _ABANDON_KEYWORD = (
 )
 
 
-async def run_sync_abandoning(fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)`` in a worker thread; a cancellation returns at once and leaves the thread to finish
-    on its own (its result is dropped)."""
-    keyword: dict[str, Any] = {_ABANDON_KEYWORD: True}
+async def run_sync_abandoning(fn: Callable[..., T], *args: Any, limiter: trio.CapacityLimiter | None = None) -> T:
+    """``fn(*args)`` in a worker thread (one of ``limiter``'s, if given); a cancellation returns at once
+    and leaves the thread to finish on its own (its result is dropped)."""
+    keyword: dict[str, Any] = {_ABANDON_KEYWORD: True, "limiter": limiter}
     result: T = await trio.to_thread.run_sync(fn, *args, **keyword)
     return result
 

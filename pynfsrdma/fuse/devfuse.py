@@ -39,6 +39,7 @@ from typing import Any
 import trio
 
 from ..client import read_sink
+from ..trio_compat import run_sync_abandoning
 from . import fusermount
 from .kernel import abi, notify, replies
 from .kernel import requests as rq
@@ -56,6 +57,8 @@ FREE_BUFFERS_KEPT = 16
 READS_BETWEEN_CHECKPOINTS = 8  # requests answered in a row before the reader lets other tasks run
 WORKERS_KEPT = 4  # workers standing by at most (a fifth that finds four waiting ends)
 MAX_WORKERS = 256
+NOTIFY_WAIT = 1.0  # seconds a notification holds up whoever sent it, at most (then it goes on alone)
+NOTIFIERS = 16  # threads writing notifications at once, at most
 # errnos of a reply the kernel no longer waits for: the request was interrupted or aborted (ENOENT),
 # or the file system is gone (ENODEV, EBADF)
 GONE = (errno.ENOENT, errno.ENODEV, errno.EBADF, errno.ENOTCONN)
@@ -227,6 +230,7 @@ class NativeChannel:
         self._workers = 0
         self._in_a_row = 0
         self._interruptible = frozenset(op for op, name in OPERATION_OF.items() if name in ops.interruptible)
+        self._notifiers = trio.CapacityLimiter(NOTIFIERS)
         ops.kernel = _Kernel(self)
 
     # -- the Channel interface -------------------------------------------------------------------------
@@ -277,13 +281,22 @@ class NativeChannel:
 
     # -- notifications -------------------------------------------------------------------------------
     async def notify(self, message: bytes) -> None:
-        """Write a notification (from a thread: the kernel may wait for our requests first)."""
+        """Write a notification from a thread of its own: the kernel may wait for requests of ours
+        before it takes it (INVAL_ENTRY takes the directory's lock, which a LOOKUP or RENAME there
+        holds until answered; INVAL_INODE locks the pages READs in flight hold). The caller waits
+        NOTIFY_WAIT at most, or until cancelled; then the thread writes it on its own, and the
+        request that awaited it is answered meanwhile, which is what the kernel waits for."""
         await self.initialized.wait()
         fd = self._fd
         if fd < 0:
             return
+        with trio.move_on_after(NOTIFY_WAIT):
+            await run_sync_abandoning(self._write_notification, fd, message, limiter=self._notifiers)
+
+    @staticmethod
+    def _write_notification(fd: int, message: bytes) -> None:
         try:
-            await trio.to_thread.run_sync(os.write, fd, message)
+            os.write(fd, message)
         except OSError as e:
             if e.errno not in (*GONE, errno.ENOTDIR):
                 log.info("notification %r: %s", message[:24], e)

@@ -14,7 +14,6 @@ import logging
 from typing import Any
 
 import pyfuse3
-import trio
 
 from ..trio_compat import run_sync_abandoning
 from .lowlevel import (
@@ -87,12 +86,12 @@ class _Token:
 
 
 class _Kernel:
-    """Notifications through libfuse, each in a thread: the kernel may wait for a request of ours on
-    that inode before it answers."""
+    """Notifications through libfuse, each in a thread that a cancelled caller leaves behind: the
+    kernel may wait for a request of ours on that inode (or in that directory) before it takes one."""
 
     async def invalidate_inode(self, ino: int, attr_only: bool = False) -> None:
         try:
-            await trio.to_thread.run_sync(pyfuse3.invalidate_inode, ino, attr_only)
+            await run_sync_abandoning(pyfuse3.invalidate_inode, ino, attr_only)
         except OSError as e:
             if e.errno not in (errno.ENOENT, errno.EBADF, errno.ENOTCONN):
                 log.info("invalidate_inode(%d, attr_only=%s): %s", ino, attr_only, e)
@@ -106,7 +105,7 @@ class _Kernel:
 
     async def notify_delete(self, parent: int, child: int, name: bytes) -> None:
         try:
-            await trio.to_thread.run_sync(pyfuse3.invalidate_entry, parent, name, child)
+            await run_sync_abandoning(pyfuse3.invalidate_entry, parent, name, child)
         except OSError as e:
             if e.errno not in (errno.ENOENT, errno.EBADF, errno.ENOTCONN):
                 log.info("notify_delete(%d, %d, %r): %s", parent, child, name, e)

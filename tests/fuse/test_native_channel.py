@@ -44,6 +44,7 @@ from pynfsrdma.fuse.lowlevel import (
     SetattrFields,
     StatvfsData,
 )
+from pynfsrdma.trio_compat import run_sync_abandoning
 
 REPO = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
@@ -751,3 +752,82 @@ def test_a_user_mounts_through_fusermount3() -> None:
         assert (entries, status, after) == ("entries 10", "daemon exit 0", "unmounted"), r.stderr
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _connection(where: Path) -> str:
+    """The FUSE connection number of the mount on ``where`` (the minor of its device, from
+    /proc/self/mountinfo: a stat(2) would wait for the mount)."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            if fields[4] == str(where):
+                return fields[2].split(":")[1]
+    raise AssertionError(f"{where} is not mounted")
+
+
+async def _abort(where: Path) -> None:
+    """Abort the FUSE connection of the mount on ``where``: every request waiting for it ends. (The
+    commands run from a thread: their child closes our open files of the mount, which this loop
+    answers.)"""
+    conn = _connection(where)
+    ctl = Path("/sys/fs/fuse/connections")
+    mounted_here = not (ctl / conn).exists()
+    if mounted_here:
+        await io(subprocess.run, ["mount", "-t", "fusectl", "fusectl", str(ctl)])
+    try:
+        (ctl / conn / "abort").write_text("1")
+    finally:
+        if mounted_here:
+            await io(subprocess.run, ["umount", str(ctl)])
+
+
+async def answered_within(seconds: float, where: Path, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` on the mount from a thread; when the mount does not answer in ``seconds`` (a
+    deadlock), its connection is aborted, which ends the call, and the test fails."""
+    try:
+        with trio.fail_after(seconds):
+            return await run_sync_abandoning(fn, *args)
+    except trio.TooSlowError:
+        await _abort(where)
+        raise AssertionError(f"{fn.__name__} on {where} got no answer in {seconds} s: the mount deadlocked") from None
+
+
+class NotifyingOps(MemOps):
+    """A LOOKUP of ``drop-*`` in a directory first awaits the kernel's dropping of another entry of
+    that directory (INVAL_ENTRY: the kernel takes the directory's lock, which it holds for the
+    LOOKUP until answered); a READ of ``f`` first awaits the kernel's dropping of ``f``'s pages
+    (INVAL_INODE: the kernel locks the pages, which it holds for the READs in flight until
+    answered)."""
+
+    async def lookup(self, parent_inode: int, name: bytes, ctx: RequestContext) -> EntryAttributes:
+        if name.startswith(b"drop-"):
+            assert self.kernel is not None
+            await self.kernel.invalidate_entry(parent_inode, b"other")
+        return await super().lookup(parent_inode, name, ctx)
+
+    async def read(self, fh: int, off: int, size: int) -> Any:
+        assert self.kernel is not None
+        if off == 0 and not self.of("read"):
+            await self.kernel.invalidate_inode(self.files[fh])
+        return await super().read(fh, off, size)
+
+
+async def test_an_operation_awaiting_a_notification_the_kernel_holds_up_for_it_is_answered(tmp_path: Path) -> None:
+    ops = NotifyingOps(timeout=3600.0)
+    d = ops.add_dir(b"d")
+    ops.add_file(b"other", parent=d.ino)
+    ops.add_file(b"drop-me", b"x", parent=d.ino)
+    data = os.urandom(4 << 20)
+    ops.add_file(b"f", data)
+    m = tmp_path / "m"
+    async with mounted(ops, m):
+        await io(os.stat, m / "d" / "other")  # the kernel keeps this entry (for an hour)
+        lookups = len(ops.of("lookup"))
+        assert (await answered_within(30, m, os.stat, m / "d" / "drop-me")).st_size == 1
+        await answered_within(30, m, os.rename, m / "d" / "drop-me", m / "d" / "drop-too")
+        await answered_within(30, m, os.stat, m / "d" / "drop-too")
+        # the notification went to the kernel once the LOOKUP was answered: "other" is asked again
+        await io(os.stat, m / "d" / "other")
+        assert ops.of("lookup")[lookups:].count(("lookup", b"other")) == 1
+        # a READ (the kernel reads ahead: several in flight, their pages locked) awaiting INVAL_INODE
+        assert await answered_within(60, m, (m / "f").read_bytes) == data
