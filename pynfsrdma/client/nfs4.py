@@ -79,7 +79,8 @@ from ..proto.rpcsec_gss import Flavor, flavor_of_secinfo
 from ..rpc.auth import Credential
 from ..session.client_id import ClientID
 from ..session.session import COMPOUND_ROOM
-from ..transport.base import ReplyHints
+from ..transport.base import ReplyHints, SpliceRequest
+from . import read_sink
 from .attributes import (
     FS_INFO_BITMAP,
     NOW,
@@ -93,6 +94,7 @@ from .attributes import (
 )
 from .locks import TO_EOF, LockConflict, LockDenied, LockState, LockTable, plain_lock_type
 from .lost_state import STATE_LOST, Then, on_stateid_error
+from .read_payload import locate_read_data
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -1326,10 +1328,16 @@ class NFSv4:
     async def read(self, of: OpenFile | None, fh: bytes, offset: int, count: int,
                    cred: Credential, *, lock_owner: Hashable | None = None,
                    path: str | None = None) -> tuple[memoryview, bool]:
-        """One READ of at most maxread bytes: (data as a view of the reply, eof)."""
+        """One READ of at most maxread bytes: (data as a view of the reply, eof). The data is a
+        :class:`~.read_sink.SplicedPayload` instead when a pipe was offered for this READ
+        (:mod:`.read_sink`) and the transport spliced the data into it."""
         count = min(count, self.maxread)
+        hints = ReplyHints(ddp_sizes=[count])
+        sink = read_sink.offered(offset, count)
+        if sink is not None:
+            hints.splice = SpliceRequest(sink, locate_read_data, count)
         res = await self.run_with_open(
-            of, lambda s: [PUTFH4args(fh), READ4args(s, offset, count)], cred, ReplyHints(ddp_sizes=[count]),
+            of, lambda s: [PUTFH4args(fh), READ4args(s, offset, count)], cred, hints,
             lock_owner=lock_owner, path=path,
         )
         ok = result_of(res, c.OP_READ)
