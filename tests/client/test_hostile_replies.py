@@ -86,7 +86,8 @@ async def test_a_huge_slot_count_is_refused_at_once(mutating: Proxy, export_path
     assert time.monotonic() - start < 3
     assert e.value.errno == errno.EIO and "ca_maxrequests 4294967295 exceeds its bound 1024" in str(e.value)
     assert "CREATE_SESSION" in str(e.value) and f"127.0.0.1:{proxy.port}" in str(e.value)
-    assert max(gaps) < 0.5, "the event loop stood still"
+    await trio.sleep(0.02)  # the ticker's turn: a refusal sooner than its first tick left it nothing to note
+    assert gaps and max(gaps) < 0.5, "the event loop stood still"
     assert rss_bytes() - before < 50 << 20
 
     p = await trio.to_thread.run_sync(lambda: cli("ls", "--timeout", "2", url(proxy, export_path)))
