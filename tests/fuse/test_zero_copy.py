@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import trio
 
-from pynfsrdma.control import Connection
+from pynfsrdma.control_socket import Connection
 from pynfsrdma.proto.nfs4 import const as c
 from pynfsrdma.testbed import Ganesha, MutatingProxy, Mutation, ReplyMutator, Rule
 from pynfsrdma.testbed.ganesha import ExportPath
