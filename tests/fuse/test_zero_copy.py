@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import trio
 
-from pynfsrdma.control import Connection
+from pynfsrdma.control_socket import Connection
 from pynfsrdma.proto.nfs4 import const as c
 from pynfsrdma.testbed import Ganesha, MutatingProxy, Mutation, ReplyMutator, Rule
 from pynfsrdma.testbed.ganesha import ExportPath
@@ -31,7 +31,6 @@ from pynfsrdma.testbed.ganesha import ExportPath
 MIB = 1 << 20
 KIB = 1 << 10
 STAGED_PER_READ = 256  # data bytes at most that come in with a reply's head (through our memory)
-
 
 
 def payload(mnt: Path) -> dict[str, int]:
