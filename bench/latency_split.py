@@ -7,7 +7,8 @@
 Starts its own NFS-Ganesha (testbed), mounts it (``python -m pynfsrdma.cli.main mount URL MNT -f -o
 channel=CHANNEL``) and runs one request at a time through the mount: ``dd iflag=direct bs=1M`` of a
 file of SIZE (one FUSE READ, one NFS READ each) and ``lstat`` of FILES cold names (one FUSE LOOKUP,
-one NFS LOOKUP each), the page cache dropped first. Meanwhile ``dumpcap`` records the mount's TCP
+one NFS LOOKUP each), the page cache dropped first (``--buffered-first``: the file is read buffered
+through the same mount before, as ``bench_fuse.py`` does). Meanwhile ``dumpcap`` records the mount's TCP
 connection to the server (headers only), and each call is split at the socket's timestamps:
 
 - server: from the call to the first byte of its reply (the server's work, its wake-up, the network);
@@ -138,6 +139,11 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=5000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--buffered-first",
+        action="store_true",
+        help="read the file buffered through the same mount before its O_DIRECT read (as bench_fuse.py does)",
+    )
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("latency_split.py: needs root (FUSE mounts, drop_caches, capture on lo)")
@@ -169,6 +175,10 @@ def main() -> None:
                     cmd = [PY, "-m", "pynfsrdma.cli.main", "mount", server.url, str(mnt), "-f", "-o", f"channel={ch}"]
                     for line in lines:
                         with mounted(cmd, mnt, scratch / f"mount-{ch}.log"):
+                            if line == "read_direct" and args.buffered_first:
+                                drop_caches()
+                                subprocess.run(["dd", f"if={here / 'big'}", "of=/dev/null", "bs=1M"], check=True,
+                                               capture_output=True)
                             drop_caches()
                             cap = Capture(scratch / f"{line}-{ch}-{r}.pcap", server.port)
                             t0 = time.perf_counter()
@@ -188,7 +198,9 @@ def main() -> None:
                         splits.setdefault((line, ch), []).append((per, s))
                         print(
                             f"# {line}, round {r + 1}, {ch}: {per:,.0f} us per request; {s.calls} calls; median us: "
-                            + ", ".join(f"{k} {s.median(k):,.0f}" for k in SHARES),
+                            + ", ".join(f"{k} {s.median(k):,.0f}" for k in SHARES)
+                            + "; mean us: "
+                            + ", ".join(f"{k} {s.mean(k):,.0f}" for k in SHARES),
                             file=sys.stderr,
                             flush=True,
                         )
