@@ -168,8 +168,8 @@ def choose_path(
 ) -> P | None:
     """The path of ``paths`` where a request of ``payload`` bytes is expected to complete first;
     ``avoid`` (the path a request just failed on) only when there is no other."""
-    if not paths:
-        return None
+    if len(paths) <= 1:
+        return paths[0] if paths else None  # (nothing to weigh: one path is taken even when avoided)
     best: P | None = None
     best_time = math.inf
     for path, rate in zip(paths, seed_rates(paths, now), strict=True):

@@ -33,7 +33,6 @@ KIB = 1 << 10
 STAGED_PER_READ = 256  # data bytes at most that come in with a reply's head (through our memory)
 
 
-
 def payload(mnt: Path) -> dict[str, int]:
     with Connection(str(mnt.parent)) as conn:
         counts: dict[str, int] = conn.request("stats")["payload"]
