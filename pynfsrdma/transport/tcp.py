@@ -294,6 +294,13 @@ class TcpTransport(Transport):
         await self._send_record(msg)
 
     # -- receiving ------------------------------------------------------------------------------------
+    async def _readable(self) -> None:
+        """Wait until the socket has data (or the peer's end); a socket closed meanwhile is a lost connection."""
+        try:
+            await trio.lowlevel.wait_readable(self.sock)
+        except trio.ClosedResourceError as e:
+            raise ConnectionLost("connection closed", self.peer) from e
+
     async def _recv_some(
         self, view: memoryview, partial: bool, what: str, head: bool = False
     ) -> tuple[int, bool]:
@@ -307,10 +314,7 @@ class TcpTransport(Transport):
             try:
                 n = sock.recv_into(view[:SPLICE_HEAD] if head and self._splices else view)
             except BlockingIOError:
-                try:
-                    await trio.lowlevel.wait_readable(sock)
-                except trio.ClosedResourceError as e:
-                    raise ConnectionLost("connection closed", self.peer) from e
+                await self._readable()
                 waited = True
                 continue
             except OSError as e:
@@ -424,10 +428,7 @@ class TcpTransport(Transport):
                     if _pipe_full(fd):
                         ok = True  # (the fallback below drains the pipe itself)
                         return await self._unsplice(req, buf, start, got, n), True
-                    try:
-                        await trio.lowlevel.wait_readable(sock)
-                    except trio.ClosedResourceError as e:
-                        raise ConnectionLost("connection closed", self.peer) from e
+                    await self._readable()
                     waited = True
                     continue
                 except OSError as e:
