@@ -91,7 +91,9 @@ from .attributes import (
     entry_attrs_decoder_at,
     setattr_fattr4,
 )
+from .copy_commit import CopyThen, on_commit, on_copy_reply
 from .locks import TO_EOF, LockConflict, LockDenied, LockState, LockTable, plain_lock_type
+from .lost_lock_state import LockThen, on_lock_error
 from .lost_state import STATE_LOST, Then, on_stateid_error
 
 log = logging.getLogger(__name__)
@@ -113,7 +115,7 @@ CLOSE_GONE = frozenset({c.NFS4ERR_BAD_STATEID, c.NFS4ERR_OLD_STATEID, c.NFS4ERR_
                         c.NFS4ERR_STALE_STATEID, c.NFS4ERR_ADMIN_REVOKED})
 
 
-# what LOCK and LOCKU meet when the server no longer has the lock state (or the open) they name
+# what LOCKU meets when the server no longer has the lock state (or the open) it names
 _LOCK_STATE_GONE = STATE_LOST
 # a blocked lock (a LOCK with READW_LT/WRITEW_LT answered NFS4ERR_DENIED) is asked for again after
 # LOCK_POLL_FIRST, then twice as long each time, up to LOCK_POLL_MAX; up to LOCK_POLL_NOTIFIED when the
@@ -124,9 +126,6 @@ LOCK_POLL_MAX = 5.0
 LOCK_POLL_NOTIFIED = 30.0
 # the operations a server told us it does not support (NFSv4.2's optional ones) answer one of these
 _NOT_SUPPORTED = frozenset({c.NFS4ERR_NOTSUPP, c.NFS4ERR_OP_ILLEGAL})
-# a COPY whose data was not committed and whose COMMIT then shows another write verifier (the server
-# restarted in between, and may have lost it) is done again, this many times at most
-COPY_ATTEMPTS = 3
 
 
 def _open_attrs(res: list[ResOp], sent: int) -> FileAttrs | None:
@@ -1165,19 +1164,20 @@ class NFSv4:
                 try:
                     await self._send_lock(st, locktype, offset, length, cred, reclaim=reclaim, path=path)
                     break
-                except LockDenied:
-                    raise
                 except NFS4Error as e:
-                    if e.status not in _LOCK_STATE_GONE or attempts >= 3:
+                    then = on_lock_error(
+                        e.status, denied=isinstance(e, LockDenied), attempts=attempts,
+                        replaced=(st.stateid if st.stateid is not None else st.of.stateid) != basis,
+                        holds_ranges=bool(st.ranges), has_lock_stateid=st.stateid is not None,
+                    )
+                    if then is LockThen.FAIL:
                         raise
-                    if (st.stateid if st.stateid is not None else st.of.stateid) != basis:
-                        continue  # reclaimed meanwhile (it waited in the recovery): again with the new one
-                    if st.ranges:
+                    if then is LockThen.LOSE:
                         self._lose(st, f"the server no longer had them ({e.name})")
-                        st.check(path)
-                    if st.stateid is None:
-                        raise  # (the open itself is gone)
-                    st.stateid = None  # a lock state holding nothing, gone: introduce the owner again
+                        st.check(path)  # (raises LockLost)
+                        raise
+                    if then is LockThen.NEW_LOCK_OWNER:
+                        st.stateid = None
             try:
                 await trio.lowlevel.checkpoint_if_cancelled()
             except trio.Cancelled:
@@ -1427,19 +1427,22 @@ class NFSv4:
         if count <= 0:
             raise ValueError("COPY needs a count (RFC 7862's 0, 'to the end', is not offered)")
         done = 0
-        attempts = 0
+        changes = 0
         while done < count:
             n, committed, verifier = await self._copy_once(
                 src, dst, src_offset + done, dst_offset + done, count - done, cred, path
             )
-            if n and committed == c.UNSTABLE4 and await self.commit(dst.fh, cred, dst_offset + done, n) != verifier:
-                attempts += 1
-                if attempts >= COPY_ATTEMPTS:
-                    raise NFS4Error(c.NFS4ERR_IO, c.OP_COPY, path)
+            then = on_copy_reply(n, committed)
+            if then is CopyThen.COMMIT:
+                then = on_commit(await self.commit(dst.fh, cred, dst_offset + done, n) == verifier, changes=changes)
+            if then is CopyThen.FAIL:
+                raise NFS4Error(c.NFS4ERR_IO, c.OP_COPY, path)
+            if then is CopyThen.COPY_AGAIN:
+                changes += 1
                 log.info("COPY: the write verifier changed before COMMIT: copying again")
                 continue
-            if n == 0:
-                break  # the end of the source
+            if then is CopyThen.END_OF_SOURCE:
+                break
             done += n
         return done
 
