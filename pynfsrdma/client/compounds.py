@@ -200,5 +200,4 @@ class Cookies:
             seen.add(k)
 
 
-
 NO_HINTS = ReplyHints()

@@ -19,6 +19,7 @@ from .open_state import READ_DELEGATIONS, WRITE_DELEGATIONS, Delegation, OpenFil
 
 log = logging.getLogger(__name__)
 
+
 class Delegations(Compounds):
     """Delegations granted, recalled and returned."""
 

@@ -49,7 +49,6 @@ CLOSE_GONE = frozenset({c.NFS4ERR_BAD_STATEID, c.NFS4ERR_OLD_STATEID, c.NFS4ERR_
                         c.NFS4ERR_STALE_STATEID, c.NFS4ERR_ADMIN_REVOKED})
 
 
-
 def _open_attrs(res: list[ResOp], sent: int) -> FileAttrs | None:
     """The attributes an OPEN's COMPOUND ends with (None when it stopped short of them)."""
     last = res[-1]
@@ -59,7 +58,6 @@ def _open_attrs(res: list[ResOp], sent: int) -> FileAttrs | None:
 def _granted(res: list[ResOp]) -> int | None:
     """What the ACCESS in an OPEN's COMPOUND allowed, if it had one."""
     return next((int(r.res.access) for r in res if r.opnum == c.OP_ACCESS), None)
-
 
 
 class OwnerTraffic:
@@ -105,7 +103,6 @@ class OwnerTraffic:
         finally:
             self._closing.subtract(counted)
             self._settle()
-
 
 
 class Opens(ByteRangeLocks, Names):

@@ -128,6 +128,5 @@ class ClientID(Lease):
         await self.paths.aclose()
 
 
-
 __all__ = ["AUTH_NONE_CRED", "CB_PROGRAM", "ClientID", "ReclaimHook", "ServerIdentity", "SessionOptions",
            "default_owner_id"]

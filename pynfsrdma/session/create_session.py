@@ -91,8 +91,6 @@ class ServerIdentity:
     flags: int = 0
 
 
-
-
 ReclaimHook = Callable[["ClientID"], Awaitable[None]]
 
 
@@ -377,7 +375,6 @@ class Establishment:
         st = res.resarray[0].status if res.resarray else res.status
         if st != c.NFS4_OK:
             log.warning("%s: could not bind the backchannel: %s", path.address, status_name(st))
-
 
 
 def status_name(status: int) -> str:

@@ -13,6 +13,7 @@ from .recovery import Recovery
 
 log = logging.getLogger(__name__)
 
+
 class Lease(Recovery):
     """The lease renewed and the status flags watched, as long as the client lives."""
 

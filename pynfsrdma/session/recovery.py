@@ -30,11 +30,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
 @dataclass
 class _Recovery:
     generation: int = 0  # bumped each time a session or client ID is replaced
     lock: trio.Lock = field(default_factory=trio.Lock)
-
 
 
 REVOKED_FLAGS = (
