@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 from .proto.nfs4 import const as c
 from .trace import op_name, status_name
+from .transport.base import SplicedPayload
 
 __all__ = [
     "FORMAT_VERSION",
@@ -269,8 +270,9 @@ class RpcStats:
                     if r.opnum == _OP_READ:
                         n_read = len(r.res.data)
                         self.bytes_read += n_read
-                        if path.transport_kind == "rdma":
-                            bytes_received += n_read  # placed by RDMA Write, not in the message
+                        if path.transport_kind == "rdma" or isinstance(r.res.data, SplicedPayload):
+                            # placed by RDMA Write, or spliced into a pipe: not in the message
+                            bytes_received += n_read
                     elif r.opnum == _OP_WRITE:
                         self.bytes_written += r.res.count
         st = self.ops.get(main)

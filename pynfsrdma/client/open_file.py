@@ -28,6 +28,7 @@ from ..rpc.auth import Credential
 from .attributes import FileAttrs, setattr_fattr4
 from .lost_state import Then, on_stateid_error
 from .nfs4 import NFSv4, OpenFile
+from .read_sink import as_bytes, payload_length
 from .write_plan import COMMIT_WINDOW, Send, WritePlan
 
 log = logging.getLogger(__name__)
@@ -391,6 +392,19 @@ async def read_range(
     the replies' views in order (no copy), and whether the end of the file came. A short READ not
     at the end (a server's limit) is asked on from where it stopped; no READ starts past one that
     came back at the end or short."""
+    views, eof = await _read_range(read, offset, size, maxread, in_flight)
+    if len(views) > 1:  # (to be joined: a READ whose data was spliced into a pipe reads it back)
+        views = [as_bytes(v) for v in views]
+    return views, eof
+
+
+async def _read_range(
+    read: Callable[[int, int], Awaitable[tuple[Any, bool]]],
+    offset: int,
+    size: int,
+    maxread: int,
+    in_flight: Window,
+) -> tuple[list[Any], bool]:
     window = _as_function(in_flight)
     views: list[Any] = []
     pos, end = offset, offset + size
@@ -408,7 +422,7 @@ async def read_range(
             if result is None:
                 break  # (not started: an earlier READ ended short, and the rest is asked again)
             data, eof = result
-            got = memoryview(data).nbytes
+            got = payload_length(data)
             if got:
                 views.append(data)
             pos += got
@@ -441,7 +455,7 @@ async def _read_spans(
         nonlocal stop, running
         try:
             data, eof = results[i] = await read(o, n)
-            if eof or memoryview(data).nbytes < n:
+            if eof or payload_length(data) < n:
                 stop = min(stop, i + 1)
         finally:
             running -= 1

@@ -19,10 +19,12 @@ from ..proto.nfs4.types import (
     stateid4,
 )
 from ..rpc.auth import Credential
-from ..transport.base import ReplyHints
+from ..transport.base import ReplyHints, SpliceRequest
+from . import read_sink
 from .attributes import STAT_BITMAP, FileAttrs
 from .compounds import Compounds, Parsed, last_attrs
 from .open_state import ANONYMOUS_STATEID, OpenFile
+from .read_payload import locate_read_data
 
 
 class ReadWrite(Compounds):
@@ -31,10 +33,16 @@ class ReadWrite(Compounds):
     async def read(self, of: OpenFile | None, fh: bytes, offset: int, count: int,
                    cred: Credential, *, lock_owner: Hashable | None = None,
                    path: str | None = None) -> tuple[memoryview, bool]:
-        """One READ of at most maxread bytes: (data as a view of the reply, eof)."""
+        """One READ of at most maxread bytes: (data as a view of the reply, eof). The data is a
+        :class:`~.read_sink.SplicedPayload` instead when a pipe was offered for this READ
+        (:mod:`.read_sink`) and the transport spliced the data into it."""
         count = min(count, self.maxread)
+        hints = ReplyHints(ddp_sizes=[count])
+        sink = read_sink.offered(offset, count)
+        if sink is not None:
+            hints.splice = SpliceRequest(sink, locate_read_data, count)
         res = await self.run_with_open(
-            of, lambda s: [PUTFH4args(fh), READ4args(s, offset, count)], cred, ReplyHints(ddp_sizes=[count]),
+            of, lambda s: [PUTFH4args(fh), READ4args(s, offset, count)], cred, hints,
             lock_owner=lock_owner, path=path,
         )
         ok = result_of(res, c.OP_READ)

@@ -1,6 +1,11 @@
 """The native FUSE channel: the kernel protocol (:mod:`.kernel`) spoken on /dev/fuse from trio, with
 no libfuse.
 
+A READ is answered through a pipe of its own where the transport can splice the data from its socket
+into it (:mod:`.reply_pipe`, :mod:`~pynfsrdma.client.read_sink`): the reply then goes from the pipe to
+/dev/fuse by splice, and its data never passes through this process; otherwise its data is written as
+below.
+
 Requests are read into pooled buffers (as large as the largest request, ``max_write`` plus the headers)
 by one worker task at a time, the reader. The reader answers the request it read itself: it calls the
 :class:`~.lowlevel.Operations` method and writes the reply with one ``writev`` (a READ's data from the
@@ -33,6 +38,7 @@ from typing import Any
 
 import trio
 
+from ..client import read_sink
 from ..trio_compat import run_sync_abandoning
 from . import fusermount
 from .kernel import abi, notify, replies
@@ -41,6 +47,7 @@ from .kernel.forgets import Forgets
 from .kernel.init import LOCKS, WANTED, InitRefused, Negotiated, Wanted, negotiate
 from .kernel.interrupts import Interrupts
 from .lowlevel import EntryAttributes, FileLock, FUSEError, Operations, RequestContext, SetattrFields
+from .reply_pipe import ReplyPipe, ReplyPipes
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +63,9 @@ NOTIFIERS = 16  # threads writing notifications at once, at most
 # or the file system is gone (ENODEV, EBADF)
 GONE = (errno.ENOENT, errno.ENODEV, errno.EBADF, errno.ENOTCONN)
 
-Reply = bytes | list[Any]
+Reply = bytes | list[Any] | ReplyPipe
+# PYNFSRDMA_SPLICE=0 answers every READ by writev (for measuring)
+SPLICE = hasattr(os, "splice") and os.environ.get("PYNFSRDMA_SPLICE", "1") != "0"
 
 
 class RequestBuffer:
@@ -187,13 +196,24 @@ class NativeChannel:
 
     name = "native"
 
-    def __init__(self, ops: Operations, mountpoint: str, options: set[str], wanted: Wanted | None = None) -> None:
+    def __init__(
+        self,
+        ops: Operations,
+        mountpoint: str,
+        options: set[str],
+        wanted: Wanted | None = None,
+        splice: bool = SPLICE,
+    ) -> None:
         self.ops = ops
         self.spec = fusermount.MountSpec.from_options(mountpoint, options)
         if wanted is None:
             wanted = Wanted(flags=WANTED | (LOCKS if _handles_locks(ops) else 0))
         self.wanted = wanted
         self.buffers = RequestBuffers(wanted.max_write + abi.REQUEST_HEADER_ROOM)
+        self.pipes = ReplyPipes() if splice else None
+        self.bytes_written = 0  # READ data written from this process's memory (writev)
+        self.write_bytes_in_place = 0  # WRITE data handed on as a view of the buffer the kernel wrote
+        self.write_bytes_copied = 0  # WRITE data copied out of it (a small write)
         self.agreed: Negotiated | None = None
         self.initialized = trio.Event()
         self.requests = 0  # read so far
@@ -239,7 +259,21 @@ class NativeChannel:
     def terminate(self) -> None:
         self._stop()
 
+    def counts(self) -> dict[str, int]:
+        """READ replies by how their data went (spliced from a pipe, or written from memory), and
+        WRITE data by how it reached the operations (in the request's buffer, or copied)."""
+        pipes = self.pipes
+        return {
+            "read_replies_spliced": pipes.spliced if pipes else 0,
+            "read_bytes_spliced": pipes.bytes_spliced if pipes else 0,
+            "read_bytes_written": self.bytes_written,
+            "write_bytes_in_place": self.write_bytes_in_place,
+            "write_bytes_copied": self.write_bytes_copied,
+        }
+
     def close(self) -> None:
+        if self.pipes is not None:
+            self.pipes.close()
         if self._mounted is not None:
             self._mounted.unmount()
             self._mounted = None
@@ -463,6 +497,8 @@ class NativeChannel:
         try:
             if isinstance(reply, bytes):
                 os.write(self._fd, reply)
+            elif isinstance(reply, ReplyPipe):
+                self._send_pipe(reply)
             else:
                 os.writev(self._fd, reply)
         except OSError as e:
@@ -470,6 +506,26 @@ class NativeChannel:
                 log.debug("reply not taken: %s", e)
             else:
                 log.error("reply refused by the kernel: %s", e)
+
+    def _send_pipe(self, pipe: ReplyPipe) -> None:
+        """Splice a READ reply from its pipe into the kernel's request; if the kernel refuses it (it
+        never should), the request is answered EIO rather than left waiting."""
+        pipes = self.pipes
+        assert pipes is not None
+        try:
+            sent = pipe.send(self._fd)
+        except OSError as e:
+            if e.errno in GONE:
+                raise
+            log.error("READ reply of %d bytes refused by the kernel: %s", pipe.length, e)
+            sent = -1
+        finally:
+            pipes.give_back(pipe)
+        if sent == pipe.length + abi.OUT_HEADER.size:
+            pipes.spliced += 1
+            pipes.bytes_spliced += pipe.length
+        else:
+            self._send(replies.error(pipe.unique, errno.EIO))
 
     # -- the requests --------------------------------------------------------------------------------
     async def _lookup(self, r: rq.Named) -> Reply:
@@ -541,20 +597,42 @@ class NativeChannel:
         return replies.create(r.unique, attrs, fi)
 
     async def _read(self, r: rq.Read) -> Reply:
-        data = await self.ops.read(r.fh, r.offset, r.size)
+        pipe = self.pipes.take(r.unique) if self.pipes is not None else None
+        if pipe is None:
+            return self._data(r, await self.ops.read(r.fh, r.offset, r.size))
+        try:
+            with read_sink.offering(pipe, r.offset, r.size):
+                data = await self.ops.read(r.fh, r.offset, r.size)
+            if isinstance(data, read_sink.SplicedPayload):
+                if pipe.holds(data) and data.length <= r.size:
+                    reply, pipe = pipe, None
+                    return reply  # (sent by splice, and given back, by _send)
+                data = data.materialize()
+            return self._data(r, data)
+        finally:
+            if pipe is not None:
+                self.pipes.give_back(pipe)  # type: ignore[union-attr]
+
+    def _data(self, r: rq.Read, data: Any) -> Reply:
         if isinstance(data, list | tuple):
-            return replies.data_parts(r.unique, data)
-        if len(data) > r.size:
-            data = memoryview(data)[: r.size]
-        return replies.data(r.unique, data)
+            reply = replies.data_parts(r.unique, data)
+        else:
+            if len(data) > r.size:
+                data = memoryview(data)[: r.size]
+            reply = replies.data(r.unique, data)
+        self.bytes_written += sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in reply[1:])
+        return reply
 
     async def _write(self, r: rq.Write) -> Reply:
         data: Any = r.data
         r.data = EMPTY_VIEW  # (the operation's reference is the only one that may outlive the request)
         if data.nbytes * 2 < self.buffers.size:
+            self.write_bytes_copied += data.nbytes
             small = bytes(data)
             data.release()
             data = small
+        else:
+            self.write_bytes_in_place += data.nbytes
         n = await self.ops.write(r.fh, r.offset, data)
         return replies.write(r.unique, n)
 

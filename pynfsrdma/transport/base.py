@@ -14,6 +14,7 @@ from __future__ import annotations
 import abc
 import errno
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -82,6 +83,92 @@ class CallError:
     error: CallFailed
 
 
+class PayloadSink(abc.ABC):
+    """Somewhere a reply's bulk payload can go without passing through this process's memory: a
+    pipe, which the TCP transport fills by splice(2) straight from the socket. Whoever offers the
+    sink decides what the pipe holds before the payload (:meth:`begin`) and what becomes of it.
+
+    One payload at a time: :meth:`begin` returns None while another transport fills it.
+    """
+
+    @abc.abstractmethod
+    def begin(self, length: int) -> int | None:
+        """A payload of ``length`` bytes comes: the file descriptor of the pipe to write it into
+        (what the pipe held before is dropped), or None to have it received as usual."""
+
+    @abc.abstractmethod
+    def end(self, complete: bool) -> int:
+        """The payload :meth:`begin` announced is all in the pipe (``complete``), or it never will
+        be (a connection cut, a pipe too full): what is in the pipe is dropped. Returns the number
+        of this filling (:attr:`SplicedPayload.filling`)."""
+
+    @abc.abstractmethod
+    def holds(self, payload: SplicedPayload) -> bool:
+        """The pipe holds ``payload``, whole, and nothing filled after it."""
+
+    @abc.abstractmethod
+    def take_back(self, into: memoryview) -> None:
+        """Read the payload bytes the pipe holds (all of them, ``into.nbytes``) into ``into``; the
+        pipe is then empty (the fallback when the pipe cannot take the whole payload)."""
+
+
+#: what a locator returns for a reply head too short to tell where the payload starts
+NEED_MORE: tuple[int, int] = (-1, -1)
+
+
+@dataclass(slots=True)
+class SpliceRequest:
+    """Splice the bulk payload of this call's reply into ``sink`` where the transport can.
+
+    ``locate(head)``: given the first bytes of the reply message (from its XID on), where the
+    payload starts in the message and how long it is, :data:`NEED_MORE` when ``head`` is too short
+    to tell, or None when the reply has no payload to splice (an error status, another shape). A
+    sans-I/O decision of the layer that decodes the reply: the transport only acts on it.
+    ``max_length``: a longer payload is not spliced (the decoder then refuses the reply as usual).
+    """
+
+    sink: PayloadSink
+    locate: Callable[[memoryview], tuple[int, int] | None]
+    max_length: int
+
+
+class SplicedPayload:
+    """A reply's payload that went into a :class:`PayloadSink`'s pipe instead of into the reply's
+    buffer (what ``Unpacker.bulk()`` returns for it). It has a length and no bytes: whoever
+    offered the sink sends the pipe on; :meth:`materialize` reads the bytes back when they are
+    needed as bytes after all (a copy)."""
+
+    __slots__ = ("_bytes", "filling", "length", "sink")
+
+    def __init__(self, sink: PayloadSink, filling: int, length: int) -> None:
+        self.sink = sink
+        self.filling = filling
+        self.length = length
+        self._bytes: memoryview | None = None
+
+    def __len__(self) -> int:
+        return self.length
+
+    @property
+    def nbytes(self) -> int:
+        return self.length
+
+    @property
+    def materialized(self) -> bool:
+        return self._bytes is not None
+
+    def materialize(self) -> memoryview:
+        """The payload as bytes, read back out of the pipe (once; the pipe is then empty)."""
+        if self._bytes is None:
+            if not self.sink.holds(self):
+                raise TransportError("the spliced payload is no longer in its pipe")
+            buf = memoryview(bytearray(self.length))
+            self.sink.take_back(buf)
+            self.sink.end(False)
+            self._bytes = buf
+        return self._bytes
+
+
 @dataclass(slots=True)
 class ReplyHints:
     """What a call's reply may contain, for transports that place data directly (RDMA).
@@ -89,10 +176,12 @@ class ReplyHints:
     ``ddp_sizes``: for each DDP-eligible item of the reply, in order (each READ's data, READLINK's
     link), the largest size it can have. ``max_reply``: an upper bound on the whole reply's size
     (without the DDP items) when it may be large (READDIR, a big GETATTR); 0 when small.
+    ``splice``: a pipe the reply's one bulk payload may be spliced into (TCP; others ignore it).
     """
 
     ddp_sizes: list[int] = field(default_factory=list)
     max_reply: int = 0
+    splice: SpliceRequest | None = None  # (TCP) where the payload may be spliced to
 
 
 NO_HINTS = ReplyHints()

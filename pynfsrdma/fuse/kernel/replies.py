@@ -186,6 +186,11 @@ def data(unique: int, payload: Any) -> list[Any]:
     return [_HEADER.pack(_HEADER.size + n, 0, unique), payload]
 
 
+def data_header(unique: int, n: int) -> bytes:
+    """The header of a successful reply whose ``n`` bytes of data follow it separately (spliced)."""
+    return _HEADER.pack(_HEADER.size + n, 0, unique)
+
+
 def data_parts(unique: int, parts: Sequence[Any]) -> list[Any]:
     """The header and several bytes-like objects one after the other."""
     n = sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in parts)
