@@ -28,7 +28,6 @@ it; median and worst), the operations lost or repeated, and whether every transf
 from __future__ import annotations
 
 import argparse
-import errno
 import hashlib
 import json
 import os
@@ -122,6 +121,7 @@ async def _failover(nfs: Any, addresses: list[str], state_dir: str, size: int, c
     small files: how long the READs, WRITEs and operations in flight at each cut took to finish after
     it, the operations lost or repeated, and whether every transfer's data came back intact."""
     from pynfsrdma.testbed import daemon
+    from pynfsrdma.testbed.failover_workload import CreateRename, stall_times
 
     data = os.urandom(size)
     digest = hashlib.sha256(data).digest()
@@ -132,33 +132,8 @@ async def _failover(nfs: Any, addresses: list[str], state_dir: str, size: int, c
     _record_calls(nfs.nfs, spans)
     work = f"/failover-{os.getpid()}"
     await nfs.mkdir(work)
-    acknowledged: list[tuple[str, str]] = []
-    done = trio.Event()
-
-    async def op(coro: Any) -> bool:
-        start = trio.current_time()
-        try:
-            await coro
-        except OSError as e:
-            if e.errno in (errno.EEXIST, errno.ENOENT):
-                report["repeated"] += 1
-            report["errors"].append(str(e))
-            return False
-        spans.append((start, trio.current_time()))
-        report["completed"] += 1
-        return True
-
-    async def create(name: str) -> None:
-        async with await nfs.open(name, "x") as f:
-            await f.write(name.encode().ljust(4096, b"."))
-
-    async def worker(w: int) -> None:
-        k = 0
-        while not done.is_set():
-            tmp, final = f"{work}/t{w}-{k}", f"{work}/f{w}-{k}"
-            if await op(create(tmp)) and await op(nfs.rename(tmp, final)):
-                acknowledged.append((tmp, final))
-            k += 1
+    load = CreateRename(nfs, work, spans)
+    done = load.done
 
     async def transfers() -> None:
         i = 0
@@ -186,15 +161,13 @@ async def _failover(nfs: Any, addresses: list[str], state_dir: str, size: int, c
 
     async with trio.open_nursery() as n:
         for w in range(2):
-            n.start_soon(worker, w)
+            n.start_soon(load.worker, w)
         n.start_soon(transfers)
         n.start_soon(scenario)
-    present = set(await nfs.listdir(work))
-    for tmp, final in acknowledged:
-        if final.rsplit("/", 1)[1] not in present or await nfs.read_file(final) != tmp.encode().ljust(4096, b"."):
-            report["lost"] += 1
+    report["completed"], report["repeated"], report["errors"] = load.completed, load.repeated, load.errors
+    report["lost"] = await load.lost()
     await nfs.rmtree(work)
-    stalls = [max((end - t for start, end in spans if start <= t < end), default=0.0) for t in fault_times]
+    stalls = stall_times(spans, fault_times)
     report["stalls_s"] = [round(x, 3) for x in stalls]
     report["stall_median_s"] = round(statistics.median(stalls), 3) if stalls else 0.0
     report["stall_worst_s"] = round(max(stalls, default=0.0), 3)

@@ -16,7 +16,6 @@ cuts (or stalls) one path after another and restores it. It reports:
 from __future__ import annotations
 
 import argparse
-import errno
 import os
 import statistics
 import sys
@@ -27,13 +26,13 @@ import trio
 
 from ..client.api import Client
 from ..client.url import parse_url
+from ..testbed.failover_workload import CreateRename, stall_times
 from ..testbed.proxied_paths import open_paths
 from .output import print_json
 
 __all__ = ["FailoverReport", "handler", "register", "run_failover"]
 
 PROG = "pynfsrdma failover-test"
-FILE_SIZE = 4096
 
 
 @dataclass
@@ -101,33 +100,7 @@ async def run_failover(
             with trio.move_on_after(10):
                 await nfs.trunking.settled.wait()
             await nfs.mkdir(work)
-            done = trio.Event()
-            acknowledged: list[tuple[str, str]] = []  # (name created, name renamed to)
-
-            async def op(coro: Any) -> bool:
-                start = trio.current_time()
-                try:
-                    await coro
-                except OSError as e:
-                    if e.errno in (errno.EEXIST, errno.ENOENT):
-                        report.operations_repeated += 1
-                    report.errors.append(str(e))
-                    return False
-                spans.append((start, trio.current_time()))
-                report.operations_completed += 1
-                return True
-
-            async def create(name: str) -> None:
-                async with await nfs.open(name, "x") as f:
-                    await f.write(name.encode().ljust(FILE_SIZE, b"."))
-
-            async def worker(w: int) -> None:
-                k = 0
-                while not done.is_set():
-                    tmp, final = f"{work}/t{w}-{k}", f"{work}/f{w}-{k}"
-                    if await op(create(tmp)) and await op(nfs.rename(tmp, final)):
-                        acknowledged.append((tmp, final))
-                    k += 1
+            load = CreateRename(nfs, work, spans)
 
             async def scenario() -> None:
                 await trio.sleep(interval)
@@ -138,26 +111,22 @@ async def run_failover(
                     await trio.sleep(down)
                     proxy.restore()
                     await trio.sleep(interval)
-                done.set()
+                load.done.set()
 
             t0 = trio.current_time()
             async with trio.open_nursery() as n:
                 for w in range(workers):
-                    n.start_soon(worker, w)
+                    n.start_soon(load.worker, w)
                 n.start_soon(scenario)
             report.duration_s = trio.current_time() - t0
-            present = set(await nfs.listdir(work))
-            for tmp, final in acknowledged:
-                name = final.rsplit("/", 1)[1]
-                if name not in present or (await nfs.read_file(final)) != tmp.encode().ljust(FILE_SIZE, b"."):
-                    report.operations_lost += 1
+            report.operations_completed, report.operations_repeated = load.completed, load.repeated
+            report.errors = load.errors
+            report.operations_lost = await load.lost()
             session = nfs.clientid.session
             report.resends = session.resends if session is not None else 0
             await nfs.rmtree(work)
         nursery.cancel_scope.cancel()
-    for t in fault_times:
-        waits = [end - t for start, end in spans if start <= t < end]
-        report.stall_times_s.append(max(waits, default=0.0))
+    report.stall_times_s = stall_times(spans, fault_times)
     return report
 
 

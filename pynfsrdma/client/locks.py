@@ -28,7 +28,7 @@ from ..proto.nfs4 import const as c
 from ..proto.nfs4.types import LOCK4denied, exist_lock_owner4, lock_owner4, open_to_lock_owner4, stateid4
 
 if TYPE_CHECKING:
-    from .nfs4 import OpenFile
+    from .open_state import OpenFile
 
 TO_EOF = c.NFS4_UINT64_MAX  # an NFS lock length: from the offset to the end of the file, however it grows
 OFFSET_MAX = (1 << 63) - 1  # POSIX (and FUSE): the largest file offset; a lock ending there runs to end of file

@@ -25,7 +25,7 @@ from ..xdr import Packer, Unpacker, XdrError
 from .slot_table import Arrival, arrival
 
 if TYPE_CHECKING:
-    from .client_id import ClientID
+    from .create_session import Establishment
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class _CbSlot:
 
 
 class Backchannel:
-    def __init__(self, client: ClientID) -> None:
+    def __init__(self, client: Establishment) -> None:
         self.client = client
         self.slots: list[_CbSlot] = []
         self.on_recall: RecallHook | None = None
@@ -176,6 +176,6 @@ def _encode(status: int, tag: str, results: list[ResOp]) -> bytes:
 
 
 def _cb_program() -> int:
-    from .client_id import CB_PROGRAM
+    from .create_session import CB_PROGRAM
 
     return CB_PROGRAM

@@ -186,3 +186,15 @@ async def test_registration_rules():
             c.post_recv(ro)
         a, b = c.register(bytearray(10), RW), c.register(bytearray(10), RW)
         assert a.handle != b.handle and not a.contains(b.address, 1)
+
+
+async def test_a_read_only_buffer_is_registered_for_reading_only():
+    async with pair() as (c, _s):
+        with pytest.raises(ValueError, match="writable access needs a writable buffer"):
+            c.register(b"constant", Access.LOCAL_WRITE)
+        with pytest.raises(ValueError, match="writable access needs a writable buffer"):
+            c.register(memoryview(bytearray(8)).toreadonly(), Access.REMOTE_WRITE)
+        assert c.registrations == 0  # nothing was left registered by the refusals
+        region = c.register(b"constant", Access.REMOTE_READ)
+        assert region.valid and bytes(region.buffer) == b"constant" and c.registrations == 1
+        c.deregister(region)

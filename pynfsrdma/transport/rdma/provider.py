@@ -100,6 +100,15 @@ class Received:
         self.data = self.region.buffer[: self.byte_len]
 
 
+def registrable(buffer: Buffer, access: Access) -> memoryview:
+    """``buffer`` as bytes, to be registered with ``access`` (every provider's :meth:`Connection.register`
+    starts here): writable access needs a writable buffer (ValueError)."""
+    view = memoryview(buffer).cast("B")
+    if access & (Access.LOCAL_WRITE | Access.REMOTE_WRITE) and view.readonly:
+        raise ValueError("writable access needs a writable buffer")
+    return view
+
+
 class Connection(abc.ABC):
     """One reliable-connected queue pair."""
 

@@ -83,6 +83,7 @@ from .provider import (
     Received,
     ReceiverNotReady,
     RemoteAccessError,
+    registrable,
 )
 
 log = logging.getLogger(__name__)
@@ -411,9 +412,7 @@ class PyverbsConnection(Connection):
         return len(self._regions)
 
     def register(self, buffer: Buffer, access: Access) -> MemoryRegion:
-        view = memoryview(buffer).cast("B")
-        if access & (Access.LOCAL_WRITE | Access.REMOTE_WRITE) and view.readonly:
-            raise ValueError("writable access needs a writable buffer")
+        view = registrable(buffer, access)
         e = self._pv["enums"]
         window = self.own_qp and bool(access & (Access.REMOTE_READ | Access.REMOTE_WRITE))
         flags = 0

@@ -49,6 +49,7 @@ from .provider import (
     Received,
     ReceiverNotReady,
     RemoteAccessError,
+    registrable,
 )
 
 CM_REQ_PRIVATE_DATA_MAX: Final = 56
@@ -147,9 +148,7 @@ class SoftConnection(Connection):
 
     # -- memory ---------------------------------------------------------------------------------
     def register(self, buffer: Buffer, access: Access) -> MemoryRegion:
-        view = memoryview(buffer).cast("B")
-        if access & (Access.LOCAL_WRITE | Access.REMOTE_WRITE) and view.readonly:
-            raise ValueError("writable access needs a writable buffer")
+        view = registrable(buffer, access)
         handle = secrets.randbits(32) or 1
         while handle in self._regions:
             handle = secrets.randbits(32) or 1
