@@ -110,7 +110,7 @@ def test_an_rdma_path_and_tcp_paths_carry_bytes_as_their_rates(
     spread by the same rule, each link's share of the bytes within 25% of its rate's share."""
     state = link_testbed(",".join(map(str, rates)), 3, rdma=True)
     assert [p["transport"] for p in state["paths"]] == ["tcp", "tcp", "rdma"]
-    report = run_scenario(state, "mixed")
+    report = run_scenario(state, "mixed", size=128 * MiB)
     rdma_path = f"{state['rdma']['address']}:{state['rdma']['port']}"
     assert report["transports"] == {
         **{f"{p['address']}:{p['port']}": "tcp" for p in state["paths"][:2]},
