@@ -14,7 +14,7 @@ namespace, mounts the first path and finds the others by trunking discovery; it 
 (closing it: the data is on the server) and reads it back as a stream (``File.iter_views``: the
 replies' buffers, no copy), ``--repeat`` times, and checks the data by sha256 every time (after
 the clock stops). With ``--put`` (the default) it also copies a local file of that size to the
-server, ``--repeat`` times each way in turn: ``Client.put`` (a pipeline: the next block is read
+server, ``--repeat`` times each way, taking turns at going first: ``Client.put`` (a pipeline: the next block is read
 while the WRITEs before it are in flight) and, to say what the pipeline adds, a put window by window
 (a window of the local file read, ``File.pwrite`` of it, which returns once its WRITEs are answered,
 then the next); each copy is checked by sha256 of the file on the server's disk. ``--mixed``: a
@@ -90,7 +90,8 @@ async def _puts(nfs: Any, data: bytes, repeat: int, export_dir: str) -> dict[str
         local.write(data)
         local.flush()
         for i in range(repeat):
-            for key in ("put_MBps", "put_window_MBps"):
+            order = ("put_MBps", "put_window_MBps")
+            for key in order if i % 2 == 0 else order[::-1]:  # (each goes first every other time)
                 name = f"/bench-put-{os.getpid()}-{i}-{key}"
                 t = time.perf_counter()
                 if key == "put_MBps":

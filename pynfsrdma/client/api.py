@@ -50,6 +50,7 @@ from .url import NfsURL, URLError, check_url_options, minor_version, parse_url, 
 
 Progress = Callable[[int], None]
 PUT_READ_AHEAD = 2  # blocks of the local file read and not yet handed to WRITEs, at most (put)
+PUT_BLOCK_WRITES = 4  # wsize WRITEs per block put reads (each read is a hop to a thread and back)
 MAX_SYMLINKS = 40
 XATTR_USER = "user."  # the namespace of extended attributes NFSv4.2 carries (RFC 8276)
 RELEASE_TIMEOUT = 5.0  # at the end, locks and opens still held are given back within this long at most
@@ -612,8 +613,8 @@ class Client:
         return total
 
     async def put(self, local: str, remote: str, progress: Progress | None = None, perm: int = 0o644) -> int:
-        """Copy a local file to a remote one; returns bytes copied. A pipeline: the next wsize block of
-        the local file is read (in a thread) while the WRITEs of the blocks before it are in flight,
+        """Copy a local file to a remote one; returns bytes copied. A pipeline: the next block of the
+        local file (PUT_BLOCK_WRITES x wsize) is read in a thread while the WRITEs of the blocks before it are in flight,
         as many as fill the session's live paths (:meth:`File.pwrite_behind`); a COMMIT goes in the
         background as a window's worth waits for one, and the last at the close. A block goes to the
         wire from the bytes the local read returned (no other copy). ``progress(n)``: n bytes of the
@@ -623,7 +624,7 @@ class Client:
         never returns as if all was copied when the server did not take all of it. The remote file
         then holds what went before the failure; removing it is the caller's choice (the CLI's put
         removes it and says so)."""
-        block = self.nfs.maxwrite
+        block = self.nfs.maxwrite * PUT_BLOCK_WRITES
         total = 0
         async with await self.open(remote, "w", perm) as f:
             with open(local, "rb", buffering=0) as src:
