@@ -614,9 +614,10 @@ class Client:
 
     async def put(self, local: str, remote: str, progress: Progress | None = None, perm: int = 0o644) -> int:
         """Copy a local file to a remote one; returns bytes copied. A pipeline: the next block of the
-        local file (PUT_BLOCK_WRITES x wsize) is read in a thread while the WRITEs of the blocks before it are in flight,
-        as many as fill the session's live paths (:meth:`File.pwrite_behind`); a COMMIT goes in the
-        background as a window's worth waits for one, and the last at the close. A block goes to the
+        local file (PUT_BLOCK_WRITES x wsize) is read in a thread while the WRITEs of the blocks
+        before it are in flight, as many as fill the session's live paths
+        (:meth:`File.pwrite_behind`); a COMMIT goes in the background as a window's worth waits for
+        one, and the last at the close. A block goes to the
         wire from the bytes the local read returned (no other copy). ``progress(n)``: n bytes of the
         local file handed to WRITEs so far.
 
