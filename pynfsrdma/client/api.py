@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import fnmatch
+import io
 import os
 import posixpath
 import stat
@@ -54,6 +55,10 @@ PUT_BLOCK_WRITES = 4  # wsize WRITEs per block put reads (each read is a hop to 
 MAX_SYMLINKS = 40
 XATTR_USER = "user."  # the namespace of extended attributes NFSv4.2 carries (RFC 8276)
 RELEASE_TIMEOUT = 5.0  # at the end, locks and opens still held are given back within this long at most
+
+
+def _open_for_reading(path: str) -> io.FileIO:
+    return open(path, "rb", buffering=0)  # (closed by the caller)
 
 
 def glob_magic(name: str) -> bool:
@@ -627,8 +632,11 @@ class Client:
         removes it and says so)."""
         block = self.nfs.maxwrite * PUT_BLOCK_WRITES
         total = 0
-        async with await self.open(remote, "w", perm) as f:
-            with open(local, "rb", buffering=0) as src:
+        # the local file first (in a thread: a FIFO's open waits for its writer): a local file that
+        # cannot be read leaves the remote one as it was
+        src = await trio.to_thread.run_sync(_open_for_reading, local)
+        with src:
+            async with await self.open(remote, "w", perm) as f:
                 blocks, taken = trio.open_memory_channel[bytes](PUT_READ_AHEAD)
 
                 async def read_blocks() -> None:
