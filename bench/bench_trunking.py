@@ -1,8 +1,10 @@
-"""Trunking over links: sequential write and read of one file over 1..4 paths of the same rate and over
-unequal rates, each against the sum of the link rates; a link slowed and paths cut during transfers.
+"""Trunking over links: sequential write, read and put of one file over 1..4 paths of the same rate, over
+unequal rates and over TCP paths with an RPC-over-RDMA one, each against the sum of the link rates; a
+link slowed and paths cut during transfers.
 
-    .venv/bin/python -m bench.bench_trunking [--rate 40] [--unequal 40,20,10,10] [--paths 1,2,3,4]
-                                             [--size-mib 512] [--repeat 3] [--[no-]one-link] [--faults 4]
+    .venv/bin/python -m bench.bench_trunking [--rate 40] [--unequal 40,20,10,10] [--mixed 20,20,40]
+                                             [--paths 1,2,3,4] [--size-mib 512] [--repeat 3]
+                                             [--[no-]one-link] [--[no-]put] [--faults 4]
                                              [--rate-to MBPS]
                                              [--cuts 10] [--down 0.5] [--interval 0.5] [--json]
 
@@ -11,7 +13,13 @@ network namespace of its own, each path a kernel rate limit; root). The client r
 namespace, mounts the first path and finds the others by trunking discovery; it writes the file
 (closing it: the data is on the server) and reads it back as a stream (``File.iter_views``: the
 replies' buffers, no copy), ``--repeat`` times, and checks the data by sha256 every time (after
-the clock stops). The first row, over 127.0.0.1 in the namespace through no link at all, is what the
+the clock stops). With ``--put`` (the default) it also copies a local file of that size to the
+server, ``--repeat`` times each way, taking turns at going first: ``Client.put`` (a pipeline: the next block is read
+while the WRITEs before it are in flight) and, to say what the pipeline adds, a put window by window
+(a window of the local file read, ``File.pwrite`` of it, which returns once its WRITEs are answered,
+then the next); each copy is checked by sha256 of the file on the server's disk. ``--mixed``: a
+layout whose last link is RPC-over-RDMA (``testbed up --rdma``: the software provider, its queue
+pair a TCP connection shaped by the link as the others) and the others TCP, in one session. The first row, over 127.0.0.1 in the namespace through no link at all, is what the
 client and the server make of this machine's CPUs: no layout can go above it. A row of one link as
 fast as the most equal links together (``--one-link``) says what one connection makes of that rate:
 what trunking adds is measured against it.
@@ -61,7 +69,43 @@ async def _connected(nfs: Any, paths: int) -> list[Any]:
     return list(nfs.trunking.paths.paths)
 
 
-async def _client(url: str, paths: int, size: int, repeat: int) -> dict[str, Any]:
+async def _put_window_by_window(nfs: Any, local: str, remote: str) -> int:
+    """A put that waits for each window of WRITEs to be answered before it reads the next window."""
+    chunk = nfs.nfs.maxwrite
+    total = 0
+    async with await nfs.open(remote, "w") as f:
+        with open(local, "rb", buffering=0) as src:
+            while blk := src.read(chunk * nfs.io_window(chunk)):
+                await f.pwrite(total, blk)
+                total += len(blk)
+    return total
+
+
+async def _puts(nfs: Any, data: bytes, repeat: int, export_dir: str) -> dict[str, list[float]]:
+    """``Client.put`` and the put window by window, in turn, of a local file of ``data``."""
+    digest = hashlib.sha256(data).hexdigest()
+    out: dict[str, list[float]] = {"put_MBps": [], "put_window_MBps": []}
+    with tempfile.NamedTemporaryFile(prefix="bench-put-", dir="/tmp") as local:
+        local.write(data)
+        local.flush()
+        for i in range(repeat):
+            order = ("put_MBps", "put_window_MBps")
+            for key in order if i % 2 == 0 else order[::-1]:  # (each goes first every other time)
+                name = f"/bench-put-{os.getpid()}-{i}-{key}"
+                t = time.perf_counter()
+                if key == "put_MBps":
+                    n = await nfs.put(local.name, name)
+                else:
+                    n = await _put_window_by_window(nfs, local.name, name)
+                out[key].append(len(data) / (time.perf_counter() - t) / 1e6)
+                on_disk = hashlib.sha256((Path(export_dir) / name.lstrip("/")).read_bytes()).hexdigest()
+                if n != len(data) or on_disk != digest:
+                    raise AssertionError(f"{key}: the file on the server differs from the local one")
+                await nfs.remove(name)
+    return out
+
+
+async def _client(url: str, paths: int, size: int, repeat: int, export_dir: str | None = None) -> dict[str, Any]:
     from pynfsrdma.client.api import Client
 
     data = os.urandom(size)
@@ -71,6 +115,10 @@ async def _client(url: str, paths: int, size: int, repeat: int) -> dict[str, Any
     async with Client.connect(url, hard=True, timeo=60) as nfs:
         if paths > 1:
             await _connected(nfs, paths)
+        if nfs.trunking is not None:
+            kinds = sorted(p.transport_kind for p in nfs.trunking.paths.live())
+            if "rdma" in url and "rdma" not in kinds:
+                raise AssertionError(f"no RDMA path among the live ones ({kinds})")
         for i in range(repeat):
             name = f"/bench-{os.getpid()}-{i}"
             t = time.perf_counter()
@@ -90,7 +138,8 @@ async def _client(url: str, paths: int, size: int, repeat: int) -> dict[str, Any
                 raise AssertionError("the data read back differ from the data written")
             del views
             await nfs.remove(name)
-    return {"write_MBps": writes, "read_MBps": reads}
+        puts = await _puts(nfs, data, repeat, export_dir) if export_dir else {}
+    return {"write_MBps": writes, "read_MBps": reads, **puts}
 
 
 async def _counters() -> dict[str, int]:
@@ -240,7 +289,7 @@ def client_main(args: argparse.Namespace) -> int:
     if args.state_dir:
         report = trio.run(_faults_client, args)
     else:
-        report = trio.run(_client, args.client, args.client_paths, args.size_mib * MIB, args.repeat)
+        report = trio.run(_client, args.client, args.client_paths, args.size_mib * MIB, args.repeat, args.export_dir)
     json.dump(report, sys.stdout)
     return 0
 
@@ -259,17 +308,21 @@ def _client_command(state: dict[str, Any], *args: str) -> dict[str, Any]:
     return report
 
 
-def run_layout(rates: list[float] | None, size_mib: int, repeat: int) -> dict[str, Any]:
-    """``rates`` None: one path to 127.0.0.1 of a one-link testbed's namespace, through no link."""
+def run_layout(
+    rates: list[float] | None, size_mib: int, repeat: int, put: bool = False, rdma: bool = False
+) -> dict[str, Any]:
+    """``rates`` None: one path to 127.0.0.1 of a one-link testbed's namespace, through no link;
+    ``rdma``: the last link is RPC-over-RDMA."""
     from pynfsrdma.testbed import daemon
 
     state_dir = Path(tempfile.mkdtemp(prefix="bt-", dir="/tmp"))
     try:
         link_rates = ",".join(f"{r:g}" for r in (rates or [1000.0]))
-        state, _ = daemon.up(state_dir, paths=len(rates or [0]), link_rates=link_rates)
+        state, _ = daemon.up(state_dir, paths=len(rates or [0]), link_rates=link_rates, rdma=rdma)
         url, paths = (state["url"], len(rates)) if rates else (state["direct_url"], 1)
+        extra = ["--export-dir", state["export_dir"]] if put else []
         report = _client_command(state, "--client", url, "--client-paths", str(paths), "--size-mib", str(size_mib),
-                                 "--repeat", str(repeat))
+                                 "--repeat", str(repeat), *extra)
     finally:
         daemon.down(state_dir)
         shutil.rmtree(state_dir, ignore_errors=True)
@@ -277,10 +330,12 @@ def run_layout(rates: list[float] | None, size_mib: int, repeat: int) -> dict[st
     row: dict[str, Any] = {
         "layout": "no link (127.0.0.1): the CPU limit" if rates is None else f"{len(rates)} x "
         + ("/".join(f"{r:g}" for r in rates) if len(set(rates)) > 1 else f"{rates[0]:g}")
-        + " MB/s",
+        + " MB/s" + (" (last RDMA)" if rdma else ""),
         "links_MBps": total,
     }
-    for op in ("write", "read"):
+    for op in ("write", "read", "put", "put_window"):
+        if f"{op}_MBps" not in report:
+            continue
         samples = report[f"{op}_MBps"]
         row[f"{op}_best"] = round(max(samples), 1)
         row[f"{op}_median"] = round(statistics.median(samples), 1)
@@ -344,15 +399,20 @@ def _of_links(row: dict[str, Any], op: str) -> str:
 
 
 def format_rows(rows: list[dict[str, Any]]) -> str:
-    head = ["layout", "links MB/s", "write best", "median", "x links", "read best", "median", "x links"]
+    ops = [op for op in ("write", "read", "put", "put_window") if any(f"{op}_best" in r for r in rows)]
+    head = ["layout", "links MB/s"]
+    for op in ops:
+        head += [f"{op.replace('_', ' by ')} best", "median", "x links"]
     # ("x links": the best and the median over the sum of the link rates)
     lines = [head]
     for r in rows:
-        lines.append([
-            r["layout"], f"{r['links_MBps']:g}" if r["links_MBps"] else "-",
-            f"{r['write_best']:.1f}", f"{r['write_median']:.1f}", _of_links(r, "write"),
-            f"{r['read_best']:.1f}", f"{r['read_median']:.1f}", _of_links(r, "read"),
-        ])  # fmt: skip
+        line = [r["layout"], f"{r['links_MBps']:g}" if r["links_MBps"] else "-"]
+        for op in ops:
+            if f"{op}_best" in r:
+                line += [f"{r[f'{op}_best']:.1f}", f"{r[f'{op}_median']:.1f}", _of_links(r, op)]
+            else:
+                line += ["-", "-", "-"]
+        lines.append(line)
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines)
 
@@ -361,9 +421,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench_trunking", description=__doc__.splitlines()[0] if __doc__ else "")
     p.add_argument("--rate", type=float, default=40.0, help="MB/s of each link in the equal layouts")
     p.add_argument("--unequal", default="40,20,10,10", help="MB/s per link of the unequal layout ('' for none)")
+    p.add_argument("--mixed", default="20,20,40",
+                   help="MB/s per link of a layout whose last link is RPC-over-RDMA, the others TCP ('' for none)")
     p.add_argument("--paths", default="1,2,3,4", help="numbers of equal links to measure")
     p.add_argument("--one-link", action=argparse.BooleanOptionalAction, default=True,
                    help="also one link as fast as the most equal links together (default: yes)")
+    p.add_argument("--put", action=argparse.BooleanOptionalAction, default=True,
+                   help="also Client.put and a put window by window of a local file (default: yes)")
     p.add_argument("--size-mib", type=int, default=512)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--faults", type=int, default=4, metavar="N",
@@ -377,6 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--client", metavar="URL", help=argparse.SUPPRESS)  # (the run inside a namespace)
     p.add_argument("--client-paths", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--state-dir", help=argparse.SUPPRESS)
+    p.add_argument("--export-dir", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.client:
         return client_main(args)
@@ -386,16 +451,18 @@ def main(argv: list[str] | None = None) -> int:
     if why is not None:
         print(f"bench_trunking: {why}", file=sys.stderr)
         return 2
-    layouts: list[list[float] | None] = [None]
+    layouts: list[tuple[list[float] | None, bool]] = [(None, False)]
     equal = [int(n) for n in args.paths.split(",") if n]
-    layouts += [[args.rate] * n for n in equal]
+    layouts += [([args.rate] * n, False) for n in equal]
     if args.one_link and max(equal, default=1) > 1:
-        layouts.append([args.rate * max(equal)])  # what the client and server make of that rate on one path
+        layouts.append(([args.rate * max(equal)], False))  # what the client and server make of that rate on one path
     if args.unequal:
-        layouts.append([float(r) for r in args.unequal.split(",")])
+        layouts.append(([float(r) for r in args.unequal.split(",")], False))
+    if args.mixed:
+        layouts.append(([float(r) for r in args.mixed.split(",")], True))
     rows = []
-    for rates in layouts:
-        rows.append(run_layout(rates, args.size_mib, args.repeat))
+    for rates, rdma in layouts:
+        rows.append(run_layout(rates, args.size_mib, args.repeat, args.put, rdma))
         if not args.json:
             print(format_rows(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
     faults: dict[str, Any] | None = None
@@ -404,7 +471,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps({"size_mib": args.size_mib, "repeat": args.repeat, "rows": rows, "faults": faults}))
         return 0
-    print(f"sequential write and read of {args.size_mib} MiB, {args.repeat} times each (MB/s)")
+    what = "write, read and put" if args.put else "write and read"
+    print(f"sequential {what} of {args.size_mib} MiB, {args.repeat} times each (MB/s)")
     print(format_rows(rows))
     if faults is not None:
         print()

@@ -2,7 +2,7 @@
 the benchmarks and multipath failover testing.
 
     pynfsrdma testbed up [--paths N] [--rdma] [--krb5] [--port P] [--grace SECONDS] [--json] [--dir DIR]
-    pynfsrdma testbed up --paths N --link-rate MBPS[,MBPS...] [--grace SECONDS] [--json] [--dir DIR]
+    pynfsrdma testbed up --paths N --link-rate MBPS[,MBPS...] [--rdma] [--grace SECONDS] [--json] [--dir DIR]
     pynfsrdma testbed status [--json] [--dir DIR]
     pynfsrdma testbed fault ADDRESS|all cut|stall|delay MS|throttle KBPS|restore [--dir DIR]
     pynfsrdma testbed fault ADDRESS|all cut|stall|rate MBPS|delay MS|restore [--dir DIR]   (links)
@@ -54,7 +54,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p_up.add_argument("--json", action="store_true", help="print a JSON object")
     p_up.add_argument(
         "--rdma", action="store_true",
-        help="also an RPC-over-RDMA responder (software provider) in front of the server; the URL is proto=rdma",
+        help="also an RPC-over-RDMA responder (software provider) in front of the server; the URL is proto=rdma "
+        "(with --link-rate: the last path is RPC-over-RDMA on its link, the others TCP)",
     )
     p_up.add_argument(
         "--krb5", action="store_true",

@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import fnmatch
+import io
 import os
 import posixpath
 import stat
@@ -49,9 +50,15 @@ from .stack import start_stack
 from .url import NfsURL, URLError, check_url_options, minor_version, parse_url, url_identity
 
 Progress = Callable[[int], None]
+PUT_READ_AHEAD = 2  # blocks of the local file read and not yet handed to WRITEs, at most (put)
+PUT_BLOCK_WRITES = 4  # wsize WRITEs per block put reads (each read is a hop to a thread and back)
 MAX_SYMLINKS = 40
 XATTR_USER = "user."  # the namespace of extended attributes NFSv4.2 carries (RFC 8276)
 RELEASE_TIMEOUT = 5.0  # at the end, locks and opens still held are given back within this long at most
+
+
+def _open_for_reading(path: str) -> io.FileIO:
+    return open(path, "rb", buffering=0)  # (closed by the caller)
 
 
 def glob_magic(name: str) -> bool:
@@ -611,24 +618,45 @@ class Client:
         return total
 
     async def put(self, local: str, remote: str, progress: Progress | None = None, perm: int = 0o644) -> int:
-        """Copy a local file to a remote one, several WRITEs in flight, COMMIT at the end."""
-        import os
+        """Copy a local file to a remote one; returns bytes copied. A pipeline: the next block of the
+        local file (PUT_BLOCK_WRITES x wsize) is read in a thread while the WRITEs of the blocks
+        before it are in flight, as many as fill the session's live paths
+        (:meth:`File.pwrite_behind`); a COMMIT goes in the background as a window's worth waits for
+        one, and the last at the close. A block goes to the
+        wire from the bytes the local read returned (no other copy). ``progress(n)``: n bytes of the
+        local file handed to WRITEs so far.
 
-        size = os.path.getsize(local)
-        async with await self.open(remote, "w", perm) as f:
-            chunk = self.nfs.maxwrite
-            with open(local, "rb", buffering=0) as src:
-                window = chunk * self.io_window(chunk)
-                offset = 0
-                while offset < size or offset == 0:
-                    blk = src.read(window)
-                    if not blk:
-                        break
-                    await f.pwrite(offset, blk)
-                    offset += len(blk)
-                    if progress:
-                        progress(offset)
-            return offset
+        A WRITE or COMMIT that fails makes ``put`` raise its error (OSError) before it returns: it
+        never returns as if all was copied when the server did not take all of it. The remote file
+        then holds what went before the failure; removing it is the caller's choice (the CLI's put
+        removes it and says so)."""
+        block = self.nfs.maxwrite * PUT_BLOCK_WRITES
+        total = 0
+        # the local file first (in a thread: a FIFO's open waits for its writer): a local file that
+        # cannot be read leaves the remote one as it was
+        src = await trio.to_thread.run_sync(_open_for_reading, local)
+        with src:
+            async with await self.open(remote, "w", perm) as f:
+                blocks, taken = trio.open_memory_channel[bytes](PUT_READ_AHEAD)
+
+                async def read_blocks() -> None:
+                    async with blocks:
+                        while blk := await trio.to_thread.run_sync(src.read, block):
+                            await blocks.send(blk)
+
+                try:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(read_blocks)
+                        async with taken:
+                            async for blk in taken:
+                                await f.pwrite_behind(total, blk)
+                                total += len(blk)
+                                if progress:
+                                    progress(total)
+                except BaseExceptionGroup as eg:
+                    raise single_error(eg) from None
+                await f.fsync()
+        return total
 
 
 class File:
@@ -781,6 +809,23 @@ class File:
         if self.of.attrs is not None and end > self.of.attrs.size:
             self.of.attrs.size = end
         return mv.nbytes
+
+    async def pwrite_behind(self, offset: int, data: bytes) -> None:
+        """Hand read-only ``data`` to the WRITEs at ``offset`` and return once its WRITEs are sent, not
+        answered (it waits while the window of WRITEs in flight is full): a pipeline, for a caller that
+        has the next block to fetch meanwhile. ``data`` is kept by reference until committed. The error
+        of a WRITE or COMMIT that failed is raised by the next ``pwrite_behind``, ``pwrite``, ``fsync``
+        or ``close``."""
+        self._check(True)
+        writer = self._writer
+        assert writer is not None  # (_check: the file is open for writing)
+        mv = memoryview(data).cast("B")
+        if not mv.readonly:
+            raise TypeError("pwrite_behind keeps the data in flight: it takes a read-only buffer (bytes)")
+        await writer.write(offset, mv)
+        end = offset + mv.nbytes
+        if self.of.attrs is not None and end > self.of.attrs.size:
+            self.of.attrs.size = end
 
     async def write(self, data: Any) -> int:
         if self.append:

@@ -540,7 +540,7 @@ class Session:
                 policy.answered()
             answered = trio.current_time()
             path.observe_rtt(answered - start)
-            received = u.remaining()
+            received = u.carried()  # (over RPC-over-RDMA, with what Write chunks brought)
             # the payload went with the call (a WRITE's data), or what the reply carried of it came
             # back (a READ's: none past the end of the file, which a READ asking on to it did not wait for)
             delivered = payload if len(p) >= payload else min(payload, received)

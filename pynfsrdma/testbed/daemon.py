@@ -391,7 +391,9 @@ def _start(
     return state
 
 
-def _start_links(state_dir: Path, *, paths: int, link_rates: str, grace: int | None) -> dict[str, Any]:
+def _start_links(
+    state_dir: Path, *, paths: int, link_rates: str, grace: int | None, rdma: bool = False
+) -> dict[str, Any]:
     if paths < 1:
         raise TestbedError("--link-rate needs --paths N (N >= 1)")
     try:
@@ -399,7 +401,7 @@ def _start_links(state_dir: Path, *, paths: int, link_rates: str, grace: int | N
     except ValueError as exc:
         raise TestbedError(str(exc)) from exc
     try:
-        return linked.start(state_dir, rates, grace=grace, record=lambda s: _write_state(state_dir, s))
+        return linked.start(state_dir, rates, grace=grace, record=lambda s: _write_state(state_dir, s), rdma=rdma)
     except linked.LinkTestbedError as exc:
         _remove_state(state_dir, None)
         raise TestbedError(str(exc)) from exc
@@ -422,12 +424,13 @@ def up(
 
     With ``paths`` > 0 the URL is the first path's; ``direct_url`` always goes to the server itself.
     With ``link_rates`` (MB/s: one for every path, or one per path) the paths are links of a network
-    namespace with kernel rate limits and faults (:mod:`.linked`), not proxies. With ``krb5`` a KDC
+    namespace with kernel rate limits and faults (:mod:`.linked`), not proxies; ``rdma`` then makes the
+    last path RPC-over-RDMA (the software provider, shaped by its link as the others). With ``krb5`` a KDC
     (:mod:`.kdc`) runs too, the export takes krb5, krb5i and krb5p only, and the description's
     ``krb5`` says what a user needs (KRB5_CONFIG, the realm, a test user, the kinit command).
     """
-    if link_rates is not None and (rdma or port is not None or krb5):
-        raise TestbedError("a link testbed has no --rdma, --krb5 or --port (the server is on 2049 in its namespace)")
+    if link_rates is not None and (port is not None or krb5):
+        raise TestbedError("a link testbed has no --krb5 or --port (the server is on 2049 in its namespace)")
     directory = resolve_state_dir(state_dir)
     with _locked(directory):
         state = _read_state(directory)
@@ -437,7 +440,7 @@ def up(
             _stop_recorded(state)  # a partly dead testbed: end what is left of it, start afresh
             _remove_state(directory, state)
         if link_rates is not None:
-            return _public(_start_links(directory, paths=paths, link_rates=link_rates, grace=grace)), True
+            return _public(_start_links(directory, paths=paths, link_rates=link_rates, grace=grace, rdma=rdma)), True
         return _public(_start(directory, paths=paths, port=port, grace=grace, rdma=rdma, krb5=krb5)), True
 
 

@@ -8,11 +8,16 @@ namespace made for the testbed (:mod:`.netns`)::
       trunking advertiser    *:ADVERTISER_PORT -> 127.0.0.1:2049; path 1's port 2049 is sent to it
                              (DNAT), so that discovery on the mount path learns the other paths
       path i                 127.0.0.(1+i):2049, HTB classes at its rate, both directions
+      RDMA responder         with ``rdma``: the last path is 127.0.0.(1+N):20049, RPC-over-RDMA through
+                             the software provider (whose emulated queue pair is a TCP connection, so
+                             the link's classes shape it as any other) to the server at 127.0.0.1:2049
       delay proxy of path i  127.0.0.(1+i):DELAY_PORT+i, started at the first ``delay`` on it
 
 The client runs inside the namespace (``client_prefix``, e.g. ``ip netns exec NAME``) and mounts
-``url`` (path 1); ``direct_url`` reaches the server at 127.0.0.1, through no link (the CPU limit).
-The advertiser names every path with a read order in proportion to its rate (faster, higher).
+``url`` (path 1; with ``rdma`` it says ``provider=soft``, so that the client can open the RDMA path
+discovery finds); ``direct_url`` reaches the server at 127.0.0.1, through no link (the CPU limit).
+The advertiser names every path with a read order in proportion to its rate (faster, higher), the
+RDMA one as an FSLI4TF_RDMA entry.
 
 What is made here is recorded in the state (by the caller, :mod:`.daemon`) as it is made, and
 :func:`teardown` ends the processes started (by PID, checked) and removes the namespace with its
@@ -29,7 +34,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..proto.nfs4.const import NFS_PORT
+from ..proto.nfs4.const import NFS_PORT, NFS_RDMA_PORT
 from .ganesha import Ganesha, GaneshaError, process_listens_on
 from .links import (
     Link,
@@ -80,11 +85,12 @@ def _load_rules(ns: Namespace, state: dict[str, Any], links: Sequence[Link]) -> 
     ns.run(["nft", "-f", "-"], stdin=nft_script(links, state["server"]["port"], _redirects(state, links)))
 
 
-def _path_json(link: Link, port: int, order: int, pseudo: str) -> dict[str, Any]:
+def _path_json(link: Link, port: int, order: int, pseudo: str, rdma: bool = False) -> dict[str, Any]:
     return {
         "address": link.address,
         "port": port,
-        "url": f"nfs://{link.address}:{port}{pseudo}",
+        "transport": "rdma" if rdma else "tcp",
+        "url": f"nfs://{link.address}:{port}{pseudo}" + ("?proto=rdma&provider=soft" if rdma else ""),
         "rate_MBps": link.rate,
         "order": order,
         "fault_text": link.describe(),
@@ -115,9 +121,15 @@ def _spawn(ns: Namespace, argv: list[str], log: Path) -> subprocess.Popen[bytes]
         )
 
 
-def start(state_dir: Path, rates: Sequence[float], *, grace: int | None, record: Record) -> dict[str, Any]:
-    """Make the namespace, its links, the server and the advertiser; ``record(state)`` is called
-    whenever something was made (so that a failure half way can be undone from the record)."""
+def start(
+    state_dir: Path, rates: Sequence[float], *, grace: int | None, record: Record, rdma: bool = False
+) -> dict[str, Any]:
+    """Make the namespace, its links, the server and the advertiser (and with ``rdma`` the RDMA
+    responder of the last path); ``record(state)`` is called whenever something was made (so that a
+    failure half way can be undone from the record)."""
+    if rdma and len(rates) < 2:
+        raise LinkTestbedError("--rdma on links makes the last path RPC-over-RDMA: it needs --paths 2 or more "
+                               "(the first path, where the client mounts and discovers the others, is TCP)")
     ns = Namespace.create()
     processes: dict[str, Any] = {"paths": [], "delay_proxies": {}}
     state: dict[str, Any] = {
@@ -158,10 +170,19 @@ def start(state_dir: Path, rates: Sequence[float], *, grace: int | None, record:
             }
         )
         orders = read_orders(rates)
-        state["paths"] = [_path_json(x, NFS_PORT, o, pseudo) for x, o in zip(links, orders, strict=True)]
-        state["url"] = state["paths"][0]["url"]
+        kinds = [rdma and x is links[-1] for x in links]
+        state["paths"] = [
+            _path_json(x, NFS_RDMA_PORT if r else NFS_PORT, o, pseudo, r)
+            for x, o, r in zip(links, orders, kinds, strict=True)
+        ]
+        state["url"] = state["paths"][0]["url"] + ("?provider=soft" if rdma else "")
         record(state)
-        advertised = [f"{x.address}:{NFS_PORT},order={o}" for x, o in zip(links, orders, strict=True)]
+        if rdma:
+            _start_responder(ns, state, links[-1])
+        advertised = [
+            f"{x.address}:{NFS_RDMA_PORT},order={o},rdma" if r else f"{x.address}:{NFS_PORT},order={o}"
+            for x, o, r in zip(links, orders, kinds, strict=True)
+        ]
         argv = ["-m", "pynfsrdma.testbed.advertiser", "--listen", f"0.0.0.0:{ADVERTISER_PORT}",
                 "--target", f"127.0.0.1:{NFS_PORT}"]  # fmt: skip
         for a in advertised:
@@ -183,12 +204,28 @@ def start(state_dir: Path, rates: Sequence[float], *, grace: int | None, record:
     return state
 
 
+def _start_responder(ns: Namespace, state: dict[str, Any], link: Link) -> None:
+    """The RPC-over-RDMA responder (software provider) of ``link``, listening on its address."""
+    state_dir = Path(state["state_dir"])
+    log = state_dir / "rdma.log"
+    proc = _spawn(
+        ns,
+        ["-m", "pynfsrdma.testbed.rdma_responder", "--listen", f"{link.address}:{NFS_RDMA_PORT}",
+         "--target", f"127.0.0.1:{NFS_PORT}", "--provider", "soft"],
+        log,
+    )  # fmt: skip
+    state["processes"]["rdma"] = ProcessRecord.of(proc.pid, "pynfsrdma.testbed.rdma_responder").to_json()
+    state["rdma"] = {"address": link.address, "port": NFS_RDMA_PORT, "pid": proc.pid, "provider": "soft"}
+    _wait(proc, lambda: process_listens_on(proc.pid, NFS_RDMA_PORT), log, "RDMA responder")
+
+
 def records(state: dict[str, Any]) -> list[ProcessRecord]:
     """The processes of a link testbed, in the order to end them (the server last)."""
     recorded = state.get("processes", {})
     out = [ProcessRecord.from_json(r) for r in recorded.get("delay_proxies", {}).values()]
-    if recorded.get("advertiser"):
-        out.append(ProcessRecord.from_json(recorded["advertiser"]))
+    for extra in ("rdma", "advertiser"):  # before the server they talk to
+        if recorded.get(extra):
+            out.append(ProcessRecord.from_json(recorded[extra]))
     if recorded.get("server"):
         out.append(ProcessRecord.from_json(recorded["server"]))
     return out
@@ -211,8 +248,9 @@ def teardown(state: dict[str, Any]) -> list[int]:
         for suffix in (".sock", ".log"):
             with contextlib.suppress(FileNotFoundError):
                 (state_dir / f"d{int(index) + 1}{suffix}").unlink()
-    with contextlib.suppress(FileNotFoundError):
-        (state_dir / "advertiser.log").unlink()
+    for name in ("advertiser.log", "rdma.log"):
+        with contextlib.suppress(FileNotFoundError):
+            (state_dir / name).unlink()
     return stopped
 
 
@@ -257,6 +295,10 @@ def fault(state: dict[str, Any], address: str, words: Sequence[str]) -> list[dic
     chosen = links if address == "all" else [x for x in links if x.address == host]
     if not chosen:
         raise LinkTestbedError(f"no path at {address} (paths: {', '.join(x.address for x in links)})")
+    rdma_link = state.get("rdma", {}).get("address")
+    if command == "delay" and value and any(x.address == rdma_link for x in chosen):
+        raise LinkTestbedError(f"delay is not available on the RPC-over-RDMA path {rdma_link} "
+                               "(its delay proxy would forward TCP, not the RDMA framing)")
     changes = [apply_link_command(x, command, value) for x in chosen]
     try:
         for change in changes:

@@ -187,6 +187,11 @@ class Unpacker:
     def remaining(self) -> int:
         return self.end - self.pos
 
+    def carried(self) -> int:
+        """The bytes the message brought from here on, wherever they lie: the rest of the stream
+        (a transport that places bulk data apart from it counts that data too)."""
+        return self.end - self.pos
+
     def need(self, n: int) -> int:
         """Take the next ``n`` bytes: their offset in :attr:`view` (XdrError if fewer remain)."""
         p = self.pos

@@ -1,6 +1,6 @@
 """bench/bench_trunking.py runs end to end with tiny sizes (so it cannot rot): the no-link row, one row
-per layout and one of a link as fast as the equal ones together, each with positive figures and its
-links' sum; the share per link around a rate change and the failover run's stalls, with nothing
+per layout (one with an RPC-over-RDMA link) and one of a link as fast as the equal ones together, each
+with positive figures for write, read and the two puts, and its links' sum; the share per link around a rate change and the failover run's stalls, with nothing
 lost or repeated and every transfer intact. No timing is asserted."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_bench_trunking_prints_every_layout() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "bench.bench_trunking", "--rate", "50", "--paths", "2", "--unequal", "60,30",
+        [sys.executable, "-m", "bench.bench_trunking", "--rate", "50", "--paths", "2", "--unequal", "60,30", "--mixed", "30,60",
          "--size-mib", "2", "--repeat", "1", "--faults", "2", "--cuts", "2", "--failover-mib", "2", "--json"],
         cwd=REPO, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
@@ -34,11 +34,13 @@ def test_bench_trunking_prints_every_layout() -> None:
         "2 x 50 MB/s",
         "1 x 100 MB/s",
         "2 x 60/30 MB/s",
+        "2 x 30/60 MB/s (last RDMA)",
     ]
-    assert [r["links_MBps"] for r in rows] == [None, 100.0, 100.0, 90.0]
+    assert [r["links_MBps"] for r in rows] == [None, 100.0, 100.0, 90.0, 90.0]
     for r in rows:
         assert r["write_best"] > 0 and r["read_best"] > 0
-        assert len(r["write_samples"]) == len(r["read_samples"]) == 1
+        assert r["put_best"] > 0 and r["put_window_best"] > 0
+        assert len(r["write_samples"]) == len(r["read_samples"]) == len(r["put_samples"]) == 1
     faults = report["faults"]
     assert faults["rates"] == [50.0, 50.0]
     rc = faults["rate_change"]

@@ -193,6 +193,19 @@ async def test_get_and_put_stream_large_files(ganesha: Ganesha, export_path: Exp
     assert hashlib.sha256((export_path.local / "big").read_bytes()).hexdigest() == digest
 
 
+async def test_a_put_of_a_local_file_that_cannot_be_read_leaves_the_remote_one_as_it_was(
+    ganesha: Ganesha, export_path: ExportPath, tmp_path
+) -> None:
+    async with Client.connect(url_of(ganesha, export_path)) as nfs:
+        await nfs.write_file("/kept", b"what was there")
+        with pytest.raises(FileNotFoundError) as ei:
+            await nfs.put(str(tmp_path / "missing"), "/kept")
+        assert ei.value.filename == str(tmp_path / "missing")
+        with pytest.raises(IsADirectoryError):
+            await nfs.put(str(tmp_path), "/kept")
+        assert await nfs.read_file("/kept") == b"what was there"
+
+
 async def test_a_streamed_read_hands_over_the_file_in_order_to_its_end(
     ganesha: Ganesha, export_path: ExportPath
 ) -> None:

@@ -220,6 +220,26 @@ def test_two_reads_in_one_compound_land_in_their_write_chunks_zero_copy(memory):
         assert view.obj is sink.obj  # a view of the registered buffer, not a copy
 
 
+def test_a_reply_counts_what_its_write_chunks_brought_as_received(memory):
+    """What a reply carried counts the READ data placed in Write chunks, as the same reply over TCP
+    counts it in its stream: the session measures each path's delivery rate by it, and an RDMA path
+    whose READs counted as their 80-odd inline bytes looked a thousand times slower than it is."""
+    call = make_call(10, [])
+    a, b = bytes(range(256)) * 16, b"\x5a" * 8191
+    plan = plan_call(call.segments(), [], ReplyHints([4096, 8192]), T1K)
+    regs = memory.register_plan(plan)
+    u = respond(memory, plan, regs, [a, b])
+    inline = u.remaining()
+    assert inline < 100  # (the data is not in the stream)
+    assert u.carried() == inline + len(a) + len(b)
+    assert u.uint32() == 0xABCD0001 and u.uint32() == 1 and u.uint32() == 0
+    u.bulk()
+    assert u.carried() == u.remaining() + len(b)  # (what is read is no longer to come)
+    u.uint32()
+    u.bulk()
+    assert u.carried() == u.remaining() == 4
+
+
 def test_an_item_before_a_chunked_one_gets_a_chunk_too(memory):
     call = make_call(10, [])
     small, big = b"s" * 101, b"B" * 5000

@@ -60,6 +60,7 @@ async def scenario(args: argparse.Namespace) -> dict[str, object]:
             while len([p for p in trunking.paths.paths if p.state is PathState.UP]) < paths:
                 await trunking.paths.wait_changed()
         report["addresses"] = [p.address for p in trunking.paths.paths]
+        report["transports"] = {p.address: p.transport_kind for p in trunking.paths.paths}
         cut_at: dict[str, int] = {}
         cutting = False
         before = counters()

@@ -1,6 +1,6 @@
 """Trunking over links of their own (the link testbed): one client's large write and read are spread
-over every path in proportion to what each link delivers, and a path cut during a write leaves its
-share to the others with the data intact.
+over every path in proportion to what each link delivers, an RPC-over-RDMA path among TCP ones
+included, and a path cut during a write leaves its share to the others with the data intact.
 
 The client runs inside the testbed's namespace (:mod:`link_scenario`); the shares come from the
 kernel's per-link byte counters, with the tolerance the trunking issue sets (25% of each share), and
@@ -36,13 +36,14 @@ TOLERANCE = 0.25  # of each path's share
 
 
 @pytest.fixture
-def link_testbed() -> Iterator[Callable[[str, int], dict[str, Any]]]:
-    """``link_testbed("40,20,10,10", 4)``: a link testbed, ended after the test (its namespace gone)."""
+def link_testbed() -> Iterator[Callable[..., dict[str, Any]]]:
+    """``link_testbed("40,20,10,10", 4)``: a link testbed, ended after the test (its namespace gone);
+    ``rdma=True``: its last path is RPC-over-RDMA."""
     made: list[tuple[Path, str]] = []
 
-    def make(rates: str, paths: int) -> dict[str, Any]:
+    def make(rates: str, paths: int, rdma: bool = False) -> dict[str, Any]:
         state_dir = Path(tempfile.mkdtemp(prefix="ls-", dir="/tmp"))
-        state, _ = daemon.up(state_dir, paths=paths, link_rates=rates)
+        state, _ = daemon.up(state_dir, paths=paths, link_rates=rates, rdma=rdma)
         made.append((state_dir, state["netns"]))
         return state
 
@@ -97,6 +98,27 @@ def test_unequal_links_carry_bytes_as_their_rates(link_testbed: Callable[[str, i
     for phase in ("write", "read"):
         fast, middle, *slow = report[phase]
         assert fast > middle > max(slow)
+
+
+@pytest.mark.parametrize("rates", [[20.0, 10.0, 30.0], [30.0, 20.0, 10.0]], ids=["rdma-fastest", "rdma-slowest"])
+def test_an_rdma_path_and_tcp_paths_carry_bytes_as_their_rates(
+    link_testbed: Callable[..., dict[str, Any]], rates: list[float]
+) -> None:
+    """One session over two TCP paths and an RPC-over-RDMA one (the last link: the software provider,
+    whose queue pair is a TCP connection the link's classes shape as the others): a large write (RDMA
+    Reads of the data by the responder) and a large read (RDMA Writes into the client's buffers) are
+    spread by the same rule, each link's share of the bytes within 25% of its rate's share."""
+    state = link_testbed(",".join(map(str, rates)), 3, rdma=True)
+    assert [p["transport"] for p in state["paths"]] == ["tcp", "tcp", "rdma"]
+    report = run_scenario(state, "mixed", size=128 * MiB)
+    rdma_path = f"{state['rdma']['address']}:{state['rdma']['port']}"
+    assert report["transports"] == {
+        **{f"{p['address']}:{p['port']}": "tcp" for p in state["paths"][:2]},
+        rdma_path: "rdma",
+    }
+    assert sum(report["write"]) >= SIZE and sum(report["read"]) >= SIZE
+    assert_follow(report["write"], rates)
+    assert_follow(report["read"], rates)
 
 
 def test_a_cut_path_leaves_its_share_to_the_others(link_testbed: Callable[[str, int], dict[str, Any]]) -> None:

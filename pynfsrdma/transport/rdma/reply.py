@@ -68,6 +68,12 @@ class RdmaReplyUnpacker(Unpacker):
         self.write_chunks = list(write_chunks)
         self._next_chunk = 0
 
+    def carried(self) -> int:
+        """The rest of the Payload stream and the data placed in the Write chunks not yet read: a
+        READ's data counts as received as it does over TCP."""
+        placed = sum(c.nbytes for c in self.write_chunks[self._next_chunk :] if c is not None)
+        return self.remaining() + placed
+
     def bulk(self) -> memoryview:
         i = self._next_chunk
         chunk = self.write_chunks[i] if i < len(self.write_chunks) else None
