@@ -8,7 +8,9 @@ call sent just before a large reply arrived took that reply's bytes for its own 
 20 MB/s link looked like 600) and its base round-trip
 time (the smallest of the last ``RTT_WINDOW`` seconds, of calls without bulk data, so that neither
 the queue a link builds up nor a call's own bytes are counted twice). Until a path has delivered anything its rate is a guess in proportion to its
-FSLI4BX_READORDER.
+FSLI4BX_READORDER, and so is it when the path has nothing in flight and its newest sample is older
+than ``STALE_AFTER``: a path judged slow by an old sample would otherwise never be chosen again, and
+never measured again, however fast its link has become since.
 
 A request of ``payload`` bytes on a path is expected to complete after
 
@@ -35,6 +37,7 @@ __all__ = [
     "CALL_BYTES",
     "RATE_WINDOW",
     "SEED_RATE",
+    "STALE_AFTER",
     "Candidate",
     "Delivery",
     "Mark",
@@ -44,6 +47,7 @@ __all__ = [
 ]
 
 RATE_WINDOW = 1.0  # seconds a delivery-rate sample counts
+STALE_AFTER = 2 * RATE_WINDOW  # seconds after which an idle path's newest sample is guessed anew
 RTT_WINDOW = 10.0  # seconds a base round-trip time counts
 SEED_RATE = 50e6  # bytes/s taken for an unmeasured path of the highest read order
 CALL_BYTES = 4096  # what a call in flight costs a path beyond its payload (headers, the server's work)
@@ -113,6 +117,10 @@ class Delivery:
         self._expire(now)
         return self._samples[0][1] if self._samples else None
 
+    def stale(self, now: float) -> bool:
+        """Whether the newest sample is older than STALE_AFTER (False: none, or a recent one)."""
+        return bool(self._samples) and now - self._samples[-1][0] > STALE_AFTER
+
     @property
     def measured(self) -> float | None:
         """The rate as last worked out (for reports: no clock needed)."""
@@ -150,8 +158,11 @@ def expected_completion(path: Candidate, payload: int, rate: float) -> float:
 
 def seed_rates(paths: Sequence[Candidate], now: float) -> list[float]:
     """The rate taken for each path: its measured one, or a guess in proportion to its read order
-    against the best measured rate (SEED_RATE while none is measured)."""
-    measured = [p.delivery.rate(now) for p in paths]
+    against the best measured rate (SEED_RATE while none is measured) where nothing is measured or
+    an idle path's measure is stale."""
+    measured = [
+        None if p.in_flight == 0 and p.delivery.stale(now) else p.delivery.rate(now) for p in paths
+    ]
     reference = max((r for r in measured if r is not None), default=SEED_RATE)
     top = max((max(p.order, 0) for p in paths), default=0)
     return [

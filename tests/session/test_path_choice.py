@@ -11,6 +11,7 @@ import pytest
 from pynfsrdma.session.path_choice import (
     RATE_WINDOW,
     SEED_RATE,
+    STALE_AFTER,
     Delivery,
     Mark,
     choose_path,
@@ -130,6 +131,28 @@ def test_the_share_moves_when_a_rate_changes() -> None:
     # ~40 MB in the first second at 1:1, then 1:4 for the remaining ~490 MB
     first, second = shares(links)
     assert second > 2.5 * first
+
+
+def test_a_path_an_old_sample_judged_slow_is_measured_again_when_idle() -> None:
+    """A link that looked slow once (a stale, low sample) and carries its full rate now: with
+    nothing in flight there, its old sample gives way to the read-order guess, so it gets a call,
+    a new sample, and its share."""
+    links = [Link(40 * MB), Link(40 * MB)]
+    links[0].delivery.answered((0, -0.1), 4 * MB, -0.1, 0.0)  # 40 MB/s, just now
+    links[1].delivery.answered((0, -10.0), 10_000, -10.0, -9.0)  # 10 kB/s, ten seconds ago
+    assert links[1].delivery.stale(0.0) and not links[1].delivery.stale(-9.0 + STALE_AFTER / 2)
+    run(links, 256 * MiB)
+    assert within(shares(links), [0.5, 0.5])
+
+
+def test_a_busy_path_keeps_its_measure_however_old() -> None:
+    slow, fast = Link(1 * MB), Link(100 * MB)
+    slow.delivery.answered((0, -10.0), MiB, -10.0, -9.0)
+    fast.delivery.answered((0, 0.0), 10 * MiB, 0.0, 0.1)
+    slow.bytes_in_flight, slow.in_flight = MiB, 1
+    assert seed_rates([slow, fast], 0.1)[0] == pytest.approx(MiB)
+    slow.bytes_in_flight, slow.in_flight = 0, 0
+    assert seed_rates([slow, fast], 0.1)[0] == pytest.approx(fast.delivery.rate(0.1))
 
 
 def test_a_cut_path_leaves_its_share_to_the_others() -> None:
