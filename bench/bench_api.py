@@ -57,10 +57,10 @@ from bench.common import (
     sha256_file,
     sha256_of,
 )
-from pynfsrdma.client.api import Client
+from pynfsrdma._client.api import Client
 
 STAT_DIR = "stat"
-PUT_CHUNK = 64 * MIB  # = our COMMIT window (pynfsrdma.client.api.COMMIT_WINDOW)
+PUT_CHUNK = 64 * MIB  # = our COMMIT window (pynfsrdma._client.api.COMMIT_WINDOW)
 GET_CHUNK = 8 * MIB  # = our default window (rsize x in_flight)
 NFSRS_ATTEMPTS = 3
 

@@ -21,12 +21,12 @@ import time
 
 import trio
 
-from pynfsrdma.cli.failover import run_failover
-from pynfsrdma.client.api import Client
-from pynfsrdma.testbed import Ganesha, open_paths
-from pynfsrdma.testbed.advertiser import AdvertisedAddress, TrunkingAdvertiser
-from pynfsrdma.testbed.rdma_responder import serve_rdma
-from pynfsrdma.transport.rdma.soft import SoftProvider
+from pynfsrdma._cli.failover import run_failover
+from pynfsrdma._client.api import Client
+from pynfsrdma._testbed import Ganesha, open_paths
+from pynfsrdma._testbed.advertiser import AdvertisedAddress, TrunkingAdvertiser
+from pynfsrdma._testbed.rdma_responder import serve_rdma
+from pynfsrdma._transport.rdma.soft import SoftProvider
 
 from .common import MIB, make_data
 

@@ -5,7 +5,7 @@ run (issue 3, "Figures"; issue 16, the native channel against pyfuse3).
                                          [--only stat,ls,untar,...] [--repeat N] [--rpc-counts]
                                          [--mount-option OPT] [--channels native,pyfuse3]
 
-Starts its own NFS-Ganesha (testbed) and mounts it with ``python -m pynfsrdma.cli.main mount URL MNT -f
+Starts its own NFS-Ganesha (testbed) and mounts it with ``python -m pynfsrdma._cli.main mount URL MNT -f
 -o channel=CHANNEL`` (unmounted with ``fusermount3 -u``); then, through the mount:
 - sequential write of SIZE, buffered and O_DIRECT (``dd if=/dev/zero bs=1M conv=fsync``: the time
   includes getting the data onto the server's stable storage);
@@ -64,9 +64,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.common import Measurement, align, stolen  # noqa: E402
-from pynfsrdma import control_socket  # noqa: E402
-from pynfsrdma.fuse.channel import CHANNELS, DEFAULT_CHANNEL  # noqa: E402
-from pynfsrdma.testbed import Ganesha  # noqa: E402
+from pynfsrdma import _control_socket as control_socket  # noqa: E402
+from pynfsrdma._fuse.channel import CHANNELS, DEFAULT_CHANNEL  # noqa: E402
+from pynfsrdma._testbed import Ganesha  # noqa: E402
 
 MIB = 1 << 20
 PY = sys.executable
@@ -269,7 +269,7 @@ def report_stats(mountpoint: Path, what: str, per: int) -> None:
     if not RPC_COUNTS:
         return
     p = subprocess.run(
-        [PY, "-m", "pynfsrdma.cli.main", "stats", str(mountpoint), "--json"],
+        [PY, "-m", "pynfsrdma._cli.main", "stats", str(mountpoint), "--json"],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -425,7 +425,7 @@ def run(args: argparse.Namespace) -> list[Row]:
             here = mnt / d.local.name
 
             def mount_cmd(ch: str) -> list[str]:
-                cmd = [PY, "-m", "pynfsrdma.cli.main", "mount", server.url, str(mnt), "-f", "-o", f"channel={ch}"]
+                cmd = [PY, "-m", "pynfsrdma._cli.main", "mount", server.url, str(mnt), "-f", "-o", f"channel={ch}"]
                 return cmd + [x for o in args.mount_option for x in ("-o", o)]
 
             def mount_round(ch: str, r: int) -> None:

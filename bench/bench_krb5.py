@@ -33,9 +33,9 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import MIB, Measurement, align, check, make_data, sha256_file, sha256_of, stolen
-from pynfsrdma.client.api import Client
-from pynfsrdma.testbed import Ganesha
-from pynfsrdma.testbed.kdc import SERVER_HOST, Kdc
+from pynfsrdma._client.api import Client
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.kdc import SERVER_HOST, Kdc
 
 FLAVOURS = ("sys", "krb5", "krb5i", "krb5p")
 

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 
 import trio
 
-from pynfsrdma.client.api import Client
-from pynfsrdma.testbed import Ganesha
-from pynfsrdma.testbed.rdma_responder import ConnectionStats, serve_rdma
-from pynfsrdma.transport.rdma.soft import SoftProvider
+from pynfsrdma._client.api import Client
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.rdma_responder import ConnectionStats, serve_rdma
+from pynfsrdma._transport.rdma.soft import SoftProvider
 
 MIB = 1 << 20
 

@@ -59,7 +59,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 async def _connected(nfs: Any, paths: int) -> list[Any]:
     """The session's paths, once trunking discovery has ``paths`` of them up."""
-    from pynfsrdma.session.path_set import PathState
+    from pynfsrdma._session.path_set import PathState
 
     assert nfs.trunking is not None
     with trio.fail_after(20):
@@ -106,7 +106,7 @@ async def _puts(nfs: Any, data: bytes, repeat: int, export_dir: str) -> dict[str
 
 
 async def _client(url: str, paths: int, size: int, repeat: int, export_dir: str | None = None) -> dict[str, Any]:
-    from pynfsrdma.client.api import Client
+    from pynfsrdma._client.api import Client
 
     data = os.urandom(size)
     digest = hashlib.sha256(data).digest()
@@ -143,7 +143,7 @@ async def _client(url: str, paths: int, size: int, repeat: int, export_dir: str 
 
 
 async def _counters() -> dict[str, int]:
-    from pynfsrdma.testbed.links import class_bytes
+    from pynfsrdma._testbed.links import class_bytes
 
     done = await trio.run_process(["tc", "-s", "class", "show", "dev", "lo"], capture_stdout=True)
     return class_bytes(done.stdout.decode())
@@ -169,8 +169,8 @@ async def _failover(nfs: Any, addresses: list[str], state_dir: str, size: int, c
     file is written and read back over the links again and again, and while workers create and rename
     small files: how long the READs, WRITEs and operations in flight at each cut took to finish after
     it, the operations lost or repeated, and whether every transfer's data came back intact."""
-    from pynfsrdma.testbed import daemon
-    from pynfsrdma.testbed.failover_workload import CreateRename, stall_times
+    from pynfsrdma._testbed import daemon
+    from pynfsrdma._testbed.failover_workload import CreateRename, stall_times
 
     data = os.urandom(size)
     digest = hashlib.sha256(data).digest()
@@ -228,7 +228,7 @@ async def _rate_change(nfs: Any, paths: int, state_dir: str, address: str, index
                        size: int, before: float = 1.5, after: float = 2.0, step: float = 0.25) -> dict[str, Any]:
     """Read the file over the links (again and again) while the bytes each link carries back are
     read every ``step`` s; ``before`` s in, ``testbed fault ADDRESS rate MBPS`` slows one link."""
-    from pynfsrdma.testbed import daemon
+    from pynfsrdma._testbed import daemon
 
     name = f"/rate-{os.getpid()}"
     async with await nfs.open(name, "w") as f:
@@ -271,7 +271,7 @@ async def _rate_change(nfs: Any, paths: int, state_dir: str, address: str, index
 
 
 async def _faults_client(args: argparse.Namespace) -> dict[str, Any]:
-    from pynfsrdma.client.api import Client
+    from pynfsrdma._client.api import Client
 
     state = json.loads((Path(args.state_dir) / "state.json").read_text())
     addresses = [p["address"] for p in state["paths"]]
@@ -313,7 +313,7 @@ def run_layout(
 ) -> dict[str, Any]:
     """``rates`` None: one path to 127.0.0.1 of a one-link testbed's namespace, through no link;
     ``rdma``: the last link is RPC-over-RDMA."""
-    from pynfsrdma.testbed import daemon
+    from pynfsrdma._testbed import daemon
 
     state_dir = Path(tempfile.mkdtemp(prefix="bt-", dir="/tmp"))
     try:
@@ -349,7 +349,7 @@ def run_layout(
 def run_faults(rates: list[float], args: argparse.Namespace) -> dict[str, Any]:
     """On one link testbed: a link slowed during a read (the share per link per window), then paths
     cut one after another during transfers (stalls, operations lost or repeated)."""
-    from pynfsrdma.testbed import daemon
+    from pynfsrdma._testbed import daemon
 
     state_dir = Path(tempfile.mkdtemp(prefix="bt-", dir="/tmp"))
     try:
@@ -445,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.client:
         return client_main(args)
-    from pynfsrdma.testbed.netns import missing_tools
+    from pynfsrdma._testbed.netns import missing_tools
 
     why = missing_tools()
     if why is not None:

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pynfsrdma.client.url import parse_url
-from pynfsrdma.testbed import Ganesha
+from pynfsrdma._client.url import parse_url
+from pynfsrdma._testbed import Ganesha
 
 MIB = 1 << 20
 

@@ -4,9 +4,9 @@ as you like, every result checked against the export's directory; prints counts 
     .venv/bin/python bench/fuzz_replies.py [--mutated 100000] [--minutes M] [--rate 0.2] [--seed 1]
                                            [--workers 8] [--cli-every 100] [--json]
 
-It starts its own NFS-Ganesha (the testbed) and a :class:`~pynfsrdma.testbed.mutating_proxy.MutatingProxy`
+It starts its own NFS-Ganesha (the testbed) and a :class:`~pynfsrdma._testbed.mutating_proxy.MutatingProxy`
 in front of it that changes ``--rate`` of the replies, one change each (every class of
-:class:`~pynfsrdma.testbed.mutations.Mutation`), and runs :func:`~pynfsrdma.testbed.reply_fuzz.run_workload`
+:class:`~pynfsrdma._testbed.mutations.Mutation`), and runs :func:`~pynfsrdma._testbed.reply_fuzz.run_workload`
 until ``--mutated`` replies were changed (or ``--minutes`` passed). Every few seconds a progress line;
 at the end the outcomes (right results, errors by kind, and the failures: wrong results, exceptions
 other than an OSError with errno, hangs, bad command line output), the changes by class, and the
@@ -27,10 +27,10 @@ import trio
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pynfsrdma.testbed import Ganesha
-from pynfsrdma.testbed.mutating_proxy import MutatingProxy
-from pynfsrdma.testbed.mutations import ReplyMutator
-from pynfsrdma.testbed.reply_fuzz import Outcomes, rss_bytes, run_workload
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.mutating_proxy import MutatingProxy
+from pynfsrdma._testbed.mutations import ReplyMutator
+from pynfsrdma._testbed.reply_fuzz import Outcomes, rss_bytes, run_workload
 
 
 async def fuzz(args: argparse.Namespace, server: Ganesha, local: Path, remote: str) -> tuple[Outcomes, ReplyMutator,

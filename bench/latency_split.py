@@ -5,7 +5,7 @@
                                             [--size-mib 256] [--files 5000] [--repeat 3] [--json]
                                             [--buffered-first]
 
-Starts its own NFS-Ganesha (testbed), mounts it (``python -m pynfsrdma.cli.main mount URL MNT -f -o
+Starts its own NFS-Ganesha (testbed), mounts it (``python -m pynfsrdma._cli.main mount URL MNT -f -o
 channel=CHANNEL``) and runs one request at a time through the mount: ``dd iflag=direct bs=1M`` of a
 file of SIZE (one FUSE READ, one NFS READ each) and ``lstat`` of FILES cold names (one FUSE LOOKUP,
 one NFS LOOKUP each), the page cache dropped first (``--buffered-first``: the file is read buffered
@@ -45,8 +45,8 @@ sys.path.insert(0, str(REPO))
 
 from bench.bench_fuse import PY, drop_caches, lstat_all, mounted  # noqa: E402
 from bench.common import align  # noqa: E402
-from pynfsrdma.fuse.channel import CHANNELS  # noqa: E402
-from pynfsrdma.testbed import Ganesha  # noqa: E402
+from pynfsrdma._fuse.channel import CHANNELS  # noqa: E402
+from pynfsrdma._testbed import Ganesha  # noqa: E402
 
 MIB = 1 << 20
 CAPTURE_START = 1.0  # seconds dumpcap gets to start listening
@@ -174,7 +174,7 @@ def main() -> None:
             here = mnt / d.local.name
             for r in range(args.repeat):
                 for ch in channels if r % 2 == 0 else channels[::-1]:
-                    cmd = [PY, "-m", "pynfsrdma.cli.main", "mount", server.url, str(mnt), "-f", "-o", f"channel={ch}"]
+                    cmd = [PY, "-m", "pynfsrdma._cli.main", "mount", server.url, str(mnt), "-f", "-o", f"channel={ch}"]
                     for line in lines:
                         with mounted(cmd, mnt, scratch / f"mount-{ch}.log"):
                             if line == "read_direct" and args.buffered_first:

@@ -11,7 +11,7 @@ It serves, with no I/O behind them:
 
 Reads, writes and listings through it cost what FUSE itself costs, which is what a real file system
 mounted the same way cannot beat. It answers the low-level interface the pynfsrdma mount answers
-(``pynfsrdma.fuse.lowlevel``), through the channel ``--channel`` names. Like the pynfsrdma mount, it raises the mount's read_ahead_kb to
+(``pynfsrdma._fuse.lowlevel``), through the channel ``--channel`` names. Like the pynfsrdma mount, it raises the mount's read_ahead_kb to
 1024 (FUSE's largest request), so that buffered reads are compared under the same kernel setting.
 Runs in the foreground until unmounted (``fusermount3 -u MOUNTPOINT``) or sent SIGTERM/SIGINT.
 """
@@ -29,8 +29,8 @@ from typing import Any
 
 import trio
 
-from pynfsrdma.fuse.channel import CHANNELS, DEFAULT_CHANNEL, Channel, open_channel
-from pynfsrdma.fuse.lowlevel import (
+from pynfsrdma._fuse.channel import CHANNELS, DEFAULT_CHANNEL, Channel, open_channel
+from pynfsrdma._fuse.lowlevel import (
     ROOT_INODE,
     EntryAttributes,
     FileInfo,
@@ -40,8 +40,8 @@ from pynfsrdma.fuse.lowlevel import (
     RequestContext,
     SetattrFields,
 )
-from pynfsrdma.fuse.mount_daemon import raise_read_ahead
-from pynfsrdma.trio_compat import run_sync_abandoning
+from pynfsrdma._fuse.mount_daemon import raise_read_ahead
+from pynfsrdma._trio_compat import run_sync_abandoning
 
 ROOT = ROOT_INODE
 ZERO, SINK, DIR, SCRATCH = ROOT + 1, ROOT + 2, ROOT + 3, ROOT + 4

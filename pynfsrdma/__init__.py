@@ -14,14 +14,14 @@ ours. The names below are the public API; everything else may change between rel
 
 __version__ = "0.1.0"
 
-from .client.api import Client, File
-from .client.attributes import FileAttrs, FsStat
-from .client.dir_entry import DirEntry
-from .client.file_object import RawFile
-from .client.locks import LockConflict, LockDenied, LockLost
-from .client.sync import SyncClient, connect
-from .client.url import NfsURL, URLError, parse_url
-from .errors import NFS4Error
+from ._client.api import Client, File
+from ._client.attributes import FileAttrs, FsStat
+from ._client.dir_entry import DirEntry
+from ._client.file_object import RawFile
+from ._client.locks import LockConflict, LockDenied, LockLost
+from ._client.sync import SyncClient, connect
+from ._client.url import NfsURL, URLError, parse_url
+from ._errors import NFS4Error
 
 __all__ = [
     "Client",
@@ -41,3 +41,11 @@ __all__ = [
     "connect",
     "parse_url",
 ]
+
+
+# Each public name says it lives here (as trio's do): the module that defines it is private and may change.
+for _name in __all__:
+    _obj = globals()[_name]
+    if callable(_obj):
+        _obj.__module__ = __name__
+del _name, _obj

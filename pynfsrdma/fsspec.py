@@ -26,11 +26,11 @@ from urllib.parse import parse_qsl, urlsplit
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 from fsspec.utils import stringify_path
 
-from .client.attributes import FileAttrs
-from .client.file_object import RawFile
-from .client.sync import SyncClient
-from .client.url import URLError, check_url_options, parse_url
-from .session.errors import NotNFSv41Server
+from ._client.attributes import FileAttrs
+from ._client.file_object import RawFile
+from ._client.sync import SyncClient
+from ._client.url import URLError, check_url_options, parse_url
+from ._session.errors import NotNFSv41Server
 
 CONNECT_ARGS = ("timeout", "hard", "timeo", "retrans", "rsize", "wsize", "groups")
 

@@ -1,16 +1,16 @@
 """Fixtures shared by every test: a real NFS-Ganesha on loopback, directories in its export, more servers
 on demand, and fault-injecting path proxies in front of a server.
 
-- ``ganesha`` (session): a started :class:`~pynfsrdma.testbed.Ganesha` (``.url``, ``.host``, ``.port``,
+- ``ganesha`` (session): a started :class:`~pynfsrdma._testbed.Ganesha` (``.url``, ``.host``, ``.port``,
   ``.export_dir``, ``.restart()`` ...), stopped and removed at the end of the run.
 - ``export_path``: a fresh directory inside that export for one test, an
-  :class:`~pynfsrdma.testbed.ganesha.ExportPath` with ``.local`` (Path on disk) and ``.remote``
+  :class:`~pynfsrdma._testbed.ganesha.ExportPath` with ``.local`` (Path on disk) and ``.remote``
   (``"/export/t-..."`` as seen over NFS).
 - ``ganesha_factory``: ``ganesha_factory(**Ganesha_kwargs) -> Ganesha`` starts another server (grace
   period, another server owner/scope ...); all are stopped and removed after the test.
 - ``proxied_paths`` (async): ``await proxied_paths(count=3, target=None) -> ProxiedPaths``, proxies at
   127.0.0.2, .3, ... (one shared ``.port``) in front of ``target`` (default: the ``ganesha`` server);
-  ``.proxies``/``[i]``/``.proxy(address)`` give each path's :class:`~pynfsrdma.testbed.Proxy`
+  ``.proxies``/``[i]``/``.proxy(address)`` give each path's :class:`~pynfsrdma._testbed.Proxy`
   (``cut()``, ``stall()``, ``delay(ms)``, ``throttle(kbps)``, ``restore()``, ``.stats``).
 - Kerberos: ``kdc`` (session, an MIT KDC; KRB5_CONFIG names its realm for the run), ``krb5_ganesha``
   (session, an export taking krb5, krb5i and krb5p only), ``krb5_dir`` (a fresh directory in it) and
@@ -32,9 +32,9 @@ import pytest
 import trio
 from krb5_support import KERBEROS_SECTYPES, KerberosUser
 
-from pynfsrdma.testbed import Ganesha, ProxiedPaths, open_paths
-from pynfsrdma.testbed.ganesha import ExportPath
-from pynfsrdma.testbed.kdc import SERVER_HOST, Kdc
+from pynfsrdma._testbed import Ganesha, ProxiedPaths, open_paths
+from pynfsrdma._testbed.ganesha import ExportPath
+from pynfsrdma._testbed.kdc import SERVER_HOST, Kdc
 
 GANESHA_FIXTURES = frozenset({"ganesha", "export_path", "ganesha_factory", "proxied_paths", "krb5_ganesha", "krb5_dir"})
 
@@ -96,7 +96,7 @@ async def proxied_paths(ganesha: Ganesha) -> AsyncIterator[Callable[..., Awaitab
 def link_tools() -> None:
     """The link testbed's tests need root, iproute2 and nftables (bin/setup installs them): without
     them they fail saying so, rather than pass unrun."""
-    from pynfsrdma.testbed.netns import missing_tools
+    from pynfsrdma._testbed.netns import missing_tools
 
     why = missing_tools()
     assert why is None, why

@@ -17,9 +17,9 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from pynfsrdma.proto.nfs4.compound import ResOp, ResOpType
-from pynfsrdma.proto.nfs4.const import NFS4ERR_DELAY, NFS4ERR_IO, NFS4ERR_NOENT
-from pynfsrdma.xdr import (
+from pynfsrdma._proto.nfs4.compound import ResOp, ResOpType
+from pynfsrdma._proto.nfs4.const import NFS4ERR_DELAY, NFS4ERR_IO, NFS4ERR_NOENT
+from pynfsrdma._xdr import (
     Array,
     Bounded,
     Bulk,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma.testbed import Ganesha
+from pynfsrdma._testbed import Ganesha
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bench" / "bench_api.py"

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from pynfsrdma.testbed import Ganesha
-from pynfsrdma.testbed.ganesha import ExportPath
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.ganesha import ExportPath
 
 
 def run(*args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     p = subprocess.run(
-        [sys.executable, "-m", "pynfsrdma.cli.main", *args],
+        [sys.executable, "-m", "pynfsrdma._cli.main", *args],
         capture_output=True, text=True, timeout=timeout,
     )
     if check and p.returncode != 0:

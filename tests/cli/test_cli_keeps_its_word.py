@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from pynfsrdma.testbed import Ganesha
-from pynfsrdma.testbed.ganesha import ExportPath
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.ganesha import ExportPath
 
-CLI = [sys.executable, "-m", "pynfsrdma.cli.main"]
+CLI = [sys.executable, "-m", "pynfsrdma._cli.main"]
 
 
 def run(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:

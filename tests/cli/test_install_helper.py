@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pynfsrdma.testbed import Ganesha
-from pynfsrdma.testbed.ganesha import ExportPath
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.ganesha import ExportPath
 
 SCRIPT = r"""
 set -eu

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from pynfsrdma.testbed import Ganesha
+from pynfsrdma._testbed import Ganesha
 
 # Loaded by the daemon's Python (it inherits PYTHONPATH): the FUSE channel's request loop fails at
 # once, after the kernel mount was made and before the kernel's first request is answered.
 BROKEN_LOOP = '''
 import sys
-if "pynfsrdma.fuse.mount_daemon" in sys.argv[0] or "--ready-fd" in sys.argv:
-    from pynfsrdma.fuse.devfuse import NativeChannel
+if "pynfsrdma._fuse.mount_daemon" in sys.argv[0] or "--ready-fd" in sys.argv:
+    from pynfsrdma._fuse.devfuse import NativeChannel
 
     async def serve(self):
         raise RuntimeError("the request loop broke")
@@ -44,10 +44,10 @@ def test_a_daemon_that_dies_before_the_mount_answers_fails_the_mount_with_its_er
     source = f"{ganesha.host}:/export"
     options = f"port={ganesha.port}"
     if command == "mount.pynfsrdma":
-        argv = [sys.executable, "-c", "from pynfsrdma.cli.mount import helper_main; raise SystemExit(helper_main())",
+        argv = [sys.executable, "-c", "from pynfsrdma._cli.mount import helper_main; raise SystemExit(helper_main())",
                 source, str(mnt), "-o", options]
     else:
-        argv = [sys.executable, "-m", "pynfsrdma.cli.main", "mount", source, str(mnt), "-o", options]
+        argv = [sys.executable, "-m", "pynfsrdma._cli.main", "mount", source, str(mnt), "-o", options]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hooks), os.environ.get("PYTHONPATH", "")])}
     p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
     try:
@@ -56,4 +56,4 @@ def test_a_daemon_that_dies_before_the_mount_answers_fails_the_mount_with_its_er
         assert not mounted(mnt)
     finally:
         if mounted(mnt):  # (a mount that came up after all must not outlive the test)
-            subprocess.run([sys.executable, "-m", "pynfsrdma.cli.main", "umount", str(mnt)], timeout=60)
+            subprocess.run([sys.executable, "-m", "pynfsrdma._cli.main", "umount", str(mnt)], timeout=60)

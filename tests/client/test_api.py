@@ -11,11 +11,11 @@ import stat
 import pytest
 import trio
 
-from pynfsrdma.client.api import Client
-from pynfsrdma.errors import NFS4Error
-from pynfsrdma.proto.nfs4.types import stateid4
-from pynfsrdma.testbed import Ganesha
-from pynfsrdma.testbed.ganesha import ExportPath
+from pynfsrdma._client.api import Client
+from pynfsrdma._errors import NFS4Error
+from pynfsrdma._proto.nfs4.types import stateid4
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.ganesha import ExportPath
 
 
 def url_of(ganesha: Ganesha, ep: ExportPath) -> str:
@@ -253,11 +253,11 @@ async def test_many_concurrent_calls_share_the_slots(ganesha: Ganesha, export_pa
 
 async def test_a_small_slot_table_is_honoured(ganesha: Ganesha, export_path: ExportPath) -> None:
     """We ask CREATE_SESSION for 3 slots; 120 concurrent calls never use more than that."""
-    from pynfsrdma.client.nfs4 import NFSv4
-    from pynfsrdma.rpc.auth import auth_sys
-    from pynfsrdma.session.client_id import ClientID, SessionOptions
-    from pynfsrdma.session.path_set import Path
-    from pynfsrdma.transport.tcp import TcpTransport
+    from pynfsrdma._client.nfs4 import NFSv4
+    from pynfsrdma._rpc.auth import auth_sys
+    from pynfsrdma._session.client_id import ClientID, SessionOptions
+    from pynfsrdma._session.path_set import Path
+    from pynfsrdma._transport.tcp import TcpTransport
 
     cred = auth_sys(0, 0)
     async with trio.open_nursery() as nursery:
@@ -315,7 +315,7 @@ async def test_minor_versions_and_extended_attributes_without_server_support(
 
 
 async def test_versions_other_than_4_1_and_4_2_are_refused() -> None:
-    from pynfsrdma.client.url import URLError
+    from pynfsrdma._client.url import URLError
 
     with pytest.raises(URLError, match=r"NFS version 4\.0 is not supported .*NFSv4\.1 and NFSv4\.2"):
         async with Client.connect("nfs://127.0.0.1:1/export?vers=4.0"):

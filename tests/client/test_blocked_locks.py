@@ -12,11 +12,11 @@ from typing import Any
 import trio
 import trio.testing
 
-from pynfsrdma.client.locks import TO_EOF
-from pynfsrdma.client.nfs4 import NFSv4, OpenFile
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.proto.nfs4.compound import COMPOUND4res, ResOp
-from pynfsrdma.proto.nfs4.types import (
+from pynfsrdma._client.locks import TO_EOF
+from pynfsrdma._client.nfs4 import NFSv4, OpenFile
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._proto.nfs4.compound import COMPOUND4res, ResOp
+from pynfsrdma._proto.nfs4.types import (
     FREE_STATEID4args,
     LOCK4args,
     LOCK4denied,
@@ -25,7 +25,7 @@ from pynfsrdma.proto.nfs4.types import (
     lock_owner4,
     stateid4,
 )
-from pynfsrdma.rpc.auth import auth_sys
+from pynfsrdma._rpc.auth import auth_sys
 
 CLIENTID = 0x1234
 CRED = auth_sys(0, 0)

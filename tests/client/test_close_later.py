@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import trio
 
-from pynfsrdma.client.api import Client
-from pynfsrdma.errors import NFS4Error
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.proto.nfs4.types import PUTFH4args, READ4args, stateid4
-from pynfsrdma.testbed.ganesha import Ganesha
+from pynfsrdma._client.api import Client
+from pynfsrdma._errors import NFS4Error
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._proto.nfs4.types import PUTFH4args, READ4args, stateid4
+from pynfsrdma._testbed.ganesha import Ganesha
 
 
 async def test_closes_share_compounds_and_one_already_gone_does_not_stop_the_rest(ganesha: Ganesha) -> None:

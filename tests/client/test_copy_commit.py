@@ -1,4 +1,4 @@
-"""The decisions on a COPY's reply and the COMMIT after it (client/copy_commit.py), for every count
+"""The decisions on a COPY's reply and the COMMIT after it (_client/copy_commit.py), for every count
 (none, some), every stable_how4, the COMMIT's verifier the COPY's or another, every count of verifier
 changes up to past the limit."""
 
@@ -8,8 +8,8 @@ import itertools
 
 import pytest
 
-from pynfsrdma.client.copy_commit import COPY_ATTEMPTS, CopyThen, on_commit, on_copy_reply
-from pynfsrdma.proto.nfs4 import const as c
+from pynfsrdma._client.copy_commit import COPY_ATTEMPTS, CopyThen, on_commit, on_copy_reply
+from pynfsrdma._proto.nfs4 import const as c
 
 HOW = (c.UNSTABLE4, c.DATA_SYNC4, c.FILE_SYNC4)
 

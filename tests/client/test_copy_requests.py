@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma.client.nfs4 import NFSv4, OpenFile
-from pynfsrdma.errors import NFS4Error
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.proto.nfs4.compound import COMPOUND4res, ResOp
-from pynfsrdma.proto.nfs4.types import (
+from pynfsrdma._client.nfs4 import NFSv4, OpenFile
+from pynfsrdma._errors import NFS4Error
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._proto.nfs4.compound import COMPOUND4res, ResOp
+from pynfsrdma._proto.nfs4.types import (
     COMMIT4args,
     COMMIT4resok,
     COPY4args,
@@ -24,7 +24,7 @@ from pynfsrdma.proto.nfs4.types import (
     stateid4,
     write_response4,
 )
-from pynfsrdma.rpc.auth import auth_sys
+from pynfsrdma._rpc.auth import auth_sys
 
 CRED = auth_sys(0, 0)
 

@@ -1,4 +1,4 @@
-"""The delegation bookkeeping of :class:`pynfsrdma.client.nfs4.NFSv4` (RFC 8881 10.4), below the I/O edge.
+"""The delegation bookkeeping of :class:`pynfsrdma._client.nfs4.NFSv4` (RFC 8881 10.4), below the I/O edge.
 
 OPEN replies are encoded and decoded with the real XDR codec; the client ID under the NFSv4 layer
 is a stand-in whose COMPOUND fails the test if anything is sent. What a server that grants
@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma.client.nfs4 import NFSv4, OpenFile
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.proto.nfs4.types import OPEN4resok, change_info4, nfsace4, stateid4
-from pynfsrdma.proto.nfs4.types_ops import open_read_delegation4, open_write_delegation4
-from pynfsrdma.rpc.auth import auth_sys
+from pynfsrdma._client.nfs4 import NFSv4, OpenFile
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._proto.nfs4.types import OPEN4resok, change_info4, nfsace4, stateid4
+from pynfsrdma._proto.nfs4.types_ops import open_read_delegation4, open_write_delegation4
+from pynfsrdma._rpc.auth import auth_sys
 
 FH = b"\x01" * 16
 OPEN_STATEID = stateid4(1, b"open-state-1")

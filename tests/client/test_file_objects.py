@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import pynfsrdma
-from pynfsrdma.testbed import Ganesha
-from pynfsrdma.testbed.ganesha import ExportPath
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.ganesha import ExportPath
 
 
 @pytest.fixture

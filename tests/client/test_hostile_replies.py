@@ -15,17 +15,17 @@ from collections.abc import Awaitable, Callable
 import pytest
 import trio
 
-from pynfsrdma.client.api import Client
-from pynfsrdma.errors import ProtocolError
-from pynfsrdma.proto import rpc as rpcdef
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.rpc.errors import RpcReplyError
-from pynfsrdma.session.send_faults import MAX_VIOLATIONS
-from pynfsrdma.testbed import Ganesha
-from pynfsrdma.testbed.ganesha import ExportPath
-from pynfsrdma.testbed.mutating_proxy import MutatingProxy
-from pynfsrdma.testbed.mutations import Mutation, ReplyMutator, Rule
-from pynfsrdma.testbed.reply_fuzz import rss_bytes
+from pynfsrdma._client.api import Client
+from pynfsrdma._errors import ProtocolError
+from pynfsrdma._proto import rpc as rpcdef
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._rpc.errors import RpcReplyError
+from pynfsrdma._session.send_faults import MAX_VIOLATIONS
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.ganesha import ExportPath
+from pynfsrdma._testbed.mutating_proxy import MutatingProxy
+from pynfsrdma._testbed.mutations import Mutation, ReplyMutator, Rule
+from pynfsrdma._testbed.reply_fuzz import rss_bytes
 
 Proxy = Callable[..., Awaitable[MutatingProxy]]
 ALWAYS = 1 << 30  # a rule's count: every reply it matches
@@ -58,7 +58,7 @@ async def ticking(gaps: list[float]) -> None:
 
 
 def cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pynfsrdma.cli.main", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "pynfsrdma._cli.main", *args], capture_output=True, text=True,
                           timeout=timeout, check=False)
 
 

@@ -12,9 +12,9 @@ import os
 
 import trio
 
-from pynfsrdma.client.api import Client
-from pynfsrdma.testbed import Ganesha
-from pynfsrdma.testbed.ganesha import ExportPath
+from pynfsrdma._client.api import Client
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.ganesha import ExportPath
 
 
 async def test_closing_one_open_leaves_the_others_of_the_same_file_working(

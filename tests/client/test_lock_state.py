@@ -1,4 +1,4 @@
-"""The lock bookkeeping without I/O (client/locks.py): ranges as POSIX and the server keep them, NFS and
+"""The lock bookkeeping without I/O (_client/locks.py): ranges as POSIX and the server keep them, NFS and
 POSIX ranges and types, lock stateids as the server moves them on, lock owners by key and by name."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pynfsrdma.client.locks import (
+from pynfsrdma._client.locks import (
     OFFSET_MAX,
     TO_EOF,
     LockConflict,
@@ -25,9 +25,9 @@ from pynfsrdma.client.locks import (
     posix_lock_type,
     posix_range,
 )
-from pynfsrdma.client.nfs4 import OpenFile
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.proto.nfs4.types import LOCK4denied, lock_owner4, stateid4
+from pynfsrdma._client.nfs4 import OpenFile
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._proto.nfs4.types import LOCK4denied, lock_owner4, stateid4
 
 R, W = c.READ_LT, c.WRITE_LT
 

@@ -10,11 +10,11 @@ import fcntl
 import pytest
 import trio
 
-from pynfsrdma.client.api import Client, File
-from pynfsrdma.client.locks import OFFSET_MAX, TO_EOF, LockDenied, LockLost, nfs_range
-from pynfsrdma.errors import NFS4Error
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.proto.nfs4.types import (
+from pynfsrdma._client.api import Client, File
+from pynfsrdma._client.locks import OFFSET_MAX, TO_EOF, LockDenied, LockLost, nfs_range
+from pynfsrdma._errors import NFS4Error
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._proto.nfs4.types import (
     CLOSE4args,
     FREE_STATEID4args,
     LOCKU4args,
@@ -23,8 +23,8 @@ from pynfsrdma.proto.nfs4.types import (
     TEST_STATEID4args,
     stateid4,
 )
-from pynfsrdma.testbed import Ganesha
-from pynfsrdma.testbed.ganesha import ExportPath
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.ganesha import ExportPath
 
 RD, WR = fcntl.F_RDLCK, fcntl.F_WRLCK
 

@@ -1,4 +1,4 @@
-"""The decisions on a LOCK the server refused (client/lost_lock_state.py), for every NFSv4 status,
+"""The decisions on a LOCK the server refused (_client/lost_lock_state.py), for every NFSv4 status,
 denied or not, every count of attempts up to past the limit, stateid replaced or not, ranges held or
 not, sent with a lock stateid or with the open's."""
 
@@ -8,8 +8,8 @@ import itertools
 
 import pytest
 
-from pynfsrdma.client.lost_lock_state import LOCK_ATTEMPTS, LockThen, on_lock_error
-from pynfsrdma.proto.nfs4 import const as c
+from pynfsrdma._client.lost_lock_state import LOCK_ATTEMPTS, LockThen, on_lock_error
+from pynfsrdma._proto.nfs4 import const as c
 
 BOOLS = (False, True)
 GONE = {c.NFS4ERR_STALE_STATEID, c.NFS4ERR_BAD_STATEID, c.NFS4ERR_EXPIRED, c.NFS4ERR_ADMIN_REVOKED}

@@ -1,4 +1,4 @@
-"""The decisions on a request whose stateid the server refused (client/lost_state.py), for every
+"""The decisions on a request whose stateid the server refused (_client/lost_state.py), for every
 NFSv4 status, stateid replaced or not, every count of reopens up to past the limit."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import itertools
 
 import pytest
 
-from pynfsrdma.client.lost_state import MAX_REOPENS, Then, on_stateid_error
-from pynfsrdma.proto.nfs4 import const as c
+from pynfsrdma._client.lost_state import MAX_REOPENS, Then, on_stateid_error
+from pynfsrdma._proto.nfs4 import const as c
 
 BOOLS = (False, True)
 GONE = {c.NFS4ERR_STALE_STATEID, c.NFS4ERR_BAD_STATEID, c.NFS4ERR_EXPIRED, c.NFS4ERR_ADMIN_REVOKED}

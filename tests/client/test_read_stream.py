@@ -14,7 +14,7 @@ import pytest
 import trio
 import trio.testing
 
-from pynfsrdma.client.open_file import ReadStream, read_range
+from pynfsrdma._client.open_file import ReadStream, read_range
 
 MAXREAD = 4
 DATA = bytes(range(256)) * 4  # 1024 bytes: 256 READs of 4

@@ -10,11 +10,11 @@ import json
 
 import trio
 
-from pynfsrdma.testbed import Ganesha
-from pynfsrdma.testbed.ganesha import ExportPath
-from pynfsrdma.testbed.mutating_proxy import MutatingProxy
-from pynfsrdma.testbed.mutations import ReplyMutator
-from pynfsrdma.testbed.reply_fuzz import rss_bytes, run_workload
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.ganesha import ExportPath
+from pynfsrdma._testbed.mutating_proxy import MutatingProxy
+from pynfsrdma._testbed.mutations import ReplyMutator
+from pynfsrdma._testbed.reply_fuzz import rss_bytes, run_workload
 
 REPLIES = 3000
 RATE = 0.2

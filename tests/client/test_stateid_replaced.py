@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma.client.nfs4 import NFSv4, OpenFile
-from pynfsrdma.errors import NFS4Error
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.proto.nfs4.compound import COMPOUND4res, ResOp
-from pynfsrdma.proto.nfs4.types import WRITE4resok, stateid4
-from pynfsrdma.rpc.auth import auth_sys
+from pynfsrdma._client.nfs4 import NFSv4, OpenFile
+from pynfsrdma._errors import NFS4Error
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._proto.nfs4.compound import COMPOUND4res, ResOp
+from pynfsrdma._proto.nfs4.types import WRITE4resok, stateid4
+from pynfsrdma._rpc.auth import auth_sys
 
 BEFORE = stateid4(1, b"before-rst-1")
 RECLAIMED = stateid4(1, b"reclaimed--2")

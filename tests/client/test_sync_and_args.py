@@ -7,11 +7,11 @@ import fcntl
 
 import pytest
 
-from pynfsrdma.client.api import Client, LockDenied
-from pynfsrdma.client.sync import connect
-from pynfsrdma.errors import NFS4Error
-from pynfsrdma.testbed import Ganesha
-from pynfsrdma.testbed.ganesha import ExportPath
+from pynfsrdma._client.api import Client, LockDenied
+from pynfsrdma._client.sync import connect
+from pynfsrdma._errors import NFS4Error
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.ganesha import ExportPath
 
 
 def test_blocking_client_for_plain_scripts(ganesha: Ganesha, export_path: ExportPath) -> None:
@@ -90,7 +90,7 @@ def test_requests_go_as_the_calling_user_unless_told_otherwise(ganesha: Ganesha,
 
 
 def test_an_unknown_url_option_is_an_error_that_names_it(ganesha: Ganesha) -> None:
-    from pynfsrdma.client.url import URLError
+    from pynfsrdma._client.url import URLError
 
     with pytest.raises(URLError, match="unknown URL option: nconect"):
         connect(f"nfs://{ganesha.host}:{ganesha.port}/export?nconect=2")

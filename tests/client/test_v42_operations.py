@@ -11,11 +11,11 @@ import os
 
 import pytest
 
-from pynfsrdma.client.api import Client
-from pynfsrdma.errors import NFS4Error
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.testbed import Ganesha
-from pynfsrdma.testbed.ganesha import ExportPath
+from pynfsrdma._client.api import Client
+from pynfsrdma._errors import NFS4Error
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.ganesha import ExportPath
 
 MIB = 1 << 20
 BLOCK = 64 * 1024  # larger than any file system's block, so holes and data fall on block boundaries

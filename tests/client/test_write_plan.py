@@ -1,11 +1,11 @@
-"""The open-file engine's planner (client/write_plan.py), without I/O: what writes become, when a
+"""The open-file engine's planner (_client/write_plan.py), without I/O: what writes become, when a
 COMMIT is due, what a changed write verifier sends again, and that payload bytes are never copied
 on the way except where small writes are joined into one WRITE."""
 
 from __future__ import annotations
 
-from pynfsrdma.client.write_plan import WritePlan
-from pynfsrdma.proto.nfs4 import const as c
+from pynfsrdma._client.write_plan import WritePlan
+from pynfsrdma._proto.nfs4 import const as c
 
 WSIZE = 1 << 20
 

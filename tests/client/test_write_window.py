@@ -9,9 +9,9 @@ from typing import Any
 import trio
 import trio.testing
 
-from pynfsrdma.client.open_file import FileWriter
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.rpc.auth import auth_sys
+from pynfsrdma._client.open_file import FileWriter
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._rpc.auth import auth_sys
 
 WSIZE = 1024
 VERF = b"v" * 8

@@ -11,8 +11,8 @@ import pytest
 from distributed import Client as DaskClient
 from distributed import LocalCluster
 
-from pynfsrdma.testbed import Ganesha
-from pynfsrdma.testbed.ganesha import ExportPath
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.ganesha import ExportPath
 
 
 def nfs_clients_here() -> int:

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma.testbed import Ganesha
+from pynfsrdma._testbed import Ganesha
 
 MOUNT_WAIT = 20.0
 PY = sys.executable
@@ -51,7 +51,7 @@ class Mount:
     def recoveries(self) -> int | None:
         """How many times the mount's client recovered a lost session or client ID (None: the
         daemon does not answer)."""
-        from pynfsrdma.control_socket import Connection, ControlError
+        from pynfsrdma._control_socket import Connection, ControlError
 
         try:
             with Connection(str(self.path)) as conn:
@@ -74,7 +74,7 @@ class Mount:
 
 def start_mount(url: str, mountpoint: Path, options: str, log: Path) -> Mount:
     """``pynfsrdma mount -f`` as a subprocess; returns once the mount answers."""
-    cmd = [PY, "-m", "pynfsrdma.cli.main", *VERBOSE, "mount", url, str(mountpoint), "-f"]
+    cmd = [PY, "-m", "pynfsrdma._cli.main", *VERBOSE, "mount", url, str(mountpoint), "-f"]
     if CHANNEL and "channel=" not in options:
         options = ",".join(o for o in (f"channel={CHANNEL}", options) if o)
     if options:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma.testbed import Ganesha
+from pynfsrdma._testbed import Ganesha
 
 pytestmark = pytest.mark.fuse
 
@@ -70,7 +70,7 @@ def test_the_same_work_through_either_channel(
 
 def test_an_unknown_channel_is_refused(tmp_path: Path) -> None:
     r = subprocess.run(
-        [sys.executable, "-m", "pynfsrdma.cli.main", "mount", "nfs://127.0.0.1/x", str(tmp_path), "-o", "channel=x"],
+        [sys.executable, "-m", "pynfsrdma._cli.main", "mount", "nfs://127.0.0.1/x", str(tmp_path), "-o", "channel=x"],
         capture_output=True,
         text=True,
         timeout=60,

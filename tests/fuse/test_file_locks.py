@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma.control_socket import Connection
-from pynfsrdma.testbed.ganesha import Ganesha
+from pynfsrdma._control_socket import Connection
+from pynfsrdma._testbed.ganesha import Ganesha
 
 pytestmark = pytest.mark.fuse
 

@@ -11,17 +11,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import LEAN, for_xdr
 
-from pynfsrdma.client.attributes import (
+from pynfsrdma._client.attributes import (
     STAT_ATTRS,
     FileAttrs,
     decode_entry_attrs,
     decode_file_attrs,
     entry_attrs_decoder_at,
 )
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.proto.nfs4.attrs import ATTRS, decode_fattr4, encode_fattr4
-from pynfsrdma.proto.nfs4.types import fattr4, fsid4, nfstime4, specdata4
-from pynfsrdma.xdr import XdrError
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._proto.nfs4.attrs import ATTRS, decode_fattr4, encode_fattr4
+from pynfsrdma._proto.nfs4.types import fattr4, fsid4, nfstime4, specdata4
+from pynfsrdma._xdr import XdrError
 
 ENTRY_ATTRS = (*STAT_ATTRS, c.FATTR4_FILEHANDLE, c.FATTR4_RDATTR_ERROR)
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma.control_socket import Connection
-from pynfsrdma.testbed.ganesha import Ganesha
+from pynfsrdma._control_socket import Connection
+from pynfsrdma._testbed.ganesha import Ganesha
 
 pytestmark = pytest.mark.fuse
 FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE = 1, 2

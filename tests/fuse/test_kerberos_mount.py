@@ -16,10 +16,10 @@ import pytest
 from conftest import Mount
 from krb5_support import KERBEROS_SECTYPES, KerberosUser
 
-from pynfsrdma.control_socket import Connection
-from pynfsrdma.testbed import Ganesha
-from pynfsrdma.testbed.ganesha import ExportPath
-from pynfsrdma.testbed.kdc import Kdc
+from pynfsrdma._control_socket import Connection
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.ganesha import ExportPath
+from pynfsrdma._testbed.kdc import Kdc
 
 pytestmark = pytest.mark.fuse
 

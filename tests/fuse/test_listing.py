@@ -16,9 +16,9 @@ import pytest
 import trio
 from test_small_files import delta, settle
 
-from pynfsrdma.client.api import Client
-from pynfsrdma.fuse.cache import LISTING_RUN, LISTING_TRUST
-from pynfsrdma.testbed.ganesha import Ganesha
+from pynfsrdma._client.api import Client
+from pynfsrdma._fuse.cache import LISTING_RUN, LISTING_TRUST
+from pynfsrdma._testbed.ganesha import Ganesha
 
 pytestmark = pytest.mark.fuse
 

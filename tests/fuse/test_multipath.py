@@ -12,11 +12,11 @@ import sys
 
 import trio
 
-from pynfsrdma.testbed.ganesha import ExportPath
+from pynfsrdma._testbed.ganesha import ExportPath
 
 
 def cli_json(*args: str) -> object:
-    p = subprocess.run([sys.executable, "-m", "pynfsrdma.cli.main", *args], capture_output=True, text=True,
+    p = subprocess.run([sys.executable, "-m", "pynfsrdma._cli.main", *args], capture_output=True, text=True,
                        timeout=30, check=True)
     return json.loads(p.stdout)
 

@@ -30,8 +30,8 @@ from typing import Any, TypeVar
 import pytest
 import trio
 
-from pynfsrdma.fuse.devfuse import NativeChannel
-from pynfsrdma.fuse.lowlevel import (
+from pynfsrdma._fuse.devfuse import NativeChannel
+from pynfsrdma._fuse.lowlevel import (
     F_UNLCK,
     ROOT_INODE,
     EntryAttributes,
@@ -44,7 +44,7 @@ from pynfsrdma.fuse.lowlevel import (
     SetattrFields,
     StatvfsData,
 )
-from pynfsrdma.trio_compat import run_sync_abandoning
+from pynfsrdma._trio_compat import run_sync_abandoning
 
 REPO = Path(__file__).resolve().parents[2]
 MIB = 1 << 20

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import trio
 
-from pynfsrdma.fuse import devfuse
-from pynfsrdma.fuse.devfuse import NativeChannel
-from pynfsrdma.fuse.kernel import abi
-from pynfsrdma.fuse.lowlevel import EntryAttributes, FileLock, FUSEError, Operations, RequestContext
+from pynfsrdma._fuse import devfuse
+from pynfsrdma._fuse.devfuse import NativeChannel
+from pynfsrdma._fuse.kernel import abi
+from pynfsrdma._fuse.lowlevel import EntryAttributes, FileLock, FUSEError, Operations, RequestContext
 
 IN_HEADER = "=IIQQIIIHH"
 SO_SNDBUFFORCE = getattr(socket, "SO_SNDBUFFORCE", 32)  # <asm-generic/socket.h>; Python 3.11 lacks them

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from pynfsrdma.client.attributes import FileAttrs
-from pynfsrdma.fuse.cache import LISTING_RUN, LISTING_TRUST, NEGATIVE, AttrTimeouts, Listing, NameCache
-from pynfsrdma.fuse.inodes import OWN, REMAPPED, ROOT_INODE, InodeTable
-from pynfsrdma.fuse.options import OptionError, parse_options
-from pynfsrdma.proto.nfs4 import const as c
+from pynfsrdma._client.attributes import FileAttrs
+from pynfsrdma._fuse.cache import LISTING_RUN, LISTING_TRUST, NEGATIVE, AttrTimeouts, Listing, NameCache
+from pynfsrdma._fuse.inodes import OWN, REMAPPED, ROOT_INODE, InodeTable
+from pynfsrdma._fuse.options import OptionError, parse_options
+from pynfsrdma._proto.nfs4 import const as c
 
 
 def test_defaults_are_those_of_nfs5() -> None:

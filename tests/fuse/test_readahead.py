@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma.fuse.readahead import Extent, ReadAhead, assemble
+from pynfsrdma._fuse.readahead import Extent, ReadAhead, assemble
 
 MIB = 1 << 20
 KIB = 1 << 10

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma import control_socket
-from pynfsrdma.testbed import Ganesha
+from pynfsrdma import _control_socket as control_socket
+from pynfsrdma._testbed import Ganesha
 
 pytestmark = pytest.mark.fuse
 REPO = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-m", "pynfsrdma.cli.main"]
+CLI = [sys.executable, "-m", "pynfsrdma._cli.main"]
 USER = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups"]
 
 

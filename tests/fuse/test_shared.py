@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma.control_socket import Connection
-from pynfsrdma.testbed.ganesha import Ganesha
+from pynfsrdma._control_socket import Connection
+from pynfsrdma._testbed.ganesha import Ganesha
 
 
 @dataclass
@@ -403,6 +403,6 @@ def test_stats_count_what_the_caches_answered_and_what_went_to_the_server(shared
         cache = conn.request("stats")["cache"]
     assert cache["lookups_sent"] >= 1 and cache["lookups_cached"] >= 2 and cache["stale_names"] >= 1, cache
     assert set(cache) >= {"attr_hits", "attr_revalidations", "invalidations", "reopens"}, cache
-    out = subprocess.run([sys.executable, "-m", "pynfsrdma.cli.main", "stats", str(shared.a.parent)],
+    out = subprocess.run([sys.executable, "-m", "pynfsrdma._cli.main", "stats", str(shared.a.parent)],
                          capture_output=True, text=True, check=True).stdout
     assert "caches: attributes" in out and "stale names" in out

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
-from pynfsrdma.testbed.ganesha import Ganesha
+from pynfsrdma._testbed.ganesha import Ganesha
 
 pytestmark = pytest.mark.fuse
 

@@ -10,7 +10,7 @@ import os
 
 import trio
 
-from pynfsrdma.testbed.ganesha import ExportPath
+from pynfsrdma._testbed.ganesha import ExportPath
 
 PIECE = 4096
 DELAY_MS = 150  # each way: a round trip takes about 0.3 s

@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma import control_socket
-from pynfsrdma.fuse.cache import LISTING_RUN
+from pynfsrdma import _control_socket as control_socket
+from pynfsrdma._fuse.cache import LISTING_RUN
 
 pytestmark = pytest.mark.fuse
 USER = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups"]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from pynfsrdma.testbed.ganesha import ExportPath
+from pynfsrdma._testbed.ganesha import ExportPath
 
 TIMEO_DS = 20  # deciseconds: 2 s a try
 RETRANS = 1  # one try more: 4 s a system call

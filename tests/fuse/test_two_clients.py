@@ -15,9 +15,9 @@ from typing import Any
 
 import trio
 
-from pynfsrdma.client.api import Client
-from pynfsrdma.control_socket import Connection
-from pynfsrdma.testbed.ganesha import Ganesha
+from pynfsrdma._client.api import Client
+from pynfsrdma._control_socket import Connection
+from pynfsrdma._testbed.ganesha import Ganesha
 
 
 def recoveries(m: Any) -> int:

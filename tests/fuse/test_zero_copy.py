@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 import trio
 
-from pynfsrdma.control_socket import Connection
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.testbed import Ganesha, MutatingProxy, Mutation, ReplyMutator, Rule
-from pynfsrdma.testbed.ganesha import ExportPath
+from pynfsrdma._control_socket import Connection
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._testbed import Ganesha, MutatingProxy, Mutation, ReplyMutator, Rule
+from pynfsrdma._testbed.ganesha import ExportPath
 
 MIB = 1 << 20
 KIB = 1 << 10

@@ -15,9 +15,9 @@ import pynfsrdma
 PACKAGE = Path(pynfsrdma.__file__).parent
 
 # bottom to top: a module may import from its own layer and the ones before it
-LAYERS = ["xdr", "proto", "transport", "rpc", "session", "trunking", "client", "fuse", "cli"]
+LAYERS = ["_xdr", "_proto", "_transport", "_rpc", "_session", "_trunking", "_client", "_fuse", "_cli"]
 # modules outside the stack, and who may import them
-TOOLS = {"testbed": {"testbed", "cli"}}
+TOOLS = {"_testbed": {"_testbed", "_cli"}}
 
 
 @dataclass
@@ -198,5 +198,5 @@ def test_the_checks_see_what_they_look_for(tmp_path: Path) -> None:
     reached = [n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr.startswith("_")
                and n.attr not in own and not (isinstance(n.value, ast.Name) and n.value.id in theirs)]
     assert reached == ["_y"]
-    assert MODULES["pynfsrdma.session.session"].imports, "no imports read"
-    assert _layer("pynfsrdma.fuse.mount_daemon") == "fuse" and LAYERS.index("fuse") > LAYERS.index("client")
+    assert MODULES["pynfsrdma._session.session"].imports, "no imports read"
+    assert _layer("pynfsrdma._fuse.mount_daemon") == "_fuse" and LAYERS.index("_fuse") > LAYERS.index("_client")

@@ -13,7 +13,7 @@ DOC = PACKAGE.parent / "docs" / "architecture.md"
 
 
 def _rows() -> dict[str, str]:
-    """The map's rows by their first cell (``xdr/``, ``errors.py``, ...)."""
+    """The map's rows by their first cell (``_xdr/``, ``errors.py``, ...)."""
     rows = {}
     for line in DOC.read_text().splitlines():
         m = re.match(r"\| `([a-z_0-9]+/|[a-z_0-9]+\.py)` \|(.*)", line)

@@ -14,11 +14,11 @@ import pytest
 import trio
 from krb5_support import KerberosUser
 
-from pynfsrdma.client.api import Client
-from pynfsrdma.rpc.gss_auth import GssCredential
-from pynfsrdma.testbed import Ganesha
-from pynfsrdma.testbed.ganesha import ExportPath
-from pynfsrdma.testbed.kdc import Kdc
+from pynfsrdma._client.api import Client
+from pynfsrdma._rpc.gss_auth import GssCredential
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.ganesha import ExportPath
+from pynfsrdma._testbed.kdc import Kdc
 
 
 def url_of(server: Ganesha, where: ExportPath, sec: str) -> str:

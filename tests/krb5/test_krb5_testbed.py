@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma.testbed import daemon
-from pynfsrdma.testbed.procs import pid_alive
+from pynfsrdma._testbed import daemon
+from pynfsrdma._testbed.procs import pid_alive
 
 pytestmark = pytest.mark.ganesha
 
@@ -32,12 +32,12 @@ def state_dir() -> Iterator[Path]:
 
 
 def cli(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pynfsrdma.cli.main", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "pynfsrdma._cli.main", *args], capture_output=True, text=True,
                           timeout=60, env=env, input=stdin)
 
 
 def run_testbed(state_dir: Path, *args: str) -> Any:
-    done = subprocess.run([sys.executable, "-m", "pynfsrdma.cli.testbed", *args, "--dir", str(state_dir)],
+    done = subprocess.run([sys.executable, "-m", "pynfsrdma._cli.testbed", *args, "--dir", str(state_dir)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout) if "--json" in args else done

@@ -12,9 +12,9 @@ import os
 import pytest
 from krb5_support import KERBEROS_SECTYPES, KerberosUser
 
-from pynfsrdma.client.api import Client
-from pynfsrdma.testbed import Ganesha
-from pynfsrdma.testbed.ganesha import ExportPath
+from pynfsrdma._client.api import Client
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.ganesha import ExportPath
 
 
 def url_of(server: Ganesha, where: ExportPath, sec: str | None = None) -> str:

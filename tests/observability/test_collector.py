@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.proto.nfs4.compound import COMPOUND4res, ResOp, decode_compound_res, encode_compound_res
-from pynfsrdma.proto.nfs4.types import (
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._proto.nfs4.compound import COMPOUND4res, ResOp, decode_compound_res, encode_compound_res
+from pynfsrdma._proto.nfs4.types import (
     GETATTR4args,
     GETATTR4resok,
     LOOKUP4args,
@@ -25,8 +25,8 @@ from pynfsrdma.proto.nfs4.types import (
     fattr4,
     stateid4,
 )
-from pynfsrdma.stats import LatencyHistogram, RpcStats, collector_for
-from pynfsrdma.xdr import Packer, Unpacker
+from pynfsrdma._stats import LatencyHistogram, RpcStats, collector_for
+from pynfsrdma._xdr import Packer, Unpacker
 
 ANON = stateid4(0, bytes(12))
 FH = b"\x01" * 16

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from pynfsrdma import control_socket
-from pynfsrdma.control_socket import ControlError, ControlProtocol, NotAMount, decode_reply
+from pynfsrdma import _control_socket as control_socket
+from pynfsrdma._control_socket import ControlError, ControlProtocol, NotAMount, decode_reply
 
 
 def test_protocol_answers_known_commands() -> None:

@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma import control_socket
-from pynfsrdma.client.api import Client
-from pynfsrdma.testbed import Ganesha
-from pynfsrdma.testbed.ganesha import ExportPath
+from pynfsrdma import _control_socket as control_socket
+from pynfsrdma._client.api import Client
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.ganesha import ExportPath
 
 PY = sys.executable
 MOUNT_WAIT = 20.0
-CLI = [PY, "-m", "pynfsrdma.cli.main"]
+CLI = [PY, "-m", "pynfsrdma._cli.main"]
 
 
 def is_mounted(path: str) -> bool:
@@ -203,8 +203,8 @@ async def test_client_stats_over_rdma(ganesha: Ganesha, export_path: ExportPath)
     path are the transport's own, and READ data placed by RDMA Write counts as received."""
     import trio
 
-    from pynfsrdma.testbed.rdma_responder import serve_rdma
-    from pynfsrdma.transport.rdma.soft import SoftProvider
+    from pynfsrdma._testbed.rdma_responder import serve_rdma
+    from pynfsrdma._transport.rdma.soft import SoftProvider
 
     data = os.urandom(300_000)
     async with trio.open_nursery() as nursery:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from pynfsrdma.cli.stats import format_report, interval_rates
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.stats import RpcStats
+from pynfsrdma._cli.stats import format_report, interval_rates
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._stats import RpcStats
 
 
 def _reply(opnum: int) -> SimpleNamespace:

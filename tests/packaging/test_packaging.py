@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from pynfsrdma import __version__
-from pynfsrdma.cli.main import build_parser
-from pynfsrdma.fuse.options import (
+from pynfsrdma._cli.main import build_parser
+from pynfsrdma._fuse.options import (
     GENERIC_OPTIONS,
     RDMA_OPTIONS,
     TRUNKING_FLAGS,
@@ -142,8 +142,8 @@ def test_wheel_installs_into_a_fresh_venv(tmp_path: Path) -> None:
         entry_points = z.read(f"pynfsrdma-{__version__}.dist-info/entry_points.txt").decode()
         metadata = z.read(f"pynfsrdma-{__version__}.dist-info/METADATA").decode()
     assert "pynfsrdma/py.typed" in names
-    assert "pynfsrdma/trace.py" in names and "pynfsrdma/proto/nfs4/const.py" in names
-    assert "mount.pynfsrdma = pynfsrdma.cli.mount:helper_main" in entry_points
+    assert "pynfsrdma/_trace.py" in names and "pynfsrdma/_proto/nfs4/const.py" in names
+    assert "mount.pynfsrdma = pynfsrdma._cli.mount:helper_main" in entry_points
     assert re.search(r"^Provides-Extra: rdma$", metadata, re.M)
     assert re.search(r"^Requires-Dist: pyverbs.*extra == .rdma.", metadata, re.M)
 

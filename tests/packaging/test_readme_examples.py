@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pynfsrdma.testbed import Ganesha
+from pynfsrdma._testbed import Ganesha
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from pynfsrdma import trace
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.proto.nfs4.types import PUTFH4args, READ4args, stateid4
+from pynfsrdma import _trace as trace
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._proto.nfs4.types import PUTFH4args, READ4args, stateid4
 
 
 def test_line_names_xid_path_status_duration_and_ops() -> None:
@@ -95,12 +95,12 @@ def test_configure_logging_to_a_file_replaces_its_handler(tmp_path) -> None:
         h = trace.configure_logging("info", str(tmp_path / "b.log"))
         ours = [x for x in logger.handlers if getattr(x, "_pynfsrdma", False)]
         assert ours == [h]
-        logging.getLogger("pynfsrdma.session").debug("not shown")
-        logging.getLogger("pynfsrdma.session").info("path %s is up again", "127.0.0.2:2049")
+        logging.getLogger("pynfsrdma._session").debug("not shown")
+        logging.getLogger("pynfsrdma._session").info("path %s is up again", "127.0.0.2:2049")
         h.flush()
         assert (tmp_path / "a.log").read_text() == ""
         text = (tmp_path / "b.log").read_text()
-        assert "INFO pynfsrdma.session: path 127.0.0.2:2049 is up again" in text
+        assert "INFO pynfsrdma._session: path 127.0.0.2:2049 is up again" in text
         assert "not shown" not in text
     finally:
         for x in list(logger.handlers):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import trio
 
-from pynfsrdma.trio_compat import run_sync_abandoning
+from pynfsrdma._trio_compat import run_sync_abandoning
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pynfsrdma"
 
@@ -30,6 +30,6 @@ def test_no_module_names_a_keyword_one_trio_release_lacks() -> None:
     offenders = [
         str(p.relative_to(PACKAGE.parent))
         for p in PACKAGE.rglob("*.py")
-        if p.name != "trio_compat.py" and re.search(r"\b(abandon_on_cancel|cancellable)\s*=", p.read_text())
+        if p.name != "_trio_compat.py" and re.search(r"\b(abandon_on_cancel|cancellable)\s*=", p.read_text())
     ]
     assert offenders == []

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pynfsrdma.proto.nfs4 import attrs, callback, compound, types
-from pynfsrdma.xdr import XdrType
+from pynfsrdma._proto.nfs4 import attrs, callback, compound, types
+from pynfsrdma._xdr import XdrType
 
 
 def _codec(obj: Any) -> XdrType[Any] | None:

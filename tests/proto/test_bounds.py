@@ -11,18 +11,18 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma.client.attributes import decode_entry_attrs
-from pynfsrdma.proto import rpcrdma
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.proto.nfs4.attrs import encode_fattr4
-from pynfsrdma.proto.nfs4.types import (
+from pynfsrdma._client.attributes import decode_entry_attrs
+from pynfsrdma._proto import rpcrdma
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._proto.nfs4.attrs import encode_fattr4
+from pynfsrdma._proto.nfs4.types import (
     GETFH4resok,
     channel_attrs4,
     dirlist4,
     fattr4,
     nfstime4,
 )
-from pynfsrdma.xdr import Packer, XdrError
+from pynfsrdma._xdr import Packer, XdrError
 
 U32 = struct.Struct(">I").pack
 

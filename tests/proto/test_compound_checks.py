@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.proto.nfs4.compound import (
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._proto.nfs4.compound import (
     COMPOUND4res,
     CompoundMismatch,
     ResOp,
@@ -17,7 +17,7 @@ from pynfsrdma.proto.nfs4.compound import (
     decode_compound_res,
     encode_compound_res,
 )
-from pynfsrdma.proto.nfs4.types import (
+from pynfsrdma._proto.nfs4.types import (
     GETATTR4args,
     GETATTR4resok,
     GETFH4args,
@@ -35,7 +35,7 @@ from pynfsrdma.proto.nfs4.types import (
     fattr4,
     stateid4,
 )
-from pynfsrdma.xdr import Packer, Unpacker, XdrError
+from pynfsrdma._xdr import Packer, Unpacker, XdrError
 
 SID = stateid4(0, bytes(12))
 LOOKUP_OPS = [PUTFH4args(b"fh"), LOOKUP4args("x"), GETFH4args(), GETATTR4args([1])]

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import LEAN, for_xdr
 
-from pynfsrdma.proto.nfs4 import attrs as A
-from pynfsrdma.proto.nfs4.const import (
+from pynfsrdma._proto.nfs4 import attrs as A
+from pynfsrdma._proto.nfs4.const import (
     FATTR4_CHANGE,
     FATTR4_FS_LOCATIONS_INFO,
     FATTR4_MODE,
@@ -30,14 +30,14 @@ from pynfsrdma.proto.nfs4.const import (
     SET_TO_CLIENT_TIME4,
     SET_TO_SERVER_TIME4,
 )
-from pynfsrdma.proto.nfs4.types import (
+from pynfsrdma._proto.nfs4.types import (
     fattr4,
     fs_locations_info4,
     fs_locations_item4,
     fs_locations_server4,
     nfstime4,
 )
-from pynfsrdma.xdr import XdrError
+from pynfsrdma._xdr import XdrError
 
 
 def w(*words: int) -> bytes:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pynfsrdma.proto.nfs4.attrs import bitmap4_from
-from pynfsrdma.proto.nfs4.callback import (
+from pynfsrdma._proto.nfs4.attrs import bitmap4_from
+from pynfsrdma._proto.nfs4.callback import (
     CB_ARGS_BY_OPNUM,
     CB_COMPOUND4args,
     CB_COMPOUND4res,
@@ -18,7 +18,7 @@ from pynfsrdma.proto.nfs4.callback import (
     encode_cb_compound_res,
     nfs_cb_resop4,
 )
-from pynfsrdma.proto.nfs4.compound import (
+from pynfsrdma._proto.nfs4.compound import (
     ARGS_BY_OPNUM,
     ARGS_CLASSES,
     COMPOUND4args,
@@ -31,7 +31,7 @@ from pynfsrdma.proto.nfs4.compound import (
     nfs_argop4,
     nfs_resop4,
 )
-from pynfsrdma.proto.nfs4.const import (
+from pynfsrdma._proto.nfs4.const import (
     CLAIM_NULL,
     FATTR4_MODE,
     FATTR4_SIZE,
@@ -60,7 +60,7 @@ from pynfsrdma.proto.nfs4.const import (
     nfs_cb_opnum4,
     nfs_opnum4,
 )
-from pynfsrdma.proto.nfs4.types import (
+from pynfsrdma._proto.nfs4.types import (
     EXCHANGE_ID4args,
     GETATTR4args,
     LOCK4denied,
@@ -75,7 +75,7 @@ from pynfsrdma.proto.nfs4.types import (
     open_claim4,
     stateid4,
 )
-from pynfsrdma.xdr import Packer, Unpacker, XdrError
+from pynfsrdma._xdr import Packer, Unpacker, XdrError
 
 SID = bytes(range(16))
 

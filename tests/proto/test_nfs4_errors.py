@@ -8,8 +8,8 @@ import pickle
 
 import pytest
 
-from pynfsrdma.errors import NFS4Error, ProtocolError, errno_for_status, op_name, status_name
-from pynfsrdma.proto.nfs4.const import (
+from pynfsrdma._errors import NFS4Error, ProtocolError, errno_for_status, op_name, status_name
+from pynfsrdma._proto.nfs4.const import (
     NFS4_OK,
     NFS4ERR_ACCESS,
     NFS4ERR_BAD_STATEID,

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pynfsrdma.proto.nfs4.callback import CB_NOTIFY_LOCK4args, nfs_cb_argop4, nfs_cb_resop4
-from pynfsrdma.proto.nfs4.compound import ResOp, nfs_argop4, nfs_resop4
-from pynfsrdma.proto.nfs4.types import (
+from pynfsrdma._proto.nfs4.callback import CB_NOTIFY_LOCK4args, nfs_cb_argop4, nfs_cb_resop4
+from pynfsrdma._proto.nfs4.compound import ResOp, nfs_argop4, nfs_resop4
+from pynfsrdma._proto.nfs4.types import (
     ALLOCATE4args,
     CLONE4args,
     COPY4args,
@@ -27,7 +27,7 @@ from pynfsrdma.proto.nfs4.types import (
     stateid4,
     write_response4,
 )
-from pynfsrdma.xdr import XdrType
+from pynfsrdma._xdr import XdrType
 
 OPEN = stateid4(1, b"O" * 12)
 LOCKSID = stateid4(3, b"L" * 12)

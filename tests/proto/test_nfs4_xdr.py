@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from nfs4_catalog import XDR_TYPES
 from strategies import LEAN, for_xdr
 
-from pynfsrdma.proto.nfs4.compound import ResOpType
-from pynfsrdma.xdr import (
+from pynfsrdma._proto.nfs4.compound import ResOpType
+from pynfsrdma._xdr import (
     Array,
     Bulk,
     ClassUnion,
@@ -140,7 +140,7 @@ def test_catalog_covers_every_kind_of_type() -> None:
 
 
 def test_linked_list_of_many_entries_decodes_without_recursion() -> None:
-    from pynfsrdma.proto.nfs4.types import dirlist4, entry4, fattr4
+    from pynfsrdma._proto.nfs4.types import dirlist4, entry4, fattr4
 
     entries = [entry4(i, f"f{i}", fattr4([], b"")) for i in range(5000)]
     value = dirlist4(entries, True)
@@ -150,8 +150,8 @@ def test_linked_list_of_many_entries_decodes_without_recursion() -> None:
 def test_readdir_entries_decode_to_spans_over_one_copy() -> None:
     """DirEntries gives a DirList: the chain's bytes and where each entry's parts lie (one mask list
     for entries with the same mask), the entry4 values when looked at."""
-    from pynfsrdma.proto.nfs4.attrs import DirList
-    from pynfsrdma.proto.nfs4.types import dirlist4, entry4, fattr4
+    from pynfsrdma._proto.nfs4.attrs import DirList
+    from pynfsrdma._proto.nfs4.types import dirlist4, entry4, fattr4
 
     entries = [entry4(7, "a", fattr4([1, 2], b"1234")), entry4(9, "b\u00e9c", fattr4([1, 2], b"")),
                entry4(11, "d", fattr4([3], b"12345678"))]  # fmt: skip
@@ -170,6 +170,6 @@ def test_readdir_entries_decode_to_spans_over_one_copy() -> None:
 @given(st.binary(max_size=200))
 @settings(LEAN, max_examples=50)
 def test_random_bytes_as_a_compound_reply(data: bytes) -> None:
-    from pynfsrdma.proto.nfs4.compound import COMPOUND4res
+    from pynfsrdma._proto.nfs4.compound import COMPOUND4res
 
     _decode_or_xdr_error(COMPOUND4res.XDR, data)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.proto.nfs4.compound import ResOp, result_of, results_of
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._proto.nfs4.compound import ResOp, result_of, results_of
 
 
 def test_the_result_of_an_operation_is_found_by_its_number() -> None:

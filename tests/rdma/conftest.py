@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from pynfsrdma.proto.rpcrdma import xdr_rdma_segment
-from pynfsrdma.transport.rdma.chunks import CallPlan, NeedKind, Registration
+from pynfsrdma._proto.rpcrdma import xdr_rdma_segment
+from pynfsrdma._transport.rdma.chunks import CallPlan, NeedKind, Registration
 
 
 class FakeMemory:

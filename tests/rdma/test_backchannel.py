@@ -16,13 +16,13 @@ import struct
 import trio
 from test_end_to_end import rdma_url, responder, transport_of
 
-from pynfsrdma.client.api import Client
-from pynfsrdma.proto import rpc as rpcdef
-from pynfsrdma.proto.nfs4 import callback as cb
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.rpc.auth import AUTH_NONE_CRED
-from pynfsrdma.session.client_id import CB_PROGRAM
-from pynfsrdma.xdr import Packer, Unpacker
+from pynfsrdma._client.api import Client
+from pynfsrdma._proto import rpc as rpcdef
+from pynfsrdma._proto.nfs4 import callback as cb
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._rpc.auth import AUTH_NONE_CRED
+from pynfsrdma._session.client_id import CB_PROGRAM
+from pynfsrdma._xdr import Packer, Unpacker
 
 _MARK = struct.Struct(">I")
 _LAST = 0x80000000

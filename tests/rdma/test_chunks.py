@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from conftest import FakeMemory
 
-from pynfsrdma.proto.private_data import InlineThresholds
-from pynfsrdma.proto.rpcrdma import (
+from pynfsrdma._proto.private_data import InlineThresholds
+from pynfsrdma._proto.rpcrdma import (
     ERR_CHUNK,
     RDMA_MSG,
     RDMA_NOMSG,
@@ -24,16 +24,16 @@ from pynfsrdma.proto.rpcrdma import (
     xdr_rdma_segment,
     xdr_write_chunk,
 )
-from pynfsrdma.transport.base import NO_HINTS, ReplyHints
-from pynfsrdma.transport.rdma.chunks import CallPlan, NeedKind, Registration, plan_call, plan_reply
-from pynfsrdma.transport.rdma.reply import RdmaErrorReply, RdmaReplyUnpacker, reassemble_reply
-from pynfsrdma.transport.rdma.responder_chunks import (
+from pynfsrdma._transport.base import NO_HINTS, ReplyHints
+from pynfsrdma._transport.rdma.chunks import CallPlan, NeedKind, Registration, plan_call, plan_reply
+from pynfsrdma._transport.rdma.reply import RdmaErrorReply, RdmaReplyUnpacker, reassemble_reply
+from pynfsrdma._transport.rdma.responder_chunks import (
     ChunkError,
     assemble_call,
     encode_reply,
     parse_call,
 )
-from pynfsrdma.xdr import Packer, XdrError
+from pynfsrdma._xdr import Packer, XdrError
 
 T1K = InlineThresholds(1024, 1024)
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pynfsrdma.transport.rdma.credits import CreditGate
+from pynfsrdma._transport.rdma.credits import CreditGate
 
 
 def test_starts_at_one_credit_until_the_first_grant():

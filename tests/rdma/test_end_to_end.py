@@ -1,6 +1,6 @@
 """proto=rdma end to end: Client -> RdmaTransport -> software provider -> responder -> NFS-Ganesha.
 
-The responder (pynfsrdma.testbed.rdma_responder) runs in the test's nursery; everything between the
+The responder (pynfsrdma._testbed.rdma_responder) runs in the test's nursery; everything between the
 client and Ganesha is real: RPC-over-RDMA headers, chunks, RDMA Reads and Writes of the software
 provider over loopback, and a real NFSv4.1 server behind.
 """
@@ -16,18 +16,18 @@ from pathlib import Path
 import pytest
 import trio
 
-from pynfsrdma.client.api import Client
-from pynfsrdma.proto import rpc as rpcdef
-from pynfsrdma.proto.nfs4.compound import COMPOUND4args, encode_compound_args
-from pynfsrdma.proto.nfs4.const import NFS4_PROGRAM, NFS_V4, NFSPROC4_COMPOUND, OP_RENAME
-from pynfsrdma.proto.nfs4.types import GETFH4args, PUTROOTFH4args, RENAME4args
-from pynfsrdma.testbed.procs import wait_pid_gone
-from pynfsrdma.testbed.rdma_responder import Responder, compound_has_op, serve_rdma, start_responder_process
-from pynfsrdma.transport.rdma import connect_rdma, make_provider
-from pynfsrdma.transport.rdma.provider import NoRdmaDevice
-from pynfsrdma.transport.rdma.soft import SoftProvider
-from pynfsrdma.transport.rdma.transport import RdmaTransport, WriteChunkSink
-from pynfsrdma.xdr import Packer
+from pynfsrdma._client.api import Client
+from pynfsrdma._proto import rpc as rpcdef
+from pynfsrdma._proto.nfs4.compound import COMPOUND4args, encode_compound_args
+from pynfsrdma._proto.nfs4.const import NFS4_PROGRAM, NFS_V4, NFSPROC4_COMPOUND, OP_RENAME
+from pynfsrdma._proto.nfs4.types import GETFH4args, PUTROOTFH4args, RENAME4args
+from pynfsrdma._testbed.procs import wait_pid_gone
+from pynfsrdma._testbed.rdma_responder import Responder, compound_has_op, serve_rdma, start_responder_process
+from pynfsrdma._transport.rdma import connect_rdma, make_provider
+from pynfsrdma._transport.rdma.provider import NoRdmaDevice
+from pynfsrdma._transport.rdma.soft import SoftProvider
+from pynfsrdma._transport.rdma.transport import RdmaTransport, WriteChunkSink
+from pynfsrdma._xdr import Packer
 
 MiB = 1 << 20
 

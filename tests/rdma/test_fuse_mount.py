@@ -30,7 +30,7 @@ def _mounted(path: Path) -> bool:
 async def _mount(url: str, mnt: Path, log: Path) -> subprocess.Popen[bytes]:
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pynfsrdma.cli.main", "mount", url, str(mnt), "-f"],
+            [sys.executable, "-m", "pynfsrdma._cli.main", "mount", url, str(mnt), "-f"],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -10,9 +10,9 @@ import pytest
 from krb5_support import KERBEROS_SECTYPES, KerberosUser
 from test_end_to_end import data_of, rdma_url, responder, transport_of
 
-from pynfsrdma.client.api import Client
-from pynfsrdma.testbed import Ganesha
-from pynfsrdma.testbed.ganesha import ExportPath
+from pynfsrdma._client.api import Client
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.ganesha import ExportPath
 
 MiB = 1 << 20
 

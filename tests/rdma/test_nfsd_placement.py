@@ -15,15 +15,15 @@ from __future__ import annotations
 
 from conftest import FakeMemory
 
-from pynfsrdma.proto import rpc
-from pynfsrdma.proto.nfs4.compound import decode_compound_res
-from pynfsrdma.proto.nfs4.const import NFS4_OK, OP_PUTFH, OP_READ, OP_SEQUENCE
-from pynfsrdma.proto.private_data import InlineThresholds
-from pynfsrdma.proto.rpcrdma import RDMA_MSG, make_msg, xdr_rdma_segment, xdr_write_chunk
-from pynfsrdma.transport.base import ReplyHints
-from pynfsrdma.transport.rdma.chunks import NeedKind, plan_call
-from pynfsrdma.transport.rdma.reply import reassemble_reply
-from pynfsrdma.xdr import Packer
+from pynfsrdma._proto import rpc
+from pynfsrdma._proto.nfs4.compound import decode_compound_res
+from pynfsrdma._proto.nfs4.const import NFS4_OK, OP_PUTFH, OP_READ, OP_SEQUENCE
+from pynfsrdma._proto.private_data import InlineThresholds
+from pynfsrdma._proto.rpcrdma import RDMA_MSG, make_msg, xdr_rdma_segment, xdr_write_chunk
+from pynfsrdma._transport.base import ReplyHints
+from pynfsrdma._transport.rdma.chunks import NeedKind, plan_call
+from pynfsrdma._transport.rdma.reply import reassemble_reply
+from pynfsrdma._xdr import Packer
 
 V1 = InlineThresholds(1024, 1024)  # the rig's step runs with the version 1 defaults
 FILE = bytes((i * 7 + (i >> 11)) & 0xFF for i in range(2 << 20))  # any content: it is placed as is

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pynfsrdma.proto.private_data import (
+from pynfsrdma._proto.private_data import (
     V1_DEFAULTS,
     ConnectPrivateData,
     InlineThresholds,

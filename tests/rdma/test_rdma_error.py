@@ -12,15 +12,15 @@ import pytest
 import trio
 from test_end_to_end import data_of, rdma_url, responder, transport_of
 
-from pynfsrdma.client.api import Client
-from pynfsrdma.proto.nfs4.const import NFS4_PROGRAM, NFS_V4
-from pynfsrdma.proto.rpcrdma import ERR_VERS
-from pynfsrdma.rpc.auth import AUTH_NONE_CRED
-from pynfsrdma.rpc.client import RpcConnection
-from pynfsrdma.transport.base import CallFailed
-from pynfsrdma.transport.rdma import connect_rdma
-from pynfsrdma.transport.rdma.soft import SoftConnection
-from pynfsrdma.transport.rdma.transport import RdmaTransport, RdmaVersionMismatch
+from pynfsrdma._client.api import Client
+from pynfsrdma._proto.nfs4.const import NFS4_PROGRAM, NFS_V4
+from pynfsrdma._proto.rpcrdma import ERR_VERS
+from pynfsrdma._rpc.auth import AUTH_NONE_CRED
+from pynfsrdma._rpc.client import RpcConnection
+from pynfsrdma._transport.base import CallFailed
+from pynfsrdma._transport.rdma import connect_rdma
+from pynfsrdma._transport.rdma.soft import SoftConnection
+from pynfsrdma._transport.rdma.transport import RdmaTransport, RdmaVersionMismatch
 
 MiB = 1 << 20
 NULLPROC = 0

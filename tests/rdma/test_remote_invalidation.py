@@ -12,9 +12,9 @@ import pytest
 import trio
 from test_end_to_end import data_of, rdma_url, responder, transport_of
 
-from pynfsrdma.client.api import Client
-from pynfsrdma.proto.private_data import ConnectPrivateData, find_private_data, negotiate
-from pynfsrdma.proto.rpcrdma import (
+from pynfsrdma._client.api import Client
+from pynfsrdma._proto.private_data import ConnectPrivateData, find_private_data, negotiate
+from pynfsrdma._proto.rpcrdma import (
     RDMA_MSG,
     RDMA_NOMSG,
     decode_rdma_msg,
@@ -23,13 +23,13 @@ from pynfsrdma.proto.rpcrdma import (
     xdr_rdma_segment,
     xdr_write_chunk,
 )
-from pynfsrdma.transport.base import ProtocolViolation, ReplyHints, TransportError
-from pynfsrdma.transport.rdma import connect_rdma
-from pynfsrdma.transport.rdma.provider import Access, RemoteAccessError
-from pynfsrdma.transport.rdma.responder_chunks import choose_invalidation
-from pynfsrdma.transport.rdma.soft import SoftConnection, SoftProvider
-from pynfsrdma.transport.rdma.transport import RdmaTransport
-from pynfsrdma.xdr import Packer
+from pynfsrdma._transport.base import ProtocolViolation, ReplyHints, TransportError
+from pynfsrdma._transport.rdma import connect_rdma
+from pynfsrdma._transport.rdma.provider import Access, RemoteAccessError
+from pynfsrdma._transport.rdma.responder_chunks import choose_invalidation
+from pynfsrdma._transport.rdma.soft import SoftConnection, SoftProvider
+from pynfsrdma._transport.rdma.transport import RdmaTransport
+from pynfsrdma._xdr import Packer
 
 MiB = 1 << 20
 

@@ -4,7 +4,7 @@ import struct
 
 import pytest
 
-from pynfsrdma.proto.rpcrdma import (
+from pynfsrdma._proto.rpcrdma import (
     ERR_CHUNK,
     ERR_VERS,
     RDMA_DONE,
@@ -26,7 +26,7 @@ from pynfsrdma.proto.rpcrdma import (
     xdr_read_chunk,
     xdr_write_chunk,
 )
-from pynfsrdma.xdr import XdrError
+from pynfsrdma._xdr import XdrError
 
 
 def words(*ws: int) -> bytes:

@@ -8,14 +8,14 @@ import pytest
 import trio
 import trio.testing
 
-from pynfsrdma.transport.base import ConnectionLost, ConnectRefused
-from pynfsrdma.transport.rdma.provider import (
+from pynfsrdma._transport.base import ConnectionLost, ConnectRefused
+from pynfsrdma._transport.rdma.provider import (
     Access,
     LengthError,
     ReceiverNotReady,
     RemoteAccessError,
 )
-from pynfsrdma.transport.rdma.soft import SoftProvider
+from pynfsrdma._transport.rdma.soft import SoftProvider
 
 RW = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ
 

@@ -11,14 +11,14 @@ import zlib
 
 import trio
 
-from pynfsrdma.proto.private_data import ConnectPrivateData, negotiate
-from pynfsrdma.proto.rpcrdma import decode_rdma_msg, encode_rdma_msg
-from pynfsrdma.transport.base import ConnectionLost, ReplyHints
-from pynfsrdma.transport.rdma.provider import Access, Connection
-from pynfsrdma.transport.rdma.responder_chunks import assemble_call, encode_reply, parse_call
-from pynfsrdma.transport.rdma.soft import SoftProvider
-from pynfsrdma.transport.rdma.transport import RdmaTransport
-from pynfsrdma.xdr import Packer, Unpacker
+from pynfsrdma._proto.private_data import ConnectPrivateData, negotiate
+from pynfsrdma._proto.rpcrdma import decode_rdma_msg, encode_rdma_msg
+from pynfsrdma._transport.base import ConnectionLost, ReplyHints
+from pynfsrdma._transport.rdma.provider import Access, Connection
+from pynfsrdma._transport.rdma.responder_chunks import assemble_call, encode_reply, parse_call
+from pynfsrdma._transport.rdma.soft import SoftProvider
+from pynfsrdma._transport.rdma.transport import RdmaTransport
+from pynfsrdma._xdr import Packer, Unpacker
 
 SERVER_PD = ConnectPrivateData(send_size=4096, recv_size=4096, remote_invalidation=False)
 

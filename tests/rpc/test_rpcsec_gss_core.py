@@ -1,4 +1,4 @@
-"""The RPCSEC_GSS core (pynfsrdma/rpc/rpcsec_gss.py) with a fake mechanism below it: context creation,
+"""The RPCSEC_GSS core (pynfsrdma/_rpc/rpcsec_gss.py) with a fake mechanism below it: context creation,
 sequence numbers and the window, verifiers, the three services' bodies, and what it refuses.
 
 The fake mechanism's MIC is an HMAC under a key both "sides" share, its wrapping XOR plus a MIC, so
@@ -12,16 +12,16 @@ import hmac
 
 import pytest
 
-from pynfsrdma.proto import rpc as rpcdef
-from pynfsrdma.proto import rpcsec_gss as gss
-from pynfsrdma.rpc.rpcsec_gss import (
+from pynfsrdma._proto import rpc as rpcdef
+from pynfsrdma._proto import rpcsec_gss as gss
+from pynfsrdma._rpc.rpcsec_gss import (
     GssContext,
     GssCredentialsExpired,
     GssError,
     GssIntegrityError,
     State,
 )
-from pynfsrdma.xdr import Packer, Unpacker
+from pynfsrdma._xdr import Packer, Unpacker
 
 KEY = b"shared session key"
 PROG, VERS, PROC = 100003, 4, 1

@@ -8,13 +8,13 @@ from typing import Any
 import trio
 import trio.testing
 
-from pynfsrdma.proto import rpc as rpcdef
-from pynfsrdma.proto.nfs4 import callback as cb
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.proto.nfs4.types import lock_owner4, stateid4
-from pynfsrdma.session.backchannel import Backchannel
-from pynfsrdma.session.client_id import CB_PROGRAM
-from pynfsrdma.xdr import Packer, Unpacker
+from pynfsrdma._proto import rpc as rpcdef
+from pynfsrdma._proto.nfs4 import callback as cb
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._proto.nfs4.types import lock_owner4, stateid4
+from pynfsrdma._session.backchannel import Backchannel
+from pynfsrdma._session.client_id import CB_PROGRAM
+from pynfsrdma._xdr import Packer, Unpacker
 
 SID = b"S" * 16
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import trio
 
-from pynfsrdma.client.api import Client
-from pynfsrdma.testbed.ganesha import ExportPath
+from pynfsrdma._client.api import Client
+from pynfsrdma._testbed.ganesha import ExportPath
 
 
 async def test_cancelled_call_then_the_slot_is_reused_safely(proxied_paths, export_path: ExportPath) -> None:

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pynfsrdma.session.io_window import BEHIND, MIN_WINDOW, SPARE_SLOTS, io_window
-from pynfsrdma.session.path_choice import Delivery
+from pynfsrdma._session.io_window import BEHIND, MIN_WINDOW, SPARE_SLOTS, io_window
+from pynfsrdma._session.path_choice import Delivery
 
 MiB = 1 << 20
 SLOTS = 64

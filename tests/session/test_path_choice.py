@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pynfsrdma.session.path_choice import (
+from pynfsrdma._session.path_choice import (
     RATE_WINDOW,
     SEED_RATE,
     STALE_AFTER,

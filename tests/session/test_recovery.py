@@ -10,18 +10,18 @@ import socket
 import pytest
 import trio
 
-from pynfsrdma.client.api import Client
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.proto.nfs4.compound import COMPOUND4args, decode_compound_res, encode_compound_args
-from pynfsrdma.proto.nfs4.types import BIND_CONN_TO_SESSION4args, DESTROY_SESSION4args
-from pynfsrdma.rpc.auth import auth_sys
-from pynfsrdma.rpc.client import RpcConnection
-from pynfsrdma.session.errors import NotNFSv41Server, ServerUnreachable
-from pynfsrdma.session.path_set import REDIAL_WAITED
-from pynfsrdma.testbed import Ganesha
-from pynfsrdma.testbed.ganesha import ExportPath
-from pynfsrdma.transport.base import ConnectRefused
-from pynfsrdma.transport.tcp import TcpTransport
+from pynfsrdma._client.api import Client
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._proto.nfs4.compound import COMPOUND4args, decode_compound_res, encode_compound_args
+from pynfsrdma._proto.nfs4.types import BIND_CONN_TO_SESSION4args, DESTROY_SESSION4args
+from pynfsrdma._rpc.auth import auth_sys
+from pynfsrdma._rpc.client import RpcConnection
+from pynfsrdma._session.errors import NotNFSv41Server, ServerUnreachable
+from pynfsrdma._session.path_set import REDIAL_WAITED
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.ganesha import ExportPath
+from pynfsrdma._transport.base import ConnectRefused
+from pynfsrdma._transport.tcp import TcpTransport
 
 
 async def destroy_session_from_elsewhere(server: Ganesha, sessionid: bytes) -> int:
@@ -155,9 +155,9 @@ async def _rewriting_proxy(listen: trio.SocketListener, target_port: int, commit
                            restarts: int = 1) -> None:
     """Forward RPC records both ways; in replies, give the first ``restarts`` successful COMMITs a
     write verifier of their own (as a server that restarted and lost unstable data would)."""
-    from pynfsrdma.proto import rpc as rpcdef
-    from pynfsrdma.proto.nfs4.compound import encode_compound_res
-    from pynfsrdma.xdr import Packer, Unpacker
+    from pynfsrdma._proto import rpc as rpcdef
+    from pynfsrdma._proto.nfs4.compound import encode_compound_res
+    from pynfsrdma._xdr import Packer, Unpacker
 
     async def records(stream: trio.SocketStream):  # type: ignore[no-untyped-def]
         buf = b""

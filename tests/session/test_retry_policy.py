@@ -4,7 +4,7 @@ gives up and never fails fast."""
 
 from __future__ import annotations
 
-from pynfsrdma.session.session import FAIL, PROBE, SEND, RetryPolicy
+from pynfsrdma._session.session import FAIL, PROBE, SEND, RetryPolicy
 
 
 def test_a_soft_request_has_timeo_times_retrans_plus_one() -> None:

@@ -1,4 +1,4 @@
-"""The decisions on a send that brought no reply to use (session/send_faults.py), for every fault,
+"""The decisions on a send that brought no reply to use (_session/send_faults.py), for every fault,
 every combination of the request's circumstances, and every count up to past its limit."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from pynfsrdma.session.send_faults import MAX_REFUSED, MAX_VIOLATIONS, Fault, Faults, Then, on_fault
+from pynfsrdma._session.send_faults import MAX_REFUSED, MAX_VIOLATIONS, Fault, Faults, Then, on_fault
 
 BOOLS = (False, True)
 CASES = list(itertools.product(

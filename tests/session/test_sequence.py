@@ -1,12 +1,12 @@
-"""The SEQUENCE core (session/sequence.py), without I/O: every status SEQUENCE can come back with,
+"""The SEQUENCE core (_session/sequence.py), without I/O: every status SEQUENCE can come back with,
 every COMPOUND status the client ID's loop acts on, every status flag."""
 
 from __future__ import annotations
 
 import pytest
 
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.session.sequence import (
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._session.sequence import (
     CLIENT_LOST,
     MAX_BADSLOT,
     MAX_DELAY_WAIT,

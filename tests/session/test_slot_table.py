@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pynfsrdma.session.slot_table import Arrival, SlotTable, arrival
+from pynfsrdma._session.slot_table import Arrival, SlotTable, arrival
 
 
 def test_slots_are_handed_out_lowest_first_and_bounded() -> None:
@@ -66,14 +66,14 @@ def test_at_least_one_slot() -> None:
 def test_reads_of_extended_attributes_are_not_kept_in_the_reply_cache() -> None:
     """GETXATTR and LISTXATTRS only read (a value may be 64 KiB: the Linux nfsd refused to cache one
     with NFS4ERR_REP_TOO_BIG_TO_CACHE), so they go with sa_cachethis false; changes are cached."""
-    from pynfsrdma.proto.nfs4.types import (
+    from pynfsrdma._proto.nfs4.types import (
         GETXATTR4args,
         LISTXATTRS4args,
         PUTFH4args,
         REMOVEXATTR4args,
         SETXATTR4args,
     )
-    from pynfsrdma.session.session import is_idempotent
+    from pynfsrdma._session.session import is_idempotent
 
     fh = PUTFH4args(b"fh")
     assert is_idempotent([fh, GETXATTR4args("k")])

@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma.testbed.netns import Namespace
-from pynfsrdma.testbed.procs import pid_alive
-from pynfsrdma.testbed.proxy_control import control_request
+from pynfsrdma._testbed.netns import Namespace
+from pynfsrdma._testbed.procs import pid_alive
+from pynfsrdma._testbed.proxy_control import control_request
 
 pytestmark = [
     pytest.mark.ganesha,
@@ -66,7 +66,7 @@ except TimeoutError:
 
 def cli(state_dir: Path, *args: str) -> Any:
     done = subprocess.run(
-        [sys.executable, "-m", "pynfsrdma.cli.testbed", *args, "--dir", str(state_dir), "--json"],
+        [sys.executable, "-m", "pynfsrdma._cli.testbed", *args, "--dir", str(state_dir), "--json"],
         capture_output=True,
         text=True,
         timeout=90,
@@ -144,7 +144,7 @@ def test_each_path_is_shaped_by_its_own_link(links: tuple[Path, dict[str, Any]])
     src.write_bytes(data)
     before = classes(state)
     # through the second path only: Ganesha names no other paths, so nothing else is discovered
-    in_ns(state, sys.executable, "-m", "pynfsrdma.cli.main", "put", str(src), "nfs://127.0.0.3:2049/export/slow")
+    in_ns(state, sys.executable, "-m", "pynfsrdma._cli.main", "put", str(src), "nfs://127.0.0.3:2049/export/slow")
     after = classes(state)
     assert (Path(state["export_dir"]) / "slow").read_bytes() == data
     carried = {c: after[c]["bytes"] - before[c]["bytes"] for c in after}
@@ -152,7 +152,7 @@ def test_each_path_is_shaped_by_its_own_link(links: tuple[Path, dict[str, Any]])
     assert carried["1:100"] == 0 and carried["1:200"] == 0  # and not over the first
     assert after["1:101"]["overlimits"] > before["1:101"]["overlimits"]  # HTB held it to its rate
     # a read comes back over the same link's other class
-    in_ns(state, sys.executable, "-m", "pynfsrdma.cli.main", "get", "nfs://127.0.0.3:2049/export/slow", str(state_dir / "back"))
+    in_ns(state, sys.executable, "-m", "pynfsrdma._cli.main", "get", "nfs://127.0.0.3:2049/export/slow", str(state_dir / "back"))
     assert (state_dir / "back").read_bytes() == data
     again = classes(state)
     assert again["1:201"]["bytes"] - after["1:201"]["bytes"] >= len(data)
@@ -212,7 +212,7 @@ def test_delay_goes_through_a_proxy_that_still_reaches_the_server(links: tuple[P
     changed = cli(state_dir, "fault", "127.0.0.3", "delay", "20")
     assert changed["answers"][0]["link"]["delay_ms"] == 20
     before = classes(state)
-    in_ns(state, sys.executable, "-m", "pynfsrdma.cli.main", "ls", "nfs://127.0.0.3:2049/export")
+    in_ns(state, sys.executable, "-m", "pynfsrdma._cli.main", "ls", "nfs://127.0.0.3:2049/export")
     proxy = control_request(str(state_dir / "d2.sock"), {"cmd": "status"})["proxy"]
     assert proxy["fault"]["delay_ms"] == 20
     assert proxy["stats"]["connections_accepted"] >= 1 and proxy["stats"]["bytes_to_client"] > 0
@@ -227,7 +227,7 @@ def test_a_transfer_over_both_links_survives_a_cut(links: tuple[Path, dict[str, 
     src = state_dir / "big"
     src.write_bytes(data)
     writer = subprocess.Popen(
-        [*state["client_prefix"], sys.executable, "-m", "pynfsrdma.cli.main", "put", str(src), state["url"] + "/big"],
+        [*state["client_prefix"], sys.executable, "-m", "pynfsrdma._cli.main", "put", str(src), state["url"] + "/big"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pynfsrdma.testbed.faults import FaultCommandError, Mode
-from pynfsrdma.testbed.links import (
+from pynfsrdma._testbed.faults import FaultCommandError, Mode
+from pynfsrdma._testbed.links import (
     NFT_TABLE,
     Link,
     apply_link_command,

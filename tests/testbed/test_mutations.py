@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma.client.attributes import STAT_BITMAP, FileAttrs
-from pynfsrdma.proto import rpc as rpcdef
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.proto.nfs4.attrs import encode_fattr4
-from pynfsrdma.proto.nfs4.compound import (
+from pynfsrdma._client.attributes import STAT_BITMAP, FileAttrs
+from pynfsrdma._proto import rpc as rpcdef
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._proto.nfs4.attrs import encode_fattr4
+from pynfsrdma._proto.nfs4.compound import (
     COMPOUND4args,
     COMPOUND4res,
     ResOp,
@@ -22,7 +22,7 @@ from pynfsrdma.proto.nfs4.compound import (
     encode_compound_args,
     encode_compound_res,
 )
-from pynfsrdma.proto.nfs4.types import (
+from pynfsrdma._proto.nfs4.types import (
     GETATTR4args,
     GETATTR4resok,
     PUTFH4args,
@@ -38,10 +38,10 @@ from pynfsrdma.proto.nfs4.types import (
     nfstime4,
     stateid4,
 )
-from pynfsrdma.proto.rpc import RM_LAST_FRAGMENT, RM_LENGTH_MASK
-from pynfsrdma.rpc.auth import auth_sys
-from pynfsrdma.testbed.mutations import Mutation, ReplyMutator, Rule, frame
-from pynfsrdma.xdr import Packer, Unpacker, XdrError
+from pynfsrdma._proto.rpc import RM_LAST_FRAGMENT, RM_LENGTH_MASK
+from pynfsrdma._rpc.auth import auth_sys
+from pynfsrdma._testbed.mutations import Mutation, ReplyMutator, Rule, frame
+from pynfsrdma._xdr import Packer, Unpacker, XdrError
 
 SESSION = bytes(range(16))
 XID = 0x1234

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pynfsrdma.testbed.ganesha import SERVER_ENVIRONMENT, Ganesha
+from pynfsrdma._testbed.ganesha import SERVER_ENVIRONMENT, Ganesha
 
 
 def test_the_server_process_has_the_tuned_environment() -> None:

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma.cli import testbed as cli
-from pynfsrdma.proto.nfs4.const import NFS4_PROGRAM, NFS_V4, NFSPROC4_NULL
-from pynfsrdma.proto.rpc import (
+from pynfsrdma._cli import testbed as cli
+from pynfsrdma._proto.nfs4.const import NFS4_PROGRAM, NFS_V4, NFSPROC4_NULL
+from pynfsrdma._proto.rpc import (
     AUTH_NONE,
     MAX_AUTH_BYTES,
     REPLY,
@@ -30,9 +30,9 @@ from pynfsrdma.proto.rpc import (
     pack_call_header,
     unpack_reply_header,
 )
-from pynfsrdma.testbed import daemon
-from pynfsrdma.testbed.procs import ProcessRecord, cmdline, pid_alive, wait_pid_gone
-from pynfsrdma.xdr import Packer, Unpacker
+from pynfsrdma._testbed import daemon
+from pynfsrdma._testbed.procs import ProcessRecord, cmdline, pid_alive, wait_pid_gone
+from pynfsrdma._xdr import Packer, Unpacker
 
 pytestmark = pytest.mark.ganesha
 
@@ -48,7 +48,7 @@ def state_dir() -> Iterator[Path]:
 
 def run(state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pynfsrdma.cli.testbed", *args, "--dir", str(state_dir)],
+        [sys.executable, "-m", "pynfsrdma._cli.testbed", *args, "--dir", str(state_dir)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -180,7 +180,7 @@ def test_down_never_signals_a_pid_that_is_no_longer_ours(state_dir: Path) -> Non
     finally:
         bystander.kill()
         bystander.wait()
-        real_proxy = ProcessRecord.of(info["paths"][0]["pid"], "pynfsrdma.testbed.proxy")
+        real_proxy = ProcessRecord.of(info["paths"][0]["pid"], "pynfsrdma._testbed.proxy")
         real_proxy.stop()  # the proxy this test started, left alone by down above
 
 

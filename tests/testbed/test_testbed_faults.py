@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pynfsrdma.testbed.faults import (
+from pynfsrdma._testbed.faults import (
     Fault,
     FaultCommandError,
     Mode,

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pynfsrdma.testbed import Ganesha, GaneshaError, GaneshaNotInstalled
-from pynfsrdma.testbed import ganesha as ganesha_module
-from pynfsrdma.testbed.ganesha import ExportPath, find_free_port, process_listens_on
-from pynfsrdma.testbed.procs import pid_alive
+from pynfsrdma._testbed import Ganesha, GaneshaError, GaneshaNotInstalled
+from pynfsrdma._testbed import ganesha as ganesha_module
+from pynfsrdma._testbed.ganesha import ExportPath, find_free_port, process_listens_on
+from pynfsrdma._testbed.procs import pid_alive
 
 pytestmark = pytest.mark.ganesha
 

@@ -9,13 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pynfsrdma.client.api import Client
-from pynfsrdma.testbed.procs import pid_alive
+from pynfsrdma._client.api import Client
+from pynfsrdma._testbed.procs import pid_alive
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pynfsrdma.cli.main", *args],
+        [sys.executable, "-m", "pynfsrdma._cli.main", *args],
         capture_output=True,
         text=True,
         timeout=60,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import trio
 
-from pynfsrdma.proto.nfs4.const import NFS4_PROGRAM, NFS_V4, NFSPROC4_NULL
-from pynfsrdma.proto.rpc import (
+from pynfsrdma._proto.nfs4.const import NFS4_PROGRAM, NFS_V4, NFSPROC4_NULL
+from pynfsrdma._proto.rpc import (
     AUTH_NONE,
     MAX_AUTH_BYTES,
     REPLY,
@@ -21,9 +21,9 @@ from pynfsrdma.proto.rpc import (
     pack_call_header,
     unpack_reply_header,
 )
-from pynfsrdma.testbed import Mode, ProxiedPaths, Proxy
-from pynfsrdma.testbed.proxy import CHUNK
-from pynfsrdma.xdr import Packer, Unpacker
+from pynfsrdma._testbed import Mode, ProxiedPaths, Proxy
+from pynfsrdma._testbed.proxy import CHUNK
+from pynfsrdma._xdr import Packer, Unpacker
 
 PROXY_HOST = "127.0.0.9"  # away from the multipath addresses other tests use
 

@@ -6,7 +6,7 @@ import pytest
 import trio
 import trio.testing
 
-from pynfsrdma.lock import Held
+from pynfsrdma._lock import Held
 
 
 def test_a_free_lock_is_taken_without_a_trip_through_the_scheduler() -> None:

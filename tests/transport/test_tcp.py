@@ -8,13 +8,13 @@ import struct
 import pytest
 import trio
 
-from pynfsrdma.proto import rpc as rpcdef
-from pynfsrdma.rpc.auth import AUTH_NONE_CRED, auth_sys
-from pynfsrdma.rpc.client import RpcConnection
-from pynfsrdma.rpc.errors import RpcReplyError, RpcTimeout
-from pynfsrdma.transport.base import ConnectionLost, ConnectRefused, ProtocolViolation
-from pynfsrdma.transport.tcp import TcpTransport
-from pynfsrdma.xdr import Packer, Unpacker
+from pynfsrdma._proto import rpc as rpcdef
+from pynfsrdma._rpc.auth import AUTH_NONE_CRED, auth_sys
+from pynfsrdma._rpc.client import RpcConnection
+from pynfsrdma._rpc.errors import RpcReplyError, RpcTimeout
+from pynfsrdma._transport.base import ConnectionLost, ConnectRefused, ProtocolViolation
+from pynfsrdma._transport.tcp import TcpTransport
+from pynfsrdma._xdr import Packer, Unpacker
 
 PROG, VERS = 100003, 4
 

@@ -7,7 +7,7 @@ import struct
 
 import trio
 
-from pynfsrdma.transport.tcp import POOL_MIN_FRAGMENT, BufferPool, TcpTransport
+from pynfsrdma._transport.tcp import POOL_MIN_FRAGMENT, BufferPool, TcpTransport
 
 BIG = 256 * 1024
 

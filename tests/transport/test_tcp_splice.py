@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 import trio
 
-from pynfsrdma.client.read_payload import locate_read_data
-from pynfsrdma.fuse.reply_pipe import HEADER, ReplyPipe
-from pynfsrdma.proto import rpc as rpcdef
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.proto.nfs4.compound import COMPOUND4res, ResOp, decode_compound_res, encode_compound_res
-from pynfsrdma.proto.nfs4.types import READ4resok, SEQUENCE4resok
-from pynfsrdma.transport.base import NEED_MORE, ConnectionLost, ReplyHints, SplicedPayload, SpliceRequest
-from pynfsrdma.transport.tcp import SplicedUnpacker, TcpTransport
-from pynfsrdma.xdr import Packer, Unpacker
+from pynfsrdma._client.read_payload import locate_read_data
+from pynfsrdma._fuse.reply_pipe import HEADER, ReplyPipe
+from pynfsrdma._proto import rpc as rpcdef
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._proto.nfs4.compound import COMPOUND4res, ResOp, decode_compound_res, encode_compound_res
+from pynfsrdma._proto.nfs4.types import READ4resok, SEQUENCE4resok
+from pynfsrdma._transport.base import NEED_MORE, ConnectionLost, ReplyHints, SplicedPayload, SpliceRequest
+from pynfsrdma._transport.tcp import SplicedUnpacker, TcpTransport
+from pynfsrdma._xdr import Packer, Unpacker
 
 XID = 0x5EED
 SESSION = bytes(range(16))

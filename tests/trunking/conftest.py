@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import trio
 
-from pynfsrdma.testbed import Ganesha, ProxiedPaths, open_paths
-from pynfsrdma.testbed.advertiser import AdvertisedAddress, TrunkingAdvertiser
+from pynfsrdma._testbed import Ganesha, ProxiedPaths, open_paths
+from pynfsrdma._testbed.advertiser import AdvertisedAddress, TrunkingAdvertiser
 
 
 @dataclass

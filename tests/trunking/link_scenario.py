@@ -23,10 +23,10 @@ import sys
 
 import trio
 
-from pynfsrdma.client.api import Client
-from pynfsrdma.session.path_set import PathState
-from pynfsrdma.testbed import daemon
-from pynfsrdma.testbed.links import class_bytes
+from pynfsrdma._client.api import Client
+from pynfsrdma._session.path_set import PathState
+from pynfsrdma._testbed import daemon
+from pynfsrdma._testbed.links import class_bytes
 
 MiB = 1 << 20
 SLOW_AT, MEASURE_FROM, MEASURE_TO = 0.2, 0.35, 0.9  # of the read: see slow_when_carrying

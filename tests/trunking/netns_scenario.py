@@ -18,9 +18,9 @@ import sys
 
 import trio
 
-from pynfsrdma.client.api import Client
-from pynfsrdma.session.path_set import PathState
-from pynfsrdma.testbed import Ganesha
+from pynfsrdma._client.api import Client
+from pynfsrdma._session.path_set import PathState
+from pynfsrdma._testbed import Ganesha
 
 MiB = 1 << 20
 ADDRESSES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")

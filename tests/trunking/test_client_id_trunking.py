@@ -13,11 +13,11 @@ import os
 
 import trio
 
-from pynfsrdma.client.api import Client
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.proto.nfs4.types import DESTROY_SESSION4args
-from pynfsrdma.testbed import open_paths
-from pynfsrdma.testbed.advertiser import AdvertisedAddress, TrunkingAdvertiser
+from pynfsrdma._client.api import Client
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._proto.nfs4.types import DESTROY_SESSION4args
+from pynfsrdma._testbed import open_paths
+from pynfsrdma._testbed.advertiser import AdvertisedAddress, TrunkingAdvertiser
 
 MiB = 1 << 20
 OTHER_MINOR = 7

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.proto.nfs4.attrs import decode_fattr4, encode_fattr4
-from pynfsrdma.proto.nfs4.types import fs_location4, fs_locations4, fs_locations_info4, fs_locations_item4
-from pynfsrdma.session.client_id import ServerIdentity
-from pynfsrdma.testbed.advertiser import AdvertisedAddress, fs_locations_for, fs_locations_info_for
-from pynfsrdma.trunking.discovery import TrunkingOptionError, TrunkingOptions
-from pynfsrdma.trunking.fs_locations import (
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._proto.nfs4.attrs import decode_fattr4, encode_fattr4
+from pynfsrdma._proto.nfs4.types import fs_location4, fs_locations4, fs_locations_info4, fs_locations_item4
+from pynfsrdma._session.client_id import ServerIdentity
+from pynfsrdma._testbed.advertiser import AdvertisedAddress, fs_locations_for, fs_locations_info_for
+from pynfsrdma._trunking.discovery import TrunkingOptionError, TrunkingOptions
+from pynfsrdma._trunking.fs_locations import (
     Candidate,
     multipath_from_fs_locations,
     multipath_from_fs_locations_info,
     parse_server,
     select_candidates,
 )
-from pynfsrdma.trunking.verification import Observed, Verdict, decide
+from pynfsrdma._trunking.verification import Observed, Verdict, decide
 
 LIST = [
     AdvertisedAddress("10.0.0.1", rank=0, order=5),
@@ -147,7 +147,7 @@ def test_mount_options() -> None:
 
 
 def test_advertised_address_words() -> None:
-    from pynfsrdma.testbed.advertiser import parse_advertised
+    from pynfsrdma._testbed.advertiser import parse_advertised
 
     assert parse_advertised("127.0.0.2:2049,rank=1,order=7") == AdvertisedAddress(
         "127.0.0.2:2049", 1, 7, False

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma.testbed import daemon
-from pynfsrdma.testbed.netns import Namespace
+from pynfsrdma._testbed import daemon
+from pynfsrdma._testbed.netns import Namespace
 
 pytestmark = [
     pytest.mark.ganesha,

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from pynfsrdma.client.api import Client
-from pynfsrdma.session.path_set import PathState
+from pynfsrdma._client.api import Client
+from pynfsrdma._session.path_set import PathState
 
 MiB = 1 << 20
 

@@ -15,12 +15,12 @@ from contextlib import asynccontextmanager
 
 import trio
 
-from pynfsrdma.client.api import Client
-from pynfsrdma.session.path_set import Path, PathState
-from pynfsrdma.testbed.advertiser import AdvertisedAddress
-from pynfsrdma.testbed.rdma_responder import Responder, serve_rdma
-from pynfsrdma.transport.rdma.soft import SoftProvider
-from pynfsrdma.transport.rdma.transport import RdmaTransport
+from pynfsrdma._client.api import Client
+from pynfsrdma._session.path_set import Path, PathState
+from pynfsrdma._testbed.advertiser import AdvertisedAddress
+from pynfsrdma._testbed.rdma_responder import Responder, serve_rdma
+from pynfsrdma._transport.rdma.soft import SoftProvider
+from pynfsrdma._transport.rdma.transport import RdmaTransport
 
 MiB = 1 << 20
 

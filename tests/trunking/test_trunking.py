@@ -12,10 +12,10 @@ import random
 import pytest
 import trio
 
-from pynfsrdma.client.api import Client
-from pynfsrdma.session.path_set import PathState
-from pynfsrdma.testbed import open_paths
-from pynfsrdma.testbed.advertiser import AdvertisedAddress
+from pynfsrdma._client.api import Client
+from pynfsrdma._session.path_set import PathState
+from pynfsrdma._testbed import open_paths
+from pynfsrdma._testbed.advertiser import AdvertisedAddress
 
 MiB = 1 << 20
 
@@ -35,7 +35,7 @@ async def test_discovery_through_the_advertiser_binds_every_tcp_address(
     advertised, export_path, caplog
 ) -> None:
     adv = await advertised(3, extra=[AdvertisedAddress("127.0.0.9:20049", rdma=True)])
-    caplog.set_level(logging.INFO, "pynfsrdma.trunking")
+    caplog.set_level(logging.INFO, "pynfsrdma._trunking")
     async with Client.connect(adv.url(export_path.remote), timeo=10, hard=True) as nfs:
         await settled(nfs)
         # no RDMA device here and no provider= option: the RDMA entry is left out, and the log says why

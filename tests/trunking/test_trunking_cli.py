@@ -8,13 +8,13 @@ import sys
 
 import trio
 
-from pynfsrdma.testbed import Ganesha
+from pynfsrdma._testbed import Ganesha
 
 
 async def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return await trio.to_thread.run_sync(
         lambda: subprocess.run(
-            [sys.executable, "-m", "pynfsrdma.cli.main", *args],
+            [sys.executable, "-m", "pynfsrdma._cli.main", *args],
             capture_output=True,
             text=True,
             timeout=timeout,

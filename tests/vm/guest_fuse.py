@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-CLI = [sys.executable, "-m", "pynfsrdma.cli.main"]
+CLI = [sys.executable, "-m", "pynfsrdma._cli.main"]
 FILES = 60  # small files written through the mount (each a few COMPOUNDs: slow under emulation)
 
 
@@ -58,7 +58,7 @@ def mounted(url: str, mountpoint: Path, options: str) -> Iterator[Path]:
 def stats(mountpoint: Path) -> dict[str, Any]:
     """What ``pynfsrdma stats MOUNTPOINT --json`` prints, asked in-process over the mount's control
     socket (a CLI process per question costs seconds under emulation)."""
-    from pynfsrdma.control_socket import Connection
+    from pynfsrdma._control_socket import Connection
 
     with Connection(str(mountpoint)) as conn:
         out: dict[str, Any] = conn.request("stats")

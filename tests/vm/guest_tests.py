@@ -33,8 +33,8 @@ import guest_fuse  # the FUSE mount's steps (next to this file)
 
 SERVER = "192.0.2.1"  # the first dummy interface (RFC 5737 TEST-NET-1: never routed)
 SERVER2 = "198.51.100.1"  # the second dummy interface (a second address of the same server)
-RDMA_PORT = 20049  # = pynfsrdma.proto.nfs4.const.NFS_RDMA_PORT (this module must import without the project)
-TCP_PORT = 2049  # = pynfsrdma.client.url.NFS_PORT
+RDMA_PORT = 20049  # = pynfsrdma._proto.nfs4.const.NFS_RDMA_PORT (this module must import without the project)
+TCP_PORT = 2049  # = pynfsrdma._client.url.NFS_PORT
 EXPORT = Path("/srv/export")
 XATTR_EXPORT = EXPORT / "xattrs"  # an ext4 file system (tmpfs has no user xattrs before Linux 6.6)
 KMOUNT = Path("/mnt/kernel")
@@ -290,10 +290,10 @@ def raw_null_call() -> str:
     from pyverbs.cmid import CMID, AddrInfo, ConnParam
     from pyverbs.qp import QPCap, QPInitAttr
 
-    from pynfsrdma.proto import rpc
-    from pynfsrdma.proto.nfs4 import const as c
-    from pynfsrdma.proto.rpcrdma import RDMA_MSG, decode_rdma_msg, encode_rdma_msg, make_msg
-    from pynfsrdma.xdr import Unpacker
+    from pynfsrdma._proto import rpc
+    from pynfsrdma._proto.nfs4 import const as c
+    from pynfsrdma._proto.rpcrdma import RDMA_MSG, decode_rdma_msg, encode_rdma_msg, make_msg
+    from pynfsrdma._xdr import Unpacker
 
     size = 1024  # the RPC-over-RDMA v1 default inline threshold: no private data is sent
     cap = QPCap(max_send_wr=2, max_recv_wr=2, max_send_sge=1, max_recv_sge=1)
@@ -333,7 +333,7 @@ def raw_null_call() -> str:
 async def client_roundtrip(url: str, label: str, expect: str) -> str:
     import trio
 
-    from pynfsrdma.client.api import Client
+    from pynfsrdma._client.api import Client
 
     name = f"/{label.replace(' ', '-')}.dat"
     async with Client.connect(url, timeout=30) as nfs:
@@ -364,8 +364,8 @@ async def client_roundtrip(url: str, label: str, expect: str) -> str:
 
 async def client_api(url: str) -> str:
     """The path API against the kernel nfsd, cross-checked with the kernel's own client."""
-    from pynfsrdma.client.api import Client
-    from pynfsrdma.client.url import parse_url
+    from pynfsrdma._client.api import Client
+    from pynfsrdma._client.url import parse_url
 
     top = f"api-{parse_url(url).proto}"  # each transport works in a directory of its own
     small = KMOUNT / f"{top}.bin"
@@ -419,8 +419,8 @@ async def client_xattrs(url: str) -> str:
     set, get, list, remove, create/replace semantics, and a value past the inline threshold."""
     import errno
 
-    from pynfsrdma.client.api import Client
-    from pynfsrdma.errors import NFS4Error
+    from pynfsrdma._client.api import Client
+    from pynfsrdma._errors import NFS4Error
 
     local = XATTR_EXPORT / "api.txt"
     big = bytes(range(256)) * 200  # 51,200 bytes: more than fits inline (a Reply chunk over RDMA)
@@ -466,9 +466,9 @@ async def client_xattrs(url: str) -> str:
 async def private_data() -> str:
     """RFC 8797: the kernel server's private data is decoded, and the thresholds of each
     connection are the RFC's min() of what each side advertised (for several of our sizes)."""
-    from pynfsrdma.proto.private_data import find_private_data
-    from pynfsrdma.transport.rdma import connect_rdma
-    from pynfsrdma.transport.rdma.transport import RdmaTransport
+    from pynfsrdma._proto.private_data import find_private_data
+    from pynfsrdma._transport.rdma import connect_rdma
+    from pynfsrdma._transport.rdma.transport import RdmaTransport
 
     seen = []
     for inline in (1024, 4096, 16384):
@@ -510,7 +510,7 @@ async def client_trunking(url: str) -> str:
     """
     import trio
 
-    from pynfsrdma.client.api import Client
+    from pynfsrdma._client.api import Client
 
     data = block(0)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -576,11 +576,11 @@ async def client_rdma_extras(url: str) -> str:
     more calls outstanding than the credits granted."""
     import trio
 
-    from pynfsrdma.client.api import Client
-    from pynfsrdma.client.nfs4 import ANONYMOUS_STATEID
-    from pynfsrdma.proto.nfs4.types import PUTFH4args, READ4args
-    from pynfsrdma.transport.base import ReplyHints
-    from pynfsrdma.transport.rdma.transport import RdmaTransport
+    from pynfsrdma._client.api import Client
+    from pynfsrdma._client.nfs4 import ANONYMOUS_STATEID
+    from pynfsrdma._proto.nfs4.types import PUTFH4args, READ4args
+    from pynfsrdma._transport.base import ReplyHints
+    from pynfsrdma._transport.rdma.transport import RdmaTransport
 
     top = "extras"
     names = [f"{i}-" + "d" * 200 for i in range(8)]  # 8 LOOKUPs: a call over 1 KiB
@@ -683,10 +683,10 @@ async def client_remote_invalidation(url: str, advertise: str) -> str:
     registrations back to the receive buffers alone at the end. ``advertise`` "0": the same calls
     without it: no Send With Invalidate at all. A device without type 2 memory windows (siw)
     must refuse to advertise it."""
-    from pynfsrdma.client.api import Client
-    from pynfsrdma.transport.rdma import connect_rdma, make_provider
-    from pynfsrdma.transport.rdma.pyverbs_provider import PyverbsConnection
-    from pynfsrdma.transport.rdma.transport import RdmaTransport
+    from pynfsrdma._client.api import Client
+    from pynfsrdma._transport.rdma import connect_rdma, make_provider
+    from pynfsrdma._transport.rdma.pyverbs_provider import PyverbsConnection
+    from pynfsrdma._transport.rdma.transport import RdmaTransport
 
     if advertise == "1" and not make_provider("pyverbs").supports_remote_invalidation:
         try:
@@ -771,10 +771,10 @@ async def client_exactly_once(url: str) -> str:
     session resends the request on the same slot and sequence id over a new connection; nfsd's
     own count of the operations it ran (``proc4ops``) must go up by one for each, the RENAME must
     not fail (run twice it would: its source is gone), and the kernel client must read the data."""
-    from pynfsrdma.client.api import Client
-    from pynfsrdma.proto.nfs4.const import OP_RENAME, OP_WRITE
-    from pynfsrdma.testbed.rdma_responder import compound_has_op
-    from pynfsrdma.transport.rdma.transport import RdmaTransport
+    from pynfsrdma._client.api import Client
+    from pynfsrdma._proto.nfs4.const import OP_RENAME, OP_WRITE
+    from pynfsrdma._testbed.rdma_responder import compound_has_op
+    from pynfsrdma._transport.rdma.transport import RdmaTransport
 
     top = "once"
     data = block(2)[: 64 * 1024 + 3]  # one WRITE, through a Read chunk

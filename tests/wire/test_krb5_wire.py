@@ -22,12 +22,12 @@ import trio
 from krb5_support import KerberosUser
 from test_tshark import capture, decode, values
 
-from pynfsrdma.client.api import Client, single_error
-from pynfsrdma.proto import rpcsec_gss as gss
-from pynfsrdma.proto.rpc import auth_flavor
-from pynfsrdma.testbed import Ganesha
-from pynfsrdma.testbed.ganesha import ExportPath
-from pynfsrdma.testbed.record_proxy import RecordProxy, frame
+from pynfsrdma._client.api import Client, single_error
+from pynfsrdma._proto import rpcsec_gss as gss
+from pynfsrdma._proto.rpc import auth_flavor
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.ganesha import ExportPath
+from pynfsrdma._testbed.record_proxy import RecordProxy, frame
 
 
 def secret_text() -> bytes:

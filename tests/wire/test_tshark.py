@@ -19,11 +19,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from pynfsrdma.client.api import Client
-from pynfsrdma.proto import rpc
-from pynfsrdma.proto.nfs4 import const as c
-from pynfsrdma.testbed import Ganesha
-from pynfsrdma.testbed.ganesha import ExportPath
+from pynfsrdma._client.api import Client
+from pynfsrdma._proto import rpc
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.ganesha import ExportPath
 
 BIG = 6 * (1 << 20) + 12345  # a multi-MiB file that does not end on an rsize/wsize boundary
 SMALL = b"hello, wire\n"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from pynfsrdma.fuse.kernel import abi
-from pynfsrdma.fuse.kernel.forgets import Forgets
-from pynfsrdma.fuse.kernel.interrupts import MAX_REMEMBERED, Interrupts
-from pynfsrdma.fuse.kernel.requests import BatchForget, Forget, Interrupt, Request
+from pynfsrdma._fuse.kernel import abi
+from pynfsrdma._fuse.kernel.forgets import Forgets
+from pynfsrdma._fuse.kernel.interrupts import MAX_REMEMBERED, Interrupts
+from pynfsrdma._fuse.kernel.requests import BatchForget, Forget, Interrupt, Request
 
 
 def interrupt(unique: int, target: int) -> Interrupt:

@@ -9,9 +9,9 @@ import struct
 
 import pytest
 
-from pynfsrdma.fuse.kernel import abi
-from pynfsrdma.fuse.kernel import init as fi
-from pynfsrdma.fuse.kernel import requests as rq
+from pynfsrdma._fuse.kernel import abi
+from pynfsrdma._fuse.kernel import init as fi
+from pynfsrdma._fuse.kernel import requests as rq
 
 UNIQUE = 2
 OUT_HEADER = "=IiQ"

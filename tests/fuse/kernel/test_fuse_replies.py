@@ -9,8 +9,8 @@ import struct
 
 import pytest
 
-from pynfsrdma.fuse.kernel import abi, notify, replies
-from pynfsrdma.fuse.lowlevel import EntryAttributes, FileInfo, FileLock, StatvfsData
+from pynfsrdma._fuse.kernel import abi, notify, replies
+from pynfsrdma._fuse.lowlevel import EntryAttributes, FileInfo, FileLock, StatvfsData
 
 UNIQUE = 0x0102030405060708
 OUT_HEADER = "=IiQ"  # len, error, unique

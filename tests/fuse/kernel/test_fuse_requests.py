@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pynfsrdma.fuse.kernel import abi
-from pynfsrdma.fuse.kernel import requests as rq
+from pynfsrdma._fuse.kernel import abi
+from pynfsrdma._fuse.kernel import requests as rq
 
 UNIQUE, NODE, UID, GID, PID = 0x1122334455667788, 42, 1000, 100, 4242
 

@@ -1,0 +1,401 @@
+"""The ``pynfsrdma`` command: scripted file access to NFSv4.1 servers, the testbed, the mount.
+
+Remote paths are NFS URLs (``nfs://host[:port]/export/dir/file``) or ``host:/export/dir/file``;
+the whole path is resolved from the server's pseudo-filesystem root. Errors are one line on
+standard error, like ``pynfsrdma: /export/x: No such file or directory (NFS4ERR_NOENT)``, with a
+non-zero exit status, whatever the server sends (never a traceback: one from our own code shows with
+``-vv``). The file commands log nothing else unless asked (``-v``): a server's misbehaviour on the
+way to the result goes to the log, not into a script's output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import posixpath
+import shutil
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+from .. import __version__
+from .. import _trace as trace
+from .._client.api import Client
+from .._client.attributes import FileAttrs
+from .._client.url import NfsURL, URLError, names_version, parse_url
+from .._errors import NFS4Error, ReplyError
+from .._proto.nfs4 import const as c
+from .._rpc.errors import RpcReplyError
+from .._session.errors import NotNFSv41Server, SessionError
+from .._transport.base import TransportError
+from .._xdr import XdrError
+from . import listing, transfer
+from .output import print_json
+
+PROG = "pynfsrdma"
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
+EXIT_SOFTWARE = 70  # (sysexits.h's EX_SOFTWARE: an error of ours, not of the server or the caller)
+log = logging.getLogger(__name__)
+
+
+def is_remote(s: str) -> bool:
+    return s.startswith("nfs://") or (":" in s and not s.startswith("/") and ":/" in s)
+
+
+def _split_remote(s: str, args: argparse.Namespace) -> tuple[NfsURL, str]:
+    """The server (connected at the pseudo-fs root) and the path on it."""
+    u = parse_url(s)
+    path = u.path
+    u.path = "/"
+    return u, path
+
+
+def _connect_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    # uid/gid: --uid/--gid, else the URL's uid=/gid=, else the caller's own
+    return {"uid": args.uid, "gid": args.gid, "timeout": args.timeout, "timeo": args.timeout}
+
+
+def _stat_json(name: str, a: FileAttrs) -> dict[str, Any]:
+    d = a.as_dict()
+    d["name"] = name
+    return d
+
+
+
+
+async def _with_client(url: NfsURL, args: argparse.Namespace, fn: Callable[[Client], Awaitable[int]],
+                       path: str | None = None) -> int:
+    # (connected at the server's root: the security flavour is the one of the export ``path`` is in)
+    async with Client.connect(url, **_connect_kwargs(args), sec_path=path) as client:
+        return await fn(client)
+
+
+def _out(args: argparse.Namespace, obj: dict[str, Any], text: str | None) -> None:
+    if args.json:
+        print_json(obj)
+    elif text is not None:
+        print(text)
+
+
+# -- commands -----------------------------------------------------------------------------------------
+def cmd_ls(args: argparse.Namespace) -> int:
+    url, path = _split_remote(args.url, args)
+    return trio.run(_with_client, url, args, lambda client: listing.run(client, path, args), path)
+
+
+def cmd_stat(args: argparse.Namespace) -> int:
+    url, path = _split_remote(args.url, args)
+
+    async def run(client: Client) -> int:
+        a = await (client.lstat(path) if args.no_follow else client.stat(path))
+        d = _stat_json(path, a)
+        _out(args, d, "\n".join(f"{k}: {v}" for k, v in d.items()))
+        return 0
+
+    return trio.run(_with_client, url, args, run, path)
+
+
+def cmd_cat(args: argparse.Namespace) -> int:
+    url, path = _split_remote(args.url, args)
+
+    async def run(client: Client) -> int:
+        out = sys.stdout.buffer
+        async with await client.open(path, "r") as f:
+            async for _, view in f.iter_views():
+                out.write(view)
+        out.flush()
+        return 0
+
+    return trio.run(_with_client, url, args, run, path)
+
+
+def _progress(args: argparse.Namespace) -> bool:
+    return not args.json
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    url, path = _split_remote(args.remote, args)
+    local = args.local or "."
+
+    async def run(client: Client) -> int:
+        target, totals = await transfer.get(client, path, local, args.recursive, _progress(args))
+        _out(args, {"remote": path, "local": target, "bytes": totals.bytes, "files": totals.files}, None)
+        return 0
+
+    return trio.run(_with_client, url, args, run, path)
+
+
+def cmd_put(args: argparse.Namespace) -> int:
+    url, path = _split_remote(args.remote, args)
+
+    async def run(client: Client) -> int:
+        target, totals = await transfer.put(client, args.local, path, args.recursive, _progress(args))
+        _out(args, {"remote": target, "local": args.local, "bytes": totals.bytes, "files": totals.files}, None)
+        return 0
+
+    return trio.run(_with_client, url, args, run, path)
+
+
+def cmd_cp(args: argparse.Namespace) -> int:
+    src_remote, dst_remote = is_remote(args.src), is_remote(args.dst)
+    if src_remote and not dst_remote:
+        args.remote, args.local = args.src, args.dst
+        return cmd_get(args)
+    if dst_remote and not src_remote:
+        args.remote, args.local = args.dst, args.src
+        return cmd_put(args)
+    if not src_remote:
+        raise URLError("cp needs at least one NFS URL (for local copies use cp(1))")
+    su, spath = _split_remote(args.src, args)
+    du, dpath = _split_remote(args.dst, args)
+    if su.address != du.address:
+        raise URLError("cp between two different servers is not supported; use get then put")
+    # NFSv4.2 unless a URL says otherwise: the server may then copy the data itself (COPY)
+    upgraded = not names_version(args.src) and not names_version(args.dst) and su.vers != "4.2"
+    if upgraded:
+        su.vers = "4.2"
+
+    async def run(client: Client) -> int:
+        target, totals = await transfer.copy(client, spath, dpath, args.recursive, _progress(args))
+        _out(args, {"src": spath, "dst": target, "bytes": totals.bytes, "files": totals.files}, None)
+        return 0
+
+    try:
+        return trio.run(_with_client, su, args, run, spath)
+    except NotNFSv41Server:
+        if not upgraded:
+            raise
+        su.vers = "4.1"  # a server without NFSv4.2: READs and WRITEs over NFSv4.1
+        return trio.run(_with_client, su, args, run, spath)
+
+
+def cmd_mkdir(args: argparse.Namespace) -> int:
+    url, path = _split_remote(args.url, args)
+
+    async def run(client: Client) -> int:
+        if args.parents:
+            await client.makedirs(path, int(args.mode, 8))
+        else:
+            await client.mkdir(path, int(args.mode, 8))
+        _out(args, {"created": path}, None)
+        return 0
+
+    return trio.run(_with_client, url, args, run, path)
+
+
+def cmd_rm(args: argparse.Namespace) -> int:
+    url, path = _split_remote(args.url, args)
+
+    async def run(client: Client) -> int:
+        a = await client.lstat(path)
+        if a.is_dir:
+            if args.recursive:
+                await client.rmtree(path)
+            elif args.dir:
+                await client.rmdir(path)
+            else:
+                raise NFS4Error(c.NFS4ERR_ISDIR, None, path)
+        else:
+            await client.remove(path)
+        _out(args, {"removed": path}, None)
+        return 0
+
+    return trio.run(_with_client, url, args, run, path)
+
+
+def cmd_mv(args: argparse.Namespace) -> int:
+    su, spath = _split_remote(args.src, args)
+    if is_remote(args.dst):
+        du, dpath = _split_remote(args.dst, args)
+        if du.address != su.address:
+            raise URLError("mv between two different servers is not supported")
+    else:
+        dpath = args.dst if args.dst.startswith("/") else posixpath.join(posixpath.dirname(spath), args.dst)
+
+    async def run(client: Client) -> int:
+        target = await transfer.remote_destination(client, dpath, posixpath.basename(spath.rstrip("/")))
+        s, t = await client.lstat(spath), await _lstat_or_none(client, target)
+        if t is not None and (t.fsid, t.fileid) == (s.fsid, s.fileid):
+            raise shutil.SameFileError(f"{spath!r} and {target!r} are the same file")
+        await client.rename(spath, target)
+        _out(args, {"src": spath, "dst": target}, None)
+        return 0
+
+    return trio.run(_with_client, su, args, run, spath)
+
+
+async def _lstat_or_none(client: Client, path: str) -> FileAttrs | None:
+    try:
+        return await client.lstat(path)
+    except FileNotFoundError:
+        return None
+
+
+def cmd_df(args: argparse.Namespace) -> int:
+    url, path = _split_remote(args.url, args)
+
+    async def run(client: Client) -> int:
+        s = await client.statfs(path)
+        used = s.space_total - s.space_free
+        d = {"path": path, "size": s.space_total, "used": used, "avail": s.space_avail,
+             "files": s.files_total, "files_free": s.files_free}
+        pct = f"{100 * used // s.space_total}%" if s.space_total else "-"
+        text = (f"{'Filesystem':30} {'Size':>14} {'Used':>14} {'Avail':>14} Use%\n"
+                f"{url.address + path:30} {s.space_total:14d} {used:14d} {s.space_avail:14d} {pct:>4}")
+        _out(args, d, text)
+        return 0
+
+    return trio.run(_with_client, url, args, run, path)
+
+
+# -- the parser ---------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description="A userspace NFSv4.1 client.")
+    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
+    p.add_argument("--trace", metavar="FILE", help="trace every RPC (xid, path, status, time, ops) to FILE (- for stderr)")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument("--uid", type=int, help="AUTH_SYS uid (default: yours)")
+    common.add_argument("--gid", type=int, help="AUTH_SYS gid (default: yours)")
+    common.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the server")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    def add(name: str, fn: Callable[[argparse.Namespace], int], help: str,
+            add_help: bool = True) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, parents=[common], help=help, description=help, add_help=add_help)
+        sp.set_defaults(func=fn, quiet_log=True)  # (one line of error at most without -v)
+        return sp
+
+    sp = add("ls", cmd_ls, "list a directory", add_help=False)  # -h is ls(1)'s human-readable sizes
+    sp.add_argument("--help", action="help", help="show this help message and exit")
+    sp.add_argument("url")
+    sp.add_argument("-l", "--long", action="store_true", help="mode, links, owner, group, size, time, name")
+    sp.add_argument("-a", "--all", action="store_true", help="names starting with . too, and . and ..")
+    sp.add_argument("-R", "--recursive", action="store_true", help="the directories below too")
+    sp.add_argument("-h", "--human-readable", dest="human", action="store_true",
+                    help="sizes as 1.5K, 20M, 3.1G (with -l)")
+    sp = add("stat", cmd_stat, "show a file's attributes")
+    sp.add_argument("url")
+    sp.add_argument("-L", "--no-follow", action="store_true", help="do not follow a final symlink")
+    sp = add("cat", cmd_cat, "write a file to standard output")
+    sp.add_argument("url")
+    sp = add("get", cmd_get, "copy a remote file (or tree, -r) to a local path")
+    sp.add_argument("remote")
+    sp.add_argument("local", nargs="?")
+    sp.add_argument("-r", "--recursive", action="store_true", help="copy directories and what is in them")
+    sp = add("put", cmd_put, "copy a local file (or tree, -r) to a remote path")
+    sp.add_argument("local")
+    sp.add_argument("remote")
+    sp.add_argument("-r", "--recursive", action="store_true", help="copy directories and what is in them")
+    sp = add("cp", cmd_cp, "copy (local to remote, remote to local, or within one server: there the server "
+                           "copies the data itself when it can, NFSv4.2 COPY)")
+    sp.add_argument("src")
+    sp.add_argument("dst")
+    sp.add_argument("-r", "--recursive", action="store_true", help="copy directories and what is in them")
+    sp = add("mkdir", cmd_mkdir, "make a directory")
+    sp.add_argument("url")
+    sp.add_argument("-p", "--parents", action="store_true")
+    sp.add_argument("-m", "--mode", default="755")
+    sp = add("rm", cmd_rm, "remove a file (or a directory with -d / -r)")
+    sp.add_argument("url")
+    sp.add_argument("-r", "--recursive", action="store_true")
+    sp.add_argument("-d", "--dir", action="store_true", help="remove an empty directory")
+    sp = add("mv", cmd_mv, "rename within one server")
+    sp.add_argument("src")
+    sp.add_argument("dst")
+    sp = add("df", cmd_df, "show the file system's space")
+    sp.add_argument("url", help="any path on the server")
+    for mod in _plugin_modules():
+        mod.register(sub)
+    return p
+
+
+def _plugin_modules() -> list[Any]:
+    """Commands that live in their own modules (testbed, mount, paths, ...)."""
+    import importlib
+
+    mods = []
+    for name in ("testbed", "mount", "paths", "stats", "failover"):
+        try:
+            mods.append(importlib.import_module(f"{__package__}.{name}"))
+        except ModuleNotFoundError as e:
+            if e.name != f"{__package__}.{name}":
+                raise
+    return mods
+
+
+def _message(e: BaseException) -> str:
+    if isinstance(e, NFS4Error | ReplyError | SessionError | TransportError | RpcReplyError | URLError):
+        return _without_errno(str(e))
+    if isinstance(e, OSError) and e.filename:
+        return f"{e.filename}: {e.strerror}"
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    return str(e) or type(e).__name__
+
+
+def _without_errno(text: str) -> str:
+    """OSError's str() puts "[Errno N] " in front of the message: the message is what people read."""
+    if text.startswith("[Errno ") and "] " in text:
+        return text.split("] ", 1)[1]
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    quiet = getattr(args, "quiet_log", False) and not args.verbose
+    trace.configure_logging("error" if quiet else args.verbose, rpc_trace=args.trace)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(args.func(args) or 0)
+    except BaseException as e:  # (trio wraps errors from nurseries in groups)
+        leaf = _first_leaf(e) if isinstance(e, BaseExceptionGroup) else e
+        if isinstance(leaf, KeyboardInterrupt):
+            return EXIT_INTERRUPTED
+        if isinstance(leaf, BrokenPipeError):
+            return 0
+        if isinstance(leaf, SystemExit):
+            raise
+        if not isinstance(leaf, Exception):
+            raise
+        code = _exit_code(leaf)
+        if code == EXIT_SOFTWARE:
+            # a bug of ours, whatever the server sent: one line; the traceback with -vv
+            log.debug("the error in full:", exc_info=leaf)
+            print(f"{PROG}: internal error: {type(leaf).__name__}: {leaf} (-vv shows where)", file=sys.stderr)
+        else:
+            print(f"{PROG}: {_message(leaf)}", file=sys.stderr)
+        return code
+
+
+def _first_leaf(eg: BaseExceptionGroup) -> BaseException:
+    """The error a group stands for: its first leaf that is not an OSError (an interrupt, a bug),
+    else its first."""
+    leaves: list[BaseException] = []
+    todo: list[BaseException] = [eg]
+    while todo:
+        e = todo.pop(0)
+        if isinstance(e, BaseExceptionGroup):
+            todo[:0] = list(e.exceptions)
+        else:
+            leaves.append(e)
+    return next((e for e in leaves if not isinstance(e, OSError)), leaves[0]) if leaves else eg
+
+
+def _exit_code(e: BaseException) -> int:
+    if isinstance(e, OSError | RpcReplyError):
+        return 1
+    if isinstance(e, ValueError) and not isinstance(e, XdrError):  # (a bad URL, option or argument)
+        return EXIT_USAGE
+    return EXIT_SOFTWARE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,940 @@
+"""Scripted access: an async (trio) client that works with paths, like ``os`` and ``open``.
+
+    async with Client.connect("nfs://127.0.0.1:2049/export") as nfs:
+        await nfs.write_file("/hello.txt", b"hi")
+        print(await nfs.listdir("/"))
+
+Paths are relative to the export given in the URL ("/" is the export's root). Every call is one
+COMPOUND where the protocol allows; directory file handles are cached briefly so that a path's
+directories are not looked up again for every call on files inside them.
+
+Whatever the server sends, a call fails with an OSError subclass whose ``errno`` is set (NFS4Error for
+an NFS status, ProtocolError for a reply that breaks the protocol, ServerUnreachable when a soft
+request goes unanswered, ...), never with trio's ExceptionGroup (several READs or WRITEs failing
+together raise the first error) nor with a decoding error. Misuse (a closed File, an unknown open
+mode) raises ValueError, as Python's own files do.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import fnmatch
+import io
+import os
+import posixpath
+import stat
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import cachetools
+import trio
+
+from .._errors import NFS4Error
+from .._proto.nfs4 import const as c
+from .._rpc.auth import Credential, auth_sys
+from .._rpc.gss_auth import GssCredential
+from .._session.client_id import ClientID, SessionOptions, default_owner_id
+from .._session.errors import ServerUnreachable
+from .._session.session import RetryPolicy
+from .._trunking import Trunking, TrunkingOptions
+from .attributes import FileAttrs, FsStat
+from .dir_entry import DirEntry
+from .locks import TO_EOF, LockConflict, LockDenied, LockLost, nfs_lock_type
+from .nfs4 import NFSv4, OpenFile
+from .open_file import FileWriter, ReadStream, Window, read_range
+from .security import FlavorChoice, credential, machine_credential, negotiate, parse_sec
+from .stack import start_stack
+from .url import NfsURL, URLError, check_url_options, minor_version, parse_url, url_identity
+
+Progress = Callable[[int], None]
+PUT_READ_AHEAD = 2  # blocks of the local file read and not yet handed to WRITEs, at most (put)
+PUT_BLOCK_WRITES = 4  # wsize WRITEs per block put reads (each read is a hop to a thread and back)
+MAX_SYMLINKS = 40
+XATTR_USER = "user."  # the namespace of extended attributes NFSv4.2 carries (RFC 8276)
+RELEASE_TIMEOUT = 5.0  # at the end, locks and opens still held are given back within this long at most
+
+
+def _open_for_reading(path: str) -> io.FileIO:
+    return open(path, "rb", buffering=0)  # (closed by the caller)
+
+
+def glob_magic(name: str) -> bool:
+    return any(ch in name for ch in "*?[")
+
+
+def single_error(eg: BaseExceptionGroup) -> BaseException:
+    """The error to raise for trio's exception group ``eg``, so that callers see ``NFS4Error``/
+    ``OSError`` rather than a group: the one error inside, or of several (READs failing together)
+    the first that is not an OSError (a KeyboardInterrupt, a bug: what they are must not be lost),
+    else the first. A group of nothing but cancellations stays a group (trio wants it back)."""
+    leaves = [e for e in _leaves(eg) if not isinstance(e, trio.Cancelled)]
+    if not leaves:
+        return eg
+    return next((e for e in leaves if not isinstance(e, OSError)), leaves[0])
+
+
+def _leaves(e: BaseException) -> list[BaseException]:
+    if isinstance(e, BaseExceptionGroup):
+        return [leaf for sub in e.exceptions for leaf in _leaves(sub)]
+    return [e]
+
+
+class Client:
+    """A connection to one NFSv4.1 export, with path-based calls."""
+
+    def __init__(self, url: NfsURL, clientid: ClientID, ops: NFSv4, cred: Credential) -> None:
+        self.url = url
+        self.clientid = clientid
+        self.nfs = ops
+        self.cred = cred
+        self.root_fh = b""
+        # READs and WRITEs of one transfer in flight at most; None: as many as fill the live paths
+        # (NFSv4.io_window: it grows with the paths and their bandwidth-delay products)
+        self.in_flight: int | None = None
+        # directory path -> file handle (short-lived; a renamed directory is looked up again)
+        self._dirs: cachetools.TTLCache[str, bytes] = cachetools.TTLCache(maxsize=4096, ttl=3.0)
+        self.trunking: Trunking | None = None  # the other paths (addrs=, nconnect=, discovery)
+        self._nursery: trio.Nursery | None = None  # where open files write in the background
+
+    def io_window(self, io_size: int) -> int:
+        """READs or WRITEs of ``io_size`` bytes one transfer keeps in flight now (:attr:`in_flight`
+        when set)."""
+        return self.in_flight if self.in_flight is not None else self.nfs.io_window(io_size)
+
+    # -- connecting -----------------------------------------------------------------------------------
+    @classmethod
+    @asynccontextmanager
+    async def connect(
+        cls,
+        url: str | NfsURL | None = None,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        export: str = "/",
+        proto: str = "tcp",
+        uid: int | None = None,
+        gid: int | None = None,
+        groups: tuple[int, ...] | None = None,
+        timeout: float = 10.0,
+        hard: bool = False,
+        timeo: float = 30.0,
+        retrans: int = 2,
+        rsize: int = 1 << 20,
+        wsize: int = 1 << 20,
+        sec: str | None = None,
+        sec_path: str | None = None,
+        ccache: str | None = None,
+        keytab: str | None = None,
+    ) -> AsyncIterator[Client]:
+        """Connect, create a session, look up the export; on exit close the session cleanly.
+
+        By URL (``nfs://host[:port]/export?proto=tcp``) or by ``host``, ``port``, ``export`` and
+        ``proto``. Requests go as ``uid``/``gid`` with ``groups`` (AUTH_SYS): by default the URL's
+        ``uid=``/``gid=``, else the calling process's own, with its supplementary groups.
+        ``sec`` (or the URL's ``sec=``): the security flavours to try, as nfs(5) names them
+        (``krb5p``, ``krb5i:krb5``, ...; see :mod:`.security`); under Kerberos the requests go with
+        the calling user's own ticket (``ccache``, a Kerberos cache name such as ``FILE:/tmp/krb5cc_1000``;
+        by default ``KRB5CCNAME`` or the default cache), and a user with none gets EACCES. ``sec_path``: the path below the export whose security decides the flavour,
+        when it is not the export itself (the command line connects at the server's root and
+        names files in exports below it). ``keytab`` (or the URL's ``keytab=``): the lease and
+        state operations go under Kerberos with this keytab's first key (by default
+        /etc/krb5.keytab when readable and a Kerberos flavour is asked for; else AUTH_SYS).
+        """
+        if url is None:
+            if host is None:
+                raise URLError("connect needs a URL or a host")
+            hostpart = f"[{host}]" if ":" in host else host
+            url = f"nfs://{hostpart}{f':{port}' if port else ''}/{export.lstrip('/')}?proto={proto}"
+        u = parse_url(url) if isinstance(url, str) else url
+        check_url_options(u)
+        url_uid, url_gid = url_identity(u)
+        uid = uid if uid is not None else url_uid if url_uid is not None else os.getuid()
+        gid = gid if gid is not None else url_gid if url_gid is not None else os.getgid()
+        if groups is None:
+            groups = tuple(os.getgroups()) if (uid, gid) == (os.getuid(), os.getgid()) else ()
+        cred = auth_sys(uid, gid, groups)
+        try:
+            choice = FlavorChoice(parse_sec(sec if sec is not None else u.options.get("sec")),
+                                  given=sec is not None or "sec" in u.options)
+        except ValueError as e:
+            raise URLError(str(e)) from None
+        deadline = trio.current_time() + timeout  # for connecting, setting up and looking up the export
+        try:
+            async with trio.open_nursery() as nursery:
+                cid = ClientID(
+                    nursery,
+                    options=SessionOptions(rsize=rsize, wsize=wsize, minorversion=minor_version(u.vers)),
+                    policy=RetryPolicy(timeo=timeo, retrans=retrans, hard=hard),
+                    cred=machine_credential(u.host, keytab or u.options.get("keytab"), choice.flavors, cred,
+                                            uuid.uuid4().hex),
+                    # a client owner of its own: its open state lives and dies with this object, and
+                    # two clients of one server (in one process or two) must not share a client ID
+                    owner_id=default_owner_id(f"api:{os.getpid()}:{uuid.uuid4().hex}"),
+                )
+                connected = False
+                try:
+                    with trio.move_on_at(deadline) as setting_up:
+                        stack = await start_stack(cid, nursery, u, TrunkingOptions.from_url_options(u.options),
+                                                  timeout)
+                        trunking, ops = stack.trunking, stack.nfs
+                        ops.owner_per_open = True  # every File is an open of its own
+                        probe = posixpath.join(u.path, (sec_path or "").lstrip("/"))
+                        user = await negotiate(ops, u.path, probe, choice, cred,
+                                               lambda f: credential(f, u.host, uid, gid, groups, ccache))
+                        self = cls(u, cid, ops, user)
+                        self.trunking = trunking
+                        self._nursery = nursery
+                        self.root_fh = ops.root_fh
+                        connected = True
+                    if setting_up.cancelled_caught:
+                        what = f"{u.path} not reached" if cid.session is not None else "no NFSv4.1 answer"
+                        raise ServerUnreachable(f"{u.address}: {what} within {timeout:g} s")
+                    try:
+                        yield self
+                    finally:
+                        # files left open give their locks and opens back now, not when the lease runs
+                        # out (the server keeps them past DESTROY_CLIENTID, and other clients wait)
+                        with trio.CancelScope(shield=True), trio.move_on_after(RELEASE_TIMEOUT):
+                            await ops.release_all()
+                            await cid.forget(self.cred)
+                finally:
+                    with trio.CancelScope(shield=True):
+                        # (a connect that failed has no time left for a clean goodbye to a server
+                        # that may not answer: what remains of its timeout, a moment at least)
+                        await cid.shutdown(None if connected else max(0.2, deadline - trio.current_time()))
+                    nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as eg:
+            raise single_error(eg) from None
+
+    @property
+    def sec(self) -> str:
+        """The security flavour the requests go with (nfs(5)'s name: sys, krb5, krb5i, krb5p)."""
+        return self.cred.flavor.name if isinstance(self.cred, GssCredential) else "sys"
+
+    def stats(self) -> dict[str, Any]:
+        """The statistics report ``pynfsrdma stats`` shows for a mount (see :mod:`pynfsrdma._stats`)."""
+        from .. import _stats as stats
+
+        return stats.snapshot(self.clientid, self.trunking, {"server": f"{self.url.host}:{self.url.path}"})
+
+    # -- names ------------------------------------------------------------------------------------------
+    def _norm(self, path: str) -> str:
+        return posixpath.normpath("/" + path.lstrip("/"))
+
+    async def _dir_fh(self, dirpath: str, depth: int = 0) -> bytes:
+        if dirpath == "/":
+            return self.root_fh
+        fh = self._dirs.get(dirpath)
+        if fh is not None:
+            return fh
+        fh, attrs = await self._resolve(dirpath, follow=True, depth=depth)
+        if not attrs.is_dir:
+            raise NFS4Error(c.NFS4ERR_NOTDIR, c.OP_LOOKUP, dirpath)
+        self._dirs[dirpath] = fh
+        return fh
+
+    async def _resolve(self, path: str, follow: bool = True, depth: int = 0) -> tuple[bytes, FileAttrs]:
+        """File handle and attributes of ``path``; symlinks inside the path are followed, the last
+        component only with ``follow``."""
+        if depth > MAX_SYMLINKS:
+            raise NFS4Error(c.NFS4ERR_SYMLINK, c.OP_LOOKUP, path)  # ELOOP-like: too many links
+        path = self._norm(path)
+        if path == "/":
+            return self.root_fh, await self.nfs.getattr(self.root_fh, self.cred, path)
+        parent, name = posixpath.split(path)
+        try:
+            dfh = await self._dir_fh(parent, depth)
+            fh, attrs = await self.nfs.lookup_path(dfh, [name], self.cred, path)
+        except NFS4Error as e:
+            if e.status == c.NFS4ERR_STALE:
+                self._dirs.clear()
+            raise
+        if follow and attrs.is_symlink:
+            target = (await self.nfs.readlink(fh, self.cred, path)).decode("utf-8", "surrogateescape")
+            nxt = target if target.startswith("/") else posixpath.join(parent, target)
+            return await self._resolve(nxt, True, depth + 1)
+        return fh, attrs
+
+    def _forget(self, path: str) -> None:
+        path = self._norm(path)
+        for k in [k for k in self._dirs if k == path or k.startswith(path + "/")]:
+            self._dirs.pop(k, None)
+
+    # -- metadata ---------------------------------------------------------------------------------------
+    async def stat(self, path: str) -> FileAttrs:
+        return (await self._resolve(path, follow=True))[1]
+
+    async def lstat(self, path: str) -> FileAttrs:
+        return (await self._resolve(path, follow=False))[1]
+
+    async def _target_or_none(self, path: str) -> FileAttrs | None:
+        """What a symbolic link in a listing points to, or None when it leads nowhere: a link whose
+        target cannot be resolved (absent, a name too long, a loop, no search permission) is a
+        dangling entry of the listing, as ``os.scandir`` reports it, not a failure of the listing."""
+        try:
+            return (await self._resolve(path, follow=True))[1]
+        except NFS4Error as e:
+            if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG, errno.EACCES):
+                return None
+            raise
+
+    async def _stat_or_none(self, path: str, follow: bool = True) -> FileAttrs | None:
+        try:
+            return (await self._resolve(path, follow=follow))[1]
+        except NFS4Error as e:
+            if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                return None
+            raise
+
+    async def exists(self, path: str) -> bool:
+        """Whether ``path`` names something (a symbolic link: its target), as os.path.exists."""
+        return await self._stat_or_none(path) is not None
+
+    async def lexists(self, path: str) -> bool:
+        """Whether ``path`` names something, a dangling symbolic link too."""
+        return await self._stat_or_none(path, follow=False) is not None
+
+    async def isdir(self, path: str) -> bool:
+        a = await self._stat_or_none(path)
+        return a is not None and a.is_dir
+
+    async def isfile(self, path: str) -> bool:
+        a = await self._stat_or_none(path)
+        return a is not None and stat.S_ISREG(a.st_mode)
+
+    async def islink(self, path: str) -> bool:
+        a = await self._stat_or_none(path, follow=False)
+        return a is not None and a.is_symlink
+
+    async def scandir(self, path: str = "/") -> list[DirEntry]:
+        """The entries of a directory, with the attributes READDIR brought (no GETATTR per entry;
+        only a symbolic link's target is looked up)."""
+        npath = self._norm(path)
+        fh = await self._dir_fh(npath)
+        listing = await self.nfs.listdir(fh, self.cred, with_attrs=True, path=npath)
+        out = []
+        for e in listing:
+            attrs = e.attrs or FileAttrs()
+            child = posixpath.join(path, e.name)
+            target = await self._target_or_none(child) if attrs.is_symlink else None
+            out.append(DirEntry(e.name, child, attrs, target))
+        return out
+
+    async def listdir(self, path: str = "/") -> list[str]:
+        npath = self._norm(path)
+        fh = await self._dir_fh(npath)
+        return [e.name for e in await self.nfs.listdir(fh, self.cred, with_attrs=True, path=npath)]
+
+    async def walk(self, top: str = "/", topdown: bool = True, onerror: Callable[[OSError], Any] | None = None,
+                   followlinks: bool = False) -> AsyncIterator[tuple[str, list[str], list[str]]]:
+        """(dirpath, dirnames, filenames) for ``top`` and every directory below it, as os.walk: with
+        ``topdown`` a caller may prune ``dirnames`` in place; errors listing a directory go to
+        ``onerror`` (or are ignored)."""
+        try:
+            entries = await self.scandir(top)
+        except OSError as e:
+            if onerror is not None:
+                onerror(e)
+            return
+        dirs = [e.name for e in entries if e.is_dir()]
+        files = [e.name for e in entries if not e.is_dir()]
+        links = {e.name for e in entries if e.is_symlink()}
+        if topdown:
+            yield top, dirs, files
+        for name in dirs:
+            if name in links and not followlinks:
+                continue
+            async for item in self.walk(posixpath.join(top, name), topdown, onerror, followlinks):
+                yield item
+        if not topdown:
+            yield top, dirs, files
+
+    async def glob(self, pattern: str) -> list[str]:
+        """The paths matching ``pattern`` (``*``, ``?``, ``[...]`` within a name, ``**`` for any depth
+        of directories), sorted; names starting with ``.`` match only a pattern that starts with one."""
+        parts = [p for p in self._norm(pattern).split("/") if p]
+        found: list[str] = []
+
+        async def match(base: str, rest: list[str]) -> None:
+            if not rest:
+                found.append(base)
+                return
+            head, tail = rest[0], rest[1:]
+            if head == "**":
+                await match(base, tail)
+                for e in await self._entries_or_none(base):
+                    if e.is_dir() and not e.name.startswith("."):
+                        await match(e.path, rest)
+                return
+            if not glob_magic(head):
+                child = posixpath.join(base, head)
+                if await self.lexists(child):
+                    await match(child, tail)
+                return
+            for e in await self._entries_or_none(base):
+                visible = head.startswith(".") or not e.name.startswith(".")
+                if visible and fnmatch.fnmatchcase(e.name, head) and (not tail or e.is_dir()):
+                    await match(e.path, tail)
+
+        await match("/", parts)
+        return sorted(set(found))
+
+    async def _entries_or_none(self, path: str) -> list[DirEntry]:
+        try:
+            return await self.scandir(path)
+        except NFS4Error as e:
+            if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.EACCES):
+                return []
+            raise
+
+    async def statfs(self, path: str = "/") -> FsStat:
+        fh, _ = await self._resolve(path)
+        return await self.nfs.statfs(fh, self.cred)
+
+    async def setattr(self, path: str, *, follow: bool = True, **changes: Any) -> FileAttrs:
+        fh, _ = await self._resolve(path, follow=follow)
+        return await self.nfs.setattr(fh, self.cred, path=path, **changes)
+
+    async def chmod(self, path: str, mode: int) -> FileAttrs:
+        return await self.setattr(path, mode=mode)
+
+    async def chown(self, path: str, uid: int | None = None, gid: int | None = None) -> FileAttrs:
+        return await self.setattr(path, uid=uid, gid=gid)
+
+    async def truncate(self, path: str, size: int) -> FileAttrs:
+        return await self.setattr(path, size=size)
+
+    async def utime(self, path: str, atime_ns: int | str | None = None,
+                    mtime_ns: int | str | None = None) -> FileAttrs:
+        return await self.setattr(path, atime_ns=atime_ns, mtime_ns=mtime_ns)
+
+    # -- extended attributes (vers=4.2 and a server with them: RFC 8276) -------------------------------
+    def _xattr_key(self, path: str, name: str) -> str:
+        """The RFC 8276 name of ``name`` ("user.NAME", as os.getxattr takes it); NFS4ERR_NOTSUPP
+        (ENOTSUP) for other namespaces, NFSv4.1 sessions, and servers without extended attributes."""
+        if not self.nfs.xattr_support or not name.startswith(XATTR_USER) or name == XATTR_USER:
+            raise NFS4Error(c.NFS4ERR_NOTSUPP, None, self._norm(path))
+        return name[len(XATTR_USER) :]
+
+    async def getxattr(self, path: str, name: str) -> bytes:
+        key = self._xattr_key(path, name)
+        fh, _ = await self._resolve(path)
+        return await self.nfs.getxattr(fh, key, self.cred, path=self._norm(path))
+
+    async def setxattr(self, path: str, name: str, value: bytes, *, create: bool = False,
+                       replace: bool = False) -> None:
+        """Set ``name`` to ``value``; ``create``: fail if it exists (EEXIST), ``replace``: fail if it
+        does not (ENODATA), as os.setxattr's XATTR_CREATE and XATTR_REPLACE."""
+        key = self._xattr_key(path, name)
+        option = c.SETXATTR4_CREATE if create else c.SETXATTR4_REPLACE if replace else c.SETXATTR4_EITHER
+        fh, _ = await self._resolve(path)
+        await self.nfs.setxattr(fh, key, value, self.cred, option, path=self._norm(path))
+
+    async def listxattr(self, path: str) -> list[str]:
+        if not self.nfs.xattr_support:
+            raise NFS4Error(c.NFS4ERR_NOTSUPP, None, self._norm(path))
+        fh, _ = await self._resolve(path)
+        return [XATTR_USER + n for n in await self.nfs.listxattrs(fh, self.cred, path=self._norm(path))]
+
+    async def removexattr(self, path: str, name: str) -> None:
+        key = self._xattr_key(path, name)
+        fh, _ = await self._resolve(path)
+        await self.nfs.removexattr(fh, key, self.cred, path=self._norm(path))
+
+    # -- namespace --------------------------------------------------------------------------------------
+    def _split(self, path: str) -> tuple[str, str]:
+        path = self._norm(path)
+        if path == "/":
+            raise NFS4Error(c.NFS4ERR_INVAL, None, path)
+        return posixpath.split(path)
+
+    async def mkdir(self, path: str, mode: int = 0o755) -> FileAttrs:
+        parent, name = self._split(path)
+        dfh = await self._dir_fh(parent)
+        _, attrs, _ = await self.nfs.create(dfh, name, c.NF4DIR, self.cred, mode=mode, path=self._norm(path))
+        return attrs
+
+    async def makedirs(self, path: str, mode: int = 0o755, exist_ok: bool = True) -> None:
+        target = self._norm(path)
+        cur = ""
+        for part in [p for p in target.split("/") if p]:
+            cur += "/" + part
+            try:
+                attrs = await self.stat(cur)
+            except NFS4Error as e:
+                if e.status != c.NFS4ERR_NOENT:
+                    raise
+                try:
+                    await self.mkdir(cur, mode)
+                except NFS4Error as e2:  # made meanwhile by somebody else: fine
+                    if e2.status != c.NFS4ERR_EXIST:
+                        raise
+                continue
+            if not attrs.is_dir:
+                raise NFS4Error(c.NFS4ERR_NOTDIR, c.OP_CREATE, cur)
+            if cur == target and not exist_ok:
+                raise NFS4Error(c.NFS4ERR_EXIST, c.OP_CREATE, cur)
+
+    async def remove(self, path: str) -> None:
+        """Remove a file, symlink or empty directory."""
+        parent, name = self._split(path)
+        dfh = await self._dir_fh(parent)
+        await self.nfs.remove(dfh, name, self.cred, path=self._norm(path))
+        self._forget(path)
+
+    async def unlink(self, path: str) -> None:
+        attrs = await self.lstat(path)
+        if attrs.is_dir:
+            raise NFS4Error(c.NFS4ERR_ISDIR, c.OP_REMOVE, self._norm(path))
+        await self.remove(path)
+
+    async def rmdir(self, path: str) -> None:
+        attrs = await self.lstat(path)
+        if not attrs.is_dir:
+            raise NFS4Error(c.NFS4ERR_NOTDIR, c.OP_REMOVE, self._norm(path))
+        await self.remove(path)
+
+    async def rmtree(self, path: str) -> None:
+        attrs = await self.lstat(path)
+        if attrs.is_dir:
+            for e in await self.scandir(self._norm(path)):
+                if e.is_dir(follow_symlinks=False):
+                    await self.rmtree(e.path)
+                else:
+                    await self.remove(e.path)
+        await self.remove(path)
+
+    async def rename(self, src: str, dst: str) -> None:
+        sp, sn = self._split(src)
+        dp, dn = self._split(dst)
+        sfh = await self._dir_fh(sp)
+        dfh = await self._dir_fh(dp)
+        await self.nfs.rename(sfh, sn, dfh, dn, self.cred, path=self._norm(src))
+        self._forget(src)
+        self._forget(dst)
+
+    async def link(self, src: str, dst: str) -> FileAttrs:
+        fh, _ = await self._resolve(src, follow=False)
+        dp, dn = self._split(dst)
+        dfh = await self._dir_fh(dp)
+        attrs, _ = await self.nfs.link(fh, dfh, dn, self.cred, path=self._norm(dst))
+        return attrs
+
+    async def symlink(self, target: str, path: str) -> FileAttrs:
+        parent, name = self._split(path)
+        dfh = await self._dir_fh(parent)
+        _, attrs, _ = await self.nfs.create(dfh, name, c.NF4LNK, self.cred, mode=0o777,
+                                         linkdata=target.encode("utf-8", "surrogateescape"),
+                                         path=self._norm(path))
+        return attrs
+
+    async def readlink(self, path: str) -> str:
+        fh, attrs = await self._resolve(path, follow=False)
+        if not attrs.is_symlink:
+            raise NFS4Error(c.NFS4ERR_INVAL, c.OP_READLINK, self._norm(path))
+        return (await self.nfs.readlink(fh, self.cred, path)).decode("utf-8", "surrogateescape")
+
+    # -- files ------------------------------------------------------------------------------------------
+    async def open(self, path: str, mode: str = "r", perm: int = 0o644) -> File:
+        """Open like Python's ``open`` in binary: modes r, r+, w, w+, a, a+, x, x+."""
+        base = mode.replace("b", "")
+        if base not in ("r", "r+", "w", "w+", "a", "a+", "x", "x+"):
+            raise ValueError(f"invalid mode {mode!r}")
+        write = base[0] in "wax" or "+" in base
+        read = base[0] == "r" or "+" in base
+        access = (c.OPEN4_SHARE_ACCESS_READ if read else 0) | (c.OPEN4_SHARE_ACCESS_WRITE if write else 0)
+        parent, name = self._split(path)
+        npath = self._norm(path)
+        if base[0] == "r":
+            fh, attrs = await self._resolve(npath, follow=True)
+            if attrs.is_dir:
+                raise NFS4Error(c.NFS4ERR_ISDIR, c.OP_OPEN, npath)
+            of = await self.nfs.open_fh(fh, self.cred, access, path=npath)
+        else:
+            dfh = await self._dir_fh(parent)
+            of = await self.nfs.open(dfh, name, self.cred, access=access, create=True,
+                                     exclusive=base[0] == "x", truncate=base[0] == "w", mode=perm, path=npath)
+        f = File(self, of, npath, readable=read, writable=write)
+        if base[0] == "a" and of.attrs is not None:
+            f.pos = of.attrs.size
+            f.append = True
+        return f
+
+    async def read_file(self, path: str) -> bytes:
+        async with await self.open(path, "r") as f:
+            return await f.read()
+
+    async def write_file(self, path: str, data: bytes, perm: int = 0o644) -> None:
+        async with await self.open(path, "w", perm) as f:
+            await f.write(data)
+
+    async def copy_file(self, src: str, dst: str, perm: int = 0o644, progress: Progress | None = None) -> int:
+        """Copy the file ``src`` to ``dst`` (created or truncated) on this server; returns the bytes
+        copied. The server copies it itself (COPY, NFSv4.2) when it can; when it cannot (EOPNOTSUPP: an
+        NFSv4.1 session, a server without COPY; EXDEV: another file system) this client reads the
+        data and writes it."""
+        async with await self.open(src, "r") as s, await self.open(dst, "w", perm) as d:
+            size = s.size
+            if size:
+                try:
+                    n = await self.nfs.copy(s.of, d.of, 0, 0, size, self.cred, path=d.path)
+                except NFS4Error as e:
+                    if e.errno not in (errno.EOPNOTSUPP, errno.EXDEV):
+                        raise
+                else:
+                    if progress:
+                        progress(n)
+                    return n
+            total = 0
+            async for offset, view in s.iter_views():
+                await d.pwrite(offset, view)
+                total += view.nbytes
+                if progress:
+                    progress(total)
+            return total
+
+    # -- bulk transfers ------------------------------------------------------------------------------
+    async def get(self, remote: str, local: str, progress: Progress | None = None) -> int:
+        """Copy a remote file to a local one; returns bytes copied. READ data goes to disk by
+        os.write of the reply buffers themselves (no copy)."""
+        import os
+
+        async with await self.open(remote, "r") as f:
+            fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            total = 0
+            try:
+                async for offset, view in f.iter_views():
+                    n = os.pwrite(fd, view, offset)
+                    while n < view.nbytes:  # a short write to a local disk: finish it
+                        n += os.pwrite(fd, view[n:], offset + n)
+                    total += view.nbytes
+                    if progress:
+                        progress(total)
+            finally:
+                os.close(fd)
+        return total
+
+    async def put(self, local: str, remote: str, progress: Progress | None = None, perm: int = 0o644) -> int:
+        """Copy a local file to a remote one; returns bytes copied. A pipeline: the next block of the
+        local file (PUT_BLOCK_WRITES x wsize) is read in a thread while the WRITEs of the blocks
+        before it are in flight, as many as fill the session's live paths
+        (:meth:`File.pwrite_behind`); a COMMIT goes in the background as a window's worth waits for
+        one, and the last at the close. A block goes to the
+        wire from the bytes the local read returned (no other copy). ``progress(n)``: n bytes of the
+        local file handed to WRITEs so far.
+
+        A WRITE or COMMIT that fails makes ``put`` raise its error (OSError) before it returns: it
+        never returns as if all was copied when the server did not take all of it. The remote file
+        then holds what went before the failure; removing it is the caller's choice (the CLI's put
+        removes it and says so)."""
+        block = self.nfs.maxwrite * PUT_BLOCK_WRITES
+        total = 0
+        # the local file first (in a thread: a FIFO's open waits for its writer): a local file that
+        # cannot be read leaves the remote one as it was
+        src = await trio.to_thread.run_sync(_open_for_reading, local)
+        with src:
+            async with await self.open(remote, "w", perm) as f:
+                blocks, taken = trio.open_memory_channel[bytes](PUT_READ_AHEAD)
+
+                async def read_blocks() -> None:
+                    async with blocks:
+                        while blk := await trio.to_thread.run_sync(src.read, block):
+                            await blocks.send(blk)
+
+                try:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(read_blocks)
+                        async with taken:
+                            async for blk in taken:
+                                await f.pwrite_behind(total, blk)
+                                total += len(blk)
+                                if progress:
+                                    progress(total)
+                except BaseExceptionGroup as eg:
+                    raise single_error(eg) from None
+                await f.fsync()
+        return total
+
+
+class File:
+    """An open file. Reads and writes are split into rsize/wsize pieces, several in flight."""
+
+    def __init__(self, client: Client, of: OpenFile, path: str, readable: bool, writable: bool) -> None:
+        self.client = client
+        self.of = of
+        self.path = path
+        self.readable = readable
+        self.writable = writable
+        self.pos = 0
+        self.append = False
+        nfs = client.nfs
+        self._writer: FileWriter | None = None
+        if writable:
+            if client._nursery is None:
+                raise ValueError("the client is not connected")
+            self._writer = FileWriter(nfs, of, client.cred, client._nursery, nfs.maxwrite, client.in_flight,
+                                      lock_owner=self, path=path)
+        self.closed = False
+
+    async def __aenter__(self) -> File:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def size(self) -> int:
+        return self.of.attrs.size if self.of.attrs else 0
+
+    @property
+    def name(self) -> str:
+        """The path this file was opened by."""
+        return self.path
+
+    def tell(self) -> int:
+        return self.pos
+
+    def _check(self, writing: bool) -> None:
+        if self.closed:
+            raise ValueError("I/O on a closed file")
+        if writing and not self.writable:
+            raise OSError(errno.EBADF, "file not open for writing", self.path)
+        if not writing and not self.readable:
+            raise OSError(errno.EBADF, "file not open for reading", self.path)
+        self.client.nfs.io_stateid(self.of, self, self.path)  # LockLost (EIO) when our locks were lost
+
+    # -- reading ------------------------------------------------------------------------------------
+    async def pread_views(self, offset: int, count: int) -> tuple[list[memoryview], bool]:
+        """Read up to ``count`` bytes at ``offset`` as views of the reply buffers (zero copy),
+        rsize READs in flight as a pipeline (as many as fill the session's live paths); stops at end
+        of file."""
+        self._check(False)
+        nfs = self.client.nfs
+        return await read_range(self._read_one, offset, count, nfs.maxread, self._window)
+
+    async def _read_one(self, offset: int, count: int) -> tuple[memoryview, bool]:
+        nfs = self.client.nfs
+        return await nfs.read(self.of, self.of.fh, offset, count, self.client.cred, lock_owner=self, path=self.path)
+
+    def _window(self) -> int:
+        return self.client.io_window(self.client.nfs.maxread)
+
+    async def iter_views(self, chunk: int | None = None) -> AsyncIterator[tuple[int, memoryview]]:
+        """Stream the file from the current position: (offset, view) pairs, zero copy, by a pipeline
+        of READs (:class:`~.open_file.ReadStream`: the next starts when any is answered), ``chunk``
+        bytes of them sent and not yet taken at most (default: as many READs as fill the session's
+        live paths)."""
+        self._check(False)
+        nursery = self.client._nursery
+        if nursery is None:
+            raise ValueError("the client is not connected")
+        maxread = self.client.nfs.maxread
+        window: Window = max(1, chunk // maxread) if chunk else self._window
+        stream = ReadStream(self._read_one, self.pos, maxread, window, lambda: self.size, nursery)
+        try:
+            while True:
+                view = await stream.next()
+                if view is None:
+                    return
+                self._check(False)
+                yield self.pos, view
+                self.pos += view.nbytes
+        finally:
+            stream.close()
+
+    async def preadinto(self, offset: int, buffer: Any) -> int:
+        """Fill ``buffer`` (any writable buffer) from ``offset``, straight from the reply buffers; the
+        number of bytes read (fewer at the end of the file)."""
+        dest = memoryview(buffer).cast("B")
+        done = 0
+        while done < dest.nbytes:
+            views, eof = await self.pread_views(offset + done, dest.nbytes - done)
+            for v in views:
+                dest[done : done + v.nbytes] = v
+                done += v.nbytes
+            if eof or not views:
+                break
+        return done
+
+    async def readinto(self, buffer: Any) -> int:
+        n = await self.preadinto(self.pos, buffer)
+        self.pos += n
+        return n
+
+    async def pread(self, offset: int, count: int) -> bytes:
+        views, _ = await self.pread_views(offset, count)
+        return views[0].tobytes() if len(views) == 1 else b"".join(views)
+
+    async def read(self, count: int = -1) -> bytes:
+        if count < 0:  # to the end: as much as the file holds in one pipeline of READs, then on to its end
+            out: list[memoryview] = []
+            window = self.client.nfs.maxread * self._window()
+            while True:
+                views, eof = await self.pread_views(self.pos, max(self.size - self.pos, 0) + window)
+                out += views
+                self.pos += sum(v.nbytes for v in views)
+                if eof or not views:
+                    return b"".join(out)
+        data = await self.pread(self.pos, count)
+        self.pos += len(data)
+        return data
+
+    # -- writing ------------------------------------------------------------------------------------
+    @property
+    def rewrites(self) -> int:
+        """WRITEs sent again because the server's write verifier changed (it restarted and may have
+        lost what it had not committed)."""
+        return self._writer.resends if self._writer is not None else 0
+
+    async def pwrite(self, offset: int, data: Any) -> int:
+        """Write ``data`` at ``offset`` by the open-file engine (:class:`~.open_file.FileWriter`):
+        wsize UNSTABLE WRITEs in flight together, the data sent from where it lies, a COMMIT in the
+        background once a window's worth waits for one; returns once the WRITEs are answered. A
+        read-only buffer (bytes) is kept by reference until committed, as a server that restarts
+        before the COMMIT needs it again; a mutable one (which the caller may change once this
+        returns) is committed before this returns instead, so it is never copied nor needed again."""
+        self._check(True)
+        writer = self._writer
+        assert writer is not None  # (_check: the file is open for writing)
+        mv = memoryview(data).cast("B")
+        await writer.write(offset, mv)
+        if mv.readonly:
+            await writer.written()
+        else:
+            await writer.commit()
+        end = offset + mv.nbytes
+        if self.of.attrs is not None and end > self.of.attrs.size:
+            self.of.attrs.size = end
+        return mv.nbytes
+
+    async def pwrite_behind(self, offset: int, data: bytes) -> None:
+        """Hand read-only ``data`` to the WRITEs at ``offset`` and return once its WRITEs are sent, not
+        answered (it waits while the window of WRITEs in flight is full): a pipeline, for a caller that
+        has the next block to fetch meanwhile. ``data`` is kept by reference until committed. The error
+        of a WRITE or COMMIT that failed is raised by the next ``pwrite_behind``, ``pwrite``, ``fsync``
+        or ``close``."""
+        self._check(True)
+        writer = self._writer
+        assert writer is not None  # (_check: the file is open for writing)
+        mv = memoryview(data).cast("B")
+        if not mv.readonly:
+            raise TypeError("pwrite_behind keeps the data in flight: it takes a read-only buffer (bytes)")
+        await writer.write(offset, mv)
+        end = offset + mv.nbytes
+        if self.of.attrs is not None and end > self.of.attrs.size:
+            self.of.attrs.size = end
+
+    async def write(self, data: Any) -> int:
+        if self.append:
+            self.pos = max(self.pos, self.size)
+        n = await self.pwrite(self.pos, data)
+        self.pos += n
+        return n
+
+    async def fsync(self) -> None:
+        """COMMIT; if the server's write verifier changed (it restarted and may have lost unstable
+        data), what it lost is sent again and committed, so nothing acknowledged is lost."""
+        if self._writer is not None:
+            await self._writer.flush()
+
+    flush = fsync
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        """SEEK_SET, SEEK_CUR, SEEK_END (as known locally; :meth:`seek_data` and :meth:`seek_hole` ask
+        the server)."""
+        if whence == os.SEEK_SET:
+            self.pos = offset
+        elif whence == os.SEEK_CUR:
+            self.pos += offset
+        elif whence == os.SEEK_END:
+            self.pos = self.size + offset
+        else:
+            raise ValueError(f"whence {whence}: SEEK_DATA and SEEK_HOLE are seek_data() and seek_hole()")
+        return self.pos
+
+    # -- holes and space (NFSv4.2: EOPNOTSUPP on NFSv4.1 sessions and servers without them) -----------
+    async def seek_data(self, offset: int) -> int:
+        """Move to the first byte of data at or after ``offset`` and return it (lseek's SEEK_DATA);
+        ENXIO when no data follows or ``offset`` is past the end."""
+        return await self._seek(offset, c.NFS4_CONTENT_DATA)
+
+    async def seek_hole(self, offset: int) -> int:
+        """Move to the first byte of a hole at or after ``offset`` and return it (lseek's SEEK_HOLE: the
+        end of the file counts as one); ENXIO when ``offset`` is past the end."""
+        return await self._seek(offset, c.NFS4_CONTENT_HOLE)
+
+    async def _seek(self, offset: int, what: int) -> int:
+        if self.closed:
+            raise ValueError("I/O on a closed file")
+        self.pos = await self.client.nfs.seek(self.of, offset, what, self.client.cred, self.path, lock_owner=self)
+        return self.pos
+
+    async def allocate(self, offset: int, length: int) -> FileAttrs:
+        """Reserve space for ``length`` bytes from ``offset`` (fallocate(2) mode 0: the file grows if
+        shorter); the file's attributes after it."""
+        self._check(True)
+        attrs = await self.client.nfs.allocate(self.of, offset, length, self.client.cred, self.path,
+                                               lock_owner=self)
+        self.of.attrs = attrs
+        return attrs
+
+    async def punch_hole(self, offset: int, length: int) -> FileAttrs:
+        """Free the space of ``length`` bytes from ``offset`` (fallocate(2)'s PUNCH_HOLE|KEEP_SIZE: they
+        read back as zeros, the size stays); the file's attributes after it."""
+        self._check(True)
+        attrs = await self.client.nfs.deallocate(self.of, offset, length, self.client.cred, self.path,
+                                                 lock_owner=self)
+        self.of.attrs = attrs
+        return attrs
+
+    # -- byte-range locks ---------------------------------------------------------------------------
+    async def lock(self, type: int, offset: int = 0, length: int = 0, wait: bool = False) -> None:
+        """Lock ``length`` bytes from ``offset`` (0: to the end of the file, however it grows):
+        ``fcntl.F_RDLCK`` (shared; the file open for reading) or ``fcntl.F_WRLCK`` (exclusive; open for
+        writing), as fcntl's F_SETLK, or F_SETLKW with ``wait``. The locks are this File's: another File
+        (of this client or another) conflicts with them, as open file description locks do; this
+        File's own lock under the range is replaced (an upgrade or downgrade). A conflict raises
+        :class:`~pynfsrdma._client.locks.LockDenied` (a BlockingIOError, EAGAIN) whose ``conflict`` is
+        the lock in the way; with ``wait`` the call waits for it to go (cancel it with trio). Closing
+        the File releases its locks."""
+        self._check(type != fcntl.F_RDLCK)
+        await self.client.nfs.lock(self.of, self, nfs_lock_type(type), offset, _lock_length(length),
+                                   self.client.cred, wait=wait, path=self.path)
+
+    async def unlock(self, offset: int = 0, length: int = 0) -> None:
+        """Unlock ``length`` bytes from ``offset`` (0: to the end of the file); what this File held
+        elsewhere stays locked."""
+        if self.closed:
+            raise ValueError("I/O on a closed file")
+        await self.client.nfs.locku(self.of, self, offset, _lock_length(length), self.client.cred, self.path)
+
+    async def test_lock(self, type: int, offset: int = 0, length: int = 0) -> LockConflict | None:
+        """The lock that would stand in the way of :meth:`lock` with these arguments (fcntl's F_GETLK),
+        or None; this File's own locks never do."""
+        if self.closed:
+            raise ValueError("I/O on a closed file")
+        return await self.client.nfs.lockt(self.of, self, nfs_lock_type(type), offset, _lock_length(length),
+                                           self.client.cred, self.path)
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            if self.writable:
+                await self.fsync()
+        finally:
+            self.closed = True
+            await self.client.nfs.close(self.of, self.client.cred)
+
+
+def _lock_length(length: int) -> int:
+    """A lock length as fcntl's l_len (0: to the end of the file) as NFS's."""
+    if length < 0:
+        raise ValueError("a negative lock length")
+    return TO_EOF if length == 0 else length
+
+
+__all__ = ["Client", "File", "LockConflict", "LockDenied", "LockLost", "NfsURL", "URLError", "parse_url"]

@@ -1,0 +1,111 @@
+"""Delegations (RFC 8881 10.2, 10.4): asking for them at OPEN, recording those granted, returning
+them (DELEGRETURN) when recalled (CB_RECALL, CB_RECALL_ANY), at unmount, or before an OPEN they do
+not cover; the opens made under one are OPENed for real first."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import trio
+
+from .._errors import NFS4Error
+from .._proto.nfs4 import const as c
+from .._proto.nfs4.compound import result_of
+from .._proto.nfs4.types import DELEGRETURN4args, OPEN4args, PUTFH4args, open_owner4, stateid4
+from .._session.client_id import ClientID
+from .compounds import Compounds
+from .open_state import READ_DELEGATIONS, WRITE_DELEGATIONS, Delegation, OpenFile
+
+log = logging.getLogger(__name__)
+
+
+class Delegations(Compounds):
+    """Delegations granted, recalled and returned."""
+
+    def __init__(self, client: ClientID) -> None:
+        super().__init__(client)
+        client.backchannel.on_recall = self._recall
+        client.backchannel.on_recall_any = self._recall_any
+
+    def share_access(self, access: int) -> int:
+        """OPEN's share_access: with ``want_delegations`` the server chooses (no want bits, as the
+        Linux client sends); otherwise we say we want none."""
+        return access if self.want_delegations else access | c.OPEN4_SHARE_ACCESS_WANT_NO_DELEG
+
+    def took_delegation(self, of: OpenFile, granted: tuple[int, Any]) -> None:
+        """Record the delegation an OPEN's reply carries (if any) for ``of``'s file."""
+        dtype, arm = granted
+        if dtype not in READ_DELEGATIONS and dtype not in WRITE_DELEGATIONS:
+            return
+        d = Delegation(int(dtype), arm.stateid, of.fh)
+        old = self.delegations.get(of.fh)
+        if old is not None and old.stateid.other == d.stateid.other:
+            old.type, old.stateid = d.type, d.stateid  # the same delegation (upgraded)
+            of.delegation = old
+            return
+        self.delegations[of.fh] = d
+        of.delegation = d
+        self.delegation_counts["granted"] += 1
+        if arm.recall:  # granted on a reclaim, but the server wants it back at once
+            self.client.nursery.start_soon(self.return_delegation, of.fh)
+
+    def delegation_for(self, fh: bytes, access: int) -> Delegation | None:
+        """The delegation held on ``fh`` if it covers an open with ``access``."""
+        d = self.delegations.get(fh)
+        return d if d is not None and d.covers(access) else None
+
+    async def return_delegation(self, fh: bytes, stateid: stateid4 | None = None) -> None:
+        """Give the delegation on ``fh`` back (DELEGRETURN): first the opens made under it are OPENed
+        for real (CLAIM_DELEG_CUR_FH) so they outlive it, then the return hooks send dirty data.
+        Single-flight: a second caller waits for the first. ``stateid`` names a delegation we do not
+        know (a recall of one we let go already): it is returned as it is."""
+        d = self.delegations.get(fh)
+        if d is None or (stateid is not None and d.stateid.other != stateid.other):
+            if stateid is not None:
+                await self._delegreturn(fh, stateid)
+            return
+        if d.returning:
+            await d.returned.wait()
+            return
+        d.returning = True
+        try:
+            clientid = self.client.identity.clientid if self.client.identity else 0
+            for of in list(self.opens.values()):
+                if not (of.local and of.fh == fh and not of.closed):
+                    continue
+                args = OPEN4args(0, of.access | c.OPEN4_SHARE_ACCESS_WANT_NO_DELEG, c.OPEN4_SHARE_DENY_NONE,
+                                 open_owner4(clientid, of.owner), (c.OPEN4_NOCREATE, None),
+                                 (c.CLAIM_DELEG_CUR_FH, d.stateid))
+                res = await self.run([PUTFH4args(fh), args], of.cred or self.client.machine_cred)
+                of.stateid, of.local = result_of(res, c.OP_OPEN).stateid, False
+            for hook in self.delegation_return_hooks:
+                await hook(fh)
+            await self._delegreturn(fh, d.stateid)
+            self.delegation_counts["returned"] += 1
+        finally:
+            if self.delegations.get(fh) is d:
+                del self.delegations[fh]
+            d.returned.set()
+
+    async def return_delegations(self) -> None:
+        """Give every delegation back (at unmount, before the client ID goes)."""
+        for fh in list(self.delegations):
+            await self.return_delegation(fh)
+
+    async def _delegreturn(self, fh: bytes, stateid: stateid4) -> None:
+        with trio.move_on_after(30):
+            try:
+                await self.run([PUTFH4args(fh), DELEGRETURN4args(stateid)], self.client.machine_cred)
+            except NFS4Error as e:
+                log.info("DELEGRETURN: %s (the server has let the delegation go)", e)
+
+    async def _recall(self, fh: bytes, stateid: Any, truncate: bool) -> None:
+        """CB_RECALL (acknowledged already by the backchannel): return the delegation."""
+        self.delegation_counts["recalled"] += 1
+        await self.return_delegation(fh, stateid)
+
+    async def _recall_any(self, keep: int, mask: int) -> None:
+        for fh in list(self.delegations)[keep:]:
+            await self.return_delegation(fh)
+

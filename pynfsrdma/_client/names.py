@@ -1,0 +1,157 @@
+"""The export, names and attributes on file handles, one COMPOUND each: PUTROOTFH and the
+export's root (learning maxread, maxwrite and the lease), SECINFO, LOOKUP, LOOKUPP, GETATTR, SETATTR,
+ACCESS."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .._errors import NFS4Error
+from .._proto.nfs4 import const as c
+from .._proto.nfs4.compound import ResOp, result_of, results_of
+from .._proto.nfs4.types import (
+    ACCESS4args,
+    GETATTR4args,
+    GETFH4args,
+    LOOKUP4args,
+    LOOKUPP4args,
+    PUTFH4args,
+    PUTROOTFH4args,
+    SECINFO4args,
+    SECINFO_NO_NAME4args,
+    SETATTR4args,
+    stateid4,
+)
+from .._proto.rpcsec_gss import Flavor, flavor_of_secinfo
+from .._rpc.auth import Credential
+from .._session.session import COMPOUND_ROOM
+from .attributes import (
+    FS_INFO_BITMAP,
+    STAT_BITMAP,
+    STATFS_BITMAP,
+    XATTR_SUPPORT_BITMAP,
+    FileAttrs,
+    FsStat,
+    setattr_fattr4,
+)
+from .compounds import Compounds, fh_attrs, last_attrs
+from .open_state import ANONYMOUS_STATEID
+
+
+class Names(Compounds):
+    """The export, LOOKUP, GETATTR, SETATTR, ACCESS."""
+
+    # -- the export ---------------------------------------------------------------------------------------
+    async def mount(self, export: str, cred: Credential) -> tuple[bytes, FileAttrs]:
+        """Look up the export's root; learn maxread/maxwrite and the lease time."""
+        ops: list[Any] = [PUTROOTFH4args()]
+        ops += [LOOKUP4args(n) for n in components(export)]
+        ops += [GETFH4args(), GETATTR4args(STAT_BITMAP), GETATTR4args(FS_INFO_BITMAP)]
+        v42 = self.client.options.minorversion >= c.NFS4_MINOR_VERSION_2
+        if v42:
+            ops.append(GETATTR4args(XATTR_SUPPORT_BITMAP))
+        from .._proto.nfs4.attrs import decode_fattr4
+
+        def parse(res: list[ResOp]) -> tuple[bool, bytes, FileAttrs, dict[int, Any]]:
+            stat, fs_info, *xattrs = results_of(res, c.OP_GETATTR)
+            xattr = decode_fattr4(xattrs[0].obj_attributes) if v42 else {}
+            return (bool(xattr.get(c.FATTR4_XATTR_SUPPORT, False)), bytes(result_of(res, c.OP_GETFH).object),
+                    FileAttrs.from_fattr4(stat.obj_attributes), decode_fattr4(fs_info.obj_attributes))
+
+        self.xattr_support, fh, attrs, info = await self.query(ops, cred, parse, path=export)
+        # no more than the server's maxread and maxwrite, and than its session carries
+        session = self.client.session
+        room = (session.max_response_size - COMPOUND_ROOM, session.max_request_size - COMPOUND_ROOM) if session else (0, 0)
+        self.maxread = min(self.client.options.rsize, info.get(c.FATTR4_MAXREAD, self.maxread) or self.maxread)
+        self.maxwrite = min(self.client.options.wsize, info.get(c.FATTR4_MAXWRITE, self.maxwrite) or self.maxwrite)
+        self.maxread = max(1, min(self.maxread, room[0] or self.maxread))
+        self.maxwrite = max(1, min(self.maxwrite, room[1] or self.maxwrite))
+        if c.FATTR4_LEASE_TIME in info:
+            self.client.lease_time = info[c.FATTR4_LEASE_TIME]
+        self.root_fh = fh
+        return fh, attrs
+
+    async def secinfo(self, export: str, cred: Credential) -> list[Flavor]:
+        """The flavours the server takes for ``export``, in its order of preference, of those this
+        client speaks: SECINFO of the first name on the way that the server refused to ``cred``
+        (NFS4ERR_WRONGSEC), in its parent, or SECINFO_NO_NAME of the export when none was refused."""
+        names = components(export)
+        walk: list[Any] = [PUTROOTFH4args(), *(LOOKUP4args(n) for n in names)]
+        res = await self.client.compound(walk, cred)
+        if res.status == c.NFS4ERR_WRONGSEC and 1 < len(res.resarray) <= len(walk):
+            refused = len(res.resarray) - 1  # (walk[refused] is the LOOKUP into the export)
+            ops = [*walk[:refused], SECINFO4args(names[refused - 1])]
+        elif res.status == c.NFS4_OK:
+            ops = [*walk, SECINFO_NO_NAME4args(c.SECINFO_STYLE4_CURRENT_FH)]
+        else:
+            failed = res.resarray[-1] if res.resarray else None
+            raise NFS4Error(res.status, failed.opnum if failed else None, export)
+        found: list[Flavor] = []
+        for flavor, info in (await self.run(ops, cred, path=export))[-1].res:
+            f = flavor_of_secinfo(flavor, *((info.oid, info.service) if info is not None else ()))
+            if f is not None and f not in found:
+                found.append(f)
+        return found
+
+    # -- names --------------------------------------------------------------------------------------------
+    async def lookup(self, dir_fh: bytes, name: str, cred: Credential) -> tuple[bytes, FileAttrs]:
+        return await self.query(
+            [PUTFH4args(dir_fh), LOOKUP4args(name), GETFH4args(), GETATTR4args(STAT_BITMAP)], cred, fh_attrs,
+            path=name,
+        )
+
+    async def lookup_path(self, dir_fh: bytes, names: Sequence[str], cred: Credential,
+                          path: str | None = None) -> tuple[bytes, FileAttrs]:
+        """Several LOOKUPs in one COMPOUND (a path below ``dir_fh``)."""
+        ops: list[Any] = [PUTFH4args(dir_fh)]
+        ops += [LOOKUP4args(n) for n in names]
+        ops += [GETFH4args(), GETATTR4args(STAT_BITMAP)]
+        return await self.query(ops, cred, fh_attrs, path=path)
+
+    async def lookupp(self, fh: bytes, cred: Credential) -> tuple[bytes, FileAttrs]:
+        return await self.query([PUTFH4args(fh), LOOKUPP4args(), GETFH4args(), GETATTR4args(STAT_BITMAP)], cred,
+                                fh_attrs)
+
+    async def getattr(self, fh: bytes, cred: Credential, path: str | None = None) -> FileAttrs:
+        return await self.query([PUTFH4args(fh), GETATTR4args(STAT_BITMAP)], cred, last_attrs, path=path)
+
+    async def setattr(
+        self, fh: bytes, cred: Credential, *, stateid: stateid4 | None = None, path: str | None = None,
+        mode: int | None = None, uid: int | None = None, gid: int | None = None, size: int | None = None,
+        atime_ns: int | str | None = None, mtime_ns: int | str | None = None,
+    ) -> FileAttrs:
+        f = setattr_fattr4(mode, uid, gid, size, atime_ns, mtime_ns)
+        return await self.query(
+            [PUTFH4args(fh), SETATTR4args(stateid or ANONYMOUS_STATEID, f), GETATTR4args(STAT_BITMAP)],
+            cred, last_attrs, path=path,
+        )
+
+    async def access(self, fh: bytes, mask: int, cred: Credential) -> int:
+        res = await self.run([PUTFH4args(fh), ACCESS4args(mask)], cred)
+        return int(result_of(res, c.OP_ACCESS).access)
+
+    async def access_attrs(self, fh: bytes, mask: int, cred: Credential) -> tuple[int, FileAttrs]:
+        """What of ``mask`` ``cred`` may do to ``fh`` (ACCESS), and its attributes."""
+        return await self.query([PUTFH4args(fh), ACCESS4args(mask), GETATTR4args(STAT_BITMAP)], cred,
+                                lambda r: (int(result_of(r, c.OP_ACCESS).access), last_attrs(r)))
+
+    async def lookup_access(
+        self, dir_fh: bytes, name: str, mask: int, cred: Credential
+    ) -> tuple[bytes, int, FileAttrs]:
+        """``name`` in ``dir_fh``: its file handle, what of ``mask`` ``cred`` may do to it (ACCESS),
+        and its attributes, in one COMPOUND."""
+        return await self.query(
+            [PUTFH4args(dir_fh), LOOKUP4args(name), GETFH4args(), ACCESS4args(mask), GETATTR4args(STAT_BITMAP)],
+            cred, lambda r: (bytes(result_of(r, c.OP_GETFH).object), int(result_of(r, c.OP_ACCESS).access), last_attrs(r)),
+            path=name,
+        )
+
+    async def statfs(self, fh: bytes, cred: Credential) -> FsStat:
+        return await self.query([PUTFH4args(fh), GETATTR4args(STATFS_BITMAP)], cred,
+                                lambda r: FsStat.from_fattr4(result_of(r, c.OP_GETATTR).obj_attributes))
+
+
+def components(path: str) -> list[str]:
+    return [p for p in path.split("/") if p and p != "."]
+

@@ -1,0 +1,28 @@
+"""File-level NFSv4.1 and NFSv4.2 operations on file handles, one COMPOUND each: :class:`NFSv4`, the
+face the FUSE front end and the path-based API both stand on.
+
+Each family of operations lives in a module of its own, named for what it holds in the protocol's
+words: ``compounds`` (running a COMPOUND: errors, parsing in the session's checks, the stateid I/O
+goes with), ``names`` (the export, LOOKUP, GETATTR, SETATTR, ACCESS), ``directories`` (READDIR,
+CREATE, REMOVE, RENAME, LINK, READLINK), ``xattrs`` (RFC 8276), ``read_write`` (READ, WRITE,
+COMMIT), ``nfs42`` (SEEK, ALLOCATE, DEALLOCATE, COPY, CLONE), ``delegations``, ``byte_range_locks``
+(LOCK, LOCKT, LOCKU), ``opens`` (OPEN, CLOSE) and ``state_recovery`` (reclaim after a server
+restart, revoked state); ``open_state`` holds the state an OPEN leaves (:class:`OpenFile`,
+:class:`Delegation`).
+"""
+
+from __future__ import annotations
+
+from .compounds import VERIFIER_SIZE
+from .directories import Directories, DirEntry, ListedEntry
+from .nfs42 import NFS42
+from .open_state import ANONYMOUS_STATEID, Delegation, OpenFile, current
+from .state_recovery import StateRecovery
+from .xattrs import ExtendedAttributes
+
+__all__ = ["ANONYMOUS_STATEID", "VERIFIER_SIZE", "Delegation", "DirEntry", "ListedEntry", "NFSv4", "OpenFile",
+           "current"]
+
+
+class NFSv4(StateRecovery, Directories, ExtendedAttributes, NFS42):
+    """File-handle level operations over a :class:`~pynfsrdma._session.client_id.ClientID`'s session."""

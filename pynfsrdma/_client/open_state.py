@@ -1,0 +1,69 @@
+"""The state an OPEN leaves on the client (RFC 8881 sections 8, 9.1, 10.4): an open (its file
+handle, open stateid, share access), a delegation, and the stateids I/O goes with. Plain data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import trio
+
+from .._proto.nfs4 import const as c
+from .._proto.nfs4.types import change_info4, stateid4
+from .._rpc.auth import Credential
+from .attributes import FileAttrs
+
+ANONYMOUS_STATEID = stateid4(0, bytes(12))
+CURRENT_STATEID_SEQID = 0  # in NFSv4.1 a seqid of 0 means "the current one" (RFC 8881 8.2.2)
+
+
+def current(stateid: stateid4) -> stateid4:
+    """``stateid`` with seqid 0: "whatever is current" (RFC 8881 8.2.2). I/O sent with it stays valid
+    when another OPEN by the same owner moves the open's seqid meanwhile (the kernel nfsd answers
+    NFS4ERR_OLD_STATEID to a READ with the seqid before an OPEN of the same file in parallel)."""
+    return stateid4(CURRENT_STATEID_SEQID, stateid.other)
+
+
+READ_DELEGATIONS = (c.OPEN_DELEGATE_READ, c.OPEN_DELEGATE_READ_ATTRS_DELEG)
+WRITE_DELEGATIONS = (c.OPEN_DELEGATE_WRITE, c.OPEN_DELEGATE_WRITE_ATTRS_DELEG)
+
+
+@dataclass(slots=True, eq=False)
+class Delegation:
+    """A delegation the server granted on an OPEN (RFC 8881 10.4): while we hold it, nobody else
+    writes the file (read delegation) or even opens it (write delegation), so opens it covers are
+    made locally and cached attributes and data stay valid until it is recalled."""
+
+    type: int  # OPEN_DELEGATE_READ / WRITE (or their _ATTRS_DELEG forms)
+    stateid: stateid4
+    fh: bytes
+    returning: bool = False  # being returned: no new opens are made under it
+    returned: trio.Event = field(default_factory=trio.Event)
+
+    @property
+    def write(self) -> bool:
+        return self.type in WRITE_DELEGATIONS
+
+    def covers(self, access: int) -> bool:
+        """Whether an open with this share access can be made locally under the delegation."""
+        return not self.returning and (self.write or not access & c.OPEN4_SHARE_ACCESS_WRITE)
+
+
+@dataclass(eq=False)
+class OpenFile:
+    """An open of a file: its file handle, open stateid and share access (and how to reclaim it)."""
+
+    fh: bytes
+    stateid: stateid4
+    access: int
+    owner: bytes
+    attrs: FileAttrs | None = None
+    delegation: Delegation | None = None
+    closed: bool = False
+    local: bool = False  # opened under a delegation, no OPEN sent: ``stateid`` is the delegation's
+    cred: Credential | None = None  # who opened it (to OPEN for real when the delegation goes back)
+    dir_change: change_info4 | None = None  # how an OPEN by name changed the directory (it may create)
+    granted: int | None = None  # what an ACCESS in the OPEN's COMPOUND allowed (when asked)
+    may_notify_lock: bool = False  # the server said it may send CB_NOTIFY_LOCK for this file (OPEN's rflags)
+    # unstable writes not yet committed: offset -> (length, verifier)
+    uncommitted: dict[int, tuple[int, bytes]] = field(default_factory=dict)
+

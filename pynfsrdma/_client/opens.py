@@ -1,0 +1,389 @@
+"""Open state (RFC 8881 sections 9, 18.16, 18.2): OPEN by name or by file handle, CLOSE (with the
+locks held on the open released in the same COMPOUND), CLOSEs nobody waits for sent several to one
+COMPOUND, an open made again when the server lost it. One open owner's OPENs and CLOSEs do not pass
+each other on the way (:class:`OwnerTraffic`)."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import itertools
+import logging
+import os
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+import trio
+
+from .._errors import NFS4Error, ReplyError
+from .._proto.nfs4 import const as c
+from .._proto.nfs4.compound import ResOp, result_of
+from .._proto.nfs4.types import (
+    ACCESS4args,
+    CLOSE4args,
+    GETATTR4args,
+    GETFH4args,
+    OPEN4args,
+    PUTFH4args,
+    SETATTR4args,
+    creatverfattr,
+    open_owner4,
+)
+from .._rpc.auth import Credential
+from .._session.client_id import ClientID
+from .attributes import NOW, STAT_BITMAP, FileAttrs, setattr_fattr4
+from .byte_range_locks import ByteRangeLocks
+from .compounds import NO_HINTS, VERIFIER_SIZE
+from .names import Names
+from .open_state import ANONYMOUS_STATEID, Delegation, OpenFile
+
+log = logging.getLogger(__name__)
+
+# CLOSEs nobody waits for (close_later) wait this long for others to share their COMPOUND, and go
+# this many to a COMPOUND at most (fewer if the session's ca_maxoperations says so)
+CLOSE_GATHER = 0.02
+CLOSES_PER_COMPOUND = 8
+# a CLOSE that meets one of these finds the open state gone already (expired, revoked, the server
+# restarted) or moved on by a later OPEN of ours (OLD_STATEID): nothing is left to close
+CLOSE_GONE = frozenset({c.NFS4ERR_BAD_STATEID, c.NFS4ERR_OLD_STATEID, c.NFS4ERR_EXPIRED,
+                        c.NFS4ERR_STALE_STATEID, c.NFS4ERR_ADMIN_REVOKED})
+
+
+def _open_attrs(res: list[ResOp], sent: int) -> FileAttrs | None:
+    """The attributes an OPEN's COMPOUND ends with (None when it stopped short of them)."""
+    last = res[-1]
+    return FileAttrs.from_fattr4(last.res.obj_attributes) if len(res) == sent and last.opnum == c.OP_GETATTR else None
+
+
+def _granted(res: list[ResOp]) -> int | None:
+    """What the ACCESS in an OPEN's COMPOUND allowed, if it had one."""
+    return next((int(r.res.access) for r in res if r.opnum == c.OP_ACCESS), None)
+
+
+class OwnerTraffic:
+    """The OPENs and CLOSEs of each open owner on their way to the server. One owner's OPEN of a
+    file it has open already moves that open state's seqid on: a CLOSE of the earlier seqid that the
+    OPEN overtook would end nothing (NFS4ERR_OLD_STATEID) and the server would keep an open we
+    believe closed. So an OPEN waits for its owner's CLOSEs on their way, and CLOSEs wait for their
+    owner's OPENs on the way (which may carry the open state on: the CLOSE is then dropped)."""
+
+    def __init__(self) -> None:
+        self._opening: collections.Counter[bytes] = collections.Counter()
+        self._closing: collections.Counter[bytes] = collections.Counter()
+        self._settled = trio.Event()  # set, then replaced, whenever an OPEN or a CLOSE is answered
+
+    def is_opening(self, owner: bytes) -> bool:
+        return self._opening[owner] > 0
+
+    async def settled(self) -> None:
+        """Until an OPEN or a batch of CLOSEs on its way is answered."""
+        await self._settled.wait()
+
+    def _settle(self) -> None:
+        settled, self._settled = self._settled, trio.Event()
+        settled.set()
+
+    @contextlib.asynccontextmanager
+    async def opening(self, owner: bytes) -> AsyncIterator[None]:
+        while self._closing[owner]:
+            await self._settled.wait()
+        self._opening[owner] += 1
+        try:
+            yield
+        finally:
+            self._opening[owner] -= 1
+            self._settle()
+
+    @contextlib.asynccontextmanager
+    async def closing(self, owners: Iterable[bytes]) -> AsyncIterator[None]:
+        counted = collections.Counter(owners)
+        self._closing.update(counted)
+        try:
+            yield
+        finally:
+            self._closing.subtract(counted)
+            self._settle()
+
+
+class Opens(ByteRangeLocks, Names):
+    """OPEN, CLOSE, and the opens they keep."""
+
+    def __init__(self, client: ClientID) -> None:
+        super().__init__(client)
+        self._opens_made = itertools.count(1)
+        self._closing: collections.deque[tuple[OpenFile, Credential]] = collections.deque()
+        self._close_sender: trio.Event | None = None  # set when the sender of _closing is done
+        # OPENs and CLOSEs of one open owner do not pass each other on the way to the server
+        self._owners = OwnerTraffic()
+        # queued CLOSEs an OPEN carried the open state on from: only their locks are let go
+        self._superseded: set[int] = set()
+
+    def open_owner(self, cred: Credential) -> bytes:
+        user = cred.uid if cred.uid is not None else "none"
+        if self.owner_per_open:
+            return f"open-{user}-{next(self._opens_made)}".encode()
+        return f"open-{user}".encode()
+
+    async def open(
+        self, dir_fh: bytes, name: str, cred: Credential, *, access: int = c.OPEN4_SHARE_ACCESS_READ,
+        create: bool = False, exclusive: bool = False, truncate: bool = False, mode: int = 0o644,
+        check: int = 0, path: str | None = None,
+    ) -> OpenFile:
+        """OPEN by name (CLAIM_NULL), creating if asked; O_EXCL uses EXCLUSIVE4_1 with a verifier.
+        ``check``: ACCESS bits to ask about in the same COMPOUND (``OpenFile.granted``)."""
+        owner = self.open_owner(cred)
+        if create:
+            if exclusive:
+                how: tuple[int, Any] = (c.EXCLUSIVE4_1, creatverfattr(os.urandom(VERIFIER_SIZE),
+                                                                      setattr_fattr4(mode=mode)))
+            else:
+                how = (c.UNCHECKED4, setattr_fattr4(mode=mode, size=0 if truncate else None))
+            openhow: tuple[int, Any] = (c.OPEN4_CREATE, how)
+        else:
+            openhow = (c.OPEN4_NOCREATE, None)
+        clientid = self.client.identity.clientid if self.client.identity else 0
+        args = OPEN4args(0, self.share_access(access), c.OPEN4_SHARE_DENY_NONE,
+                         open_owner4(clientid, owner), openhow, (c.CLAIM_NULL, name))
+        ops: list[Any] = [PUTFH4args(dir_fh), args, GETFH4args()]
+        if check:
+            ops.append(ACCESS4args(check))
+        if create and exclusive:
+            # the server may keep the exclusive create's verifier in the file's times (RFC 8881
+            # 18.16.4; NFS-Ganesha does): they are set to its "now" in the same COMPOUND
+            ops.append(SETATTR4args(ANONYMOUS_STATEID, setattr_fattr4(atime_ns=NOW, mtime_ns=NOW)))
+        ops.append(GETATTR4args(STAT_BITMAP))
+        async with self._owners.opening(owner):
+            res, attrs = await self._run_open(ops, cred, path or name)
+            ok = result_of(res, c.OP_OPEN)
+            of = OpenFile(bytes(result_of(res, c.OP_GETFH).object), ok.stateid, access, owner, attrs,
+                          cred=cred, dir_change=ok.cinfo, granted=_granted(res),
+                          may_notify_lock=bool(ok.rflags & c.OPEN4_RESULT_MAY_NOTIFY_LOCK))
+            self._continued(of)
+        if of.attrs is None:
+            of.attrs = await self.getattr(of.fh, cred, path=path or name)
+        self.took_delegation(of, ok.delegation)
+        if truncate and not create and of.attrs is not None and of.attrs.size:
+            of.attrs = await self.setattr(of.fh, cred, stateid=of.stateid, size=0, path=path)
+        self.opens[id(of)] = of
+        return of
+
+    async def _run_open(self, ops: list[Any], cred: Credential, path: str) -> tuple[list[ResOp], FileAttrs | None]:
+        """Run an OPEN COMPOUND: its results and the attributes it ends with. A failure after the
+        OPEN and its GETFH (setting the times an exclusive create used) leaves the file open, and
+        the results up to there are returned (without attributes)."""
+        attrs: list[FileAttrs | None] = [None]
+
+        def check(res: list[ResOp]) -> None:
+            attrs[0] = _open_attrs(res, len(ops))
+
+        try:
+            res = await self.client.compound(ops, cred, NO_HINTS, check=check)
+        except ReplyError as e:
+            raise e.located(None, path) from None
+        if res.status == c.NFS4_OK:
+            return res.resarray, attrs[0]
+        done = res.resarray[:-1]
+        if len(done) >= 3:
+            log.info("%s: after the OPEN: %s", path, NFS4Error(res.status, res.resarray[-1].opnum, path))
+            return done, None
+        failed = res.resarray[-1] if res.resarray else None
+        raise NFS4Error(res.status, failed.opnum if failed else None, path)
+
+    async def open_fh(self, fh: bytes, cred: Credential, access: int = c.OPEN4_SHARE_ACCESS_READ,
+                      path: str | None = None, check: int = 0) -> OpenFile:
+        """OPEN an already looked-up file (CLAIM_FH). A read delegation we hold goes back first when
+        the open is for writing (:meth:`prepare_open`). ``check``: as :meth:`open`."""
+        await self.prepare_open(fh, access)
+        owner = self.open_owner(cred)
+        clientid = self.client.identity.clientid if self.client.identity else 0
+        args = OPEN4args(0, self.share_access(access), c.OPEN4_SHARE_DENY_NONE,
+                         open_owner4(clientid, owner), (c.OPEN4_NOCREATE, None), (c.CLAIM_FH, None))
+        ops: list[Any] = [PUTFH4args(fh), args]
+        if check:
+            ops.append(ACCESS4args(check))
+        ops.append(GETATTR4args(STAT_BITMAP))
+        async with self._owners.opening(owner):
+            res, attrs = await self.query(ops, cred, lambda r: (r, _open_attrs(r, len(ops))), path=path)
+            ok = result_of(res, c.OP_OPEN)
+            of = OpenFile(fh, ok.stateid, access, owner, attrs, cred=cred,
+                          granted=_granted(res), may_notify_lock=bool(ok.rflags & c.OPEN4_RESULT_MAY_NOTIFY_LOCK))
+            self._continued(of)
+        self.took_delegation(of, ok.delegation)
+        self.opens[id(of)] = of
+        return of
+
+    async def prepare_open(self, fh: bytes, access: int) -> None:
+        """Before an OPEN of ``fh`` with ``access``: a read delegation we hold on it goes back if the
+        open is for writing (as the Linux client does with an incompatible delegation)."""
+        d = self.delegations.get(fh)
+        if d is not None and not d.write and access & c.OPEN4_SHARE_ACCESS_WRITE:
+            await self.return_delegation(fh)
+
+    def open_delegated(self, d: Delegation, cred: Credential, access: int) -> OpenFile:
+        """An open made locally under the delegation ``d`` (which must cover ``access``): no OPEN is
+        sent, I/O uses the delegation's stateid, and closing it sends nothing (RFC 8881 10.4)."""
+        of = OpenFile(d.fh, d.stateid, access, self.open_owner(cred), None, d, local=True, cred=cred)
+        self.opens[id(of)] = of
+        self.delegation_counts["local_opens"] += 1
+        return of
+
+    async def close(self, of: OpenFile, cred: Credential) -> None:
+        """CLOSE ``of``; the locks held on it go first, in the same COMPOUND (every lock owner's: a
+        server refuses to close an open with locks on it, NFS4ERR_LOCKS_HELD)."""
+        if of.closed:
+            self.forget_locks(of)
+            return
+        of.closed = True
+        self.opens.pop(id(of), None)
+        release = self.release_ops(of)
+        self.forget_locks(of)
+        if of.local:
+            return  # made under a delegation: the server never saw it
+        try:
+            await self.run([PUTFH4args(of.fh), *release, CLOSE4args(0, of.stateid)], cred)
+        except NFS4Error as e:
+            if e.status not in CLOSE_GONE:
+                raise
+
+    def _continued(self, of: OpenFile) -> None:
+        """``of`` was just OPENed: a CLOSE still waiting to go for the same open state (the same
+        owner opened the same file again) is not sent, as ``of`` carries that state on; the locks
+        held on the earlier open still go."""
+        other = of.stateid.other
+        for q, _ in self._closing:
+            if q.stateid.other == other:
+                self._superseded.add(id(q))
+
+    def close_later(self, of: OpenFile, cred: Credential, nursery: trio.Nursery) -> None:
+        """CLOSE ``of`` soon, in one COMPOUND with the other opens closed about then, for a caller
+        that does not wait for the CLOSE (FUSE's release). The open is over for us at once: no I/O
+        may use it, and it is not reclaimed. An OPEN of the same file by the same owner meanwhile
+        carries the open state on, and the CLOSE is not sent (the locks still held on it go all the
+        same). :meth:`flush_closes` sends what waits. Locks still held on it are released in the same
+        COMPOUND, as :meth:`close` does."""
+        if of.closed:
+            self.forget_locks(of)
+            return
+        of.closed = True
+        self.opens.pop(id(of), None)
+        if of.local:
+            self.forget_locks(of)
+            return
+        self._closing.append((of, cred))
+        if self._close_sender is None:
+            self._close_sender = trio.Event()
+            nursery.start_soon(self._send_closes)
+
+    async def flush_closes(self) -> None:
+        """Send every CLOSE that :meth:`close_later` holds, and wait for their replies."""
+        while self._close_sender is not None:
+            await self._close_sender.wait()
+        await self._send_queued()
+
+    async def _send_closes(self) -> None:
+        try:
+            await trio.sleep(CLOSE_GATHER)
+            await self._send_queued()
+        finally:
+            done, self._close_sender = self._close_sender, None
+            if done is not None:
+                done.set()
+
+    async def _send_queued(self) -> None:
+        """Send the queued CLOSEs, waiting for OPENs of their owners on the way to be answered (the
+        OPEN may carry the open state on, and its CLOSE is then not sent)."""
+        while self._closing:
+            if all(self._owners.is_opening(of.owner) for of, _ in self._closing):
+                await self._owners.settled()
+                continue
+            await self._close_some()
+
+    async def _close_some(self) -> None:
+        """One COMPOUND of CLOSEs (PUTFH, [LOCKU, FREE_STATEID ...], CLOSE, PUTFH, CLOSE ...) from the
+        queue, in order, all with one user's credential, none of an owner whose OPEN is on its way;
+        those after a failed one go back to the queue. Of an open whose state an OPEN carried on,
+        only the locks are let go."""
+        session = self.client.session
+        room = session.max_operations - 1 if session is not None else 2  # (SEQUENCE takes one)
+        owners = self._owners
+        first = next(cr for of, cr in self._closing if not owners.is_opening(of.owner))
+        who = (first.uid, first.gid, first.gids)
+        batch: list[OpenFile] = []
+        ops: list[Any] = []
+        whose: list[int] = []  # for each operation, the open of the batch it closes
+        kept: collections.deque[tuple[OpenFile, Credential]] = collections.deque()
+        full = False
+        while self._closing:
+            of, cred = self._closing.popleft()
+            if full or (cred.uid, cred.gid, cred.gids) != who or owners.is_opening(of.owner):
+                kept.append((of, cred))
+                continue
+            release = self.release_ops(of)
+            if id(of) in self._superseded:
+                self._superseded.discard(id(of))
+                these = [PUTFH4args(of.fh), *release] if release else []
+            else:
+                these = [PUTFH4args(of.fh), *release, CLOSE4args(0, of.stateid)]
+            if batch and len(ops) + len(these) > room:
+                kept.append((of, cred))
+                full = True
+                continue
+            self.forget_locks(of)
+            if not these:
+                continue
+            whose += [len(batch)] * len(these)
+            batch.append(of)
+            ops += these
+            full = len(batch) >= CLOSES_PER_COMPOUND
+        self._closing = kept
+        if not batch:
+            return
+        try:
+            async with owners.closing(of.owner for of in batch):
+                res = await self.client.compound(ops, first, NO_HINTS)
+        except Exception as e:  # (nobody waits for these: a failure must not end the caller's nursery)
+            # the session is gone (and the opens with it), a bad reply, an RPC-level refusal
+            log.info("CLOSE of %d open(s): %s", len(batch), e)
+            return
+        if res.status == c.NFS4_OK:
+            return
+        if not res.resarray:  # (SEQUENCE itself failed)
+            log.warning("CLOSE of %d open(s): %s", len(batch), NFS4Error(res.status, c.OP_SEQUENCE))
+            return
+        failed = whose[min(len(res.resarray), len(whose)) - 1]  # the open whose operation failed
+        if res.status not in CLOSE_GONE:
+            log.warning("CLOSE of an open: %s", NFS4Error(res.status, res.resarray[-1].opnum))
+        self._closing.extendleft(reversed([(of, first) for of in batch[failed + 1:]]))
+
+    def upgraded(self, into: OpenFile, of: OpenFile) -> None:
+        """The open owner of ``into`` opened the same file again and got ``of``: the server upgraded
+        the one open state, which ``into`` now stands for (with the access of both; an open made
+        under a delegation has open state of its own now, when ``of`` has)."""
+        into.stateid = of.stateid
+        into.access |= of.access
+        into.local = of.local
+        self.opens.pop(id(of), None)
+
+    async def reopen(self, of: OpenFile, cred: Credential) -> None:
+        """The server lost the open state behind ``of`` (it restarted without a grace period, or our
+        lease ran out and the state went): OPEN the file again and carry on with the new stateid in
+        ``of``. The byte-range locks held on it are recorded as lost, not taken again: between the
+        loss and now another client may have locked and written the range (their owners' I/O fails
+        with EIO until they unlock)."""
+        new = await self.open_fh(of.fh, cred, of.access)
+        self.opens.pop(id(new), None)
+        of.stateid, of.owner, of.closed, of.local = new.stateid, new.owner, False, False
+        of.may_notify_lock = new.may_notify_lock
+        self.opens[id(of)] = of
+        self.lose_locks(of, "the open they stood on was lost on the server and made again")
+
+    async def release_all(self) -> None:
+        """Unlock and close everything still open, best effort (before the client ID goes: a server
+        keeps what we leave until our lease runs out, and other clients wait for those locks)."""
+        for of in list(self.opens.values()):
+            try:
+                await self.close(of, of.cred or self.client.machine_cred)
+            except Exception as e:  # (the session may be gone already: nothing is left to release)
+                log.info("releasing an open at the end: %s", e)
+        await self.flush_closes()
+

@@ -1,0 +1,57 @@
+"""Where a READ reply's data lies in its RPC message, read from the message's first bytes: what a
+transport needs to splice the data elsewhere (:class:`~pynfsrdma._transport.base.SpliceRequest`).
+
+The reply's head is decoded with the same decoders that decode the whole reply later (RPC reply
+header, COMPOUND results) up to the first bulk item, READ's data: its offset in the message and the
+length its opaque says. The decision is only where the data would be; every check of the reply (its
+statuses, the length against what was asked, the bytes after the data) is made on the whole reply
+as for any other.
+"""
+
+from __future__ import annotations
+
+from .._proto import rpc as rpcdef
+from .._proto.nfs4.compound import decode_compound_res
+from .._transport.base import NEED_MORE
+from .._xdr import Unpacker, XdrError
+
+
+class _Found(Exception):
+    def __init__(self, at: int, length: int) -> None:
+        super().__init__(at, length)
+        self.at = at
+        self.length = length
+
+
+class _Locating(Unpacker):
+    """Stops at the first bulk item, saying where its bytes start and how many it announces."""
+
+    __slots__ = ()
+
+    def bulk(self) -> memoryview:
+        n = self.uint32()
+        raise _Found(self.pos, n)
+
+
+def locate_read_data(head: memoryview) -> tuple[int, int] | None:
+    """Where the data of the READ in the reply whose first bytes are ``head`` (from its XID on)
+    starts and how long it is; :data:`~pynfsrdma._transport.base.NEED_MORE` when ``head`` ends
+    before that is known; None when the reply carries no READ data (an RPC error, a failed
+    operation before READ's data, a message that is not a reply)."""
+    u = _Locating(head)
+    try:
+        u.uint32()  # xid
+        if u.uint32() != rpcdef.REPLY:
+            return None
+        h = rpcdef.unpack_reply_header(u)
+        if h.denied is not None or h.accept != rpcdef.SUCCESS:
+            return None
+        decode_compound_res(u)
+    except _Found as found:
+        return found.at, found.length
+    except XdrError:
+        return NEED_MORE
+    return None
+
+
+__all__ = ["locate_read_data"]

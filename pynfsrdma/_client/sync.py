@@ -1,0 +1,316 @@
+"""The blocking client for plain scripts (no trio in sight): what ``pynfsrdma.connect`` returns.
+
+    import pynfsrdma
+
+    with pynfsrdma.connect("nfs://127.0.0.1:2049/export") as nfs:
+        nfs.write_file("/hello.txt", b"hi")
+        with nfs.open("/hello.txt", "r", encoding="utf-8") as f:
+            print(f.read())
+
+A private trio event loop runs in a background thread for the life of the connection; every call is
+handed to it and waited for, so a client may be used from several threads at once. Errors are the
+exceptions the async :class:`~pynfsrdma._client.api.Client` raises (OSError subclasses such as
+FileNotFoundError). Files are Python's io objects (:mod:`.file_object`).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from typing import IO, Any, TypeVar
+
+import trio
+
+from .api import Client, Progress, single_error
+from .attributes import FileAttrs, FsStat
+from .dir_entry import DirEntry
+from .file_object import RawFile, api_mode, open_file
+from .url import NfsURL
+
+T = TypeVar("T")
+
+
+class _Loop:
+    """A trio loop in a daemon thread that keeps one Client open."""
+
+    def __init__(self, connect_args: tuple[Any, ...], connect_kwargs: dict[str, Any]) -> None:
+        self._ready = threading.Event()
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._client: Client | None = None
+        self._error: BaseException | None = None
+        self._stop: trio.Event | None = None
+        self._thread = threading.Thread(
+            target=self._main, args=(connect_args, connect_kwargs), name="pynfsrdma-sync", daemon=True
+        )
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            raise self._error
+
+    def _main(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        async def run() -> None:
+            self._token = trio.lowlevel.current_trio_token()
+            self._stop = trio.Event()
+            try:
+                async with Client.connect(*args, **kwargs) as client:
+                    self._client = client
+                    self._ready.set()
+                    await self._stop.wait()
+            except BaseException as e:  # reported to the caller of connect() or close()
+                self._error = single_error(e) if isinstance(e, BaseExceptionGroup) else e
+            finally:
+                self._ready.set()
+
+        trio.run(run)
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            raise RuntimeError("the connection is closed")
+        return self._client
+
+    @property
+    def alive(self) -> bool:
+        return self._token is not None and self._thread.is_alive()
+
+    def call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        if not self.alive:
+            raise RuntimeError("the connection is closed")
+
+        async def go() -> T:
+            return await fn(*args, **kwargs)
+
+        return trio.from_thread.run(go, trio_token=self._token)
+
+    def close(self) -> None:
+        if self._thread.is_alive() and self._stop is not None and self._token is not None:
+            trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
+            self._thread.join()
+        if self._error is not None:
+            err, self._error = self._error, None
+            raise err
+
+
+class SyncClient:
+    """The calls of :class:`~pynfsrdma._client.api.Client`, blocking; paths are relative to the export
+    in the URL ("/" is its root)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._loop = _Loop(args, kwargs)
+
+    @property
+    def client(self) -> Client:
+        """The async :class:`~pynfsrdma._client.api.Client` underneath (for use on its own loop only)."""
+        return self._loop.client
+
+    @property
+    def url(self) -> NfsURL:
+        return self._loop.client.url
+
+    @property
+    def closed(self) -> bool:
+        return not self._loop.alive
+
+    def _run(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        return self._loop.call(fn, *args, **kwargs)
+
+    # -- metadata ---------------------------------------------------------------------------------------
+    def stat(self, path: str) -> FileAttrs:
+        """The attributes of ``path`` (a symbolic link: of its target), with ``st_size``, ``st_mtime``,
+        ``st_mode`` ... as ``os.stat`` has them."""
+        return self._run(self._loop.client.stat, path)
+
+    def lstat(self, path: str) -> FileAttrs:
+        return self._run(self._loop.client.lstat, path)
+
+    def exists(self, path: str) -> bool:
+        return self._run(self._loop.client.exists, path)
+
+    def lexists(self, path: str) -> bool:
+        return self._run(self._loop.client.lexists, path)
+
+    def isdir(self, path: str) -> bool:
+        return self._run(self._loop.client.isdir, path)
+
+    def isfile(self, path: str) -> bool:
+        return self._run(self._loop.client.isfile, path)
+
+    def islink(self, path: str) -> bool:
+        return self._run(self._loop.client.islink, path)
+
+    def listdir(self, path: str = "/") -> list[str]:
+        return self._run(self._loop.client.listdir, path)
+
+    def scandir(self, path: str = "/") -> Iterator[DirEntry]:
+        """The entries of a directory as ``os.scandir`` gives them, with the attributes READDIR brought."""
+        return iter(self._run(self._loop.client.scandir, path))
+
+    def walk(self, top: str = "/", topdown: bool = True, onerror: Callable[[OSError], Any] | None = None,
+             followlinks: bool = False) -> Iterator[tuple[str, list[str], list[str]]]:
+        """(dirpath, dirnames, filenames) for ``top`` and each directory below it, as ``os.walk``."""
+        try:
+            entries = list(self.scandir(top))
+        except OSError as e:
+            if onerror is not None:
+                onerror(e)
+            return
+        dirs = [e.name for e in entries if e.is_dir()]
+        files = [e.name for e in entries if not e.is_dir()]
+        links = {e.name for e in entries if e.is_symlink()}
+        if topdown:
+            yield top, dirs, files
+        for name in dirs:
+            if name in links and not followlinks:
+                continue
+            yield from self.walk(posixpath.join(top, name), topdown, onerror, followlinks)
+        if not topdown:
+            yield top, dirs, files
+
+    def glob(self, pattern: str) -> list[str]:
+        """The paths matching ``pattern`` (``*``, ``?``, ``[...]``, and ``**`` for any depth), sorted."""
+        return self._run(self._loop.client.glob, pattern)
+
+    def statfs(self, path: str = "/") -> FsStat:
+        return self._run(self._loop.client.statfs, path)
+
+    def setattr(self, path: str, *, follow: bool = True, **changes: Any) -> FileAttrs:
+        return self._run(self._loop.client.setattr, path, follow=follow, **changes)
+
+    def chmod(self, path: str, mode: int) -> FileAttrs:
+        return self._run(self._loop.client.chmod, path, mode)
+
+    def chown(self, path: str, uid: int | None = None, gid: int | None = None) -> FileAttrs:
+        return self._run(self._loop.client.chown, path, uid, gid)
+
+    def truncate(self, path: str, size: int) -> FileAttrs:
+        return self._run(self._loop.client.truncate, path, size)
+
+    def utime(self, path: str, atime_ns: int | str | None = None, mtime_ns: int | str | None = None) -> FileAttrs:
+        return self._run(self._loop.client.utime, path, atime_ns, mtime_ns)
+
+    def getxattr(self, path: str, name: str) -> bytes:
+        return self._run(self._loop.client.getxattr, path, name)
+
+    def setxattr(self, path: str, name: str, value: bytes, *, create: bool = False, replace: bool = False) -> None:
+        self._run(self._loop.client.setxattr, path, name, value, create=create, replace=replace)
+
+    def listxattr(self, path: str) -> list[str]:
+        return self._run(self._loop.client.listxattr, path)
+
+    def removexattr(self, path: str, name: str) -> None:
+        self._run(self._loop.client.removexattr, path, name)
+
+    # -- namespace --------------------------------------------------------------------------------------
+    def mkdir(self, path: str, mode: int = 0o755) -> FileAttrs:
+        return self._run(self._loop.client.mkdir, path, mode)
+
+    def makedirs(self, path: str, mode: int = 0o755, exist_ok: bool = True) -> None:
+        self._run(self._loop.client.makedirs, path, mode, exist_ok)
+
+    def remove(self, path: str) -> None:
+        """Remove a file, symbolic link or empty directory."""
+        self._run(self._loop.client.remove, path)
+
+    def unlink(self, path: str) -> None:
+        self._run(self._loop.client.unlink, path)
+
+    def rmdir(self, path: str) -> None:
+        self._run(self._loop.client.rmdir, path)
+
+    def rmtree(self, path: str) -> None:
+        self._run(self._loop.client.rmtree, path)
+
+    def rename(self, src: str, dst: str) -> None:
+        self._run(self._loop.client.rename, src, dst)
+
+    def link(self, src: str, dst: str) -> FileAttrs:
+        return self._run(self._loop.client.link, src, dst)
+
+    def symlink(self, target: str, path: str) -> FileAttrs:
+        return self._run(self._loop.client.symlink, target, path)
+
+    def readlink(self, path: str) -> str:
+        return self._run(self._loop.client.readlink, path)
+
+    # -- files ------------------------------------------------------------------------------------------
+    def open(self, path: str, mode: str = "r", buffering: int = -1, encoding: str | None = None,
+             errors: str | None = None, newline: str | None = None, *, perm: int = 0o644) -> IO[Any]:
+        """Open as ``open()`` does: "r", "w", "a", "x" with "+" and "b" or "t"; binary modes give an
+        ``io.BufferedReader``, ``BufferedWriter`` or ``BufferedRandom`` (a :class:`RawFile` with
+        ``buffering=0``), text modes an ``io.TextIOWrapper`` with ``encoding``, ``errors`` and
+        ``newline``. A new file gets the permissions ``perm``."""
+        f = self._run(self._loop.client.open, path, api_mode(mode), perm)
+        raw = RawFile(self._loop.call, f, mode)
+        try:
+            return open_file(raw, mode, buffering, encoding, errors, newline)
+        except BaseException:
+            raw.close()
+            raise
+
+    def read_file(self, path: str) -> bytes:
+        return self._run(self._loop.client.read_file, path)
+
+    def write_file(self, path: str, data: bytes, perm: int = 0o644) -> None:
+        self._run(self._loop.client.write_file, path, data, perm)
+
+    def copy_file(self, src: str, dst: str, perm: int = 0o644, progress: Progress | None = None) -> int:
+        """Copy ``src`` to ``dst`` on this server (the server copies, NFSv4.2 COPY, when it can)."""
+        return self._run(self._loop.client.copy_file, src, dst, perm, progress)
+
+    def get(self, remote: str, local: str, progress: Progress | None = None) -> int:
+        return self._run(self._loop.client.get, remote, local, progress)
+
+    def put(self, local: str, remote: str, progress: Progress | None = None, perm: int = 0o644) -> int:
+        return self._run(self._loop.client.put, local, remote, progress, perm)
+
+    def stats(self) -> dict[str, Any]:
+        return self._loop.client.stats()
+
+    # -- the connection ---------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the files left open, end the session and the client ID."""
+        self._loop.close()
+
+    def __enter__(self) -> SyncClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def connect(
+    url: str | NfsURL | None = None,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    export: str = "/",
+    proto: str = "tcp",
+    uid: int | None = None,
+    gid: int | None = None,
+    groups: tuple[int, ...] | None = None,
+    timeout: float = 10.0,
+    hard: bool = False,
+    timeo: float = 30.0,
+    retrans: int = 2,
+    rsize: int = 1 << 20,
+    wsize: int = 1 << 20,
+    sec: str | None = None,
+    sec_path: str | None = None,
+    ccache: str | None = None,
+    keytab: str | None = None,
+) -> SyncClient:
+    """Connect to an NFSv4.1/4.2 export, blocking: ``with connect("nfs://host/export") as nfs: ...``.
+
+    The arguments are :meth:`Client.connect`'s: the URL (``nfs://host[:port]/export?vers=4.2&...``) or
+    ``host``/``port``/``export``/``proto``; the AUTH_SYS identity (default: the URL's ``uid=``/``gid=``,
+    else the caller's own); ``timeout`` to connect; ``hard``, ``timeo`` (seconds) and ``retrans`` as
+    nfs(5); the largest READ and WRITE; the security flavours (``sec``, ``sec_path``), the Kerberos ticket
+    cache and the machine's keytab (``ccache``, ``keytab``).
+    """
+    return SyncClient(url, host=host, port=port, export=export, proto=proto, uid=uid, gid=gid, groups=groups,
+                      timeout=timeout, hard=hard, timeo=timeo, retrans=retrans, rsize=rsize, wsize=wsize,
+                      sec=sec, sec_path=sec_path, ccache=ccache, keytab=keytab)
+
+
+__all__ = ["RawFile", "SyncClient", "connect"]

@@ -1,0 +1,56 @@
+"""Extended attributes (NFSv4.2, RFC 8276): GETXATTR, SETXATTR, LISTXATTRS, REMOVEXATTR."""
+
+from __future__ import annotations
+
+from .._proto.nfs4 import const as c
+from .._proto.nfs4.compound import result_of
+from .._proto.nfs4.types import GETXATTR4args, LISTXATTRS4args, PUTFH4args, REMOVEXATTR4args, SETXATTR4args
+from .._rpc.auth import Credential
+from .._transport.base import ReplyHints
+from .compounds import Compounds
+
+XATTR_SIZE_MAX = 64 * 1024  # the largest extended attribute value (Linux's limit, as its client's)
+XATTR_LIST_MAX = 64 * 1024  # the largest list of names asked for in one LISTXATTRS
+
+
+class ExtendedAttributes(Compounds):
+    """GETXATTR, SETXATTR, LISTXATTRS, REMOVEXATTR."""
+
+    async def getxattr(self, fh: bytes, name: str, cred: Credential, path: str | None = None) -> bytes:
+        """The value of extended attribute ``name`` (NFS4Error NFS4ERR_NOXATTR: ENODATA when absent)."""
+        hints = ReplyHints(max_reply=XATTR_SIZE_MAX + 512)
+        res = await self.run([PUTFH4args(fh), GETXATTR4args(name)], cred, hints, path=path)
+        return bytes(result_of(res, c.OP_GETXATTR))
+
+    async def setxattr(
+        self,
+        fh: bytes,
+        name: str,
+        value: bytes,
+        cred: Credential,
+        option: int = c.SETXATTR4_EITHER,
+        path: str | None = None,
+    ) -> None:
+        """Set extended attribute ``name``; ``option`` SETXATTR4_CREATE fails if it exists
+        (EEXIST), SETXATTR4_REPLACE if it does not (ENODATA)."""
+        await self.run([PUTFH4args(fh), SETXATTR4args(option, name, value)], cred, path=path)
+
+    async def listxattrs(self, fh: bytes, cred: Credential, path: str | None = None) -> list[str]:
+        """The names of every extended attribute of the file (LISTXATTRS, paged by cookie)."""
+        names: list[str] = []
+        cookie = 0
+        while True:
+            res = await self.run(
+                [PUTFH4args(fh), LISTXATTRS4args(cookie, XATTR_LIST_MAX)],
+                cred,
+                ReplyHints(max_reply=XATTR_LIST_MAX + 512),
+                path=path,
+            )
+            ok = result_of(res, c.OP_LISTXATTRS)
+            names.extend(ok.lxr_names)
+            if ok.lxr_eof or not ok.lxr_names:
+                return names
+            cookie = ok.lxr_cookie
+
+    async def removexattr(self, fh: bytes, name: str, cred: Credential, path: str | None = None) -> None:
+        await self.run([PUTFH4args(fh), REMOVEXATTR4args(name)], cred, path=path)

@@ -1,0 +1,811 @@
+"""The native FUSE channel: the kernel protocol (:mod:`.kernel`) spoken on /dev/fuse from trio, with
+no libfuse.
+
+A READ is answered through a pipe of its own where the transport can splice the data from its socket
+into it (:mod:`.reply_pipe`, :mod:`~pynfsrdma._client.read_sink`): the reply then goes from the pipe to
+/dev/fuse by splice, and its data never passes through this process; otherwise its data is written as
+below.
+
+Requests are read into pooled buffers (as large as the largest request, ``max_write`` plus the headers)
+by one worker task at a time, the reader. The reader answers the request it read itself: it calls the
+:class:`~.lowlevel.Operations` method and writes the reply with one ``writev`` (a READ's data from the
+object the operation returned; a WRITE's data reaches the operation as a view into the buffer the kernel
+wrote it to). Only when the operation has to wait does the reader hand the reading on, to a worker
+standing by or a new one; an operation answered at once (a cached attribute, the null file system of the
+benchmarks) costs no task switch at all. A buffer goes back to the pool once nothing refers to its
+memory (the write gathering keeps payloads until a COMMIT); a payload of less than half a buffer is
+copied out instead, so that a small write does not hold a whole buffer.
+
+FORGETs are gathered and handed over in batches; an INTERRUPT cancels the worker answering that request
+if the operation is one the operations call interruptible (it sees ``trio.Cancelled``; the request is
+answered EINTR); otherwise the request is answered as usual. The loop ends when the file
+system is unmounted (the device reads ENODEV) or on :meth:`NativeChannel.terminate`; requests being
+answered then get a little time to finish. Notifications for the operations (``ops.kernel``) are
+written from a thread: the kernel may wait for requests of ours before it takes them.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import stat
+import sys
+import types
+import weakref
+from collections.abc import Callable, Coroutine, Generator
+from typing import Any
+
+import trio
+
+from .._client import read_sink
+from .._trio_compat import run_sync_abandoning
+from . import fusermount
+from .kernel import abi, notify, replies
+from .kernel import requests as rq
+from .kernel.forgets import Forgets
+from .kernel.init import LOCKS, WANTED, InitRefused, Negotiated, Wanted, negotiate
+from .kernel.interrupts import Interrupts
+from .lowlevel import EntryAttributes, FileLock, FUSEError, Operations, RequestContext, SetattrFields
+from .reply_pipe import ReplyPipe, ReplyPipes
+
+log = logging.getLogger(__name__)
+
+DRAIN_TIMEOUT = 5.0  # seconds requests in progress get to finish once the loop stops reading
+FORGET_BATCH = 512  # nodes gathered before the operations hear of them, at the latest
+FREE_BUFFERS_KEPT = 16
+READS_BETWEEN_CHECKPOINTS = 8  # requests answered in a row before the reader lets other tasks run
+WORKERS_KEPT = 4  # workers standing by at most (a fifth that finds four waiting ends)
+MAX_WORKERS = 256
+NOTIFY_WAIT = 1.0  # seconds a notification holds up whoever sent it, at most (then it goes on alone)
+NOTIFIERS = 16  # threads writing notifications at once, at most
+# errnos of a reply the kernel no longer waits for: the request was interrupted or aborted (ENOENT),
+# or the file system is gone (ENODEV, EBADF)
+GONE = (errno.ENOENT, errno.ENODEV, errno.EBADF, errno.ENOTCONN)
+
+Reply = bytes | list[Any] | ReplyPipe
+# PYNFSRDMA_SPLICE=0 answers every READ by writev (for measuring)
+SPLICE = hasattr(os, "splice") and os.environ.get("PYNFSRDMA_SPLICE", "1") != "0"
+
+
+class RequestBuffer:
+    """One buffer requests are read into, and a view of it for decoding."""
+
+    __slots__ = ("__weakref__", "data", "idle_refs", "view")
+
+    def __init__(self, size: int) -> None:
+        self.data = bytearray(size)
+        self.view = memoryview(self.data)
+        self.idle_refs = sys.getrefcount(self.data)
+
+    def referenced(self) -> bool:
+        """Something besides this object (and its own view) holds the memory: a view of a WRITE's
+        payload that the operations kept."""
+        return sys.getrefcount(self.data) > self.idle_refs
+
+
+class RequestBuffers:
+    """The pool of request buffers. A buffer whose memory is still referenced when it is given back
+    is lent; it is free again once nothing refers to it."""
+
+    def __init__(self, size: int, keep: int = FREE_BUFFERS_KEPT) -> None:
+        self.size = size
+        self.keep = keep
+        self._free: list[RequestBuffer] = []
+        self._lent: list[RequestBuffer] = []
+        self._made: weakref.WeakSet[RequestBuffer] = weakref.WeakSet()
+        self.allocated = 0
+
+    def take(self) -> RequestBuffer:
+        if self._free:
+            return self._free.pop()
+        if self._lent:
+            still: list[RequestBuffer] = []
+            for b in self._lent:
+                (still if b.referenced() else self._free).append(b)
+            self._lent = still
+            if self._free:
+                return self._free.pop()
+        self.allocated += 1
+        b = RequestBuffer(self.size)
+        self._made.add(b)
+        return b
+
+    def give_back(self, b: RequestBuffer) -> None:
+        if b.referenced():
+            self._lent.append(b)
+        elif len(self._free) < self.keep:
+            self._free.append(b)
+
+    @property
+    def lent(self) -> int:
+        return sum(1 for b in self._lent if b.referenced())
+
+    def holds(self, view: memoryview) -> bool:
+        """``view`` is memory of one of this pool's buffers."""
+        return any(view.obj is b.data for b in self._made)
+
+
+Handler = Callable[["NativeChannel", Any], Coroutine[Any, Any, Reply]]
+Request = tuple[Handler, rq.Request, "RequestBuffer | None"]
+
+
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, Reply], yielded: Any) -> Generator[Any, Any, Reply]:
+    """Go on running ``coro``, which was stepped by hand once and yielded ``yielded``, as if it had
+    been awaited from the start: what trio sends or throws goes to it."""
+    try:
+        while True:
+            try:
+                sent = yield yielded
+            except BaseException as e:
+                yielded = coro.throw(e)
+            else:
+                yielded = coro.send(sent)
+    except StopIteration as done:
+        return done.value
+    finally:
+        coro.close()
+
+
+class _Worker:
+    """A worker task's state: the cancel scope an INTERRUPT cancels, and the request it answers."""
+
+    __slots__ = ("buf", "interrupted", "interruptible", "scope", "unique")
+
+    def __init__(self) -> None:
+        self.scope = trio.CancelScope()
+        self.interrupted = False  # the scope was cancelled (by an INTERRUPT)
+        self.interruptible = False  # the request answered may be cancelled
+        self.unique: int | None = None
+        self.buf: RequestBuffer | None = None
+
+    def interrupt(self) -> None:
+        if self.interruptible:
+            self.interrupted = True
+            self.scope.cancel()
+
+
+class _Kernel:
+    """Notifications to the kernel for the operations layer."""
+
+    def __init__(self, channel: NativeChannel) -> None:
+        self._channel = channel
+
+    async def invalidate_inode(self, ino: int, attr_only: bool = False) -> None:
+        await self._channel.notify(notify.inval_inode(ino, attr_only))
+
+    async def invalidate_entry(self, parent: int, name: bytes) -> None:
+        await self._channel.notify(notify.inval_entry(parent, name))
+
+    async def notify_delete(self, parent: int, child: int, name: bytes) -> None:
+        await self._channel.notify(notify.delete(parent, child, name))
+
+
+def _ctx(r: rq.Request, umask: int = 0) -> RequestContext:
+    return RequestContext(r.uid, r.gid, r.pid, umask)
+
+
+def _handles_locks(ops: Operations) -> bool:
+    cls = type(ops)
+    return cls.getlk is not Operations.getlk and cls.setlk is not Operations.setlk
+
+
+class NativeChannel:
+    """Mount on /dev/fuse and serve ``ops`` until unmounted or :meth:`terminate` is called."""
+
+    name = "native"
+
+    def __init__(
+        self,
+        ops: Operations,
+        mountpoint: str,
+        options: set[str],
+        wanted: Wanted | None = None,
+        splice: bool = SPLICE,
+    ) -> None:
+        self.ops = ops
+        self.spec = fusermount.MountSpec.from_options(mountpoint, options)
+        if wanted is None:
+            wanted = Wanted(flags=WANTED | (LOCKS if _handles_locks(ops) else 0))
+        self.wanted = wanted
+        self.buffers = RequestBuffers(wanted.max_write + abi.REQUEST_HEADER_ROOM)
+        self.pipes = ReplyPipes() if splice else None
+        self.bytes_written = 0  # READ data written from this process's memory (writev)
+        self.write_bytes_in_place = 0  # WRITE data handed on as a view of the buffer the kernel wrote
+        self.write_bytes_copied = 0  # WRITE data copied out of it (a small write)
+        self.agreed: Negotiated | None = None
+        self.initialized = trio.Event()
+        self.requests = 0  # read so far
+        self._mounted: fusermount.Mounted | None = None
+        self._fd = -1
+        self._options = rq.Options()
+        self._forgets = Forgets()
+        self._interrupts: Interrupts[_Worker] = Interrupts()
+        self._nursery: trio.Nursery | None = None
+        self._stopping = False
+        self._stopped = trio.Event()
+        self._reading = False  # a worker holds the reader role
+        self._standby = trio.lowlevel.ParkingLot()  # workers waiting for it
+        self._workers = 0
+        self._in_a_row = 0
+        self._interruptible = frozenset(op for op, name in OPERATION_OF.items() if name in ops.interruptible)
+        self._notifiers = trio.CapacityLimiter(NOTIFIERS)
+        ops.kernel = _Kernel(self)
+
+    # -- the Channel interface -------------------------------------------------------------------------
+    def mount(self) -> None:
+        self._mounted = fusermount.mount(self.spec)
+        self.attach(self._mounted.fd)
+
+    def attach(self, fd: int) -> None:
+        """Serve the kernel connection ``fd``, opened and mounted by someone else (it is not closed
+        here: :meth:`close` lets go of it only when :meth:`mount` opened it)."""
+        self._fd = fd
+        os.set_blocking(fd, False)
+
+    async def serve(self) -> None:
+        if self._fd < 0:
+            raise RuntimeError("not mounted")
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._worker)
+            await self._stopped.wait()
+            if self._forgets:
+                nursery.start_soon(self._forget, self._forgets.take())
+            # no more requests are read: those being answered get a little time to finish
+            nursery.cancel_scope.deadline = trio.current_time() + DRAIN_TIMEOUT
+
+    def terminate(self) -> None:
+        self._stop()
+
+    def counts(self) -> dict[str, int]:
+        """READ replies by how their data went (spliced from a pipe, or written from memory), and
+        WRITE data by how it reached the operations (in the request's buffer, or copied)."""
+        pipes = self.pipes
+        return {
+            "read_replies_spliced": pipes.spliced if pipes else 0,
+            "read_bytes_spliced": pipes.bytes_spliced if pipes else 0,
+            "read_bytes_written": self.bytes_written,
+            "write_bytes_in_place": self.write_bytes_in_place,
+            "write_bytes_copied": self.write_bytes_copied,
+        }
+
+    def close(self) -> None:
+        if self.pipes is not None:
+            self.pipes.close()
+        if self._mounted is not None:
+            self._mounted.unmount()
+            self._mounted = None
+        self._fd = -1
+
+    # -- notifications -------------------------------------------------------------------------------
+    async def notify(self, message: bytes) -> None:
+        """Write a notification from a thread of its own: the kernel may wait for requests of ours
+        before it takes it (INVAL_ENTRY takes the directory's lock, which a LOOKUP or RENAME there
+        holds until answered; INVAL_INODE locks the pages READs in flight hold). The caller waits
+        NOTIFY_WAIT at most, or until cancelled; then the thread writes it on its own, and the
+        request that awaited it is answered meanwhile, which is what the kernel waits for."""
+        await self.initialized.wait()
+        fd = self._fd
+        if fd < 0:
+            return
+        with trio.move_on_after(NOTIFY_WAIT):
+            await run_sync_abandoning(self._write_notification, fd, message, limiter=self._notifiers)
+
+    @staticmethod
+    def _write_notification(fd: int, message: bytes) -> None:
+        try:
+            os.write(fd, message)
+        except OSError as e:
+            if e.errno not in (*GONE, errno.ENOTDIR):
+                log.info("notification %r: %s", message[:24], e)
+
+    # -- the workers ---------------------------------------------------------------------------------
+    def _stop(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        self._stopped.set()
+        self._standby.unpark_all()
+        if self._fd >= 0:
+            trio.lowlevel.notify_closing(self._fd)  # (wakes the reader)
+
+    async def _worker(self) -> None:
+        w = _Worker()
+        self._workers += 1
+        try:
+            while not self._stopping:
+                w.scope = trio.CancelScope()
+                w.interrupted = False
+                with w.scope:
+                    if await self._work(w):
+                        return
+                if w.unique is not None:  # an INTERRUPT cancelled the operation
+                    self._finish(w, replies.error(w.unique, errno.EINTR))
+        finally:
+            self._workers -= 1
+            if w.buf is not None:
+                self.buffers.give_back(w.buf)
+
+    async def _work(self, w: _Worker) -> bool:
+        """Read and answer requests until stopping (False), until an INTERRUPT came too late for the
+        request it was meant for (False: the worker takes a fresh cancel scope), or until enough others
+        stand by (True: this worker ends)."""
+        while not self._stopping:
+            if self._reading:
+                if len(self._standby) >= WORKERS_KEPT:
+                    return True
+                await self._standby.park()
+                continue
+            self._reading = True
+            try:
+                request = await self._next_request()
+            finally:
+                self._reading = False
+            if request is None:
+                return False
+            handler, req, w.buf = request
+            w.unique = unique = req.unique
+            w.interruptible = req.opcode in self._interruptible
+            if self._interrupts.started(unique, w):
+                w.interrupt()
+            for due in self._interrupts.take_due():
+                self._send(replies.error(due, errno.EAGAIN))
+            reply = await self._answer(handler, req)
+            del req, request
+            self._finish(w, reply)
+            if w.interrupted:
+                return False
+        return False
+
+    def _finish(self, w: _Worker, reply: Reply) -> None:
+        assert w.unique is not None
+        self._interrupts.finished(w.unique)
+        w.unique = None
+        self._send(reply)
+        if w.buf is not None:
+            self.buffers.give_back(w.buf)
+            w.buf = None
+
+    async def _answer(self, handler: Handler, req: rq.Request) -> Reply:
+        """The reply to ``req``. The operation's first step runs here; if it has to wait, the reading
+        goes on in another worker meanwhile."""
+        coro = handler(self, req)
+        try:
+            try:
+                yielded = coro.send(None)
+            except StopIteration as done:
+                return done.value
+            self._hand_off()
+            return await _resume(coro, yielded)
+        except FUSEError as e:
+            return replies.error(req.unique, e.errno)
+        except Exception:
+            log.exception("%s (unique %d) failed", req.name_of_opcode, req.unique)
+            return replies.error(req.unique, errno.EIO)
+
+    def _hand_off(self) -> None:
+        """Someone else reads while this worker waits for its operation."""
+        if len(self._standby):
+            self._standby.unpark()
+        elif self._workers < MAX_WORKERS and self._nursery is not None:
+            self._nursery.start_soon(self._worker)
+
+    async def _next_request(self) -> Request | None:
+        """The next request to answer (those answered on the spot are answered here); None: stop."""
+        fd = self._fd
+        buffers = self.buffers
+        while not self._stopping:
+            buf = buffers.take()
+            try:
+                n = os.readv(fd, [buf.data])
+            except BlockingIOError:
+                buffers.give_back(buf)
+                self._idle()
+                try:
+                    await trio.lowlevel.wait_readable(fd)
+                except trio.ClosedResourceError:
+                    return None
+                continue
+            except OSError as e:
+                buffers.give_back(buf)
+                if e.errno == errno.ENODEV:
+                    log.debug("unmounted")
+                    self._stop()
+                    return None
+                if e.errno in (errno.EINTR, errno.ENOENT):  # (ENOENT: aborted before it was read)
+                    continue
+                raise
+            if n == 0:  # (a connection that is not the kernel's, closed)
+                buffers.give_back(buf)
+                self._stop()
+                return None
+            self.requests += 1
+            request = self._dispatch(buf, n)
+            self._in_a_row += 1
+            if self._in_a_row >= READS_BETWEEN_CHECKPOINTS:
+                self._in_a_row = 0
+                await trio.lowlevel.checkpoint()
+            if request is not None:
+                return request
+        return None
+
+    def _idle(self) -> None:
+        """Nothing to read for now: hand over the gathered FORGETs."""
+        self._in_a_row = 0
+        if self._forgets and self._nursery is not None:
+            self._nursery.start_soon(self._forget, self._forgets.take())
+
+    async def _forget(self, forgets: list[tuple[int, int]]) -> None:
+        try:
+            await self.ops.forget(forgets)
+        except Exception:  # (a FORGET has no reply to carry it: it must not end the loop either)
+            log.exception("forget of %d nodes failed", len(forgets))
+
+    def _dispatch(self, buf: RequestBuffer, n: int) -> Request | None:
+        """Decode one request: what to answer it with, or None when it was dealt with here."""
+        try:
+            req = rq.decode(buf.data, n, buf.view, self._options)
+        except rq.MalformedRequest as e:
+            self.buffers.give_back(buf)
+            log.error("%s", e)
+            if e.unique is not None and e.opcode not in rq.NO_REPLY:
+                self._send(replies.error(e.unique, errno.EIO))
+            return None
+        op = req.opcode
+        handler = HANDLERS.get(op)
+        if handler is not None:
+            if op == abi.FUSE_WRITE:
+                return handler, req, buf
+            self.buffers.give_back(buf)  # (the request holds copies of what it needs)
+            return handler, req, None
+        self.buffers.give_back(buf)
+        if op == abi.FUSE_FORGET or op == abi.FUSE_BATCH_FORGET:
+            self._forgets.add(req)
+            if len(self._forgets) >= FORGET_BATCH and self._nursery is not None:
+                self._nursery.start_soon(self._forget, self._forgets.take())
+        elif isinstance(req, rq.Interrupt):
+            target = self._interrupts.interrupt(req)
+            if target is not None:
+                target.interrupt()
+        elif isinstance(req, rq.Init):
+            self._init(req)
+        elif op == abi.FUSE_DESTROY:
+            self._send(replies.empty(req.unique))
+        else:
+            log.debug("%s not handled: ENOSYS", req.name_of_opcode)
+            self._send(replies.error(req.unique, errno.ENOSYS))
+        return None
+
+    def _init(self, req: rq.Init) -> None:
+        try:
+            reply, agreed = negotiate(req, self.wanted)
+        except InitRefused as e:
+            log.error("%s", e)
+            self._send(e.reply)
+            self._stop()
+            return
+        self._send(reply)
+        if agreed is not None:
+            self.agreed = agreed
+            self._options = agreed.options
+            log.debug("FUSE %d.%d, flags %#x, max_write %d", agreed.major, agreed.minor, agreed.flags, agreed.max_write)
+            self.initialized.set()
+
+    def _send(self, reply: Reply) -> None:
+        try:
+            if isinstance(reply, bytes):
+                os.write(self._fd, reply)
+            elif isinstance(reply, ReplyPipe):
+                self._send_pipe(reply)
+            else:
+                os.writev(self._fd, reply)
+        except OSError as e:
+            if e.errno in GONE:
+                log.debug("reply not taken: %s", e)
+            else:
+                log.error("reply refused by the kernel: %s", e)
+
+    def _send_pipe(self, pipe: ReplyPipe) -> None:
+        """Splice a READ reply from its pipe into the kernel's request; if the kernel refuses it (it
+        never should), the request is answered EIO rather than left waiting."""
+        pipes = self.pipes
+        assert pipes is not None
+        try:
+            sent = pipe.send(self._fd)
+        except OSError as e:
+            if e.errno in GONE:
+                raise
+            log.error("READ reply of %d bytes refused by the kernel: %s", pipe.length, e)
+            sent = -1
+        finally:
+            pipes.give_back(pipe)
+        if sent == pipe.length + abi.OUT_HEADER.size:
+            pipes.spliced += 1
+            pipes.bytes_spliced += pipe.length
+        else:
+            self._send(replies.error(pipe.unique, errno.EIO))
+
+    # -- the requests --------------------------------------------------------------------------------
+    async def _lookup(self, r: rq.Named) -> Reply:
+        return replies.entry(r.unique, await self.ops.lookup(r.nodeid, r.name, _ctx(r)))
+
+    async def _getattr(self, r: rq.Getattr) -> Reply:
+        return replies.attr(r.unique, await self.ops.getattr(r.nodeid, _ctx(r)))
+
+    async def _setattr(self, r: rq.Setattr) -> Reply:
+        v = r.valid
+        attr = EntryAttributes(
+            st_ino=r.nodeid,
+            st_mode=r.mode,
+            st_uid=r.attr_uid,
+            st_gid=r.attr_gid,
+            st_size=r.size,
+            st_atime_ns=r.atime * 1_000_000_000 + r.atimensec,
+            st_mtime_ns=r.mtime * 1_000_000_000 + r.mtimensec,
+            st_ctime_ns=r.ctime * 1_000_000_000 + r.ctimensec,
+        )
+        fields = SetattrFields(
+            update_atime=bool(v & abi.FATTR_ATIME),
+            update_mtime=bool(v & abi.FATTR_MTIME),
+            update_ctime=bool(v & abi.FATTR_CTIME),
+            update_mode=bool(v & abi.FATTR_MODE),
+            update_uid=bool(v & abi.FATTR_UID),
+            update_gid=bool(v & abi.FATTR_GID),
+            update_size=bool(v & abi.FATTR_SIZE),
+            update_atime_now=bool(v & abi.FATTR_ATIME_NOW),
+            update_mtime_now=bool(v & abi.FATTR_MTIME_NOW),
+            kill_suidgid=bool(v & abi.FATTR_KILL_SUIDGID),
+        )
+        fh = r.fh if v & abi.FATTR_FH else None
+        return replies.attr(r.unique, await self.ops.setattr(r.nodeid, attr, fields, fh, _ctx(r)))
+
+    async def _readlink(self, r: rq.Request) -> Reply:
+        return replies.data(r.unique, await self.ops.readlink(r.nodeid, _ctx(r)))
+
+    async def _symlink(self, r: rq.Symlink) -> Reply:
+        return replies.entry(r.unique, await self.ops.symlink(r.nodeid, r.name, r.target, _ctx(r)))
+
+    async def _mknod(self, r: rq.Mknod) -> Reply:
+        return replies.entry(r.unique, await self.ops.mknod(r.nodeid, r.name, r.mode, r.rdev, _ctx(r, r.umask)))
+
+    async def _mkdir(self, r: rq.Mkdir) -> Reply:
+        mode = (r.mode & ~stat.S_IFMT(r.mode)) | stat.S_IFDIR  # the kernel sends the permission bits only
+        return replies.entry(r.unique, await self.ops.mkdir(r.nodeid, r.name, mode, _ctx(r, r.umask)))
+
+    async def _unlink(self, r: rq.Named) -> Reply:
+        await self.ops.unlink(r.nodeid, r.name, _ctx(r))
+        return replies.empty(r.unique)
+
+    async def _rmdir(self, r: rq.Named) -> Reply:
+        await self.ops.rmdir(r.nodeid, r.name, _ctx(r))
+        return replies.empty(r.unique)
+
+    async def _rename(self, r: rq.Rename) -> Reply:
+        await self.ops.rename(r.nodeid, r.name, r.newdir, r.newname, r.flags, _ctx(r))
+        return replies.empty(r.unique)
+
+    async def _link(self, r: rq.Link) -> Reply:
+        return replies.entry(r.unique, await self.ops.link(r.oldnodeid, r.nodeid, r.name, _ctx(r)))
+
+    async def _open(self, r: rq.Open) -> Reply:
+        return replies.open_file(r.unique, await self.ops.open(r.nodeid, r.flags, _ctx(r)))
+
+    async def _create(self, r: rq.Create) -> Reply:
+        fi, attrs = await self.ops.create(r.nodeid, r.name, r.mode, r.flags, _ctx(r, r.umask))
+        return replies.create(r.unique, attrs, fi)
+
+    async def _read(self, r: rq.Read) -> Reply:
+        pipe = self.pipes.take(r.unique) if self.pipes is not None else None
+        if pipe is None:
+            return self._data(r, await self.ops.read(r.fh, r.offset, r.size))
+        try:
+            with read_sink.offering(pipe, r.offset, r.size):
+                data = await self.ops.read(r.fh, r.offset, r.size)
+            if isinstance(data, read_sink.SplicedPayload):
+                if pipe.holds(data) and data.length <= r.size:
+                    reply, pipe = pipe, None
+                    return reply  # (sent by splice, and given back, by _send)
+                data = data.materialize()
+            return self._data(r, data)
+        finally:
+            if pipe is not None:
+                self.pipes.give_back(pipe)  # type: ignore[union-attr]
+
+    def _data(self, r: rq.Read, data: Any) -> Reply:
+        if isinstance(data, list | tuple):
+            reply = replies.data_parts(r.unique, data)
+        else:
+            if len(data) > r.size:
+                data = memoryview(data)[: r.size]
+            reply = replies.data(r.unique, data)
+        self.bytes_written += sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in reply[1:])
+        return reply
+
+    async def _write(self, r: rq.Write) -> Reply:
+        data: Any = r.data
+        r.data = EMPTY_VIEW  # (the operation's reference is the only one that may outlive the request)
+        if data.nbytes * 2 < self.buffers.size:
+            self.write_bytes_copied += data.nbytes
+            small = bytes(data)
+            data.release()
+            data = small
+        else:
+            self.write_bytes_in_place += data.nbytes
+        n = await self.ops.write(r.fh, r.offset, data)
+        return replies.write(r.unique, n)
+
+    async def _statfs(self, r: rq.Request) -> Reply:
+        return replies.statfs(r.unique, await self.ops.statfs(_ctx(r)))
+
+    async def _release(self, r: rq.Release) -> Reply:
+        await self.ops.release(r.fh, r.lock_owner, bool(r.release_flags & abi.FUSE_RELEASE_FLOCK_UNLOCK))
+        return replies.empty(r.unique)
+
+    async def _fsync(self, r: rq.Fsync) -> Reply:
+        await self.ops.fsync(r.fh, bool(r.fsync_flags & abi.FUSE_FSYNC_FDATASYNC))
+        return replies.empty(r.unique)
+
+    async def _setxattr(self, r: rq.Setxattr) -> Reply:
+        await self.ops.setxattr(r.nodeid, r.name, r.value, _ctx(r))
+        return replies.empty(r.unique)
+
+    async def _getxattr(self, r: rq.Getxattr) -> Reply:
+        value = await self.ops.getxattr(r.nodeid, r.name, _ctx(r))
+        return _sized(r, value)
+
+    async def _listxattr(self, r: rq.Getxattr) -> Reply:
+        names = await self.ops.listxattr(r.nodeid, _ctx(r))
+        return _sized(r, b"".join(n + b"\0" for n in names))
+
+    async def _removexattr(self, r: rq.Named) -> Reply:
+        await self.ops.removexattr(r.nodeid, r.name, _ctx(r))
+        return replies.empty(r.unique)
+
+    async def _flush(self, r: rq.Flush) -> Reply:
+        await self.ops.flush(r.fh, r.lock_owner)
+        return replies.empty(r.unique)
+
+    async def _opendir(self, r: rq.Open) -> Reply:
+        return replies.open_dir(r.unique, await self.ops.opendir(r.nodeid, _ctx(r)))
+
+    async def _readdir(self, r: rq.Read) -> Reply:
+        token = replies.DirentBuffer(r.size, plus=r.opcode == abi.FUSE_READDIRPLUS)
+        await self.ops.readdir(r.fh, r.offset, token)
+        return token.reply(r.unique)
+
+    async def _releasedir(self, r: rq.Release) -> Reply:
+        await self.ops.releasedir(r.fh)
+        return replies.empty(r.unique)
+
+    async def _fsyncdir(self, r: rq.Fsync) -> Reply:
+        await self.ops.fsyncdir(r.fh, bool(r.fsync_flags & abi.FUSE_FSYNC_FDATASYNC))
+        return replies.empty(r.unique)
+
+    async def _getlk(self, r: rq.Lk) -> Reply:
+        lk = await self.ops.getlk(r.fh, r.owner, FileLock(r.start, r.end, r.type, r.lk_pid), _ctx(r))
+        return replies.lock(r.unique, lk)
+
+    async def _setlk(self, r: rq.Lk) -> Reply:
+        await self.ops.setlk(
+            r.fh,
+            r.owner,
+            FileLock(r.start, r.end, r.type, r.lk_pid),
+            r.opcode == abi.FUSE_SETLKW,
+            bool(r.lk_flags & abi.FUSE_LK_FLOCK),
+            _ctx(r),
+        )
+        return replies.empty(r.unique)
+
+    async def _access(self, r: rq.Access) -> Reply:
+        if not await self.ops.access(r.nodeid, r.mask, _ctx(r)):
+            raise FUSEError(errno.EACCES)
+        return replies.empty(r.unique)
+
+    async def _fallocate(self, r: rq.Fallocate) -> Reply:
+        await self.ops.fallocate(r.fh, r.mode, r.offset, r.length)
+        return replies.empty(r.unique)
+
+    async def _lseek(self, r: rq.Lseek) -> Reply:
+        return replies.lseek(r.unique, await self.ops.lseek(r.fh, r.offset, r.whence))
+
+    async def _copy_file_range(self, r: rq.CopyFileRange) -> Reply:
+        n = await self.ops.copy_file_range(r.fh_in, r.off_in, r.fh_out, r.off_out, r.length, r.flags)
+        if r.opcode == abi.FUSE_COPY_FILE_RANGE_64:
+            return replies.copy_file_range_64(r.unique, n)
+        return replies.write(r.unique, min(n, abi.WRITE_OUT_MAX))
+
+
+EMPTY_VIEW = memoryview(b"")
+
+
+def _sized(r: rq.Getxattr, value: bytes) -> Reply:
+    """An xattr value or list: its size when asked with size 0; ERANGE when larger than asked."""
+    if r.size == 0:
+        return replies.xattr_size(r.unique, len(value))
+    if len(value) > r.size:
+        raise FUSEError(errno.ERANGE)
+    return replies.data(r.unique, value)
+
+
+# the operation each request calls (what Operations.interruptible names)
+OPERATION_OF: dict[int, str] = {
+    abi.FUSE_LOOKUP: "lookup",
+    abi.FUSE_GETATTR: "getattr",
+    abi.FUSE_SETATTR: "setattr",
+    abi.FUSE_READLINK: "readlink",
+    abi.FUSE_SYMLINK: "symlink",
+    abi.FUSE_MKNOD: "mknod",
+    abi.FUSE_MKDIR: "mkdir",
+    abi.FUSE_UNLINK: "unlink",
+    abi.FUSE_RMDIR: "rmdir",
+    abi.FUSE_RENAME: "rename",
+    abi.FUSE_RENAME2: "rename",
+    abi.FUSE_LINK: "link",
+    abi.FUSE_OPEN: "open",
+    abi.FUSE_READ: "read",
+    abi.FUSE_WRITE: "write",
+    abi.FUSE_STATFS: "statfs",
+    abi.FUSE_RELEASE: "release",
+    abi.FUSE_FSYNC: "fsync",
+    abi.FUSE_SETXATTR: "setxattr",
+    abi.FUSE_GETXATTR: "getxattr",
+    abi.FUSE_LISTXATTR: "listxattr",
+    abi.FUSE_REMOVEXATTR: "removexattr",
+    abi.FUSE_FLUSH: "flush",
+    abi.FUSE_OPENDIR: "opendir",
+    abi.FUSE_READDIR: "readdir",
+    abi.FUSE_READDIRPLUS: "readdir",
+    abi.FUSE_RELEASEDIR: "releasedir",
+    abi.FUSE_FSYNCDIR: "fsyncdir",
+    abi.FUSE_GETLK: "getlk",
+    abi.FUSE_SETLK: "setlk",
+    abi.FUSE_SETLKW: "setlk",
+    abi.FUSE_ACCESS: "access",
+    abi.FUSE_CREATE: "create",
+    abi.FUSE_FALLOCATE: "fallocate",
+    abi.FUSE_LSEEK: "lseek",
+    abi.FUSE_COPY_FILE_RANGE: "copy_file_range",
+    abi.FUSE_COPY_FILE_RANGE_64: "copy_file_range",
+}
+
+HANDLERS: dict[int, Handler] = {
+    abi.FUSE_LOOKUP: NativeChannel._lookup,
+    abi.FUSE_GETATTR: NativeChannel._getattr,
+    abi.FUSE_SETATTR: NativeChannel._setattr,
+    abi.FUSE_READLINK: NativeChannel._readlink,
+    abi.FUSE_SYMLINK: NativeChannel._symlink,
+    abi.FUSE_MKNOD: NativeChannel._mknod,
+    abi.FUSE_MKDIR: NativeChannel._mkdir,
+    abi.FUSE_UNLINK: NativeChannel._unlink,
+    abi.FUSE_RMDIR: NativeChannel._rmdir,
+    abi.FUSE_RENAME: NativeChannel._rename,
+    abi.FUSE_RENAME2: NativeChannel._rename,
+    abi.FUSE_LINK: NativeChannel._link,
+    abi.FUSE_OPEN: NativeChannel._open,
+    abi.FUSE_READ: NativeChannel._read,
+    abi.FUSE_WRITE: NativeChannel._write,
+    abi.FUSE_STATFS: NativeChannel._statfs,
+    abi.FUSE_RELEASE: NativeChannel._release,
+    abi.FUSE_FSYNC: NativeChannel._fsync,
+    abi.FUSE_SETXATTR: NativeChannel._setxattr,
+    abi.FUSE_GETXATTR: NativeChannel._getxattr,
+    abi.FUSE_LISTXATTR: NativeChannel._listxattr,
+    abi.FUSE_REMOVEXATTR: NativeChannel._removexattr,
+    abi.FUSE_FLUSH: NativeChannel._flush,
+    abi.FUSE_OPENDIR: NativeChannel._opendir,
+    abi.FUSE_READDIR: NativeChannel._readdir,
+    abi.FUSE_READDIRPLUS: NativeChannel._readdir,
+    abi.FUSE_RELEASEDIR: NativeChannel._releasedir,
+    abi.FUSE_FSYNCDIR: NativeChannel._fsyncdir,
+    abi.FUSE_GETLK: NativeChannel._getlk,
+    abi.FUSE_SETLK: NativeChannel._setlk,
+    abi.FUSE_SETLKW: NativeChannel._setlk,
+    abi.FUSE_ACCESS: NativeChannel._access,
+    abi.FUSE_CREATE: NativeChannel._create,
+    abi.FUSE_FALLOCATE: NativeChannel._fallocate,
+    abi.FUSE_LSEEK: NativeChannel._lseek,
+    abi.FUSE_COPY_FILE_RANGE: NativeChannel._copy_file_range,
+    abi.FUSE_COPY_FILE_RANGE_64: NativeChannel._copy_file_range,
+}

@@ -1,0 +1,239 @@
+"""Inode numbers for the kernel and what stands behind them (sans-I/O).
+
+The inode number is the NFS fileid (the export's root is FUSE's root inode), so ``stat`` shows the
+same numbers a local look at the export would. The table maps it to the current file handle and
+attributes and keeps the kernel's lookup count; an inode is dropped when the kernel has forgotten it
+and nothing has it open.
+
+Attributes are taken only when they are not older than a write the kernel has seen complete. Every
+write of ours counts (:meth:`InodeTable.wrote`: when FUSE hands it over and when its WRITE is
+answered); a request for attributes notes the count when it is sent (:meth:`InodeTable.asking`), and
+its reply is taken only if no write of that file counted meanwhile and none was on its way when it
+was sent or when it came. Otherwise the server may have answered before our write reached it: the
+reply is dropped (the next look asks again), since its size, handed to the kernel (a listing's
+entries carry attributes), would cut the kernel's idea of the file short and a read after it would
+find the end of the file early. For the same reason what the kernel is told of a file we write is
+never smaller than the end of the data it wrote through us (:attr:`Inode.size_floor`) until
+attributes taken after that data reached the server show it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._client.attributes import FileAttrs
+from .._proto.nfs4 import const as c
+from .cache import AttrTimeouts, Listing
+
+ROOT_INODE = 1  # pyfuse3.ROOT_INODE (FUSE_ROOT_ID)
+REMAPPED = 1 << 63  # a non-root file whose fileid is 0 or the root's number gets this bit
+_NF4DIR = c.NF4DIR
+
+
+@dataclass(eq=False, slots=True)
+class Inode:
+    ino: int
+    fh: bytes
+    attrs: FileAttrs
+    fetched: float  # when attrs were fetched (trio clock); -inf when known stale
+    timeo: float  # current attribute timeout
+    lookups: int = 0
+    opens: int = 0  # FUSE file handles open on it
+    data_change: int | None = None  # the change attribute the kernel's page cache holds data of
+    silly: list[tuple[bytes, str]] = field(default_factory=list)  # (dir fh, .nfsXXXX name) to remove
+    shared: dict[bytes, Any] = field(default_factory=dict)  # open owner -> our shared open state
+    open_lock: Any = None  # serialises OPEN and CLOSE of this file (set by the I/O layer)
+    readaheads: set[Any] = field(default_factory=set)  # the read-ahead windows of its open files
+    written: int = 0  # the table's write count at this file's last write (see InodeTable.wrote)
+    size_floor: int = 0  # the end of data written through us that attributes taken may not show yet
+    listing: Listing | None = None  # a directory's every name, while only we change it (cache.Listing)
+    # (parent inode, name) of every name the kernel may reach it by (a file another client renamed
+    # can be reached by its old name and its new one): see InodeTable.named
+    names: tuple[tuple[int, str], ...] = ()
+    generation: int = 0  # moves on when the fileid comes back for another file (a new handle)
+    granted: dict[Any, int] | None = None  # ACCESS answers by credential, while its attributes hold
+
+    def drop_readahead(self) -> None:
+        """The file's data changed (or is changing): no open file reads on from what it read ahead."""
+        for r in self.readaheads:
+            r.drop()
+
+    @property
+    def is_dir(self) -> bool:
+        return self.attrs.type == c.NF4DIR
+
+    @property
+    def is_reg(self) -> bool:
+        return self.attrs.type == c.NF4REG
+
+    def stale(self) -> None:
+        self.fetched = float("-inf")
+        self.granted = None
+
+    @property
+    def writing(self) -> bool:
+        """Data of ours is gathered or on its way to the server (not yet answered)."""
+        return any(s.writer is not None and s.writer.unsent for s in self.shared.values())
+
+
+# ``asked`` of attributes that came back with our own last write (nothing of ours can be newer)
+OWN = None
+UNTRUSTED = -1  # asked while a write of the file was on its way: never current
+
+
+class InodeTable:
+    def __init__(self, root_fh: bytes, root_attrs: FileAttrs, timeouts: AttrTimeouts, now: float) -> None:
+        self.timeouts = timeouts
+        self.root_fileid = root_attrs.fileid
+        self.root = Inode(ROOT_INODE, root_fh, root_attrs, now, timeouts.initial(True), lookups=1)
+        self._by_ino: dict[int, Inode] = {ROOT_INODE: self.root}
+        # (parent inode, name) -> inode, for every name a node was reached by while we know it
+        self._by_name: dict[tuple[int, str], int] = {}
+        self.writes = 0  # writes counted so far (see wrote)
+
+    def ino_for(self, attrs: FileAttrs) -> int:
+        fid = attrs.fileid
+        if fid == self.root_fileid:
+            return ROOT_INODE
+        if fid in (0, ROOT_INODE):
+            return REMAPPED | fid
+        return fid
+
+    def get(self, ino: int) -> Inode | None:
+        return self._by_ino.get(ino)
+
+    def wrote(self, node: Inode, end: int = 0) -> None:
+        """A write of ``node``'s data (up to offset ``end``) was handed to us, or its WRITE was
+        answered: attributes asked for before now may not show it."""
+        self.writes += 1
+        node.written = self.writes
+        if end > node.size_floor:
+            node.size_floor = end
+
+    def size(self, node: Inode) -> int:
+        """The file's size as the kernel must be told it: the attributes', or the end of what was
+        written through us if that is further."""
+        size = node.attrs.size
+        return node.size_floor if node.size_floor > size else size
+
+    def asking(self, node: Inode | None = None) -> int:
+        """Note taken before asking the server for attributes (of ``node``, or of files not known
+        yet): pass it as ``asked`` with the reply."""
+        if node is not None and node.writing:
+            return UNTRUSTED
+        return self.writes
+
+    def _current(self, node: Inode, asked: int | None) -> bool:
+        return asked is OWN or (asked != UNTRUSTED and node.written <= asked and not node.writing)
+
+    def learn(
+        self, fh: bytes, attrs: FileAttrs, now: float, lookup: bool = True, *, asked: int | None
+    ) -> tuple[Inode, bool]:
+        """Record a file handle and its attributes (``asked``: see :meth:`asking`); count one lookup
+        if asked to.
+
+        Returns the inode and whether its change attribute moved since we last saw it."""
+        ino = attrs.fileid
+        if ino == self.root_fileid or ino in (0, ROOT_INODE):
+            ino = self.ino_for(attrs)
+        node = self._by_ino.get(ino)
+        changed = False
+        if node is None:  # (a listing makes thousands: no more calls than needed)
+            t = self.timeouts
+            timeo = t.dirmin if attrs.type == _NF4DIR else t.regmin
+            node = Inode(ino, fh, attrs, now, timeo, 0, 0, attrs.change)  # (data_change: positional)
+            self._by_ino[ino] = node
+        elif node.fh != fh:
+            # the server reused the fileid for another file (ext4 reuses inode numbers): the kernel
+            # is told by a new generation, which makes its inode of the old file fail and go
+            node.fh = fh
+            node.generation += 1
+            node.attrs, node.fetched, node.data_change = attrs, now, attrs.change
+            node.size_floor, node.granted, node.listing = 0, None, None
+            for key in node.names:  # (those of the old file)
+                if self._by_name.get(key) == node.ino:
+                    del self._by_name[key]
+            node.names = ()
+            changed = True
+        else:
+            changed = self.refresh(node, attrs, now, asked=asked)
+        if lookup:
+            node.lookups += 1
+        return node, changed
+
+    def refresh(self, node: Inode, attrs: FileAttrs, now: float, *, asked: int | None) -> bool:
+        """New attributes from the server (``asked``: see :meth:`asking`; ``OWN`` for those that came
+        back after our own last write); adapts the timeout. True if the change attribute moved.
+        Attributes that may be older than one of our writes are not taken: the next look asks the
+        server again."""
+        if not self._current(node, asked):
+            node.fetched = float("-inf")
+            return False
+        changed = attrs.change != node.attrs.change
+        node.timeo = self.timeouts.next(node.timeo, attrs.type == c.NF4DIR, changed)
+        node.attrs = attrs
+        node.size_floor = 0
+        if changed:
+            node.granted = None
+        if node.listing is not None and not node.listing.seen(attrs.change):
+            node.listing = None
+        node.fetched = now
+        return changed
+
+    def ttl(self, node: Inode, now: float) -> float:
+        """How much longer ``node``'s attributes may be kept (0 when they are not fresh)."""
+        left = node.fetched + node.timeo - now
+        return left if left > 0 else 0.0
+
+    def fresh(self, node: Inode, now: float) -> bool:
+        return self.timeouts.fresh(node.fetched, node.timeo, now)
+
+    def named(self, node: Inode, parent: int, name: str) -> None:
+        """``name`` in directory ``parent`` leads to ``node`` (the kernel reached it by that name)."""
+        key = (parent, name)
+        if key not in node.names:
+            node.names = (*node.names, key)
+        self._by_name[key] = node.ino
+
+    def by_name(self, parent: int, name: str) -> Inode | None:
+        """The node ``name`` in ``parent`` led to when we last saw it, if we still know it."""
+        ino = self._by_name.get((parent, name))
+        return None if ino is None else self._by_ino.get(ino)
+
+    def unnamed(self, parent: int, name: str) -> Inode | None:
+        """``name`` in ``parent`` is gone (removed, or renamed away): the node it led to, if known."""
+        key = (parent, name)
+        ino = self._by_name.pop(key, None)
+        node = None if ino is None else self._by_ino.get(ino)
+        if node is not None and key in node.names:
+            node.names = tuple(k for k in node.names if k != key)
+        return node
+
+    @staticmethod
+    def name(node: Inode) -> tuple[int, str] | None:
+        """A name ``node`` was reached by (the latest), if any."""
+        return node.names[-1] if node.names else None
+
+    def forget(self, ino: int, n: int) -> None:
+        node = self._by_ino.get(ino)
+        if node is None or ino == ROOT_INODE:
+            return
+        node.lookups = max(0, node.lookups - n)
+        self.drop_if_unused(node)
+
+    def drop_if_unused(self, node: Inode) -> None:
+        if node.ino != ROOT_INODE and node.lookups == 0 and node.opens == 0 and not node.shared:
+            self._by_ino.pop(node.ino, None)
+            for key in node.names:
+                if self._by_name.get(key) == node.ino:
+                    del self._by_name[key]
+
+    def open_inodes(self) -> list[Inode]:
+        return [n for n in self._by_ino.values() if n.opens]
+
+    def __len__(self) -> int:
+        return len(self._by_ino)
+
+    def __iter__(self) -> Any:
+        return iter(list(self._by_ino.values()))

@@ -1,0 +1,360 @@
+"""RPC calls over one transport: XIDs, call/reply matching, timeouts, and incoming callbacks.
+
+An :class:`RpcConnection` owns one transport. Its receive loop (:meth:`RpcConnection.run`, started
+in the owner's nursery) matches replies to waiting calls by XID and hands incoming CALL messages
+(the NFSv4.1 backchannel on the same connection) to a handler. A call is a message kind (CALL or
+REPLY) first and an XID second: the XID spaces of the two directions are independent.
+
+A message that cannot be from a server keeping the protocol (too short for an RPC header, of no
+message type, a reply whose header is malformed, a reply to an XID we never sent or that was
+answered already) ends the connection with :class:`~pynfsrdma._transport.base.ProtocolViolation`:
+its framing can no longer be trusted, and every call waiting on it fails with that error (the owner
+may send them again on a fresh connection). A late reply to a call we stopped waiting for is not
+one of these: it is dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import trio
+
+from .._proto import rpc as rpcdef
+from .._transport.base import (
+    NO_HINTS,
+    CallError,
+    ConnectionLost,
+    ProtocolViolation,
+    ReplyHints,
+    SendTimeout,
+    Transport,
+    TransportError,
+)
+from .._xdr import Packer, Unpacker, XdrError
+from .auth import Credential
+from .errors import RpcReplyError, RpcTimeout
+from .gss_auth import GssCredential
+
+log = logging.getLogger(__name__)
+
+CallbackHandler = Callable[[int, rpcdef.call_body, Unpacker], Awaitable[Packer | None]]
+
+
+@dataclass(slots=True)
+class _Pending:
+    event: trio.Event = field(default_factory=trio.Event)
+    reply: Unpacker | None = None
+    header: rpcdef.ReplyHeader | None = None
+    error: BaseException | None = None
+    deadline: float = math.inf  # trio clock; the watchdog fails the call with RpcTimeout past it
+    timeout: float = 0.0
+
+
+WATCHDOG_TICK = 0.05  # how late a timeout may fire (seconds); a call's timeout is at least seconds
+# XIDs of calls no longer waited for (timed out, cancelled) whose late replies are dropped quietly
+ABANDONED_KEPT = 4096
+
+
+class RpcConnection:
+    """Calls of one RPC program/version over one transport."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        prog: int,
+        vers: int,
+        callback_handler: CallbackHandler | None = None,
+    ) -> None:
+        self.transport = transport
+        self.prog = prog
+        self.vers = vers
+        self.callback_handler = callback_handler
+        self._xid = random.getrandbits(32)
+        self._pending: dict[int, _Pending] = {}
+        self._dead: TransportError | None = None
+        self._closed = trio.Event()
+        self._watchdog: trio.Event | None = None
+        self._next_deadline = math.inf
+        self._abandoned: dict[int, None] = {}  # (in order: the oldest go first)
+        self._warned: set[str] = set()  # kinds of misbehaviour logged on this connection already
+        self._sealing: dict[int, tuple[int, GssCredential]] = {}  # RPCSEC_GSS calls started, not yet sent
+        self.calls = 0
+        self.unmatched_replies = 0  # late replies to calls no longer waited for
+
+    @property
+    def peer(self) -> str:
+        return self.transport.peer
+
+    @property
+    def alive(self) -> bool:
+        return self._dead is None
+
+    @property
+    def failure(self) -> TransportError | None:
+        """What ended the connection (None while it is alive)."""
+        return self._dead
+
+    @property
+    def receiving(self) -> bool:
+        """The receive loop runs (a reply can still come; once it ends, every waiting call fails)."""
+        return self._watchdog is not None
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    def next_xid(self) -> int:
+        self._xid = (self._xid + 1) & 0xFFFFFFFF
+        return self._xid
+
+    # -- the receive loop -------------------------------------------------------------------------------
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Receive until the connection fails or is closed; then fail every waiting call."""
+        self._watchdog = trio.Event()
+        task_status.started()
+        error: TransportError | None = None
+        try:
+            async with trio.open_nursery() as nursery:  # callback handlers and the watchdog run here
+                nursery.start_soon(self._watch_timeouts)
+                try:
+                    while True:
+                        u = await self.transport.receive()
+                        if isinstance(u, CallError):
+                            self._fail_call(u)
+                        else:
+                            self._dispatch(u, nursery)
+                except TransportError as e:
+                    error = e
+                    if isinstance(e, ProtocolViolation):
+                        # (the connection ends here: one line per connection, not per reply)
+                        log.warning("%s; the connection is closed and its calls go again on a new one", e)
+                except (OSError, trio.ClosedResourceError) as e:
+                    error = ConnectionLost(str(e) or type(e).__name__, self.peer)
+                nursery.cancel_scope.cancel()
+        finally:
+            self._fail_all(error or ConnectionLost("connection closed", self.peer))
+
+    async def _watch_timeouts(self) -> None:
+        """Fail calls whose deadline passed with RpcTimeout (one task per connection, instead of
+        a cancel scope in every call)."""
+        try:
+            while True:
+                wake = self._watchdog
+                assert wake is not None
+                with trio.move_on_at(max(self._next_deadline, trio.current_time() + WATCHDOG_TICK)):
+                    await wake.wait()
+                self._watchdog = trio.Event()
+                now = trio.current_time()
+                nxt = math.inf
+                for xid, p in list(self._pending.items()):
+                    if p.deadline <= now:
+                        del self._pending[xid]
+                        self._abandon(xid)
+                        p.error = RpcTimeout(f"no reply within {p.timeout:g} s", self.peer)
+                        p.event.set()
+                    elif p.deadline < nxt:
+                        nxt = p.deadline
+                self._next_deadline = nxt
+        finally:
+            self._watchdog = None
+
+    def _fail_all(self, error: TransportError) -> None:
+        if self._dead is None:
+            self._dead = error
+        pending, self._pending = self._pending, {}
+        for p in pending.values():
+            p.error = error
+            p.event.set()
+        self._closed.set()
+
+    def _fail_call(self, failed: CallError) -> None:
+        """One call failed at the transport (the connection lives on): fail its waiter only."""
+        p = self._pending.pop(failed.xid, None)
+        if p is None:
+            log.info(
+                "%s: transport error for unknown XID %#x dropped: %s", self.peer, failed.xid, failed.error
+            )
+            return
+        p.error = failed.error
+        p.event.set()
+
+    def limit_replies(self, size: int) -> None:
+        """Messages larger than ``size`` bytes end the connection (a session's ca_maxresponsesize)."""
+        self.transport.limit_records(size)
+
+    def misbehaved(self, kind: str, message: str) -> None:
+        """Log a misbehaviour of the server that does not end the connection: a warning the first time
+        for each ``kind`` on this connection, debug lines after that."""
+        if kind in self._warned:
+            log.debug("%s: %s", self.peer, message)
+            return
+        self._warned.add(kind)
+        log.warning("%s: %s (reported once per connection)", self.peer, message)
+
+    def _abandon(self, xid: int) -> None:
+        """The call ``xid`` is no longer waited for: a late reply to it is dropped."""
+        self.transport.abandon(xid)
+        kept = self._abandoned
+        kept[xid] = None
+        if len(kept) > ABANDONED_KEPT:
+            del kept[next(iter(kept))]
+
+    def _dispatch(self, u: Unpacker, nursery: trio.Nursery) -> None:
+        """Hand a reply to its call, a call to the callback handler; raise ProtocolViolation for a
+        message no server keeping the protocol sends (the receive loop then ends the connection)."""
+        try:
+            xid = u.uint32()
+            mtype = u.uint32()
+        except XdrError:
+            raise ProtocolViolation("a message too short to hold an RPC header", self.peer) from None
+        if mtype == rpcdef.REPLY:
+            p = self._pending.pop(xid, None)
+            if p is None:
+                if xid not in self._abandoned:
+                    raise ProtocolViolation(f"a reply to XID {xid:#x}, which no call of ours waits for", self.peer)
+                del self._abandoned[xid]
+                self.unmatched_replies += 1
+                log.debug("%s: late reply for XID %#x dropped", self.peer, xid)
+                return
+            try:
+                p.header = rpcdef.unpack_reply_header(u)
+            except XdrError as e:
+                self._dead = p.error = ProtocolViolation(f"malformed RPC reply header: {e}", self.peer)
+                p.event.set()
+                raise p.error from None
+            p.reply = u
+            p.event.set()
+        elif mtype == rpcdef.CALL:
+            nursery.start_soon(self._serve_callback, xid, u)
+        else:
+            raise ProtocolViolation(f"a message of type {mtype}, neither call nor reply", self.peer)
+
+    async def _serve_callback(self, xid: int, u: Unpacker) -> None:
+        try:
+            body = rpcdef.decode_call_body(u)
+        except XdrError as e:
+            self.misbehaved("callback", f"malformed callback call {xid:#x} dropped: {e}")
+            return
+        reply: Packer | None
+        if body.rpcvers != rpcdef.RPC_VERSION or self.callback_handler is None:
+            reply = Packer()
+            rpcdef.pack_accepted_reply_header(reply, xid, rpcdef.accept_stat.PROG_UNAVAIL)
+        else:
+            reply = await self.callback_handler(xid, body, u)
+        if reply is not None:
+            try:
+                await self.transport.send_reply(xid, reply)
+            except TransportError as e:
+                log.info("%s: could not send callback reply: %s", self.peer, e)
+
+    # -- calls ----------------------------------------------------------------------------------------
+    def start_call(self, proc: int, cred: Credential) -> tuple[int, Packer]:
+        """A packer holding the call header; the caller appends the arguments. Under RPCSEC_GSS the
+        packer takes the arguments only: the header is made (and the arguments sealed) when the
+        call is sent, with a sequence number of that moment."""
+        xid = self.next_xid()
+        p = Packer()
+        if isinstance(cred, GssCredential):
+            if len(self._sealing) > ABANDONED_KEPT:  # (calls started and never sent)
+                self._sealing.clear()
+            self._sealing[xid] = (proc, cred)
+            return xid, p
+        rpcdef.pack_call_header(p, xid, self.prog, self.vers, proc, cred.encoded)
+        return xid, p
+
+    async def call_packed(
+        self,
+        xid: int,
+        msg: Packer,
+        hints: ReplyHints = NO_HINTS,
+        timeout: float | None = None,
+    ) -> Unpacker:
+        """Send a call built by :meth:`start_call` and wait for its reply's results.
+
+        Returns an unpacker positioned at the procedure's results. Raises
+        :class:`~pynfsrdma._transport.base.TransportError` (the connection failed: the call may or
+        may not have been executed; or, as :class:`~pynfsrdma._transport.base.CallFailed`, the
+        transport refused this call and the connection lives on; or, as
+        :class:`~pynfsrdma._transport.base.ProtocolViolation`, the reply failed its RPCSEC_GSS
+        checks and the connection was closed), :class:`RpcTimeout`, or :class:`RpcReplyError` (the
+        server answered the RPC itself with an error).
+        """
+        sealing = self._sealing.pop(xid, None) if self._sealing else None
+        if sealing is not None:
+            proc, cred = sealing
+            return await cred.call(self, xid, proc, msg, hints, timeout)
+        return (await self.exchange(xid, msg, hints, timeout))[1]
+
+    async def exchange(
+        self,
+        xid: int,
+        msg: Packer,
+        hints: ReplyHints = NO_HINTS,
+        timeout: float | None = None,
+    ) -> tuple[rpcdef.ReplyHeader, Unpacker]:
+        """Send a whole call message (header included) and wait for its accepted, successful reply:
+        its header (with the verifier) and an unpacker at its results. Raises as
+        :meth:`call_packed` does."""
+        if self._dead is not None:
+            raise self._dead
+        p = _Pending()
+        if timeout is not None:
+            # no cancel scope per call: the connection's watchdog ends calls past their deadline
+            p.timeout = timeout
+            p.deadline = trio.current_time() + timeout
+            if self._watchdog is None:  # the receive loop has ended (or never ran): nothing will answer
+                raise self._dead or ConnectionLost("connection is not receiving", self.peer)
+            if p.deadline < self._next_deadline:
+                self._next_deadline = p.deadline
+                self._watchdog.set()
+        self._pending[xid] = p
+        self.calls += 1
+        try:
+            try:
+                await self.transport.send_call(xid, msg, hints, p.deadline)
+            except SendTimeout as e:
+                raise RpcTimeout(f"not sent within {p.timeout:g} s ({e})", self.peer) from e
+            await p.event.wait()
+        finally:
+            if not p.event.is_set():
+                self._pending.pop(xid, None)
+                self._abandon(xid)
+        if p.error is not None:
+            raise p.error
+        h = p.header
+        assert p.reply is not None and h is not None
+        if h.denied is not None or h.accept != rpcdef.SUCCESS:
+            raise RpcReplyError(rpcdef.describe(h), self.peer, h)
+        return h, p.reply
+
+    async def violated(self, reason: str) -> ProtocolViolation:
+        """A reply on this connection broke the protocol where only the caller could see it (an
+        RPCSEC_GSS verifier or MIC that does not verify): end the connection (its calls fail and
+        go again on a new one) and return the error to raise."""
+        error = ProtocolViolation(reason, self.peer)
+        if self._dead is None:
+            self._dead = error
+            log.warning("%s; the connection is closed and its calls go again on a new one", error)
+        with trio.CancelScope(shield=True):
+            await self.transport.aclose()
+        return error
+
+    async def call(
+        self,
+        proc: int,
+        cred: Credential,
+        encode_args: Callable[[Packer], None] | None = None,
+        hints: ReplyHints = NO_HINTS,
+        timeout: float | None = None,
+    ) -> Unpacker:
+        xid, p = self.start_call(proc, cred)
+        if encode_args is not None:
+            encode_args(p)
+        return await self.call_packed(xid, p, hints, timeout)
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()

@@ -1,0 +1,55 @@
+"""Keeping the lease (RFC 8881 section 8.3): a lone SEQUENCE when no other request renewed it for a
+third of the lease time, and the SEQ4_STATUS flags the replies carry watched and acted on."""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from .._errors import NFS4Error
+from .._transport.base import TransportError
+from .recovery import Recovery
+
+log = logging.getLogger(__name__)
+
+
+class Lease(Recovery):
+    """The lease renewed and the status flags watched, as long as the client lives."""
+
+    async def renew_lease(self) -> None:
+        """Keep the lease alive with a lone SEQUENCE when no other request renewed it."""
+        while not self.closed:
+            s = self.session
+            interval = max(1.0, self.lease_time / 3)
+            if s is None:
+                await trio.sleep(interval)
+                continue
+            idle = trio.current_time() - s.last_renewal
+            if idle < interval:
+                await trio.sleep(interval - idle)
+                continue
+            try:
+                await self.compound([], self.machine_cred)
+            except (OSError, TransportError, NFS4Error) as e:
+                log.info("lease renewal failed: %s", e)
+                await trio.sleep(1.0)
+
+    async def watch_status_flags(self) -> None:
+        """Act on the SEQ4_STATUS flags SEQUENCE replies carry (RFC 8881 section 18.46.3)."""
+        while not self.closed:
+            s = self.session
+            if s is None:
+                await trio.sleep(1.0)
+                continue
+            with trio.move_on_after(1.0):  # the session may be replaced meanwhile
+                await s.flags_event.wait()
+            flags, s.status_flags = s.status_flags, 0
+            if s.flags_event.is_set():
+                s.flags_event = trio.Event()
+            if flags:
+                try:
+                    await self.act_on_status_flags(flags)
+                except (OSError, TransportError, NFS4Error) as e:
+                    log.warning("acting on SEQUENCE status flags %#x failed: %s", flags, e)
+

@@ -1,0 +1,161 @@
+"""What to do about a request's SEQUENCE result and its COMPOUND's status: every rule in one table
+(RFC 8881 sections 2.10.6, 15.1 and 18.46), sans I/O.
+
+The session's send loop and the client ID's loop ask here and only carry the answer out:
+
+- :func:`on_sequence` takes the status of SEQUENCE (the first result of every reply), the
+  COMPOUND's status, and what is known of the request (tries so far, whether it is idempotent,
+  whether its slot's previous request was interrupted, the attempts made): an :class:`Act` and how
+  long to wait first;
+- :func:`on_compound` takes the status of a COMPOUND whose SEQUENCE succeeded: retry after a pause
+  (DELAY, GRACE) or recover a lost client ID;
+- :func:`flag_actions` takes SEQUENCE's sr_status_flags: what the client ID's owner must do.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from .._proto.nfs4 import const as c
+
+# SEQUENCE statuses after which the session cannot be used (the owner makes a new one)
+SESSION_LOST = frozenset({c.NFS4ERR_BADSESSION, c.NFS4ERR_DEADSESSION, c.NFS4ERR_CONN_NOT_BOUND_TO_SESSION})
+# statuses meaning the client ID is gone
+CLIENT_LOST = frozenset({c.NFS4ERR_STALE_CLIENTID, c.NFS4ERR_EXPIRED})
+# COMPOUND statuses answered by sending the request again after a pause (the server asks for it)
+RETRY_LATER = frozenset({c.NFS4ERR_DELAY, c.NFS4ERR_GRACE})
+
+MAX_MISORDERED = 2
+MAX_BADSLOT = 4
+MAX_UNCACHED = 2
+MAX_DELAY_WAIT = 5.0  # seconds between two sends of a request the server asked to delay, at most
+FIRST_DELAY = 0.05  # SEQUENCE's NFS4ERR_DELAY: the server still works on this slot's request
+FIRST_RETRY = 0.1  # a COMPOUND's NFS4ERR_DELAY or NFS4ERR_GRACE
+MAX_RETRY_WAIT = 2.0
+MAX_GRACE_WAIT = 300.0  # seconds a request waits out a server's grace period before it fails
+
+
+class Act(enum.Enum):
+    DONE = "the reply stands"  # (its COMPOUND status is the caller's to look at)
+    RESEND = "send again on the same slot with the same sequence id"
+    AGAIN = "send again as a new request on the same slot"
+    STEP_BACK = "send again with the interrupted request's sequence id"
+    OTHER_SLOT = "the server has fewer slots: shrink the table and send on a lower slot"
+    NEW_SESSION = "the session is gone: the owner makes a new one, then the request goes again"
+    NEW_CLIENT = "the client ID is gone: the owner makes a new one and reclaims, then the request goes again"
+    LOST = "the slot's state disagrees with the server's: the session must be replaced"
+    FAIL = "the request fails"
+
+
+@dataclass(slots=True)
+class Attempts:
+    """What one request has been through (kept by the caller across its tries)."""
+
+    misordered: int = 0
+    badslot: int = 0
+    uncached: int = 0
+    delays: int = 0
+    client_lost: int = 0
+    grace_waited: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    act: Act
+    wait: float = 0.0  # seconds to wait before acting
+    status: int = c.NFS4_OK  # the status that decided it
+
+
+def on_sequence(
+    seq_status: int,
+    compound_status: int,
+    *,
+    tries: int,
+    idempotent: bool,
+    interrupted: bool,
+    attempts: Attempts,
+) -> Decision:
+    """The decision on a reply whose SEQUENCE came back with ``seq_status`` (``compound_status``:
+    the whole COMPOUND's). ``tries``: sends of this request so far (more than one: a resend after a
+    lost connection, which the server may have executed); ``interrupted``: the slot's request before
+    this one got no reply. ``attempts`` is updated."""
+    uncached = seq_status == c.NFS4ERR_RETRY_UNCACHED_REP or (
+        seq_status == c.NFS4_OK and compound_status == c.NFS4ERR_RETRY_UNCACHED_REP
+    )
+    if uncached and tries > 1 and idempotent and attempts.uncached < MAX_UNCACHED:
+        # the first send was executed and its reply not cached: run it again, anew (RFC 8881 2.10.6.1.3)
+        attempts.uncached += 1
+        return Decision(Act.AGAIN, status=c.NFS4ERR_RETRY_UNCACHED_REP)
+    if seq_status == c.NFS4_OK:
+        return Decision(Act.DONE)
+    if seq_status == c.NFS4ERR_DELAY:
+        wait = min(MAX_DELAY_WAIT, FIRST_DELAY * 2 ** min(attempts.delays, 7))
+        attempts.delays += 1
+        return Decision(Act.RESEND, wait, seq_status)
+    if seq_status == c.NFS4ERR_SEQ_MISORDERED:
+        if attempts.misordered < MAX_MISORDERED and interrupted:
+            # the server never saw the interrupted request: this one takes its sequence id
+            attempts.misordered += 1
+            return Decision(Act.STEP_BACK, status=seq_status)
+        return Decision(Act.LOST, status=seq_status)
+    if seq_status == c.NFS4ERR_BADSLOT and attempts.badslot < MAX_BADSLOT:
+        attempts.badslot += 1
+        return Decision(Act.OTHER_SLOT, status=seq_status)
+    if seq_status in SESSION_LOST:
+        return Decision(Act.NEW_SESSION, status=seq_status)
+    if seq_status in CLIENT_LOST:
+        return Decision(Act.NEW_CLIENT, status=seq_status)
+    if seq_status == c.NFS4ERR_SEQ_FALSE_RETRY:
+        # a reply cached under this sequence id belongs to another request: the bookkeeping of the
+        # slot disagrees with the server's
+        return Decision(Act.LOST, status=seq_status)
+    return Decision(Act.FAIL, status=seq_status)
+
+
+def on_compound(status: int, *, recovering: bool, attempts: Attempts) -> Decision:
+    """The decision on a COMPOUND whose SEQUENCE succeeded and that ended with ``status``:
+    DONE (the caller reads the results), RESEND (the server asked for a pause: the whole request
+    again, as a new one), NEW_CLIENT (the client ID went), FAIL (a retried request's limits ran out:
+    the reply stands as an error). ``recovering``: the request is part of a recovery, which does not
+    start another."""
+    if status in RETRY_LATER:
+        wait = min(MAX_RETRY_WAIT, FIRST_RETRY * 2 ** min(attempts.delays, 5))
+        attempts.delays += 1
+        if status == c.NFS4ERR_GRACE:
+            if attempts.grace_waited >= MAX_GRACE_WAIT:
+                return Decision(Act.DONE, status=status)
+            attempts.grace_waited += wait
+        return Decision(Act.RESEND, wait, status)
+    if status in CLIENT_LOST and not recovering:
+        attempts.client_lost += 1
+        if attempts.client_lost > 3:
+            return Decision(Act.DONE, status=status)
+        return Decision(Act.NEW_CLIENT, status=status)
+    return Decision(Act.DONE, status=status)
+
+
+class FlagAction(enum.Enum):
+    RECLAIM = "the server restarted: reclaim our state"
+    STATE_REVOKED = "some of our state was revoked: find it and tell its users"
+    BIND_BACKCHANNEL = "no backchannel: bind a connection of ours to it"
+    LEASE_MOVED = "the lease moved to another server (migration: not supported)"
+
+
+_FLAG_RULES: tuple[tuple[int, FlagAction], ...] = (
+    (c.SEQ4_STATUS_RESTART_RECLAIM_NEEDED, FlagAction.RECLAIM),
+    (
+        c.SEQ4_STATUS_EXPIRED_ALL_STATE_REVOKED
+        | c.SEQ4_STATUS_EXPIRED_SOME_STATE_REVOKED
+        | c.SEQ4_STATUS_ADMIN_STATE_REVOKED
+        | c.SEQ4_STATUS_RECALLABLE_STATE_REVOKED,
+        FlagAction.STATE_REVOKED,
+    ),
+    (c.SEQ4_STATUS_CB_PATH_DOWN | c.SEQ4_STATUS_CB_PATH_DOWN_SESSION, FlagAction.BIND_BACKCHANNEL),
+    (c.SEQ4_STATUS_LEASE_MOVED, FlagAction.LEASE_MOVED),
+)
+
+
+def flag_actions(flags: int) -> list[FlagAction]:
+    """What SEQUENCE's sr_status_flags ask of the client ID's owner, in the order to do them."""
+    return [action for bits, action in _FLAG_RULES if flags & bits]

@@ -1,0 +1,603 @@
+"""One NFSv4.1 session: SEQUENCE on every COMPOUND, the slot table, and resending.
+
+A request takes a slot and the slot's next sequence id, and keeps both until a reply arrives: when
+its connection fails (or stalls past the per-try timeout) it is sent again on another live path,
+or on the same path once it reconnects, with the SAME slot and sequence id (RFC 8881 section
+2.10.6.2: the server answers a retry it already executed from its reply cache).
+
+Every reply is checked against its request before anyone looks at it (``check_compound_res``: the
+results, their operations and statuses; no bytes after the COMPOUND; SEQUENCE's session, slot and
+sequence id; and whatever the caller's ``check`` decodes from the results, such as attributes). A
+reply that breaks the protocol closes its connection (its framing can no longer be trusted) and the
+request goes again, same slot and sequence id, on a fresh one: the server answers it from its reply
+cache when it ran it. After MAX_VIOLATIONS such replies the request fails with
+:class:`~pynfsrdma._errors.ProtocolError`, naming the server and the operation.
+
+A soft mount (:class:`RetryPolicy`) gives each request ``timeo`` x (``retrans`` + 1) to be answered.
+Once one request has gone unanswered that long, the server is taken for gone: the requests waiting
+(for a slot, for a path, for their reply on the connection that timed out) and those that follow fail
+at once, until a reply comes again (the paths reconnect and bind in the background meanwhile).
+
+What this class does not decide: what to do when the session itself is gone (BADSESSION and its
+kin) or the client ID is stale. It raises :class:`SessionLost` and the owner recovers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from .. import _trace as trace
+from .._errors import NFS4Error, ProtocolError, ReplyError
+from .._proto.nfs4 import const as c
+from .._proto.nfs4.compound import (
+    COMPOUND4args,
+    COMPOUND4res,
+    CompoundMismatch,
+    ResOp,
+    check_compound_res,
+    decode_compound_res,
+    encode_compound_args,
+)
+from .._proto.nfs4.types import SEQUENCE4args, SEQUENCE4resok
+from .._rpc.auth import Credential
+from .._rpc.errors import RpcTimeout
+from .._rpc.gss_auth import KerberosAccessError
+from .._stats import RpcStats, collector_for
+from .._transport.base import NO_HINTS, CallFailed, ProtocolViolation, ReplyHints, TransportError
+from .._xdr import XdrError
+from .errors import ServerUnreachable, SessionError
+from .path_set import NoPathError, Path, PathSet
+from .send_faults import Fault, Faults, Then, on_fault
+from .sequence import Act, Attempts, on_sequence
+from .slot_table import Slot, SlotTable
+
+log = logging.getLogger(__name__)
+
+# requests made only of these operations may be executed twice with the same outcome: their replies
+# (READ data, directory pages) are not worth the server's reply cache, and a retry the server
+# answers NFS4ERR_RETRY_UNCACHED_REP is simply sent again as a new request
+IDEMPOTENT_OPS = frozenset(
+    {
+        c.OP_ACCESS,
+        c.OP_GETATTR,
+        c.OP_GETFH,
+        c.OP_LOOKUP,
+        c.OP_LOOKUPP,
+        c.OP_NVERIFY,
+        c.OP_PUTFH,
+        c.OP_PUTPUBFH,
+        c.OP_PUTROOTFH,
+        c.OP_READ,
+        c.OP_READDIR,
+        c.OP_READLINK,
+        c.OP_RESTOREFH,
+        c.OP_SAVEFH,
+        c.OP_SECINFO,
+        c.OP_SECINFO_NO_NAME,
+        c.OP_VERIFY,
+        c.OP_COMMIT,
+        c.OP_GETXATTR,  # (a value may be far larger than the server's cache holds: NFSv4.2)
+        c.OP_LISTXATTRS,
+    }
+)
+
+# operations whose time is mostly the server's work on its storage, not the path's round trip
+STORAGE_WORK = frozenset({c.OP_COMMIT, c.OP_COPY, c.OP_CLONE, c.OP_ALLOCATE, c.OP_DEALLOCATE})
+RESEND_PAUSE = 0.01  # before resending on the same (reconnecting) path
+# room around a READ's or WRITE's data for the RPC and COMPOUND headers, in ca_maxrequestsize and
+# ca_maxresponsesize (a session asks for rsize/wsize plus this, and reads no more than it allows)
+COMPOUND_ROOM = 8 * 1024
+
+# what a caller's check of the results may raise for a reply it cannot use (XdrError: malformed
+# attributes; ValueError: a value out of its type's range). Anything else it raises is a bug of ours,
+# and is let through as such.
+Check = Callable[[list[ResOp]], None]
+_CHECK_ERRORS = (XdrError, ValueError)
+# the operations that are not what a COMPOUND is about (named in errors only when nothing else is there)
+_PLUMBING = frozenset({c.OP_SEQUENCE, c.OP_PUTFH, c.OP_PUTROOTFH, c.OP_PUTPUBFH, c.OP_SAVEFH, c.OP_RESTOREFH,
+                       c.OP_GETFH, c.OP_GETATTR})
+
+
+def is_idempotent(ops: Sequence[Any]) -> bool:
+    """Whether running ``ops`` twice is the same as running them once (see IDEMPOTENT_OPS)."""
+    return all(getattr(op, "OPNUM", None) in IDEMPOTENT_OPS for op in ops)
+
+
+class SessionLost(Exception):
+    """The session (or the client ID behind it) is gone; ``status`` says which."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(c.nfsstat4(status).name if status in _STATUS_NAMES else str(status))
+        self.status = status
+
+
+_STATUS_NAMES = frozenset(int(s) for s in c.nfsstat4)
+
+
+SEND, PROBE, FAIL = "send", "probe", "fail"  # (RetryPolicy.admit)
+
+
+def main_op(ops: Sequence[Any]) -> int | None:
+    """The operation a COMPOUND is about, to name in an error: the first that is not plumbing
+    (PUTFH, GETATTR...), else the last."""
+    nums = [getattr(op, "OPNUM", None) for op in ops]
+    return next((n for n in nums if n not in _PLUMBING), nums[-1] if nums else None)
+
+
+@dataclass(slots=True)
+class RetryPolicy:
+    """How long a request keeps trying (the mount options hard/soft, timeo, retrans), and, for a soft
+    mount, whether the server is taken for gone (sans I/O: the sessions ask and tell it).
+
+    Once a soft request went unanswered for its whole time, requests fail at once (:meth:`admit`
+    says FAIL) until a reply comes (:meth:`answered`); but every ``timeo`` one request is let through
+    as a probe (PROBE), with its whole time, so that a server that came back is found by the
+    requests themselves too, not only by the connections' redialling."""
+
+    timeo: float = 60.0  # seconds one try waits for its reply before the path is suspected
+    retrans: int = 2  # soft: tries after the first before giving up
+    hard: bool = True  # hard: keep trying until a path answers
+    # soft: when a request (or the last probe) went unanswered for its whole time (None: answers come)
+    unanswered_since: float | None = None
+    probing: bool = False  # soft: a probe is out
+
+    @property
+    def budget(self) -> float:
+        """How long a soft request waits to be answered, over all its tries."""
+        return self.timeo * (self.retrans + 1)
+
+    def deadline(self, now: float) -> float | None:
+        """When a request made now gives up for want of an answer (None: never, a hard mount)."""
+        return None if self.hard else now + self.budget
+
+    @property
+    def failing_fast(self) -> bool:
+        """A soft request fails at once: one went unanswered, and nothing has been answered since."""
+        return not self.hard and self.unanswered_since is not None
+
+    def admit(self, now: float) -> str:
+        """How a soft request made now goes: SEND (as usual), PROBE (the one that asks whether the
+        server answers again; the caller ends it with :meth:`probed`), or FAIL (at once)."""
+        if not self.failing_fast:
+            return SEND
+        assert self.unanswered_since is not None
+        if self.probing or now - self.unanswered_since < self.timeo:
+            return FAIL
+        self.probing = True
+        return PROBE
+
+    def probed(self) -> None:
+        self.probing = False
+
+    def gave_up(self, now: float) -> None:
+        """A soft request went unanswered for its whole time."""
+        if not self.hard:
+            self.unanswered_since = now
+
+    def answered(self) -> None:
+        """A reply came: requests wait for theirs again."""
+        self.unanswered_since = None
+
+
+class Session:
+    """The fore channel of one session, spread over the paths of a :class:`PathSet`."""
+
+    def __init__(
+        self,
+        sessionid: bytes,
+        max_requests: int,
+        paths: PathSet,
+        policy: RetryPolicy,
+        max_request_size: int = 1 << 20,
+        max_response_size: int = 1 << 20,
+        stats: RpcStats | None = None,
+        group: int = 0,
+        minorversion: int = c.NFS4_MINOR_VERSION_1,
+        max_operations: int = 16,
+    ) -> None:
+        self.sessionid = sessionid
+        self.max_operations = max_operations  # in one COMPOUND, SEQUENCE included (ca_maxoperations)
+        self.minorversion = minorversion
+        self.group = group  # the paths (Path.group) this session's requests may use
+        self.table = SlotTable(max_requests)
+        self.paths = paths
+        self.policy = policy
+        self.max_request_size = max_request_size
+        self.max_response_size = max_response_size
+        self._slot_waiters = trio.lowlevel.ParkingLot()
+        self.status_flags = 0  # union of SEQ4_STATUS flags seen since the owner last looked
+        self.flags_event = trio.Event()
+        self.last_renewal = trio.current_time()
+        self.dead: int | None = None  # the status that killed the session
+        self.resends = 0
+        self.violations = 0  # replies (or connections) that broke the protocol
+        self.replays = 0  # resends answered (the server may have executed the first send)
+        # per-operation figures for `pynfsrdma stats`; shared by the sessions of one path set
+        self.stats = stats if stats is not None else collector_for(paths)
+
+    # -- slots ----------------------------------------------------------------------------------------
+    async def _acquire(self, soft: bool) -> Slot:
+        while True:
+            if self.dead is not None:
+                raise SessionLost(self.dead)
+            if soft and self.policy.failing_fast:
+                raise self._unreachable()
+            slot = self.table.try_acquire()
+            if slot is not None:
+                return slot
+            await self._slot_waiters.park()
+
+    def _release(self, slot: Slot, *, completed: bool) -> None:
+        self.table.release(slot, completed=completed)
+        self._slot_waiters.unpark()
+
+    def kill(self, status: int) -> None:
+        """Mark the session unusable (every waiter fails with SessionLost)."""
+        if self.dead is None:
+            self.dead = status
+        self._slot_waiters.unpark_all()
+
+    def _servers(self) -> str:
+        return ", ".join(p.address for p in self.paths.paths if p.group == self.group) or "the server"
+
+    def _unreachable(self, why: str | None = None) -> ServerUnreachable:
+        if why is None:
+            why = f"no answer within {self.policy.budget:g} s (soft mount: failing at once until it answers again)"
+            self.paths.wanted()  # (so that the question whether it answers again is asked soon)
+        return ServerUnreachable(f"{self._servers()}: {why}")
+
+    def _give_up(self, why: str) -> ServerUnreachable:
+        """A soft request went unanswered for its whole time: the requests waiting and those to come
+        fail at once until the server answers again."""
+        self.policy.gave_up(trio.current_time())
+        self._slot_waiters.unpark_all()
+        for path in self.paths.live(self.group):
+            # (a connection that answers nothing is dropped: reconnecting and binding it to the
+            # session is the question whether the server answers again)
+            self.paths.kill(path)
+        self.paths.wake_waiters()
+        return self._unreachable(why)
+
+    # -- requests -------------------------------------------------------------------------------------
+    async def compound(
+        self,
+        ops: Sequence[Any],
+        cred: Credential,
+        hints: ReplyHints = NO_HINTS,
+        *,
+        payload: int = 0,
+        tag: str = "",
+        cachethis: bool | None = None,
+        pin: Path | None = None,
+        check: Check | None = None,
+    ) -> COMPOUND4res:
+        """Send ``ops`` after a SEQUENCE; return the reply with SEQUENCE's result removed.
+
+        ``payload`` is the request's bulk size (for choosing a path). ``cachethis`` None asks the
+        server to keep the reply in its reply cache unless the request is idempotent (so that a
+        resend after a lost connection is answered exactly once). ``pin``: send on that path only
+        and let its faults through (a probe). ``check(results)`` runs on the results of ``ops`` of a
+        successful reply; what it raises for a reply it cannot use (XdrError for malformed
+        attributes, ...) is a protocol violation like any other. Raises SessionLost when the
+        session or client ID is gone, ServerUnreachable when a soft request ran out of time,
+        ProtocolError when the server's replies kept breaking the protocol.
+        """
+        policy = self.policy
+        soft = not policy.hard and pin is None
+        probe = False
+        if soft and policy.unanswered_since is not None:
+            admitted = policy.admit(trio.current_time())
+            if admitted == FAIL:
+                raise self._unreachable()
+            # (a probe waits its whole time, whatever the others do)
+            probe = admitted == PROBE
+            soft = not probe
+        payload = payload or sum(hints.ddp_sizes)  # a READ's reply is its weight on a path
+        idempotent = is_idempotent(ops)
+        if cachethis is None:
+            cachethis = not idempotent
+        completed = False
+        slot: Slot | None = None
+        try:
+            slot = await self._acquire(soft)
+            attempts = Attempts()
+            faults = Faults()
+            sends = 0
+            deadline = None if pin is not None else self.policy.deadline(trio.current_time())
+            seqid = self.table.begin(slot)
+            while True:
+                try:
+                    res, tries, path = await self._send(
+                        slot, seqid, ops, cred, hints, payload, tag, cachethis, pin, deadline, faults, soft
+                    )
+                except KerberosAccessError:
+                    # (no usable Kerberos credentials: the request never reached SEQUENCE, and the
+                    # slot's next request takes its sequence id again)
+                    self.table.refused(slot)
+                    completed = True
+                    raise
+                except _BadReply as bad:
+                    sends += bad.tries
+                    if self._after_bad_reply(faults, pin) is Then.PROTOCOL_ERROR:
+                        raise bad.error from None
+                    continue
+                sends += tries
+                try:
+                    st = self._check(ops, res, slot)
+                    if st == c.NFS4_OK:
+                        res.resarray = res.resarray[1:]
+                        if check is not None and res.status == c.NFS4_OK:
+                            check(res.resarray)
+                except _CHECK_ERRORS as e:
+                    error = self._violated(path, ops, e)
+                    if self._after_bad_reply(faults, pin) is Then.PROTOCOL_ERROR:
+                        raise error from e
+                    continue
+                decision = on_sequence(st, res.status, tries=sends, idempotent=idempotent,
+                                       interrupted=slot.interrupted, attempts=attempts)
+                act = decision.act
+                if act is Act.DONE:
+                    completed = True
+                    return res
+                if act is Act.AGAIN:
+                    seqid = self.table.begin(slot)
+                    continue
+                if act is Act.RESEND:
+                    await trio.sleep(decision.wait)
+                    deadline = None if pin is not None else self.policy.deadline(trio.current_time())
+                    continue
+                if act is Act.STEP_BACK and self.table.misordered(slot):
+                    seqid = self.table.begin(slot)
+                    continue
+                if act is Act.OTHER_SLOT:
+                    self.table.update_from_server(max(0, slot.slotid - 1), max(0, slot.slotid - 1))
+                    self.table.refused(slot)
+                    self._release(slot, completed=True)
+                    slot = None  # (released: not again, should no other slot be had)
+                    slot = await self._acquire(soft)
+                    seqid = self.table.begin(slot)
+                    continue
+                if act in (Act.NEW_SESSION, Act.NEW_CLIENT):
+                    completed = True
+                    raise self._lost(st)
+                if act in (Act.LOST, Act.STEP_BACK):
+                    raise self._lost(st)
+                completed = True
+                raise SessionError(f"SEQUENCE failed: {_name(st)}")
+        finally:
+            if slot is not None:
+                self._release(slot, completed=completed)
+            if probe:
+                policy.probed()
+
+    def _check(self, ops: Sequence[Any], res: COMPOUND4res, slot: Slot) -> int:
+        """Check a reply to SEQUENCE + ``ops`` (raising XdrError if it breaks the protocol) and apply
+        its SEQUENCE result; returns SEQUENCE's status."""
+        if not res.resarray:
+            if res.status == c.NFS4ERR_MINOR_VERS_MISMATCH:  # (the one reply with no result at all)
+                raise NFS4Error(res.status, c.OP_SEQUENCE)
+            raise CompoundMismatch(f"no SEQUENCE result (COMPOUND status {_name(res.status)})", c.OP_SEQUENCE)
+        check_compound_res([_SEQUENCE, *ops], res)
+        seq = res.resarray[0]
+        if seq.status == c.NFS4_OK:
+            self._sequence_ok(seq.res, slot)
+        return int(seq.status)
+
+    def _violated(self, path: Path, ops: Sequence[Any], e: BaseException) -> ProtocolError:
+        """A reply from ``path`` broke the protocol: close the connection (its framing can no longer be
+        trusted; it reconnects) and make the error the caller sees if the request gives up."""
+        op = getattr(e, "op", None)
+        if op is None or op == c.OP_SEQUENCE:  # (what the request was about, rather than its plumbing)
+            op = main_op(ops) or op
+        reason = str(e) if isinstance(e, XdrError) else f"unusable reply ({type(e).__name__}: {e})"
+        rpc = path.rpc
+        if rpc is not None:
+            rpc.misbehaved("violation", f"{reason}; the connection is closed, the request goes again on a new one")
+        self.violations += 1
+        self.paths.kill(path)
+        return ProtocolError(reason, path.address, op)
+    def _lost(self, status: int) -> SessionLost:
+        self.kill(status)
+        return SessionLost(status)
+
+    async def _send(
+        self,
+        slot: Slot,
+        seqid: int,
+        ops: Sequence[Any],
+        cred: Credential,
+        hints: ReplyHints,
+        payload: int,
+        tag: str,
+        cachethis: bool,
+        pin: Path | None,
+        deadline: float | None,
+        faults: Faults,
+        soft: bool,
+    ) -> tuple[COMPOUND4res, int, Path]:
+        """Send one request until some path answers it, resending with the same slot/seqid until
+        ``deadline`` (None: forever). Returns the decoded reply, the number of sends it took and the
+        path that answered. Raises _BadReply for a reply that is not one (after closing its
+        connection). What a send that brings no reply leads to is :func:`.send_faults.on_fault`'s to
+        decide (``faults``: what this request's sends met before). ``soft``: fail at once when the
+        server is taken for gone meanwhile."""
+        timed = main_op(ops) not in STORAGE_WORK  # (its time is a round trip)
+        policy = self.policy
+        args = COMPOUND4args(
+            tag,
+            self.minorversion,
+            [
+                SEQUENCE4args(
+                    self.sessionid, seqid, slot.slotid, max(self.table.highest_in_use, slot.slotid), cachethis
+                ),
+                *ops,
+            ],
+        )
+        tries = 0
+        previous: Path | None = None
+        while True:
+            if self.dead is not None:
+                raise SessionLost(self.dead)
+            if soft and policy.unanswered_since is not None:  # (failing fast: not on the way of every call)
+                raise self._unreachable()
+            path = pin if pin is not None else self.paths.choose(payload, avoid=previous, group=self.group)
+            if pin is not None and (pin.rpc is None or not pin.rpc.alive):
+                raise TransportError("the pinned path is not connected", pin.address)
+            if path is None:
+                try:
+                    path = await self.paths.wait_live(
+                        deadline, group=self.group, give_up=(lambda: policy.failing_fast) if soft else None
+                    )
+                except NoPathError as e:
+                    if soft and policy.failing_fast:
+                        raise self._unreachable() from e
+                    raise self._give_up(str(e)) from e
+            rpc = path.rpc
+            assert rpc is not None
+            if not rpc.receiving and rpc.alive:
+                # the connection's receive loop has ended and is about to fail its calls (between
+                # its watchdog's end and RpcConnection.run's finally): it is lost, wait for that
+                await trio.sleep(RESEND_PAUSE)
+                continue
+            if tries:
+                self.resends += 1
+                self.stats.rpc_resent(previous.address if previous is not None else path.address)
+                path.failovers += previous is not None and previous is not path
+            tries += 1
+            xid, p = rpc.start_call(c.NFSPROC4_COMPOUND, cred)
+            encode_compound_args(p, args)
+            start = trio.current_time()
+            mark = path.delivery.mark(start, busy=path.bytes_in_flight > 0)
+            path.bytes_in_flight += payload
+            path.calls += 1
+            path.sent(xid, start)
+            timeout = policy.timeo
+            if deadline is not None:
+                timeout = max(0.001, min(timeout, deadline - start))
+            try:
+                u = await rpc.call_packed(xid, p, hints, timeout)
+            except RpcTimeout as e:
+                then = on_fault(Fault.TIMEOUT, pinned=pin is not None, failing_fast=False,
+                                past_deadline=deadline is not None and trio.current_time() >= deadline, faults=faults)
+                if then is Then.RAISE:
+                    raise
+                log.info(
+                    "%s: request on slot %d seq %d timed out; resending", path.address, slot.slotid, seqid
+                )
+                path.last_error = str(e)
+                trace.rpc_failed(xid, path.address, args.argarray, str(e), trio.current_time() - start)
+                self.paths.kill(path)  # a stalled connection: drop it so it reconnects
+                previous = path
+                if then is Then.GIVE_UP:
+                    raise self._give_up(f"no reply after {tries} tries within {policy.budget:g} s") from e
+                continue
+            except (TransportError, trio.ClosedResourceError) as e:
+                # (ClosedResourceError: the connection was dropped, as stalled, during our send)
+                fault = (Fault.VIOLATION if isinstance(e, ProtocolViolation)
+                         else Fault.REFUSED if isinstance(e, CallFailed) else Fault.LOST)
+                then = on_fault(fault, pinned=pin is not None, failing_fast=soft and policy.failing_fast,
+                                past_deadline=deadline is not None and trio.current_time() >= deadline, faults=faults)
+                if then is Then.RAISE:
+                    raise
+                trace.rpc_failed(xid, path.address, args.argarray, str(e), trio.current_time() - start)
+                if fault is Fault.VIOLATION:
+                    self.violations += 1
+                if then is Then.PROTOCOL_ERROR:
+                    raise ProtocolError(str(e).removeprefix(f"{path.address}: "), path.address, main_op(ops)) from e
+                if then is Then.REFUSED:
+                    raise SessionError(f"{path.address}: the request was refused again: {e}") from e
+                if then is Then.UNREACHABLE:
+                    raise self._unreachable() from e
+                log.info(
+                    "%s: connection lost with slot %d seq %d in flight (%s); resending",
+                    path.address,
+                    slot.slotid,
+                    seqid,
+                    e,
+                )
+                previous = path
+                if then is Then.GIVE_UP:
+                    raise self._give_up(f"{e}") from e
+                if self.paths.choose(payload, avoid=path, group=self.group) in (None, path):
+                    await trio.sleep(RESEND_PAUSE)  # no other path: do not spin on a dead one
+                else:
+                    # a send that fails at once (EPIPE) does not yield: let the receive loops see
+                    # their connections end, or two dead paths that still look up take turns forever
+                    await trio.lowlevel.checkpoint()
+                continue
+            except ReplyError as e:  # the server answered the RPC itself with an error
+                policy.answered()
+                raise e.located(main_op(ops)) from None
+            finally:
+                path.bytes_in_flight -= payload
+                path.done(xid)
+            if policy.unanswered_since is not None:
+                policy.answered()
+            answered = trio.current_time()
+            path.observe_rtt(answered - start)
+            received = u.carried()  # (over RPC-over-RDMA, with what Write chunks brought)
+            # the payload went with the call (a WRITE's data), or what the reply carried of it came
+            # back (a READ's: none past the end of the file, which a READ asking on to it did not wait for)
+            delivered = payload if len(p) >= payload else min(payload, received)
+            path.delivery.answered(mark, delivered, start, answered, timed=timed)
+            if tries > 1:
+                self.replays += 1
+            try:
+                res = decode_compound_res(u)
+                u.done()  # (trailing bytes: a reply cut short inside, or something after it)
+            except XdrError as e:
+                trace.rpc_failed(
+                    xid, path.address, args.argarray, f"malformed reply: {e}", trio.current_time() - start
+                )
+                raise _BadReply(self._violated(path, ops, e), tries) from e
+            seconds = trio.current_time() - start
+            trace.rpc_done(xid, path.address, args.argarray, res.status, seconds)
+            self.stats.rpc_done(path, ops, res, seconds, len(p), received, tries > 1)
+            return res, tries, path
+
+    @staticmethod
+    def _after_bad_reply(faults: Faults, pin: Path | None) -> Then:
+        return on_fault(Fault.BAD_REPLY, pinned=pin is not None, failing_fast=False, past_deadline=False,
+                        faults=faults)
+
+    def _sequence_ok(self, res: SEQUENCE4resok, slot: Slot) -> None:
+        if (
+            res.sr_sessionid != self.sessionid
+            or res.sr_slotid != slot.slotid
+            or res.sr_sequenceid != slot.seqid
+        ):
+            e = XdrError("SEQUENCE reply does not match the request (session, slot or sequence id)")
+            e.op = c.OP_SEQUENCE  # type: ignore[attr-defined]
+            raise e
+        self.table.update_from_server(res.sr_highest_slotid, res.sr_target_highest_slotid)
+        self.last_renewal = trio.current_time()
+        if res.sr_status_flags:
+            self.status_flags |= res.sr_status_flags
+            self.flags_event.set()
+
+
+def _name(status: int) -> str:
+    return c.nfsstat4(status).name if status in _STATUS_NAMES else str(status)
+
+
+class _BadReply(Exception):
+    """A reply broke the protocol (malformed, or not an answer to the request); its connection is closed."""
+
+    def __init__(self, error: ProtocolError, tries: int) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.tries = tries
+
+
+class _Sequence:
+    """What stands for the SEQUENCE in front of a request's operations when its reply is checked."""
+
+    OPNUM = c.OP_SEQUENCE
+
+
+_SEQUENCE = _Sequence()

@@ -1,0 +1,204 @@
+"""The verbs-provider interface: what RPC-over-RDMA needs from an RDMA stack, and nothing of RPC.
+
+One :class:`Connection` is one reliable-connected queue pair with its completion handling, made
+by a :class:`Provider` through the connection manager (connect / listen+accept, each side
+carrying private data: RFC 8797's message travels there). It offers:
+
+* memory registration: :meth:`Connection.register` gives a :class:`MemoryRegion` whose
+  ``handle`` (the rkey / steering tag) and ``address`` the peer uses in RDMA segments, with access
+  rights; :meth:`Connection.invalidate` (local invalidation) and :meth:`Connection.deregister`;
+* two-sided operations: :meth:`Connection.post_recv` (a registered receive buffer),
+  :meth:`Connection.receive` (the next Receive completion), :meth:`Connection.send` (optionally
+  Send With Invalidate of a peer region);
+* remote invalidation (RFC 8797's "I" bit): ``supports_remote_invalidation`` on the provider and
+  its connections says that this stack can both send a Send With Invalidate and take one (its
+  registrations can be invalidated by the peer; the Receive completion names the handle). Only
+  then may RPC-over-RDMA advertise it;
+* one-sided operations against the peer's registered memory: :meth:`Connection.rdma_read`,
+  :meth:`Connection.rdma_write`.
+
+Every ``async`` method returns when its work completion arrived, so callers are trio code that
+awaits completions. Faults follow hardware: a remote access error, a Send that found no posted
+Receive (RNR, taken as fatal) or a Send larger than the posted buffer fail the operation *and*
+the connection; every later operation raises the same fault.
+
+A pyverbs provider implements the same calls over librdmacm and libibverbs, waiting on the CQ
+completion channel's and the CM event channel's file descriptors with ``trio.lowlevel.wait_readable``
+(never blocking the event loop); the software provider (:mod:`.soft`) emulates it over a stream
+socket for machines without RDMA.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import trio
+
+from ..base import TransportError
+
+Buffer = bytes | bytearray | memoryview
+
+
+class Access(enum.IntFlag):
+    LOCAL_WRITE = 1  # the local HCA may write it (receive buffers, RDMA Read sinks)
+    REMOTE_WRITE = 2  # the peer may RDMA Write it (Write chunks, Reply chunk)
+    REMOTE_READ = 4  # the peer may RDMA Read it (Read chunks)
+
+
+class ProviderError(TransportError):
+    """A fault of the RDMA connection (the queue pair is in the error state)."""
+
+
+class RemoteAccessError(ProviderError):
+    """An RDMA Read/Write named unregistered, out-of-bounds, invalidated or forbidden memory."""
+
+
+class ReceiverNotReady(ProviderError):
+    """A Send arrived with no Receive posted (RNR retries exhausted, taken as fatal)."""
+
+
+class LengthError(ProviderError):
+    """A Send was larger than the Receive buffer posted for it."""
+
+
+class NoRdmaDevice(ProviderError):
+    """RDMA was asked for and this machine has no RDMA device."""
+
+
+@dataclass(slots=True, eq=False)
+class MemoryRegion:
+    """Registered memory: ``handle`` (rkey) and ``address`` go into RDMA segments."""
+
+    handle: int
+    address: int
+    buffer: memoryview
+    access: Access
+    valid: bool = True
+
+    @property
+    def length(self) -> int:
+        return self.buffer.nbytes
+
+    def contains(self, address: int, length: int) -> bool:
+        return self.address <= address and address + length <= self.address + self.buffer.nbytes
+
+
+@dataclass(slots=True)
+class Received:
+    """A Receive completion: ``data`` is the part of the posted buffer the Send filled."""
+
+    region: MemoryRegion
+    byte_len: int
+    invalidated: int | None = None  # the rkey a Send With Invalidate invalidated
+    data: memoryview = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.data = self.region.buffer[: self.byte_len]
+
+
+def registrable(buffer: Buffer, access: Access) -> memoryview:
+    """``buffer`` as bytes, to be registered with ``access`` (every provider's :meth:`Connection.register`
+    starts here): writable access needs a writable buffer (ValueError)."""
+    view = memoryview(buffer).cast("B")
+    if access & (Access.LOCAL_WRITE | Access.REMOTE_WRITE) and view.readonly:
+        raise ValueError("writable access needs a writable buffer")
+    return view
+
+
+class Connection(abc.ABC):
+    """One reliable-connected queue pair."""
+
+    supports_remote_invalidation: bool  # Send With Invalidate, both ways
+    peer_private_data: bytes
+    peer: str
+
+    @abc.abstractmethod
+    def register(self, buffer: Buffer, access: Access) -> MemoryRegion:
+        """Register memory; writable access needs a writable buffer."""
+
+    @abc.abstractmethod
+    def invalidate(self, region: MemoryRegion) -> None:
+        """Local invalidation: the peer can no longer reach the region through its handle."""
+
+    @abc.abstractmethod
+    def deregister(self, region: MemoryRegion) -> None:
+        """Release a registration (invalidating it first if it is still valid: a region the
+        peer invalidated with Send With Invalidate is released without a second invalidation)."""
+
+    @abc.abstractmethod
+    def post_recv(self, region: MemoryRegion) -> None:
+        """Post a receive buffer (a region with LOCAL_WRITE); one Send fills one buffer."""
+
+    @abc.abstractmethod
+    async def receive(self) -> Received:
+        """The next Receive completion, in the order the peer's Sends were made."""
+
+    @abc.abstractmethod
+    async def send(self, data: Sequence[Buffer], invalidate: int | None = None) -> None:
+        """Send the buffers as one message (gathered); with ``invalidate``, Send With Invalidate
+        of the peer's region with that handle (only when ``supports_remote_invalidation``)."""
+
+    @abc.abstractmethod
+    async def rdma_read(
+        self, sink: MemoryRegion, sink_offset: int, handle: int, address: int, length: int
+    ) -> None:
+        """Copy ``length`` bytes of the peer's region ``handle`` at ``address`` into ``sink``."""
+
+    @abc.abstractmethod
+    async def rdma_write(self, data: Sequence[Buffer], handle: int, address: int) -> None:
+        """Place the buffers (gathered) into the peer's region ``handle`` at ``address``."""
+
+    @abc.abstractmethod
+    async def aclose(self) -> None:
+        """Disconnect; pending and later operations raise ``ConnectionLost`` (_transport/base.py)."""
+
+
+PrivateDataReply = bytes | Callable[[bytes], bytes]
+
+
+class Listener(abc.ABC):
+    port: int
+
+    @abc.abstractmethod
+    async def accept(self) -> Connection:
+        """The next connection; its ``peer_private_data`` is the connect request's."""
+
+    @abc.abstractmethod
+    async def aclose(self) -> None: ...
+
+
+class Provider(abc.ABC):
+    name: ClassVar[str]
+    supports_remote_invalidation: bool  # as Connection's: known before connecting (to advertise)
+
+    @abc.abstractmethod
+    async def connect(
+        self, nursery: trio.Nursery, host: str, port: int, private_data: bytes = b""
+    ) -> Connection:
+        """Connect; the connection's background work runs in ``nursery``."""
+
+    @abc.abstractmethod
+    async def listen(
+        self, nursery: trio.Nursery, host: str, port: int, private_data: PrivateDataReply = b""
+    ) -> Listener:
+        """Listen; ``private_data`` (or its result for the request's private data) goes in each accept."""
+
+
+__all__ = [
+    "Access",
+    "Connection",
+    "LengthError",
+    "Listener",
+    "MemoryRegion",
+    "NoRdmaDevice",
+    "PrivateDataReply",
+    "Provider",
+    "ProviderError",
+    "Received",
+    "ReceiverNotReady",
+    "RemoteAccessError",
+]

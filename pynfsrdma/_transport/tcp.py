@@ -1,0 +1,531 @@
+"""ONC RPC over TCP with record marking (RFC 5531 section 11).
+
+Sending: the record mark and the message's segments go out in one ``sendmsg`` (scatter/gather), so
+WRITE payloads are never joined into one bytes object. Receiving: each fragment is read with
+``recv_into`` straight into a buffer of its own, which the decoder then views (READ data is a slice
+of it, not a copy).
+
+A READ reply whose caller offered a pipe (``ReplyHints.splice``) has its payload spliced from the
+socket into that pipe (splice(2): the kernel moves the socket's pages, nothing passes through this
+process) when the record is one fragment: the rest of the record is received as usual, and the
+unpacker's ``bulk()`` returns a :class:`~.base.SplicedPayload` for it. (What of the data came in
+with the record's head, a few hundred bytes at most, is written into the pipe from here.) Where the payload starts is
+the caller's decision (``SpliceRequest.locate`` reads the reply's head); the transport only checks
+that the payload lies inside the record and is no longer than the caller allows. A pipe that
+fills before the payload is in (a pipe holds at most 1 MiB, in at most 256 pieces) is read back
+into a receive buffer and the record is received as usual; so is a record the caller did not
+offer a pipe for, or whose payload the caller cannot place.
+
+Large fragments (READ replies) are received into buffers the connection reuses (:class:`BufferPool`):
+a fresh 1 MiB ``bytearray`` costs its zeroing and, once glibc hands the memory back to the kernel,
+256 page faults (together about 0.3 ms of CPU per 1 MiB READ, as much as the copy out of the
+socket). A pooled buffer is reused only when nothing refers to it any more: every memoryview of it
+(the READ data handed to FUSE or to a caller) holds a reference, so a buffer still in use is never
+overwritten.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+import select
+import socket
+import struct
+import sys
+from typing import Final
+
+import trio
+
+from .._proto.rpc import RM_LAST_FRAGMENT, RM_LENGTH_MASK
+from .._xdr import Packer, Unpacker
+from .base import (
+    NEED_MORE,
+    NO_HINTS,
+    ConnectionLost,
+    ConnectRefused,
+    ConnectTimeout,
+    ProtocolViolation,
+    ReplyHints,
+    SendTimeout,
+    SplicedPayload,
+    SpliceRequest,
+    Transport,
+    TransportError,
+)
+
+_MARK: Final = struct.Struct(">I")
+DEFAULT_MAX_RECORD: Final = 64 * 1024 * 1024  # a hostile length beyond this is refused before allocating
+_IOV_MAX: Final = 1024
+POOL_MIN_FRAGMENT: Final = 64 * 1024  # fragments at least this large go into reused buffers
+POOL_BYTES: Final = 16 * 1024 * 1024  # kept per connection at most (read-ahead uses ~10 MiB)
+POOL_ROUND: Final = 64 * 1024  # pooled buffers are sized up to a multiple of this
+# bytes asked of the socket when nothing of the next record is known yet: a small reply (and its
+# record mark) comes in one recv; of a larger one, this much of its head is copied out of the
+# staging buffer and the rest is received in place
+STAGE_READ: Final = 2048
+SPLICE_MIN: Final = 8192  # a smaller payload is received as usual (a pipe's round trips cost more)
+SPLICE_HEAD: Final = 256  # bytes asked for a record's head while a splice is awaited (a READ reply's is ~150)
+_SPLICE_FLAGS: Final = getattr(os, "SPLICE_F_MOVE", 0) | getattr(os, "SPLICE_F_NONBLOCK", 0)
+CAN_SPLICE: Final = hasattr(os, "splice")
+
+
+def _refs(pool: list[bytearray], i: int) -> int:
+    return sys.getrefcount(pool[i])
+
+
+_UNREFERENCED: Final = _refs([bytearray(1)], 0)  # the count of a buffer only the pool refers to
+
+
+class BufferPool:
+    """Receive buffers reused across records. A buffer is handed out again only once nothing but
+    the pool refers to it (CPython reference counts: a memoryview or a slice of one keeps its
+    buffer referenced), so data a caller still holds is never overwritten."""
+
+    def __init__(self, max_bytes: int = POOL_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.buffers: list[bytearray] = []
+        self.bytes = 0
+        self.reused = 0  # records received into a buffer used before
+        self.allocated = 0  # buffers allocated (pooled or not)
+
+    def get(self, n: int) -> memoryview:
+        """A writable view of exactly ``n`` bytes (their content is undefined)."""
+        pool = self.buffers
+        for i in range(len(pool)):
+            if len(pool[i]) >= n and _refs(pool, i) == _UNREFERENCED:
+                self.reused += 1
+                return memoryview(pool[i])[:n]
+        self.allocated += 1
+        size = -(-n // POOL_ROUND) * POOL_ROUND
+        buf = bytearray(size)
+        if size <= self.max_bytes:
+            # room for it: unused buffers go first, then the longest-held ones are let go (whoever
+            # holds them keeps them alive; the pool just stops counting on them)
+            i = 0
+            while self.bytes + size > self.max_bytes and i < len(pool):
+                if _refs(pool, i) == _UNREFERENCED:
+                    self.bytes -= len(pool[i])
+                    del pool[i]
+                else:
+                    i += 1
+            while self.bytes + size > self.max_bytes:
+                self.bytes -= len(pool[0])
+                del pool[0]
+            pool.append(buf)
+            self.bytes += size
+        return memoryview(buf)[:n]
+
+
+class SplicedUnpacker(Unpacker):
+    """A reply whose payload went into a pipe: the message's bytes before the payload and after it
+    (its padding first), and, at the payload's place, a :class:`~.base.SplicedPayload` for
+    ``bulk()`` to return."""
+
+    __slots__ = ("at", "payload")
+
+    def __init__(self, data: memoryview, at: int, payload: SplicedPayload) -> None:
+        super().__init__(data)
+        self.at = at
+        self.payload: SplicedPayload | None = payload
+
+    def bulk(self) -> memoryview:
+        n = self.uint32()
+        payload = self.payload
+        if payload is not None and self.pos == self.at and n == payload.length:
+            self.payload = None
+            self.need(-n & 3)
+            return payload  # type: ignore[return-value]  # (stands for the bytes: see SplicedPayload)
+        p = self.need(n + (-n & 3))
+        return self.view[p : p + n]
+
+
+def _pipe_full(fd: int) -> bool:
+    try:
+        return not select.select([], [fd], [], 0)[1]
+    except (OSError, ValueError):
+        return True
+
+
+def _peer(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class TcpTransport(Transport):
+    """One TCP connection. The socket is a plain non-blocking one, driven with trio's low-level
+    readiness waits: a call that can complete at once (the common case on a fast network) costs
+    no trip through the scheduler."""
+
+    kind = "tcp"
+
+    def __init__(self, sock: socket.socket, peer: str, max_record: int = DEFAULT_MAX_RECORD) -> None:
+        sock.setblocking(False)
+        self.sock = sock
+        self.peer = peer
+        self.max_record = max_record
+        self._send_lock = trio.Lock()
+        self._closed = False
+        self._stage = memoryview(bytearray(STAGE_READ))
+        self._staged = 0  # bytes received ahead into _stage, from _stage_at
+        self._stage_at = 0
+        self.pool = BufferPool()
+        self.bytes_sent = 0
+        self.bytes_received = 0
+        self.bulk_bytes_sent = 0  # payload bytes (WRITE data) sent from the caller's buffer, by reference
+        self._splices: dict[int, SpliceRequest] = {}
+        self.bytes_spliced = 0  # payload bytes that went from the socket into a pipe, not our memory
+        self.bytes_staged_to_pipe = 0  # payload bytes received with the reply's head, written to the pipe
+        self.splice_fallbacks = 0  # payloads read back out of a pipe that filled up
+
+    # -- connecting -----------------------------------------------------------------------------------
+    @classmethod
+    async def connect(
+        cls,
+        host: str,
+        port: int,
+        timeout: float = 10.0,
+        max_record: int = DEFAULT_MAX_RECORD,
+        source_address: str | None = None,
+    ) -> TcpTransport:
+        peer = _peer(host, port)
+        try:
+            infos = await trio.socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as e:
+            raise ConnectRefused(f"cannot resolve: {e.strerror or e}", peer) from e
+        last: Exception | None = None
+        for family, stype, proto, _, addr in infos:
+            sock = trio.socket.socket(family, stype, proto)
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+                if source_address:
+                    await sock.bind((source_address, 0))
+                with trio.fail_after(timeout):
+                    await sock.connect(addr)
+                return cls(socket.socket(family, stype, proto, fileno=sock.detach()), peer, max_record)
+            except trio.TooSlowError:
+                sock.close()
+                last = ConnectTimeout(f"no answer within {timeout:g} s", peer)
+            except OSError as e:
+                sock.close()
+                reason = os.strerror(e.errno).lower() if e.errno else str(e)
+                if e.errno in (errno.ECONNREFUSED, errno.ENETUNREACH, errno.EHOSTUNREACH):
+                    last = ConnectRefused(reason, peer)
+                else:
+                    last = ConnectionLost(reason, peer)
+        assert last is not None
+        raise last
+
+    # -- sending --------------------------------------------------------------------------------------
+    async def _send_record(self, msg: Packer, deadline: float = math.inf) -> None:
+        segs = msg.segments()
+        total = sum(memoryview(s).nbytes for s in segs)
+        if total > RM_LENGTH_MASK:
+            raise ValueError(f"RPC message of {total} bytes is too large for one record fragment")
+        bufs: list[memoryview] = [memoryview(_MARK.pack(RM_LAST_FRAGMENT | total))]
+        bufs.extend(memoryview(s).cast("B") for s in segs)
+        lock = self._send_lock
+        try:
+            lock.acquire_nowait()
+        except trio.WouldBlock:
+            held = False
+            with trio.move_on_at(deadline):
+                await lock.acquire()
+                held = True
+            if not held:
+                raise SendTimeout("no turn to send before the call's deadline", self.peer) from None
+        try:
+            if self._closed:
+                raise ConnectionLost("connection is closed", self.peer)
+            try:
+                await self._sendmsg_all(bufs, deadline)
+            except TransportError:
+                raise
+            except OSError as e:
+                raise ConnectionLost(e.strerror or str(e), self.peer) from e
+            except trio.ClosedResourceError as e:  # dropped by us (a stalled path) while sending
+                raise ConnectionLost("connection closed while sending", self.peer) from e
+        finally:
+            lock.release()
+        self.bytes_sent += total + 4
+        self.bulk_bytes_sent += sum(seg.data.nbytes for seg in msg.bulk_segments)
+
+    async def _sendmsg_all(self, bufs: list[memoryview], deadline: float) -> None:
+        """Send every buffer; a record left half sent (its deadline passed, or the caller was
+        cancelled) leaves the stream's framing broken: the connection is closed."""
+        sock = self.sock
+        i = 0
+        started = False
+        try:
+            while i < len(bufs):
+                try:
+                    sent = sock.sendmsg(bufs[i : i + _IOV_MAX])
+                except BlockingIOError:
+                    with trio.move_on_at(deadline):
+                        await trio.lowlevel.wait_writable(sock)
+                        continue
+                    raise SendTimeout("the server stopped reading before the call's deadline", self.peer) from None
+                started = True
+                # drop what went out; keep the remainder of a partly sent buffer
+                while sent:
+                    n = bufs[i].nbytes
+                    if sent >= n:
+                        sent -= n
+                        i += 1
+                    else:
+                        bufs[i] = bufs[i][sent:]
+                        sent = 0
+        except BaseException:
+            if started and i < len(bufs):
+                self.abort()
+            raise
+
+    async def send_call(
+        self, xid: int, msg: Packer, hints: ReplyHints = NO_HINTS, deadline: float = math.inf
+    ) -> None:
+        if hints.splice is not None and CAN_SPLICE:
+            self._splices[xid] = hints.splice  # (before sending: the reply may come before we return)
+        await self._send_record(msg, deadline)
+
+    def abandon(self, xid: int) -> None:
+        self._splices.pop(xid, None)
+
+    async def send_reply(self, xid: int, msg: Packer) -> None:
+        await self._send_record(msg)
+
+    # -- receiving ------------------------------------------------------------------------------------
+    async def _readable(self) -> None:
+        """Wait until the socket has data (or the peer's end); a socket closed meanwhile is a lost connection."""
+        try:
+            await trio.lowlevel.wait_readable(self.sock)
+        except trio.ClosedResourceError as e:
+            raise ConnectionLost("connection closed", self.peer) from e
+
+    async def _recv_some(
+        self, view: memoryview, partial: bool, what: str, head: bool = False
+    ) -> tuple[int, bool]:
+        """One recv into ``view``, waiting for data when none is there: the bytes received (never 0)
+        and whether it waited. ``partial``: part of the record (or mark) came already. ``head``:
+        the head of a record is asked, no more than SPLICE_HEAD bytes of it while a splice is
+        awaited (as it is when the data comes: the call may have been sent while we waited)."""
+        sock = self.sock
+        waited = False
+        while True:
+            try:
+                n = sock.recv_into(view[:SPLICE_HEAD] if head and self._splices else view)
+            except BlockingIOError:
+                await self._readable()
+                waited = True
+                continue
+            except OSError as e:
+                raise ConnectionLost(e.strerror or str(e), self.peer) from e
+            if n == 0:
+                if partial or what == "record":
+                    raise ConnectionLost("closed by the server in the middle of a record", self.peer)
+                raise ConnectionLost("closed by the server", self.peer)
+            self.bytes_received += n
+            return n, waited
+
+    async def _recv_into(self, view: memoryview, what: str) -> bool:
+        """Fill ``view`` completely from the socket; True if it had to wait for data (a checkpoint)."""
+        got = 0
+        want = view.nbytes
+        waited = False
+        while got < want:
+            n, w = await self._recv_some(view[got:] if got else view, got > 0, what)
+            got += n
+            waited |= w
+        return waited
+
+    async def _stage_mark(self, what: str) -> tuple[int, bool]:
+        """The next record mark, from the staging buffer (filled by one recv of up to STAGE_READ
+        bytes when it holds less than a mark); and whether it had to wait for data."""
+        stage, at, staged = self._stage, self._stage_at, self._staged
+        waited = False
+        if staged < 4:
+            if staged:
+                stage[:staged] = stage[at : at + staged]
+            # (while a reply's data may be spliced, a short head: the READ's data after it is not
+            # received into our memory, only what comes with the head)
+            while staged < 4:
+                n, w = await self._recv_some(stage[staged:], staged > 0, what, head=True)
+                staged += n
+                waited |= w
+            at = 0
+        mark: int = _MARK.unpack_from(stage, at)[0]
+        self._stage_at, self._staged = at + 4, staged - 4
+        return mark, waited
+
+    async def _stage_more(self, what: str) -> bool:
+        """Receive more into the staging buffer (what it holds moved to its start first)."""
+        stage, at, staged = self._stage, self._stage_at, self._staged
+        if at:
+            stage[:staged] = stage[at : at + staged]
+            self._stage_at = 0
+        n, waited = await self._recv_some(stage[staged:], True, what)
+        self._staged = staged + n
+        return waited
+
+    async def _receive_spliced(self, n: int) -> tuple[Unpacker | None, bool]:
+        """A record of ``n`` bytes (one fragment, its mark taken) whose payload a caller asked to
+        have spliced: the reply with the payload in the caller's pipe; None when it is to be
+        received as usual (nothing of the record consumed yet). And whether it waited for data."""
+        waited = False
+        while self._staged < 4:
+            waited |= await self._stage_more("record")
+        xid: int = _MARK.unpack_from(self._stage, self._stage_at)[0]
+        req = self._splices.pop(xid, None)
+        if req is None:
+            return None, waited
+        while True:
+            at, staged = self._stage_at, self._staged
+            head = self._stage[at : at + min(staged, n)]
+            try:
+                found = req.locate(head)
+            except Exception:  # (the decoder's own business: the reply is decoded as usual)
+                found = None
+            if found != NEED_MORE:
+                break
+            if staged >= n or staged >= STAGE_READ:
+                return None, waited
+            waited |= await self._stage_more("record")
+        if found is None:
+            return None, waited
+        start, length = found
+        if not (SPLICE_MIN <= length <= req.max_length and 4 <= start <= staged and staged < start + length <= n):
+            return None, waited
+        sink = req.sink
+        try:
+            fd = sink.begin(length)
+        except OSError:  # (no pipe to be had: the payload is received as usual)
+            fd = None
+        if fd is None:
+            return None, waited
+        # from here on the record is taken: its head, the payload (what was staged of it, then
+        # spliced), the rest; a fault drops what went into the pipe
+        stage = self._stage
+        tail = n - start - length
+        buf = memoryview(bytearray(start + tail))
+        buf[:start] = stage[at : at + start]
+        got = staged - start
+        ok = False
+        try:
+            staged_payload = stage[at + start : at + staged]
+            self._stage_at, self._staged = at + staged, 0
+            while staged_payload.nbytes:
+                try:
+                    k = os.write(fd, staged_payload)
+                except OSError:  # (a pipe that cannot take even these: as usual, from memory)
+                    ok = True
+                    got -= staged_payload.nbytes
+                    return await self._unsplice(req, buf, start, got, n, staged_payload), waited
+                staged_payload = staged_payload[k:]
+            sock = self.sock
+            while got < length:
+                try:
+                    k = os.splice(sock.fileno(), fd, length - got, flags=_SPLICE_FLAGS)
+                except BlockingIOError:
+                    if _pipe_full(fd):
+                        ok = True  # (the fallback below drains the pipe itself)
+                        return await self._unsplice(req, buf, start, got, n), True
+                    await self._readable()
+                    waited = True
+                    continue
+                except OSError as e:
+                    raise ConnectionLost(e.strerror or str(e), self.peer) from e
+                if k == 0:
+                    raise ConnectionLost("closed by the server in the middle of a record", self.peer)
+                got += k
+                self.bytes_received += k
+            ok = True
+        finally:
+            if not ok:
+                sink.end(False)
+        filling = sink.end(True)
+        self.bytes_spliced += length - (staged - start)
+        self.bytes_staged_to_pipe += staged - start
+        if tail:
+            waited |= await self._recv_into(buf[start:], "record")
+        return SplicedUnpacker(buf, start, SplicedPayload(sink, filling, length)), waited
+
+    async def _unsplice(
+        self, req: SpliceRequest, head: memoryview, start: int, got: int, n: int, pending: memoryview | None = None
+    ) -> Unpacker:
+        """The pipe filled before the payload was in: the record as usual, in a receive buffer of its
+        own, the payload's first ``got`` bytes read back out of the pipe (then ``pending``, received
+        already and not yet in the pipe)."""
+        self.splice_fallbacks += 1
+        frag = self.pool.get(n) if n >= POOL_MIN_FRAGMENT else memoryview(bytearray(n))
+        frag[:start] = head[:start]
+        try:
+            req.sink.take_back(frag[start : start + got])
+        finally:
+            req.sink.end(False)
+        at = start + got
+        if pending is not None and pending.nbytes:
+            frag[at : at + pending.nbytes] = pending
+            at += pending.nbytes
+        await self._recv_into(frag[at:], "record")
+        return Unpacker(frag)
+
+    async def receive(self) -> Unpacker:
+        # Each fragment is read into a buffer of exactly its size. What the socket gave beyond a
+        # record mark (the head of the fragment, all of a small one) was staged and is copied there;
+        # the rest lands with recv_into, once, where the decoder will view it.
+        if self._closed:
+            raise ConnectionLost("connection is closed", self.peer)
+        frags: list[memoryview] = []
+        total = 0
+        waited = False
+        while True:
+            mark, w = await self._stage_mark("mark" if not frags else "record")
+            waited |= w
+            n = mark & RM_LENGTH_MASK
+            total += n
+            if total > self.max_record:
+                raise ProtocolViolation(
+                    f"record of {total} bytes exceeds the limit of {self.max_record} (not an RPC server?)",
+                    self.peer,
+                )
+            if self._splices and not frags and mark & RM_LAST_FRAGMENT and n > SPLICE_MIN:
+                spliced, w = await self._receive_spliced(n)
+                waited |= w
+                if spliced is not None:
+                    if not waited:
+                        await trio.lowlevel.checkpoint()
+                    return spliced
+            frag = self.pool.get(n) if n >= POOL_MIN_FRAGMENT else memoryview(bytearray(n))
+            at, staged = self._stage_at, self._staged
+            head = min(n, staged)
+            if head:
+                frag[:head] = self._stage[at : at + head]
+                self._stage_at, self._staged = at + head, staged - head
+            if head < n:
+                waited |= await self._recv_into(frag[head:], "record")
+            frags.append(frag)
+            if mark & RM_LAST_FRAGMENT:
+                break
+        if not waited:
+            # the record was all there: a checkpoint, so that cancellation is seen and a flood of
+            # replies cannot starve the tasks that wait for them (waiting for data was one already)
+            await trio.lowlevel.checkpoint()
+        if len(frags) == 1:
+            return Unpacker(frags[0])
+        return Unpacker(b"".join(frags))  # multi-fragment records are rare; join them once
+
+    def limit_records(self, size: int) -> None:
+        self.max_record = size
+
+    async def aclose(self) -> None:
+        self.abort()
+        await trio.lowlevel.checkpoint()
+
+    def abort(self) -> None:
+        """Close at once, from synchronous code; tasks waiting on the socket see it closed."""
+        if not self._closed:
+            self._closed = True
+            trio.lowlevel.notify_closing(self.sock)
+            self.sock.close()
+
+
+__all__ = ["DEFAULT_MAX_RECORD", "BufferPool", "TcpTransport", "TransportError"]
