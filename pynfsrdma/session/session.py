@@ -11,7 +11,11 @@ sequence id; and whatever the caller's ``check`` decodes from the results, such 
 reply that breaks the protocol closes its connection (its framing can no longer be trusted) and the
 request goes again, same slot and sequence id, on a fresh one: the server answers it from its reply
 cache when it ran it. After MAX_VIOLATIONS such replies the request fails with
-:class:`~pynfsrdma.errors.ProtocolError`, naming the server and the operation.
+:class:`~pynfsrdma.errors.ProtocolError`, naming the server and the operation. One exception: a
+reply whose SEQUENCE is this request's (session, slot, sequence id) but whose other results answer
+another request is the reply the server cached for that other request; after a step back (the
+sequence id was an interrupted request's, which may have reached the server after all) it is a false
+retry, and :func:`.sequence.on_sequence` has the request sent again as a new one.
 
 A soft mount (:class:`RetryPolicy`) gives each request ``timeo`` x (``retrans`` + 1) to be answered.
 Once one request has gone unanswered that long, the server is taken for gone: the requests waiting
