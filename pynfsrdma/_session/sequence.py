@@ -5,8 +5,8 @@ The session's send loop and the client ID's loop ask here and only carry the ans
 
 - :func:`on_sequence` takes the status of SEQUENCE (the first result of every reply), the
   COMPOUND's status, and what is known of the request (tries so far, whether it is idempotent,
-  whether its slot's previous request was interrupted, the attempts made): an :class:`Act` and how
-  long to wait first;
+  whether its slot's previous request was interrupted, whether the reply's results answer another
+  request, the attempts made): an :class:`Act` and how long to wait first;
 - :func:`on_compound` takes the status of a COMPOUND whose SEQUENCE succeeded: retry after a pause
   (DELAY, GRACE) or recover a lost client ID;
 - :func:`flag_actions` takes SEQUENCE's sr_status_flags: what the client ID's owner must do.
@@ -29,6 +29,7 @@ RETRY_LATER = frozenset({c.NFS4ERR_DELAY, c.NFS4ERR_GRACE})
 MAX_MISORDERED = 2
 MAX_BADSLOT = 4
 MAX_UNCACHED = 2
+MAX_FALSE_RETRY = 2
 MAX_DELAY_WAIT = 5.0  # seconds between two sends of a request the server asked to delay, at most
 FIRST_DELAY = 0.05  # SEQUENCE's NFS4ERR_DELAY: the server still works on this slot's request
 FIRST_RETRY = 0.1  # a COMPOUND's NFS4ERR_DELAY or NFS4ERR_GRACE
@@ -45,6 +46,7 @@ class Act(enum.Enum):
     NEW_SESSION = "the session is gone: the owner makes a new one, then the request goes again"
     NEW_CLIENT = "the client ID is gone: the owner makes a new one and reclaims, then the request goes again"
     LOST = "the slot's state disagrees with the server's: the session must be replaced"
+    VIOLATION = "the reply is not an answer to the request: it breaks the protocol"
     FAIL = "the request fails"
 
 
@@ -55,6 +57,7 @@ class Attempts:
     misordered: int = 0
     badslot: int = 0
     uncached: int = 0
+    false_retries: int = 0
     delays: int = 0
     client_lost: int = 0
     grace_waited: float = 0.0
@@ -75,11 +78,29 @@ def on_sequence(
     idempotent: bool,
     interrupted: bool,
     attempts: Attempts,
+    foreign: bool = False,
 ) -> Decision:
     """The decision on a reply whose SEQUENCE came back with ``seq_status`` (``compound_status``:
     the whole COMPOUND's). ``tries``: sends of this request so far (more than one: a resend after a
     lost connection, which the server may have executed); ``interrupted``: the slot's request before
-    this one got no reply. ``attempts`` is updated."""
+    this one got no reply; ``foreign``: SEQUENCE succeeded and names this request's session, slot and
+    sequence id, but the other results do not answer its operations. ``attempts`` is updated."""
+    if foreign or seq_status == c.NFS4ERR_SEQ_FALSE_RETRY:
+        # a reply cached under this sequence id for another request. After a step back (the
+        # sequence id was the interrupted request's) that request is the interrupted one, which
+        # reached the server after all, between the SEQ_MISORDERED and this send: the server took
+        # this one for its retry (RFC 8881 2.10.6.1.3, a false retry; a server that does not
+        # detect them answers with the cached reply) and did not execute it. The slot now stands
+        # at this sequence id: send again as a new request, on the next one
+        if attempts.misordered and attempts.false_retries < MAX_FALSE_RETRY:
+            attempts.false_retries += 1
+            return Decision(Act.AGAIN, status=c.NFS4ERR_SEQ_FALSE_RETRY)
+        if foreign:
+            # no step back explains it: a reply that does not answer the request is not licence
+            # to run the request again
+            return Decision(Act.VIOLATION, status=seq_status)
+        # the bookkeeping of the slot disagrees with the server's
+        return Decision(Act.LOST, status=seq_status)
     uncached = seq_status == c.NFS4ERR_RETRY_UNCACHED_REP or (
         seq_status == c.NFS4_OK and compound_status == c.NFS4ERR_RETRY_UNCACHED_REP
     )
@@ -106,10 +127,6 @@ def on_sequence(
         return Decision(Act.NEW_SESSION, status=seq_status)
     if seq_status in CLIENT_LOST:
         return Decision(Act.NEW_CLIENT, status=seq_status)
-    if seq_status == c.NFS4ERR_SEQ_FALSE_RETRY:
-        # a reply cached under this sequence id belongs to another request: the bookkeeping of the
-        # slot disagrees with the server's
-        return Decision(Act.LOST, status=seq_status)
     return Decision(Act.FAIL, status=seq_status)
 
 

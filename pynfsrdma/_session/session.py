@@ -11,7 +11,11 @@ sequence id; and whatever the caller's ``check`` decodes from the results, such 
 reply that breaks the protocol closes its connection (its framing can no longer be trusted) and the
 request goes again, same slot and sequence id, on a fresh one: the server answers it from its reply
 cache when it ran it. After MAX_VIOLATIONS such replies the request fails with
-:class:`~pynfsrdma._errors.ProtocolError`, naming the server and the operation.
+:class:`~pynfsrdma._errors.ProtocolError`, naming the server and the operation. One exception: a
+reply whose SEQUENCE is this request's (session, slot, sequence id) but whose other results answer
+another request is the reply the server cached for that other request; after a step back (the
+sequence id was an interrupted request's, which may have reached the server after all) it is a false
+retry, and :func:`.sequence.on_sequence` has the request sent again as a new one.
 
 A soft mount (:class:`RetryPolicy`) gives each request ``timeo`` x (``retrans`` + 1) to be answered.
 Once one request has gone unanswered that long, the server is taken for gone: the requests waiting
@@ -328,8 +332,8 @@ class Session:
                     continue
                 sends += tries
                 try:
-                    st = self._check(ops, res, slot)
-                    if st == c.NFS4_OK:
+                    st, foreign = self._check(ops, res, slot)
+                    if st == c.NFS4_OK and foreign is None:
                         res.resarray = res.resarray[1:]
                         if check is not None and res.status == c.NFS4_OK:
                             check(res.resarray)
@@ -339,12 +343,21 @@ class Session:
                         raise error from e
                     continue
                 decision = on_sequence(st, res.status, tries=sends, idempotent=idempotent,
-                                       interrupted=slot.interrupted, attempts=attempts)
+                                       interrupted=slot.interrupted, attempts=attempts, foreign=foreign is not None)
                 act = decision.act
                 if act is Act.DONE:
                     completed = True
                     return res
+                if act is Act.VIOLATION:
+                    assert foreign is not None
+                    error = self._violated(path, ops, foreign)
+                    if self._after_bad_reply(faults, pin) is Then.PROTOCOL_ERROR:
+                        raise error from foreign
+                    continue
                 if act is Act.AGAIN:
+                    if decision.status == c.NFS4ERR_SEQ_FALSE_RETRY:
+                        log.info("%s: slot %d seq %d was answered for the interrupted request before it; "
+                                 "sending again as a new request", path.address, slot.slotid, seqid)
                     seqid = self.table.begin(slot)
                     continue
                 if act is Act.RESEND:
@@ -375,18 +388,26 @@ class Session:
             if probe:
                 policy.probed()
 
-    def _check(self, ops: Sequence[Any], res: COMPOUND4res, slot: Slot) -> int:
+    def _check(self, ops: Sequence[Any], res: COMPOUND4res, slot: Slot) -> tuple[int, CompoundMismatch | None]:
         """Check a reply to SEQUENCE + ``ops`` (raising XdrError if it breaks the protocol) and apply
-        its SEQUENCE result; returns SEQUENCE's status."""
+        its SEQUENCE result; returns SEQUENCE's status, and what is wrong with the other results
+        when SEQUENCE succeeded for this very request (session, slot, sequence id) but they do not
+        answer ``ops``: a reply the server cached for another request (None: they do)."""
         if not res.resarray:
             if res.status == c.NFS4ERR_MINOR_VERS_MISMATCH:  # (the one reply with no result at all)
                 raise NFS4Error(res.status, c.OP_SEQUENCE)
             raise CompoundMismatch(f"no SEQUENCE result (COMPOUND status {_name(res.status)})", c.OP_SEQUENCE)
-        check_compound_res([_SEQUENCE, *ops], res)
         seq = res.resarray[0]
+        try:
+            check_compound_res([_SEQUENCE, *ops], res)
+        except CompoundMismatch as e:
+            if (seq.opnum == c.OP_SEQUENCE and seq.status == c.NFS4_OK and e.op != c.OP_SEQUENCE
+                    and self._answers(seq.res, slot)):
+                return c.NFS4_OK, e
+            raise
         if seq.status == c.NFS4_OK:
             self._sequence_ok(seq.res, slot)
-        return int(seq.status)
+        return int(seq.status), None
 
     def _violated(self, path: Path, ops: Sequence[Any], e: BaseException) -> ProtocolError:
         """A reply from ``path`` broke the protocol: close the connection (its framing can no longer be
@@ -565,12 +586,12 @@ class Session:
         return on_fault(Fault.BAD_REPLY, pinned=pin is not None, failing_fast=False, past_deadline=False,
                         faults=faults)
 
+    def _answers(self, res: SEQUENCE4resok, slot: Slot) -> bool:
+        """Whether a successful SEQUENCE result names this session, ``slot`` and its sequence id."""
+        return res.sr_sessionid == self.sessionid and res.sr_slotid == slot.slotid and res.sr_sequenceid == slot.seqid
+
     def _sequence_ok(self, res: SEQUENCE4resok, slot: Slot) -> None:
-        if (
-            res.sr_sessionid != self.sessionid
-            or res.sr_slotid != slot.slotid
-            or res.sr_sequenceid != slot.seqid
-        ):
+        if not self._answers(res, slot):
             e = XdrError("SEQUENCE reply does not match the request (session, slot or sequence id)")
             e.op = c.OP_SEQUENCE  # type: ignore[attr-defined]
             raise e

@@ -10,6 +10,7 @@ from pynfsrdma._session.sequence import (
     CLIENT_LOST,
     MAX_BADSLOT,
     MAX_DELAY_WAIT,
+    MAX_FALSE_RETRY,
     MAX_GRACE_WAIT,
     MAX_MISORDERED,
     MAX_UNCACHED,
@@ -35,9 +36,9 @@ SPECIAL = {
 
 
 def seq(status: int, compound: int = c.NFS4_OK, *, tries: int = 1, idempotent: bool = False,
-        interrupted: bool = False, attempts: Attempts | None = None) -> Act:
+        interrupted: bool = False, attempts: Attempts | None = None, foreign: bool = False) -> Act:
     return on_sequence(status, compound, tries=tries, idempotent=idempotent, interrupted=interrupted,
-                       attempts=attempts or Attempts()).act
+                       attempts=attempts or Attempts(), foreign=foreign).act
 
 
 @pytest.mark.parametrize("status", sorted(int(s) for s in c.nfsstat4 if int(s) not in SPECIAL))
@@ -98,6 +99,61 @@ def test_a_lost_client_id_is_replaced(status: int) -> None:
 
 def test_a_false_retry_means_the_slot_disagrees_with_the_server() -> None:
     assert seq(c.NFS4ERR_SEQ_FALSE_RETRY) is Act.LOST
+
+
+def stepped_back() -> Attempts:
+    """The attempts of a request that was sent with its slot's interrupted sequence id after a
+    SEQ_MISORDERED."""
+    a = Attempts()
+    assert seq(c.NFS4ERR_SEQ_MISORDERED, interrupted=True, attempts=a) is Act.STEP_BACK
+    return a
+
+
+# the replies that say the sequence id's cached reply belongs to another request: a server that
+# detects false retries says so; one that does not answers with the other request's cached reply
+# (SEQUENCE fine, the other results not ours), whatever that request's COMPOUND status was
+CACHED_FOR_ANOTHER = [
+    pytest.param(c.NFS4ERR_SEQ_FALSE_RETRY, c.NFS4ERR_SEQ_FALSE_RETRY, False, id="SEQ_FALSE_RETRY"),
+    pytest.param(c.NFS4_OK, c.NFS4_OK, True, id="foreign-OK"),
+    pytest.param(c.NFS4_OK, c.NFS4ERR_NOENT, True, id="foreign-NOENT"),
+    pytest.param(c.NFS4_OK, c.NFS4ERR_RETRY_UNCACHED_REP, True, id="foreign-UNCACHED"),
+]
+
+
+@pytest.mark.parametrize("tries", [1, 2])
+@pytest.mark.parametrize("idempotent", [False, True])
+@pytest.mark.parametrize(("status", "compound", "foreign"), CACHED_FOR_ANOTHER)
+def test_after_a_step_back_a_reply_cached_for_another_request_sends_it_again_as_a_new_one(
+    status: int, compound: int, foreign: bool, idempotent: bool, tries: int
+) -> None:
+    # the interrupted request reached the server between the SEQ_MISORDERED and the step back's
+    # send: this request was taken for its retry and not executed, so it goes on the next sequence
+    # id, whatever it does, a few times at most
+    a = stepped_back()
+    for _ in range(MAX_FALSE_RETRY):
+        d = on_sequence(status, compound, tries=tries, idempotent=idempotent, interrupted=False, attempts=a,
+                        foreign=foreign)
+        assert d.act is Act.AGAIN and d.status == c.NFS4ERR_SEQ_FALSE_RETRY
+    assert a.false_retries == MAX_FALSE_RETRY
+    # then, as without a step back
+    assert seq(status, compound, tries=tries, idempotent=idempotent, attempts=a, foreign=foreign) is (
+        Act.VIOLATION if foreign else Act.LOST)
+
+
+@pytest.mark.parametrize("interrupted", [False, True])
+@pytest.mark.parametrize("tries", [1, 2])
+@pytest.mark.parametrize("idempotent", [False, True])
+@pytest.mark.parametrize(("status", "compound", "foreign"), CACHED_FOR_ANOTHER)
+def test_without_a_step_back_a_reply_cached_for_another_request_is_never_licence_to_run_it_again(
+    status: int, compound: int, foreign: bool, idempotent: bool, tries: int, interrupted: bool
+) -> None:
+    # (a hostile or corrupted reply, or a slot whose bookkeeping went wrong): a reply that does not
+    # answer the request breaks the protocol; a server's SEQ_FALSE_RETRY loses the session
+    a = Attempts(uncached=1, delays=3, badslot=1)  # (other attempts do not count)
+    for _ in range(MAX_FALSE_RETRY + 1):
+        assert seq(status, compound, tries=tries, idempotent=idempotent, interrupted=interrupted, attempts=a,
+                   foreign=foreign) is (Act.VIOLATION if foreign else Act.LOST)
+    assert a.false_retries == 0
 
 
 def test_compound_delay_and_grace_resend_after_a_pause_and_grace_ends_in_time() -> None:

@@ -1,0 +1,69 @@
+"""A request sent with its slot's interrupted sequence id (after SEQ_MISORDERED) can be taken by the
+server for a retry of the interrupted request, when that request, held in a stalled connection,
+reaches the server in between: NFS-Ganesha then answers it with the interrupted request's cached
+reply, without executing it. The request goes again as a new one, and the user gets its answer."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import trio
+
+from pynfsrdma._client.api import Client
+from pynfsrdma._testbed.ganesha import ExportPath
+
+HOP = 0.5  # seconds each way on the path the READ takes
+
+
+async def test_a_read_taken_for_the_interrupted_requests_retry_goes_again_and_returns_its_data(
+    proxied_paths, export_path: ExportPath, caplog
+) -> None:
+    caplog.set_level(logging.INFO, "pynfsrdma._session.session")
+    paths = await proxied_paths(count=2)
+    data = os.urandom(5000)
+    (export_path.local / "f").write_bytes(data)
+    url = f"nfs://{paths.addresses[0]}:{paths.port}{export_path.remote}?addrs={paths.addresses[1]}"
+    async with Client.connect(url, timeo=30, hard=True) as nfs:
+        session = nfs.clientid.session
+        assert session is not None
+        with trio.fail_after(10):
+            while len(session.paths.live(session.group)) < 2:
+                await trio.sleep(0.01)
+        stalled = next(p for p in session.paths.paths if p.address == f"{paths.addresses[0]}:{paths.port}")
+        f = await nfs.open("/f")
+        slot0 = session.table.slots[0]
+        interrupted_seqid = slot0.seqid + 1
+
+        # a lone SEQUENCE (a lease renewal) goes out on a path that stalls, and is given up: slot 0
+        # is interrupted, and the request waits in the stalled path, not yet at the server
+        paths[0].stall()
+        with trio.move_on_after(0.3):
+            await session.compound([], nfs.clientid.machine_cred, pin=stalled)
+        assert slot0.interrupted and slot0.seqid == interrupted_seqid
+        session.paths.kill(stalled)  # (its reconnection waits behind the stall: the READ takes the other path)
+
+        # the READ goes on slot 0 with the next sequence id and is answered SEQ_MISORDERED (the
+        # server never saw the renewal); as that answer passes, the stalled path lets the renewal
+        # through, which the server executes with the interrupted sequence id, before the READ
+        # comes again with that very sequence id: the server takes the READ for the renewal's
+        # retry, and answers with the renewal's cached reply (SEQUENCE alone)
+        paths[1].delay(HOP * 1000)
+
+        async def release_when_the_misordered_reply_passes() -> None:
+            await trio.sleep(1.5 * HOP)
+            paths[0].restore()
+
+        violations = session.violations
+        async with trio.open_nursery() as n:
+            n.start_soon(release_when_the_misordered_reply_passes)
+            with trio.fail_after(20):
+                got = await f.read()
+        # what the user sees: the READ returns the file's data
+        assert got == data
+        assert session.violations == violations  # (nothing was taken for a broken reply)
+        # the READ went with the interrupted id, taken by the renewal, then with the one after
+        assert f"slot 0 seq {interrupted_seqid} was answered for the interrupted request" in caplog.text
+        assert slot0.seqid == interrupted_seqid + 1 and not slot0.interrupted
+        paths[1].restore()
+        await f.close()
