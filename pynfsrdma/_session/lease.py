@@ -27,7 +27,8 @@ class Lease(Recovery):
                 continue
             idle = trio.current_time() - s.last_renewal
             if idle < interval:
-                await trio.sleep(interval - idle)
+                # a second at most: the lease time learned meanwhile (the server's, after start) counts
+                await trio.sleep(min(interval - idle, 1.0))
                 continue
             try:
                 await self.compound([], self.machine_cred)
