@@ -75,7 +75,7 @@ FTYPE_TO_IFMT: dict[int, int] = _FTYPE_TO_IFMT  # nfs_ftype4 -> S_IFMT bits (as 
 
 @lru_cache(maxsize=4096)
 def owner_to_id(owner: str, group: bool = False) -> int:
-    if owner.isdigit():
+    if owner.isascii() and owner.isdigit():  # (str.isdigit also takes "¹", which int() refuses)
         return int(owner)
     name = owner.split("@", 1)[0]
     try:

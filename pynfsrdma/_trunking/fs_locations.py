@@ -106,7 +106,7 @@ def parse_server(text: str) -> tuple[str, int | None]:
             raise ValueError(f"no host in {text!r}")
         return host, _port(port, text)
     parts = s.split(".")
-    if len(parts) == 6 and all(p.isdigit() for p in parts):  # RFC 5665 universal address, IPv4
+    if len(parts) == 6 and all(p.isascii() and p.isdigit() for p in parts):  # RFC 5665 universal address, IPv4
         hi, lo = int(parts[4]), int(parts[5])
         if hi > 255 or lo > 255:
             raise ValueError(f"bad port octets in universal address {text!r}")
@@ -117,7 +117,7 @@ def parse_server(text: str) -> tuple[str, int | None]:
 
 
 def _port(text: str, whole: str) -> int:
-    if not text.isdigit() or not 0 < int(text) < 65536:
+    if not (text.isascii() and text.isdigit()) or not 0 < int(text) < 65536:
         raise ValueError(f"bad port in {whole!r}")
     return int(text)
 

@@ -118,6 +118,11 @@ def test_trailing_bytes_bad_types_and_long_handles_are_xdr_errors() -> None:
 def test_owner_strings_that_are_not_names_are_nobody() -> None:
     attrs, _ = decode_entry_attrs(encode_fattr4(a_file({c.FATTR4_OWNER: "a\0b", c.FATTR4_OWNER_GROUP: "?"})))
     assert attrs is not None and (attrs.uid, attrs.gid) == (65534, 65534)
+    # digits that are not ASCII digits ("¹" is a digit to str.isdigit, not to int): not an id either
+    attrs, _ = decode_entry_attrs(encode_fattr4(a_file({c.FATTR4_OWNER: "\u00b9", c.FATTR4_OWNER_GROUP: "\u0663\u00b2"})))
+    assert attrs is not None and (attrs.uid, attrs.gid) == (65534, 65534)
+    attrs, _ = decode_entry_attrs(encode_fattr4(a_file({c.FATTR4_OWNER: "1000", c.FATTR4_OWNER_GROUP: "100"})))
+    assert attrs is not None and (attrs.uid, attrs.gid) == (1000, 100)
 
 
 @LEAN

@@ -108,7 +108,7 @@ def test_server_strings(text: str, expected: tuple[str, int | None]) -> None:
     assert parse_server(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "[fd00::2", "host:0", "host:x", ":2049", "10.1.2.3.300.1"])
+@pytest.mark.parametrize("text", ["", "[fd00::2", "host:0", "host:x", ":2049", "10.1.2.3.300.1", "host:\u00b9"])
 def test_bad_server_strings(text: str) -> None:
     with pytest.raises(ValueError):
         parse_server(text)
