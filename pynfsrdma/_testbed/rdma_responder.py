@@ -114,11 +114,7 @@ def locate_nfs4_ddp_items(reply: memoryview) -> list[tuple[int, int]]:
     yields the items found before the fault (they are where the decoder saw them)."""
     u = _DdpRecorder(reply)
     try:
-        u.uint32()  # xid
-        if u.uint32() != rpcdef.REPLY:
-            return []
-        h = rpcdef.unpack_reply_header(u)
-        if h.denied is not None or h.accept != rpcdef.SUCCESS:
+        if not rpcdef.read_to_results(u):
             return []
         decode_compound_res(u)
     except XdrError:
