@@ -79,22 +79,24 @@ class NFS42(ReadWrite):
                        *, lock_owner: Hashable | None = None) -> FileAttrs:
         """ALLOCATE: reserve space for the range (as fallocate mode 0: the file grows if it ends
         before the range does); the file's attributes after it."""
-        attrs = Parsed(last_attrs)
-        await self._run_v42(
-            c.OP_ALLOCATE,
-            lambda s: [PUTFH4args(of.fh), ALLOCATE4args(s, offset, length), GETATTR4args(STAT_BITMAP)],
-            cred, path, of=of, lock_owner=lock_owner, check=attrs.check,
-        )
-        return attrs.value
+        return await self._on_range(ALLOCATE4args, of, offset, length, cred, path, lock_owner)
 
     async def deallocate(self, of: OpenFile, offset: int, length: int, cred: Credential, path: str | None = None,
                          *, lock_owner: Hashable | None = None) -> FileAttrs:
         """DEALLOCATE: punch a hole (the range reads back as zeros; the size stays); the file's
         attributes after it."""
+        return await self._on_range(DEALLOCATE4args, of, offset, length, cred, path, lock_owner)
+
+    async def _on_range(
+        self, op: type[ALLOCATE4args | DEALLOCATE4args], of: OpenFile, offset: int, length: int,
+        cred: Credential, path: str | None, lock_owner: Hashable | None,
+    ) -> FileAttrs:
+        """Run ``op`` (ALLOCATE or DEALLOCATE) on a range of ``of`` with ``of``'s stateid; the file's
+        attributes after it."""
         attrs = Parsed(last_attrs)
         await self._run_v42(
-            c.OP_DEALLOCATE,
-            lambda s: [PUTFH4args(of.fh), DEALLOCATE4args(s, offset, length), GETATTR4args(STAT_BITMAP)],
+            op.OPNUM,
+            lambda s: [PUTFH4args(of.fh), op(s, offset, length), GETATTR4args(STAT_BITMAP)],
             cred, path, of=of, lock_owner=lock_owner, check=attrs.check,
         )
         return attrs.value

@@ -40,11 +40,7 @@ def locate_read_data(head: memoryview) -> tuple[int, int] | None:
     operation before READ's data, a message that is not a reply)."""
     u = _Locating(head)
     try:
-        u.uint32()  # xid
-        if u.uint32() != rpcdef.REPLY:
-            return None
-        h = rpcdef.unpack_reply_header(u)
-        if h.denied is not None or h.accept != rpcdef.SUCCESS:
+        if not rpcdef.read_to_results(u):
             return None
         decode_compound_res(u)
     except _Found as found:

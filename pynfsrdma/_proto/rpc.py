@@ -187,6 +187,16 @@ def unpack_reply_header(u: Unpacker) -> ReplyHeader:
 _ACCEPT_VALUES: Final = frozenset(int(a) for a in accept_stat)
 
 
+def read_to_results(u: Unpacker) -> bool:
+    """Read a message's XID and header: True when it is a reply accepted with SUCCESS (``u`` then
+    stands at the procedure's results), False when it is a call or a reply without results.
+    XdrError when the header is malformed or ends early."""
+    u.uint32()  # xid
+    if u.uint32() != REPLY:
+        return False
+    return unpack_reply_header(u).accept == SUCCESS
+
+
 def describe(h: ReplyHeader) -> str:
     """A person-readable reason for a reply that is not an accepted SUCCESS."""
     if h.denied == RPC_MISMATCH:

@@ -58,6 +58,7 @@ from .._proto.nfs4.types import (
     server_owner4,
 )
 from .._xdr import Packer, Unpacker, XdrError
+from .listener import host_port
 from .record_proxy import RecordProxy, frame, serve_until_signalled
 
 __all__ = [
@@ -310,8 +311,8 @@ def main(argv: list[str] | None = None) -> int:
         description="A proxy in front of an NFSv4.1 server that answers fs_locations_info/fs_locations on "
         "the pseudo root with a multipath list (NFS-Ganesha has no trunking discovery of its own).",
     )
-    parser.add_argument("--listen", required=True, metavar="HOST:PORT")
-    parser.add_argument("--target", required=True, metavar="HOST:PORT")
+    parser.add_argument("--listen", type=host_port, required=True, metavar="HOST:PORT")
+    parser.add_argument("--target", type=host_port, required=True, metavar="HOST:PORT")
     parser.add_argument(
         "--advertise", action="append", default=[], metavar="HOST[:PORT][,rank=R][,order=O][,rdma]"
     )
@@ -325,14 +326,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        lh, _, lp = args.listen.rpartition(":")
-        th, _, tp = args.target.rpartition(":")
+        (lh, lp), (th, tp) = args.listen, args.target
         addresses = [parse_advertised(a) for a in args.advertise]
         adv = TrunkingAdvertiser(
             lh,
-            int(lp),
+            lp,
             th,
-            int(tp),
+            tp,
             addresses,
             legacy_only=args.legacy,
             rewrite_minor_id=args.rewrite_minor_id,

@@ -1,8 +1,10 @@
 """The listening side of a testbed proxy: one TCP listener on one address (a port of 0 picks a free
-one), and the loop that hands each accepted connection on until the proxy is stopped."""
+one), the loop that hands each accepted connection on until the proxy is stopped, and the
+``HOST:PORT`` arguments of the testbed's programs."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
 from typing import Any
 
@@ -10,6 +12,15 @@ import trio
 
 # accepted(connection, nursery): what becomes of a connection (started in the nursery, or closed)
 Accepted = Callable[[trio.SocketStream, trio.Nursery], None]
+
+
+def host_port(text: str) -> tuple[str, int]:
+    """``(host, port)`` of a ``HOST:PORT`` argument (``[v6]:PORT`` for an IPv6 address; port 0: any);
+    argparse.ArgumentTypeError, for argparse to show, when it is not one."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not (port.isascii() and port.isdigit()) or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, not {text!r}")
+    return host.strip("[]"), int(port)
 
 
 async def listen(host: str, port: int) -> trio.SocketListener:

@@ -26,6 +26,7 @@ from typing import Any
 
 import trio
 
+from .listener import host_port
 from .mutations import ALL, Mutation, ReplyMutator, frame
 from .record_proxy import RecordProxy, records, serve_until_signalled
 
@@ -52,20 +53,13 @@ class MutatingProxy(RecordProxy):
         return b"".join(self.mutator.reply(record).chunks)
 
 
-def _host_port(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, not {text!r}")
-    return host.strip("[]"), int(port)
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m pynfsrdma._testbed.mutating_proxy",
         description="A proxy in front of an NFS server that breaks the protocol in its replies, seeded.",
     )
-    p.add_argument("--listen", type=_host_port, required=True, metavar="HOST:PORT")
-    p.add_argument("--target", type=_host_port, required=True, metavar="HOST:PORT")
+    p.add_argument("--listen", type=host_port, required=True, metavar="HOST:PORT")
+    p.add_argument("--target", type=host_port, required=True, metavar="HOST:PORT")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rate", type=float, default=0.1, help="share of replies changed (default 0.1)")
     p.add_argument("--mutations", default=",".join(m.value for m in ALL),

@@ -29,7 +29,7 @@ from typing import Any
 import trio
 
 from .faults import Fault, Mode, TokenBucket, apply_command
-from .listener import accept_until_cancelled, listen
+from .listener import accept_until_cancelled, host_port, listen
 from .proxy_control import serve_control
 
 __all__ = ["Proxy", "ProxyStats", "main", "reset_socket"]
@@ -313,16 +313,6 @@ class Proxy:
 # -- a proxy as a process of its own -------------------------------------------------------------------
 
 
-def _host_port(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host:
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, not {text!r}")
-    try:
-        return host.strip("[]"), int(port)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bad port in {text!r}") from None
-
-
 async def _run_process(listen: tuple[str, int], target: tuple[str, int], control: str | None) -> None:
     proxy = Proxy(listen[0], listen[1], target[0], target[1])
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -341,8 +331,8 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m pynfsrdma._testbed.proxy",
         description="A TCP proxy for one path with fault controls (cut, stall, delay, throttle, restore).",
     )
-    parser.add_argument("--listen", type=_host_port, required=True, metavar="HOST:PORT")
-    parser.add_argument("--target", type=_host_port, required=True, metavar="HOST:PORT")
+    parser.add_argument("--listen", type=host_port, required=True, metavar="HOST:PORT")
+    parser.add_argument("--target", type=host_port, required=True, metavar="HOST:PORT")
     parser.add_argument("--control", metavar="SOCKET", help="unix socket for JSON-line fault commands")
     args = parser.parse_args(argv)
     failed = False

@@ -78,6 +78,7 @@ from .._transport.rdma.responder_chunks import (
 )
 from .._transport.tcp import TcpTransport
 from .._xdr import Packer, Unpacker, XdrError, pad_len
+from .listener import host_port
 
 log = logging.getLogger(__name__)
 
@@ -114,11 +115,7 @@ def locate_nfs4_ddp_items(reply: memoryview) -> list[tuple[int, int]]:
     yields the items found before the fault (they are where the decoder saw them)."""
     u = _DdpRecorder(reply)
     try:
-        u.uint32()  # xid
-        if u.uint32() != rpcdef.REPLY:
-            return []
-        h = rpcdef.unpack_reply_header(u)
-        if h.denied is not None or h.accept != rpcdef.SUCCESS:
+        if not rpcdef.read_to_results(u):
             return []
         decode_compound_res(u)
     except XdrError:
@@ -587,13 +584,6 @@ async def serve_rdma(
 
 
 # -- as a process ------------------------------------------------------------------------------
-def _host_port(s: str) -> tuple[str, int]:
-    host, _, port = s.rpartition(":")
-    if not host or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"{s!r} is not HOST:PORT")
-    return host.strip("[]"), int(port)
-
-
 def start_responder_process(
     target_host: str,
     target_port: int,
@@ -664,9 +654,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="RPC-over-RDMA responder forwarding to an NFS server over TCP",
     )
     ap.add_argument(
-        "--listen", type=_host_port, required=True, help="HOST:PORT to accept RDMA on (port 0: any)"
+        "--listen", type=host_port, required=True, help="HOST:PORT to accept RDMA on (port 0: any)"
     )
-    ap.add_argument("--target", type=_host_port, required=True, help="HOST:PORT of the NFS server (TCP)")
+    ap.add_argument("--target", type=host_port, required=True, help="HOST:PORT of the NFS server (TCP)")
     ap.add_argument("--provider", default="soft", help="verbs provider: soft or pyverbs")
     ap.add_argument("--credits", type=int, default=DEFAULT_CREDITS)
     ap.add_argument("--inline", type=int, default=DEFAULT_INLINE, help="inline send/receive size")

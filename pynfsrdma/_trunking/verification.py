@@ -45,8 +45,6 @@ __all__ = ["Observed", "Verdict", "Verifier", "decide", "observed_from"]
 
 log = logging.getLogger(__name__)
 
-NULLPROC = 0  # NFSPROC4_NULL
-
 
 class Verdict(enum.Enum):
     SESSION_TRUNKING = "session trunking"
@@ -127,7 +125,7 @@ class Verifier:
         try:
             with trio.fail_after(self.timeout):
                 start = trio.current_time()
-                await rpc.call(NULLPROC, client.machine_cred, timeout=self.timeout)  # reachability, RTT
+                await rpc.call(c.NFSPROC4_NULL, client.machine_cred, timeout=self.timeout)  # reachability, RTT
                 rec.rtt = trio.current_time() - start  # (not the path's RTT: a cold first call)
                 ok = await client.exchange_id(path)
         except trio.TooSlowError as e:
