@@ -79,12 +79,14 @@ def on_sequence(
     interrupted: bool,
     attempts: Attempts,
     foreign: bool = False,
+    resent: bool = False,
 ) -> Decision:
     """The decision on a reply whose SEQUENCE came back with ``seq_status`` (``compound_status``:
     the whole COMPOUND's). ``tries``: sends of this request so far (more than one: a resend after a
     lost connection, which the server may have executed); ``interrupted``: the slot's request before
     this one got no reply; ``foreign``: SEQUENCE succeeded and names this request's session, slot and
-    sequence id, but the other results do not answer its operations. ``attempts`` is updated."""
+    sequence id, but the other results do not answer its operations; ``resent``: this sequence id
+    went out more than once for this request. ``attempts`` is updated."""
     if foreign or seq_status == c.NFS4ERR_SEQ_FALSE_RETRY:
         # a reply cached under this sequence id for another request. After a step back (the
         # sequence id was the interrupted request's) that request is the interrupted one, which
@@ -104,6 +106,12 @@ def on_sequence(
     uncached = seq_status == c.NFS4ERR_RETRY_UNCACHED_REP or (
         seq_status == c.NFS4_OK and compound_status == c.NFS4ERR_RETRY_UNCACHED_REP
     )
+    if uncached and attempts.misordered and not resent and attempts.false_retries < MAX_FALSE_RETRY:
+        # the same false retry, answered by a server that held no reply for the interrupted request
+        # (it did not ask for one to be cached): sent once with this sequence id, this request was
+        # never executed under it
+        attempts.false_retries += 1
+        return Decision(Act.AGAIN, status=c.NFS4ERR_SEQ_FALSE_RETRY)
     if uncached and tries > 1 and idempotent and attempts.uncached < MAX_UNCACHED:
         # the first send was executed and its reply not cached: run it again, anew (RFC 8881 2.10.6.1.3)
         attempts.uncached += 1

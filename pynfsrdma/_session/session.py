@@ -343,7 +343,8 @@ class Session:
                         raise error from e
                     continue
                 decision = on_sequence(st, res.status, tries=sends, idempotent=idempotent,
-                                       interrupted=slot.interrupted, attempts=attempts, foreign=foreign is not None)
+                                       interrupted=slot.interrupted, attempts=attempts, foreign=foreign is not None,
+                                       resent=tries > 1)
                 act = decision.act
                 if act is Act.DONE:
                     completed = True

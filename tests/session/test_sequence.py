@@ -202,3 +202,43 @@ def test_every_status_flag_has_its_action() -> None:
     quiet = c.SEQ4_STATUS_CB_GSS_CONTEXTS_EXPIRING | c.SEQ4_STATUS_CB_GSS_CONTEXTS_EXPIRED | \
         c.SEQ4_STATUS_BACKCHANNEL_FAULT | c.SEQ4_STATUS_DEVID_CHANGED | c.SEQ4_STATUS_DEVID_DELETED
     assert flag_actions(quiet) == []
+
+
+# RETRY_UNCACHED_REP, in SEQUENCE or in the COMPOUND's first operation after it
+UNCACHED = [
+    pytest.param(c.NFS4ERR_RETRY_UNCACHED_REP, c.NFS4ERR_RETRY_UNCACHED_REP, id="in-SEQUENCE"),
+    pytest.param(c.NFS4_OK, c.NFS4ERR_RETRY_UNCACHED_REP, id="after-SEQUENCE"),
+]
+
+
+@pytest.mark.parametrize("tries", [1, 2, 3])
+@pytest.mark.parametrize("idempotent", [False, True])
+@pytest.mark.parametrize(("status", "compound"), UNCACHED)
+def test_after_a_step_back_an_uncached_reply_to_a_request_sent_once_is_a_false_retry(
+    status: int, compound: int, idempotent: bool, tries: int
+) -> None:
+    # the interrupted request (a READ, whose reply is not cached) reached the server first: a CLOSE
+    # sent once with its sequence id was taken for its retry and not executed; it goes again on the
+    # next sequence id, a few times at most, whatever its earlier sends under other sequence ids
+    a = stepped_back()
+    for _ in range(MAX_FALSE_RETRY):
+        d = on_sequence(status, compound, tries=tries, idempotent=idempotent, interrupted=False, attempts=a,
+                        resent=False)
+        assert d.act is Act.AGAIN and d.status == c.NFS4ERR_SEQ_FALSE_RETRY
+    assert a.false_retries == MAX_FALSE_RETRY
+    # then as without a step back: only a resent idempotent request is run again
+    want = Act.AGAIN if (tries > 1 and idempotent) else (Act.DONE if status == c.NFS4_OK else Act.FAIL)
+    assert seq(status, compound, tries=tries, idempotent=idempotent, attempts=a) is want
+
+
+@pytest.mark.parametrize("idempotent", [False, True])
+@pytest.mark.parametrize(("status", "compound"), UNCACHED)
+def test_an_uncached_reply_to_a_sequence_id_sent_twice_is_not_taken_for_a_false_retry(
+    status: int, compound: int, idempotent: bool
+) -> None:
+    # sent twice with the stepped-back sequence id, the first send may be the one the server ran
+    a = stepped_back()
+    d = on_sequence(status, compound, tries=2, idempotent=idempotent, interrupted=False, attempts=a, resent=True)
+    assert a.false_retries == 0
+    assert d.act is (Act.AGAIN if idempotent else (Act.DONE if status == c.NFS4_OK else Act.FAIL))
+    assert d.status != c.NFS4ERR_SEQ_FALSE_RETRY
