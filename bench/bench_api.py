@@ -214,12 +214,19 @@ def nfsrs_get(client: nfs_rs.Client, name: str, local: Path) -> float:
     return time.perf_counter() - t0
 
 
-def nfsrs_stat_sequential(client: nfs_rs.Client, names: list[str]) -> tuple[float, int]:
-    total = 0
-    t0 = time.perf_counter()
-    for name in names:
-        total += client.stat(f"{STAT_DIR}/{name}").size
-    return time.perf_counter() - t0, total
+def nfsrs_stat_sequential(url: str, names: list[str]) -> tuple[float, int]:
+    """nfs-rs's blocking client, connected for this measurement (as the concurrent one is), so that a
+    measurement run again after nfs-rs gave up starts from a session of its own: a client whose slot
+    nfs-rs lost track of (NFS4ERR_RETRY_UNCACHED_REP) failed every try after."""
+    client = nfsrs_connect(url)
+    try:
+        total = 0
+        t0 = time.perf_counter()
+        for name in names:
+            total += client.stat(f"{STAT_DIR}/{name}").size
+        return time.perf_counter() - t0, total
+    finally:
+        client.close()
 
 
 def nfsrs_stat_concurrent(url: str, names: list[str], concurrency: int) -> tuple[float, int]:
@@ -347,9 +354,7 @@ class Transfers:
         return [write, read, put, get]
 
 
-async def stat_rows(
-    args: argparse.Namespace, target: Target, nfs: Client, client: nfs_rs.Client
-) -> list[Row]:
+async def stat_rows(args: argparse.Namespace, target: Target, nfs: Client) -> list[Row]:
     names = stat_names(args.files)
     want = expected_stat_sizes(args.files)
     if target.local_dir is not None:
@@ -364,7 +369,7 @@ async def stat_rows(
                 elapsed, total = await ours_stat_sequential(nfs, names)
                 rate = seq.ours.add(len(names), elapsed)
             else:
-                elapsed, total = await nfsrs_call(nfsrs_stat_sequential, client, names)
+                elapsed, total = await nfsrs_call(nfsrs_stat_sequential, target.nfsrs_url, names)
                 rate = seq.nfsrs.add(len(names), elapsed)
             if total != want:
                 raise AssertionError(f"{who}: stat sizes add up to {total}, expected {want}")
@@ -402,7 +407,7 @@ async def run(args: argparse.Namespace, target: Target) -> list[Row]:
             )
             with tempfile.TemporaryDirectory(prefix="pynfsrdma-bench-") as scratch:
                 rows = await Transfers(args, target, nfs, client, Path(scratch)).run()
-            rows += await stat_rows(args, target, nfs, client)
+            rows += await stat_rows(args, target, nfs)
     finally:
         await in_thread(client.close)
         if target.parent_url is not None:
