@@ -796,18 +796,13 @@ class File:
         read-only buffer (bytes) is kept by reference until committed, as a server that restarts
         before the COMMIT needs it again; a mutable one (which the caller may change once this
         returns) is committed before this returns instead, so it is never copied nor needed again."""
-        self._check(True)
+        mv = await self._hand_over(offset, data)
         writer = self._writer
-        assert writer is not None  # (_check: the file is open for writing)
-        mv = memoryview(data).cast("B")
-        await writer.write(offset, mv)
+        assert writer is not None  # (_hand_over: the file is open for writing)
         if mv.readonly:
             await writer.written()
         else:
             await writer.commit()
-        end = offset + mv.nbytes
-        if self.of.attrs is not None and end > self.of.attrs.size:
-            self.of.attrs.size = end
         return mv.nbytes
 
     async def pwrite_behind(self, offset: int, data: bytes) -> None:
@@ -816,16 +811,22 @@ class File:
         has the next block to fetch meanwhile. ``data`` is kept by reference until committed. The error
         of a WRITE or COMMIT that failed is raised by the next ``pwrite_behind``, ``pwrite``, ``fsync``
         or ``close``."""
+        if not memoryview(data).readonly:
+            raise TypeError("pwrite_behind keeps the data in flight: it takes a read-only buffer (bytes)")
+        await self._hand_over(offset, data)
+
+    async def _hand_over(self, offset: int, data: Any) -> memoryview:
+        """Give ``data`` to the engine's WRITEs at ``offset`` (sent, not yet answered) and count the
+        file's size past it; returns the bytes as the engine holds them."""
         self._check(True)
         writer = self._writer
         assert writer is not None  # (_check: the file is open for writing)
         mv = memoryview(data).cast("B")
-        if not mv.readonly:
-            raise TypeError("pwrite_behind keeps the data in flight: it takes a read-only buffer (bytes)")
         await writer.write(offset, mv)
         end = offset + mv.nbytes
         if self.of.attrs is not None and end > self.of.attrs.size:
             self.of.attrs.size = end
+        return mv
 
     async def write(self, data: Any) -> int:
         if self.append:
