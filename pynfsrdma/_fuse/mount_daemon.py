@@ -5,6 +5,9 @@ the export's root come first, the FUSE mount only once they are there. In the ba
 default) a child process does all of it and tells the parent through a pipe whether the mount is up
 (``ok``) or why not; the parent exits only then. SIGTERM, SIGINT and SIGHUP end the FUSE loop; the
 daemon then commits and closes every open file, unmounts, and destroys its session and client ID.
+The same signals before the mount is up stop the daemon's tries at once (:class:`Interrupted`), and
+a parent interrupted while it waits (Ctrl-C) passes SIGTERM on to its daemon, which runs in a
+session of its own, and waits for it to end: nothing stays mounted or running.
 ``auto_unmount`` makes a killed daemon's mount go away too.
 
     python -m pynfsrdma._fuse.mount_daemon [-f] [-o OPTIONS] SOURCE MOUNTPOINT
@@ -51,12 +54,19 @@ log = logging.getLogger(__name__)
 
 MOUNT_TIMEOUT = 15.0  # seconds to reach the server and find the export at mount time
 SHUTDOWN_TIMEOUT = 30.0
+INTERRUPTED_SHUTDOWN = 1.0  # seconds to end the session of a mount interrupted before it was up
+STOP_WAIT = 10.0  # seconds an interrupted parent waits for its daemon to end before it kills it
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
 READY = b"ok\n"
 URL_OVERRIDES = ("vers", "proto", "port")
 
 
 class MountError(OSError):
     """The file system could not be mounted; the message says why (and nothing is left mounted)."""
+
+
+class Interrupted(Exception):
+    """A signal (SIGINT, SIGTERM, SIGHUP) came before the mount was up: nothing is left mounted."""
 
 
 @dataclass
@@ -114,115 +124,137 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
     cred = auth_sys(o.squash_uid, o.squash_gid or 0) if o.squash_uid is not None else auth_sys(0, 0)
     timeout = min(MOUNT_TIMEOUT, max(o.timeo_seconds * (o.retrans + 1), 1.0))
     error: str | None = None
-    async with trio.open_nursery() as nursery:
-        cid = ClientID(
-            nursery,
-            options=SessionOptions(rsize=o.rsize, wsize=o.wsize, minorversion=minor_version(req.url.vers)),
-            policy=RetryPolicy(timeo=o.timeo_seconds, retrans=o.retrans, hard=o.hard),
-            cred=machine_credential(req.url.host, o.keytab, parse_sec(o.sec), auth_sys(0, 0),
-                                    f"mount-{os.getpid()}"),
-            # one client owner per mount point: two mounts of one server are two clients (with one
-            # owner they would take each other's client ID and sessions away, again and again)
-            owner_id=default_owner_id(f"mount:{os.path.realpath(req.mountpoint)}"),
-        )
-        ops: NFSOperations | None = None
-        channel: Channel | None = None
-        try:
+    interrupted = False  # given up on at a signal before the mount was up
+    signalled = False  # a signal came: stop trying (before the mount is up), or unmount
+    setup = trio.CancelScope()  # reaching the server and the export, cancelled by a signal
+    channel: Channel | None = None
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+
+        async def on_signal() -> None:
+            nonlocal signalled
+            async for signum in signals:
+                signalled = True
+                if channel is None:
+                    log.info("signal %d before the mount was up: giving up", signum)
+                    setup.cancel()
+                else:
+                    log.info("signal %d: unmounting", signum)
+                    channel.terminate()
+                return
+
+        watcher = trio.CancelScope()
+
+        async def watch() -> None:
+            with watcher:
+                await trio.lowlevel.checkpoint()  # (serve may have ended before this task ran)
+                await on_signal()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch)
+            cid = ClientID(
+                nursery,
+                options=SessionOptions(rsize=o.rsize, wsize=o.wsize, minorversion=minor_version(req.url.vers)),
+                policy=RetryPolicy(timeo=o.timeo_seconds, retrans=o.retrans, hard=o.hard),
+                cred=machine_credential(req.url.host, o.keytab, parse_sec(o.sec), auth_sys(0, 0),
+                                        f"mount-{os.getpid()}"),
+                # one client owner per mount point: two mounts of one server are two clients (with one
+                # owner they would take each other's client ID and sessions away, again and again)
+                owner_id=default_owner_id(f"mount:{os.path.realpath(req.mountpoint)}"),
+            )
+            ops: NFSOperations | None = None
             try:
-                stack = await start_stack(cid, nursery, req.url,
-                                          TrunkingOptions.from_url_options({**o.trunking, **o.rdma}), timeout)
-                trunking, nfs = stack.trunking, stack.nfs
-                choice = FlavorChoice(parse_sec(o.sec), given=o.sec is not None)
-                with trio.fail_after(timeout):
-                    # (the flavour is found with the mounting user's own credentials)
-                    cred = await negotiate(nfs, req.url.path, req.url.path, choice, cred,
-                                           lambda f: credential(f, req.url.host, os.getuid(), os.getgid()))
-                    root_fh, root_attrs = await nfs.mount(req.url.path, cred)
-            except (OSError, trio.TooSlowError) as e:
-                text = str(e) or type(e).__name__
-                if isinstance(e, trio.TooSlowError):
-                    text = f"no answer within {timeout:g} s"
-                raise MountError(f"cannot mount {req.source}: {text}") from e
-            if not root_attrs.is_dir:
-                raise MountError(f"cannot mount {req.source}: not a directory")
-            flavor = cred.flavor if isinstance(cred, GssCredential) else SYS
-            users = UserCredentials(flavor, req.url.host)
-            ops = NFSOperations(nfs, root_fh, root_attrs, o, nursery, users)
-            if flavor.gss:
-                log.info("%s: requests go with each user's Kerberos ticket (sec=%s)", req.source, flavor.name)
-            # the control socket (pynfsrdma stats/paths MOUNTPOINT) is there before the mount, so
-            # that whoever sees the mount can ask it; it goes away with the nursery
-            info = {"mountpoint": req.mountpoint, "server": req.fsname, "pid": os.getpid(),
-                    "options": stats.effective_options(o), "mounted_at_ns": time.time_ns(), "sec": flavor.name}
-            try:
-                await nursery.start(
-                    control_socket.serve,
-                    control_socket.socket_path(req.mountpoint),
-                    {
-                        "stats": lambda: {
-                            **stats.snapshot(cid, trunking, info=info),
-                            "delegations": {**nfs.delegation_counts, "held": len(nfs.delegations)},
-                            "locks": dict(nfs.lock_counts),
-                            "cache": ops.cache_counts(),
-                            "payload": payload_counts(channel, cid),
+                with setup:
+                    try:
+                        stack = await start_stack(cid, nursery, req.url,
+                                                  TrunkingOptions.from_url_options({**o.trunking, **o.rdma}),
+                                                  timeout)
+                        trunking, nfs = stack.trunking, stack.nfs
+                        choice = FlavorChoice(parse_sec(o.sec), given=o.sec is not None)
+                        with trio.fail_after(timeout):
+                            # (the flavour is found with the mounting user's own credentials)
+                            cred = await negotiate(nfs, req.url.path, req.url.path, choice, cred,
+                                                   lambda f: credential(f, req.url.host, os.getuid(), os.getgid()))
+                            root_fh, root_attrs = await nfs.mount(req.url.path, cred)
+                    except (OSError, trio.TooSlowError) as e:
+                        text = str(e) or type(e).__name__
+                        if isinstance(e, trio.TooSlowError):
+                            text = f"no answer within {timeout:g} s"
+                        raise MountError(f"cannot mount {req.source}: {text}") from e
+                if signalled:
+                    raise Interrupted()
+                if not root_attrs.is_dir:
+                    raise MountError(f"cannot mount {req.source}: not a directory")
+                flavor = cred.flavor if isinstance(cred, GssCredential) else SYS
+                users = UserCredentials(flavor, req.url.host)
+                ops = NFSOperations(nfs, root_fh, root_attrs, o, nursery, users)
+                if flavor.gss:
+                    log.info("%s: requests go with each user's Kerberos ticket (sec=%s)", req.source, flavor.name)
+                # the control socket (pynfsrdma stats/paths MOUNTPOINT) is there before the mount, so
+                # that whoever sees the mount can ask it; it goes away with the nursery
+                info = {"mountpoint": req.mountpoint, "server": req.fsname, "pid": os.getpid(),
+                        "options": stats.effective_options(o), "mounted_at_ns": time.time_ns(),
+                        "sec": flavor.name}
+                try:
+                    await nursery.start(
+                        control_socket.serve,
+                        control_socket.socket_path(req.mountpoint),
+                        {
+                            "stats": lambda: {
+                                **stats.snapshot(cid, trunking, info=info),
+                                "delegations": {**nfs.delegation_counts, "held": len(nfs.delegations)},
+                                "locks": dict(nfs.lock_counts),
+                                "cache": ops.cache_counts(),
+                                "payload": payload_counts(channel, cid),
+                            },
+                            "paths": lambda: stats.path_rows(cid, trunking),
                         },
-                        "paths": lambda: stats.path_rows(cid, trunking),
-                    },
-                )
-            except (OSError, control_socket.ControlError) as e:  # the mount works without it
-                log.warning("no control socket for %s: %s", req.mountpoint, e)
-            channel = open_channel(o.channel, ops, req.mountpoint, o.fuse_options(req.fsname))
-            try:
-                channel.mount()
-            except OSError as e:
-                channel = None
-                raise MountError(f"cannot mount on {req.mountpoint}: {e.strerror or e}") from e
-            read_ahead = o.rsize
-            if getattr(channel, "pipes", None) is not None and ops.opens.readahead_window:
-                # a channel that splices READ data reaches the kernel only with a READ of the kernel's
-                # own request: the kernel reads ahead, as far as the daemon would have, in requests of
-                # rsize (several in flight), and each is answered by a READ of its own, spliced
-                read_ahead = max(o.rsize, ops.opens.readahead_window)
-                ops.opens.readahead_window = 0
-            log.info("mounted %s on %s", req.source, req.mountpoint)
-            up = trio.Event()  # set once the kernel's first request was answered: then "ok" goes out
-            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-
-                async def on_signal() -> None:
-                    async for signum in signals:
-                        log.info("signal %d: unmounting", signum)
-                        assert channel is not None
-                        channel.terminate()
-                        return
-
-                watcher = trio.CancelScope()
-
-                async def watch() -> None:
-                    with watcher:
-                        await trio.lowlevel.checkpoint()  # (serve may have ended before this task ran)
-                        await on_signal()
-
-                nursery.start_soon(watch)
+                    )
+                except (OSError, control_socket.ControlError) as e:  # the mount works without it
+                    log.warning("no control socket for %s: %s", req.mountpoint, e)
+                if signalled:  # (from here to serving nothing waits: a signal then stops serve)
+                    raise Interrupted()
+                channel = open_channel(o.channel, ops, req.mountpoint, o.fuse_options(req.fsname))
+                try:
+                    channel.mount()
+                except OSError as e:
+                    channel = None
+                    raise MountError(f"cannot mount on {req.mountpoint}: {e.strerror or e}") from e
+                read_ahead = o.rsize
+                if getattr(channel, "pipes", None) is not None and ops.opens.readahead_window:
+                    # a channel that splices READ data reaches the kernel only with a READ of the kernel's
+                    # own request: the kernel reads ahead, as far as the daemon would have, in requests of
+                    # rsize (several in flight), and each is answered by a READ of its own, spliced
+                    read_ahead = max(o.rsize, ops.opens.readahead_window)
+                    ops.opens.readahead_window = 0
+                log.info("mounted %s on %s", req.source, req.mountpoint)
+                up = trio.Event()  # set once the kernel's first request was answered: then "ok" goes out
                 nursery.start_soon(announce_when_up, req.mountpoint, read_ahead, ready, up)
                 try:
                     await channel.serve()
                 finally:
                     watcher.cancel()  # (before the signal receiver closes, however serve ended)
-            if not up.is_set():
-                raise MountError(f"cannot mount {req.source}: the mount went away before it answered")
-        except MountError as e:
-            error = str(e)
-        finally:
-            with trio.CancelScope(shield=True):
-                if channel is not None and ops is not None:
-                    cid.stopping = True  # (unmounted: ops.shutdown's CLOSEs never recover a client ID)
-                    with trio.move_on_after(SHUTDOWN_TIMEOUT):
-                        await ops.shutdown()
-                        for made in ops.users.made() if ops.users is not None else ():
-                            await cid.forget(made)  # (RPCSEC_GSS_DESTROY of every user's context)
-                    channel.close()
-                await cid.shutdown()
-            nursery.cancel_scope.cancel()
+                if not up.is_set():
+                    if signalled:
+                        raise Interrupted()
+                    raise MountError(f"cannot mount {req.source}: the mount went away before it answered")
+            except Interrupted:
+                interrupted = True
+            except MountError as e:
+                error = str(e)
+            finally:
+                with trio.CancelScope(shield=True):
+                    if channel is not None and ops is not None:
+                        cid.stopping = True  # (unmounted: ops.shutdown's CLOSEs never recover a client ID)
+                        with trio.move_on_after(SHUTDOWN_TIMEOUT):
+                            await ops.shutdown()
+                            for made in ops.users.made() if ops.users is not None else ():
+                                await cid.forget(made)  # (RPCSEC_GSS_DESTROY of every user's context)
+                        channel.close()
+                    # (a mount given up on at the user's word: the session goes, not after a long wait)
+                    await cid.shutdown(INTERRUPTED_SHUTDOWN if interrupted else None)
+                nursery.cancel_scope.cancel()
+    if interrupted:
+        raise Interrupted()
     if error is not None:
         raise MountError(error)
 
@@ -310,13 +342,18 @@ def run(req: MountRequest, ready_fd: int | None = None) -> int:
         if ready_fd is None or told:
             return
         told = True
-        os.write(ready_fd, READY if err is None else f"{err}\n".encode())
+        try:
+            os.write(ready_fd, READY if err is None else f"{err}\n".encode())
+        except BrokenPipeError:
+            pass  # (the parent was interrupted and no longer waits)
         os.close(ready_fd)
         _detach(req.options)
 
     keep_payload_memory()  # (the writes' payloads: see there)
     try:
         trio.run(serve, req, ready)
+    except Interrupted:
+        return EXIT_INTERRUPTED
     except MountError as e:
         if ready_fd is None:
             print(f"pynfsrdma: {e}", file=sys.stderr)
@@ -360,13 +397,29 @@ def mount(
     cmd += ["-v"] * verbose + [source, mountpoint]
     proc = subprocess.Popen(cmd, pass_fds=(w,), stdin=subprocess.DEVNULL, start_new_session=True)
     os.close(w)
-    with os.fdopen(r, "rb") as f:
-        msg = f.read()
+    try:
+        with os.fdopen(r, "rb") as f:
+            msg = f.read()
+    except KeyboardInterrupt:
+        # (the daemon has a session of its own: the terminal's Ctrl-C reached only us)
+        _stop(proc)
+        raise
     if msg == READY:
         return 0
     rc = proc.wait()
     text = msg.decode(errors="replace").strip() or f"the mount daemon ended with status {rc}"
     raise MountError(text)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """End a daemon whose parent was interrupted: SIGTERM (it stops trying, or unmounts if it was up
+    already), and SIGKILL if it has not ended within STOP_WAIT seconds or a second interrupt comes."""
+    proc.terminate()
+    try:
+        proc.wait(STOP_WAIT)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        proc.kill()
+        proc.wait()
 
 
 def main(argv: list[str] | None = None) -> int:
