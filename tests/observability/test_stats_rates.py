@@ -4,6 +4,9 @@ and tables that fit the terminal."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 from pynfsrdma._cli.stats import format_iostat, format_report, interval_rates, options_text
@@ -108,3 +111,18 @@ def test_tables_fit_the_terminal() -> None:
         text = format_report(rep, width)
         assert max(map(len, text.splitlines())) <= width
         assert "OPERATION" in text and "GETATTR" in text
+
+
+def test_a_bad_interval_or_count_is_one_line(tmp_path: Path) -> None:
+    """What the user sees for an interval view that cannot be: one line, status 2, before any
+    mount is asked."""
+    cases = {
+        ("0",): "pynfsrdma stats: INTERVAL must be a positive number of seconds, not 0",
+        ("-1.5",): "pynfsrdma stats: INTERVAL must be a positive number of seconds, not -1.5",
+        ("1", "0"): "pynfsrdma stats: COUNT must be a positive number of reports, not 0",
+        ("1", "--watch"): "pynfsrdma stats: give INTERVAL or --watch, not both",
+    }
+    for args, said in cases.items():
+        r = subprocess.run([sys.executable, "-m", "pynfsrdma._cli.main", "stats", str(tmp_path), *args],
+                           capture_output=True, text=True, timeout=60)
+        assert (r.returncode, r.stderr, r.stdout) == (2, said + "\n", ""), args
