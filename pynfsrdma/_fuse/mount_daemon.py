@@ -116,145 +116,160 @@ def _is_our_mount(mp: str) -> bool:
         return False
 
 
+class Stop:
+    """What a signal (SIGTERM, SIGINT, SIGHUP) does to the daemon: before the mount serves, it
+    cancels everything (reaching the server, finding the export: ``scope``); once the channel
+    serves, it ends the channel, which unmounts."""
+
+    def __init__(self) -> None:
+        self.scope: trio.CancelScope | None = None  # the daemon's work, until the channel serves
+        self.channel: Channel | None = None
+        self.up = trio.Event()  # the mount answered its first request
+        self.signalled = False
+
+    @property
+    def interrupted(self) -> bool:
+        """A signal came before the mount was up: nothing stays mounted, and the daemon says nothing."""
+        return self.signalled and not self.up.is_set()
+
+    def signal(self, signum: int) -> None:
+        self.signalled = True
+        if self.channel is not None:
+            log.info("signal %d: unmounting", signum)
+            self.channel.terminate()
+        elif self.scope is not None:
+            log.info("signal %d before the mount was up: giving up", signum)
+            self.scope.cancel()
+
+
 async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
-    """Mount and serve until unmounted or signalled. Raises MountError if the mount never came up."""
+    """Mount and serve until unmounted or signalled. Raises MountError if the mount never came up,
+    Interrupted if a signal came first."""
+    stop = Stop()
+    failed: MountError | None = None
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+
+        async def watch() -> None:
+            async for signum in signals:
+                stop.signal(signum)
+                return
+
+        async with trio.open_nursery() as watching:
+            watching.start_soon(watch)
+            try:
+                await _serve(req, ready, stop)
+            except MountError as e:
+                failed = e
+            finally:
+                watching.cancel_scope.cancel()  # (before the signal receiver closes, however it ended)
+    if stop.interrupted:
+        raise Interrupted()
+    if failed is not None:
+        raise failed
+
+
+async def _serve(req: MountRequest, ready: Callable[[str | None], None], stop: Stop) -> None:
+    """:func:`serve`'s work; a signal reaches it through ``stop``."""
     from .operations import NFSOperations
 
     o = req.options
     cred = auth_sys(o.squash_uid, o.squash_gid or 0) if o.squash_uid is not None else auth_sys(0, 0)
     timeout = min(MOUNT_TIMEOUT, max(o.timeo_seconds * (o.retrans + 1), 1.0))
     error: str | None = None
-    interrupted = False  # given up on at a signal before the mount was up
-    signalled = False  # a signal came: stop trying (before the mount is up), or unmount
-    setup = trio.CancelScope()  # reaching the server and the export, cancelled by a signal
-    channel: Channel | None = None
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-
-        async def on_signal() -> None:
-            nonlocal signalled
-            async for signum in signals:
-                signalled = True
-                if channel is None:
-                    log.info("signal %d before the mount was up: giving up", signum)
-                    setup.cancel()
-                else:
-                    log.info("signal %d: unmounting", signum)
-                    channel.terminate()
-                return
-
-        watcher = trio.CancelScope()
-
-        async def watch() -> None:
-            with watcher:
-                await trio.lowlevel.checkpoint()  # (serve may have ended before this task ran)
-                await on_signal()
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(watch)
-            cid = ClientID(
-                nursery,
-                options=SessionOptions(rsize=o.rsize, wsize=o.wsize, minorversion=minor_version(req.url.vers)),
-                policy=RetryPolicy(timeo=o.timeo_seconds, retrans=o.retrans, hard=o.hard),
-                cred=machine_credential(req.url.host, o.keytab, parse_sec(o.sec), auth_sys(0, 0),
-                                        f"mount-{os.getpid()}"),
-                # one client owner per mount point: two mounts of one server are two clients (with one
-                # owner they would take each other's client ID and sessions away, again and again)
-                owner_id=default_owner_id(f"mount:{os.path.realpath(req.mountpoint)}"),
-            )
-            ops: NFSOperations | None = None
+    async with trio.open_nursery() as nursery:
+        stop.scope = nursery.cancel_scope
+        cid = ClientID(
+            nursery,
+            options=SessionOptions(rsize=o.rsize, wsize=o.wsize, minorversion=minor_version(req.url.vers)),
+            policy=RetryPolicy(timeo=o.timeo_seconds, retrans=o.retrans, hard=o.hard),
+            cred=machine_credential(req.url.host, o.keytab, parse_sec(o.sec), auth_sys(0, 0),
+                                    f"mount-{os.getpid()}"),
+            # one client owner per mount point: two mounts of one server are two clients (with one
+            # owner they would take each other's client ID and sessions away, again and again)
+            owner_id=default_owner_id(f"mount:{os.path.realpath(req.mountpoint)}"),
+        )
+        ops: NFSOperations | None = None
+        channel: Channel | None = None
+        try:
             try:
-                with setup:
-                    try:
-                        stack = await start_stack(cid, nursery, req.url,
-                                                  TrunkingOptions.from_url_options({**o.trunking, **o.rdma}),
-                                                  timeout)
-                        trunking, nfs = stack.trunking, stack.nfs
-                        choice = FlavorChoice(parse_sec(o.sec), given=o.sec is not None)
-                        with trio.fail_after(timeout):
-                            # (the flavour is found with the mounting user's own credentials)
-                            cred = await negotiate(nfs, req.url.path, req.url.path, choice, cred,
-                                                   lambda f: credential(f, req.url.host, os.getuid(), os.getgid()))
-                            root_fh, root_attrs = await nfs.mount(req.url.path, cred)
-                    except (OSError, trio.TooSlowError) as e:
-                        text = str(e) or type(e).__name__
-                        if isinstance(e, trio.TooSlowError):
-                            text = f"no answer within {timeout:g} s"
-                        raise MountError(f"cannot mount {req.source}: {text}") from e
-                if signalled:
-                    raise Interrupted()
-                if not root_attrs.is_dir:
-                    raise MountError(f"cannot mount {req.source}: not a directory")
-                flavor = cred.flavor if isinstance(cred, GssCredential) else SYS
-                users = UserCredentials(flavor, req.url.host)
-                ops = NFSOperations(nfs, root_fh, root_attrs, o, nursery, users)
-                if flavor.gss:
-                    log.info("%s: requests go with each user's Kerberos ticket (sec=%s)", req.source, flavor.name)
-                # the control socket (pynfsrdma stats/paths MOUNTPOINT) is there before the mount, so
-                # that whoever sees the mount can ask it; it goes away with the nursery
-                info = {"mountpoint": req.mountpoint, "server": req.fsname, "pid": os.getpid(),
-                        "options": stats.effective_options(o), "mounted_at_ns": time.time_ns(),
-                        "sec": flavor.name}
-                try:
-                    await nursery.start(
-                        control_socket.serve,
-                        control_socket.socket_path(req.mountpoint),
-                        {
-                            "stats": lambda: {
-                                **stats.snapshot(cid, trunking, info=info),
-                                "delegations": {**nfs.delegation_counts, "held": len(nfs.delegations)},
-                                "locks": dict(nfs.lock_counts),
-                                "cache": ops.cache_counts(),
-                                "payload": payload_counts(channel, cid),
-                            },
-                            "paths": lambda: stats.path_rows(cid, trunking),
+                stack = await start_stack(cid, nursery, req.url,
+                                          TrunkingOptions.from_url_options({**o.trunking, **o.rdma}), timeout)
+                trunking, nfs = stack.trunking, stack.nfs
+                choice = FlavorChoice(parse_sec(o.sec), given=o.sec is not None)
+                with trio.fail_after(timeout):
+                    # (the flavour is found with the mounting user's own credentials)
+                    cred = await negotiate(nfs, req.url.path, req.url.path, choice, cred,
+                                           lambda f: credential(f, req.url.host, os.getuid(), os.getgid()))
+                    root_fh, root_attrs = await nfs.mount(req.url.path, cred)
+            except (OSError, trio.TooSlowError) as e:
+                text = str(e) or type(e).__name__
+                if isinstance(e, trio.TooSlowError):
+                    text = f"no answer within {timeout:g} s"
+                raise MountError(f"cannot mount {req.source}: {text}") from e
+            if not root_attrs.is_dir:
+                raise MountError(f"cannot mount {req.source}: not a directory")
+            flavor = cred.flavor if isinstance(cred, GssCredential) else SYS
+            users = UserCredentials(flavor, req.url.host)
+            ops = NFSOperations(nfs, root_fh, root_attrs, o, nursery, users)
+            if flavor.gss:
+                log.info("%s: requests go with each user's Kerberos ticket (sec=%s)", req.source, flavor.name)
+            # the control socket (pynfsrdma stats/paths MOUNTPOINT) is there before the mount, so
+            # that whoever sees the mount can ask it; it goes away with the nursery
+            info = {"mountpoint": req.mountpoint, "server": req.fsname, "pid": os.getpid(),
+                    "options": stats.effective_options(o), "mounted_at_ns": time.time_ns(), "sec": flavor.name}
+            try:
+                await nursery.start(
+                    control_socket.serve,
+                    control_socket.socket_path(req.mountpoint),
+                    {
+                        "stats": lambda: {
+                            **stats.snapshot(cid, trunking, info=info),
+                            "delegations": {**nfs.delegation_counts, "held": len(nfs.delegations)},
+                            "locks": dict(nfs.lock_counts),
+                            "cache": ops.cache_counts(),
+                            "payload": payload_counts(channel, cid),
                         },
-                    )
-                except (OSError, control_socket.ControlError) as e:  # the mount works without it
-                    log.warning("no control socket for %s: %s", req.mountpoint, e)
-                if signalled:  # (from here to serving nothing waits: a signal then stops serve)
-                    raise Interrupted()
-                channel = open_channel(o.channel, ops, req.mountpoint, o.fuse_options(req.fsname))
-                try:
-                    channel.mount()
-                except OSError as e:
-                    channel = None
-                    raise MountError(f"cannot mount on {req.mountpoint}: {e.strerror or e}") from e
-                read_ahead = o.rsize
-                if getattr(channel, "pipes", None) is not None and ops.opens.readahead_window:
-                    # a channel that splices READ data reaches the kernel only with a READ of the kernel's
-                    # own request: the kernel reads ahead, as far as the daemon would have, in requests of
-                    # rsize (several in flight), and each is answered by a READ of its own, spliced
-                    read_ahead = max(o.rsize, ops.opens.readahead_window)
-                    ops.opens.readahead_window = 0
-                log.info("mounted %s on %s", req.source, req.mountpoint)
-                up = trio.Event()  # set once the kernel's first request was answered: then "ok" goes out
-                nursery.start_soon(announce_when_up, req.mountpoint, read_ahead, ready, up)
-                try:
-                    await channel.serve()
-                finally:
-                    watcher.cancel()  # (before the signal receiver closes, however serve ended)
-                if not up.is_set():
-                    if signalled:
-                        raise Interrupted()
-                    raise MountError(f"cannot mount {req.source}: the mount went away before it answered")
-            except Interrupted:
-                interrupted = True
-            except MountError as e:
-                error = str(e)
+                        "paths": lambda: stats.path_rows(cid, trunking),
+                    },
+                )
+            except (OSError, control_socket.ControlError) as e:  # the mount works without it
+                log.warning("no control socket for %s: %s", req.mountpoint, e)
+            channel = stop.channel = open_channel(o.channel, ops, req.mountpoint, o.fuse_options(req.fsname))
+            try:
+                channel.mount()
+            except OSError as e:
+                channel = None
+                raise MountError(f"cannot mount on {req.mountpoint}: {e.strerror or e}") from e
+            read_ahead = o.rsize
+            if getattr(channel, "pipes", None) is not None and ops.opens.readahead_window:
+                # a channel that splices READ data reaches the kernel only with a READ of the kernel's
+                # own request: the kernel reads ahead, as far as the daemon would have, in requests of
+                # rsize (several in flight), and each is answered by a READ of its own, spliced
+                read_ahead = max(o.rsize, ops.opens.readahead_window)
+                ops.opens.readahead_window = 0
+            log.info("mounted %s on %s", req.source, req.mountpoint)
+            up = stop.up  # set once the kernel's first request was answered: then "ok" goes out
+            nursery.start_soon(announce_when_up, req.mountpoint, read_ahead, ready, up)
+            try:
+                await channel.serve()
             finally:
-                with trio.CancelScope(shield=True):
-                    if channel is not None and ops is not None:
-                        cid.stopping = True  # (unmounted: ops.shutdown's CLOSEs never recover a client ID)
-                        with trio.move_on_after(SHUTDOWN_TIMEOUT):
-                            await ops.shutdown()
-                            for made in ops.users.made() if ops.users is not None else ():
-                                await cid.forget(made)  # (RPCSEC_GSS_DESTROY of every user's context)
-                        channel.close()
-                    # (a mount given up on at the user's word: the session goes, not after a long wait)
-                    await cid.shutdown(INTERRUPTED_SHUTDOWN if interrupted else None)
-                nursery.cancel_scope.cancel()
-    if interrupted:
-        raise Interrupted()
+                stop.channel = None  # (a signal from here on cancels what is left, not the channel)
+            if not up.is_set():
+                raise MountError(f"cannot mount {req.source}: the mount went away before it answered")
+        except MountError as e:
+            error = str(e)
+        finally:
+            with trio.CancelScope(shield=True):
+                if channel is not None and ops is not None:
+                    cid.stopping = True  # (unmounted: ops.shutdown's CLOSEs never recover a client ID)
+                    with trio.move_on_after(SHUTDOWN_TIMEOUT):
+                        await ops.shutdown()
+                        for made in ops.users.made() if ops.users is not None else ():
+                            await cid.forget(made)  # (RPCSEC_GSS_DESTROY of every user's context)
+                    channel.close()
+                # (a mount given up on at the user's word: its session goes without a long wait)
+                await cid.shutdown(INTERRUPTED_SHUTDOWN if stop.interrupted else None)
+            nursery.cancel_scope.cancel()
     if error is not None:
         raise MountError(error)
 
