@@ -1,13 +1,24 @@
 """Statistics of a running client, as ``pynfsrdma stats`` shows them (sans I/O).
 
-:class:`RpcStats` is the collector the session layer feeds: one :meth:`RpcStats.rpc_done` call per
-COMPOUND reply and one :meth:`RpcStats.rpc_resent` call per resend. It counts, per *operation*
-(the COMPOUND's main operation, as Linux's mountstats counts per procedure: the first operation
-that is not file handle plumbing such as PUTFH, so ``PUTFH,WRITE,GETATTR`` is a WRITE), the calls,
-the calls that failed and their statuses, the bytes of the RPC messages sent and received, and
-the latency (time from sending to the reply) in a :class:`LatencyHistogram`; it also counts every
-operation inside the COMPOUNDs, the data read (READ results) and written (WRITE results), and per
-path the RPCs, bytes and requests that got no reply there and were resent.
+:class:`RpcStats` is the collector the session layer feeds: per call a :class:`CallTimes` from
+:meth:`RpcStats.call_started`, marked at each send, and one :meth:`RpcStats.call_ended` when the
+call returns or fails; one :meth:`RpcStats.rpc_done` call per COMPOUND reply and one
+:meth:`RpcStats.rpc_resent` call per resend. It counts, per *operation* (the COMPOUND's main
+operation, as Linux's mountstats counts per procedure: the first operation that is not file handle
+plumbing such as PUTFH, so ``PUTFH,WRITE,GETATTR`` is a WRITE), what mountstats and nfsiostat show:
+
+- the calls, answered or not, and their resends (every send after a call's first: ``retrans``);
+- timeouts (major timeouts): calls that ended for want of an answer (a soft mount's EIO), and calls
+  answered only after they had gone unanswered for a whole ``timeo`` x (``retrans`` + 1) (from the
+  sends of tries that got no reply to the next sends);
+- the replies that failed, by status; the bytes of the RPC messages sent and received;
+- the round-trip time of each answered try (``latency_ms``) and the execute time of each call, from
+  the caller's request to its end, every try and every wait between included (``execute_ms``), each
+  in a :class:`LatencyHistogram`; and the queue (backlog) wait, from the request to its first send
+  (a slot of the session, a live path).
+
+It also counts every operation inside the COMPOUNDs, the data read (READ results) and written (WRITE
+results), and per path the RPCs, bytes and requests that got no reply there and were resent.
 
 The collector's memory is bounded: a histogram is a fixed array of log-linear buckets, and the
 tables are keyed by operation numbers, statuses and path addresses, never by request.
@@ -35,6 +46,7 @@ from ._transport.base import SplicedPayload
 
 __all__ = [
     "FORMAT_VERSION",
+    "CallTimes",
     "LatencyHistogram",
     "OpStats",
     "PathCounters",
@@ -156,29 +168,63 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000.0, 3)
 
 
+class CallTimes:
+    """One call's way through the session: when it was asked for, when it was first sent, how many
+    sends it took and how long it went unanswered (seconds, on the session's clock)."""
+
+    __slots__ = ("first_sent", "last_sent", "sends", "started", "unanswered")
+
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.first_sent: float | None = None
+        self.last_sent = started
+        self.sends = 0
+        self.unanswered = 0.0  # from the sends of tries that got no reply to the next send
+
+    def sent(self, now: float, unanswered: bool = False) -> None:
+        """The call is sent; ``unanswered``: its last try got no reply (it timed out, or its
+        connection was lost), and the time since that try went without an answer."""
+        if self.first_sent is None:
+            self.first_sent = now
+        elif unanswered:
+            self.unanswered += now - self.last_sent
+        self.last_sent = now
+        self.sends += 1
+
+
 class OpStats:
     """The figures of one kind of COMPOUND (named by its main operation)."""
 
-    __slots__ = ("bytes_received", "bytes_sent", "calls", "errors", "latency", "retransmitted")
+    __slots__ = ("bytes_received", "bytes_sent", "calls", "errors", "execute", "latency", "queue_total", "retrans",
+                 "retransmitted", "timeouts")
 
     def __init__(self) -> None:
-        self.calls = 0
-        self.retransmitted = 0  # calls sent more than once (no reply in time, or a lost connection)
-        self.errors: dict[int, int] = {}  # nfsstat4 -> count
+        self.calls = 0  # calls ended, answered or not
+        self.retrans = 0  # sends after a call's first (no reply in time, a lost connection, a retry)
+        self.retransmitted = 0  # calls sent more than once
+        self.timeouts = 0  # major timeouts (see the module text)
+        self.errors: dict[int, int] = {}  # nfsstat4 -> replies
         self.bytes_sent = 0
         self.bytes_received = 0
-        self.latency = LatencyHistogram()
+        self.latency = LatencyHistogram()  # round trip of each answered try
+        self.execute = LatencyHistogram()  # each call, from the request to its end
+        self.queue_total = 0.0  # seconds from the requests to their first sends
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "calls": self.calls,
             "errors": sum(self.errors.values()),
             "statuses": {status_name(s): n for s, n in sorted(self.errors.items())},
+            "timeouts": self.timeouts,
             "bytes_sent": self.bytes_sent,
             "bytes_received": self.bytes_received,
+            "retrans": self.retrans,
             "retransmitted": self.retransmitted,
+            "queue_total_ms": _ms(self.queue_total),
             "rtt_total_ms": _ms(self.latency.total),
             "latency_ms": self.latency.summary(),
+            "execute_total_ms": _ms(self.execute.total),
+            "execute_ms": self.execute.summary(),
         }
 
 
@@ -217,6 +263,7 @@ class RpcStats:
         self.started = clock()
         self.calls = 0
         self.errors = 0
+        self.timeouts = 0  # major timeouts (see the module text)
         self.resends = 0  # sends of a request after its first (lost connection, timeout)
         self.replays = 0  # replies to a request sent more than once
         self.bytes_sent = 0
@@ -229,6 +276,12 @@ class RpcStats:
         self.statuses: dict[int, int] = {}  # failed COMPOUNDs by status
         self.paths: dict[str, PathCounters] = {}
 
+    def _op(self, main: int) -> OpStats:
+        st = self.ops.get(main)
+        if st is None:
+            st = self.ops[main] = OpStats()
+        return st
+
     def _path(self, address: str) -> PathCounters:
         pc = self.paths.get(address)
         if pc is None:
@@ -236,6 +289,29 @@ class RpcStats:
         return pc
 
     # -- hooks (the session layer calls these; they must stay cheap) -------------------------------
+    def call_started(self, now: float) -> CallTimes:
+        """A call is asked for: the session marks its sends on the record, and ends it with
+        :meth:`call_ended`."""
+        return CallTimes(now)
+
+    def call_ended(self, call: CallTimes, ops: Sequence[Any], now: float, *, gave_up: bool = False,
+                   major_timeout: float | None = None) -> None:
+        """The call of ``ops`` (after SEQUENCE) returned or failed at ``now``. ``gave_up``: it
+        failed for want of an answer (a soft mount's timeout, or failing at once while the server is
+        taken for gone); ``major_timeout``: the seconds of unanswered tries that make a major timeout
+        (``timeo`` x (``retrans`` + 1); None: none counts)."""
+        st = self._op(_main_op(ops))
+        st.calls += 1
+        self.calls += 1
+        if call.sends > 1:
+            st.retrans += call.sends - 1
+            st.retransmitted += 1
+        if gave_up or (major_timeout is not None and call.unanswered >= major_timeout):
+            st.timeouts += 1
+            self.timeouts += 1
+        st.execute.add(now - call.started)
+        st.queue_total += (now if call.first_sent is None else call.first_sent) - call.started
+
     def rpc_done(
         self,
         path: _PathLike,
@@ -251,19 +327,15 @@ class RpcStats:
         ``ops``: the request's operations after SEQUENCE (objects with ``OPNUM``); ``res``: the
         decoded COMPOUND4res (its ``status`` and ``resarray`` of results with ``opnum``, ``status``,
         ``res``); ``seconds``: from sending to the reply; ``bytes_sent``/``bytes_received``: the
-        RPC call and reply sizes; ``replay``: the request had been sent before."""
-        main = _OP_SEQUENCE
+        RPC call and reply sizes; ``replay``: the request had been sent before. (The call itself is
+        counted by :meth:`call_ended`.)"""
         data = False
         counts = self.op_counts
         for op in ops:
             n = op.OPNUM
             counts[n] = counts.get(n, 0) + 1
-            if main == _OP_SEQUENCE and n not in _PLUMBING:
-                main = n
             if n in _DATA_OPS:
                 data = True
-        if main == _OP_SEQUENCE and ops:
-            main = ops[-1].OPNUM
         if data:
             for r in res.resarray:
                 if r.status == _NFS4_OK:
@@ -275,12 +347,8 @@ class RpcStats:
                             bytes_received += n_read
                     elif r.opnum == _OP_WRITE:
                         self.bytes_written += r.res.count
-        st = self.ops.get(main)
-        if st is None:
-            st = self.ops[main] = OpStats()
+        st = self._op(_main_op(ops))
         pc = self._path(path.address)
-        self.calls += 1
-        st.calls += 1
         pc.replies += 1
         status = res.status
         if status != _NFS4_OK:
@@ -290,7 +358,6 @@ class RpcStats:
             st.errors[status] = st.errors.get(status, 0) + 1
         if replay:
             self.replays += 1
-            st.retransmitted += 1
         self.bytes_sent += bytes_sent
         self.bytes_received += bytes_received
         st.bytes_sent += bytes_sent
@@ -312,6 +379,7 @@ class RpcStats:
             "rpc": {
                 "calls": self.calls,
                 "errors": self.errors,
+                "timeouts": self.timeouts,
                 "resends": self.resends,
                 "replays": self.replays,
                 "bytes_sent": self.bytes_sent,
@@ -323,6 +391,15 @@ class RpcStats:
             "operations": {op_name(n): st.as_dict() for n, st in sorted(self.ops.items())},
             "op_counts": {op_name(n): k for n, k in sorted(self.op_counts.items())},
         }
+
+
+def _main_op(ops: Sequence[Any]) -> int:
+    """The operation a COMPOUND is counted under: the first that is not plumbing (else the last,
+    else SEQUENCE for a lone SEQUENCE)."""
+    for op in ops:
+        if op.OPNUM not in _PLUMBING:
+            return int(op.OPNUM)
+    return int(ops[-1].OPNUM) if ops else _OP_SEQUENCE
 
 
 def effective_options(options: Any) -> dict[str, Any]:

@@ -177,3 +177,5 @@ def helper_main(argv: list[str] | None = None) -> int:
     except MountError as e:
         print(f"mount.pynfsrdma: {e}", file=sys.stderr)
         return 32  # mount(8): mount failure
+    except KeyboardInterrupt:  # (the daemon was stopped: see mount_daemon.mount)
+        return 130

@@ -5,6 +5,9 @@ the export's root come first, the FUSE mount only once they are there. In the ba
 default) a child process does all of it and tells the parent through a pipe whether the mount is up
 (``ok``) or why not; the parent exits only then. SIGTERM, SIGINT and SIGHUP end the FUSE loop; the
 daemon then commits and closes every open file, unmounts, and destroys its session and client ID.
+The same signals before the mount is up stop the daemon's tries at once (:class:`Interrupted`), and
+a parent interrupted while it waits (Ctrl-C) passes SIGTERM on to its daemon, which runs in a
+session of its own, and waits for it to end: nothing stays mounted or running.
 ``auto_unmount`` makes a killed daemon's mount go away too.
 
     python -m pynfsrdma._fuse.mount_daemon [-f] [-o OPTIONS] SOURCE MOUNTPOINT
@@ -51,12 +54,19 @@ log = logging.getLogger(__name__)
 
 MOUNT_TIMEOUT = 15.0  # seconds to reach the server and find the export at mount time
 SHUTDOWN_TIMEOUT = 30.0
+INTERRUPTED_SHUTDOWN = 1.0  # seconds to end the session of a mount interrupted before it was up
+STOP_WAIT = 10.0  # seconds an interrupted parent waits for its daemon to end before it kills it
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
 READY = b"ok\n"
 URL_OVERRIDES = ("vers", "proto", "port")
 
 
 class MountError(OSError):
     """The file system could not be mounted; the message says why (and nothing is left mounted)."""
+
+
+class Interrupted(Exception):
+    """A signal (SIGINT, SIGTERM, SIGHUP) came before the mount was up: nothing is left mounted."""
 
 
 @dataclass
@@ -106,8 +116,60 @@ def _is_our_mount(mp: str) -> bool:
         return False
 
 
+class Stop:
+    """What a signal (SIGTERM, SIGINT, SIGHUP) does to the daemon: before the mount serves, it
+    cancels everything (reaching the server, finding the export: ``scope``); once the channel
+    serves, it ends the channel, which unmounts."""
+
+    def __init__(self) -> None:
+        self.scope: trio.CancelScope | None = None  # the daemon's work, until the channel serves
+        self.channel: Channel | None = None
+        self.up = trio.Event()  # the mount answered its first request
+        self.signalled = False
+
+    @property
+    def interrupted(self) -> bool:
+        """A signal came before the mount was up: nothing stays mounted, and the daemon says nothing."""
+        return self.signalled and not self.up.is_set()
+
+    def signal(self, signum: int) -> None:
+        self.signalled = True
+        if self.channel is not None:
+            log.info("signal %d: unmounting", signum)
+            self.channel.terminate()
+        elif self.scope is not None:
+            log.info("signal %d before the mount was up: giving up", signum)
+            self.scope.cancel()
+
+
 async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
-    """Mount and serve until unmounted or signalled. Raises MountError if the mount never came up."""
+    """Mount and serve until unmounted or signalled. Raises MountError if the mount never came up,
+    Interrupted if a signal came first."""
+    stop = Stop()
+    failed: MountError | None = None
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+
+        async def watch() -> None:
+            async for signum in signals:
+                stop.signal(signum)
+                return
+
+        async with trio.open_nursery() as watching:
+            watching.start_soon(watch)
+            try:
+                await _serve(req, ready, stop)
+            except MountError as e:
+                failed = e
+            finally:
+                watching.cancel_scope.cancel()  # (before the signal receiver closes, however it ended)
+    if stop.interrupted:
+        raise Interrupted()
+    if failed is not None:
+        raise failed
+
+
+async def _serve(req: MountRequest, ready: Callable[[str | None], None], stop: Stop) -> None:
+    """:func:`serve`'s work; a signal reaches it through ``stop``."""
     from .operations import NFSOperations
 
     o = req.options
@@ -115,6 +177,7 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
     timeout = min(MOUNT_TIMEOUT, max(o.timeo_seconds * (o.retrans + 1), 1.0))
     error: str | None = None
     async with trio.open_nursery() as nursery:
+        stop.scope = nursery.cancel_scope
         cid = ClientID(
             nursery,
             options=SessionOptions(rsize=o.rsize, wsize=o.wsize, minorversion=minor_version(req.url.vers)),
@@ -171,7 +234,7 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
                 )
             except (OSError, control_socket.ControlError) as e:  # the mount works without it
                 log.warning("no control socket for %s: %s", req.mountpoint, e)
-            channel = open_channel(o.channel, ops, req.mountpoint, o.fuse_options(req.fsname))
+            channel = stop.channel = open_channel(o.channel, ops, req.mountpoint, o.fuse_options(req.fsname))
             try:
                 channel.mount()
             except OSError as e:
@@ -185,29 +248,12 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
                 read_ahead = max(o.rsize, ops.opens.readahead_window)
                 ops.opens.readahead_window = 0
             log.info("mounted %s on %s", req.source, req.mountpoint)
-            up = trio.Event()  # set once the kernel's first request was answered: then "ok" goes out
-            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-
-                async def on_signal() -> None:
-                    async for signum in signals:
-                        log.info("signal %d: unmounting", signum)
-                        assert channel is not None
-                        channel.terminate()
-                        return
-
-                watcher = trio.CancelScope()
-
-                async def watch() -> None:
-                    with watcher:
-                        await trio.lowlevel.checkpoint()  # (serve may have ended before this task ran)
-                        await on_signal()
-
-                nursery.start_soon(watch)
-                nursery.start_soon(announce_when_up, req.mountpoint, read_ahead, ready, up)
-                try:
-                    await channel.serve()
-                finally:
-                    watcher.cancel()  # (before the signal receiver closes, however serve ended)
+            up = stop.up  # set once the kernel's first request was answered: then "ok" goes out
+            nursery.start_soon(announce_when_up, req.mountpoint, read_ahead, ready, up)
+            try:
+                await channel.serve()
+            finally:
+                stop.channel = None  # (a signal from here on cancels what is left, not the channel)
             if not up.is_set():
                 raise MountError(f"cannot mount {req.source}: the mount went away before it answered")
         except MountError as e:
@@ -221,7 +267,8 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
                         for made in ops.users.made() if ops.users is not None else ():
                             await cid.forget(made)  # (RPCSEC_GSS_DESTROY of every user's context)
                     channel.close()
-                await cid.shutdown()
+                # (a mount given up on at the user's word: its session goes without a long wait)
+                await cid.shutdown(INTERRUPTED_SHUTDOWN if stop.interrupted else None)
             nursery.cancel_scope.cancel()
     if error is not None:
         raise MountError(error)
@@ -310,13 +357,18 @@ def run(req: MountRequest, ready_fd: int | None = None) -> int:
         if ready_fd is None or told:
             return
         told = True
-        os.write(ready_fd, READY if err is None else f"{err}\n".encode())
+        try:
+            os.write(ready_fd, READY if err is None else f"{err}\n".encode())
+        except BrokenPipeError:
+            pass  # (the parent was interrupted and no longer waits)
         os.close(ready_fd)
         _detach(req.options)
 
     keep_payload_memory()  # (the writes' payloads: see there)
     try:
         trio.run(serve, req, ready)
+    except Interrupted:
+        return EXIT_INTERRUPTED
     except MountError as e:
         if ready_fd is None:
             print(f"pynfsrdma: {e}", file=sys.stderr)
@@ -360,13 +412,29 @@ def mount(
     cmd += ["-v"] * verbose + [source, mountpoint]
     proc = subprocess.Popen(cmd, pass_fds=(w,), stdin=subprocess.DEVNULL, start_new_session=True)
     os.close(w)
-    with os.fdopen(r, "rb") as f:
-        msg = f.read()
+    try:
+        with os.fdopen(r, "rb") as f:
+            msg = f.read()
+    except KeyboardInterrupt:
+        # (the daemon has a session of its own: the terminal's Ctrl-C reached only us)
+        _stop(proc)
+        raise
     if msg == READY:
         return 0
     rc = proc.wait()
     text = msg.decode(errors="replace").strip() or f"the mount daemon ended with status {rc}"
     raise MountError(text)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """End a daemon whose parent was interrupted: SIGTERM (it stops trying, or unmounts if it was up
+    already), and SIGKILL if it has not ended within STOP_WAIT seconds or a second interrupt comes."""
+    proc.terminate()
+    try:
+        proc.wait(STOP_WAIT)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        proc.kill()
+        proc.wait()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -51,7 +51,7 @@ from .._proto.nfs4.types import SEQUENCE4args, SEQUENCE4resok
 from .._rpc.auth import Credential
 from .._rpc.errors import RpcTimeout
 from .._rpc.gss_auth import KerberosAccessError
-from .._stats import RpcStats, collector_for
+from .._stats import CallTimes, RpcStats, collector_for
 from .._transport.base import NO_HINTS, CallFailed, ProtocolViolation, ReplyHints, TransportError
 from .._xdr import XdrError
 from .errors import ServerUnreachable, SessionError
@@ -281,6 +281,7 @@ class Session:
         check: Check | None = None,
     ) -> COMPOUND4res:
         """Send ``ops`` after a SEQUENCE; return the reply with SEQUENCE's result removed.
+        The call is timed for the statistics, from here to its end (see :mod:`pynfsrdma._stats`).
 
         ``payload`` is the request's bulk size (for choosing a path). ``cachethis`` None asks the
         server to keep the reply in its reply cache unless the request is idempotent (so that a
@@ -291,6 +292,32 @@ class Session:
         session or client ID is gone, ServerUnreachable when a soft request ran out of time,
         ProtocolError when the server's replies kept breaking the protocol.
         """
+        call = self.stats.call_started(trio.current_time())
+        gave_up = False
+        try:
+            return await self._compound(ops, cred, hints, call, payload=payload, tag=tag, cachethis=cachethis,
+                                        pin=pin, check=check)
+        except ServerUnreachable:
+            gave_up = True
+            raise
+        finally:
+            self.stats.call_ended(call, ops, trio.current_time(), gave_up=gave_up,
+                                  major_timeout=None if pin is not None else self.policy.budget)
+
+    async def _compound(
+        self,
+        ops: Sequence[Any],
+        cred: Credential,
+        hints: ReplyHints,
+        call: CallTimes,
+        *,
+        payload: int,
+        tag: str,
+        cachethis: bool | None,
+        pin: Path | None,
+        check: Check | None,
+    ) -> COMPOUND4res:
+        """:meth:`compound`'s work; ``call`` is marked at each send."""
         policy = self.policy
         soft = not policy.hard and pin is None
         probe = False
@@ -317,7 +344,7 @@ class Session:
             while True:
                 try:
                     res, tries, path = await self._send(
-                        slot, seqid, ops, cred, hints, payload, tag, cachethis, pin, deadline, faults, soft
+                        slot, seqid, ops, cred, hints, payload, tag, cachethis, pin, deadline, faults, soft, call
                     )
                 except KerberosAccessError:
                     # (no usable Kerberos credentials: the request never reached SEQUENCE, and the
@@ -441,13 +468,14 @@ class Session:
         deadline: float | None,
         faults: Faults,
         soft: bool,
+        call: CallTimes,
     ) -> tuple[COMPOUND4res, int, Path]:
         """Send one request until some path answers it, resending with the same slot/seqid until
         ``deadline`` (None: forever). Returns the decoded reply, the number of sends it took and the
         path that answered. Raises _BadReply for a reply that is not one (after closing its
         connection). What a send that brings no reply leads to is :func:`.send_faults.on_fault`'s to
         decide (``faults``: what this request's sends met before). ``soft``: fail at once when the
-        server is taken for gone meanwhile."""
+        server is taken for gone meanwhile. ``call`` is marked at each send."""
         timed = main_op(ops) not in STORAGE_WORK  # (its time is a round trip)
         policy = self.policy
         args = COMPOUND4args(
@@ -494,6 +522,7 @@ class Session:
             xid, p = rpc.start_call(c.NFSPROC4_COMPOUND, cred)
             encode_compound_args(p, args)
             start = trio.current_time()
+            call.sent(start, unanswered=tries > 1)
             mark = path.delivery.mark(start, busy=path.bytes_in_flight > 0)
             path.bytes_in_flight += payload
             path.calls += 1

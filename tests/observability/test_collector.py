@@ -45,6 +45,15 @@ def wire(res: COMPOUND4res) -> COMPOUND4res:
     return decode_compound_res(Unpacker(p.getvalue()))
 
 
+def answered(stats: RpcStats, path: FakePath, ops: list, res: COMPOUND4res, seconds: float, sent: int,
+             received: int, replay: bool = False) -> None:
+    """One call as the session makes it: asked for, sent, answered after ``seconds``, ended."""
+    call = stats.call_started(100.0)
+    call.sent(100.0)
+    stats.rpc_done(path, ops, res, seconds, sent, received, replay)
+    stats.call_ended(call, ops, 100.0 + seconds)
+
+
 def exact_percentile(samples: list[float], q: float) -> float:
     s = sorted(samples)
     return s[max(1, math.ceil(q * len(s))) - 1]
@@ -129,7 +138,7 @@ def test_write_read_and_error_replies() -> None:
             ],
         )
     )
-    stats.rpc_done(path, write, res, 0.002, 10400, 120)
+    answered(stats, path, write, res, 0.002, 10400, 120)
     read = [PUTFH4args(FH), READ4args(ANON, 0, 4096)]
     res = wire(
         COMPOUND4res(
@@ -138,7 +147,7 @@ def test_write_read_and_error_replies() -> None:
             [ResOp(c.OP_PUTFH, c.NFS4_OK, None), ResOp(c.OP_READ, c.NFS4_OK, READ4resok(True, b"x" * 3000))],
         )
     )
-    stats.rpc_done(path, read, res, 0.001, 150, 3100, replay=True)
+    answered(stats, path, read, res, 0.001, 150, 3100, replay=True)
     lookup = [PUTFH4args(FH), LOOKUP4args("missing")]
     res = wire(
         COMPOUND4res(
@@ -147,7 +156,7 @@ def test_write_read_and_error_replies() -> None:
             [ResOp(c.OP_PUTFH, c.NFS4_OK, None), ResOp(c.OP_LOOKUP, c.NFS4ERR_NOENT, None)],
         )
     )
-    stats.rpc_done(path, lookup, res, 0.0005, 140, 60)
+    answered(stats, path, lookup, res, 0.0005, 140, 60)
     stats.rpc_resent("127.0.0.2:2049")
 
     d = stats.as_dict()
@@ -233,7 +242,58 @@ def test_tables_stay_bounded() -> None:
     ops = [PUTFH4args(FH), GETATTR4args([0, 0])]
     rng = random.Random(1)
     for _ in range(20_000):
-        stats.rpc_done(FakePath(rng.choice(["p1", "p2"])), ops, res, rng.random() / 100, 100, 100)
+        answered(stats, FakePath(rng.choice(["p1", "p2"])), ops, res, rng.random() / 100, 100, 100)
     assert len(stats.ops) == 1
     assert len(stats.paths) == 2
     assert stats.calls == 20_000
+
+
+# -- calls: resends, timeouts, queue and execute times --------------------------------------------------
+def test_a_call_resent_and_answered_late_is_timed_whole() -> None:
+    """A hard mount's LOOKUP: queued 0.2 s for a slot, two tries that timed out after 1 s each, the
+    third answered in 1 ms: three sends, two resends, a major timeout (2 s unanswered, timeo 1 s x
+    (retrans 1 + 1)), an execute time of 2.201 s, and a round trip of 1 ms."""
+    stats = RpcStats()
+    lookup = [PUTFH4args(FH), LOOKUP4args("x")]
+    res = wire(COMPOUND4res(c.NFS4_OK, "", [ResOp(c.OP_PUTFH, c.NFS4_OK, None), ResOp(c.OP_LOOKUP, c.NFS4_OK, None)]))
+    call = stats.call_started(10.0)
+    call.sent(10.2)
+    call.sent(11.2, unanswered=True)
+    call.sent(12.2, unanswered=True)
+    stats.rpc_done(FakePath("a"), lookup, res, 0.001, 140, 60, replay=True)
+    stats.call_ended(call, lookup, 12.201, major_timeout=2.0)
+    op = stats.as_dict()["operations"]["LOOKUP"]
+    assert (op["calls"], op["retrans"], op["retransmitted"], op["timeouts"], op["errors"]) == (1, 2, 1, 1, 0)
+    assert op["queue_total_ms"] == 200.0
+    assert op["execute_ms"]["max"] == op["execute_total_ms"] == 2201.0
+    assert op["latency_ms"]["max"] == op["rtt_total_ms"] == 1.0
+    assert stats.as_dict()["rpc"]["timeouts"] == 1
+
+
+def test_a_soft_call_that_gave_up_is_a_timeout() -> None:
+    """A soft mount's GETATTR that got no answer in its two tries and failed (EIO), and one that
+    failed at once after it (the server taken for gone): two calls, two timeouts, no reply."""
+    stats = RpcStats()
+    getattr_ = [PUTFH4args(FH), GETATTR4args([0, 0])]
+    call = stats.call_started(0.0)
+    call.sent(0.0)
+    call.sent(1.0, unanswered=True)
+    stats.call_ended(call, getattr_, 2.0, gave_up=True, major_timeout=2.0)
+    stats.call_ended(stats.call_started(2.5), getattr_, 2.5, gave_up=True, major_timeout=2.0)
+    d = stats.as_dict()
+    op = d["operations"]["GETATTR"]
+    assert (op["calls"], op["retrans"], op["timeouts"], op["latency_ms"]["count"]) == (2, 1, 2, 0)
+    assert op["execute_ms"]["max"] == 2000.0
+    assert (d["rpc"]["calls"], d["rpc"]["timeouts"]) == (2, 2)
+
+
+def test_a_call_answered_within_its_time_is_no_timeout() -> None:
+    stats = RpcStats()
+    ops = [PUTFH4args(FH), GETATTR4args([0, 0])]
+    call = stats.call_started(0.0)
+    call.sent(0.0)
+    call.sent(1.0, unanswered=True)
+    call.sent(1.5)  # (the server answered NFS4ERR_DELAY: answered, sent again)
+    stats.call_ended(call, ops, 2.5, major_timeout=2.0)
+    op = stats.as_dict()["operations"]["GETATTR"]
+    assert (op["calls"], op["retrans"], op["timeouts"]) == (1, 2, 0)
