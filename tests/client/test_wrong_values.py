@@ -1,0 +1,95 @@
+"""Replies that are well-formed but whose values are wrong, through the testbed's mutating proxy in front
+of NFS-Ganesha: a number from a reply never sizes what the client allocates or how long it works. A file
+whose size a GETATTR says is 2**62 is read to its real end, in a process whose memory stays where it was."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+
+import pytest
+import trio
+
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.ganesha import ExportPath
+from pynfsrdma._testbed.mutating_proxy import MutatingProxy
+from pynfsrdma._testbed.mutations import Mutation, ReplyMutator, Rule
+
+Proxy = Callable[..., Awaitable[MutatingProxy]]
+HUGE = 1 << 62
+
+# A client in a process of its own reads one file; its peak memory is reset before the read (Linux:
+# clear_refs 5) and read after it. Its address space is capped a little above what it holds, so that
+# a client that allocates what a size says fails there instead of taking the machine.
+READER = r"""
+import json, resource, sys, trio
+from pynfsrdma._client.api import Client
+
+def status(key):
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) << 10 for l in f if l.startswith(key + ":"))
+
+async def main(url, path, how):
+    async with Client.connect(url, rsize=64 << 10) as nfs:
+        async with await nfs.open(path) as f:  # (warms what a read needs: its first READ)
+            await f.pread(0, 1)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        before = status("VmRSS")
+        limit = status("VmSize") + (256 << 20)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        try:
+            if how == "read_file":
+                data = await nfs.read_file(path)
+            else:
+                async with await nfs.open(path) as f:
+                    data = await f.read()
+            out = {"size": len(data), "data": data.hex()}
+        except OSError as e:
+            out = {"error": f"{type(e).__name__}: {e}"}
+        except MemoryError:
+            out = {"error": "MemoryError"}
+        out["grown"] = status("VmHWM") - before
+        print(json.dumps(out))
+
+trio.run(main, *sys.argv[1:])
+"""
+
+
+@pytest.fixture
+async def mutating(ganesha: Ganesha, nursery: trio.Nursery) -> Proxy:
+    async def make(*rules: Rule) -> MutatingProxy:
+        proxy = MutatingProxy("127.0.0.1", 0, ganesha.host, ganesha.port, ReplyMutator(seed=1, rules=list(rules)))
+        started: MutatingProxy = await nursery.start(proxy.run)
+        return started
+
+    return make
+
+
+def url(proxy: MutatingProxy, export_path: ExportPath) -> str:
+    return f"nfs://127.0.0.1:{proxy.port}{export_path.remote}"
+
+
+@pytest.mark.parametrize("how", ["read_file", "File.read"])
+@pytest.mark.parametrize("length", [3, 700_001])
+async def test_a_file_said_to_hold_2_to_the_62_bytes_is_read_to_its_real_end(
+    mutating: Proxy, export_path: ExportPath, how: str, length: int
+) -> None:
+    """The OPEN's GETATTR says 2**62 bytes (a flipped high bit, as a fuzzing proxy made one): the read
+    returns the file's bytes, and the reading process's peak memory grows by a few MiB at most."""
+    data = os.urandom(length)
+    (export_path.local / "f").write_bytes(data)
+    rule = Rule(Mutation.VALUE, c.OP_OPEN, "attr_vals size", HUGE, count=2)
+    proxy = await mutating(rule)
+    p = await trio.run_process([sys.executable, "-c", READER, url(proxy, export_path), "/f", how],
+                               capture_stdout=True, capture_stderr=True, check=False)
+    assert p.returncode == 0, p.stderr.decode()[-3000:]
+    out = json.loads(p.stdout)
+    assert rule.count == 0  # (both OPENs were told 2**62 bytes)
+    assert "error" not in out, out
+    assert bytes.fromhex(out["data"]) == data
+    assert out["grown"] < 8 << 20, out["grown"]
+
