@@ -12,6 +12,8 @@ from collections.abc import Awaitable, Callable
 import pytest
 import trio
 
+from pynfsrdma._client.api import Client
+from pynfsrdma._client.names import MIN_SERVER_IO
 from pynfsrdma._proto.nfs4 import const as c
 from pynfsrdma._testbed import Ganesha
 from pynfsrdma._testbed.ganesha import ExportPath
@@ -93,3 +95,63 @@ async def test_a_file_said_to_hold_2_to_the_62_bytes_is_read_to_its_real_end(
     assert bytes.fromhex(out["data"]) == data
     assert out["grown"] < 8 << 20, out["grown"]
 
+
+
+ALWAYS = 1 << 30  # a rule's count: every reply it matches
+
+
+async def test_a_read_and_a_listing_whose_eof_never_comes_end(mutating: Proxy, export_path: ExportPath) -> None:
+    """Every READ and READDIR reply says eof false, the last ones too: the file is read to its end (the
+    READ past it returns nothing) and the directory listed to its end (the READDIR past the last entry
+    returns none), each once."""
+    data = os.urandom(300_001)
+    (export_path.local / "f").write_bytes(data)
+    names = sorted(["f", *(f"n{i:03}" for i in range(300))])
+    for n in names[1:]:
+        (export_path.local / n).write_bytes(b"")
+    read_eof = Rule(Mutation.EOF, c.OP_READ, count=ALWAYS)
+    list_eof = Rule(Mutation.EOF, c.OP_READDIR, count=ALWAYS)
+    proxy = await mutating(read_eof, list_eof)
+    async with Client.connect(url(proxy, export_path), rsize=64 << 10) as nfs:
+        with trio.fail_after(60):
+            assert await nfs.read_file("/f") == data
+            assert sorted(await nfs.listdir("/")) == names
+    assert read_eof.count < ALWAYS and list_eof.count < ALWAYS  # (the eofs were there, and changed)
+
+
+async def test_a_maxread_and_maxwrite_of_one_byte_are_taken_as_4_kib(mutating: Proxy, export_path: ExportPath) -> None:
+    """The export's GETATTR says maxread 1 and maxwrite 1: a file is not read and written a byte per
+    READ and WRITE (200,000 of each for this one), but by 4 KiB at least."""
+    data = os.urandom(200_000)
+    rules = [Rule(Mutation.VALUE, c.OP_PUTROOTFH, f"attr_vals {a}", 1) for a in ("maxread", "maxwrite")]
+    proxy = await mutating(*rules)  # (one change a reply: the first client's maxread, the second's maxwrite)
+    async with Client.connect(url(proxy, export_path)) as reader, Client.connect(url(proxy, export_path)) as writer:
+        assert [r.count for r in rules] == [0, 0]
+        assert (reader.nfs.maxread, writer.nfs.maxwrite) == (MIN_SERVER_IO, MIN_SERVER_IO)
+        with trio.fail_after(60):
+            await writer.write_file("/f", data)
+            assert await reader.read_file("/f") == data
+    assert (export_path.local / "f").read_bytes() == data
+
+
+async def test_a_made_up_readdir_cookie_is_one_oserror_or_the_right_listing(
+    mutating: Proxy, export_path: ExportPath
+) -> None:
+    """An entry's cookie changed to 0, 1, 2**62, 2**64 - 1, ...: the listing is right (the server knew
+    the cookie) or fails with one OSError (a cookie repeated, or one the server refuses); it never
+    goes round in circles."""
+    names = sorted(f"n{i:03}" for i in range(400))
+    for n in names:
+        (export_path.local / n).write_bytes(b"")
+    rule = Rule(Mutation.VALUE, c.OP_READDIR, "cookie", count=ALWAYS)
+    proxy = await mutating(rule)
+    async with Client.connect(url(proxy, export_path), timeo=2.0, retrans=1) as nfs:
+        for _ in range(6):
+            with trio.fail_after(60):
+                try:
+                    got = sorted(await nfs.listdir("/"))
+                except OSError as e:
+                    assert isinstance(e.errno, int)
+                    continue
+            assert got == names
+    assert rule.count < ALWAYS - 5
