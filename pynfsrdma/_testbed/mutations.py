@@ -62,12 +62,17 @@ class Mutation(enum.Enum):
     #                  time...), a READDIR entry's cookie made up
     EOF = "eof"  # a READ's or READDIR's eof said false where it was true (a server that never says eof)
     COUNT = "count"  # a WRITE's count: less than sent, none, or more than sent
+    STATUS = "status"  # the reply made a failure at one result, well-formed: its status and the COMPOUND's
+    #                    (DELAY, GRACE, IO, ...), the results after it gone (a server asking for a pause)
 
 
 ALL = tuple(Mutation)
 # the changes that leave a reply well-formed, a value in it wrong (the client cannot tell; it must not
 # trust it to size its work): what a check of results made through them may not count as wrong
-VALUES = (Mutation.VALUE, Mutation.EOF, Mutation.COUNT)
+VALUES = (Mutation.VALUE, Mutation.EOF, Mutation.COUNT, Mutation.STATUS)
+# the statuses a STATUS change gives a result (none of them has a result body for any operation)
+_FAILURES = (c.NFS4ERR_DELAY, c.NFS4ERR_GRACE, c.NFS4ERR_IO, c.NFS4ERR_SERVERFAULT, c.NFS4ERR_ACCESS,
+             c.NFS4ERR_STALE)
 # attribute values changed, by attribute (numbers; the times' seconds and the owners besides); not
 # type, fileid, fsid, filehandle: they say which object a reply is about
 _VALUE_ATTRS = frozenset(("size", "space_used", "mode", "numlinks", "lease_time", "maxread", "maxwrite",
@@ -224,6 +229,7 @@ class ReplyMutator:
         out.append(Site(Mutation.HEADER, f"result {i} opnum", u.pos))
         opnum = u.uint32()
         out.append(Site(Mutation.HEADER, f"result {i} status", u.pos))
+        out.append(Site(Mutation.STATUS, f"result {i} failed", u.pos))
         status = u.int32()
         spec = nfs_resop4.results.get(opnum)
         if spec is None:
@@ -330,12 +336,32 @@ class ReplyMutator:
             return Decision([_WORD.pack(mark) + record], m, site.name)
         if site.text:
             return self._apply_text(b, site)
+        if m is Mutation.STATUS:
+            return self._apply_failure(b, site, value)
         word = _HYPER if site.wide else _WORD
         old = word.unpack_from(b, site.offset)[0]
         new = value if value is not None else site.value if site.value is not None else self._new_value(site, old, len(b))
         new &= (1 << 8 * word.size) - 1
         word.pack_into(b, site.offset, new)
         return Decision([frame(bytes(b))], m, f"{site.name}: {old} -> {new}")
+
+    def _apply_failure(self, b: bytearray, site: Site, value: int | None) -> Decision:
+        """Result ``i`` (the site's) fails with ``value`` (or one of _FAILURES), as a server makes such a
+        reply: the COMPOUND's status that one, the result count i + 1, nothing after the status."""
+        status = value if value is not None else self.rng.choice(_FAILURES)
+        i = int(site.name.split()[1])
+        u = Unpacker(bytes(b))
+        u.uint32(), u.uint32(), u.uint32(), u.uint32()  # xid, REPLY, MSG_ACCEPTED, the verifier's flavor
+        u.opaque()
+        u.uint32()  # accept_stat
+        compound_at = u.pos
+        u.int32()
+        u.string()  # tag
+        del b[site.offset + WORD :]
+        _WORD.pack_into(b, site.offset, status & 0xFFFFFFFF)
+        _WORD.pack_into(b, compound_at, status & 0xFFFFFFFF)
+        _WORD.pack_into(b, u.pos, i + 1)
+        return Decision([frame(bytes(b))], Mutation.STATUS, f"{site.name}: {c.nfsstat4(status).name}")
 
     def _apply_text(self, b: bytearray, site: Site) -> Decision:
         """A string's bytes changed: an owner in place (its length kept: the attribute values' length

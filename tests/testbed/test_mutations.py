@@ -259,3 +259,22 @@ def test_a_name_no_file_can_have_is_refused_by_the_client(kind: str) -> None:
         (changed,) = records(d.chunks)
         with pytest.raises(XdrError, match=r"directory entry name .* is not"):
             client_takes(READDIR_OPS, changed)
+
+
+def test_a_result_made_a_failure_is_a_reply_a_server_could_send() -> None:
+    site, res = changed_results(GETATTR_OPS, GETATTR_REPLY,
+                                Rule(Mutation.STATUS, site="result 0 failed", value=c.NFS4ERR_DELAY))
+    assert site == "result 0 failed: NFS4ERR_DELAY"
+    assert [(r.opnum, r.status) for r in res] == [(c.OP_SEQUENCE, c.NFS4ERR_DELAY)]
+    m = ReplyMutator(seed=4)
+    for _ in range(20):
+        m.rules = [Rule(Mutation.STATUS, site="result 2 failed")]
+        m.call(call(READ_OPS))
+        (changed,) = records(m.reply(READ_REPLY).chunks)
+        u = Unpacker(changed)
+        u.uint32(), u.uint32()
+        rpcdef.unpack_reply_header(u)
+        res = decode_compound_res(u)
+        u.done()
+        check_compound_res(READ_OPS, res)  # (well-formed: status, count and results agree)
+        assert [r.opnum for r in res.resarray] == opnums(READ_OPS) and res.status == res.resarray[2].status != 0
