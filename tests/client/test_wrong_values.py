@@ -4,6 +4,7 @@ whose size a GETATTR says is 2**62 is read to its real end, in a process whose m
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -155,3 +156,23 @@ async def test_a_made_up_readdir_cookie_is_one_oserror_or_the_right_listing(
                     continue
             assert got == names
     assert rule.count < ALWAYS - 5
+
+
+@pytest.mark.parametrize("result", [0, 2], ids=["SEQUENCE", "an operation"])
+async def test_a_server_asking_for_a_pause_forever_holds_a_soft_call_to_its_deadline(
+    mutating: Proxy, export_path: ExportPath, result: int
+) -> None:
+    """Every reply says NFS4ERR_DELAY (SEQUENCE's: the request is resent on its slot; an operation's: it
+    goes again as a new one), well-formed each time: a soft client (timeo=1, retrans=1: 2 s) waits the
+    pauses out for its 2 s and then fails the call with EAGAIN, where it had waited for ever."""
+    (export_path.local / "f").write_bytes(b"x")
+    proxy = await mutating()
+    async with Client.connect(url(proxy, export_path), timeo=1.0, retrans=1) as nfs:
+        rule = Rule(Mutation.STATUS, c.OP_GETATTR, f"result {result} failed", c.NFS4ERR_DELAY, ALWAYS)
+        proxy.mutator.rules.append(rule)
+        with trio.fail_after(30), pytest.raises(OSError) as e:
+            await nfs.stat("/f")
+        assert e.value.errno == errno.EAGAIN and "NFS4ERR_DELAY" in repr(e.value), repr(e.value)
+        assert rule.count <= ALWAYS - 4  # (the server was asked again, a few times)
+        rule.count = 0
+        assert (await nfs.stat("/f")).size == 1
