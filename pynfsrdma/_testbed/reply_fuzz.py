@@ -257,9 +257,7 @@ async def run_worker(
     out = Outcomes()
     budget = timeo * (retrans + 1)
     connect_timeout = budget + 2
-    # a call: a few COMPOUNDs (each within the soft budget: T x (R + 1) and one connection attempt),
-    # and the slack of a busy host
-    deadline = 3 * (budget + connect_timeout) + 5
+    deadline = 3 * budget + 5  # a call: a few COMPOUNDs, each within the soft budget, and the slack of a busy host
     until = trio.current_time() + seconds if seconds is not None else None
     rng = random.Random(f"{seed}/{index}")
     name = f"w{index}"
