@@ -104,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     peaks = out.peaks
     print(f"peak memory of each worker (VmHWM): {', '.join(f'{p / (1 << 20):.0f} MiB' for p in peaks)}"
           f" (address space capped at {args.memory_cap / (1 << 20):.0f} MiB)")
+    print(f"slowest call: {out.slowest[0]:.1f} s ({out.slowest[1]}); a soft request's budget "
+          f"{args.timeo * (args.retrans + 1):g} s")
     over = [p for p in peaks if p > args.max_peak]
     print("errors by kind:")
     for kind, n in out.errors.most_common():

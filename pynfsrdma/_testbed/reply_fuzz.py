@@ -60,6 +60,7 @@ class Outcomes:
     cli_bad: list[str] = field(default_factory=list)  # a command's output that is not right or one line
     samples: dict[str, str] = field(default_factory=dict)  # an error's message, one per kind
     peaks: list[int] = field(default_factory=list)  # each worker process's peak resident memory, bytes
+    slowest: tuple[float, str] = (0.0, "")  # the longest call: seconds, and which
 
     def merge(self, other: Outcomes) -> None:
         """Add ``other``'s outcomes (another worker's) to these."""
@@ -73,6 +74,7 @@ class Outcomes:
         for kind, sample in other.samples.items():
             self.samples.setdefault(kind, sample)
         self.peaks += other.peaks
+        self.slowest = max(self.slowest, other.slowest)
 
     def error(self, kind: str, e: BaseException) -> None:
         self.errors[kind] += 1
@@ -99,6 +101,7 @@ class Outcomes:
             "cli_runs": self.cli_runs,
             "cli_bad": len(self.cli_bad),
             "peak_rss_bytes": self.peaks,
+            "slowest_call": [round(self.slowest[0], 2), self.slowest[1]],
             "errors_by_kind": dict(self.errors.most_common()),
             "error_samples": dict(sorted(self.samples.items())),
         }
@@ -134,6 +137,7 @@ class _Worker:
         files = self.files()
         ops = ["write", "write", "read", "read", "listdir", "stat", "rename", "remove", "mkdir"]
         op = rng.choice(ops if files else ["write", "listdir", "mkdir"])
+        start = trio.current_time()
         try:
             with trio.fail_after(self.deadline):
                 await self._do(client, op, files)
@@ -151,6 +155,8 @@ class _Worker:
         except Exception as e:  # (what must never happen: counted, with where it came from)
             tb = "".join(traceback.format_exception(e)[-6:])
             self.out.escaped.append(f"{self.name}: {op}: {type(e).__name__}: {e}\n{tb}")
+        finally:
+            self.out.slowest = max(self.out.slowest, (trio.current_time() - start, f"{self.name}: {op}"))
 
     async def _do(self, client: Client, op: str, files: list[str]) -> None:
         rng = self.rng
@@ -388,7 +394,7 @@ def peak_rss_bytes() -> int:
 
 def _outcomes_from(d: dict[str, Any]) -> Outcomes:
     return Outcomes(Counter(d["right"]), Counter(d["errors"]), d["wrong"], d["escaped"], d["hangs"], d["cli_runs"],
-                    d["cli_bad"], d["samples"], d["peaks"])
+                    d["cli_bad"], d["samples"], d["peaks"], tuple(d["slowest"]))
 
 
 def main(argv: list[str] | None = None) -> int:
