@@ -391,7 +391,8 @@ async def read_range(
     starts as soon as any is answered, so a slow path of a trunked session holds back no other):
     the replies' views in order (no copy), and whether the end of the file came. A short READ not
     at the end (a server's limit) is asked on from where it stopped; no READ starts past one that
-    came back at the end or short."""
+    came back at the end or short. Each READ's span is made as it goes out: ``size`` may be a
+    server's number (a file's size, to read to its end), and nothing is sized by it."""
     views, eof = await _read_range(read, offset, size, maxread, in_flight)
     if len(views) > 1:  # (to be joined: a READ whose data was spliced into a pipe reads it back)
         views = [as_bytes(v) for v in views]
