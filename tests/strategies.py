@@ -17,8 +17,10 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+from pynfsrdma._proto.nfs4.attrs import DirEntries
 from pynfsrdma._proto.nfs4.compound import ResOp, ResOpType
 from pynfsrdma._proto.nfs4.const import NFS4ERR_DELAY, NFS4ERR_IO, NFS4ERR_NOENT
+from pynfsrdma._proto.nfs4.types import fattr4
 from pynfsrdma._xdr import (
     Array,
     Bounded,
@@ -112,6 +114,10 @@ def _build(t: XdrType[Any]) -> st.SearchStrategy[Any]:
             return st.lists(elem, min_size=t.fixed, max_size=t.fixed)
         hi = MAX_ITEMS if t.maxcount is None else min(MAX_ITEMS, t.maxcount)
         return st.lists(elem, max_size=hi)
+    if isinstance(t, DirEntries):  # (a READDIR's entries are named as files are: check_entry_name)
+        entry = t.entry_cls
+        names = _text(None).filter(lambda v: v not in ("", ".", "..") and "/" not in v)
+        return st.lists(st.builds(entry, for_xdr(uint64), names, for_xdr(fattr4.XDR)), max_size=MAX_ITEMS)
     if isinstance(t, LinkedList):
         hi = MAX_ITEMS if t.maxcount is None else min(MAX_ITEMS, t.maxcount)
         return st.lists(for_xdr(t.elem), max_size=hi)

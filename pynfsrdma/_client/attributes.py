@@ -73,9 +73,14 @@ IFMT_TO_FTYPE = {v: k for k, v in _FTYPE_TO_IFMT.items() if k not in (c.NF4ATTRD
 FTYPE_TO_IFMT: dict[int, int] = _FTYPE_TO_IFMT  # nfs_ftype4 -> S_IFMT bits (as st_mode has them)
 
 
+MAX_ID = 0xFFFFFFFE  # the largest uid or gid (2**32 - 1 is (uid_t)-1, "none")
+ID_DIGITS = len(str(MAX_ID))
+
+
 @lru_cache(maxsize=4096)
 def owner_to_id(owner: str, group: bool = False) -> int:
-    if owner.isascii() and owner.isdigit():  # (str.isdigit also takes "¹", which int() refuses)
+    # (str.isdigit also takes "¹", which int() refuses; an id is 32 bits, 2**32 - 1 meaning none)
+    if owner.isascii() and owner.isdigit() and len(owner) <= ID_DIGITS and int(owner) <= MAX_ID:
         return int(owner)
     name = owner.split("@", 1)[0]
     try:

@@ -38,6 +38,18 @@ from .attributes import (
 from .compounds import Compounds, fh_attrs, last_attrs
 from .open_state import ANONYMOUS_STATEID
 
+MIN_SERVER_IO = 4096  # a server's maxread or maxwrite below this is taken as this
+
+
+def server_io_size(said: int | None) -> int:
+    """The READ or WRITE size a server's number allows (maxread, maxwrite, what its session carries):
+    none said (0 or None), no bound; below MIN_SERVER_IO, MIN_SERVER_IO. A value from a reply of 1 byte
+    would have a file read by a million READs a MiB; a server that can carry less than it says returns
+    short READs and WRITEs, which are asked on."""
+    if not said:
+        return 1 << 62
+    return max(MIN_SERVER_IO, said)
+
 
 class Names(Compounds):
     """The export, LOOKUP, GETATTR, SETATTR, ACCESS."""
@@ -63,10 +75,10 @@ class Names(Compounds):
         # no more than the server's maxread and maxwrite, and than its session carries
         session = self.client.session
         room = (session.max_response_size - COMPOUND_ROOM, session.max_request_size - COMPOUND_ROOM) if session else (0, 0)
-        self.maxread = min(self.client.options.rsize, info.get(c.FATTR4_MAXREAD, self.maxread) or self.maxread)
-        self.maxwrite = min(self.client.options.wsize, info.get(c.FATTR4_MAXWRITE, self.maxwrite) or self.maxwrite)
-        self.maxread = max(1, min(self.maxread, room[0] or self.maxread))
-        self.maxwrite = max(1, min(self.maxwrite, room[1] or self.maxwrite))
+        self.maxread = max(1, min(self.client.options.rsize, server_io_size(info.get(c.FATTR4_MAXREAD)),
+                                  server_io_size(room[0])))
+        self.maxwrite = max(1, min(self.client.options.wsize, server_io_size(info.get(c.FATTR4_MAXWRITE)),
+                                   server_io_size(room[1])))
         if c.FATTR4_LEASE_TIME in info:
             self.client.lease_time = info[c.FATTR4_LEASE_TIME]
         self.root_fh = fh

@@ -391,7 +391,8 @@ async def read_range(
     starts as soon as any is answered, so a slow path of a trunked session holds back no other):
     the replies' views in order (no copy), and whether the end of the file came. A short READ not
     at the end (a server's limit) is asked on from where it stopped; no READ starts past one that
-    came back at the end or short."""
+    came back at the end or short. Each READ's span is made as it goes out: ``size`` may be a
+    server's number (a file's size, to read to its end), and nothing is sized by it."""
     views, eof = await _read_range(read, offset, size, maxread, in_flight)
     if len(views) > 1:  # (to be joined: a READ whose data was spliced into a pipe reads it back)
         views = [as_bytes(v) for v in views]
@@ -406,29 +407,28 @@ async def _read_range(
     in_flight: Window,
 ) -> tuple[list[Any], bool]:
     window = _as_function(in_flight)
+    maxread = max(1, maxread)
     views: list[Any] = []
     pos, end = offset, offset + size
     while pos < end:
-        spans = [(o, min(maxread, end - o)) for o in range(pos, end, maxread)]
-        results: list[Any] = [None] * len(spans)
-        if len(spans) == 1:
-            results[0] = await read(*spans[0])
+        if end - pos <= maxread:
+            spans = [_Span(pos, end - pos)]
+            spans[0].result = await read(pos, end - pos)
         else:
             try:
-                await _read_spans(read, spans, results, window)
+                spans = await _read_spans(read, pos, end, maxread, window)
             except BaseExceptionGroup as eg:  # (the first READ's error, as one READ would raise it)
                 raise _first_error(eg) from None
-        for (_, n), result in zip(spans, results, strict=True):
-            if result is None:
-                break  # (not started: an earlier READ ended short, and the rest is asked again)
-            data, eof = result
+        for span in spans:
+            assert span.result is not None
+            data, eof = span.result
             got = payload_length(data)
             if got:
                 views.append(data)
             pos += got
             if eof or not got:
                 return views, True
-            if got < n:
+            if got < span.count:
                 break  # a short READ: the rest is asked again from where it stopped
     return views, False
 
@@ -439,36 +439,55 @@ def _as_function(in_flight: Window) -> Callable[[], int]:
     return lambda: in_flight
 
 
+class _Span:
+    """One READ of :func:`_read_spans`: ``count`` bytes at ``offset``, and its reply once answered."""
+
+    __slots__ = ("count", "offset", "result")
+
+    def __init__(self, offset: int, count: int) -> None:
+        self.offset = offset
+        self.count = count
+        self.result: tuple[Any, bool] | None = None
+
+
 async def _read_spans(
     read: Callable[[int, int], Awaitable[tuple[Any, bool]]],
-    spans: list[tuple[int, int]],
-    results: list[Any],
+    pos: int,
+    end: int,
+    maxread: int,
     window: Callable[[], int],
-) -> None:
-    """READ each of ``spans`` into ``results``, ``window()`` at a time; none is started past one
-    that came back at the end of the file or short."""
+) -> list[_Span]:
+    """READ ``[pos, end)`` by ``maxread`` spans, ``window()`` at a time, each span made as its READ
+    goes out: none is made past one that came back at the end of the file or short, so that what
+    is held is what came back and a window more, whatever ``end`` says (a size from a reply). The
+    spans sent, in order, with their replies."""
     room = trio.lowlevel.ParkingLot()
     running = 0
-    stop = len(spans)
+    stopped = False
+    spans: list[_Span] = []
 
-    async def one(i: int, o: int, n: int) -> None:
-        nonlocal stop, running
+    async def one(span: _Span) -> None:
+        nonlocal stopped, running
         try:
-            data, eof = results[i] = await read(o, n)
-            if eof or payload_length(data) < n:
-                stop = min(stop, i + 1)
+            data, eof = span.result = await read(span.offset, span.count)
+            if eof or payload_length(data) < span.count:
+                stopped = True
         finally:
             running -= 1
             room.unpark()
 
     async with trio.open_nursery() as nursery:
-        for i, (o, n) in enumerate(spans):
+        while pos < end:
             while running >= max(1, window()):
                 await room.park()
-            if i >= stop:
+            if stopped:
                 break
+            span = _Span(pos, min(maxread, end - pos))
+            spans.append(span)
             running += 1
-            nursery.start_soon(one, i, o, n)
+            nursery.start_soon(one, span)
+            pos += span.count
+    return spans
 
 
 class _Read:

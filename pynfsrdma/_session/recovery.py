@@ -69,6 +69,7 @@ class Recovery(Establishment):
         """
         attempts = Attempts()
         lost = 0
+        deadline: float | None = None  # a soft request's: from its first send, DELAY and GRACE pauses counted
         while True:
             if self.closed:
                 raise SessionError("the client is shut down", errno.ESHUTDOWN)
@@ -79,8 +80,15 @@ class Recovery(Establishment):
             if session is None:
                 raise SessionError("no session")
             generation = self._recovery.generation
+            first = deadline is None
+            if first and not session.policy.hard:  # (the first send's own, which the session takes after a slot)
+                deadline = session.policy.deadline(trio.current_time())
+            elif deadline is not None and trio.current_time() >= deadline:
+                raise SessionError(f"no answer within {session.policy.budget:g} s (soft: the session was being "
+                                   "recovered)", errno.ETIMEDOUT)
             try:
-                res = await session.compound(ops, cred, hints, payload=payload, check=check)
+                res = await session.compound(ops, cred, hints, payload=payload, check=check,
+                                             deadline=None if first else deadline)
             except SessionLost as e:
                 lost += 1
                 if _recovering or lost > 3:
@@ -90,7 +98,8 @@ class Recovery(Establishment):
                 else:
                     await self._recover(generation, e.status)
                 continue
-            decision = on_compound(res.status, recovering=_recovering, attempts=attempts)
+            decision = on_compound(res.status, recovering=_recovering, attempts=attempts,
+                                   time_left=None if deadline is None else deadline - trio.current_time())
             if decision.act is Act.RESEND:
                 await trio.sleep(decision.wait)
                 continue

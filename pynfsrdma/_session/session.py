@@ -279,6 +279,7 @@ class Session:
         cachethis: bool | None = None,
         pin: Path | None = None,
         check: Check | None = None,
+        deadline: float | None = None,
     ) -> COMPOUND4res:
         """Send ``ops`` after a SEQUENCE; return the reply with SEQUENCE's result removed.
         The call is timed for the statistics, from here to its end (see :mod:`pynfsrdma._stats`).
@@ -290,7 +291,10 @@ class Session:
         successful reply; what it raises for a reply it cannot use (XdrError for malformed
         attributes, ...) is a protocol violation like any other. Raises SessionLost when the
         session or client ID is gone, ServerUnreachable when a soft request ran out of time,
-        ProtocolError when the server's replies kept breaking the protocol.
+        ProtocolError when the server's replies kept breaking the protocol. ``deadline``: when a soft
+        request that began earlier (the caller's, resent after a pause) gives up; by default its
+        ``timeo`` x (``retrans`` + 1) from its first send. Pauses the server asks for (SEQUENCE's
+        NFS4ERR_DELAY) count: one that would end past the deadline fails the request with that status.
         """
         call = self.stats.call_started(trio.current_time())
         gave_up = False
@@ -339,7 +343,10 @@ class Session:
             attempts = Attempts()
             faults = Faults()
             sends = 0
-            deadline = None if pin is not None else self.policy.deadline(trio.current_time())
+            if pin is not None:
+                deadline = None
+            elif deadline is None:
+                deadline = self.policy.deadline(trio.current_time())
             seqid = self.table.begin(slot)
             while True:
                 try:
@@ -371,7 +378,8 @@ class Session:
                     continue
                 decision = on_sequence(st, res.status, tries=sends, idempotent=idempotent,
                                        interrupted=slot.interrupted, attempts=attempts, foreign=foreign is not None,
-                                       resent=tries > 1)
+                                       resent=tries > 1,
+                                       time_left=None if deadline is None else deadline - trio.current_time())
                 act = decision.act
                 if act is Act.DONE:
                     completed = True
@@ -390,8 +398,11 @@ class Session:
                     continue
                 if act is Act.RESEND:
                     await trio.sleep(decision.wait)
-                    deadline = None if pin is not None else self.policy.deadline(trio.current_time())
                     continue
+                if act is Act.OUT_OF_TIME:
+                    # (not completed: the slot is marked interrupted, as a server that says DELAY has not
+                    # run the request, and one whose reply was lost on the way may have)
+                    raise NFS4Error(decision.status, main_op(ops))
                 if act is Act.STEP_BACK and self.table.misordered(slot):
                     seqid = self.table.begin(slot)
                     continue

@@ -8,8 +8,11 @@ with the bytes to hand the client instead: the reply as it is, or changed in one
 or from :class:`Rule` objects (the next reply to a READ gets SYSTEM_ERR, ...). A change is always one
 that the protocol lets a client see: a field that frames the reply (its header, its results' operation
 numbers and statuses, lengths and counts), the record's framing (its mark, its end, its XID), and the
-few values whose range the protocol bounds (a READ's length, nfstime4's nanoseconds, READDIR cookies).
-Data bytes are never changed: a client cannot tell them from the file's.
+few values whose range the protocol bounds (a READ's length, nfstime4's nanoseconds, READDIR cookies,
+a directory entry's name) -- or a value a client cannot tell wrong but must not trust to size its work
+(:data:`VALUES`: attribute values such as a size, a mode, a time, an owner; a WRITE's count; an eof
+said false where it was true; a READDIR cookie made up). Data bytes are never changed: a client cannot
+tell them from the file's.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from .._proto.nfs4.types import READDIR4resok, bitmap4, nfstime4
 from .._proto.rpc import RM_LAST_FRAGMENT, RM_LENGTH_MASK
 from .._xdr import Array, Bulk, String, StructType, Unpacker, VarOpaque, XdrError, XdrType
 
-__all__ = ["Decision", "Mutation", "ReplyMutator", "Rule", "Site", "frame"]
+__all__ = ["VALUES", "Decision", "Mutation", "ReplyMutator", "Rule", "Site", "frame"]
 
 _WORD = struct.Struct(">I")
 _HYPER = struct.Struct(">Q")
@@ -54,9 +57,30 @@ class Mutation(enum.Enum):
     READ_SHORT = "read_short"  # a READ's data length made shorter, the data left in the record
     NSECONDS = "nseconds"  # an nfstime4 attribute's nanoseconds set to a second or more
     COOKIE = "cookie"  # a READDIR entry's cookie one of an earlier entry
+    NAME = "name"  # a READDIR entry's name made one no file has: not UTF-8, holding "/", ".", "..", empty
+    VALUE = "value"  # an attribute's value (size, mode, numlinks, times' seconds, owners, maxread, lease
+    #                  time...), a READDIR entry's cookie made up
+    EOF = "eof"  # a READ's or READDIR's eof said false where it was true (a server that never says eof)
+    COUNT = "count"  # a WRITE's count: less than sent, none, or more than sent
+    STATUS = "status"  # the reply made a failure at one result, well-formed: its status and the COMPOUND's
+    #                    (DELAY, GRACE, IO, ...), the results after it gone (a server asking for a pause)
 
 
 ALL = tuple(Mutation)
+# the changes that leave a reply well-formed, a value in it wrong (the client cannot tell; it must not
+# trust it to size its work): what a check of results made through them may not count as wrong
+VALUES = (Mutation.VALUE, Mutation.EOF, Mutation.COUNT, Mutation.STATUS)
+# the statuses a STATUS change gives a result (none of them has a result body for any operation)
+_FAILURES = (c.NFS4ERR_DELAY, c.NFS4ERR_GRACE, c.NFS4ERR_IO, c.NFS4ERR_SERVERFAULT, c.NFS4ERR_ACCESS,
+             c.NFS4ERR_STALE)
+# attribute values changed, by attribute (numbers; the times' seconds and the owners besides); not
+# type, fileid, fsid, filehandle: they say which object a reply is about
+_VALUE_ATTRS = frozenset(("size", "space_used", "mode", "numlinks", "lease_time", "maxread", "maxwrite",
+                          "maxname", "change"))
+_OWNER_ATTRS = frozenset(("owner", "owner_group"))
+# names a directory entry cannot have (RFC 8881 sections 14.2, 18.23.4: a component4 is UTF-8, holds no
+# "/", is not empty, and READDIR returns neither "." nor "..")
+_BAD_NAMES = ("not UTF-8", "slash", "one dot", "two dots", "empty")
 # the bogus record marks: a length past any limit, the last-fragment bit cleared (the client waits for
 # a fragment more), a length a few words short or long (the stream out of step from there on)
 _MARKS = ("huge", "not last", "shorter", "longer")
@@ -73,6 +97,7 @@ class Site:
     offset: int = -1
     wide: bool = False
     value: int | None = None
+    text: bool = False  # a string (its length word at ``offset``), changed in its bytes
 
 
 @dataclass
@@ -204,6 +229,7 @@ class ReplyMutator:
         out.append(Site(Mutation.HEADER, f"result {i} opnum", u.pos))
         opnum = u.uint32()
         out.append(Site(Mutation.HEADER, f"result {i} status", u.pos))
+        out.append(Site(Mutation.STATUS, f"result {i} failed", u.pos))
         status = u.int32()
         spec = nfs_resop4.results.get(opnum)
         if spec is None:
@@ -224,39 +250,60 @@ class ReplyMutator:
                 out.append(Site(Mutation.HEADER, fname, at))
             if opnum == c.OP_READ and fname == "READ.data" and _WORD.unpack_from(u.view, at)[0] > 0:
                 out.append(Site(Mutation.READ_SHORT, fname, at))
+            if fname in ("READ.eof", "READDIR.reply.eof") and _WORD.unpack_from(u.view, at)[0] == 1:
+                out.append(Site(Mutation.EOF, fname, at))
+            if fname == "WRITE.count":
+                out.append(Site(Mutation.COUNT, fname, at))
             if fname.endswith(".attr_vals"):
                 mask_at = next(a for n, a, _ in fields if n == fname.removesuffix("attr_vals") + "attrmask")
-                self._time_sites(u, mask_at, at, fname, out)
+                vals = Unpacker(u.view, at, u.end)
+                n = vals.uint32()
+                self._attr_sites(u.view, mask_at, vals.pos, vals.pos + n, fname, out)
         if opnum == c.OP_READDIR and status == c.NFS4_OK:
-            self._cookie_sites(u, start, out)
+            self._entry_sites(u, start, out)
 
-    def _time_sites(self, u: Unpacker, mask_at: int, vals_at: int, name: str, out: list[Site]) -> None:
-        nums = attrs_in(bitmap4.unpack(Unpacker(u.view, mask_at, u.end)))
-        vals = Unpacker(u.view, vals_at, u.end)
-        n = vals.uint32()
-        v = Unpacker(u.view, vals.pos, vals.pos + n)
-        for num in nums:
-            d = ATTRS.get(num)
-            if d is None:
-                return
-            at = v.pos
-            d.xdr.unpack(v)
-            if num in _TIME_ATTRS:
-                out.append(Site(Mutation.NSECONDS, f"{name} {d.name}.nseconds", at + _NSECONDS_AT))
+    def _attr_sites(self, view: Any, mask_at: int, start: int, end: int, name: str, out: list[Site]) -> None:
+        """The sites of the attribute values ``view[start:end]`` whose bitmap lies at ``mask_at``."""
+        nums = attrs_in(bitmap4.unpack(Unpacker(view, mask_at, end)))
+        v = Unpacker(view, start, end)
+        try:
+            for num in nums:
+                d = ATTRS.get(num)
+                if d is None:
+                    return
+                at = v.pos
+                d.xdr.unpack(v)
+                if num in _TIME_ATTRS:
+                    out.append(Site(Mutation.NSECONDS, f"{name} {d.name}.nseconds", at + _NSECONDS_AT))
+                    out.append(Site(Mutation.VALUE, f"{name} {d.name}.seconds", at, wide=True))
+                elif d.name in _VALUE_ATTRS:
+                    out.append(Site(Mutation.VALUE, f"{name} {d.name}", at, wide=v.pos - at == HYPER))
+                elif d.name in _OWNER_ATTRS and _WORD.unpack_from(view, at)[0] > 0:
+                    out.append(Site(Mutation.VALUE, f"{name} {d.name}", at, text=True))
+        except XdrError:
+            return
 
-    def _cookie_sites(self, u: Unpacker, start: int, out: list[Site]) -> None:
+    def _entry_sites(self, u: Unpacker, start: int, out: list[Site]) -> None:
+        """A READDIR reply's entries: their cookies, names and attribute values."""
         try:
             listed = READDIR4resok.XDR.decode(u.view[start:u.pos]).reply.entries
         except XdrError:
             return
-        if not isinstance(listed, DirList) or len(listed.spans) < 2:
+        if not isinstance(listed, DirList):
             return
         entries_at = start + c.NFS4_VERIFIER_SIZE  # (after the cookie verifier: where DirList counts from)
-        for k, span in enumerate(listed.spans[1:], 1):
-            earlier = listed.spans[self.rng.randrange(k)][0]
+        for k, (_, name_at, _, mask, vals_at, vals_end) in enumerate(listed.spans):
             # (an entry's cookie, then its name's length word, lie before its name)
-            at = entries_at + span[1] - HYPER - WORD
-            out.append(Site(Mutation.COOKIE, f"READDIR entry {k} cookie", at, wide=True, value=earlier))
+            at = entries_at + name_at - HYPER - WORD
+            if k:
+                earlier = listed.spans[self.rng.randrange(k)][0]
+                out.append(Site(Mutation.COOKIE, f"READDIR entry {k} cookie", at, wide=True, value=earlier))
+            out.append(Site(Mutation.VALUE, f"READDIR entry {k} cookie", at, wide=True))
+            for kind in _BAD_NAMES:
+                out.append(Site(Mutation.NAME, f"READDIR entry {k} name: {kind}", at + HYPER, text=True))
+            # (the values' bitmap4, its length word first, then the values' length word lie before them)
+            mask_at = entries_at + vals_at - WORD - WORD * len(mask) - WORD
+            self._attr_sites(u.view, mask_at, entries_at + vals_at, entries_at + vals_end, f"READDIR entry {k}", out)
 
     # -- changing it --------------------------------------------------------------------------------
     def _apply(self, record: bytes, site: Site, value: int | None) -> Decision:
@@ -287,6 +334,10 @@ class ReplyMutator:
                 "longer": RM_LAST_FRAGMENT | (n + WORD * rng.randint(1, 4)),
             }[kind]
             return Decision([_WORD.pack(mark) + record], m, site.name)
+        if site.text:
+            return self._apply_text(b, site)
+        if m is Mutation.STATUS:
+            return self._apply_failure(b, site, value)
         word = _HYPER if site.wide else _WORD
         old = word.unpack_from(b, site.offset)[0]
         new = value if value is not None else site.value if site.value is not None else self._new_value(site, old, len(b))
@@ -294,9 +345,61 @@ class ReplyMutator:
         word.pack_into(b, site.offset, new)
         return Decision([frame(bytes(b))], m, f"{site.name}: {old} -> {new}")
 
+    def _apply_failure(self, b: bytearray, site: Site, value: int | None) -> Decision:
+        """Result ``i`` (the site's) fails with ``value`` (or one of _FAILURES), as a server makes such a
+        reply: the COMPOUND's status that one, the result count i + 1, nothing after the status."""
+        status = value if value is not None else self.rng.choice(_FAILURES)
+        i = int(site.name.split()[1])
+        u = Unpacker(bytes(b))
+        u.uint32(), u.uint32(), u.uint32(), u.uint32()  # xid, REPLY, MSG_ACCEPTED, the verifier's flavor
+        u.opaque()
+        u.uint32()  # accept_stat
+        compound_at = u.pos
+        u.int32()
+        u.string()  # tag
+        del b[site.offset + WORD :]
+        _WORD.pack_into(b, site.offset, status & 0xFFFFFFFF)
+        _WORD.pack_into(b, compound_at, status & 0xFFFFFFFF)
+        _WORD.pack_into(b, u.pos, i + 1)
+        return Decision([frame(bytes(b))], Mutation.STATUS, f"{site.name}: {c.nfsstat4(status).name}")
+
+    def _apply_text(self, b: bytearray, site: Site) -> Decision:
+        """A string's bytes changed: an owner in place (its length kept: the attribute values' length
+        stays right), a name put in its place (the entry's length changes: nothing counts it)."""
+        rng = self.rng
+        n = _WORD.unpack_from(b, site.offset)[0]
+        at = site.offset + WORD
+        old = bytes(b[at : at + n])
+        if site.mutation is Mutation.NAME:
+            kind = site.name.rsplit(": ", 1)[1]
+            k = rng.randrange(n + 1)
+            new = {
+                "not UTF-8": old[:k] + rng.choice((b"\xff", b"\xc3", b"\xed\xa0\x80")) + old[k:],
+                "slash": old[:k] + b"/" + old[k:],
+                "one dot": b".",
+                "two dots": b"..",
+                "empty": b"",
+            }[kind]
+            b[site.offset : at + n + (-n & 3)] = _WORD.pack(len(new)) + new + bytes(-len(new) & 3)
+        else:
+            k = rng.randrange(n)
+            new = rng.choice((old[:k] + b"\xff" + old[k + 1 :], old[:k] + b"/" + old[k + 1 :], b"9" * n,
+                              b"@" * n))
+            b[at : at + n] = new
+        return Decision([frame(bytes(b))], site.mutation, f"{site.name}: {old!r} -> {new!r}")
+
     def _new_value(self, site: Site, old: int, size: int) -> int:
         rng = self.rng
         m = site.mutation
+        if m is Mutation.VALUE:
+            bits = 64 if site.wide else 32
+            return rng.choice((0, 1, 1 << (bits - 2), (1 << bits) - 1, old ^ (1 << (bits - 1)),
+                               old ^ (1 << rng.randrange(bits)), rng.getrandbits(bits)))
+        if m is Mutation.EOF:
+            return 0
+        if m is Mutation.COUNT:
+            return rng.choice((0, rng.randrange(old) if old else 1, old + 1, old + rng.randrange(1, 1 << 20),
+                               0xFFFFFFFF))
         if m is Mutation.LENGTH:
             return rng.choice((0xFFFFFFFF, 0x7FFFFFFF, 0x80000000, size + WORD * rng.randint(1, 64)))
         if m is Mutation.READ_SHORT:

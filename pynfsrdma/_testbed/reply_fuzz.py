@@ -16,26 +16,35 @@ disk says what every result must be.
 
 from __future__ import annotations
 
+import argparse
 import errno
 import hashlib
+import json
+import logging
 import os
 import posixpath
 import random
+import resource
+import subprocess
 import sys
 import traceback
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import trio
 
 from .._client.api import Client
 
-__all__ = ["Outcomes", "run_workload"]
+__all__ = ["Outcomes", "run_worker", "run_workload"]
 
 MAX_SIZE = 192 * 1024  # files the workload writes: up to this many bytes (several READs and WRITEs)
 PAUSE_AFTER_ERROR = 0.05
+# a worker process's address space (RLIMIT_AS): the interpreter, trio's threads' stacks and the
+# client take about 0.3 GiB of it; what a client allocates past that is a blow-up
+MEMORY_CAP = 1 << 30
 
 
 @dataclass
@@ -50,6 +59,22 @@ class Outcomes:
     cli_runs: int = 0
     cli_bad: list[str] = field(default_factory=list)  # a command's output that is not right or one line
     samples: dict[str, str] = field(default_factory=dict)  # an error's message, one per kind
+    peaks: list[int] = field(default_factory=list)  # each worker process's peak resident memory, bytes
+    slowest: tuple[float, str] = (0.0, "")  # the longest call: seconds, and which
+
+    def merge(self, other: Outcomes) -> None:
+        """Add ``other``'s outcomes (another worker's) to these."""
+        self.right.update(other.right)
+        self.errors.update(other.errors)
+        self.wrong += other.wrong
+        self.escaped += other.escaped
+        self.hangs += other.hangs
+        self.cli_runs += other.cli_runs
+        self.cli_bad += other.cli_bad
+        for kind, sample in other.samples.items():
+            self.samples.setdefault(kind, sample)
+        self.peaks += other.peaks
+        self.slowest = max(self.slowest, other.slowest)
 
     def error(self, kind: str, e: BaseException) -> None:
         self.errors[kind] += 1
@@ -75,6 +100,8 @@ class Outcomes:
             "hangs": len(self.hangs),
             "cli_runs": self.cli_runs,
             "cli_bad": len(self.cli_bad),
+            "peak_rss_bytes": self.peaks,
+            "slowest_call": [round(self.slowest[0], 2), self.slowest[1]],
             "errors_by_kind": dict(self.errors.most_common()),
             "error_samples": dict(sorted(self.samples.items())),
         }
@@ -99,6 +126,7 @@ class _Worker:
     rng: random.Random
     out: Outcomes
     deadline: float  # seconds a call may take at most
+    values: bool = False  # the replies' values may be wrong (a stat's size is not checked)
 
     def files(self) -> list[str]:
         return sorted(p.name for p in self.local.iterdir() if p.is_file())
@@ -109,6 +137,7 @@ class _Worker:
         files = self.files()
         ops = ["write", "write", "read", "read", "listdir", "stat", "rename", "remove", "mkdir"]
         op = rng.choice(ops if files else ["write", "listdir", "mkdir"])
+        start = trio.current_time()
         try:
             with trio.fail_after(self.deadline):
                 await self._do(client, op, files)
@@ -126,6 +155,8 @@ class _Worker:
         except Exception as e:  # (what must never happen: counted, with where it came from)
             tb = "".join(traceback.format_exception(e)[-6:])
             self.out.escaped.append(f"{self.name}: {op}: {type(e).__name__}: {e}\n{tb}")
+        finally:
+            self.out.slowest = max(self.out.slowest, (trio.current_time() - start, f"{self.name}: {op}"))
 
     async def _do(self, client: Client, op: str, files: list[str]) -> None:
         rng = self.rng
@@ -151,7 +182,8 @@ class _Worker:
             name = rng.choice(files)
             a = await client.stat(posixpath.join(self.remote, name))
             st = os.stat(self.local / name)
-            if (a.size, a.fileid, a.is_dir) != (st.st_size, st.st_ino, False):
+            size = st.st_size if self.values else a.size  # (a size changed on the way: no client can tell)
+            if (size, a.fileid, a.is_dir) != (st.st_size, st.st_ino, False):
                 raise _Wrong(f"{name}: size {a.size}, fileid {a.fileid}; the file has {st.st_size}, {st.st_ino}")
         elif op == "rename":
             old = rng.choice(files)
@@ -211,6 +243,66 @@ class _Worker:
             self.out.cli_bad.append(f"{' '.join(argv)}: exit {p.returncode}: {err[-2000:]!r}")
 
 
+async def run_worker(
+    url: str,
+    local_root: Path,
+    remote_root: str,
+    index: int,
+    *,
+    seed: int = 0,
+    seconds: float | None = None,
+    calls: int | None = None,
+    stop: Callable[[], bool] | None = None,
+    timeo: float = 2.0,
+    retrans: int = 1,
+    cli_every: int = 0,
+    values: bool = False,
+) -> Outcomes:
+    """One worker (see :func:`run_workload`), in this process: it works in ``w<index>`` below
+    ``remote_root`` until ``seconds`` passed, it made ``calls`` calls, or ``stop()`` says so."""
+    out = Outcomes()
+    budget = timeo * (retrans + 1)
+    connect_timeout = budget + 2
+    deadline = 3 * budget + 5  # a call: a few COMPOUNDs, each within the soft budget, and the slack of a busy host
+    until = trio.current_time() + seconds if seconds is not None else None
+    rng = random.Random(f"{seed}/{index}")
+    name = f"w{index}"
+    local = local_root / name
+    local.mkdir(exist_ok=True)
+    local.chmod(0o777)
+    w = _Worker(name, f"/{name}", f"{remote_root}/{name}", local, rng, out, deadline, values)
+    done = 0
+
+    def going() -> bool:
+        return ((calls is None or done < calls) and (until is None or trio.current_time() < until)
+                and (stop is None or not stop()))
+
+    while going():
+        start = trio.current_time()
+        try:
+            async with Client.connect(f"{url}{remote_root}", timeout=connect_timeout, timeo=timeo,
+                                      retrans=retrans) as client:
+                took = trio.current_time() - start
+                if took > connect_timeout + 1:
+                    out.hangs.append(f"{name}: connect took {took:.1f} s, timeout={connect_timeout:g}")
+                while going():
+                    await w.one(client)
+                    done += 1
+                    if cli_every and done % cli_every == 0:
+                        await w.cli(url, connect_timeout)
+        except OSError as e:  # (connect failed, or leaving the client did)
+            took = trio.current_time() - start
+            if took > connect_timeout + 1 and not done:
+                out.hangs.append(f"{name}: connect failed after {took:.1f} s, timeout={connect_timeout:g}")
+            out.error(f"connect: {_errno_name(e)} ({type(e).__name__})", e)
+            done += 1
+        except Exception as e:
+            tb = "".join(traceback.format_exception(e)[-6:])
+            out.escaped.append(f"{name}: connect: {type(e).__name__}: {e}\n{tb}")
+            done += 1
+    return out
+
+
 async def run_workload(
     url: str,
     local_root: Path,
@@ -218,63 +310,73 @@ async def run_workload(
     *,
     seed: int = 0,
     workers: int = 3,
-    until: float | None = None,
+    seconds: float | None = None,
     calls: int | None = None,
     stop: Callable[[], bool] | None = None,
     timeo: float = 2.0,
     retrans: int = 1,
     cli_every: int = 0,
+    values: bool = False,
+    memory_cap: int = MEMORY_CAP,
 ) -> Outcomes:
-    """Run the workload against ``url`` (``nfs://host:port``, the proxy) until the trio clock reads
-    ``until``, each worker made ``calls`` calls, or ``stop()`` says so, in ``remote_root`` ("/export/dir", from the
-    server's root), which is ``local_root`` on the server's disk; each worker works in a subdirectory
-    of its own. Clients are soft (``timeo`` seconds a try, ``retrans`` tries more); a worker whose client
-    cannot connect or whose connection ends connects again. Every ``cli_every`` calls (0: never) a
-    worker runs the command line once."""
+    """Run the workload against ``url`` (``nfs://host:port``, the proxy) for ``seconds``, until each
+    worker made ``calls`` calls, or until ``stop()`` says so, in ``remote_root`` ("/export/dir", from the
+    server's root), which is ``local_root`` on the server's disk. Each worker is a process of its own
+    (``python -m pynfsrdma._testbed.reply_fuzz``) whose address space is capped at ``memory_cap`` bytes
+    (RLIMIT_AS: a client that allocates what a server claims fails there, with a MemoryError counted
+    as escaped, instead of taking the machine), and works in a subdirectory of its own. Clients are
+    soft (``timeo`` seconds a try, ``retrans`` tries more); a worker whose client cannot connect or whose
+    connection ends connects again. Every ``cli_every`` calls (0: never) a worker runs the command line
+    once. ``values``: the replies' values may be changed (:data:`.mutations.VALUES`): a stat's size is
+    not checked (the client cannot tell it wrong), everything else is. The outcomes of all workers,
+    with each one's peak memory (:attr:`Outcomes.peaks`)."""
     out = Outcomes()
-    budget = timeo * (retrans + 1)
-    deadline = 3 * budget + 5  # a call: a few COMPOUNDs, each within the soft budget, and the slack of a busy host
+    procs: list[trio.Process] = []
+    results: list[bytes] = [b""] * workers
+    errors: list[bytes] = [b""] * workers
 
-    async def work(i: int) -> None:
-        rng = random.Random(f"{seed}/{i}")
-        name = f"w{i}"
-        local = local_root / name
-        local.mkdir(exist_ok=True)
-        local.chmod(0o777)
-        w = _Worker(name, f"/{name}", f"{remote_root}/{name}", local, rng, out, deadline)
-        done = 0
-        connect_timeout = budget + 2
-        def going() -> bool:
-            return ((calls is None or done < calls) and (until is None or trio.current_time() < until)
-                    and (stop is None or not stop()))
-
-        while going():
-            start = trio.current_time()
-            try:
-                async with Client.connect(f"{url}{remote_root}", timeout=connect_timeout, timeo=timeo,
-                                          retrans=retrans) as client:
-                    took = trio.current_time() - start
-                    if took > connect_timeout + 1:
-                        out.hangs.append(f"{name}: connect took {took:.1f} s, timeout={connect_timeout:g}")
-                    while going():
-                        await w.one(client)
-                        done += 1
-                        if cli_every and done % cli_every == 0:
-                            await w.cli(url, connect_timeout)
-            except OSError as e:  # (connect failed, or leaving the client did)
-                took = trio.current_time() - start
-                if took > connect_timeout + 1 and not done:
-                    out.hangs.append(f"{name}: connect failed after {took:.1f} s, timeout={connect_timeout:g}")
-                out.error(f"connect: {_errno_name(e)} ({type(e).__name__})", e)
-                done += 1
-            except Exception as e:
-                tb = "".join(traceback.format_exception(e)[-6:])
-                out.escaped.append(f"{name}: connect: {type(e).__name__}: {e}\n{tb}")
-                done += 1
+    async def collect(i: int, stream: trio.abc.ReceiveStream, into: list[bytes]) -> None:
+        chunks = []
+        async for chunk in stream:
+            chunks.append(chunk)
+        into[i] = b"".join(chunks)
 
     async with trio.open_nursery() as nursery:
         for i in range(workers):
-            nursery.start_soon(work, i)
+            argv = [sys.executable, "-m", __name__, url, str(local_root), remote_root, str(i), "--seed", str(seed),
+                    "--timeo", f"{timeo!r}", "--retrans", str(retrans), "--cli-every", str(cli_every),
+                    "--memory-cap", str(memory_cap)]
+            if seconds is not None:
+                argv += ["--seconds", f"{seconds!r}"]
+            if calls is not None:
+                argv += ["--calls", str(calls)]
+            if values:
+                argv.append("--values")
+            p = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                 stderr=subprocess.PIPE)
+            procs.append(p)
+            assert p.stdout is not None and p.stderr is not None
+            nursery.start_soon(collect, i, p.stdout, results)
+            nursery.start_soon(collect, i, p.stderr, errors)
+        stopped = False
+        while any(p.returncode is None for p in procs):
+            if not stopped and stop is not None and stop():
+                stopped = True
+                for p in procs:  # (a worker ends when its standard input does)
+                    assert p.stdin is not None
+                    await p.stdin.aclose()
+            await trio.sleep(0.2)
+        for p in procs:
+            await p.wait()
+    for i, p in enumerate(procs):
+        try:
+            part = _outcomes_from(json.loads(results[i].splitlines()[-1]))
+        except (IndexError, ValueError) as e:
+            why = errors[i].decode(errors="replace")[-2000:]
+            out.escaped.append(f"w{i}: the worker process ended with status {p.returncode} and no outcomes "
+                               f"({type(e).__name__}): {why}")
+            continue
+        out.merge(part)
     return out
 
 
@@ -283,3 +385,61 @@ def rss_bytes() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident memory so far (VmHWM)."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) << 10 for line in f if line.startswith("VmHWM:"))
+
+
+def _outcomes_from(d: dict[str, Any]) -> Outcomes:
+    return Outcomes(Counter(d["right"]), Counter(d["errors"]), d["wrong"], d["escaped"], d["hangs"], d["cli_runs"],
+                    d["cli_bad"], d["samples"], d["peaks"], tuple(d["slowest"]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """One worker process of :func:`run_workload`: its outcomes as one JSON line on standard output."""
+    p = argparse.ArgumentParser(prog=f"python -m {__name__}", description=main.__doc__)
+    p.add_argument("url")
+    p.add_argument("local_root", type=Path)
+    p.add_argument("remote_root")
+    p.add_argument("index", type=int)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seconds", type=float, default=None)
+    p.add_argument("--calls", type=int, default=None)
+    p.add_argument("--timeo", type=float, default=2.0)
+    p.add_argument("--retrans", type=int, default=1)
+    p.add_argument("--cli-every", type=int, default=0)
+    p.add_argument("--values", action="store_true")
+    p.add_argument("--memory-cap", type=int, default=MEMORY_CAP, help="RLIMIT_AS, bytes")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.CRITICAL)  # (the misbehaviour it provokes is what is counted)
+    resource.setrlimit(resource.RLIMIT_AS, (args.memory_cap, args.memory_cap))
+
+    async def run() -> Outcomes:
+        ended = False
+
+        async def until_stdin_ends() -> None:
+            nonlocal ended
+            stdin = trio.lowlevel.FdStream(os.dup(0))
+            async with stdin:
+                while await stdin.receive_some():
+                    pass
+            ended = True
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(until_stdin_ends)
+            out = await run_worker(args.url, args.local_root, args.remote_root, args.index, seed=args.seed,
+                                   seconds=args.seconds, calls=args.calls, stop=lambda: ended, timeo=args.timeo,
+                                   retrans=args.retrans, cli_every=args.cli_every, values=args.values)
+            nursery.cancel_scope.cancel()
+        return out
+
+    out = trio.run(run)
+    out.peaks.append(peak_rss_bytes())
+    print(json.dumps({k: dict(v) if isinstance(v, Counter) else v for k, v in vars(out).items()}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

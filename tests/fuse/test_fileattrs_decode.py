@@ -123,6 +123,11 @@ def test_owner_strings_that_are_not_names_are_nobody() -> None:
     assert attrs is not None and (attrs.uid, attrs.gid) == (65534, 65534)
     attrs, _ = decode_entry_attrs(encode_fattr4(a_file({c.FATTR4_OWNER: "1000", c.FATTR4_OWNER_GROUP: "100"})))
     assert attrs is not None and (attrs.uid, attrs.gid) == (1000, 100)
+    # digits past a 32-bit id (the FUSE kernel's uid and gid are 32 bits; 2**32 - 1 means "none"): nobody
+    attrs, _ = decode_entry_attrs(encode_fattr4(a_file({c.FATTR4_OWNER: "9" * 40, c.FATTR4_OWNER_GROUP: "4294967295"})))
+    assert attrs is not None and (attrs.uid, attrs.gid) == (65534, 65534)
+    attrs, _ = decode_entry_attrs(encode_fattr4(a_file({c.FATTR4_OWNER: "4294967294", c.FATTR4_OWNER_GROUP: "0"})))
+    assert attrs is not None and (attrs.uid, attrs.gid) == (4294967294, 0)
 
 
 @LEAN

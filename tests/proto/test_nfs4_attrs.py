@@ -196,3 +196,18 @@ def test_fs_locations_info_bytes() -> None:
     assert A.fls_info_byte(first, FSLI4BX_READRANK) == 3
     assert A.fls_info_byte(first, FSLI4BX_WRITEORDER) == 0  # past the end of fls_info
     assert A.fls_info_byte(second, FSLI4BX_TFLAGS) == 0
+
+
+@pytest.mark.parametrize("name", [b"", b".", b"..", b"a/b", b"/", b"caf\xe9", b"\xff", b"\xed\xa0\x80"])
+def test_a_directory_entry_that_names_no_file_is_a_bad_reply(name: bytes) -> None:
+    """READDIR names are component4 (RFC 8881 utf8str_cs): UTF-8, no "/", not empty, never "." or ".."."""
+    from pynfsrdma._proto.nfs4.types import READDIR4resok, dirlist4, entry4
+
+    good = READDIR4resok(bytes(8), dirlist4([entry4(3, "caf\u00e9", fattr4([], b"")), entry4(4, "x.", fattr4([], b""))], True))
+    data = READDIR4resok.XDR.encode(good)
+    assert [e.name for e in READDIR4resok.XDR.decode(data).reply.entries] == ["caf\u00e9", "x."]
+    n = len("caf\u00e9".encode())
+    at = data.index(b"caf\xc3\xa9") - 4
+    bad = data[:at] + len(name).to_bytes(4, "big") + name + bytes(-len(name) % 4) + data[at + 4 + n + (-n % 4):]
+    with pytest.raises(XdrError, match="directory entry name"):
+        READDIR4resok.XDR.decode(bad)

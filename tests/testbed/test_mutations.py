@@ -40,7 +40,7 @@ from pynfsrdma._proto.nfs4.types import (
 )
 from pynfsrdma._proto.rpc import RM_LAST_FRAGMENT, RM_LENGTH_MASK
 from pynfsrdma._rpc.auth import auth_sys
-from pynfsrdma._testbed.mutations import Mutation, ReplyMutator, Rule, frame
+from pynfsrdma._testbed.mutations import VALUES, Mutation, ReplyMutator, Rule, frame
 from pynfsrdma._xdr import Packer, Unpacker, XdrError
 
 SESSION = bytes(range(16))
@@ -67,8 +67,8 @@ def reply(results: list[ResOp]) -> bytes:
 
 
 SEQ = ResOp(c.OP_SEQUENCE, 0, SEQUENCE4resok(SESSION, 5, 2, 63, 63, 0))
-STAT = encode_fattr4({c.FATTR4_TYPE: c.NF4REG, c.FATTR4_FILEID: 9, c.FATTR4_SIZE: 3,
-                      c.FATTR4_TIME_MODIFY: nfstime4(7, 500)})
+STAT = encode_fattr4({c.FATTR4_TYPE: c.NF4REG, c.FATTR4_FILEID: 9, c.FATTR4_SIZE: 3, c.FATTR4_MODE: 0o644,
+                      c.FATTR4_OWNER: "1000", c.FATTR4_TIME_MODIFY: nfstime4(7, 500)})
 READ_OPS = sequenced(PUTFH4args(b"fh"), READ4args(stateid4(0, bytes(12)), 0, 4096))
 READ_REPLY = reply([SEQ, ResOp(c.OP_PUTFH, 0), ResOp(c.OP_READ, 0, READ4resok(True, b"abcdefgh" * 100))])
 GETATTR_OPS = sequenced(PUTFH4args(b"fh"), GETATTR4args(STAT_BITMAP))
@@ -140,11 +140,12 @@ def test_where_a_reply_can_change() -> None:
 
 @pytest.mark.parametrize(("ops", "record"), CASES)
 def test_every_change_of_a_replys_content_is_one_a_client_sees(ops: list[Any], record: bytes) -> None:
-    """Each site, changed a few times with the values the mutator picks: the client refuses the reply."""
+    """Each site, changed a few times with the values the mutator picks: the client refuses the reply
+    (but for the wrong values of :data:`VALUES`, well-formed, which no client can tell)."""
     m = ReplyMutator(seed=3)
     framing = (Mutation.RECORD_MARK, Mutation.XID, Mutation.DUPLICATE)
     for site in m.sites(record, opnums(ops)):
-        if site.mutation in framing:
+        if site.mutation in framing or site.mutation in VALUES:
             continue
         for _ in range(8):
             m.rules = [Rule(site.mutation, site=site.name, count=1)]
@@ -214,3 +215,66 @@ def test_a_rule_waits_for_its_operation_and_callbacks_pass() -> None:
     callback = Packer()
     rpcdef.pack_call_header(callback, 7, c.NFS4_CALLBACK, c.NFS_CB, c.CB_NULL, b"\0" * 8)
     assert m.reply(callback.getvalue()).chunks == [frame(callback.getvalue())]
+
+
+def changed_results(ops: list[Any], record: bytes, rule: Rule) -> tuple[str, list[ResOp]]:
+    m = ReplyMutator(seed=11, rules=[rule])
+    m.call(call(ops))
+    d = m.reply(record)
+    assert d.mutation is rule.mutation and d.site is not None
+    (changed,) = records(d.chunks)
+    u = Unpacker(changed)
+    u.uint32(), u.uint32()
+    rpcdef.unpack_reply_header(u)
+    return d.site, decode_compound_res(u).resarray
+
+
+def test_the_value_changes_leave_the_reply_well_formed_and_say_what_they_did() -> None:
+    site, res = changed_results(GETATTR_OPS, GETATTR_REPLY, Rule(Mutation.VALUE, site="size", value=1 << 62))
+    assert site == f"GETATTR.obj_attributes.attr_vals size: 3 -> {1 << 62}"
+    client_takes(GETATTR_OPS, reply(res))
+    assert FileAttrs.from_fattr4(res[2].res.obj_attributes).size == 1 << 62
+    m = ReplyMutator(seed=1)
+    names = {s.name for s in m.sites(GETATTR_REPLY, opnums(GETATTR_OPS)) if s.mutation is Mutation.VALUE}
+    assert names == {f"GETATTR.obj_attributes.attr_vals {a}" for a in ("size", "mode", "owner", "time_modify.seconds")}
+    for _ in range(20):  # (an owner keeps its length, so the attribute values stay well-formed)
+        site, res = changed_results(GETATTR_OPS, GETATTR_REPLY, Rule(Mutation.VALUE, site="owner"))
+        client_takes(GETATTR_OPS, reply(res))
+    site, res = changed_results(READ_OPS, READ_REPLY, Rule(Mutation.EOF))
+    assert site == "READ.eof: 1 -> 0" and res[2].res.eof is False
+    site, res = changed_results(READDIR_OPS, READDIR_REPLY, Rule(Mutation.EOF))
+    assert site == "READDIR.reply.eof: 1 -> 0" and res[2].res.reply.eof is False
+    site, res = changed_results(READDIR_OPS, READDIR_REPLY, Rule(Mutation.VALUE, site="entry 2 cookie", value=77))
+    assert [e.cookie for e in res[2].res.reply.entries] == [3, 4, 77, 6]
+
+
+@pytest.mark.parametrize("kind", ["not UTF-8", "slash", "one dot", "two dots", "empty"])
+def test_a_name_no_file_can_have_is_refused_by_the_client(kind: str) -> None:
+    m = ReplyMutator(seed=2)
+    for _ in range(10):
+        m.rules = [Rule(Mutation.NAME, site=f"entry 1 name: {kind}")]
+        m.call(call(READDIR_OPS))
+        d = m.reply(READDIR_REPLY)
+        assert d.site is not None and d.site.startswith(f"READDIR entry 1 name: {kind}: b'name4' -> ")
+        (changed,) = records(d.chunks)
+        with pytest.raises(XdrError, match=r"directory entry name .* is not"):
+            client_takes(READDIR_OPS, changed)
+
+
+def test_a_result_made_a_failure_is_a_reply_a_server_could_send() -> None:
+    site, res = changed_results(GETATTR_OPS, GETATTR_REPLY,
+                                Rule(Mutation.STATUS, site="result 0 failed", value=c.NFS4ERR_DELAY))
+    assert site == "result 0 failed: NFS4ERR_DELAY"
+    assert [(r.opnum, r.status) for r in res] == [(c.OP_SEQUENCE, c.NFS4ERR_DELAY)]
+    m = ReplyMutator(seed=4)
+    for _ in range(20):
+        m.rules = [Rule(Mutation.STATUS, site="result 2 failed")]
+        m.call(call(READ_OPS))
+        (changed,) = records(m.reply(READ_REPLY).chunks)
+        u = Unpacker(changed)
+        u.uint32(), u.uint32()
+        rpcdef.unpack_reply_header(u)
+        res = decode_compound_res(u)
+        u.done()
+        check_compound_res(READ_OPS, res)  # (well-formed: status, count and results agree)
+        assert [r.opnum for r in res.resarray] == opnums(READ_OPS) and res.status == res.resarray[2].status != 0

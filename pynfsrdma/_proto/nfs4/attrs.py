@@ -463,7 +463,26 @@ class DirEntries(LinkedList):
                 p = q + (-n_vals & 3)
         finally:
             u.pos = p
-        return DirList(bytes(view[start:p]), spans, self.entry_cls)
+        data = bytes(view[start:p])
+        for span in spans:
+            check_entry_name(data[span[1] : span[2]])
+        return DirList(data, spans, self.entry_cls)
+
+
+_NOT_NAMES = (b"", b".", b"..")
+
+
+def check_entry_name(name: bytes) -> None:
+    """A directory entry's name as READDIR returns it is a component4 (RFC 8881 section 14.2: UTF-8,
+    no "/", not empty) and neither "." nor ".." (section 18.23.4); XdrError for any other: such a reply
+    is a bad one, and the name never reaches a caller or the kernel as a path."""
+    if name in _NOT_NAMES or b"/" in name:
+        raise XdrError(f"directory entry name {name!r} is not a file name")
+    if not name.isascii():
+        try:
+            name.decode("utf-8")
+        except UnicodeDecodeError:
+            raise XdrError(f"directory entry name {name!r} is not UTF-8 (RFC 8881 utf8str_cs)") from None
 
 
 # -- fs_locations_info helpers (section 11.17.1) ------------------------------------------------------------
@@ -487,6 +506,7 @@ __all__ = [
     "attr_name",
     "attrs_in",
     "bitmap4_from",
+    "check_entry_name",
     "decode_fattr4",
     "encode_fattr4",
     "fls_info_byte",
