@@ -300,7 +300,7 @@ class Session:
         gave_up = False
         try:
             return await self._compound(ops, cred, hints, call, payload=payload, tag=tag, cachethis=cachethis,
-                                        pin=pin, check=check)
+                                        pin=pin, check=check, deadline=deadline)
         except ServerUnreachable:
             gave_up = True
             raise
@@ -320,6 +320,7 @@ class Session:
         cachethis: bool | None,
         pin: Path | None,
         check: Check | None,
+        deadline: float | None,
     ) -> COMPOUND4res:
         """:meth:`compound`'s work; ``call`` is marked at each send."""
         policy = self.policy
