@@ -182,21 +182,22 @@ class Parsed:
 
 
 class Cookies:
-    """The READDIR cookies of one listing, page after page: one seen before (a server going round in
-    circles) is a protocol violation, not a listing that never ends."""
+    """The cookies of one listing paged by cookie (READDIR, LISTXATTRS), page after page: one seen
+    before (a server going round in circles) is a protocol violation, not a listing that never ends."""
 
-    __slots__ = ("path", "seen", "server")
+    __slots__ = ("op", "path", "seen", "server")
 
-    def __init__(self, server: str, path: str | None) -> None:
+    def __init__(self, server: str, path: str | None, op: int = c.OP_READDIR) -> None:
         self.server = server
         self.path = path
+        self.op = op
         self.seen: set[int] = set()
 
     def check(self, cookies: Iterable[int]) -> None:
         seen = self.seen
         for k in cookies:
             if k in seen:
-                raise ProtocolError(f"cookie {k} repeated in a listing", self.server, c.OP_READDIR, self.path)
+                raise ProtocolError(f"cookie {k} repeated in a listing", self.server, self.op, self.path)
             seen.add(k)
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import errno
+
 from .._proto.nfs4 import const as c
 from .._proto.nfs4.compound import result_of
 from .._proto.nfs4.types import GETXATTR4args, LISTXATTRS4args, PUTFH4args, REMOVEXATTR4args, SETXATTR4args
 from .._rpc.auth import Credential
 from .._transport.base import ReplyHints
-from .compounds import Compounds
+from .compounds import Compounds, Cookies
 
 XATTR_SIZE_MAX = 64 * 1024  # the largest extended attribute value (Linux's limit, as its client's)
 XATTR_LIST_MAX = 64 * 1024  # the largest list of names asked for in one LISTXATTRS
@@ -38,7 +40,9 @@ class ExtendedAttributes(Compounds):
     async def listxattrs(self, fh: bytes, cred: Credential, path: str | None = None) -> list[str]:
         """The names of every extended attribute of the file (LISTXATTRS, paged by cookie)."""
         names: list[str] = []
+        size = 0  # of the list as listxattr(2) gives it: each name and its NUL
         cookie = 0
+        cookies = Cookies(self.client.server, path, c.OP_LISTXATTRS)
         while True:
             res = await self.run(
                 [PUTFH4args(fh), LISTXATTRS4args(cookie, XATTR_LIST_MAX)],
@@ -48,8 +52,14 @@ class ExtendedAttributes(Compounds):
             )
             ok = result_of(res, c.OP_LISTXATTRS)
             names.extend(ok.lxr_names)
+            size += sum(len(name.encode()) + 1 for name in ok.lxr_names)
+            if size > XATTR_LIST_MAX:
+                # (Linux's limit for one file's list: its listxattr(2) says E2BIG past it)
+                raise OSError(errno.E2BIG, f"{path or 'file'}: list of extended attributes longer than "
+                              f"{XATTR_LIST_MAX} bytes")
             if ok.lxr_eof or not ok.lxr_names:
                 return names
+            cookies.check((ok.lxr_cookie,))
             cookie = ok.lxr_cookie
 
     async def removexattr(self, fh: bytes, name: str, cred: Credential, path: str | None = None) -> None:
