@@ -213,7 +213,7 @@ def cmd_mv(args: argparse.Namespace) -> int:
         if du.address != su.address:
             raise URLError("mv between two different servers is not supported")
     else:
-        dpath = args.dst if args.dst.startswith("/") else posixpath.join(posixpath.dirname(spath), args.dst)
+        dpath = args.dst if args.dst.startswith("/") else posixpath.join(posixpath.dirname(spath.rstrip("/")), args.dst)
 
     async def run(client: Client) -> int:
         target = await transfer.remote_destination(client, dpath, posixpath.basename(spath.rstrip("/")))

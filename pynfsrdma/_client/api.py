@@ -61,6 +61,14 @@ def _open_for_reading(path: str) -> io.FileIO:
     return open(path, "rb", buffering=0)  # (closed by the caller)
 
 
+def names_a_directory(path: str) -> bool:
+    """Whether ``path`` is written as a directory's: it ends in ``/`` or ``/.``. As in POSIX path
+    resolution, such a path names a directory (a symbolic link to one is followed) or fails with
+    ENOTDIR, whatever the call: ``stat("file/")``, ``remove("file/")`` and ``open("file/")`` never
+    reach the file."""
+    return path.endswith(("/", "/."))
+
+
 def glob_magic(name: str) -> bool:
     return any(ch in name for ch in "*?[")
 
@@ -238,9 +246,11 @@ class Client:
 
     async def _resolve(self, path: str, follow: bool = True, depth: int = 0) -> tuple[bytes, FileAttrs]:
         """File handle and attributes of ``path``; symlinks inside the path are followed, the last
-        component only with ``follow``."""
+        component only with ``follow`` or when ``path`` is written as a directory's (a trailing
+        ``/``: :func:`names_a_directory`), which must then be one (ENOTDIR)."""
         if depth > MAX_SYMLINKS:
             raise NFS4Error(c.NFS4ERR_SYMLINK, c.OP_LOOKUP, path)  # ELOOP-like: too many links
+        want_dir = names_a_directory(path)
         path = self._norm(path)
         if path == "/":
             return self.root_fh, await self.nfs.getattr(self.root_fh, self.cred, path)
@@ -252,10 +262,12 @@ class Client:
             if e.status == c.NFS4ERR_STALE:
                 self._dirs.clear()
             raise
-        if follow and attrs.is_symlink:
+        if (follow or want_dir) and attrs.is_symlink:
             target = (await self.nfs.readlink(fh, self.cred, path)).decode("utf-8", "surrogateescape")
             nxt = target if target.startswith("/") else posixpath.join(parent, target)
-            return await self._resolve(nxt, True, depth + 1)
+            return await self._resolve(nxt + "/" if want_dir else nxt, True, depth + 1)
+        if want_dir and not attrs.is_dir:
+            raise NFS4Error(c.NFS4ERR_NOTDIR, c.OP_LOOKUP, path + "/")
         return fh, attrs
 
     def _forget(self, path: str) -> None:
@@ -451,6 +463,20 @@ class Client:
             raise NFS4Error(c.NFS4ERR_INVAL, None, path)
         return posixpath.split(path)
 
+    async def _lstat_name(self, path: str) -> FileAttrs:
+        """The attributes of the name ``path`` ends in, not followed even when written as a
+        directory's: then it must be a directory itself (ENOTDIR for a file, or a symbolic link to a
+        directory, as rmdir(2) and unlink(2) answer)."""
+        attrs = await self.lstat(self._norm(path))
+        if names_a_directory(path) and not attrs.is_dir:
+            raise NFS4Error(c.NFS4ERR_NOTDIR, None, self._norm(path) + "/")
+        return attrs
+
+    def _no_file_at(self, path: str, status: int) -> None:
+        """``status`` for a call that makes a non-directory at ``path`` written as a directory's."""
+        if names_a_directory(path):
+            raise NFS4Error(status, None, self._norm(path) + "/")
+
     async def mkdir(self, path: str, mode: int = 0o755) -> FileAttrs:
         parent, name = self._split(path)
         dfh = await self._dir_fh(parent)
@@ -480,6 +506,8 @@ class Client:
 
     async def remove(self, path: str) -> None:
         """Remove a file, symlink or empty directory."""
+        if names_a_directory(path):
+            await self._lstat_name(path)
         parent, name = self._split(path)
         dfh = await self._dir_fh(parent)
         await self.nfs.remove(dfh, name, self.cred, path=self._norm(path))
@@ -492,13 +520,13 @@ class Client:
         await self.remove(path)
 
     async def rmdir(self, path: str) -> None:
-        attrs = await self.lstat(path)
+        attrs = await self._lstat_name(path)
         if not attrs.is_dir:
             raise NFS4Error(c.NFS4ERR_NOTDIR, c.OP_REMOVE, self._norm(path))
         await self.remove(path)
 
     async def rmtree(self, path: str) -> None:
-        attrs = await self.lstat(path)
+        attrs = await self._lstat_name(path)
         if attrs.is_dir:
             for e in await self.scandir(self._norm(path)):
                 if e.is_dir(follow_symlinks=False):
@@ -508,6 +536,10 @@ class Client:
         await self.remove(path)
 
     async def rename(self, src: str, dst: str) -> None:
+        """Rename ``src`` to ``dst``, replacing what ``dst`` names (as os.rename does on POSIX). A path
+        written as a directory's (a trailing ``/``) renames a directory only (ENOTDIR)."""
+        if (names_a_directory(src) or names_a_directory(dst)) and not (await self._lstat_name(src)).is_dir:
+            raise NFS4Error(c.NFS4ERR_NOTDIR, c.OP_RENAME, self._norm(dst if names_a_directory(dst) else src) + "/")
         sp, sn = self._split(src)
         dp, dn = self._split(dst)
         sfh = await self._dir_fh(sp)
@@ -517,6 +549,7 @@ class Client:
         self._forget(dst)
 
     async def link(self, src: str, dst: str) -> FileAttrs:
+        self._no_file_at(dst, c.NFS4ERR_NOENT)  # (link(2) answers so)
         fh, _ = await self._resolve(src, follow=False)
         dp, dn = self._split(dst)
         dfh = await self._dir_fh(dp)
@@ -524,6 +557,7 @@ class Client:
         return attrs
 
     async def symlink(self, target: str, path: str) -> FileAttrs:
+        self._no_file_at(path, c.NFS4ERR_NOENT)  # (symlink(2) answers so)
         parent, name = self._split(path)
         dfh = await self._dir_fh(parent)
         _, attrs, _ = await self.nfs.create(dfh, name, c.NF4LNK, self.cred, mode=0o777,
@@ -549,11 +583,12 @@ class Client:
         parent, name = self._split(path)
         npath = self._norm(path)
         if base[0] == "r":
-            fh, attrs = await self._resolve(npath, follow=True)
+            fh, attrs = await self._resolve(path, follow=True)
             if attrs.is_dir:
                 raise NFS4Error(c.NFS4ERR_ISDIR, c.OP_OPEN, npath)
             of = await self.nfs.open_fh(fh, self.cred, access, path=npath)
         else:
+            self._no_file_at(path, c.NFS4ERR_ISDIR)  # (open(2) with O_CREAT answers so)
             dfh = await self._dir_fh(parent)
             of = await self.nfs.open(dfh, name, self.cred, access=access, create=True,
                                      exclusive=base[0] == "x", truncate=base[0] == "w", mode=perm, path=npath)

@@ -1,0 +1,60 @@
+"""Paths mean what coreutils make them mean: ``file/`` names a directory or nothing, so every command
+answers "Not a directory" for it and leaves the file as it was."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.ganesha import ExportPath
+
+CLI = [sys.executable, "-m", "pynfsrdma._cli.main"]
+
+
+def run(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    p = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60)
+    if ok:
+        assert p.returncode == 0, p.stderr
+    return p
+
+
+@pytest.fixture
+def base(ganesha: Ganesha, export_path: ExportPath) -> str:
+    return f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}"
+
+
+def test_a_file_written_as_a_directory_is_not_a_directory_in_every_command(
+        base: str, export_path: ExportPath, tmp_path: Path) -> None:
+    data = export_path.local / "data"
+    data.mkdir()
+    (data / "victim.txt").write_bytes(b"keep me")
+    (data / "other.txt").write_bytes(b"and me")
+    local = tmp_path / "s.txt"
+    local.write_bytes(b"new")
+    victim = f"{base}/data/victim.txt/"
+    said = f"pynfsrdma: {export_path.remote}/data/victim.txt/: Not a directory (NFS4ERR_NOTDIR)\n"
+    for args in (["rm", victim], ["rm", "-r", victim], ["rm", "-d", victim], ["ls", victim], ["ls", "-l", victim],
+                 ["stat", victim], ["stat", "-L", victim], ["cat", victim], ["get", victim, str(tmp_path / "x")],
+                 ["cp", victim, str(tmp_path / "x")], ["cp", victim, f"{base}/data/copy.txt"],
+                 ["mv", victim, f"{base}/data/moved.txt"], ["mv", f"{base}/data/other.txt", victim],
+                 ["cp", f"{base}/data/other.txt", victim], ["put", str(local), victim], ["cp", str(local), victim]):
+        p = run(*args, ok=False)
+        assert (p.returncode, p.stdout, p.stderr) == (1, "", said), args
+    assert (data / "victim.txt").read_bytes() == b"keep me"
+    assert sorted(p.name for p in data.iterdir()) == ["other.txt", "victim.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.txt"]
+
+
+def test_a_directory_written_with_a_slash_is_still_one(base: str, export_path: ExportPath) -> None:
+    (export_path.local / "d/e").mkdir(parents=True)
+    (export_path.local / "d/f").write_bytes(b"f")
+    assert run("ls", f"{base}/d/").stdout.split() == ["e", "f"]
+    assert "type: directory" in run("stat", f"{base}/d/").stdout
+    run("mv", f"{base}/d/e/", f"{base}/d/g")
+    run("rm", "-d", f"{base}/d/g/")
+    run("rm", "-r", f"{base}/d/")
+    assert not (export_path.local / "d").exists()
