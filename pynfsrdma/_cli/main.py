@@ -90,7 +90,7 @@ def cmd_stat(args: argparse.Namespace) -> int:
     url, path = _split_remote(args.url, args)
 
     async def run(client: Client) -> int:
-        a = await (client.lstat(path) if args.no_follow else client.stat(path))
+        a = await (client.stat(path) if args.dereference else client.lstat(path))
         d = _stat_json(path, a)
         _out(args, d, "\n".join(f"{k}: {v}" for k, v in d.items()))
         return 0
@@ -280,7 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="sizes as 1.5K, 20M, 3.1G (with -l)")
     sp = add("stat", cmd_stat, "show a file's attributes")
     sp.add_argument("url")
-    sp.add_argument("-L", "--no-follow", action="store_true", help="do not follow a final symlink")
+    sp.add_argument("-L", "--dereference", action="store_true",
+                    help="follow a final symlink (without -L: the link itself, as stat(1))")
     sp = add("cat", cmd_cat, "write a file to standard output")
     sp.add_argument("url")
     sp = add("get", cmd_get, "copy a remote file (or tree, -r) to a local path")

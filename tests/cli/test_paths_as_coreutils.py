@@ -3,6 +3,7 @@ answers "Not a directory" for it and leaves the file as it was."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -58,3 +59,17 @@ def test_a_directory_written_with_a_slash_is_still_one(base: str, export_path: E
     run("rm", "-d", f"{base}/d/g/")
     run("rm", "-r", f"{base}/d/")
     assert not (export_path.local / "d").exists()
+
+
+def test_stat_describes_a_link_and_follows_it_with_L(base: str, export_path: ExportPath) -> None:
+    """As stat(1): the link itself, its target with -L (--dereference)."""
+    (export_path.local / "target.txt").write_bytes(b"twelve bytes")
+    (export_path.local / "link").symlink_to("target.txt")
+    link = json.loads(run("stat", "--json", f"{base}/link").stdout)
+    assert (link["type"], link["size"]) == ("symlink", len("target.txt"))
+    for flag in ("-L", "--dereference"):
+        target = json.loads(run("stat", flag, "--json", f"{base}/link").stdout)
+        assert (target["type"], target["size"]) == ("file", 12)
+    assert "type: symlink" in run("stat", f"{base}/link").stdout
+    assert "type: file" in run("stat", "-L", f"{base}/link").stdout
+    assert "--dereference" in run("stat", "--help").stdout
