@@ -4,7 +4,9 @@
 - A destination written with a trailing ``/`` means a directory: if there is none, nothing is written
   and the error says so.
 - A file is never copied onto itself.
-- A transfer cut short (Ctrl-C, an error) removes the partial copy and says so.
+- A transfer cut short (Ctrl-C, an error) removes the partial copy and says so; one that stopped
+  before its destination was created (or truncated) says only what stopped it, and leaves what was
+  there as it was.
 """
 
 from __future__ import annotations
@@ -74,14 +76,17 @@ async def _each(todo: Todo, label: str, progress: bool,
     with ProgressBar(sum(n for _, _, n in todo), label, enabled=progress) as bar:
         for src, dst, _ in todo:
             base = totals.bytes
+            started: list[bool] = []  # (the first progress call: the destination is created or truncated)
 
-            def step(n: int, base: int = base) -> None:
+            def step(n: int, base: int = base, started: list[bool] = started) -> None:
+                started[:] = [True]
                 bar.update(base + n)
 
             try:
                 totals.bytes += await one(src, dst, step)
             except BaseException:
-                await _partial_removed(dst, remove)
+                if started:
+                    await _partial_removed(dst, remove)
                 raise
             totals.files += 1
     return totals

@@ -610,8 +610,11 @@ class Client:
         """Copy the file ``src`` to ``dst`` (created or truncated) on this server; returns the bytes
         copied. The server copies it itself (COPY, NFSv4.2) when it can; when it cannot (EOPNOTSUPP: an
         NFSv4.1 session, a server without COPY; EXDEV: another file system) this client reads the
-        data and writes it."""
+        data and writes it. ``progress(n)``: n bytes copied so far; first ``progress(0)``, once ``dst``
+        is created (or truncated)."""
         async with await self.open(src, "r") as s, await self.open(dst, "w", perm) as d:
+            if progress:
+                progress(0)
             size = s.size
             if size:
                 try:
@@ -634,11 +637,13 @@ class Client:
     # -- bulk transfers ------------------------------------------------------------------------------
     async def get(self, remote: str, local: str, progress: Progress | None = None) -> int:
         """Copy a remote file to a local one; returns bytes copied. READ data goes to disk by
-        os.write of the reply buffers themselves (no copy)."""
-        import os
-
+        os.write of the reply buffers themselves (no copy). ``progress(n)``: n bytes written so far;
+        first ``progress(0)``, once the local file is created (or truncated): a call that fails
+        before it left the local file as it was."""
         async with await self.open(remote, "r") as f:
             fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            if progress:
+                progress(0)
             total = 0
             try:
                 async for offset, view in f.iter_views():
@@ -659,7 +664,8 @@ class Client:
         (:meth:`File.pwrite_behind`); a COMMIT goes in the background as a window's worth waits for
         one, and the last at the close. A block goes to the
         wire from the bytes the local read returned (no other copy). ``progress(n)``: n bytes of the
-        local file handed to WRITEs so far.
+        local file handed to WRITEs so far; first ``progress(0)``, once the remote file is created (or
+        truncated): a call that fails before it left the remote file as it was.
 
         A WRITE or COMMIT that fails makes ``put`` raise its error (OSError) before it returns: it
         never returns as if all was copied when the server did not take all of it. The remote file
@@ -672,6 +678,8 @@ class Client:
         src = await trio.to_thread.run_sync(_open_for_reading, local)
         with src:
             async with await self.open(remote, "w", perm) as f:
+                if progress:
+                    progress(0)
                 blocks, taken = trio.open_memory_channel[bytes](PUT_READ_AHEAD)
 
                 async def read_blocks() -> None:
