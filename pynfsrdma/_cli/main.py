@@ -26,7 +26,6 @@ from .._client.api import Client
 from .._client.attributes import FileAttrs
 from .._client.url import NfsURL, URLError, names_version, parse_url
 from .._errors import NFS4Error, ReplyError
-from .._proto.nfs4 import const as c
 from .._rpc.errors import RpcReplyError
 from .._session.errors import NotNFSv41Server, SessionError
 from .._transport.base import TransportError
@@ -177,7 +176,7 @@ def cmd_mkdir(args: argparse.Namespace) -> int:
 
     async def run(client: Client) -> int:
         if args.parents:
-            await client.makedirs(path, int(args.mode, 8))
+            await client.makedirs(path, int(args.mode, 8), exist_ok=True)
         else:
             await client.mkdir(path, int(args.mode, 8))
         _out(args, {"created": path}, None)
@@ -190,16 +189,15 @@ def cmd_rm(args: argparse.Namespace) -> int:
     url, path = _split_remote(args.url, args)
 
     async def run(client: Client) -> int:
-        a = await client.lstat(path)
-        if a.is_dir:
+        try:
+            await client.remove(path)
+        except IsADirectoryError:
             if args.recursive:
                 await client.rmtree(path)
             elif args.dir:
                 await client.rmdir(path)
             else:
-                raise NFS4Error(c.NFS4ERR_ISDIR, None, path)
-        else:
-            await client.remove(path)
+                raise
         _out(args, {"removed": path}, None)
         return 0
 

@@ -135,9 +135,9 @@ async def put(client: Client, local: str, remote: str, recursive: bool, progress
         if not recursive:
             raise _not_recursive(local)
         dirs, files = _local_tree(local)
-        await client.makedirs(target)
+        await client.makedirs(target, exist_ok=True)
         for d in dirs:
-            await client.makedirs(posixpath.join(target, d.replace(os.sep, "/")))
+            await client.makedirs(posixpath.join(target, d.replace(os.sep, "/")), exist_ok=True)
         todo = [(os.path.join(local, f), posixpath.join(target, f.replace(os.sep, "/")), n) for f, n in files]
     elif os.path.isfile(local):
         todo = [(local, target, os.path.getsize(local))]
@@ -182,10 +182,10 @@ async def copy(client: Client, src: str, dst: str, recursive: bool, progress: bo
         if (client_path := posixpath.normpath(target)).startswith(posixpath.normpath(src) + "/"):
             raise OSError(errno.EINVAL, f"cannot copy a directory into itself ({client_path})", src)
         todo: Todo = []
-        await client.makedirs(target)
+        await client.makedirs(target, exist_ok=True)
         async for top, _dirs, files in client.walk(src):
             rel = posixpath.normpath(posixpath.join(target, posixpath.relpath(top, src)))
-            await client.makedirs(rel)
+            await client.makedirs(rel, exist_ok=True)
             for f in files:
                 st = await client.lstat(posixpath.join(top, f))
                 if not st.is_symlink:

@@ -23,6 +23,7 @@ import fnmatch
 import io
 import os
 import posixpath
+import shutil
 import stat
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -414,13 +415,18 @@ class Client:
         return await self.setattr(path, mode=mode)
 
     async def chown(self, path: str, uid: int | None = None, gid: int | None = None) -> FileAttrs:
-        return await self.setattr(path, uid=uid, gid=gid)
+        """Change the owner and group; None (or -1, as os.chown takes it) leaves one as it is."""
+        return await self.setattr(path, uid=None if uid == -1 else uid, gid=None if gid == -1 else gid)
 
     async def truncate(self, path: str, size: int) -> FileAttrs:
         return await self.setattr(path, size=size)
 
     async def utime(self, path: str, atime_ns: int | str | None = None,
                     mtime_ns: int | str | None = None) -> FileAttrs:
+        """Set the access and modification times (nanoseconds since the epoch, or "now": the server's
+        clock); with neither, both to now, as os.utime(path) does."""
+        if atime_ns is None and mtime_ns is None:
+            atime_ns = mtime_ns = "now"
         return await self.setattr(path, atime_ns=atime_ns, mtime_ns=mtime_ns)
 
     # -- extended attributes (vers=4.2 and a server with them: RFC 8276) -------------------------------
@@ -483,7 +489,10 @@ class Client:
         _, attrs, _ = await self.nfs.create(dfh, name, c.NF4DIR, self.cred, mode=mode, path=self._norm(path))
         return attrs
 
-    async def makedirs(self, path: str, mode: int = 0o755, exist_ok: bool = True) -> None:
+    async def makedirs(self, path: str, mode: int = 0o755, exist_ok: bool = False) -> None:
+        """Make ``path`` and the directories on the way to it that are missing, as os.makedirs: a
+        ``path`` that exists is FileExistsError unless it is a directory and ``exist_ok``; a file on
+        the way is NotADirectoryError."""
         target = self._norm(path)
         cur = ""
         for part in [p for p in target.split("/") if p]:
@@ -499,41 +508,49 @@ class Client:
                     if e2.status != c.NFS4ERR_EXIST:
                         raise
                 continue
+            if cur == target and not (exist_ok and attrs.is_dir):
+                raise NFS4Error(c.NFS4ERR_EXIST, c.OP_CREATE, cur)
             if not attrs.is_dir:
                 raise NFS4Error(c.NFS4ERR_NOTDIR, c.OP_CREATE, cur)
-            if cur == target and not exist_ok:
-                raise NFS4Error(c.NFS4ERR_EXIST, c.OP_CREATE, cur)
 
     async def remove(self, path: str) -> None:
-        """Remove a file, symlink or empty directory."""
-        if names_a_directory(path):
-            await self._lstat_name(path)
+        """Remove a file or a symbolic link (not what it points to), as os.remove: a directory is
+        IsADirectoryError (:meth:`rmdir` and :meth:`rmtree` remove directories)."""
+        if (await self._lstat_name(path)).is_dir:
+            raise NFS4Error(c.NFS4ERR_ISDIR, c.OP_REMOVE, self._norm(path))
+        await self._remove_name(path)
+
+    unlink = remove
+
+    async def rmdir(self, path: str) -> None:
+        """Remove an empty directory, as os.rmdir (ENOTDIR for anything else, ENOTEMPTY)."""
+        attrs = await self._lstat_name(path)
+        if not attrs.is_dir:
+            raise NFS4Error(c.NFS4ERR_NOTDIR, c.OP_REMOVE, self._norm(path))
+        await self._remove_name(path)
+
+    async def rmtree(self, path: str) -> None:
+        """Remove a directory and everything in it, as shutil.rmtree: the links in it are removed,
+        not followed; ``path`` itself must be a directory (NotADirectoryError), not a symbolic link
+        to one (OSError, as shutil answers)."""
+        attrs = await self._lstat_name(path)
+        if attrs.is_symlink:
+            raise OSError(errno.ENOTDIR, "Cannot call rmtree on a symbolic link", self._norm(path))
+        if not attrs.is_dir:
+            raise NFS4Error(c.NFS4ERR_NOTDIR, c.OP_REMOVE, self._norm(path))
+        for e in await self.scandir(self._norm(path)):
+            if e.is_dir(follow_symlinks=False):
+                await self.rmtree(e.path)
+            else:
+                await self._remove_name(e.path)
+        await self._remove_name(path)
+
+    async def _remove_name(self, path: str) -> None:
+        """REMOVE the name ``path`` ends in, whatever it names."""
         parent, name = self._split(path)
         dfh = await self._dir_fh(parent)
         await self.nfs.remove(dfh, name, self.cred, path=self._norm(path))
         self._forget(path)
-
-    async def unlink(self, path: str) -> None:
-        attrs = await self.lstat(path)
-        if attrs.is_dir:
-            raise NFS4Error(c.NFS4ERR_ISDIR, c.OP_REMOVE, self._norm(path))
-        await self.remove(path)
-
-    async def rmdir(self, path: str) -> None:
-        attrs = await self._lstat_name(path)
-        if not attrs.is_dir:
-            raise NFS4Error(c.NFS4ERR_NOTDIR, c.OP_REMOVE, self._norm(path))
-        await self.remove(path)
-
-    async def rmtree(self, path: str) -> None:
-        attrs = await self._lstat_name(path)
-        if attrs.is_dir:
-            for e in await self.scandir(self._norm(path)):
-                if e.is_dir(follow_symlinks=False):
-                    await self.rmtree(e.path)
-                else:
-                    await self.remove(e.path)
-        await self.remove(path)
 
     async def rename(self, src: str, dst: str) -> None:
         """Rename ``src`` to ``dst``, replacing what ``dst`` names (as os.rename does on POSIX). A path
@@ -548,9 +565,11 @@ class Client:
         self._forget(src)
         self._forget(dst)
 
-    async def link(self, src: str, dst: str) -> FileAttrs:
+    async def link(self, src: str, dst: str, *, follow_symlinks: bool = True) -> FileAttrs:
+        """Make ``dst`` a hard link to ``src``: to what ``src`` points to when it is a symbolic link, as
+        os.link, or to the link itself without ``follow_symlinks``."""
         self._no_file_at(dst, c.NFS4ERR_NOENT)  # (link(2) answers so)
-        fh, _ = await self._resolve(src, follow=False)
+        fh, _ = await self._resolve(src, follow=follow_symlinks)
         dp, dn = self._split(dst)
         dfh = await self._dir_fh(dp)
         attrs, _ = await self.nfs.link(fh, dfh, dn, self.cred, path=self._norm(dst))
@@ -611,28 +630,38 @@ class Client:
         copied. The server copies it itself (COPY, NFSv4.2) when it can; when it cannot (EOPNOTSUPP: an
         NFSv4.1 session, a server without COPY; EXDEV: another file system) this client reads the
         data and writes it. ``progress(n)``: n bytes copied so far; first ``progress(0)``, once ``dst``
-        is created (or truncated)."""
-        async with await self.open(src, "r") as s, await self.open(dst, "w", perm) as d:
-            if progress:
-                progress(0)
-            size = s.size
-            if size:
-                try:
-                    n = await self.nfs.copy(s.of, d.of, 0, 0, size, self.cred, path=d.path)
-                except NFS4Error as e:
-                    if e.errno not in (errno.EOPNOTSUPP, errno.EXDEV):
-                        raise
-                else:
-                    if progress:
-                        progress(n)
-                    return n
-            total = 0
-            async for offset, view in s.iter_views():
-                await d.pwrite(offset, view)
-                total += view.nbytes
+        is created (or truncated). ``src`` and ``dst`` the same file is shutil.SameFileError, as
+        shutil.copyfile answers (nothing is truncated)."""
+        async with await self.open(src, "r") as s:
+            there = await self._stat_or_none(dst)
+            if there is not None and s.of.attrs is not None and \
+                    (there.fsid, there.fileid) == (s.of.attrs.fsid, s.of.attrs.fileid):
+                raise shutil.SameFileError(f"{self._norm(src)!r} and {self._norm(dst)!r} are the same file")
+            async with await self.open(dst, "w", perm) as d:
+                return await self._copy_open(s, d, progress)
+
+    async def _copy_open(self, s: File, d: File, progress: Progress | None) -> int:
+        """Copy the open file ``s`` into the open file ``d`` (:meth:`copy_file`)."""
+        if progress:
+            progress(0)
+        size = s.size
+        if size:
+            try:
+                n = await self.nfs.copy(s.of, d.of, 0, 0, size, self.cred, path=d.path)
+            except NFS4Error as e:
+                if e.errno not in (errno.EOPNOTSUPP, errno.EXDEV):
+                    raise
+            else:
                 if progress:
-                    progress(total)
-            return total
+                    progress(n)
+                return n
+        total = 0
+        async for offset, view in s.iter_views():
+            await d.pwrite(offset, view)
+            total += view.nbytes
+            if progress:
+                progress(total)
+        return total
 
     # -- bulk transfers ------------------------------------------------------------------------------
     async def get(self, remote: str, local: str, progress: Progress | None = None) -> int:

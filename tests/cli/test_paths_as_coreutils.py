@@ -105,3 +105,24 @@ def test_a_transfer_that_created_nothing_says_only_what_stopped_it(
     assert sorted(p.name for p in export_path.local.iterdir()) == ["data", "pub"]
     assert (pub / "roots.txt").read_bytes() == b"root's"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.txt"]
+
+
+def test_mkdir_p_and_rm_keep_their_word_on_top_of_the_os_like_api(base: str, export_path: ExportPath,
+                                                                   tmp_path: Path) -> None:
+    """The path API's makedirs refuses an existing directory and its remove a directory (as ``os``);
+    the commands still answer as mkdir(1) and rm(1) do, and a tree put twice is merged."""
+    (export_path.local / "d/e").mkdir(parents=True)
+    run("mkdir", "-p", f"{base}/d/e")
+    p = run("mkdir", f"{base}/d/e", ok=False)
+    assert p.returncode == 1 and p.stderr.endswith("d/e: File exists (NFS4ERR_EXIST)\n")
+    p = run("rm", f"{base}/d", ok=False)
+    assert p.returncode == 1 and p.stderr.endswith("/d: Is a directory (NFS4ERR_ISDIR)\n")
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "sub/f").write_bytes(b"f")
+    run("put", "-r", str(tree), f"{base}/d/")
+    run("put", "-r", str(tree), f"{base}/d/")
+    assert (export_path.local / "d/tree/sub/f").read_bytes() == b"f"
+    run("rm", "-d", f"{base}/d/e")
+    run("rm", "-r", f"{base}/d")
+    assert list(export_path.local.iterdir()) == []

@@ -4,6 +4,7 @@ NFS-Ganesha: a path written as a directory's (``file/``) names a directory or no
 from __future__ import annotations
 
 import errno
+import shutil
 
 import pytest
 
@@ -73,3 +74,107 @@ def test_the_blocking_client_too(ganesha: Ganesha, export_path: ExportPath) -> N
         with pytest.raises(NotADirectoryError):
             nfs.open("/victim.txt/", "rb")
     assert (export_path.local / "victim.txt").read_bytes() == b"keep me"
+
+
+async def test_the_calls_named_after_os_and_shutil_answer_as_they_do(
+        ganesha: Ganesha, export_path: ExportPath) -> None:
+    local = export_path.local
+    (local / "d/sub").mkdir(parents=True)
+    (local / "d/sub/x").write_bytes(b"x")
+    (local / "f").write_bytes(b"precious")
+    (local / "g").write_bytes(b"other")
+    (local / "to_d").symlink_to("d")
+    (local / "to_f").symlink_to("f")
+    async with Client.connect(url_of(ganesha, export_path)) as nfs:
+        # os.makedirs: an existing path is FileExistsError unless a directory and exist_ok
+        with pytest.raises(FileExistsError):
+            await nfs.makedirs("/d/sub")
+        await nfs.makedirs("/d/sub", exist_ok=True)
+        with pytest.raises(FileExistsError):
+            await nfs.makedirs("/f", exist_ok=True)
+        with pytest.raises(NotADirectoryError):
+            await nfs.makedirs("/f/below", exist_ok=True)
+        await nfs.makedirs("/new/deeper")
+        with pytest.raises(FileExistsError):
+            await nfs.mkdir("/new")
+        # os.remove and os.unlink: files and links, never a directory
+        for remove in (nfs.remove, nfs.unlink):
+            with pytest.raises(IsADirectoryError):
+                await remove("/new/deeper")
+        await nfs.remove("/to_d")  # the link, not the directory
+        assert (local / "d/sub/x").exists() and not (local / "to_d").exists()
+        (local / "to_d").symlink_to("d")
+        # os.rmdir: empty directories only
+        with pytest.raises(NotADirectoryError):
+            await nfs.rmdir("/f")
+        with pytest.raises(NotADirectoryError):
+            await nfs.rmdir("/to_d")
+        with pytest.raises(OSError) as ei:
+            await nfs.rmdir("/d")
+        assert ei.value.errno == errno.ENOTEMPTY
+        # shutil.rmtree: a directory, not a file nor a link to one
+        with pytest.raises(NotADirectoryError):
+            await nfs.rmtree("/f")
+        with pytest.raises(OSError, match="Cannot call rmtree on a symbolic link"):
+            await nfs.rmtree("/to_d")
+        assert (local / "d/sub/x").read_bytes() == b"x" and (local / "f").read_bytes() == b"precious"
+        # os.rename (os.replace): replaces a file; a file onto a directory or back, a full directory
+        await nfs.write_file("/h", b"new")
+        await nfs.rename("/h", "/g")
+        assert (local / "g").read_bytes() == b"new" and not (local / "h").exists()
+        with pytest.raises(IsADirectoryError):
+            await nfs.rename("/g", "/new")
+        with pytest.raises(NotADirectoryError):
+            await nfs.rename("/new", "/g")
+        with pytest.raises(OSError) as ei:
+            await nfs.rename("/new", "/d")
+        assert ei.value.errno == errno.ENOTEMPTY
+        # listdir of a file, open of a directory, exclusive create, readlink of a file
+        with pytest.raises(NotADirectoryError):
+            await nfs.listdir("/f")
+        with pytest.raises(IsADirectoryError):
+            await nfs.open("/d")
+        with pytest.raises(FileExistsError):
+            await nfs.open("/f", "x")
+        with pytest.raises(OSError) as ei:
+            await nfs.readlink("/f")
+        assert ei.value.errno == errno.EINVAL
+        # shutil.copyfile: never onto itself (nothing truncated), by its name or a link to it
+        for same in ("/f", "/to_f"):
+            with pytest.raises(shutil.SameFileError):
+                await nfs.copy_file("/f", same)
+        assert (local / "f").read_bytes() == b"precious"
+        # os.link follows a link unless told not to
+        await nfs.link("/to_f", "/hard")
+        assert (local / "hard").samefile(local / "f") and not (local / "hard").is_symlink()
+        await nfs.link("/to_f", "/hard_link", follow_symlinks=False)
+        assert (local / "hard_link").is_symlink()
+        # os.utime(path): both times to now; os.chown's -1 leaves an id as it is
+        await nfs.utime("/g", 1_000_000_000, 1_000_000_000)
+        a = await nfs.utime("/g")
+        assert a.mtime_ns > 1_000_000_000 and a.atime_ns > 1_000_000_000
+        await nfs.chown("/g", 1234, 5678)
+        a = await nfs.chown("/g", -1, 4321)
+        assert (a.uid, a.gid) == (1234, 4321)
+
+
+def test_the_blocking_client_and_fsspec_answer_so_too(ganesha: Ganesha, export_path: ExportPath) -> None:
+    import fsspec
+
+    (export_path.local / "d").mkdir()
+    with pynfsrdma.connect(url_of(ganesha, export_path)) as nfs:
+        with pytest.raises(FileExistsError):
+            nfs.makedirs("/d")
+        nfs.makedirs("/d", exist_ok=True)
+        with pytest.raises(IsADirectoryError):
+            nfs.remove("/d")
+        with pytest.raises(IsADirectoryError):
+            nfs.unlink("/d")
+    fs = fsspec.filesystem("nfs", host=ganesha.host, port=ganesha.port)
+    with pytest.raises(FileExistsError):
+        fs.makedirs(f"{export_path.remote}/d")
+    with pytest.raises(FileExistsError):
+        fs.mkdir(f"{export_path.remote}/d")
+    with pytest.raises(IsADirectoryError):
+        fs.rm_file(f"{export_path.remote}/d")
+    assert (export_path.local / "d").is_dir()
