@@ -4,7 +4,10 @@
         await nfs.write_file("/hello.txt", b"hi")
         print(await nfs.listdir("/"))
 
-Paths are relative to the export given in the URL ("/" is the export's root). Every call is one
+Paths are relative to the export given in the URL ("/" is the export's root); one that ends in ``/``
+names a directory or nothing (:func:`names_a_directory`), and the calls named after ``os`` and
+``shutil`` answer as those do (``remove`` of a directory is IsADirectoryError, ``makedirs`` of an
+existing one FileExistsError unless ``exist_ok``, ...). Every call is one
 COMPOUND where the protocol allows; directory file handles are cached briefly so that a path's
 directories are not looked up again for every call on files inside them.
 
@@ -515,19 +518,18 @@ class Client:
 
     async def remove(self, path: str) -> None:
         """Remove a file or a symbolic link (not what it points to), as os.remove: a directory is
-        IsADirectoryError (:meth:`rmdir` and :meth:`rmtree` remove directories)."""
-        if (await self._lstat_name(path)).is_dir:
-            raise NFS4Error(c.NFS4ERR_ISDIR, c.OP_REMOVE, self._norm(path))
-        await self._remove_name(path)
+        IsADirectoryError (:meth:`rmdir` and :meth:`rmtree` remove directories). One COMPOUND."""
+        if names_a_directory(path):  # (a directory or ENOTDIR: never a file)
+            await self._lstat_name(path)
+            raise NFS4Error(c.NFS4ERR_ISDIR, c.OP_REMOVE, self._norm(path) + "/")
+        await self._remove_name(path, is_dir=False)
 
     unlink = remove
 
     async def rmdir(self, path: str) -> None:
-        """Remove an empty directory, as os.rmdir (ENOTDIR for anything else, ENOTEMPTY)."""
-        attrs = await self._lstat_name(path)
-        if not attrs.is_dir:
-            raise NFS4Error(c.NFS4ERR_NOTDIR, c.OP_REMOVE, self._norm(path))
-        await self._remove_name(path)
+        """Remove an empty directory, as os.rmdir: ENOTDIR for anything else (a symbolic link to a
+        directory too), ENOTEMPTY. One COMPOUND."""
+        await self._remove_name(path, is_dir=True)
 
     async def rmtree(self, path: str) -> None:
         """Remove a directory and everything in it, as shutil.rmtree: the links in it are removed,
@@ -545,11 +547,12 @@ class Client:
                 await self._remove_name(e.path)
         await self._remove_name(path)
 
-    async def _remove_name(self, path: str) -> None:
-        """REMOVE the name ``path`` ends in, whatever it names."""
+    async def _remove_name(self, path: str, is_dir: bool | None = None) -> None:
+        """REMOVE the name ``path`` ends in: a directory only (``is_dir``), a non-directory only
+        (False), or whatever it names (None)."""
         parent, name = self._split(path)
         dfh = await self._dir_fh(parent)
-        await self.nfs.remove(dfh, name, self.cred, path=self._norm(path))
+        await self.nfs.remove(dfh, name, self.cred, path=self._norm(path), is_dir=is_dir)
         self._forget(path)
 
     async def rename(self, src: str, dst: str) -> None:

@@ -178,3 +178,28 @@ def test_the_blocking_client_and_fsspec_answer_so_too(ganesha: Ganesha, export_p
     with pytest.raises(IsADirectoryError):
         fs.rm_file(f"{export_path.remote}/d")
     assert (export_path.local / "d").is_dir()
+
+
+async def test_remove_and_rmdir_check_the_type_in_the_compound_that_removes(
+        ganesha: Ganesha, export_path: ExportPath) -> None:
+    """remove (not a directory) and rmdir (a directory) cost one COMPOUND, as REMOVE alone did: the
+    type is checked by VERIFY/NVERIFY before the REMOVE in it, not by a LOOKUP with attributes first."""
+    (export_path.local / "f").write_bytes(b"")
+    (export_path.local / "d").mkdir()
+    async with Client.connect(url_of(ganesha, export_path)) as nfs:
+
+        def counts() -> dict[str, int]:
+            return dict(nfs.stats()["op_counts"])
+
+        for call, path, refused in ((nfs.remove, "/d", IsADirectoryError), (nfs.rmdir, "/f", NotADirectoryError),
+                                    (nfs.remove, "/f", None), (nfs.rmdir, "/d", None)):
+            before = counts()
+            if refused is None:
+                await call(path)
+            else:
+                with pytest.raises(refused):
+                    await call(path)
+            after = counts()
+            sent = {op: after.get(op, 0) - before.get(op, 0) for op in ("GETFH", "GETATTR", "REMOVE")}
+            assert sent == {"GETFH": 0, "GETATTR": 0, "REMOVE": 1}, (call, path)
+    assert list(export_path.local.iterdir()) == []
