@@ -8,7 +8,9 @@ with the options of :func:`pynfsrdma.connect` in its query or in ``storage_optio
 
 The file system pickles as its options, without sockets: each process (each Dask worker) connects on
 first use, one NFS client (one client ID) per process, shared by its threads. Errors are the standard
-FileNotFoundError, PermissionError, NotADirectoryError ... (OSError subclasses).
+FileNotFoundError, PermissionError, NotADirectoryError ... (OSError subclasses); a path handed to the
+file system's calls written as a directory's (``file/``) is NotADirectoryError, as in ``os``
+(``fsspec.open(url)`` strips the ``/`` before the file system sees it, as fsspec does for all).
 """
 
 from __future__ import annotations

@@ -497,6 +497,8 @@ class Client:
         ``path`` that exists is FileExistsError unless it is a directory and ``exist_ok``; a file on
         the way is NotADirectoryError."""
         target = self._norm(path)
+        if target == "/" and not exist_ok:
+            raise NFS4Error(c.NFS4ERR_EXIST, c.OP_CREATE, target)
         cur = ""
         for part in [p for p in target.split("/") if p]:
             cur += "/" + part

@@ -94,6 +94,9 @@ async def test_the_calls_named_after_os_and_shutil_answer_as_they_do(
             await nfs.makedirs("/f", exist_ok=True)
         with pytest.raises(NotADirectoryError):
             await nfs.makedirs("/f/below", exist_ok=True)
+        with pytest.raises(FileExistsError):
+            await nfs.makedirs("/")
+        await nfs.makedirs("/", exist_ok=True)
         await nfs.makedirs("/new/deeper")
         with pytest.raises(FileExistsError):
             await nfs.mkdir("/new")
