@@ -90,7 +90,7 @@ def create_stat_files_on_disk(directory: Path, count: int) -> None:
 
 
 async def create_stat_files_over_nfs(nfs: Client, count: int, concurrency: int) -> None:
-    await nfs.makedirs("/" + STAT_DIR)
+    await nfs.makedirs("/" + STAT_DIR, exist_ok=True)
     limit = trio.Semaphore(concurrency)
 
     async def one(i: int, name: str) -> None:
@@ -392,7 +392,7 @@ async def stat_rows(args: argparse.Namespace, target: Target, nfs: Client) -> li
 async def run(args: argparse.Namespace, target: Target) -> list[Row]:
     if target.parent_url is not None:  # someone else's server: make our directory over NFS
         async with Client.connect(target.parent_url) as parent:
-            await parent.makedirs(target.remote_dir[len(parent.url.path.rstrip("/")) :])
+            await parent.makedirs(target.remote_dir[len(parent.url.path.rstrip("/")) :], exist_ok=True)
     log(
         f"bench: {target.description}, directory {target.remote_dir}; {args.size_mib} MiB, {args.files} files"
     )

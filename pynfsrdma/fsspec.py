@@ -8,7 +8,9 @@ with the options of :func:`pynfsrdma.connect` in its query or in ``storage_optio
 
 The file system pickles as its options, without sockets: each process (each Dask worker) connects on
 first use, one NFS client (one client ID) per process, shared by its threads. Errors are the standard
-FileNotFoundError, PermissionError, NotADirectoryError ... (OSError subclasses).
+FileNotFoundError, PermissionError, NotADirectoryError ... (OSError subclasses); a path handed to the
+file system's calls written as a directory's (``file/``) is NotADirectoryError, as in ``os``
+(``fsspec.open(url)`` strips the ``/`` before the file system sees it, as fsspec does for all).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from urllib.parse import parse_qsl, urlsplit
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 from fsspec.utils import stringify_path
 
+from ._client.api import glob_magic, names_a_directory
 from ._client.attributes import FileAttrs
 from ._client.file_object import RawFile
 from ._client.sync import SyncClient
@@ -125,6 +128,15 @@ class NFSFileSystem(AbstractFileSystem):
             out["vers" if k == "version" else k] = int(v) if k in ("uid", "gid", "port") else v
         return out
 
+    def _path(self, path: Any) -> str:
+        """The path to hand to the client: as :meth:`_strip_protocol` gives it, with the trailing ``/``
+        of a path written as a directory's kept, so that the client answers ENOTDIR for ``file/``
+        (fsspec strips it from the names it lists and compares)."""
+        stripped: str = self._strip_protocol(path)
+        raw = stringify_path(path)
+        written = urlsplit(raw).path if raw.startswith("nfs://") else raw
+        return stripped + "/" if stripped != "/" and names_a_directory(written) else stripped
+
     def unstrip_protocol(self, name: str) -> str:
         u = urlsplit(self.url)
         return f"nfs://{u.netloc}{self._strip_protocol(name)}"
@@ -147,19 +159,19 @@ class NFSFileSystem(AbstractFileSystem):
         }
 
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
-        path = self._strip_protocol(path)
-        lattrs = self.client.lstat(path)
+        path, given = self._strip_protocol(path), self._path(path)
+        lattrs = self.client.lstat(given)
         if lattrs.is_symlink:
             try:
-                return self._details(path, self.client.stat(path), lattrs)
+                return self._details(path, self.client.stat(given), lattrs)
             except FileNotFoundError:
                 pass
         return self._details(path, lattrs)
 
     def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
-        path = self._strip_protocol(path)
+        given, path = path, self._strip_protocol(path)
         if not self.client.isdir(path):
-            info = self.info(path)
+            info = self.info(given)
             return [info] if detail else [path]
         out: list[Any] = []
         for e in self.client.scandir(path):
@@ -176,21 +188,21 @@ class NFSFileSystem(AbstractFileSystem):
         return out
 
     def exists(self, path: str, **kwargs: Any) -> bool:
-        return self.client.exists(self._strip_protocol(path))
+        return self.client.exists(self._path(path))
 
     def isdir(self, path: str) -> bool:
-        return self.client.isdir(self._strip_protocol(path))
+        return self.client.isdir(self._path(path))
 
     def isfile(self, path: str) -> bool:
-        return self.client.isfile(self._strip_protocol(path))
+        return self.client.isfile(self._path(path))
 
     def modified(self, path: str) -> datetime.datetime:
-        ns = self.client.stat(self._strip_protocol(path)).mtime_ns
+        ns = self.client.stat(self._path(path)).mtime_ns
         return datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.UTC)
 
     def checksum(self, path: str) -> int:
         """Changes whenever the file does (the server's change attribute, with the file's identity)."""
-        a = self.client.stat(self._strip_protocol(path))
+        a = self.client.stat(self._path(path))
         return hash((a.fsid, a.fileid, a.change, a.size))
 
     # -- data -------------------------------------------------------------------------------------------
@@ -200,7 +212,7 @@ class NFSFileSystem(AbstractFileSystem):
                        autocommit=autocommit, cache_options=cache_options, **kwargs)
 
     def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes:
-        path = self._strip_protocol(path)
+        path = self._path(path)
         if start is None and end is None:
             return self.client.read_file(path)
         with self.client.open(path, "rb", buffering=0) as f:
@@ -211,14 +223,14 @@ class NFSFileSystem(AbstractFileSystem):
             return f.pread(lo, max(hi - lo, 0))
 
     def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
-        path = self._strip_protocol(path)
+        path = self._path(path)
         if mode == "create" and self.client.lexists(path):
             raise FileExistsError(path)
         self.client.write_file(path, value)
 
     def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
         """Copy on the server (NFSv4.2 COPY) where it can; else through this client."""
-        src, dst = self._strip_protocol(path1), self._strip_protocol(path2)
+        src, dst = self._path(path1), self._path(path2)
         if self.client.isdir(src):
             self.makedirs(dst, exist_ok=True)
             return
@@ -226,7 +238,7 @@ class NFSFileSystem(AbstractFileSystem):
 
     # -- namespace --------------------------------------------------------------------------------------
     def mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
-        path = self._strip_protocol(path)
+        path = self._path(path)
         if create_parents:
             self.client.makedirs(path, exist_ok=False)
         else:
@@ -236,10 +248,32 @@ class NFSFileSystem(AbstractFileSystem):
         self.client.makedirs(self._strip_protocol(path), exist_ok=exist_ok)
 
     def rmdir(self, path: str) -> None:
-        self.client.rmdir(self._strip_protocol(path))
+        self.client.rmdir(self._path(path))
 
     def rm_file(self, path: str) -> None:
-        self.client.unlink(self._strip_protocol(path))
+        self.client.unlink(self._path(path))
+
+    def expand_path(self, path: Any, recursive: bool = False, maxdepth: int | None = None,
+                    **kwargs: Any) -> list[str]:
+        """As fsspec's, after checking that each path written as a directory's (``file/``) names one
+        (ENOTDIR): ``rm``, ``cat``, ``get`` and ``copy`` see the paths stripped of their ``/``."""
+        if not isinstance(path, str | os.PathLike):  # (fsspec hands a single path back here as a list)
+            for p in path:
+                given = self._path(p)
+                if given.endswith("/") and not glob_magic(given):
+                    self.client.stat(given)
+        return super().expand_path(path, recursive=recursive, maxdepth=maxdepth, **kwargs)
+
+    def open(self, path: Any, mode: str = "rb", **kwargs: Any) -> Any:
+        """As fsspec's; a path written as a directory's (``file/``) is never opened as a file: ENOTDIR
+        (a file there) or EISDIR, as open(2) answers."""
+        given = self._path(path)
+        if given.endswith("/"):
+            if "r" in mode and "+" not in mode:
+                self.client.stat(given)  # ENOTDIR or ENOENT; a directory fails to open below
+            else:
+                raise IsADirectoryError(errno.EISDIR, "Is a directory", given)
+        return super().open(path, mode, **kwargs)
 
     def rm(self, path: Any, recursive: bool = False, maxdepth: int | None = None) -> None:
         for p in reversed(self.expand_path(path, recursive=recursive, maxdepth=maxdepth)):
@@ -258,11 +292,11 @@ class NFSFileSystem(AbstractFileSystem):
         if isinstance(path1, list) or isinstance(path2, list):
             super().mv(path1, path2, recursive=recursive, maxdepth=maxdepth, **kwargs)
             return
-        self.client.rename(self._strip_protocol(path1), self._strip_protocol(path2))
+        self.client.rename(self._path(path1), self._path(path2))
         self.invalidate_cache()
 
     def touch(self, path: str, truncate: bool = True, **kwargs: Any) -> None:
-        path = self._strip_protocol(path)
+        path = self._path(path)
         if truncate or not self.client.exists(path):
             self.client.write_file(path, b"")
         else:

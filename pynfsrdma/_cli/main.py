@@ -26,7 +26,6 @@ from .._client.api import Client
 from .._client.attributes import FileAttrs
 from .._client.url import NfsURL, URLError, names_version, parse_url
 from .._errors import NFS4Error, ReplyError
-from .._proto.nfs4 import const as c
 from .._rpc.errors import RpcReplyError
 from .._session.errors import NotNFSv41Server, SessionError
 from .._transport.base import TransportError
@@ -90,7 +89,7 @@ def cmd_stat(args: argparse.Namespace) -> int:
     url, path = _split_remote(args.url, args)
 
     async def run(client: Client) -> int:
-        a = await (client.lstat(path) if args.no_follow else client.stat(path))
+        a = await (client.stat(path) if args.dereference else client.lstat(path))
         d = _stat_json(path, a)
         _out(args, d, "\n".join(f"{k}: {v}" for k, v in d.items()))
         return 0
@@ -177,7 +176,7 @@ def cmd_mkdir(args: argparse.Namespace) -> int:
 
     async def run(client: Client) -> int:
         if args.parents:
-            await client.makedirs(path, int(args.mode, 8))
+            await client.makedirs(path, int(args.mode, 8), exist_ok=True)
         else:
             await client.mkdir(path, int(args.mode, 8))
         _out(args, {"created": path}, None)
@@ -190,16 +189,15 @@ def cmd_rm(args: argparse.Namespace) -> int:
     url, path = _split_remote(args.url, args)
 
     async def run(client: Client) -> int:
-        a = await client.lstat(path)
-        if a.is_dir:
+        try:
+            await client.remove(path)
+        except IsADirectoryError:
             if args.recursive:
                 await client.rmtree(path)
             elif args.dir:
                 await client.rmdir(path)
             else:
-                raise NFS4Error(c.NFS4ERR_ISDIR, None, path)
-        else:
-            await client.remove(path)
+                raise
         _out(args, {"removed": path}, None)
         return 0
 
@@ -213,7 +211,7 @@ def cmd_mv(args: argparse.Namespace) -> int:
         if du.address != su.address:
             raise URLError("mv between two different servers is not supported")
     else:
-        dpath = args.dst if args.dst.startswith("/") else posixpath.join(posixpath.dirname(spath), args.dst)
+        dpath = args.dst if args.dst.startswith("/") else posixpath.join(posixpath.dirname(spath.rstrip("/")), args.dst)
 
     async def run(client: Client) -> int:
         target = await transfer.remote_destination(client, dpath, posixpath.basename(spath.rstrip("/")))
@@ -280,7 +278,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="sizes as 1.5K, 20M, 3.1G (with -l)")
     sp = add("stat", cmd_stat, "show a file's attributes")
     sp.add_argument("url")
-    sp.add_argument("-L", "--no-follow", action="store_true", help="do not follow a final symlink")
+    sp.add_argument("-L", "--dereference", action="store_true",
+                    help="follow a final symlink (without -L: the link itself, as stat(1))")
     sp = add("cat", cmd_cat, "write a file to standard output")
     sp.add_argument("url")
     sp = add("get", cmd_get, "copy a remote file (or tree, -r) to a local path")

@@ -4,7 +4,9 @@
 - A destination written with a trailing ``/`` means a directory: if there is none, nothing is written
   and the error says so.
 - A file is never copied onto itself.
-- A transfer cut short (Ctrl-C, an error) removes the partial copy and says so.
+- A transfer cut short (Ctrl-C, an error) removes the partial copy and says so; one that stopped
+  before its destination was created (or truncated) says only what stopped it, and leaves what was
+  there as it was.
 """
 
 from __future__ import annotations
@@ -74,14 +76,17 @@ async def _each(todo: Todo, label: str, progress: bool,
     with ProgressBar(sum(n for _, _, n in todo), label, enabled=progress) as bar:
         for src, dst, _ in todo:
             base = totals.bytes
+            started: list[bool] = []  # (the first progress call: the destination is created or truncated)
 
-            def step(n: int, base: int = base) -> None:
+            def step(n: int, base: int = base, started: list[bool] = started) -> None:
+                started[:] = [True]
                 bar.update(base + n)
 
             try:
                 totals.bytes += await one(src, dst, step)
             except BaseException:
-                await _partial_removed(dst, remove)
+                if started:
+                    await _partial_removed(dst, remove)
                 raise
             totals.files += 1
     return totals
@@ -130,9 +135,9 @@ async def put(client: Client, local: str, remote: str, recursive: bool, progress
         if not recursive:
             raise _not_recursive(local)
         dirs, files = _local_tree(local)
-        await client.makedirs(target)
+        await client.makedirs(target, exist_ok=True)
         for d in dirs:
-            await client.makedirs(posixpath.join(target, d.replace(os.sep, "/")))
+            await client.makedirs(posixpath.join(target, d.replace(os.sep, "/")), exist_ok=True)
         todo = [(os.path.join(local, f), posixpath.join(target, f.replace(os.sep, "/")), n) for f, n in files]
     elif os.path.isfile(local):
         todo = [(local, target, os.path.getsize(local))]
@@ -177,10 +182,10 @@ async def copy(client: Client, src: str, dst: str, recursive: bool, progress: bo
         if (client_path := posixpath.normpath(target)).startswith(posixpath.normpath(src) + "/"):
             raise OSError(errno.EINVAL, f"cannot copy a directory into itself ({client_path})", src)
         todo: Todo = []
-        await client.makedirs(target)
+        await client.makedirs(target, exist_ok=True)
         async for top, _dirs, files in client.walk(src):
             rel = posixpath.normpath(posixpath.join(target, posixpath.relpath(top, src)))
-            await client.makedirs(rel)
+            await client.makedirs(rel, exist_ok=True)
             for f in files:
                 st = await client.lstat(posixpath.join(top, f))
                 if not st.is_symlink:

@@ -4,7 +4,10 @@
         await nfs.write_file("/hello.txt", b"hi")
         print(await nfs.listdir("/"))
 
-Paths are relative to the export given in the URL ("/" is the export's root). Every call is one
+Paths are relative to the export given in the URL ("/" is the export's root); one that ends in ``/``
+names a directory or nothing (:func:`names_a_directory`), and the calls named after ``os`` and
+``shutil`` answer as those do (``remove`` of a directory is IsADirectoryError, ``makedirs`` of an
+existing one FileExistsError unless ``exist_ok``, ...). Every call is one
 COMPOUND where the protocol allows; directory file handles are cached briefly so that a path's
 directories are not looked up again for every call on files inside them.
 
@@ -23,6 +26,7 @@ import fnmatch
 import io
 import os
 import posixpath
+import shutil
 import stat
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -59,6 +63,14 @@ RELEASE_TIMEOUT = 5.0  # at the end, locks and opens still held are given back w
 
 def _open_for_reading(path: str) -> io.FileIO:
     return open(path, "rb", buffering=0)  # (closed by the caller)
+
+
+def names_a_directory(path: str) -> bool:
+    """Whether ``path`` is written as a directory's: it ends in ``/`` or ``/.``. As in POSIX path
+    resolution, such a path names a directory (a symbolic link to one is followed) or fails with
+    ENOTDIR, whatever the call: ``stat("file/")``, ``remove("file/")`` and ``open("file/")`` never
+    reach the file."""
+    return path.endswith(("/", "/."))
 
 
 def glob_magic(name: str) -> bool:
@@ -238,9 +250,11 @@ class Client:
 
     async def _resolve(self, path: str, follow: bool = True, depth: int = 0) -> tuple[bytes, FileAttrs]:
         """File handle and attributes of ``path``; symlinks inside the path are followed, the last
-        component only with ``follow``."""
+        component only with ``follow`` or when ``path`` is written as a directory's (a trailing
+        ``/``: :func:`names_a_directory`), which must then be one (ENOTDIR)."""
         if depth > MAX_SYMLINKS:
             raise NFS4Error(c.NFS4ERR_SYMLINK, c.OP_LOOKUP, path)  # ELOOP-like: too many links
+        want_dir = names_a_directory(path)
         path = self._norm(path)
         if path == "/":
             return self.root_fh, await self.nfs.getattr(self.root_fh, self.cred, path)
@@ -252,10 +266,12 @@ class Client:
             if e.status == c.NFS4ERR_STALE:
                 self._dirs.clear()
             raise
-        if follow and attrs.is_symlink:
+        if (follow or want_dir) and attrs.is_symlink:
             target = (await self.nfs.readlink(fh, self.cred, path)).decode("utf-8", "surrogateescape")
             nxt = target if target.startswith("/") else posixpath.join(parent, target)
-            return await self._resolve(nxt, True, depth + 1)
+            return await self._resolve(nxt + "/" if want_dir else nxt, True, depth + 1)
+        if want_dir and not attrs.is_dir:
+            raise NFS4Error(c.NFS4ERR_NOTDIR, c.OP_LOOKUP, path + "/")
         return fh, attrs
 
     def _forget(self, path: str) -> None:
@@ -402,13 +418,18 @@ class Client:
         return await self.setattr(path, mode=mode)
 
     async def chown(self, path: str, uid: int | None = None, gid: int | None = None) -> FileAttrs:
-        return await self.setattr(path, uid=uid, gid=gid)
+        """Change the owner and group; None (or -1, as os.chown takes it) leaves one as it is."""
+        return await self.setattr(path, uid=None if uid == -1 else uid, gid=None if gid == -1 else gid)
 
     async def truncate(self, path: str, size: int) -> FileAttrs:
         return await self.setattr(path, size=size)
 
     async def utime(self, path: str, atime_ns: int | str | None = None,
                     mtime_ns: int | str | None = None) -> FileAttrs:
+        """Set the access and modification times (nanoseconds since the epoch, or "now": the server's
+        clock); with neither, both to now, as os.utime(path) does."""
+        if atime_ns is None and mtime_ns is None:
+            atime_ns = mtime_ns = "now"
         return await self.setattr(path, atime_ns=atime_ns, mtime_ns=mtime_ns)
 
     # -- extended attributes (vers=4.2 and a server with them: RFC 8276) -------------------------------
@@ -451,14 +472,33 @@ class Client:
             raise NFS4Error(c.NFS4ERR_INVAL, None, path)
         return posixpath.split(path)
 
+    async def _lstat_name(self, path: str) -> FileAttrs:
+        """The attributes of the name ``path`` ends in, not followed even when written as a
+        directory's: then it must be a directory itself (ENOTDIR for a file, or a symbolic link to a
+        directory, as rmdir(2) and unlink(2) answer)."""
+        attrs = await self.lstat(self._norm(path))
+        if names_a_directory(path) and not attrs.is_dir:
+            raise NFS4Error(c.NFS4ERR_NOTDIR, None, self._norm(path) + "/")
+        return attrs
+
+    def _no_file_at(self, path: str, status: int) -> None:
+        """``status`` for a call that makes a non-directory at ``path`` written as a directory's."""
+        if names_a_directory(path):
+            raise NFS4Error(status, None, self._norm(path) + "/")
+
     async def mkdir(self, path: str, mode: int = 0o755) -> FileAttrs:
         parent, name = self._split(path)
         dfh = await self._dir_fh(parent)
         _, attrs, _ = await self.nfs.create(dfh, name, c.NF4DIR, self.cred, mode=mode, path=self._norm(path))
         return attrs
 
-    async def makedirs(self, path: str, mode: int = 0o755, exist_ok: bool = True) -> None:
+    async def makedirs(self, path: str, mode: int = 0o755, exist_ok: bool = False) -> None:
+        """Make ``path`` and the directories on the way to it that are missing, as os.makedirs: a
+        ``path`` that exists is FileExistsError unless it is a directory and ``exist_ok``; a file on
+        the way is NotADirectoryError."""
         target = self._norm(path)
+        if target == "/" and not exist_ok:
+            raise NFS4Error(c.NFS4ERR_EXIST, c.OP_CREATE, target)
         cur = ""
         for part in [p for p in target.split("/") if p]:
             cur += "/" + part
@@ -473,41 +513,55 @@ class Client:
                     if e2.status != c.NFS4ERR_EXIST:
                         raise
                 continue
+            if cur == target and not (exist_ok and attrs.is_dir):
+                raise NFS4Error(c.NFS4ERR_EXIST, c.OP_CREATE, cur)
             if not attrs.is_dir:
                 raise NFS4Error(c.NFS4ERR_NOTDIR, c.OP_CREATE, cur)
-            if cur == target and not exist_ok:
-                raise NFS4Error(c.NFS4ERR_EXIST, c.OP_CREATE, cur)
 
     async def remove(self, path: str) -> None:
-        """Remove a file, symlink or empty directory."""
-        parent, name = self._split(path)
-        dfh = await self._dir_fh(parent)
-        await self.nfs.remove(dfh, name, self.cred, path=self._norm(path))
-        self._forget(path)
+        """Remove a file or a symbolic link (not what it points to), as os.remove: a directory is
+        IsADirectoryError (:meth:`rmdir` and :meth:`rmtree` remove directories). One COMPOUND."""
+        if names_a_directory(path):  # (a directory or ENOTDIR: never a file)
+            await self._lstat_name(path)
+            raise NFS4Error(c.NFS4ERR_ISDIR, c.OP_REMOVE, self._norm(path) + "/")
+        await self._remove_name(path, is_dir=False)
 
-    async def unlink(self, path: str) -> None:
-        attrs = await self.lstat(path)
-        if attrs.is_dir:
-            raise NFS4Error(c.NFS4ERR_ISDIR, c.OP_REMOVE, self._norm(path))
-        await self.remove(path)
+    unlink = remove
 
     async def rmdir(self, path: str) -> None:
-        attrs = await self.lstat(path)
-        if not attrs.is_dir:
-            raise NFS4Error(c.NFS4ERR_NOTDIR, c.OP_REMOVE, self._norm(path))
-        await self.remove(path)
+        """Remove an empty directory, as os.rmdir: ENOTDIR for anything else (a symbolic link to a
+        directory too), ENOTEMPTY. One COMPOUND."""
+        await self._remove_name(path, is_dir=True)
 
     async def rmtree(self, path: str) -> None:
-        attrs = await self.lstat(path)
-        if attrs.is_dir:
-            for e in await self.scandir(self._norm(path)):
-                if e.is_dir(follow_symlinks=False):
-                    await self.rmtree(e.path)
-                else:
-                    await self.remove(e.path)
-        await self.remove(path)
+        """Remove a directory and everything in it, as shutil.rmtree: the links in it are removed,
+        not followed; ``path`` itself must be a directory (NotADirectoryError), not a symbolic link
+        to one (OSError, as shutil answers)."""
+        attrs = await self._lstat_name(path)
+        if attrs.is_symlink:
+            raise OSError(errno.ENOTDIR, "Cannot call rmtree on a symbolic link", self._norm(path))
+        if not attrs.is_dir:
+            raise NFS4Error(c.NFS4ERR_NOTDIR, c.OP_REMOVE, self._norm(path))
+        for e in await self.scandir(self._norm(path)):
+            if e.is_dir(follow_symlinks=False):
+                await self.rmtree(e.path)
+            else:
+                await self._remove_name(e.path)
+        await self._remove_name(path)
+
+    async def _remove_name(self, path: str, is_dir: bool | None = None) -> None:
+        """REMOVE the name ``path`` ends in: a directory only (``is_dir``), a non-directory only
+        (False), or whatever it names (None)."""
+        parent, name = self._split(path)
+        dfh = await self._dir_fh(parent)
+        await self.nfs.remove(dfh, name, self.cred, path=self._norm(path), is_dir=is_dir)
+        self._forget(path)
 
     async def rename(self, src: str, dst: str) -> None:
+        """Rename ``src`` to ``dst``, replacing what ``dst`` names (as os.rename does on POSIX). A path
+        written as a directory's (a trailing ``/``) renames a directory only (ENOTDIR)."""
+        if (names_a_directory(src) or names_a_directory(dst)) and not (await self._lstat_name(src)).is_dir:
+            raise NFS4Error(c.NFS4ERR_NOTDIR, c.OP_RENAME, self._norm(dst if names_a_directory(dst) else src) + "/")
         sp, sn = self._split(src)
         dp, dn = self._split(dst)
         sfh = await self._dir_fh(sp)
@@ -516,14 +570,18 @@ class Client:
         self._forget(src)
         self._forget(dst)
 
-    async def link(self, src: str, dst: str) -> FileAttrs:
-        fh, _ = await self._resolve(src, follow=False)
+    async def link(self, src: str, dst: str, *, follow_symlinks: bool = True) -> FileAttrs:
+        """Make ``dst`` a hard link to ``src``: to what ``src`` points to when it is a symbolic link, as
+        os.link, or to the link itself without ``follow_symlinks``."""
+        self._no_file_at(dst, c.NFS4ERR_NOENT)  # (link(2) answers so)
+        fh, _ = await self._resolve(src, follow=follow_symlinks)
         dp, dn = self._split(dst)
         dfh = await self._dir_fh(dp)
         attrs, _ = await self.nfs.link(fh, dfh, dn, self.cred, path=self._norm(dst))
         return attrs
 
     async def symlink(self, target: str, path: str) -> FileAttrs:
+        self._no_file_at(path, c.NFS4ERR_NOENT)  # (symlink(2) answers so)
         parent, name = self._split(path)
         dfh = await self._dir_fh(parent)
         _, attrs, _ = await self.nfs.create(dfh, name, c.NF4LNK, self.cred, mode=0o777,
@@ -549,11 +607,12 @@ class Client:
         parent, name = self._split(path)
         npath = self._norm(path)
         if base[0] == "r":
-            fh, attrs = await self._resolve(npath, follow=True)
+            fh, attrs = await self._resolve(path, follow=True)
             if attrs.is_dir:
                 raise NFS4Error(c.NFS4ERR_ISDIR, c.OP_OPEN, npath)
             of = await self.nfs.open_fh(fh, self.cred, access, path=npath)
         else:
+            self._no_file_at(path, c.NFS4ERR_ISDIR)  # (open(2) with O_CREAT answers so)
             dfh = await self._dir_fh(parent)
             of = await self.nfs.open(dfh, name, self.cred, access=access, create=True,
                                      exclusive=base[0] == "x", truncate=base[0] == "w", mode=perm, path=npath)
@@ -575,35 +634,50 @@ class Client:
         """Copy the file ``src`` to ``dst`` (created or truncated) on this server; returns the bytes
         copied. The server copies it itself (COPY, NFSv4.2) when it can; when it cannot (EOPNOTSUPP: an
         NFSv4.1 session, a server without COPY; EXDEV: another file system) this client reads the
-        data and writes it."""
-        async with await self.open(src, "r") as s, await self.open(dst, "w", perm) as d:
-            size = s.size
-            if size:
-                try:
-                    n = await self.nfs.copy(s.of, d.of, 0, 0, size, self.cred, path=d.path)
-                except NFS4Error as e:
-                    if e.errno not in (errno.EOPNOTSUPP, errno.EXDEV):
-                        raise
-                else:
-                    if progress:
-                        progress(n)
-                    return n
-            total = 0
-            async for offset, view in s.iter_views():
-                await d.pwrite(offset, view)
-                total += view.nbytes
+        data and writes it. ``progress(n)``: n bytes copied so far; first ``progress(0)``, once ``dst``
+        is created (or truncated). ``src`` and ``dst`` the same file is shutil.SameFileError, as
+        shutil.copyfile answers (nothing is truncated)."""
+        async with await self.open(src, "r") as s:
+            there = await self._stat_or_none(dst)
+            if there is not None and s.of.attrs is not None and \
+                    (there.fsid, there.fileid) == (s.of.attrs.fsid, s.of.attrs.fileid):
+                raise shutil.SameFileError(f"{self._norm(src)!r} and {self._norm(dst)!r} are the same file")
+            async with await self.open(dst, "w", perm) as d:
+                return await self._copy_open(s, d, progress)
+
+    async def _copy_open(self, s: File, d: File, progress: Progress | None) -> int:
+        """Copy the open file ``s`` into the open file ``d`` (:meth:`copy_file`)."""
+        if progress:
+            progress(0)
+        size = s.size
+        if size:
+            try:
+                n = await self.nfs.copy(s.of, d.of, 0, 0, size, self.cred, path=d.path)
+            except NFS4Error as e:
+                if e.errno not in (errno.EOPNOTSUPP, errno.EXDEV):
+                    raise
+            else:
                 if progress:
-                    progress(total)
-            return total
+                    progress(n)
+                return n
+        total = 0
+        async for offset, view in s.iter_views():
+            await d.pwrite(offset, view)
+            total += view.nbytes
+            if progress:
+                progress(total)
+        return total
 
     # -- bulk transfers ------------------------------------------------------------------------------
     async def get(self, remote: str, local: str, progress: Progress | None = None) -> int:
         """Copy a remote file to a local one; returns bytes copied. READ data goes to disk by
-        os.write of the reply buffers themselves (no copy)."""
-        import os
-
+        os.write of the reply buffers themselves (no copy). ``progress(n)``: n bytes written so far;
+        first ``progress(0)``, once the local file is created (or truncated): a call that fails
+        before it left the local file as it was."""
         async with await self.open(remote, "r") as f:
             fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            if progress:
+                progress(0)
             total = 0
             try:
                 async for offset, view in f.iter_views():
@@ -624,7 +698,8 @@ class Client:
         (:meth:`File.pwrite_behind`); a COMMIT goes in the background as a window's worth waits for
         one, and the last at the close. A block goes to the
         wire from the bytes the local read returned (no other copy). ``progress(n)``: n bytes of the
-        local file handed to WRITEs so far.
+        local file handed to WRITEs so far; first ``progress(0)``, once the remote file is created (or
+        truncated): a call that fails before it left the remote file as it was.
 
         A WRITE or COMMIT that fails makes ``put`` raise its error (OSError) before it returns: it
         never returns as if all was copied when the server did not take all of it. The remote file
@@ -637,6 +712,8 @@ class Client:
         src = await trio.to_thread.run_sync(_open_for_reading, local)
         with src:
             async with await self.open(remote, "w", perm) as f:
+                if progress:
+                    progress(0)
                 blocks, taken = trio.open_memory_channel[bytes](PUT_READ_AHEAD)
 
                 async def read_blocks() -> None:

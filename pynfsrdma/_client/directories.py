@@ -6,14 +6,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, cast
 
+from .._errors import NFS4Error
 from .._proto.nfs4 import const as c
-from .._proto.nfs4.attrs import DirList
+from .._proto.nfs4.attrs import DirList, encode_fattr4
 from .._proto.nfs4.compound import ResOp, result_of
 from .._proto.nfs4.types import (
     CREATE4args,
     GETATTR4args,
     GETFH4args,
     LINK4args,
+    LOOKUP4args,
+    NVERIFY4args,
     PUTFH4args,
     READDIR4args,
     READLINK4args,
@@ -21,6 +24,7 @@ from .._proto.nfs4.types import (
     RENAME4args,
     RESTOREFH4args,
     SAVEFH4args,
+    VERIFY4args,
     change_info4,
     specdata4,
 )
@@ -103,9 +107,22 @@ class Directories(Compounds):
             path=path or name,
         )
 
-    async def remove(self, dir_fh: bytes, name: str, cred: Credential, path: str | None = None) -> change_info4:
-        """REMOVE; returns how the directory changed."""
-        res = await self.run([PUTFH4args(dir_fh), REMOVE4args(name)], cred, path=path or name)
+    async def remove(self, dir_fh: bytes, name: str, cred: Credential, path: str | None = None, *,
+                     is_dir: bool | None = None) -> change_info4:
+        """REMOVE; returns how the directory changed. With ``is_dir``, only a directory (True) or only
+        what is not one (False), checked in the same COMPOUND: LOOKUP and VERIFY (NVERIFY) of its type
+        before the REMOVE, which the server then does not reach for anything else; that is ENOTDIR
+        (EISDIR), as rmdir(2) (unlink(2)) answers."""
+        ops: list[Any] = [PUTFH4args(dir_fh), REMOVE4args(name)]
+        if is_dir is not None:
+            a_dir = encode_fattr4({c.FATTR4_TYPE: c.NF4DIR})
+            ops[1:1] = [LOOKUP4args(name), VERIFY4args(a_dir) if is_dir else NVERIFY4args(a_dir), PUTFH4args(dir_fh)]
+        try:
+            res = await self.run(ops, cred, path=path or name)
+        except NFS4Error as e:
+            if e.status in (c.NFS4ERR_NOT_SAME, c.NFS4ERR_SAME):  # (the type was not as asked)
+                raise NFS4Error(c.NFS4ERR_NOTDIR if is_dir else c.NFS4ERR_ISDIR, c.OP_REMOVE, e.path) from None
+            raise
         return cast(change_info4, result_of(res, c.OP_REMOVE).cinfo)
 
     async def rename(self, src_dir: bytes, old: str, dst_dir: bytes, new: str, cred: Credential,

@@ -205,15 +205,15 @@ class SyncClient:
     def mkdir(self, path: str, mode: int = 0o755) -> FileAttrs:
         return self._run(self._loop.client.mkdir, path, mode)
 
-    def makedirs(self, path: str, mode: int = 0o755, exist_ok: bool = True) -> None:
+    def makedirs(self, path: str, mode: int = 0o755, exist_ok: bool = False) -> None:
+        """As os.makedirs: an existing ``path`` is FileExistsError unless a directory and ``exist_ok``."""
         self._run(self._loop.client.makedirs, path, mode, exist_ok)
 
     def remove(self, path: str) -> None:
-        """Remove a file, symbolic link or empty directory."""
+        """Remove a file or symbolic link, as os.remove (a directory: IsADirectoryError)."""
         self._run(self._loop.client.remove, path)
 
-    def unlink(self, path: str) -> None:
-        self._run(self._loop.client.unlink, path)
+    unlink = remove
 
     def rmdir(self, path: str) -> None:
         self._run(self._loop.client.rmdir, path)
@@ -224,8 +224,8 @@ class SyncClient:
     def rename(self, src: str, dst: str) -> None:
         self._run(self._loop.client.rename, src, dst)
 
-    def link(self, src: str, dst: str) -> FileAttrs:
-        return self._run(self._loop.client.link, src, dst)
+    def link(self, src: str, dst: str, *, follow_symlinks: bool = True) -> FileAttrs:
+        return self._run(self._loop.client.link, src, dst, follow_symlinks=follow_symlinks)
 
     def symlink(self, target: str, path: str) -> FileAttrs:
         return self._run(self._loop.client.symlink, target, path)

@@ -128,8 +128,11 @@ async def test_errors_say_what_and_where(ganesha: Ganesha, export_path: ExportPa
             await nfs.mkdir("/d")
         assert ei.value.errno == errno.EEXIST
         with pytest.raises(NFS4Error) as ei:
-            await nfs.remove("/d")
+            await nfs.rmdir("/d")
         assert ei.value.errno == errno.ENOTEMPTY
+        with pytest.raises(NFS4Error) as ei:
+            await nfs.remove("/d")  # (os.remove: a directory is not a file)
+        assert ei.value.errno == errno.EISDIR
         with pytest.raises(NFS4Error) as ei:
             await nfs.open("/d/f", "x")  # exclusive create of an existing file
         assert ei.value.errno == errno.EEXIST

@@ -95,7 +95,7 @@ async def test_every_api_call(ganesha, export_path):
         assert fs.space_total > 0 and fs.maxname >= 255
         await nfs.remove("/d/h")
         await nfs.remove("/d/g")
-        await nfs.remove("/d")
+        await nfs.rmdir("/d")
         await nfs.remove("/ln")
         assert sorted(await nfs.listdir("/")) == ["big", "many"]
 

@@ -1,0 +1,36 @@
+"""fsspec's calls on ``nfs://`` refuse a file written as a directory (``file/``), as ``os`` does:
+NotADirectoryError, and the file stays."""
+
+from __future__ import annotations
+
+import fsspec
+import pytest
+
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.ganesha import ExportPath
+
+
+def test_a_file_written_as_a_directory_is_not_a_directory(ganesha: Ganesha, export_path: ExportPath,
+                                                           tmp_path) -> None:
+    fs = fsspec.filesystem("nfs", host=ganesha.host, port=ganesha.port)
+    (export_path.local / "victim.txt").write_bytes(b"keep me")
+    path = f"{export_path.remote}/victim.txt/"
+    url = f"nfs://{ganesha.host}:{ganesha.port}{path}"
+    for what, call in {
+        "rm_file": lambda: fs.rm_file(path), "rm": lambda: fs.rm(path), "rm -r": lambda: fs.rm(path, recursive=True),
+        "rm by URL": lambda: fs.rm(url), "info": lambda: fs.info(path), "ls": lambda: fs.ls(path),
+        "cat": lambda: fs.cat(path), "cat_file": lambda: fs.cat_file(path), "open": lambda: fs.open(path, "rb"),
+        "get": lambda: fs.get(path, str(tmp_path / "x")), "copy": lambda: fs.copy(path, f"{export_path.remote}/c"),
+        "mv": lambda: fs.mv(path, f"{export_path.remote}/m"), "rmdir": lambda: fs.rmdir(path),
+        "open by URL": lambda: fs.open(url, "rb"), "modified": lambda: fs.modified(path),
+    }.items():
+        with pytest.raises(NotADirectoryError):
+            call()
+        assert (export_path.local / "victim.txt").read_bytes() == b"keep me", what
+    for call in (lambda: fs.open(path, "wb"), lambda: fs.pipe_file(path, b"x"), lambda: fs.touch(path)):
+        with pytest.raises(IsADirectoryError):
+            call()
+    assert not fs.exists(path) and not fs.isfile(path) and not fs.isdir(path)
+    assert sorted(p.name for p in export_path.local.iterdir()) == ["victim.txt"]
+    assert list(tmp_path.iterdir()) == []
+    assert (export_path.local / "victim.txt").read_bytes() == b"keep me"
