@@ -16,8 +16,10 @@ from typing import Any
 MOUNT_HELP = """mount options (comma-separated, several -o allowed), as nfs(5) names them:
   vers=4.1 proto=tcp|rdma port=N rsize=N wsize=N hard soft timeo=DECISECONDS retrans=N
   actimeo=S acregmin=S acregmax=S acdirmin=S acdirmax=S noac ro rw
-  and FUSE's allow_other default_permissions; squash_uid=N[,squash_gid=N] sends every request
-  as that user; debug keeps the daemon's log on standard error."""
+  and FUSE's allow_other default_permissions (the default when other users are served: the
+  kernel checks modes; nodefault_permissions leaves every check to the server, for ACLs and id
+  mapping); squash_uid=N[,squash_gid=N] sends every request as that user; debug keeps the
+  daemon's log on standard error."""
 
 
 def register(subparsers: Any) -> None:

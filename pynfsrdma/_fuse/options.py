@@ -101,7 +101,9 @@ class MountOptions:
     lookupcache: str = LOOKUPCACHE_ALL
     ro: bool = False
     allow_other: bool = False
-    default_permissions: bool = False
+    # the kernel checks each caller's permission from the mode, owner and group (FUSE's
+    # default_permissions); None: on whenever other users are served (see fuse_options)
+    default_permissions: bool | None = None
     squash_uid: int | None = None  # every request goes out with this uid (and squash_gid)
     squash_gid: int | None = None
     sec: str | None = None  # nfs(5)'s sec=: the security flavours to try (client.security), None: negotiate
@@ -125,12 +127,20 @@ class MountOptions:
         """The FUSE options of the mount, for the channel (``fuse.channel.open_channel``). A mount
         made by root serves every user, as a kernel NFS mount does (FUSE's ``allow_other``): each
         request carries its caller's credential and the server decides; another user's mount serves
-        others only when asked for ``allow_other``."""
+        others only when asked for ``allow_other``.
+
+        A mount that serves other users has the kernel check permissions too (``default_permissions``),
+        as the Linux NFS client checks each user's access: without it FUSE checks neither a
+        directory's search permission for names the kernel has cached nor the mode of a FIFO or
+        device before opening it, and neither reaches the daemon. ``nodefault_permissions`` leaves
+        every check to the server (for rules the mode bits do not show: ACLs, id mapping), and so
+        does ``squash_uid=``, where the server sees one user for every caller."""
         opts = {f"fsname={fsname}", "subtype=pynfsrdma", "auto_unmount"}
         uid = os.geteuid() if mounter_uid is None else mounter_uid
-        if self.allow_other or uid == 0:
+        shared = self.allow_other or uid == 0
+        if shared:
             opts.add("allow_other")
-        if self.default_permissions:
+        if self.default_permissions or (self.default_permissions is None and shared and self.squash_uid is None):
             opts.add("default_permissions")
         if self.ro:
             opts.add("ro")
@@ -213,6 +223,9 @@ def parse_options(*texts: str | None) -> MountOptions:
             elif k in ("allow_other", "default_permissions", "debug"):
                 _flag(k, v)
                 setattr(o, k, True)
+            elif k == "nodefault_permissions":
+                _flag(k, v)
+                o.default_permissions = False
             elif k == "channel":
                 if v not in CHANNELS:
                     raise OptionError(f"mount option channel={v}: use one of {', '.join(CHANNELS)}")

@@ -16,7 +16,13 @@ def test_defaults_are_those_of_nfs5() -> None:
     assert (o.hard, o.timeo, o.retrans) == (True, 600, 2)
     assert (o.acregmin, o.acregmax, o.acdirmin, o.acdirmax) == (3, 60, 30, 60)
     assert o.fuse_options("h:/e", mounter_uid=1000) == {"fsname=h:/e", "subtype=pynfsrdma", "auto_unmount"}
-    assert "allow_other" in o.fuse_options("h:/e", mounter_uid=0)  # root serves every user, as kernel NFS
+    # root serves every user, as kernel NFS, and the kernel checks each one's permission from the mode
+    assert {"allow_other", "default_permissions"} <= o.fuse_options("h:/e", mounter_uid=0)
+    assert {"allow_other", "default_permissions"} <= parse_options("allow_other").fuse_options("h:/e", 1000)
+    # the way out, for rules the mode bits do not show (ACLs, id mapping): the server alone decides
+    assert "default_permissions" not in parse_options("nodefault_permissions").fuse_options("h:/e", 0)
+    assert "default_permissions" not in parse_options("squash_uid=7").fuse_options("h:/e", 0)
+    assert "default_permissions" in parse_options("default_permissions").fuse_options("h:/e", 1000)
 
 
 def test_options_are_parsed() -> None:
