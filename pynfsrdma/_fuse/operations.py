@@ -143,9 +143,9 @@ class NFSOperations(Operations):
         self.users = users
         self.opts = opts
         self.nursery = nursery
+        self.local_locks = opts.local_locks
         self.timeouts = AttrTimeouts.from_options(opts)
-        # how long the kernel keeps a name it looked up (lookupcache=none: never; it asks us again)
-        self.entry_timeout = 0.0 if opts.lookupcache == LOOKUPCACHE_NONE else opts.acdirmin
+        self.entry_timeout = self._entry_timeout()
         self.inodes = InodeTable(root_fh, root_attrs, self.timeouts, trio.current_time())
         self.names = NameCache(opts.acdirmax if opts.lookupcache != LOOKUPCACHE_NONE else 0)
         self.dirs: dict[int, DirHandle] = {}
@@ -171,6 +171,10 @@ class NFSOperations(Operations):
         # delegations: opens and attributes served locally while the server lets us (not with noac)
         nfs.want_delegations = not opts.noac
         nfs.delegation_return_hooks.append(self._delegation_returning)
+
+    def _entry_timeout(self) -> float:
+        """How long the kernel keeps a name it looked up (lookupcache=none: never; it asks us again)."""
+        return 0.0 if self.opts.lookupcache == LOOKUPCACHE_NONE else self.opts.acdirmin
 
     # -- helpers --------------------------------------------------------------------------------------
     def cred(self, ctx: RequestContext) -> Credential:

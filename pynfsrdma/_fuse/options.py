@@ -26,6 +26,22 @@ LOOKUPCACHE_POSITIVE = "positive"
 LOOKUPCACHE_NONE = "none"
 LOOKUPCACHE_MODES = {"all": LOOKUPCACHE_ALL, "positive": LOOKUPCACHE_POSITIVE, "pos": LOOKUPCACHE_POSITIVE,
                      "none": LOOKUPCACHE_NONE}
+# vers=: the minor versions a mount tries, in order (nfs(5): vers=4 is the highest both speak)
+VERSIONS_TO_TRY = {"4": ("4.2", "4.1"), **{v: (v,) for v in SUPPORTED_VERSIONS}}
+# local_lock= (nfs(5)): which kinds of lock stay local to the mount instead of going to the server
+LOCAL_LOCKS = {"none": frozenset(), "flock": frozenset({"flock"}), "posix": frozenset({"posix"}),
+               "all": frozenset({"flock", "posix"})}
+# retry= (nfs(5), minutes): how long a mount keeps trying to reach the server; nfs(5)'s default in the
+# background (bg). In the foreground a mount tries once unless retry= is given.
+DEFAULT_BG_RETRY = 10000
+# nfs(5) options that mean nothing to this client: accepted, with a one-line note saying why
+NOTED_OPTIONS = {
+    "cto": None,
+    "nocto": "every open asks the server (an OPEN, whose reply carries the change attribute), "
+    "as with cto",
+    "fg": None,
+    "noresvport": None,  # (every connection goes from an unprivileged port, as noresvport asks)
+}
 MAX_IO_SIZE = 1 << 20  # the largest FUSE request; rsize/wsize above it gain nothing
 MIN_IO_SIZE = 4096
 
@@ -110,7 +126,11 @@ class MountOptions:
     keytab: str | None = None  # the machine's Kerberos key for the lease and state operations
     debug: bool = False
     channel: str = DEFAULT_CHANNEL  # what carries FUSE requests (fuse.channel.CHANNELS)
+    local_lock: str = "none"  # nfs(5)'s local_lock= (nolock: all), a key of LOCAL_LOCKS
+    bg: bool = False  # a mount that cannot reach the server goes on trying in the background
+    retry: int | None = None  # minutes to keep trying to reach the server (None: see DEFAULT_BG_RETRY)
     ignored: list[str] = field(default_factory=list)  # generic options accepted and not used
+    notes: list[str] = field(default_factory=list)  # one line each for options that mean nothing here
     rdma: dict[str, str] = field(default_factory=dict)  # RDMA_OPTIONS given, for the transport
     trunking: dict[str, str] = field(default_factory=dict)  # TRUNKING_OPTIONS/FLAGS given, URL style
 
@@ -122,6 +142,22 @@ class MountOptions:
     @property
     def timeo_seconds(self) -> float:
         return self.timeo / 10.0
+
+    @property
+    def versions(self) -> tuple[str, ...]:
+        """The NFS versions to try, in order (``vers=4``: 4.2, then 4.1)."""
+        return VERSIONS_TO_TRY[self.vers]
+
+    @property
+    def local_locks(self) -> frozenset[str]:
+        """The kinds of lock (``posix``, ``flock``) kept local to the mount (``local_lock=``, ``nolock``)."""
+        return LOCAL_LOCKS[self.local_lock]
+
+    @property
+    def retry_seconds(self) -> float:
+        """How long to keep trying to reach the server at mount time (0: one attempt)."""
+        minutes = self.retry if self.retry is not None else DEFAULT_BG_RETRY if self.bg else 0
+        return minutes * 60.0
 
     def fuse_options(self, fsname: str, mounter_uid: int | None = None) -> set[str]:
         """The FUSE options of the mount, for the channel (``fuse.channel.open_channel``). A mount
@@ -186,8 +222,9 @@ def parse_options(*texts: str | None) -> MountOptions:
     for text in texts:
         for k, v in split_options(text):
             if k == "vers" or k == "nfsvers":
-                if v not in SUPPORTED_VERSIONS:
-                    raise OptionError(f"mount option {k}={v}: NFS versions 4.1 and 4.2 are supported")
+                if v not in VERSIONS_TO_TRY:
+                    raise OptionError(f"mount option {k}={v}: NFS versions 4 (the highest both speak), "
+                                      "4.1 and 4.2 are supported")
                 o.vers = v
             elif k == "proto":
                 if v not in PROTOCOLS:
@@ -259,6 +296,23 @@ def parse_options(*texts: str | None) -> MountOptions:
                 for other in TRUNKING_FLAGS:
                     o.trunking.pop(other, None)
                 o.trunking[k] = ""
+            elif k in ("lock", "nolock"):
+                _flag(k, v)
+                o.local_lock = "all" if k == "nolock" else "none"
+            elif k == "local_lock":
+                if v not in LOCAL_LOCKS:
+                    raise OptionError(f"mount option local_lock={v}: use one of {', '.join(LOCAL_LOCKS)}")
+                o.local_lock = v
+            elif k in ("bg", "fg"):
+                _flag(k, v)
+                o.bg = k == "bg"
+            elif k == "retry":
+                o.retry = _int(k, v, 0)
+            elif k in NOTED_OPTIONS:
+                _flag(k, v)
+                note = NOTED_OPTIONS[k]
+                if note is not None and all(not n.startswith(f"{k}: ") for n in o.notes):
+                    o.notes.append(f"{k}: {note}")
             elif k in GENERIC_OPTIONS:
                 o.ignored.append(k)
             else:

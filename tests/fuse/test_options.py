@@ -48,7 +48,7 @@ def test_options_are_parsed() -> None:
     ("text", "message"),
     [
         ("bogus,rsize=4096,frob=2", "unknown mount options: bogus, frob=2"),
-        ("vers=3", "vers=3: NFS versions 4.1 and 4.2 are supported"),
+        ("vers=3", r"vers=3: NFS versions 4 \(the highest both speak\), 4.1 and 4.2 are supported"),
         ("proto=udp", "proto=udp"),
         ("timeo=x", "timeo=x: not a number"),
         ("timeo", "timeo needs a value"),
@@ -215,3 +215,23 @@ def test_the_size_told_is_never_below_what_was_written_through_us() -> None:
     asked = t.asking(node)
     t.refresh(node, FileAttrs(type=c.NF4REG, fileid=7, change=4, size=10), now=3.0, asked=asked)
     assert t.size(node) == 10 and t.ttl(node, 3.0) == 3
+
+
+def test_the_nfs5_options_of_fstab_lines_are_taken() -> None:
+    o = parse_options("vers=4,nolock,bg,nocto,retry=3,noresvport,_netdev")
+    assert o.versions == ("4.2", "4.1")  # nfs(5): the highest both speak
+    assert o.local_locks == {"posix", "flock"}  # nolock: every lock local to the mount
+    assert (o.bg, o.retry_seconds) == (True, 180.0)
+    assert o.notes == ["nocto: every open asks the server (an OPEN, whose reply carries the change attribute), "
+                       "as with cto"]
+    assert parse_options("vers=4.1").versions == ("4.1",) and parse_options("nfsvers=4").versions == ("4.2", "4.1")
+    assert parse_options("local_lock=flock").local_locks == {"flock"}
+    assert parse_options("nolock,local_lock=posix").local_locks == {"posix"}
+    assert parse_options("").local_locks == set() and not parse_options("noresvport,cto,fg").notes
+    # nfs(5): 10000 minutes in the background; in the foreground one try unless retry= is given
+    assert parse_options("bg").retry_seconds == 600000 and parse_options("").retry_seconds == 0
+    with pytest.raises(OptionError, match="local_lock=some: use one of none, flock, posix, all"):
+        parse_options("local_lock=some")
+    with pytest.raises(OptionError, match=r"vers=4.0: NFS versions 4 \(the highest both speak\), 4.1 and 4.2"):
+        parse_options("vers=4.0")
+
