@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import trio
 
@@ -47,7 +48,7 @@ from .._session.session import RetryPolicy
 from .._trio_compat import run_sync_abandoning
 from .._trunking import TrunkingOptions
 from .channel import Channel, open_channel
-from .options import VERSIONS_TO_TRY, MountOptions, OptionError, parse_options, split_options
+from .options import VERSIONS_TO_TRY, MountOptions, OptionError, parse_options, parse_remount, split_options
 from .payload_memory import keep_payload_memory
 
 log = logging.getLogger(__name__)
@@ -224,6 +225,22 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None],
             info = {"mountpoint": req.mountpoint, "server": req.fsname, "pid": os.getpid(), "nfs_version": reached.vers,
                     "options": stats.effective_options(o), "mounted_at_ns": time.time_ns(), "sec": flavor.name}
             fuse_options = o.fuse_options(req.fsname)
+            mounted_ops = ops
+
+            def remount(options: list[str], apply: bool = False) -> dict[str, Any]:
+                """``mount -o remount,...``: check the options (the kernel's own remount comes between
+                the check and ``apply``), then take them."""
+                if not isinstance(options, list) or not all(isinstance(t, str) for t in options):
+                    raise control_socket.CommandError("remount: options is a list of strings")
+                try:
+                    new = parse_remount(o, fuse_options, *options)
+                except OptionError as e:
+                    raise control_socket.CommandError(str(e)) from None
+                if apply:
+                    mounted_ops.reconfigure(new)
+                    info["options"] = stats.effective_options(o)
+                    log.info("remounted %s with %s", req.mountpoint, ",".join(options))
+                return {"ro": new.ro}
             try:
                 await nursery.start(
                     control_socket.serve,
@@ -237,6 +254,7 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None],
                             "payload": payload_counts(channel, client),
                         },
                         "paths": lambda: stats.path_rows(client, trunking),
+                        "remount": remount,
                     },
                 )
             except (OSError, control_socket.ControlError) as e:  # the mount works without it
@@ -428,7 +446,10 @@ def mount(
     prog: str = "pynfsrdma",
 ) -> int:
     """Mount; in the background (default), return once the mount is up or has failed (or, with
-    ``bg``, once the first try failed to reach the server: the daemon goes on trying)."""
+    ``bg``, once the first try failed to reach the server: the daemon goes on trying). With
+    ``remount`` among the options, change the options of the mount on ``mountpoint`` instead."""
+    if any(k == "remount" for t in option_texts for k, _ in split_options(t)):
+        return remount(mountpoint, option_texts, prog)
     req = prepare(source, mountpoint, option_texts)
     for note in req.options.notes:
         print(f"{prog}: {note}", file=sys.stderr)
@@ -452,6 +473,45 @@ def mount(
     rc = proc.wait()
     text = msg.decode(errors="replace").strip() or f"the mount daemon ended with status {rc}"
     raise MountError(text)
+
+
+# the generic options of a mount (mount(8)'s, for the kernel's own remount of it)
+VFS_OPTIONS = frozenset({"ro", "rw", "nosuid", "suid", "nodev", "dev", "noexec", "exec", "atime", "noatime",
+                         "relatime", "norelatime", "strictatime", "nostrictatime", "nodiratime", "diratime",
+                         "lazytime", "nolazytime", "sync", "async", "dirsync", "silent", "loud"})
+
+
+def remount(mountpoint: str, option_texts: Sequence[str], prog: str = "pynfsrdma") -> int:
+    """``mount -o remount,...``: the mount's daemon checks the options (what may change: read-only and
+    the attribute cache's timeouts), the kernel remounts with the generic ones (root only: then writes
+    get EROFS from the kernel), and the daemon takes them: before the kernel when the mount becomes
+    read-only, after it when it becomes writable again."""
+    mp = os.path.abspath(mountpoint)
+    texts = [t for t in option_texts if t]
+    generic = [k for t in texts for k, v in split_options(t) if v is None and k in VFS_OPTIONS - {"ro", "rw"}]
+    try:
+        with control_socket.Connection(mp) as conn:
+            ro = bool(conn.request("remount", options=texts)["ro"])
+            if not ro:
+                conn.request("remount", options=texts, apply=True)
+            if os.geteuid() == 0:
+                _remount_kernel(mp, ["remount", "ro" if ro else "rw", *generic])
+            else:
+                print(f"{prog}: only root can change the kernel's flags of the mount; the daemon "
+                      f"{'refuses writes (EROFS)' if ro else 'takes writes again'}", file=sys.stderr)
+            if ro:
+                conn.request("remount", options=texts, apply=True)
+    except (control_socket.ControlError, KeyError, TypeError) as e:
+        raise MountError(f"cannot remount {mountpoint}: {e}") from None
+    return 0
+
+
+def _remount_kernel(mountpoint: str, options: list[str]) -> None:
+    """mount(8) without the helper (``--internal-only``) and without fstab's options for the mount."""
+    p = subprocess.run(["mount", "--internal-only", "--options-mode", "ignore", "-o", ",".join(options), mountpoint],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        raise control_socket.ControlError(p.stderr.strip().removeprefix("mount: ") or f"mount exited with {p.returncode}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -66,7 +66,7 @@ from .lowlevel import (
 )
 from .nfs42 import NFS42Files
 from .opens import FileHandle, Opens, SharedOpen, access_mask, share_access
-from .options import LOOKUPCACHE_NONE, MountOptions
+from .options import LOOKUPCACHE_NONE, REMOUNT_CHANGES, MountOptions
 from .posix_locks import PosixLocks
 from .readahead import Extent, assemble
 from .silly_rename import SillyRenames
@@ -175,6 +175,18 @@ class NFSOperations(Operations):
     def _entry_timeout(self) -> float:
         """How long the kernel keeps a name it looked up (lookupcache=none: never; it asks us again)."""
         return 0.0 if self.opts.lookupcache == LOOKUPCACHE_NONE else self.opts.acdirmin
+
+    def reconfigure(self, new: MountOptions) -> None:
+        """Take what a remount changes (``options.REMOUNT_CHANGES``: read-only, the attribute cache's
+        timeouts) from ``new``. The kernel is told to drop the attributes it keeps, so that the new
+        timeouts hold from now on."""
+        for name in REMOUNT_CHANGES:
+            setattr(self.opts, name, getattr(new, name))
+        self.timeouts = AttrTimeouts.from_options(self.opts)
+        self.entry_timeout = self._entry_timeout()
+        self.nfs.want_delegations = not self.opts.noac
+        for ino in self.inodes.retime(self.timeouts):
+            self.nursery.start_soon(self._invalidate, ino, True)
 
     # -- helpers --------------------------------------------------------------------------------------
     def cred(self, ctx: RequestContext) -> Credential:

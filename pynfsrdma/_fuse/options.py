@@ -7,8 +7,9 @@ mount(8) passes to every helper (``rw``, ``defaults``, ``nodev``, ``_netdev`` ..
 
 from __future__ import annotations
 
+import copy
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from .._client.url import PROTOCOLS, SUPPORTED_VERSIONS
 from .channel import CHANNELS, DEFAULT_CHANNEL
@@ -183,6 +184,36 @@ class MountOptions:
         return opts
 
 
+# What the kernel shows among a FUSE mount's options, which mount(8) hands back on a remount
+KERNEL_OPTIONS = frozenset({"user_id", "group_id", "rootmode", "blksize", "max_read", "fd"})
+# What a remount changes: the read-only flag (as nfs(5)'s remount) and the attribute cache's timeouts.
+# bg, retry=, notes and the generic options are for the mount's start only.
+REMOUNT_CHANGES = frozenset({"ro", "acregmin", "acregmax", "acdirmin", "acdirmax", "noac"})
+MOUNT_TIME_ONLY = frozenset({"bg", "retry", "notes", "ignored"})
+
+
+def parse_remount(current: MountOptions, fuse_options: set[str], *texts: str | None) -> MountOptions:
+    """The options of a mount after ``mount -o remount,...``: ``current`` with what ``texts`` change.
+    Options that cannot change may be given again with the value in force (fstab lines repeat them;
+    mount(8) adds the kernel's own, ``fuse_options`` those the mount was made with); any other value
+    raises :class:`OptionError` naming them."""
+    kept: list[str] = []
+    for text in texts:
+        for k, v in split_options(text):
+            if k == "remount" or k in KERNEL_OPTIONS:
+                continue
+            if v is None and k in ("allow_other", "default_permissions") and k in fuse_options:
+                continue
+            kept.append(k if v is None else f"{k}={v}")
+    new = parse_options(",".join(kept), base=current)
+    fixed = [f.name for f in fields(MountOptions)
+             if f.name not in REMOUNT_CHANGES | MOUNT_TIME_ONLY and getattr(new, f.name) != getattr(current, f.name)]
+    if fixed:
+        s = "s" if len(fixed) > 1 else ""
+        raise OptionError(f"a remount cannot change the option{s} {', '.join(fixed)} (unmount and mount again)")
+    return new
+
+
 def _int(name: str, value: str | None, lo: int = 0, hi: int | None = None) -> int:
     if value is None or value == "":
         raise OptionError(f"mount option {name} needs a value ({name}=N)")
@@ -213,9 +244,9 @@ def split_options(text: str | None) -> list[tuple[str, str | None]]:
     return out
 
 
-def parse_options(*texts: str | None) -> MountOptions:
-    """Parse one or more ``-o`` strings (later ones win)."""
-    o = MountOptions()
+def parse_options(*texts: str | None, base: MountOptions | None = None) -> MountOptions:
+    """Parse one or more ``-o`` strings (later ones win), onto a copy of ``base`` if given (a remount)."""
+    o = copy.deepcopy(base) if base is not None else MountOptions()
     unknown: list[str] = []
     actimeo: int | None = None
     explicit: set[str] = set()
@@ -249,6 +280,9 @@ def parse_options(*texts: str | None) -> MountOptions:
                 explicit.add(k)
             elif k in ("noac", "ac"):
                 _flag(k, v)
+                if k == "ac" and o.noac:  # (back from noac: nfs(5)'s timeouts, unless given)
+                    o.acregmin, o.acregmax = DEFAULT_ACREGMIN, DEFAULT_ACREGMAX
+                    o.acdirmin, o.acdirmax = DEFAULT_ACDIRMIN, DEFAULT_ACDIRMAX
                 o.noac = k == "noac"
             elif k == "lookupcache":
                 if v not in LOOKUPCACHE_MODES:

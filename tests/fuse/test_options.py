@@ -7,7 +7,7 @@ import pytest
 from pynfsrdma._client.attributes import FileAttrs
 from pynfsrdma._fuse.cache import LISTING_RUN, LISTING_TRUST, NEGATIVE, AttrTimeouts, Listing, NameCache
 from pynfsrdma._fuse.inodes import OWN, REMAPPED, ROOT_INODE, InodeTable
-from pynfsrdma._fuse.options import OptionError, parse_options
+from pynfsrdma._fuse.options import OptionError, parse_options, parse_remount
 from pynfsrdma._proto.nfs4 import const as c
 
 
@@ -235,3 +235,20 @@ def test_the_nfs5_options_of_fstab_lines_are_taken() -> None:
     with pytest.raises(OptionError, match=r"vers=4.0: NFS versions 4 \(the highest both speak\), 4.1 and 4.2"):
         parse_options("vers=4.0")
 
+
+def test_a_remount_changes_read_only_and_the_attribute_cache_and_nothing_else() -> None:
+    now = parse_options("port=2050,soft,actimeo=10")
+    kernel = now.fuse_options("h:/e", mounter_uid=0)
+    # what mount(8) hands the helper: the generic flags, remount, and the kernel's own options
+    new = parse_remount(now, kernel, "ro,nosuid,nodev,relatime,remount,user_id=0,group_id=0,default_permissions,"
+                        "allow_other,acregmax=20,port=2050,soft,vers=4.1")
+    assert (new.ro, new.acregmin, new.acregmax, new.acdirmin, new.acdirmax) == (True, 10, 20, 10, 10)
+    assert (now.ro, now.acregmax) == (False, 10)  # (the options in force are not touched)
+    assert parse_remount(new, kernel, "remount,rw").ro is False
+    off = parse_remount(now, kernel, "remount,noac")
+    assert off.noac and off.acregmax == 0
+    assert parse_remount(off, kernel, "remount,ac").acregmax == 60  # nfs(5)'s timeouts again
+    with pytest.raises(OptionError, match=r"a remount cannot change the options port, hard \(unmount and mount"):
+        parse_remount(now, kernel, "remount,port=2049,hard")
+    with pytest.raises(OptionError, match="cannot change the option default_permissions"):
+        parse_remount(parse_options("nodefault_permissions"), {"allow_other"}, "remount,default_permissions")

@@ -109,7 +109,7 @@ def test_mount_man_page_names_every_mount_option() -> None:
     groups = {"ignored", "notes", "rdma", "trunking"}  # fields that collect the options named below
     fields = [f.name for f in dataclasses.fields(MountOptions) if f.name not in groups]
     names = [*fields, "soft", "noac", "ac", "rw", "actimeo", "nfsvers", "nodefault_permissions", "lock", "nolock",
-             "fg", *NOTED_OPTIONS, *GENERIC_OPTIONS,
+             "fg", "remount", *NOTED_OPTIONS, *GENERIC_OPTIONS,
              *RDMA_OPTIONS, *TRUNKING_OPTIONS, *TRUNKING_FLAGS]
     missing = [n for n in names if not re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text)]
     assert not missing, f"mount.pynfsrdma(8) does not document: {missing}"
