@@ -160,6 +160,25 @@ class MountOptions:
         minutes = self.retry if self.retry is not None else DEFAULT_BG_RETRY if self.bg else 0
         return minutes * 60.0
 
+    def serves_others(self, mounter_uid: int | None = None) -> bool:
+        """Whether users other than the one who mounts use the mount (``allow_other``, or root's)."""
+        return self.allow_other or (os.geteuid() if mounter_uid is None else mounter_uid) == 0
+
+    def kernel_checks_permissions(self, mounter_uid: int | None = None) -> bool:
+        """Whether the kernel checks each caller's permission from the mode bits (FUSE's
+        ``default_permissions``): see :meth:`fuse_options`."""
+        if self.default_permissions is not None:
+            return self.default_permissions
+        return self.serves_others(mounter_uid) and self.squash_uid is None
+
+    def server_checks_each_name(self, mounter_uid: int | None = None) -> bool:
+        """Whether every name a caller reaches is looked up on the server as that caller (the kernel
+        keeps no name: entry timeout 0), so that the server checks each directory's search
+        permission by its own rules: on a mount other users share where the kernel checks nothing
+        (``nodefault_permissions``), as the Linux client asks the server each user's access."""
+        return (self.serves_others(mounter_uid) and not self.kernel_checks_permissions(mounter_uid)
+                and self.squash_uid is None)
+
     def fuse_options(self, fsname: str, mounter_uid: int | None = None) -> set[str]:
         """The FUSE options of the mount, for the channel (``fuse.channel.open_channel``). A mount
         made by root serves every user, as a kernel NFS mount does (FUSE's ``allow_other``): each
@@ -170,14 +189,13 @@ class MountOptions:
         as the Linux NFS client checks each user's access: without it FUSE checks neither a
         directory's search permission for names the kernel has cached nor the mode of a FIFO or
         device before opening it, and neither reaches the daemon. ``nodefault_permissions`` leaves
-        every check to the server (for rules the mode bits do not show: ACLs, id mapping), and so
-        does ``squash_uid=``, where the server sees one user for every caller."""
+        every check to the server (for rules the mode bits do not show: ACLs, id mapping; see
+        :meth:`server_checks_each_name`), and so does ``squash_uid=``, where the server sees one
+        user for every caller."""
         opts = {f"fsname={fsname}", "subtype=pynfsrdma", "auto_unmount"}
-        uid = os.geteuid() if mounter_uid is None else mounter_uid
-        shared = self.allow_other or uid == 0
-        if shared:
+        if self.serves_others(mounter_uid):
             opts.add("allow_other")
-        if self.default_permissions or (self.default_permissions is None and shared and self.squash_uid is None):
+        if self.kernel_checks_permissions(mounter_uid):
             opts.add("default_permissions")
         if self.ro:
             opts.add("ro")

@@ -23,6 +23,11 @@ def test_defaults_are_those_of_nfs5() -> None:
     assert "default_permissions" not in parse_options("nodefault_permissions").fuse_options("h:/e", 0)
     assert "default_permissions" not in parse_options("squash_uid=7").fuse_options("h:/e", 0)
     assert "default_permissions" in parse_options("default_permissions").fuse_options("h:/e", 1000)
+    # then the server checks every name for each caller (the kernel keeps none), where users share it
+    assert parse_options("nodefault_permissions").server_checks_each_name(0)
+    assert not parse_options("nodefault_permissions").server_checks_each_name(1000)  # the mounter alone
+    assert not parse_options("").server_checks_each_name(0)  # the kernel checks
+    assert not parse_options("squash_uid=7").server_checks_each_name(0)  # the server sees one user
 
 
 def test_options_are_parsed() -> None:

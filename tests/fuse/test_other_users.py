@@ -1,6 +1,8 @@
 """A mount other users share (root's mount serves everyone, as a kernel NFS mount does) enforces
 permissions for each of them: another user cannot reach inside a directory they may not search
-through names root has looked up, nor open a FIFO its mode forbids; the owner still can. Each
+through names root has looked up, nor open a FIFO its mode forbids; the owner still can. By
+default the kernel checks the mode bits (default_permissions); with nodefault_permissions the
+server checks each name as the caller (the kernel keeps none), and FIFOs are not checked. Each
 check runs as uid 65534 in Debian's own Python (not our virtualenv: the child only makes os calls),
 on both FUSE channels."""
 
@@ -57,13 +59,17 @@ def as_nobody(code: str, *args: Any) -> list[str]:
     return r.stdout.splitlines()
 
 
-@pytest.fixture(params=["native", "pyfuse3"])
+CHANNELS = ["channel=native", "channel=pyfuse3"]
+BOTH_WAYS = [*CHANNELS, *(f"{c},nodefault_permissions" for c in CHANNELS)]
+
+
+@pytest.fixture
 def shared_dir(request: pytest.FixtureRequest, mount_export: Callable[..., Any], ganesha: Ganesha) -> tuple[Path, Path]:
-    """A fresh directory every user may use, through a mount made by root (on the channel of the
+    """A fresh directory every user may use, through a mount made by root (with the options of the
     test's parameter), and the same directory on the server's disk."""
     d = ganesha.new_directory(prefix="others-")
     os.chmod(d.local, 0o777)
-    m = mount_export(f"channel={request.param}")
+    m = mount_export(request.param)
     return m.path / d.local.name, d.local
 
 
@@ -77,6 +83,7 @@ def make_inside(disk: Path, name: str, owner: int, mode: int) -> None:
     os.chmod(disk / name, mode)
 
 
+@pytest.mark.parametrize("shared_dir", BOTH_WAYS, indirect=True)
 def test_no_way_into_a_directory_without_search_permission_through_names_root_looked_up(
     shared_dir: tuple[Path, Path],
 ) -> None:
@@ -97,6 +104,7 @@ def test_no_way_into_a_directory_without_search_permission_through_names_root_lo
     assert not (disk / "out" / "l").exists()
 
 
+@pytest.mark.parametrize("shared_dir", BOTH_WAYS, indirect=True)
 def test_the_owner_of_a_private_directory_still_reaches_inside(shared_dir: tuple[Path, Path]) -> None:
     mnt, disk = shared_dir
     make_inside(disk, "nobodys", NOBODY, 0o700)
@@ -114,6 +122,7 @@ def test_the_owner_of_a_private_directory_still_reaches_inside(shared_dir: tuple
     assert (st.st_size, st.st_mode & 0o777, st.st_nlink) == (1, 0o600, 2)
 
 
+@pytest.mark.parametrize("shared_dir", CHANNELS, indirect=True)
 def test_a_fifo_opens_only_as_its_mode_allows(shared_dir: tuple[Path, Path]) -> None:
     mnt, disk = shared_dir
     for name, owner, mode in (("roots", 0, 0o600), ("readable", 0, 0o644), ("nobodys", NOBODY, 0o600)):
