@@ -449,7 +449,7 @@ def mount(
     ``bg``, once the first try failed to reach the server: the daemon goes on trying). With
     ``remount`` among the options, change the options of the mount on ``mountpoint`` instead."""
     if any(k == "remount" for t in option_texts for k, _ in split_options(t)):
-        return remount(mountpoint, option_texts, prog)
+        return remount(mountpoint, option_texts)
     req = prepare(source, mountpoint, option_texts)
     for note in req.options.notes:
         print(f"{prog}: {note}", file=sys.stderr)
@@ -481,12 +481,14 @@ VFS_OPTIONS = frozenset({"ro", "rw", "nosuid", "suid", "nodev", "dev", "noexec",
                          "lazytime", "nolazytime", "sync", "async", "dirsync", "silent", "loud"})
 
 
-def remount(mountpoint: str, option_texts: Sequence[str], prog: str = "pynfsrdma") -> int:
-    """``mount -o remount,...``: the mount's daemon checks the options (what may change: read-only and
-    the attribute cache's timeouts), the kernel remounts with the generic ones (root only: then writes
-    get EROFS from the kernel), and the daemon takes them: before the kernel when the mount becomes
-    read-only, after it when it becomes writable again."""
+def remount(mountpoint: str, option_texts: Sequence[str]) -> int:
+    """``mount -o remount,...`` (root's): the mount's daemon checks the options (what may change:
+    read-only and the attribute cache's timeouts), the kernel remounts with the generic ones (then
+    writes get EROFS from the kernel), and the daemon takes them: after the kernel when the mount
+    becomes read-only, before it when it becomes writable again."""
     mp = os.path.abspath(mountpoint)
+    if os.geteuid() != 0:
+        raise MountError(f"cannot remount {mountpoint}: only root can (as mount(8))")
     texts = [t for t in option_texts if t]
     generic = [k for t in texts for k, v in split_options(t) if v is None and k in VFS_OPTIONS - {"ro", "rw"}]
     try:
@@ -494,11 +496,7 @@ def remount(mountpoint: str, option_texts: Sequence[str], prog: str = "pynfsrdma
             ro = bool(conn.request("remount", options=texts)["ro"])
             if not ro:
                 conn.request("remount", options=texts, apply=True)
-            if os.geteuid() == 0:
-                _remount_kernel(mp, ["remount", "ro" if ro else "rw", *generic])
-            else:
-                print(f"{prog}: only root can change the kernel's flags of the mount; the daemon "
-                      f"{'refuses writes (EROFS)' if ro else 'takes writes again'}", file=sys.stderr)
+            _remount_kernel(mp, ["remount", "ro" if ro else "rw", *generic])
             if ro:
                 conn.request("remount", options=texts, apply=True)
     except (control_socket.ControlError, KeyError, TypeError) as e:
