@@ -11,7 +11,11 @@ The protocol is JSON lines. A request is one line holding an object with ``cmd``
     {"cmd": "stats"}         -> {"ok": true, "result": {... the stats report ...}}
     {"cmd": "paths"}         -> {"ok": true, "result": [... one object per path ...]}
     {"cmd": "ping"}          -> {"ok": true, "result": "pong"}
+    {"cmd": "remount", "args": {"options": ["ro"], "apply": true}}
+                             -> {"ok": true, "result": {"ro": true, ...}} (see the mount daemon)
     anything else            -> {"ok": false, "error": "..."}
+
+A command's ``args`` (an object, optional) are its handler's keyword arguments.
 
 A connection may carry any number of requests, each answered by one line, in order.
 :class:`ControlProtocol` (requests in, replies out) is sans-I/O; :func:`serve` is the daemon's
@@ -34,6 +38,7 @@ import trio
 
 __all__ = [
     "MAX_REQUEST",
+    "CommandError",
     "Connection",
     "ControlError",
     "ControlProtocol",
@@ -54,7 +59,7 @@ MAX_CLIENTS = 16  # connections served at once
 SUN_PATH_MAX = 107  # sockaddr_un.sun_path holds 108 bytes with the terminating NUL
 _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
-Handler = Callable[[], Any]
+Handler = Callable[..., Any]
 
 
 class ControlError(Exception):
@@ -63,6 +68,10 @@ class ControlError(Exception):
 
 class NotAMount(ControlError):
     """The directory is not a pynfsrdma mount."""
+
+
+class CommandError(ValueError):
+    """A handler refuses what it was asked; the message goes back to the one who asked, as it is."""
 
 
 # -- names ------------------------------------------------------------------------------------------
@@ -163,8 +172,13 @@ class ControlProtocol:
         fn = self.handlers.get(req["cmd"])
         if fn is None:
             return self._error(f"unknown command {req['cmd']!r} (known: {', '.join(sorted(self.handlers))})")
+        args = req.get("args", {})
+        if not isinstance(args, dict):
+            return self._error('"args" is an object')
         try:
-            result = fn()
+            result = fn(**args)
+        except CommandError as e:  # the command's own refusal, for the one who asked
+            return self._error(str(e))
         except Exception as e:  # a report that fails must not end the daemon
             log.exception("control command %s failed", req["cmd"])
             return self._error(f"{req['cmd']} failed: {e}")
@@ -316,11 +330,12 @@ class Connection:
             raise ControlError(f"{mountpoint}: {msg}")
         self._buf = bytearray()
 
-    def request(self, cmd: str) -> Any:
-        """Send ``{"cmd": cmd}`` and return the reply's result (ControlError on failure)."""
+    def request(self, cmd: str, **args: Any) -> Any:
+        """Send ``{"cmd": cmd, "args": args}`` and return the reply's result (ControlError on failure)."""
         assert self.sock is not None
+        req: dict[str, Any] = {"cmd": cmd, "args": args} if args else {"cmd": cmd}
         try:
-            self.sock.sendall(json.dumps({"cmd": cmd}).encode() + b"\n")
+            self.sock.sendall(json.dumps(req).encode() + b"\n")
             while (nl := self._buf.find(b"\n")) < 0:
                 data = self.sock.recv(1 << 16)
                 if not data:

@@ -14,10 +14,14 @@ import time
 from typing import Any
 
 MOUNT_HELP = """mount options (comma-separated, several -o allowed), as nfs(5) names them:
-  vers=4.1 proto=tcp|rdma port=N rsize=N wsize=N hard soft timeo=DECISECONDS retrans=N
+  vers=4|4.1|4.2 proto=tcp|rdma port=N rsize=N wsize=N hard soft timeo=DECISECONDS retrans=N
   actimeo=S acregmin=S acregmax=S acdirmin=S acdirmax=S noac ro rw
-  and FUSE's allow_other default_permissions; squash_uid=N[,squash_gid=N] sends every request
-  as that user; debug keeps the daemon's log on standard error."""
+  nolock local_lock=none|flock|posix|all bg fg retry=MINUTES (cto nocto noresvport: accepted)
+  remount,OPTIONS changes ro/rw and the attribute cache's timeouts of a mount in use
+  and FUSE's allow_other default_permissions (the default when other users are served: the
+  kernel checks modes; nodefault_permissions leaves every check to the server, for ACLs and id
+  mapping); squash_uid=N[,squash_gid=N] sends every request as that user; debug keeps the
+  daemon's log on standard error."""
 
 
 def register(subparsers: Any) -> None:
@@ -170,7 +174,7 @@ def helper_main(argv: list[str] | None = None) -> int:
     if a.f:
         return 0
     try:
-        return mount(a.source, a.mountpoint, a.options)
+        return mount(a.source, a.mountpoint, a.options, prog="mount.pynfsrdma")
     except OptionError as e:
         print(f"mount.pynfsrdma: {e}", file=sys.stderr)
         return 1

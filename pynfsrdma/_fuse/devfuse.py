@@ -191,6 +191,16 @@ def _handles_locks(ops: Operations) -> bool:
     return cls.getlk is not Operations.getlk and cls.setlk is not Operations.setlk
 
 
+def _lock_flags(ops: Operations) -> int:
+    """The INIT flags for the locks ``ops`` answers: none of the kinds it keeps local (the kernel then
+    keeps those locks itself, local to the mount)."""
+    if not _handles_locks(ops):
+        return 0
+    local = (abi.FUSE_POSIX_LOCKS if "posix" in ops.local_locks else 0) | (
+        abi.FUSE_FLOCK_LOCKS if "flock" in ops.local_locks else 0)
+    return LOCKS & ~local
+
+
 class NativeChannel:
     """Mount on /dev/fuse and serve ``ops`` until unmounted or :meth:`terminate` is called."""
 
@@ -207,7 +217,7 @@ class NativeChannel:
         self.ops = ops
         self.spec = fusermount.MountSpec.from_options(mountpoint, options)
         if wanted is None:
-            wanted = Wanted(flags=WANTED | (LOCKS if _handles_locks(ops) else 0))
+            wanted = Wanted(flags=WANTED | _lock_flags(ops))
         self.wanted = wanted
         self.buffers = RequestBuffers(wanted.max_write + abi.REQUEST_HEADER_ROOM)
         self.pipes = ReplyPipes() if splice else None

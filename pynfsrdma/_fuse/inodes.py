@@ -181,6 +181,14 @@ class InodeTable:
         node.fetched = now
         return changed
 
+    def retime(self, timeouts: AttrTimeouts) -> list[int]:
+        """New attribute timeouts (a remount): every inode's timeout starts again from the minimum.
+        Returns the inode numbers, whose attributes the kernel keeps under the old timeouts."""
+        self.timeouts = timeouts
+        for node in self._by_ino.values():
+            node.timeo = timeouts.initial(node.is_dir)
+        return list(self._by_ino)
+
     def ttl(self, node: Inode, now: float) -> float:
         """How much longer ``node``'s attributes may be kept (0 when they are not fresh)."""
         left = node.fetched + node.timeo - now

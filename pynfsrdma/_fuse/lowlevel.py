@@ -199,6 +199,9 @@ class Operations:
     # F_SETLKW must be cancellable: an operation that may send or wait for data (a read sends the
     # file's gathered writes first) must not be left half done by an interrupt unless it says so.
     interruptible: frozenset[str] = frozenset({"getlk", "setlk"})
+    # The kinds of lock ("posix", "flock") the kernel keeps local to the mount although the file
+    # system answers lock requests (nfs(5)'s local_lock=)
+    local_locks: frozenset[str] = frozenset()
 
     async def lookup(self, parent_inode: int, name: bytes, ctx: RequestContext) -> EntryAttributes:
         raise FUSEError(errno.ENOSYS)

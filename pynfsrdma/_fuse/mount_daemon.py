@@ -16,6 +16,7 @@ session of its own, and waits for it to end: nothing stays mounted or running.
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import signal
@@ -24,11 +25,13 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import trio
 
 from .. import _control_socket as control_socket
 from .. import _stats as stats
+from .._client.attributes import FileAttrs
 from .._client.security import (
     FlavorChoice,
     UserCredentials,
@@ -37,17 +40,18 @@ from .._client.security import (
     negotiate,
     parse_sec,
 )
-from .._client.stack import start_stack
+from .._client.stack import Stack, start_stack
 from .._client.url import NfsURL, URLError, minor_version, parse_url
 from .._proto.rpcsec_gss import SYS
-from .._rpc.auth import auth_sys
+from .._rpc.auth import Credential, auth_sys
 from .._rpc.gss_auth import GssCredential
 from .._session.client_id import ClientID, SessionOptions, default_owner_id
+from .._session.errors import NotNFSv41Server
 from .._session.session import RetryPolicy
 from .._trio_compat import run_sync_abandoning
 from .._trunking import TrunkingOptions
 from .channel import Channel, open_channel
-from .options import MountOptions, OptionError, parse_options, split_options
+from .options import VERSIONS_TO_TRY, MountOptions, OptionError, parse_options, parse_remount, split_options
 from .payload_memory import keep_payload_memory
 
 log = logging.getLogger(__name__)
@@ -57,12 +61,22 @@ SHUTDOWN_TIMEOUT = 30.0
 INTERRUPTED_SHUTDOWN = 1.0  # seconds to end the session of a mount interrupted before it was up
 STOP_WAIT = 10.0  # seconds an interrupted parent waits for its daemon to end before it kills it
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
+RETRY_PAUSE = 5.0  # seconds between tries to reach the server (retry=, bg)
 READY = b"ok\n"
+BACKGROUND = b"bg "  # the first try failed and the daemon goes on trying (bg): "bg REASON\n"
+# what makes a mount try again (retry=, bg), as mount.nfs: the server cannot be reached (yet)
+TEMPORARY = frozenset({errno.ECONNREFUSED, errno.ETIMEDOUT, errno.EHOSTUNREACH, errno.ENETUNREACH,
+                       errno.ECONNRESET, errno.ECONNABORTED, errno.EAGAIN})
 URL_OVERRIDES = ("vers", "proto", "port")
 
 
 class MountError(OSError):
-    """The file system could not be mounted; the message says why (and nothing is left mounted)."""
+    """The file system could not be mounted; the message says why (and nothing is left mounted).
+    ``temporary``: the server could not be reached, and may be later (retry=, bg)."""
+
+    def __init__(self, message: str, temporary: bool = False) -> None:
+        super().__init__(message)
+        self.temporary = temporary
 
 
 class Interrupted(Exception):
@@ -88,7 +102,8 @@ def prepare(source: str, mountpoint: str, option_texts: Sequence[str] = ()) -> M
     overrides: dict[str, str] = {}
     for t in texts:
         for k, v in split_options(t):
-            if k in URL_OVERRIDES and v is not None:
+            # (vers=4 is no version of the URL's: the mount finds the highest both speak)
+            if k in URL_OVERRIDES and v is not None and not (k == "vers" and len(VERSIONS_TO_TRY.get(v, ())) > 1):
                 overrides[k] = v
     try:
         url = parse_url(source, **overrides)
@@ -114,6 +129,84 @@ def _is_our_mount(mp: str) -> bool:
             return any(line.split()[4] == mp for line in f)
     except OSError:
         return False
+
+
+@dataclass
+class Reached:
+    """The server reached and the export found: the NFS version spoken, the client ID (the caller
+    shuts it down), its stack, the credential the mount's flavour gave, and the export's root."""
+
+    vers: str
+    cid: ClientID
+    stack: Stack
+    cred: Credential
+    root_fh: bytes
+    root_attrs: FileAttrs
+
+
+async def reach(req: MountRequest, nursery: trio.Nursery, timeout: float,
+                backgrounding: Callable[[str], None]) -> Reached:
+    """Reach the server and find the export: with each version ``vers=`` allows (4: 4.2, then 4.1 when
+    the server has no 4.2), and again every RETRY_PAUSE seconds while the server cannot be reached,
+    for ``retry=`` minutes (``bg``: first ``backgrounding`` is told why, and the caller goes on)."""
+    o = req.options
+    deadline = trio.current_time() + o.retry_seconds
+    while True:
+        try:
+            return await _reach_once(req, nursery, timeout)
+        except MountError as e:
+            if not e.temporary or trio.current_time() + RETRY_PAUSE > deadline:
+                raise
+            if o.bg:
+                backgrounding(str(e))
+            log.info("%s; trying again in %g s", e, RETRY_PAUSE)
+        await trio.sleep(RETRY_PAUSE)
+
+
+async def _reach_once(req: MountRequest, nursery: trio.Nursery, timeout: float) -> Reached:
+    o = req.options
+    versions = o.versions if len(o.versions) > 1 else (req.url.vers,)
+    for vers in versions:
+        cid = ClientID(
+            nursery,
+            options=SessionOptions(rsize=o.rsize, wsize=o.wsize, minorversion=minor_version(vers)),
+            policy=RetryPolicy(timeo=o.timeo_seconds, retrans=o.retrans, hard=o.hard),
+            cred=machine_credential(req.url.host, o.keytab, parse_sec(o.sec), auth_sys(0, 0),
+                                    f"mount-{os.getpid()}"),
+            # one client owner per mount point: two mounts of one server are two clients (with one
+            # owner they would take each other's client ID and sessions away, again and again)
+            owner_id=default_owner_id(f"mount:{os.path.realpath(req.mountpoint)}"),
+        )
+        cred = auth_sys(o.squash_uid, o.squash_gid or 0) if o.squash_uid is not None else auth_sys(0, 0)
+        try:
+            stack = await start_stack(cid, nursery, req.url,
+                                      TrunkingOptions.from_url_options({**o.trunking, **o.rdma}), timeout)
+            choice = FlavorChoice(parse_sec(o.sec), given=o.sec is not None)
+            with trio.fail_after(timeout):
+                # (the flavour is found with the mounting user's own credentials)
+                cred = await negotiate(stack.nfs, req.url.path, req.url.path, choice, cred,
+                                       lambda f: credential(f, req.url.host, os.getuid(), os.getgid()))
+                root_fh, root_attrs = await stack.nfs.mount(req.url.path, cred)
+        except BaseException as e:
+            with trio.CancelScope(shield=True):
+                # (a mount given up on at the user's word: its session goes without a long wait)
+                await cid.shutdown(INTERRUPTED_SHUTDOWN if isinstance(e, trio.Cancelled) else None)
+            if isinstance(e, NotNFSv41Server) and vers != versions[-1]:
+                log.info("%s; trying NFSv%s", e, versions[versions.index(vers) + 1])
+                continue
+            if isinstance(e, trio.TooSlowError):
+                raise MountError(f"cannot mount {req.source}: no answer within {timeout:g} s", True) from e
+            if isinstance(e, OSError):
+                raise MountError(f"cannot mount {req.source}: {str(e) or type(e).__name__}",
+                                 e.errno in TEMPORARY) from e
+            raise
+        if not root_attrs.is_dir:
+            await cid.shutdown()
+            raise MountError(f"cannot mount {req.source}: not a directory")
+        if len(versions) > 1:
+            log.info("%s: NFSv%s", req.source, vers)
+        return Reached(vers, cid, stack, cred, root_fh, root_attrs)
+    raise AssertionError("no NFS version to try")  # (versions is never empty)
 
 
 class Stop:
@@ -142,7 +235,8 @@ class Stop:
             self.scope.cancel()
 
 
-async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
+async def serve(req: MountRequest, ready: Callable[[str | None], None],
+                backgrounding: Callable[[str], None] = lambda reason: None) -> None:
     """Mount and serve until unmounted or signalled. Raises MountError if the mount never came up,
     Interrupted if a signal came first."""
     stop = Stop()
@@ -157,7 +251,7 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
         async with trio.open_nursery() as watching:
             watching.start_soon(watch)
             try:
-                await _serve(req, ready, stop)
+                await _serve(req, ready, stop, backgrounding)
             except MountError as e:
                 failed = e
             finally:
@@ -168,46 +262,24 @@ async def serve(req: MountRequest, ready: Callable[[str | None], None]) -> None:
         raise failed
 
 
-async def _serve(req: MountRequest, ready: Callable[[str | None], None], stop: Stop) -> None:
+async def _serve(req: MountRequest, ready: Callable[[str | None], None], stop: Stop,
+                 backgrounding: Callable[[str], None]) -> None:
     """:func:`serve`'s work; a signal reaches it through ``stop``."""
     from .operations import NFSOperations
 
     o = req.options
-    cred = auth_sys(o.squash_uid, o.squash_gid or 0) if o.squash_uid is not None else auth_sys(0, 0)
     timeout = min(MOUNT_TIMEOUT, max(o.timeo_seconds * (o.retrans + 1), 1.0))
     error: str | None = None
     async with trio.open_nursery() as nursery:
         stop.scope = nursery.cancel_scope
-        cid = ClientID(
-            nursery,
-            options=SessionOptions(rsize=o.rsize, wsize=o.wsize, minorversion=minor_version(req.url.vers)),
-            policy=RetryPolicy(timeo=o.timeo_seconds, retrans=o.retrans, hard=o.hard),
-            cred=machine_credential(req.url.host, o.keytab, parse_sec(o.sec), auth_sys(0, 0),
-                                    f"mount-{os.getpid()}"),
-            # one client owner per mount point: two mounts of one server are two clients (with one
-            # owner they would take each other's client ID and sessions away, again and again)
-            owner_id=default_owner_id(f"mount:{os.path.realpath(req.mountpoint)}"),
-        )
+        cid: ClientID | None = None
         ops: NFSOperations | None = None
         channel: Channel | None = None
         try:
-            try:
-                stack = await start_stack(cid, nursery, req.url,
-                                          TrunkingOptions.from_url_options({**o.trunking, **o.rdma}), timeout)
-                trunking, nfs = stack.trunking, stack.nfs
-                choice = FlavorChoice(parse_sec(o.sec), given=o.sec is not None)
-                with trio.fail_after(timeout):
-                    # (the flavour is found with the mounting user's own credentials)
-                    cred = await negotiate(nfs, req.url.path, req.url.path, choice, cred,
-                                           lambda f: credential(f, req.url.host, os.getuid(), os.getgid()))
-                    root_fh, root_attrs = await nfs.mount(req.url.path, cred)
-            except (OSError, trio.TooSlowError) as e:
-                text = str(e) or type(e).__name__
-                if isinstance(e, trio.TooSlowError):
-                    text = f"no answer within {timeout:g} s"
-                raise MountError(f"cannot mount {req.source}: {text}") from e
-            if not root_attrs.is_dir:
-                raise MountError(f"cannot mount {req.source}: not a directory")
+            reached = await reach(req, nursery, timeout, backgrounding)
+            cid = client = reached.cid
+            cred, root_fh, root_attrs = reached.cred, reached.root_fh, reached.root_attrs
+            trunking, nfs = reached.stack.trunking, reached.stack.nfs
             flavor = cred.flavor if isinstance(cred, GssCredential) else SYS
             users = UserCredentials(flavor, req.url.host)
             ops = NFSOperations(nfs, root_fh, root_attrs, o, nursery, users)
@@ -215,26 +287,44 @@ async def _serve(req: MountRequest, ready: Callable[[str | None], None], stop: S
                 log.info("%s: requests go with each user's Kerberos ticket (sec=%s)", req.source, flavor.name)
             # the control socket (pynfsrdma stats/paths MOUNTPOINT) is there before the mount, so
             # that whoever sees the mount can ask it; it goes away with the nursery
-            info = {"mountpoint": req.mountpoint, "server": req.fsname, "pid": os.getpid(),
+            info = {"mountpoint": req.mountpoint, "server": req.fsname, "pid": os.getpid(), "nfs_version": reached.vers,
                     "options": stats.effective_options(o), "mounted_at_ns": time.time_ns(), "sec": flavor.name}
+            fuse_options = o.fuse_options(req.fsname)
+            mounted_ops = ops
+
+            def remount(options: list[str], apply: bool = False) -> dict[str, Any]:
+                """``mount -o remount,...``: check the options (the kernel's own remount comes between
+                the check and ``apply``), then take them."""
+                if not isinstance(options, list) or not all(isinstance(t, str) for t in options):
+                    raise control_socket.CommandError("remount: options is a list of strings")
+                try:
+                    new = parse_remount(o, fuse_options, *options)
+                except OptionError as e:
+                    raise control_socket.CommandError(str(e)) from None
+                if apply:
+                    mounted_ops.reconfigure(new)
+                    info["options"] = stats.effective_options(o)
+                    log.info("remounted %s with %s", req.mountpoint, ",".join(options))
+                return {"ro": new.ro}
             try:
                 await nursery.start(
                     control_socket.serve,
                     control_socket.socket_path(req.mountpoint),
                     {
                         "stats": lambda: {
-                            **stats.snapshot(cid, trunking, info=info),
+                            **stats.snapshot(client, trunking, info=info),
                             "delegations": {**nfs.delegation_counts, "held": len(nfs.delegations)},
                             "locks": dict(nfs.lock_counts),
                             "cache": ops.cache_counts(),
-                            "payload": payload_counts(channel, cid),
+                            "payload": payload_counts(channel, client),
                         },
-                        "paths": lambda: stats.path_rows(cid, trunking),
+                        "paths": lambda: stats.path_rows(client, trunking),
+                        "remount": remount,
                     },
                 )
             except (OSError, control_socket.ControlError) as e:  # the mount works without it
                 log.warning("no control socket for %s: %s", req.mountpoint, e)
-            channel = stop.channel = open_channel(o.channel, ops, req.mountpoint, o.fuse_options(req.fsname))
+            channel = stop.channel = open_channel(o.channel, ops, req.mountpoint, fuse_options)
             try:
                 channel.mount()
             except OSError as e:
@@ -260,15 +350,16 @@ async def _serve(req: MountRequest, ready: Callable[[str | None], None], stop: S
             error = str(e)
         finally:
             with trio.CancelScope(shield=True):
-                if channel is not None and ops is not None:
+                if channel is not None and ops is not None and cid is not None:
                     cid.stopping = True  # (unmounted: ops.shutdown's CLOSEs never recover a client ID)
                     with trio.move_on_after(SHUTDOWN_TIMEOUT):
                         await ops.shutdown()
                         for made in ops.users.made() if ops.users is not None else ():
                             await cid.forget(made)  # (RPCSEC_GSS_DESTROY of every user's context)
                     channel.close()
-                # (a mount given up on at the user's word: its session goes without a long wait)
-                await cid.shutdown(INTERRUPTED_SHUTDOWN if stop.interrupted else None)
+                if cid is not None:
+                    # (a mount given up on at the user's word: its session goes without a long wait)
+                    await cid.shutdown(INTERRUPTED_SHUTDOWN if stop.interrupted else None)
             nursery.cancel_scope.cancel()
     if error is not None:
         raise MountError(error)
@@ -352,26 +443,31 @@ def run(req: MountRequest, ready_fd: int | None = None) -> int:
 
     told = False  # whether the waiting parent has its answer
 
-    def ready(err: str | None) -> None:
+    def ready(err: str | None, background: bool = False) -> None:
         nonlocal told
         if ready_fd is None or told:
             return
         told = True
         try:
-            os.write(ready_fd, READY if err is None else f"{err}\n".encode())
+            os.write(ready_fd, READY if err is None else (BACKGROUND if background else b"") + f"{err}\n".encode())
         except BrokenPipeError:
             pass  # (the parent was interrupted and no longer waits)
         os.close(ready_fd)
         _detach(req.options)
 
+    def backgrounding(reason: str) -> None:
+        ready(reason, background=True)
+
     keep_payload_memory()  # (the writes' payloads: see there)
     try:
-        trio.run(serve, req, ready)
+        trio.run(serve, req, ready, backgrounding)
     except Interrupted:
         return EXIT_INTERRUPTED
     except MountError as e:
         if ready_fd is None:
             print(f"pynfsrdma: {e}", file=sys.stderr)
+        elif told:  # (bg: the one who mounted has gone; -o debug keeps this on standard error)
+            log.error("%s", e)
         ready(str(e))
         return 1
     except BaseException as e:
@@ -400,10 +496,17 @@ def _detach(o: MountOptions) -> None:
 
 
 def mount(
-    source: str, mountpoint: str, option_texts: Sequence[str] = (), foreground: bool = False, verbose: int = 0
+    source: str, mountpoint: str, option_texts: Sequence[str] = (), foreground: bool = False, verbose: int = 0,
+    prog: str = "pynfsrdma",
 ) -> int:
-    """Mount; in the background (default), return once the mount is up or has failed."""
+    """Mount; in the background (default), return once the mount is up or has failed (or, with
+    ``bg``, once the first try failed to reach the server: the daemon goes on trying). With
+    ``remount`` among the options, change the options of the mount on ``mountpoint`` instead."""
+    if any(k == "remount" for t in option_texts for k, _ in split_options(t)):
+        return remount(mountpoint, option_texts)
     req = prepare(source, mountpoint, option_texts)
+    for note in req.options.notes:
+        print(f"{prog}: {note}", file=sys.stderr)
     if foreground:
         return run(req)
     r, w = os.pipe()
@@ -421,6 +524,11 @@ def mount(
         raise
     if msg == READY:
         return 0
+    if msg.startswith(BACKGROUND):
+        reason = msg[len(BACKGROUND):].decode(errors="replace").strip()
+        minutes = req.options.retry_seconds / 60
+        print(f"{prog}: {reason}; trying again in the background for {minutes:g} minutes (bg)", file=sys.stderr)
+        return 0
     rc = proc.wait()
     text = msg.decode(errors="replace").strip() or f"the mount daemon ended with status {rc}"
     raise MountError(text)
@@ -435,6 +543,43 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
     except (subprocess.TimeoutExpired, KeyboardInterrupt):
         proc.kill()
         proc.wait()
+
+
+# the generic options of a mount (mount(8)'s, for the kernel's own remount of it)
+VFS_OPTIONS = frozenset({"ro", "rw", "nosuid", "suid", "nodev", "dev", "noexec", "exec", "atime", "noatime",
+                         "relatime", "norelatime", "strictatime", "nostrictatime", "nodiratime", "diratime",
+                         "lazytime", "nolazytime", "sync", "async", "dirsync", "silent", "loud"})
+
+
+def remount(mountpoint: str, option_texts: Sequence[str]) -> int:
+    """``mount -o remount,...`` (root's): the mount's daemon checks the options (what may change:
+    read-only and the attribute cache's timeouts), the kernel remounts with the generic ones (then
+    writes get EROFS from the kernel), and the daemon takes them: after the kernel when the mount
+    becomes read-only, before it when it becomes writable again."""
+    mp = os.path.abspath(mountpoint)
+    if os.geteuid() != 0:
+        raise MountError(f"cannot remount {mountpoint}: only root can (as mount(8))")
+    texts = [t for t in option_texts if t]
+    generic = [k for t in texts for k, v in split_options(t) if v is None and k in VFS_OPTIONS - {"ro", "rw"}]
+    try:
+        with control_socket.Connection(mp) as conn:
+            ro = bool(conn.request("remount", options=texts)["ro"])
+            if not ro:
+                conn.request("remount", options=texts, apply=True)
+            _remount_kernel(mp, ["remount", "ro" if ro else "rw", *generic])
+            if ro:
+                conn.request("remount", options=texts, apply=True)
+    except (control_socket.ControlError, KeyError, TypeError) as e:
+        raise MountError(f"cannot remount {mountpoint}: {e}") from None
+    return 0
+
+
+def _remount_kernel(mountpoint: str, options: list[str]) -> None:
+    """mount(8) without the helper (``--internal-only``) and without fstab's options for the mount."""
+    p = subprocess.run(["mount", "--internal-only", "--options-mode", "ignore", "-o", ",".join(options), mountpoint],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        raise control_socket.ControlError(p.stderr.strip().removeprefix("mount: ") or f"mount exited with {p.returncode}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -460,6 +605,9 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"pynfsrdma: {e}", file=sys.stderr)
         return 2 if isinstance(e, OptionError) else 1
+    if a.ready_fd is None and a.foreground:
+        for note in req.options.notes:
+            print(f"pynfsrdma: {note}", file=sys.stderr)
     if a.ready_fd is not None or a.foreground:
         return run(req, a.ready_fd)
     try:

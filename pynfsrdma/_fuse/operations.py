@@ -66,7 +66,7 @@ from .lowlevel import (
 )
 from .nfs42 import NFS42Files
 from .opens import FileHandle, Opens, SharedOpen, access_mask, share_access
-from .options import LOOKUPCACHE_NONE, MountOptions
+from .options import LOOKUPCACHE_NONE, REMOUNT_CHANGES, MountOptions
 from .posix_locks import PosixLocks
 from .readahead import Extent, assemble
 from .silly_rename import SillyRenames
@@ -143,9 +143,11 @@ class NFSOperations(Operations):
         self.users = users
         self.opts = opts
         self.nursery = nursery
+        self.local_locks = opts.local_locks
+        # every name a caller reaches is checked for that caller by the server (the kernel keeps none)
+        self._each_name_checked = opts.server_checks_each_name()
         self.timeouts = AttrTimeouts.from_options(opts)
-        # how long the kernel keeps a name it looked up (lookupcache=none: never; it asks us again)
-        self.entry_timeout = 0.0 if opts.lookupcache == LOOKUPCACHE_NONE else opts.acdirmin
+        self.entry_timeout = self._entry_timeout()
         self.inodes = InodeTable(root_fh, root_attrs, self.timeouts, trio.current_time())
         self.names = NameCache(opts.acdirmax if opts.lookupcache != LOOKUPCACHE_NONE else 0)
         self.dirs: dict[int, DirHandle] = {}
@@ -171,6 +173,26 @@ class NFSOperations(Operations):
         # delegations: opens and attributes served locally while the server lets us (not with noac)
         nfs.want_delegations = not opts.noac
         nfs.delegation_return_hooks.append(self._delegation_returning)
+
+    def _entry_timeout(self) -> float:
+        """How long the kernel keeps a name it looked up: never with lookupcache=none, nor where the
+        server checks each caller's way to each name (``MountOptions.server_checks_each_name``): the
+        kernel then asks us again, and we the server, as the caller."""
+        if self.opts.lookupcache == LOOKUPCACHE_NONE or self._each_name_checked:
+            return 0.0
+        return self.opts.acdirmin
+
+    def reconfigure(self, new: MountOptions) -> None:
+        """Take what a remount changes (``options.REMOUNT_CHANGES``: read-only, the attribute cache's
+        timeouts) from ``new``. The kernel is told to drop the attributes it keeps, so that the new
+        timeouts hold from now on."""
+        for name in REMOUNT_CHANGES:
+            setattr(self.opts, name, getattr(new, name))
+        self.timeouts = AttrTimeouts.from_options(self.opts)
+        self.entry_timeout = self._entry_timeout()
+        self.nfs.want_delegations = not self.opts.noac
+        for ino in self.inodes.retime(self.timeouts):
+            self.nursery.start_soon(self._invalidate, ino, True)
 
     # -- helpers --------------------------------------------------------------------------------------
     def cred(self, ctx: RequestContext) -> Credential:
@@ -338,6 +360,15 @@ class NFSOperations(Operations):
         if listing is not None and listing.absent(n, now, self.opts.acdirmin) and not is_opening(ctx.pid):
             self.counts["lookups_cached"] += 1
             return self._negative()
+        if self._each_name_checked and self.inodes.fresh(parent, now):
+            # the kernel keeps no name (entry timeout 0): a name we know is answered from here to a
+            # caller the server lets search the directory (a caller it does not is sent to it)
+            known = self.names.get(parent.ino, n, parent.attrs.change)
+            node = self.inodes.get(known) if known is not None and known != NEGATIVE else None
+            if node is not None and await self._may_search(parent, cred):
+                node.lookups += 1
+                self.counts["lookups_cached"] += 1
+                return self._entry(node)
         self.counts["lookups_sent"] += 1
         asked = self.inodes.asking()
         try:
@@ -359,6 +390,18 @@ class NFSOperations(Operations):
         if self.inodes.fresh(parent, now):
             self.names.put(parent.ino, n, node.ino, parent.attrs.change)
         return self._entry(node)
+
+    async def _may_search(self, parent: Inode, cred: Credential) -> bool:
+        """Whether the server lets ``cred`` look names up in ``parent`` (ACCESS; its answer kept
+        while the directory's attributes hold, one per user, as the Linux client keeps them)."""
+        key = (cred.uid, cred.gid, cred.gids)
+        granted = parent.granted.get(key) if parent.granted is not None else None
+        if granted is None:
+            granted = await self.nfs.access(parent.fh, c.ACCESS4_LOOKUP, cred)
+            if parent.granted is None:
+                parent.granted = {}
+            parent.granted[key] = granted
+        return bool(granted & c.ACCESS4_LOOKUP)
 
     async def forget(self, inode_list: Any) -> None:
         for ino, n in inode_list:

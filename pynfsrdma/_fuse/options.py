@@ -7,8 +7,9 @@ mount(8) passes to every helper (``rw``, ``defaults``, ``nodev``, ``_netdev`` ..
 
 from __future__ import annotations
 
+import copy
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from .._client.url import PROTOCOLS, SUPPORTED_VERSIONS
 from .channel import CHANNELS, DEFAULT_CHANNEL
@@ -26,6 +27,22 @@ LOOKUPCACHE_POSITIVE = "positive"
 LOOKUPCACHE_NONE = "none"
 LOOKUPCACHE_MODES = {"all": LOOKUPCACHE_ALL, "positive": LOOKUPCACHE_POSITIVE, "pos": LOOKUPCACHE_POSITIVE,
                      "none": LOOKUPCACHE_NONE}
+# vers=: the minor versions a mount tries, in order (nfs(5): vers=4 is the highest both speak)
+VERSIONS_TO_TRY = {"4": ("4.2", "4.1"), **{v: (v,) for v in SUPPORTED_VERSIONS}}
+# local_lock= (nfs(5)): which kinds of lock stay local to the mount instead of going to the server
+LOCAL_LOCKS = {"none": frozenset(), "flock": frozenset({"flock"}), "posix": frozenset({"posix"}),
+               "all": frozenset({"flock", "posix"})}
+# retry= (nfs(5), minutes): how long a mount keeps trying to reach the server; nfs(5)'s default in the
+# background (bg). In the foreground a mount tries once unless retry= is given.
+DEFAULT_BG_RETRY = 10000
+# nfs(5) options that mean nothing to this client: accepted, with a one-line note saying why
+NOTED_OPTIONS = {
+    "cto": None,
+    "nocto": "every open asks the server (an OPEN, whose reply carries the change attribute), "
+    "as with cto",
+    "fg": None,
+    "noresvport": None,  # (every connection goes from an unprivileged port, as noresvport asks)
+}
 MAX_IO_SIZE = 1 << 20  # the largest FUSE request; rsize/wsize above it gain nothing
 MIN_IO_SIZE = 4096
 
@@ -101,14 +118,20 @@ class MountOptions:
     lookupcache: str = LOOKUPCACHE_ALL
     ro: bool = False
     allow_other: bool = False
-    default_permissions: bool = False
+    # the kernel checks each caller's permission from the mode, owner and group (FUSE's
+    # default_permissions); None: on whenever other users are served (see fuse_options)
+    default_permissions: bool | None = None
     squash_uid: int | None = None  # every request goes out with this uid (and squash_gid)
     squash_gid: int | None = None
     sec: str | None = None  # nfs(5)'s sec=: the security flavours to try (client.security), None: negotiate
     keytab: str | None = None  # the machine's Kerberos key for the lease and state operations
     debug: bool = False
     channel: str = DEFAULT_CHANNEL  # what carries FUSE requests (fuse.channel.CHANNELS)
+    local_lock: str = "none"  # nfs(5)'s local_lock= (nolock: all), a key of LOCAL_LOCKS
+    bg: bool = False  # a mount that cannot reach the server goes on trying in the background
+    retry: int | None = None  # minutes to keep trying to reach the server (None: see DEFAULT_BG_RETRY)
     ignored: list[str] = field(default_factory=list)  # generic options accepted and not used
+    notes: list[str] = field(default_factory=list)  # one line each for options that mean nothing here
     rdma: dict[str, str] = field(default_factory=dict)  # RDMA_OPTIONS given, for the transport
     trunking: dict[str, str] = field(default_factory=dict)  # TRUNKING_OPTIONS/FLAGS given, URL style
 
@@ -121,20 +144,92 @@ class MountOptions:
     def timeo_seconds(self) -> float:
         return self.timeo / 10.0
 
+    @property
+    def versions(self) -> tuple[str, ...]:
+        """The NFS versions to try, in order (``vers=4``: 4.2, then 4.1)."""
+        return VERSIONS_TO_TRY[self.vers]
+
+    @property
+    def local_locks(self) -> frozenset[str]:
+        """The kinds of lock (``posix``, ``flock``) kept local to the mount (``local_lock=``, ``nolock``)."""
+        return LOCAL_LOCKS[self.local_lock]
+
+    @property
+    def retry_seconds(self) -> float:
+        """How long to keep trying to reach the server at mount time (0: one attempt)."""
+        minutes = self.retry if self.retry is not None else DEFAULT_BG_RETRY if self.bg else 0
+        return minutes * 60.0
+
+    def serves_others(self, mounter_uid: int | None = None) -> bool:
+        """Whether users other than the one who mounts use the mount (``allow_other``, or root's)."""
+        return self.allow_other or (os.geteuid() if mounter_uid is None else mounter_uid) == 0
+
+    def kernel_checks_permissions(self, mounter_uid: int | None = None) -> bool:
+        """Whether the kernel checks each caller's permission from the mode bits (FUSE's
+        ``default_permissions``): see :meth:`fuse_options`."""
+        if self.default_permissions is not None:
+            return self.default_permissions
+        return self.serves_others(mounter_uid) and self.squash_uid is None
+
+    def server_checks_each_name(self, mounter_uid: int | None = None) -> bool:
+        """Whether every name a caller reaches is looked up on the server as that caller (the kernel
+        keeps no name: entry timeout 0), so that the server checks each directory's search
+        permission by its own rules: on a mount other users share where the kernel checks nothing
+        (``nodefault_permissions``), as the Linux client asks the server each user's access."""
+        return (self.serves_others(mounter_uid) and not self.kernel_checks_permissions(mounter_uid)
+                and self.squash_uid is None)
+
     def fuse_options(self, fsname: str, mounter_uid: int | None = None) -> set[str]:
         """The FUSE options of the mount, for the channel (``fuse.channel.open_channel``). A mount
         made by root serves every user, as a kernel NFS mount does (FUSE's ``allow_other``): each
         request carries its caller's credential and the server decides; another user's mount serves
-        others only when asked for ``allow_other``."""
+        others only when asked for ``allow_other``.
+
+        A mount that serves other users has the kernel check permissions too (``default_permissions``),
+        as the Linux NFS client checks each user's access: without it FUSE checks neither a
+        directory's search permission for names the kernel has cached nor the mode of a FIFO or
+        device before opening it, and neither reaches the daemon. ``nodefault_permissions`` leaves
+        every check to the server (for rules the mode bits do not show: ACLs, id mapping; see
+        :meth:`server_checks_each_name`), and so does ``squash_uid=``, where the server sees one
+        user for every caller."""
         opts = {f"fsname={fsname}", "subtype=pynfsrdma", "auto_unmount"}
-        uid = os.geteuid() if mounter_uid is None else mounter_uid
-        if self.allow_other or uid == 0:
+        if self.serves_others(mounter_uid):
             opts.add("allow_other")
-        if self.default_permissions:
+        if self.kernel_checks_permissions(mounter_uid):
             opts.add("default_permissions")
         if self.ro:
             opts.add("ro")
         return opts
+
+
+# What the kernel shows among a FUSE mount's options, which mount(8) hands back on a remount
+KERNEL_OPTIONS = frozenset({"user_id", "group_id", "rootmode", "blksize", "max_read", "fd"})
+# What a remount changes: the read-only flag (as nfs(5)'s remount) and the attribute cache's timeouts.
+# bg, retry=, notes and the generic options are for the mount's start only.
+REMOUNT_CHANGES = frozenset({"ro", "acregmin", "acregmax", "acdirmin", "acdirmax", "noac"})
+MOUNT_TIME_ONLY = frozenset({"bg", "retry", "notes", "ignored"})
+
+
+def parse_remount(current: MountOptions, fuse_options: set[str], *texts: str | None) -> MountOptions:
+    """The options of a mount after ``mount -o remount,...``: ``current`` with what ``texts`` change.
+    Options that cannot change may be given again with the value in force (fstab lines repeat them;
+    mount(8) adds the kernel's own, ``fuse_options`` those the mount was made with); any other value
+    raises :class:`OptionError` naming them."""
+    kept: list[str] = []
+    for text in texts:
+        for k, v in split_options(text):
+            if k == "remount" or k in KERNEL_OPTIONS:
+                continue
+            if v is None and k in ("allow_other", "default_permissions") and k in fuse_options:
+                continue
+            kept.append(k if v is None else f"{k}={v}")
+    new = parse_options(",".join(kept), base=current)
+    fixed = [f.name for f in fields(MountOptions)
+             if f.name not in REMOUNT_CHANGES | MOUNT_TIME_ONLY and getattr(new, f.name) != getattr(current, f.name)]
+    if fixed:
+        s = "s" if len(fixed) > 1 else ""
+        raise OptionError(f"a remount cannot change the option{s} {', '.join(fixed)} (unmount and mount again)")
+    return new
 
 
 def _int(name: str, value: str | None, lo: int = 0, hi: int | None = None) -> int:
@@ -167,17 +262,18 @@ def split_options(text: str | None) -> list[tuple[str, str | None]]:
     return out
 
 
-def parse_options(*texts: str | None) -> MountOptions:
-    """Parse one or more ``-o`` strings (later ones win)."""
-    o = MountOptions()
+def parse_options(*texts: str | None, base: MountOptions | None = None) -> MountOptions:
+    """Parse one or more ``-o`` strings (later ones win), onto a copy of ``base`` if given (a remount)."""
+    o = copy.deepcopy(base) if base is not None else MountOptions()
     unknown: list[str] = []
     actimeo: int | None = None
     explicit: set[str] = set()
     for text in texts:
         for k, v in split_options(text):
             if k == "vers" or k == "nfsvers":
-                if v not in SUPPORTED_VERSIONS:
-                    raise OptionError(f"mount option {k}={v}: NFS versions 4.1 and 4.2 are supported")
+                if v not in VERSIONS_TO_TRY:
+                    raise OptionError(f"mount option {k}={v}: NFS versions 4 (the highest both speak), "
+                                      "4.1 and 4.2 are supported")
                 o.vers = v
             elif k == "proto":
                 if v not in PROTOCOLS:
@@ -202,6 +298,9 @@ def parse_options(*texts: str | None) -> MountOptions:
                 explicit.add(k)
             elif k in ("noac", "ac"):
                 _flag(k, v)
+                if k == "ac" and o.noac:  # (back from noac: nfs(5)'s timeouts, unless given)
+                    o.acregmin, o.acregmax = DEFAULT_ACREGMIN, DEFAULT_ACREGMAX
+                    o.acdirmin, o.acdirmax = DEFAULT_ACDIRMIN, DEFAULT_ACDIRMAX
                 o.noac = k == "noac"
             elif k == "lookupcache":
                 if v not in LOOKUPCACHE_MODES:
@@ -213,6 +312,9 @@ def parse_options(*texts: str | None) -> MountOptions:
             elif k in ("allow_other", "default_permissions", "debug"):
                 _flag(k, v)
                 setattr(o, k, True)
+            elif k == "nodefault_permissions":
+                _flag(k, v)
+                o.default_permissions = False
             elif k == "channel":
                 if v not in CHANNELS:
                     raise OptionError(f"mount option channel={v}: use one of {', '.join(CHANNELS)}")
@@ -246,6 +348,23 @@ def parse_options(*texts: str | None) -> MountOptions:
                 for other in TRUNKING_FLAGS:
                     o.trunking.pop(other, None)
                 o.trunking[k] = ""
+            elif k in ("lock", "nolock"):
+                _flag(k, v)
+                o.local_lock = "all" if k == "nolock" else "none"
+            elif k == "local_lock":
+                if v not in LOCAL_LOCKS:
+                    raise OptionError(f"mount option local_lock={v}: use one of {', '.join(LOCAL_LOCKS)}")
+                o.local_lock = v
+            elif k in ("bg", "fg"):
+                _flag(k, v)
+                o.bg = k == "bg"
+            elif k == "retry":
+                o.retry = _int(k, v, 0)
+            elif k in NOTED_OPTIONS:
+                _flag(k, v)
+                note = NOTED_OPTIONS[k]
+                if note is not None and all(not n.startswith(f"{k}: ") for n in o.notes):
+                    o.notes.append(f"{k}: {note}")
             elif k in GENERIC_OPTIONS:
                 o.ignored.append(k)
             else:

@@ -189,7 +189,8 @@ class Ganesha:
     (re)start, for reclaim tests. ``detached`` puts the server in its own session so that it outlives
     the Python process that started it (the CLI's ``testbed up`` uses that). ``command_prefix`` starts
     it through another command: ``ip netns exec NAME`` runs it in that network namespace (give
-    ``port`` then: a free port is looked for in this process's namespace).
+    ``port`` then: a free port is looked for in this process's namespace). ``minor_versions``: the
+    NFSv4 minor versions it serves (``(1,)``: a server without NFSv4.2).
     """
 
     def __init__(
@@ -210,6 +211,7 @@ class Ganesha:
         sectype: Sequence[str] = ("sys",),
         keytab: str | os.PathLike[str] | None = None,
         environment: dict[str, str] | None = None,
+        minor_versions: Sequence[int] = (1, 2),
     ) -> None:
         self._binary = find_ganesha_binary()
         self._plugins_dir = find_plugins_dir()
@@ -230,6 +232,7 @@ class Ganesha:
         self.sectype = list(sectype)  # the export's SecType: sys, krb5, krb5i, krb5p
         self.keytab = Path(keytab) if keytab is not None else None  # Kerberos: the nfs/HOST key
         self.environment = dict(environment or {})  # e.g. KRB5_CONFIG of a testbed KDC
+        self.minor_versions = tuple(minor_versions)  # the NFSv4 minor versions it serves
         self._proc: subprocess.Popen[bytes] | None = None
         self._pid: int | None = None
         for sub in ("export", "recov"):
@@ -326,7 +329,7 @@ class Ganesha:
             "NFSv4 {\n"
             f"{grace}"
             f"    Lease_Lifetime = {int(self.lease)};\n"
-            "    Minor_Versions = 1, 2;\n"
+            f"    Minor_Versions = {', '.join(map(str, self.minor_versions))};\n"
             f"    RecoveryRoot = {_quote(str(self.recovery_dir))};\n"
             f"{identity}"
             "}\n"

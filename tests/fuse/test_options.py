@@ -7,7 +7,7 @@ import pytest
 from pynfsrdma._client.attributes import FileAttrs
 from pynfsrdma._fuse.cache import LISTING_RUN, LISTING_TRUST, NEGATIVE, AttrTimeouts, Listing, NameCache
 from pynfsrdma._fuse.inodes import OWN, REMAPPED, ROOT_INODE, InodeTable
-from pynfsrdma._fuse.options import OptionError, parse_options
+from pynfsrdma._fuse.options import OptionError, parse_options, parse_remount
 from pynfsrdma._proto.nfs4 import const as c
 
 
@@ -16,7 +16,18 @@ def test_defaults_are_those_of_nfs5() -> None:
     assert (o.hard, o.timeo, o.retrans) == (True, 600, 2)
     assert (o.acregmin, o.acregmax, o.acdirmin, o.acdirmax) == (3, 60, 30, 60)
     assert o.fuse_options("h:/e", mounter_uid=1000) == {"fsname=h:/e", "subtype=pynfsrdma", "auto_unmount"}
-    assert "allow_other" in o.fuse_options("h:/e", mounter_uid=0)  # root serves every user, as kernel NFS
+    # root serves every user, as kernel NFS, and the kernel checks each one's permission from the mode
+    assert {"allow_other", "default_permissions"} <= o.fuse_options("h:/e", mounter_uid=0)
+    assert {"allow_other", "default_permissions"} <= parse_options("allow_other").fuse_options("h:/e", 1000)
+    # the way out, for rules the mode bits do not show (ACLs, id mapping): the server alone decides
+    assert "default_permissions" not in parse_options("nodefault_permissions").fuse_options("h:/e", 0)
+    assert "default_permissions" not in parse_options("squash_uid=7").fuse_options("h:/e", 0)
+    assert "default_permissions" in parse_options("default_permissions").fuse_options("h:/e", 1000)
+    # then the server checks every name for each caller (the kernel keeps none), where users share it
+    assert parse_options("nodefault_permissions").server_checks_each_name(0)
+    assert not parse_options("nodefault_permissions").server_checks_each_name(1000)  # the mounter alone
+    assert not parse_options("").server_checks_each_name(0)  # the kernel checks
+    assert not parse_options("squash_uid=7").server_checks_each_name(0)  # the server sees one user
 
 
 def test_options_are_parsed() -> None:
@@ -42,7 +53,7 @@ def test_options_are_parsed() -> None:
     ("text", "message"),
     [
         ("bogus,rsize=4096,frob=2", "unknown mount options: bogus, frob=2"),
-        ("vers=3", "vers=3: NFS versions 4.1 and 4.2 are supported"),
+        ("vers=3", r"vers=3: NFS versions 4 \(the highest both speak\), 4.1 and 4.2 are supported"),
         ("proto=udp", "proto=udp"),
         ("timeo=x", "timeo=x: not a number"),
         ("timeo", "timeo needs a value"),
@@ -209,3 +220,40 @@ def test_the_size_told_is_never_below_what_was_written_through_us() -> None:
     asked = t.asking(node)
     t.refresh(node, FileAttrs(type=c.NF4REG, fileid=7, change=4, size=10), now=3.0, asked=asked)
     assert t.size(node) == 10 and t.ttl(node, 3.0) == 3
+
+
+def test_the_nfs5_options_of_fstab_lines_are_taken() -> None:
+    o = parse_options("vers=4,nolock,bg,nocto,retry=3,noresvport,_netdev")
+    assert o.versions == ("4.2", "4.1")  # nfs(5): the highest both speak
+    assert o.local_locks == {"posix", "flock"}  # nolock: every lock local to the mount
+    assert (o.bg, o.retry_seconds) == (True, 180.0)
+    assert o.notes == ["nocto: every open asks the server (an OPEN, whose reply carries the change attribute), "
+                       "as with cto"]
+    assert parse_options("vers=4.1").versions == ("4.1",) and parse_options("nfsvers=4").versions == ("4.2", "4.1")
+    assert parse_options("local_lock=flock").local_locks == {"flock"}
+    assert parse_options("nolock,local_lock=posix").local_locks == {"posix"}
+    assert parse_options("").local_locks == set() and not parse_options("noresvport,cto,fg").notes
+    # nfs(5): 10000 minutes in the background; in the foreground one try unless retry= is given
+    assert parse_options("bg").retry_seconds == 600000 and parse_options("").retry_seconds == 0
+    with pytest.raises(OptionError, match="local_lock=some: use one of none, flock, posix, all"):
+        parse_options("local_lock=some")
+    with pytest.raises(OptionError, match=r"vers=4.0: NFS versions 4 \(the highest both speak\), 4.1 and 4.2"):
+        parse_options("vers=4.0")
+
+
+def test_a_remount_changes_read_only_and_the_attribute_cache_and_nothing_else() -> None:
+    now = parse_options("port=2050,soft,actimeo=10")
+    kernel = now.fuse_options("h:/e", mounter_uid=0)
+    # what mount(8) hands the helper: the generic flags, remount, and the kernel's own options
+    new = parse_remount(now, kernel, "ro,nosuid,nodev,relatime,remount,user_id=0,group_id=0,default_permissions,"
+                        "allow_other,acregmax=20,port=2050,soft,vers=4.1")
+    assert (new.ro, new.acregmin, new.acregmax, new.acdirmin, new.acdirmax) == (True, 10, 20, 10, 10)
+    assert (now.ro, now.acregmax) == (False, 10)  # (the options in force are not touched)
+    assert parse_remount(new, kernel, "remount,rw").ro is False
+    off = parse_remount(now, kernel, "remount,noac")
+    assert off.noac and off.acregmax == 0
+    assert parse_remount(off, kernel, "remount,ac").acregmax == 60  # nfs(5)'s timeouts again
+    with pytest.raises(OptionError, match=r"a remount cannot change the options port, hard \(unmount and mount"):
+        parse_remount(now, kernel, "remount,port=2049,hard")
+    with pytest.raises(OptionError, match="cannot change the option default_permissions"):
+        parse_remount(parse_options("nodefault_permissions"), {"allow_other"}, "remount,default_permissions")

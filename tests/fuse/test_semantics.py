@@ -150,7 +150,7 @@ def test_permissions_as_a_user(mount_export: Callable[..., Any], export_path: An
     os.chown(root / "mine", 1000, 1000)
     os.chmod(root / "mine", 0o700)
     sub = export_path.remote.removeprefix("/export/")
-    for options in ("allow_other,default_permissions", "allow_other"):  # the kernel checks, then the server
+    for options in ("allow_other", "allow_other,nodefault_permissions"):  # the kernel checks, or the server alone
         m = mount_export(options, subdir=sub)
 
         def as_user(script: str, m: Any = m) -> subprocess.CompletedProcess[str]:

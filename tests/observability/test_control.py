@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from pynfsrdma import _control_socket as control_socket
-from pynfsrdma._control_socket import ControlError, ControlProtocol, NotAMount, decode_reply
+from pynfsrdma._control_socket import CommandError, ControlError, ControlProtocol, NotAMount, decode_reply
 
 
 def test_protocol_answers_known_commands() -> None:
@@ -47,6 +47,20 @@ def test_a_failing_report_is_an_error_reply() -> None:
 
     with pytest.raises(ControlError, match="stats failed: no session"):
         decode_reply(ControlProtocol({"stats": broken}).handle(b'{"cmd":"stats"}'))
+
+
+def test_a_command_takes_its_arguments_and_may_refuse_them() -> None:
+    def remount(options: list[str], apply: bool = False) -> dict[str, object]:
+        if "port=1" in options:
+            raise CommandError("a remount cannot change the option port")
+        return {"options": options, "apply": apply}
+
+    proto = ControlProtocol({"remount": remount})
+    line = b'{"cmd": "remount", "args": {"options": ["ro"], "apply": true}}'
+    assert decode_reply(proto.handle(line)) == {"options": ["ro"], "apply": True}
+    assert json.loads(proto.handle(b'{"cmd": "remount", "args": {"options": ["port=1"]}}')) == {
+        "ok": False, "error": "a remount cannot change the option port"}
+    assert json.loads(proto.handle(b'{"cmd": "remount", "args": [1]}')) == {"ok": False, "error": '"args" is an object'}
 
 
 def test_socket_names() -> None:

@@ -23,6 +23,7 @@ from pynfsrdma import __version__
 from pynfsrdma._cli.main import build_parser
 from pynfsrdma._fuse.options import (
     GENERIC_OPTIONS,
+    NOTED_OPTIONS,
     RDMA_OPTIONS,
     TRUNKING_FLAGS,
     TRUNKING_OPTIONS,
@@ -105,9 +106,10 @@ def test_cli_man_page_names_every_command_and_option() -> None:
 
 def test_mount_man_page_names_every_mount_option() -> None:
     text = _man_text("mount.pynfsrdma.8")
-    groups = {"ignored", "rdma", "trunking"}  # fields that collect the options named below
+    groups = {"ignored", "notes", "rdma", "trunking"}  # fields that collect the options named below
     fields = [f.name for f in dataclasses.fields(MountOptions) if f.name not in groups]
-    names = [*fields, "soft", "noac", "ac", "rw", "actimeo", "nfsvers", *GENERIC_OPTIONS,
+    names = [*fields, "soft", "noac", "ac", "rw", "actimeo", "nfsvers", "nodefault_permissions", "lock", "nolock",
+             "fg", "remount", *NOTED_OPTIONS, *GENERIC_OPTIONS,
              *RDMA_OPTIONS, *TRUNKING_OPTIONS, *TRUNKING_FLAGS]
     missing = [n for n in names if not re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text)]
     assert not missing, f"mount.pynfsrdma(8) does not document: {missing}"
