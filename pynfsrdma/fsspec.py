@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import atexit
 import datetime
-import errno
 import os
 import posixpath
 import stat
 import threading
+import uuid
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlsplit
 
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
+from fsspec.transaction import Transaction
 from fsspec.utils import stringify_path
 
 from ._client.attributes import FileAttrs
@@ -72,12 +73,31 @@ def _client_for(key: tuple[Any, ...], url: str, explicit_vers: bool, kwargs: dic
         return client
 
 
+class StagingTransaction(Transaction):
+    """fsspec's transaction, which its file system knows to be running (``in_transaction``): the
+    files written meanwhile are staged (:class:`NFSFile`)."""
+
+    def start(self) -> None:
+        super().start()
+        self.fs.in_transaction = True
+
+    def complete(self, commit: bool = True) -> None:
+        fs = self.fs
+        try:
+            super().complete(commit)
+        finally:
+            if fs is not None:
+                fs.in_transaction = False
+
+
 class NFSFileSystem(AbstractFileSystem):
     """An NFSv4.1/4.2 server as an fsspec file system; paths are those of the server's pseudo-root
     (``/export/dir/file``)."""
 
     protocol: ClassVar[tuple[str, ...]] = ("nfs",)
     root_marker = "/"
+    transaction_type = StagingTransaction
+    in_transaction = False  # a transaction runs: files written are staged until it ends
 
     def __init__(self, host: str, port: int | None = None, *, uid: int | None = None, gid: int | None = None,
                  vers: str | None = None, proto: str = "tcp", **options: Any) -> None:
@@ -96,6 +116,11 @@ class NFSFileSystem(AbstractFileSystem):
         self._explicit_vers = vers is not None
         self._connect = connect
         self._key = (self.url, tuple(sorted(connect.items())))
+
+    def start_transaction(self) -> Transaction:
+        t = super().start_transaction()
+        self.in_transaction = True
+        return t
 
     @property
     def client(self) -> SyncClient:
@@ -188,6 +213,15 @@ class NFSFileSystem(AbstractFileSystem):
         ns = self.client.stat(self._strip_protocol(path)).mtime_ns
         return datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.UTC)
 
+    def created(self, path: str) -> datetime.datetime:
+        """When the file was created (time_create); on a server that keeps no creation times, when
+        its attributes last changed (ctime), as fsspec's local file system reports it."""
+        path = self._strip_protocol(path)
+        ns = self.client.created(path)
+        if ns is None:
+            ns = self.client.stat(path).ctime_ns
+        return datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.UTC)
+
     def checksum(self, path: str) -> int:
         """Changes whenever the file does (the server's change attribute, with the file's identity)."""
         a = self.client.stat(self._strip_protocol(path))
@@ -195,9 +229,14 @@ class NFSFileSystem(AbstractFileSystem):
 
     # -- data -------------------------------------------------------------------------------------------
     def _open(self, path: str, mode: str = "rb", block_size: int | str | None = None, autocommit: bool = True,
-              cache_options: dict[str, Any] | None = None, **kwargs: Any) -> NFSFile:
-        return NFSFile(self, self._strip_protocol(path), mode, block_size or "default",
-                       autocommit=autocommit, cache_options=cache_options, **kwargs)
+              cache_options: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        path = self._strip_protocol(path)
+        if "+" in mode:  # read and write: the client's own file object (io.BufferedRandom)
+            if not autocommit and "r" not in mode:
+                raise ValueError(f"mode {mode!r} cannot be staged in a transaction: write the file with 'wb'")
+            return self.client.open(path, mode)
+        return NFSFile(self, path, mode, block_size or "default", autocommit=autocommit,
+                       cache_options=cache_options, **kwargs)
 
     def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes:
         path = self._strip_protocol(path)
@@ -211,10 +250,21 @@ class NFSFileSystem(AbstractFileSystem):
             return f.pread(lo, max(hi - lo, 0))
 
     def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
+        """Write ``value`` as the whole file; ``mode="create"``: only if nothing has the name (an
+        exclusive OPEN: FileExistsError, errno EEXIST, when something has). In a transaction the
+        file is staged and appears at its end (:class:`NFSFile`)."""
         path = self._strip_protocol(path)
-        if mode == "create" and self.client.lexists(path):
-            raise FileExistsError(path)
-        self.client.write_file(path, value)
+        if mode not in ("overwrite", "create"):
+            raise ValueError(f"pipe_file mode {mode!r}: 'overwrite' or 'create'")
+        if self.in_transaction:
+            with self.open(path, "xb" if mode == "create" else "wb") as f:
+                f.write(value)
+            return
+        if mode == "create":
+            with self.client.open(path, "xb", buffering=0) as raw:
+                raw.write(value)
+        else:
+            self.client.write_file(path, value)
 
     def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
         """Copy on the server (NFSv4.2 COPY) where it can; else through this client."""
@@ -270,20 +320,31 @@ class NFSFileSystem(AbstractFileSystem):
 
 
 class NFSFile(AbstractBufferedFile):
-    """A file opened through fsspec: ranged reads (fsspec's read cache in front), writes sent in blocks."""
+    """A file opened through fsspec: ranged reads (fsspec's read cache in front), writes sent in blocks.
+
+    "xb" creates the file by an exclusive OPEN when it is opened (FileExistsError, errno EEXIST, if
+    the name is taken). In a transaction (``with fs.transaction:``) a file written goes to a
+    temporary name in its directory (``.NAME.XXXXXXXXXXXX.part``) and appears under its own name by
+    RENAME when the transaction ends (by LINK for "xb": EEXIST if the name was taken meanwhile);
+    when the transaction fails, the temporary file is removed and the name is left as it was."""
 
     DEFAULT_BLOCK_SIZE = 8 << 20
 
     def __init__(self, fs: NFSFileSystem, path: str, mode: str = "rb", block_size: int | str = "default",
                  **kwargs: Any) -> None:
         self._raw: RawFile | None = None
-        if mode == "xb" and fs.client.lexists(path):
-            raise FileExistsError(errno.EEXIST, "File exists", path)
+        self._staged: str | None = None  # in a transaction: the temporary name written to
         super().__init__(fs, path, mode, block_size, **kwargs)
+        if mode == "xb" and self.autocommit:
+            try:
+                self._raw_file("xb")
+            except BaseException:
+                self.closed = True  # (nothing to flush when it goes)
+                raise
 
-    def _raw_file(self, mode: str) -> RawFile:
+    def _raw_file(self, mode: str, path: str | None = None) -> RawFile:
         if self._raw is None:
-            raw = self.fs.client.open(self.path, mode, buffering=0)
+            raw = self.fs.client.open(path or self.path, mode, buffering=0)
             assert isinstance(raw, RawFile)
             self._raw = raw
         return self._raw
@@ -292,9 +353,25 @@ class NFSFile(AbstractBufferedFile):
         return self._raw_file("rb").pread(start, end - start)
 
     def _initiate_upload(self) -> None:
+        if not self.autocommit:
+            self._stage()
+            return
         raw = self._raw_file({"wb": "wb", "xb": "xb", "ab": "ab"}[self.mode])
         if self.mode == "ab":
             self.offset = raw.seek(0, os.SEEK_END)
+
+    def _stage(self) -> None:
+        """Open the temporary file a transaction writes to (an exclusive OPEN of a new name); for "ab",
+        a copy of the file as it is."""
+        client = self.fs.client
+        staged = _staging_name(self.path)
+        if self.mode == "ab" and client.lexists(self.path):
+            client.copy_file(self.path, staged, perm=client.stat(self.path).mode)
+            self._staged = staged
+            self.offset = self._raw_file("ab", staged).seek(0, os.SEEK_END)
+        else:
+            self._raw_file("xb", staged)
+            self._staged = staged
 
     def _upload_chunk(self, final: bool = False) -> bool:
         raw = self._raw_file("wb")
@@ -308,6 +385,33 @@ class NFSFile(AbstractBufferedFile):
             self._close_raw()
         return True
 
+    def commit(self) -> None:
+        """The end of the transaction: the staged file takes its name (RENAME; LINK for "xb")."""
+        if not self.closed:
+            self.close()
+        staged = self._staged
+        if staged is None:
+            return
+        client = self.fs.client
+        if self.mode == "xb":
+            client.link(staged, self.path)
+            client.remove(staged)
+        else:
+            client.rename(staged, self.path)
+        self._staged = None
+        self.fs.invalidate_cache(self.path)
+
+    def discard(self) -> None:
+        """The transaction failed: the staged file goes, nothing it wrote is seen."""
+        self._close_raw()
+        self.closed = True
+        staged, self._staged = self._staged, None
+        if staged is not None:
+            try:
+                self.fs.client.remove(staged)
+            except FileNotFoundError:
+                pass
+
     def _close_raw(self) -> None:
         raw, self._raw = self._raw, None
         if raw is not None:
@@ -318,6 +422,12 @@ class NFSFile(AbstractBufferedFile):
             super().close()
         finally:
             self._close_raw()
+
+
+def _staging_name(path: str) -> str:
+    """A new temporary name beside ``path`` for a file written in a transaction (within NAME_MAX)."""
+    parent, name = posixpath.split(path)
+    return posixpath.join(parent, f".{name[:200]}.{uuid.uuid4().hex[:12]}.part")
 
 
 def _clamp(pos: int, size: int) -> int:

@@ -390,6 +390,12 @@ class Client:
                 return []
             raise
 
+    async def created(self, path: str) -> int | None:
+        """When ``path`` was created (time_create), in nanoseconds since the epoch; None when the
+        server keeps no creation times (NFS-Ganesha's VFS back end keeps none)."""
+        fh, _ = await self._resolve(path)
+        return await self.nfs.time_create(fh, self.cred, self._norm(path))
+
     async def statfs(self, path: str = "/") -> FsStat:
         fh, _ = await self._resolve(path)
         return await self.nfs.statfs(fh, self.cred)

@@ -30,12 +30,13 @@ from .attributes import (
     FS_INFO_BITMAP,
     STAT_BITMAP,
     STATFS_BITMAP,
+    TIME_CREATE_BITMAP,
     XATTR_SUPPORT_BITMAP,
     FileAttrs,
     FsStat,
     setattr_fattr4,
 )
-from .compounds import Compounds, fh_attrs, last_attrs
+from .compounds import Compounds, created_ns, fh_attrs, last_attrs
 from .open_state import ANONYMOUS_STATEID
 
 
@@ -115,6 +116,11 @@ class Names(Compounds):
 
     async def getattr(self, fh: bytes, cred: Credential, path: str | None = None) -> FileAttrs:
         return await self.query([PUTFH4args(fh), GETATTR4args(STAT_BITMAP)], cred, last_attrs, path=path)
+
+    async def time_create(self, fh: bytes, cred: Credential, path: str | None = None) -> int | None:
+        """When the file was created (the time_create attribute), in nanoseconds since the epoch;
+        None when the server keeps no creation times (it leaves the attribute out of its reply)."""
+        return await self.query([PUTFH4args(fh), GETATTR4args(TIME_CREATE_BITMAP)], cred, created_ns, path=path)
 
     async def setattr(
         self, fh: bytes, cred: Credential, *, stateid: stateid4 | None = None, path: str | None = None,

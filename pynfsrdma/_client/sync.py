@@ -171,6 +171,11 @@ class SyncClient:
         """The paths matching ``pattern`` (``*``, ``?``, ``[...]``, and ``**`` for any depth), sorted."""
         return self._run(self._loop.client.glob, pattern)
 
+    def created(self, path: str) -> int | None:
+        """When ``path`` was created (time_create, ns since the epoch); None when the server keeps no
+        creation times."""
+        return self._run(self._loop.client.created, path)
+
     def statfs(self, path: str = "/") -> FsStat:
         return self._run(self._loop.client.statfs, path)
 
