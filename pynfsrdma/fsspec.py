@@ -239,15 +239,16 @@ class NFSFileSystem(AbstractFileSystem):
                        cache_options=cache_options, **kwargs)
 
     def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes:
+        """The file's bytes, or those from ``start`` to ``end`` (negative: from the end): one COMPOUND
+        (LOOKUP, GETATTR, READ) up to rsize bytes; a negative position asks the size first."""
         path = self._strip_protocol(path)
-        if start is None and end is None:
-            return self.client.read_file(path)
-        with self.client.open(path, "rb", buffering=0) as f:
-            assert isinstance(f, RawFile)
-            size = f.seek(0, os.SEEK_END)
-            lo = _clamp(start or 0, size)
+        lo = start or 0
+        if lo < 0 or (end is not None and end < 0):
+            size = self.client.stat(path).size
+            lo = _clamp(lo, size)
             hi = size if end is None else _clamp(end, size)
-            return f.pread(lo, max(hi - lo, 0))
+            return self.client.read_bytes(path, lo, max(hi - lo, 0))
+        return self.client.read_bytes(path, lo, None if end is None else max(end - lo, 0))
 
     def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
         """Write ``value`` as the whole file; ``mode="create"``: only if nothing has the name (an
@@ -260,11 +261,7 @@ class NFSFileSystem(AbstractFileSystem):
             with self.open(path, "xb" if mode == "create" else "wb") as f:
                 f.write(value)
             return
-        if mode == "create":
-            with self.client.open(path, "xb", buffering=0) as raw:
-                raw.write(value)
-        else:
-            self.client.write_file(path, value)
+        self.client.write_file(path, value, exclusive=mode == "create")
 
     def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
         """Copy on the server (NFSv4.2 COPY) where it can; else through this client."""

@@ -256,8 +256,15 @@ class SyncClient:
     def read_file(self, path: str) -> bytes:
         return self._run(self._loop.client.read_file, path)
 
-    def write_file(self, path: str, data: bytes, perm: int = 0o644) -> None:
-        self._run(self._loop.client.write_file, path, data, perm)
+    def read_bytes(self, path: str, offset: int = 0, count: int | None = None) -> bytes:
+        """``count`` bytes of ``path`` from ``offset`` (None: to the end) without opening it: one
+        COMPOUND when they fit in one READ."""
+        return self._run(self._loop.client.read_bytes, path, offset, count)
+
+    def write_file(self, path: str, data: Any, perm: int = 0o644, *, exclusive: bool = False) -> None:
+        """Write ``data`` as the whole file, stable when this returns (one COMPOUND up to wsize bytes);
+        ``exclusive``: FileExistsError (EEXIST) if the name is taken."""
+        self._run(self._loop.client.write_file, path, data, perm, exclusive=exclusive)
 
     def copy_file(self, src: str, dst: str, perm: int = 0o644, progress: Progress | None = None) -> int:
         """Copy ``src`` to ``dst`` on this server (the server copies, NFSv4.2 COPY, when it can)."""
