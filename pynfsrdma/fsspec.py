@@ -28,6 +28,7 @@ from fsspec.transaction import Transaction
 from fsspec.utils import stringify_path
 
 from ._client.attributes import FileAttrs
+from ._client.dir_entry import DirEntry
 from ._client.file_object import RawFile
 from ._client.sync import SyncClient
 from ._client.url import URLError, check_url_options, parse_url
@@ -181,24 +182,64 @@ class NFSFileSystem(AbstractFileSystem):
                 pass
         return self._details(path, lattrs)
 
+    def _entry_details(self, name: str, e: DirEntry) -> dict[str, Any]:
+        if not e.is_symlink():
+            return self._details(name, e.stat())
+        try:
+            return self._details(name, e.stat(), e.stat(follow_symlinks=False))
+        except FileNotFoundError:
+            return self._details(name, e.stat(follow_symlinks=False))
+
     def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
         path = self._strip_protocol(path)
         if not self.client.isdir(path):
             info = self.info(path)
             return [info] if detail else [path]
-        out: list[Any] = []
-        for e in self.client.scandir(path):
-            name = posixpath.join(path, e.name)
-            if not detail:
-                out.append(name)
-            elif e.is_symlink():
-                try:
-                    out.append(self._details(name, e.stat(), e.stat(follow_symlinks=False)))
-                except FileNotFoundError:
-                    out.append(self._details(name, e.stat(follow_symlinks=False)))
-            else:
-                out.append(self._details(name, e.stat()))
-        return out
+        names = [(posixpath.join(path, e.name), e) for e in self.client.scandir(path)]
+        return [self._entry_details(n, e) for n, e in names] if detail else [n for n, _ in names]
+
+    def find(self, path: str, maxdepth: int | None = None, withdirs: bool = False, detail: bool = False,
+             **kwargs: Any) -> Any:
+        """Everything below ``path`` (sorted; with ``withdirs`` its directories too), as fsspec's find:
+        the directories of each level listed all at once (as many READDIRs in flight as the
+        session's slots take). Symbolic links to directories are listed, not followed."""
+        if maxdepth is not None and maxdepth < 1:
+            raise ValueError("maxdepth must be at least 1")
+        path = self._strip_protocol(path)
+        out: dict[str, dict[str, Any]] = {}
+        try:
+            top = self.info(path)
+        except FileNotFoundError:
+            return {} if detail else []
+        if top["type"] != "directory" or withdirs:
+            out[path] = top
+        level = [path] if top["type"] == "directory" else []
+        depth = 1
+        while level and (maxdepth is None or depth <= maxdepth):
+            below: list[str] = []
+            for d, entries in zip(level, self.client.scandir_many(level), strict=True):
+                if isinstance(entries, Exception):  # (gone or unreadable meanwhile: left out, as fsspec's walk does)
+                    continue
+                for e in entries:
+                    name = posixpath.join(d, e.name)
+                    info = self._entry_details(name, e)
+                    if info["type"] == "directory" and not e.is_symlink():
+                        below.append(name)
+                        if withdirs:
+                            out[name] = info
+                    else:
+                        out[name] = info
+            level = below
+            depth += 1
+        names = sorted(out)
+        return {n: out[n] for n in names} if detail else names
+
+    def du(self, path: str, total: bool = True, maxdepth: int | None = None, withdirs: bool = False,
+           **kwargs: Any) -> Any:
+        """The sizes of the files below ``path`` (and with ``withdirs`` of its directories), from the
+        listings :meth:`find` made (no GETATTR per file): their sum, or {path: size}."""
+        sizes = {n: i["size"] for n, i in self.find(path, maxdepth=maxdepth, withdirs=withdirs, detail=True).items()}
+        return sum(sizes.values()) if total else sizes
 
     def exists(self, path: str, **kwargs: Any) -> bool:
         return self.client.exists(self._strip_protocol(path))
@@ -250,6 +291,64 @@ class NFSFileSystem(AbstractFileSystem):
             return self.client.read_bytes(path, lo, max(hi - lo, 0))
         return self.client.read_bytes(path, lo, None if end is None else max(end - lo, 0))
 
+    def cat_ranges(self, paths: list[str], starts: Any, ends: Any, max_gap: int | None = None,
+                   on_error: str = "return", **kwargs: Any) -> list[Any]:
+        """The byte ranges, all at once: a file's ranges several READs to a COMPOUND (how pyarrow's
+        and fsspec's parquet readers fetch column chunks), the files side by side."""
+        if not isinstance(paths, list):
+            raise TypeError("paths must be a list")
+        starts = starts if isinstance(starts, list) else [starts] * len(paths)
+        ends = ends if isinstance(ends, list) else [ends] * len(paths)
+        if len(starts) != len(paths) or len(ends) != len(paths):
+            raise ValueError("paths, starts and ends must be as long as each other")
+        paths = [self._strip_protocol(p) for p in paths]
+        sizes: dict[str, Any] = {}
+        for p, s, e in zip(paths, starts, ends, strict=True):
+            if ((s or 0) < 0 or (e is not None and e < 0)) and p not in sizes:
+                try:
+                    sizes[p] = self.client.stat(p).size
+                except OSError as stat_error:
+                    sizes[p] = stat_error
+        ranges: list[tuple[str, int, int | None]] = []
+        failed: dict[int, Exception] = {}
+        for i, (p, s, e) in enumerate(zip(paths, starts, ends, strict=True)):
+            lo = s or 0
+            if p in sizes:
+                size = sizes[p]
+                if isinstance(size, Exception):
+                    failed[i] = size
+                    ranges.append((p, 0, 0))
+                    continue
+                lo = _clamp(lo, size)
+                e = size if e is None else _clamp(e, size)
+            ranges.append((p, lo, None if e is None else max(e - lo, 0)))
+        out: list[Any] = self.client.read_ranges(ranges)
+        for i, error in failed.items():
+            out[i] = error
+        if on_error != "return":
+            for r in out:
+                if isinstance(r, Exception):
+                    raise r
+        return out
+
+    def cat(self, path: Any, recursive: bool = False, on_error: str = "raise", **kwargs: Any) -> Any:
+        """The bytes of each file, as fsspec's cat: several paths are read all at once."""
+        paths = self.expand_path(path, recursive=recursive, **kwargs)
+        if len(paths) == 1 and not isinstance(path, list) and paths[0] == self._strip_protocol(path):
+            return self.cat_file(paths[0])
+        got = self.client.read_ranges([(p, 0, None) for p in paths])
+        out: dict[str, Any] = {}
+        for p, data in zip(paths, got, strict=True):
+            if isinstance(data, IsADirectoryError) and recursive:
+                continue  # (the directories the paths were found in)
+            if isinstance(data, Exception):
+                if on_error == "raise":
+                    raise data
+                if on_error == "omit":
+                    continue
+            out[p] = data
+        return out
+
     def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
         """Write ``value`` as the whole file; ``mode="create"``: only if nothing has the name (an
         exclusive OPEN: FileExistsError, errno EEXIST, when something has). In a transaction the
@@ -262,6 +361,20 @@ class NFSFileSystem(AbstractFileSystem):
                 f.write(value)
             return
         self.client.write_file(path, value, exclusive=mode == "create")
+
+    def pipe(self, path: Any, value: bytes | None = None, **kwargs: Any) -> None:
+        """Put ``value`` at ``path``, or each {path: bytes} of a dict: the files of a dict all at once
+        (each one COMPOUND when small), outside a transaction."""
+        if not isinstance(path, dict) or self.in_transaction:
+            super().pipe(path, value, **kwargs)
+            return
+        mode = kwargs.get("mode", "overwrite")
+        if mode not in ("overwrite", "create"):
+            raise ValueError(f"pipe_file mode {mode!r}: 'overwrite' or 'create'")
+        files = [(self._strip_protocol(p), v) for p, v in path.items()]
+        for r in self.client.write_files(files, exclusive=mode == "create"):
+            if r is not None:
+                raise r
 
     def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
         """Copy on the server (NFSv4.2 COPY) where it can; else through this client."""
@@ -289,15 +402,23 @@ class NFSFileSystem(AbstractFileSystem):
         self.client.unlink(self._strip_protocol(path))
 
     def rm(self, path: Any, recursive: bool = False, maxdepth: int | None = None) -> None:
-        for p in reversed(self.expand_path(path, recursive=recursive, maxdepth=maxdepth)):
-            p = self._strip_protocol(p)
-            if self.client.lstat(p).is_dir:
-                if not recursive:
+        """Remove files (and with ``recursive`` directories and what is in them): the names of one
+        depth all at once, the deepest first, several REMOVEs of a directory to a COMPOUND."""
+        paths = [self._strip_protocol(p) for p in self.expand_path(path, recursive=recursive, maxdepth=maxdepth)]
+        if not recursive:
+            for p in paths:
+                if self.client.lstat(p).is_dir:
                     raise IsADirectoryError(21, "Is a directory (use recursive=True)", p)
-                self.client.rmdir(p)
-            else:
-                self.client.remove(p)
-        self.invalidate_cache()
+        by_depth: dict[int, list[str]] = {}
+        for p in paths:
+            by_depth.setdefault(p.count("/"), []).append(p)
+        try:
+            for depth in sorted(by_depth, reverse=True):
+                for r in self.client.remove_many(by_depth[depth]):
+                    if r is not None:
+                        raise r
+        finally:
+            self.invalidate_cache()
 
     def mv(self, path1: Any, path2: Any, recursive: bool = False, maxdepth: int | None = None,
            **kwargs: Any) -> None:

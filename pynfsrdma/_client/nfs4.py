@@ -7,12 +7,14 @@ goes with), ``names`` (the export, LOOKUP, GETATTR, SETATTR, ACCESS), ``director
 CREATE, REMOVE, RENAME, LINK, READLINK), ``xattrs`` (RFC 8276), ``read_write`` (READ, WRITE,
 COMMIT), ``nfs42`` (SEEK, ALLOCATE, DEALLOCATE, COPY, CLONE), ``delegations``, ``byte_range_locks``
 (LOCK, LOCKT, LOCKU), ``opens`` (OPEN, CLOSE), ``state_recovery`` (reclaim after a server
-restart, revoked state) and ``whole_files`` (a small file read or written by name in one
+restart, revoked state), ``whole_files`` (a small file read or written by name in one
+COMPOUND) and ``batched`` (many READs of a file, many REMOVEs in a directory, several to a
 COMPOUND); ``open_state`` holds the state an OPEN leaves (:class:`OpenFile`, :class:`Delegation`).
 """
 
 from __future__ import annotations
 
+from .batched import Batched
 from .compounds import VERIFIER_SIZE
 from .directories import Directories, DirEntry, ListedEntry
 from .nfs42 import NFS42
@@ -24,5 +26,5 @@ __all__ = ["ANONYMOUS_STATEID", "VERIFIER_SIZE", "Delegation", "DirEntry", "List
            "current"]
 
 
-class NFSv4(WholeFiles, Directories, ExtendedAttributes, NFS42):
+class NFSv4(WholeFiles, Directories, ExtendedAttributes, NFS42, Batched):
     """File-handle level operations over a :class:`~pynfsrdma._session.client_id.ClientID`'s session."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import posixpath
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import IO, Any, TypeVar
 
 import trio
@@ -265,6 +265,25 @@ class SyncClient:
         """Write ``data`` as the whole file, stable when this returns (one COMPOUND up to wsize bytes);
         ``exclusive``: FileExistsError (EEXIST) if the name is taken."""
         self._run(self._loop.client.write_file, path, data, perm, exclusive=exclusive)
+
+    def read_ranges(self, ranges: Sequence[tuple[str, int, int | None]]) -> list[bytes | Exception]:
+        """The bytes of each (path, offset, count), all at once (several READs of a file to a
+        COMPOUND): an error in the place of a range that could not be read."""
+        return self._run(self._loop.client.read_ranges, ranges)
+
+    def write_files(self, files: Sequence[tuple[str, Any]], perm: int = 0o644, *,
+                    exclusive: bool = False) -> list[Exception | None]:
+        """:meth:`write_file` of each (path, data), all at once: None or the error, for each."""
+        return self._run(self._loop.client.write_files, files, perm, exclusive=exclusive)
+
+    def remove_many(self, paths: Sequence[str]) -> list[Exception | None]:
+        """Remove each path (a file, a link, an empty directory), all at once, several REMOVEs of a
+        directory to a COMPOUND: None or the error, for each."""
+        return self._run(self._loop.client.remove_many, paths)
+
+    def scandir_many(self, paths: Sequence[str]) -> list[list[DirEntry] | Exception]:
+        """:meth:`scandir` of each path, all at once: the entries, or the error, for each."""
+        return self._run(self._loop.client.scandir_many, paths)
 
     def copy_file(self, src: str, dst: str, perm: int = 0o644, progress: Progress | None = None) -> int:
         """Copy ``src`` to ``dst`` on this server (the server copies, NFSv4.2 COPY, when it can)."""
