@@ -26,6 +26,11 @@ def fs(ganesha: Ganesha) -> fsspec.AbstractFileSystem:
     return fsspec.filesystem("nfs", host=ganesha.host, port=ganesha.port)
 
 
+# a directory's file handle is kept 3 s: on a slow machine one may age out between two calls and be
+# looked up again, one RPC more
+AGED = 1
+
+
 def counted(client: pynfsrdma.SyncClient, call: Callable[[], Any]) -> tuple[Any, int, dict[str, int]]:
     """What ``call()`` returned, the RPCs it sent and the operations in them."""
     gc.collect()  # (files of earlier tests left to the garbage collector close now, not while counting)
@@ -49,7 +54,7 @@ def test_cat_ranges_sends_a_files_ranges_several_reads_to_a_compound(
     got, rpcs, ops = counted(client, lambda: fs.cat_ranges([f"{root}/columns.parquet"] * 300, starts, ends))
     assert got == [data[s:e] for s, e in zip(starts, ends, strict=True)]
     assert ops["READ"] == 300
-    assert rpcs <= 2 + -(-300 // per_compound), (rpcs, per_compound, ops, client.client.nfs.maxread)  # (a LOOKUP, and the directory's)
+    assert rpcs <= 3 + -(-300 // per_compound), (rpcs, per_compound)  # (the file's LOOKUP, its directories')  # (a LOOKUP, and the directory's)
     # ranges of several files, some past the end, one from the end, one of a file not there
     (local / "other").write_bytes(b"0123456789")
     paths = [f"{root}/other", f"{root}/columns.parquet", f"{root}/nope", f"{root}/other", f"{root}/other"]
@@ -71,19 +76,20 @@ def test_many_paths_at_once(fs: fsspec.AbstractFileSystem, export_path: ExportPa
     client = fs.client
 
     _, rpcs, ops = counted(client, lambda: fs.pipe(files))
-    assert ops["OPEN"] == ops["WRITE"] == 100 and rpcs <= 100 + 5  # (each directory looked up once)
+    assert ops["OPEN"] == ops["WRITE"] == 100 and rpcs <= 100 + 5 + AGED  # (each directory looked up once)
     for p, v in files.items():
         assert (local / p.removeprefix(root + "/")).read_bytes() == v
 
     got, rpcs, ops = counted(client, lambda: fs.cat(list(files)))
-    assert got == files and rpcs == ops["READ"] == 100
+    assert got == files and ops["READ"] == 100 and rpcs <= 100 + AGED
 
     found, rpcs, ops = counted(client, lambda: fs.find(f"{root}/t"))
     assert found == sorted(files)
-    assert ops["READDIR"] == 6 and rpcs == 7  # (the top's attributes, then one READDIR a directory)
+    assert ops["READDIR"] == 6 and rpcs <= 7 + AGED  # (the top's attributes, then one READDIR a directory)
 
-    total, rpcs, _ = counted(client, lambda: fs.du(f"{root}/t"))
-    assert total == sum(len(v) for v in files.values()) and rpcs == 7  # the listings' sizes, no GETATTR each
+    total, rpcs, ops = counted(client, lambda: fs.du(f"{root}/t"))
+    assert total == sum(len(v) for v in files.values())
+    assert rpcs <= 7 + AGED and "READ" not in ops  # the listings' sizes: no GETATTR (nor OPEN) for each file
 
     _, rpcs, ops = counted(client, lambda: fs.rm(f"{root}/t", recursive=True))
     assert not (local / "t").exists()

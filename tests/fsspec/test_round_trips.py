@@ -73,7 +73,8 @@ def test_a_read_to_the_end_sends_no_read_past_it(fs: fsspec.AbstractFileSystem, 
         fs.info(name)  # (the directory's file handle is known from here on)
         got, rpcs, ops = counted(client, lambda: fs.cat_file(name))  # noqa: B023
         assert got == data
-        assert rpcs == ops["READ"] == -(-size // maxread), (size, ops)  # the size the first COMPOUND learned
+        assert ops["READ"] == -(-size // maxread), (size, ops)  # to the size the first COMPOUND learned
+        assert rpcs <= ops["READ"] + 1  # (+1: the directory looked up again, its cached handle aged out)
         (local / f"l{size}").symlink_to(f"f{size}")
         assert fs.cat_file(f"{root}/l{size}") == data  # a link takes the longer way, to the same bytes
 
