@@ -22,14 +22,17 @@ import os
 import posixpath
 import stat
 import threading
+import uuid
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlsplit
 
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
+from fsspec.transaction import Transaction
 from fsspec.utils import stringify_path
 
 from ._client.api import glob_magic, names_a_directory
 from ._client.attributes import FileAttrs
+from ._client.dir_entry import DirEntry
 from ._client.file_object import RawFile
 from ._client.sync import SyncClient
 from ._client.url import URLError, check_url_options, parse_url
@@ -75,12 +78,31 @@ def _client_for(key: tuple[Any, ...], url: str, explicit_vers: bool, kwargs: dic
         return client
 
 
+class StagingTransaction(Transaction):
+    """fsspec's transaction, which its file system knows to be running (``in_transaction``): the
+    files written meanwhile are staged (:class:`NFSFile`)."""
+
+    def start(self) -> None:
+        super().start()
+        self.fs.in_transaction = True
+
+    def complete(self, commit: bool = True) -> None:
+        fs = self.fs
+        try:
+            super().complete(commit)
+        finally:
+            if fs is not None:
+                fs.in_transaction = False
+
+
 class NFSFileSystem(AbstractFileSystem):
     """An NFSv4.1/4.2 server as an fsspec file system; paths are those of the server's pseudo-root
     (``/export/dir/file``)."""
 
     protocol: ClassVar[tuple[str, ...]] = ("nfs",)
     root_marker = "/"
+    transaction_type = StagingTransaction
+    in_transaction = False  # a transaction runs: files written are staged until it ends
 
     def __init__(self, host: str, port: int | None = None, *, uid: int | None = None, gid: int | None = None,
                  vers: str | None = None, proto: str = "tcp", **options: Any) -> None:
@@ -99,6 +121,11 @@ class NFSFileSystem(AbstractFileSystem):
         self._explicit_vers = vers is not None
         self._connect = connect
         self._key = (self.url, tuple(sorted(connect.items())))
+
+    def start_transaction(self) -> Transaction:
+        t = super().start_transaction()
+        self.in_transaction = True
+        return t
 
     @property
     def client(self) -> SyncClient:
@@ -168,24 +195,64 @@ class NFSFileSystem(AbstractFileSystem):
                 pass
         return self._details(path, lattrs)
 
+    def _entry_details(self, name: str, e: DirEntry) -> dict[str, Any]:
+        if not e.is_symlink():
+            return self._details(name, e.stat())
+        try:
+            return self._details(name, e.stat(), e.stat(follow_symlinks=False))
+        except FileNotFoundError:
+            return self._details(name, e.stat(follow_symlinks=False))
+
     def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
         given, path = path, self._strip_protocol(path)
         if not self.client.isdir(path):
             info = self.info(given)
             return [info] if detail else [path]
-        out: list[Any] = []
-        for e in self.client.scandir(path):
-            name = posixpath.join(path, e.name)
-            if not detail:
-                out.append(name)
-            elif e.is_symlink():
-                try:
-                    out.append(self._details(name, e.stat(), e.stat(follow_symlinks=False)))
-                except FileNotFoundError:
-                    out.append(self._details(name, e.stat(follow_symlinks=False)))
-            else:
-                out.append(self._details(name, e.stat()))
-        return out
+        names = [(posixpath.join(path, e.name), e) for e in self.client.scandir(path)]
+        return [self._entry_details(n, e) for n, e in names] if detail else [n for n, _ in names]
+
+    def find(self, path: str, maxdepth: int | None = None, withdirs: bool = False, detail: bool = False,
+             **kwargs: Any) -> Any:
+        """Everything below ``path`` (sorted; with ``withdirs`` its directories too), as fsspec's find:
+        the directories of each level listed all at once (as many READDIRs in flight as the
+        session's slots take). Symbolic links to directories are listed, not followed."""
+        if maxdepth is not None and maxdepth < 1:
+            raise ValueError("maxdepth must be at least 1")
+        path = self._strip_protocol(path)
+        out: dict[str, dict[str, Any]] = {}
+        try:
+            top = self.info(path)
+        except FileNotFoundError:
+            return {} if detail else []
+        if top["type"] != "directory" or withdirs:
+            out[path] = top
+        level = [path] if top["type"] == "directory" else []
+        depth = 1
+        while level and (maxdepth is None or depth <= maxdepth):
+            below: list[str] = []
+            for d, entries in zip(level, self.client.scandir_many(level), strict=True):
+                if isinstance(entries, Exception):  # (gone or unreadable meanwhile: left out, as fsspec's walk does)
+                    continue
+                for e in entries:
+                    name = posixpath.join(d, e.name)
+                    info = self._entry_details(name, e)
+                    if info["type"] == "directory" and not e.is_symlink():
+                        below.append(name)
+                        if withdirs:
+                            out[name] = info
+                    else:
+                        out[name] = info
+            level = below
+            depth += 1
+        names = sorted(out)
+        return {n: out[n] for n in names} if detail else names
+
+    def du(self, path: str, total: bool = True, maxdepth: int | None = None, withdirs: bool = False,
+           **kwargs: Any) -> Any:
+        """The sizes of the files below ``path`` (and with ``withdirs`` of its directories), from the
+        listings :meth:`find` made (no GETATTR per file): their sum, or {path: size}."""
+        sizes = {n: i["size"] for n, i in self.find(path, maxdepth=maxdepth, withdirs=withdirs, detail=True).items()}
+        return sum(sizes.values()) if total else sizes
 
     def exists(self, path: str, **kwargs: Any) -> bool:
         return self.client.exists(self._path(path))
@@ -200,6 +267,15 @@ class NFSFileSystem(AbstractFileSystem):
         ns = self.client.stat(self._path(path)).mtime_ns
         return datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.UTC)
 
+    def created(self, path: str) -> datetime.datetime:
+        """When the file was created (time_create); on a server that keeps no creation times, when
+        its attributes last changed (ctime), as fsspec's local file system reports it."""
+        path = self._path(path)
+        ns = self.client.created(path)
+        if ns is None:
+            ns = self.client.stat(path).ctime_ns
+        return datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.UTC)
+
     def checksum(self, path: str) -> int:
         """Changes whenever the file does (the server's change attribute, with the file's identity)."""
         a = self.client.stat(self._path(path))
@@ -207,26 +283,111 @@ class NFSFileSystem(AbstractFileSystem):
 
     # -- data -------------------------------------------------------------------------------------------
     def _open(self, path: str, mode: str = "rb", block_size: int | str | None = None, autocommit: bool = True,
-              cache_options: dict[str, Any] | None = None, **kwargs: Any) -> NFSFile:
-        return NFSFile(self, self._strip_protocol(path), mode, block_size or "default",
-                       autocommit=autocommit, cache_options=cache_options, **kwargs)
+              cache_options: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        path = self._strip_protocol(path)
+        if "+" in mode:  # read and write: the client's own file object (io.BufferedRandom)
+            if not autocommit and "r" not in mode:
+                raise ValueError(f"mode {mode!r} cannot be staged in a transaction: write the file with 'wb'")
+            return self.client.open(path, mode)
+        return NFSFile(self, path, mode, block_size or "default", autocommit=autocommit,
+                       cache_options=cache_options, **kwargs)
 
     def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes:
+        """The file's bytes, or those from ``start`` to ``end`` (negative: from the end): one COMPOUND
+        (LOOKUP, GETATTR, READ) up to rsize bytes; a negative position asks the size first."""
         path = self._path(path)
-        if start is None and end is None:
-            return self.client.read_file(path)
-        with self.client.open(path, "rb", buffering=0) as f:
-            assert isinstance(f, RawFile)
-            size = f.seek(0, os.SEEK_END)
-            lo = _clamp(start or 0, size)
+        lo = start or 0
+        if lo < 0 or (end is not None and end < 0):
+            size = self.client.stat(path).size
+            lo = _clamp(lo, size)
             hi = size if end is None else _clamp(end, size)
-            return f.pread(lo, max(hi - lo, 0))
+            return self.client.read_bytes(path, lo, max(hi - lo, 0))
+        return self.client.read_bytes(path, lo, None if end is None else max(end - lo, 0))
+
+    def cat_ranges(self, paths: list[str], starts: Any, ends: Any, max_gap: int | None = None,
+                   on_error: str = "return", **kwargs: Any) -> list[Any]:
+        """The byte ranges, all at once: a file's ranges several READs to a COMPOUND (how pyarrow's
+        and fsspec's parquet readers fetch column chunks), the files side by side."""
+        if not isinstance(paths, list):
+            raise TypeError("paths must be a list")
+        starts = starts if isinstance(starts, list) else [starts] * len(paths)
+        ends = ends if isinstance(ends, list) else [ends] * len(paths)
+        if len(starts) != len(paths) or len(ends) != len(paths):
+            raise ValueError("paths, starts and ends must be as long as each other")
+        paths = [self._path(p) for p in paths]
+        sizes: dict[str, Any] = {}
+        for p, s, e in zip(paths, starts, ends, strict=True):
+            if ((s or 0) < 0 or (e is not None and e < 0)) and p not in sizes:
+                try:
+                    sizes[p] = self.client.stat(p).size
+                except OSError as stat_error:
+                    sizes[p] = stat_error
+        ranges: list[tuple[str, int, int | None]] = []
+        failed: dict[int, Exception] = {}
+        for i, (p, s, e) in enumerate(zip(paths, starts, ends, strict=True)):
+            lo = s or 0
+            if p in sizes:
+                size = sizes[p]
+                if isinstance(size, Exception):
+                    failed[i] = size
+                    ranges.append((p, 0, 0))
+                    continue
+                lo = _clamp(lo, size)
+                e = size if e is None else _clamp(e, size)
+            ranges.append((p, lo, None if e is None else max(e - lo, 0)))
+        out: list[Any] = self.client.read_ranges(ranges)
+        for i, error in failed.items():
+            out[i] = error
+        if on_error != "return":
+            for r in out:
+                if isinstance(r, Exception):
+                    raise r
+        return out
+
+    def cat(self, path: Any, recursive: bool = False, on_error: str = "raise", **kwargs: Any) -> Any:
+        """The bytes of each file, as fsspec's cat: several paths are read all at once."""
+        paths = self.expand_path(path, recursive=recursive, **kwargs)
+        if len(paths) == 1 and not isinstance(path, list) and paths[0] == self._strip_protocol(path):
+            return self.cat_file(paths[0])
+        got = self.client.read_ranges([(p, 0, None) for p in paths])
+        out: dict[str, Any] = {}
+        for p, data in zip(paths, got, strict=True):
+            if isinstance(data, IsADirectoryError) and recursive:
+                continue  # (the directories the paths were found in)
+            if isinstance(data, Exception):
+                if on_error == "raise":
+                    raise data
+                if on_error == "omit":
+                    continue
+            out[p] = data
+        return out
 
     def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
+        """Write ``value`` as the whole file; ``mode="create"``: only if nothing has the name (an
+        exclusive OPEN: FileExistsError, errno EEXIST, when something has). In a transaction the
+        file is staged and appears at its end (:class:`NFSFile`)."""
         path = self._path(path)
-        if mode == "create" and self.client.lexists(path):
-            raise FileExistsError(path)
-        self.client.write_file(path, value)
+        if mode not in ("overwrite", "create"):
+            raise ValueError(f"pipe_file mode {mode!r}: 'overwrite' or 'create'")
+        if self.in_transaction:
+            with self.open(path, "xb" if mode == "create" else "wb") as f:
+                f.write(value)
+            return
+        self.client.write_file(path, value, exclusive=mode == "create")
+
+    def pipe(self, path: Any, value: bytes | None = None, **kwargs: Any) -> None:
+        """Put ``value`` at ``path``, or each {path: bytes} of a dict: the files of a dict all at once
+        (each one COMPOUND when small), outside a transaction."""
+        if not isinstance(path, dict) or self.in_transaction:
+            super().pipe(path, value, **kwargs)
+            return
+        mode = kwargs.get("mode", "overwrite")
+        if mode not in ("overwrite", "create"):
+            raise ValueError(f"pipe_file mode {mode!r}: 'overwrite' or 'create'")
+        files = [(self._path(p), v) for p, v in path.items()]
+        for r in self.client.write_files(files, exclusive=mode == "create"):
+            if r is not None:
+                raise r
 
     def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
         """Copy on the server (NFSv4.2 COPY) where it can; else through this client."""
@@ -276,15 +437,23 @@ class NFSFileSystem(AbstractFileSystem):
         return super().open(path, mode, **kwargs)
 
     def rm(self, path: Any, recursive: bool = False, maxdepth: int | None = None) -> None:
-        for p in reversed(self.expand_path(path, recursive=recursive, maxdepth=maxdepth)):
-            p = self._strip_protocol(p)
-            if self.client.lstat(p).is_dir:
-                if not recursive:
+        """Remove files (and with ``recursive`` directories and what is in them): the names of one
+        depth all at once, the deepest first, several REMOVEs of a directory to a COMPOUND."""
+        paths = [self._strip_protocol(p) for p in self.expand_path(path, recursive=recursive, maxdepth=maxdepth)]
+        if not recursive:
+            for p in paths:
+                if self.client.lstat(p).is_dir:
                     raise IsADirectoryError(21, "Is a directory (use recursive=True)", p)
-                self.client.rmdir(p)
-            else:
-                self.client.remove(p)
-        self.invalidate_cache()
+        by_depth: dict[int, list[str]] = {}
+        for p in paths:
+            by_depth.setdefault(p.count("/"), []).append(p)
+        try:
+            for depth in sorted(by_depth, reverse=True):
+                for r in self.client.remove_many(by_depth[depth]):
+                    if r is not None:
+                        raise r
+        finally:
+            self.invalidate_cache()
 
     def mv(self, path1: Any, path2: Any, recursive: bool = False, maxdepth: int | None = None,
            **kwargs: Any) -> None:
@@ -304,20 +473,31 @@ class NFSFileSystem(AbstractFileSystem):
 
 
 class NFSFile(AbstractBufferedFile):
-    """A file opened through fsspec: ranged reads (fsspec's read cache in front), writes sent in blocks."""
+    """A file opened through fsspec: ranged reads (fsspec's read cache in front), writes sent in blocks.
+
+    "xb" creates the file by an exclusive OPEN when it is opened (FileExistsError, errno EEXIST, if
+    the name is taken). In a transaction (``with fs.transaction:``) a file written goes to a
+    temporary name in its directory (``.NAME.XXXXXXXXXXXX.part``) and appears under its own name by
+    RENAME when the transaction ends (by LINK for "xb": EEXIST if the name was taken meanwhile);
+    when the transaction fails, the temporary file is removed and the name is left as it was."""
 
     DEFAULT_BLOCK_SIZE = 8 << 20
 
     def __init__(self, fs: NFSFileSystem, path: str, mode: str = "rb", block_size: int | str = "default",
                  **kwargs: Any) -> None:
         self._raw: RawFile | None = None
-        if mode == "xb" and fs.client.lexists(path):
-            raise FileExistsError(errno.EEXIST, "File exists", path)
+        self._staged: str | None = None  # in a transaction: the temporary name written to
         super().__init__(fs, path, mode, block_size, **kwargs)
+        if mode == "xb" and self.autocommit:
+            try:
+                self._raw_file("xb")
+            except BaseException:
+                self.closed = True  # (nothing to flush when it goes)
+                raise
 
-    def _raw_file(self, mode: str) -> RawFile:
+    def _raw_file(self, mode: str, path: str | None = None) -> RawFile:
         if self._raw is None:
-            raw = self.fs.client.open(self.path, mode, buffering=0)
+            raw = self.fs.client.open(path or self.path, mode, buffering=0)
             assert isinstance(raw, RawFile)
             self._raw = raw
         return self._raw
@@ -326,9 +506,25 @@ class NFSFile(AbstractBufferedFile):
         return self._raw_file("rb").pread(start, end - start)
 
     def _initiate_upload(self) -> None:
+        if not self.autocommit:
+            self._stage()
+            return
         raw = self._raw_file({"wb": "wb", "xb": "xb", "ab": "ab"}[self.mode])
         if self.mode == "ab":
             self.offset = raw.seek(0, os.SEEK_END)
+
+    def _stage(self) -> None:
+        """Open the temporary file a transaction writes to (an exclusive OPEN of a new name); for "ab",
+        a copy of the file as it is."""
+        client = self.fs.client
+        staged = _staging_name(self.path)
+        if self.mode == "ab" and client.lexists(self.path):
+            client.copy_file(self.path, staged, perm=client.stat(self.path).mode)
+            self._staged = staged
+            self.offset = self._raw_file("ab", staged).seek(0, os.SEEK_END)
+        else:
+            self._raw_file("xb", staged)
+            self._staged = staged
 
     def _upload_chunk(self, final: bool = False) -> bool:
         raw = self._raw_file("wb")
@@ -342,6 +538,33 @@ class NFSFile(AbstractBufferedFile):
             self._close_raw()
         return True
 
+    def commit(self) -> None:
+        """The end of the transaction: the staged file takes its name (RENAME; LINK for "xb")."""
+        if not self.closed:
+            self.close()
+        staged = self._staged
+        if staged is None:
+            return
+        client = self.fs.client
+        if self.mode == "xb":
+            client.link(staged, self.path)
+            client.remove(staged)
+        else:
+            client.rename(staged, self.path)
+        self._staged = None
+        self.fs.invalidate_cache(self.path)
+
+    def discard(self) -> None:
+        """The transaction failed: the staged file goes, nothing it wrote is seen."""
+        self._close_raw()
+        self.closed = True
+        staged, self._staged = self._staged, None
+        if staged is not None:
+            try:
+                self.fs.client.remove(staged)
+            except FileNotFoundError:
+                pass
+
     def _close_raw(self) -> None:
         raw, self._raw = self._raw, None
         if raw is not None:
@@ -352,6 +575,12 @@ class NFSFile(AbstractBufferedFile):
             super().close()
         finally:
             self._close_raw()
+
+
+def _staging_name(path: str) -> str:
+    """A new temporary name beside ``path`` for a file written in a transaction (within NAME_MAX)."""
+    parent, name = posixpath.split(path)
+    return posixpath.join(parent, f".{name[:200]}.{uuid.uuid4().hex[:12]}.part")
 
 
 def _clamp(pos: int, size: int) -> int:

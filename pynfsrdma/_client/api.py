@@ -29,9 +29,9 @@ import posixpath
 import shutil
 import stat
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import cachetools
 import trio
@@ -54,6 +54,8 @@ from .stack import start_stack
 from .url import NfsURL, URLError, check_url_options, minor_version, parse_url, url_identity
 
 Progress = Callable[[int], None]
+T = TypeVar("T")
+SMALL_IO = 4096  # the size the window of many small calls at once is reckoned for (io_window)
 PUT_READ_AHEAD = 2  # blocks of the local file read and not yet handed to WRITEs, at most (put)
 PUT_BLOCK_WRITES = 4  # wsize WRITEs per block put reads (each read is a hop to a thread and back)
 MAX_SYMLINKS = 40
@@ -108,6 +110,7 @@ class Client:
         self.in_flight: int | None = None
         # directory path -> file handle (short-lived; a renamed directory is looked up again)
         self._dirs: cachetools.TTLCache[str, bytes] = cachetools.TTLCache(maxsize=4096, ttl=3.0)
+        self._looking_up: dict[str, trio.Event] = {}  # directory path -> set when its lookup is answered
         self.trunking: Trunking | None = None  # the other paths (addrs=, nconnect=, discovery)
         self._nursery: trio.Nursery | None = None  # where open files write in the background
 
@@ -242,10 +245,22 @@ class Client:
         fh = self._dirs.get(dirpath)
         if fh is not None:
             return fh
-        fh, attrs = await self._resolve(dirpath, follow=True, depth=depth)
-        if not attrs.is_dir:
-            raise NFS4Error(c.NFS4ERR_NOTDIR, c.OP_LOOKUP, dirpath)
-        self._dirs[dirpath] = fh
+        looking = self._looking_up.get(dirpath)
+        if looking is not None:  # (another call is looking it up: its answer serves this one too)
+            await looking.wait()
+            fh = self._dirs.get(dirpath)
+            if fh is not None:
+                return fh
+        self._looking_up[dirpath] = done = trio.Event()
+        try:
+            fh, attrs = await self._resolve(dirpath, follow=True, depth=depth)
+            if not attrs.is_dir:
+                raise NFS4Error(c.NFS4ERR_NOTDIR, c.OP_LOOKUP, dirpath)
+            self._dirs[dirpath] = fh
+        finally:
+            done.set()
+            if self._looking_up.get(dirpath) is done:
+                del self._looking_up[dirpath]
         return fh
 
     async def _resolve(self, path: str, follow: bool = True, depth: int = 0) -> tuple[bytes, FileAttrs]:
@@ -260,8 +275,12 @@ class Client:
             return self.root_fh, await self.nfs.getattr(self.root_fh, self.cred, path)
         parent, name = posixpath.split(path)
         try:
-            dfh = await self._dir_fh(parent, depth)
-            fh, attrs = await self.nfs.lookup_path(dfh, [name], self.cred, path)
+            walked = await self._walk_to(path) if parent != "/" and self._dirs.get(parent) is None else None
+            if walked is not None:
+                fh, attrs = walked
+            else:
+                dfh = await self._dir_fh(parent, depth)
+                fh, attrs = await self.nfs.lookup_path(dfh, [name], self.cred, path)
         except NFS4Error as e:
             if e.status == c.NFS4ERR_STALE:
                 self._dirs.clear()
@@ -273,6 +292,29 @@ class Client:
         if want_dir and not attrs.is_dir:
             raise NFS4Error(c.NFS4ERR_NOTDIR, c.OP_LOOKUP, path + "/")
         return fh, attrs
+
+    async def _walk_to(self, path: str) -> tuple[bytes, FileAttrs] | None:
+        """``path`` looked up from the nearest directory whose file handle is known, all its names in
+        one COMPOUND (the directories on the way are remembered): its file handle and attributes.
+        None where that cannot be: a symbolic link on the way, more names than a COMPOUND holds."""
+        parts = path.strip("/").split("/")
+        base, start = self.root_fh, 0
+        for i in range(len(parts) - 1, 0, -1):
+            fh = self._dirs.get("/" + "/".join(parts[:i]))
+            if fh is not None:
+                base, start = fh, i
+                break
+        names = parts[start:]
+        if 2 * len(names) + 1 > self.nfs.per_compound():
+            return None
+        prefixes = ["/" + "/".join(parts[: start + j + 1]) for j in range(len(names))]
+        walked = await self.nfs.lookup_walk(base, names, self.cred, prefixes)
+        if walked is None:
+            return None
+        fhs, attrs = walked
+        for p, fh in zip(prefixes[:-1], fhs[:-1], strict=True):
+            self._dirs[p] = fh
+        return fhs[-1], attrs
 
     def _forget(self, path: str) -> None:
         path = self._norm(path)
@@ -335,6 +377,8 @@ class Client:
         for e in listing:
             attrs = e.attrs or FileAttrs()
             child = posixpath.join(path, e.name)
+            if attrs.is_dir and e.fh:  # (a walk into it needs no LOOKUP: READDIR brought its handle)
+                self._dirs[posixpath.join(npath, e.name)] = e.fh
             target = await self._target_or_none(child) if attrs.is_symlink else None
             out.append(DirEntry(e.name, child, attrs, target))
         return out
@@ -405,6 +449,12 @@ class Client:
             if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.EACCES):
                 return []
             raise
+
+    async def created(self, path: str) -> int | None:
+        """When ``path`` was created (time_create), in nanoseconds since the epoch; None when the
+        server keeps no creation times (NFS-Ganesha's VFS back end keeps none)."""
+        fh, _ = await self._resolve(path)
+        return await self.nfs.time_create(fh, self.cred, self._norm(path))
 
     async def statfs(self, path: str = "/") -> FsStat:
         fh, _ = await self._resolve(path)
@@ -626,9 +676,215 @@ class Client:
         async with await self.open(path, "r") as f:
             return await f.read()
 
-    async def write_file(self, path: str, data: bytes, perm: int = 0o644) -> None:
-        async with await self.open(path, "w", perm) as f:
-            await f.write(data)
+    async def read_bytes(self, path: str, offset: int = 0, count: int | None = None) -> bytes:
+        """``count`` bytes of ``path`` from ``offset`` (None: to the end of the file), without opening
+        it: one COMPOUND (LOOKUP, GETATTR, READ with the anonymous stateid) when they fit in one
+        READ; the rest by READs of the file handle kept in flight together, none past the size the
+        first COMPOUND learned nor past a READ that came back at the end. A symbolic link, or a
+        server that wants an open for I/O, takes the longer way (open, READs, CLOSE)."""
+        if offset < 0 or (count is not None and count < 0):
+            raise ValueError(f"a negative offset or count: {offset}, {count}")
+        nfs = self.nfs
+        npath = self._norm(path)
+        first = None
+        if not names_a_directory(path):  # (else a directory or ENOTDIR, which the open tells)
+            parent, name = self._split(npath)
+            dfh = await self._dir_fh(parent)
+            first = await nfs.read_named(dfh, name, offset, nfs.maxread if count is None else count, self.cred,
+                                         npath)
+        if first is None:
+            async with await self.open(path, "r") as f:
+                if count is None:
+                    f.seek(offset)
+                    return await f.read()
+                return await f.pread(offset, count)
+        size = first.attrs.size
+        data = first.data
+        pos = offset + data.nbytes
+        limit = None if count is None else offset + count
+        if first.eof or pos == limit:
+            return data.tobytes()
+        fh = first.fh
+
+        async def read_one(at: int, n: int) -> tuple[memoryview, bool]:
+            return await nfs.read(None, fh, at, n, self.cred, path=npath)
+
+        views = [data]
+        end = size if limit is None else min(size, limit)
+        eof = False
+        if pos < end:
+            more, eof = await read_range(read_one, pos, end - pos, nfs.maxread, lambda: self.io_window(nfs.maxread))
+            views += more
+            pos += sum(v.nbytes for v in more)
+        # data past the size learned shows that size out of date (the file grew meanwhile): on to
+        # the end, one READ at a time
+        while not eof and pos > size and pos != limit:
+            view, eof = await read_one(pos, nfs.maxread if limit is None else min(nfs.maxread, limit - pos))
+            if not view.nbytes:
+                break
+            views.append(view)
+            pos += view.nbytes
+        return b"".join(views)
+
+    async def write_file(self, path: str, data: Any, perm: int = 0o644, *, exclusive: bool = False) -> None:
+        """Write ``data`` (any buffer) as the whole of ``path``, created with ``perm`` or truncated;
+        on the server's stable storage when this returns. ``exclusive``: only if nothing has the name
+        (FileExistsError, EEXIST, otherwise: an exclusive OPEN, no window between a check and the
+        write). Up to wsize bytes go in one COMPOUND (OPEN, WRITE FILE_SYNC4, CLOSE, GETATTR); a
+        larger file by the open-file engine (WRITEs in flight together, COMMIT)."""
+        mv = memoryview(data).cast("B")
+        nfs = self.nfs
+        if mv.nbytes > nfs.maxwrite or names_a_directory(path):  # (the open refuses ``file/``, ``dir/``)
+            async with await self.open(path, "x" if exclusive else "w", perm) as f:
+                await f.pwrite(0, mv)
+            return
+        npath = self._norm(path)
+        parent, name = self._split(npath)
+        dfh = await self._dir_fh(parent)
+        _, _, written = await nfs.write_named(dfh, name, mv, self.cred, mode=perm, exclusive=exclusive, path=npath)
+        if written < mv.nbytes:  # (the server wrote less than asked: the rest, by the engine)
+            async with await self.open(npath, "r+") as f:
+                await f.pwrite(written, mv[written:])
+
+    # -- many calls at once -------------------------------------------------------------------------
+    async def _each(self, items: Sequence[T], call: Callable[[T], Awaitable[Any]]) -> list[Any]:
+        """``call(item)`` for every item, together, as many in flight as the session's slots take
+        (:meth:`io_window`): each one's result, or the OSError (ValueError) it raised, in order."""
+        out: list[Any] = [None] * len(items)
+        limit = trio.CapacityLimiter(max(1, self.io_window(SMALL_IO)))
+
+        async def one(i: int, item: T) -> None:
+            async with limit:
+                try:
+                    out[i] = await call(item)
+                except (OSError, ValueError) as e:
+                    out[i] = e
+
+        try:
+            async with trio.open_nursery() as nursery:
+                for i, item in enumerate(items):
+                    nursery.start_soon(one, i, item)
+        except BaseExceptionGroup as eg:
+            raise single_error(eg) from None
+        return out
+
+    async def read_ranges(self, ranges: Sequence[tuple[str, int, int | None]]) -> list[bytes | Exception]:
+        """The bytes of each (path, offset, count) (count None: to the end), in order: an error (an
+        OSError) in the place of a range that could not be read. All at once: a file with one
+        range is :meth:`read_bytes`' one COMPOUND; a file with several is looked up once and its
+        ranges go several READs to a COMPOUND, the COMPOUNDs in flight together."""
+        out: list[bytes | Exception] = [b""] * len(ranges)
+        by_path: dict[str, list[int]] = {}
+        for i, (path, _, _) in enumerate(ranges):
+            by_path.setdefault(self._norm(path), []).append(i)
+        singles: list[int] = []
+        files: list[tuple[str, list[int]]] = []
+        for path, idx in by_path.items():
+            if len(idx) == 1 or any(ranges[i][2] is None or ranges[i][1] < 0 for i in idx):
+                singles += idx
+            else:
+                files.append((path, idx))
+
+        async def single(i: int) -> None:
+            path, offset, count = ranges[i]
+            out[i] = await self.read_bytes(path, offset, count)
+
+        async def several(item: tuple[str, list[int]]) -> None:
+            path, idx = item
+            try:
+                got = await self._read_spans_of(path, [(ranges[i][1], ranges[i][2] or 0) for i in idx])
+            except (OSError, ValueError) as e:
+                got = [e] * len(idx)
+            for i, data in zip(idx, got, strict=True):
+                out[i] = data
+
+        results = await self._each(singles, single)
+        for i, r in zip(singles, results, strict=True):
+            if isinstance(r, Exception):
+                out[i] = r
+        await self._each(files, several)
+        return out
+
+    async def _read_spans_of(self, path: str, ranges: list[tuple[int, int]]) -> list[bytes | Exception]:
+        """Ranges (offset, count) of one file, several READs to a COMPOUND: the bytes of each."""
+        nfs = self.nfs
+        fh, attrs = await self._resolve(path, follow=True)
+        if attrs.is_dir:
+            raise NFS4Error(c.NFS4ERR_ISDIR, c.OP_READ, path)
+        pieces: list[tuple[int, int]] = []  # (offset, count): the ranges cut to maxread
+        of_range: list[int] = []  # for each piece, its range
+        for r, (offset, count) in enumerate(ranges):
+            for at in range(offset, offset + count, nfs.maxread):
+                pieces.append((at, min(nfs.maxread, offset + count - at)))
+                of_range.append(r)
+        data: list[Any] = [b""] * len(pieces)
+
+        async def batch(which: list[int]) -> None:
+            got = await nfs.read_spans(fh, [pieces[k] for k in which], self.cred, path)
+            for k, (view, eof) in zip(which, got, strict=True):
+                at, n = pieces[k]
+                data[k] = view
+                if view.nbytes < n and not eof:  # (short, not at the end: the server's limit)
+                    data[k] = b"".join([view, await self.read_bytes(path, at + view.nbytes, n - view.nbytes)])
+
+        failed = [r for r in await self._each(nfs.read_batches(pieces), batch) if isinstance(r, Exception)]
+        if failed:
+            raise failed[0]
+        out: list[list[Any]] = [[] for _ in ranges]
+        for k, r in enumerate(of_range):
+            out[r].append(data[k])
+        return [b"".join(views) for views in out]
+
+    async def write_files(self, files: Sequence[tuple[str, Any]], perm: int = 0o644, *,
+                          exclusive: bool = False) -> list[Exception | None]:
+        """:meth:`write_file` of each (path, data), all at once (each a COMPOUND of its own, as many in
+        flight as the session's slots take): None for each written, an error (OSError) in the place
+        of one that was not."""
+        async def write(item: tuple[str, Any]) -> None:
+            await self.write_file(item[0], item[1], perm, exclusive=exclusive)
+
+        return await self._each(files, write)
+
+    async def remove_many(self, paths: Sequence[str]) -> list[Exception | None]:
+        """Remove each path (a file, a symbolic link or an empty directory), all at once: the names
+        of one directory several REMOVEs to a COMPOUND, the COMPOUNDs in flight together. None for
+        each removed, an error (OSError) in the place of one that was not. A directory goes only
+        once empty: give a tree's directories in a later call than their contents."""
+        out: list[Exception | None] = [None] * len(paths)
+        by_dir: dict[str, list[int]] = {}
+        for i, p in enumerate(paths):
+            try:
+                parent, _ = self._split(p)
+            except NFS4Error as e:
+                out[i] = e
+                continue
+            by_dir.setdefault(parent, []).append(i)
+        room = self.nfs.per_compound()
+        chunks = [(d, idx[k : k + room]) for d, idx in by_dir.items() for k in range(0, len(idx), room)]
+
+        async def remove(item: tuple[str, list[int]]) -> None:
+            parent, idx = item
+            dfh = await self._dir_fh(parent)
+            while idx:
+                names = [self._split(paths[i])[1] for i in idx]
+                done, error = await self.nfs.remove_names(dfh, names, self.cred, [self._norm(paths[i]) for i in idx])
+                for i in idx[:done]:
+                    self._forget(paths[i])
+                if error is None:
+                    return
+                out[idx[done]] = error
+                idx = idx[done + 1 :]
+
+        for (_, idx), r in zip(chunks, await self._each(chunks, remove), strict=True):
+            if isinstance(r, Exception):
+                for i in idx:
+                    out[i] = out[i] or r
+        return out
+
+    async def scandir_many(self, paths: Sequence[str]) -> list[list[DirEntry] | Exception]:
+        """:meth:`scandir` of each path, all at once (as many in flight as the session's slots take):
+        the entries of each, or an error (OSError) in its place."""
+        return await self._each(paths, self.scandir)
 
     async def copy_file(self, src: str, dst: str, perm: int = 0o644, progress: Progress | None = None) -> int:
         """Copy the file ``src`` to ``dst`` (created or truncated) on this server; returns the bytes

@@ -57,6 +57,7 @@ STATFS_BITMAP = bitmap4_from(STATFS_ATTRS)
 FS_INFO_ATTRS = (c.FATTR4_MAXREAD, c.FATTR4_MAXWRITE, c.FATTR4_LEASE_TIME, c.FATTR4_SUPPORTED_ATTRS)
 FS_INFO_BITMAP = bitmap4_from(FS_INFO_ATTRS)
 XATTR_SUPPORT_BITMAP = bitmap4_from((c.FATTR4_XATTR_SUPPORT,))  # (NFSv4.2, RFC 8276)
+TIME_CREATE_BITMAP = bitmap4_from((c.FATTR4_TIME_CREATE,))  # (RECOMMENDED, not kept by every server)
 
 _FTYPE_TO_IFMT: dict[int, int] = {
     c.NF4REG: stat.S_IFREG,
@@ -485,6 +486,12 @@ def decode_file_attrs(f: fattr4) -> tuple[FileAttrs, bytes | None]:
     if attrs is None:
         return FileAttrs.from_dict(decode_fattr4(f)), fh
     return attrs, fh
+
+
+def time_create_ns(f: fattr4) -> int | None:
+    """The time_create in an fattr4, in nanoseconds since the epoch; None when it is not there."""
+    t = decode_fattr4(f).get(c.FATTR4_TIME_CREATE)
+    return None if t is None else _ns(t)
 
 
 def _time(ns: int) -> nfstime4:

@@ -18,7 +18,7 @@ from .._proto.nfs4.types import stateid4
 from .._rpc.auth import Credential
 from .._session.client_id import ClientID
 from .._transport.base import ReplyHints
-from .attributes import FileAttrs
+from .attributes import FileAttrs, time_create_ns
 from .locks import LockTable
 from .lost_state import Then, on_stateid_error
 from .open_state import ANONYMOUS_STATEID, Delegation, OpenFile, current
@@ -160,6 +160,11 @@ class Compounds:
 def last_attrs(res: list[ResOp]) -> FileAttrs:
     """The attributes of a COMPOUND's last GETATTR."""
     return FileAttrs.from_fattr4(result_of(res, c.OP_GETATTR).obj_attributes)
+
+
+def created_ns(res: list[ResOp]) -> int | None:
+    """The time_create of a COMPOUND's last GETATTR (None when the server sent none)."""
+    return time_create_ns(result_of(res, c.OP_GETATTR).obj_attributes)
 
 
 def fh_attrs(res: list[ResOp]) -> tuple[bytes, FileAttrs]:

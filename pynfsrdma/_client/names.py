@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .._errors import NFS4Error
+from .._errors import NFS4Error, ReplyError
 from .._proto.nfs4 import const as c
 from .._proto.nfs4.compound import ResOp, result_of, results_of
 from .._proto.nfs4.types import (
@@ -30,12 +30,13 @@ from .attributes import (
     FS_INFO_BITMAP,
     STAT_BITMAP,
     STATFS_BITMAP,
+    TIME_CREATE_BITMAP,
     XATTR_SUPPORT_BITMAP,
     FileAttrs,
     FsStat,
     setattr_fattr4,
 )
-from .compounds import Compounds, fh_attrs, last_attrs
+from .compounds import NO_HINTS, Compounds, created_ns, fh_attrs, last_attrs
 from .open_state import ANONYMOUS_STATEID
 
 MIN_SERVER_IO = 4096  # a server's maxread or maxwrite below this is taken as this
@@ -121,12 +122,47 @@ class Names(Compounds):
         ops += [GETFH4args(), GETATTR4args(STAT_BITMAP)]
         return await self.query(ops, cred, fh_attrs, path=path)
 
+    async def lookup_walk(self, dir_fh: bytes, names: Sequence[str], cred: Credential,
+                          paths: Sequence[str]) -> tuple[list[bytes], FileAttrs] | None:
+        """LOOKUP of each name in turn below ``dir_fh`` in one COMPOUND, a GETFH after each and a
+        GETATTR at the end: each name's file handle, and the last one's attributes. None when a name
+        on the way is a symbolic link (NFS4ERR_SYMLINK: the caller follows it). ``paths``: each
+        name's path, for the error of the one that failed."""
+        ops: list[Any] = [PUTFH4args(dir_fh)]
+        for n in names:
+            ops += [LOOKUP4args(n), GETFH4args()]
+        ops.append(GETATTR4args(STAT_BITMAP))
+        got: list[tuple[list[bytes], FileAttrs]] = []
+
+        def check(res: list[ResOp]) -> None:
+            got[:] = [([bytes(r.object) for r in results_of(res, c.OP_GETFH)], last_attrs(res))]
+
+        try:
+            res = await self.client.compound(ops, cred, NO_HINTS, check=check)
+        except ReplyError as e:
+            raise e.located(None, paths[-1]) from None
+        if res.status == c.NFS4_OK:
+            return got[0]
+        if res.status == c.NFS4ERR_SYMLINK:
+            return None
+        failed = res.resarray[-1] if res.resarray else None
+        if failed is None or failed.opnum != c.OP_LOOKUP:
+            raise NFS4Error(res.status, failed.opnum if failed else None, paths[-1])
+        k = (len(res.resarray) - 2) // 2  # the name whose LOOKUP failed (after the PUTFH, pairs)
+        # (NOTDIR: the name before it is not a directory)
+        raise NFS4Error(res.status, c.OP_LOOKUP, paths[k - 1] if res.status == c.NFS4ERR_NOTDIR and k else paths[k])
+
     async def lookupp(self, fh: bytes, cred: Credential) -> tuple[bytes, FileAttrs]:
         return await self.query([PUTFH4args(fh), LOOKUPP4args(), GETFH4args(), GETATTR4args(STAT_BITMAP)], cred,
                                 fh_attrs)
 
     async def getattr(self, fh: bytes, cred: Credential, path: str | None = None) -> FileAttrs:
         return await self.query([PUTFH4args(fh), GETATTR4args(STAT_BITMAP)], cred, last_attrs, path=path)
+
+    async def time_create(self, fh: bytes, cred: Credential, path: str | None = None) -> int | None:
+        """When the file was created (the time_create attribute), in nanoseconds since the epoch;
+        None when the server keeps no creation times (it leaves the attribute out of its reply)."""
+        return await self.query([PUTFH4args(fh), GETATTR4args(TIME_CREATE_BITMAP)], cred, created_ns, path=path)
 
     async def setattr(
         self, fh: bytes, cred: Credential, *, stateid: stateid4 | None = None, path: str | None = None,

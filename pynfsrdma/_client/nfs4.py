@@ -6,23 +6,25 @@ words: ``compounds`` (running a COMPOUND: errors, parsing in the session's check
 goes with), ``names`` (the export, LOOKUP, GETATTR, SETATTR, ACCESS), ``directories`` (READDIR,
 CREATE, REMOVE, RENAME, LINK, READLINK), ``xattrs`` (RFC 8276), ``read_write`` (READ, WRITE,
 COMMIT), ``nfs42`` (SEEK, ALLOCATE, DEALLOCATE, COPY, CLONE), ``delegations``, ``byte_range_locks``
-(LOCK, LOCKT, LOCKU), ``opens`` (OPEN, CLOSE) and ``state_recovery`` (reclaim after a server
-restart, revoked state); ``open_state`` holds the state an OPEN leaves (:class:`OpenFile`,
-:class:`Delegation`).
+(LOCK, LOCKT, LOCKU), ``opens`` (OPEN, CLOSE), ``state_recovery`` (reclaim after a server
+restart, revoked state), ``whole_files`` (a small file read or written by name in one
+COMPOUND) and ``batched`` (many READs of a file, many REMOVEs in a directory, several to a
+COMPOUND); ``open_state`` holds the state an OPEN leaves (:class:`OpenFile`, :class:`Delegation`).
 """
 
 from __future__ import annotations
 
+from .batched import Batched
 from .compounds import VERIFIER_SIZE
 from .directories import Directories, DirEntry, ListedEntry
 from .nfs42 import NFS42
 from .open_state import ANONYMOUS_STATEID, Delegation, OpenFile, current
-from .state_recovery import StateRecovery
+from .whole_files import WholeFiles
 from .xattrs import ExtendedAttributes
 
 __all__ = ["ANONYMOUS_STATEID", "VERIFIER_SIZE", "Delegation", "DirEntry", "ListedEntry", "NFSv4", "OpenFile",
            "current"]
 
 
-class NFSv4(StateRecovery, Directories, ExtendedAttributes, NFS42):
+class NFSv4(WholeFiles, Directories, ExtendedAttributes, NFS42, Batched):
     """File-handle level operations over a :class:`~pynfsrdma._session.client_id.ClientID`'s session."""

@@ -13,6 +13,9 @@ from .._rpc.auth import Credential
 from .attributes import FileAttrs
 
 ANONYMOUS_STATEID = stateid4(0, bytes(12))
+# "the stateid the operation before set" (RFC 8881 16.2.3.1.2): an OPEN's, for the WRITE and CLOSE
+# after it in the same COMPOUND
+CURRENT_STATEID = stateid4(1, bytes(12))
 CURRENT_STATEID_SEQID = 0  # in NFSv4.1 a seqid of 0 means "the current one" (RFC 8881 8.2.2)
 
 

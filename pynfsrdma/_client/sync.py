@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import posixpath
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import IO, Any, TypeVar
 
 import trio
@@ -40,6 +40,7 @@ class _Loop:
         self._client: Client | None = None
         self._error: BaseException | None = None
         self._stop: trio.Event | None = None
+        self._calls: trio.Nursery | None = None  # where the calls of other threads run
         self._thread = threading.Thread(
             target=self._main, args=(connect_args, connect_kwargs), name="pynfsrdma-sync", daemon=True
         )
@@ -53,10 +54,12 @@ class _Loop:
             self._token = trio.lowlevel.current_trio_token()
             self._stop = trio.Event()
             try:
-                async with Client.connect(*args, **kwargs) as client:
+                async with Client.connect(*args, **kwargs) as client, trio.open_nursery() as calls:
                     self._client = client
+                    self._calls = calls
                     self._ready.set()
                     await self._stop.wait()
+                    calls.cancel_scope.cancel()  # (calls still running when it closes fail saying so)
             except BaseException as e:  # reported to the caller of connect() or close()
                 self._error = single_error(e) if isinstance(e, BaseExceptionGroup) else e
             finally:
@@ -75,13 +78,46 @@ class _Loop:
         return self._token is not None and self._thread.is_alive()
 
     def call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
-        if not self.alive:
+        """``await fn(*args, **kwargs)`` on the loop, waited for in this thread: a task of the loop's
+        own nursery started by one callback, its outcome handed back under a lock (cheaper than
+        ``trio.from_thread.run``'s queue and system task, which a small call would mostly be)."""
+        calls, token = self._calls, self._token
+        if not self.alive or calls is None or token is None:
             raise RuntimeError("the connection is closed")
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("the blocking client called from its own event loop")
+        done = threading.Lock()
+        done.acquire()
+        box: list[tuple[bool, Any]] = []
 
-        async def go() -> T:
-            return await fn(*args, **kwargs)
+        async def run() -> None:
+            try:
+                box.append((True, await fn(*args, **kwargs)))
+            except trio.Cancelled:
+                box.append((False, RuntimeError("the connection closed during the call")))
+                raise
+            except BaseException as e:  # (handed to the caller, as from_thread.run does)
+                box.append((False, e))
+            finally:
+                done.release()
 
-        return trio.from_thread.run(go, trio_token=self._token)
+        def start() -> None:  # (runs on the loop, where a callback must not raise)
+            try:
+                calls.start_soon(run)
+            except RuntimeError:  # the nursery closed meanwhile
+                box.append((False, RuntimeError("the connection is closed")))
+                done.release()
+
+        try:
+            token.run_sync_soon(start)
+        except trio.RunFinishedError:
+            raise RuntimeError("the connection is closed") from None
+        done.acquire()
+        ok, value = box[0]
+        if ok:
+            result: T = value
+            return result
+        raise value
 
     def close(self) -> None:
         if self._thread.is_alive() and self._stop is not None and self._token is not None:
@@ -171,6 +207,11 @@ class SyncClient:
         """The paths matching ``pattern`` (``*``, ``?``, ``[...]``, and ``**`` for any depth), sorted."""
         return self._run(self._loop.client.glob, pattern)
 
+    def created(self, path: str) -> int | None:
+        """When ``path`` was created (time_create, ns since the epoch); None when the server keeps no
+        creation times."""
+        return self._run(self._loop.client.created, path)
+
     def statfs(self, path: str = "/") -> FsStat:
         return self._run(self._loop.client.statfs, path)
 
@@ -251,8 +292,34 @@ class SyncClient:
     def read_file(self, path: str) -> bytes:
         return self._run(self._loop.client.read_file, path)
 
-    def write_file(self, path: str, data: bytes, perm: int = 0o644) -> None:
-        self._run(self._loop.client.write_file, path, data, perm)
+    def read_bytes(self, path: str, offset: int = 0, count: int | None = None) -> bytes:
+        """``count`` bytes of ``path`` from ``offset`` (None: to the end) without opening it: one
+        COMPOUND when they fit in one READ."""
+        return self._run(self._loop.client.read_bytes, path, offset, count)
+
+    def write_file(self, path: str, data: Any, perm: int = 0o644, *, exclusive: bool = False) -> None:
+        """Write ``data`` as the whole file, stable when this returns (one COMPOUND up to wsize bytes);
+        ``exclusive``: FileExistsError (EEXIST) if the name is taken."""
+        self._run(self._loop.client.write_file, path, data, perm, exclusive=exclusive)
+
+    def read_ranges(self, ranges: Sequence[tuple[str, int, int | None]]) -> list[bytes | Exception]:
+        """The bytes of each (path, offset, count), all at once (several READs of a file to a
+        COMPOUND): an error in the place of a range that could not be read."""
+        return self._run(self._loop.client.read_ranges, ranges)
+
+    def write_files(self, files: Sequence[tuple[str, Any]], perm: int = 0o644, *,
+                    exclusive: bool = False) -> list[Exception | None]:
+        """:meth:`write_file` of each (path, data), all at once: None or the error, for each."""
+        return self._run(self._loop.client.write_files, files, perm, exclusive=exclusive)
+
+    def remove_many(self, paths: Sequence[str]) -> list[Exception | None]:
+        """Remove each path (a file, a link, an empty directory), all at once, several REMOVEs of a
+        directory to a COMPOUND: None or the error, for each."""
+        return self._run(self._loop.client.remove_many, paths)
+
+    def scandir_many(self, paths: Sequence[str]) -> list[list[DirEntry] | Exception]:
+        """:meth:`scandir` of each path, all at once: the entries, or the error, for each."""
+        return self._run(self._loop.client.scandir_many, paths)
 
     def copy_file(self, src: str, dst: str, perm: int = 0o644, progress: Progress | None = None) -> int:
         """Copy ``src`` to ``dst`` on this server (the server copies, NFSv4.2 COPY, when it can)."""

@@ -60,3 +60,32 @@ def test_dask_reads_parquet_and_csv_over_nfs_on_worker_processes(
 
     per_worker = dask_client.run(nfs_clients_here)
     assert len(per_worker) == 2 and all(n == 1 for n in per_worker.values()), per_worker
+
+
+def test_dask_reads_parquet_column_chunks_several_to_a_compound(ganesha: Ganesha, export_path: ExportPath) -> None:
+    """With fsspec's parquet pre-caching (``precache_options={"method": "parquet"}``: Dask fetches a file's
+    column chunks by one ``cat_ranges``), the chunks of a file that lie apart go several READs to a
+    COMPOUND: seen in the RPC trace (``--trace``'s, one line per COMPOUND) of this process's client
+    (the tasks run here, on Dask's synchronous scheduler)."""
+    import io
+    import os
+
+    from pynfsrdma import _trace
+
+    (export_path.local / "pq").mkdir()
+    # columns a and b, with a wide column between them that is not read: their chunks lie apart
+    parts = [pd.DataFrame({"a": range(i * 80000, (i + 1) * 80000), "c": [os.urandom(16).hex() for _ in range(80000)],
+                           "b": [j * 0.5 for j in range(80000)]}) for i in range(3)]
+    for i, p in enumerate(parts):
+        p.to_parquet(export_path.local / f"pq/part-{i}.parquet", row_group_size=20000, index=False)
+    url = f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}/pq"
+    lines = io.StringIO()
+    _trace.install_rpc_trace(_trace.RpcTrace(lines))
+    try:
+        got = dd.read_parquet(url, columns=["a", "b"], open_file_options={"precache_options": {"method": "parquet"}})
+        frame = got.compute(scheduler="sync").sort_values("a").reset_index(drop=True)
+    finally:
+        _trace.install_rpc_trace(None)
+    pd.testing.assert_frame_equal(frame, pd.concat(parts, ignore_index=True)[["a", "b"]], check_dtype=False)
+    reads = [line.rsplit(" ", 1)[1].split(",").count("READ") for line in lines.getvalue().splitlines()]
+    assert sum(1 for n in reads if n > 1) >= 3, reads  # each file's chunks: several READs in one COMPOUND

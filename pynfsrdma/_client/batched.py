@@ -1,0 +1,75 @@
+"""Several operations of one kind in one COMPOUND, for callers with many small things to do at once
+(fsspec's ``cat_ranges``, ``rm`` of a tree): READs of one file (PUTFH, then a READ per range, with
+the anonymous stateid) and REMOVEs in one directory (PUTFH, then a REMOVE per name). A COMPOUND holds
+as many as the session's ca_maxoperations allows, and READs no more data than one reply carries
+(maxread)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .._errors import NFS4Error, ReplyError
+from .._proto.nfs4 import const as c
+from .._proto.nfs4.compound import ResOp, results_of
+from .._proto.nfs4.types import PUTFH4args, READ4args, REMOVE4args
+from .._rpc.auth import Credential
+from .._transport.base import ReplyHints
+from .compounds import NO_HINTS, Compounds
+from .open_state import ANONYMOUS_STATEID
+
+READ_RESULT_ROOM = 16  # what a READ's result takes in a reply besides its data (status, eof, length)
+
+
+class Batched(Compounds):
+    """Many READs of one file, many REMOVEs of one directory, several to a COMPOUND."""
+
+    def per_compound(self) -> int:
+        """Operations of one kind a COMPOUND can hold after its SEQUENCE and PUTFH."""
+        session = self.client.session
+        return max(1, (session.max_operations if session is not None else 3) - 2)
+
+    def read_batches(self, spans: Sequence[tuple[int, int]]) -> list[list[int]]:
+        """``spans`` (offset, count, each at most maxread) as COMPOUNDs' worth of READs: the indexes
+        of the spans each takes, in order."""
+        room = self.per_compound()
+        out: list[list[int]] = []
+        size = 0
+        for i, (_, n) in enumerate(spans):
+            if not out or len(out[-1]) >= room or size + n + READ_RESULT_ROOM > self.maxread:
+                out.append([])
+                size = 0
+            out[-1].append(i)
+            size += n + READ_RESULT_ROOM
+        return out
+
+    async def read_spans(self, fh: bytes, spans: Sequence[tuple[int, int]], cred: Credential,
+                         path: str | None = None) -> list[tuple[memoryview, bool]]:
+        """The READs of ``spans`` (offset, count) of ``fh`` in one COMPOUND (as :meth:`read_batches`
+        cut them): each one's data (a view of the reply) and eof."""
+        ops: list[Any] = [PUTFH4args(fh), *(READ4args(ANONYMOUS_STATEID, o, n) for o, n in spans)]
+        got: list[list[tuple[memoryview, bool]]] = []
+
+        def check(res: list[ResOp]) -> None:
+            got[:] = [[(r.data, bool(r.eof)) for r in results_of(res, c.OP_READ)]]
+
+        await self.run(ops, cred, ReplyHints(ddp_sizes=[n for _, n in spans]), path=path, check=check)
+        return got[0]
+
+    async def remove_names(self, dir_fh: bytes, names: Sequence[str], cred: Credential,
+                           paths: Sequence[str]) -> tuple[int, NFS4Error | None]:
+        """REMOVE ``names`` (at most :meth:`per_compound`) from ``dir_fh`` in one COMPOUND, in order:
+        how many went, and the error of the one that failed (the server stops there; those after
+        it are not sent). ``paths``: the names' paths, for the error."""
+        ops: list[Any] = [PUTFH4args(dir_fh), *(REMOVE4args(n) for n in names)]
+        try:
+            res = await self.client.compound(ops, cred, NO_HINTS)
+        except ReplyError as e:
+            raise e.located(None, paths[0] if paths else None) from None
+        if res.status == c.NFS4_OK:
+            return len(names), None
+        removed = max(len(res.resarray) - 2, 0)  # (the PUTFH, and the REMOVE that failed)
+        if not res.resarray or res.resarray[-1].opnum != c.OP_REMOVE:
+            raise NFS4Error(res.status, res.resarray[-1].opnum if res.resarray else None,
+                            paths[0] if paths else None)
+        return removed, NFS4Error(res.status, c.OP_REMOVE, paths[removed])

@@ -1,0 +1,41 @@
+"""The fsspec bench (ours against nfs4fs) runs end to end with tiny sizes (so it cannot rot): every row
+is printed with positive figures for both back ends, and our RPCs per call are what the small-file
+calls should cost. No timing is asserted; the figures belong to bench/ runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "bench" / "bench_fsspec.py"
+
+
+def test_the_fsspec_bench_runs_and_counts_our_rpcs() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--files", "20", "--big-mib", "2", "--repeat", "2", "--json"],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+    )
+    assert proc.returncode == 0, f"bench failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    payload = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("{")))
+    rows = {r["operation"]: r for r in payload["rows"]}
+    assert list(rows) == [
+        "pipe_file x 20 small files",
+        "info x 20",
+        "cat_file x 20 small files",
+        "cat_file(start, end) x 20 ranges of 4 KiB",
+        "cat_ranges, the same 20 ranges in one call",
+        "rm(recursive=True) of 20 files",
+        "pipe_file of 2 MiB",
+        "cat_file of 2 MiB",
+    ]
+    for row in rows.values():
+        for key in ("ours_best_ms", "ours_median_ms", "nfs4fs_best_ms", "nfs4fs_median_ms", "ratio"):
+            assert row[key] > 0, (row["operation"], key)
+    for name in ("pipe_file x 20 small files", "info x 20", "cat_file x 20 small files",
+                 "cat_file(start, end) x 20 ranges of 4 KiB"):
+        assert rows[name]["ours_rpcs_per_call"] == 1, rows[name]
+    assert rows["cat_ranges, the same 20 ranges in one call"]["ours_rpcs_per_call"] <= 3  # (a LOOKUP, 2 COMPOUNDs of READs)
+    assert "ours speed / nfs4fs" in proc.stdout and "our RPCs/call" in proc.stdout

@@ -1,0 +1,130 @@
+"""Many calls at once through fsspec: ``cat_ranges`` sends a file's ranges several READs to a
+COMPOUND, and ``pipe``/``cat`` of many paths, ``rm -r``, ``find`` and ``du`` send their work together
+(as many in flight as the session's slots take), counted by the client's own statistics; a path
+proxy that delays every reply shows them in flight side by side."""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import fsspec
+import pytest
+import trio
+
+import pynfsrdma
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.ganesha import ExportPath
+from pynfsrdma.fsspec import NFSFileSystem
+
+
+@pytest.fixture
+def fs(ganesha: Ganesha) -> fsspec.AbstractFileSystem:
+    return fsspec.filesystem("nfs", host=ganesha.host, port=ganesha.port)
+
+
+# a directory's file handle is kept 3 s: on a slow machine one may age out between two calls and be
+# looked up again, one RPC more
+AGED = 1
+
+
+def counted(client: pynfsrdma.SyncClient, call: Callable[[], Any]) -> tuple[Any, int, dict[str, int]]:
+    """What ``call()`` returned, the RPCs it sent and the operations in them."""
+    gc.collect()  # (files of earlier tests left to the garbage collector close now, not while counting)
+    before = client.stats()
+    out = call()
+    after = client.stats()
+    ops = {k: v - before["op_counts"].get(k, 0) for k, v in after["op_counts"].items()}
+    return out, after["rpc"]["calls"] - before["rpc"]["calls"], {k: v for k, v in ops.items() if v}
+
+
+def test_cat_ranges_sends_a_files_ranges_several_reads_to_a_compound(
+    fs: fsspec.AbstractFileSystem, export_path: ExportPath
+) -> None:
+    root, local = export_path.remote, export_path.local
+    data = os.urandom(300 * 8192)
+    (local / "columns.parquet").write_bytes(data)
+    starts = [i * 8192 for i in range(300)]
+    ends = [s + 4096 for s in starts]
+    client = fs.client
+    per_compound = client.client.nfs.per_compound()
+    got, rpcs, ops = counted(client, lambda: fs.cat_ranges([f"{root}/columns.parquet"] * 300, starts, ends))
+    assert got == [data[s:e] for s, e in zip(starts, ends, strict=True)]
+    assert ops["READ"] == 300
+    assert rpcs <= 3 + -(-300 // per_compound), (rpcs, per_compound)  # (the file's LOOKUP, its directories')  # (a LOOKUP, and the directory's)
+    # ranges of several files, some past the end, one from the end, one of a file not there
+    (local / "other").write_bytes(b"0123456789")
+    paths = [f"{root}/other", f"{root}/columns.parquet", f"{root}/nope", f"{root}/other", f"{root}/other"]
+    got = fs.cat_ranges(paths, [2, 5, 0, 8, -3], [4, 9, 1, 100, None])
+    assert got[:2] == [b"23", data[5:9]] and got[3:] == [b"89", b"789"]
+    assert isinstance(got[2], FileNotFoundError)
+    with pytest.raises(FileNotFoundError):
+        fs.cat_ranges(paths, 0, 1, on_error="raise")
+    # a range larger than one READ is cut to READs, and joined again
+    big = fs.cat_ranges([f"{root}/columns.parquet"] * 2, [1, 7], [len(data) - 1, 9])
+    assert big == [data[1:-1], data[7:9]]
+
+
+def test_many_paths_at_once(fs: fsspec.AbstractFileSystem, export_path: ExportPath) -> None:
+    root, local = export_path.remote, export_path.local
+    files = {f"{root}/t/d{i % 5}/f{i:03d}": os.urandom(100 + i) for i in range(100)}
+    for d in range(5):
+        fs.makedirs(f"{root}/t/d{d}")
+    client = fs.client
+
+    _, rpcs, ops = counted(client, lambda: fs.pipe(files))
+    assert ops["OPEN"] == ops["WRITE"] == 100 and rpcs <= 100 + 5 + AGED  # (each directory looked up once)
+    for p, v in files.items():
+        assert (local / p.removeprefix(root + "/")).read_bytes() == v
+
+    got, rpcs, ops = counted(client, lambda: fs.cat(list(files)))
+    assert got == files and ops["READ"] == 100 and rpcs <= 100 + AGED
+
+    found, rpcs, ops = counted(client, lambda: fs.find(f"{root}/t"))
+    assert found == sorted(files)
+    assert ops["READDIR"] == 6 and rpcs <= 7 + AGED  # (the top's attributes, then one READDIR a directory)
+
+    total, rpcs, ops = counted(client, lambda: fs.du(f"{root}/t"))
+    assert total == sum(len(v) for v in files.values())
+    assert rpcs <= 7 + AGED and "READ" not in ops  # the listings' sizes: no GETATTR (nor OPEN) for each file
+
+    _, rpcs, ops = counted(client, lambda: fs.rm(f"{root}/t", recursive=True))
+    assert not (local / "t").exists()
+    assert ops["REMOVE"] == 106 and rpcs < 40, (rpcs, ops)  # several REMOVEs of a directory to a COMPOUND
+
+
+async def test_the_calls_are_in_flight_together(proxied_paths: Any, export_path: ExportPath) -> None:
+    paths = await proxied_paths(count=1)
+    paths[0].delay(30)  # every reply 30 ms late: calls sent one after another never overlap
+    (export_path.local / "d").mkdir()
+    for i in range(20):
+        (export_path.local / f"d/f{i}").write_bytes(bytes([i]) * 10)
+    root = export_path.remote
+    fs = NFSFileSystem(host=paths[0].address, port=paths.port, skip_instance_cache=True)
+    peak = [0]
+
+    def run() -> dict[str, Any]:
+        fs.ls(f"{root}/d")
+        session = fs.client.client.clientid.session
+        stop = threading.Event()
+
+        def watch() -> None:
+            while not stop.is_set():
+                peak[0] = max(peak[0], session.table.in_use)
+                stop.wait(0.002)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            return fs.cat([f"{root}/d/f{i}" for i in range(20)])
+        finally:
+            stop.set()
+            watcher.join()
+
+    got = await trio.to_thread.run_sync(run)
+    assert got == {f"{root}/d/f{i}": bytes([i]) * 10 for i in range(20)}
+    assert peak[0] > 1  # several of the 20 READs waited for their replies at once
+    await trio.to_thread.run_sync(fs.client.close)
