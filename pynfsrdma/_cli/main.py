@@ -13,26 +13,20 @@ from __future__ import annotations
 import argparse
 import logging
 import posixpath
-import shutil
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
-
-import trio
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
-from .. import _trace as trace
-from .._client.api import Client
-from .._client.attributes import FileAttrs
-from .._client.url import NfsURL, URLError, names_version, parse_url
-from .._errors import NFS4Error, ReplyError
-from .._proto.nfs4 import const as c
-from .._rpc.errors import RpcReplyError
-from .._session.errors import NotNFSv41Server, SessionError
-from .._transport.base import TransportError
-from .._xdr import XdrError
-from . import listing, transfer
 from .output import print_json
+
+if TYPE_CHECKING:
+    from .._client.api import Client
+    from .._client.attributes import FileAttrs
+    from .._client.url import NfsURL
+
+# Each command imports what it uses when it runs (the client, trio, the progress bar): the parser and
+# --version import none of it (tests/cli/test_startup.py).
 
 PROG = "pynfsrdma"
 EXIT_USAGE = 2
@@ -47,6 +41,8 @@ def is_remote(s: str) -> bool:
 
 def _split_remote(s: str, args: argparse.Namespace) -> tuple[NfsURL, str]:
     """The server (connected at the pseudo-fs root) and the path on it."""
+    from .._client.url import parse_url
+
     u = parse_url(s)
     path = u.path
     u.path = "/"
@@ -68,9 +64,19 @@ def _stat_json(name: str, a: FileAttrs) -> dict[str, Any]:
 
 async def _with_client(url: NfsURL, args: argparse.Namespace, fn: Callable[[Client], Awaitable[int]],
                        path: str | None = None) -> int:
+    from .._client.api import Client
+
     # (connected at the server's root: the security flavour is the one of the export ``path`` is in)
     async with Client.connect(url, **_connect_kwargs(args), sec_path=path) as client:
         return await fn(client)
+
+
+def _run(url: NfsURL, args: argparse.Namespace, fn: Callable[[Client], Awaitable[int]],
+         path: str | None = None) -> int:
+    """``fn(client)`` on a client connected to ``url``, in a trio run of its own."""
+    import trio
+
+    return trio.run(_with_client, url, args, fn, path)
 
 
 def _out(args: argparse.Namespace, obj: dict[str, Any], text: str | None) -> None:
@@ -82,8 +88,10 @@ def _out(args: argparse.Namespace, obj: dict[str, Any], text: str | None) -> Non
 
 # -- commands -----------------------------------------------------------------------------------------
 def cmd_ls(args: argparse.Namespace) -> int:
+    from . import listing
+
     url, path = _split_remote(args.url, args)
-    return trio.run(_with_client, url, args, lambda client: listing.run(client, path, args), path)
+    return _run(url, args, lambda client: listing.run(client, path, args), path)
 
 
 def cmd_stat(args: argparse.Namespace) -> int:
@@ -95,7 +103,7 @@ def cmd_stat(args: argparse.Namespace) -> int:
         _out(args, d, "\n".join(f"{k}: {v}" for k, v in d.items()))
         return 0
 
-    return trio.run(_with_client, url, args, run, path)
+    return _run(url, args, run, path)
 
 
 def cmd_cat(args: argparse.Namespace) -> int:
@@ -109,7 +117,7 @@ def cmd_cat(args: argparse.Namespace) -> int:
         out.flush()
         return 0
 
-    return trio.run(_with_client, url, args, run, path)
+    return _run(url, args, run, path)
 
 
 def _progress(args: argparse.Namespace) -> bool:
@@ -117,6 +125,8 @@ def _progress(args: argparse.Namespace) -> bool:
 
 
 def cmd_get(args: argparse.Namespace) -> int:
+    from . import transfer
+
     url, path = _split_remote(args.remote, args)
     local = args.local or "."
 
@@ -125,10 +135,12 @@ def cmd_get(args: argparse.Namespace) -> int:
         _out(args, {"remote": path, "local": target, "bytes": totals.bytes, "files": totals.files}, None)
         return 0
 
-    return trio.run(_with_client, url, args, run, path)
+    return _run(url, args, run, path)
 
 
 def cmd_put(args: argparse.Namespace) -> int:
+    from . import transfer
+
     url, path = _split_remote(args.remote, args)
 
     async def run(client: Client) -> int:
@@ -136,10 +148,14 @@ def cmd_put(args: argparse.Namespace) -> int:
         _out(args, {"remote": target, "local": args.local, "bytes": totals.bytes, "files": totals.files}, None)
         return 0
 
-    return trio.run(_with_client, url, args, run, path)
+    return _run(url, args, run, path)
 
 
 def cmd_cp(args: argparse.Namespace) -> int:
+    from .._client.url import URLError, names_version
+    from .._session.errors import NotNFSv41Server
+    from . import transfer
+
     src_remote, dst_remote = is_remote(args.src), is_remote(args.dst)
     if src_remote and not dst_remote:
         args.remote, args.local = args.src, args.dst
@@ -164,12 +180,12 @@ def cmd_cp(args: argparse.Namespace) -> int:
         return 0
 
     try:
-        return trio.run(_with_client, su, args, run, spath)
+        return _run(su, args, run, spath)
     except NotNFSv41Server:
         if not upgraded:
             raise
         su.vers = "4.1"  # a server without NFSv4.2: READs and WRITEs over NFSv4.1
-        return trio.run(_with_client, su, args, run, spath)
+        return _run(su, args, run, spath)
 
 
 def cmd_mkdir(args: argparse.Namespace) -> int:
@@ -183,10 +199,13 @@ def cmd_mkdir(args: argparse.Namespace) -> int:
         _out(args, {"created": path}, None)
         return 0
 
-    return trio.run(_with_client, url, args, run, path)
+    return _run(url, args, run, path)
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
+    from .._errors import NFS4Error
+    from .._proto.nfs4 import const as c
+
     url, path = _split_remote(args.url, args)
 
     async def run(client: Client) -> int:
@@ -203,10 +222,15 @@ def cmd_rm(args: argparse.Namespace) -> int:
         _out(args, {"removed": path}, None)
         return 0
 
-    return trio.run(_with_client, url, args, run, path)
+    return _run(url, args, run, path)
 
 
 def cmd_mv(args: argparse.Namespace) -> int:
+    import shutil
+
+    from .._client.url import URLError
+    from . import transfer
+
     su, spath = _split_remote(args.src, args)
     if is_remote(args.dst):
         du, dpath = _split_remote(args.dst, args)
@@ -224,7 +248,7 @@ def cmd_mv(args: argparse.Namespace) -> int:
         _out(args, {"src": spath, "dst": target}, None)
         return 0
 
-    return trio.run(_with_client, su, args, run, spath)
+    return _run(su, args, run, spath)
 
 
 async def _lstat_or_none(client: Client, path: str) -> FileAttrs | None:
@@ -248,7 +272,7 @@ def cmd_df(args: argparse.Namespace) -> int:
         _out(args, d, text)
         return 0
 
-    return trio.run(_with_client, url, args, run, path)
+    return _run(url, args, run, path)
 
 
 # -- the parser ---------------------------------------------------------------------------------------
@@ -329,6 +353,12 @@ def _plugin_modules() -> list[Any]:
 
 
 def _message(e: BaseException) -> str:
+    from .._client.url import URLError
+    from .._errors import NFS4Error, ReplyError
+    from .._rpc.errors import RpcReplyError
+    from .._session.errors import SessionError
+    from .._transport.base import TransportError
+
     if isinstance(e, NFS4Error | ReplyError | SessionError | TransportError | RpcReplyError | URLError):
         return _without_errno(str(e))
     if isinstance(e, OSError) and e.filename:
@@ -349,6 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     quiet = getattr(args, "quiet_log", False) and not args.verbose
+    from .. import _trace as trace
+
     trace.configure_logging("error" if quiet else args.verbose, rpc_trace=args.trace)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
@@ -390,6 +422,9 @@ def _first_leaf(eg: BaseExceptionGroup) -> BaseException:
 
 
 def _exit_code(e: BaseException) -> int:
+    from .._rpc.errors import RpcReplyError
+    from .._xdr import XdrError
+
     if isinstance(e, OSError | RpcReplyError):
         return 1
     if isinstance(e, ValueError) and not isinstance(e, XdrError):  # (a bad URL, option or argument)

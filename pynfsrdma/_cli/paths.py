@@ -13,11 +13,6 @@ import os
 import sys
 from typing import Any
 
-import trio
-
-from .._client.api import Client
-from .._client.url import parse_url
-from .._control_socket import ControlError, query
 from .output import print_json
 
 __all__ = ["format_table", "handler", "register"]
@@ -62,6 +57,11 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 
 async def _from_url(url: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    import trio
+
+    from .._client.api import Client
+    from .._client.url import parse_url
+
     u = parse_url(url)
     async with Client.connect(u, uid=args.uid, gid=args.gid, timeout=args.timeout, timeo=args.timeout) as nfs:
         assert nfs.trunking is not None
@@ -72,6 +72,10 @@ async def _from_url(url: str, args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def handler(args: argparse.Namespace) -> int:
+    import trio
+
+    from .._control_socket import ControlError, query
+
     target: str = args.target
     if os.path.isdir(target) and "://" not in target:
         try:

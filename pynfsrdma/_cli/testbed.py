@@ -18,14 +18,12 @@ import sys
 from typing import Any
 
 from pynfsrdma._cli.output import print_json
-from pynfsrdma._testbed.daemon import ENV_STATE_DIR, TestbedError, down, ensure_testbed, fault, status, up
-from pynfsrdma._testbed.faults import FaultCommandError
-from pynfsrdma._testbed.ganesha import GaneshaError
-from pynfsrdma._testbed.proxy_control import ControlError
 
-__all__ = ["ensure_testbed", "handler", "main", "register"]
+__all__ = ["handler", "main", "register"]
 
 PROG = "pynfsrdma testbed"
+# (pynfsrdma._testbed.daemon's ENV_STATE_DIR, named here so that the parser imports no testbed)
+ENV_STATE_DIR = "PYNFSRDMA_TESTBED_DIR"
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -121,6 +119,8 @@ def _describe_paths(paths: list[dict[str, Any]]) -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
+    from pynfsrdma._testbed.daemon import TestbedError, up
+
     if args.paths < 0:
         raise TestbedError("--paths must be >= 0")
     state, started = up(
@@ -159,6 +159,8 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _down(args: argparse.Namespace) -> int:
+    from pynfsrdma._testbed.daemon import down
+
     result = down(args.dir)
     if args.json:
         _print_json(result if result is not None else {"stopped_pids": []})
@@ -172,6 +174,8 @@ def _down(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
+    from pynfsrdma._testbed.daemon import status
+
     result = status(args.dir)
     if args.json:
         _print_json(result)
@@ -191,6 +195,8 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _fault(args: argparse.Namespace) -> int:
+    from pynfsrdma._testbed.daemon import fault
+
     answers = fault(args.dir, args.address, args.fault)
     if args.json:
         _print_json({"answers": answers})
@@ -202,6 +208,11 @@ def _fault(args: argparse.Namespace) -> int:
 
 def handler(args: argparse.Namespace) -> int:
     """Run one ``testbed`` sub-command; returns the exit code."""
+    from pynfsrdma._testbed.daemon import TestbedError
+    from pynfsrdma._testbed.faults import FaultCommandError
+    from pynfsrdma._testbed.ganesha import GaneshaError
+    from pynfsrdma._testbed.proxy_control import ControlError
+
     commands = {"up": _up, "down": _down, "status": _status, "fault": _fault}
     try:
         return commands[args.testbed_command](args)

@@ -30,7 +30,7 @@ from pynfsrdma._proto.rpc import (
     pack_call_header,
     unpack_reply_header,
 )
-from pynfsrdma._testbed import daemon
+from pynfsrdma._testbed import daemon, ensure_testbed
 from pynfsrdma._testbed.procs import ProcessRecord, cmdline, pid_alive, wait_pid_gone
 from pynfsrdma._xdr import Packer, Unpacker
 
@@ -141,8 +141,8 @@ def test_plain_up_prints_only_the_url(state_dir: Path) -> None:
 
 
 def test_ensure_testbed_starts_once(state_dir: Path) -> None:
-    first = cli.ensure_testbed(state_dir)
-    second = cli.ensure_testbed(state_dir)
+    first = ensure_testbed(state_dir)
+    second = ensure_testbed(state_dir)
     assert first == second and pid_alive(first["server"]["pid"])
     (Path(first["export_dir"]) / "seen").write_text("x")
     assert daemon.down(state_dir) is not None
