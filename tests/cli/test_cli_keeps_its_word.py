@@ -70,7 +70,9 @@ def test_a_trailing_slash_means_a_directory(base: str, export_path: ExportPath, 
     assert "Not a directory" in p.stderr and (export_path.local / "sub/a").read_bytes() == b"A"
 
     p = run("get", f"{base}/sub/a", str(tmp_path / "nosuchdir") + "/", ok=False)
-    assert p.returncode == 1 and "nosuchdir/: Is a directory" in p.stderr
+    assert (p.returncode, p.stderr) == (1, f"pynfsrdma: {tmp_path}/nosuchdir/: Not a directory\n")  # as cp(1)
+    p = run("get", f"{base}/sub/a", str(tmp_path / "nosuchdir/deeper") + "/", ok=False)
+    assert (p.returncode, p.stderr) == (1, f"pynfsrdma: {tmp_path}/nosuchdir/deeper/: No such file or directory\n")
     assert not (tmp_path / "nosuchdir").exists()
 
 
