@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
+from . import coreutils
 from .output import print_json
 
 if TYPE_CHECKING:
@@ -52,6 +53,12 @@ def _split_remote(s: str, args: argparse.Namespace) -> tuple[NfsURL, str]:
 def _connect_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     # uid/gid: --uid/--gid, else the URL's uid=/gid=, else the caller's own
     return {"uid": args.uid, "gid": args.gid, "timeout": args.timeout, "timeo": args.timeout}
+
+
+def _name_given(url: str) -> str:
+    """A remote file's name as the user gave it, to print where coreutils print the name given: the
+    URL without its options."""
+    return url.split("?", 1)[0]
 
 
 def _stat_json(name: str, a: FileAttrs) -> dict[str, Any]:
@@ -99,8 +106,11 @@ def cmd_stat(args: argparse.Namespace) -> int:
 
     async def run(client: Client) -> int:
         a = await (client.lstat(path) if args.no_follow else client.stat(path))
+        target = await client.readlink(path) if a.is_symlink else None
         d = _stat_json(path, a)
-        _out(args, d, "\n".join(f"{k}: {v}" for k, v in d.items()))
+        if target is not None:
+            d["target"] = target
+        _out(args, d, coreutils.stat_text(_name_given(args.url), a, target))
         return 0
 
     return _run(url, args, run, path)
@@ -266,10 +276,9 @@ def cmd_df(args: argparse.Namespace) -> int:
         used = s.space_total - s.space_free
         d = {"path": path, "size": s.space_total, "used": used, "avail": s.space_avail,
              "files": s.files_total, "files_free": s.files_free}
-        pct = f"{100 * used // s.space_total}%" if s.space_total else "-"
-        text = (f"{'Filesystem':30} {'Size':>14} {'Used':>14} {'Avail':>14} Use%\n"
-                f"{url.address + path:30} {s.space_total:14d} {used:14d} {s.space_avail:14d} {pct:>4}")
-        _out(args, d, text)
+        # (the file system as a mount of it names itself, host:/path)
+        host = f"[{url.host}]" if ":" in url.host else url.host
+        _out(args, d, coreutils.df_table([(f"{host}:{path}", s.space_total, used, s.space_avail)], args.human))
         return 0
 
     return _run(url, args, run, path)
@@ -294,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.set_defaults(func=fn, quiet_log=True)  # (one line of error at most without -v)
         return sp
 
-    sp = add("ls", cmd_ls, "list a directory", add_help=False)  # -h is ls(1)'s human-readable sizes
+    sp = add("ls", cmd_ls, "list a directory (or name a file) as ls(1) does", add_help=False)  # -h is ls(1)'s human-readable sizes
     sp.add_argument("--help", action="help", help="show this help message and exit")
     sp.add_argument("url")
     sp.add_argument("-l", "--long", action="store_true", help="mode, links, owner, group, size, time, name")
@@ -302,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("-R", "--recursive", action="store_true", help="the directories below too")
     sp.add_argument("-h", "--human-readable", dest="human", action="store_true",
                     help="sizes as 1.5K, 20M, 3.1G (with -l)")
-    sp = add("stat", cmd_stat, "show a file's attributes")
+    sp = add("stat", cmd_stat, "show a file's attributes as stat(1) does (--json: as numbers)")
     sp.add_argument("url")
     sp.add_argument("-L", "--no-follow", action="store_true", help="do not follow a final symlink")
     sp = add("cat", cmd_cat, "write a file to standard output")
@@ -331,8 +340,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("mv", cmd_mv, "rename within one server")
     sp.add_argument("src")
     sp.add_argument("dst")
-    sp = add("df", cmd_df, "show the file system's space")
+    sp = add("df", cmd_df, "show the file system's space as df(1) does: 1K blocks, or sizes with -h; the "
+                           "use in percent is used/(used+available), rounded up", add_help=False)  # -h is df(1)'s
+    sp.add_argument("--help", action="help", help="show this help message and exit")
     sp.add_argument("url", help="any path on the server")
+    sp.add_argument("-h", "--human-readable", dest="human", action="store_true",
+                    help="sizes as 1.5K, 20M, 3.1G (powers of 1024, rounded up)")
     for mod in _plugin_modules():
         mod.register(sub)
     return p

@@ -41,7 +41,7 @@ def test_put_ls_stat_get_cat_cp_mv_rm(base: str, export_path: ExportPath, tmp_pa
 
     assert run("ls", f"{base}/d").stdout.split() == ["in.bin"]
     long = run("ls", "-l", f"{base}/d").stdout
-    assert long.startswith("-rw-") and "in.bin" in long and str(src.stat().st_size) in long
+    assert long.startswith("total ") and "\n-rw-" in long and "in.bin" in long and str(src.stat().st_size) in long
     listing = json.loads(run("ls", "--json", f"{base}/d").stdout)
     assert [(e["name"], e["size"], e["type"]) for e in listing["entries"]] == [("in.bin", src.stat().st_size, "file")]
     st = json.loads(run("stat", "--json", f"{base}/d/in.bin").stdout)
