@@ -2,7 +2,8 @@
 
 Remote paths are NFS URLs (``nfs://host[:port]/export/dir/file``) or ``host:/export/dir/file``;
 the whole path is resolved from the server's pseudo-filesystem root. Errors are one line on
-standard error, like ``pynfsrdma: /export/x: No such file or directory (NFS4ERR_NOENT)``, with a
+standard error, like ``pynfsrdma: 127.0.0.1:2049:/export/x: No such file or directory
+(NFS4ERR_NOENT)`` (a path on a server is named with the server, local paths as they are), with a
 non-zero exit status, whatever the server sends (never a traceback: one from our own code shows with
 ``-vv``). The file commands log nothing else unless asked (``-v``): a server's misbehaviour on the
 way to the result goes to the log, not into a script's output.
@@ -41,12 +42,14 @@ def is_remote(s: str) -> bool:
 
 
 def _split_remote(s: str, args: argparse.Namespace) -> tuple[NfsURL, str]:
-    """The server (connected at the pseudo-fs root) and the path on it."""
+    """The server (connected at the pseudo-fs root) and the path on it. The server is kept in ``args``
+    for the error messages (:func:`_message`)."""
     from .._client.url import parse_url
 
     u = parse_url(s)
     path = u.path
     u.path = "/"
+    args.server = u.address
     return u, path
 
 
@@ -139,6 +142,7 @@ def cmd_get(args: argparse.Namespace) -> int:
 
     url, path = _split_remote(args.remote, args)
     local = args.local or "."
+    args.local_paths = [local]
 
     async def run(client: Client) -> int:
         target, totals = await transfer.get(client, path, local, args.recursive, _progress(args))
@@ -152,6 +156,7 @@ def cmd_put(args: argparse.Namespace) -> int:
     from . import transfer
 
     url, path = _split_remote(args.remote, args)
+    args.local_paths = [args.local]
 
     async def run(client: Client) -> int:
         target, totals = await transfer.put(client, args.local, path, args.recursive, _progress(args))
@@ -365,20 +370,40 @@ def _plugin_modules() -> list[Any]:
     return mods
 
 
-def _message(e: BaseException) -> str:
+def _message(e: BaseException, args: argparse.Namespace | None = None) -> str:
+    """The error as one line. A path on the server is named with the server, as the mount(8) form
+    ``host:port:/path`` that the commands take back (``127.0.0.1:2049:/export/x: No such file or
+    directory (NFS4ERR_NOENT)``); a local path as it is."""
     from .._client.url import URLError
     from .._errors import NFS4Error, ReplyError
     from .._rpc.errors import RpcReplyError
     from .._session.errors import SessionError
     from .._transport.base import TransportError
 
-    if isinstance(e, NFS4Error | ReplyError | SessionError | TransportError | RpcReplyError | URLError):
-        return _without_errno(str(e))
+    if isinstance(e, ReplyError | SessionError | TransportError | RpcReplyError | URLError):
+        return _without_errno(str(e))  # (these name their server themselves)
+    server = getattr(args, "server", None)
     if isinstance(e, OSError) and e.filename:
-        return f"{e.filename}: {e.strerror}"
+        detail = f"{e.strerror} ({e.name})" if isinstance(e, NFS4Error) else e.strerror
+        remote = server is not None and (isinstance(e, NFS4Error) or _remote_path(str(e.filename), args))
+        return f"{server}:{e.filename}: {detail}" if remote else f"{e.filename}: {detail}"
+    if isinstance(e, NFS4Error):
+        return f"{server}: {e}" if server else str(e)
     if isinstance(e, OSError) and e.strerror:
         return e.strerror
     return str(e) or type(e).__name__
+
+
+def _remote_path(name: str, args: argparse.Namespace | None) -> bool:
+    """Whether an error's file name is a path on the server: paths there are absolute, and a local
+    path is the local argument of get/put/cp or below it."""
+    if not name.startswith("/"):
+        return False
+    for local in getattr(args, "local_paths", ()):
+        top = local.rstrip("/") or "/"
+        if name in (local, top) or name.startswith(top.rstrip("/") + "/"):
+            return False
+    return True
 
 
 def _without_errno(text: str) -> str:
@@ -416,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
             log.debug("the error in full:", exc_info=leaf)
             print(f"{PROG}: internal error: {type(leaf).__name__}: {leaf} (-vv shows where)", file=sys.stderr)
         else:
-            print(f"{PROG}: {_message(leaf)}", file=sys.stderr)
+            print(f"{PROG}: {_message(leaf, args)}", file=sys.stderr)
         return code
 
 

@@ -51,11 +51,14 @@ def test_a_copy_onto_itself_is_refused_and_loses_nothing(base: str, export_path:
     assert (export_path.local / "x").read_bytes() == b"precious"
 
 
-def test_a_trailing_slash_means_a_directory(base: str, export_path: ExportPath, tmp_path: Path) -> None:
+def test_a_trailing_slash_means_a_directory(base: str, ganesha: Ganesha, export_path: ExportPath,
+                                            tmp_path: Path) -> None:
     local = tmp_path / "f"
     local.write_bytes(b"data")
     p = run("put", str(local), f"{base}/newdir/", ok=False)
-    assert p.returncode == 1 and p.stderr == f"pynfsrdma: {export_path.remote}/newdir/: No such file or directory\n"
+    server = f"{ganesha.host}:{ganesha.port}"
+    assert p.returncode == 1
+    assert p.stderr == f"pynfsrdma: {server}:{export_path.remote}/newdir/: No such file or directory\n"
     assert not (export_path.local / "newdir").exists()
 
     (export_path.local / "a").write_bytes(b"A")
