@@ -8,7 +8,8 @@ mount(8) passes to every helper (``rw``, ``defaults``, ``nodev``, ``_netdev`` ..
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+import textwrap
+from dataclasses import dataclass, field, fields
 
 from .._client.url import PROTOCOLS, SUPPORTED_VERSIONS
 from .channel import CHANNELS, DEFAULT_CHANNEL
@@ -276,3 +277,55 @@ def parse_options(*texts: str | None) -> MountOptions:
         except TrunkingOptionError as e:
             raise OptionError(f"mount option {e}") from None
     return o
+
+
+# -- the list mount --help shows, made from the options themselves ------------------------------------------
+# Each field of MountOptions is an option of the same name: a flag (bool), a number (int), seconds (float),
+# or one of the values named here. Options that set a field under another name, or its opposite, follow
+# it; those that fill a group (rdma, trunking, ignored) come from their lists above.
+_VALUES = {
+    "vers": "|".join(SUPPORTED_VERSIONS),
+    "proto": "|".join(PROTOCOLS),
+    "lookupcache": "|".join(dict.fromkeys(LOOKUPCACHE_MODES.values())),
+    "channel": "|".join(CHANNELS),
+    "sec": "sys|krb5|krb5i|krb5p[:...]",
+    "keytab": "FILE",
+    "timeo": "DECISECONDS",
+}
+_ALSO = {"vers": ["nfsvers=..."], "hard": ["soft"], "ro": ["rw"], "noac": ["ac"], "acregmin": ["actimeo=S"]}
+_GROUPS = {"ignored", "rdma", "trunking"}
+
+
+def _syntax(name: str, kind: str) -> str:
+    if name in _VALUES:
+        return f"{name}={_VALUES[name]}"
+    if kind.startswith("bool"):
+        return name
+    if kind.startswith("float"):
+        return f"{name}=S"
+    return f"{name}=N"
+
+
+def option_list() -> list[str]:
+    """Every option :func:`parse_options` takes, as ``mount --help`` lists them (``vers=4.1|4.2``,
+    ``hard``, ``soft``, ``rsize=N`` ...), then the ones mount(8) passes to every helper."""
+    out: list[str] = []
+    for f in fields(MountOptions):
+        if f.name in _GROUPS:
+            continue
+        out.append(_syntax(f.name, str(f.type)))
+        out += _ALSO.get(f.name, [])
+    out += [f"{k}=..." for k in (*RDMA_OPTIONS, *TRUNKING_OPTIONS)] + list(TRUNKING_FLAGS)
+    return out
+
+
+def options_help(width: int = 100) -> str:
+    """The text of ``mount --help`` after the usage: every option, from :func:`option_list`."""
+    wrap = textwrap.TextWrapper(width=width, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False)
+    return "\n".join([
+        textwrap.fill("mount options (comma-separated, several -o allowed), as nfs(5) and FUSE name them "
+                      "(mount.pynfsrdma(8) says what each does):", width),
+        wrap.fill(" ".join(option_list())),
+        "and, accepted with no effect, those mount(8) and fstab pass to every helper:",
+        wrap.fill(" ".join(sorted(GENERIC_OPTIONS))),
+    ])

@@ -39,11 +39,19 @@ def loaded(modules: set[str], prefixes: tuple[str, ...]) -> set[str]:
     return {m for m in modules if any(m == p or m.startswith(p + ".") for p in prefixes)}
 
 
-@pytest.mark.parametrize("args", [("--version",), ("--help",), ("ls", "--help"), ("mount", "--help")])
+@pytest.mark.parametrize("args", [("--version",), ("--help",), ("ls", "--help")])
 def test_version_and_help_import_no_client(args: tuple[str, ...]) -> None:
     code, out, modules = imported(*args)
     assert code == 0 and out.startswith("pynfsrdma 0." if args == ("--version",) else "usage: ")
     assert loaded(modules, HEAVY) == set()
+
+
+def test_mount_help_imports_the_option_parser_only() -> None:
+    """(it lists the options from the parser's tables)"""
+    code, out, modules = imported("mount", "--help")
+    assert code == 0 and out.startswith("usage: ") and "pynfsrdma._fuse.options" in modules
+    assert loaded(modules, ("trio", "tqdm", "pynfsrdma._client.api", "pynfsrdma._session", "pynfsrdma._testbed",
+                            "pynfsrdma._fuse.mount_daemon")) == set()
 
 
 def test_ls_imports_no_testbed_mount_or_progress_bar(ganesha: Ganesha, export_path: ExportPath) -> None:
