@@ -147,7 +147,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--stalltimeo", type=float, default=0.5, help="stall detection, seconds (default 0.5)")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=handler)
+    p.set_defaults(func=handler, sends_rpcs=True)
 
 
 def handler(args: argparse.Namespace) -> int:

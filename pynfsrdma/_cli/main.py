@@ -295,17 +295,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
     p.add_argument("--trace", metavar="FILE", help="trace every RPC (xid, path, status, time, ops) to FILE (- for stderr)")
+    as_json = argparse.ArgumentParser(add_help=False)
+    as_json.add_argument("--json", action="store_true", help="machine-readable output")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--json", action="store_true", help="machine-readable output")
     common.add_argument("--uid", type=int, help="AUTH_SYS uid (default: yours)")
     common.add_argument("--gid", type=int, help="AUTH_SYS gid (default: yours)")
     common.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the server")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     def add(name: str, fn: Callable[[argparse.Namespace], int], help: str,
-            add_help: bool = True) -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, parents=[common], help=help, description=help, add_help=add_help)
-        sp.set_defaults(func=fn, quiet_log=True)  # (one line of error at most without -v)
+            add_help: bool = True, json: bool = True) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, parents=[as_json, common] if json else [common], help=help, description=help,
+                            add_help=add_help)
+        # (one line of error at most without -v)
+        sp.set_defaults(func=fn, quiet_log=True, sends_rpcs=True, subparser=sp)
         return sp
 
     sp = add("ls", cmd_ls, "list a directory (or name a file) as ls(1) does", add_help=False)  # -h is ls(1)'s human-readable sizes
@@ -319,8 +322,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("stat", cmd_stat, "show a file's attributes as stat(1) does (--json: as numbers)")
     sp.add_argument("url")
     sp.add_argument("-L", "--no-follow", action="store_true", help="do not follow a final symlink")
-    sp = add("cat", cmd_cat, "write a file to standard output")
+    sp = add("cat", cmd_cat, "write a file to standard output", json=False)
     sp.add_argument("url")
+    # (its output is the file: --json is refused by name, see _refused)
+    sp.add_argument("--json", action="store_true", dest="json_refused", help=argparse.SUPPRESS)
     sp = add("get", cmd_get, "copy a remote file (or tree, -r) to a local path")
     sp.add_argument("remote")
     sp.add_argument("local", nargs="?")
@@ -413,9 +418,24 @@ def _without_errno(text: str) -> str:
     return text
 
 
+def _refused(args: argparse.Namespace) -> str | None:
+    """Options given together that would be ignored: the usage error that says so, or None."""
+    if getattr(args, "json_refused", False):
+        return f"--json: `{PROG} {args.command}` writes the file itself (`{PROG} stat --json` gives its attributes)"
+    if getattr(args, "json", False) and getattr(args, "human", False):
+        return "-h and --json do not go together (--json gives sizes in bytes)"
+    sends = getattr(args, "sends_rpcs", False)
+    if args.trace and not (sends(args) if callable(sends) else sends):
+        also = " (with -f it does)" if args.command == "mount" else ""
+        return f"--trace: `{PROG} {args.command}` sends no RPC of its own{also}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "command", None) and (problem := _refused(args)):
+        getattr(args, "subparser", parser).error(problem)
     quiet = getattr(args, "quiet_log", False) and not args.verbose
     from .. import _trace as trace
 

@@ -41,7 +41,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("mountpoint")
     p.add_argument("-o", "--options", dest="mount_options", action="append", default=[], metavar="OPTIONS")
     p.add_argument("-f", "--foreground", action="store_true", help="serve in the foreground")
-    p.set_defaults(func=cmd_mount)
+    p.set_defaults(func=cmd_mount, sends_rpcs=lambda args: args.foreground)  # (in this process with -f only)
     u = subparsers.add_parser("umount", help="unmount a pynfsrdma mount")
     u.add_argument("mountpoint")
     u.add_argument("-l", "--lazy", action="store_true", help="detach now, clean up when no longer busy")

@@ -118,6 +118,19 @@ def _describe_paths(paths: list[dict[str, Any]]) -> None:
         print(f"  path {path['address']}:{path['port']} (pid {path['pid']}){extra}", file=sys.stderr)
 
 
+def _not_as_asked(args: argparse.Namespace, state: dict[str, Any]) -> list[str]:
+    """How the testbed that runs already differs from what ``up`` asked for (the options it ignored)."""
+    differ = []
+    if args.paths != len(state["paths"]):
+        differ.append(f"with {len(state['paths'])} paths")
+    if args.port is not None and args.port != state["server"]["port"]:
+        differ.append(f"on port {state['server']['port']}")
+    for flag, key in (("rdma", "rdma"), ("krb5", "krb5"), ("link_rate", "netns")):
+        if getattr(args, flag) and key not in state:
+            differ.append(f"without --{flag.replace('_', '-')}")
+    return differ
+
+
 def _up(args: argparse.Namespace) -> int:
     from pynfsrdma._testbed.daemon import TestbedError, up
 
@@ -138,11 +151,8 @@ def _up(args: argparse.Namespace) -> int:
         f"export {state['export_dir']}, state {state['state_dir']}",
         file=sys.stderr,
     )
-    if not started and args.paths != len(state["paths"]):
-        print(
-            f"{PROG}: it has {len(state['paths'])} paths; run `down` first for another layout",
-            file=sys.stderr,
-        )
+    if not started and (differ := _not_as_asked(args, state)):
+        print(f"{PROG}: it runs {'; '.join(differ)}: run `down` first for another layout", file=sys.stderr)
     if "krb5" in state:
         k = state["krb5"]
         print(f"{PROG}: Kerberos realm {k['realm']} (KDC {k['kdc']}, pid {k['pid']}); the export takes "

@@ -21,6 +21,7 @@ from pynfsrdma._fuse.options import (
     parse_options,
 )
 from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.ganesha import ExportPath
 
 CLI = [sys.executable, "-m", "pynfsrdma._cli.main"]
 HELPER = [sys.executable, "-c", "from pynfsrdma._cli.mount import helper_main; raise SystemExit(helper_main())"]
@@ -28,6 +29,57 @@ HELPER = [sys.executable, "-c", "from pynfsrdma._cli.mount import helper_main; r
 
 def run(*args: str, cmd: list[str] = CLI) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def base(ganesha: Ganesha, export_path: ExportPath) -> str:
+    return f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}"
+
+
+def test_errors_name_the_server_and_local_paths_stay_local(base: str, ganesha: Ganesha, export_path: ExportPath,
+                                                          tmp_path: Path) -> None:
+    where = f"{ganesha.host}:{ganesha.port}:{export_path.remote}"
+    p = run("stat", f"{base}/missing")
+    assert (p.returncode, p.stderr) == (1, f"pynfsrdma: {where}/missing: No such file or directory (NFS4ERR_NOENT)\n")
+    p = run("cat", f"{base}/")
+    assert (p.returncode, p.stderr) == (1, f"pynfsrdma: {where}: Is a directory (NFS4ERR_ISDIR)\n")
+    (export_path.local / "d").mkdir()
+    p = run("get", f"{base}/d", str(tmp_path))
+    assert (p.returncode, p.stderr) == (1, f"pynfsrdma: {where}/d: Is a directory (use -r to copy a directory)\n")
+    # a local path is named as it is
+    p = run("put", str(tmp_path / "absent"), f"{base}/d/")
+    assert (p.returncode, p.stderr) == (1, f"pynfsrdma: {tmp_path}/absent: No such file or directory\n")
+    # the name in the message is one the commands take back
+    (export_path.local / "d/f").write_bytes(b"here\n")
+    assert run("cat", f"{where}/d/f").stdout == "here\n"
+
+
+def test_cat_refuses_json_by_name(base: str, export_path: ExportPath) -> None:
+    (export_path.local / "f").write_bytes(b"data")
+    p = run("cat", "--json", f"{base}/f")
+    assert (p.returncode, p.stdout) == (2, "")
+    assert p.stderr.splitlines()[-1] == ("pynfsrdma cat: error: --json: `pynfsrdma cat` writes the file itself "
+                                         "(`pynfsrdma stat --json` gives its attributes)")
+
+
+@pytest.mark.parametrize("args, said", [
+    (("ls", "-l", "-h", "--json", "nfs://127.0.0.1/export"), "pynfsrdma ls: error: -h and --json do not go together"),
+    (("df", "-h", "--json", "nfs://127.0.0.1/export"), "pynfsrdma df: error: -h and --json do not go together"),
+    (("--trace", "-", "umount", "/mnt"), "pynfsrdma: error: --trace: `pynfsrdma umount` sends no RPC of its own"),
+    (("--trace", "-", "stats", "/mnt"), "pynfsrdma: error: --trace: `pynfsrdma stats` sends no RPC of its own"),
+    (("--trace", "-", "mount", "nfs://127.0.0.1/export", "/mnt"),
+     "pynfsrdma: error: --trace: `pynfsrdma mount` sends no RPC of its own (with -f it does)"),
+])
+def test_options_a_command_would_ignore_are_a_usage_error(args: tuple[str, ...], said: str) -> None:
+    p = run(*args)
+    assert (p.returncode, p.stdout) == (2, "")
+    assert p.stderr.splitlines()[-1].startswith(said), p.stderr
+
+
+def test_paths_of_a_mount_point_refuses_a_credential(tmp_path: Path) -> None:
+    p = run("paths", "--uid", "1000", str(tmp_path))
+    assert (p.returncode, p.stderr) == (
+        2, "pynfsrdma paths: --uid and --gid are for a URL: a mount's daemon answers for the mount\n")
 
 
 @pytest.mark.parametrize("cmd", [CLI, HELPER], ids=["pynfsrdma mount", "mount.pynfsrdma"])

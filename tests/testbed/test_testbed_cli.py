@@ -210,3 +210,14 @@ def test_state_dir_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
         Path("/run/pynfsrdma/testbed"),
         Path(f"/tmp/pynfsrdma-testbed-{os.getuid()}"),
     )
+
+
+def test_up_says_how_the_running_testbed_differs_from_what_was_asked(state_dir: Path) -> None:
+    """A second ``up`` with other options reports the running testbed and names each option it did
+    not get, rather than ignoring them."""
+    first = run_json(state_dir, "up")
+    again = run(state_dir, "up", "--paths", "2", "--port", "1", "--krb5")
+    assert again.returncode == 0 and again.stdout.strip() == first["url"]
+    assert again.stderr.splitlines()[-1] == (
+        f"pynfsrdma testbed: it runs with 0 paths; on port {first['server']['port']}; without --krb5: "
+        "run `down` first for another layout")
