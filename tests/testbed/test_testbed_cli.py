@@ -184,6 +184,11 @@ def test_down_never_signals_a_pid_that_is_no_longer_ours(state_dir: Path) -> Non
         real_proxy.stop()  # the proxy this test started, left alone by down above
 
 
+def test_the_parser_names_the_state_directory_variable_the_testbed_reads() -> None:
+    """(the parser names it itself, so that it imports no testbed)"""
+    assert cli.ENV_STATE_DIR == daemon.ENV_STATE_DIR
+
+
 def test_handler_through_a_small_argparse(state_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     parser = argparse.ArgumentParser(prog="pynfsrdma")
     cli.register(parser.add_subparsers(dest="command", required=True))
