@@ -18,6 +18,7 @@ import sys
 import time
 from typing import Any, TextIO
 
+from .._control_socket import Connection, ControlError
 from .output import json_text
 
 __all__ = ["format_report", "handler", "register"]
@@ -229,8 +230,6 @@ def _show(rep: dict[str, Any], args: argparse.Namespace, out: TextIO, tty: bool)
 
 
 def handler(args: argparse.Namespace) -> int:
-    from .._control_socket import Connection, ControlError
-
     if args.watch is not None and args.watch <= 0:
         print(f"{PROG}: --watch needs a positive number of seconds", file=sys.stderr)
         return 2
