@@ -96,6 +96,26 @@ def test_a_missing_mount_point_is_no_such_file_or_directory(ganesha: Ganesha, tm
     assert p.stderr == f"{prog}: mount point {tmp_path}/file: Not a directory\n"
 
 
+MAN8 = Path(__file__).parents[2] / "packaging/man/mount.pynfsrdma.8"
+
+
+def _documented_options() -> set[str]:
+    """The option names mount.pynfsrdma(8) gives in the headings of its OPTIONS section
+    (``.BR vers=4.1 ", " nfsvers=``, ``.BR hard " | " soft``; in ``proto=tcp | rdma`` only proto)."""
+    section = MAN8.read_text().split(".SH OPTIONS", 1)[1].split("\n.SH ", 1)[0].splitlines()
+    names = set()
+    for heading in (section[i + 1] for i, line in enumerate(section[:-1]) if line == ".TP"):
+        words = [re.sub(r"\\f[A-Z]", "", w).replace("\\-", "-").strip('",')
+                 for w in re.sub(r"^\.[A-Z]+\s*", "", heading).split()]
+        with_value = any("=" in w for w in words)
+        for w in words:
+            if "=" in w:
+                names.add(w.split("=")[0])
+            elif not with_value and re.fullmatch(r"[a-z_]+", w):
+                names.add(w)
+    return names
+
+
 SAMPLE = {"N": "4096", "S": "60", "DECISECONDS": "50", "FILE": "/etc/krb5.keytab"}
 
 
@@ -111,6 +131,8 @@ def test_mount_help_lists_every_option_and_each_is_taken(cmd: list[str]) -> None
     expected |= {"soft", "rw", "ac", "actimeo", "nfsvers", *GENERIC_OPTIONS, *RDMA_OPTIONS, *TRUNKING_OPTIONS,
                  *TRUNKING_FLAGS}
     assert expected <= names, expected - names
+    documented = _documented_options()
+    assert documented and documented <= names, documented - names
     assert "vers=4.1|4.2" in listed and "proto=tcp|rdma" in listed and "hard" in listed
     for item in listed:
         name, eq, value = item.partition("=")
