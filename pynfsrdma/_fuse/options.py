@@ -282,7 +282,8 @@ def parse_options(*texts: str | None) -> MountOptions:
 # -- the list mount --help shows, made from the options themselves ------------------------------------------
 # Each field of MountOptions is an option of the same name: a flag (bool), a number (int), seconds (float),
 # or one of the values named here. Options that set a field under another name, or its opposite, follow
-# it; those that fill a group (rdma, trunking, ignored) come from their lists above.
+# it; the fields that gather several (lists and dicts: rdma, trunking, ignored) are listed from the
+# option lists above.
 _VALUES = {
     "vers": "|".join(SUPPORTED_VERSIONS),
     "proto": "|".join(PROTOCOLS),
@@ -293,7 +294,6 @@ _VALUES = {
     "timeo": "DECISECONDS",
 }
 _ALSO = {"vers": ["nfsvers=..."], "hard": ["soft"], "ro": ["rw"], "noac": ["ac"], "acregmin": ["actimeo=S"]}
-_GROUPS = {"ignored", "rdma", "trunking"}
 
 
 def _syntax(name: str, kind: str) -> str:
@@ -311,7 +311,7 @@ def option_list() -> list[str]:
     ``hard``, ``soft``, ``rsize=N`` ...), then the ones mount(8) passes to every helper."""
     out: list[str] = []
     for f in fields(MountOptions):
-        if f.name in _GROUPS:
+        if str(f.type).startswith(("list", "dict")):
             continue
         out.append(_syntax(f.name, str(f.type)))
         out += _ALSO.get(f.name, [])
