@@ -8,7 +8,6 @@ mount(8) passes to every helper (``rw``, ``defaults``, ``nodev``, ``_netdev`` ..
 from __future__ import annotations
 
 import os
-import textwrap
 from dataclasses import dataclass, field, fields
 
 from .._client.url import PROTOCOLS, SUPPORTED_VERSIONS
@@ -321,6 +320,8 @@ def option_list() -> list[str]:
 
 def options_help(width: int = 100) -> str:
     """The text of ``mount --help`` after the usage: every option, from :func:`option_list`."""
+    import textwrap
+
     wrap = textwrap.TextWrapper(width=width, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False)
     return "\n".join([
         textwrap.fill("mount options (comma-separated, several -o allowed), as nfs(5) and FUSE name them "
