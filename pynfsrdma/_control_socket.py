@@ -32,9 +32,10 @@ import os
 import socket
 import struct
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import trio
+if TYPE_CHECKING:
+    import trio
 
 __all__ = [
     "MAX_REQUEST",
@@ -207,11 +208,14 @@ async def serve(
     path: str,
     handlers: Mapping[str, Handler],
     *,
-    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+    task_status: trio.TaskStatus[str],
 ) -> None:
     """Listen on ``path`` and answer requests until cancelled; the socket file is removed then.
 
-    Use as ``await nursery.start(serve, path, handlers)``: it returns once the socket accepts."""
+    Use as ``await nursery.start(serve, path, handlers)``: it returns once the socket accepts. (trio
+    is imported here, by the daemon: the CLI's side of this module is for commands that start at once.)"""
+    import trio
+
     proto = ControlProtocol(handlers)
     directory = os.path.dirname(path)
     os.makedirs(directory, mode=0o700, exist_ok=True)
@@ -264,6 +268,8 @@ def _peer_allowed(stream: trio.SocketStream) -> bool:
 
 
 async def _serve_one(stream: trio.SocketStream, proto: ControlProtocol, limit: trio.CapacityLimiter) -> None:
+    import trio
+
     async with stream, limit:
         if not _peer_allowed(stream):
             return

@@ -94,7 +94,7 @@ async def proxied_paths(ganesha: Ganesha) -> AsyncIterator[Callable[..., Awaitab
 
 @pytest.fixture
 def link_tools() -> None:
-    """The link testbed's tests need root, iproute2 and nftables (bin/setup installs them): without
+    """The link testbed's tests need root, iproute2 and nftables (bin/setup --test installs them): without
     them they fail saying so, rather than pass unrun."""
     from pynfsrdma._testbed.netns import missing_tools
 

@@ -22,12 +22,6 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import trio
-
-from .._client.api import Client
-from .._client.url import parse_url
-from .._testbed.failover_workload import CreateRename, stall_times
-from .._testbed.proxied_paths import open_paths
 from .output import print_json
 
 __all__ = ["FailoverReport", "handler", "register", "run_failover"]
@@ -85,6 +79,13 @@ async def run_failover(
     stalltimeo: float = 0.5,
 ) -> FailoverReport:
     """Run the scenario against the server of ``url`` (a directory on it is used and removed)."""
+    import trio
+
+    from .._client.api import Client
+    from .._client.url import parse_url
+    from .._testbed.failover_workload import CreateRename, stall_times
+    from .._testbed.proxied_paths import open_paths
+
     u = parse_url(url)
     report = FailoverReport(paths, fault, faults)
     spans: list[tuple[float, float]] = []  # (start, end) of every completed operation
@@ -146,13 +147,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--stalltimeo", type=float, default=0.5, help="stall detection, seconds (default 0.5)")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=handler)
+    p.set_defaults(func=handler, sends_rpcs=True)
 
 
 def handler(args: argparse.Namespace) -> int:
     if args.paths < 1 or args.faults < 0 or args.workers < 1:
         print(f"{PROG}: --paths and --workers must be >= 1, --faults >= 0", file=sys.stderr)
         return 2
+    import trio
+
     report = trio.run(
         lambda: run_failover(
             args.url,

@@ -13,29 +13,35 @@ import sys
 import time
 from typing import Any
 
-MOUNT_HELP = """mount options (comma-separated, several -o allowed), as nfs(5) names them:
-  vers=4|4.1|4.2 proto=tcp|rdma port=N rsize=N wsize=N hard soft timeo=DECISECONDS retrans=N
-  actimeo=S acregmin=S acregmax=S acdirmin=S acdirmax=S noac ro rw
-  nolock local_lock=none|flock|posix|all bg fg retry=MINUTES (cto nocto noresvport: accepted)
-  remount,OPTIONS changes ro/rw and the attribute cache's timeouts of a mount in use
-  and FUSE's allow_other default_permissions (the default when other users are served: the
-  kernel checks modes; nodefault_permissions leaves every check to the server, for ACLs and id
-  mapping); squash_uid=N[,squash_gid=N] sends every request as that user; debug keeps the
-  daemon's log on standard error."""
+
+class _HelpWithOptions(argparse.Action):
+    """``mount -h``: the usage, then every mount option, listed from the option parser's own tables
+    (imported only when the help is asked for)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kw: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        from .._fuse.options import options_help
+
+        parser.epilog = options_help()
+        parser.print_help()
+        parser.exit()
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "mount",
         help="mount an NFSv4.1 export with FUSE",
-        epilog=MOUNT_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        add_help=False,
     )
+    p.add_argument("-h", "--help", action=_HelpWithOptions, help="show this help and every mount option, and exit")
     p.add_argument("url", help="nfs://host[:port]/export[/dir] or host:/export")
     p.add_argument("mountpoint")
     p.add_argument("-o", "--options", dest="mount_options", action="append", default=[], metavar="OPTIONS")
     p.add_argument("-f", "--foreground", action="store_true", help="serve in the foreground")
-    p.set_defaults(func=cmd_mount)
+    p.set_defaults(func=cmd_mount, sends_rpcs=lambda args: args.foreground)  # (in this process with -f only)
     u = subparsers.add_parser("umount", help="unmount a pynfsrdma mount")
     u.add_argument("mountpoint")
     u.add_argument("-l", "--lazy", action="store_true", help="detach now, clean up when no longer busy")
@@ -162,7 +168,9 @@ def helper_main(argv: list[str] | None = None) -> int:
     from .._fuse.mount_daemon import MountError, mount
     from .._fuse.options import OptionError
 
-    p = argparse.ArgumentParser(prog="mount.pynfsrdma")
+    p = argparse.ArgumentParser(prog="mount.pynfsrdma", formatter_class=argparse.RawDescriptionHelpFormatter,
+                                add_help=False)
+    p.add_argument("-h", "--help", action=_HelpWithOptions, help="show this help and every mount option, and exit")
     p.add_argument("source")
     p.add_argument("mountpoint")
     p.add_argument("-o", dest="options", action="append", default=[])

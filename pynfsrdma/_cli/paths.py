@@ -13,11 +13,6 @@ import os
 import sys
 from typing import Any
 
-import trio
-
-from .._client.api import Client
-from .._client.url import parse_url
-from .._control_socket import ControlError, query
 from .output import print_json
 
 __all__ = ["format_table", "handler", "register"]
@@ -48,9 +43,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("target", metavar="MOUNTPOINT|URL")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the server")
-    p.add_argument("--uid", type=int, default=0)
-    p.add_argument("--gid", type=int, default=0)
-    p.set_defaults(func=handler)
+    p.add_argument("--uid", type=int, help="AUTH_SYS uid for a URL (default 0)")
+    p.add_argument("--gid", type=int, help="AUTH_SYS gid for a URL (default 0)")
+    p.set_defaults(func=handler, sends_rpcs=lambda args: not _names_a_mount(args.target))
+
+
+def _names_a_mount(target: str) -> bool:
+    """A mount point (its daemon is asked), else a URL (a session of our own)."""
+    return os.path.isdir(target) and "://" not in target
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
@@ -62,8 +62,14 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 
 async def _from_url(url: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    import trio
+
+    from .._client.api import Client
+    from .._client.url import parse_url
+
     u = parse_url(url)
-    async with Client.connect(u, uid=args.uid, gid=args.gid, timeout=args.timeout, timeo=args.timeout) as nfs:
+    uid, gid = (0 if n is None else n for n in (args.uid, args.gid))
+    async with Client.connect(u, uid=uid, gid=gid, timeout=args.timeout, timeo=args.timeout) as nfs:
         assert nfs.trunking is not None
         with trio.move_on_after(args.timeout):
             await nfs.trunking.settled.wait()
@@ -72,8 +78,15 @@ async def _from_url(url: str, args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def handler(args: argparse.Namespace) -> int:
+    import trio
+
+    from .._control_socket import ControlError, query
+
     target: str = args.target
-    if os.path.isdir(target) and "://" not in target:
+    if _names_a_mount(target):
+        if args.uid is not None or args.gid is not None:
+            print(f"{PROG}: --uid and --gid are for a URL: a mount's daemon answers for the mount", file=sys.stderr)
+            return 2
         try:
             rows = query(target, "paths", timeout=args.timeout)
         except ControlError as e:

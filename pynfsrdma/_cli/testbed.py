@@ -18,14 +18,12 @@ import sys
 from typing import Any
 
 from pynfsrdma._cli.output import print_json
-from pynfsrdma._testbed.daemon import ENV_STATE_DIR, TestbedError, down, ensure_testbed, fault, status, up
-from pynfsrdma._testbed.faults import FaultCommandError
-from pynfsrdma._testbed.ganesha import GaneshaError
-from pynfsrdma._testbed.proxy_control import ControlError
 
-__all__ = ["ensure_testbed", "handler", "main", "register"]
+__all__ = ["handler", "main", "register"]
 
 PROG = "pynfsrdma testbed"
+# (pynfsrdma._testbed.daemon's ENV_STATE_DIR, named here so that the parser imports no testbed)
+ENV_STATE_DIR = "PYNFSRDMA_TESTBED_DIR"
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -120,7 +118,22 @@ def _describe_paths(paths: list[dict[str, Any]]) -> None:
         print(f"  path {path['address']}:{path['port']} (pid {path['pid']}){extra}", file=sys.stderr)
 
 
+def _not_as_asked(args: argparse.Namespace, state: dict[str, Any]) -> list[str]:
+    """How the testbed that runs already differs from what ``up`` asked for (the options it ignored)."""
+    differ = []
+    if args.paths != len(state["paths"]):
+        differ.append(f"with {len(state['paths'])} paths")
+    if args.port is not None and args.port != state["server"]["port"]:
+        differ.append(f"on port {state['server']['port']}")
+    for flag, key in (("rdma", "rdma"), ("krb5", "krb5"), ("link_rate", "netns")):
+        if getattr(args, flag) and key not in state:
+            differ.append(f"without --{flag.replace('_', '-')}")
+    return differ
+
+
 def _up(args: argparse.Namespace) -> int:
+    from pynfsrdma._testbed.daemon import TestbedError, up
+
     if args.paths < 0:
         raise TestbedError("--paths must be >= 0")
     state, started = up(
@@ -138,11 +151,8 @@ def _up(args: argparse.Namespace) -> int:
         f"export {state['export_dir']}, state {state['state_dir']}",
         file=sys.stderr,
     )
-    if not started and args.paths != len(state["paths"]):
-        print(
-            f"{PROG}: it has {len(state['paths'])} paths; run `down` first for another layout",
-            file=sys.stderr,
-        )
+    if not started and (differ := _not_as_asked(args, state)):
+        print(f"{PROG}: it runs {'; '.join(differ)}: run `down` first for another layout", file=sys.stderr)
     if "krb5" in state:
         k = state["krb5"]
         print(f"{PROG}: Kerberos realm {k['realm']} (KDC {k['kdc']}, pid {k['pid']}); the export takes "
@@ -159,6 +169,8 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _down(args: argparse.Namespace) -> int:
+    from pynfsrdma._testbed.daemon import down
+
     result = down(args.dir)
     if args.json:
         _print_json(result if result is not None else {"stopped_pids": []})
@@ -172,6 +184,8 @@ def _down(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
+    from pynfsrdma._testbed.daemon import status
+
     result = status(args.dir)
     if args.json:
         _print_json(result)
@@ -191,6 +205,8 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _fault(args: argparse.Namespace) -> int:
+    from pynfsrdma._testbed.daemon import fault
+
     answers = fault(args.dir, args.address, args.fault)
     if args.json:
         _print_json({"answers": answers})
@@ -202,6 +218,11 @@ def _fault(args: argparse.Namespace) -> int:
 
 def handler(args: argparse.Namespace) -> int:
     """Run one ``testbed`` sub-command; returns the exit code."""
+    from pynfsrdma._testbed.daemon import TestbedError
+    from pynfsrdma._testbed.faults import FaultCommandError
+    from pynfsrdma._testbed.ganesha import GaneshaError
+    from pynfsrdma._testbed.proxy_control import ControlError
+
     commands = {"up": _up, "down": _down, "status": _status, "fault": _fault}
     try:
         return commands[args.testbed_command](args)

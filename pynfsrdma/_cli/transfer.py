@@ -59,9 +59,12 @@ def local_destination(dst: str, name: str) -> str:
     if os.path.isdir(dst):
         return os.path.join(dst, name)
     if dst.endswith("/"):
-        if os.path.lexists(dst.rstrip("/") or "/"):
-            raise NotADirectoryError(errno.ENOTDIR, "Not a directory", dst)
-        raise IsADirectoryError(errno.EISDIR, "Is a directory (there is no such directory to copy into)", dst)
+        # as cp(1): "Not a directory" when there is no such directory (or a file by that name), "No such
+        # file or directory" when the directory it would be in is missing too
+        parent = os.path.dirname(dst.rstrip("/")) or "."
+        if not os.path.lexists(dst.rstrip("/") or "/") and not os.path.isdir(parent):
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", dst)
+        raise NotADirectoryError(errno.ENOTDIR, "Not a directory", dst)
     return dst
 
 

@@ -117,7 +117,8 @@ def prepare(source: str, mountpoint: str, option_texts: Sequence[str] = ()) -> M
     url.options = dict(opts.rdma)  # what the transport reads (proto=rdma); the rest is ours
     mp = os.path.abspath(mountpoint)
     if not os.path.isdir(mp):
-        raise MountError(f"mount point {mountpoint} is not a directory")
+        reason = "Not a directory" if os.path.exists(mp) else "No such file or directory"
+        raise MountError(f"mount point {mountpoint}: {reason}")
     if os.path.ismount(mp) and _is_our_mount(mp):
         raise MountError(f"{mountpoint} is already mounted")
     return MountRequest(source, url, mp, opts, texts)

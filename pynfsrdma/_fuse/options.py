@@ -395,3 +395,61 @@ def parse_options(*texts: str | None, base: MountOptions | None = None) -> Mount
         except TrunkingOptionError as e:
             raise OptionError(f"mount option {e}") from None
     return o
+
+
+# -- the list mount --help shows, made from the options themselves ------------------------------------------
+# Each field of MountOptions is an option of the same name: a flag (bool), a number (int), seconds (float),
+# or one of the values named here. Options that set a field under another name, or its opposite, follow
+# it; the fields that gather several (lists and dicts: rdma, trunking, ignored) are listed from the
+# option lists above.
+_VALUES = {
+    "vers": "|".join(VERSIONS_TO_TRY),
+    "local_lock": "|".join(LOCAL_LOCKS),
+    "retry": "MINUTES",
+    "proto": "|".join(PROTOCOLS),
+    "lookupcache": "|".join(dict.fromkeys(LOOKUPCACHE_MODES.values())),
+    "channel": "|".join(CHANNELS),
+    "sec": "sys|krb5|krb5i|krb5p[:...]",
+    "keytab": "FILE",
+    "timeo": "DECISECONDS",
+}
+_ALSO = {"vers": ["nfsvers=..."], "hard": ["soft"], "ro": ["rw"], "noac": ["ac"], "acregmin": ["actimeo=S"],
+         "default_permissions": ["nodefault_permissions"], "local_lock": ["nolock", "lock"], "bg": ["fg"]}
+
+
+def _syntax(name: str, kind: str) -> str:
+    if name in _VALUES:
+        return f"{name}={_VALUES[name]}"
+    if kind.startswith("bool"):
+        return name
+    if kind.startswith("float"):
+        return f"{name}=S"
+    return f"{name}=N"
+
+
+def option_list() -> list[str]:
+    """Every option :func:`parse_options` takes, as ``mount --help`` lists them (``vers=4.1|4.2``,
+    ``hard``, ``soft``, ``rsize=N`` ...), then the ones mount(8) passes to every helper."""
+    out: list[str] = []
+    for f in fields(MountOptions):
+        if str(f.type).startswith(("list", "dict")):
+            continue
+        out.append(_syntax(f.name, str(f.type)))
+        out += _ALSO.get(f.name, [])
+    out += [f"{k}=..." for k in (*RDMA_OPTIONS, *TRUNKING_OPTIONS)] + list(TRUNKING_FLAGS)
+    out += [k for k in NOTED_OPTIONS if k not in out]  # (accepted, with a note where they mean nothing here)
+    return out
+
+
+def options_help(width: int = 100) -> str:
+    """The text of ``mount --help`` after the usage: every option, from :func:`option_list`."""
+    import textwrap
+
+    wrap = textwrap.TextWrapper(width=width, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False)
+    return "\n".join([
+        textwrap.fill("mount options (comma-separated, several -o allowed), as nfs(5) and FUSE name them "
+                      "(mount.pynfsrdma(8) says what each does):", width),
+        wrap.fill(" ".join(option_list())),
+        "and, accepted with no effect, those mount(8) and fstab pass to every helper:",
+        wrap.fill(" ".join(sorted(GENERIC_OPTIONS))),
+    ])

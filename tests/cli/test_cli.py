@@ -41,7 +41,7 @@ def test_put_ls_stat_get_cat_cp_mv_rm(base: str, export_path: ExportPath, tmp_pa
 
     assert run("ls", f"{base}/d").stdout.split() == ["in.bin"]
     long = run("ls", "-l", f"{base}/d").stdout
-    assert long.startswith("-rw-") and "in.bin" in long and str(src.stat().st_size) in long
+    assert long.startswith("total ") and "\n-rw-" in long and "in.bin" in long and str(src.stat().st_size) in long
     listing = json.loads(run("ls", "--json", f"{base}/d").stdout)
     assert [(e["name"], e["size"], e["type"]) for e in listing["entries"]] == [("in.bin", src.stat().st_size, "file")]
     st = json.loads(run("stat", "--json", f"{base}/d/in.bin").stdout)
@@ -73,10 +73,11 @@ def test_put_ls_stat_get_cat_cp_mv_rm(base: str, export_path: ExportPath, tmp_pa
     assert df["size"] > 0 and df["avail"] > 0
 
 
-def test_errors_are_one_line_with_a_nonzero_exit(base: str, export_path: ExportPath) -> None:
+def test_errors_are_one_line_with_a_nonzero_exit(base: str, ganesha: Ganesha, export_path: ExportPath) -> None:
     p = run("stat", f"{base}/missing", check=False)
     assert p.returncode == 1
-    assert p.stderr == f"pynfsrdma: {export_path.remote}/missing: No such file or directory (NFS4ERR_NOENT)\n"
+    assert p.stderr == (f"pynfsrdma: {ganesha.host}:{ganesha.port}:{export_path.remote}/missing: "
+                        "No such file or directory (NFS4ERR_NOENT)\n")
     p = run("ls", "ftp://x/y", check=False)
     assert p.returncode == 2 and p.stderr.startswith("pynfsrdma: ") and "nfs://" in p.stderr
     p = run("put", "/no/such/local/file", f"{base}/f", check=False)

@@ -8,8 +8,12 @@ import ast
 import importlib
 import inspect
 import re
+import subprocess
+import sys
 import types
 from pathlib import Path
+
+import pytest
 
 import pynfsrdma
 import pynfsrdma._testbed
@@ -20,22 +24,30 @@ ROOT = INIT.parent.parent
 
 
 def test_the_list_names_every_public_name_and_only_those() -> None:
-    public = {n for n, v in vars(pynfsrdma).items() if not n.startswith("_") and not isinstance(v, types.ModuleType)}
+    public = {n for n in dir(pynfsrdma) if not n.startswith("_")
+              and not isinstance(getattr(pynfsrdma, n), types.ModuleType)}
     assert public | {"__version__"} == set(pynfsrdma.__all__)
     assert len(pynfsrdma.__all__) == len(set(pynfsrdma.__all__))
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        _ = pynfsrdma.Nothing
 
 
 def test_the_source_names_the_same_list_without_running_it() -> None:
-    """An IDE or a type checker reads the imports and ``__all__`` as written, not as computed."""
+    """An IDE or a type checker reads the imports (under TYPE_CHECKING: at run time each name is loaded
+    on first use) and ``__all__`` as written, not as computed; the table the names are loaded from
+    says what those imports say."""
     tree = ast.parse(INIT.read_text())
-    imported = {alias.asname or alias.name for node in tree.body if isinstance(node, ast.ImportFrom)
-                for alias in node.names}
+    (checking,) = [node for node in tree.body if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)]
+    imports = [node for node in checking.body if isinstance(node, ast.ImportFrom)]
+    imported = {alias.asname or alias.name for node in imports for alias in node.names}
+    where = {alias.name: "." * node.level + (node.module or "") for node in imports for alias in node.names}
+    assert where == vars(pynfsrdma)["_WHERE"]
     assigned = {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
                 if isinstance(t, ast.Name)}
     (all_node,) = [node for node in tree.body if isinstance(node, ast.Assign)
                    and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)]
     listed = set(ast.literal_eval(all_node.value))
-    assert listed == (imported | assigned) - {"__all__"}
+    assert listed == {n for n in imported | assigned if not n.startswith("_")} | {"__version__"}
 
 
 def test_every_name_says_what_it_is() -> None:
@@ -130,3 +142,11 @@ def test_the_checks_see_what_they_look_for() -> None:
 
     Probe.__module__ = "pynfsrdma._testbed"
     assert pynfsrdma._testbed.Proxy in _named_in_signatures(Probe)
+
+
+def test_importing_the_package_loads_no_client_until_a_name_is_used() -> None:
+    """``import pynfsrdma`` is cheap (the CLI's ``--version`` starts with it); a name loads its module."""
+    code = ("import sys, pynfsrdma; before = sorted(m for m in sys.modules if m.startswith('pynfsrdma.'));"
+            "pynfsrdma.connect; print(before, 'pynfsrdma._client.sync' in sys.modules, pynfsrdma.connect.__module__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["[]", "True", "pynfsrdma"]

@@ -30,7 +30,7 @@ from pynfsrdma._proto.rpc import (
     pack_call_header,
     unpack_reply_header,
 )
-from pynfsrdma._testbed import daemon
+from pynfsrdma._testbed import daemon, ensure_testbed
 from pynfsrdma._testbed.procs import ProcessRecord, cmdline, pid_alive, wait_pid_gone
 from pynfsrdma._xdr import Packer, Unpacker
 
@@ -141,8 +141,8 @@ def test_plain_up_prints_only_the_url(state_dir: Path) -> None:
 
 
 def test_ensure_testbed_starts_once(state_dir: Path) -> None:
-    first = cli.ensure_testbed(state_dir)
-    second = cli.ensure_testbed(state_dir)
+    first = ensure_testbed(state_dir)
+    second = ensure_testbed(state_dir)
     assert first == second and pid_alive(first["server"]["pid"])
     (Path(first["export_dir"]) / "seen").write_text("x")
     assert daemon.down(state_dir) is not None
@@ -184,6 +184,11 @@ def test_down_never_signals_a_pid_that_is_no_longer_ours(state_dir: Path) -> Non
         real_proxy.stop()  # the proxy this test started, left alone by down above
 
 
+def test_the_parser_names_the_state_directory_variable_the_testbed_reads() -> None:
+    """(the parser names it itself, so that it imports no testbed)"""
+    assert cli.ENV_STATE_DIR == daemon.ENV_STATE_DIR
+
+
 def test_handler_through_a_small_argparse(state_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     parser = argparse.ArgumentParser(prog="pynfsrdma")
     cli.register(parser.add_subparsers(dest="command", required=True))
@@ -210,3 +215,14 @@ def test_state_dir_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
         Path("/run/pynfsrdma/testbed"),
         Path(f"/tmp/pynfsrdma-testbed-{os.getuid()}"),
     )
+
+
+def test_up_says_how_the_running_testbed_differs_from_what_was_asked(state_dir: Path) -> None:
+    """A second ``up`` with other options reports the running testbed and names each option it did
+    not get, rather than ignoring them."""
+    first = run_json(state_dir, "up")
+    again = run(state_dir, "up", "--paths", "2", "--port", "1", "--krb5")
+    assert again.returncode == 0 and again.stdout.strip() == first["url"]
+    assert again.stderr.splitlines()[-1] == (
+        f"pynfsrdma testbed: it runs with 0 paths; on port {first['server']['port']}; without --krb5: "
+        "run `down` first for another layout")
