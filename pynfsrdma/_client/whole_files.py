@@ -135,19 +135,33 @@ class WholeFiles(StateRecovery):
         except ReplyError as e:
             raise e.located(None, path or name) from None
         results = res.resarray
-        opened = len(results) > FH_RESULT and results[OPEN_RESULT].status == c.NFS4_OK
+        opened = len(results) > OPEN_RESULT and results[OPEN_RESULT].status == c.NFS4_OK
+        fh: bytes | None = None
         if opened:
+            fh = await self._opened_fh(results, dir_fh, name, cred)
             granted = results[OPEN_RESULT].res.delegation
-            if granted[0] != c.OPEN_DELEGATE_NONE and granted[0] != c.OPEN_DELEGATE_NONE_EXT:
-                await self._give_back(bytes(results[FH_RESULT].res.object), granted)
+            if fh is not None and granted[0] != c.OPEN_DELEGATE_NONE and granted[0] != c.OPEN_DELEGATE_NONE_EXT:
+                await self._give_back(fh, granted)
         if res.status != c.NFS4_OK:
             failed = results[-1] if results else None
-            if opened and failed is not None and failed.opnum != c.OP_CLOSE:
-                await self._close_after(bytes(results[FH_RESULT].res.object), results[OPEN_RESULT].res.stateid,
-                                        cred)
+            if fh is not None and failed is not None and failed.opnum != c.OP_CLOSE:
+                await self._close_after(fh, results[OPEN_RESULT].res.stateid, cred)
             raise NFS4Error(res.status, failed.opnum if failed else None, path or name)
         written = int(result_of(results, c.OP_WRITE).count) if n else 0
         return bytes(result_of(results, c.OP_GETFH).object), got[0], written
+
+    async def _opened_fh(self, results: list[ResOp], dir_fh: bytes, name: str, cred: Credential) -> bytes | None:
+        """The file handle of the file a write_named OPEN opened: its GETFH's, or, when the COMPOUND
+        stopped before that gave one, looked up by name (None when that fails too: the open is then
+        the lease's to end)."""
+        if len(results) > FH_RESULT and results[FH_RESULT].status == c.NFS4_OK:
+            return bytes(results[FH_RESULT].res.object)
+        try:
+            res = await self.run([PUTFH4args(dir_fh), LOOKUP4args(name), GETFH4args()], cred)
+        except (NFS4Error, ReplyError) as e:
+            log.info("no file handle for an open to close: %s", e)
+            return None
+        return bytes(result_of(res, c.OP_GETFH).object)
 
     async def _close_after(self, fh: bytes, stateid: stateid4, cred: Credential) -> None:
         """CLOSE an open a write_named COMPOUND made and did not get to close (it failed before)."""

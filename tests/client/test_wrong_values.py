@@ -176,3 +176,25 @@ async def test_a_server_asking_for_a_pause_forever_holds_a_soft_call_to_its_dead
         assert rule.count <= ALWAYS - 4  # (the server was asked again, a few times)
         rule.count = 0
         assert (await nfs.stat("/f")).size == 1
+
+
+async def test_a_small_write_whose_file_handle_never_came_closes_its_open(
+    mutating: Proxy, export_path: ExportPath
+) -> None:
+    """The one-COMPOUND write of a small file (OPEN, GETFH, WRITE, CLOSE, GETATTR) answered with its
+    GETFH failed after the OPEN succeeded: the call fails with one OSError (EIO, as the server said),
+    and a CLOSE goes for the open the reply says was made, its file handle found by name (LOOKUP).
+    (The server here did run the whole COMPOUND; only its reply was changed, so that CLOSE finds the
+    open already closed, which the client takes quietly.)"""
+    proxy = await mutating(Rule(Mutation.STATUS, c.OP_OPEN, "result 3 failed", value=c.NFS4ERR_IO))
+    async with Client.connect(url(proxy, export_path)) as nfs:
+        await nfs.listdir("/")  # (the directory's file handle is known: the write is one COMPOUND)
+        before = nfs.stats()["op_counts"]
+        with pytest.raises(OSError) as caught:
+            await nfs.write_file("/small", b"data")
+        assert caught.value.errno == errno.EIO
+        after = nfs.stats()["op_counts"]
+        sent = {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
+        assert sent["OPEN"] == 1 and sent["LOOKUP"] == 1 and sent["CLOSE"] == 2, sent
+        await nfs.write_file("/small", b"again")  # (the proxy changes one reply only)
+    assert (export_path.local / "small").read_bytes() == b"again"
