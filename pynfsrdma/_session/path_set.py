@@ -22,7 +22,8 @@ import trio
 
 from .._rpc.client import CallbackHandler, RpcConnection
 from .._rpc.errors import RpcReplyError
-from .._transport.base import Transport, TransportError
+from .._transport.base import ReplyHints, Transport, TransportError
+from .._xdr import Packer, Unpacker
 from .path_choice import Delivery, choose_path
 
 log = logging.getLogger(__name__)
@@ -66,18 +67,37 @@ class Path:
     # trunking (RFC 8881 section 2.10.5); a session's requests go only over its group's paths
     group: int = 0
     _kill_scope: trio.CancelScope | None = None
-    # start times (trio clock) of the requests now waiting for a reply on this path, by a token
+    # start times (trio clock) of the requests now waiting for a reply on this path, by XID
     _sent: dict[int, float] = field(default_factory=dict)
     _probing: bool = False
     _probed_at: float = -math.inf
 
-    def sent(self, token: int, when: float) -> None:
-        """A request went out on this path at ``when`` (trio clock); ``token`` names it (its XID)."""
-        self._sent[token] = when
-
-    def done(self, token: int) -> None:
-        """The request ``token`` no longer waits for its reply here."""
-        self._sent.pop(token, None)
+    async def call(self, xid: int, msg: Packer, hints: ReplyHints, timeout: float, *, payload: int, start: float,
+                   timed: bool) -> Unpacker:
+        """Send the call ``msg`` (begun on this path's connection at ``start``, trio clock) and wait
+        for its reply, kept in this path's figures: the bytes and calls in flight, the round trip,
+        and the delivery rate (``payload``: the request's bulk bytes, gone with the call or come
+        back with the reply; ``timed``: its time is a round trip, not the server's storage work).
+        Raises as :meth:`.RpcConnection.call_packed` does."""
+        rpc = self.rpc
+        if rpc is None:
+            raise TransportError("path is not connected", self.address)
+        mark = self.delivery.mark(start, busy=self.bytes_in_flight > 0)
+        self.bytes_in_flight += payload
+        self.calls += 1
+        self._sent[xid] = start
+        try:
+            u = await rpc.call_packed(xid, msg, hints, timeout)
+        finally:
+            self.bytes_in_flight -= payload
+            self._sent.pop(xid, None)
+        answered = trio.current_time()
+        self.observe_rtt(answered - start)
+        # the payload went with the call (a WRITE's data), or what the reply carried of it came
+        # back (a READ's: none past the end of the file, which a READ asking on to it did not wait for)
+        delivered = payload if len(msg) >= payload else min(payload, u.carried())
+        self.delivery.answered(mark, delivered, start, answered, timed=timed)
+        return u
 
     def oldest_wait(self, now: float) -> float:
         """How long the oldest request in flight on this path has waited (0 if none)."""

@@ -23,7 +23,7 @@ from .._transport.base import NO_HINTS, ReplyHints, TransportError
 from .client_state import ClientState
 from .create_session import Establishment, status_name
 from .errors import SessionError
-from .sequence import CLIENT_LOST, Act, Attempts, FlagAction, flag_actions, on_compound
+from .sequence import CLIENT_LOST, Act, Finished, FlagAction, Request, SessionGone, flag_actions
 from .session import Check, Session, SessionLost
 
 log = logging.getLogger(__name__)
@@ -72,8 +72,7 @@ class Recovery:
         The reply's ``resarray`` holds the results of ``ops`` (SEQUENCE's is removed); the caller
         checks the statuses of its operations. ``check``: see :meth:`Session.compound`.
         """
-        attempts = Attempts()
-        lost = 0
+        request = Request(recovering=_recovering)  # (its tries, one after another, each in a session)
         while True:
             if self.state.closed:
                 raise SessionError("the client is shut down", errno.ESHUTDOWN)
@@ -87,15 +86,15 @@ class Recovery:
             try:
                 res = await session.compound(ops, cred, hints, payload=payload, check=check)
             except SessionLost as e:
-                lost += 1
-                if _recovering or lost > 3:
+                lost = request.feed(SessionGone(e.status, trunked=session.group != 0))
+                if lost.act is Act.FAIL:
                     raise SessionError(f"the session was lost and could not be recovered ({e})") from e
-                if session.group != 0 and e.status not in CLIENT_LOST:
+                if lost.act is Act.NEW_TRUNKED_SESSION:
                     await self._recover_trunked(session)
                 else:
                     await self._recover(generation, e.status)
                 continue
-            decision = on_compound(res.status, recovering=_recovering, attempts=attempts)
+            decision = request.feed(Finished(res.status))
             if decision.act is Act.RESEND:
                 await trio.sleep(decision.wait)
                 continue
