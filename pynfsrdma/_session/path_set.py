@@ -72,6 +72,28 @@ class Path:
     _probing: bool = False
     _probed_at: float = -math.inf
 
+    def received_under(self, scope: trio.CancelScope) -> None:
+        """The connection's receive loop runs under ``scope``: :meth:`cut` ends it."""
+        self._kill_scope = scope
+
+    def cut(self) -> None:
+        """End the connection's receive loop now (its calls fail; the path reconnects, or stays down)."""
+        if self._kill_scope is not None:
+            self._kill_scope.cancel()
+
+    def probe_due(self, now: float, stall_after: float) -> bool:
+        """Whether the path is to be probed now, its oldest request having waited ``stall_after``
+        seconds and no probe out nor made within that time; if so, the probe counts as begun
+        (:meth:`probe_ended` ends it)."""
+        if self._probing or self.oldest_wait(now) < stall_after or now - self._probed_at < stall_after:
+            return False
+        self._probing = True
+        self._probed_at = now
+        return True
+
+    def probe_ended(self) -> None:
+        self._probing = False
+
     async def call(self, xid: int, msg: Packer, hints: ReplyHints, timeout: float, *, payload: int, start: float,
                    timed: bool) -> Unpacker:
         """Send the call ``msg`` (begun on this path's connection at ``start``, trio clock) and wait
@@ -193,8 +215,7 @@ class PathSet:
         if path in self.paths:
             self.paths.remove(path)
         path.state = PathState.CLOSED
-        if path._kill_scope is not None:
-            path._kill_scope.cancel()
+        path.cut()
         if path.rpc is not None:
             await path.rpc.aclose()
         self._notify()
@@ -206,8 +227,7 @@ class PathSet:
 
     async def disconnect(self, path: Path) -> None:
         """Close ``path``'s connection (it stays one of ours, down)."""
-        if path._kill_scope is not None:
-            path._kill_scope.cancel()
+        path.cut()
         if path.rpc is not None:
             await path.rpc.aclose()
         if path.state is not PathState.CLOSED:
@@ -229,7 +249,7 @@ class PathSet:
         path.rpc = rpc
         path.connects += 1
         scope = trio.CancelScope()
-        path._kill_scope = scope
+        path.received_under(scope)
         up = trio.Event()
 
         async def receive_loop() -> None:
@@ -332,13 +352,7 @@ class PathSet:
                 if len(live) < 2:
                     continue
                 for path in live:
-                    if (
-                        not path._probing
-                        and path.oldest_wait(now) >= stall_after
-                        and now - path._probed_at >= stall_after
-                    ):
-                        path._probing = True
-                        path._probed_at = now
+                    if path.probe_due(now, stall_after):
                         nursery.start_soon(self._probe, path, probe, probe_timeout)
 
     async def _probe(self, path: Path, probe: Probe, timeout: float) -> None:
@@ -358,15 +372,14 @@ class PathSet:
         except (TransportError, OSError, RpcReplyError) as e:
             log.info("probe of %s failed: %s", path.address, e)
         finally:
-            path._probing = False
+            path.probe_ended()
 
     def kill(self, path: Path) -> None:
         """Drop the path's connection (a stalled or misbehaving connection); it will reconnect."""
         if path.rpc is not None and path.state is PathState.UP:
             path.state = PathState.DOWN
             path.up_event = trio.Event()
-            if path._kill_scope is not None:
-                path._kill_scope.cancel()
+            path.cut()
             self._notify()
 
     # -- choosing ---------------------------------------------------------------------------------
