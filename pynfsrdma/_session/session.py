@@ -391,7 +391,9 @@ class Session:
         elif act is Act.RESEND:
             await trio.sleep(decision.wait)
             out.deadline = None if out.pin is not None else self.policy.deadline(trio.current_time())
-        elif act is Act.STEP_BACK and self.table.misordered(slot):
+        elif act is Act.STEP_BACK:
+            # (the machine steps back only after an interrupted request: the table always can)
+            self.table.misordered(slot)
             out.seqid = self.table.begin(slot)
         elif act is Act.OTHER_SLOT:
             self.table.update_from_server(max(0, slot.slotid - 1), max(0, slot.slotid - 1))
@@ -403,7 +405,7 @@ class Session:
         elif act in (Act.NEW_SESSION, Act.NEW_CLIENT):
             out.completed = True
             raise self._lost(st)
-        elif act in (Act.LOST, Act.STEP_BACK):
+        elif act is Act.LOST:
             raise self._lost(st)
         else:
             out.completed = True
