@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from functools import cached_property
 from typing import Any
 
 import trio
@@ -52,31 +53,28 @@ from .io_window import io_window
 from .lease import LeaseKeeper
 from .path_set import Path
 from .recovery import Recovery
-from .session import Check, RetryPolicy, Session
+from .session import Check, Session
 
 log = logging.getLogger(__name__)
 
-ReclaimHook = Callable[["ClientID"], Awaitable[None]]
+ReclaimHook = Callable[["ClientID"], Awaitable[None]]  # (what ClientState.reclaim_hooks hold)
 
 
 class ClientID(ClientState):
     """An NFSv4.1 client ID with its current session, over a set of paths."""
 
-    def __init__(
-        self,
-        nursery: trio.Nursery,
-        owner_id: bytes | None = None,
-        options: SessionOptions | None = None,
-        policy: RetryPolicy | None = None,
-        cred: Credential | None = None,
-    ) -> None:
-        super().__init__(nursery, owner_id, options, policy, cred)
-        self.reclaim_hooks: list[ReclaimHook] = []  # run in the grace period of a new client ID
-        self.state_revoked_hooks: list[ReclaimHook] = []  # run when SEQUENCE says state was revoked
-        self.establishment = Establishment(self)
-        self.recovery = Recovery(self, self.establishment, self._reclaim, self._state_revoked)
-        self.lease = LeaseKeeper(self, self.recovery)
-        self.paths.on_connect = self.establishment.bind_connection
+    # its parts, each made at its first use, over this one state
+    @cached_property
+    def establishment(self) -> Establishment:
+        return Establishment(self)
+
+    @cached_property
+    def recovery(self) -> Recovery:
+        return Recovery(self, self.establishment, self._reclaim, self._state_revoked)
+
+    @cached_property
+    def lease(self) -> LeaseKeeper:
+        return LeaseKeeper(self, self.recovery)
 
     async def _reclaim(self) -> None:
         for hook in self.reclaim_hooks:
@@ -114,6 +112,7 @@ class ClientID(ClientState):
         (START_ATTEMPTS times at most)."""
         try:
             with trio.fail_after(timeout):
+                self.paths.on_connect = self.establishment.bind_connection
                 await self.paths.add(path, connect=False)
                 for attempt in range(1, START_ATTEMPTS + 1):
                     try:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import trio
 
@@ -56,6 +58,9 @@ class ServerIdentity:
     flags: int = 0
 
 
+Hook = Callable[[Any], Awaitable[None]]  # given the client ID (a ReclaimHook of client_id.py)
+
+
 class ClientState:
     """The client ID's state, over a set of paths: what its parts read and change."""
 
@@ -89,6 +94,8 @@ class ClientState:
         self.closed = False  # shut down: no request is sent any more
         self.stopping = False  # set by the owner once nothing of ours needs the state any longer
         self.recoveries = 0
+        self.reclaim_hooks: list[Hook] = []  # run in the grace period of a new client ID
+        self.state_revoked_hooks: list[Hook] = []  # run when SEQUENCE says state was revoked
 
     @property
     def server(self) -> str:
