@@ -41,7 +41,7 @@ class SessionOptions:
     rsize: int = 1 << 20
     wsize: int = 1 << 20
     max_requests: int = 64
-    max_operations: int = 16
+    max_operations: int = 64
     back_channel: bool = True
     minorversion: int = c.NFS4_MINOR_VERSION_1  # of every COMPOUND (the session's, its callbacks')
 

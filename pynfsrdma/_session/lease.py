@@ -14,6 +14,15 @@ from .recovery import Recovery
 
 log = logging.getLogger(__name__)
 
+RENEW_MAX = 60.0  # seconds an idle lease goes unrenewed at most, whatever lease time the server said
+
+
+def renew_interval(lease_time: float) -> float:
+    """Seconds between renewals of an idle lease: a third of the server's lease time, but at least a
+    second and at most RENEW_MAX, so that a lease time from a reply (0, or 2**32 - 1 seconds: 136
+    years) neither spins nor sizes a sleep. Renewing more often than the lease needs costs a SEQUENCE."""
+    return min(RENEW_MAX, max(1.0, lease_time / 3))
+
 
 class LeaseKeeper:
     """The lease of ``state``'s client ID renewed and the status flags watched, as long as the client
@@ -27,7 +36,7 @@ class LeaseKeeper:
         """Keep the lease alive with a lone SEQUENCE when no other request renewed it."""
         while not self.state.closed:
             s = self.state.session
-            interval = max(1.0, self.state.lease_time / 3)
+            interval = renew_interval(self.state.lease_time)
             if s is None:
                 await trio.sleep(interval)
                 continue

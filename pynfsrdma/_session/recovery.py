@@ -73,6 +73,7 @@ class Recovery:
         checks the statuses of its operations. ``check``: see :meth:`Session.compound`.
         """
         request = Request(recovering=_recovering)  # (its tries, one after another, each in a session)
+        deadline: float | None = None  # a soft request's: from its first send, DELAY and GRACE pauses counted
         while True:
             if self.state.closed:
                 raise SessionError("the client is shut down", errno.ESHUTDOWN)
@@ -83,8 +84,15 @@ class Recovery:
             if session is None:
                 raise SessionError("no session")
             generation = self.generation
+            first = deadline is None
+            if first and not session.policy.hard:  # (the first send's own, which the session takes after a slot)
+                deadline = session.policy.deadline(trio.current_time())
+            elif deadline is not None and trio.current_time() >= deadline:
+                raise SessionError(f"no answer within {session.policy.budget:g} s (soft: the session was being "
+                                   "recovered)", errno.ETIMEDOUT)
             try:
-                res = await session.compound(ops, cred, hints, payload=payload, check=check)
+                res = await session.compound(ops, cred, hints, payload=payload, check=check,
+                                             deadline=None if first else deadline)
             except SessionLost as e:
                 lost = request.feed(SessionGone(e.status, trunked=session.group != 0))
                 if lost.act is Act.FAIL:
@@ -94,7 +102,8 @@ class Recovery:
                 else:
                     await self._recover(generation, e.status)
                 continue
-            decision = request.feed(Finished(res.status))
+            decision = request.feed(Finished(res.status,
+                                             time_left=None if deadline is None else deadline - trio.current_time()))
             if decision.act is Act.RESEND:
                 await trio.sleep(decision.wait)
                 continue

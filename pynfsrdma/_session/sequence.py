@@ -70,6 +70,7 @@ class Act(enum.Enum):
     REFUSED = "fail: the transport refused the request again, the request itself is at fault"
     UNREACHABLE = "fail: a soft mount's server is taken for gone"
     GIVE_UP = "fail: the request's deadline passed"
+    OUT_OF_TIME = "a soft request's time ends before the pause the server asked for: it fails, its slot interrupted"
 
 
 @dataclass(slots=True)
@@ -103,13 +104,15 @@ def on_sequence(
     attempts: Attempts,
     foreign: bool = False,
     resent: bool = False,
+    time_left: float | None = None,
 ) -> Decision:
     """The decision on a reply whose SEQUENCE came back with ``seq_status`` (``compound_status``:
     the whole COMPOUND's). ``tries``: sends of this request so far (more than one: a resend after a
     lost connection, which the server may have executed); ``interrupted``: the slot's request before
     this one got no reply; ``foreign``: SEQUENCE succeeded and names this request's session, slot and
     sequence id, but the other results do not answer its operations; ``resent``: this sequence id
-    went out more than once for this request. ``attempts`` is updated."""
+    went out more than once for this request; ``time_left``: seconds a soft request has before its
+    deadline (None: a hard one, which has no end). ``attempts`` is updated."""
     if foreign or seq_status == c.NFS4ERR_SEQ_FALSE_RETRY:
         # a reply cached under this sequence id for another request. After a step back (the
         # sequence id was the interrupted request's) that request is the interrupted one, which
@@ -143,6 +146,8 @@ def on_sequence(
         return Decision(Act.DONE)
     if seq_status == c.NFS4ERR_DELAY:
         wait = min(MAX_DELAY_WAIT, FIRST_DELAY * 2 ** min(attempts.delays, 7))
+        if time_left is not None and wait >= time_left:
+            return Decision(Act.OUT_OF_TIME, status=seq_status)
         attempts.delays += 1
         return Decision(Act.RESEND, wait, seq_status)
     if seq_status == c.NFS4ERR_SEQ_MISORDERED:
@@ -161,14 +166,17 @@ def on_sequence(
     return Decision(Act.FAIL, status=seq_status)
 
 
-def on_compound(status: int, *, recovering: bool, attempts: Attempts) -> Decision:
+def on_compound(status: int, *, recovering: bool, attempts: Attempts, time_left: float | None = None) -> Decision:
     """The decision on a COMPOUND whose SEQUENCE succeeded and that ended with ``status``:
     DONE (the caller reads the results), RESEND (the server asked for a pause: the whole request
     again, as a new one), NEW_CLIENT (the client ID went), FAIL (a retried request's limits ran out:
     the reply stands as an error). ``recovering``: the request is part of a recovery, which does not
-    start another."""
+    start another; ``time_left``: seconds a soft request has before its deadline (None: no end): a
+    pause that would outlast it is not made, the reply (DELAY, GRACE) stands."""
     if status in RETRY_LATER:
         wait = min(MAX_RETRY_WAIT, FIRST_RETRY * 2 ** min(attempts.delays, 5))
+        if time_left is not None and wait >= time_left:
+            return Decision(Act.DONE, status=status)
         attempts.delays += 1
         if status == c.NFS4ERR_GRACE:
             if attempts.grace_waited >= MAX_GRACE_WAIT:
@@ -257,6 +265,7 @@ class Replied:
     interrupted: bool
     foreign: bool = False
     resent: bool = False
+    time_left: float | None = None  # a soft request's seconds before its deadline (None: no end)
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +282,7 @@ class Finished:
     """The request's COMPOUND ended with ``status``, its SEQUENCE having succeeded (see :func:`on_compound`)."""
 
     status: int
+    time_left: float | None = None  # a soft request's seconds before its deadline (None: no end)
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,12 +313,13 @@ class Request:
         if isinstance(event, Replied):
             return on_sequence(event.seq_status, event.compound_status, tries=event.tries,
                                idempotent=self.idempotent, interrupted=event.interrupted, attempts=self.attempts,
-                               foreign=event.foreign, resent=event.resent)
+                               foreign=event.foreign, resent=event.resent, time_left=event.time_left)
         if isinstance(event, Failed):
             return on_fault(event.fault, pinned=self.pinned, failing_fast=event.failing_fast,
                             past_deadline=event.past_deadline, faults=self.faults)
         if isinstance(event, Finished):
-            return on_compound(event.status, recovering=self.recovering, attempts=self.attempts)
+            return on_compound(event.status, recovering=self.recovering, attempts=self.attempts,
+                               time_left=event.time_left)
         return on_lost(event.status, trunked=event.trunked, recovering=self.recovering, attempts=self.attempts)
 
 

@@ -278,6 +278,7 @@ class Session:
         cachethis: bool | None = None,
         pin: Path | None = None,
         check: Check | None = None,
+        deadline: float | None = None,
     ) -> COMPOUND4res:
         """Send ``ops`` after a SEQUENCE; return the reply with SEQUENCE's result removed.
         The call is timed for the statistics, from here to its end (see :mod:`pynfsrdma._stats`).
@@ -289,13 +290,16 @@ class Session:
         successful reply; what it raises for a reply it cannot use (XdrError for malformed
         attributes, ...) is a protocol violation like any other. Raises SessionLost when the
         session or client ID is gone, ServerUnreachable when a soft request ran out of time,
-        ProtocolError when the server's replies kept breaking the protocol.
+        ProtocolError when the server's replies kept breaking the protocol. ``deadline``: when a soft
+        request that began earlier (the caller's, resent after a pause) gives up; by default its
+        ``timeo`` x (``retrans`` + 1) from its first send. Pauses the server asks for (SEQUENCE's
+        NFS4ERR_DELAY) count: one that would end past the deadline fails the request with that status.
         """
         call = self.stats.call_started(trio.current_time())
         gave_up = False
         try:
             return await self._compound(ops, cred, hints, call, payload=payload, tag=tag, cachethis=cachethis,
-                                        pin=pin, check=check)
+                                        pin=pin, check=check, deadline=deadline)
         except ServerUnreachable:
             gave_up = True
             raise
@@ -315,6 +319,7 @@ class Session:
         cachethis: bool | None,
         pin: Path | None,
         check: Check | None,
+        deadline: float | None,
     ) -> COMPOUND4res:
         """:meth:`compound`'s loop: send, feed what came of it to the request's machine
         (:class:`.sequence.Request`), carry out its decision."""
@@ -335,7 +340,10 @@ class Session:
                         timed=main_op(ops) not in STORAGE_WORK)  # (its time is a round trip)
         try:
             out.slot = await self._acquire(soft)
-            out.deadline = None if pin is not None else policy.deadline(trio.current_time())
+            if pin is not None:
+                out.deadline = None
+            else:
+                out.deadline = policy.deadline(trio.current_time()) if deadline is None else deadline
             out.seqid = self.table.begin(out.slot)
             sends = 0
             while True:
@@ -361,8 +369,9 @@ class Session:
                 except _CHECK_ERRORS as e:
                     self._after_bad_reply(out, self._violated(path, ops, e), e)
                     continue
+                time_left = None if out.deadline is None else out.deadline - trio.current_time()
                 decision = out.request.feed(Replied(st, res.status, sends, out.slot.interrupted,
-                                                    foreign=foreign is not None, resent=tries > 1))
+                                                    foreign=foreign is not None, resent=tries > 1, time_left=time_left))
                 if decision.act is Act.DONE:
                     out.completed = True
                     return res
@@ -390,7 +399,10 @@ class Session:
             out.seqid = self.table.begin(slot)
         elif act is Act.RESEND:
             await trio.sleep(decision.wait)
-            out.deadline = None if out.pin is not None else self.policy.deadline(trio.current_time())
+        elif act is Act.OUT_OF_TIME:
+            # (not completed: the slot is marked interrupted, as a server that says DELAY has not
+            # run the request, and one whose reply was lost on the way may have)
+            raise NFS4Error(decision.status, main_op(out.ops))
         elif act is Act.STEP_BACK:
             # (the machine steps back only after an interrupted request: the table always can)
             self.table.misordered(slot)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import trio
 
 from pynfsrdma._client.api import Client
+from pynfsrdma._session.lease import RENEW_MAX, renew_interval
 from pynfsrdma._testbed import Ganesha
 
 LEASE = 5
@@ -30,3 +31,12 @@ async def test_an_idle_client_renews_the_lease_the_server_gave_it(ganesha_factor
         assert nfs.clientid.recoveries == 0
         assert nfs.clientid.session is session
     assert (ep.local / "kept").read_bytes() == b"written before the pause, and after it"
+
+
+def test_a_lease_time_from_a_reply_sizes_no_sleep() -> None:
+    """The lease time is the server's number: 0 does not make the renewals spin, 2**32 - 1 seconds
+    (136 years: a flipped bit) does not stop them; between the two, a third of it."""
+    assert renew_interval(0) == 1.0
+    assert renew_interval(2**32 - 1) == RENEW_MAX == 60.0
+    assert renew_interval(90) == 30.0
+    assert renew_interval(LEASE) == LEASE / 3

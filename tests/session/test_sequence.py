@@ -171,6 +171,25 @@ def test_compound_delay_and_grace_resend_after_a_pause_and_grace_ends_in_time() 
     assert MAX_GRACE_WAIT <= waited < MAX_GRACE_WAIT + 3
 
 
+@pytest.mark.parametrize("status", [c.NFS4ERR_DELAY, c.NFS4ERR_GRACE])
+def test_a_soft_request_pauses_for_the_server_only_within_its_time(status: int) -> None:
+    """A soft request has ``time_left``: the server's DELAY and GRACE are waited out while that lasts
+    (no more: a server saying DELAY forever holds a soft call no longer than its deadline); then the
+    COMPOUND's status stands, and SEQUENCE's DELAY fails the request (its slot marked interrupted)."""
+    a = Attempts()
+    waited = 0.0
+    while (d := on_compound(status, recovering=False, attempts=a, time_left=4.0 - waited)).act is Act.RESEND:
+        waited += d.wait
+    assert d.act is Act.DONE and d.status == status and 2.0 < waited < 4.0
+    a = Attempts()
+    waited = 0.0
+    while (d := on_sequence(c.NFS4ERR_DELAY, c.NFS4ERR_DELAY, tries=1, idempotent=False, interrupted=False,
+                            attempts=a, time_left=4.0 - waited)).act is Act.RESEND:
+        waited += d.wait
+    assert d.act is Act.OUT_OF_TIME and d.status == c.NFS4ERR_DELAY and 1.5 < waited < 4.0
+    assert on_compound(status, recovering=False, attempts=Attempts(), time_left=None).act is Act.RESEND
+
+
 @pytest.mark.parametrize("status", sorted(CLIENT_LOST))
 def test_compound_client_lost_recovers_unless_recovering_and_not_forever(status: int) -> None:
     assert on_compound(status, recovering=True, attempts=Attempts()).act is Act.DONE
