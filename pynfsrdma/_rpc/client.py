@@ -37,7 +37,6 @@ from .._transport.base import (
 from .._xdr import Packer, Unpacker, XdrError
 from .auth import Credential
 from .errors import RpcReplyError, RpcTimeout
-from .gss_auth import GssCredential
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +80,7 @@ class RpcConnection:
         self._next_deadline = math.inf
         self._abandoned: dict[int, None] = {}  # (in order: the oldest go first)
         self._warned: set[str] = set()  # kinds of misbehaviour logged on this connection already
-        self._sealing: dict[int, tuple[int, GssCredential]] = {}  # RPCSEC_GSS calls started, not yet sent
+        self._sealing: dict[int, tuple[int, Credential]] = {}  # RPCSEC_GSS calls started, not yet sent
         self.calls = 0
         self.unmatched_replies = 0  # late replies to calls no longer waited for
 
@@ -258,7 +257,7 @@ class RpcConnection:
         call is sent, with a sequence number of that moment."""
         xid = self.next_xid()
         p = Packer()
-        if isinstance(cred, GssCredential):
+        if cred.seals_at_send:
             if len(self._sealing) > ABANDONED_KEPT:  # (calls started and never sent)
                 self._sealing.clear()
             self._sealing[xid] = (proc, cred)

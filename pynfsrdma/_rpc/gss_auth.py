@@ -19,7 +19,7 @@ import errno
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import trio
 
@@ -27,12 +27,9 @@ from .._proto import rpc as rpcdef
 from .._proto import rpcsec_gss as gss
 from .._transport.base import NO_HINTS, ReplyHints
 from .._xdr import Packer, Unpacker, XdrError
-from .auth import Credential
+from .auth import Connection, Credential
 from .errors import RpcReplyError
 from .rpcsec_gss import GssContext, GssCredentialsExpired, GssError, GssIntegrityError, GssMechanism
-
-if TYPE_CHECKING:
-    from .client import RpcConnection
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -63,6 +60,8 @@ class GssCredential(Credential):
 
     __slots__ = ("_context", "_crypto_lock", "_lock", "_logged", "_window", "flavor", "mechanism", "who")
 
+    seals_at_send: ClassVar[bool] = True
+
     def __init__(self, flavor: gss.Flavor, mechanism: Callable[[], GssMechanism], uid: int,
                  gid: int | None = None, gids: tuple[int, ...] = (), who: str | None = None) -> None:
         if not flavor.gss or flavor.service is None:
@@ -85,7 +84,7 @@ class GssCredential(Credential):
         return self._context is not None and self._context.usable
 
     # -- the context ----------------------------------------------------------------------------------
-    async def context(self, conn: RpcConnection, timeout: float | None = None) -> GssContext:
+    async def context(self, conn: Connection, timeout: float | None = None) -> GssContext:
         """The usable context, made on ``conn`` if there is none."""
         ctx = self._context
         if ctx is not None and ctx.usable:
@@ -161,7 +160,7 @@ class GssCredential(Credential):
             await self._window.wait()
 
     # -- calls ----------------------------------------------------------------------------------------
-    async def call(self, conn: RpcConnection, xid: int, proc: int, args: Packer,
+    async def call(self, conn: Connection, xid: int, proc: int, args: Packer,
                    hints: ReplyHints = NO_HINTS, timeout: float | None = None) -> Unpacker:
         """Send a DATA call of ``proc`` with ``args`` on ``conn``; its results, checked and opened."""
         if self.flavor.service != gss.SVC_NONE:
@@ -210,7 +209,7 @@ class GssCredential(Credential):
                 self._finished(ctx, seq)
         raise KerberosAccessError(f"{conn.peer} lost the Kerberos context of {self.who} again at once")
 
-    async def destroy(self, conn: RpcConnection) -> None:
+    async def destroy(self, conn: Connection) -> None:
         """Tell the server to forget this context (RPCSEC_GSS_DESTROY), if there is one; a server
         that does not answer is not waited for long."""
         ctx, self._context = self._context, None

@@ -25,7 +25,7 @@ from .._xdr import Packer, Unpacker, XdrError
 from .slot_table import Arrival, arrival
 
 if TYPE_CHECKING:
-    from .create_session import Establishment
+    from .session import Session
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +42,12 @@ class _CbSlot:
 
 
 class Backchannel:
-    def __init__(self, client: Establishment) -> None:
-        self.client = client
+    """The server's callbacks on the session that ``session()`` returns (the first one); what they
+    start in the background runs in ``nursery``."""
+
+    def __init__(self, nursery: trio.Nursery, session: Callable[[], Session | None]) -> None:
+        self.nursery = nursery
+        self.session = session
         self.slots: list[_CbSlot] = []
         self.on_recall: RecallHook | None = None
         self.on_recall_any: RecallAnyHook | None = None
@@ -61,7 +65,7 @@ class Backchannel:
         """Answer one callback RPC; returns the whole encoded reply message."""
         self.calls += 1
         reply = Packer()
-        if body.prog != _cb_program():
+        if body.prog != c.CB_PROGRAM:
             rpcdef.pack_accepted_reply_header(reply, xid, rpcdef.accept_stat.PROG_UNAVAIL)
             return reply
         if body.proc == c.CB_NULL:
@@ -117,7 +121,7 @@ class Backchannel:
         return encoded
 
     def _sequence(self, op: Any) -> tuple[int, Any, _CbSlot | None, bytes | None]:
-        s = self.client.session
+        s = self.session()
         if s is None or bytes(op.csa_sessionid) != s.sessionid:
             return c.NFS4ERR_BADSESSION, None, None, None
         if not 0 <= op.csa_slotid < len(self.slots):
@@ -139,11 +143,11 @@ class Backchannel:
             if self.on_recall is None:
                 return c.NFS4ERR_BADHANDLE, None
             # acknowledge now, return the delegation in the background (it needs the fore channel)
-            self.client.nursery.start_soon(self.on_recall, bytes(op.fh), op.stateid, op.truncate)
+            self.nursery.start_soon(self.on_recall, bytes(op.fh), op.stateid, op.truncate)
             return c.NFS4_OK, None
         if opnum == c.OP_CB_RECALL_ANY:
             if self.on_recall_any is not None:
-                self.client.nursery.start_soon(
+                self.nursery.start_soon(
                     self.on_recall_any, op.craa_objects_to_keep, _mask_value(op.craa_type_mask)
                 )
             return c.NFS4_OK, None
@@ -174,8 +178,3 @@ def _encode(status: int, tag: str, results: list[ResOp]) -> bytes:
     cb.encode_cb_compound_res(p, cb.CB_COMPOUND4res(status, tag, results))
     return p.getvalue()
 
-
-def _cb_program() -> int:
-    from .create_session import CB_PROGRAM
-
-    return CB_PROGRAM

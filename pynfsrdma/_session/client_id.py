@@ -23,42 +23,87 @@ that session's paths (same slot and sequence id: exactly once). Recovery is per 
 trunked session is replaced on a path of its group; a lost client ID replaces the first session and
 then every trunked one.
 
-:class:`ClientID` is made of a module per part of that life: ``create_session`` (EXCHANGE_ID,
-CREATE_SESSION, RECLAIM_COMPLETE, BIND_CONN_TO_SESSION, the trunked sessions), ``recovery`` (the
-request loop and the recovery of lost sessions and client IDs, the SEQ4_STATUS flags acted on) and
-``lease`` (renewal, the flags watched); here it is started and shut down.
+:class:`ClientID` is its state (:class:`.client_state.ClientState`) and three parts over it, each
+an object of its own: ``establishment`` (:mod:`.create_session`: EXCHANGE_ID, CREATE_SESSION,
+BIND_CONN_TO_SESSION, the trunked sessions), ``recovery`` (:mod:`.recovery`: the request loop, the
+recovery of lost sessions and client IDs with RECLAIM_COMPLETE, the SEQ4_STATUS flags acted on) and
+``lease`` (:mod:`.lease`: renewal, the flags watched); here they are put together, started and shut
+down.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable, Sequence
+from functools import cached_property
+from typing import Any
 
 import trio
 
 from .._errors import NFS4Error, ProtocolError
-from .._proto.nfs4.types import DESTROY_CLIENTID4args, DESTROY_SESSION4args
+from .._proto.nfs4.compound import COMPOUND4res
+from .._proto.nfs4.types import DESTROY_CLIENTID4args, DESTROY_SESSION4args, EXCHANGE_ID4resok
 from .._rpc.auth import AUTH_NONE_CRED, Credential
 from .._rpc.errors import RpcReplyError
-from .._rpc.gss_auth import GssCredential
-from .._transport.base import ProtocolViolation, TransportError
-from .create_session import (
-    CB_PROGRAM,
-    START_ATTEMPTS,
-    ReclaimHook,
-    ServerIdentity,
-    SessionOptions,
-    default_owner_id,
-)
+from .._transport.base import NO_HINTS, ProtocolViolation, ReplyHints, TransportError
+from .client_state import ClientState, ServerIdentity, SessionOptions, default_owner_id
+from .create_session import START_ATTEMPTS, Establishment
 from .errors import ServerUnreachable
 from .io_window import io_window
-from .lease import Lease
+from .lease import LeaseKeeper
 from .path_set import Path
+from .recovery import Recovery
+from .session import Check, Session
 
 log = logging.getLogger(__name__)
 
+ReclaimHook = Callable[["ClientID"], Awaitable[None]]  # (what ClientState.reclaim_hooks hold)
 
-class ClientID(Lease):
+
+class ClientID(ClientState):
     """An NFSv4.1 client ID with its current session, over a set of paths."""
+
+    # its parts, each made at its first use, over this one state
+    @cached_property
+    def establishment(self) -> Establishment:
+        return Establishment(self)
+
+    @cached_property
+    def recovery(self) -> Recovery:
+        return Recovery(self, self.establishment, self._reclaim, self._state_revoked)
+
+    @cached_property
+    def lease(self) -> LeaseKeeper:
+        return LeaseKeeper(self, self.recovery)
+
+    async def _reclaim(self) -> None:
+        for hook in self.reclaim_hooks:
+            await hook(self)
+
+    async def _state_revoked(self) -> None:
+        for hook in self.state_revoked_hooks:
+            await hook(self)
+
+    # -- requests -------------------------------------------------------------------------------------------
+    async def compound(self, ops: Sequence[Any], cred: Credential, hints: ReplyHints = NO_HINTS, *,
+                       payload: int = 0, check: Check | None = None, _recovering: bool = False) -> COMPOUND4res:
+        """Run ``ops`` in the session; retries DELAY/GRACE and recovers lost sessions
+        (:meth:`.recovery.Recovery.compound`)."""
+        return await self.recovery.compound(ops, cred, hints, payload=payload, check=check, _recovering=_recovering)
+
+    async def raw_compound(self, path: Path, ops: Sequence[Any], cred: Credential | None = None,
+                           timeout: float | None = None) -> COMPOUND4res:
+        """A COMPOUND with no SEQUENCE on ``path`` (EXCHANGE_ID, CREATE_SESSION, BIND_CONN_TO_SESSION...)."""
+        return await self.establishment.raw_compound(path, ops, cred, timeout)
+
+    async def exchange_id(self, path: Path) -> EXCHANGE_ID4resok:
+        """EXCHANGE_ID on ``path`` with our owner (what the server there says of itself)."""
+        return await self.establishment.exchange_id(path)
+
+    async def open_trunked_session(self, path: Path, group: int, sequenceid: int | None = None) -> Session:
+        """CREATE_SESSION on our client ID over ``path`` for the paths of ``group`` (client ID
+        trunking: :meth:`.create_session.Establishment.open_trunked_session`)."""
+        return await self.establishment.open_trunked_session(path, group, sequenceid)
 
     # -- setting up ---------------------------------------------------------------------------------------
     async def start(self, path: Path, timeout: float = 15.0) -> None:
@@ -67,11 +112,12 @@ class ClientID(Lease):
         (START_ATTEMPTS times at most)."""
         try:
             with trio.fail_after(timeout):
+                self.paths.on_connect = self.establishment.bind_connection
                 await self.paths.add(path, connect=False)
                 for attempt in range(1, START_ATTEMPTS + 1):
                     try:
                         await self.paths.connect(path)  # raises a clear TransportError when unreachable
-                        await self.establish(reclaim=False)
+                        await self.recovery.new_client_id(reclaim=False)
                         break
                     except (ProtocolError, ProtocolViolation) as e:
                         if attempt == START_ATTEMPTS:
@@ -81,8 +127,8 @@ class ClientID(Lease):
         except trio.TooSlowError as e:
             raise ServerUnreachable(f"{path.address}: no NFSv4.1 answer within {timeout:g} s") from e
         self.nursery.start_soon(self.paths.keep_alive, path)
-        self.nursery.start_soon(self.renew_lease)
-        self.nursery.start_soon(self.watch_status_flags)
+        self.nursery.start_soon(self.lease.renew_lease)
+        self.nursery.start_soon(self.lease.watch_status_flags)
 
 
     def io_window(self, io_size: int) -> int:
@@ -97,8 +143,6 @@ class ClientID(Lease):
     async def forget(self, cred: Credential) -> None:
         """Destroy ``cred``'s RPCSEC_GSS context on the server (RPCSEC_GSS_DESTROY on a live path),
         if it has one: at the end of a mount, before the session goes."""
-        if not isinstance(cred, GssCredential):
-            return
         path = self.paths.choose(group=0)
         if path is not None and path.rpc is not None:
             await cred.destroy(path.rpc)
@@ -128,5 +172,4 @@ class ClientID(Lease):
         await self.paths.aclose()
 
 
-__all__ = ["AUTH_NONE_CRED", "CB_PROGRAM", "ClientID", "ReclaimHook", "ServerIdentity", "SessionOptions",
-           "default_owner_id"]
+__all__ = ["AUTH_NONE_CRED", "ClientID", "ReclaimHook", "ServerIdentity", "SessionOptions", "default_owner_id"]

@@ -9,6 +9,7 @@ import trio
 
 from .._errors import NFS4Error
 from .._transport.base import TransportError
+from .client_state import ClientState
 from .recovery import Recovery
 
 log = logging.getLogger(__name__)
@@ -23,14 +24,19 @@ def renew_interval(lease_time: float) -> float:
     return min(RENEW_MAX, max(1.0, lease_time / 3))
 
 
-class Lease(Recovery):
-    """The lease renewed and the status flags watched, as long as the client lives."""
+class LeaseKeeper:
+    """The lease of ``state``'s client ID renewed and the status flags watched, as long as the client
+    lives: requests and the flags' actions go through ``recovery``."""
+
+    def __init__(self, state: ClientState, recovery: Recovery) -> None:
+        self.state = state
+        self.recovery = recovery
 
     async def renew_lease(self) -> None:
         """Keep the lease alive with a lone SEQUENCE when no other request renewed it."""
-        while not self.closed:
-            s = self.session
-            interval = renew_interval(self.lease_time)
+        while not self.state.closed:
+            s = self.state.session
+            interval = renew_interval(self.state.lease_time)
             if s is None:
                 await trio.sleep(interval)
                 continue
@@ -40,15 +46,15 @@ class Lease(Recovery):
                 await trio.sleep(min(interval - idle, 1.0))
                 continue
             try:
-                await self.compound([], self.machine_cred)
+                await self.recovery.compound([], self.state.machine_cred)
             except (OSError, TransportError, NFS4Error) as e:
                 log.info("lease renewal failed: %s", e)
                 await trio.sleep(1.0)
 
     async def watch_status_flags(self) -> None:
         """Act on the SEQ4_STATUS flags SEQUENCE replies carry (RFC 8881 section 18.46.3)."""
-        while not self.closed:
-            s = self.session
+        while not self.state.closed:
+            s = self.state.session
             if s is None:
                 await trio.sleep(1.0)
                 continue
@@ -59,7 +65,7 @@ class Lease(Recovery):
                 s.flags_event = trio.Event()
             if flags:
                 try:
-                    await self.act_on_status_flags(flags)
+                    await self.recovery.act_on_status_flags(flags)
                 except (OSError, TransportError, NFS4Error) as e:
                     log.warning("acting on SEQUENCE status flags %#x failed: %s", flags, e)
 

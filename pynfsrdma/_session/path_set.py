@@ -22,7 +22,8 @@ import trio
 
 from .._rpc.client import CallbackHandler, RpcConnection
 from .._rpc.errors import RpcReplyError
-from .._transport.base import Transport, TransportError
+from .._transport.base import ReplyHints, Transport, TransportError
+from .._xdr import Packer, Unpacker
 from .path_choice import Delivery, choose_path
 
 log = logging.getLogger(__name__)
@@ -66,18 +67,59 @@ class Path:
     # trunking (RFC 8881 section 2.10.5); a session's requests go only over its group's paths
     group: int = 0
     _kill_scope: trio.CancelScope | None = None
-    # start times (trio clock) of the requests now waiting for a reply on this path, by a token
+    # start times (trio clock) of the requests now waiting for a reply on this path, by XID
     _sent: dict[int, float] = field(default_factory=dict)
     _probing: bool = False
     _probed_at: float = -math.inf
 
-    def sent(self, token: int, when: float) -> None:
-        """A request went out on this path at ``when`` (trio clock); ``token`` names it (its XID)."""
-        self._sent[token] = when
+    def received_under(self, scope: trio.CancelScope) -> None:
+        """The connection's receive loop runs under ``scope``: :meth:`cut` ends it."""
+        self._kill_scope = scope
 
-    def done(self, token: int) -> None:
-        """The request ``token`` no longer waits for its reply here."""
-        self._sent.pop(token, None)
+    def cut(self) -> None:
+        """End the connection's receive loop now (its calls fail; the path reconnects, or stays down)."""
+        if self._kill_scope is not None:
+            self._kill_scope.cancel()
+
+    def probe_due(self, now: float, stall_after: float) -> bool:
+        """Whether the path is to be probed now, its oldest request having waited ``stall_after``
+        seconds and no probe out nor made within that time; if so, the probe counts as begun
+        (:meth:`probe_ended` ends it)."""
+        if self._probing or self.oldest_wait(now) < stall_after or now - self._probed_at < stall_after:
+            return False
+        self._probing = True
+        self._probed_at = now
+        return True
+
+    def probe_ended(self) -> None:
+        self._probing = False
+
+    async def call(self, xid: int, msg: Packer, hints: ReplyHints, timeout: float, *, payload: int, start: float,
+                   timed: bool) -> Unpacker:
+        """Send the call ``msg`` (begun on this path's connection at ``start``, trio clock) and wait
+        for its reply, kept in this path's figures: the bytes and calls in flight, the round trip,
+        and the delivery rate (``payload``: the request's bulk bytes, gone with the call or come
+        back with the reply; ``timed``: its time is a round trip, not the server's storage work).
+        Raises as :meth:`.RpcConnection.call_packed` does."""
+        rpc = self.rpc
+        if rpc is None:
+            raise TransportError("path is not connected", self.address)
+        mark = self.delivery.mark(start, busy=self.bytes_in_flight > 0)
+        self.bytes_in_flight += payload
+        self.calls += 1
+        self._sent[xid] = start
+        try:
+            u = await rpc.call_packed(xid, msg, hints, timeout)
+        finally:
+            self.bytes_in_flight -= payload
+            self._sent.pop(xid, None)
+        answered = trio.current_time()
+        self.observe_rtt(answered - start)
+        # the payload went with the call (a WRITE's data), or what the reply carried of it came
+        # back (a READ's: none past the end of the file, which a READ asking on to it did not wait for)
+        delivered = payload if len(msg) >= payload else min(payload, u.carried())
+        self.delivery.answered(mark, delivered, start, answered, timed=timed)
+        return u
 
     def oldest_wait(self, now: float) -> float:
         """How long the oldest request in flight on this path has waited (0 if none)."""
@@ -173,8 +215,7 @@ class PathSet:
         if path in self.paths:
             self.paths.remove(path)
         path.state = PathState.CLOSED
-        if path._kill_scope is not None:
-            path._kill_scope.cancel()
+        path.cut()
         if path.rpc is not None:
             await path.rpc.aclose()
         self._notify()
@@ -186,8 +227,7 @@ class PathSet:
 
     async def disconnect(self, path: Path) -> None:
         """Close ``path``'s connection (it stays one of ours, down)."""
-        if path._kill_scope is not None:
-            path._kill_scope.cancel()
+        path.cut()
         if path.rpc is not None:
             await path.rpc.aclose()
         if path.state is not PathState.CLOSED:
@@ -209,7 +249,7 @@ class PathSet:
         path.rpc = rpc
         path.connects += 1
         scope = trio.CancelScope()
-        path._kill_scope = scope
+        path.received_under(scope)
         up = trio.Event()
 
         async def receive_loop() -> None:
@@ -312,13 +352,7 @@ class PathSet:
                 if len(live) < 2:
                     continue
                 for path in live:
-                    if (
-                        not path._probing
-                        and path.oldest_wait(now) >= stall_after
-                        and now - path._probed_at >= stall_after
-                    ):
-                        path._probing = True
-                        path._probed_at = now
+                    if path.probe_due(now, stall_after):
                         nursery.start_soon(self._probe, path, probe, probe_timeout)
 
     async def _probe(self, path: Path, probe: Probe, timeout: float) -> None:
@@ -338,15 +372,14 @@ class PathSet:
         except (TransportError, OSError, RpcReplyError) as e:
             log.info("probe of %s failed: %s", path.address, e)
         finally:
-            path._probing = False
+            path.probe_ended()
 
     def kill(self, path: Path) -> None:
         """Drop the path's connection (a stalled or misbehaving connection); it will reconnect."""
         if path.rpc is not None and path.state is PathState.UP:
             path.state = PathState.DOWN
             path.up_event = trio.Event()
-            if path._kill_scope is not None:
-                path._kill_scope.cancel()
+            path.cut()
             self._notify()
 
     # -- choosing ---------------------------------------------------------------------------------

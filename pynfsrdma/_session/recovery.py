@@ -1,56 +1,61 @@
 """Requests in the client ID's sessions, and the state's recovery when a session or the client ID is
-lost (RFC 8881 sections 2.10.13, 8.4): ``await client.compound(ops, cred)`` runs a COMPOUND and acts
+lost (RFC 8881 sections 2.10.13, 8.4): ``await recovery.compound(ops, cred)`` runs a COMPOUND and acts
 on what :mod:`.sequence` decides (send again after a pause, a new session, a new client ID whose
 reclaim hooks reclaim the state in the grace period); recovery is single-flight; a lost trunked
 session is replaced on a path of its group. The SEQ4_STATUS flags SEQUENCE carries are acted on
-here too (reclaim, revoked state, the back channel)."""
+here too, as :func:`.sequence.flag_actions` says (reclaim, revoked state, the back channel)."""
 
 from __future__ import annotations
 
 import errno
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import trio
 
 from .._errors import NFS4Error
 from .._proto.nfs4 import const as c
 from .._proto.nfs4.compound import COMPOUND4res
+from .._proto.nfs4.types import RECLAIM_COMPLETE4args
 from .._rpc.auth import Credential
 from .._transport.base import NO_HINTS, ReplyHints, TransportError
+from .client_state import ClientState
 from .create_session import Establishment, status_name
 from .errors import SessionError
-from .sequence import CLIENT_LOST, Act, Attempts, on_compound
+from .sequence import CLIENT_LOST, Act, Finished, FlagAction, Request, SessionGone, flag_actions
 from .session import Check, Session, SessionLost
-
-if TYPE_CHECKING:
-    from .client_id import ClientID
 
 log = logging.getLogger(__name__)
 
-
-@dataclass
-class _Recovery:
-    generation: int = 0  # bumped each time a session or client ID is replaced
-    lock: trio.Lock = field(default_factory=trio.Lock)
+Hooks = Callable[[], Awaitable[None]]  # the owner's hooks run (reclaim, revoked state)
 
 
-REVOKED_FLAGS = (
-    c.SEQ4_STATUS_EXPIRED_ALL_STATE_REVOKED
-    | c.SEQ4_STATUS_EXPIRED_SOME_STATE_REVOKED
-    | c.SEQ4_STATUS_ADMIN_STATE_REVOKED
-    | c.SEQ4_STATUS_RECALLABLE_STATE_REVOKED
-)
+class Recovery:
+    """COMPOUNDs in the current sessions of ``state``, and their recovery: new sessions and client
+    IDs made by ``establishment``; ``reclaim`` runs the reclaim hooks (in the grace period of a new
+    client ID), ``revoked`` the hooks of revoked state."""
 
+    def __init__(self, state: ClientState, establishment: Establishment, reclaim: Hooks, revoked: Hooks) -> None:
+        self.state = state
+        self.establishment = establishment
+        self.reclaim = reclaim
+        self.revoked = revoked
+        self.generation = 0  # bumped each time a session or client ID is replaced
+        self.lock = trio.Lock()  # recovery is single-flight
 
-class Recovery(Establishment):
-    """COMPOUNDs in the current sessions, and their recovery."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._recovery = _Recovery()
+    async def new_client_id(self, *, reclaim: bool) -> None:
+        """EXCHANGE_ID and CREATE_SESSION on a live path; with ``reclaim``, the reclaim hooks run in
+        the grace period; then RECLAIM_COMPLETE."""
+        await self.establishment.establish()
+        if reclaim:
+            self.state.in_grace = True
+            await self.reclaim()
+        res = await self.compound([RECLAIM_COMPLETE4args(False)], self.state.machine_cred, _recovering=True)
+        st = res.resarray[-1].status if res.resarray else res.status
+        if st not in (c.NFS4_OK, c.NFS4ERR_COMPLETE_ALREADY):
+            raise NFS4Error(st, c.OP_RECLAIM_COMPLETE)
+        self.state.in_grace = False
 
     async def compound(
         self,
@@ -67,19 +72,18 @@ class Recovery(Establishment):
         The reply's ``resarray`` holds the results of ``ops`` (SEQUENCE's is removed); the caller
         checks the statuses of its operations. ``check``: see :meth:`Session.compound`.
         """
-        attempts = Attempts()
-        lost = 0
+        request = Request(recovering=_recovering)  # (its tries, one after another, each in a session)
         deadline: float | None = None  # a soft request's: from its first send, DELAY and GRACE pauses counted
         while True:
-            if self.closed:
+            if self.state.closed:
                 raise SessionError("the client is shut down", errno.ESHUTDOWN)
-            if not _recovering and self._recovery.lock.locked():
-                async with self._recovery.lock:
+            if not _recovering and self.lock.locked():
+                async with self.lock:
                     pass  # wait for the recovery in progress to finish
             session = self._session_for(payload)
             if session is None:
                 raise SessionError("no session")
-            generation = self._recovery.generation
+            generation = self.generation
             first = deadline is None
             if first and not session.policy.hard:  # (the first send's own, which the session takes after a slot)
                 deadline = session.policy.deadline(trio.current_time())
@@ -90,16 +94,16 @@ class Recovery(Establishment):
                 res = await session.compound(ops, cred, hints, payload=payload, check=check,
                                              deadline=None if first else deadline)
             except SessionLost as e:
-                lost += 1
-                if _recovering or lost > 3:
+                lost = request.feed(SessionGone(e.status, trunked=session.group != 0))
+                if lost.act is Act.FAIL:
                     raise SessionError(f"the session was lost and could not be recovered ({e})") from e
-                if session.group != 0 and e.status not in CLIENT_LOST:
+                if lost.act is Act.NEW_TRUNKED_SESSION:
                     await self._recover_trunked(session)
                 else:
                     await self._recover(generation, e.status)
                 continue
-            decision = on_compound(res.status, recovering=_recovering, attempts=attempts,
-                                   time_left=None if deadline is None else deadline - trio.current_time())
+            decision = request.feed(Finished(res.status,
+                                             time_left=None if deadline is None else deadline - trio.current_time()))
             if decision.act is Act.RESEND:
                 await trio.sleep(decision.wait)
                 continue
@@ -111,64 +115,64 @@ class Recovery(Establishment):
 
     def _session_for(self, payload: int) -> Session | None:
         """The session of the path a request of ``payload`` bytes would best go over."""
-        if not self.trunked_sessions:
-            return self.session
-        path = self.paths.choose(payload)
-        s = self.trunked_sessions.get(path.group) if path is not None and path.group else None
-        return s if s is not None and s.dead is None else self.session
+        if not self.state.trunked_sessions:
+            return self.state.session
+        path = self.state.paths.choose(payload)
+        s = self.state.trunked_sessions.get(path.group) if path is not None and path.group else None
+        return s if s is not None and s.dead is None else self.state.session
 
     async def _recover_trunked(self, lost: Session) -> None:
         """Replace a lost trunked session on a live path of its group (or give the group up until
         one of its paths is bound again)."""
-        async with self._recovery.lock:
-            if self.trunked_sessions.get(lost.group) is not lost:
+        async with self.lock:
+            if self.state.trunked_sessions.get(lost.group) is not lost:
                 return  # replaced already
-            self.recoveries += 1
+            self.state.recoveries += 1
             log.warning("recovering trunked session group %d from %s", lost.group, status_name(lost.dead or 0))
-            path = self.paths.choose(group=lost.group)
+            path = self.state.paths.choose(group=lost.group)
             try:
                 if path is None:
                     raise TransportError("no live path", f"group {lost.group}")
-                await self.open_trunked_session(path, lost.group)
+                await self.establishment.open_trunked_session(path, lost.group)
             except (OSError, TransportError, NFS4Error) as e:
                 log.info("trunked session of group %d not replaced now: %s", lost.group, e)
-                del self.trunked_sessions[lost.group]
+                del self.state.trunked_sessions[lost.group]
 
     async def _recover(self, generation: int, status: int) -> None:
         """Replace the session (or the client ID and session) once for all who saw it fail."""
-        async with self._recovery.lock:
-            if self._recovery.generation != generation:
+        async with self.lock:
+            if self.generation != generation:
                 return  # somebody else recovered already
-            if self.stopping:
+            if self.state.stopping:
                 # the file system is unmounted: what was lost needs no new session, and a new
                 # client ID would take the place of a client made since under our owner (a mount
                 # made again on the same mount point) and take its state away
                 raise SessionError(f"the session was lost while shutting down ({status_name(status)})", errno.ESHUTDOWN)
-            self.recoveries += 1
+            self.state.recoveries += 1
             log.warning("recovering from %s", status_name(status))
-            path = await self.live_path()
+            path = await self.state.live_path()
             if status in CLIENT_LOST:
-                await self.establish(reclaim=True)
+                await self.new_client_id(reclaim=True)
             else:
                 try:
-                    await self.create_session(path)
+                    await self.establishment.create_session(path)
                 except NFS4Error as e:
                     if e.status not in CLIENT_LOST:
                         raise
-                    await self.establish(reclaim=True)
-            self._recovery.generation += 1
+                    await self.new_client_id(reclaim=True)
+            self.generation += 1
 
     async def act_on_status_flags(self, flags: int) -> None:
-        self.status_flags_seen |= flags
-        if flags & c.SEQ4_STATUS_RESTART_RECLAIM_NEEDED:
-            log.warning("the server asks us to reclaim our state")
-            await self._recover(self._recovery.generation, c.NFS4ERR_STALE_CLIENTID)
-        if flags & REVOKED_FLAGS:
-            log.warning("the server revoked some of our state (flags %#x)", flags & REVOKED_FLAGS)
-            for hook in self.state_revoked_hooks:
-                await hook(cast("ClientID", self))
-        if flags & (c.SEQ4_STATUS_CB_PATH_DOWN | c.SEQ4_STATUS_CB_PATH_DOWN_SESSION):
-            await self.bind_backchannel()
-        if flags & c.SEQ4_STATUS_LEASE_MOVED:
-            log.warning("the server says our lease moved (migration is not supported)")
-
+        """Do what SEQUENCE's sr_status_flags ``flags`` ask (:func:`.sequence.flag_actions`)."""
+        self.state.status_flags_seen |= flags
+        for action in flag_actions(flags):
+            if action is FlagAction.RECLAIM:
+                log.warning("the server asks us to reclaim our state")
+                await self._recover(self.generation, c.NFS4ERR_STALE_CLIENTID)
+            elif action is FlagAction.STATE_REVOKED:
+                log.warning("the server revoked some of our state (flags %#x)", flags)
+                await self.revoked()
+            elif action is FlagAction.BIND_BACKCHANNEL:
+                await self.establishment.bind_backchannel()
+            elif action is FlagAction.LEASE_MOVED:
+                log.warning("the server says our lease moved (migration is not supported)")

@@ -15,7 +15,7 @@ cache when it ran it. After MAX_VIOLATIONS such replies the request fails with
 reply whose SEQUENCE is this request's (session, slot, sequence id) but whose other results answer
 another request is the reply the server cached for that other request; after a step back (the
 sequence id was an interrupted request's, which may have reached the server after all) it is a false
-retry, and :func:`.sequence.on_sequence` has the request sent again as a new one.
+retry, and the request machine (:mod:`.sequence`) has the request sent again as a new one.
 
 A soft mount (:class:`RetryPolicy`) gives each request ``timeo`` x (``retrans`` + 1) to be answered.
 Once one request has gone unanswered that long, the server is taken for gone: the requests waiting
@@ -53,11 +53,10 @@ from .._rpc.errors import RpcTimeout
 from .._rpc.gss_auth import KerberosAccessError
 from .._stats import CallTimes, RpcStats, collector_for
 from .._transport.base import NO_HINTS, CallFailed, ProtocolViolation, ReplyHints, TransportError
-from .._xdr import XdrError
+from .._xdr import Unpacker, XdrError
 from .errors import ServerUnreachable, SessionError
 from .path_set import NoPathError, Path, PathSet
-from .send_faults import Fault, Faults, Then, on_fault
-from .sequence import Act, Attempts, on_sequence
+from .sequence import Act, Decision, Failed, Fault, Replied, Request
 from .slot_table import Slot, SlotTable
 
 log = logging.getLogger(__name__)
@@ -322,7 +321,8 @@ class Session:
         check: Check | None,
         deadline: float | None,
     ) -> COMPOUND4res:
-        """:meth:`compound`'s work; ``call`` is marked at each send."""
+        """:meth:`compound`'s loop: send, feed what came of it to the request's machine
+        (:class:`.sequence.Request`), carry out its decision."""
         policy = self.policy
         soft = not policy.hard and pin is None
         probe = False
@@ -333,100 +333,102 @@ class Session:
             # (a probe waits its whole time, whatever the others do)
             probe = admitted == PROBE
             soft = not probe
-        payload = payload or sum(hints.ddp_sizes)  # a READ's reply is its weight on a path
         idempotent = is_idempotent(ops)
-        if cachethis is None:
-            cachethis = not idempotent
-        completed = False
-        slot: Slot | None = None
+        out = _Outgoing(ops, cred, hints, call, Request(idempotent=idempotent, pinned=pin is not None),
+                        payload=payload or sum(hints.ddp_sizes),  # a READ's reply is its weight on a path
+                        tag=tag, cachethis=not idempotent if cachethis is None else cachethis, pin=pin, soft=soft,
+                        timed=main_op(ops) not in STORAGE_WORK)  # (its time is a round trip)
         try:
-            slot = await self._acquire(soft)
-            attempts = Attempts()
-            faults = Faults()
-            sends = 0
+            out.slot = await self._acquire(soft)
             if pin is not None:
-                deadline = None
-            elif deadline is None:
-                deadline = self.policy.deadline(trio.current_time())
-            seqid = self.table.begin(slot)
+                out.deadline = None
+            else:
+                out.deadline = policy.deadline(trio.current_time()) if deadline is None else deadline
+            out.seqid = self.table.begin(out.slot)
+            sends = 0
             while True:
                 try:
-                    res, tries, path = await self._send(
-                        slot, seqid, ops, cred, hints, payload, tag, cachethis, pin, deadline, faults, soft, call
-                    )
+                    res, tries, path = await self._send(out)
                 except KerberosAccessError:
                     # (no usable Kerberos credentials: the request never reached SEQUENCE, and the
                     # slot's next request takes its sequence id again)
-                    self.table.refused(slot)
-                    completed = True
+                    self.table.refused(out.slot)
+                    out.completed = True
                     raise
                 except _BadReply as bad:
                     sends += bad.tries
-                    if self._after_bad_reply(faults, pin) is Then.PROTOCOL_ERROR:
-                        raise bad.error from None
+                    self._after_bad_reply(out, bad.error, None)
                     continue
                 sends += tries
                 try:
-                    st, foreign = self._check(ops, res, slot)
+                    st, foreign = self._check(ops, res, out.slot)
                     if st == c.NFS4_OK and foreign is None:
                         res.resarray = res.resarray[1:]
                         if check is not None and res.status == c.NFS4_OK:
                             check(res.resarray)
                 except _CHECK_ERRORS as e:
-                    error = self._violated(path, ops, e)
-                    if self._after_bad_reply(faults, pin) is Then.PROTOCOL_ERROR:
-                        raise error from e
+                    self._after_bad_reply(out, self._violated(path, ops, e), e)
                     continue
-                decision = on_sequence(st, res.status, tries=sends, idempotent=idempotent,
-                                       interrupted=slot.interrupted, attempts=attempts, foreign=foreign is not None,
-                                       resent=tries > 1,
-                                       time_left=None if deadline is None else deadline - trio.current_time())
-                act = decision.act
-                if act is Act.DONE:
-                    completed = True
+                time_left = None if out.deadline is None else out.deadline - trio.current_time()
+                decision = out.request.feed(Replied(st, res.status, sends, out.slot.interrupted,
+                                                    foreign=foreign is not None, resent=tries > 1, time_left=time_left))
+                if decision.act is Act.DONE:
+                    out.completed = True
                     return res
-                if act is Act.VIOLATION:
-                    assert foreign is not None
-                    error = self._violated(path, ops, foreign)
-                    if self._after_bad_reply(faults, pin) is Then.PROTOCOL_ERROR:
-                        raise error from foreign
-                    continue
-                if act is Act.AGAIN:
-                    if decision.status == c.NFS4ERR_SEQ_FALSE_RETRY:
-                        log.info("%s: slot %d seq %d was answered for the interrupted request before it; "
-                                 "sending again as a new request", path.address, slot.slotid, seqid)
-                    seqid = self.table.begin(slot)
-                    continue
-                if act is Act.RESEND:
-                    await trio.sleep(decision.wait)
-                    continue
-                if act is Act.OUT_OF_TIME:
-                    # (not completed: the slot is marked interrupted, as a server that says DELAY has not
-                    # run the request, and one whose reply was lost on the way may have)
-                    raise NFS4Error(decision.status, main_op(ops))
-                if act is Act.STEP_BACK and self.table.misordered(slot):
-                    seqid = self.table.begin(slot)
-                    continue
-                if act is Act.OTHER_SLOT:
-                    self.table.update_from_server(max(0, slot.slotid - 1), max(0, slot.slotid - 1))
-                    self.table.refused(slot)
-                    self._release(slot, completed=True)
-                    slot = None  # (released: not again, should no other slot be had)
-                    slot = await self._acquire(soft)
-                    seqid = self.table.begin(slot)
-                    continue
-                if act in (Act.NEW_SESSION, Act.NEW_CLIENT):
-                    completed = True
-                    raise self._lost(st)
-                if act in (Act.LOST, Act.STEP_BACK):
-                    raise self._lost(st)
-                completed = True
-                raise SessionError(f"SEQUENCE failed: {_name(st)}")
+                await self._carry_out(decision, out, path, st, foreign)
         finally:
-            if slot is not None:
-                self._release(slot, completed=completed)
+            if out.slot is not None:
+                self._release(out.slot, completed=out.completed)
             if probe:
                 policy.probed()
+
+    async def _carry_out(self, decision: Decision, out: _Outgoing, path: Path, st: int,
+                         foreign: CompoundMismatch | None) -> None:
+        """Carry out the machine's ``decision`` on a reply from ``path`` whose SEQUENCE status is
+        ``st`` (``foreign``: what is wrong with its other results): the request goes again, on the
+        same or another slot (returns), or ends (raises)."""
+        act, slot = decision.act, out.slot
+        assert slot is not None
+        if act is Act.VIOLATION:
+            assert foreign is not None
+            self._after_bad_reply(out, self._violated(path, out.ops, foreign), foreign)
+        elif act is Act.AGAIN:
+            if decision.status == c.NFS4ERR_SEQ_FALSE_RETRY:
+                log.info("%s: slot %d seq %d was answered for the interrupted request before it; "
+                         "sending again as a new request", path.address, slot.slotid, out.seqid)
+            out.seqid = self.table.begin(slot)
+        elif act is Act.RESEND:
+            await trio.sleep(decision.wait)
+        elif act is Act.OUT_OF_TIME:
+            # (not completed: the slot is marked interrupted, as a server that says DELAY has not
+            # run the request, and one whose reply was lost on the way may have)
+            raise NFS4Error(decision.status, main_op(out.ops))
+        elif act is Act.STEP_BACK:
+            # (the machine steps back only after an interrupted request: the table always can)
+            self.table.misordered(slot)
+            out.seqid = self.table.begin(slot)
+        elif act is Act.OTHER_SLOT:
+            self.table.update_from_server(max(0, slot.slotid - 1), max(0, slot.slotid - 1))
+            self.table.refused(slot)
+            self._release(slot, completed=True)
+            out.slot = None  # (released: not again, should no other slot be had)
+            out.slot = await self._acquire(out.soft)
+            out.seqid = self.table.begin(out.slot)
+        elif act in (Act.NEW_SESSION, Act.NEW_CLIENT):
+            out.completed = True
+            raise self._lost(st)
+        elif act is Act.LOST:
+            raise self._lost(st)
+        else:
+            out.completed = True
+            raise SessionError(f"SEQUENCE failed: {_name(st)}")
+
+    @staticmethod
+    def _after_bad_reply(out: _Outgoing, error: ProtocolError, cause: BaseException | None) -> None:
+        """A reply broke the protocol (its connection is closed): the request goes again on a new
+        one, or fails with ``error`` (from ``cause``) as the machine decides."""
+        if out.request.feed(Failed(Fault.BAD_REPLY)).act is Act.PROTOCOL_ERROR:
+            raise error from cause
 
     def _check(self, ops: Sequence[Any], res: COMPOUND4res, slot: Slot) -> tuple[int, CompoundMismatch | None]:
         """Check a reply to SEQUENCE + ``ops`` (raising XdrError if it breaks the protocol) and apply
@@ -466,167 +468,156 @@ class Session:
         self.kill(status)
         return SessionLost(status)
 
-    async def _send(
-        self,
-        slot: Slot,
-        seqid: int,
-        ops: Sequence[Any],
-        cred: Credential,
-        hints: ReplyHints,
-        payload: int,
-        tag: str,
-        cachethis: bool,
-        pin: Path | None,
-        deadline: float | None,
-        faults: Faults,
-        soft: bool,
-        call: CallTimes,
-    ) -> tuple[COMPOUND4res, int, Path]:
-        """Send one request until some path answers it, resending with the same slot/seqid until
-        ``deadline`` (None: forever). Returns the decoded reply, the number of sends it took and the
-        path that answered. Raises _BadReply for a reply that is not one (after closing its
-        connection). What a send that brings no reply leads to is :func:`.send_faults.on_fault`'s to
-        decide (``faults``: what this request's sends met before). ``soft``: fail at once when the
-        server is taken for gone meanwhile. ``call`` is marked at each send."""
-        timed = main_op(ops) not in STORAGE_WORK  # (its time is a round trip)
+    async def _send(self, out: _Outgoing) -> tuple[COMPOUND4res, int, Path]:
+        """Send the request until some path answers it, resending with the same slot and sequence
+        id until its deadline (None: forever). Returns the decoded reply, the number of sends it
+        took and the path that answered. Raises _BadReply for a reply that is not one (after
+        closing its connection). What a send that brings no reply leads to is the machine's to
+        decide (:func:`.sequence.on_fault`). The call's times are marked at each send."""
+        slot = out.slot
+        assert slot is not None
+        args = COMPOUND4args(out.tag, self.minorversion, [
+            SEQUENCE4args(self.sessionid, out.seqid, slot.slotid, max(self.table.highest_in_use, slot.slotid),
+                          out.cachethis),
+            *out.ops,
+        ])
         policy = self.policy
-        args = COMPOUND4args(
-            tag,
-            self.minorversion,
-            [
-                SEQUENCE4args(
-                    self.sessionid, seqid, slot.slotid, max(self.table.highest_in_use, slot.slotid), cachethis
-                ),
-                *ops,
-            ],
-        )
         tries = 0
         previous: Path | None = None
         while True:
-            if self.dead is not None:
-                raise SessionLost(self.dead)
-            if soft and policy.unanswered_since is not None:  # (failing fast: not on the way of every call)
-                raise self._unreachable()
-            path = pin if pin is not None else self.paths.choose(payload, avoid=previous, group=self.group)
-            if pin is not None and (pin.rpc is None or not pin.rpc.alive):
-                raise TransportError("the pinned path is not connected", pin.address)
+            path = await self._path_for(out, previous)
             if path is None:
-                try:
-                    path = await self.paths.wait_live(
-                        deadline, group=self.group, give_up=(lambda: policy.failing_fast) if soft else None
-                    )
-                except NoPathError as e:
-                    if soft and policy.failing_fast:
-                        raise self._unreachable() from e
-                    raise self._give_up(str(e)) from e
-            rpc = path.rpc
-            assert rpc is not None
-            if not rpc.receiving and rpc.alive:
-                # the connection's receive loop has ended and is about to fail its calls (between
-                # its watchdog's end and RpcConnection.run's finally): it is lost, wait for that
                 await trio.sleep(RESEND_PAUSE)
                 continue
+            rpc = path.rpc
+            assert rpc is not None
             if tries:
                 self.resends += 1
                 self.stats.rpc_resent(previous.address if previous is not None else path.address)
                 path.failovers += previous is not None and previous is not path
             tries += 1
-            xid, p = rpc.start_call(c.NFSPROC4_COMPOUND, cred)
+            xid, p = rpc.start_call(c.NFSPROC4_COMPOUND, out.cred)
             encode_compound_args(p, args)
             start = trio.current_time()
-            call.sent(start, unanswered=tries > 1)
-            mark = path.delivery.mark(start, busy=path.bytes_in_flight > 0)
-            path.bytes_in_flight += payload
-            path.calls += 1
-            path.sent(xid, start)
+            out.call.sent(start, unanswered=tries > 1)
             timeout = policy.timeo
-            if deadline is not None:
-                timeout = max(0.001, min(timeout, deadline - start))
+            if out.deadline is not None:
+                timeout = max(0.001, min(timeout, out.deadline - start))
             try:
-                u = await rpc.call_packed(xid, p, hints, timeout)
+                u = await path.call(xid, p, out.hints, timeout, payload=out.payload, start=start, timed=out.timed)
             except RpcTimeout as e:
-                then = on_fault(Fault.TIMEOUT, pinned=pin is not None, failing_fast=False,
-                                past_deadline=deadline is not None and trio.current_time() >= deadline, faults=faults)
-                if then is Then.RAISE:
+                if self._timed_out(out, path, e, xid, args, start, tries):
                     raise
-                log.info(
-                    "%s: request on slot %d seq %d timed out; resending", path.address, slot.slotid, seqid
-                )
-                path.last_error = str(e)
-                trace.rpc_failed(xid, path.address, args.argarray, str(e), trio.current_time() - start)
-                self.paths.kill(path)  # a stalled connection: drop it so it reconnects
                 previous = path
-                if then is Then.GIVE_UP:
-                    raise self._give_up(f"no reply after {tries} tries within {policy.budget:g} s") from e
                 continue
             except (TransportError, trio.ClosedResourceError) as e:
                 # (ClosedResourceError: the connection was dropped, as stalled, during our send)
-                fault = (Fault.VIOLATION if isinstance(e, ProtocolViolation)
-                         else Fault.REFUSED if isinstance(e, CallFailed) else Fault.LOST)
-                then = on_fault(fault, pinned=pin is not None, failing_fast=soft and policy.failing_fast,
-                                past_deadline=deadline is not None and trio.current_time() >= deadline, faults=faults)
-                if then is Then.RAISE:
+                if await self._connection_failed(out, path, e, xid, args, start):
                     raise
-                trace.rpc_failed(xid, path.address, args.argarray, str(e), trio.current_time() - start)
-                if fault is Fault.VIOLATION:
-                    self.violations += 1
-                if then is Then.PROTOCOL_ERROR:
-                    raise ProtocolError(str(e).removeprefix(f"{path.address}: "), path.address, main_op(ops)) from e
-                if then is Then.REFUSED:
-                    raise SessionError(f"{path.address}: the request was refused again: {e}") from e
-                if then is Then.UNREACHABLE:
-                    raise self._unreachable() from e
-                log.info(
-                    "%s: connection lost with slot %d seq %d in flight (%s); resending",
-                    path.address,
-                    slot.slotid,
-                    seqid,
-                    e,
-                )
                 previous = path
-                if then is Then.GIVE_UP:
-                    raise self._give_up(f"{e}") from e
-                if self.paths.choose(payload, avoid=path, group=self.group) in (None, path):
-                    await trio.sleep(RESEND_PAUSE)  # no other path: do not spin on a dead one
-                else:
-                    # a send that fails at once (EPIPE) does not yield: let the receive loops see
-                    # their connections end, or two dead paths that still look up take turns forever
-                    await trio.lowlevel.checkpoint()
                 continue
             except ReplyError as e:  # the server answered the RPC itself with an error
                 policy.answered()
-                raise e.located(main_op(ops)) from None
-            finally:
-                path.bytes_in_flight -= payload
-                path.done(xid)
+                raise e.located(main_op(out.ops)) from None
             if policy.unanswered_since is not None:
                 policy.answered()
-            answered = trio.current_time()
-            path.observe_rtt(answered - start)
-            received = u.carried()  # (over RPC-over-RDMA, with what Write chunks brought)
-            # the payload went with the call (a WRITE's data), or what the reply carried of it came
-            # back (a READ's: none past the end of the file, which a READ asking on to it did not wait for)
-            delivered = payload if len(p) >= payload else min(payload, received)
-            path.delivery.answered(mark, delivered, start, answered, timed=timed)
-            if tries > 1:
-                self.replays += 1
-            try:
-                res = decode_compound_res(u)
-                u.done()  # (trailing bytes: a reply cut short inside, or something after it)
-            except XdrError as e:
-                trace.rpc_failed(
-                    xid, path.address, args.argarray, f"malformed reply: {e}", trio.current_time() - start
-                )
-                raise _BadReply(self._violated(path, ops, e), tries) from e
-            seconds = trio.current_time() - start
-            trace.rpc_done(xid, path.address, args.argarray, res.status, seconds)
-            self.stats.rpc_done(path, ops, res, seconds, len(p), received, tries > 1)
-            return res, tries, path
+            return self._received(out, path, u, xid, len(p), args, start, tries), tries, path
 
-    @staticmethod
-    def _after_bad_reply(faults: Faults, pin: Path | None) -> Then:
-        return on_fault(Fault.BAD_REPLY, pinned=pin is not None, failing_fast=False, past_deadline=False,
-                        faults=faults)
+    async def _path_for(self, out: _Outgoing, previous: Path | None) -> Path | None:
+        """The path the request goes on now, waiting for one if need be; None: the one chosen is
+        ending (its receive loop has, and it is about to fail its calls): try again after a pause."""
+        policy = self.policy
+        if self.dead is not None:
+            raise SessionLost(self.dead)
+        if out.soft and policy.unanswered_since is not None:  # (failing fast: not on the way of every call)
+            raise self._unreachable()
+        pin = out.pin
+        path = pin if pin is not None else self.paths.choose(out.payload, avoid=previous, group=self.group)
+        if pin is not None and (pin.rpc is None or not pin.rpc.alive):
+            raise TransportError("the pinned path is not connected", pin.address)
+        if path is None:
+            try:
+                path = await self.paths.wait_live(
+                    out.deadline, group=self.group, give_up=(lambda: policy.failing_fast) if out.soft else None
+                )
+            except NoPathError as e:
+                if out.soft and policy.failing_fast:
+                    raise self._unreachable() from e
+                raise self._give_up(str(e)) from e
+        rpc = path.rpc
+        assert rpc is not None
+        # (between its watchdog's end and RpcConnection.run's finally, a connection is lost already)
+        return None if not rpc.receiving and rpc.alive else path
+
+    def _timed_out(self, out: _Outgoing, path: Path, e: RpcTimeout, xid: int, args: COMPOUND4args,
+                   start: float, tries: int) -> bool:
+        """A send of the request went unanswered within its time: drop the stalled connection and
+        resend (returns False), give up (raises), or let ``e`` through as it is (returns True)."""
+        past = out.deadline is not None and trio.current_time() >= out.deadline
+        act = out.request.feed(Failed(Fault.TIMEOUT, past_deadline=past)).act
+        if act is Act.RAISE:
+            return True
+        slot = out.slot
+        assert slot is not None
+        log.info("%s: request on slot %d seq %d timed out; resending", path.address, slot.slotid, out.seqid)
+        path.last_error = str(e)
+        trace.rpc_failed(xid, path.address, args.argarray, str(e), trio.current_time() - start)
+        self.paths.kill(path)  # a stalled connection: drop it so it reconnects
+        if act is Act.GIVE_UP:
+            raise self._give_up(f"no reply after {tries} tries within {self.policy.budget:g} s") from e
+        return False
+
+    async def _connection_failed(self, out: _Outgoing, path: Path, e: Exception, xid: int,
+                                 args: COMPOUND4args, start: float) -> bool:
+        """The request's connection ended (or refused it): resend, on another path if there is one
+        (returns False), fail (raises), or let ``e`` through as it is (returns True)."""
+        policy = self.policy
+        fault = (Fault.VIOLATION if isinstance(e, ProtocolViolation)
+                 else Fault.REFUSED if isinstance(e, CallFailed) else Fault.LOST)
+        past = out.deadline is not None and trio.current_time() >= out.deadline
+        act = out.request.feed(Failed(fault, failing_fast=out.soft and policy.failing_fast, past_deadline=past)).act
+        if act is Act.RAISE:
+            return True
+        trace.rpc_failed(xid, path.address, args.argarray, str(e), trio.current_time() - start)
+        if fault is Fault.VIOLATION:
+            self.violations += 1
+        if act is Act.PROTOCOL_ERROR:
+            raise ProtocolError(str(e).removeprefix(f"{path.address}: "), path.address, main_op(out.ops)) from e
+        if act is Act.REFUSED:
+            raise SessionError(f"{path.address}: the request was refused again: {e}") from e
+        if act is Act.UNREACHABLE:
+            raise self._unreachable() from e
+        slot = out.slot
+        assert slot is not None
+        log.info("%s: connection lost with slot %d seq %d in flight (%s); resending",
+                 path.address, slot.slotid, out.seqid, e)
+        if act is Act.GIVE_UP:
+            raise self._give_up(f"{e}") from e
+        if self.paths.choose(out.payload, avoid=path, group=self.group) in (None, path):
+            await trio.sleep(RESEND_PAUSE)  # no other path: do not spin on a dead one
+        else:
+            # a send that fails at once (EPIPE) does not yield: let the receive loops see
+            # their connections end, or two dead paths that still look up take turns forever
+            await trio.lowlevel.checkpoint()
+        return False
+
+    def _received(self, out: _Outgoing, path: Path, u: Unpacker, xid: int, sent: int, args: COMPOUND4args,
+                  start: float, tries: int) -> COMPOUND4res:
+        """The reply ``u`` to the request's send of ``sent`` bytes on ``path``, decoded, traced and
+        counted; _BadReply if it is not one."""
+        received = u.carried()  # (over RPC-over-RDMA, with what Write chunks brought)
+        if tries > 1:
+            self.replays += 1
+        try:
+            res = decode_compound_res(u)
+            u.done()  # (trailing bytes: a reply cut short inside, or something after it)
+        except XdrError as e:
+            trace.rpc_failed(xid, path.address, args.argarray, f"malformed reply: {e}", trio.current_time() - start)
+            raise _BadReply(self._violated(path, out.ops, e), tries) from e
+        seconds = trio.current_time() - start
+        trace.rpc_done(xid, path.address, args.argarray, res.status, seconds)
+        self.stats.rpc_done(path, out.ops, res, seconds, sent, received, tries > 1)
+        return res
 
     def _answers(self, res: SEQUENCE4resok, slot: Slot) -> bool:
         """Whether a successful SEQUENCE result names this session, ``slot`` and its sequence id."""
@@ -646,6 +637,27 @@ class Session:
 
 def _name(status: int) -> str:
     return c.nfsstat4(status).name if status in _STATUS_NAMES else str(status)
+
+
+@dataclass(slots=True)
+class _Outgoing:
+    """One request as :meth:`Session.compound` carries it: what to send, its machine, its slot."""
+
+    ops: Sequence[Any]
+    cred: Credential
+    hints: ReplyHints
+    call: CallTimes  # its times, for the statistics
+    request: Request  # its machine: what it met so far, the decision on what comes
+    payload: int  # its bulk bytes (its weight on a path)
+    tag: str
+    cachethis: bool
+    pin: Path | None  # the one path it may go on (a probe), its faults let through
+    soft: bool  # fail at once when the server is taken for gone meanwhile
+    timed: bool  # its time is a round trip (not the server's storage work)
+    slot: Slot | None = None
+    seqid: int = 0
+    deadline: float | None = None  # when it gives up (None: never)
+    completed: bool = False  # a reply to its sequence id came (its slot is released as such)
 
 
 class _BadReply(Exception):

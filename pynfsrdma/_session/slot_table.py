@@ -21,7 +21,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-SEQID_MODULUS = 1 << 32
+from .._proto.nfs4 import const as c
+
+SEQID_MODULUS = c.SEQUENCEID_MODULUS
 
 
 @dataclass(slots=True)

@@ -20,7 +20,7 @@ from pynfsrdma._errors import ProtocolError
 from pynfsrdma._proto import rpc as rpcdef
 from pynfsrdma._proto.nfs4 import const as c
 from pynfsrdma._rpc.errors import RpcReplyError
-from pynfsrdma._session.send_faults import MAX_VIOLATIONS
+from pynfsrdma._session.sequence import MAX_VIOLATIONS
 from pynfsrdma._testbed import Ganesha
 from pynfsrdma._testbed.ganesha import ExportPath
 from pynfsrdma._testbed.mutating_proxy import MutatingProxy

@@ -1,6 +1,8 @@
 """The package's layers hold (docs/architecture.md): every import points down the stack or sideways
 within a layer, no two modules import each other (directly or around a loop), and no module reaches
 into another's private members (``obj._name`` where ``_name`` is not defined in the same module).
+Every import counts: at the top of a module, inside a function (it runs late, but the two modules
+still need each other) and under ``if TYPE_CHECKING:`` (the types still do).
 Read from the source with ``ast``, so a violation fails here, naming the file and line."""
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ class Module:
     name: str
     path: Path
     tree: ast.Module
-    imports: list[tuple[str, int]] = field(default_factory=list)  # (module, line), at run time
+    imports: list[tuple[str, int]] = field(default_factory=list)  # (module, line), each "how: module"
 
 
 def _module_name(path: Path) -> str:
@@ -43,34 +45,45 @@ def _type_checking_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
     return False
 
 
+def _in_function(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            return True
+    return False
+
+
+def _imports(name: str, package: str, tree: ast.Module, names: set[str]) -> list[tuple[str, int]]:
+    """The package's modules that module ``name`` (of ``package``) imports, with the line, each
+    marked how it is imported: "top:", "late:" (inside a function) or "typing:" (TYPE_CHECKING)."""
+    out = []
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom | ast.Import):
+            continue
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        else:
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            # "from . import x" names a module when x is one
+            targets = [f"{target}.{a.name}" if f"{target}.{a.name}" in names else target for a in node.names]
+        how = ("typing:" if _type_checking_only(node, parents) else "late:" if _in_function(node, parents)
+               else "top:")
+        out += [(how + t, node.lineno) for t in targets if t.startswith("pynfsrdma")]
+    return out
+
+
 def _modules() -> dict[str, Module]:
     names = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
     out = {}
     for name, path in names.items():
         tree = ast.parse(path.read_text(), str(path))
-        mod = Module(name, path, tree)
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.ImportFrom | ast.Import) or _type_checking_only(node, parents):
-                continue
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            else:
-                if node.level:
-                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    target = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    target = node.module or ""
-                # "from . import x" names a module when x is one
-                targets = [f"{target}.{a.name}" if f"{target}.{a.name}" in names else target for a in node.names]
-            # (an import inside a function runs late: it may point anywhere a top-level one may,
-            # but it does not make a cycle at import time)
-            top_level = parents.get(node) is tree or isinstance(parents.get(node), ast.If | ast.Try)
-            for t in targets:
-                if t.startswith("pynfsrdma"):
-                    mod.imports.append((t if top_level else f"late:{t}", node.lineno))
-        out[name] = mod
+        out[name] = Module(name, path, tree, _imports(name, package, tree, set(names)))
     return out
 
 
@@ -78,7 +91,7 @@ MODULES = _modules()
 
 
 def _layer(module: str) -> str | None:
-    parts = module.removeprefix("late:").split(".")
+    parts = module.rpartition(":")[2].split(".")
     return parts[1] if len(parts) > 1 else None
 
 
@@ -128,18 +141,22 @@ def _cycles(graph: dict[str, set[str]]) -> Iterator[list[str]]:
             yield from visit(v)
 
 
-def test_no_module_imports_itself_around_a_loop() -> None:
+def _graph(modules: dict[str, Module]) -> dict[str, set[str]]:
+    """Who imports whom among ``modules``, however the import is made."""
     graph: dict[str, set[str]] = {}
-    for mod in MODULES.values():
+    for mod in modules.values():
         for target, _ in mod.imports:
-            if target.startswith("late:"):
-                continue
+            target = target.rpartition(":")[2]
             # "from ..session import x" loads the package's __init__ only: a dependency on it
-            while target not in MODULES and "." in target:
+            while target not in modules and "." in target:
                 target = target.rpartition(".")[0]
             if target != mod.name and not mod.name.startswith(target + "."):
                 graph.setdefault(mod.name, set()).add(target)
-    loops = list(_cycles(graph))
+    return graph
+
+
+def test_no_module_imports_itself_around_a_loop() -> None:
+    loops = list(_cycles(_graph(MODULES)))
     assert not loops, "import loops: " + "; ".join(" <-> ".join(c) for c in loops)
 
 
@@ -191,6 +208,18 @@ def test_no_module_reaches_into_another_modules_private_members() -> None:
 def test_the_checks_see_what_they_look_for(tmp_path: Path) -> None:
     """The checks above find a loop, an upward import and a private reach when there is one."""
     assert list(_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}})) == [["a", "b", "c"]]
+    # a loop closed by a TYPE_CHECKING import, and one closed by an import inside a function
+    sources = {
+        "pynfsrdma.p.a": "from .b import B\n",
+        "pynfsrdma.p.b": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import A\n",
+        "pynfsrdma.p.c": "from .d import D\n",
+        "pynfsrdma.p.d": "def f():\n    from .c import C\n",
+    }
+    fake = {n: Module(n, tmp_path, ast.parse(src), _imports(n, "pynfsrdma.p", ast.parse(src), set(sources)))
+            for n, src in sources.items()}
+    assert fake["pynfsrdma.p.b"].imports == [("typing:pynfsrdma.p.a", 3)]
+    assert fake["pynfsrdma.p.d"].imports == [("late:pynfsrdma.p.c", 2)]
+    assert list(_cycles(_graph(fake))) == [["pynfsrdma.p.a", "pynfsrdma.p.b"], ["pynfsrdma.p.c", "pynfsrdma.p.d"]]
     assert not list(_cycles({"a": {"b"}, "b": {"c"}}))
     tree = ast.parse("import argparse\nclass K:\n    def f(self):\n        self._x = 1\n"
                      "def g(o):\n    return o._x, o._y, argparse._SubParsersAction\n")

@@ -21,7 +21,6 @@ from pynfsrdma._proto import rpc as rpcdef
 from pynfsrdma._proto.nfs4 import callback as cb
 from pynfsrdma._proto.nfs4 import const as c
 from pynfsrdma._rpc.auth import AUTH_NONE_CRED
-from pynfsrdma._session.client_id import CB_PROGRAM
 from pynfsrdma._xdr import Packer, Unpacker
 
 _MARK = struct.Struct(">I")
@@ -90,7 +89,7 @@ class CallbackProxy:
 
     async def call(self, xid: int, proc: int, args: bytes = b"") -> Unpacker:
         p = Packer()
-        rpcdef.pack_call_header(p, xid, CB_PROGRAM, 1, proc, AUTH_NONE_CRED.encoded)
+        rpcdef.pack_call_header(p, xid, c.CB_PROGRAM, 1, proc, AUTH_NONE_CRED.encoded)
         msg = p.getvalue() + args
         tx, rx = trio.open_memory_channel[bytes](1)
         self._waiting[xid] = tx

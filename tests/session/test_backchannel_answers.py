@@ -13,7 +13,6 @@ from pynfsrdma._proto.nfs4 import callback as cb
 from pynfsrdma._proto.nfs4 import const as c
 from pynfsrdma._proto.nfs4.types import lock_owner4, stateid4
 from pynfsrdma._session.backchannel import Backchannel
-from pynfsrdma._session.client_id import CB_PROGRAM
 from pynfsrdma._xdr import Packer, Unpacker
 
 SID = b"S" * 16
@@ -28,8 +27,8 @@ def seq(seqid: int, slot: int = 0, sid: bytes = SID) -> Any:
 
 
 def make(nursery: trio.Nursery, slots: int = 2) -> tuple[Backchannel, list[Any]]:
-    client = SimpleNamespace(session=SimpleNamespace(sessionid=SID), nursery=nursery)
-    bc = Backchannel(client)  # type: ignore[arg-type]
+    session = SimpleNamespace(sessionid=SID)
+    bc = Backchannel(nursery, lambda: session)  # type: ignore[arg-type, return-value]
     bc.reset(slots)
     recalls: list[Any] = []
 
@@ -113,9 +112,9 @@ async def test_cb_null_and_unknown_procedures_over_rpc() -> None:
             assert (u.uint32(), u.uint32()) == (7, rpcdef.REPLY)
             return u
 
-        h = rpcdef.unpack_reply_header(await call(CB_PROGRAM, c.CB_NULL))
+        h = rpcdef.unpack_reply_header(await call(c.CB_PROGRAM, c.CB_NULL))
         assert h.accept == rpcdef.SUCCESS
-        h = rpcdef.unpack_reply_header(await call(CB_PROGRAM, 9))
+        h = rpcdef.unpack_reply_header(await call(c.CB_PROGRAM, 9))
         assert h.accept == rpcdef.accept_stat.PROC_UNAVAIL
         h = rpcdef.unpack_reply_header(await call(12345, 0))
         assert h.accept == rpcdef.accept_stat.PROG_UNAVAIL
@@ -124,7 +123,7 @@ async def test_cb_null_and_unknown_procedures_over_rpc() -> None:
 async def test_a_malformed_cb_compound_is_garbage_args() -> None:
     async with trio.open_nursery() as n:
         bc, _ = make(n)
-        body = rpcdef.call_body(2, CB_PROGRAM, 1, c.CB_COMPOUND, rpcdef.NULL_AUTH, rpcdef.NULL_AUTH)
+        body = rpcdef.call_body(2, c.CB_PROGRAM, 1, c.CB_COMPOUND, rpcdef.NULL_AUTH, rpcdef.NULL_AUTH)
         p = Packer()
         p.uint32(0xFFFFFFFF)  # a tag length far past the end
         reply = await bc.handle_rpc(9, body, Unpacker(p.getvalue()))

@@ -25,6 +25,7 @@ NFS4_MINOR_VERSION_2: Final = 2
 # The callback program number is chosen by the client and given to the server in CREATE_SESSION
 # (csa_cb_program) or BACKCHANNEL_CTL; the XDR's NFS4_CALLBACK value is only a placeholder.
 NFS4_CALLBACK: Final = 0x40000000
+CB_PROGRAM: Final = NFS4_CALLBACK  # the callback program number this client asks the server to call back on
 NFS_CB: Final = 1
 CB_NULL: Final = 0
 CB_COMPOUND: Final = 1
@@ -38,6 +39,7 @@ NFS4_SESSIONID_SIZE: Final = 16
 NFS4_DEVICEID4_SIZE: Final = 16
 NFS4_INT64_MAX: Final = 0x7FFFFFFFFFFFFFFF
 NFS4_UINT64_MAX: Final = 0xFFFFFFFFFFFFFFFF
+SEQUENCEID_MODULUS: Final = 1 << 32  # sequenceid4 is a uint32_t and wraps (RFC 8881 section 2.10.6.1)
 NFS4_INT32_MAX: Final = 0x7FFFFFFF
 NFS4_UINT32_MAX: Final = 0xFFFFFFFF
 NFS4_MAXFILELEN: Final = 0xFFFFFFFFFFFFFFFF
