@@ -32,7 +32,8 @@ cache is dropped before each listing and each read. The table shows the best of 
 with more than one, their median; with two channels, the ratio of the first to the second.
 ``--rpc-counts`` prints the mount's COMPOUNDs per untarred file and per listed entry (``pynfsrdma
 stats --json``). Each read line prints the CPU the mount daemon (user, system) and NFS-Ganesha spent
-per GiB; each untar round, the daemon's CPU per file and the share of CPU the host took.
+per GiB; each lstat, ``ls -l`` and untar round, the daemon's CPU per name, entry or file (and for the
+last two, the share of CPU the host took).
 
 Prints a table and, with --json, one JSON line (``pynfsrdma``, ``fuse_ceiling`` and ``nfsrs`` are the
 best figures of the first channel).
@@ -444,9 +445,12 @@ def run(args: argparse.Namespace) -> list[Row]:
                 if "stat" in want:  # a fresh mount: neither the kernel nor the daemon knows a name
                     with mounted(cmd, mnt, logfile):
                         drop_caches()
+                        c0 = daemon_cpu(mnt)
                         rate = rows["stat"].mount[ch].add(args.files, timed(lambda: lstat_all(here / "dir", args.files)))
+                        us_per_name = 1e6 * (daemon_cpu(mnt) - c0) / args.files
                         report_stats(mnt, "lstat", args.files)
-                    log(f"lstat, round {r + 1}, mount {ch}: {rate:,.0f} names/s")
+                    log(f"lstat, round {r + 1}, mount {ch}: {rate:,.0f} names/s; the mount daemon's CPU "
+                        f"{us_per_name:.0f} µs per name")
                 if "untar" in want:
                     dest = here / "untar" / f"{ch}-{r}"
                     with mounted(cmd, mnt, logfile):
@@ -470,14 +474,15 @@ def run(args: argparse.Namespace) -> list[Row]:
                             nonlocal n
                             n = ls_l(here / "dir")
 
-                        s0 = stolen()
+                        s0, c0 = stolen(), daemon_cpu(mnt)
                         t = timed(ls_ours)
+                        us_per_entry = 1e6 * (daemon_cpu(mnt) - c0) / args.files
                         rate = rows["ls"].mount[ch].add(args.files, t)
                         if n != args.files:
                             raise AssertionError(f"ls -l through the mount listed {n} of {args.files} entries")
                         report_stats(mnt, "ls -l", args.files)
                     log(f"ls -l, round {r + 1}, mount {ch}: {rate:,.0f} entries/s; CPU taken by the host: "
-                        f"{steal_share(s0, t):.0%}")
+                        f"{steal_share(s0, t):.0%}; the mount daemon's CPU {us_per_entry:.1f} µs per entry")
 
             def ceiling_round(ch: str, r: int) -> None:
                 ncmd = [PY, str(REPO / "bench" / "null_fuse.py"), str(nmnt), "--size", str(size), "--files",

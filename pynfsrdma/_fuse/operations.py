@@ -224,13 +224,18 @@ class NFSOperations(Operations):
     def _now(self) -> float:
         return trio.current_time()
 
-    def _entry(self, node: Inode) -> EntryAttributes:
+    def _entry(self, node: Inode, now: float | None = None) -> EntryAttributes:
+        """The kernel's entry for ``node``; ``now``: the time its attributes were just learned at
+        (a listing's page), else the clock is read."""
         a = node.attrs
         e = EntryAttributes()  # (st_rdev is 0 unless set)
         e.st_ino = node.ino
         e.generation = node.generation
         e.entry_timeout = self.entry_timeout
-        e.attr_timeout = node.timeo if self._delegated(node) else self.inodes.ttl(node, self._now())
+        if self._delegated(node):
+            e.attr_timeout = node.timeo
+        else:
+            e.attr_timeout = self.inodes.ttl(node, self._now() if now is None else now)
         e.st_mode = FTYPE_TO_IFMT.get(a.type, 0) | a.mode  # (a.st_mode, without the property call)
         e.st_nlink = a.nlink - len(node.silly) if node.silly else a.nlink  # (unlinked while open: 0)
         e.st_uid = a.uid
@@ -1080,7 +1085,7 @@ class NFSOperations(Operations):
                 node, changed = learn(fh_, attrs, now, False, asked=asked)
                 if changed:
                     self._changed(node)
-                if not reply(name, entry(node), next_cookie):
+                if not reply(name, entry(node, now), next_cookie):
                     self.inodes.drop_if_unused(node)
                     h.pages.stopped_at(cookie, page, i)  # (the kernel's next request starts after ``cookie``)
                     return

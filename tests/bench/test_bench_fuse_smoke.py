@@ -1,10 +1,11 @@
 """bench/bench_fuse.py runs end to end with tiny sizes (so it cannot rot): every row has a positive
-figure for the mount and the FUSE ceiling on both channels, and for nfs-rs. No timing is asserted;
-the figures belong to bench/ runs."""
+figure for the mount and the FUSE ceiling on both channels, and for nfs-rs, and the mount daemon's CPU
+per name, entry and file is printed. No timing is asserted; the figures belong to bench/ runs."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -39,3 +40,7 @@ def test_bench_fuse_prints_every_row_with_figures() -> None:
         assert r["channel_ratio"]["mount"]["best"] > 0 and r["channel_ratio"]["ceiling"]["best"] > 0, r
     for op in OPERATIONS:  # the table too
         assert op in proc.stdout
+    for ch in ("native", "pyfuse3"):  # the daemon's own CPU per request, on stderr
+        assert re.search(rf"lstat, round 1, mount {ch}: .* the mount daemon's CPU \d+ µs per name", proc.stderr)
+        assert re.search(rf"ls -l, round 1, mount {ch}: .* the mount daemon's CPU [\d.]+ µs per entry", proc.stderr)
+        assert re.search(rf"untar, round 1, mount {ch}: .* the mount daemon's CPU [\d.]+ ms per file", proc.stderr)
