@@ -88,6 +88,21 @@ class MemoryRegion:
 
 
 @dataclass(slots=True)
+class ProviderCounters:
+    """What a connection asked of its stack, for tests and benchmarks (totals since it was made).
+
+    A registration pins memory and asks the kernel for a mapping, the most expensive verb there is;
+    ``bytes_copied`` counts what the provider itself copied in user space to carry out an operation
+    (gathering a Send's pieces), which the caller never sees.
+    """
+
+    registrations: int = 0  # memory registrations made
+    deregistrations: int = 0  # memory registrations released
+    bytes_copied: int = 0  # bytes copied by the provider in user space
+    sends: int = 0  # Sends posted
+
+
+@dataclass(slots=True)
 class Received:
     """A Receive completion: ``data`` is the part of the posted buffer the Send filled."""
 
@@ -115,6 +130,7 @@ class Connection(abc.ABC):
     supports_remote_invalidation: bool  # Send With Invalidate, both ways
     peer_private_data: bytes
     peer: str
+    counters: ProviderCounters
 
     @abc.abstractmethod
     def register(self, buffer: Buffer, access: Access) -> MemoryRegion:
@@ -197,6 +213,7 @@ __all__ = [
     "NoRdmaDevice",
     "PrivateDataReply",
     "Provider",
+    "ProviderCounters",
     "ProviderError",
     "Received",
     "ReceiverNotReady",

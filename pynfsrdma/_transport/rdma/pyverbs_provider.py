@@ -79,6 +79,7 @@ from .provider import (
     NoRdmaDevice,
     PrivateDataReply,
     Provider,
+    ProviderCounters,
     ProviderError,
     Received,
     ReceiverNotReady,
@@ -270,8 +271,9 @@ class PyverbsConnection(Connection):
     Counters (as the software provider's): ``registrations`` (alive now),
     ``local_invalidations`` (regions we invalidated: invalidate, or deregister of a valid one),
     ``remote_invalidations`` (our regions the peer invalidated with Send With Invalidate),
-    ``double_invalidations`` (an invalidation, local or remote, of a region already invalid) and
-    ``unknown_invalidations`` (a Send With Invalidate naming no region of ours).
+    ``double_invalidations`` (an invalidation, local or remote, of a region already invalid),
+    ``unknown_invalidations`` (a Send With Invalidate naming no region of ours), and what the
+    connection cost in ``counters`` (:class:`~.provider.ProviderCounters`).
     """
 
     supports_remote_invalidation = False
@@ -295,6 +297,7 @@ class PyverbsConnection(Connection):
         self.remote_invalidations = 0
         self.double_invalidations = 0
         self.unknown_invalidations = 0
+        self.counters = ProviderCounters()
         self.cmid = cmid
         self._events = events
         self._owns_events = owns_events  # the active side's channel is the connection's own
@@ -439,6 +442,7 @@ class PyverbsConnection(Connection):
                 mr.close()
                 pin.release()
                 raise
+        self.counters.registrations += 1
         region = _PvRegion(handle, pin.address, view, access)
         region.mr = mr
         region.mw = mw
@@ -497,6 +501,7 @@ class PyverbsConnection(Connection):
             r.mw = None
         r.mr.close()
         r.pin.release()
+        self.counters.deregistrations += 1
 
     # two-sided
     def post_recv(self, region: MemoryRegion) -> None:
@@ -553,6 +558,8 @@ class PyverbsConnection(Connection):
             raise ProviderError("Send With Invalidate needs a queue pair of our own", self.peer)
         e = self._pv["enums"]
         payload = bytearray(b"".join(bytes(memoryview(b).cast("B")) for b in data))  # inline-sized
+        self.counters.bytes_copied += 2 * len(payload)  # into bytes, then into the bytearray
+        self.counters.sends += 1
         region = self.register(payload, Access.LOCAL_WRITE)
         assert isinstance(region, _PvRegion)
         try:

@@ -14,7 +14,9 @@ can tell the difference:
   named; an unknown handle or a receive buffer breaks the connection; a region already invalid
   stays invalid and is counted in ``double_invalidations``);
 * it counts what tests need to see leaks and double work: :attr:`SoftConnection.registrations`
-  (alive now), ``local_invalidations``, ``remote_invalidations``, ``double_invalidations``;
+  (alive now), ``local_invalidations``, ``remote_invalidations``, ``double_invalidations``, and
+  what the connection cost in ``counters`` (a :class:`~.provider.ProviderCounters`: registrations
+  made and released, Sends; it copies nothing in user space, the socket gathers the pieces);
 * operations are ordered as on one RC queue pair: RDMA Writes land before a later Send is seen.
 
 Wire format between the two emulated HCAs (never seen by anything else): a 24-byte frame header
@@ -45,6 +47,7 @@ from .provider import (
     MemoryRegion,
     PrivateDataReply,
     Provider,
+    ProviderCounters,
     ProviderError,
     Received,
     ReceiverNotReady,
@@ -140,6 +143,7 @@ class SoftConnection(Connection):
         self.local_invalidations = 0
         self.remote_invalidations = 0
         self.double_invalidations = 0
+        self.counters = ProviderCounters()
 
     @property
     def registrations(self) -> int:
@@ -156,6 +160,7 @@ class SoftConnection(Connection):
         self._next_address += (view.nbytes + 0xFFF) & ~0xFFF or 0x1000
         region = MemoryRegion(handle, address, view, access)
         self._regions[handle] = region
+        self.counters.registrations += 1
         return region
 
     def invalidate(self, region: MemoryRegion) -> None:
@@ -169,7 +174,8 @@ class SoftConnection(Connection):
         if region.valid and self._error is None:
             self.local_invalidations += 1
         region.valid = False
-        self._regions.pop(region.handle, None)
+        if self._regions.pop(region.handle, None) is not None:
+            self.counters.deregistrations += 1
 
     # -- operations -----------------------------------------------------------------------------
     def post_recv(self, region: MemoryRegion) -> None:
@@ -189,6 +195,7 @@ class SoftConnection(Connection):
     async def send(self, data: Sequence[Buffer], invalidate: int | None = None) -> None:
         n = sum(memoryview(b).nbytes for b in data)
         flags = 0 if invalidate is None else _F_INVALIDATE
+        self.counters.sends += 1
         await self._request(_Op.SEND, flags, invalidate or 0, 0, n, data)
 
     async def rdma_read(
