@@ -680,7 +680,7 @@ async def client_remote_invalidation(url: str, advertise: str) -> str:
     (the only registrations user space can have invalidated remotely) on devices that have them;
     its counters must show each one retired once (remotely or locally, never both, never twice),
     every Send With Invalidate naming one of ours, as many as nfsd's own trace counts, and the
-    registrations back to the receive buffers alone at the end. ``advertise`` "0": the same calls
+    registrations back to the send and receive buffers alone at the end. ``advertise`` "0": the same calls
     without it: no Send With Invalidate at all. A device without type 2 memory windows (siw)
     must refuse to advertise it."""
     from pynfsrdma._client.api import Client
@@ -711,7 +711,7 @@ async def client_remote_invalidation(url: str, advertise: str) -> str:
         conn = t.conn
         if t.accepts_remote_invalidation != (advertise == "1"):
             raise RuntimeError(f"advertised {t.accepts_remote_invalidation}, asked {advertise}")
-        baseline = conn.registrations  # the receive buffers
+        baseline = conn.registrations  # the send and receive buffers
         if await nfs.read_file(f"/{top}/f.bin") != data:  # READs, a Write chunk each
             raise RuntimeError("READ returned other data")
         if len(await nfs.listdir(f"/{LISTING}")) != DIR_ENTRIES:  # READDIR in a Reply chunk
@@ -731,7 +731,7 @@ async def client_remote_invalidation(url: str, advertise: str) -> str:
         raise RuntimeError("the kernel client reads other data than the WRITE sent")
     sh("rm", "-rf", str(KMOUNT / top))
     if left != baseline:
-        raise RuntimeError(f"{left - baseline} registrations left over the receive buffers: {counts}")
+        raise RuntimeError(f"{left - baseline} registrations left over the send and receive buffers: {counts}")
     if counts["double"] or counts["unknown"]:
         raise RuntimeError(f"invalidated twice or unknown: {counts}")
     if advertise == "1":
@@ -744,7 +744,7 @@ async def client_remote_invalidation(url: str, advertise: str) -> str:
     return (
         f"advertised {advertise == '1'}: {counts['remote']} registrations invalidated by nfsd's Send With "
         f"Invalidate ({len(server)} in nfsd's trace), {counts['local']} locally, none twice, none "
-        f"unknown; registrations back to the {baseline} receive buffers"
+        f"unknown; registrations back to the {baseline} send and receive buffers"
     )
 
 

@@ -8,8 +8,9 @@ carrying private data: RFC 8797's message travels there). It offers:
   ``handle`` (the rkey / steering tag) and ``address`` the peer uses in RDMA segments, with access
   rights; :meth:`Connection.invalidate` (local invalidation) and :meth:`Connection.deregister`;
 * two-sided operations: :meth:`Connection.post_recv` (a registered receive buffer),
-  :meth:`Connection.receive` (the next Receive completion), :meth:`Connection.send` (optionally
-  Send With Invalidate of a peer region);
+  :meth:`Connection.receive` (the next Receive completion), :meth:`Connection.send_region` (a
+  registered send buffer, the way RPC-over-RDMA sends) and :meth:`Connection.send` (buffers
+  gathered as they lie), each optionally Send With Invalidate of a peer region;
 * remote invalidation (RFC 8797's "I" bit): ``supports_remote_invalidation`` on the provider and
   its connections says that this stack can both send a Send With Invalidate and take one (its
   registrations can be invalidated by the peer; the Receive completion names the handle). Only
@@ -157,6 +158,12 @@ class Connection(abc.ABC):
     async def send(self, data: Sequence[Buffer], invalidate: int | None = None) -> None:
         """Send the buffers as one message (gathered); with ``invalidate``, Send With Invalidate
         of the peer's region with that handle (only when ``supports_remote_invalidation``)."""
+
+    @abc.abstractmethod
+    async def send_region(self, region: MemoryRegion, length: int, invalidate: int | None = None) -> None:
+        """Send the first ``length`` bytes of a registered region as one message, without a copy or
+        a registration (send buffers registered once); the region may be written again when this
+        returns. ``invalidate`` as in :meth:`send`."""
 
     @abc.abstractmethod
     async def rdma_read(

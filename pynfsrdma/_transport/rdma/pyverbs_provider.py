@@ -554,25 +554,31 @@ class PyverbsConnection(Connection):
         return wr.SendWR(opcode=opcode, num_sge=1, sg=[wr.SGE(region.mr.buf, length, region.mr.lkey)])
 
     async def send(self, data: Sequence[Buffer], invalidate: int | None = None) -> None:
-        if invalidate is not None and not self.supports_remote_invalidation:
-            raise ProviderError("Send With Invalidate needs a queue pair of our own", self.peer)
-        e = self._pv["enums"]
         payload = bytearray(b"".join(bytes(memoryview(b).cast("B")) for b in data))  # inline-sized
         self.counters.bytes_copied += 2 * len(payload)  # into bytes, then into the bytearray
-        self.counters.sends += 1
         region = self.register(payload, Access.LOCAL_WRITE)
-        assert isinstance(region, _PvRegion)
         try:
-            if self.own_qp:
-                opcode = e.IBV_WR_SEND if invalidate is None else e.IBV_WR_SEND_WITH_INV
-                wr = self._work_request(opcode, region, len(payload))
-                if invalidate is not None:
-                    wr.imm_data = invalidate  # ibv_send_wr's invalidate_rkey shares imm_data
-                await self._post(lambda: self.qp.post_send(wr), (region, wr))
-            else:
-                await self._post(lambda: self.cmid.post_send(region.mr, 0, len(payload)), region)
+            await self.send_region(region, len(payload), invalidate)
         finally:
             self.deregister(region)
+
+    async def send_region(self, region: MemoryRegion, length: int, invalidate: int | None = None) -> None:
+        if invalidate is not None and not self.supports_remote_invalidation:
+            raise ProviderError("Send With Invalidate needs a queue pair of our own", self.peer)
+        if not isinstance(region, _PvRegion) or self._regions.get(id(region)) is not region:
+            raise ValueError("send buffers must be registered")
+        if not 0 <= length <= region.length:
+            raise ValueError(f"a {length}-byte Send from a {region.length}-byte region")
+        e = self._pv["enums"]
+        self.counters.sends += 1
+        if self.own_qp:
+            opcode = e.IBV_WR_SEND if invalidate is None else e.IBV_WR_SEND_WITH_INV
+            wr = self._work_request(opcode, region, length)
+            if invalidate is not None:
+                wr.imm_data = invalidate  # ibv_send_wr's invalidate_rkey shares imm_data
+            await self._post(lambda: self.qp.post_send(wr), (region, wr))
+        else:
+            await self._post(lambda: self.cmid.post_send(region.mr, 0, length), region)
 
     # one-sided
     async def rdma_read(

@@ -16,7 +16,9 @@ can tell the difference:
 * it counts what tests need to see leaks and double work: :attr:`SoftConnection.registrations`
   (alive now), ``local_invalidations``, ``remote_invalidations``, ``double_invalidations``, and
   what the connection cost in ``counters`` (a :class:`~.provider.ProviderCounters`: registrations
-  made and released, Sends; it copies nothing in user space, the socket gathers the pieces);
+  made and released, bytes copied, Sends). :meth:`SoftConnection.send` costs what it costs a
+  device: its pieces are gathered (copied) into memory registered for that Send, while
+  :meth:`SoftConnection.send_region` sends from a registered buffer as it lies;
 * operations are ordered as on one RC queue pair: RDMA Writes land before a later Send is seen.
 
 Wire format between the two emulated HCAs (never seen by anything else): a 24-byte frame header
@@ -193,10 +195,23 @@ class SoftConnection(Connection):
         return item
 
     async def send(self, data: Sequence[Buffer], invalidate: int | None = None) -> None:
-        n = sum(memoryview(b).nbytes for b in data)
+        # as a device does it: the pieces gathered into memory registered for the one Send
+        payload = bytearray().join(data)
+        self.counters.bytes_copied += len(payload)
+        region = self.register(payload, Access.LOCAL_WRITE)
+        try:
+            await self.send_region(region, len(payload), invalidate)
+        finally:
+            self.deregister(region)
+
+    async def send_region(self, region: MemoryRegion, length: int, invalidate: int | None = None) -> None:
+        if self._regions.get(region.handle) is not region or not region.valid:
+            raise ValueError("send buffers must be registered")
+        if not 0 <= length <= region.length:
+            raise ValueError(f"a {length}-byte Send from a {region.length}-byte region")
         flags = 0 if invalidate is None else _F_INVALIDATE
         self.counters.sends += 1
-        await self._request(_Op.SEND, flags, invalidate or 0, 0, n, data)
+        await self._request(_Op.SEND, flags, invalidate or 0, 0, length, [region.buffer[:length]])
 
     async def rdma_read(
         self, sink: MemoryRegion, sink_offset: int, handle: int, address: int, length: int

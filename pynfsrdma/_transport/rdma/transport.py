@@ -3,10 +3,15 @@
 Glues the pieces as Linux's xprtrdma ``transport.c`` does: the CM private data negotiation
 (:mod:`~pynfsrdma._proto.private_data`, on every connect), the credit gate (:mod:`.credits`), the
 chunk plan of each call (:mod:`.chunks`), the registration of the caller's buffers where they lie
-and of fresh sinks for Write chunks and the Reply chunk, receive buffers sized to the negotiated
-receive threshold, and reply reassembly (:mod:`.reply`).
+and of fresh sinks for Write chunks and the Reply chunk, and reply reassembly (:mod:`.reply`).
 
-Copies: WRITE payloads are RDMA-Read by the responder from the caller's buffer; READ data is
+Send and receive buffers are registered once per connection, as Linux's ``rpcrdma_regbuf``: one
+per credit and two more (backchannel), sized by the negotiated send and receive thresholds. A
+call's transport header and inline Payload stream are marshalled into a free send buffer and
+Sent from it; the buffer is free again when the Send completed.
+
+Copies: WRITE payloads are RDMA-Read by the responder from the caller's buffer (a WRITE small
+enough to go inline is marshalled into the send buffer: ``payload_bytes_copied``); READ data is
 RDMA-Written into a sink (a :class:`WriteChunkSink`) whose memoryview ``bulk()`` returns. The
 inline part of each received message (at most the inline threshold) is copied out of the receive
 buffer, so that the buffer can be posted again at once. :class:`RdmaStats` counts what went where.
@@ -38,7 +43,7 @@ from __future__ import annotations
 import logging
 import math
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
@@ -55,7 +60,9 @@ from ..._proto.rpcrdma import (
     RpcRdmaError,
     decode_rdma_msg,
     encode_rdma_msg,
+    header_size,
     make_msg,
+    rdma_msg,
 )
 from ..._xdr import Packer, Unpacker
 from ..base import (
@@ -72,7 +79,7 @@ from ..base import (
 )
 from .chunks import CallPlan, NeedKind, Registration, plan_call
 from .credits import CreditGate
-from .provider import Access, Connection, MemoryRegion, Provider
+from .provider import Access, Buffer, Connection, MemoryRegion, Provider
 from .reply import reassemble_reply
 
 log = logging.getLogger(__name__)
@@ -110,6 +117,8 @@ class RdmaStats:
     replies: int = 0
     nomsg_replies: int = 0  # replies that came through the Reply chunk
     inline_bytes_copied: int = 0  # bytes copied out of receive buffers (headers and inline parts)
+    send_bytes_marshalled: int = 0  # bytes placed in registered send buffers (headers, inline parts)
+    payload_bytes_copied: int = 0  # WRITE payload bytes among them (calls small enough to go inline)
     placed_bytes: int = 0  # bytes the responder wrote into our Write chunk sinks (no copy)
     callbacks: int = 0  # backchannel CALLs received
     remote_invalidations: int = 0  # replies whose Send With Invalidate retired a registration
@@ -155,6 +164,10 @@ class RdmaTransport(Transport):
         ]
         for r in self._recv_regions:
             conn.post_recv(r)
+        # send buffers, registered once: one per credit, and two for backchannel replies
+        self._send_tx, self._send_rx = trio.open_memory_channel[MemoryRegion](math.inf)
+        for _ in range(credits + 2):
+            self._send_tx.send_nowait(self._new_send_buffer())
         nursery.start_soon(self._receive_loop)
 
     @classmethod
@@ -269,6 +282,42 @@ class RdmaTransport(Transport):
         if self._dead is not None:  # woken because the connection is gone
             raise ConnectionLost(str(self._dead)) from self._dead
 
+    @property
+    def buffer_registrations(self) -> int:
+        """How many registrations the send and receive buffers hold (all of a connection's
+        registrations between calls)."""
+        return 2 * len(self._recv_regions)
+
+    def _new_send_buffer(self) -> MemoryRegion:
+        return self.conn.register(bytearray(self.thresholds.send), Access.LOCAL_WRITE)
+
+    async def _send_marshalled(
+        self, hdr: rdma_msg, payload: Sequence[Buffer], invalidate: int | None = None
+    ) -> None:
+        """Marshal the transport header and the inline Payload stream into a free send buffer
+        and Send it from there. The buffer goes back to the pool when the Send completed; one
+        whose Send failed or was abandoned (the device may still read it) is released and
+        replaced by a new registration."""
+        region = await self._send_rx.receive()
+        completed = False
+        try:
+            buf = region.buffer
+            n = 0
+            for piece in (*encode_rdma_msg(hdr).segments(), *payload):
+                v = memoryview(piece).cast("B")
+                buf[n : n + v.nbytes] = v
+                n += v.nbytes
+            self.stats.send_bytes_marshalled += n
+            await self.conn.send_region(region, n, invalidate)
+            completed = True
+        finally:
+            if completed:
+                self._send_tx.send_nowait(region)
+            else:
+                self.conn.deregister(region)
+                if not self._closed and self._dead is None:
+                    self._send_tx.send_nowait(self._new_send_buffer())
+
     def _register(self, plan: CallPlan) -> tuple[list[MemoryRegion], list[Registration]]:
         regions: list[MemoryRegion] = []
         for need in plan.needs:
@@ -307,8 +356,9 @@ class RdmaTransport(Transport):
             regions, regs = self._register(plan)
             out = _Outstanding(plan, regions, regs)
             self._outstanding[xid] = out
-            hdr = encode_rdma_msg(plan.header(xid, self.gate.rdma_credit(), regs)).getvalue()
-            await self.conn.send([hdr, *plan.inline])
+            if not any(n.kind is NeedKind.READ_SOURCE for n in plan.needs):  # WRITE data inline
+                self.stats.payload_bytes_copied += sum(b.data.nbytes for b in msg.bulk_segments)
+            await self._send_marshalled(plan.header(xid, self.gate.rdma_credit(), regs), plan.inline)
             sent = True
             st = self.stats
             st.calls += 1
@@ -331,13 +381,12 @@ class RdmaTransport(Transport):
                         admitted.set()
 
     async def send_reply(self, xid: int, msg: Packer) -> None:
-        segs = msg.segments()
-        hdr = encode_rdma_msg(make_msg(xid, self.gate.rdma_credit(), RDMA_MSG)).getvalue()
-        if len(hdr) + len(msg) > self.thresholds.send:
+        hdr = make_msg(xid, self.gate.rdma_credit(), RDMA_MSG)
+        if header_size(0, [], None) + len(msg) > self.thresholds.send:
             raise TransportError(
                 f"backchannel reply of {len(msg)} bytes exceeds the inline threshold", self.peer
             )
-        await self.conn.send([hdr, *segs])
+        await self._send_marshalled(hdr, msg.segments())
 
     def abandon(self, xid: int) -> None:
         """The caller stops waiting: its memory is invalidated now (a late RDMA access by the
