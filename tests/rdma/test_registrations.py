@@ -7,9 +7,11 @@ memory registrations and deregistrations, and bytes the provider copied, per NFS
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 
+import pytest
 from test_end_to_end import data_of, rdma_url, responder, transport_of
 
 from pynfsrdma._client.api import Client
@@ -26,6 +28,7 @@ class PerCall:
     registrations: int
     deregistrations: int
     bytes_copied: int
+    binds: int
     chunks: int  # Read chunk segments, Write chunks and Reply chunks offered
 
 
@@ -35,6 +38,7 @@ def _per_call(c0: ProviderCounters, c1: ProviderCounters, s0: RdmaStats, s1: Rdm
         registrations=c1.registrations - c0.registrations,
         deregistrations=c1.deregistrations - c0.deregistrations,
         bytes_copied=c1.bytes_copied - c0.bytes_copied,
+        binds=c1.binds - c0.binds,
         chunks=(s1.read_chunk_segments + s1.write_chunks + s1.reply_chunks)
         - (s0.read_chunk_segments + s0.write_chunks + s0.reply_chunks),
     )
@@ -43,7 +47,7 @@ def _per_call(c0: ProviderCounters, c1: ProviderCounters, s0: RdmaStats, s1: Rdm
 def _snapshot(t) -> tuple[ProviderCounters, RdmaStats]:
     c, s = t.conn.counters, t.stats
     return (
-        ProviderCounters(c.registrations, c.deregistrations, c.bytes_copied, c.sends),
+        dataclasses.replace(c),
         RdmaStats(**{k: getattr(s, k) for k in s.__slots__}),
     )
 
@@ -75,10 +79,12 @@ async def test_counters_follow_the_chunks_of_a_large_read_and_write(ganesha, exp
         write, read = _per_call(c0, c1, s0, s1), _per_call(c1, c2, s1, s2)
         assert write.chunks > 0 and read.chunks > 0
         for what in (write, read):
-            # one registration per chunk, released by the reply; the Sends cost none and no copy
-            assert what.registrations == what.deregistrations == what.chunks, what
+            # after the warm-up: no registration at all, a memory window per chunk, no copy
+            assert what.registrations == what.deregistrations == 0, what
+            assert what.binds == what.chunks, what
             assert what.bytes_copied == 0, what
-        assert t.conn.registrations == t.buffer_registrations
+        assert t.stats.payload_bytes_copied == 0
+        assert t.conn.registrations == t.resting_registrations
 
 
 async def test_sends_come_from_buffers_registered_once(ganesha, export_path):
@@ -101,4 +107,34 @@ async def test_sends_come_from_buffers_registered_once(ganesha, export_path):
         assert s1.send_bytes_marshalled > s0.send_bytes_marshalled
         # the small WRITE's data went inline: marshalled into the send buffer with its call
         assert s1.payload_bytes_copied - s0.payload_bytes_copied == 20 * len(small)
-        assert t.conn.registrations == t.buffer_registrations == 2 * (32 + 2)
+        assert t.conn.registrations == t.resting_registrations == 2 * (32 + 2)
+
+
+async def test_what_stays_pinned_is_bounded(ganesha, export_path):
+    data = data_of(SIZE, 8)
+    async with responder(ganesha) as r, Client.connect(rdma_url(r, export_path, pinned=2)) as nfs:
+        t = transport_of(nfs)
+        for name in ("/a", "/b"):
+            await _write_then_read(nfs, name, data)
+            # the 4 MiB source is over the bound: it is registered per call; 1 MiB sinks fit
+            assert 0 < t.chunk_memory.pinned <= 2 * MiB
+        assert t.conn.registrations == t.resting_registrations
+
+
+async def test_pinned_0_registers_every_chunk_for_its_call(ganesha, export_path):
+    data = data_of(SIZE, 9)
+    async with responder(ganesha) as r, Client.connect(rdma_url(r, export_path, pinned=0)) as nfs:
+        t = transport_of(nfs)
+        await _write_then_read(nfs, "/warm", data)
+        c0, s0 = _snapshot(t)
+        await _write_then_read(nfs, "/big", data)
+        c1, s1 = _snapshot(t)
+        what = _per_call(c0, c1, s0, s1)
+        assert what.registrations == what.deregistrations == what.chunks > 0 and what.binds == 0
+        assert t.chunk_memory.pinned == 0
+
+
+async def test_a_bad_pinned_value_is_one_clear_error(ganesha, export_path):
+    async with responder(ganesha) as r:
+        with pytest.raises(ValueError, match=r"^RDMA option pinned=-1 is below the minimum 0$"):
+            await Client.connect(rdma_url(r, export_path, pinned=-1)).__aenter__()

@@ -7,6 +7,9 @@ carrying private data: RFC 8797's message travels there). It offers:
 * memory registration: :meth:`Connection.register` gives a :class:`MemoryRegion` whose
   ``handle`` (the rkey / steering tag) and ``address`` the peer uses in RDMA segments, with access
   rights; :meth:`Connection.invalidate` (local invalidation) and :meth:`Connection.deregister`;
+* memory windows (``supports_windows``): :meth:`Connection.bind` gives a handle of its own over
+  part of a registration, without registering anything, for one I/O: the peer reaches those bytes
+  only, and only until the window is invalidated (by the peer's Send With Invalidate or locally);
 * two-sided operations: :meth:`Connection.post_recv` (a registered receive buffer),
   :meth:`Connection.receive` (the next Receive completion), :meth:`Connection.send_region` (a
   registered send buffer, the way RPC-over-RDMA sends) and :meth:`Connection.send` (buffers
@@ -32,6 +35,7 @@ socket for machines without RDMA.
 from __future__ import annotations
 
 import abc
+import ctypes
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +52,7 @@ class Access(enum.IntFlag):
     LOCAL_WRITE = 1  # the local HCA may write it (receive buffers, RDMA Read sinks)
     REMOTE_WRITE = 2  # the peer may RDMA Write it (Write chunks, Reply chunk)
     REMOTE_READ = 4  # the peer may RDMA Read it (Read chunks)
+    BIND = 8  # memory windows may be bound over it (Connection.bind)
 
 
 class ProviderError(TransportError):
@@ -79,6 +84,7 @@ class MemoryRegion:
     buffer: memoryview
     access: Access
     valid: bool = True
+    window: bool = False  # a memory window bound over a registration (Connection.bind)
 
     @property
     def length(self) -> int:
@@ -99,6 +105,7 @@ class ProviderCounters:
 
     registrations: int = 0  # memory registrations made
     deregistrations: int = 0  # memory registrations released
+    binds: int = 0  # memory windows bound over registered memory (no registration)
     bytes_copied: int = 0  # bytes copied by the provider in user space
     sends: int = 0  # Sends posted
 
@@ -125,10 +132,39 @@ def registrable(buffer: Buffer, access: Access) -> memoryview:
     return view
 
 
+class _PyBuffer(ctypes.Structure):
+    """CPython's ``Py_buffer``."""
+
+    _fields_ = [
+        ("buf", ctypes.c_void_p), ("obj", ctypes.py_object), ("len", ctypes.c_ssize_t),
+        ("itemsize", ctypes.c_ssize_t), ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
+        ("format", ctypes.c_char_p), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+        ("suboffsets", ctypes.c_void_p), ("internal", ctypes.c_void_p),
+    ]  # fmt: skip
+
+
+_get_buffer = ctypes.pythonapi.PyObject_GetBuffer
+_get_buffer.argtypes = [ctypes.py_object, ctypes.POINTER(_PyBuffer), ctypes.c_int]
+_release_buffer = ctypes.pythonapi.PyBuffer_Release
+_release_buffer.argtypes = [ctypes.POINTER(_PyBuffer)]
+
+
+def buffer_address(view: memoryview) -> int:
+    """The address of the first byte of ``view`` in this process."""
+    pb = _PyBuffer()
+    if _get_buffer(view, ctypes.byref(pb), 0) != 0:
+        raise ValueError("cannot take the address of a buffer")
+    try:
+        return int(pb.buf or 0)
+    finally:
+        _release_buffer(ctypes.byref(pb))
+
+
 class Connection(abc.ABC):
     """One reliable-connected queue pair."""
 
     supports_remote_invalidation: bool  # Send With Invalidate, both ways
+    supports_windows: bool  # bind() gives memory windows over registered memory
     peer_private_data: bytes
     peer: str
     counters: ProviderCounters
@@ -136,6 +172,14 @@ class Connection(abc.ABC):
     @abc.abstractmethod
     def register(self, buffer: Buffer, access: Access) -> MemoryRegion:
         """Register memory; writable access needs a writable buffer."""
+
+    @abc.abstractmethod
+    def bind(self, region: MemoryRegion, offset: int, length: int, access: Access) -> MemoryRegion:
+        """A memory window over ``length`` bytes of ``region`` (registered with BIND) at
+        ``offset``: a handle of its own through which the peer reaches those bytes only, with
+        ``access`` (REMOTE_READ and/or REMOTE_WRITE), made without a registration. The peer's Send
+        With Invalidate retires it, :meth:`invalidate` does locally, :meth:`deregister` releases
+        it (the region stays registered). Only when ``supports_windows``."""
 
     @abc.abstractmethod
     def invalidate(self, region: MemoryRegion) -> None:
@@ -225,4 +269,5 @@ __all__ = [
     "Received",
     "ReceiverNotReady",
     "RemoteAccessError",
+    "buffer_address",
 ]

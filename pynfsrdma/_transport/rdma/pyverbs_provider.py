@@ -36,7 +36,9 @@ other work request than Send, Receive, RDMA Read and Write), moved through INIT,
 the connection manager's attributes as librdmacm does (``rdma_establish`` after the connect
 response), and every region the peer may reach is a memory window bound over its memory region
 by a Bind MW work request; its rkey is the handle, which a Send With Invalidate retires and
-local invalidation deallocates. The provider then advertises it (``supports_remote_invalidation``
+local invalidation deallocates. :meth:`PyverbsConnection.bind` binds such a window over part of a
+region registered once (``supports_windows``), which is how RPC-over-RDMA reaches chunk memory
+without a registration per call (:mod:`.chunk_memory`). The provider then advertises it (``supports_remote_invalidation``
 when every device has them) and can send it. Elsewhere (siw) librdmacm makes and drives the QP,
 regions are plain memory regions and remote invalidation is neither advertised nor sent.
 
@@ -175,7 +177,7 @@ class _PvRegion(MemoryRegion):
     __slots__ = ("mr", "mw", "pin")
     mr: Any  # the pyverbs MR
     mw: Any  # the type 2 memory window whose rkey is the handle (None: the handle is the MR's rkey)
-    pin: _PinnedBuffer
+    pin: _PinnedBuffer | None  # None for a window bound over another region (bind)
 
 
 # -- librdmacm calls that may block in the kernel --------------------------------------------------
@@ -277,6 +279,7 @@ class PyverbsConnection(Connection):
     """
 
     supports_remote_invalidation = False
+    supports_windows = False
 
     def __init__(
         self,
@@ -292,6 +295,7 @@ class PyverbsConnection(Connection):
         self._pv = pv
         self.own_qp = own_qp
         self.supports_remote_invalidation = own_qp  # memory windows: see the module docstring
+        self.supports_windows = own_qp
         self.qp: Any = None
         self.local_invalidations = 0
         self.remote_invalidations = 0
@@ -428,6 +432,10 @@ class PyverbsConnection(Connection):
             remote |= e.IBV_ACCESS_REMOTE_READ
         # the peer reaches a memory window (its rkey can be invalidated) or the region itself
         flags |= e.IBV_ACCESS_MW_BIND if window else remote
+        if access & Access.BIND:
+            if not self.own_qp:
+                raise ProviderError("memory windows need a queue pair of our own", self.peer)
+            flags |= e.IBV_ACCESS_MW_BIND
         pin = _PinnedBuffer(view)
         try:
             mr = self._pv["mr"].MR(self.cmid.pd, max(pin.length, 1), flags, address=pin.address)
@@ -437,7 +445,7 @@ class PyverbsConnection(Connection):
         handle, mw = mr.rkey, None
         if window:
             try:
-                handle, mw = self._bind_window(mr, pin, remote)
+                handle, mw = self._bind_window(mr, pin.address, max(pin.length, 1), remote)
             except BaseException:
                 mr.close()
                 pin.release()
@@ -452,9 +460,34 @@ class PyverbsConnection(Connection):
             self._reachable[handle] = region
         return region
 
-    def _bind_window(self, mr: Any, pin: _PinnedBuffer, remote: int) -> tuple[int, Any]:
-        """A type 2 memory window over all of ``mr``, bound by a Bind MW work request on our send
-        queue (it takes effect before the Send that names it, posted later on the same queue)."""
+    def bind(self, region: MemoryRegion, offset: int, length: int, access: Access) -> MemoryRegion:
+        r = self._regions.get(id(region))
+        if r is None or r is not region or not r.valid or r.window or r.pin is None:
+            raise ValueError("windows are bound over a valid registration")
+        if not r.access & Access.BIND or access & ~(Access.REMOTE_READ | Access.REMOTE_WRITE):
+            raise ValueError("windows need a registration made with BIND, and give remote access only")
+        if offset < 0 or length <= 0 or offset + length > r.length:
+            raise ValueError(f"a window of {length} bytes at {offset} is outside the {r.length}-byte region")
+        e = self._pv["enums"]
+        remote = 0
+        if access & Access.REMOTE_WRITE:
+            remote |= e.IBV_ACCESS_REMOTE_WRITE
+        if access & Access.REMOTE_READ:
+            remote |= e.IBV_ACCESS_REMOTE_READ
+        handle, mw = self._bind_window(r.mr, r.pin.address + offset, length, remote)
+        w = _PvRegion(handle, r.pin.address + offset, r.buffer[offset : offset + length], access, window=True)
+        w.mr = r.mr
+        w.mw = mw
+        w.pin = None
+        self._regions[id(w)] = w
+        self._reachable[handle] = w
+        self.counters.binds += 1
+        return w
+
+    def _bind_window(self, mr: Any, address: int, length: int, remote: int) -> tuple[int, Any]:
+        """A type 2 memory window over ``length`` bytes of ``mr`` at ``address``, bound by a Bind
+        MW work request on our send queue (it takes effect before the Send that names it, posted
+        later on the same queue)."""
         pv, e = self._pv, self._pv["enums"]
         self._check()
         try:
@@ -462,7 +495,7 @@ class PyverbsConnection(Connection):
         except pv["error"] as err:
             raise ProviderError(f"memory window allocation failed: {err}", self.peer) from err
         wr = pv["wr"].SendWR(opcode=e.IBV_WR_BIND_MW, num_sge=0)
-        wr.set_bind_wr(mw, pv["mr"].MWBindInfo(mr, pin.address, max(pin.length, 1), remote))
+        wr.set_bind_wr(mw, pv["mr"].MWBindInfo(mr, address, length, remote))
         try:
             self._post_nowait(lambda: self.qp.post_send(wr), wr)
         except BaseException:
@@ -499,8 +532,11 @@ class PyverbsConnection(Connection):
         if r.mw is not None:
             r.mw.close()
             r.mw = None
+        if r.window:  # the memory region under it stays
+            return
         r.mr.close()
-        r.pin.release()
+        if r.pin is not None:
+            r.pin.release()
         self.counters.deregistrations += 1
 
     # two-sided
@@ -727,7 +763,8 @@ class PyverbsConnection(Connection):
                 errors.append(f"{what}: {err}")
 
         # 1. memory regions: while the device's PD (freed with its last CM ID) still exists
-        for r in list(self._regions.values()):
+        #    (the windows first, then the regions under them)
+        for r in sorted(self._regions.values(), key=lambda region: not region.window):
             attempt("deregister", lambda region=r: self.deregister(region))  # type: ignore[misc]
         # 2. the queue pair and the CM ID (CMID.close destroys both, or only the ID when the QP
         #    is our own, and detaches the shared Context and PD objects, so that they never free

@@ -13,6 +13,9 @@ can tell the difference:
   completion (as with fast-registered memory: only a region registered for remote access can be
   named; an unknown handle or a receive buffer breaks the connection; a region already invalid
   stays invalid and is counted in ``double_invalidations``);
+* memory windows (:meth:`SoftConnection.bind`): a handle of its own over part of a region
+  registered with BIND, no registration; the target checks a window's bounds and rights as a
+  region's, and once invalidated (locally or by Send With Invalidate) or released it is gone;
 * it counts what tests need to see leaks and double work: :attr:`SoftConnection.registrations`
   (alive now), ``local_invalidations``, ``remote_invalidations``, ``double_invalidations``, and
   what the connection cost in ``counters`` (a :class:`~.provider.ProviderCounters`: registrations
@@ -122,6 +125,7 @@ class SoftConnection(Connection):
     """One emulated RC queue pair (use :class:`SoftProvider` to make one)."""
 
     supports_remote_invalidation = True
+    supports_windows = True  # memory windows are emulated as handles over a registration
 
     local_invalidations: int  # regions we invalidated (invalidate, or deregister of a valid one)
     remote_invalidations: int  # our regions the peer invalidated with Send With Invalidate
@@ -153,17 +157,39 @@ class SoftConnection(Connection):
         return len(self._regions)
 
     # -- memory ---------------------------------------------------------------------------------
-    def register(self, buffer: Buffer, access: Access) -> MemoryRegion:
-        view = registrable(buffer, access)
+    def _new_handle(self) -> int:
         handle = secrets.randbits(32) or 1
         while handle in self._regions:
             handle = secrets.randbits(32) or 1
+        return handle
+
+    def register(self, buffer: Buffer, access: Access) -> MemoryRegion:
+        view = registrable(buffer, access)
+        handle = self._new_handle()
         address = self._next_address
         self._next_address += (view.nbytes + 0xFFF) & ~0xFFF or 0x1000
         region = MemoryRegion(handle, address, view, access)
         self._regions[handle] = region
         self.counters.registrations += 1
         return region
+
+    def bind(self, region: MemoryRegion, offset: int, length: int, access: Access) -> MemoryRegion:
+        self._check()
+        if self._regions.get(region.handle) is not region or not region.valid or region.window:
+            raise ValueError("windows are bound over a valid registration")
+        if not region.access & Access.BIND or access & ~(Access.REMOTE_READ | Access.REMOTE_WRITE):
+            raise ValueError("windows need a registration made with BIND, and give remote access only")
+        if access & Access.REMOTE_WRITE and not region.access & Access.LOCAL_WRITE:
+            raise ValueError("a writable window needs a registration with LOCAL_WRITE")
+        if offset < 0 or length <= 0 or offset + length > region.length:
+            raise ValueError(f"a window of {length} bytes at {offset} is outside the {region.length}-byte region")
+        handle = self._new_handle()
+        window = MemoryRegion(
+            handle, region.address + offset, region.buffer[offset : offset + length], access, window=True
+        )
+        self._regions[handle] = window
+        self.counters.binds += 1
+        return window
 
     def invalidate(self, region: MemoryRegion) -> None:
         if region.valid:
@@ -176,7 +202,7 @@ class SoftConnection(Connection):
         if region.valid and self._error is None:
             self.local_invalidations += 1
         region.valid = False
-        if self._regions.pop(region.handle, None) is not None:
+        if self._regions.pop(region.handle, None) is not None and not region.window:
             self.counters.deregistrations += 1
 
     # -- operations -----------------------------------------------------------------------------

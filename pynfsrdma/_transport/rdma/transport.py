@@ -2,8 +2,10 @@
 
 Glues the pieces as Linux's xprtrdma ``transport.c`` does: the CM private data negotiation
 (:mod:`~pynfsrdma._proto.private_data`, on every connect), the credit gate (:mod:`.credits`), the
-chunk plan of each call (:mod:`.chunks`), the registration of the caller's buffers where they lie
-and of fresh sinks for Write chunks and the Reply chunk, and reply reassembly (:mod:`.reply`).
+chunk plan of each call (:mod:`.chunks`), the memory behind the chunks (:mod:`.chunk_memory`:
+the caller's buffers where they lie and sinks for Write chunks and the Reply chunk, registered
+once and reached through a memory window per call where the provider has them), and reply
+reassembly (:mod:`.reply`).
 
 Send and receive buffers are registered once per connection, as Linux's ``rpcrdma_regbuf``: one
 per credit and two more (backchannel), sized by the negotiated send and receive thresholds. A
@@ -77,6 +79,7 @@ from ..base import (
     Transport,
     TransportError,
 )
+from .chunk_memory import DEFAULT_PINNED_LIMIT, ChunkMemory, Lease, WriteChunkSink
 from .chunks import CallPlan, NeedKind, Registration, plan_call
 from .credits import CreditGate
 from .provider import Access, Buffer, Connection, MemoryRegion, Provider
@@ -96,13 +99,6 @@ class RdmaVersionMismatch(ProtocolViolation):
 
 class InjectedConnectionLoss(ConnectionLost):
     """The connection was failed on purpose by :meth:`RdmaTransport.break_at_reply`."""
-
-
-class WriteChunkSink(bytearray):
-    """A buffer registered for the responder to RDMA-Write one DDP item (or the reply) into.
-
-    A plain bytearray with a type of its own, so that a caller can tell that the view it got is
-    the memory the data was placed in (no copy in between)."""
 
 
 @dataclass(slots=True)
@@ -128,10 +124,14 @@ class RdmaStats:
 @dataclass(slots=True)
 class _Outstanding:
     plan: CallPlan
-    regions: list[MemoryRegion]
+    lease: Lease  # the chunk memory the responder may reach for this call
     regs: list[Registration]
     abandoned: bool = False
     done: bool = field(default=False)
+
+    @property
+    def regions(self) -> list[MemoryRegion]:
+        return self.lease.regions
 
 
 class RdmaTransport(Transport):
@@ -144,6 +144,7 @@ class RdmaTransport(Transport):
         credits: int,
         nursery: trio.Nursery,
         remote_invalidation: bool = False,
+        pinned_limit: int = DEFAULT_PINNED_LIMIT,
     ) -> None:
         self.conn = conn
         self.peer = conn.peer
@@ -168,6 +169,7 @@ class RdmaTransport(Transport):
         self._send_tx, self._send_rx = trio.open_memory_channel[MemoryRegion](math.inf)
         for _ in range(credits + 2):
             self._send_tx.send_nowait(self._new_send_buffer())
+        self.chunk_memory = ChunkMemory(conn, pinned_limit)
         nursery.start_soon(self._receive_loop)
 
     @classmethod
@@ -181,6 +183,7 @@ class RdmaTransport(Transport):
         inline_size: int = DEFAULT_INLINE,
         remote_invalidation: bool | None = None,
         send_private_data: bool = True,
+        pinned_limit: int = DEFAULT_PINNED_LIMIT,
     ) -> RdmaTransport:
         """Connect, exchange RFC 8797 private data, post receives; settings are per connection.
 
@@ -198,7 +201,7 @@ class RdmaTransport(Transport):
             ours = V1_DEFAULTS
             conn = await provider.connect(nursery, host, port, b"")
             thresholds = negotiate(ours, conn.peer_private_data)
-            return cls(conn, thresholds, credits, nursery, False)
+            return cls(conn, thresholds, credits, nursery, False, pinned_limit)
         ours = ConnectPrivateData(
             send_size=max(inline_size, RPCRDMA_V1_DEF_INLINE_SIZE),
             recv_size=max(inline_size, RPCRDMA_V1_DEF_INLINE_SIZE),
@@ -206,7 +209,7 @@ class RdmaTransport(Transport):
         )
         conn = await provider.connect(nursery, host, port, ours.encode())
         thresholds = negotiate(ours, conn.peer_private_data)
-        return cls(conn, thresholds, credits, nursery, ours.remote_invalidation)
+        return cls(conn, thresholds, credits, nursery, ours.remote_invalidation, pinned_limit)
 
     @classmethod
     async def open(
@@ -220,6 +223,7 @@ class RdmaTransport(Transport):
         inline_size: int = DEFAULT_INLINE,
         remote_invalidation: bool | None = None,
         send_private_data: bool = True,
+        pinned_limit: int = DEFAULT_PINNED_LIMIT,
     ) -> RdmaTransport:
         """Connect like :meth:`connect`, with a nursery of the transport's own (a system task
         that :meth:`aclose` ends). Raises :class:`ConnectTimeout` after ``timeout`` seconds."""
@@ -235,6 +239,7 @@ class RdmaTransport(Transport):
                     inline_size,
                     remote_invalidation,
                     send_private_data,
+                    pinned_limit,
                 )
             if scope.cancelled_caught:
                 raise ConnectTimeout(f"no RDMA connection within {timeout:g} s", f"{host}:{port}")
@@ -283,10 +288,10 @@ class RdmaTransport(Transport):
             raise ConnectionLost(str(self._dead)) from self._dead
 
     @property
-    def buffer_registrations(self) -> int:
-        """How many registrations the send and receive buffers hold (all of a connection's
-        registrations between calls)."""
-        return 2 * len(self._recv_regions)
+    def resting_registrations(self) -> int:
+        """How many registrations the connection holds between calls: the send and receive
+        buffers and the chunk memory kept registered (:mod:`.chunk_memory`)."""
+        return 2 * len(self._recv_regions) + self.chunk_memory.resting_registrations
 
     def _new_send_buffer(self) -> MemoryRegion:
         return self.conn.register(bytearray(self.thresholds.send), Access.LOCAL_WRITE)
@@ -318,23 +323,27 @@ class RdmaTransport(Transport):
                 if not self._closed and self._dead is None:
                     self._send_tx.send_nowait(self._new_send_buffer())
 
-    def _register(self, plan: CallPlan) -> tuple[list[MemoryRegion], list[Registration]]:
-        regions: list[MemoryRegion] = []
-        for need in plan.needs:
-            if need.kind is NeedKind.READ_SOURCE:
-                assert need.buffer is not None
-                regions.append(self.conn.register(need.buffer, Access.REMOTE_READ))
-            else:
-                regions.append(
-                    self.conn.register(WriteChunkSink(need.length), Access.LOCAL_WRITE | Access.REMOTE_WRITE)
-                )
-        return regions, [Registration(r.handle, r.address, r.buffer) for r in regions]
+    def _register(self, plan: CallPlan) -> tuple[Lease, list[Registration]]:
+        lease = Lease()
+        regs: list[Registration] = []
+        try:
+            for need in plan.needs:
+                if need.kind is NeedKind.READ_SOURCE:
+                    assert need.buffer is not None
+                    r = self.chunk_memory.source(need.buffer, lease)
+                    regs.append(Registration(r.handle, r.address, r.buffer))
+                else:
+                    r, view = self.chunk_memory.sink(need.length, lease)
+                    regs.append(Registration(r.handle, r.address, view))
+        except BaseException:
+            self.chunk_memory.release(lease)
+            raise
+        return lease, regs
 
     def _release_regions(self, out: _Outstanding) -> None:
         # a region the responder invalidated (Send With Invalidate) is already invalid: the
         # provider releases it without invalidating it again
-        for r in out.regions:
-            self.conn.deregister(r)
+        self.chunk_memory.release(out.lease)
 
     async def send_call(
         self, xid: int, msg: Packer, hints: ReplyHints = NO_HINTS, deadline: float = math.inf
@@ -353,8 +362,8 @@ class RdmaTransport(Transport):
         sent = False
         try:
             plan = plan_call(msg.segments(), msg.bulk_segments, hints, self.thresholds)
-            regions, regs = self._register(plan)
-            out = _Outstanding(plan, regions, regs)
+            lease, regs = self._register(plan)
+            out = _Outstanding(plan, lease, regs)
             self._outstanding[xid] = out
             if not any(n.kind is NeedKind.READ_SOURCE for n in plan.needs):  # WRITE data inline
                 self.stats.payload_bytes_copied += sum(b.data.nbytes for b in msg.bulk_segments)
@@ -395,8 +404,7 @@ class RdmaTransport(Transport):
         out = self._outstanding.get(xid)
         if out is not None and not out.abandoned:
             out.abandoned = True
-            for r in out.regions:
-                self.conn.invalidate(r)
+            self.chunk_memory.invalidate(out.lease)
 
     # -- receiving --------------------------------------------------------------------------------
     async def receive(self) -> Unpacker | CallError:
