@@ -138,3 +138,15 @@ async def test_a_bad_pinned_value_is_one_clear_error(ganesha, export_path):
     async with responder(ganesha) as r:
         with pytest.raises(ValueError, match=r"^RDMA option pinned=-1 is below the minimum 0$"):
             await Client.connect(rdma_url(r, export_path, pinned=-1)).__aenter__()
+
+
+async def test_the_cache_keeps_no_dropped_write_data_alive(ganesha, export_path):
+    async with responder(ganesha) as r, Client.connect(rdma_url(r, export_path)) as nfs:
+        t = transport_of(nfs)
+        async with await nfs.open("/s", "w") as f:
+            for i in range(6):
+                await f.pwrite(i * MiB, data_of(MiB, 20 + i))  # a new bytes object each time
+                # the ones dropped before this call were released: this one alone is cached
+                assert t.chunk_memory.pinned_sources == MiB
+        assert (export_path.local / "s").read_bytes()[5 * MiB :] == data_of(MiB, 25)
+

@@ -6,9 +6,11 @@ device, or the software provider), what the responder reaches is a window bound 
 memory registered once, as Linux's xprtrdma does with FRWR (a pool of regions re-armed per I/O):
 
 * **Read chunks** (WRITE data): the caller's buffer is registered whole the first time a call
-  names it and kept registered (a cache keyed by the buffer object, for immutable ``bytes``
-  only: a registration holds an export of the buffer, which would keep a caller from resizing a
-  ``bytearray``). Each call binds a window over exactly the payload's bytes.
+  names it and kept registered while the caller holds it (a cache keyed by the buffer object,
+  for immutable ``bytes`` only: a registration holds an export of the buffer, which would keep a
+  caller from resizing a ``bytearray``; an object only the cache still refers to is released at
+  the next call, so that the cache never keeps a caller's memory alive). Each call binds a
+  window over exactly the payload's bytes.
 * **Write chunks and the Reply chunk** (READ data, large replies): sinks (:class:`WriteChunkSink`)
   come from a pool of registered buffers, one size class per power of two. Each call binds a
   window over the bytes it offers. The caller gets a view made for it of the sink the data was
@@ -55,6 +57,11 @@ class _Source:
     obj: bytes
     region: MemoryRegion
     in_flight: int = 0
+    idle_refs: int = 0
+
+    def referenced(self) -> bool:
+        """Someone besides the cache (the caller) still holds the bytes."""
+        return sys.getrefcount(self.obj) > self.idle_refs
 
 
 @dataclass(slots=True, eq=False)
@@ -99,18 +106,27 @@ class ChunkMemory:
         """Registrations kept between calls."""
         return len(self._sources) + len(self._lent) + sum(len(v) for v in self._free.values())
 
+    @property
+    def pinned_sources(self) -> int:
+        """Bytes of callers' WRITE data kept registered."""
+        return sum(len(s.obj) for s in self._sources.values())
+
     # -- Read chunks ------------------------------------------------------------------------------
     def source(self, data: memoryview, lease: Lease) -> MemoryRegion:
         """A region the responder RDMA-Reads ``data`` from, held by ``lease``."""
         obj = data.obj
         if not self.windows or type(obj) is not bytes or data.nbytes == 0:
             return self._own(lease, data, Access.REMOTE_READ)
+        self._sweep()
         src = self._sources.get(id(obj))
         if src is None or src.obj is not obj:
             size = len(obj)
             if not self._make_room(size):
                 return self._own(lease, data, Access.REMOTE_READ)
-            src = _Source(obj, self.conn.register(obj, Access.BIND))
+            before = sys.getrefcount(obj)
+            region = self.conn.register(obj, Access.BIND)
+            # idle: the references the registration took, the cache's own, getrefcount's argument
+            src = _Source(obj, region, idle_refs=sys.getrefcount(obj) - before + 2)
             self._sources[id(obj)] = src
             self.pinned += size
         self._sources.move_to_end(id(obj))
@@ -162,6 +178,14 @@ class ChunkMemory:
             else:
                 self._free.setdefault(sink.data.__len__(), []).append(sink)
         self._lent = still
+
+    def _sweep(self) -> None:
+        """Release the sources their callers dropped: a cached registration must not keep a
+        caller's memory alive once the caller is done with it."""
+        for key in [k for k, s in self._sources.items() if not s.in_flight and not s.referenced()]:
+            src = self._sources.pop(key)
+            self.conn.deregister(src.region)
+            self.pinned -= len(src.obj)
 
     # -- the bound on what stays pinned ------------------------------------------------------------
     def _make_room(self, size: int) -> bool:
