@@ -279,7 +279,6 @@ class PyverbsConnection(Connection):
     """
 
     supports_remote_invalidation = False
-    supports_windows = False
 
     def __init__(
         self,
@@ -295,7 +294,6 @@ class PyverbsConnection(Connection):
         self._pv = pv
         self.own_qp = own_qp
         self.supports_remote_invalidation = own_qp  # memory windows: see the module docstring
-        self.supports_windows = own_qp
         self.qp: Any = None
         self.local_invalidations = 0
         self.remote_invalidations = 0
@@ -327,6 +325,11 @@ class PyverbsConnection(Connection):
         self._kernel_call_lock = threading.Lock()
         self._kernel_call_pending = False
         self._close_after_kernel_call = False
+
+    @property
+    def supports_windows(self) -> bool:  # type: ignore[override]
+        """Memory windows are bound on a queue pair of our own (decided when connecting)."""
+        return self.own_qp
 
     # queue pair set-up (before connect/accept)
     def create_qp(self) -> None:
