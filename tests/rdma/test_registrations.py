@@ -7,6 +7,7 @@ memory registrations and deregistrations, and bytes the provider copied, per NFS
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import hashlib
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ import pytest
 from test_end_to_end import data_of, rdma_url, responder, transport_of
 
 from pynfsrdma._client.api import Client
-from pynfsrdma._transport.rdma.provider import ProviderCounters
+from pynfsrdma._transport.rdma.provider import PinnedBuffer, ProviderCounters, buffer_address
 from pynfsrdma._transport.rdma.transport import RdmaStats
 
 MiB = 1 << 20
@@ -150,3 +151,24 @@ async def test_the_cache_keeps_no_dropped_write_data_alive(ganesha, export_path)
                 assert t.chunk_memory.pinned_sources == MiB
         assert (export_path.local / "s").read_bytes()[5 * MiB :] == data_of(MiB, 25)
 
+
+
+def test_buffer_addresses_do_not_depend_on_other_users_of_the_python_api():
+    """Another module's ctypes declaration of PyObject_GetBuffer (argtypes naming a structure of
+    its own, as ctypes.pythonapi's shared function objects allow) leaves ours working."""
+
+    class OtherPyBuffer(ctypes.Structure):
+        _fields_ = [("buf", ctypes.c_void_p)]
+
+    api = ctypes.pythonapi.PyObject_GetBuffer
+    saved = api.argtypes
+    api.argtypes = [ctypes.py_object, ctypes.POINTER(OtherPyBuffer), ctypes.c_int]
+    try:
+        data = data_of(4096, 1)
+        view = memoryview(data)
+        assert buffer_address(view[100:]) - buffer_address(view) == 100
+        pin = PinnedBuffer(view[8:])
+        assert pin.address == buffer_address(view) + 8 and pin.length == 4088
+        pin.release()
+    finally:
+        api.argtypes = saved

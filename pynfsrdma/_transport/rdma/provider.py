@@ -143,21 +143,35 @@ class _PyBuffer(ctypes.Structure):
     ]  # fmt: skip
 
 
-_get_buffer = ctypes.pythonapi.PyObject_GetBuffer
+_python_api = ctypes.PyDLL(None)  # function objects of our own: their argtypes are ours alone
+_get_buffer = _python_api.PyObject_GetBuffer
 _get_buffer.argtypes = [ctypes.py_object, ctypes.POINTER(_PyBuffer), ctypes.c_int]
-_release_buffer = ctypes.pythonapi.PyBuffer_Release
+_release_buffer = _python_api.PyBuffer_Release
 _release_buffer.argtypes = [ctypes.POINTER(_PyBuffer)]
+
+
+class PinnedBuffer:
+    """The address of a Python buffer, held (PyObject_GetBuffer) until :meth:`release`: what a
+    provider registers stays where it is while the device may reach it."""
+
+    def __init__(self, view: memoryview) -> None:
+        self._pb: _PyBuffer | None = _PyBuffer()
+        if _get_buffer(view, ctypes.byref(self._pb), 0) != 0:
+            raise ValueError("cannot take the address of a buffer")
+        self.address = int(self._pb.buf or 0)
+        self.length = int(self._pb.len)
+
+    def release(self) -> None:
+        if self._pb is not None:
+            _release_buffer(ctypes.byref(self._pb))
+            self._pb = None
 
 
 def buffer_address(view: memoryview) -> int:
     """The address of the first byte of ``view`` in this process."""
-    pb = _PyBuffer()
-    if _get_buffer(view, ctypes.byref(pb), 0) != 0:
-        raise ValueError("cannot take the address of a buffer")
-    try:
-        return int(pb.buf or 0)
-    finally:
-        _release_buffer(ctypes.byref(pb))
+    pin = PinnedBuffer(view)
+    pin.release()
+    return pin.address
 
 
 class Connection(abc.ABC):
@@ -262,6 +276,7 @@ __all__ = [
     "Listener",
     "MemoryRegion",
     "NoRdmaDevice",
+    "PinnedBuffer",
     "PrivateDataReply",
     "Provider",
     "ProviderCounters",

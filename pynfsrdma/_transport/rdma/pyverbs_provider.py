@@ -79,6 +79,7 @@ from .provider import (
     Listener,
     MemoryRegion,
     NoRdmaDevice,
+    PinnedBuffer,
     PrivateDataReply,
     Provider,
     ProviderCounters,
@@ -145,39 +146,11 @@ def _new_fd(before: dict[int, str], wanted: Callable[[str], bool], what: str) ->
 
 
 # -- memory -------------------------------------------------------------------------------------
-class _PinnedBuffer:
-    """The address of a Python buffer, held (PyObject_GetBuffer) while it is registered."""
-
-    class _PyBuffer(ctypes.Structure):
-        _fields_ = [
-            ("buf", ctypes.c_void_p), ("obj", ctypes.py_object), ("len", ctypes.c_ssize_t),
-            ("itemsize", ctypes.c_ssize_t), ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
-            ("format", ctypes.c_char_p), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
-            ("suboffsets", ctypes.c_void_p), ("internal", ctypes.c_void_p),
-        ]  # fmt: skip
-
-    def __init__(self, view: memoryview) -> None:
-        self._pb = self._PyBuffer()
-        get = ctypes.pythonapi.PyObject_GetBuffer
-        get.argtypes = [ctypes.py_object, ctypes.POINTER(self._PyBuffer), ctypes.c_int]
-        if get(view, ctypes.byref(self._pb), 0) != 0:
-            raise ProviderError("cannot take the address of a buffer to register")
-        self.address = int(self._pb.buf or 0)
-        self.length = int(self._pb.len)
-
-    def release(self) -> None:
-        if self._pb is not None:
-            rel = ctypes.pythonapi.PyBuffer_Release
-            rel.argtypes = [ctypes.POINTER(self._PyBuffer)]
-            rel(ctypes.byref(self._pb))
-            self._pb = None  # type: ignore[assignment]
-
-
 class _PvRegion(MemoryRegion):
     __slots__ = ("mr", "mw", "pin")
     mr: Any  # the pyverbs MR
     mw: Any  # the type 2 memory window whose rkey is the handle (None: the handle is the MR's rkey)
-    pin: _PinnedBuffer | None  # None for a window bound over another region (bind)
+    pin: PinnedBuffer | None  # None for a window bound over another region (bind)
 
 
 # -- librdmacm calls that may block in the kernel --------------------------------------------------
@@ -439,7 +412,10 @@ class PyverbsConnection(Connection):
             if not self.own_qp:
                 raise ProviderError("memory windows need a queue pair of our own", self.peer)
             flags |= e.IBV_ACCESS_MW_BIND
-        pin = _PinnedBuffer(view)
+        try:
+            pin = PinnedBuffer(view)
+        except ValueError as err:
+            raise ProviderError(f"cannot take the address of a buffer to register: {err}", self.peer) from err
         try:
             mr = self._pv["mr"].MR(self.cmid.pd, max(pin.length, 1), flags, address=pin.address)
         except self._pv["error"] as err:
