@@ -176,7 +176,7 @@ class ChunkMemory:
             if sink.referenced():
                 still.append(sink)
             else:
-                self._free.setdefault(sink.data.__len__(), []).append(sink)
+                self._free.setdefault(len(sink.data), []).append(sink)
         self._lent = still
 
     def _sweep(self) -> None:
