@@ -580,6 +580,9 @@ class PyverbsConnection(Connection):
     async def send_region(self, region: MemoryRegion, length: int, invalidate: int | None = None) -> None:
         if invalidate is not None and not self.supports_remote_invalidation:
             raise ProviderError("Send With Invalidate needs a queue pair of our own", self.peer)
+        if self._error is not None:  # the connection's fault first (its regions may be gone)
+            await trio.lowlevel.checkpoint()
+            raise self._error
         if not isinstance(region, _PvRegion) or self._regions.get(id(region)) is not region:
             raise ValueError("send buffers must be registered")
         if not 0 <= length <= region.length:

@@ -231,6 +231,9 @@ class SoftConnection(Connection):
             self.deregister(region)
 
     async def send_region(self, region: MemoryRegion, length: int, invalidate: int | None = None) -> None:
+        if self._error is not None:  # a failed queue pair invalidated every region: its fault first
+            await trio.lowlevel.checkpoint()
+            raise self._error
         if self._regions.get(region.handle) is not region or not region.valid:
             raise ValueError("send buffers must be registered")
         if not 0 <= length <= region.length:
