@@ -1,36 +1,50 @@
 """READ and WRITE over RPC-over-RDMA (software provider, through the responder) beside TCP.
 
-    .venv/bin/python bench/bench_rdma.py [--size-mib 64] [--runs 3] [--credits 32] [--inline 4096] [--json]
+    .venv/bin/python bench/bench_rdma.py [--size-mib 64] [--runs 3] [--credits 32] [--inline 4096]
+                                         [--responder-process] [--json]
 
-Starts its own NFS-Ganesha (the testbed) and an RPC-over-RDMA responder in this process (software
-provider over loopback, forwarding to Ganesha over TCP). The same client API runs over both paths:
+Starts its own NFS-Ganesha (the testbed) and an RPC-over-RDMA responder (software provider over
+loopback, forwarding to Ganesha over TCP), in this process or, with ``--responder-process``, in one
+of its own, as Ganesha is (the client and the responder then share no core's time). The same client API runs over both paths:
 ``proto=tcp`` straight to Ganesha, ``proto=rdma`` through the responder. Per run: a SIZE file
 written from memory (``File.pwrite`` + close) and read back (``File.pread_views``, zero copy), each
-checked by sha256 (the write on the server's disk, the read on what came back).
+checked by sha256 (the write on the server's disk, the read on what came back). Three paths, their
+runs taken in turn (one round of each, then the next round) so that a busy host slows them alike:
+``tcp``; ``rdma``, whose chunk memory stays registered and is reached through a memory window per
+call; and ``rdma-pinned0``, the same with ``pinned=0``: every chunk registered for its call, as
+before chunk memory was kept (the Sends come from registered buffers on both).
 
 Reported: throughput best (median) per path, and for RDMA the operations per NFS call of each
 kind: RDMA Reads (WRITE data pulled from Read chunks), RDMA Writes (READ data placed in Write
 chunks), Sends, and how many of those Sends were Send With Invalidate (remote invalidation of the
-call's Write or Reply chunk registration, RFC 8797). The software provider emulates RDMA over a
+call's Write or Reply chunk registration, RFC 8797); and from the client's provider: memory
+registrations, memory windows bound and bytes the provider copied, per call (the first round's
+warm-up included). The software provider emulates RDMA over a
 TCP socket in Python, so its figures measure this implementation's overhead, not an RDMA fabric.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
+import signal
 import statistics
 import sys
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 
 import trio
 
 from pynfsrdma._client.api import Client
 from pynfsrdma._testbed import Ganesha
-from pynfsrdma._testbed.rdma_responder import ConnectionStats, serve_rdma
+from pynfsrdma._testbed.procs import wait_pid_gone
+from pynfsrdma._testbed.rdma_responder import ConnectionStats, Responder, serve_rdma, start_responder_process
+from pynfsrdma._transport.rdma.provider import ProviderCounters
 from pynfsrdma._transport.rdma.soft import SoftProvider
+from pynfsrdma._transport.rdma.transport import RdmaTransport
 
 MIB = 1 << 20
 
@@ -45,9 +59,13 @@ class Result:
     rdma_writes: int = 0
     sends: int = 0
     sends_with_invalidate: int = 0
+    responder_counted: bool = False  # the responder's columns were measured (in this process)
+    registrations: int = 0  # the client provider's
+    binds: int = 0
+    bytes_copied: int = 0
 
-    def per_call(self, n: int) -> str:
-        return f"{n / self.calls:.2f}" if self.calls else "-"
+    def per_call(self, n: int, responder: bool = False) -> str:
+        return f"{n / self.calls:.2f}" if self.calls and (self.responder_counted or not responder) else "-"
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -61,6 +79,9 @@ class Result:
             "rdma_writes_per_call": self.rdma_writes / self.calls if self.calls else None,
             "sends_per_call": self.sends / self.calls if self.calls else None,
             "sends_with_invalidate_per_call": self.sends_with_invalidate / self.calls if self.calls else None,
+            "registrations_per_call": self.registrations / self.calls if self.calls else None,
+            "binds_per_call": self.binds / self.calls if self.calls else None,
+            "bytes_copied_per_call": self.bytes_copied / self.calls if self.calls else None,
         }
 
 
@@ -68,49 +89,61 @@ def _delta(after: ConnectionStats, before: ConnectionStats, name: str) -> int:
     return int(getattr(after, name)) - int(getattr(before, name))
 
 
-async def _run_path(
-    path: str, url: str, data: bytes, runs: int, local_dir: str, responder: object
-) -> list[Result]:
-    write = Result(path, "WRITE")
-    read = Result(path, "READ")
+def _client_counters(nfs: Client) -> tuple[ProviderCounters, int] | None:
+    """The client provider's counters and the transport's calls so far (None over TCP)."""
+    path = nfs.clientid.paths.paths[0]
+    t = path.rpc.transport if path.rpc is not None else None
+    return (dataclasses.replace(t.conn.counters), t.stats.calls) if isinstance(t, RdmaTransport) else None
+
+
+async def _round(
+    nfs: Client, path: str, i: int, data: bytes, local_dir: str, responder: Responder | None,
+    write: Result, read: Result,
+) -> None:  # fmt: skip
     want = hashlib.sha256(data).hexdigest()
-    async with Client.connect(url) as nfs:
-        for i in range(runs):
-            name = f"/{path}-{i}"
-            before = responder.stats if responder is not None else None  # type: ignore[attr-defined]
-            t0 = trio.current_time()
-            async with await nfs.open(name, "w") as f:
-                await f.pwrite(0, data)
-            write.rates.append(len(data) / (trio.current_time() - t0) / 1e6)
-            mid = responder.stats if responder is not None else None  # type: ignore[attr-defined]
-            with open(os.path.join(local_dir, name.lstrip("/")), "rb") as disk:
-                if hashlib.sha256(disk.read()).hexdigest() != want:
-                    raise AssertionError(f"{path} WRITE: data on the server differs")
-            t0 = trio.current_time()
-            async with await nfs.open(name, "r") as f:
-                views, _ = await f.pread_views(0, len(data))
-            read.rates.append(len(data) / (trio.current_time() - t0) / 1e6)
-            after = responder.stats if responder is not None else None  # type: ignore[attr-defined]
-            h = hashlib.sha256()
-            for v in views:
-                h.update(v)
-            if h.hexdigest() != want:
-                raise AssertionError(f"{path} READ: data read back differs")
-            if before is not None and mid is not None and after is not None:
-                for res, a, b in ((write, mid, before), (read, after, mid)):
-                    res.calls += _delta(a, b, "calls")
-                    res.rdma_reads += _delta(a, b, "rdma_reads")
-                    res.rdma_writes += _delta(a, b, "rdma_writes")
-                    res.sends += _delta(a, b, "sends")
-                    res.sends_with_invalidate += _delta(a, b, "sends_with_invalidate")
-            await nfs.remove(name)
-    return [write, read]
+    name = f"/{path}-{i}"
+    before = responder.stats if responder is not None else None
+    c0 = _client_counters(nfs)
+    t0 = trio.current_time()
+    async with await nfs.open(name, "w") as f:
+        await f.pwrite(0, data)
+    write.rates.append(len(data) / (trio.current_time() - t0) / 1e6)
+    mid = responder.stats if responder is not None else None
+    c1 = _client_counters(nfs)
+    with open(os.path.join(local_dir, name.lstrip("/")), "rb") as disk:
+        if hashlib.sha256(disk.read()).hexdigest() != want:
+            raise AssertionError(f"{path} WRITE: data on the server differs")
+    t0 = trio.current_time()
+    async with await nfs.open(name, "r") as f:
+        views, _ = await f.pread_views(0, len(data))
+    read.rates.append(len(data) / (trio.current_time() - t0) / 1e6)
+    after = responder.stats if responder is not None else None
+    c2 = _client_counters(nfs)
+    h = hashlib.sha256()
+    for v in views:
+        h.update(v)
+    if h.hexdigest() != want:
+        raise AssertionError(f"{path} READ: data read back differs")
+    if before is not None and mid is not None and after is not None:
+        for res, a, b in ((write, mid, before), (read, after, mid)):
+            res.responder_counted = True
+            res.rdma_reads += _delta(a, b, "rdma_reads")
+            res.rdma_writes += _delta(a, b, "rdma_writes")
+            res.sends += _delta(a, b, "sends")
+            res.sends_with_invalidate += _delta(a, b, "sends_with_invalidate")
+    if c0 is not None and c1 is not None and c2 is not None:
+        for res, (ca, na), (cb, nb) in ((write, c1, c0), (read, c2, c1)):
+            res.calls += na - nb
+            res.registrations += ca.registrations - cb.registrations
+            res.binds += ca.binds - cb.binds
+            res.bytes_copied += ca.bytes_copied - cb.bytes_copied
+    await nfs.remove(name)
 
 
 def format_table(results: list[Result]) -> str:
     header = (
         "path", "op", "best (median) MB/s", "calls", "RDMA Read/call", "RDMA Write/call", "Send/call",
-        "SendInv/call",
+        "SendInv/call", "reg/call", "bind/call", "copied B/call",
     )  # fmt: skip
     rows = [header]
     for r in results:
@@ -120,10 +153,13 @@ def format_table(results: list[Result]) -> str:
                 r.op,
                 f"{max(r.rates):,.1f} ({statistics.median(r.rates):,.1f})",
                 str(r.calls) if r.calls else "-",
-                r.per_call(r.rdma_reads),
-                r.per_call(r.rdma_writes),
-                r.per_call(r.sends),
-                r.per_call(r.sends_with_invalidate),
+                r.per_call(r.rdma_reads, True),
+                r.per_call(r.rdma_writes, True),
+                r.per_call(r.sends, True),
+                r.per_call(r.sends_with_invalidate, True),
+                r.per_call(r.registrations),
+                r.per_call(r.binds),
+                r.per_call(r.bytes_copied),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
@@ -139,21 +175,47 @@ def format_table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
+async def _measure(
+    args: argparse.Namespace, data: bytes, d: object, tcp_url: str, port: int, responder: Responder | None
+) -> list[Result]:
+    rdma_url = f"nfs://127.0.0.1:{port}{d.remote}?proto=rdma&provider=soft&inline={args.inline}"  # type: ignore[attr-defined]
+    paths = [
+        ("tcp", tcp_url, None),
+        ("rdma", rdma_url, responder),
+        ("rdma-pinned0", rdma_url + "&pinned=0", responder),
+    ]
+    results: list[Result] = []
+    async with AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(Client.connect(url)) for _, url, _ in paths]
+        pairs = [(Result(name, "WRITE"), Result(name, "READ")) for name, _, _ in paths]
+        for i in range(args.runs):
+            for nfs, (name, _, r), (w, rd) in zip(clients, paths, pairs, strict=True):
+                await _round(nfs, name, i, data, str(d.local), r, w, rd)  # type: ignore[attr-defined]
+        for w, rd in pairs:
+            results += [w, rd]
+    return results
+
+
 async def main_async(args: argparse.Namespace) -> list[Result]:
     data = os.urandom(args.size_mib * MIB)
     with Ganesha() as server:
         d = server.new_directory(prefix="bench-rdma-")
+        tcp_url = f"nfs://{server.host}:{server.port}{d.remote}"
+        if args.responder_process:
+            pid, port = start_responder_process(
+                server.host, server.port, credits=args.credits, inline_size=args.inline
+            )
+            try:
+                return await _measure(args, data, d, tcp_url, port, None)
+            finally:
+                os.kill(pid, signal.SIGTERM)
+                wait_pid_gone(pid, 10)
         async with trio.open_nursery() as nursery:
             responder = await serve_rdma(
                 nursery, SoftProvider(), "127.0.0.1", 0, server.host, server.port,
                 credits=args.credits, inline_size=args.inline,
             )  # fmt: skip
-            tcp_url = f"nfs://{server.host}:{server.port}{d.remote}"
-            rdma_url = (
-                f"nfs://127.0.0.1:{responder.port}{d.remote}?proto=rdma&provider=soft&inline={args.inline}"
-            )
-            results = await _run_path("tcp", tcp_url, data, args.runs, str(d.local), None)
-            results += await _run_path("rdma", rdma_url, data, args.runs, str(d.local), responder)
+            results = await _measure(args, data, d, tcp_url, responder.port, responder)
             await responder.aclose()
             nursery.cancel_scope.cancel()
     return results
@@ -165,6 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--credits", type=int, default=32)
     ap.add_argument("--inline", type=int, default=4096)
+    ap.add_argument(
+        "--responder-process", action="store_true",
+        help="run the responder in a process of its own (as Ganesha is for TCP); its counts are then not shown",
+    )  # fmt: skip
     ap.add_argument("--json", action="store_true", help="one JSON line instead of the table")
     args = ap.parse_args(argv)
     results = trio.run(main_async, args)
@@ -173,7 +239,10 @@ def main(argv: list[str] | None = None) -> int:
             json.dumps({"size_mib": args.size_mib, "runs": args.runs, "rows": [r.as_dict() for r in results]})
         )
     else:
-        print(f"{args.size_mib} MiB, {args.runs} runs; RDMA = software provider through the responder\n")
+        where = "in a process of its own" if args.responder_process else "in this process"
+        print(
+            f"{args.size_mib} MiB, {args.runs} runs; RDMA = software provider through the responder ({where})\n"
+        )
         print(format_table(results))
     return 0
 

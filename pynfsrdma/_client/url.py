@@ -17,7 +17,7 @@ PROTOCOLS = ("tcp", "rdma")
 # machine's Kerberos key for the lease and state operations).
 URL_OPTIONS = frozenset({
     "addrs", "nconnect", "max_connect", "trunkdiscovery", "notrunkdiscovery", "trunkinterval", "stalltimeo",
-    "provider", "credits", "inline", "remote_invalidation", "private_data",
+    "provider", "credits", "inline", "remote_invalidation", "private_data", "pinned",
     "uid", "gid", "sec", "keytab",
 })
 

@@ -87,7 +87,7 @@ GENERIC_OPTIONS = frozenset(
 
 # RPC-over-RDMA transport options (proto=rdma), handed to the transport as they are
 # (pynfsrdma._transport.rdma.connect_rdma checks their values)
-RDMA_OPTIONS = ("provider", "credits", "inline", "remote_invalidation")
+RDMA_OPTIONS = ("provider", "credits", "inline", "remote_invalidation", "pinned")
 
 
 # Trunking (more paths to the same server), named as the Linux client names them where it can.

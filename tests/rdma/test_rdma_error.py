@@ -61,7 +61,7 @@ async def test_err_chunk_fails_that_call_only(ganesha):
         assert t.stats.rdma_errors == 1 and r.stats.rdma_errors_sent == 1
         assert r.accepted == 1
         assert t.gate.in_flight == 0
-        assert conn.registrations == len(t._recv_regions)
+        assert conn.registrations == t.resting_registrations
         await t.aclose()
         nursery.cancel_scope.cancel()
 

@@ -198,3 +198,48 @@ async def test_a_read_only_buffer_is_registered_for_reading_only():
         region = c.register(b"constant", Access.REMOTE_READ)
         assert region.valid and bytes(region.buffer) == b"constant" and c.registrations == 1
         c.deregister(region)
+
+
+async def test_send_region_sends_a_registered_buffer_as_it_lies_and_fails_with_the_connection():
+    async with pair() as (c, s):
+        s.post_recv(s.register(bytearray(64), Access.LOCAL_WRITE))
+        buf = c.register(bytearray(b"registered once" + b"." * 49), Access.LOCAL_WRITE)
+        before = c.counters.registrations
+        await c.send_region(buf, 15)
+        assert bytes((await s.receive()).data) == b"registered once"
+        assert c.counters.registrations == before and c.counters.bytes_copied == 0
+        with pytest.raises(ValueError, match="a 65-byte Send from a 64-byte region"):
+            await c.send_region(buf, 65)
+        other = c.register(bytearray(8), Access.LOCAL_WRITE)
+        c.deregister(other)
+        with pytest.raises(ValueError, match="send buffers must be registered"):
+            await c.send_region(other, 8)
+        await c.aclose()
+        # a failed connection answers with its own fault, whatever became of its regions
+        with pytest.raises(ConnectionLost):
+            await c.send_region(buf, 15)
+
+
+async def test_a_window_reaches_its_bytes_only_and_only_until_invalidated():
+    async with pair() as (c, s):
+        mem = bytearray(8192)
+        base = c.register(mem, Access.LOCAL_WRITE | Access.BIND)
+        with pytest.raises(RemoteAccessError):  # the registration itself gives no remote access
+            await s.rdma_write([b"x"], base.handle, base.address)
+    async with pair() as (c, s):
+        mem = bytearray(8192)
+        base = c.register(mem, Access.LOCAL_WRITE | Access.BIND)
+        w = c.bind(base, 4096, 100, Access.REMOTE_WRITE)
+        assert c.counters.binds == 1 and c.counters.registrations == 1
+        await s.rdma_write([b"y" * 100], w.handle, w.address)
+        assert mem[4096:4196] == b"y" * 100 and mem[4196] == 0
+        with pytest.raises(RemoteAccessError):  # one byte past the window
+            await s.rdma_write([b"z"], w.handle, w.address + 100)
+    async with pair() as (c, s):
+        mem = bytearray(8192)
+        base = c.register(mem, Access.LOCAL_WRITE | Access.BIND)
+        w = c.bind(base, 0, 100, Access.REMOTE_WRITE)
+        c.invalidate(w)
+        with pytest.raises(RemoteAccessError):
+            await s.rdma_write([b"late"], w.handle, w.address)
+        assert bytes(mem[:4]) == b"\0\0\0\0"

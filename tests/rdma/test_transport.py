@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import zlib
 
+import pytest
 import trio
 
 from pynfsrdma._proto.private_data import ConnectPrivateData, negotiate
 from pynfsrdma._proto.rpcrdma import decode_rdma_msg, encode_rdma_msg
 from pynfsrdma._transport.base import ConnectionLost, ReplyHints
-from pynfsrdma._transport.rdma.provider import Access, Connection
+from pynfsrdma._transport.rdma.provider import Access, Connection, RemoteAccessError
 from pynfsrdma._transport.rdma.responder_chunks import assemble_call, encode_reply, parse_call
 from pynfsrdma._transport.rdma.soft import SoftProvider
 from pynfsrdma._transport.rdma.transport import RdmaTransport
@@ -27,7 +28,7 @@ def pattern(n: int, seed: int) -> bytes:
     return bytes((i * 7 + seed) & 0xFF for i in range(n))
 
 
-async def responder(conn: Connection, credits: int) -> None:
+async def responder(conn: Connection, credits: int, seen: list | None = None) -> None:
     thr = negotiate(SERVER_PD, conn.peer_private_data)
     for _ in range(credits + 2):
         conn.post_recv(conn.register(bytearray(thr.recv), Access.LOCAL_WRITE))
@@ -37,6 +38,8 @@ async def responder(conn: Connection, credits: int) -> None:
         conn.post_recv(rcv.region)
         hdr, off = decode_rdma_msg(data)
         call = parse_call(hdr, memoryview(data)[off:])
+        if seen is not None:  # for tests that reach into a call's chunks after its reply
+            seen.append((conn, call))
         pulled = []
         for ch in call.reads:
             sink = conn.register(bytearray(ch.length), Access.LOCAL_WRITE)
@@ -74,7 +77,7 @@ async def responder(conn: Connection, credits: int) -> None:
         await conn.send([encode_rdma_msg(enc.header).getvalue(), *enc.inline])
 
 
-async def with_transport(credits, body):
+async def with_transport(credits, body, seen=None):
     prov = SoftProvider()
     async with trio.open_nursery() as nursery:
         lst = await prov.listen(nursery, "127.0.0.1", 0, SERVER_PD.encode())
@@ -82,9 +85,9 @@ async def with_transport(credits, body):
         async def serve():
             conn = await lst.accept()
             try:
-                await responder(conn, credits)
-            except ConnectionLost:
-                pass  # the client closed after its last reply
+                await responder(conn, credits, seen)
+            except (ConnectionLost, RemoteAccessError):
+                pass  # the client closed after its last reply, or a test broke the queue pair
 
         nursery.start_soon(serve)
         t = await RdmaTransport.connect(prov, nursery, "127.0.0.1", lst.port, credits=8, inline_size=8192)
@@ -181,3 +184,50 @@ def _small(xid: int) -> Packer:
     p = call(xid, 3)
     p.uint32(1)
     return p
+
+
+async def test_a_write_chunk_is_out_of_the_responders_reach_after_the_reply():
+    """The sink stays registered for the next READs, yet the handle the call offered is dead:
+    an RDMA Write through it after the reply fails, and the data the caller holds is intact."""
+    seen: list = []
+
+    async def body(t):
+        p = call(4, 2)
+        p.uint32(1)
+        p.uint32(9000)
+        await t.send_call(4, p, ReplyHints([9000]))
+        u = await t.receive()
+        assert (u.uint32(), u.uint32(), u.uint32()) == (4, 1, 9000)
+        view = u.bulk()
+        assert view == pattern(9000, 9000 & 0xFF)
+        conn, received = seen[-1]
+        (seg,) = received.writes[0].target
+        assert t.chunk_memory.resting_registrations == 1  # the sink, kept registered
+        with pytest.raises(RemoteAccessError):
+            await conn.rdma_write([b"late" * 10], seg.handle, seg.offset)
+        assert view == pattern(9000, 9000 & 0xFF)
+
+    await with_transport(4, body, seen)
+
+
+async def test_a_read_chunk_is_out_of_the_responders_reach_after_the_reply():
+    """The caller's bytes stay registered (cached for its next WRITE), yet an RDMA Read through
+    the handle the call offered fails after the reply."""
+    seen: list = []
+
+    async def body(t):
+        data = pattern(100_001, 5)
+        for xid in (5, 6):
+            p = call(xid, 1)
+            p.bulk(memoryview(data)[xid:])
+            await t.send_call(xid, p)
+            u = await t.receive()
+            assert (u.uint32(), u.uint32(), u.uint32()) == (xid, 1, len(data) - xid)
+        assert t.conn.counters.binds == 2 and t.chunk_memory.resting_registrations == 1
+        conn, received = seen[-1]
+        (seg,) = received.reads[0].segments
+        sink = conn.register(bytearray(seg.length), Access.LOCAL_WRITE)
+        with pytest.raises(RemoteAccessError):
+            await conn.rdma_read(sink, 0, seg.handle, seg.offset, seg.length)
+
+    await with_transport(4, body, seen)

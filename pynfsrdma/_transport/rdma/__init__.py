@@ -16,7 +16,9 @@ a provider, and providers never parse RPC.
 * ``remote_invalidation``: ``1`` or ``0`` to advertise (or not) that the server may retire one
   registration per reply with Send With Invalidate (default: when the provider can);
 * ``private_data``: ``0`` to connect with no RFC 8797 private data (both sides then use the
-  version 1 defaults: 1024-byte inline thresholds, no remote invalidation); default ``1``.
+  version 1 defaults: 1024-byte inline thresholds, no remote invalidation); default ``1``;
+* ``pinned``: MiB of chunk memory kept registered between calls (:mod:`.chunk_memory`; default
+  256); ``0`` registers every chunk for its call alone.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..base import Transport
+from .chunk_memory import DEFAULT_PINNED_LIMIT
 from .provider import NoRdmaDevice, Provider
 from .transport import DEFAULT_CREDITS, DEFAULT_INLINE, RdmaTransport
 
@@ -79,6 +82,7 @@ async def connect_rdma(
     reminv = opts.get("remote_invalidation")
     if reminv not in (None, "", "0", "1"):
         raise ValueError(f"RDMA option remote_invalidation={reminv!r} is not 0 or 1")
+    pinned = _int_option(opts, "pinned", DEFAULT_PINNED_LIMIT >> 20, 0)
     pdata = opts.get("private_data")
     if pdata not in (None, "", "0", "1"):
         raise ValueError(f"RDMA option private_data={pdata!r} is not 0 or 1")
@@ -91,6 +95,7 @@ async def connect_rdma(
         inline_size=inline,
         remote_invalidation=None if not reminv else reminv == "1",
         send_private_data=pdata != "0",
+        pinned_limit=pinned << 20,
     )
 
 

@@ -7,9 +7,13 @@ carrying private data: RFC 8797's message travels there). It offers:
 * memory registration: :meth:`Connection.register` gives a :class:`MemoryRegion` whose
   ``handle`` (the rkey / steering tag) and ``address`` the peer uses in RDMA segments, with access
   rights; :meth:`Connection.invalidate` (local invalidation) and :meth:`Connection.deregister`;
+* memory windows (``supports_windows``): :meth:`Connection.bind` gives a handle of its own over
+  part of a registration, without registering anything, for one I/O: the peer reaches those bytes
+  only, and only until the window is invalidated (by the peer's Send With Invalidate or locally);
 * two-sided operations: :meth:`Connection.post_recv` (a registered receive buffer),
-  :meth:`Connection.receive` (the next Receive completion), :meth:`Connection.send` (optionally
-  Send With Invalidate of a peer region);
+  :meth:`Connection.receive` (the next Receive completion), :meth:`Connection.send_region` (a
+  registered send buffer, the way RPC-over-RDMA sends) and :meth:`Connection.send` (buffers
+  gathered as they lie), each optionally Send With Invalidate of a peer region;
 * remote invalidation (RFC 8797's "I" bit): ``supports_remote_invalidation`` on the provider and
   its connections says that this stack can both send a Send With Invalidate and take one (its
   registrations can be invalidated by the peer; the Receive completion names the handle). Only
@@ -31,6 +35,7 @@ socket for machines without RDMA.
 from __future__ import annotations
 
 import abc
+import ctypes
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +52,7 @@ class Access(enum.IntFlag):
     LOCAL_WRITE = 1  # the local HCA may write it (receive buffers, RDMA Read sinks)
     REMOTE_WRITE = 2  # the peer may RDMA Write it (Write chunks, Reply chunk)
     REMOTE_READ = 4  # the peer may RDMA Read it (Read chunks)
+    BIND = 8  # memory windows may be bound over it (Connection.bind)
 
 
 class ProviderError(TransportError):
@@ -78,6 +84,7 @@ class MemoryRegion:
     buffer: memoryview
     access: Access
     valid: bool = True
+    window: bool = False  # a memory window bound over a registration (Connection.bind)
 
     @property
     def length(self) -> int:
@@ -85,6 +92,22 @@ class MemoryRegion:
 
     def contains(self, address: int, length: int) -> bool:
         return self.address <= address and address + length <= self.address + self.buffer.nbytes
+
+
+@dataclass(slots=True)
+class ProviderCounters:
+    """What a connection asked of its stack, for tests and benchmarks (totals since it was made).
+
+    A registration pins memory and asks the kernel for a mapping, the most expensive verb there is;
+    ``bytes_copied`` counts what the provider itself copied in user space to carry out an operation
+    (gathering a Send's pieces), which the caller never sees.
+    """
+
+    registrations: int = 0  # memory registrations made
+    deregistrations: int = 0  # memory registrations released
+    binds: int = 0  # memory windows bound over registered memory (no registration)
+    bytes_copied: int = 0  # bytes copied by the provider in user space
+    sends: int = 0  # Sends posted
 
 
 @dataclass(slots=True)
@@ -109,16 +132,68 @@ def registrable(buffer: Buffer, access: Access) -> memoryview:
     return view
 
 
+class _PyBuffer(ctypes.Structure):
+    """CPython's ``Py_buffer``."""
+
+    _fields_ = [
+        ("buf", ctypes.c_void_p), ("obj", ctypes.py_object), ("len", ctypes.c_ssize_t),
+        ("itemsize", ctypes.c_ssize_t), ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
+        ("format", ctypes.c_char_p), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+        ("suboffsets", ctypes.c_void_p), ("internal", ctypes.c_void_p),
+    ]  # fmt: skip
+
+
+_python_api = ctypes.PyDLL(None)  # function objects of our own: their argtypes are ours alone
+_get_buffer = _python_api.PyObject_GetBuffer
+_get_buffer.argtypes = [ctypes.py_object, ctypes.POINTER(_PyBuffer), ctypes.c_int]
+_release_buffer = _python_api.PyBuffer_Release
+_release_buffer.argtypes = [ctypes.POINTER(_PyBuffer)]
+
+
+class PinnedBuffer:
+    """The address of a Python buffer, held (PyObject_GetBuffer) until :meth:`release`: what a
+    provider registers stays where it is while the device may reach it."""
+
+    def __init__(self, view: memoryview) -> None:
+        self._pb: _PyBuffer | None = _PyBuffer()
+        if _get_buffer(view, ctypes.byref(self._pb), 0) != 0:
+            raise ValueError("cannot take the address of a buffer")
+        self.address = int(self._pb.buf or 0)
+        self.length = int(self._pb.len)
+
+    def release(self) -> None:
+        if self._pb is not None:
+            _release_buffer(ctypes.byref(self._pb))
+            self._pb = None
+
+
+def buffer_address(view: memoryview) -> int:
+    """The address of the first byte of ``view`` in this process."""
+    pin = PinnedBuffer(view)
+    pin.release()
+    return pin.address
+
+
 class Connection(abc.ABC):
     """One reliable-connected queue pair."""
 
     supports_remote_invalidation: bool  # Send With Invalidate, both ways
+    supports_windows: bool  # bind() gives memory windows over registered memory
     peer_private_data: bytes
     peer: str
+    counters: ProviderCounters
 
     @abc.abstractmethod
     def register(self, buffer: Buffer, access: Access) -> MemoryRegion:
         """Register memory; writable access needs a writable buffer."""
+
+    @abc.abstractmethod
+    def bind(self, region: MemoryRegion, offset: int, length: int, access: Access) -> MemoryRegion:
+        """A memory window over ``length`` bytes of ``region`` (registered with BIND) at
+        ``offset``: a handle of its own through which the peer reaches those bytes only, with
+        ``access`` (REMOTE_READ and/or REMOTE_WRITE), made without a registration. The peer's Send
+        With Invalidate retires it, :meth:`invalidate` does locally, :meth:`deregister` releases
+        it (the region stays registered). Only when ``supports_windows``."""
 
     @abc.abstractmethod
     def invalidate(self, region: MemoryRegion) -> None:
@@ -141,6 +216,12 @@ class Connection(abc.ABC):
     async def send(self, data: Sequence[Buffer], invalidate: int | None = None) -> None:
         """Send the buffers as one message (gathered); with ``invalidate``, Send With Invalidate
         of the peer's region with that handle (only when ``supports_remote_invalidation``)."""
+
+    @abc.abstractmethod
+    async def send_region(self, region: MemoryRegion, length: int, invalidate: int | None = None) -> None:
+        """Send the first ``length`` bytes of a registered region as one message, without a copy or
+        a registration (send buffers registered once); the region may be written again when this
+        returns. ``invalidate`` as in :meth:`send`."""
 
     @abc.abstractmethod
     async def rdma_read(
@@ -195,10 +276,13 @@ __all__ = [
     "Listener",
     "MemoryRegion",
     "NoRdmaDevice",
+    "PinnedBuffer",
     "PrivateDataReply",
     "Provider",
+    "ProviderCounters",
     "ProviderError",
     "Received",
     "ReceiverNotReady",
     "RemoteAccessError",
+    "buffer_address",
 ]

@@ -36,7 +36,9 @@ other work request than Send, Receive, RDMA Read and Write), moved through INIT,
 the connection manager's attributes as librdmacm does (``rdma_establish`` after the connect
 response), and every region the peer may reach is a memory window bound over its memory region
 by a Bind MW work request; its rkey is the handle, which a Send With Invalidate retires and
-local invalidation deallocates. The provider then advertises it (``supports_remote_invalidation``
+local invalidation deallocates. :meth:`PyverbsConnection.bind` binds such a window over part of a
+region registered once (``supports_windows``), which is how RPC-over-RDMA reaches chunk memory
+without a registration per call (:mod:`.chunk_memory`). The provider then advertises it (``supports_remote_invalidation``
 when every device has them) and can send it. Elsewhere (siw) librdmacm makes and drives the QP,
 regions are plain memory regions and remote invalidation is neither advertised nor sent.
 
@@ -77,8 +79,10 @@ from .provider import (
     Listener,
     MemoryRegion,
     NoRdmaDevice,
+    PinnedBuffer,
     PrivateDataReply,
     Provider,
+    ProviderCounters,
     ProviderError,
     Received,
     ReceiverNotReady,
@@ -142,39 +146,11 @@ def _new_fd(before: dict[int, str], wanted: Callable[[str], bool], what: str) ->
 
 
 # -- memory -------------------------------------------------------------------------------------
-class _PinnedBuffer:
-    """The address of a Python buffer, held (PyObject_GetBuffer) while it is registered."""
-
-    class _PyBuffer(ctypes.Structure):
-        _fields_ = [
-            ("buf", ctypes.c_void_p), ("obj", ctypes.py_object), ("len", ctypes.c_ssize_t),
-            ("itemsize", ctypes.c_ssize_t), ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
-            ("format", ctypes.c_char_p), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
-            ("suboffsets", ctypes.c_void_p), ("internal", ctypes.c_void_p),
-        ]  # fmt: skip
-
-    def __init__(self, view: memoryview) -> None:
-        self._pb = self._PyBuffer()
-        get = ctypes.pythonapi.PyObject_GetBuffer
-        get.argtypes = [ctypes.py_object, ctypes.POINTER(self._PyBuffer), ctypes.c_int]
-        if get(view, ctypes.byref(self._pb), 0) != 0:
-            raise ProviderError("cannot take the address of a buffer to register")
-        self.address = int(self._pb.buf or 0)
-        self.length = int(self._pb.len)
-
-    def release(self) -> None:
-        if self._pb is not None:
-            rel = ctypes.pythonapi.PyBuffer_Release
-            rel.argtypes = [ctypes.POINTER(self._PyBuffer)]
-            rel(ctypes.byref(self._pb))
-            self._pb = None  # type: ignore[assignment]
-
-
 class _PvRegion(MemoryRegion):
     __slots__ = ("mr", "mw", "pin")
     mr: Any  # the pyverbs MR
     mw: Any  # the type 2 memory window whose rkey is the handle (None: the handle is the MR's rkey)
-    pin: _PinnedBuffer
+    pin: PinnedBuffer | None  # None for a window bound over another region (bind)
 
 
 # -- librdmacm calls that may block in the kernel --------------------------------------------------
@@ -270,8 +246,9 @@ class PyverbsConnection(Connection):
     Counters (as the software provider's): ``registrations`` (alive now),
     ``local_invalidations`` (regions we invalidated: invalidate, or deregister of a valid one),
     ``remote_invalidations`` (our regions the peer invalidated with Send With Invalidate),
-    ``double_invalidations`` (an invalidation, local or remote, of a region already invalid) and
-    ``unknown_invalidations`` (a Send With Invalidate naming no region of ours).
+    ``double_invalidations`` (an invalidation, local or remote, of a region already invalid),
+    ``unknown_invalidations`` (a Send With Invalidate naming no region of ours), and what the
+    connection cost in ``counters`` (:class:`~.provider.ProviderCounters`).
     """
 
     supports_remote_invalidation = False
@@ -295,6 +272,7 @@ class PyverbsConnection(Connection):
         self.remote_invalidations = 0
         self.double_invalidations = 0
         self.unknown_invalidations = 0
+        self.counters = ProviderCounters()
         self.cmid = cmid
         self._events = events
         self._owns_events = owns_events  # the active side's channel is the connection's own
@@ -320,6 +298,11 @@ class PyverbsConnection(Connection):
         self._kernel_call_lock = threading.Lock()
         self._kernel_call_pending = False
         self._close_after_kernel_call = False
+
+    @property
+    def supports_windows(self) -> bool:  # type: ignore[override]
+        """Memory windows are bound on a queue pair of our own (decided when connecting)."""
+        return self.own_qp
 
     # queue pair set-up (before connect/accept)
     def create_qp(self) -> None:
@@ -425,7 +408,14 @@ class PyverbsConnection(Connection):
             remote |= e.IBV_ACCESS_REMOTE_READ
         # the peer reaches a memory window (its rkey can be invalidated) or the region itself
         flags |= e.IBV_ACCESS_MW_BIND if window else remote
-        pin = _PinnedBuffer(view)
+        if access & Access.BIND:
+            if not self.own_qp:
+                raise ProviderError("memory windows need a queue pair of our own", self.peer)
+            flags |= e.IBV_ACCESS_MW_BIND
+        try:
+            pin = PinnedBuffer(view)
+        except ValueError as err:
+            raise ProviderError(f"cannot take the address of a buffer to register: {err}", self.peer) from err
         try:
             mr = self._pv["mr"].MR(self.cmid.pd, max(pin.length, 1), flags, address=pin.address)
         except self._pv["error"] as err:
@@ -434,11 +424,12 @@ class PyverbsConnection(Connection):
         handle, mw = mr.rkey, None
         if window:
             try:
-                handle, mw = self._bind_window(mr, pin, remote)
+                handle, mw = self._bind_window(mr, pin.address, max(pin.length, 1), remote)
             except BaseException:
                 mr.close()
                 pin.release()
                 raise
+        self.counters.registrations += 1
         region = _PvRegion(handle, pin.address, view, access)
         region.mr = mr
         region.mw = mw
@@ -448,9 +439,34 @@ class PyverbsConnection(Connection):
             self._reachable[handle] = region
         return region
 
-    def _bind_window(self, mr: Any, pin: _PinnedBuffer, remote: int) -> tuple[int, Any]:
-        """A type 2 memory window over all of ``mr``, bound by a Bind MW work request on our send
-        queue (it takes effect before the Send that names it, posted later on the same queue)."""
+    def bind(self, region: MemoryRegion, offset: int, length: int, access: Access) -> MemoryRegion:
+        r = self._regions.get(id(region))
+        if r is None or r is not region or not r.valid or r.window or r.pin is None:
+            raise ValueError("windows are bound over a valid registration")
+        if not r.access & Access.BIND or access & ~(Access.REMOTE_READ | Access.REMOTE_WRITE):
+            raise ValueError("windows need a registration made with BIND, and give remote access only")
+        if offset < 0 or length <= 0 or offset + length > r.length:
+            raise ValueError(f"a window of {length} bytes at {offset} is outside the {r.length}-byte region")
+        e = self._pv["enums"]
+        remote = 0
+        if access & Access.REMOTE_WRITE:
+            remote |= e.IBV_ACCESS_REMOTE_WRITE
+        if access & Access.REMOTE_READ:
+            remote |= e.IBV_ACCESS_REMOTE_READ
+        handle, mw = self._bind_window(r.mr, r.pin.address + offset, length, remote)
+        w = _PvRegion(handle, r.pin.address + offset, r.buffer[offset : offset + length], access, window=True)
+        w.mr = r.mr
+        w.mw = mw
+        w.pin = None
+        self._regions[id(w)] = w
+        self._reachable[handle] = w
+        self.counters.binds += 1
+        return w
+
+    def _bind_window(self, mr: Any, address: int, length: int, remote: int) -> tuple[int, Any]:
+        """A type 2 memory window over ``length`` bytes of ``mr`` at ``address``, bound by a Bind
+        MW work request on our send queue (it takes effect before the Send that names it, posted
+        later on the same queue)."""
         pv, e = self._pv, self._pv["enums"]
         self._check()
         try:
@@ -458,7 +474,7 @@ class PyverbsConnection(Connection):
         except pv["error"] as err:
             raise ProviderError(f"memory window allocation failed: {err}", self.peer) from err
         wr = pv["wr"].SendWR(opcode=e.IBV_WR_BIND_MW, num_sge=0)
-        wr.set_bind_wr(mw, pv["mr"].MWBindInfo(mr, pin.address, max(pin.length, 1), remote))
+        wr.set_bind_wr(mw, pv["mr"].MWBindInfo(mr, address, length, remote))
         try:
             self._post_nowait(lambda: self.qp.post_send(wr), wr)
         except BaseException:
@@ -495,8 +511,12 @@ class PyverbsConnection(Connection):
         if r.mw is not None:
             r.mw.close()
             r.mw = None
+        if r.window:  # the memory region under it stays
+            return
         r.mr.close()
-        r.pin.release()
+        if r.pin is not None:
+            r.pin.release()
+        self.counters.deregistrations += 1
 
     # two-sided
     def post_recv(self, region: MemoryRegion) -> None:
@@ -549,23 +569,34 @@ class PyverbsConnection(Connection):
         return wr.SendWR(opcode=opcode, num_sge=1, sg=[wr.SGE(region.mr.buf, length, region.mr.lkey)])
 
     async def send(self, data: Sequence[Buffer], invalidate: int | None = None) -> None:
-        if invalidate is not None and not self.supports_remote_invalidation:
-            raise ProviderError("Send With Invalidate needs a queue pair of our own", self.peer)
-        e = self._pv["enums"]
         payload = bytearray(b"".join(bytes(memoryview(b).cast("B")) for b in data))  # inline-sized
+        self.counters.bytes_copied += 2 * len(payload)  # into bytes, then into the bytearray
         region = self.register(payload, Access.LOCAL_WRITE)
-        assert isinstance(region, _PvRegion)
         try:
-            if self.own_qp:
-                opcode = e.IBV_WR_SEND if invalidate is None else e.IBV_WR_SEND_WITH_INV
-                wr = self._work_request(opcode, region, len(payload))
-                if invalidate is not None:
-                    wr.imm_data = invalidate  # ibv_send_wr's invalidate_rkey shares imm_data
-                await self._post(lambda: self.qp.post_send(wr), (region, wr))
-            else:
-                await self._post(lambda: self.cmid.post_send(region.mr, 0, len(payload)), region)
+            await self.send_region(region, len(payload), invalidate)
         finally:
             self.deregister(region)
+
+    async def send_region(self, region: MemoryRegion, length: int, invalidate: int | None = None) -> None:
+        if invalidate is not None and not self.supports_remote_invalidation:
+            raise ProviderError("Send With Invalidate needs a queue pair of our own", self.peer)
+        if self._error is not None:  # the connection's fault first (its regions may be gone)
+            await trio.lowlevel.checkpoint()
+            raise self._error
+        if not isinstance(region, _PvRegion) or self._regions.get(id(region)) is not region:
+            raise ValueError("send buffers must be registered")
+        if not 0 <= length <= region.length:
+            raise ValueError(f"a {length}-byte Send from a {region.length}-byte region")
+        e = self._pv["enums"]
+        self.counters.sends += 1
+        if self.own_qp:
+            opcode = e.IBV_WR_SEND if invalidate is None else e.IBV_WR_SEND_WITH_INV
+            wr = self._work_request(opcode, region, length)
+            if invalidate is not None:
+                wr.imm_data = invalidate  # ibv_send_wr's invalidate_rkey shares imm_data
+            await self._post(lambda: self.qp.post_send(wr), (region, wr))
+        else:
+            await self._post(lambda: self.cmid.post_send(region.mr, 0, length), region)
 
     # one-sided
     async def rdma_read(
@@ -714,7 +745,8 @@ class PyverbsConnection(Connection):
                 errors.append(f"{what}: {err}")
 
         # 1. memory regions: while the device's PD (freed with its last CM ID) still exists
-        for r in list(self._regions.values()):
+        #    (the windows first, then the regions under them)
+        for r in sorted(self._regions.values(), key=lambda region: not region.window):
             attempt("deregister", lambda region=r: self.deregister(region))  # type: ignore[misc]
         # 2. the queue pair and the CM ID (CMID.close destroys both, or only the ID when the QP
         #    is our own, and detaches the shared Context and PD objects, so that they never free

@@ -13,8 +13,15 @@ can tell the difference:
   completion (as with fast-registered memory: only a region registered for remote access can be
   named; an unknown handle or a receive buffer breaks the connection; a region already invalid
   stays invalid and is counted in ``double_invalidations``);
+* memory windows (:meth:`SoftConnection.bind`): a handle of its own over part of a region
+  registered with BIND, no registration; the target checks a window's bounds and rights as a
+  region's, and once invalidated (locally or by Send With Invalidate) or released it is gone;
 * it counts what tests need to see leaks and double work: :attr:`SoftConnection.registrations`
-  (alive now), ``local_invalidations``, ``remote_invalidations``, ``double_invalidations``;
+  (alive now), ``local_invalidations``, ``remote_invalidations``, ``double_invalidations``, and
+  what the connection cost in ``counters`` (a :class:`~.provider.ProviderCounters`: registrations
+  made and released, bytes copied, Sends). :meth:`SoftConnection.send` costs what it costs a
+  device: its pieces are gathered (copied) into memory registered for that Send, while
+  :meth:`SoftConnection.send_region` sends from a registered buffer as it lies;
 * operations are ordered as on one RC queue pair: RDMA Writes land before a later Send is seen.
 
 Wire format between the two emulated HCAs (never seen by anything else): a 24-byte frame header
@@ -45,6 +52,7 @@ from .provider import (
     MemoryRegion,
     PrivateDataReply,
     Provider,
+    ProviderCounters,
     ProviderError,
     Received,
     ReceiverNotReady,
@@ -117,6 +125,7 @@ class SoftConnection(Connection):
     """One emulated RC queue pair (use :class:`SoftProvider` to make one)."""
 
     supports_remote_invalidation = True
+    supports_windows = True  # memory windows are emulated as handles over a registration
 
     local_invalidations: int  # regions we invalidated (invalidate, or deregister of a valid one)
     remote_invalidations: int  # our regions the peer invalidated with Send With Invalidate
@@ -140,6 +149,7 @@ class SoftConnection(Connection):
         self.local_invalidations = 0
         self.remote_invalidations = 0
         self.double_invalidations = 0
+        self.counters = ProviderCounters()
 
     @property
     def registrations(self) -> int:
@@ -147,16 +157,39 @@ class SoftConnection(Connection):
         return len(self._regions)
 
     # -- memory ---------------------------------------------------------------------------------
-    def register(self, buffer: Buffer, access: Access) -> MemoryRegion:
-        view = registrable(buffer, access)
+    def _new_handle(self) -> int:
         handle = secrets.randbits(32) or 1
         while handle in self._regions:
             handle = secrets.randbits(32) or 1
+        return handle
+
+    def register(self, buffer: Buffer, access: Access) -> MemoryRegion:
+        view = registrable(buffer, access)
+        handle = self._new_handle()
         address = self._next_address
         self._next_address += (view.nbytes + 0xFFF) & ~0xFFF or 0x1000
         region = MemoryRegion(handle, address, view, access)
         self._regions[handle] = region
+        self.counters.registrations += 1
         return region
+
+    def bind(self, region: MemoryRegion, offset: int, length: int, access: Access) -> MemoryRegion:
+        self._check()
+        if self._regions.get(region.handle) is not region or not region.valid or region.window:
+            raise ValueError("windows are bound over a valid registration")
+        if not region.access & Access.BIND or access & ~(Access.REMOTE_READ | Access.REMOTE_WRITE):
+            raise ValueError("windows need a registration made with BIND, and give remote access only")
+        if access & Access.REMOTE_WRITE and not region.access & Access.LOCAL_WRITE:
+            raise ValueError("a writable window needs a registration with LOCAL_WRITE")
+        if offset < 0 or length <= 0 or offset + length > region.length:
+            raise ValueError(f"a window of {length} bytes at {offset} is outside the {region.length}-byte region")
+        handle = self._new_handle()
+        window = MemoryRegion(
+            handle, region.address + offset, region.buffer[offset : offset + length], access, window=True
+        )
+        self._regions[handle] = window
+        self.counters.binds += 1
+        return window
 
     def invalidate(self, region: MemoryRegion) -> None:
         if region.valid:
@@ -169,7 +202,8 @@ class SoftConnection(Connection):
         if region.valid and self._error is None:
             self.local_invalidations += 1
         region.valid = False
-        self._regions.pop(region.handle, None)
+        if self._regions.pop(region.handle, None) is not None and not region.window:
+            self.counters.deregistrations += 1
 
     # -- operations -----------------------------------------------------------------------------
     def post_recv(self, region: MemoryRegion) -> None:
@@ -187,9 +221,26 @@ class SoftConnection(Connection):
         return item
 
     async def send(self, data: Sequence[Buffer], invalidate: int | None = None) -> None:
-        n = sum(memoryview(b).nbytes for b in data)
+        # as a device does it: the pieces gathered into memory registered for the one Send
+        payload = bytearray().join(data)
+        self.counters.bytes_copied += len(payload)
+        region = self.register(payload, Access.LOCAL_WRITE)
+        try:
+            await self.send_region(region, len(payload), invalidate)
+        finally:
+            self.deregister(region)
+
+    async def send_region(self, region: MemoryRegion, length: int, invalidate: int | None = None) -> None:
+        if self._error is not None:  # a failed queue pair invalidated every region: its fault first
+            await trio.lowlevel.checkpoint()
+            raise self._error
+        if self._regions.get(region.handle) is not region or not region.valid:
+            raise ValueError("send buffers must be registered")
+        if not 0 <= length <= region.length:
+            raise ValueError(f"a {length}-byte Send from a {region.length}-byte region")
         flags = 0 if invalidate is None else _F_INVALIDATE
-        await self._request(_Op.SEND, flags, invalidate or 0, 0, n, data)
+        self.counters.sends += 1
+        await self._request(_Op.SEND, flags, invalidate or 0, 0, length, [region.buffer[:length]])
 
     async def rdma_read(
         self, sink: MemoryRegion, sink_offset: int, handle: int, address: int, length: int

@@ -2,11 +2,18 @@
 
 Glues the pieces as Linux's xprtrdma ``transport.c`` does: the CM private data negotiation
 (:mod:`~pynfsrdma._proto.private_data`, on every connect), the credit gate (:mod:`.credits`), the
-chunk plan of each call (:mod:`.chunks`), the registration of the caller's buffers where they lie
-and of fresh sinks for Write chunks and the Reply chunk, receive buffers sized to the negotiated
-receive threshold, and reply reassembly (:mod:`.reply`).
+chunk plan of each call (:mod:`.chunks`), the memory behind the chunks (:mod:`.chunk_memory`:
+the caller's buffers where they lie and sinks for Write chunks and the Reply chunk, registered
+once and reached through a memory window per call where the provider has them), and reply
+reassembly (:mod:`.reply`).
 
-Copies: WRITE payloads are RDMA-Read by the responder from the caller's buffer; READ data is
+Send and receive buffers are registered once per connection, as Linux's ``rpcrdma_regbuf``: one
+per credit and two more (backchannel), sized by the negotiated send and receive thresholds. A
+call's transport header and inline Payload stream are marshalled into a free send buffer and
+Sent from it; the buffer is free again when the Send completed.
+
+Copies: WRITE payloads are RDMA-Read by the responder from the caller's buffer (a WRITE small
+enough to go inline is marshalled into the send buffer: ``payload_bytes_copied``); READ data is
 RDMA-Written into a sink (a :class:`WriteChunkSink`) whose memoryview ``bulk()`` returns. The
 inline part of each received message (at most the inline threshold) is copied out of the receive
 buffer, so that the buffer can be posted again at once. :class:`RdmaStats` counts what went where.
@@ -38,7 +45,7 @@ from __future__ import annotations
 import logging
 import math
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
@@ -55,7 +62,9 @@ from ..._proto.rpcrdma import (
     RpcRdmaError,
     decode_rdma_msg,
     encode_rdma_msg,
+    header_size,
     make_msg,
+    rdma_msg,
 )
 from ..._xdr import Packer, Unpacker
 from ..base import (
@@ -70,9 +79,10 @@ from ..base import (
     Transport,
     TransportError,
 )
+from .chunk_memory import DEFAULT_PINNED_LIMIT, ChunkMemory, Lease, WriteChunkSink
 from .chunks import CallPlan, NeedKind, Registration, plan_call
 from .credits import CreditGate
-from .provider import Access, Connection, MemoryRegion, Provider
+from .provider import Access, Buffer, Connection, MemoryRegion, Provider
 from .reply import reassemble_reply
 
 log = logging.getLogger(__name__)
@@ -91,13 +101,6 @@ class InjectedConnectionLoss(ConnectionLost):
     """The connection was failed on purpose by :meth:`RdmaTransport.break_at_reply`."""
 
 
-class WriteChunkSink(bytearray):
-    """A buffer registered for the responder to RDMA-Write one DDP item (or the reply) into.
-
-    A plain bytearray with a type of its own, so that a caller can tell that the view it got is
-    the memory the data was placed in (no copy in between)."""
-
-
 @dataclass(slots=True)
 class RdmaStats:
     """What the transport did, for tests and benchmarks."""
@@ -110,6 +113,8 @@ class RdmaStats:
     replies: int = 0
     nomsg_replies: int = 0  # replies that came through the Reply chunk
     inline_bytes_copied: int = 0  # bytes copied out of receive buffers (headers and inline parts)
+    send_bytes_marshalled: int = 0  # bytes placed in registered send buffers (headers, inline parts)
+    payload_bytes_copied: int = 0  # WRITE payload bytes among them (calls small enough to go inline)
     placed_bytes: int = 0  # bytes the responder wrote into our Write chunk sinks (no copy)
     callbacks: int = 0  # backchannel CALLs received
     remote_invalidations: int = 0  # replies whose Send With Invalidate retired a registration
@@ -119,10 +124,14 @@ class RdmaStats:
 @dataclass(slots=True)
 class _Outstanding:
     plan: CallPlan
-    regions: list[MemoryRegion]
+    lease: Lease  # the chunk memory the responder may reach for this call
     regs: list[Registration]
     abandoned: bool = False
     done: bool = field(default=False)
+
+    @property
+    def regions(self) -> list[MemoryRegion]:
+        return self.lease.regions
 
 
 class RdmaTransport(Transport):
@@ -135,6 +144,7 @@ class RdmaTransport(Transport):
         credits: int,
         nursery: trio.Nursery,
         remote_invalidation: bool = False,
+        pinned_limit: int = DEFAULT_PINNED_LIMIT,
     ) -> None:
         self.conn = conn
         self.peer = conn.peer
@@ -155,6 +165,11 @@ class RdmaTransport(Transport):
         ]
         for r in self._recv_regions:
             conn.post_recv(r)
+        # send buffers, registered once: one per credit, and two for backchannel replies
+        self._send_tx, self._send_rx = trio.open_memory_channel[MemoryRegion](math.inf)
+        for _ in range(credits + 2):
+            self._send_tx.send_nowait(self._new_send_buffer())
+        self.chunk_memory = ChunkMemory(conn, pinned_limit)
         nursery.start_soon(self._receive_loop)
 
     @classmethod
@@ -168,6 +183,7 @@ class RdmaTransport(Transport):
         inline_size: int = DEFAULT_INLINE,
         remote_invalidation: bool | None = None,
         send_private_data: bool = True,
+        pinned_limit: int = DEFAULT_PINNED_LIMIT,
     ) -> RdmaTransport:
         """Connect, exchange RFC 8797 private data, post receives; settings are per connection.
 
@@ -185,7 +201,7 @@ class RdmaTransport(Transport):
             ours = V1_DEFAULTS
             conn = await provider.connect(nursery, host, port, b"")
             thresholds = negotiate(ours, conn.peer_private_data)
-            return cls(conn, thresholds, credits, nursery, False)
+            return cls(conn, thresholds, credits, nursery, False, pinned_limit)
         ours = ConnectPrivateData(
             send_size=max(inline_size, RPCRDMA_V1_DEF_INLINE_SIZE),
             recv_size=max(inline_size, RPCRDMA_V1_DEF_INLINE_SIZE),
@@ -193,7 +209,7 @@ class RdmaTransport(Transport):
         )
         conn = await provider.connect(nursery, host, port, ours.encode())
         thresholds = negotiate(ours, conn.peer_private_data)
-        return cls(conn, thresholds, credits, nursery, ours.remote_invalidation)
+        return cls(conn, thresholds, credits, nursery, ours.remote_invalidation, pinned_limit)
 
     @classmethod
     async def open(
@@ -207,6 +223,7 @@ class RdmaTransport(Transport):
         inline_size: int = DEFAULT_INLINE,
         remote_invalidation: bool | None = None,
         send_private_data: bool = True,
+        pinned_limit: int = DEFAULT_PINNED_LIMIT,
     ) -> RdmaTransport:
         """Connect like :meth:`connect`, with a nursery of the transport's own (a system task
         that :meth:`aclose` ends). Raises :class:`ConnectTimeout` after ``timeout`` seconds."""
@@ -222,6 +239,7 @@ class RdmaTransport(Transport):
                     inline_size,
                     remote_invalidation,
                     send_private_data,
+                    pinned_limit,
                 )
             if scope.cancelled_caught:
                 raise ConnectTimeout(f"no RDMA connection within {timeout:g} s", f"{host}:{port}")
@@ -269,23 +287,63 @@ class RdmaTransport(Transport):
         if self._dead is not None:  # woken because the connection is gone
             raise ConnectionLost(str(self._dead)) from self._dead
 
-    def _register(self, plan: CallPlan) -> tuple[list[MemoryRegion], list[Registration]]:
-        regions: list[MemoryRegion] = []
-        for need in plan.needs:
-            if need.kind is NeedKind.READ_SOURCE:
-                assert need.buffer is not None
-                regions.append(self.conn.register(need.buffer, Access.REMOTE_READ))
+    @property
+    def resting_registrations(self) -> int:
+        """How many registrations the connection holds between calls: the send and receive
+        buffers and the chunk memory kept registered (:mod:`.chunk_memory`)."""
+        return 2 * len(self._recv_regions) + self.chunk_memory.resting_registrations
+
+    def _new_send_buffer(self) -> MemoryRegion:
+        return self.conn.register(bytearray(self.thresholds.send), Access.LOCAL_WRITE)
+
+    async def _send_marshalled(
+        self, hdr: rdma_msg, payload: Sequence[Buffer], invalidate: int | None = None
+    ) -> None:
+        """Marshal the transport header and the inline Payload stream into a free send buffer
+        and Send it from there. The buffer goes back to the pool when the Send completed; one
+        whose Send failed or was abandoned (the device may still read it) is released and
+        replaced by a new registration."""
+        region = await self._send_rx.receive()
+        completed = False
+        try:
+            buf = region.buffer
+            n = 0
+            for piece in (*encode_rdma_msg(hdr).segments(), *payload):
+                v = memoryview(piece).cast("B")
+                buf[n : n + v.nbytes] = v
+                n += v.nbytes
+            self.stats.send_bytes_marshalled += n
+            await self.conn.send_region(region, n, invalidate)
+            completed = True
+        finally:
+            if completed:
+                self._send_tx.send_nowait(region)
             else:
-                regions.append(
-                    self.conn.register(WriteChunkSink(need.length), Access.LOCAL_WRITE | Access.REMOTE_WRITE)
-                )
-        return regions, [Registration(r.handle, r.address, r.buffer) for r in regions]
+                self.conn.deregister(region)
+                if not self._closed and self._dead is None:
+                    self._send_tx.send_nowait(self._new_send_buffer())
+
+    def _register(self, plan: CallPlan) -> tuple[Lease, list[Registration]]:
+        lease = Lease()
+        regs: list[Registration] = []
+        try:
+            for need in plan.needs:
+                if need.kind is NeedKind.READ_SOURCE:
+                    assert need.buffer is not None
+                    r = self.chunk_memory.source(need.buffer, lease)
+                    regs.append(Registration(r.handle, r.address, r.buffer))
+                else:
+                    r, view = self.chunk_memory.sink(need.length, lease)
+                    regs.append(Registration(r.handle, r.address, view))
+        except BaseException:
+            self.chunk_memory.release(lease)
+            raise
+        return lease, regs
 
     def _release_regions(self, out: _Outstanding) -> None:
         # a region the responder invalidated (Send With Invalidate) is already invalid: the
         # provider releases it without invalidating it again
-        for r in out.regions:
-            self.conn.deregister(r)
+        self.chunk_memory.release(out.lease)
 
     async def send_call(
         self, xid: int, msg: Packer, hints: ReplyHints = NO_HINTS, deadline: float = math.inf
@@ -304,11 +362,12 @@ class RdmaTransport(Transport):
         sent = False
         try:
             plan = plan_call(msg.segments(), msg.bulk_segments, hints, self.thresholds)
-            regions, regs = self._register(plan)
-            out = _Outstanding(plan, regions, regs)
+            lease, regs = self._register(plan)
+            out = _Outstanding(plan, lease, regs)
             self._outstanding[xid] = out
-            hdr = encode_rdma_msg(plan.header(xid, self.gate.rdma_credit(), regs)).getvalue()
-            await self.conn.send([hdr, *plan.inline])
+            if not any(n.kind is NeedKind.READ_SOURCE for n in plan.needs):  # WRITE data inline
+                self.stats.payload_bytes_copied += sum(b.data.nbytes for b in msg.bulk_segments)
+            await self._send_marshalled(plan.header(xid, self.gate.rdma_credit(), regs), plan.inline)
             sent = True
             st = self.stats
             st.calls += 1
@@ -331,13 +390,12 @@ class RdmaTransport(Transport):
                         admitted.set()
 
     async def send_reply(self, xid: int, msg: Packer) -> None:
-        segs = msg.segments()
-        hdr = encode_rdma_msg(make_msg(xid, self.gate.rdma_credit(), RDMA_MSG)).getvalue()
-        if len(hdr) + len(msg) > self.thresholds.send:
+        hdr = make_msg(xid, self.gate.rdma_credit(), RDMA_MSG)
+        if header_size(0, [], None) + len(msg) > self.thresholds.send:
             raise TransportError(
                 f"backchannel reply of {len(msg)} bytes exceeds the inline threshold", self.peer
             )
-        await self.conn.send([hdr, *segs])
+        await self._send_marshalled(hdr, msg.segments())
 
     def abandon(self, xid: int) -> None:
         """The caller stops waiting: its memory is invalidated now (a late RDMA access by the
@@ -346,8 +404,7 @@ class RdmaTransport(Transport):
         out = self._outstanding.get(xid)
         if out is not None and not out.abandoned:
             out.abandoned = True
-            for r in out.regions:
-                self.conn.invalidate(r)
+            self.chunk_memory.invalidate(out.lease)
 
     # -- receiving --------------------------------------------------------------------------------
     async def receive(self) -> Unpacker | CallError:
