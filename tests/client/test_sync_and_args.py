@@ -71,9 +71,11 @@ def test_requests_go_as_the_calling_user_unless_told_otherwise(ganesha: Ganesha,
     os.chmod(export_path.local, 0o777)
     url = f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}"
     script = (
-        "import encodings.idna, os, sys, pynfsrdma\n"
-        "os.setgroups([]); os.setgid(65534); os.setuid(65534)\n"  # (imports done as root: a venv under /root)
-        "with pynfsrdma.connect(sys.argv[1]) as nfs:\n"
+        # (imports done as root: the interpreter lives under /root here; import pynfsrdma loads its
+        # names when first used, so the one used is taken before the user changes)
+        "import encodings.idna, os, sys\nfrom pynfsrdma import connect\n"
+        "os.setgroups([]); os.setgid(65534); os.setuid(65534)\n"
+        "with connect(sys.argv[1]) as nfs:\n"
         "    nfs.write_file('/mine', b'x')\n"
     )
     subprocess.run([sys.executable, "-c", script, url], check=True, timeout=60)
