@@ -33,7 +33,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 from pynfsrdma._testbed import Ganesha
 from pynfsrdma._testbed.mutating_proxy import MutatingProxy
 from pynfsrdma._testbed.mutations import ALL, VALUES, Mutation, ReplyMutator
-from pynfsrdma._testbed.reply_fuzz import MEMORY_CAP, Outcomes, run_workload
+from pynfsrdma._testbed.reply_fuzz import MEMORY_CAP, Outcomes, WorkerSettings, run_workload
 
 
 async def fuzz(args: argparse.Namespace, server: Ganesha, local: Path, remote: str) -> tuple[Outcomes, ReplyMutator,
@@ -56,9 +56,11 @@ async def fuzz(args: argparse.Namespace, server: Ganesha, local: Path, remote: s
 
         nursery.start_soon(progress)
         out = await run_workload(
-            f"nfs://127.0.0.1:{proxy.port}", local, remote, seed=args.seed, workers=args.workers,
-            seconds=args.minutes * 60 if args.minutes else None, stop=stop, timeo=args.timeo, retrans=args.retrans,
-            cli_every=args.cli_every, values=any(k in VALUES for k in args.kinds), memory_cap=args.memory_cap,
+            f"nfs://127.0.0.1:{proxy.port}", local, remote,
+            WorkerSettings(seed=args.seed, seconds=args.minutes * 60 if args.minutes else None, timeo=args.timeo,
+                           retrans=args.retrans, cli_every=args.cli_every,
+                           values=any(k in VALUES for k in args.kinds)),
+            workers=args.workers, stop=stop, memory_cap=args.memory_cap,
         )
         nursery.cancel_scope.cancel()
     return out, mutator, time.monotonic() - start

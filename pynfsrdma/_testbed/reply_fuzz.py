@@ -30,7 +30,7 @@ import sys
 import traceback
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +38,38 @@ import trio
 
 from .._client.api import Client
 
-__all__ = ["Outcomes", "run_worker", "run_workload"]
+__all__ = ["Outcomes", "WorkerSettings", "run_worker", "run_workload"]
 
 MAX_SIZE = 192 * 1024  # files the workload writes: up to this many bytes (several READs and WRITEs)
 PAUSE_AFTER_ERROR = 0.05
 # a worker process's address space (RLIMIT_AS): the interpreter, trio's threads' stacks and the
 # client take about 0.3 GiB of it; what a client allocates past that is a blow-up
 MEMORY_CAP = 1 << 30
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """How every worker of :func:`run_workload` works: ``seed`` its random choices (with its index);
+    it stops after ``seconds``, or after ``calls`` calls (None: no such end); its client is soft
+    (``timeo`` seconds a try, ``retrans`` tries more); every ``cli_every`` calls (0: never) it runs
+    the command line once; ``values``: the replies' values may be changed (:data:`.mutations.VALUES`),
+    so a stat's size is not checked (the client cannot tell it wrong), everything else is. A worker
+    process gets them as one JSON argument (:meth:`to_json`, :meth:`from_json`)."""
+
+    seed: int = 0
+    seconds: float | None = None
+    calls: int | None = None
+    timeo: float = 2.0
+    retrans: int = 1
+    cli_every: int = 0
+    values: bool = False
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> WorkerSettings:
+        return cls(**json.loads(text))
 
 
 @dataclass
@@ -248,47 +273,42 @@ async def run_worker(
     local_root: Path,
     remote_root: str,
     index: int,
+    settings: WorkerSettings,
     *,
-    seed: int = 0,
-    seconds: float | None = None,
-    calls: int | None = None,
     stop: Callable[[], bool] | None = None,
-    timeo: float = 2.0,
-    retrans: int = 1,
-    cli_every: int = 0,
-    values: bool = False,
 ) -> Outcomes:
     """One worker (see :func:`run_workload`), in this process: it works in ``w<index>`` below
-    ``remote_root`` until ``seconds`` passed, it made ``calls`` calls, or ``stop()`` says so."""
+    ``remote_root`` until its ``settings`` end it or ``stop()`` says so."""
     out = Outcomes()
-    budget = timeo * (retrans + 1)
+    s = settings
+    budget = s.timeo * (s.retrans + 1)
     connect_timeout = budget + 2
     deadline = 3 * budget + 5  # a call: a few COMPOUNDs, each within the soft budget, and the slack of a busy host
-    until = trio.current_time() + seconds if seconds is not None else None
-    rng = random.Random(f"{seed}/{index}")
+    until = trio.current_time() + s.seconds if s.seconds is not None else None
+    rng = random.Random(f"{s.seed}/{index}")
     name = f"w{index}"
     local = local_root / name
     local.mkdir(exist_ok=True)
     local.chmod(0o777)
-    w = _Worker(name, f"/{name}", f"{remote_root}/{name}", local, rng, out, deadline, values)
+    w = _Worker(name, f"/{name}", f"{remote_root}/{name}", local, rng, out, deadline, s.values)
     done = 0
 
     def going() -> bool:
-        return ((calls is None or done < calls) and (until is None or trio.current_time() < until)
+        return ((s.calls is None or done < s.calls) and (until is None or trio.current_time() < until)
                 and (stop is None or not stop()))
 
     while going():
         start = trio.current_time()
         try:
-            async with Client.connect(f"{url}{remote_root}", timeout=connect_timeout, timeo=timeo,
-                                      retrans=retrans) as client:
+            async with Client.connect(f"{url}{remote_root}", timeout=connect_timeout, timeo=s.timeo,
+                                      retrans=s.retrans) as client:
                 took = trio.current_time() - start
                 if took > connect_timeout + 1:
                     out.hangs.append(f"{name}: connect took {took:.1f} s, timeout={connect_timeout:g}")
                 while going():
                     await w.one(client)
                     done += 1
-                    if cli_every and done % cli_every == 0:
+                    if s.cli_every and done % s.cli_every == 0:
                         await w.cli(url, connect_timeout)
         except OSError as e:  # (connect failed, or leaving the client did)
             took = trio.current_time() - start
@@ -307,29 +327,21 @@ async def run_workload(
     url: str,
     local_root: Path,
     remote_root: str,
+    settings: WorkerSettings,
     *,
-    seed: int = 0,
     workers: int = 3,
-    seconds: float | None = None,
-    calls: int | None = None,
     stop: Callable[[], bool] | None = None,
-    timeo: float = 2.0,
-    retrans: int = 1,
-    cli_every: int = 0,
-    values: bool = False,
     memory_cap: int = MEMORY_CAP,
 ) -> Outcomes:
-    """Run the workload against ``url`` (``nfs://host:port``, the proxy) for ``seconds``, until each
-    worker made ``calls`` calls, or until ``stop()`` says so, in ``remote_root`` ("/export/dir", from the
-    server's root), which is ``local_root`` on the server's disk. Each worker is a process of its own
-    (``python -m pynfsrdma._testbed.reply_fuzz``) whose address space is capped at ``memory_cap`` bytes
-    (RLIMIT_AS: a client that allocates what a server claims fails there, with a MemoryError counted
-    as escaped, instead of taking the machine), and works in a subdirectory of its own. Clients are
-    soft (``timeo`` seconds a try, ``retrans`` tries more); a worker whose client cannot connect or whose
-    connection ends connects again. Every ``cli_every`` calls (0: never) a worker runs the command line
-    once. ``values``: the replies' values may be changed (:data:`.mutations.VALUES`): a stat's size is
-    not checked (the client cannot tell it wrong), everything else is. The outcomes of all workers,
-    with each one's peak memory (:attr:`Outcomes.peaks`)."""
+    """Run the workload against ``url`` (``nfs://host:port``, the proxy) with ``workers`` workers, each
+    working as its ``settings`` say (:class:`WorkerSettings`: until its time or its calls run out), or
+    until ``stop()`` says so, in ``remote_root`` ("/export/dir", from the server's root), which is
+    ``local_root`` on the server's disk. Each worker is a process of its own (``python -m
+    pynfsrdma._testbed.reply_fuzz``) whose address space is capped at ``memory_cap`` bytes (RLIMIT_AS: a
+    client that allocates what a server claims fails there, with a MemoryError counted as escaped,
+    instead of taking the machine), and works in a subdirectory of its own; a worker whose client cannot
+    connect or whose connection ends connects again. The outcomes of all workers, with each one's peak
+    memory (:attr:`Outcomes.peaks`)."""
     out = Outcomes()
     procs: list[trio.Process] = []
     results: list[bytes] = [b""] * workers
@@ -343,15 +355,8 @@ async def run_workload(
 
     async with trio.open_nursery() as nursery:
         for i in range(workers):
-            argv = [sys.executable, "-m", __name__, url, str(local_root), remote_root, str(i), "--seed", str(seed),
-                    "--timeo", f"{timeo!r}", "--retrans", str(retrans), "--cli-every", str(cli_every),
-                    "--memory-cap", str(memory_cap)]
-            if seconds is not None:
-                argv += ["--seconds", f"{seconds!r}"]
-            if calls is not None:
-                argv += ["--calls", str(calls)]
-            if values:
-                argv.append("--values")
+            argv = [sys.executable, "-m", __name__, url, str(local_root), remote_root, str(i),
+                    "--settings", settings.to_json(), "--memory-cap", str(memory_cap)]
             p = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                                  stderr=subprocess.PIPE)
             procs.append(p)
@@ -404,13 +409,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("local_root", type=Path)
     p.add_argument("remote_root")
     p.add_argument("index", type=int)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--seconds", type=float, default=None)
-    p.add_argument("--calls", type=int, default=None)
-    p.add_argument("--timeo", type=float, default=2.0)
-    p.add_argument("--retrans", type=int, default=1)
-    p.add_argument("--cli-every", type=int, default=0)
-    p.add_argument("--values", action="store_true")
+
+    def settings(text: str) -> WorkerSettings:
+        try:
+            return WorkerSettings.from_json(text)
+        except (ValueError, TypeError) as e:
+            raise argparse.ArgumentTypeError(f"not WorkerSettings as JSON: {text!r} ({e})") from None
+
+    p.add_argument("--settings", type=settings, default=WorkerSettings(),
+                   help="the worker's settings as JSON (WorkerSettings' fields), e.g. '{\"calls\": 100}'")
     p.add_argument("--memory-cap", type=int, default=MEMORY_CAP, help="RLIMIT_AS, bytes")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.CRITICAL)  # (the misbehaviour it provokes is what is counted)
@@ -429,9 +436,8 @@ def main(argv: list[str] | None = None) -> int:
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(until_stdin_ends)
-            out = await run_worker(args.url, args.local_root, args.remote_root, args.index, seed=args.seed,
-                                   seconds=args.seconds, calls=args.calls, stop=lambda: ended, timeo=args.timeo,
-                                   retrans=args.retrans, cli_every=args.cli_every, values=args.values)
+            out = await run_worker(args.url, args.local_root, args.remote_root, args.index, args.settings,
+                                   stop=lambda: ended)
             nursery.cancel_scope.cancel()
         return out
 

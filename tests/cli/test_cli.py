@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from pynfsrdma._testbed import Ganesha
 from pynfsrdma._testbed.ganesha import ExportPath
 
@@ -23,11 +21,6 @@ def run(*args: str, check: bool = True, timeout: float = 60) -> subprocess.Compl
     if check and p.returncode != 0:
         raise AssertionError(f"exit {p.returncode}: {p.stderr}")
     return p
-
-
-@pytest.fixture
-def base(ganesha: Ganesha, export_path: ExportPath) -> str:
-    return f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}"
 
 
 def test_put_ls_stat_get_cat_cp_mv_rm(base: str, export_path: ExportPath, tmp_path: Path) -> None:

@@ -14,30 +14,15 @@ import signal
 import socket
 import struct
 import subprocess
-import sys
 import termios
 import time
 from pathlib import Path
 
-import pytest
 import trio
+from cli_support import CLI, run
 
 from pynfsrdma._testbed import Ganesha
 from pynfsrdma._testbed.ganesha import ExportPath
-
-CLI = [sys.executable, "-m", "pynfsrdma._cli.main"]
-
-
-def run(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    p = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60)
-    if ok:
-        assert p.returncode == 0, p.stderr
-    return p
-
-
-@pytest.fixture
-def base(ganesha: Ganesha, export_path: ExportPath) -> str:
-    return f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}"
 
 
 def test_a_copy_onto_itself_is_refused_and_loses_nothing(base: str, export_path: ExportPath) -> None:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_support import CLI
 
 from pynfsrdma._fuse.options import (
     GENERIC_OPTIONS,
@@ -23,17 +24,11 @@ from pynfsrdma._fuse.options import (
 from pynfsrdma._testbed import Ganesha
 from pynfsrdma._testbed.ganesha import ExportPath
 
-CLI = [sys.executable, "-m", "pynfsrdma._cli.main"]
 HELPER = [sys.executable, "-c", "from pynfsrdma._cli.mount import helper_main; raise SystemExit(helper_main())"]
 
 
 def run(*args: str, cmd: list[str] = CLI) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=60)
-
-
-@pytest.fixture
-def base(ganesha: Ganesha, export_path: ExportPath) -> str:
-    return f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}"
 
 
 def test_errors_name_the_server_and_local_paths_stay_local(base: str, ganesha: Ganesha, export_path: ExportPath,

@@ -5,28 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
+from cli_support import run
 
-from pynfsrdma._testbed import Ganesha
 from pynfsrdma._testbed.ganesha import ExportPath
-
-CLI = [sys.executable, "-m", "pynfsrdma._cli.main"]
-
-
-def run(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    p = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60)
-    if ok:
-        assert p.returncode == 0, p.stderr
-    return p
-
-
-@pytest.fixture
-def base(ganesha: Ganesha, export_path: ExportPath) -> str:
-    return f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}"
 
 
 def test_a_file_written_as_a_directory_is_not_a_directory_in_every_command(

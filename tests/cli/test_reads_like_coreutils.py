@@ -9,16 +9,15 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_support import CLI
 
 from pynfsrdma._cli.coreutils import human_size, use_percent
 from pynfsrdma._testbed import Ganesha
 from pynfsrdma._testbed.ganesha import ExportPath
 
-CLI = [sys.executable, "-m", "pynfsrdma._cli.main"]
 C = {**os.environ, "LC_ALL": "C", "TZ": "UTC"}
 UNKNOWN_ID = 4242424  # (in no passwd or group file)
 
@@ -32,11 +31,6 @@ def run(*args: str, ok: bool = True, cwd: Path | None = None) -> subprocess.Comp
 
 def tool(*args: str, cwd: Path | None = None) -> str:
     return subprocess.run(args, capture_output=True, text=True, check=True, env=C, cwd=cwd).stdout
-
-
-@pytest.fixture
-def base(ganesha: Ganesha, export_path: ExportPath) -> str:
-    return f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}"
 
 
 @pytest.fixture

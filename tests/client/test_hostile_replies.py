@@ -10,10 +10,10 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
 
 import pytest
 import trio
+from mutating_support import ALWAYS, Proxy, url
 
 from pynfsrdma._client.api import Client
 from pynfsrdma._errors import ProtocolError
@@ -21,30 +21,9 @@ from pynfsrdma._proto import rpc as rpcdef
 from pynfsrdma._proto.nfs4 import const as c
 from pynfsrdma._rpc.errors import RpcReplyError
 from pynfsrdma._session.sequence import MAX_VIOLATIONS
-from pynfsrdma._testbed import Ganesha
 from pynfsrdma._testbed.ganesha import ExportPath
-from pynfsrdma._testbed.mutating_proxy import MutatingProxy
-from pynfsrdma._testbed.mutations import Mutation, ReplyMutator, Rule
+from pynfsrdma._testbed.mutations import Mutation, Rule
 from pynfsrdma._testbed.reply_fuzz import rss_bytes
-
-Proxy = Callable[..., Awaitable[MutatingProxy]]
-ALWAYS = 1 << 30  # a rule's count: every reply it matches
-
-
-@pytest.fixture
-async def mutating(ganesha: Ganesha, nursery: trio.Nursery) -> Proxy:
-    """``await mutating(*rules)``: a mutating proxy in front of ``ganesha`` with these rules."""
-
-    async def make(*rules: Rule) -> MutatingProxy:
-        proxy = MutatingProxy("127.0.0.1", 0, ganesha.host, ganesha.port, ReplyMutator(seed=1, rules=list(rules)))
-        started: MutatingProxy = await nursery.start(proxy.run)
-        return started
-
-    return make
-
-
-def url(proxy: MutatingProxy, export_path: ExportPath) -> str:
-    return f"nfs://127.0.0.1:{proxy.port}{export_path.remote}"
 
 
 async def ticking(gaps: list[float]) -> None:

@@ -16,7 +16,7 @@ from pynfsrdma._testbed import Ganesha
 from pynfsrdma._testbed.ganesha import ExportPath
 from pynfsrdma._testbed.mutating_proxy import MutatingProxy
 from pynfsrdma._testbed.mutations import Mutation, ReplyMutator
-from pynfsrdma._testbed.reply_fuzz import run_workload
+from pynfsrdma._testbed.reply_fuzz import WorkerSettings, run_workload
 
 REPLIES = 3000
 RATE = 0.2
@@ -28,8 +28,9 @@ async def test_a_fifth_of_the_replies_broken(ganesha: Ganesha, export_path: Expo
     proxy = await nursery.start(MutatingProxy("127.0.0.1", 0, ganesha.host, ganesha.port, mutator).run)
     with trio.fail_after(300):
         out = await run_workload(
-            f"nfs://127.0.0.1:{proxy.port}", export_path.local, export_path.remote, seed=SEED, workers=4,
-            stop=lambda: mutator.counts["replies"] >= REPLIES, timeo=1.0, retrans=2, cli_every=40, values=True,
+            f"nfs://127.0.0.1:{proxy.port}", export_path.local, export_path.remote,
+            WorkerSettings(seed=SEED, timeo=1.0, retrans=2, cli_every=40, values=True), workers=4,
+            stop=lambda: mutator.counts["replies"] >= REPLIES,
         )
     print(json.dumps(out.summary(), indent=1), json.dumps(dict(mutator.counts)))
     assert mutator.counts["replies"] >= REPLIES and mutator.counts["mutated"] >= REPLIES * RATE / 2

@@ -8,20 +8,17 @@ import errno
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable
 
 import pytest
 import trio
+from mutating_support import ALWAYS, Proxy, url
 
 from pynfsrdma._client.api import Client
 from pynfsrdma._client.names import MIN_SERVER_IO
 from pynfsrdma._proto.nfs4 import const as c
-from pynfsrdma._testbed import Ganesha
 from pynfsrdma._testbed.ganesha import ExportPath
-from pynfsrdma._testbed.mutating_proxy import MutatingProxy
-from pynfsrdma._testbed.mutations import Mutation, ReplyMutator, Rule
+from pynfsrdma._testbed.mutations import Mutation, Rule
 
-Proxy = Callable[..., Awaitable[MutatingProxy]]
 HUGE = 1 << 62
 
 # A client in a process of its own reads one file; its peak memory is reset before the read (Linux:
@@ -62,20 +59,6 @@ trio.run(main, *sys.argv[1:])
 """
 
 
-@pytest.fixture
-async def mutating(ganesha: Ganesha, nursery: trio.Nursery) -> Proxy:
-    async def make(*rules: Rule) -> MutatingProxy:
-        proxy = MutatingProxy("127.0.0.1", 0, ganesha.host, ganesha.port, ReplyMutator(seed=1, rules=list(rules)))
-        started: MutatingProxy = await nursery.start(proxy.run)
-        return started
-
-    return make
-
-
-def url(proxy: MutatingProxy, export_path: ExportPath) -> str:
-    return f"nfs://127.0.0.1:{proxy.port}{export_path.remote}"
-
-
 @pytest.mark.parametrize("how", ["read_file", "File.read"])
 @pytest.mark.parametrize("length", [3, 700_001])
 async def test_a_file_said_to_hold_2_to_the_62_bytes_is_read_to_its_real_end(
@@ -95,10 +78,6 @@ async def test_a_file_said_to_hold_2_to_the_62_bytes_is_read_to_its_real_end(
     assert "error" not in out, out
     assert bytes.fromhex(out["data"]) == data
     assert out["grown"] < 8 << 20, out["grown"]
-
-
-
-ALWAYS = 1 << 30  # a rule's count: every reply it matches
 
 
 async def test_a_read_and_a_listing_whose_eof_never_comes_end(mutating: Proxy, export_path: ExportPath) -> None:

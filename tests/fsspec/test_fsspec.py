@@ -26,11 +26,6 @@ def base(ganesha: Ganesha, export_path: ExportPath) -> str:
     return f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}"
 
 
-@pytest.fixture
-def fs(ganesha: Ganesha) -> fsspec.AbstractFileSystem:
-    return fsspec.filesystem("nfs", host=ganesha.host, port=ganesha.port)
-
-
 def test_the_nfs_protocol_is_known_to_fsspec_without_importing_us() -> None:
     code = "import fsspec, sys; cls = fsspec.get_filesystem_class('nfs'); print(cls.__module__, 'pynfsrdma' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

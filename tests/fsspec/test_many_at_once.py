@@ -5,40 +5,21 @@ proxy that delays every reply shows them in flight side by side."""
 
 from __future__ import annotations
 
-import gc
 import os
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import fsspec
 import pytest
 import trio
+from fsspec_support import counted
 
-import pynfsrdma
-from pynfsrdma._testbed import Ganesha
 from pynfsrdma._testbed.ganesha import ExportPath
 from pynfsrdma.fsspec import NFSFileSystem
-
-
-@pytest.fixture
-def fs(ganesha: Ganesha) -> fsspec.AbstractFileSystem:
-    return fsspec.filesystem("nfs", host=ganesha.host, port=ganesha.port)
-
 
 # a directory's file handle is kept 3 s: on a slow machine one may age out between two calls and be
 # looked up again, one RPC more
 AGED = 1
-
-
-def counted(client: pynfsrdma.SyncClient, call: Callable[[], Any]) -> tuple[Any, int, dict[str, int]]:
-    """What ``call()`` returned, the RPCs it sent and the operations in them."""
-    gc.collect()  # (files of earlier tests left to the garbage collector close now, not while counting)
-    before = client.stats()
-    out = call()
-    after = client.stats()
-    ops = {k: v - before["op_counts"].get(k, 0) for k, v in after["op_counts"].items()}
-    return out, after["rpc"]["calls"] - before["rpc"]["calls"], {k: v for k, v in ops.items() if v}
 
 
 def test_cat_ranges_sends_a_files_ranges_several_reads_to_a_compound(

@@ -5,32 +5,15 @@
 from __future__ import annotations
 
 import errno
-import gc
 import os
-from collections.abc import Callable
-from typing import Any
 
 import fsspec
 import pytest
+from fsspec_support import counted
 
 import pynfsrdma
 from pynfsrdma._testbed import Ganesha
 from pynfsrdma._testbed.ganesha import ExportPath
-
-
-@pytest.fixture
-def fs(ganesha: Ganesha) -> fsspec.AbstractFileSystem:
-    return fsspec.filesystem("nfs", host=ganesha.host, port=ganesha.port)
-
-
-def counted(client: pynfsrdma.SyncClient, call: Callable[[], Any]) -> tuple[Any, int, dict[str, int]]:
-    """What ``call()`` returned, the RPCs it sent and the operations in them."""
-    gc.collect()  # (files of earlier tests left to the garbage collector close now, not while counting)
-    before = client.stats()
-    out = call()
-    after = client.stats()
-    ops = {k: v - before["op_counts"].get(k, 0) for k, v in after["op_counts"].items()}
-    return out, after["rpc"]["calls"] - before["rpc"]["calls"], {k: v for k, v in ops.items() if v}
 
 
 def test_small_files_are_one_compound_each(fs: fsspec.AbstractFileSystem, export_path: ExportPath) -> None:

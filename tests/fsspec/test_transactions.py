@@ -12,13 +12,7 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from pynfsrdma._testbed import Ganesha
 from pynfsrdma._testbed.ganesha import ExportPath
-
-
-@pytest.fixture
-def fs(ganesha: Ganesha) -> fsspec.AbstractFileSystem:
-    return fsspec.filesystem("nfs", host=ganesha.host, port=ganesha.port)
 
 
 def _names(d: Path) -> list[str]:

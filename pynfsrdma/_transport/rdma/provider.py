@@ -212,10 +212,18 @@ class Connection(abc.ABC):
     async def receive(self) -> Received:
         """The next Receive completion, in the order the peer's Sends were made."""
 
-    @abc.abstractmethod
     async def send(self, data: Sequence[Buffer], invalidate: int | None = None) -> None:
         """Send the buffers as one message (gathered); with ``invalidate``, Send With Invalidate
-        of the peer's region with that handle (only when ``supports_remote_invalidation``)."""
+        of the peer's region with that handle (only when ``supports_remote_invalidation``). The
+        pieces are copied (``counters.bytes_copied``) into memory registered for this one Send;
+        :meth:`send_region` sends from a buffer registered once, with neither."""
+        payload = bytearray().join(data)
+        self.counters.bytes_copied += len(payload)
+        region = self.register(payload, Access.LOCAL_WRITE)
+        try:
+            await self.send_region(region, len(payload), invalidate)
+        finally:
+            self.deregister(region)
 
     @abc.abstractmethod
     async def send_region(self, region: MemoryRegion, length: int, invalidate: int | None = None) -> None:

@@ -568,15 +568,6 @@ class PyverbsConnection(Connection):
         wr = self._pv["wr"]
         return wr.SendWR(opcode=opcode, num_sge=1, sg=[wr.SGE(region.mr.buf, length, region.mr.lkey)])
 
-    async def send(self, data: Sequence[Buffer], invalidate: int | None = None) -> None:
-        payload = bytearray(b"".join(bytes(memoryview(b).cast("B")) for b in data))  # inline-sized
-        self.counters.bytes_copied += 2 * len(payload)  # into bytes, then into the bytearray
-        region = self.register(payload, Access.LOCAL_WRITE)
-        try:
-            await self.send_region(region, len(payload), invalidate)
-        finally:
-            self.deregister(region)
-
     async def send_region(self, region: MemoryRegion, length: int, invalidate: int | None = None) -> None:
         if invalidate is not None and not self.supports_remote_invalidation:
             raise ProviderError("Send With Invalidate needs a queue pair of our own", self.peer)

@@ -220,16 +220,6 @@ class SoftConnection(Connection):
             raise item
         return item
 
-    async def send(self, data: Sequence[Buffer], invalidate: int | None = None) -> None:
-        # as a device does it: the pieces gathered into memory registered for the one Send
-        payload = bytearray().join(data)
-        self.counters.bytes_copied += len(payload)
-        region = self.register(payload, Access.LOCAL_WRITE)
-        try:
-            await self.send_region(region, len(payload), invalidate)
-        finally:
-            self.deregister(region)
-
     async def send_region(self, region: MemoryRegion, length: int, invalidate: int | None = None) -> None:
         if self._error is not None:  # a failed queue pair invalidated every region: its fault first
             await trio.lowlevel.checkpoint()

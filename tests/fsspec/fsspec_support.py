@@ -1,0 +1,20 @@
+"""What the fsspec tests share besides their fixtures (conftest.py): a call's round trips, counted by the
+client's own statistics."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable
+from typing import Any
+
+import pynfsrdma
+
+
+def counted(client: pynfsrdma.SyncClient, call: Callable[[], Any]) -> tuple[Any, int, dict[str, int]]:
+    """What ``call()`` returned, the RPCs it sent and the operations in them."""
+    gc.collect()  # (files of earlier tests left to the garbage collector close now, not while counting)
+    before = client.stats()
+    out = call()
+    after = client.stats()
+    ops = {k: v - before["op_counts"].get(k, 0) for k, v in after["op_counts"].items()}
+    return out, after["rpc"]["calls"] - before["rpc"]["calls"], {k: v for k, v in ops.items() if v}
