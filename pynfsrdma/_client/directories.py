@@ -117,22 +117,28 @@ class Directories(Compounds):
         return await self.query(ops, cred, parse, path=path or name)
 
     async def remove(self, dir_fh: bytes, name: str, cred: Credential, path: str | None = None, *,
-                     is_dir: bool | None = None) -> change_info4:
-        """REMOVE; returns how the directory changed. With ``is_dir``, only a directory (True) or only
-        what is not one (False), checked in the same COMPOUND: LOOKUP and VERIFY (NVERIFY) of its type
-        before the REMOVE, which the server then does not reach for anything else; that is ENOTDIR
-        (EISDIR), as rmdir(2) (unlink(2)) answers."""
+                     is_dir: bool | None = None, dir_attrs: bool = False) -> tuple[change_info4, FileAttrs | None]:
+        """REMOVE; returns how the directory changed and, with ``dir_attrs``, the directory's
+        attributes right after, from a GETATTR after the REMOVE (else None). With ``is_dir``, only a
+        directory (True) or only what is not one (False), checked in the same COMPOUND: LOOKUP and
+        VERIFY (NVERIFY) of its type before the REMOVE, which the server then does not reach for
+        anything else; that is ENOTDIR (EISDIR), as rmdir(2) (unlink(2)) answers."""
         ops: list[Any] = [PUTFH4args(dir_fh), REMOVE4args(name)]
         if is_dir is not None:
             a_dir = encode_fattr4({c.FATTR4_TYPE: c.NF4DIR})
             ops[1:1] = [LOOKUP4args(name), VERIFY4args(a_dir) if is_dir else NVERIFY4args(a_dir), PUTFH4args(dir_fh)]
+        if dir_attrs:
+            ops.append(GETATTR4args(STAT_BITMAP))
+
+        def parse(r: list[ResOp]) -> tuple[change_info4, FileAttrs | None]:
+            return result_of(r, c.OP_REMOVE).cinfo, last_attrs(r) if dir_attrs else None
+
         try:
-            res = await self.run(ops, cred, path=path or name)
+            return await self.query(ops, cred, parse, path=path or name)
         except NFS4Error as e:
             if e.status in (c.NFS4ERR_NOT_SAME, c.NFS4ERR_SAME):  # (the type was not as asked)
                 raise NFS4Error(c.NFS4ERR_NOTDIR if is_dir else c.NFS4ERR_ISDIR, c.OP_REMOVE, e.path) from None
             raise
-        return cast(change_info4, result_of(res, c.OP_REMOVE).cinfo)
 
     async def rename(self, src_dir: bytes, old: str, dst_dir: bytes, new: str, cred: Credential,
                      path: str | None = None) -> tuple[change_info4, change_info4]:

@@ -745,8 +745,11 @@ class NFSOperations(Operations):
         target = await self.silly.open_target(parent.fh, n, cred)
         if target is not None:
             await self.silly.hide(parent, n, target, cred)
-        else:
-            self._modified_dir(parent, n, await self.nfs.remove(parent.fh, n, cred), False)
+            return
+        with self.inodes.changing(parent) as dir_asked:
+            cinfo, dir_attrs = await self.nfs.remove(parent.fh, n, cred, dir_attrs=True)
+            self._modified_dir(parent, n, cinfo, False)
+            self._dir_after(parent, cinfo, dir_attrs, dir_asked)
 
     @fuse_errors
     async def rmdir(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
@@ -757,14 +760,16 @@ class NFSOperations(Operations):
         parent = self._inode(parent_inode)
         n = _name(name)
         cred = self.cred(ctx)
-        try:
-            cinfo = await self.nfs.remove(parent.fh, n, cred)
-        except NFS4Error as e:
-            target = self.inodes.by_name(parent.ino, n)
-            if e.status != c.NFS4ERR_NOTEMPTY or target is None or not await self.silly.gone_from(target.fh):
-                raise
-            cinfo = await self.nfs.remove(parent.fh, n, cred)
-        self._modified_dir(parent, n, cinfo, False)
+        with self.inodes.changing(parent) as dir_asked:
+            try:
+                cinfo, dir_attrs = await self.nfs.remove(parent.fh, n, cred, dir_attrs=True)
+            except NFS4Error as e:
+                target = self.inodes.by_name(parent.ino, n)
+                if e.status != c.NFS4ERR_NOTEMPTY or target is None or not await self.silly.gone_from(target.fh):
+                    raise
+                cinfo, dir_attrs = await self.nfs.remove(parent.fh, n, cred, dir_attrs=True)
+            self._modified_dir(parent, n, cinfo, False)
+            self._dir_after(parent, cinfo, dir_attrs, dir_asked)
 
     @fuse_errors
     async def rename(
