@@ -539,7 +539,7 @@ class Client:
     async def mkdir(self, path: str, mode: int = 0o755) -> FileAttrs:
         parent, name = self._split(path)
         dfh = await self._dir_fh(parent)
-        _, attrs, _ = await self.nfs.create(dfh, name, c.NF4DIR, self.cred, mode=mode, path=self._norm(path))
+        _, attrs, _, _ = await self.nfs.create(dfh, name, c.NF4DIR, self.cred, mode=mode, path=self._norm(path))
         return attrs
 
     async def makedirs(self, path: str, mode: int = 0o755, exist_ok: bool = False) -> None:
@@ -634,7 +634,7 @@ class Client:
         self._no_file_at(path, c.NFS4ERR_NOENT)  # (symlink(2) answers so)
         parent, name = self._split(path)
         dfh = await self._dir_fh(parent)
-        _, attrs, _ = await self.nfs.create(dfh, name, c.NF4LNK, self.cred, mode=0o777,
+        _, attrs, _, _ = await self.nfs.create(dfh, name, c.NF4LNK, self.cred, mode=0o777,
                                          linkdata=target.encode("utf-8", "surrogateescape"),
                                          path=self._norm(path))
         return attrs

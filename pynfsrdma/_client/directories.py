@@ -9,7 +9,7 @@ from typing import Any, cast
 from .._errors import NFS4Error
 from .._proto.nfs4 import const as c
 from .._proto.nfs4.attrs import DirList, encode_fattr4
-from .._proto.nfs4.compound import ResOp, result_of
+from .._proto.nfs4.compound import ResOp, result_of, results_of
 from .._proto.nfs4.types import (
     CREATE4args,
     GETATTR4args,
@@ -90,10 +90,12 @@ class Directories(Compounds):
     async def create(
         self, dir_fh: bytes, name: str, ftype: int, cred: Credential, *, mode: int = 0o755,
         linkdata: bytes | None = None, rdev: tuple[int, int] = (0, 0), uid: int | None = None,
-        gid: int | None = None, path: str | None = None,
-    ) -> tuple[bytes, FileAttrs, change_info4]:
+        gid: int | None = None, path: str | None = None, dir_attrs: bool = False,
+    ) -> tuple[bytes, FileAttrs, change_info4, FileAttrs | None]:
         """CREATE a non-regular object: directory, symlink, device, fifo, socket. Returns its file
-        handle, its attributes and how the directory changed."""
+        handle, its attributes, how the directory changed and, with ``dir_attrs``, the directory's
+        attributes right after, from the same COMPOUND (PUTFH dir, SAVEFH, CREATE, GETFH, GETATTR,
+        RESTOREFH, GETATTR; else None)."""
         if ftype == c.NF4LNK:
             objtype: tuple[int, Any] = (c.NF4LNK, linkdata or b"")
         elif ftype in (c.NF4BLK, c.NF4CHR):
@@ -101,29 +103,42 @@ class Directories(Compounds):
         else:
             objtype = (ftype, None)
         attrs = setattr_fattr4(mode=mode, uid=uid, gid=gid)
-        return await self.query(
-            [PUTFH4args(dir_fh), CREATE4args(objtype, name, attrs), GETFH4args(), GETATTR4args(STAT_BITMAP)],
-            cred, lambda r: (bytes(result_of(r, c.OP_GETFH).object), last_attrs(r), result_of(r, c.OP_CREATE).cinfo),
-            path=path or name,
-        )
+        ops: list[Any] = [PUTFH4args(dir_fh), CREATE4args(objtype, name, attrs), GETFH4args(), GETATTR4args(STAT_BITMAP)]
+        if dir_attrs:
+            ops[1:1] = [SAVEFH4args()]
+            ops += [RESTOREFH4args(), GETATTR4args(STAT_BITMAP)]
+
+        def parse(r: list[ResOp]) -> tuple[bytes, FileAttrs, change_info4, FileAttrs | None]:
+            getattrs = results_of(r, c.OP_GETATTR)
+            made = FileAttrs.from_fattr4(getattrs[0].obj_attributes)
+            after = FileAttrs.from_fattr4(getattrs[1].obj_attributes) if dir_attrs else None
+            return bytes(result_of(r, c.OP_GETFH).object), made, result_of(r, c.OP_CREATE).cinfo, after
+
+        return await self.query(ops, cred, parse, path=path or name)
 
     async def remove(self, dir_fh: bytes, name: str, cred: Credential, path: str | None = None, *,
-                     is_dir: bool | None = None) -> change_info4:
-        """REMOVE; returns how the directory changed. With ``is_dir``, only a directory (True) or only
-        what is not one (False), checked in the same COMPOUND: LOOKUP and VERIFY (NVERIFY) of its type
-        before the REMOVE, which the server then does not reach for anything else; that is ENOTDIR
-        (EISDIR), as rmdir(2) (unlink(2)) answers."""
+                     is_dir: bool | None = None, dir_attrs: bool = False) -> tuple[change_info4, FileAttrs | None]:
+        """REMOVE; returns how the directory changed and, with ``dir_attrs``, the directory's
+        attributes right after, from a GETATTR after the REMOVE (else None). With ``is_dir``, only a
+        directory (True) or only what is not one (False), checked in the same COMPOUND: LOOKUP and
+        VERIFY (NVERIFY) of its type before the REMOVE, which the server then does not reach for
+        anything else; that is ENOTDIR (EISDIR), as rmdir(2) (unlink(2)) answers."""
         ops: list[Any] = [PUTFH4args(dir_fh), REMOVE4args(name)]
         if is_dir is not None:
             a_dir = encode_fattr4({c.FATTR4_TYPE: c.NF4DIR})
             ops[1:1] = [LOOKUP4args(name), VERIFY4args(a_dir) if is_dir else NVERIFY4args(a_dir), PUTFH4args(dir_fh)]
+        if dir_attrs:
+            ops.append(GETATTR4args(STAT_BITMAP))
+
+        def parse(r: list[ResOp]) -> tuple[change_info4, FileAttrs | None]:
+            return result_of(r, c.OP_REMOVE).cinfo, last_attrs(r) if dir_attrs else None
+
         try:
-            res = await self.run(ops, cred, path=path or name)
+            return await self.query(ops, cred, parse, path=path or name)
         except NFS4Error as e:
             if e.status in (c.NFS4ERR_NOT_SAME, c.NFS4ERR_SAME):  # (the type was not as asked)
                 raise NFS4Error(c.NFS4ERR_NOTDIR if is_dir else c.NFS4ERR_ISDIR, c.OP_REMOVE, e.path) from None
             raise
-        return cast(change_info4, result_of(res, c.OP_REMOVE).cinfo)
 
     async def rename(self, src_dir: bytes, old: str, dst_dir: bytes, new: str, cred: Credential,
                      path: str | None = None) -> tuple[change_info4, change_info4]:

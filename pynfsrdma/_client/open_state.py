@@ -65,6 +65,7 @@ class OpenFile:
     local: bool = False  # opened under a delegation, no OPEN sent: ``stateid`` is the delegation's
     cred: Credential | None = None  # who opened it (to OPEN for real when the delegation goes back)
     dir_change: change_info4 | None = None  # how an OPEN by name changed the directory (it may create)
+    dir_attrs: FileAttrs | None = None  # the directory's attributes right after that OPEN (when asked)
     granted: int | None = None  # what an ACCESS in the OPEN's COMPOUND allowed (when asked)
     may_notify_lock: bool = False  # the server said it may send CB_NOTIFY_LOCK for this file (OPEN's rflags)
     # unstable writes not yet committed: offset -> (length, verifier)

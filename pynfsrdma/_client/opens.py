@@ -25,6 +25,8 @@ from .._proto.nfs4.types import (
     GETFH4args,
     OPEN4args,
     PUTFH4args,
+    RESTOREFH4args,
+    SAVEFH4args,
     SETATTR4args,
     creatverfattr,
     open_owner4,
@@ -49,10 +51,11 @@ CLOSE_GONE = frozenset({c.NFS4ERR_BAD_STATEID, c.NFS4ERR_OLD_STATEID, c.NFS4ERR_
                         c.NFS4ERR_STALE_STATEID, c.NFS4ERR_ADMIN_REVOKED})
 
 
-def _open_attrs(res: list[ResOp], sent: int) -> FileAttrs | None:
-    """The attributes an OPEN's COMPOUND ends with (None when it stopped short of them)."""
-    last = res[-1]
-    return FileAttrs.from_fattr4(last.res.obj_attributes) if len(res) == sent and last.opnum == c.OP_GETATTR else None
+def _open_attrs(res: list[ResOp], at: int) -> FileAttrs | None:
+    """The attributes of the GETATTR at ``at`` in an OPEN's COMPOUND (None when it stopped short of it)."""
+    if len(res) <= at or res[at].opnum != c.OP_GETATTR:
+        return None
+    return FileAttrs.from_fattr4(res[at].res.obj_attributes)
 
 
 def _granted(res: list[ResOp]) -> int | None:
@@ -127,10 +130,12 @@ class Opens(ByteRangeLocks, Names):
     async def open(
         self, dir_fh: bytes, name: str, cred: Credential, *, access: int = c.OPEN4_SHARE_ACCESS_READ,
         create: bool = False, exclusive: bool = False, truncate: bool = False, mode: int = 0o644,
-        check: int = 0, path: str | None = None,
+        check: int = 0, path: str | None = None, dir_attrs: bool = False,
     ) -> OpenFile:
         """OPEN by name (CLAIM_NULL), creating if asked; O_EXCL uses EXCLUSIVE4_1 with a verifier.
-        ``check``: ACCESS bits to ask about in the same COMPOUND (``OpenFile.granted``)."""
+        ``check``: ACCESS bits to ask about in the same COMPOUND (``OpenFile.granted``).
+        ``dir_attrs``: the directory's attributes right after the OPEN, from the same COMPOUND
+        (``OpenFile.dir_attrs``: PUTFH dir, SAVEFH, OPEN ... GETATTR, RESTOREFH, GETATTR)."""
         owner = self.open_owner(cred)
         if create:
             if exclusive:
@@ -144,7 +149,7 @@ class Opens(ByteRangeLocks, Names):
         clientid = self.client.identity.clientid if self.client.identity else 0
         args = OPEN4args(0, self.share_access(access), c.OPEN4_SHARE_DENY_NONE,
                          open_owner4(clientid, owner), openhow, (c.CLAIM_NULL, name))
-        ops: list[Any] = [PUTFH4args(dir_fh), args, GETFH4args()]
+        ops: list[Any] = [PUTFH4args(dir_fh), *([SAVEFH4args()] if dir_attrs else []), args, GETFH4args()]
         if check:
             ops.append(ACCESS4args(check))
         if create and exclusive:
@@ -152,11 +157,13 @@ class Opens(ByteRangeLocks, Names):
             # 18.16.4; NFS-Ganesha does): they are set to its "now" in the same COMPOUND
             ops.append(SETATTR4args(ANONYMOUS_STATEID, setattr_fattr4(atime_ns=NOW, mtime_ns=NOW)))
         ops.append(GETATTR4args(STAT_BITMAP))
+        if dir_attrs:
+            ops += [RESTOREFH4args(), GETATTR4args(STAT_BITMAP)]
         async with self._owners.opening(owner):
-            res, attrs = await self._run_open(ops, cred, path or name)
+            res, attrs, after = await self._run_open(ops, cred, path or name)
             ok = result_of(res, c.OP_OPEN)
             of = OpenFile(bytes(result_of(res, c.OP_GETFH).object), ok.stateid, access, owner, attrs,
-                          cred=cred, dir_change=ok.cinfo, granted=_granted(res),
+                          cred=cred, dir_change=ok.cinfo, dir_attrs=after, granted=_granted(res),
                           may_notify_lock=bool(ok.rflags & c.OPEN4_RESULT_MAY_NOTIFY_LOCK))
             self._continued(of)
         if of.attrs is None:
@@ -167,25 +174,32 @@ class Opens(ByteRangeLocks, Names):
         self.opens[id(of)] = of
         return of
 
-    async def _run_open(self, ops: list[Any], cred: Credential, path: str) -> tuple[list[ResOp], FileAttrs | None]:
-        """Run an OPEN COMPOUND: its results and the attributes it ends with. A failure after the
+    async def _run_open(
+        self, ops: list[Any], cred: Credential, path: str
+    ) -> tuple[list[ResOp], FileAttrs | None, FileAttrs | None]:
+        """Run an OPEN COMPOUND: its results, the file's attributes (its GETATTR after the OPEN) and
+        the directory's (a GETATTR after RESTOREFH, when the COMPOUND has one). A failure after the
         OPEN and its GETFH (setting the times an exclusive create used) leaves the file open, and
-        the results up to there are returned (without attributes)."""
-        attrs: list[FileAttrs | None] = [None]
+        the results up to there are returned (with the attributes they hold)."""
+        getattrs = [i for i, op in enumerate(ops) if isinstance(op, GETATTR4args)]
+        at_file = getattrs[0]
+        at_dir = getattrs[1] if len(getattrs) > 1 else None
+        attrs: list[FileAttrs | None] = [None, None]
 
         def check(res: list[ResOp]) -> None:
-            attrs[0] = _open_attrs(res, len(ops))
+            attrs[0] = _open_attrs(res, at_file)
+            attrs[1] = _open_attrs(res, at_dir) if at_dir is not None else None
 
         try:
             res = await self.client.compound(ops, cred, NO_HINTS, check=check)
         except ReplyError as e:
             raise e.located(None, path) from None
         if res.status == c.NFS4_OK:
-            return res.resarray, attrs[0]
+            return res.resarray, attrs[0], attrs[1]
         done = res.resarray[:-1]
-        if len(done) >= 3:
+        if any(r.opnum == c.OP_GETFH for r in done):
             log.info("%s: after the OPEN: %s", path, NFS4Error(res.status, res.resarray[-1].opnum, path))
-            return done, None
+            return done, attrs[0], None
         failed = res.resarray[-1] if res.resarray else None
         raise NFS4Error(res.status, failed.opnum if failed else None, path)
 
@@ -203,7 +217,7 @@ class Opens(ByteRangeLocks, Names):
             ops.append(ACCESS4args(check))
         ops.append(GETATTR4args(STAT_BITMAP))
         async with self._owners.opening(owner):
-            res, attrs = await self.query(ops, cred, lambda r: (r, _open_attrs(r, len(ops))), path=path)
+            res, attrs = await self.query(ops, cred, lambda r: (r, _open_attrs(r, len(ops) - 1)), path=path)
             ok = result_of(res, c.OP_OPEN)
             of = OpenFile(fh, ok.stateid, access, owner, attrs, cred=cred,
                           granted=_granted(res), may_notify_lock=bool(ok.rflags & c.OPEN4_RESULT_MAY_NOTIFY_LOCK))

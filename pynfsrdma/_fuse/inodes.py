@@ -15,10 +15,18 @@ entries carry attributes), would cut the kernel's idea of the file short and a r
 find the end of the file early. For the same reason what the kernel is told of a file we write is
 never smaller than the end of the data it wrote through us (:attr:`Inode.size_floor`) until
 attributes taken after that data reached the server show it.
+
+Our own changes to a directory (a name created, removed, renamed or linked in it) count the same way
+(:meth:`InodeTable.changing`), when they are sent and when they are answered, and while one is on its
+way no answer about the directory is taken. The directory's attributes that come back in the
+change's own COMPOUND are taken (:meth:`InodeTable.changed_by_us`) only if no other change of ours
+to it was sent since, nor is still on its way: then no answer taken before is newer.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +61,7 @@ class Inode:
     names: tuple[tuple[int, str], ...] = ()
     generation: int = 0  # moves on when the fileid comes back for another file (a new handle)
     granted: dict[Any, int] | None = None  # ACCESS answers by credential, while its attributes hold
+    changes: int = 0  # our changes to the directory on their way (see InodeTable.changing)
 
     def drop_readahead(self) -> None:
         """The file's data changed (or is changing): no open file reads on from what it read ahead."""
@@ -120,12 +129,38 @@ class InodeTable:
     def asking(self, node: Inode | None = None) -> int:
         """Note taken before asking the server for attributes (of ``node``, or of files not known
         yet): pass it as ``asked`` with the reply."""
-        if node is not None and node.writing:
+        if node is not None and (node.writing or node.changes):
             return UNTRUSTED
         return self.writes
 
     def _current(self, node: Inode, asked: int | None) -> bool:
-        return asked is OWN or (asked != UNTRUSTED and node.written <= asked and not node.writing)
+        return asked is OWN or (
+            asked != UNTRUSTED and node.written <= asked and not node.changes and not node.writing
+        )
+
+    @contextlib.contextmanager
+    def changing(self, node: Inode) -> Iterator[int]:
+        """Around an operation of ours that changes directory ``node`` (creates, removes, renames or
+        links a name in it), from before it is sent until after its answer is handled: attributes
+        asked for before then, or while it is on its way, may not show it and are not taken. Yields
+        the note to pass to :meth:`changed_by_us` with the directory's attributes its reply brings."""
+        node.changes += 1
+        self.wrote(node)
+        try:
+            yield self.writes
+        finally:
+            node.changes -= 1
+            self.wrote(node)
+
+    def changed_by_us(self, node: Inode, attrs: FileAttrs, now: float, asked: int) -> bool:
+        """``attrs``: directory ``node``'s attributes right after our change to it (from the change's
+        own COMPOUND; ``asked``: what :meth:`changing` yielded). They are taken if no other change
+        of ours to it was sent since ours (none is on its way and none was answered since, so no
+        answer taken meanwhile is newer). Whether they were taken."""
+        if node.changes != 1 or node.written != asked:
+            return False
+        self.refresh(node, attrs, now, asked=OWN)
+        return True
 
     def learn(
         self, fh: bytes, attrs: FileAttrs, now: float, lookup: bool = True, *, asked: int | None

@@ -290,7 +290,8 @@ class NFSOperations(Operations):
         ``parent``, and the server says how the directory's change attribute moved (``cinfo``): its
         attributes and the name's cache entry are stale, its listing follows, or ends (cache.Listing).
         The file the name led to before has one link less and a new ctime: its attributes are stale
-        too. Returns that file, if we know it."""
+        too. Returns that file, if we know it. (:meth:`_dir_after` may then take the directory's
+        attributes the operation brought back.)"""
         parent.stale()
         self.names.drop(parent.ino, name)
         listing = parent.listing
@@ -304,6 +305,18 @@ class NFSOperations(Operations):
         if node is not None:
             self.inodes.named(node, parent.ino, name)
         return before
+
+    def _dir_after(self, parent: Inode, cinfo: change_info4 | None, attrs: FileAttrs | None, asked: int) -> None:
+        """After :meth:`_modified_dir`: ``attrs``, the directory's attributes from a GETATTR in our
+        operation's own COMPOUND (``asked``: from ``InodeTable.changing``), are taken when they show
+        the change attribute the server's change_info4 gives as "after" (nothing changed the
+        directory between our operation and that GETATTR). The kernel's next look at the directory
+        (with default_permissions: its permission check before the next create there) is then
+        answered without a GETATTR; otherwise the next look asks the server. (Whether the server
+        calls the change_info4 atomic does not matter here: the GETATTR ran after our operation,
+        and its answer is the directory as the server has it. NFS-Ganesha calls none atomic.)"""
+        if attrs is not None and cinfo is not None and attrs.change == cinfo.after:
+            self.inodes.changed_by_us(parent, attrs, self._now(), asked)
 
     def _listed(self, node: Inode) -> None:
         """``node`` is a directory we just made: we know all its names (none)."""
@@ -677,10 +690,14 @@ class NFSOperations(Operations):
         self._check_rw()
         parent = self._inode(parent_inode)
         n = _name(name)
-        asked = self.inodes.asking()
-        fh, attrs, cinfo = await self.nfs.create(parent.fh, n, ftype, self.cred(ctx), **kw)
-        node = self._learn(fh, attrs, asked)
-        self._modified_dir(parent, n, cinfo, True, node)
+        with self.inodes.changing(parent) as dir_asked:
+            asked = self.inodes.asking()
+            fh, attrs, cinfo, dir_attrs = await self.nfs.create(
+                parent.fh, n, ftype, self.cred(ctx), dir_attrs=True, **kw
+            )
+            node = self._learn(fh, attrs, asked)
+            self._modified_dir(parent, n, cinfo, True, node)
+            self._dir_after(parent, cinfo, dir_attrs, dir_asked)
         if ftype == c.NF4DIR:
             self._listed(node)
         return self._entry(node)
@@ -728,8 +745,11 @@ class NFSOperations(Operations):
         target = await self.silly.open_target(parent.fh, n, cred)
         if target is not None:
             await self.silly.hide(parent, n, target, cred)
-        else:
-            self._modified_dir(parent, n, await self.nfs.remove(parent.fh, n, cred), False)
+            return
+        with self.inodes.changing(parent) as dir_asked:
+            cinfo, dir_attrs = await self.nfs.remove(parent.fh, n, cred, dir_attrs=True)
+            self._modified_dir(parent, n, cinfo, False)
+            self._dir_after(parent, cinfo, dir_attrs, dir_asked)
 
     @fuse_errors
     async def rmdir(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
@@ -740,14 +760,16 @@ class NFSOperations(Operations):
         parent = self._inode(parent_inode)
         n = _name(name)
         cred = self.cred(ctx)
-        try:
-            cinfo = await self.nfs.remove(parent.fh, n, cred)
-        except NFS4Error as e:
-            target = self.inodes.by_name(parent.ino, n)
-            if e.status != c.NFS4ERR_NOTEMPTY or target is None or not await self.silly.gone_from(target.fh):
-                raise
-            cinfo = await self.nfs.remove(parent.fh, n, cred)
-        self._modified_dir(parent, n, cinfo, False)
+        with self.inodes.changing(parent) as dir_asked:
+            try:
+                cinfo, dir_attrs = await self.nfs.remove(parent.fh, n, cred, dir_attrs=True)
+            except NFS4Error as e:
+                target = self.inodes.by_name(parent.ino, n)
+                if e.status != c.NFS4ERR_NOTEMPTY or target is None or not await self.silly.gone_from(target.fh):
+                    raise
+                cinfo, dir_attrs = await self.nfs.remove(parent.fh, n, cred, dir_attrs=True)
+            self._modified_dir(parent, n, cinfo, False)
+            self._dir_after(parent, cinfo, dir_attrs, dir_asked)
 
     @fuse_errors
     async def rename(
@@ -839,27 +861,30 @@ class NFSOperations(Operations):
         n = _name(name)
         cred = self.cred(ctx)
         access = share_access(flags)
-        asked = self.inodes.asking()
         exclusive = bool(flags & os.O_EXCL)
         want = 0 if exclusive else access_mask(access)  # (an exclusive create made the file: no check)
-        of = await self.nfs.open(
-            parent.fh,
-            n,
-            cred,
-            access=access,
-            create=True,
-            exclusive=exclusive,
-            truncate=bool(flags & os.O_TRUNC),
-            mode=mode & 0o7777,
-            check=want,
-        )
-        if of.attrs is None:
-            of.attrs = await self.nfs.getattr(of.fh, cred)
-        node = self._learn(of.fh, of.attrs, asked)
-        cinfo = of.dir_change
-        if cinfo is None or cinfo.before == cinfo.after:  # it was there already: the caller's right to open it
-            self.opens.granted(node, of, want)
-        self._modified_dir(parent, n, of.dir_change, True, node)
+        with self.inodes.changing(parent) as dir_asked:
+            asked = self.inodes.asking()
+            of = await self.nfs.open(
+                parent.fh,
+                n,
+                cred,
+                access=access,
+                create=True,
+                exclusive=exclusive,
+                truncate=bool(flags & os.O_TRUNC),
+                mode=mode & 0o7777,
+                check=want,
+                dir_attrs=True,
+            )
+            if of.attrs is None:
+                of.attrs = await self.nfs.getattr(of.fh, cred)
+            node = self._learn(of.fh, of.attrs, asked)
+            cinfo = of.dir_change
+            if cinfo is None or cinfo.before == cinfo.after:  # it was there already: the caller's right to open it
+                self.opens.granted(node, of, want)
+            self._modified_dir(parent, n, cinfo, True, node)
+            self._dir_after(parent, cinfo, of.dir_attrs, dir_asked)
         shared = self.opens.adopt(node, of, cred)
         keep = await self.opens.close_to_open(node, None, asked)
         return self.opens.handle(node, shared, access, cred, keep, flags), self._entry(node)

@@ -131,6 +131,45 @@ def test_the_inode_table_ends_a_listing_when_the_directory_changed_without_us() 
     assert d.listing is None
 
 
+def test_a_directory_takes_the_attributes_its_own_change_brought_back_unless_an_answer_may_be_newer() -> None:
+    """A create in a directory brings the directory's attributes back in its COMPOUND: taken, so the
+    kernel's next look at it needs no GETATTR. With two changes of ours to it on their way, or a
+    GETATTR asked before or during one, whichever answer comes last may be the older: none is
+    taken, and the next look asks the server."""
+    t = InodeTable(b"root", attrs(500, ftype=c.NF4DIR), AttrTimeouts(3, 60, 30, 60), now=0.0)
+    d, _ = t.learn(b"fh-d", attrs(9, change=5, ftype=c.NF4DIR), now=1.0, asked=t.asking())
+
+    with t.changing(d) as asked:  # one create, alone
+        d.stale()
+        assert t.changed_by_us(d, attrs(9, change=6, ftype=c.NF4DIR), 2.0, asked)
+    assert d.attrs.change == 6 and t.fresh(d, 2.5)
+
+    getattr_asked = t.asking(d)  # a GETATTR sent before a create: its answer may show the directory before it
+    with t.changing(d) as asked:
+        during = t.asking(d)  # and one sent while the create is on its way ...
+        t.refresh(d, attrs(9, change=8, ftype=c.NF4DIR), now=2.9, asked=t.asking(d))  # (... answered in it)
+        assert d.attrs.change == 6 and not t.fresh(d, 2.9)
+        assert t.changed_by_us(d, attrs(9, change=7, ftype=c.NF4DIR), 3.0, asked)
+    t.refresh(d, attrs(9, change=6, ftype=c.NF4DIR), now=3.1, asked=getattr_asked)
+    assert d.attrs.change == 7 and not t.fresh(d, 3.1)
+    t.refresh(d, attrs(9, change=6, ftype=c.NF4DIR), now=3.2, asked=during)
+    assert d.attrs.change == 7 and not t.fresh(d, 3.2)
+
+    a, b = t.changing(d), t.changing(d)  # two creates on their way together
+    first, second = a.__enter__(), b.__enter__()
+    assert not t.changed_by_us(d, attrs(9, change=8, ftype=c.NF4DIR), 4.0, first)  # the second on its way
+    a.__exit__(None, None, None)
+    # the first was answered since the second was sent: the server may have done it after the second
+    assert not t.changed_by_us(d, attrs(9, change=9, ftype=c.NF4DIR), 4.1, second)
+    b.__exit__(None, None, None)
+    assert d.attrs.change == 7 and not t.fresh(d, 4.1)
+
+    with pytest.raises(OSError), t.changing(d):  # a change that failed: answers asked after it are taken
+        raise OSError
+    t.refresh(d, attrs(9, change=9, ftype=c.NF4DIR), now=5.0, asked=t.asking(d))
+    assert d.attrs.change == 9 and t.fresh(d, 5.0)
+
+
 def attrs(fileid: int, change: int = 1, ftype: int = c.NF4REG) -> FileAttrs:
     return FileAttrs(type=ftype, fileid=fileid, change=change)
 

@@ -109,12 +109,36 @@ def test_untar_takes_two_compounds_per_file_and_a_share_of_one_and_leaves_what_t
     assert "COMMIT" not in ops, ops  # every file's data went FILE_SYNC with its attributes
     assert ops.get("SETATTR", 0) <= 2 * n + 3 * (dirs + 1), ops
     assert sum(compounds.values()) - compounds["CLOSE"] <= 2 * n + 6 * (dirs + 1), (compounds, ops)
+    # a mount made by root checks permissions in the kernel (default_permissions): before each create
+    # the kernel looks at the directory's attributes, which every create in it made stale; they came
+    # back with the create (its COMPOUND ends with the directory's GETATTR), and no GETATTR is sent
+    assert compounds.get("GETATTR", 0) <= dirs + 1, (compounds, ops)
     # the same tree as tar makes on a local disk: data, modes, owners and (nanosecond) mtimes
     ref = tmp_path / "ref"
     ref.mkdir()
     subprocess.run(["tar", "xf", str(tarball), "-C", str(ref)], check=True)
     assert tree(export_path.local / "src") == tree(ref / "src")
     assert tree(m.path / "src") == tree(ref / "src")
+
+
+def test_rm_r_sends_no_getattr_for_the_permission_check_before_each_unlink(
+    mount_export: Callable[..., Any], export_path: Any
+) -> None:
+    m = mount_export(subdir=export_path.remote.removeprefix("/export/"))
+    n = 20
+    (m.path / "d").mkdir()
+    for i in range(n):
+        (m.path / "d" / f"f{i}").write_bytes(b"x")
+    before, ops_before = settle(m.path)
+    r = subprocess.run(["rm", "-r", str(m.path / "d")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    after, ops_after = settle(m.path)
+    compounds, ops = delta(after, before), delta(ops_after, ops_before)
+    assert not (export_path.local / "d").exists() and not (m.path / "d").exists()
+    assert compounds.get("REMOVE") == n + 1, compounds
+    # the kernel (default_permissions, as root mounts) checks the directory before each unlink, and
+    # finds its attributes out of date after the one before: they came back with that REMOVE
+    assert compounds.get("GETATTR", 0) <= 2, (compounds, ops)  # (not one per file)
 
 
 def test_times_set_after_writes_stay_on_the_servers_disk(work_dir: Any, shared_mount: Any) -> None:
