@@ -213,9 +213,23 @@ class TlsTransport(Transport):
         self._send_lock = trio.Lock()
         self._closed = False
         self._pending = memoryview(b"")  # decrypted bytes received ahead of the record asked for
+        self._refused: TlsRefused | None = None  # the server's alert, once either side met it
         self.bytes_sent = 0
         self.bytes_received = 0
         self.bulk_bytes_sent = 0  # payload bytes encrypted from the caller's buffer, by reference
+
+    def _lost(self, e: trio.BrokenResourceError | trio.ClosedResourceError, what: str) -> TransportError:
+        """The error of a connection TLS broke. In TLS 1.3 a server checks our certificate after our
+        side of the handshake is done: its refusal comes as an alert in place of the first reply,
+        and whichever of sending and receiving meets it first, both report it."""
+        cause = e.__cause__
+        if self._refused is None and isinstance(cause, ssl.SSLError) and "ALERT" in (cause.reason or "").upper():
+            self._refused = TlsRefused(f"TLS handshake failed: {_why(e, '')}", self.peer)
+        if self._refused is not None:
+            return self._refused
+        if isinstance(e, trio.ClosedResourceError):
+            return ConnectionLost("connection closed", self.peer)
+        return ConnectionLost(f"{what} ({cause or 'broken'})", self.peer)
 
     @property
     def tls_version(self) -> str | None:
@@ -259,7 +273,7 @@ class TlsTransport(Transport):
                 raise SendTimeout("the server stopped reading before the call's deadline", self.peer)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as e:
             self.abort()
-            raise ConnectionLost(f"connection lost while sending ({e.__cause__ or e or 'closed'})", self.peer) from e
+            raise self._lost(e, "connection lost while sending") from None
         except BaseException:
             if started:
                 self.abort()
@@ -283,7 +297,7 @@ class TlsTransport(Transport):
         try:
             data = await self.stream.receive_some(want)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as e:
-            raise ConnectionLost(f"connection lost ({e.__cause__ or e or 'closed'})", self.peer) from e
+            raise self._lost(e, "connection lost") from None
         if not data:
             raise ConnectionLost("closed by the server" + (" in the middle of a record" if partial else ""),
                                  self.peer)
