@@ -44,12 +44,13 @@ from .._proto.rpc import (
 from .._xdr import Packer, Unpacker, XdrError
 from .listener import accept_until_cancelled, listen
 
-__all__ = ["ANSWERS", "FrontConnection", "TlsFront", "make_certificates"]
+__all__ = ["ANSWERS", "FrontConnection", "ServerTls", "TlsFront", "make_certificates"]
 
 _MARK: Final = struct.Struct(">I")
 RELAY_CHUNK: Final = 256 * 1024
 ANSWERS: Final = ("starttls", "autherror", "accept")  # what the front answers the AUTH_TLS probe with
 MAX_PROBE: Final = 64 * 1024  # a first record longer than this is not a probe
+LINGER: Final = 2.0  # seconds a connection whose handshake failed is read from before it is closed
 
 
 @dataclass(slots=True)
@@ -106,6 +107,67 @@ def _probe_xid(record: bytes) -> int | None:
     except XdrError:
         return None
     return xid if body.proc == NULLPROC and body.cred.flavor == AUTH_TLS else None
+
+
+class ServerTls:
+    """The server's side of TLS on a connection, over memory BIOs: unlike trio.SSLStream it sends
+    the alert a failed handshake ends with (a client refused for its certificate learns why, as
+    from a real server)."""
+
+    def __init__(self, stream: trio.SocketStream, context: ssl.SSLContext) -> None:
+        self.stream = stream
+        self.incoming = ssl.MemoryBIO()
+        self.outgoing = ssl.MemoryBIO()
+        self.obj = context.wrap_bio(self.incoming, self.outgoing, server_side=True)
+        self._send_lock = trio.Lock()
+
+    async def _flush(self) -> None:
+        async with self._send_lock:  # (taken before reading the BIO: what goes out keeps its order)
+            data = self.outgoing.read()
+            if data:
+                await self.stream.send_all(data)
+
+    async def _feed(self) -> bool:
+        data = await self.stream.receive_some(RELAY_CHUNK)
+        if not data:
+            self.incoming.write_eof()
+            return False
+        self.incoming.write(data)
+        return True
+
+    async def handshake(self) -> None:
+        while True:
+            try:
+                self.obj.do_handshake()
+            except ssl.SSLWantReadError:
+                await self._flush()
+                if not await self._feed():
+                    raise ConnectionError("the client closed the connection during the handshake") from None
+                continue
+            except ssl.SSLError:
+                with trio.CancelScope(shield=True), trio.move_on_after(1):
+                    await self._flush()  # (the alert)
+                raise
+            await self._flush()
+            return
+
+    async def receive_some(self, max_bytes: int) -> bytes:
+        while True:
+            try:
+                data = self.obj.read(max_bytes)
+            except ssl.SSLWantReadError:
+                await self._flush()
+                if not await self._feed():
+                    return b""
+                continue
+            except ssl.SSLZeroReturnError:
+                return b""
+            await self._flush()
+            return data
+
+    async def send_all(self, data: bytes) -> None:
+        self.obj.write(data)
+        await self._flush()
 
 
 class TlsFront:
@@ -178,7 +240,7 @@ class TlsFront:
         with conn.scope:
             try:
                 await self._serve_one(client, conn)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ssl.SSLError) as e:
                 conn.error = conn.error or str(e.__cause__ or e)
             finally:
                 with trio.CancelScope(shield=True):
@@ -205,39 +267,45 @@ class TlsFront:
             reply.uint32(MSG_DENIED)
             reply.uint32(AUTH_ERROR)
             reply.uint32(auth_stat.AUTH_BADCRED)
-        await client.send_all(_frame(bytes(reply.buf)))
         if self.answer != "starttls":
             conn.kind = "refused"
+        await client.send_all(_frame(bytes(reply.buf)))
+        if self.answer != "starttls":
             return
-        tls = trio.SSLStream(client, self.context, server_side=True)
+        tls = ServerTls(client, self.context)
         try:
-            await tls.do_handshake()
-        except trio.BrokenResourceError as e:
+            await tls.handshake()
+        except (ssl.SSLError, ConnectionError) as e:
             conn.kind = "failed"
-            conn.error = str(e.__cause__ or e)
+            conn.error = str(e)
+            # (what the client sent meanwhile is read, not left unread: closing on it would reset the
+            # connection, and the client might never see the alert)
+            with trio.move_on_after(LINGER):
+                while await client.receive_some(RELAY_CHUNK):
+                    pass
             return
         conn.kind = "tls"
-        conn.tls_version = tls.version()
-        conn.alpn = tls.selected_alpn_protocol()
-        peer_cert = tls.getpeercert()
+        conn.tls_version = tls.obj.version()
+        conn.alpn = tls.obj.selected_alpn_protocol()
+        peer_cert = tls.obj.getpeercert()
         if peer_cert:
             conn.client_subject = ",".join("=".join(kv) for rdn in peer_cert.get("subject", ()) for kv in rdn)
         await self._relay(tls, b"", conn)
 
-    async def _relay(self, client: trio.abc.Stream, first: bytes, conn: FrontConnection) -> None:
+    async def _relay(self, client: trio.abc.Stream | ServerTls, first: bytes, conn: FrontConnection) -> None:
         server = await trio.open_tcp_stream(self.target_host, self.target_port)
         try:
             if first:
                 await server.send_all(first)
             async with trio.open_nursery() as nursery:
 
-                async def pump(src: trio.abc.ReceiveStream, dst: trio.abc.SendStream, to_server: bool) -> None:
+                async def pump(src: Any, dst: Any, to_server: bool) -> None:
                     try:
                         while data := await src.receive_some(RELAY_CHUNK):
                             if to_server:
                                 conn.bytes_to_server += len(data)
                             await dst.send_all(data)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ssl.SSLError):
                         pass
                     nursery.cancel_scope.cancel()
 
