@@ -4,6 +4,7 @@ its own, so that async tests, CLI subprocesses and FUSE mounts can all go throug
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,19 +44,22 @@ class RunningFront:
     def kinds(self) -> list[str]:
         return self.front.kinds()
 
-    def cut(self) -> int:
-        """End the front's open connections now; how many there were."""
-        box: list[int] = []
-        # (from a thread of its own: the caller may be a trio task of another run)
-        t = threading.Thread(target=lambda: box.append(trio.from_thread.run_sync(self.front.cut,
-                                                                                 trio_token=self.token)))
+    def _in_front(self, fn: Callable[[], Any]) -> Any:
+        """``fn()`` run in the front's own trio run, from a thread of its own (the caller may be a
+        trio task of another run, where trio.from_thread refuses to block)."""
+        box: list[Any] = []
+        t = threading.Thread(target=lambda: box.append(trio.from_thread.run_sync(fn, trio_token=self.token)))
         t.start()
         t.join(10)
         return box[0]
 
+    def cut(self) -> int:
+        """End the front's open connections now; how many there were."""
+        return int(self._in_front(self.front.cut))
+
     def stop(self) -> None:
         if self.thread.is_alive():
-            trio.from_thread.run_sync(self.front.stop, trio_token=self.token)
+            self._in_front(self.front.stop)
             self.thread.join(timeout=10)
 
 
