@@ -53,6 +53,16 @@ class RunningFront:
         t.join(10)
         return box[0]
 
+    def callback(self, prog: int, vers: int, proc: int = 0) -> bytes:
+        """The server's side of the backchannel: call the client on its newest connection through
+        the front (inside TLS when that is TLS); the client's reply record."""
+        box: list[bytes] = []
+        t = threading.Thread(target=lambda: box.append(
+            trio.from_thread.run(self.front.callback, prog, vers, proc, trio_token=self.token)))
+        t.start()
+        t.join(20)
+        return box[0]
+
     def cut(self) -> int:
         """End the front's open connections now; how many there were."""
         return int(self._in_front(self.front.cut))

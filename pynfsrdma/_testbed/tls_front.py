@@ -20,6 +20,7 @@ from __future__ import annotations
 import ssl
 import struct
 import subprocess
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -31,6 +32,7 @@ from .._proto.rpc import (
     AUTH_TLS,
     CALL,
     MSG_DENIED,
+    NULL_AUTH,
     NULLPROC,
     REPLY,
     RM_LAST_FRAGMENT,
@@ -38,16 +40,20 @@ from .._proto.rpc import (
     TLS_ALPN,
     auth_stat,
     decode_call_body,
+    opaque_auth,
     pack_accepted_reply_header,
+    pack_call_header,
     pack_starttls_reply,
 )
 from .._xdr import Packer, Unpacker, XdrError
 from .listener import accept_until_cancelled, listen
+from .record_proxy import frame, records
 
 __all__ = ["ANSWERS", "FrontConnection", "ServerTls", "TlsFront", "make_certificates"]
 
 _MARK: Final = struct.Struct(">I")
 RELAY_CHUNK: Final = 256 * 1024
+_NONE_CRED: Final = opaque_auth.XDR.encode(NULL_AUTH)
 ANSWERS: Final = ("starttls", "autherror", "accept")  # what the front answers the AUTH_TLS probe with
 MAX_PROBE: Final = 64 * 1024  # a first record longer than this is not a probe
 LINGER: Final = 2.0  # seconds a connection whose handshake failed is read from before it is closed
@@ -66,10 +72,7 @@ class FrontConnection:
     error: str | None = None
     bytes_to_server: int = 0
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
-
-
-def _frame(record: bytes) -> bytes:
-    return _MARK.pack(RM_LAST_FRAGMENT | len(record)) + record
+    inject: Callable[[bytes], Awaitable[None]] | None = None  # sends a record to the client, while relayed
 
 
 async def _receive_exactly(stream: trio.abc.ReceiveStream, n: int) -> bytes | None:
@@ -195,6 +198,9 @@ class TlsFront:
             ctx.load_verify_locations(cafile=str(client_truststore))
         self.context = ctx
         self.connections: list[FrontConnection] = []
+        self.callbacks_answered = 0
+        self._callbacks: dict[int, _Reply] = {}
+        self._next_xid = 0x43420001
         self._scope: trio.CancelScope | None = None
 
     @property
@@ -269,7 +275,7 @@ class TlsFront:
             reply.uint32(auth_stat.AUTH_BADCRED)
         if self.answer != "starttls":
             conn.kind = "refused"
-        await client.send_all(_frame(bytes(reply.buf)))
+        await client.send_all(frame(bytes(reply.buf)))
         if self.answer != "starttls":
             return
         tls = ServerTls(client, self.context)
@@ -293,27 +299,97 @@ class TlsFront:
         await self._relay(tls, b"", conn)
 
     async def _relay(self, client: trio.abc.Stream | ServerTls, first: bytes, conn: FrontConnection) -> None:
+        """Relay record by record (whole records, so that a callback can go in between them)."""
         server = await trio.open_tcp_stream(self.target_host, self.target_port)
+        lock = trio.Lock()  # (one record at a time to the client: the server's, or a callback)
+
+        async def inject(record: bytes) -> None:
+            async with lock:
+                await client.send_all(frame(record))
+
         try:
-            if first:
-                await server.send_all(first)
             async with trio.open_nursery() as nursery:
 
-                async def pump(src: Any, dst: Any, to_server: bool) -> None:
+                async def to_server() -> None:
+                    async for record in records(_Prefixed(client, first)):  # type: ignore[arg-type]
+                        conn.bytes_to_server += len(record) + 4
+                        waiter = self._callbacks.pop(_reply_xid(record), None)
+                        if waiter is not None:
+                            waiter.set(record)
+                        else:
+                            await server.send_all(frame(record))
+
+                async def to_client() -> None:
+                    async for record in records(server):
+                        async with lock:
+                            await client.send_all(frame(record))
+
+                async def pump(direction: Callable[[], Awaitable[None]]) -> None:
                     try:
-                        while data := await src.receive_some(RELAY_CHUNK):
-                            if to_server:
-                                conn.bytes_to_server += len(data)
-                            await dst.send_all(data)
+                        await direction()
                     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ssl.SSLError):
                         pass
                     nursery.cancel_scope.cancel()
 
-                nursery.start_soon(pump, client, server, True)
-                nursery.start_soon(pump, server, client, False)
+                conn.inject = inject
+                nursery.start_soon(pump, to_server)
+                nursery.start_soon(pump, to_client)
         finally:
+            conn.inject = None
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(server)
+
+    async def callback(self, prog: int, vers: int, proc: int = NULLPROC, timeout: float = 10.0) -> bytes:
+        """Call the client back (the server's side of the backchannel) on the newest relayed
+        connection: a call of ``prog``/``vers``/``proc`` with no arguments; the client's reply record."""
+        live = [c for c in self.connections if c.inject is not None]
+        if not live:
+            raise RuntimeError("no relayed connection to call back on")
+        xid = self._next_xid
+        self._next_xid += 1
+        waiter: _Reply = _Reply()
+        self._callbacks[xid] = waiter
+        call = Packer()
+        pack_call_header(call, xid, prog, vers, proc, _NONE_CRED)
+        inject = live[-1].inject
+        assert inject is not None
+        await inject(bytes(call.buf))
+        with trio.fail_after(timeout):
+            await waiter.event.wait()
+        self.callbacks_answered += 1
+        return waiter.record
+
+
+class _Reply:
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.record = b""
+
+    def set(self, record: bytes) -> None:
+        self.record = record
+        self.event.set()
+
+
+def _reply_xid(record: bytes) -> int | None:
+    """The XID of a reply record (None for a call, or a record too short)."""
+    if len(record) < 8:
+        return None
+    xid, mtype = struct.unpack_from(">II", record)
+    return xid if mtype == REPLY else None
+
+
+class _Prefixed:
+    """A stream whose first bytes are ``prefix`` (what was read of it already), then the stream's own."""
+
+    def __init__(self, stream: Any, prefix: bytes) -> None:
+        self.stream = stream
+        self.prefix = prefix
+
+    async def receive_some(self, max_bytes: int) -> bytes:
+        if self.prefix:
+            data, self.prefix = self.prefix, b""
+            return data
+        return bytes(await self.stream.receive_some(max_bytes))
 
 
 def _openssl(*args: str, cwd: Path) -> None:

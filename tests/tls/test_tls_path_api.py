@@ -10,6 +10,7 @@ front (NFS-Ganesha 4.3 has no TLS of its own):
   that answers with no STARTTLS), an untrusted certificate, a certificate for another name, mtls
   without a certificate or with one the server does not trust, a trust store that is not there:
   each is one line naming the server and what failed, and nothing but the probe reached the server;
+- the backchannel rides the TLS connection: a callback sent inside TLS is answered inside TLS;
 - proto=rdma with xprtsec=tls is refused before anything is sent.
 """
 
@@ -26,9 +27,12 @@ from tls_support import RunningFront, tls_query
 
 from pynfsrdma._client.api import Client
 from pynfsrdma._client.url import URLError
+from pynfsrdma._proto import rpc
+from pynfsrdma._proto.nfs4 import const as c
 from pynfsrdma._testbed import Ganesha
 from pynfsrdma._testbed.ganesha import ExportPath
 from pynfsrdma._transport.tls import TlsTransport
+from pynfsrdma._xdr import Unpacker
 
 Front = Callable[..., RunningFront]
 
@@ -69,6 +73,22 @@ async def test_mtls_round_trip_shows_the_client_certificate(
     await round_trip(url, export_path)
     assert front.kinds() == ["tls"]
     assert front.connections[0].client_subject == "commonName=nfs client"
+
+
+async def test_the_backchannel_rides_the_tls_connection(
+    ganesha: Ganesha, export_path: ExportPath, tls_front: Front, tls_certs: dict[str, Path]
+) -> None:
+    # (NFS-Ganesha 4.3 calls back only for delegations, which its VFS backend never grants: the
+    # front calls the client back itself, inside TLS, as a server's backchannel does in NFSv4.1)
+    front = tls_front(ganesha)
+    async with Client.connect(f"nfs://127.0.0.1:{front.port}{export_path.remote}?{tls_query(tls_certs)}") as nfs:
+        reply = await trio.to_thread.run_sync(front.callback, c.CB_PROGRAM, c.NFS_CB, c.CB_NULL)
+        u = Unpacker(memoryview(reply))
+        assert rpc.read_to_results(u), "CB_NULL answered with SUCCESS"
+        assert nfs.clientid.backchannel.calls == 1
+        await nfs.write_file("/after-callback", b"still fine")
+    assert front.kinds() == ["tls"]
+    assert (export_path.local / "after-callback").read_bytes() == b"still fine"
 
 
 async def test_connect_arguments_say_the_same_as_the_url(
