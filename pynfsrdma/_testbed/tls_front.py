@@ -313,7 +313,8 @@ class TlsFront:
                 async def to_server() -> None:
                     async for record in records(_Prefixed(client, first)):  # type: ignore[arg-type]
                         conn.bytes_to_server += len(record) + 4
-                        waiter = self._callbacks.pop(_reply_xid(record), None)
+                        xid = _reply_xid(record)
+                        waiter = self._callbacks.pop(xid, None) if xid is not None else None
                         if waiter is not None:
                             waiter.set(record)
                         else:
