@@ -122,6 +122,7 @@ async def test_trunked_paths_and_a_cut_connection_are_tls_and_nothing_is_plain(
         assert await nfs.read_file("/after") == data
         assert all(isinstance(t, TlsTransport) for t in transports(nfs))
         assert sum(p.connects for p in nfs.clientid.paths.paths) >= 3
+        assert [p["tls"] for p in nfs.stats()["paths"]] == ["TLSv1.3", "TLSv1.3"]  # (pynfsrdma paths --json)
     assert (export_path.local / "after").read_bytes() == data
     for front in (first, second):
         kinds = front.kinds()
