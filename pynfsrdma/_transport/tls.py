@@ -190,6 +190,8 @@ def _why(e: BaseException, server_name: str) -> str:
         if "mismatch" in msg:
             return f"the server's certificate is not valid for {server_name} ({msg})"
         return f"the server's certificate is not trusted ({msg})"
+    if isinstance(cause, ssl.SSLEOFError) or (isinstance(cause, ssl.SSLError) and "EOF" in (cause.reason or "")):
+        return "the server closed the connection during the handshake"
     if isinstance(cause, ssl.SSLError):
         reason = cause.reason or str(cause)
         if "ALERT" in reason.upper():

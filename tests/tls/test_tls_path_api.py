@@ -32,7 +32,7 @@ from pynfsrdma._proto.nfs4 import const as c
 from pynfsrdma._testbed import Ganesha
 from pynfsrdma._testbed.ganesha import ExportPath
 from pynfsrdma._transport.tls import TlsTransport
-from pynfsrdma._xdr import Unpacker
+from pynfsrdma._xdr import Packer, Unpacker
 
 Front = Callable[..., RunningFront]
 
@@ -227,3 +227,23 @@ async def test_options_that_do_not_fit_are_refused_before_connecting(
         async with Client.connect(f"nfs://127.0.0.1:{front.port}{export_path.remote}?{query}"):
             pass
     assert front.connections == []
+
+
+async def test_a_server_that_says_starttls_and_then_closes_is_named(tls_certs: dict[str, Path]) -> None:
+    async def server(task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+        listener = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
+        task_status.started(listener.socket.getsockname()[1])
+        conn = await listener.accept()
+        probe = await conn.receive_some(4096)
+        reply = Packer()
+        rpc.pack_starttls_reply(reply, int.from_bytes(probe[4:8], "big"))
+        await conn.send_all((rpc.RM_LAST_FRAGMENT | len(reply.buf)).to_bytes(4, "big") + bytes(reply.buf))
+        await conn.receive_some(4096)  # (the ClientHello, left unanswered)
+        await conn.aclose()
+        await listener.aclose()
+
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(server)
+        e = await connect_error(f"nfs://127.0.0.1:{port}/?{tls_query(tls_certs)}")
+    assert e.errno == errno.EACCES
+    assert str(e) == f"127.0.0.1:{port}: TLS handshake failed: the server closed the connection during the handshake"
