@@ -15,20 +15,23 @@ against; by default the system's), ``certificate=`` and ``private_key=`` (its ``
 and ``x509.private_key``: the client's, for mtls). The name checked in the server's certificate is
 the one the user gave (the URL's host), for every address of the server the session connects to.
 
-Sending passes the caller's WRITE payload to the TLS layer by reference (it is encrypted from the
-caller's buffer); receiving decrypts into TLS's own chunks, which are joined into the record's
-buffer: one copy that plain TCP does not make, and no splice (the socket's bytes are ciphertext).
+TLS runs over memory BIOs (Python's ``ssl.SSLObject``) on the same non-blocking socket plain TCP
+uses, driven by trio's readiness waits. Sending encrypts the caller's WRITE payload from its own
+buffer (no join); receiving decrypts each fragment straight into the buffer the decoder views, as
+plain TCP's ``recv_into`` does (the head that comes with a record mark is copied, as there). No
+splice: the socket's bytes are ciphertext.
 """
 
 from __future__ import annotations
 
 import errno
 import math
+import socket
 import ssl
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar, Final
+from typing import ClassVar, Final, cast
 
 import trio
 
@@ -44,13 +47,13 @@ from .base import (
     Transport,
     TransportError,
 )
-from .tcp import DEFAULT_MAX_RECORD, TcpTransport
+from .tcp import DEFAULT_MAX_RECORD, POOL_MIN_FRAGMENT, STAGE_READ, BufferPool, TcpTransport
 
 _MARK: Final = struct.Struct(">I")
 XPRTSEC_MODES: Final = ("none", "tls", "mtls")
 #: the URL and mount options of RPC-with-TLS
 TLS_OPTIONS: Final = ("xprtsec", "truststore", "certificate", "private_key")
-RECEIVE_CHUNK: Final = 64 * 1024  # asked of TLS when nothing of the next record is known yet
+RECEIVE_CHUNK: Final = 256 * 1024  # TLS records taken from the socket at a time, at most
 COALESCE: Final = 4096  # message segments shorter than this are joined before they are encrypted
 PROBE_XID: Final = 0x544C5331  # the XID of the AUTH_TLS probe (any will do: it is the connection's first call)
 
@@ -142,7 +145,7 @@ async def connect_tls(
     the TLS handshake (the server's certificate must be valid for ``server_name``)."""
     tcp = await TcpTransport.connect(host, port, timeout=timeout, max_record=max_record)
     peer = tcp.peer
-    sock: trio.socket.SocketType | None = None
+    tls: TlsSocket | None = None
     try:
         with trio.move_on_after(timeout) as probing:
             probe = Packer()
@@ -157,49 +160,145 @@ async def connect_tls(
             refusal = f"its answer to the AUTH_TLS probe does not decode ({e})"
         if refusal is not None:
             raise TlsRefused(f"TLS refused: the server does not do RPC-with-TLS ({refusal})", peer)
-        sock = trio.socket.from_stdlib_socket(tcp.detach())
-        ssl_stream = trio.SSLStream(trio.SocketStream(sock), context, server_hostname=server_name)
+        tls = TlsSocket(tcp.detach(), context, server_name)
         with trio.move_on_after(timeout) as shaking:
             try:
-                await ssl_stream.do_handshake()
-            except trio.BrokenResourceError as e:
+                await tls.handshake()
+            except (ssl.SSLError, ssl.CertificateError) as e:
                 raise TlsRefused(f"TLS handshake failed: {_why(e, server_name)}", peer) from None
+            except OSError as e:
+                raise TlsRefused(f"TLS handshake failed: {e.strerror or e}", peer) from None
         if shaking.cancelled_caught:
             raise ConnectTimeout(f"TLS: no handshake within {timeout:g} s", peer)
-        alpn = ssl_stream.selected_alpn_protocol()
+        alpn = tls.obj.selected_alpn_protocol()
         if alpn not in (None, TLS_ALPN):
             raise TlsRefused(f"TLS: the server chose ALPN {alpn!r}, not {TLS_ALPN!r}", peer)
-        transport = TlsTransport(ssl_stream, peer, max_record)
-        sock = None
+        transport = TlsTransport(tls, peer, max_record)
+        tls = None
         return transport
     except TransportError as e:
-        if isinstance(e, ConnectionLost) and sock is None:  # (the server closed at the probe)
+        if isinstance(e, ConnectionLost) and tls is None:  # (the server closed at the probe)
             raise TlsRefused("TLS refused: the server closed the connection at the AUTH_TLS probe", peer) from None
         raise
     finally:
         tcp.abort()
-        if sock is not None:
-            sock.close()
+        if tls is not None:
+            tls.close()
 
 
 def _why(e: BaseException, server_name: str) -> str:
-    """What an ssl failure inside trio's BrokenResourceError says, in one line."""
-    cause = e.__cause__ or e.__context__
-    if isinstance(cause, ssl.SSLCertVerificationError):
-        msg = cause.verify_message or str(cause)
+    """What an ssl failure says, in one line."""
+    if isinstance(e, ssl.SSLCertVerificationError):
+        msg = e.verify_message or str(e)
         if "mismatch" in msg:
             return f"the server's certificate is not valid for {server_name} ({msg})"
         return f"the server's certificate is not trusted ({msg})"
-    if isinstance(cause, ssl.SSLEOFError) or (isinstance(cause, ssl.SSLError) and "EOF" in (cause.reason or "")):
+    if isinstance(e, ssl.SSLEOFError) or (isinstance(e, ssl.SSLError) and "EOF" in (e.reason or "")):
         return "the server closed the connection during the handshake"
-    if isinstance(cause, ssl.SSLError):
-        reason = cause.reason or str(cause)
+    if isinstance(e, ssl.SSLError):
+        reason = e.reason or str(e)
         if "ALERT" in reason.upper():
             return f"the server refused the handshake ({reason.lower().replace('_', ' ')})"
         return reason.lower().replace("_", " ")
-    if isinstance(cause, OSError):
-        return cause.strerror or str(cause)
     return str(e) or "the connection was closed during the handshake"
+
+
+class TlsSocket:
+    """TLS on a non-blocking socket through memory BIOs: what is decrypted goes straight into the
+    buffer the caller names (``SSLObject.read`` into it), so a READ's data is not copied after it
+    is decrypted; what is sent is encrypted from the caller's buffers.
+
+    Everything that goes out (a record, or what TLS itself answers while reading, such as a key
+    update) leaves the outgoing BIO under one lock, so TLS records go out in the order they were
+    made."""
+
+    def __init__(self, sock: socket.socket, context: ssl.SSLContext, server_name: str) -> None:
+        sock.setblocking(False)
+        self.sock = sock
+        self.incoming = ssl.MemoryBIO()
+        self.outgoing = ssl.MemoryBIO()
+        self.obj = context.wrap_bio(self.incoming, self.outgoing, server_hostname=server_name)
+        self.send_lock = trio.Lock()
+        self.bytes_received = 0  # on the wire (TLS records)
+        self.bytes_sent = 0
+        self._closed = False
+
+    async def _send_out(self, deadline: float = math.inf) -> None:
+        """Send what the outgoing BIO holds (the caller holds ``send_lock``)."""
+        out = memoryview(self.outgoing.read())
+        while out.nbytes:
+            try:
+                n = self.sock.send(out)
+            except BlockingIOError:
+                with trio.move_on_at(deadline):
+                    await trio.lowlevel.wait_writable(self.sock)
+                    continue
+                raise trio.TooSlowError from None
+            self.bytes_sent += n
+            out = out[n:]
+
+    async def flush(self) -> None:
+        if self.outgoing.pending:
+            async with self.send_lock:
+                await self._send_out()
+
+    async def _fill(self) -> None:
+        """More of the peer's TLS records into the incoming BIO (its end, when the peer closed)."""
+        while True:
+            try:
+                data = self.sock.recv(RECEIVE_CHUNK)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(self.sock)
+                continue
+            if data:
+                self.bytes_received += len(data)
+                self.incoming.write(data)
+            else:
+                self.incoming.write_eof()
+            return
+
+    async def handshake(self) -> None:
+        while True:
+            try:
+                self.obj.do_handshake()
+            except ssl.SSLWantReadError:
+                await self.flush()
+                await self._fill()
+                continue
+            except ssl.SSLError:
+                with trio.move_on_after(1):
+                    await self.flush()  # (our alert, if any)
+                raise
+            break
+        await self.flush()
+
+    async def read_into(self, view: memoryview) -> int:
+        """Decrypt into ``view``: at least one byte, at most all of it; 0 at the peer's close_notify."""
+        while True:
+            try:
+                n = cast(int, self.obj.read(view.nbytes, view))  # (with a buffer: the count)
+            except ssl.SSLWantReadError:
+                await self.flush()
+                await self._fill()
+                continue
+            except ssl.SSLZeroReturnError:
+                return 0
+            if self.outgoing.pending:
+                await self.flush()
+            return n
+
+    async def write(self, pieces: list[memoryview | bytearray], deadline: float) -> None:
+        """Encrypt ``pieces`` (the caller holds ``send_lock``) and send them by ``deadline``
+        (trio.TooSlowError when it passes)."""
+        for piece in pieces:
+            self.obj.write(piece)
+        await self._send_out(deadline)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            trio.lowlevel.notify_closing(self.sock)
+            self.sock.close()
 
 
 class TlsTransport(Transport):
@@ -207,35 +306,39 @@ class TlsTransport(Transport):
 
     kind: ClassVar[str] = "tcp"  # (netid tcp: the same addresses and ports; the security is the connection's)
 
-    def __init__(self, stream: trio.SSLStream[trio.SocketStream], peer: str,
-                 max_record: int = DEFAULT_MAX_RECORD) -> None:
-        self.stream = stream
+    def __init__(self, tls: TlsSocket, peer: str, max_record: int = DEFAULT_MAX_RECORD) -> None:
+        self.tls = tls
         self.peer = peer
         self.max_record = max_record
-        self._send_lock = trio.Lock()
         self._closed = False
-        self._pending = memoryview(b"")  # decrypted bytes received ahead of the record asked for
+        self._stage = memoryview(bytearray(STAGE_READ))
+        self._staged = 0  # decrypted bytes received ahead into _stage, from _stage_at
+        self._stage_at = 0
+        self.pool = BufferPool()
         self._refused: TlsRefused | None = None  # the server's alert, once either side met it
         self.bytes_sent = 0
         self.bytes_received = 0
         self.bulk_bytes_sent = 0  # payload bytes encrypted from the caller's buffer, by reference
 
-    def _lost(self, e: trio.BrokenResourceError | trio.ClosedResourceError, what: str) -> TransportError:
-        """The error of a connection TLS broke. In TLS 1.3 a server checks our certificate after our
-        side of the handshake is done: its refusal comes as an alert in place of the first reply,
-        and whichever of sending and receiving meets it first, both report it."""
-        cause = e.__cause__
-        if self._refused is None and isinstance(cause, ssl.SSLError) and "ALERT" in (cause.reason or "").upper():
+    def _lost(self, e: BaseException, what: str) -> TransportError:
+        """The error of a connection TLS or the socket broke. In TLS 1.3 a server checks our
+        certificate after our side of the handshake is done: its refusal comes as an alert in place
+        of the first reply, and whichever of sending and receiving meets it first, both report it."""
+        if self._refused is None and isinstance(e, ssl.SSLError) and "ALERT" in (e.reason or "").upper():
             self._refused = TlsRefused(f"TLS handshake failed: {_why(e, '')}", self.peer)
         if self._refused is not None:
             return self._refused
         if isinstance(e, trio.ClosedResourceError):
             return ConnectionLost("connection closed", self.peer)
-        return ConnectionLost(f"{what} ({cause or 'broken'})", self.peer)
+        if isinstance(e, ssl.SSLEOFError):
+            return ConnectionLost("closed by the server", self.peer)
+        if isinstance(e, OSError) and e.strerror:
+            return ConnectionLost(f"{what} ({e.strerror})", self.peer)
+        return ConnectionLost(f"{what} ({e})", self.peer)
 
     @property
     def tls_version(self) -> str | None:
-        return self.stream.version()
+        return self.tls.obj.version()
 
     # -- sending --------------------------------------------------------------------------------------
     async def _send_record(self, msg: Packer, deadline: float = math.inf) -> None:
@@ -256,32 +359,29 @@ class TlsTransport(Transport):
                 pieces.append(seg)
         if small:
             pieces.append(small)
+        lock = self.tls.send_lock
         held = False
         with trio.move_on_at(deadline):
-            await self._send_lock.acquire()
+            await lock.acquire()
             held = True
         if not held:
             raise SendTimeout("no turn to send before the call's deadline", self.peer)
-        started = False
         try:
             if self._closed:
                 raise ConnectionLost("connection is closed", self.peer)
-            with trio.move_on_at(deadline) as sending:
-                for piece in pieces:
-                    started = True
-                    await self.stream.send_all(piece)
-            if sending.cancelled_caught:
+            try:
+                await self.tls.write(pieces, deadline)
+            except trio.TooSlowError:
                 self.abort()  # (a record left half sent breaks the stream's framing)
-                raise SendTimeout("the server stopped reading before the call's deadline", self.peer)
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as e:
-            self.abort()
-            raise self._lost(e, "connection lost while sending") from None
-        except BaseException:
-            if started:
+                raise SendTimeout("the server stopped reading before the call's deadline", self.peer) from None
+            except (ssl.SSLError, OSError, trio.ClosedResourceError) as e:
                 self.abort()
-            raise
+                raise self._lost(e, "connection lost while sending") from None
+            except BaseException:
+                self.abort()  # (cancelled: what was encrypted may be half sent)
+                raise
         finally:
-            self._send_lock.release()
+            lock.release()
         self.bytes_sent += total + 4
         self.bulk_bytes_sent += sum(seg.data.nbytes for seg in msg.bulk_segments)
 
@@ -294,51 +394,40 @@ class TlsTransport(Transport):
         await self._send_record(msg)
 
     # -- receiving ------------------------------------------------------------------------------------
-    async def _chunk(self, want: int, partial: bool) -> memoryview:
-        """The next decrypted bytes (at most ``want``; never none)."""
+    async def _read_into(self, view: memoryview, partial: bool) -> int:
         try:
-            data = await self.stream.receive_some(want)
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as e:
+            n = await self.tls.read_into(view)
+        except (ssl.SSLError, OSError, trio.ClosedResourceError) as e:
             raise self._lost(e, "connection lost") from None
-        if not data:
+        if n == 0:
             raise ConnectionLost("closed by the server" + (" in the middle of a record" if partial else ""),
                                  self.peer)
-        self.bytes_received += len(data)
-        return memoryview(data)
+        self.bytes_received += n
+        return n
 
-    async def _take(self, n: int, partial: bool) -> memoryview:
-        """The next ``n`` bytes of the stream: a view of what came already when it holds them all,
-        else a buffer of their own filled from TLS."""
-        pending = self._pending
-        if pending.nbytes >= n:
-            self._pending = pending[n:]
-            return pending[:n]
-        buf = memoryview(bytearray(n))
-        got = pending.nbytes
-        buf[:got] = pending
-        self._pending = memoryview(b"")
-        while got < n:
-            chunk = await self._chunk(n - got, partial or got > 0)
-            k = min(chunk.nbytes, n - got)
-            buf[got : got + k] = chunk[:k]
-            if k < chunk.nbytes:
-                self._pending = chunk[k:]
-            got += k
-        return buf
+    async def _stage_mark(self, partial: bool) -> int:
+        """The next record mark, from the staging buffer (filled by a read of up to STAGE_READ
+        decrypted bytes when it holds less than a mark)."""
+        stage, at, staged = self._stage, self._stage_at, self._staged
+        if staged < 4:
+            if staged:
+                stage[:staged] = stage[at : at + staged]
+            while staged < 4:
+                staged += await self._read_into(stage[staged:], partial or staged > 0)
+            at = 0
+        mark: int = _MARK.unpack_from(stage, at)[0]
+        self._stage_at, self._staged = at + 4, staged - 4
+        return mark
 
     async def receive(self) -> Unpacker:
+        # Each fragment is decrypted into a buffer of exactly its size; what came with its mark
+        # (the head of a large one, all of a small one) is copied there from the staging buffer.
         if self._closed:
             raise ConnectionLost("connection is closed", self.peer)
         frags: list[memoryview] = []
         total = 0
         while True:
-            if self._pending.nbytes < 4:
-                # (a small reply and its mark come in one TLS record: ask for more than the mark)
-                head = await self._chunk(RECEIVE_CHUNK, bool(frags) or self._pending.nbytes > 0)
-                self._pending = memoryview(bytes(self._pending) + bytes(head)) if self._pending.nbytes else head
-                continue
-            mark: int = _MARK.unpack_from(self._pending)[0]
-            self._pending = self._pending[4:]
+            mark = await self._stage_mark(bool(frags))
             n = mark & RM_LENGTH_MASK
             total += n
             if total > self.max_record:
@@ -346,7 +435,15 @@ class TlsTransport(Transport):
                     f"record of {total} bytes exceeds the limit of {self.max_record} (not an RPC server?)",
                     self.peer,
                 )
-            frags.append(await self._take(n, True))
+            frag = self.pool.get(n) if n >= POOL_MIN_FRAGMENT else memoryview(bytearray(n))
+            at, staged = self._stage_at, self._staged
+            got = min(n, staged)
+            if got:
+                frag[:got] = self._stage[at : at + got]
+                self._stage_at, self._staged = at + got, staged - got
+            while got < n:
+                got += await self._read_into(frag[got:], True)
+            frags.append(frag)
             if mark & RM_LAST_FRAGMENT:
                 break
         await trio.lowlevel.checkpoint()
@@ -365,10 +462,8 @@ class TlsTransport(Transport):
         """Close at once (no close_notify: the peer sees the TCP connection end)."""
         if not self._closed:
             self._closed = True
-            sock = self.stream.transport_stream.socket
-            trio.lowlevel.notify_closing(sock)
-            sock.close()
+            self.tls.close()
 
 
-__all__ = ["TLS_OPTIONS", "XPRTSEC_MODES", "TlsRefused", "TlsSetupError", "TlsTransport", "XprtSec", "XprtSecError",
-           "connect_tls"]
+__all__ = ["TLS_OPTIONS", "XPRTSEC_MODES", "TlsRefused", "TlsSetupError", "TlsSocket", "TlsTransport", "XprtSec",
+           "XprtSecError", "connect_tls"]
