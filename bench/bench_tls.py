@@ -14,11 +14,14 @@ each round; best and median of the rounds are reported.
 - read of it back into memory: ``File.pread_views(0, SIZE)``.
 
 Every write is checked on the server's disk and every read by its sha256 (outside the timings).
+The client's own CPU time per MiB (least of the rounds) says what TLS costs the client whatever the
+front and the server cost.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import subprocess
@@ -70,25 +73,26 @@ def start_front(target: str, certs: Path, mtls: bool) -> tuple[subprocess.Popen[
     return proc, int(line)
 
 
-async def one_round(url: str, mode: str, data: bytes, digest: str, local: Path) -> tuple[float, float]:
-    """Write and read back /f; (write seconds, read seconds)."""
+async def one_round(url: str, mode: str, data: bytes, digest: str, local: Path) -> tuple[float, float, float, float]:
+    """Write and read back /f; (write seconds, read seconds, and the client's CPU seconds for each)."""
     async with Client.connect(url) as nfs:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         async with await nfs.open("/f", "w") as f:
             await f.pwrite(0, data)
-        wrote = time.perf_counter() - t0
+        wrote, wrote_cpu = time.perf_counter() - t0, time.process_time() - c0
         check(f"{mode} write", sha256_file(local / "f"), digest)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         async with await nfs.open("/f", "r") as f:
             views, _eof = await f.pread_views(0, len(data))
-        read = time.perf_counter() - t0
+        read, read_cpu = time.perf_counter() - t0, time.process_time() - c0
         check(f"{mode} read", sha256_of(views), digest)
         await nfs.remove("/f")
-    return wrote, read
+    return wrote, read, wrote_cpu, read_cpu
 
 
-async def run(size: int, repeat: int) -> dict[str, tuple[Measurement, Measurement]]:
+async def run(size: int, repeat: int) -> tuple[dict[str, tuple[Measurement, Measurement]], dict[str, list[float]]]:
     results = {mode: (Measurement(), Measurement()) for mode in MODES}
+    cpu = {mode: [math.inf, math.inf] for mode in MODES}  # the client's least CPU ms per MiB: write, read
     data = make_data(size)
     digest = sha256_of([data])
     with tempfile.TemporaryDirectory(prefix="bench-tls-") as tmp, Ganesha(Path(tmp) / "ganesha") as server:
@@ -112,7 +116,9 @@ async def run(size: int, repeat: int) -> dict[str, tuple[Measurement, Measuremen
             for n in range(repeat):
                 order = MODES[n % len(MODES):] + MODES[: n % len(MODES)]  # who goes first rotates
                 for mode in order:
-                    wrote, read = await one_round(urls[mode], mode, data, digest, d.local)
+                    wrote, read, wrote_cpu, read_cpu = await one_round(urls[mode], mode, data, digest, d.local)
+                    mib = size / MIB
+                    cpu[mode] = [min(cpu[mode][0], wrote_cpu * 1000 / mib), min(cpu[mode][1], read_cpu * 1000 / mib)]
                     w, r = results[mode]
                     log(f"round {n + 1} {mode:6} write {w.add(size / 1e6, wrote):8.1f} MB/s  "
                         f"read {r.add(size / 1e6, read):8.1f} MB/s")
@@ -124,17 +130,18 @@ async def run(size: int, repeat: int) -> dict[str, tuple[Measurement, Measuremen
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-    return results
+    return results, cpu
 
 
-def table(results: dict[str, tuple[Measurement, Measurement]], size_mib: int) -> str:
+def table(results: dict[str, tuple[Measurement, Measurement]], cpu: dict[str, list[float]], size_mib: int) -> str:
     base_w, base_r = results["none"][0].best, results["none"][1].best
     lines = [("xprtsec", f"write {size_mib} MiB best (median)", f"read {size_mib} MiB best (median)",
-              "write/none", "read/none")]
+              "write/none", "read/none", "client CPU ms/MiB write, read")]
     for mode, (w, r) in results.items():
         lines.append((mode if mode != "direct" else "(no front)", f"{w.best:,.1f} ({w.median:,.1f}) MB/s",
                       f"{r.best:,.1f} ({r.median:,.1f}) MB/s",
-                      f"{w.best / base_w:.2f}x" if base_w else "-", f"{r.best / base_r:.2f}x" if base_r else "-"))
+                      f"{w.best / base_w:.2f}x" if base_w else "-", f"{r.best / base_r:.2f}x" if base_r else "-",
+                      f"{cpu[mode][0]:.2f}, {cpu[mode][1]:.2f}"))
     return align(lines)
 
 
@@ -151,8 +158,8 @@ def main(argv: list[str] | None = None) -> int:
         trio.run(serve_front, args.front, Path(args.certs), args.mtls)
         return 0
     steal = stolen()
-    results = trio.run(run, args.size_mib * MIB, args.repeat)
-    print(table(results, args.size_mib))
+    results, cpu = trio.run(run, args.size_mib * MIB, args.repeat)
+    print(table(results, cpu, args.size_mib))
     print(f"(CPU stolen by the hypervisor during the run: {stolen() - steal:.1f} s)")
     if args.json:
         import json
@@ -160,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"size_mib": args.size_mib, "repeat": args.repeat, "rows": [
             {"xprtsec": mode, "write_best": round(w.best, 1), "write_median": round(w.median, 1),
              "read_best": round(r.best, 1), "read_median": round(r.median, 1),
+             "client_cpu_ms_per_mib_write": round(cpu[mode][0], 3), "client_cpu_ms_per_mib_read": round(cpu[mode][1], 3),
              "write_samples": [round(s, 1) for s in w.samples], "read_samples": [round(s, 1) for s in r.samples]}
             for mode, (w, r) in results.items()]}, sort_keys=True))
     return 0
