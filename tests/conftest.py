@@ -15,6 +15,9 @@ on demand, and fault-injecting path proxies in front of a server.
 - Kerberos: ``kdc`` (session, an MIT KDC; KRB5_CONFIG names its realm for the run), ``krb5_ganesha``
   (session, an export taking krb5, krb5i and krb5p only), ``krb5_dir`` (a fresh directory in it) and
   ``krb5_user`` (a user of the test's own with a ticket; KRB5CCNAME names its cache).
+- RPC-with-TLS: ``tls_certs`` (session: a CA, server, client and rogue certificates made with openssl,
+  by name) and ``tls_front`` (``tls_front(target, **kwargs) -> RunningFront``: the testbed's TLS front
+  in a thread of its own, in front of ``target``; see tests/tls_support.py; stopped after the test).
 
 Tests using any of these get the ``ganesha`` marker automatically (``-m "not ganesha"`` leaves them out).
 """
@@ -31,10 +34,12 @@ from typing import Any
 import pytest
 import trio
 from krb5_support import KERBEROS_SECTYPES, KerberosUser
+from tls_support import RunningFront, start_front
 
 from pynfsrdma._testbed import Ganesha, ProxiedPaths, open_paths
 from pynfsrdma._testbed.ganesha import ExportPath
 from pynfsrdma._testbed.kdc import SERVER_HOST, Kdc
+from pynfsrdma._testbed.tls_front import make_certificates
 
 GANESHA_FIXTURES = frozenset({"ganesha", "export_path", "ganesha_factory", "proxied_paths", "krb5_ganesha", "krb5_dir"})
 
@@ -145,3 +150,22 @@ def krb5_user(kdc: Kdc, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Kerb
     ccache = kdc.kinit(name, password, tmp_path / "ccache")
     monkeypatch.setenv("KRB5CCNAME", ccache)
     return KerberosUser(kdc.principal(name), password, ccache)
+
+
+@pytest.fixture(scope="session")
+def tls_certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return make_certificates(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture
+def tls_front(tls_certs: dict[str, Path]) -> Iterator[Callable[..., RunningFront]]:
+    fronts: list[RunningFront] = []
+
+    def make(target: Any, **kwargs: Any) -> RunningFront:
+        front = start_front(target.host, target.port, tls_certs, **kwargs)
+        fronts.append(front)
+        return front
+
+    yield make
+    for front in fronts:
+        front.stop()

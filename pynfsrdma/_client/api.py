@@ -20,6 +20,7 @@ mode) raises ValueError, as Python's own files do.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import fcntl
 import fnmatch
@@ -50,7 +51,7 @@ from .locks import TO_EOF, LockConflict, LockDenied, LockLost, nfs_lock_type
 from .nfs4 import NFSv4, OpenFile
 from .open_file import FileWriter, ReadStream, Window, read_range
 from .security import FlavorChoice, credential, machine_credential, negotiate, parse_sec
-from .stack import start_stack
+from .stack import start_stack, xprtsec_of
 from .url import NfsURL, URLError, check_url_options, minor_version, parse_url, url_identity
 
 Progress = Callable[[int], None]
@@ -143,6 +144,10 @@ class Client:
         sec_path: str | None = None,
         ccache: str | None = None,
         keytab: str | None = None,
+        xprtsec: str | None = None,
+        truststore: str | None = None,
+        certificate: str | None = None,
+        private_key: str | None = None,
     ) -> AsyncIterator[Client]:
         """Connect, create a session, look up the export; on exit close the session cleanly.
 
@@ -157,6 +162,12 @@ class Client:
         names files in exports below it). ``keytab`` (or the URL's ``keytab=``): the lease and
         state operations go under Kerberos with this keytab's first key (by default
         /etc/krb5.keytab when readable and a Kerberos flavour is asked for; else AUTH_SYS).
+        ``xprtsec`` (or the URL's ``xprtsec=``): ``none``, ``tls`` or ``mtls``, as nfs(5): every
+        connection of the session goes under TLS (RPC-with-TLS, RFC 9289), the server's certificate
+        checked against ``truststore`` (a PEM file of CA certificates; by default the system's) for
+        the URL's host; under ``mtls`` with the client's ``certificate`` and ``private_key`` (PEM
+        files; tlshd.conf's names). A server that will not do TLS, or whose certificate fails the
+        check, is an error (EACCES) naming the server and what failed: never plain text.
         """
         if url is None:
             if host is None:
@@ -164,7 +175,12 @@ class Client:
             hostpart = f"[{host}]" if ":" in host else host
             url = f"nfs://{hostpart}{f':{port}' if port else ''}/{export.lstrip('/')}?proto={proto}"
         u = parse_url(url) if isinstance(url, str) else url
+        tls_args = {"xprtsec": xprtsec, "truststore": truststore, "certificate": certificate,
+                    "private_key": private_key}
+        if any(v is not None for v in tls_args.values()):
+            u = dataclasses.replace(u, options={**u.options, **{k: v for k, v in tls_args.items() if v is not None}})
         check_url_options(u)
+        xprtsec_of(u)  # (options that do not fit are refused before anything is sent)
         url_uid, url_gid = url_identity(u)
         uid = uid if uid is not None else url_uid if url_uid is not None else os.getuid()
         gid = gid if gid is not None else url_gid if url_gid is not None else os.getgid()

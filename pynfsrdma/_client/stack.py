@@ -11,17 +11,35 @@ from typing import Any
 
 import trio
 
+from .._proto.nfs4 import const as c
 from .._session.client_id import ClientID
 from .._session.path_set import Path
 from .._transport.base import Transport
 from .._transport.tcp import TcpTransport
+from .._transport.tls import TlsTransport, XprtSec, XprtSecError, connect_tls
 from .._trunking import Trunking, TrunkingOptions
 from .nfs4 import NFSv4
-from .url import NfsURL
+from .url import NfsURL, URLError
+
+
+def xprtsec_of(url: NfsURL) -> XprtSec:
+    """The transport security ``url``'s options ask for (``xprtsec=``, RFC 9289); URLError for
+    options that do not fit, and for TLS over RDMA (RPC-with-TLS is for stream transports)."""
+    try:
+        sec = XprtSec.from_options(url.options)
+    except XprtSecError as e:
+        raise URLError(str(e)) from None
+    if sec.on and url.proto == "rdma":
+        raise URLError(f"xprtsec={sec.mode} needs proto=tcp: RPC-with-TLS (RFC 9289) is for stream transports, "
+                       "not RDMA")
+    return sec
 
 
 async def connector_for(url: NfsURL, address: str, port: int, timeout: float) -> Callable[[], Any]:
-    """What connects to ``address``:``port`` the way ``url`` says (``proto=tcp|rdma``)."""
+    """What connects to ``address``:``port`` the way ``url`` says (``proto=tcp|rdma``, ``xprtsec=``):
+    under TLS, every connection, to every address, starts TLS and checks the certificate against
+    the name the URL gives (its host)."""
+    sec = xprtsec_of(url)
     if url.proto == "rdma":
         from .._transport.rdma import connect_rdma  # optional: pyverbs or the software provider
 
@@ -29,6 +47,15 @@ async def connector_for(url: NfsURL, address: str, port: int, timeout: float) ->
             return await connect_rdma(address, port, timeout=timeout, options=url.options)
 
         return rdma
+
+    if sec.on:
+        peer = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+        context = sec.context(peer)
+
+        async def tls() -> TlsTransport:
+            return await connect_tls(address, port, url.host, context, c.NFS4_PROGRAM, c.NFS_V4, timeout=timeout)
+
+        return tls
 
     async def tcp() -> Transport:
         return await TcpTransport.connect(address, port, timeout=timeout)
@@ -59,6 +86,7 @@ async def start_stack(
         default_port=url.port,
         rdma=url.proto == "rdma",
         transport_kind=url.proto,
+        own_kind_only=xprtsec_of(url).on,  # (no plain RDMA path beside TLS ones)
     )
     await trunking.start()
     return Stack(clientid, trunking, NFSv4(clientid))

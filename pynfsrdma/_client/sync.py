@@ -366,6 +366,10 @@ def connect(
     sec_path: str | None = None,
     ccache: str | None = None,
     keytab: str | None = None,
+    xprtsec: str | None = None,
+    truststore: str | None = None,
+    certificate: str | None = None,
+    private_key: str | None = None,
 ) -> SyncClient:
     """Connect to an NFSv4.1/4.2 export, blocking: ``with connect("nfs://host/export") as nfs: ...``.
 
@@ -373,11 +377,13 @@ def connect(
     ``host``/``port``/``export``/``proto``; the AUTH_SYS identity (default: the URL's ``uid=``/``gid=``,
     else the caller's own); ``timeout`` to connect; ``hard``, ``timeo`` (seconds) and ``retrans`` as
     nfs(5); the largest READ and WRITE; the security flavours (``sec``, ``sec_path``), the Kerberos ticket
-    cache and the machine's keytab (``ccache``, ``keytab``).
+    cache and the machine's keytab (``ccache``, ``keytab``); RPC-with-TLS (``xprtsec`` none, tls or
+    mtls; ``truststore``, ``certificate``, ``private_key``).
     """
     return SyncClient(url, host=host, port=port, export=export, proto=proto, uid=uid, gid=gid, groups=groups,
                       timeout=timeout, hard=hard, timeo=timeo, retrans=retrans, rsize=rsize, wsize=wsize,
-                      sec=sec, sec_path=sec_path, ccache=ccache, keytab=keytab)
+                      sec=sec, sec_path=sec_path, ccache=ccache, keytab=keytab,
+                      xprtsec=xprtsec, truststore=truststore, certificate=certificate, private_key=private_key)
 
 
 __all__ = ["RawFile", "SyncClient", "connect"]

@@ -14,11 +14,12 @@ PROTOCOLS = ("tcp", "rdma")
 # What a URL may say to the path API, the CLI and fsspec besides vers=, proto= and port= (a mount takes
 # every mount option in its URL too): the trunking and RPC-over-RDMA options, libnfs's uid=/gid=
 # (the AUTH_SYS identity to send), nfs(5)'s sec= (the security flavours to try) and keytab= (the
-# machine's Kerberos key for the lease and state operations).
+# machine's Kerberos key for the lease and state operations), and RPC-with-TLS's xprtsec= with the
+# files it uses (truststore=, certificate=, private_key=: _transport.tls).
 URL_OPTIONS = frozenset({
     "addrs", "nconnect", "max_connect", "trunkdiscovery", "notrunkdiscovery", "trunkinterval", "stalltimeo",
     "provider", "credits", "inline", "remote_invalidation", "private_data", "pinned",
-    "uid", "gid", "sec", "keytab",
+    "uid", "gid", "sec", "keytab", "xprtsec", "truststore", "certificate", "private_key",
 })
 
 

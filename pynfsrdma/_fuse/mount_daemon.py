@@ -114,7 +114,7 @@ def prepare(source: str, mountpoint: str, option_texts: Sequence[str] = ()) -> M
         k if v == "" else f"{k}={v.replace(',', '+') if k == 'addrs' else v}" for k, v in url.options.items()
     )
     opts = parse_options(url_opts, *texts)
-    url.options = dict(opts.rdma)  # what the transport reads (proto=rdma); the rest is ours
+    url.options = {**opts.rdma, **opts.tls}  # what the transport reads (proto=rdma, xprtsec=); the rest is ours
     mp = os.path.abspath(mountpoint)
     if not os.path.isdir(mp):
         reason = "Not a directory" if os.path.exists(mp) else "No such file or directory"

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field, fields
 
 from .._client.url import PROTOCOLS, SUPPORTED_VERSIONS
+from .._transport.tls import TLS_OPTIONS, XPRTSEC_MODES, XprtSec, XprtSecError
 from .channel import CHANNELS, DEFAULT_CHANNEL
 
 # nfs(5) defaults
@@ -134,6 +135,7 @@ class MountOptions:
     notes: list[str] = field(default_factory=list)  # one line each for options that mean nothing here
     rdma: dict[str, str] = field(default_factory=dict)  # RDMA_OPTIONS given, for the transport
     trunking: dict[str, str] = field(default_factory=dict)  # TRUNKING_OPTIONS/FLAGS given, URL style
+    tls: dict[str, str] = field(default_factory=dict)  # TLS_OPTIONS given (xprtsec=...), for the transport
 
     @property
     def negative_names(self) -> bool:
@@ -335,6 +337,10 @@ def parse_options(*texts: str | None, base: MountOptions | None = None) -> Mount
                 o.squash_uid = _int(k, v, 0, 0xFFFFFFFF)
             elif k == "squash_gid":
                 o.squash_gid = _int(k, v, 0, 0xFFFFFFFF)
+            elif k in TLS_OPTIONS:
+                if not v:
+                    raise OptionError(f"mount option {k} needs a value ({k}=...)")
+                o.tls[k] = v
             elif k in RDMA_OPTIONS:
                 if not v:
                     raise OptionError(f"mount option {k} needs a value ({k}=...)")
@@ -386,6 +392,14 @@ def parse_options(*texts: str | None, base: MountOptions | None = None) -> Mount
         o.squash_gid = o.squash_uid
     if o.squash_gid is not None and o.squash_uid is None:
         raise OptionError("squash_gid= needs squash_uid=")
+    if o.tls:
+        try:
+            xprtsec = XprtSec.from_options(o.tls)
+        except XprtSecError as e:
+            raise OptionError(f"mount option {e}") from None
+        if xprtsec.on and o.proto == "rdma":
+            raise OptionError(f"mount option xprtsec={xprtsec.mode} needs proto=tcp: RPC-with-TLS (RFC 9289) is "
+                              "for stream transports, not RDMA")
     if o.trunking:
         from .._trunking import TrunkingOptions
         from .._trunking.discovery import TrunkingOptionError
@@ -436,6 +450,7 @@ def option_list() -> list[str]:
             continue
         out.append(_syntax(f.name, str(f.type)))
         out += _ALSO.get(f.name, [])
+    out += [f"xprtsec={'|'.join(XPRTSEC_MODES)}"] + [f"{k}=FILE" for k in TLS_OPTIONS if k != "xprtsec"]
     out += [f"{k}=..." for k in (*RDMA_OPTIONS, *TRUNKING_OPTIONS)] + list(TRUNKING_FLAGS)
     out += [k for k in NOTED_OPTIONS if k not in out]  # (accepted, with a note where they mean nothing here)
     return out

@@ -1,4 +1,5 @@
-"""ONC RPC version 2 (RFC 5531): message header definitions, AUTH_NONE and AUTH_SYS.
+"""ONC RPC version 2 (RFC 5531): message header definitions, AUTH_NONE and AUTH_SYS, and the
+AUTH_TLS probe of RPC-with-TLS (RFC 9289).
 
 The call header is on every request's path, so it has a hand-written fast encoder beside the
 declarative types used for decoding calls (backchannel, test responders) and replies.
@@ -71,6 +72,7 @@ class auth_flavor(enum.IntEnum):
     AUTH_SHORT = 2
     AUTH_DH = 3
     RPCSEC_GSS = 6
+    AUTH_TLS = 7  # RFC 9289: a NULL call that asks the server to start TLS on this connection
 
 
 CALL: Final = msg_type.CALL
@@ -83,6 +85,7 @@ RPC_MISMATCH: Final = reject_stat.RPC_MISMATCH
 AUTH_ERROR: Final = reject_stat.AUTH_ERROR
 AUTH_NONE: Final = auth_flavor.AUTH_NONE
 AUTH_SYS: Final = auth_flavor.AUTH_SYS
+AUTH_TLS: Final = auth_flavor.AUTH_TLS
 
 
 @xdr_struct
@@ -230,3 +233,42 @@ def decode_call_body(u: Unpacker) -> call_body:
     """Decode a CALL's body (after xid and mtype); rpcvers is checked by the caller."""
     return call_body.XDR.unpack(u)
 
+
+
+# -- RPC-with-TLS (RFC 9289) -------------------------------------------------------------------------------
+NULLPROC: Final = 0
+STARTTLS: Final = b"STARTTLS"  # the body of the AUTH_NONE verifier a server that does TLS answers with
+TLS_ALPN: Final = "sunrpc"  # the ALPN identifier of the TLS session (RFC 9289 section 4.1)
+_AUTH_TLS_CRED: Final = opaque_auth.XDR.encode(opaque_auth(AUTH_TLS, b""))
+
+
+def pack_tls_probe(xid: int, prog: int, vers: int) -> bytes:
+    """The AUTH_TLS probe: a NULL call of ``prog``/``vers`` with an AUTH_TLS credential (empty body)
+    and an AUTH_NONE verifier (RFC 9289 section 4.1)."""
+    p = Packer()
+    pack_call_header(p, xid, prog, vers, NULLPROC, _AUTH_TLS_CRED)
+    return bytes(p.buf)
+
+
+def tls_probe_refusal(xid: int, reply: Unpacker) -> str | None:
+    """What the reply to the AUTH_TLS probe ``xid`` says: None when the server starts TLS (an
+    accepted SUCCESS whose verifier is AUTH_NONE with the body "STARTTLS"), else why not, in words.
+    XdrError when the reply is not an RPC reply."""
+    got = reply.uint32()
+    if got != xid or reply.uint32() != REPLY:
+        return "answered the AUTH_TLS probe with something that is not its reply"
+    h = unpack_reply_header(reply)
+    if h.accept != SUCCESS:
+        return describe(h)
+    if h.verf is None or h.verf.flavor != AUTH_NONE or h.verf.body != STARTTLS:
+        return "its reply has no STARTTLS verifier"
+    return None
+
+
+def pack_starttls_reply(p: Packer, xid: int) -> None:
+    """A server's yes to the AUTH_TLS probe (the testbed's TLS front answers with it)."""
+    p.uint32(xid)
+    p.uint32(REPLY)
+    p.uint32(MSG_ACCEPTED)
+    opaque_auth.XDR.pack(p, opaque_auth(AUTH_NONE, STARTTLS))
+    p.uint32(SUCCESS)

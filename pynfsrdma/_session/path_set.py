@@ -136,6 +136,7 @@ class Path:
         return {
             "address": self.address,
             "transport": self.transport_kind,
+            "tls": self.rpc.transport.tls_version if self.rpc is not None else None,  # (RPC-with-TLS)
             "state": self.state.value,
             "rank": self.rank,
             "order": self.order,

@@ -225,6 +225,11 @@ class Transport(abc.ABC):
         """Close the connection; pending ``receive`` calls raise :class:`ConnectionLost`."""
 
     @property
+    def tls_version(self) -> str | None:
+        """The TLS version the connection runs under (RPC-with-TLS), None for none."""
+        return None
+
+    @property
     def max_payload(self) -> int:
         """The largest message this transport carries (0 for no limit of its own)."""
         return 0

@@ -216,6 +216,17 @@ class TcpTransport(Transport):
         assert last is not None
         raise last
 
+    def detach(self) -> socket.socket:
+        """Give the connection's socket up (this transport is closed; the socket is not): RPC-with-TLS
+        starts TLS on it after the AUTH_TLS probe. ProtocolViolation if the peer sent more than
+        the records received so far (those bytes would be lost)."""
+        if self._closed or self._splices:
+            raise ConnectionLost("connection is closed", self.peer)
+        if self._staged:
+            raise ProtocolViolation(f"{self._staged} bytes came after the last record", self.peer)
+        self._closed = True
+        return self.sock
+
     # -- sending --------------------------------------------------------------------------------------
     async def _send_record(self, msg: Packer, deadline: float = math.inf) -> None:
         segs = msg.segments()

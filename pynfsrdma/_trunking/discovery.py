@@ -244,6 +244,7 @@ class Trunking:
         default_port: int,
         rdma: bool = False,
         transport_kind: str = "tcp",
+        own_kind_only: bool = False,
     ) -> None:
         self.client = client
         self.paths = client.paths
@@ -259,6 +260,8 @@ class Trunking:
         self._nursery = nursery
         self._last_discovery = -1e9
         self._factories: dict[str, ConnectorFactory | None] = {transport_kind: connector_for}
+        # (under RPC-with-TLS every connection is a TLS one: addresses of another transport are left out)
+        self.own_kind_only = own_kind_only
 
     # -- starting ---------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -306,6 +309,10 @@ class Trunking:
     def _factory(self, kind: str) -> ConnectorFactory | None:
         """Connectors for ``kind``; None when RDMA cannot be used on this machine (said once)."""
         if kind not in self._factories:
+            if self.own_kind_only:
+                log.info("%s trunking addresses are left out: every connection of this session is under TLS", kind)
+                self._factories[kind] = None
+                return None
             reason = rdma_unavailable(self.options.rdma_options) if kind == RDMA else None
             if reason is not None:
                 log.info("RDMA-flagged trunking addresses are left out: %s", reason)

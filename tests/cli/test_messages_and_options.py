@@ -112,6 +112,9 @@ def _documented_options() -> set[str]:
 
 
 SAMPLE = {"N": "4096", "FILE": "/etc/krb5.keytab"}
+# options taken only with another: what goes with each in the check below
+NEEDS = {"squash_gid": "squash_uid=1", "xprtsec=mtls": "certificate=/c.pem", "truststore": "xprtsec=tls",
+         "certificate": "xprtsec=mtls", "private_key": "xprtsec=mtls,certificate=/c.pem"}
 
 
 @pytest.mark.parametrize("cmd", [CLI, HELPER], ids=["pynfsrdma mount", "mount.pynfsrdma"])
@@ -139,4 +142,5 @@ def test_mount_help_lists_every_option_and_each_is_taken(cmd: list[str]) -> None
         values = [None] if not eq else [SAMPLE.get(value, "60")] if value.isupper() else value.split("|")
         for v in values:
             text = name if v is None else f"{name}={v}"
-            parse_options(f"squash_uid=1,{text}" if name == "squash_gid" else text)
+            need = NEEDS.get(text, NEEDS.get(name))
+            parse_options(f"{need},{text}" if need else text)
