@@ -77,6 +77,49 @@ def test_many_paths_at_once(fs: fsspec.AbstractFileSystem, export_path: ExportPa
     assert ops["REMOVE"] == 106 and rpcs < 40, (rpcs, ops)  # several REMOVEs of a directory to a COMPOUND
 
 
+def test_walk_lists_each_level_at_once(fs: fsspec.AbstractFileSystem, export_path: ExportPath) -> None:
+    root, local = export_path.remote, export_path.local
+    for i in range(4):
+        for j in range(3):
+            (local / "w" / f"a{i}" / f"b{j}").mkdir(parents=True)
+            (local / "w" / f"a{i}" / f"b{j}" / "f").write_bytes(b"x" * (i + j))
+        (local / "w" / f"a{i}" / "g").write_bytes(b"yy")
+    (local / "w" / "link").symlink_to("a0")
+    client = fs.client
+    fs.ls(f"{root}/w")  # (the top's handle known, as after any first call there)
+
+    walked, rpcs, ops = counted(client, lambda: list(fs.walk(f"{root}/w", detail=True)))
+    dirs_walked = [d for d, _, _ in walked]
+    assert sorted(dirs_walked) == sorted([f"{root}/w"] + [f"{root}/w/a{i}" for i in range(4)] +
+                                         [f"{root}/w/a{i}/b{j}" for i in range(4) for j in range(3)])
+    assert [d.count("/") for d in dirs_walked] == sorted(d.count("/") for d in dirs_walked)  # level by level
+    by_dir = {d: (dirs, files) for d, dirs, files in walked}
+    assert sorted(by_dir[f"{root}/w"][0]) == ["a0", "a1", "a2", "a3", "link"]  # the link is listed, not walked into
+    assert by_dir[f"{root}/w/a2/b1"][1]["f"]["size"] == 3
+    # each directory one READDIR; no GETATTR for an entry, only the link's target is looked up
+    assert ops["READDIR"] == 17 and ops.get("GETATTR", 0) == ops.get("LOOKUP", 0) <= 2, ops
+    assert rpcs <= 17 + 2 + AGED, (rpcs, ops)
+
+    # pruning the directories of one level prunes the next (topdown), and bottom-up comes deepest first
+    seen = []
+    for d, dirs, _ in fs.walk(f"{root}/w"):
+        seen.append(d)
+        if d == f"{root}/w":
+            dirs[:] = ["a1"]
+    assert sorted(seen) == sorted([f"{root}/w", f"{root}/w/a1"] + [f"{root}/w/a1/b{j}" for j in range(3)])
+    up = [d for d, _, _ in fs.walk(f"{root}/w", topdown=False, maxdepth=2)]
+    assert up[-1] == f"{root}/w" and sorted(up[:-1]) == [f"{root}/w/a{i}" for i in range(4)]
+    assert [w for w in fs.walk(f"{root}/w/a0/g")] == [(f"{root}/w/a0/g", [], [""])]  # a file, as fsspec's walk
+
+    # what the user sees of a directory that cannot be listed: nothing, their callable, or the error
+    assert list(fs.walk(f"{root}/nope")) == []
+    errors: list[OSError] = []
+    list(fs.walk(f"{root}/nope", on_error=errors.append))
+    assert isinstance(errors[0], FileNotFoundError)
+    with pytest.raises(FileNotFoundError, match="nope"):
+        list(fs.walk(f"{root}/nope", on_error="raise"))
+
+
 async def test_the_calls_are_in_flight_together(proxied_paths: Any, export_path: ExportPath) -> None:
     paths = await proxied_paths(count=1)
     paths[0].delay(30)  # every reply 30 ms late: calls sent one after another never overlap
