@@ -372,15 +372,16 @@ class Client:
         only a symbolic link's target is looked up)."""
         npath = self._norm(path)
         fh = await self._dir_fh(npath)
-        listing = await self.nfs.listdir(fh, self.cred, with_attrs=True, path=npath)
+        listing = await self.nfs.listdir_plus(fh, self.cred, path=npath)
         out = []
-        for e in listing:
-            attrs = e.attrs or FileAttrs()
-            child = posixpath.join(path, e.name)
-            if attrs.is_dir and e.fh:  # (a walk into it needs no LOOKUP: READDIR brought its handle)
-                self._dirs[posixpath.join(npath, e.name)] = e.fh
+        for raw, _, efh, listed in listing:
+            name = str(raw, "utf-8", "surrogateescape")
+            attrs = listed or FileAttrs()
+            child = posixpath.join(path, name)
+            if attrs.is_dir and efh:  # (a walk into it needs no LOOKUP: READDIR brought its handle)
+                self._dirs[posixpath.join(npath, name)] = bytes(efh)
             target = await self._target_or_none(child) if attrs.is_symlink else None
-            out.append(DirEntry(e.name, child, attrs, target))
+            out.append(DirEntry(name, child, attrs, target))
         return out
 
     async def listdir(self, path: str = "/") -> list[str]:

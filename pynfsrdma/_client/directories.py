@@ -87,6 +87,20 @@ class Directories(Compounds):
                 return out
             cookie = entries[-1].cookie
 
+    async def listdir_plus(self, fh: bytes, cred: Credential, path: str | None = None) -> list[ListedEntry]:
+        """All entries with their attributes, as :meth:`readdir_plus` lists them (decoded in place),
+        paging READDIR with cookie and verifier."""
+        out: list[ListedEntry] = []
+        cookie, verf = 0, bytes(VERIFIER_SIZE)
+        cookies = Cookies(self.client.server, path)
+        while True:
+            entries, verf, eof = await self.readdir_plus(fh, cred, cookie, verf, path=path)
+            cookies.check(e[1] for e in entries)
+            out.extend(entries)
+            if eof or not entries:
+                return out
+            cookie = entries[-1][1]
+
     async def create(
         self, dir_fh: bytes, name: str, ftype: int, cred: Credential, *, mode: int = 0o755,
         linkdata: bytes | None = None, rdev: tuple[int, int] = (0, 0), uid: int | None = None,
