@@ -47,7 +47,7 @@ from .._trunking import Trunking, TrunkingOptions
 from .attributes import FileAttrs, FsStat
 from .dir_entry import DirEntry
 from .locks import TO_EOF, LockConflict, LockDenied, LockLost, nfs_lock_type
-from .nfs4 import NFSv4, OpenFile
+from .nfs4 import ListedEntry, NFSv4, OpenFile
 from .open_file import FileWriter, ReadStream, Window, read_range
 from .security import FlavorChoice, credential, machine_credential, negotiate, parse_sec
 from .stack import start_stack
@@ -372,7 +372,11 @@ class Client:
         only a symbolic link's target is looked up)."""
         npath = self._norm(path)
         fh = await self._dir_fh(npath)
-        listing = await self.nfs.listdir_plus(fh, self.cred, path=npath)
+        return await self._entries(path, npath, await self.nfs.listdir_plus(fh, self.cred, path=npath))
+
+    async def _entries(self, path: str, npath: str, listing: list[ListedEntry]) -> list[DirEntry]:
+        """The entries of the directory ``path`` (``npath`` normalised) as READDIR listed them; the
+        handles of the directories in it are remembered, a symbolic link's target looked up."""
         out = []
         for raw, _, efh, listed in listing:
             name = str(raw, "utf-8", "surrogateescape")
@@ -883,9 +887,52 @@ class Client:
         return out
 
     async def scandir_many(self, paths: Sequence[str]) -> list[list[DirEntry] | Exception]:
-        """:meth:`scandir` of each path, all at once (as many in flight as the session's slots take):
-        the entries of each, or an error (OSError) in its place."""
-        return await self._each(paths, self.scandir)
+        """:meth:`scandir` of each path, all at once: the entries of each, or an error (OSError) in
+        its place. The first READDIRs of several directories go in one COMPOUND (a PUTFH and a
+        READDIR each), the COMPOUNDs in flight together; a directory larger than that first page
+        goes on alone."""
+        out: list[Any] = [None] * len(paths)
+        npaths: list[str] = [""] * len(paths)
+        for i, p in enumerate(paths):
+            try:
+                npaths[i] = self._norm(p)
+            except (OSError, ValueError) as e:
+                out[i] = e
+        todo = [i for i in range(len(paths)) if out[i] is None]
+        fhs = dict(zip(todo, await self._each([npaths[i] for i in todo], self._dir_fh), strict=True))
+        for i, fh in fhs.items():
+            if isinstance(fh, Exception):
+                out[i] = fh
+        todo = [i for i in todo if out[i] is None]
+        room = self.nfs.readdirs_per_compound()
+        chunks = [todo[k : k + room] for k in range(0, len(todo), room)]
+
+        async def list_chunk(idx: list[int]) -> None:
+            while len(idx) > 1:
+                pages, failed, error = await self.nfs.first_pages([fhs[i] for i in idx], self.cred,
+                                                                  [npaths[i] for i in idx])
+                if error is None:
+                    for i, page in zip(idx, pages, strict=True):
+                        try:
+                            listing = await self.nfs.listdir_plus(fhs[i], self.cred, path=npaths[i], first=page)
+                            out[i] = await self._entries(paths[i], npaths[i], listing)
+                        except OSError as e:
+                            out[i] = e
+                    return
+                out[idx[failed]] = error
+                idx = idx[:failed] + idx[failed + 1 :]
+            for i in idx:  # (one directory: its pages as scandir asks them)
+                try:
+                    listing = await self.nfs.listdir_plus(fhs[i], self.cred, path=npaths[i])
+                    out[i] = await self._entries(paths[i], npaths[i], listing)
+                except OSError as e:
+                    out[i] = e
+
+        for idx, r in zip(chunks, await self._each(chunks, list_chunk), strict=True):
+            if isinstance(r, Exception):
+                for i in idx:
+                    out[i] = out[i] or r
+        return out
 
     async def copy_file(self, src: str, dst: str, perm: int = 0o644, progress: Progress | None = None) -> int:
         """Copy the file ``src`` to ``dst`` (created or truncated) on this server; returns the bytes

@@ -1,8 +1,8 @@
 """Several operations of one kind in one COMPOUND, for callers with many small things to do at once
-(fsspec's ``cat_ranges``, ``rm`` of a tree): READs of one file (PUTFH, then a READ per range, with
-the anonymous stateid) and REMOVEs in one directory (PUTFH, then a REMOVE per name). A COMPOUND holds
-as many as the session's ca_maxoperations allows, and READs no more data than one reply carries
-(maxread)."""
+(fsspec's ``cat_ranges``, ``rm`` of a tree, ``walk``): READs of one file (PUTFH, then a READ per
+range, with the anonymous stateid), REMOVEs in one directory (PUTFH, then a REMOVE per name), and the
+first READDIR of several directories (PUTFH and READDIR for each). A COMPOUND holds as many as the
+session's ca_maxoperations allows, and READs no more data than one reply carries (maxread)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,15 @@ from typing import Any
 from .._errors import NFS4Error, ReplyError
 from .._proto.nfs4 import const as c
 from .._proto.nfs4.compound import ResOp, results_of
-from .._proto.nfs4.types import PUTFH4args, READ4args, REMOVE4args
+from .._proto.nfs4.types import PUTFH4args, READ4args, READDIR4args, REMOVE4args
 from .._rpc.auth import Credential
 from .._transport.base import ReplyHints
-from .compounds import NO_HINTS, Compounds
+from .compounds import NO_HINTS, VERIFIER_SIZE, Compounds
+from .directories import READDIR_BITMAP, ListedEntry, listed_page
 from .open_state import ANONYMOUS_STATEID
 
 READ_RESULT_ROOM = 16  # what a READ's result takes in a reply besides its data (status, eof, length)
+FIRST_PAGE = 16 * 1024  # a batched READDIR's reply at most: a small directory whole (a large one goes on alone)
 
 
 class Batched(Compounds):
@@ -73,3 +75,34 @@ class Batched(Compounds):
             raise NFS4Error(res.status, res.resarray[-1].opnum if res.resarray else None,
                             paths[0] if paths else None)
         return removed, NFS4Error(res.status, c.OP_REMOVE, paths[removed])
+
+    def readdirs_per_compound(self) -> int:
+        """Directories a COMPOUND of first READDIRs holds (a PUTFH and a READDIR each, after the
+        SEQUENCE), no more than one reply carries."""
+        session = self.client.session
+        ops = session.max_operations if session is not None else 3
+        room = session.max_response_size // (FIRST_PAGE + 512) if session is not None else 1
+        return max(1, min((ops - 1) // 2, room))
+
+    async def first_pages(self, fhs: Sequence[bytes], cred: Credential, paths: Sequence[str]
+                          ) -> tuple[list[tuple[list[ListedEntry], bytes, bool]], int, NFS4Error | None]:
+        """The first READDIR page of each directory in ``fhs`` (at most :meth:`readdirs_per_compound`)
+        in one COMPOUND, in order, as :meth:`readdir_plus` gives them (entries, verifier, eof); or, when
+        one failed (the server stops there), no page, its index and its error (those before it go
+        again). ``paths``: the directories' paths, for the error."""
+        ops: list[Any] = []
+        for fh in fhs:
+            ops += [PUTFH4args(fh), READDIR4args(0, bytes(VERIFIER_SIZE), FIRST_PAGE, FIRST_PAGE, READDIR_BITMAP)]
+        pages: list[tuple[list[ListedEntry], bytes, bool]] = []
+
+        def check(res: list[ResOp]) -> None:
+            pages[:] = [listed_page(r) for r in results_of(res, c.OP_READDIR)]
+
+        try:
+            res = await self.client.compound(ops, cred, ReplyHints(max_reply=FIRST_PAGE * len(fhs)), check=check)
+        except ReplyError as e:
+            raise e.located(None, paths[0] if paths else None) from None
+        if res.status == c.NFS4_OK:
+            return pages, 0, None
+        failed = min(sum(1 for r in res.resarray if r.opnum == c.OP_READDIR and r.status == c.NFS4_OK), len(fhs) - 1)
+        return [], failed, NFS4Error(res.status, res.resarray[-1].opnum if res.resarray else None, paths[failed])
