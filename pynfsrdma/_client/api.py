@@ -811,11 +811,11 @@ class Client:
         return out
 
     async def _read_spans_of(self, path: str, ranges: list[tuple[int, int]]) -> list[bytes | Exception]:
-        """Ranges (offset, count) of one file, several READs to a COMPOUND: the bytes of each."""
+        """Ranges (offset, count) of one file, several READs to a COMPOUND: the bytes of each. Each
+        COMPOUND finds the file by its name (PUTFH of the directory, LOOKUP, the READs), all in flight
+        together; a name that cannot be read so (a symbolic link ...) is looked up first, and its
+        file handle read."""
         nfs = self.nfs
-        fh, attrs = await self._resolve(path, follow=True)
-        if attrs.is_dir:
-            raise NFS4Error(c.NFS4ERR_ISDIR, c.OP_READ, path)
         pieces: list[tuple[int, int]] = []  # (offset, count): the ranges cut to maxread
         of_range: list[int] = []  # for each piece, its range
         for r, (offset, count) in enumerate(ranges):
@@ -824,15 +824,38 @@ class Client:
                 of_range.append(r)
         data: list[Any] = [b""] * len(pieces)
 
-        async def batch(which: list[int]) -> None:
-            got = await nfs.read_spans(fh, [pieces[k] for k in which], self.cred, path)
+        async def keep(which: list[int], got: list[tuple[memoryview, bool]]) -> None:
             for k, (view, eof) in zip(which, got, strict=True):
                 at, n = pieces[k]
                 data[k] = view
                 if view.nbytes < n and not eof:  # (short, not at the end: the server's limit)
                     data[k] = b"".join([view, await self.read_bytes(path, at + view.nbytes, n - view.nbytes)])
 
-        failed = [r for r in await self._each(nfs.read_batches(pieces), batch) if isinstance(r, Exception)]
+        npath = self._norm(path)
+        by_name = bool(pieces) and npath != "/" and not names_a_directory(path)
+        if by_name:
+            parent, name = self._split(npath)
+            dfh = await self._dir_fh(parent)
+
+            async def named(which: list[int]) -> None:
+                nonlocal by_name
+                got = await nfs.read_spans_named(dfh, name, [pieces[k] for k in which], self.cred, npath)
+                if got is None:
+                    by_name = False
+                else:
+                    await keep(which, got)
+
+            results = await self._each(nfs.read_batches(pieces, named=True), named)
+        if not by_name:  # (the longer way)
+            fh, attrs = await self._resolve(path, follow=True)
+            if attrs.is_dir:
+                raise NFS4Error(c.NFS4ERR_ISDIR, c.OP_READ, path)
+
+            async def of_fh(which: list[int]) -> None:
+                await keep(which, await nfs.read_spans(fh, [pieces[k] for k in which], self.cred, path))
+
+            results = await self._each(nfs.read_batches(pieces), of_fh)
+        failed = [r for r in results if isinstance(r, Exception)]
         if failed:
             raise failed[0]
         out: list[list[Any]] = [[] for _ in ranges]

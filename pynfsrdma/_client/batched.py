@@ -12,12 +12,13 @@ from typing import Any
 from .._errors import NFS4Error, ReplyError
 from .._proto.nfs4 import const as c
 from .._proto.nfs4.compound import ResOp, results_of
-from .._proto.nfs4.types import PUTFH4args, READ4args, READDIR4args, REMOVE4args
+from .._proto.nfs4.types import LOOKUP4args, PUTFH4args, READ4args, READDIR4args, REMOVE4args
 from .._rpc.auth import Credential
 from .._transport.base import ReplyHints
 from .compounds import NO_HINTS, VERIFIER_SIZE, Compounds
 from .directories import READDIR_BITMAP, ListedEntry, listed_page
 from .open_state import ANONYMOUS_STATEID
+from .whole_files import NOT_BY_NAME
 
 READ_RESULT_ROOM = 16  # what a READ's result takes in a reply besides its data (status, eof, length)
 FIRST_PAGE = 16 * 1024  # a batched READDIR's reply at most: a small directory whole (a large one goes on alone)
@@ -31,10 +32,10 @@ class Batched(Compounds):
         session = self.client.session
         return max(1, (session.max_operations if session is not None else 3) - 2)
 
-    def read_batches(self, spans: Sequence[tuple[int, int]]) -> list[list[int]]:
+    def read_batches(self, spans: Sequence[tuple[int, int]], named: bool = False) -> list[list[int]]:
         """``spans`` (offset, count, each at most maxread) as COMPOUNDs' worth of READs: the indexes
-        of the spans each takes, in order."""
-        room = self.per_compound()
+        of the spans each takes, in order (``named``: with room for a LOOKUP, :meth:`read_spans_named`)."""
+        room = max(1, self.per_compound() - named)
         out: list[list[int]] = []
         size = 0
         for i, (_, n) in enumerate(spans):
@@ -56,6 +57,26 @@ class Batched(Compounds):
             got[:] = [[(r.data, bool(r.eof)) for r in results_of(res, c.OP_READ)]]
 
         await self.run(ops, cred, ReplyHints(ddp_sizes=[n for _, n in spans]), path=path, check=check)
+        return got[0]
+
+    async def read_spans_named(self, dir_fh: bytes, name: str, spans: Sequence[tuple[int, int]], cred: Credential,
+                               path: str | None = None) -> list[tuple[memoryview, bool]] | None:
+        """As :meth:`read_spans`, the file found by ``name`` in ``dir_fh`` by the same COMPOUND (PUTFH,
+        LOOKUP, the READs): no round trip of its own for the file handle. None when the name cannot
+        be read so (a symbolic link, a server that wants an open: :data:`.whole_files.NOT_BY_NAME`)."""
+        ops: list[Any] = [PUTFH4args(dir_fh), LOOKUP4args(name),
+                          *(READ4args(ANONYMOUS_STATEID, o, n) for o, n in spans)]
+        got: list[list[tuple[memoryview, bool]]] = []
+
+        def check(res: list[ResOp]) -> None:
+            got[:] = [[(r.data, bool(r.eof)) for r in results_of(res, c.OP_READ)]]
+
+        try:
+            await self.run(ops, cred, ReplyHints(ddp_sizes=[n for _, n in spans]), path=path, check=check)
+        except NFS4Error as e:
+            if e.op == c.OP_READ and e.status in NOT_BY_NAME:
+                return None
+            raise
         return got[0]
 
     async def remove_names(self, dir_fh: bytes, names: Sequence[str], cred: Credential,
