@@ -776,8 +776,8 @@ class Client:
     async def read_ranges(self, ranges: Sequence[tuple[str, int, int | None]]) -> list[bytes | Exception]:
         """The bytes of each (path, offset, count) (count None: to the end), in order: an error (an
         OSError) in the place of a range that could not be read. All at once: a file with one
-        range is :meth:`read_bytes`' one COMPOUND; a file with several is looked up once and its
-        ranges go several READs to a COMPOUND, the COMPOUNDs in flight together."""
+        range is :meth:`read_bytes`' one COMPOUND; a file with several has its ranges go several
+        READs to a COMPOUND, each COMPOUND finding the file by name, the COMPOUNDs in flight together."""
         out: list[bytes | Exception] = [b""] * len(ranges)
         by_path: dict[str, list[int]] = {}
         for i, (path, _, _) in enumerate(ranges):
