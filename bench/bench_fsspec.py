@@ -14,6 +14,7 @@ above 1 means ours is faster) and the RPCs each of our calls sent (our client's 
 - ``cat_file(path, start, end)``: N ranges of 4 KiB of one file, one call each;
 - ``cat_ranges``: the same N ranges in one call (how pyarrow and fsspec's parquet reader fetch);
 - ``rm(recursive=True)`` of a directory of N files (made before the timing);
+- ``walk``, ``find`` and ``du`` of a tree of N small files in N/10 directories (made before the timing);
 - ``pipe_file`` and ``cat_file`` of one BIG MiB file.
 
 Everything read is compared with what was written, and what was written is read back.
@@ -125,6 +126,8 @@ class Bench:
         self.ends = [s + RANGE for s in self.starts]
         self.big = os.urandom(args.big_mib * MIB)
         n = args.files
+        self.tree_dirs = max(1, n // 10)
+        self.tree = {f"d{i % self.tree_dirs:03d}/{name}": data for i, (name, data) in enumerate(self.small.items())}
         self.rows = [
             Row(f"pipe_file x {n} small files", n),
             Row(f"info x {n}", n),
@@ -132,6 +135,9 @@ class Bench:
             Row(f"cat_file(start, end) x {n} ranges of 4 KiB", n),
             Row(f"cat_ranges, the same {n} ranges in one call", 1),
             Row(f"rm(recursive=True) of {n} files", 1),
+            Row(f"walk of {self.tree_dirs} directories, {n} files", 1),
+            Row(f"find of {self.tree_dirs} directories, {n} files", 1),
+            Row(f"du of {self.tree_dirs} directories, {n} files", 1),
             Row(f"pipe_file of {args.big_mib} MiB", 1),
             Row(f"cat_file of {args.big_mib} MiB", 1),
         ]
@@ -140,6 +146,9 @@ class Bench:
         for side in self.sides:
             side.fs.makedirs(side.path("small"), exist_ok=True)
             side.fs.pipe_file(side.path("ranges"), self.ranges_data)
+            for d in range(self.tree_dirs):
+                side.fs.makedirs(side.path("walk", f"d{d:03d}"), exist_ok=True)
+            side.fs.pipe({side.path("walk", name): data for name, data in self.tree.items()})
         for rep in range(self.args.repeat):
             order = self.sides if rep % 2 == 0 else self.sides[::-1]
             for side in order:
@@ -185,6 +194,18 @@ class Bench:
         self.measure(next(rows), side, lambda: fs.rm(tree, recursive=True))
         if fs.exists(tree):
             raise IntegrityError(f"rm(recursive=True): {tree} is still there")
+        top = side.path("walk")
+        relative = sorted(self.tree)
+
+        def below(paths: Any) -> list[str]:  # (nfs4fs names them from its root, we from the server's)
+            return sorted(str(p).rstrip("/").split("/walk/", 1)[-1] for p in paths)
+
+        walked = self.measure(next(rows), side, lambda: list(fs.walk(top)))
+        expect("walk", below(f"{d}/{f}" for d, _, files in walked for f in files), relative)
+        found = self.measure(next(rows), side, lambda: fs.find(top))
+        expect("find", below(found), relative)
+        total = self.measure(next(rows), side, lambda: fs.du(top))
+        expect("du", total, sum(len(v) for v in self.tree.values()))
         bpath = side.path("big")
         self.measure(next(rows), side, lambda: fs.pipe_file(bpath, self.big))
         got = self.measure(next(rows), side, lambda: fs.cat_file(bpath))

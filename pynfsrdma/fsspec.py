@@ -78,6 +78,14 @@ def _client_for(key: tuple[Any, ...], url: str, explicit_vers: bool, kwargs: dic
         return client
 
 
+def _listing_failed(error: OSError, on_error: Any) -> None:
+    """A directory of a walk could not be listed: raise, tell ``on_error``, or leave it out."""
+    if on_error == "raise":
+        raise error
+    if callable(on_error):
+        on_error(error)
+
+
 class StagingTransaction(Transaction):
     """fsspec's transaction, which its file system knows to be running (``in_transaction``): the
     files written meanwhile are staged (:class:`NFSFile`)."""
@@ -204,12 +212,75 @@ class NFSFileSystem(AbstractFileSystem):
             return self._details(name, e.stat(follow_symlinks=False))
 
     def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
+        """The entries of a directory (one READDIR, with their attributes), or a file's own."""
         given, path = path, self._strip_protocol(path)
-        if not self.client.isdir(path):
+        try:
+            entries = self.client.scandir(path)
+        except NotADirectoryError:
             info = self.info(given)
             return [info] if detail else [path]
-        names = [(posixpath.join(path, e.name), e) for e in self.client.scandir(path)]
+        names = [(posixpath.join(path, e.name), e) for e in entries]
         return [self._entry_details(n, e) for n, e in names] if detail else [n for n, _ in names]
+
+    def walk(self, path: str, maxdepth: int | None = None, topdown: bool = True, on_error: Any = "omit",
+             **kwargs: Any) -> Any:
+        """(path, dirs, files) for ``path`` and each directory below it, as fsspec's walk (with
+        ``detail`` dicts of names to info), the directories of each level listed all at once (as
+        many READDIRs in flight as the session's slots take; level by level, so a level's
+        directories come before the next level's). Topdown, pruning ``dirs`` in place prunes the
+        walk. A symbolic link to a directory is in ``dirs`` and not walked into (as os.walk).
+        ``on_error`` ("omit", "raise" or a callable given the OSError) applies at every level."""
+        if maxdepth is not None and maxdepth < 1:
+            raise ValueError("maxdepth must be at least 1")
+        path = self._strip_protocol(path)
+        detail = kwargs.pop("detail", False)
+        try:
+            top = self.ls(path, detail=True)
+        except OSError as e:
+            _listing_failed(e, on_error)
+            return
+        if len(top) == 1 and top[0]["name"] == path and top[0]["type"] != "directory":
+            yield path, ({} if detail else []), ({"": top[0]} if detail else [""])
+            return
+        level = [(path, top)]
+        depth = 1
+        below_up: list[tuple[str, Any, Any]] = []  # bottom-up: everything, yielded deepest level first
+        while level:
+            walked: list[tuple[str, Any, dict[str, str]]] = []
+            out: list[tuple[str, Any, Any]] = []
+            for d, listing in level:
+                dirs: dict[str, Any] = {}
+                files: dict[str, Any] = {}
+                into: dict[str, str] = {}
+                for info in listing:
+                    name = info["name"].rsplit("/", 1)[-1]
+                    if info["type"] == "directory":
+                        dirs[name] = info
+                        if not info["islink"]:
+                            into[name] = info["name"]
+                    else:
+                        files[name] = info
+                names = (dirs, files) if detail else (list(dirs), list(files))
+                out.append((d, *names))
+                walked.append((d, names[0], into))
+            if topdown:
+                yield from out
+            else:
+                below_up[:0] = out
+            depth += 1
+            if maxdepth is not None and depth > maxdepth:
+                break
+            nxt = [into[n] for _, kept, into in walked for n in kept if n in into]  # (what the caller kept)
+            level = []
+            for d, entries in zip(nxt, self.client.scandir_many(nxt) if nxt else [], strict=True):
+                if isinstance(entries, Exception):  # (gone or unreadable meanwhile)
+                    if not isinstance(entries, OSError):
+                        raise entries
+                    _listing_failed(entries, on_error)
+                    continue
+                level.append((d, [self._entry_details(posixpath.join(d, e.name), e) for e in entries]))
+        if not topdown:
+            yield from below_up
 
     def find(self, path: str, maxdepth: int | None = None, withdirs: bool = False, detail: bool = False,
              **kwargs: Any) -> Any:

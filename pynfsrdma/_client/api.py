@@ -48,7 +48,7 @@ from .._trunking import Trunking, TrunkingOptions
 from .attributes import FileAttrs, FsStat
 from .dir_entry import DirEntry
 from .locks import TO_EOF, LockConflict, LockDenied, LockLost, nfs_lock_type
-from .nfs4 import NFSv4, OpenFile
+from .nfs4 import ListedEntry, NFSv4, OpenFile
 from .open_file import FileWriter, ReadStream, Window, read_range
 from .security import FlavorChoice, credential, machine_credential, negotiate, parse_sec
 from .stack import start_stack, xprtsec_of
@@ -388,15 +388,20 @@ class Client:
         only a symbolic link's target is looked up)."""
         npath = self._norm(path)
         fh = await self._dir_fh(npath)
-        listing = await self.nfs.listdir(fh, self.cred, with_attrs=True, path=npath)
+        return await self._entries(path, npath, await self.nfs.listdir_plus(fh, self.cred, path=npath))
+
+    async def _entries(self, path: str, npath: str, listing: list[ListedEntry]) -> list[DirEntry]:
+        """The entries of the directory ``path`` (``npath`` normalised) as READDIR listed them; the
+        handles of the directories in it are remembered, a symbolic link's target looked up."""
         out = []
-        for e in listing:
-            attrs = e.attrs or FileAttrs()
-            child = posixpath.join(path, e.name)
-            if attrs.is_dir and e.fh:  # (a walk into it needs no LOOKUP: READDIR brought its handle)
-                self._dirs[posixpath.join(npath, e.name)] = e.fh
+        for raw, _, efh, listed in listing:
+            name = str(raw, "utf-8", "surrogateescape")
+            attrs = listed or FileAttrs()
+            child = posixpath.join(path, name)
+            if attrs.is_dir and efh:  # (a walk into it needs no LOOKUP: READDIR brought its handle)
+                self._dirs[posixpath.join(npath, name)] = bytes(efh)
             target = await self._target_or_none(child) if attrs.is_symlink else None
-            out.append(DirEntry(e.name, child, attrs, target))
+            out.append(DirEntry(name, child, attrs, target))
         return out
 
     async def listdir(self, path: str = "/") -> list[str]:
@@ -787,8 +792,8 @@ class Client:
     async def read_ranges(self, ranges: Sequence[tuple[str, int, int | None]]) -> list[bytes | Exception]:
         """The bytes of each (path, offset, count) (count None: to the end), in order: an error (an
         OSError) in the place of a range that could not be read. All at once: a file with one
-        range is :meth:`read_bytes`' one COMPOUND; a file with several is looked up once and its
-        ranges go several READs to a COMPOUND, the COMPOUNDs in flight together."""
+        range is :meth:`read_bytes`' one COMPOUND; a file with several has its ranges go several
+        READs to a COMPOUND, each COMPOUND finding the file by name, the COMPOUNDs in flight together."""
         out: list[bytes | Exception] = [b""] * len(ranges)
         by_path: dict[str, list[int]] = {}
         for i, (path, _, _) in enumerate(ranges):
@@ -822,11 +827,11 @@ class Client:
         return out
 
     async def _read_spans_of(self, path: str, ranges: list[tuple[int, int]]) -> list[bytes | Exception]:
-        """Ranges (offset, count) of one file, several READs to a COMPOUND: the bytes of each."""
+        """Ranges (offset, count) of one file, several READs to a COMPOUND: the bytes of each. Each
+        COMPOUND finds the file by its name (PUTFH of the directory, LOOKUP, the READs), all in flight
+        together; a name that cannot be read so (a symbolic link ...) is looked up first, and its
+        file handle read."""
         nfs = self.nfs
-        fh, attrs = await self._resolve(path, follow=True)
-        if attrs.is_dir:
-            raise NFS4Error(c.NFS4ERR_ISDIR, c.OP_READ, path)
         pieces: list[tuple[int, int]] = []  # (offset, count): the ranges cut to maxread
         of_range: list[int] = []  # for each piece, its range
         for r, (offset, count) in enumerate(ranges):
@@ -835,15 +840,38 @@ class Client:
                 of_range.append(r)
         data: list[Any] = [b""] * len(pieces)
 
-        async def batch(which: list[int]) -> None:
-            got = await nfs.read_spans(fh, [pieces[k] for k in which], self.cred, path)
+        async def keep(which: list[int], got: list[tuple[memoryview, bool]]) -> None:
             for k, (view, eof) in zip(which, got, strict=True):
                 at, n = pieces[k]
                 data[k] = view
                 if view.nbytes < n and not eof:  # (short, not at the end: the server's limit)
                     data[k] = b"".join([view, await self.read_bytes(path, at + view.nbytes, n - view.nbytes)])
 
-        failed = [r for r in await self._each(nfs.read_batches(pieces), batch) if isinstance(r, Exception)]
+        npath = self._norm(path)
+        by_name = bool(pieces) and npath != "/" and not names_a_directory(path)
+        if by_name:
+            parent, name = self._split(npath)
+            dfh = await self._dir_fh(parent)
+
+            async def named(which: list[int]) -> None:
+                nonlocal by_name
+                got = await nfs.read_spans_named(dfh, name, [pieces[k] for k in which], self.cred, npath)
+                if got is None:
+                    by_name = False
+                else:
+                    await keep(which, got)
+
+            results = await self._each(nfs.read_batches(pieces, named=True), named)
+        if not by_name:  # (the longer way)
+            fh, attrs = await self._resolve(path, follow=True)
+            if attrs.is_dir:
+                raise NFS4Error(c.NFS4ERR_ISDIR, c.OP_READ, path)
+
+            async def of_fh(which: list[int]) -> None:
+                await keep(which, await nfs.read_spans(fh, [pieces[k] for k in which], self.cred, path))
+
+            results = await self._each(nfs.read_batches(pieces), of_fh)
+        failed = [r for r in results if isinstance(r, Exception)]
         if failed:
             raise failed[0]
         out: list[list[Any]] = [[] for _ in ranges]
@@ -898,9 +926,52 @@ class Client:
         return out
 
     async def scandir_many(self, paths: Sequence[str]) -> list[list[DirEntry] | Exception]:
-        """:meth:`scandir` of each path, all at once (as many in flight as the session's slots take):
-        the entries of each, or an error (OSError) in its place."""
-        return await self._each(paths, self.scandir)
+        """:meth:`scandir` of each path, all at once: the entries of each, or an error (OSError) in
+        its place. The first READDIRs of several directories go in one COMPOUND (a PUTFH and a
+        READDIR each), the COMPOUNDs in flight together; a directory larger than that first page
+        goes on alone."""
+        out: list[Any] = [None] * len(paths)
+        npaths: list[str] = [""] * len(paths)
+        for i, p in enumerate(paths):
+            try:
+                npaths[i] = self._norm(p)
+            except (OSError, ValueError) as e:
+                out[i] = e
+        todo = [i for i in range(len(paths)) if out[i] is None]
+        fhs = dict(zip(todo, await self._each([npaths[i] for i in todo], self._dir_fh), strict=True))
+        for i, fh in fhs.items():
+            if isinstance(fh, Exception):
+                out[i] = fh
+        todo = [i for i in todo if out[i] is None]
+        room = self.nfs.readdirs_per_compound()
+        chunks = [todo[k : k + room] for k in range(0, len(todo), room)]
+
+        async def list_chunk(idx: list[int]) -> None:
+            while len(idx) > 1:
+                pages, failed, error = await self.nfs.first_pages([fhs[i] for i in idx], self.cred,
+                                                                  [npaths[i] for i in idx])
+                if error is None:
+                    for i, page in zip(idx, pages, strict=True):
+                        try:
+                            listing = await self.nfs.listdir_plus(fhs[i], self.cred, path=npaths[i], first=page)
+                            out[i] = await self._entries(paths[i], npaths[i], listing)
+                        except OSError as e:
+                            out[i] = e
+                    return
+                out[idx[failed]] = error
+                idx = idx[:failed] + idx[failed + 1 :]
+            for i in idx:  # (one directory: its pages as scandir asks them)
+                try:
+                    listing = await self.nfs.listdir_plus(fhs[i], self.cred, path=npaths[i])
+                    out[i] = await self._entries(paths[i], npaths[i], listing)
+                except OSError as e:
+                    out[i] = e
+
+        for idx, r in zip(chunks, await self._each(chunks, list_chunk), strict=True):
+            if isinstance(r, Exception):
+                for i in idx:
+                    out[i] = out[i] or r
+        return out
 
     async def copy_file(self, src: str, dst: str, perm: int = 0o644, progress: Progress | None = None) -> int:
         """Copy the file ``src`` to ``dst`` (created or truncated) on this server; returns the bytes

@@ -1,8 +1,8 @@
 """Several operations of one kind in one COMPOUND, for callers with many small things to do at once
-(fsspec's ``cat_ranges``, ``rm`` of a tree): READs of one file (PUTFH, then a READ per range, with
-the anonymous stateid) and REMOVEs in one directory (PUTFH, then a REMOVE per name). A COMPOUND holds
-as many as the session's ca_maxoperations allows, and READs no more data than one reply carries
-(maxread)."""
+(fsspec's ``cat_ranges``, ``rm`` of a tree, ``walk``): READs of one file (PUTFH, then a READ per
+range, with the anonymous stateid), REMOVEs in one directory (PUTFH, then a REMOVE per name), and the
+first READDIR of several directories (PUTFH and READDIR for each). A COMPOUND holds as many as the
+session's ca_maxoperations allows, and READs no more data than one reply carries (maxread)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,16 @@ from typing import Any
 from .._errors import NFS4Error, ReplyError
 from .._proto.nfs4 import const as c
 from .._proto.nfs4.compound import ResOp, results_of
-from .._proto.nfs4.types import PUTFH4args, READ4args, REMOVE4args
+from .._proto.nfs4.types import LOOKUP4args, PUTFH4args, READ4args, READDIR4args, REMOVE4args
 from .._rpc.auth import Credential
 from .._transport.base import ReplyHints
-from .compounds import NO_HINTS, Compounds
+from .compounds import NO_HINTS, VERIFIER_SIZE, Compounds
+from .directories import READDIR_BITMAP, ListedEntry, listed_page
 from .open_state import ANONYMOUS_STATEID
+from .whole_files import NOT_BY_NAME
 
 READ_RESULT_ROOM = 16  # what a READ's result takes in a reply besides its data (status, eof, length)
+FIRST_PAGE = 16 * 1024  # a batched READDIR's reply at most: a small directory whole (a large one goes on alone)
 
 
 class Batched(Compounds):
@@ -29,10 +32,10 @@ class Batched(Compounds):
         session = self.client.session
         return max(1, (session.max_operations if session is not None else 3) - 2)
 
-    def read_batches(self, spans: Sequence[tuple[int, int]]) -> list[list[int]]:
+    def read_batches(self, spans: Sequence[tuple[int, int]], named: bool = False) -> list[list[int]]:
         """``spans`` (offset, count, each at most maxread) as COMPOUNDs' worth of READs: the indexes
-        of the spans each takes, in order."""
-        room = self.per_compound()
+        of the spans each takes, in order (``named``: with room for a LOOKUP, :meth:`read_spans_named`)."""
+        room = max(1, self.per_compound() - named)
         out: list[list[int]] = []
         size = 0
         for i, (_, n) in enumerate(spans):
@@ -56,6 +59,26 @@ class Batched(Compounds):
         await self.run(ops, cred, ReplyHints(ddp_sizes=[n for _, n in spans]), path=path, check=check)
         return got[0]
 
+    async def read_spans_named(self, dir_fh: bytes, name: str, spans: Sequence[tuple[int, int]], cred: Credential,
+                               path: str | None = None) -> list[tuple[memoryview, bool]] | None:
+        """As :meth:`read_spans`, the file found by ``name`` in ``dir_fh`` by the same COMPOUND (PUTFH,
+        LOOKUP, the READs): no round trip of its own for the file handle. None when the name cannot
+        be read so (a symbolic link, a server that wants an open: :data:`.whole_files.NOT_BY_NAME`)."""
+        ops: list[Any] = [PUTFH4args(dir_fh), LOOKUP4args(name),
+                          *(READ4args(ANONYMOUS_STATEID, o, n) for o, n in spans)]
+        got: list[list[tuple[memoryview, bool]]] = []
+
+        def check(res: list[ResOp]) -> None:
+            got[:] = [[(r.data, bool(r.eof)) for r in results_of(res, c.OP_READ)]]
+
+        try:
+            await self.run(ops, cred, ReplyHints(ddp_sizes=[n for _, n in spans]), path=path, check=check)
+        except NFS4Error as e:
+            if e.op == c.OP_READ and e.status in NOT_BY_NAME:
+                return None
+            raise
+        return got[0]
+
     async def remove_names(self, dir_fh: bytes, names: Sequence[str], cred: Credential,
                            paths: Sequence[str]) -> tuple[int, NFS4Error | None]:
         """REMOVE ``names`` (at most :meth:`per_compound`) from ``dir_fh`` in one COMPOUND, in order:
@@ -73,3 +96,34 @@ class Batched(Compounds):
             raise NFS4Error(res.status, res.resarray[-1].opnum if res.resarray else None,
                             paths[0] if paths else None)
         return removed, NFS4Error(res.status, c.OP_REMOVE, paths[removed])
+
+    def readdirs_per_compound(self) -> int:
+        """Directories a COMPOUND of first READDIRs holds (a PUTFH and a READDIR each, after the
+        SEQUENCE), no more than one reply carries."""
+        session = self.client.session
+        ops = session.max_operations if session is not None else 3
+        room = session.max_response_size // (FIRST_PAGE + 512) if session is not None else 1
+        return max(1, min((ops - 1) // 2, room))
+
+    async def first_pages(self, fhs: Sequence[bytes], cred: Credential, paths: Sequence[str]
+                          ) -> tuple[list[tuple[list[ListedEntry], bytes, bool]], int, NFS4Error | None]:
+        """The first READDIR page of each directory in ``fhs`` (at most :meth:`readdirs_per_compound`)
+        in one COMPOUND, in order, as :meth:`readdir_plus` gives them (entries, verifier, eof); or, when
+        one failed (the server stops there), no page, its index and its error (those before it go
+        again). ``paths``: the directories' paths, for the error."""
+        ops: list[Any] = []
+        for fh in fhs:
+            ops += [PUTFH4args(fh), READDIR4args(0, bytes(VERIFIER_SIZE), FIRST_PAGE, FIRST_PAGE, READDIR_BITMAP)]
+        pages: list[tuple[list[ListedEntry], bytes, bool]] = []
+
+        def check(res: list[ResOp]) -> None:
+            pages[:] = [listed_page(r) for r in results_of(res, c.OP_READDIR)]
+
+        try:
+            res = await self.client.compound(ops, cred, ReplyHints(max_reply=FIRST_PAGE * len(fhs)), check=check)
+        except ReplyError as e:
+            raise e.located(None, paths[0] if paths else None) from None
+        if res.status == c.NFS4_OK:
+            return pages, 0, None
+        failed = min(sum(1 for r in res.resarray if r.opnum == c.OP_READDIR and r.status == c.NFS4_OK), len(fhs) - 1)
+        return [], failed, NFS4Error(res.status, res.resarray[-1].opnum if res.resarray else None, paths[failed])

@@ -55,7 +55,7 @@ class Directories(Compounds):
         maxcount: int = 64 * 1024, with_attrs: bool = True, path: str | None = None,
     ) -> tuple[list[DirEntry], bytes, bool]:
         """One READDIR: (entries, cookie verifier, eof)."""
-        bitmap = _READDIR_BITMAP if with_attrs else _READDIR_FH_ONLY
+        bitmap = READDIR_BITMAP if with_attrs else _READDIR_FH_ONLY
         from .._proto.nfs4.attrs import decode_fattr4
 
         def parse(res: list[ResOp]) -> tuple[list[DirEntry], bytes, bool]:
@@ -86,6 +86,29 @@ class Directories(Compounds):
             if eof or not entries:
                 return out
             cookie = entries[-1].cookie
+
+    async def listdir_plus(self, fh: bytes, cred: Credential, path: str | None = None,
+                           first: tuple[list[ListedEntry], bytes, bool] | None = None) -> list[ListedEntry]:
+        """All entries with their attributes, as :meth:`readdir_plus` lists them (decoded in place),
+        paging READDIR with cookie and verifier; ``first``: the first page, had already (the rest
+        follow it)."""
+        out: list[ListedEntry] = []
+        cookie, verf = 0, bytes(VERIFIER_SIZE)
+        cookies = Cookies(self.client.server, path)
+        if first is not None:
+            entries, verf, eof = first
+            cookies.check(e[1] for e in entries)
+            out.extend(entries)
+            if eof or not entries:
+                return out
+            cookie = entries[-1][1]
+        while True:
+            entries, verf, eof = await self.readdir_plus(fh, cred, cookie, verf, path=path)
+            cookies.check(e[1] for e in entries)
+            out.extend(entries)
+            if eof or not entries:
+                return out
+            cookie = entries[-1][1]
 
     async def create(
         self, dir_fh: bytes, name: str, ftype: int, cred: Credential, *, mode: int = 0o755,
@@ -175,23 +198,28 @@ class Directories(Compounds):
         attributes decoded straight into FileAttrs (None for an entry whose attributes the server could
         not get, an rdattr_error) from the reply's entries in place (no entry4 or fattr4 made)."""
         def parse(res: list[ResOp]) -> tuple[list[ListedEntry], bytes, bool]:
-            ok = result_of(res, c.OP_READDIR)
-            listed = cast(DirList, ok.reply.entries)  # (what DirEntries decodes)
-            b = listed.data
-            entries: list[ListedEntry] = []
-            append = entries.append
-            mask: list[int] | None = None
-            for ecookie, n, m, emask, a, z in listed.spans:
-                if emask is not mask:  # (one list for all the entries with the same mask, as a rule all)
-                    mask, dec = emask, entry_attrs_decoder_at(emask)
-                attrs, efh = dec(b, a, z)
-                append((b[n:m], ecookie, efh, attrs))
-            return entries, bytes(ok.cookieverf), bool(ok.reply.eof)
+            return listed_page(result_of(res, c.OP_READDIR))
 
         return await self.query(
-            [PUTFH4args(fh), READDIR4args(cookie, verifier, maxcount, maxcount, _READDIR_BITMAP)],
+            [PUTFH4args(fh), READDIR4args(cookie, verifier, maxcount, maxcount, READDIR_BITMAP)],
             cred, parse, ReplyHints(max_reply=maxcount), path=path,
         )
+
+
+def listed_page(ok: Any) -> tuple[list[ListedEntry], bytes, bool]:
+    """A READDIR result (READDIR4resok) as :meth:`Directories.readdir_plus` gives it: each entry a
+    :data:`ListedEntry`, its attributes decoded straight from the reply; the verifier; eof."""
+    listed = cast(DirList, ok.reply.entries)  # (what DirEntries decodes)
+    b = listed.data
+    entries: list[ListedEntry] = []
+    append = entries.append
+    mask: list[int] | None = None
+    for ecookie, n, m, emask, a, z in listed.spans:
+        if emask is not mask:  # (one list for all the entries with the same mask, as a rule all)
+            mask, dec = emask, entry_attrs_decoder_at(emask)
+        attrs, efh = dec(b, a, z)
+        append((b[n:m], ecookie, efh, attrs))
+    return entries, bytes(ok.cookieverf), bool(ok.reply.eof)
 
 
 def _readdir_bitmaps() -> tuple[list[int], list[int]]:
@@ -202,4 +230,4 @@ def _readdir_bitmaps() -> tuple[list[int], list[int]]:
             bitmap4_from((c.FATTR4_FILEHANDLE, c.FATTR4_TYPE)))
 
 
-_READDIR_BITMAP, _READDIR_FH_ONLY = _readdir_bitmaps()
+READDIR_BITMAP, _READDIR_FH_ONLY = _readdir_bitmaps()

@@ -318,7 +318,8 @@ class SyncClient:
         return self._run(self._loop.client.remove_many, paths)
 
     def scandir_many(self, paths: Sequence[str]) -> list[list[DirEntry] | Exception]:
-        """:meth:`scandir` of each path, all at once: the entries, or the error, for each."""
+        """:meth:`scandir` of each path, all at once (the first READDIRs of several directories in one
+        COMPOUND): the entries, or the error, for each."""
         return self._run(self._loop.client.scandir_many, paths)
 
     def copy_file(self, src: str, dst: str, perm: int = 0o644, progress: Progress | None = None) -> int:

@@ -28,6 +28,9 @@ def test_the_fsspec_bench_runs_and_counts_our_rpcs() -> None:
         "cat_file(start, end) x 20 ranges of 4 KiB",
         "cat_ranges, the same 20 ranges in one call",
         "rm(recursive=True) of 20 files",
+        "walk of 2 directories, 20 files",
+        "find of 2 directories, 20 files",
+        "du of 2 directories, 20 files",
         "pipe_file of 2 MiB",
         "cat_file of 2 MiB",
     ]
@@ -38,4 +41,6 @@ def test_the_fsspec_bench_runs_and_counts_our_rpcs() -> None:
                  "cat_file(start, end) x 20 ranges of 4 KiB"):
         assert rows[name]["ours_rpcs_per_call"] == 1, rows[name]
     assert rows["cat_ranges, the same 20 ranges in one call"]["ours_rpcs_per_call"] <= 3  # (a LOOKUP, 2 COMPOUNDs of READs)
+    for name in ("walk", "find", "du"):  # one READDIR a directory; find and du the top's attributes first
+        assert rows[f"{name} of 2 directories, 20 files"]["ours_rpcs_per_call"] <= 4, rows
     assert "ours speed / nfs4fs" in proc.stdout and "our RPCs/call" in proc.stdout

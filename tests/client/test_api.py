@@ -89,6 +89,43 @@ async def test_listdir_pages_through_a_large_directory(ganesha: Ganesha, export_
         assert all(e.is_file() and e.inode() and e.stat().st_size == 0 for e in entries)
 
 
+async def test_scandir_decodes_a_listing_in_place_with_what_stat_says(
+    ganesha: Ganesha, export_path: ExportPath, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """scandir decodes READDIR's entries straight from the reply, as the mount's listing does (the
+    generic attribute decoder, a dict per entry, is not called), and each entry's attributes are
+    what stat says: sizes, modes, owners, times, a name beyond ASCII, pages of READDIR."""
+    local = export_path.local / "many"
+    local.mkdir()
+    for i in range(700):
+        (local / f"f{i:04d}-{'y' * 30}").write_bytes(b"z" * (i % 13))
+        os.chmod(local / f"f{i:04d}-{'y' * 30}", 0o600 + (i % 8))
+    (local / "sub").mkdir()
+    (local / "café ✓").write_bytes(b"accent")
+    os.chown(local / "sub", 1234, 5678)
+    from pynfsrdma._proto.nfs4 import attrs as wire_attrs
+
+    generic = wire_attrs.decode_fattr4
+    calls = []
+
+    def counting(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return generic(*args, **kwargs)  # type: ignore[arg-type]
+
+    async with Client.connect(url_of(ganesha, export_path)) as nfs:
+        monkeypatch.setattr(wire_attrs, "decode_fattr4", counting)
+        entries = await nfs.scandir("/many")
+        assert calls == []
+        monkeypatch.setattr(wire_attrs, "decode_fattr4", generic)
+        assert len(entries) == 702 and "café ✓" in {e.name for e in entries}
+        for e in entries:
+            want = await nfs.lstat(f"/many/{e.name}")
+            got = e.stat()
+            assert (got.st_size, got.st_mode, got.st_uid, got.st_gid, got.st_ino, got.mtime_ns, got.change) == (
+                want.st_size, want.st_mode, want.st_uid, want.st_gid, want.st_ino, want.mtime_ns, want.change), e.name
+        assert {e.name: (e.stat().st_uid, e.stat().st_gid) for e in entries if e.is_dir()} == {"sub": (1234, 5678)}
+
+
 async def test_dangling_links_are_listed_and_removed_not_followed(
         ganesha: Ganesha, export_path: ExportPath) -> None:
     """A listing with links that lead nowhere (absent target, a component past NAME_MAX, a loop)

@@ -32,10 +32,18 @@ def test_cat_ranges_sends_a_files_ranges_several_reads_to_a_compound(
     ends = [s + 4096 for s in starts]
     client = fs.client
     per_compound = client.client.nfs.per_compound()
+    fs.info(f"{root}/columns.parquet")  # (the directory's handle known, as after any first call there)
     got, rpcs, ops = counted(client, lambda: fs.cat_ranges([f"{root}/columns.parquet"] * 300, starts, ends))
     assert got == [data[s:e] for s, e in zip(starts, ends, strict=True)]
     assert ops["READ"] == 300
-    assert rpcs <= 3 + -(-300 // per_compound), (rpcs, per_compound)  # (the file's LOOKUP, its directories')  # (a LOOKUP, and the directory's)
+    # each COMPOUND finds the file by its name itself (PUTFH of the directory, LOOKUP, READs): no
+    # round trip of its own for the file's handle
+    compounds = -(-300 // (per_compound - 1))
+    assert rpcs <= compounds + AGED and ops["LOOKUP"] == rpcs, (rpcs, per_compound, ops)
+    # a symbolic link to it is read the longer way: looked up (followed) first, then its handle read
+    (local / "link.parquet").symlink_to("columns.parquet")
+    got, rpcs, ops = counted(client, lambda: fs.cat_ranges([f"{root}/link.parquet"] * 300, starts, ends))
+    assert got == [data[s:e] for s, e in zip(starts, ends, strict=True)]
     # ranges of several files, some past the end, one from the end, one of a file not there
     (local / "other").write_bytes(b"0123456789")
     paths = [f"{root}/other", f"{root}/columns.parquet", f"{root}/nope", f"{root}/other", f"{root}/other"]
@@ -66,15 +74,84 @@ def test_many_paths_at_once(fs: fsspec.AbstractFileSystem, export_path: ExportPa
 
     found, rpcs, ops = counted(client, lambda: fs.find(f"{root}/t"))
     assert found == sorted(files)
-    assert ops["READDIR"] == 6 and rpcs <= 7 + AGED  # (the top's attributes, then one READDIR a directory)
+    # (the top's attributes, its READDIR, then the five directories' READDIRs in one COMPOUND)
+    assert ops["READDIR"] == 6 and rpcs <= 3 + AGED, (rpcs, ops)
 
     total, rpcs, ops = counted(client, lambda: fs.du(f"{root}/t"))
     assert total == sum(len(v) for v in files.values())
-    assert rpcs <= 7 + AGED and "READ" not in ops  # the listings' sizes: no GETATTR (nor OPEN) for each file
+    assert rpcs <= 3 + AGED and "READ" not in ops  # the listings' sizes: no GETATTR (nor OPEN) for each file
 
     _, rpcs, ops = counted(client, lambda: fs.rm(f"{root}/t", recursive=True))
     assert not (local / "t").exists()
     assert ops["REMOVE"] == 106 and rpcs < 40, (rpcs, ops)  # several REMOVEs of a directory to a COMPOUND
+
+
+def test_walk_lists_each_level_at_once(fs: fsspec.AbstractFileSystem, export_path: ExportPath) -> None:
+    root, local = export_path.remote, export_path.local
+    for i in range(4):
+        for j in range(3):
+            (local / "w" / f"a{i}" / f"b{j}").mkdir(parents=True)
+            (local / "w" / f"a{i}" / f"b{j}" / "f").write_bytes(b"x" * (i + j))
+        (local / "w" / f"a{i}" / "g").write_bytes(b"yy")
+    (local / "w" / "link").symlink_to("a0")
+    client = fs.client
+    fs.ls(f"{root}/w")  # (the top's handle known, as after any first call there)
+
+    walked, rpcs, ops = counted(client, lambda: list(fs.walk(f"{root}/w", detail=True)))
+    dirs_walked = [d for d, _, _ in walked]
+    assert sorted(dirs_walked) == sorted([f"{root}/w"] + [f"{root}/w/a{i}" for i in range(4)] +
+                                         [f"{root}/w/a{i}/b{j}" for i in range(4) for j in range(3)])
+    assert [d.count("/") for d in dirs_walked] == sorted(d.count("/") for d in dirs_walked)  # level by level
+    by_dir = {d: (dirs, files) for d, dirs, files in walked}
+    assert sorted(by_dir[f"{root}/w"][0]) == ["a0", "a1", "a2", "a3", "link"]  # the link is listed, not walked into
+    assert by_dir[f"{root}/w/a2/b1"][1]["f"]["size"] == 3
+    # each directory one READDIR, a level's several to a COMPOUND; no GETATTR for an entry, only the
+    # link's target is looked up
+    room = client.client.nfs.readdirs_per_compound()
+    assert ops["READDIR"] == 17 and ops.get("GETATTR", 0) == ops.get("LOOKUP", 0) <= 2, ops
+    assert rpcs <= 1 + -(-4 // room) + -(-12 // room) + 2 + AGED, (rpcs, room, ops)
+
+    # pruning the directories of one level prunes the next (topdown), and bottom-up comes deepest first
+    seen = []
+    for d, dirs, _ in fs.walk(f"{root}/w"):
+        seen.append(d)
+        if d == f"{root}/w":
+            dirs[:] = ["a1"]
+    assert sorted(seen) == sorted([f"{root}/w", f"{root}/w/a1"] + [f"{root}/w/a1/b{j}" for j in range(3)])
+    up = [d for d, _, _ in fs.walk(f"{root}/w", topdown=False, maxdepth=2)]
+    assert up[-1] == f"{root}/w" and sorted(up[:-1]) == [f"{root}/w/a{i}" for i in range(4)]
+    assert [w for w in fs.walk(f"{root}/w/a0/g")] == [(f"{root}/w/a0/g", [], [""])]  # a file, as fsspec's walk
+
+    # what the user sees of a directory that cannot be listed: nothing, their callable, or the error
+    assert list(fs.walk(f"{root}/nope")) == []
+    errors: list[OSError] = []
+    list(fs.walk(f"{root}/nope", on_error=errors.append))
+    assert isinstance(errors[0], FileNotFoundError)
+    with pytest.raises(FileNotFoundError, match="nope"):
+        list(fs.walk(f"{root}/nope", on_error="raise"))
+
+
+def test_a_directory_gone_from_a_batch_of_listings_has_its_error(
+    fs: fsspec.AbstractFileSystem, export_path: ExportPath
+) -> None:
+    root, local = export_path.remote, export_path.local
+    for d in range(5):
+        (local / "g" / f"d{d}").mkdir(parents=True)
+        for f in range(d + 1):
+            (local / "g" / f"d{d}" / f"f{f}").write_bytes(b"x" * f)
+    client = fs.client
+    fs.ls(f"{root}/g")  # (the directories' handles known: READDIR brought them)
+    for f in (local / "g" / "d2").iterdir():
+        f.unlink()
+    (local / "g" / "d2").rmdir()  # (gone after its handle was had: the server calls it stale)
+
+    got, rpcs, ops = counted(client, lambda: client.scandir_many([f"{root}/g/d{d}" for d in range(5)]))
+    assert isinstance(got[2], OSError) and "d2" in str(got[2])
+    for d in (0, 1, 3, 4):
+        assert sorted(e.name for e in got[d]) == [f"f{f}" for f in range(d + 1)], got[d]
+        assert {e.name: e.stat().st_size for e in got[d]} == {f"f{f}": f for f in range(d + 1)}
+    # one COMPOUND stopped at the stale directory; the others went again in a second one
+    assert rpcs <= 2 + AGED and ops["READDIR"] >= 4, (rpcs, ops)
 
 
 async def test_the_calls_are_in_flight_together(proxied_paths: Any, export_path: ExportPath) -> None:
