@@ -114,11 +114,17 @@ async def _recv_exactly(sock: trio.socket.SocketType, view: memoryview) -> None:
 
 
 async def _send_all(sock: trio.socket.SocketType, bufs: Sequence[Buffer]) -> None:
-    for b in bufs:
-        view = memoryview(b).cast("B")
-        while view.nbytes:
-            k = await sock.send(view)
-            view = view[k:]
+    """Send the buffers as they lie, gathered by ``sendmsg`` (a frame's header and its data in one
+    system call)."""
+    views = [v for v in (memoryview(b).cast("B") for b in bufs) if v.nbytes]
+    while views:
+        k = await sock.sendmsg(views)
+        while k:
+            if k >= views[0].nbytes:
+                k -= views.pop(0).nbytes
+            else:
+                views[0] = views[0][k:]
+                k = 0
 
 
 class SoftConnection(Connection):
