@@ -67,8 +67,9 @@ class _Source:
     def __del__(self) -> None:
         # the cache's references go with this object (however the cache ends: released, or the
         # connection dropped): the owner of a StableBuffer counts them no longer
-        if isinstance(self.obj, StableBuffer):
-            self.obj.cached_refs -= self.held
+        obj = self.obj
+        if type(obj) is not bytes:  # a StableBuffer (no global looked up: also at exit)
+            obj.cached_refs -= self.held  # type: ignore[union-attr]
 
     def referenced(self) -> bool:
         """Someone besides the cache (the caller) still holds the bytes."""
