@@ -8,11 +8,14 @@ loopback, forwarding to Ganesha over TCP), in this process or, with ``--responde
 of its own, as Ganesha is (the client and the responder then share no core's time). The same client API runs over both paths:
 ``proto=tcp`` straight to Ganesha, ``proto=rdma`` through the responder. Per run: a SIZE file
 written from memory (``File.pwrite`` + close) and read back (``File.pread_views``, zero copy), each
-checked by sha256 (the write on the server's disk, the read on what came back). Three paths, their
+checked by sha256 (the write on the server's disk, the read on what came back). Four paths, their
 runs taken in turn (one round of each, then the next round) so that a busy host slows them alike:
-``tcp``; ``rdma``, whose chunk memory stays registered and is reached through a memory window per
-call; and ``rdma-pinned0``, the same with ``pinned=0``: every chunk registered for its call, as
-before chunk memory was kept (the Sends come from registered buffers on both).
+``tcp``; ``tcp-hop``, TCP through the testbed's TCP proxy placed as the responder is (in this
+process, or with ``--responder-process`` in one of its own): the same extra hop for every byte
+without RPC-over-RDMA, so that RDMA / tcp-hop is what our RDMA code costs beyond the hop; ``rdma``,
+whose chunk memory stays registered and is reached through a memory window per call; and
+``rdma-pinned0``, the same with ``pinned=0``: every chunk registered for its call, as before chunk
+memory was kept (the Sends come from registered buffers on both).
 
 Reported: throughput best (median) per path, and for RDMA the operations per NFS call of each
 kind: RDMA Reads (WRITE data pulled from Read chunks), RDMA Writes (READ data placed in Write
@@ -32,6 +35,7 @@ import json
 import os
 import signal
 import statistics
+import subprocess
 import sys
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -41,6 +45,7 @@ import trio
 from pynfsrdma._client.api import Client
 from pynfsrdma._testbed import Ganesha
 from pynfsrdma._testbed.procs import wait_pid_gone
+from pynfsrdma._testbed.proxy import Proxy
 from pynfsrdma._testbed.rdma_responder import ConnectionStats, Responder, serve_rdma, start_responder_process
 from pynfsrdma._transport.rdma.provider import ProviderCounters
 from pynfsrdma._transport.rdma.soft import SoftProvider
@@ -176,11 +181,18 @@ def format_table(results: list[Result]) -> str:
 
 
 async def _measure(
-    args: argparse.Namespace, data: bytes, d: object, tcp_url: str, port: int, responder: Responder | None
+    args: argparse.Namespace,
+    data: bytes,
+    d: object,
+    tcp_url: str,
+    hop_port: int,
+    port: int,
+    responder: Responder | None,
 ) -> list[Result]:
     rdma_url = f"nfs://127.0.0.1:{port}{d.remote}?proto=rdma&provider=soft&inline={args.inline}"  # type: ignore[attr-defined]
     paths = [
         ("tcp", tcp_url, None),
+        ("tcp-hop", f"nfs://127.0.0.1:{hop_port}{d.remote}", None),  # type: ignore[attr-defined]
         ("rdma", rdma_url, responder),
         ("rdma-pinned0", rdma_url + "&pinned=0", responder),
     ]
@@ -205,17 +217,30 @@ async def main_async(args: argparse.Namespace) -> list[Result]:
             pid, port = start_responder_process(
                 server.host, server.port, credits=args.credits, inline_size=args.inline
             )
+            hop = subprocess.Popen(
+                [sys.executable, "-m", "pynfsrdma._testbed.proxy", "--listen", "127.0.0.1:0",
+                 "--target", f"{server.host}:{server.port}"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, start_new_session=True,
+            )  # fmt: skip
             try:
-                return await _measure(args, data, d, tcp_url, port, None)
+                assert hop.stdout is not None
+                ready = hop.stdout.readline().decode()  # "proxy 127.0.0.1:PORT -> ... ready"
+                hop_port = int(ready.split()[1].rsplit(":", 1)[1])
+                return await _measure(args, data, d, tcp_url, hop_port, port, None)
             finally:
-                os.kill(pid, signal.SIGTERM)
-                wait_pid_gone(pid, 10)
+                for p in (pid, hop.pid):
+                    os.kill(p, signal.SIGTERM)
+                    wait_pid_gone(p, 10)
+                hop.wait()
         async with trio.open_nursery() as nursery:
             responder = await serve_rdma(
                 nursery, SoftProvider(), "127.0.0.1", 0, server.host, server.port,
                 credits=args.credits, inline_size=args.inline,
             )  # fmt: skip
-            results = await _measure(args, data, d, tcp_url, responder.port, responder)
+            proxy = Proxy("127.0.0.1", 0, server.host, server.port)
+            await nursery.start(proxy.run)
+            results = await _measure(args, data, d, tcp_url, proxy.port, responder.port, responder)
+            proxy.stop()
             await responder.aclose()
             nursery.cancel_scope.cancel()
     return results
@@ -229,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--inline", type=int, default=4096)
     ap.add_argument(
         "--responder-process", action="store_true",
-        help="run the responder in a process of its own (as Ganesha is for TCP); its counts are then not shown",
+        help="run the responder (and tcp-hop's proxy) in a process of its own, as Ganesha is; the "
+        "responder's counts are then not shown",
     )  # fmt: skip
     ap.add_argument("--json", action="store_true", help="one JSON line instead of the table")
     args = ap.parse_args(argv)

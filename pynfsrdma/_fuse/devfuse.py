@@ -39,6 +39,7 @@ from typing import Any
 import trio
 
 from .._client import read_sink
+from .._client.write_buffers import StableBuffer
 from .._trio_compat import run_sync_abandoning
 from . import fusermount
 from .kernel import abi, notify, replies
@@ -69,19 +70,21 @@ SPLICE = hasattr(os, "splice") and os.environ.get("PYNFSRDMA_SPLICE", "1") != "0
 
 
 class RequestBuffer:
-    """One buffer requests are read into, and a view of it for decoding."""
+    """One buffer requests are read into, and a view of it for decoding. Its memory is a
+    :class:`StableBuffer`: an RPC-over-RDMA connection keeps it registered between calls, and a
+    WRITE's payload goes out from it through a memory window, with no registration of its own."""
 
     __slots__ = ("__weakref__", "data", "idle_refs", "view")
 
     def __init__(self, size: int) -> None:
-        self.data = bytearray(size)
+        self.data = StableBuffer(size)
         self.view = memoryview(self.data)
         self.idle_refs = sys.getrefcount(self.data)
 
     def referenced(self) -> bool:
         """Something besides this object (and its own view) holds the memory: a view of a WRITE's
-        payload that the operations kept."""
-        return sys.getrefcount(self.data) > self.idle_refs
+        payload that the operations kept (a transport's registration of it does not count)."""
+        return sys.getrefcount(self.data) - self.data.cached_refs > self.idle_refs
 
 
 class RequestBuffers:
@@ -270,8 +273,9 @@ class NativeChannel:
         self._stop()
 
     def counts(self) -> dict[str, int]:
-        """READ replies by how their data went (spliced from a pipe, or written from memory), and
-        WRITE data by how it reached the operations (in the request's buffer, or copied)."""
+        """READ replies by how their data went (spliced from a pipe, or written from memory), WRITE
+        data by how it reached the operations (in the request's buffer, or copied), and how many
+        request buffers were made."""
         pipes = self.pipes
         return {
             "read_replies_spliced": pipes.spliced if pipes else 0,
@@ -279,6 +283,7 @@ class NativeChannel:
             "read_bytes_written": self.bytes_written,
             "write_bytes_in_place": self.write_bytes_in_place,
             "write_bytes_copied": self.write_bytes_copied,
+            "request_buffers_allocated": self.buffers.allocated,
         }
 
     def close(self) -> None:

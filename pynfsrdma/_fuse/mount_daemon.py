@@ -371,9 +371,14 @@ def payload_counts(channel: Channel | None, cid: ClientID) -> dict[str, int]:
     from the pipe into FUSE (never in this process's memory), and bytes that passed through it; and
     how WRITE data went from the kernel to the socket (in the request's buffer, sent by reference)."""
     counts = {"transport_bytes_spliced": 0, "transport_bytes_staged": 0, "transport_splice_fallbacks": 0,
-              "transport_bulk_bytes_sent": 0}
+              "transport_bulk_bytes_sent": 0, "transport_memory_registrations": 0,
+              "transport_memory_windows_bound": 0, "transport_payload_bytes_copied": 0}
     for path in cid.paths.paths:
         t = getattr(path.rpc, "transport", None)
+        # (RPC-over-RDMA: registrations, windows, WRITE payload bytes copied on the way out)
+        counts["transport_memory_registrations"] += getattr(t, "memory_registrations", 0)
+        counts["transport_memory_windows_bound"] += getattr(t, "memory_windows_bound", 0)
+        counts["transport_payload_bytes_copied"] += getattr(t, "payload_bytes_copied", 0)
         counts["transport_bulk_bytes_sent"] += getattr(t, "bulk_bytes_sent", 0)
         counts["transport_bytes_spliced"] += getattr(t, "bytes_spliced", 0)
         counts["transport_bytes_staged"] += getattr(t, "bytes_staged_to_pipe", 0)

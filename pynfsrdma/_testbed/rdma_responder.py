@@ -85,6 +85,7 @@ log = logging.getLogger(__name__)
 DEFAULT_CREDITS: Final = 32
 DEFAULT_INLINE: Final = 4096
 BACKCHANNEL_RECEIVES: Final = 4  # receives posted beyond the credits, for backchannel replies
+MIN_SINK: Final = 4096  # the smallest RDMA Read sink kept
 READY_LINE: Final = "rdma-responder listening"
 
 _WORD: Final = struct.Struct(">I")
@@ -227,6 +228,10 @@ class ResponderConnection:
         self._pending: dict[int, _Pending] = {}
         self._scope = trio.CancelScope()
         self.closed = False
+        # memory registered once per connection, as a server keeps it: RDMA Read sinks by size
+        # class (a power of two) and send buffers of the negotiated send threshold
+        self._free_sinks: dict[int, list[MemoryRegion]] = {}
+        self._free_sends: list[MemoryRegion] = []
 
     @property
     def credits(self) -> int:
@@ -305,13 +310,27 @@ class ResponderConnection:
                     continue
             self._spawn(nursery, self._forward, call, is_reply)
 
+    def _take_sink(self, length: int) -> MemoryRegion:
+        size = max(MIN_SINK, 1 << (length - 1).bit_length())
+        free = self._free_sinks.get(size)
+        if free:
+            return free.pop()
+        return self.conn.register(bytearray(size), Access.LOCAL_WRITE)
+
+    def _give_sink(self, sink: MemoryRegion, ok: bool) -> None:
+        if ok and sink.valid:
+            self._free_sinks.setdefault(sink.length, []).append(sink)
+        else:  # an RDMA Read that failed may still be writing it: not used again
+            self.conn.deregister(sink)
+
     async def _forward(self, call: ReceivedCall, is_reply: bool) -> None:
         st = self.stats
         sinks: list[MemoryRegion] = []
+        ok = False
         try:
             pulled: list[memoryview] = []
             for chunk in call.reads:
-                sink = self.conn.register(bytearray(chunk.length), Access.LOCAL_WRITE)
+                sink = self._take_sink(chunk.length)
                 sinks.append(sink)
                 pos = 0
                 for seg in chunk.segments:
@@ -319,7 +338,8 @@ class ResponderConnection:
                     pos += seg.length
                     st.rdma_reads += 1
                     st.rdma_read_bytes += seg.length
-                pulled.append(sink.buffer)
+                pulled.append(sink.buffer[: chunk.length])
+            ok = True  # every RDMA Read completed: the device is done with the sinks
             st.read_chunks += len(call.reads)
             try:
                 message = assemble_call(call, pulled)
@@ -351,7 +371,7 @@ class ResponderConnection:
             await self.tcp.send_call(call.xid, _RawMessage(message))
         finally:
             for s in sinks:
-                self.conn.deregister(s)
+                self._give_sink(s, ok)
 
     # -- server -> requester --------------------------------------------------------------------
     async def _from_server(self, nursery: trio.Nursery) -> None:
@@ -407,7 +427,29 @@ class ResponderConnection:
         invalidate = choose_invalidation(enc.header) if self.remote_invalidation else None
         if invalidate is not None:
             st.sends_with_invalidate += 1
-        await self.conn.send([encode_rdma_msg(enc.header).getvalue(), *enc.inline], invalidate)
+        await self._send([encode_rdma_msg(enc.header).getvalue(), *enc.inline], invalidate)
+
+    async def _send(self, pieces: Sequence[Buffer], invalidate: int | None = None) -> None:
+        """Marshal the pieces into a send buffer registered once and Send it from there."""
+        region = (
+            self._free_sends.pop()
+            if self._free_sends
+            else self.conn.register(bytearray(self.thresholds.send), Access.LOCAL_WRITE)
+        )
+        sent = False
+        try:
+            buf, n = region.buffer, 0
+            for piece in pieces:
+                v = memoryview(piece).cast("B")
+                buf[n : n + v.nbytes] = v
+                n += v.nbytes
+            await self.conn.send_region(region, n, invalidate)
+            sent = True
+        finally:
+            if sent:
+                self._free_sends.append(region)
+            else:  # the device may still read it
+                self.conn.deregister(region)
 
     async def _relay_callback(self, xid: int, message: memoryview) -> None:
         hdr = encode_rdma_msg(make_msg(xid, self.credits, RDMA_MSG)).getvalue()
@@ -418,17 +460,13 @@ class ResponderConnection:
             return
         self.stats.callbacks_relayed += 1
         self.stats.sends += 1
-        await self.conn.send([hdr, message])
+        await self._send([hdr, message])
 
     async def _send_error(self, xid: int, err: int) -> None:
         self.stats.rdma_errors_sent += 1
         self.stats.sends += 1
-        await self.conn.send(
-            [
-                encode_rdma_msg(
-                    make_error(xid, self.credits, ERR_VERS if err == ERR_VERS else ERR_CHUNK)
-                ).getvalue()
-            ]
+        await self._send(
+            [encode_rdma_msg(make_error(xid, self.credits, ERR_VERS if err == ERR_VERS else ERR_CHUNK)).getvalue()]
         )
 
 

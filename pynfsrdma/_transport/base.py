@@ -83,6 +83,22 @@ class CallError:
     error: CallFailed
 
 
+class StableBuffer(bytearray):
+    """Memory for WRITE payloads that its owner keeps at one size for many calls (never resized):
+    the FUSE channel's request buffers. A transport may keep it registered between calls
+    (RPC-over-RDMA's chunk memory), which a plain ``bytearray`` never is: a registration holds an
+    export of the buffer, and a caller's bytearray must stay resizable.
+
+    ``cached_refs`` counts the references such a cache holds, so that the owner can tell whether
+    anyone else still holds a view of it (``sys.getrefcount(buf) - buf.cached_refs``)."""
+
+    __slots__ = ("cached_refs",)
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.cached_refs = 0
+
+
 class PayloadSink(abc.ABC):
     """Somewhere a reply's bulk payload can go without passing through this process's memory: a
     pipe, which the TCP transport fills by splice(2) straight from the socket. Whoever offers the

@@ -30,6 +30,7 @@ class PerCall:
     deregistrations: int
     bytes_copied: int
     binds: int
+    windows_allocated: int
     chunks: int  # Read chunk segments, Write chunks and Reply chunks offered
 
 
@@ -40,6 +41,7 @@ def _per_call(c0: ProviderCounters, c1: ProviderCounters, s0: RdmaStats, s1: Rdm
         deregistrations=c1.deregistrations - c0.deregistrations,
         bytes_copied=c1.bytes_copied - c0.bytes_copied,
         binds=c1.binds - c0.binds,
+        windows_allocated=c1.windows_allocated - c0.windows_allocated,
         chunks=(s1.read_chunk_segments + s1.write_chunks + s1.reply_chunks)
         - (s0.read_chunk_segments + s0.write_chunks + s0.reply_chunks),
     )
@@ -86,6 +88,9 @@ async def test_counters_follow_the_chunks_of_a_large_read_and_write(ganesha, exp
             assert what.bytes_copied == 0, what
         assert t.stats.payload_bytes_copied == 0
         assert t.conn.registrations == t.resting_registrations
+        # the windows come from a pool, bound again per call: never more of them than calls were
+        # in flight at once (one chunk each), however many calls there were
+        assert c2.windows_allocated <= t.gate.peak_in_flight < write.binds + read.binds
 
 
 async def test_sends_come_from_buffers_registered_once(ganesha, export_path):
@@ -147,8 +152,12 @@ async def test_the_cache_keeps_no_dropped_write_data_alive(ganesha, export_path)
         async with await nfs.open("/s", "w") as f:
             for i in range(6):
                 await f.pwrite(i * MiB, data_of(MiB, 20 + i))  # a new bytes object each time
-                # the ones dropped before this call were released: this one alone is cached
-                assert t.chunk_memory.pinned_sources == MiB
+                # (each is kept by the write gathering until a COMMIT covers it)
+                assert t.chunk_memory.pinned_sources <= (i + 1) * MiB
+        # the close's COMMIT let go of them all: the next call releases every one of them
+        async with await nfs.open("/t", "w") as f:
+            await f.pwrite(0, data_of(MiB, 30))
+            assert t.chunk_memory.pinned_sources == MiB
         assert (export_path.local / "s").read_bytes()[5 * MiB :] == data_of(MiB, 25)
 
 

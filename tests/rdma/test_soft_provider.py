@@ -243,3 +243,23 @@ async def test_a_window_reaches_its_bytes_only_and_only_until_invalidated():
         with pytest.raises(RemoteAccessError):
             await s.rdma_write([b"late"], w.handle, w.address)
         assert bytes(mem[:4]) == b"\0\0\0\0"
+
+
+async def test_a_released_window_is_bound_again_and_its_old_handle_is_refused():
+    """Type 2 windows from a pool: the window a released I/O had is bound for the next one with a
+    new key (the handle's low 8 bits); the handle the first I/O offered no longer reaches anything,
+    although the same window is bound over the same memory again."""
+    async with pair() as (c, s):
+        mem = bytearray(8192)
+        base = c.register(mem, Access.LOCAL_WRITE | Access.BIND)
+        first = c.bind(base, 0, 100, Access.REMOTE_WRITE)
+        await s.rdma_write([b"a" * 100], first.handle, first.address)
+        c.deregister(first)  # the I/O is over: the window goes back to the pool
+        again = c.bind(base, 0, 100, Access.REMOTE_WRITE)
+        assert again.handle >> 8 == first.handle >> 8 and again.handle != first.handle
+        assert c.counters.windows_allocated == 1 and c.counters.binds == 2
+        await s.rdma_write([b"b" * 100], again.handle, again.address)
+        assert mem[:100] == b"b" * 100
+        with pytest.raises(RemoteAccessError):
+            await s.rdma_write([b"late"], first.handle, first.address)
+        assert mem[:100] == b"b" * 100

@@ -352,6 +352,8 @@ async def client_roundtrip(url: str, label: str, expect: str) -> str:
         if h.hexdigest() != expect:
             raise RuntimeError("our client read back other data than it wrote")
         await trio.lowlevel.checkpoint()
+        path = nfs.clientid.paths.paths[0]  # (over RDMA: what the transfers cost the provider)
+        c = getattr(getattr(path.rpc.transport if path.rpc else None, "conn", None), "counters", None)
     # the kernel's own client reads the file our client wrote
     drop_caches()
     if file_digest(KMOUNT / name.lstrip("/")) != expect:
@@ -359,7 +361,12 @@ async def client_roundtrip(url: str, label: str, expect: str) -> str:
     (KMOUNT / name.lstrip("/")).unlink()
     FIGURES[f"{label} write MB/s"] = write
     FIGURES[f"{label} read MB/s"] = read
-    return f"write {write:.1f} MB/s, read {read:.1f} MB/s, sha256 checked by our client and the kernel client"
+    cost = (
+        f"; provider: {c.registrations} registrations, {c.binds} windows bound, {c.windows_allocated} allocated"
+        if c is not None
+        else ""
+    )
+    return f"write {write:.1f} MB/s, read {read:.1f} MB/s, sha256 checked by our client and the kernel client{cost}"
 
 
 async def client_api(url: str) -> str:

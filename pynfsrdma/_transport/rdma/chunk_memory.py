@@ -7,10 +7,13 @@ memory registered once, as Linux's xprtrdma does with FRWR (a pool of regions re
 
 * **Read chunks** (WRITE data): the caller's buffer is registered whole the first time a call
   names it and kept registered while the caller holds it (a cache keyed by the buffer object,
-  for immutable ``bytes`` only: a registration holds an export of the buffer, which would keep a
-  caller from resizing a ``bytearray``; an object only the cache still refers to is released at
-  the next call, so that the cache never keeps a caller's memory alive). Each call binds a
-  window over exactly the payload's bytes.
+  for immutable ``bytes`` and for :class:`~pynfsrdma._transport.base.StableBuffer`, the FUSE
+  channel's request buffers that WRITE payloads arrive in: a registration holds an export of the
+  buffer, which would keep a caller from resizing a plain ``bytearray``; an object only the cache
+  still refers to is released at the next call, so that the cache never keeps a caller's memory
+  alive). Each call binds a window over exactly the payload's bytes. A StableBuffer is told how
+  many references the cache holds (``cached_refs``), so that its owner still sees when the last
+  view of a payload is gone.
 * **Write chunks and the Reply chunk** (READ data, large replies): sinks (:class:`WriteChunkSink`)
   come from a pool of registered buffers, one size class per power of two. Each call binds a
   window over the bytes it offers. The caller gets a view made for it of the sink the data was
@@ -39,6 +42,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Final
 
+from ..base import StableBuffer
 from .provider import Access, Connection, MemoryRegion, buffer_address
 
 DEFAULT_PINNED_LIMIT: Final = 256 << 20
@@ -54,10 +58,18 @@ class WriteChunkSink(bytearray):
 
 @dataclass(slots=True, eq=False)
 class _Source:
-    obj: bytes
+    obj: bytes | StableBuffer
     region: MemoryRegion
     in_flight: int = 0
     idle_refs: int = 0
+    held: int = 0  # references the cache holds (the registration's and its own)
+
+    def __del__(self) -> None:
+        # the cache's references go with this object (however the cache ends: released, or the
+        # connection dropped): the owner of a StableBuffer counts them no longer
+        obj = self.obj
+        if type(obj) is not bytes:  # a StableBuffer (no global looked up: also at exit)
+            obj.cached_refs -= self.held  # type: ignore[union-attr]
 
     def referenced(self) -> bool:
         """Someone besides the cache (the caller) still holds the bytes."""
@@ -115,7 +127,7 @@ class ChunkMemory:
     def source(self, data: memoryview, lease: Lease) -> MemoryRegion:
         """A region the responder RDMA-Reads ``data`` from, held by ``lease``."""
         obj = data.obj
-        if not self.windows or type(obj) is not bytes or data.nbytes == 0:
+        if not self.windows or not (type(obj) is bytes or isinstance(obj, StableBuffer)) or data.nbytes == 0:
             return self._own(lease, data, Access.REMOTE_READ)
         self._sweep()
         src = self._sources.get(id(obj))
@@ -125,8 +137,11 @@ class ChunkMemory:
                 return self._own(lease, data, Access.REMOTE_READ)
             before = sys.getrefcount(obj)
             region = self.conn.register(obj, Access.BIND)
-            # idle: the references the registration took, the cache's own, getrefcount's argument
-            src = _Source(obj, region, idle_refs=sys.getrefcount(obj) - before + 2)
+            src = _Source(obj, region)
+            src.held = sys.getrefcount(obj) - before  # the registration's and the cache's
+            src.idle_refs = src.held + 1  # (and getrefcount's argument)
+            if isinstance(obj, StableBuffer):
+                obj.cached_refs += src.held
             self._sources[id(obj)] = src
             self.pinned += size
         self._sources.move_to_end(id(obj))
@@ -183,9 +198,12 @@ class ChunkMemory:
         """Release the sources their callers dropped: a cached registration must not keep a
         caller's memory alive once the caller is done with it."""
         for key in [k for k, s in self._sources.items() if not s.in_flight and not s.referenced()]:
-            src = self._sources.pop(key)
-            self.conn.deregister(src.region)
-            self.pinned -= len(src.obj)
+            self._drop_source(key)
+
+    def _drop_source(self, key: int) -> None:
+        src = self._sources.pop(key)
+        self.conn.deregister(src.region)
+        self.pinned -= len(src.obj)
 
     # -- the bound on what stays pinned ------------------------------------------------------------
     def _make_room(self, size: int) -> bool:
@@ -202,9 +220,7 @@ class ChunkMemory:
         for key in [k for k, s in self._sources.items() if not s.in_flight]:
             if self.pinned + size <= self.pinned_limit:
                 break
-            src = self._sources.pop(key)
-            self.conn.deregister(src.region)
-            self.pinned -= len(src.obj)
+            self._drop_source(key)
         return self.pinned + size <= self.pinned_limit
 
     # -- per call -------------------------------------------------------------------------------
@@ -230,6 +246,6 @@ class ChunkMemory:
             self.conn.invalidate(r)
 
 
-def _offset_in(view: memoryview, obj: bytes) -> int:
+def _offset_in(view: memoryview, obj: bytes | StableBuffer) -> int:
     """Where ``view`` (a contiguous view of ``obj``) starts in ``obj``."""
     return buffer_address(view) - buffer_address(memoryview(obj))

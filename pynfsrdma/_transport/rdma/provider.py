@@ -9,7 +9,10 @@ carrying private data: RFC 8797's message travels there). It offers:
   rights; :meth:`Connection.invalidate` (local invalidation) and :meth:`Connection.deregister`;
 * memory windows (``supports_windows``): :meth:`Connection.bind` gives a handle of its own over
   part of a registration, without registering anything, for one I/O: the peer reaches those bytes
-  only, and only until the window is invalidated (by the peer's Send With Invalidate or locally);
+  only, and only until the window is invalidated (by the peer's Send With Invalidate or locally).
+  Windows are type 2: one released goes back to the connection's pool and is bound again for a
+  later I/O with a new key in the low 8 bits of its handle, so the handle an earlier I/O offered
+  never reaches the memory of a later one;
 * two-sided operations: :meth:`Connection.post_recv` (a registered receive buffer),
   :meth:`Connection.receive` (the next Receive completion), :meth:`Connection.send_region` (a
   registered send buffer, the way RPC-over-RDMA sends) and :meth:`Connection.send` (buffers
@@ -106,6 +109,7 @@ class ProviderCounters:
     registrations: int = 0  # memory registrations made
     deregistrations: int = 0  # memory registrations released
     binds: int = 0  # memory windows bound over registered memory (no registration)
+    windows_allocated: int = 0  # memory windows allocated (a pool re-binds them: none after warm-up)
     bytes_copied: int = 0  # bytes copied by the provider in user space
     sends: int = 0  # Sends posted
 

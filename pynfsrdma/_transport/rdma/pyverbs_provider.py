@@ -38,7 +38,14 @@ response), and every region the peer may reach is a memory window bound over its
 by a Bind MW work request; its rkey is the handle, which a Send With Invalidate retires and
 local invalidation deallocates. :meth:`PyverbsConnection.bind` binds such a window over part of a
 region registered once (``supports_windows``), which is how RPC-over-RDMA reaches chunk memory
-without a registration per call (:mod:`.chunk_memory`). The provider then advertises it (``supports_remote_invalidation``
+without a registration per call (:mod:`.chunk_memory`). A window the peer's Send With Invalidate
+retired is free (a type 2 window in the free state) and goes back to the connection's pool, to
+be bound again for a later I/O instead of allocating a window per I/O: each bind takes the next
+key (``ibv_inc_rkey``), so the rkey an earlier I/O offered never reaches a later one. libibverbs
+does not note the key of a bind posted as a work request in its ``struct ibv_mw``, and the next
+bind is checked against it (rxe refuses a bind that names a stale rkey), so the provider writes
+it there itself (:func:`_mw_rkey_member`); a window whose struct cannot be found, or that is
+still valid when released (invalidated locally), is deallocated as before. The provider then advertises it (``supports_remote_invalidation``
 when every device has them) and can send it. Elsewhere (siw) librdmacm makes and drives the QP,
 regions are plain memory regions and remote invalidation is neither advertised nor sent.
 
@@ -147,9 +154,10 @@ def _new_fd(before: dict[int, str], wanted: Callable[[str], bool], what: str) ->
 
 # -- memory -------------------------------------------------------------------------------------
 class _PvRegion(MemoryRegion):
-    __slots__ = ("mr", "mw", "pin")
+    __slots__ = ("mr", "mw", "mw_key", "pin")
     mr: Any  # the pyverbs MR
     mw: Any  # the type 2 memory window whose rkey is the handle (None: the handle is the MR's rkey)
+    mw_key: ctypes.c_uint32 | None  # the window's rkey in its struct ibv_mw (None: not pooled)
     pin: PinnedBuffer | None  # None for a window bound over another region (bind)
 
 
@@ -230,6 +238,37 @@ def _cm_id_address(cmid: Any, channel_fd: int, own_qp: bool) -> int | None:
     return None
 
 
+_MW_RKEY = 16  # offsetof(struct ibv_mw, rkey): after context and pd
+_MW_HANDLE = 20
+_MW_TYPE = 24
+
+
+def _mw_rkey_member(mw: Any, type2: int) -> ctypes.c_uint32 | None:
+    """The ``rkey`` member of the ``struct ibv_mw`` a pyverbs MW wraps (pyverbs keeps the pointer in
+    a C field and does not expose it), to note there the key of each bind; None if it cannot be
+    told. The object's words are scanned as in :func:`_cm_id_address` (null words and the object's
+    own Python references skipped), for the one that points at a struct with the MW's rkey, handle
+    and type."""
+    try:
+        rkey, handle = int(mw.rkey), int(mw.handle)
+        size = type(mw).__basicsize__
+    except (AttributeError, TypeError, ValueError):
+        return None
+    skip = {id(o) for o in gc.get_referents(mw)} | {id(type(mw))}
+    base = id(mw)
+    for off in range(16, size - 7, 8):  # after the object's reference count and type
+        p = ctypes.c_size_t.from_address(base + off).value
+        if not p or p in skip:
+            continue
+        if (
+            ctypes.c_uint32.from_address(p + _MW_RKEY).value == rkey
+            and ctypes.c_uint32.from_address(p + _MW_HANDLE).value == handle
+            and ctypes.c_uint32.from_address(p + _MW_TYPE).value == type2
+        ):
+            return ctypes.c_uint32.from_address(p + _MW_RKEY)
+    return None
+
+
 _pending_connects: dict[str, int] = {}  # peer -> rdma_connect calls abandoned but still in the kernel
 _pending_lock = threading.Lock()
 
@@ -291,6 +330,8 @@ class PyverbsConnection(Connection):
         # every local-only region the same rkey: rxe gives them 0)
         self._regions: dict[int, _PvRegion] = {}
         self._reachable: dict[int, _PvRegion] = {}
+        # type 2 windows a Send With Invalidate freed, to bind again (with their struct's rkey)
+        self._free_windows: list[tuple[Any, ctypes.c_uint32]] = []
         self._error: BaseException | None = None
         self._closed = False
         self._released = False
@@ -421,10 +462,10 @@ class PyverbsConnection(Connection):
         except self._pv["error"] as err:
             pin.release()
             raise ProviderError(f"memory registration failed: {err}", self.peer) from err
-        handle, mw = mr.rkey, None
+        handle, mw, mw_key = mr.rkey, None, None
         if window:
             try:
-                handle, mw = self._bind_window(mr, pin.address, max(pin.length, 1), remote)
+                handle, mw, mw_key = self._bind_window(mr, pin.address, max(pin.length, 1), remote)
             except BaseException:
                 mr.close()
                 pin.release()
@@ -433,6 +474,7 @@ class PyverbsConnection(Connection):
         region = _PvRegion(handle, pin.address, view, access)
         region.mr = mr
         region.mw = mw
+        region.mw_key = mw_key
         region.pin = pin
         self._regions[id(region)] = region
         if access & (Access.REMOTE_READ | Access.REMOTE_WRITE):
@@ -453,34 +495,46 @@ class PyverbsConnection(Connection):
             remote |= e.IBV_ACCESS_REMOTE_WRITE
         if access & Access.REMOTE_READ:
             remote |= e.IBV_ACCESS_REMOTE_READ
-        handle, mw = self._bind_window(r.mr, r.pin.address + offset, length, remote)
+        handle, mw, mw_key = self._bind_window(r.mr, r.pin.address + offset, length, remote)
         w = _PvRegion(handle, r.pin.address + offset, r.buffer[offset : offset + length], access, window=True)
         w.mr = r.mr
         w.mw = mw
+        w.mw_key = mw_key
         w.pin = None
         self._regions[id(w)] = w
         self._reachable[handle] = w
         self.counters.binds += 1
         return w
 
-    def _bind_window(self, mr: Any, address: int, length: int, remote: int) -> tuple[int, Any]:
-        """A type 2 memory window over ``length`` bytes of ``mr`` at ``address``, bound by a Bind
-        MW work request on our send queue (it takes effect before the Send that names it, posted
-        later on the same queue)."""
+    def _bind_window(
+        self, mr: Any, address: int, length: int, remote: int
+    ) -> tuple[int, Any, ctypes.c_uint32 | None]:
+        """A type 2 memory window over ``length`` bytes of ``mr`` at ``address`` (one from the
+        pool, else a new one), bound by a Bind MW work request on our send queue (it takes effect
+        before the Send that names it, posted later on the same queue): its rkey, the window and
+        its struct's rkey member (None: the window is not pooled)."""
         pv, e = self._pv, self._pv["enums"]
         self._check()
-        try:
-            mw = pv["mr"].MW(self.cmid.pd, e.IBV_MW_TYPE_2)
-        except pv["error"] as err:
-            raise ProviderError(f"memory window allocation failed: {err}", self.peer) from err
+        key: ctypes.c_uint32 | None
+        if self._free_windows:
+            mw, key = self._free_windows.pop()
+        else:
+            try:
+                mw = pv["mr"].MW(self.cmid.pd, e.IBV_MW_TYPE_2)
+            except pv["error"] as err:
+                raise ProviderError(f"memory window allocation failed: {err}", self.peer) from err
+            self.counters.windows_allocated += 1
+            key = _mw_rkey_member(mw, int(e.IBV_MW_TYPE_2))
         wr = pv["wr"].SendWR(opcode=e.IBV_WR_BIND_MW, num_sge=0)
-        wr.set_bind_wr(mw, pv["mr"].MWBindInfo(mr, address, length, remote))
+        wr.set_bind_wr(mw, pv["mr"].MWBindInfo(mr, address, length, remote))  # (the next key)
         try:
             self._post_nowait(lambda: self.qp.post_send(wr), wr)
         except BaseException:
             mw.close()
             raise
-        return wr.rkey, mw
+        if key is not None:
+            key.value = wr.rkey  # the key the next bind of this window is checked against
+        return wr.rkey, mw, key
 
     def invalidate(self, region: MemoryRegion) -> None:
         if not region.valid:
@@ -505,11 +559,15 @@ class PyverbsConnection(Connection):
             return
         if self._reachable.get(r.handle) is r:
             del self._reachable[r.handle]
+        retired = not region.valid  # by the peer's Send With Invalidate (a local one closed r.mw)
         if region.valid and self._error is None:
             self.local_invalidations += 1
         region.valid = False
         if r.mw is not None:
-            r.mw.close()
+            if retired and r.mw_key is not None and self._error is None and not self._released:
+                self._free_windows.append((r.mw, r.mw_key))  # free: bound again for a later I/O
+            else:
+                r.mw.close()
             r.mw = None
         if r.window:  # the memory region under it stays
             return
@@ -739,6 +797,9 @@ class PyverbsConnection(Connection):
         #    (the windows first, then the regions under them)
         for r in sorted(self._regions.values(), key=lambda region: not region.window):
             attempt("deregister", lambda region=r: self.deregister(region))  # type: ignore[misc]
+        for mw, _ in self._free_windows:
+            attempt("close memory window", mw.close)
+        self._free_windows.clear()
         # 2. the queue pair and the CM ID (CMID.close destroys both, or only the ID when the QP
         #    is our own, and detaches the shared Context and PD objects, so that they never free
         #    librdmacm's)

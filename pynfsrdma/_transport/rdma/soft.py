@@ -15,7 +15,11 @@ can tell the difference:
   stays invalid and is counted in ``double_invalidations``);
 * memory windows (:meth:`SoftConnection.bind`): a handle of its own over part of a region
   registered with BIND, no registration; the target checks a window's bounds and rights as a
-  region's, and once invalidated (locally or by Send With Invalidate) or released it is gone;
+  region's, and once invalidated (locally or by Send With Invalidate) or released it is gone. As
+  type 2 windows, a released window goes back to a pool and is bound again with the next key: its
+  handle is the window's index (24 bits) and a key (8 bits) that changes with every bind, so an
+  earlier handle of the same window is refused (``counters.windows_allocated`` counts the windows
+  the pool had to make);
 * it counts what tests need to see leaks and double work: :attr:`SoftConnection.registrations`
   (alive now), ``local_invalidations``, ``remote_invalidations``, ``double_invalidations``, and
   what the connection cost in ``counters`` (a :class:`~.provider.ProviderCounters`: registrations
@@ -114,11 +118,17 @@ async def _recv_exactly(sock: trio.socket.SocketType, view: memoryview) -> None:
 
 
 async def _send_all(sock: trio.socket.SocketType, bufs: Sequence[Buffer]) -> None:
-    for b in bufs:
-        view = memoryview(b).cast("B")
-        while view.nbytes:
-            k = await sock.send(view)
-            view = view[k:]
+    """Send the buffers as they lie, gathered by ``sendmsg`` (a frame's header and its data in one
+    system call)."""
+    views = [v for v in (memoryview(b).cast("B") for b in bufs) if v.nbytes]
+    while views:
+        k = await sock.sendmsg(views)
+        while k:
+            if k >= views[0].nbytes:
+                k -= views.pop(0).nbytes
+            else:
+                views[0] = views[0][k:]
+                k = 0
 
 
 class SoftConnection(Connection):
@@ -150,6 +160,8 @@ class SoftConnection(Connection):
         self.remote_invalidations = 0
         self.double_invalidations = 0
         self.counters = ProviderCounters()
+        self._window_keys: dict[int, int] = {}  # window index -> the key of its last bind
+        self._free_windows: list[int] = []  # indices of released windows, to bind again
 
     @property
     def registrations(self) -> int:
@@ -159,9 +171,22 @@ class SoftConnection(Connection):
     # -- memory ---------------------------------------------------------------------------------
     def _new_handle(self) -> int:
         handle = secrets.randbits(32) or 1
-        while handle in self._regions:
+        while handle in self._regions or handle >> 8 in self._window_keys:
             handle = secrets.randbits(32) or 1
         return handle
+
+    def _window_handle(self) -> int:
+        """A window from the pool (a new one when the pool is empty), bound with its next key."""
+        if self._free_windows:
+            index = self._free_windows.pop()
+        else:
+            index = secrets.randbits(24) or 1
+            while index in self._window_keys or any(h >> 8 == index for h in self._regions):
+                index = secrets.randbits(24) or 1
+            self.counters.windows_allocated += 1
+        key = (self._window_keys.get(index, 0) + 1) & 0xFF
+        self._window_keys[index] = key
+        return index << 8 | key
 
     def register(self, buffer: Buffer, access: Access) -> MemoryRegion:
         view = registrable(buffer, access)
@@ -183,7 +208,7 @@ class SoftConnection(Connection):
             raise ValueError("a writable window needs a registration with LOCAL_WRITE")
         if offset < 0 or length <= 0 or offset + length > region.length:
             raise ValueError(f"a window of {length} bytes at {offset} is outside the {region.length}-byte region")
-        handle = self._new_handle()
+        handle = self._window_handle()
         window = MemoryRegion(
             handle, region.address + offset, region.buffer[offset : offset + length], access, window=True
         )
@@ -202,7 +227,12 @@ class SoftConnection(Connection):
         if region.valid and self._error is None:
             self.local_invalidations += 1
         region.valid = False
-        if self._regions.pop(region.handle, None) is not None and not region.window:
+        if self._regions.get(region.handle) is not region:
+            return
+        del self._regions[region.handle]
+        if region.window:
+            self._free_windows.append(region.handle >> 8)  # invalid now: bound again later
+        else:
             self.counters.deregistrations += 1
 
     # -- operations -----------------------------------------------------------------------------

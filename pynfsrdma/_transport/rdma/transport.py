@@ -293,6 +293,22 @@ class RdmaTransport(Transport):
         buffers and the chunk memory kept registered (:mod:`.chunk_memory`)."""
         return 2 * len(self._recv_regions) + self.chunk_memory.resting_registrations
 
+    @property
+    def memory_registrations(self) -> int:
+        """Memory registrations the connection made so far (its provider's count)."""
+        return self.conn.counters.registrations
+
+    @property
+    def memory_windows_bound(self) -> int:
+        """Memory windows bound so far (one per chunk where chunk memory is kept registered)."""
+        return self.conn.counters.binds
+
+    @property
+    def payload_bytes_copied(self) -> int:
+        """WRITE payload bytes copied on their way out: marshalled inline with their call, or
+        gathered by the provider."""
+        return self.stats.payload_bytes_copied + self.conn.counters.bytes_copied
+
     def _new_send_buffer(self) -> MemoryRegion:
         return self.conn.register(bytearray(self.thresholds.send), Access.LOCAL_WRITE)
 
