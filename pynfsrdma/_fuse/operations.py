@@ -24,7 +24,6 @@
 from __future__ import annotations
 
 import collections
-import dataclasses
 import errno
 import functools
 import gc
@@ -39,7 +38,7 @@ from typing import Any, TypeVar, cast
 import cachetools
 import trio
 
-from .._client.attributes import FTYPE_TO_IFMT, NOW, FileAttrs
+from .._client.attributes import FTYPE_TO_IFMT, FileAttrs
 from .._client.dir_pages import DirReader
 from .._client.nfs4 import NFSv4, OpenFile
 from .._client.open_file import read_range, with_reopens
@@ -50,7 +49,7 @@ from .._proto.nfs4.types import change_info4
 from .._rpc.auth import Credential, auth_sys
 from .cache import NEGATIVE, AttrTimeouts, Listing, NameCache
 from .caller import is_opening
-from .inodes import OWN, ROOT_INODE, Inode, InodeTable
+from .inodes import ROOT_INODE, Inode, InodeTable
 from .lowlevel import (
     EntryAttributes,
     FileInfo,
@@ -65,10 +64,11 @@ from .lowlevel import (
     supplementary_groups,
 )
 from .nfs42 import NFS42Files
-from .opens import FileHandle, Opens, SharedOpen, access_mask, share_access
+from .opens import FileHandle, Opens, access_mask, share_access
 from .options import LOOKUPCACHE_NONE, REMOUNT_CHANGES, MountOptions
 from .posix_locks import PosixLocks
 from .readahead import Extent, assemble
+from .setattr import Setattrs, projected
 from .silly_rename import SillyRenames
 
 XATTR_USER_PREFIX = b"user."  # the namespace RFC 8276 carries (its names go without the prefix)
@@ -83,8 +83,6 @@ DOT_ENTRIES = ((1, b"."), (2, b".."))
 # the operations whose first argument is a file handle (the others': an inode)
 HANDLE_OPERATIONS = frozenset({"read", "write", "flush", "fsync", "release", "readdir", "releasedir", "fsyncdir"})
 GONE_NOTIFY_WAIT = 0.2  # seconds an answer waits for the kernel to drop an entry (see gone)
-# attribute changes that may wait with a file's gathered data (setattr_fattr4 keywords; see _defer_setattr)
-DEFERRABLE_SETATTR = frozenset({"mode", "atime_ns", "mtime_ns"})
 # The daemon keeps tens of thousands of long-lived objects (inodes and their attributes) and makes
 # them by the thousand (a listing, an untar): with CPython's default thresholds (a young collection
 # every 700 allocations) the cyclic collector took about a fifth of an ``ls -l``'s CPU; with these, a
@@ -169,6 +167,7 @@ class NFSOperations(Operations):
         self.locks = PosixLocks(nfs, self.opens, self._invalidate)
         self.nfs42 = NFS42Files(nfs, self.inodes, self.opens)
         self.silly = SillyRenames(nfs, self.inodes, self._modified_dir)
+        self.setattrs = Setattrs(nfs, self.inodes, self.opens, self._delegated)
         gc.set_threshold(*GC_THRESHOLD)  # (the mount daemon's process: see GC_THRESHOLD)
         # delegations: opens and attributes served locally while the server lets us (not with noac)
         nfs.want_delegations = not opts.noac
@@ -429,7 +428,7 @@ class NFSOperations(Operations):
     @fuse_errors
     async def getattr(self, inode: int, ctx: RequestContext) -> EntryAttributes:
         node = self._inode(inode)
-        if not self._projected(node):
+        if not projected(node):
             await self._sync_inode(node)
         if not self.inodes.fresh(node, self._now()) and not self._delegated(node):
             self.counts["attr_revalidations"] += 1
@@ -458,155 +457,9 @@ class NFSOperations(Operations):
     ) -> EntryAttributes:
         self._check_rw()
         node = self._inode(inode)
-        cred = self.cred(ctx)
-        kw: dict[str, Any] = {}
-        if fields.update_mode:
-            kw["mode"] = attr.st_mode & 0o7777
-        if fields.update_uid:
-            kw["uid"] = attr.st_uid
-        if fields.update_gid:
-            kw["gid"] = attr.st_gid
-        if fields.update_atime:
-            kw["atime_ns"] = NOW if fields.update_atime_now else attr.st_atime_ns
-        if fields.update_mtime:
-            kw["mtime_ns"] = NOW if fields.update_mtime_now else attr.st_mtime_ns
-        if kw and not fields.update_size:
-            if self._setattr_changes_nothing(node, kw, cred) or self._defer_setattr(node, kw, cred):
-                return self._entry(node)
-            if self._kills_setid_for_a_write(node, kw, cred):
-                return self._entry(node)
-            attrs = await self._write_and_setattr(node, cred, kw)
-            if attrs is not None:
-                return self._entry(node)
-        stateid = None
-        await self._sync_inode(node)  # gathered writes go first: a later WRITE would undo times or size
-        # truncate(2) by name: no open checked the right to write, and a server lets a file's owner
-        # change its size whatever the mode (NFS servers' owner override); ACCESS asks, as the
-        # Linux client's permission check does
-        if (
-            fields.update_size
-            and fh is None
-            and not await self.nfs.access(node.fh, c.ACCESS4_MODIFY, cred) & c.ACCESS4_MODIFY
-        ):
-            raise FUSEError(errno.EACCES)
-        if fields.update_size:
-            kw["size"] = attr.st_size
-            h = self.files.get(fh) if fh is not None else None
-            shared = (
-                h.shared
-                if h is not None
-                else next((s for s in node.shared.values() if s.of.access & c.OPEN4_SHARE_ACCESS_WRITE), None)
-            )
-            if shared is not None:
-                stateid = shared.of.stateid
-        if not kw:
+        if not await self.setattrs.setattr(node, attr, fields, fh, self.cred(ctx)):
             return await self.getattr(inode, ctx)
-        log.debug("setattr ino=%d fh=%s %s", inode, fh, kw)
-        asked = self.inodes.asking(node)
-        attrs = await self.nfs.setattr(node.fh, cred, stateid=stateid, **kw)
-        self._attrs_after_setattr(node, attrs, asked)
-        if fields.update_size:
-            node.data_change = attrs.change  # the kernel truncated its page cache itself
-            node.drop_readahead()
         return self._entry(node)
-
-    def _attrs_after_setattr(self, node: Inode, attrs: FileAttrs, asked: int | None) -> None:
-        now = self._now()
-        self.inodes.refresh(node, attrs, now, asked=asked)
-        if node.fetched != now:
-            return  # (a write of ours may have come after them)
-        for s in node.shared.values():  # newer than what the last WRITE brought back
-            w = s.writer
-            if w is not None and w.post_attrs is not None and not w.unsent:
-                w.post_attrs = (attrs, now)
-
-    def _setattr_changes_nothing(self, node: Inode, kw: dict[str, Any], cred: Credential) -> bool:
-        """A chmod/chown to what the file has already (``tar`` as root does both after every file):
-        nothing to send, when our attributes are fresh and the caller owns the file (so the server
-        could not refuse it: an owner may always chmod, and chown to the owner and group the file has).
-        Not with set-user/group-ID bits (the kernel may clear them on the way), nor times (those
-        set "now", or ctime moves)."""
-        a = node.attrs
-        if not kw.keys() <= {"mode", "uid", "gid"} or cred.uid != a.uid:
-            return False
-        if "mode" in kw and (kw["mode"] != a.mode or kw["mode"] & (stat.S_ISUID | stat.S_ISGID)):
-            return False
-        if kw.get("uid", a.uid) != a.uid or kw.get("gid", a.gid) != a.gid:
-            return False
-        return self.inodes.fresh(node, self._now()) or self._delegated(node)
-
-    def _kills_setid_for_a_write(self, node: Inode, kw: dict[str, Any], cred: Credential) -> bool:
-        """The kernel clears the set-user/group-ID bits before a write by someone other than the
-        owner (with no FUSE killpriv support it sends a chmod, as the writer): the server refuses
-        that chmod to a non-owner, and clears the bits itself when the WRITE comes. Nothing is sent;
-        the attributes are asked again at the next look."""
-        a = node.attrs
-        setid = a.mode & (stat.S_ISUID | stat.S_ISGID)
-        if kw.keys() != {"mode"} or not setid or cred.uid in (0, a.uid):
-            return False
-        if kw["mode"] != a.mode & ~setid & 0o7777:
-            return False
-        node.attrs = dataclasses.replace(a, mode=kw["mode"])
-        node.stale()
-        return True
-
-    def _defer_setattr(self, node: Inode, kw: dict[str, Any], cred: Credential) -> bool:
-        """Times and mode set by the file's owner while the file's one open holds data not yet sent
-        (``tar``: write, utimensat, fchown, fchmod, close) wait with the data and go after it in its
-        COMPOUND (:meth:`FileWriter.defer_setattr`); the kernel is answered with the attributes as
-        they will be. The owner may always set them, so the server has no reason to refuse (a refusal
-        is reported by close or fsync, as a failed WRITE is). Not with set-user/group-ID bits (the
-        server may clear them)."""
-        a = node.attrs
-        if not kw.keys() <= DEFERRABLE_SETATTR or cred.uid != a.uid or len(node.shared) != 1:
-            return False
-        if NOW in kw.values():
-            return False  # (the server's "now" is when the SETATTR reaches it)
-        if kw.get("mode", 0) & (stat.S_ISUID | stat.S_ISGID):
-            return False
-        shared: SharedOpen = next(iter(node.shared.values()))
-        w, sc = shared.writer, shared.cred
-        if (
-            w is None
-            or (sc.uid, sc.gid, sc.gids) != (cred.uid, cred.gid, cred.gids)
-            or not w.defer_setattr(kw)
-        ):
-            return False
-        node.attrs = dataclasses.replace(a, size=max(a.size, w.gathered_end), **kw)
-        if self._projected(node):
-            node.fetched = self._now()  # (see getattr)
-        return True
-
-    @staticmethod
-    def _projected(node: Inode) -> bool:
-        """Whether ``node.attrs`` are what the server will hold once the data gathered for it and the
-        attribute changes kept after that data are sent: the times were set explicitly after the
-        last write (so neither the mtime nor the size depends on the server), by the file's one open.
-        ``tar``'s chown makes the kernel ask for the attributes first (to clear set-user-ID bits):
-        they are answered from here, and the data waits for the close."""
-        if len(node.shared) != 1:
-            return False
-        w = next(iter(node.shared.values())).writer
-        return w is not None and "mtime_ns" in w.setattrs
-
-    async def _write_and_setattr(self, node: Inode, cred: Credential, kw: dict[str, Any]) -> FileAttrs | None:
-        """Gathered data that fits in one WRITE goes FILE_SYNC in the SETATTR's own COMPOUND (PUTFH,
-        WRITE, SETATTR, GETATTR): ``tar``'s write then utimensat take one round trip, and the close
-        has nothing left to send. None when there is no such data, or when the WRITE did not go in
-        full (the data is gathered again and the usual way sends it, then the SETATTR)."""
-        busy = [s for s in node.shared.values() if s.writer is not None and s.writer.unsent]
-        if len(busy) != 1:
-            return None
-        shared = busy[0]
-        w = shared.writer
-        sc = shared.cred
-        if w is None or (sc.uid, sc.gid, sc.gids) != (cred.uid, cred.gid, cred.gids):
-            return None
-        attrs = await w.write_with_setattr(kw)
-        if attrs is None:
-            return None
-        self._attrs_after_setattr(node, attrs, OWN)
-        return attrs
 
     @fuse_errors
     async def readlink(self, inode: int, ctx: RequestContext) -> bytes:
