@@ -40,8 +40,7 @@ import trio
 
 from .._client.attributes import FTYPE_TO_IFMT, FileAttrs
 from .._client.dir_pages import DirReader
-from .._client.nfs4 import NFSv4, OpenFile
-from .._client.open_file import read_range, with_reopens
+from .._client.nfs4 import NFSv4
 from .._client.security import UserCredentials
 from .._errors import NFS4Error
 from .._proto.nfs4 import const as c
@@ -67,7 +66,7 @@ from .nfs42 import NFS42Files
 from .opens import FileHandle, Opens, access_mask, share_access
 from .options import LOOKUPCACHE_NONE, REMOUNT_CHANGES, MountOptions
 from .posix_locks import PosixLocks
-from .readahead import Extent, assemble
+from .read_write import FileData
 from .setattr import Setattrs, projected
 from .silly_rename import SillyRenames
 
@@ -168,6 +167,7 @@ class NFSOperations(Operations):
         self.nfs42 = NFS42Files(nfs, self.inodes, self.opens)
         self.silly = SillyRenames(nfs, self.inodes, self._modified_dir)
         self.setattrs = Setattrs(nfs, self.inodes, self.opens, self._delegated)
+        self.data = FileData(nfs, self.inodes, self.opens, nursery, self._delegated, self._invalidate)
         gc.set_threshold(*GC_THRESHOLD)  # (the mount daemon's process: see GC_THRESHOLD)
         # delegations: opens and attributes served locally while the server lets us (not with noac)
         nfs.want_delegations = not opts.noac
@@ -673,13 +673,6 @@ class NFSOperations(Operations):
             self._check_rw()
         return await self.opens.open(node, flags, access, self.cred(ctx))
 
-    async def _read_state(self, h: FileHandle, of: OpenFile, off: int, size: int) -> tuple[Any, bool]:
-        """One READ; when the server lost the open behind it, open again and repeat."""
-        return await with_reopens(
-            of, functools.partial(self.opens.reopen, h.inode, h.shared),
-            lambda: self.nfs.read(of, h.inode.fh, off, size, h.cred),
-        )
-
     async def gone(self, operation: str, arg: int) -> None:
         """The server no longer has the file or directory ``operation`` was about (NFS4ERR_STALE:
         another client removed it; ``arg`` is the operation's first argument, an inode or a file
@@ -753,82 +746,11 @@ class NFSOperations(Operations):
 
     @fuse_errors
     async def read(self, fh: int, off: int, size: int) -> Any:
-        h = self._file(fh)
-        node = h.inode
-        await self._sync_inode(node)  # our own gathered writes are read back from the server
-        ra = h.readahead
-        if ra is not None:
-            # as far ahead as the READs that fill the session's live paths reach, or the mount's window
-            ra.max_window = max(self.opens.readahead_window, self._io_window() * self.nfs.maxread)
-            cover, new = ra.request(off, size, node.attrs.size)
-            for e in new:
-                h.fetching.add(e)
-                self.nursery.start_soon(self._read_ahead, h, e)
-            if cover:
-                for e in cover:
-                    await e.done.wait()
-                data = assemble(cover, off, size)
-                if data is not None:
-                    return data  # a slice of a reply's view when one READ holds it: no copy
-                ra.drop()  # a READ ahead failed or came back short: read it here (and see why)
-        return await self._read_direct(h, off, size)
-
-    async def _read_ahead(self, h: FileHandle, e: Extent) -> None:
-        try:
-            data, eof = await self.nfs.read(h.shared.of, h.inode.fh, e.offset, e.size, h.cred)
-        except Exception as exc:  # the reader's own READ then sees (and reports) it
-            e.finish(error=exc)
-        else:
-            e.finish(data, eof)
-        finally:
-            e.done.set()
-            h.fetching.discard(e)
-
-    def _io_window(self) -> int:
-        """READs to keep in flight: as many as fill the session's live paths."""
-        return self.nfs.io_window(self.nfs.maxread)
-
-    async def _read_direct(self, h: FileHandle, off: int, size: int) -> Any:
-        of = h.shared.of
-        views, _ = await read_range(
-            lambda o, n: self._read_state(h, of, o, n), off, size, self.nfs.maxread, self._io_window
-        )
-        if len(views) == 1:
-            return views[0]  # a view of the reply: no copy on the way to the kernel
-        return b"".join(views)  # (several READs, or none)
+        return await self.data.read(self._file(fh), off, size)
 
     @fuse_errors
     async def write(self, fh: int, off: int, buf: bytes) -> int:
-        h = self._file(fh)
-        w = h.shared.writer
-        if w is None or not h.access & c.OPEN4_SHARE_ACCESS_WRITE:
-            raise FUSEError(errno.EBADF)
-        h.written = True
-        node = h.inode
-        if h.append:
-            off = await self._end_for_append(node, off, h.cred)
-        node.drop_readahead()
-        self.inodes.wrote(node, off + len(buf))  # (before the kernel hears of it: attributes asked until now are older)
-        await w.write(off, buf)
-        node.stale()
-        return len(buf)
-
-    async def _end_for_append(self, node: Inode, off: int, cred: Credential) -> int:
-        """Where a write to a file opened O_APPEND goes: the end of the file as the server has it
-        with our writes on top. The kernel appends at the size it holds, which another client's
-        appends since it last asked (at the open, or as the attribute cache allows, as the Linux
-        client revalidates before an append) have left behind: the write goes to the end instead,
-        and the kernel is made to drop its cached pages and size of the file."""
-        if not self.inodes.fresh(node, self._now()) and not self._delegated(node):
-            await self._sync_inode(node)
-            asked = self.inodes.asking(node)
-            attrs = await self.nfs.getattr(node.fh, cred)
-            self.inodes.refresh(node, attrs, self._now(), asked=asked)
-        end = self.inodes.size(node)
-        if end != off:
-            log.debug("append to inode %d at %d, where the kernel had %d", node.ino, end, off)
-            self.nursery.start_soon(self._invalidate, node.ino)
-        return end
+        return await self.data.write(self._file(fh), off, buf)
 
     @fuse_errors
     async def flush(self, fh: int, lock_owner: int = 0) -> None:
