@@ -32,14 +32,12 @@ import logging
 import os
 import stat
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 import cachetools
 import trio
 
 from .._client.attributes import FTYPE_TO_IFMT, FileAttrs
-from .._client.dir_pages import DirReader
 from .._client.nfs4 import NFSv4
 from .._client.security import UserCredentials
 from .._errors import NFS4Error
@@ -67,6 +65,7 @@ from .opens import FileHandle, Opens, access_mask, share_access
 from .options import LOOKUPCACHE_NONE, REMOUNT_CHANGES, MountOptions
 from .posix_locks import PosixLocks
 from .read_write import FileData
+from .readdir import Directories
 from .setattr import Setattrs, projected
 from .silly_rename import SillyRenames
 
@@ -76,9 +75,6 @@ log = logging.getLogger(__name__)
 BLOCK_SIZE = 4096
 NAME_MAX = 255  # the longest name, in bytes (Linux's; NFS-Ganesha reports 1024 and refuses past 255)
 GROUPS_TTL = 2.0  # seconds a process's supplementary groups are remembered
-# the entries a listing starts with, and the offset to go on from after each (the kernel's next
-# request then starts there; NFS reserves READDIR cookies 1 and 2, so none of its entries has them)
-DOT_ENTRIES = ((1, b"."), (2, b".."))
 # the operations whose first argument is a file handle (the others': an inode)
 HANDLE_OPERATIONS = frozenset({"read", "write", "flush", "fsync", "release", "readdir", "releasedir", "fsyncdir"})
 GONE_NOTIFY_WAIT = 0.2  # seconds an answer waits for the kernel to drop an entry (see gone)
@@ -121,13 +117,6 @@ def _name(name: bytes) -> str:
     return os.fsdecode(name)
 
 
-@dataclass(eq=False)
-class DirHandle:
-    inode: Inode
-    cred: Credential
-    pages: DirReader
-
-
 class NFSOperations(Operations):
 
     def __init__(
@@ -147,7 +136,6 @@ class NFSOperations(Operations):
         self.entry_timeout = self._entry_timeout()
         self.inodes = InodeTable(root_fh, root_attrs, self.timeouts, trio.current_time())
         self.names = NameCache(opts.acdirmax if opts.lookupcache != LOOKUPCACHE_NONE else 0)
-        self.dirs: dict[int, DirHandle] = {}
         self._ids = itertools.count(1)  # FUSE handle numbers, of files and directories
         self._callers: cachetools.TTLCache[tuple[int, int, int], Credential] = cachetools.TTLCache(
             maxsize=4096, ttl=GROUPS_TTL
@@ -168,6 +156,8 @@ class NFSOperations(Operations):
         self.silly = SillyRenames(nfs, self.inodes, self._modified_dir)
         self.setattrs = Setattrs(nfs, self.inodes, self.opens, self._delegated)
         self.data = FileData(nfs, self.inodes, self.opens, nursery, self._delegated, self._invalidate)
+        self.directories = Directories(nfs, self.inodes, self.opens, nursery, self._ids, self._entry, self._changed)
+        self.dirs = self.directories.dirs  # FUSE directory handles (:class:`.readdir.DirHandle`)
         gc.set_threshold(*GC_THRESHOLD)  # (the mount daemon's process: see GC_THRESHOLD)
         # delegations: opens and attributes served locally while the server lets us (not with noac)
         nfs.want_delegations = not opts.noac
@@ -812,103 +802,17 @@ class NFSOperations(Operations):
     ) -> None:
         await self.locks.setlk(self._file(fh), fh, lock_owner, lock, sleep, flock)
 
-    # -- directories ----------------------------------------------------------------------------------
+    # -- directories (:mod:`.readdir`) --------------------------------------------------------------
     @fuse_errors
     async def opendir(self, inode: int, ctx: RequestContext) -> int:
-        """Close-to-open for a directory: the name the kernel reached it by is looked up again (the
-        directory may have been removed or renamed by another client: ESTALE then makes the kernel
-        look the path up again, instead of a listing of the old directory or an ESTALE from it)."""
-        node = self._inode(inode)
-        if not node.is_dir:
-            raise FUSEError(errno.ENOTDIR)
-        named = await self.opens.sole_name(node, self.cred(ctx))
-        if named is not None:
-            parent, name = named
-            asked = self.inodes.asking()
-            try:
-                fh, attrs = await self.nfs.lookup(parent.fh, name, self.cred(ctx))
-            except NFS4Error as e:
-                if e.errno not in (errno.ENOENT, errno.ESTALE, errno.ENOTDIR):
-                    raise
-                raise self.opens.name_moved(node, parent, name) from None
-            if fh != node.fh:
-                raise self.opens.name_moved(node, parent, name)
-            if self.inodes.refresh(node, attrs, self._now(), asked=asked):
-                self._changed(node)
-        node.opens += 1
-        fid = next(self._ids)
-        cred = self.cred(ctx)
-        self.dirs[fid] = DirHandle(node, cred, DirReader(self.nfs, node.fh, cred, self.nursery, self.inodes.asking))
-        return fid
+        return await self.directories.opendir(self._inode(inode), self.cred(ctx))
 
     @fuse_errors
     async def readdir(self, fh: int, start_id: int, token: ReaddirToken) -> None:
-        """Readdirplus: every entry with its attributes (the kernel then needs no LOOKUP or GETATTR
-        for ``ls -l``). The READDIRs after the one being handed over are sent at once, so that the
-        server reads on while we decode and the kernel takes entries; what the kernel asks for again
-        comes from the entries we hold (each READDIR is sent once per listing). ``.`` and ``..``
-        come first, at offsets 0 and 1 (NFS has no entries for them, and reserves cookies 1 and 2)."""
-        h = self.dirs.get(fh)
-        if h is None:
-            raise FUSEError(errno.EBADF)
-        for off, dot in DOT_ENTRIES:
-            if start_id < off and not token.add(dot, self._entry(self._dot_node(h.inode, dot)), off):
-                return
-        cookie = start_id if start_id > DOT_ENTRIES[-1][0] else 0
-        learn = self.inodes.learn
-        named = self.inodes.named
-        reply = token.add
-        entry = self._entry
-        dir_ino = h.inode.ino
-        while True:
-            page, start = await h.pages.page_after(cookie)
-            assert page.result is not None
-            entries, _, eof = page.result
-            now = self._now()
-            asked = page.asked
-            for i in range(start, len(entries)):
-                name, next_cookie, fh_, attrs = entries[i]
-                if fh_ is None or attrs is None:  # the server gave no handle: look it up
-                    asked = self.inodes.asking()
-                    try:
-                        fh_, attrs = await self.nfs.lookup(
-                            h.inode.fh, str(name, "utf-8", "surrogateescape"), h.cred
-                        )
-                    except NFS4Error as err:
-                        if err.errno not in (errno.ENOENT, errno.ESTALE):
-                            raise
-                        cookie = next_cookie  # removed since the READDIR: not listed, the rest is
-                        continue
-                    now = self._now()
-                else:
-                    asked = page.asked
-                node, changed = learn(fh_, attrs, now, False, asked=asked)
-                if changed:
-                    self._changed(node)
-                if not reply(name, entry(node, now), next_cookie):
-                    self.inodes.drop_if_unused(node)
-                    h.pages.stopped_at(cookie, page, i)  # (the kernel's next request starts after ``cookie``)
-                    return
-                node.lookups += 1
-                named(node, dir_ino, str(name, "utf-8", "surrogateescape"))
-                cookie = next_cookie
-            if eof or start == len(entries):
-                return
-
-    def _dot_node(self, node: Inode, dot: bytes) -> Inode:
-        """What ``.`` or ``..`` of directory ``node`` lead to, as far as we know (``..`` of a
-        directory whose parent we never saw: the directory itself)."""
-        key = self.inodes.name(node)
-        if dot == b"." or key is None:
-            return node
-        return self.inodes.get(key[0]) or node
+        await self.directories.readdir(fh, start_id, token)
 
     async def releasedir(self, fh: int) -> None:
-        h = self.dirs.pop(fh, None)
-        if h is not None:
-            h.pages.close()
-            h.inode.opens -= 1
-            self.inodes.drop_if_unused(h.inode)
+        self.directories.releasedir(fh)
 
     async def fsyncdir(self, fh: int, datasync: bool) -> None:
         return None  # directory operations are synchronous on the server already
