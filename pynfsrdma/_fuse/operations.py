@@ -42,10 +42,10 @@ from .._client.nfs4 import NFSv4
 from .._client.security import UserCredentials
 from .._errors import NFS4Error
 from .._proto.nfs4 import const as c
-from .._proto.nfs4.types import change_info4
 from .._rpc.auth import Credential, auth_sys
-from .cache import NEGATIVE, AttrTimeouts, Listing, NameCache
+from .cache import NEGATIVE, AttrTimeouts, NameCache
 from .caller import is_opening
+from .change_info import DirectoryChanges
 from .inodes import ROOT_INODE, Inode, InodeTable
 from .lowlevel import (
     EntryAttributes,
@@ -153,7 +153,8 @@ class NFSOperations(Operations):
         self.files = self.opens.files  # FUSE file handles (:class:`.opens.FileHandle`)
         self.locks = PosixLocks(nfs, self.opens, self._invalidate)
         self.nfs42 = NFS42Files(nfs, self.inodes, self.opens)
-        self.silly = SillyRenames(nfs, self.inodes, self._modified_dir)
+        self.changes = DirectoryChanges(self.inodes, self.names, opts)
+        self.silly = SillyRenames(nfs, self.inodes, self.changes.modified)
         self.setattrs = Setattrs(nfs, self.inodes, self.opens, self._delegated)
         self.data = FileData(nfs, self.inodes, self.opens, nursery, self._delegated, self._invalidate)
         self.directories = Directories(nfs, self.inodes, self.opens, nursery, self._ids, self._entry, self._changed)
@@ -271,46 +272,6 @@ class NFSOperations(Operations):
     async def _invalidate(self, ino: int, attr_only: bool = False) -> None:
         if self.kernel is not None:
             await self.kernel.invalidate_inode(ino, attr_only)
-
-    def _modified_dir(
-        self, parent: Inode, name: str, cinfo: change_info4 | None, present: bool, node: Inode | None = None
-    ) -> Inode | None:
-        """Our operation added (``present``: now leading to ``node`` if given) or removed ``name`` in
-        ``parent``, and the server says how the directory's change attribute moved (``cinfo``): its
-        attributes and the name's cache entry are stale, its listing follows, or ends (cache.Listing).
-        The file the name led to before has one link less and a new ctime: its attributes are stale
-        too. Returns that file, if we know it. (:meth:`_dir_after` may then take the directory's
-        attributes the operation brought back.)"""
-        parent.stale()
-        self.names.drop(parent.ino, name)
-        listing = parent.listing
-        if listing is not None and (
-            cinfo is None or not listing.changed(cinfo.before, cinfo.after, name, present, self._now())
-        ):
-            parent.listing = None
-        before = self.inodes.unnamed(parent.ino, name)
-        if before is not None and before is not node:
-            before.stale()
-        if node is not None:
-            self.inodes.named(node, parent.ino, name)
-        return before
-
-    def _dir_after(self, parent: Inode, cinfo: change_info4 | None, attrs: FileAttrs | None, asked: int) -> None:
-        """After :meth:`_modified_dir`: ``attrs``, the directory's attributes from a GETATTR in our
-        operation's own COMPOUND (``asked``: from ``InodeTable.changing``), are taken when they show
-        the change attribute the server's change_info4 gives as "after" (nothing changed the
-        directory between our operation and that GETATTR). The kernel's next look at the directory
-        (with default_permissions: its permission check before the next create there) is then
-        answered without a GETATTR; otherwise the next look asks the server. (Whether the server
-        calls the change_info4 atomic does not matter here: the GETATTR ran after our operation,
-        and its answer is the directory as the server has it. NFS-Ganesha calls none atomic.)"""
-        if attrs is not None and cinfo is not None and attrs.change == cinfo.after:
-            self.inodes.changed_by_us(parent, attrs, self._now(), asked)
-
-    def _listed(self, node: Inode) -> None:
-        """``node`` is a directory we just made: we know all its names (none)."""
-        if self.opts.negative_names and node.is_dir:
-            node.listing = Listing(node.attrs.change, float("-inf"), set())
 
     async def _sync_inode(self, node: Inode) -> None:
         await self.opens.sync(node)
@@ -539,10 +500,10 @@ class NFSOperations(Operations):
                 parent.fh, n, ftype, self.cred(ctx), dir_attrs=True, **kw
             )
             node = self._learn(fh, attrs, asked)
-            self._modified_dir(parent, n, cinfo, True, node)
-            self._dir_after(parent, cinfo, dir_attrs, dir_asked)
+            self.changes.modified(parent, n, cinfo, True, node)
+            self.changes.after(parent, cinfo, dir_attrs, dir_asked)
         if ftype == c.NF4DIR:
-            self._listed(node)
+            self.changes.listed(node)
         return self._entry(node)
 
     @fuse_errors
@@ -591,8 +552,8 @@ class NFSOperations(Operations):
             return
         with self.inodes.changing(parent) as dir_asked:
             cinfo, dir_attrs = await self.nfs.remove(parent.fh, n, cred, dir_attrs=True)
-            self._modified_dir(parent, n, cinfo, False)
-            self._dir_after(parent, cinfo, dir_attrs, dir_asked)
+            self.changes.modified(parent, n, cinfo, False)
+            self.changes.after(parent, cinfo, dir_attrs, dir_asked)
 
     @fuse_errors
     async def rmdir(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
@@ -611,8 +572,8 @@ class NFSOperations(Operations):
                 if e.status != c.NFS4ERR_NOTEMPTY or target is None or not await self.silly.gone_from(target.fh):
                     raise
                 cinfo, dir_attrs = await self.nfs.remove(parent.fh, n, cred, dir_attrs=True)
-            self._modified_dir(parent, n, cinfo, False)
-            self._dir_after(parent, cinfo, dir_attrs, dir_asked)
+            self.changes.modified(parent, n, cinfo, False)
+            self.changes.after(parent, cinfo, dir_attrs, dir_asked)
 
     @fuse_errors
     async def rename(
@@ -634,8 +595,8 @@ class NFSOperations(Operations):
         if target is not None:
             await self.silly.hide(dst, new, target, cred)
         src_cinfo, dst_cinfo = await self.nfs.rename(src.fh, old, dst.fh, new, cred)
-        moved = self._modified_dir(src, old, src_cinfo, False)
-        self._modified_dir(dst, new, dst_cinfo, True, moved)
+        moved = self.changes.modified(src, old, src_cinfo, False)
+        self.changes.modified(dst, new, dst_cinfo, True, moved)
 
     @fuse_errors
     async def link(
@@ -648,7 +609,7 @@ class NFSOperations(Operations):
         asked = self.inodes.asking(node)
         attrs, cinfo = await self.nfs.link(node.fh, parent.fh, n, self.cred(ctx))
         node = self._learn(node.fh, attrs, asked)
-        self._modified_dir(parent, n, cinfo, True, node)
+        self.changes.modified(parent, n, cinfo, True, node)
         return self._entry(node)
 
     # -- open files (:mod:`.opens`) -------------------------------------------------------------------
@@ -719,8 +680,8 @@ class NFSOperations(Operations):
             cinfo = of.dir_change
             if cinfo is None or cinfo.before == cinfo.after:  # it was there already: the caller's right to open it
                 self.opens.granted(node, of, want)
-            self._modified_dir(parent, n, cinfo, True, node)
-            self._dir_after(parent, cinfo, of.dir_attrs, dir_asked)
+            self.changes.modified(parent, n, cinfo, True, node)
+            self.changes.after(parent, cinfo, of.dir_attrs, dir_asked)
         shared = self.opens.adopt(node, of, cred)
         keep = await self.opens.close_to_open(node, None, asked)
         return self.opens.handle(node, shared, access, cred, keep, flags), self._entry(node)
