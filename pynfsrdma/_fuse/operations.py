@@ -43,10 +43,10 @@ from .._client.security import UserCredentials
 from .._errors import NFS4Error
 from .._proto.nfs4 import const as c
 from .._rpc.auth import Credential, auth_sys
-from .cache import NEGATIVE, AttrTimeouts, NameCache
-from .caller import is_opening
+from .cache import AttrTimeouts, NameCache
 from .change_info import DirectoryChanges
 from .inodes import ROOT_INODE, Inode, InodeTable
+from .lookup import Lookups
 from .lowlevel import (
     EntryAttributes,
     FileInfo,
@@ -154,6 +154,10 @@ class NFSOperations(Operations):
         self.locks = PosixLocks(nfs, self.opens, self._invalidate)
         self.nfs42 = NFS42Files(nfs, self.inodes, self.opens)
         self.changes = DirectoryChanges(self.inodes, self.names, opts)
+        self.lookups = Lookups(
+            nfs, self.inodes, self.names, self.counts, opts, self._each_name_checked, self._entry, self._learn,
+            self.gone,
+        )
         self.silly = SillyRenames(nfs, self.inodes, self.changes.modified)
         self.setattrs = Setattrs(nfs, self.inodes, self.opens, self._delegated)
         self.data = FileData(nfs, self.inodes, self.opens, nursery, self._delegated, self._invalidate)
@@ -240,12 +244,6 @@ class NFSOperations(Operations):
         e.st_ctime_ns = a.ctime_ns
         return e
 
-    @staticmethod
-    def _negative() -> EntryAttributes:
-        """The name does not exist. The kernel keeps no note of that (entry_timeout 0): a later
-        lookup comes to us, and one for an open() asks the server (see lookup)."""
-        return EntryAttributes()
-
     def _learn(self, fh: bytes, attrs: FileAttrs, asked: int | None, lookup: bool = True) -> Inode:
         node, changed = self.inodes.learn(fh, attrs, self._now(), lookup, asked=asked)
         if changed:
@@ -298,78 +296,11 @@ class NFSOperations(Operations):
         if self.opts.ro:
             raise FUSEError(errno.EROFS)
 
-    # -- names ----------------------------------------------------------------------------------------
+    # -- names (:mod:`.lookup`) ----------------------------------------------------------------------
     @fuse_errors
-    async def lookup(
-        self, parent_inode: int, name: bytes, ctx: RequestContext
-    ) -> EntryAttributes:
+    async def lookup(self, parent_inode: int, name: bytes, ctx: RequestContext) -> EntryAttributes:
         parent = self._inode(parent_inode)
-        n = _name(name)
-        cred = self.cred(ctx)
-        if n == ".":
-            parent.lookups += 1
-            return self._entry(parent)
-        if n == "..":
-            asked = self.inodes.asking()
-            fh, attrs = await self.nfs.lookupp(parent.fh, cred)
-            return self._entry(self._learn(fh, attrs, asked))
-        now = self._now()
-        # Names that exist are not answered from here: the kernel keeps them itself (entry_timeout),
-        # and asks again when its entry expired or when a name led to a file or directory the server
-        # no longer has (ESTALE: it looks every name of the path up again, and must reach the server).
-        if (
-            self.inodes.fresh(parent, now)
-            and self.names.get(parent.ino, n, parent.attrs.change) == NEGATIVE
-            and not is_opening(ctx.pid)
-        ):
-            self.counts["lookups_cached"] += 1
-            return self._negative()
-        listing = parent.listing
-        if listing is not None and listing.absent(n, now, self.opts.acdirmin) and not is_opening(ctx.pid):
-            self.counts["lookups_cached"] += 1
-            return self._negative()
-        if self._each_name_checked and self.inodes.fresh(parent, now):
-            # the kernel keeps no name (entry timeout 0): a name we know is answered from here to a
-            # caller the server lets search the directory (a caller it does not is sent to it)
-            known = self.names.get(parent.ino, n, parent.attrs.change)
-            node = self.inodes.get(known) if known is not None and known != NEGATIVE else None
-            if node is not None and await self._may_search(parent, cred):
-                node.lookups += 1
-                self.counts["lookups_cached"] += 1
-                return self._entry(node)
-        self.counts["lookups_sent"] += 1
-        asked = self.inodes.asking()
-        try:
-            fh, attrs = await self.nfs.lookup(parent.fh, n, cred)
-        except NFS4Error as e:
-            if e.status == c.NFS4ERR_STALE:
-                # the directory is gone (another client removed it): so is every name in it. (An
-                # ESTALE here would reach the caller: the kernel retries no failed lookup of a
-                # mkdir, create or rename.)
-                await self.gone("lookup", parent_inode)
-                return self._negative()
-            if e.errno == errno.ENOENT:
-                if self.opts.negative_names and self.inodes.fresh(parent, now):
-                    self.names.put(parent.ino, n, NEGATIVE, parent.attrs.change)
-                return self._negative()
-            raise
-        node = self._learn(fh, attrs, asked)
-        self.inodes.named(node, parent.ino, n)
-        if self.inodes.fresh(parent, now):
-            self.names.put(parent.ino, n, node.ino, parent.attrs.change)
-        return self._entry(node)
-
-    async def _may_search(self, parent: Inode, cred: Credential) -> bool:
-        """Whether the server lets ``cred`` look names up in ``parent`` (ACCESS; its answer kept
-        while the directory's attributes hold, one per user, as the Linux client keeps them)."""
-        key = (cred.uid, cred.gid, cred.gids)
-        granted = parent.granted.get(key) if parent.granted is not None else None
-        if granted is None:
-            granted = await self.nfs.access(parent.fh, c.ACCESS4_LOOKUP, cred)
-            if parent.granted is None:
-                parent.granted = {}
-            parent.granted[key] = granted
-        return bool(granted & c.ACCESS4_LOOKUP)
+        return await self.lookups.lookup(parent, _name(name), ctx.pid, self.cred(ctx))
 
     async def forget(self, inode_list: Any) -> None:
         for ino, n in inode_list:
