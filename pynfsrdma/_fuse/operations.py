@@ -68,8 +68,8 @@ from .read_write import FileData
 from .readdir import Directories
 from .setattr import Setattrs, projected
 from .silly_rename import SillyRenames
+from .xattrs import Xattrs
 
-XATTR_USER_PREFIX = b"user."  # the namespace RFC 8276 carries (its names go without the prefix)
 log = logging.getLogger(__name__)
 
 BLOCK_SIZE = 4096
@@ -154,6 +154,7 @@ class NFSOperations(Operations):
         self.locks = PosixLocks(nfs, self.opens, self._invalidate)
         self.nfs42 = NFS42Files(nfs, self.inodes, self.opens)
         self.changes = DirectoryChanges(self.inodes, self.names, opts)
+        self.xattrs = Xattrs(nfs, self._inode, self.cred, self._check_rw)
         self.lookups = Lookups(
             nfs, self.inodes, self.names, self.counts, opts, self._each_name_checked, self._entry, self._learn,
             self.gone,
@@ -365,43 +366,22 @@ class NFSOperations(Operations):
         granted = await self.nfs.access(node.fh, want, self.cred(ctx))
         return granted & want == want
 
-    # -- extended attributes --------------------------------------------------------------------------
-    def _xattr_name(self, name: bytes) -> str:
-        """The RFC 8276 name of a "user." extended attribute (ENOSYS: the kernel stops asking when the
-        server has none; ENOTSUP for the other namespaces, which NFS does not carry)."""
-        if not self.nfs.xattr_support:
-            raise FUSEError(errno.ENOSYS)
-        if not name.startswith(XATTR_USER_PREFIX) or len(name) == len(XATTR_USER_PREFIX):
-            raise FUSEError(errno.ENOTSUP)
-        return os.fsdecode(name[len(XATTR_USER_PREFIX) :])
-
+    # -- extended attributes (:mod:`.xattrs`) ---------------------------------------------------------
     @fuse_errors
     async def getxattr(self, inode: int, name: bytes, ctx: RequestContext) -> bytes:
-        key = self._xattr_name(name)
-        return await self.nfs.getxattr(self._inode(inode).fh, key, self.cred(ctx))
+        return await self.xattrs.getxattr(inode, name, ctx)
 
     @fuse_errors
     async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: RequestContext) -> None:
-        key = self._xattr_name(name)
-        self._check_rw()
-        node = self._inode(inode)
-        await self.nfs.setxattr(node.fh, key, value, self.cred(ctx))
-        node.stale()  # (its ctime and change attribute moved)
+        await self.xattrs.setxattr(inode, name, value, ctx)
 
     @fuse_errors
     async def listxattr(self, inode: int, ctx: RequestContext) -> list[bytes]:
-        if not self.nfs.xattr_support:
-            raise FUSEError(errno.ENOSYS)
-        names = await self.nfs.listxattrs(self._inode(inode).fh, self.cred(ctx))
-        return [XATTR_USER_PREFIX + os.fsencode(n) for n in names]
+        return await self.xattrs.listxattr(inode, ctx)
 
     @fuse_errors
     async def removexattr(self, inode: int, name: bytes, ctx: RequestContext) -> None:
-        key = self._xattr_name(name)
-        self._check_rw()
-        node = self._inode(inode)
-        await self.nfs.removexattr(node.fh, key, self.cred(ctx))
-        node.stale()
+        await self.xattrs.removexattr(inode, name, ctx)
 
     @fuse_errors
     async def statfs(self, ctx: RequestContext) -> StatvfsData:
