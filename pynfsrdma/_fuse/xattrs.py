@@ -41,24 +41,24 @@ class Xattrs:
 
     async def getxattr(self, inode: int, name: bytes, ctx: RequestContext) -> bytes:
         key = self._xattr_name(name)
-        return await self.nfs.getxattr(self._inode(inode).fh, key, self.cred(ctx))
+        return await self.nfs.xattrs.getxattr(self._inode(inode).fh, key, self.cred(ctx))
 
     async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: RequestContext) -> None:
         key = self._xattr_name(name)
         self._check_rw()
         node = self._inode(inode)
-        await self.nfs.setxattr(node.fh, key, value, self.cred(ctx))
+        await self.nfs.xattrs.setxattr(node.fh, key, value, self.cred(ctx))
         node.stale()  # (its ctime and change attribute moved)
 
     async def listxattr(self, inode: int, ctx: RequestContext) -> list[bytes]:
         if not self.nfs.xattr_support:
             raise FUSEError(errno.ENOSYS)
-        names = await self.nfs.listxattrs(self._inode(inode).fh, self.cred(ctx))
+        names = await self.nfs.xattrs.listxattrs(self._inode(inode).fh, self.cred(ctx))
         return [XATTR_USER_PREFIX + os.fsencode(n) for n in names]
 
     async def removexattr(self, inode: int, name: bytes, ctx: RequestContext) -> None:
         key = self._xattr_name(name)
         self._check_rw()
         node = self._inode(inode)
-        await self.nfs.removexattr(node.fh, key, self.cred(ctx))
+        await self.nfs.xattrs.removexattr(node.fh, key, self.cred(ctx))
         node.stale()
