@@ -7,8 +7,12 @@
 - Opens (:mod:`.opens`): one NFS OPEN per (file, open owner), shared by the FUSE handles on it and
   CLOSEd with the last of them. Close-to-open: every open revalidates the change attribute and keeps
   the kernel's page cache only if it did not move.
-- Locks (:mod:`.posix_locks`) and the NFSv4.2 operations (:mod:`.nfs42`) go to their modules.
-- Writes are gathered per open by the open-file engine (:mod:`..client.open_file`) and committed on
+- Each family of operations is answered by a module of its own, which NFSOperations hands it to:
+  LOOKUP (:mod:`.lookup`), SETATTR (:mod:`.setattr`), READ and WRITE (:mod:`.read_write`), open
+  directories (:mod:`.readdir`), extended attributes (:mod:`.xattrs`), locks (:mod:`.posix_locks`)
+  and the NFSv4.2 operations (:mod:`.nfs42`); what our own operation's change_info4 means for its
+  directory is :mod:`.change_info`. NFSOperations keeps what they share: inodes, caches, credentials.
+- Writes are gathered per open by the open-file engine (:mod:`.._client.open_file`) and committed on
   flush, fsync and release.
 - Sequential reads of an open file are read ahead in rsize READs, several in flight (:mod:`.readahead`);
   not for O_DIRECT opens, whose reads go to the server as they come.
