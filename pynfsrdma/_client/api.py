@@ -514,7 +514,7 @@ class Client:
     async def getxattr(self, path: str, name: str) -> bytes:
         key = self._xattr_key(path, name)
         fh, _ = await self._resolve(path)
-        return await self.nfs.getxattr(fh, key, self.cred, path=self._norm(path))
+        return await self.nfs.xattrs.getxattr(fh, key, self.cred, path=self._norm(path))
 
     async def setxattr(self, path: str, name: str, value: bytes, *, create: bool = False,
                        replace: bool = False) -> None:
@@ -523,18 +523,18 @@ class Client:
         key = self._xattr_key(path, name)
         option = c.SETXATTR4_CREATE if create else c.SETXATTR4_REPLACE if replace else c.SETXATTR4_EITHER
         fh, _ = await self._resolve(path)
-        await self.nfs.setxattr(fh, key, value, self.cred, option, path=self._norm(path))
+        await self.nfs.xattrs.setxattr(fh, key, value, self.cred, option, path=self._norm(path))
 
     async def listxattr(self, path: str) -> list[str]:
         if not self.nfs.xattr_support:
             raise NFS4Error(c.NFS4ERR_NOTSUPP, None, self._norm(path))
         fh, _ = await self._resolve(path)
-        return [XATTR_USER + n for n in await self.nfs.listxattrs(fh, self.cred, path=self._norm(path))]
+        return [XATTR_USER + n for n in await self.nfs.xattrs.listxattrs(fh, self.cred, path=self._norm(path))]
 
     async def removexattr(self, path: str, name: str) -> None:
         key = self._xattr_key(path, name)
         fh, _ = await self._resolve(path)
-        await self.nfs.removexattr(fh, key, self.cred, path=self._norm(path))
+        await self.nfs.xattrs.removexattr(fh, key, self.cred, path=self._norm(path))
 
     # -- namespace --------------------------------------------------------------------------------------
     def _split(self, path: str) -> tuple[str, str]:

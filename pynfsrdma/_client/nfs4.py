@@ -4,7 +4,8 @@ face the FUSE front end and the path-based API both stand on.
 Each family of operations lives in a module of its own, named for what it holds in the protocol's
 words: ``compounds`` (running a COMPOUND: errors, parsing in the session's checks, the stateid I/O
 goes with), ``names`` (the export, LOOKUP, GETATTR, SETATTR, ACCESS), ``directories`` (READDIR,
-CREATE, REMOVE, RENAME, LINK, READLINK), ``xattrs`` (RFC 8276), ``read_write`` (READ, WRITE,
+CREATE, REMOVE, RENAME, LINK, READLINK), ``xattrs`` (RFC 8276: an object of its own, ``NFSv4.xattrs``,
+given the COMPOUND runner rather than a rung of the class ladder), ``read_write`` (READ, WRITE,
 COMMIT), ``nfs42`` (SEEK, ALLOCATE, DEALLOCATE, COPY, CLONE), ``delegations``, ``byte_range_locks``
 (LOCK, LOCKT, LOCKU), ``opens`` (OPEN, CLOSE), ``state_recovery`` (reclaim after a server
 restart, revoked state), ``whole_files`` (a small file read or written by name in one
@@ -14,6 +15,7 @@ COMPOUND); ``open_state`` holds the state an OPEN leaves (:class:`OpenFile`, :cl
 
 from __future__ import annotations
 
+from .._session.client_id import ClientID
 from .batched import Batched
 from .compounds import VERIFIER_SIZE
 from .directories import Directories, DirEntry, ListedEntry
@@ -26,5 +28,10 @@ __all__ = ["ANONYMOUS_STATEID", "VERIFIER_SIZE", "Delegation", "DirEntry", "List
            "current"]
 
 
-class NFSv4(WholeFiles, Directories, ExtendedAttributes, NFS42, Batched):
-    """File-handle level operations over a :class:`~pynfsrdma._session.client_id.ClientID`'s session."""
+class NFSv4(WholeFiles, Directories, NFS42, Batched):
+    """File-handle level operations over a :class:`~pynfsrdma._session.client_id.ClientID`'s session.
+    ``xattrs``: the extended attributes, a family of its own given this object's COMPOUND runner."""
+
+    def __init__(self, client: ClientID) -> None:
+        super().__init__(client)
+        self.xattrs = ExtendedAttributes(self)

@@ -15,13 +15,16 @@ XATTR_SIZE_MAX = 64 * 1024  # the largest extended attribute value (Linux's limi
 XATTR_LIST_MAX = 64 * 1024  # the largest list of names asked for in one LISTXATTRS
 
 
-class ExtendedAttributes(Compounds):
-    """GETXATTR, SETXATTR, LISTXATTRS, REMOVEXATTR."""
+class ExtendedAttributes:
+    """GETXATTR, SETXATTR, LISTXATTRS, REMOVEXATTR, each a COMPOUND run by ``compounds``."""
+
+    def __init__(self, compounds: Compounds) -> None:
+        self.compounds = compounds
 
     async def getxattr(self, fh: bytes, name: str, cred: Credential, path: str | None = None) -> bytes:
         """The value of extended attribute ``name`` (NFS4Error NFS4ERR_NOXATTR: ENODATA when absent)."""
         hints = ReplyHints(max_reply=XATTR_SIZE_MAX + 512)
-        res = await self.run([PUTFH4args(fh), GETXATTR4args(name)], cred, hints, path=path)
+        res = await self.compounds.run([PUTFH4args(fh), GETXATTR4args(name)], cred, hints, path=path)
         return bytes(result_of(res, c.OP_GETXATTR))
 
     async def setxattr(
@@ -35,16 +38,16 @@ class ExtendedAttributes(Compounds):
     ) -> None:
         """Set extended attribute ``name``; ``option`` SETXATTR4_CREATE fails if it exists
         (EEXIST), SETXATTR4_REPLACE if it does not (ENODATA)."""
-        await self.run([PUTFH4args(fh), SETXATTR4args(option, name, value)], cred, path=path)
+        await self.compounds.run([PUTFH4args(fh), SETXATTR4args(option, name, value)], cred, path=path)
 
     async def listxattrs(self, fh: bytes, cred: Credential, path: str | None = None) -> list[str]:
         """The names of every extended attribute of the file (LISTXATTRS, paged by cookie)."""
         names: list[str] = []
         size = 0  # of the list as listxattr(2) gives it: each name and its NUL
         cookie = 0
-        cookies = Cookies(self.client.server, path, c.OP_LISTXATTRS)
+        cookies = Cookies(self.compounds.client.server, path, c.OP_LISTXATTRS)
         while True:
-            res = await self.run(
+            res = await self.compounds.run(
                 [PUTFH4args(fh), LISTXATTRS4args(cookie, XATTR_LIST_MAX)],
                 cred,
                 ReplyHints(max_reply=XATTR_LIST_MAX + 512),
@@ -63,4 +66,4 @@ class ExtendedAttributes(Compounds):
             cookie = ok.lxr_cookie
 
     async def removexattr(self, fh: bytes, name: str, cred: Credential, path: str | None = None) -> None:
-        await self.run([PUTFH4args(fh), REMOVEXATTR4args(name)], cred, path=path)
+        await self.compounds.run([PUTFH4args(fh), REMOVEXATTR4args(name)], cred, path=path)

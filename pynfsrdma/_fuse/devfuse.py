@@ -242,7 +242,9 @@ class NativeChannel:
         self._standby = trio.lowlevel.ParkingLot()  # workers waiting for it
         self._workers = 0
         self._in_a_row = 0
-        self._interruptible = frozenset(op for op, name in OPERATION_OF.items() if name in ops.interruptible)
+        self._interruptible = frozenset(
+            o.number for o in rq.OPCODES.values() if o.operation is not None and o.operation in ops.interruptible
+        )
         self._notifiers = trio.CapacityLimiter(NOTIFIERS)
         ops.kernel = _Kernel(self)
 
@@ -465,7 +467,7 @@ class NativeChannel:
         except rq.MalformedRequest as e:
             self.buffers.give_back(buf)
             log.error("%s", e)
-            if e.unique is not None and e.opcode not in rq.NO_REPLY:
+            if e.unique is not None and e.opcode is not None and rq.answered(e.opcode):
                 self._send(replies.error(e.unique, errno.EIO))
             return None
         op = req.opcode
@@ -542,14 +544,14 @@ class NativeChannel:
         else:
             self._send(replies.error(pipe.unique, errno.EIO))
 
-    # -- the requests --------------------------------------------------------------------------------
-    async def _lookup(self, r: rq.Named) -> Reply:
+    # -- the requests: a handler per operation, of the operation's name (kernel.requests.OPCODES) ------
+    async def lookup(self, r: rq.Named) -> Reply:
         return replies.entry(r.unique, await self.ops.lookup(r.nodeid, r.name, _ctx(r)))
 
-    async def _getattr(self, r: rq.Getattr) -> Reply:
+    async def getattr(self, r: rq.Getattr) -> Reply:
         return replies.attr(r.unique, await self.ops.getattr(r.nodeid, _ctx(r)))
 
-    async def _setattr(self, r: rq.Setattr) -> Reply:
+    async def setattr(self, r: rq.Setattr) -> Reply:
         v = r.valid
         attr = EntryAttributes(
             st_ino=r.nodeid,
@@ -576,42 +578,42 @@ class NativeChannel:
         fh = r.fh if v & abi.FATTR_FH else None
         return replies.attr(r.unique, await self.ops.setattr(r.nodeid, attr, fields, fh, _ctx(r)))
 
-    async def _readlink(self, r: rq.Request) -> Reply:
+    async def readlink(self, r: rq.Request) -> Reply:
         return replies.data(r.unique, await self.ops.readlink(r.nodeid, _ctx(r)))
 
-    async def _symlink(self, r: rq.Symlink) -> Reply:
+    async def symlink(self, r: rq.Symlink) -> Reply:
         return replies.entry(r.unique, await self.ops.symlink(r.nodeid, r.name, r.target, _ctx(r)))
 
-    async def _mknod(self, r: rq.Mknod) -> Reply:
+    async def mknod(self, r: rq.Mknod) -> Reply:
         return replies.entry(r.unique, await self.ops.mknod(r.nodeid, r.name, r.mode, r.rdev, _ctx(r, r.umask)))
 
-    async def _mkdir(self, r: rq.Mkdir) -> Reply:
+    async def mkdir(self, r: rq.Mkdir) -> Reply:
         mode = (r.mode & ~stat.S_IFMT(r.mode)) | stat.S_IFDIR  # the kernel sends the permission bits only
         return replies.entry(r.unique, await self.ops.mkdir(r.nodeid, r.name, mode, _ctx(r, r.umask)))
 
-    async def _unlink(self, r: rq.Named) -> Reply:
+    async def unlink(self, r: rq.Named) -> Reply:
         await self.ops.unlink(r.nodeid, r.name, _ctx(r))
         return replies.empty(r.unique)
 
-    async def _rmdir(self, r: rq.Named) -> Reply:
+    async def rmdir(self, r: rq.Named) -> Reply:
         await self.ops.rmdir(r.nodeid, r.name, _ctx(r))
         return replies.empty(r.unique)
 
-    async def _rename(self, r: rq.Rename) -> Reply:
+    async def rename(self, r: rq.Rename) -> Reply:
         await self.ops.rename(r.nodeid, r.name, r.newdir, r.newname, r.flags, _ctx(r))
         return replies.empty(r.unique)
 
-    async def _link(self, r: rq.Link) -> Reply:
+    async def link(self, r: rq.Link) -> Reply:
         return replies.entry(r.unique, await self.ops.link(r.oldnodeid, r.nodeid, r.name, _ctx(r)))
 
-    async def _open(self, r: rq.Open) -> Reply:
+    async def open(self, r: rq.Open) -> Reply:
         return replies.open_file(r.unique, await self.ops.open(r.nodeid, r.flags, _ctx(r)))
 
-    async def _create(self, r: rq.Create) -> Reply:
+    async def create(self, r: rq.Create) -> Reply:
         fi, attrs = await self.ops.create(r.nodeid, r.name, r.mode, r.flags, _ctx(r, r.umask))
         return replies.create(r.unique, attrs, fi)
 
-    async def _read(self, r: rq.Read) -> Reply:
+    async def read(self, r: rq.Read) -> Reply:
         pipe = self.pipes.take(r.unique) if self.pipes is not None else None
         if pipe is None:
             return self._data(r, await self.ops.read(r.fh, r.offset, r.size))
@@ -638,7 +640,7 @@ class NativeChannel:
         self.bytes_written += sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in reply[1:])
         return reply
 
-    async def _write(self, r: rq.Write) -> Reply:
+    async def write(self, r: rq.Write) -> Reply:
         data: Any = r.data
         r.data = EMPTY_VIEW  # (the operation's reference is the only one that may outlive the request)
         if data.nbytes * 2 < self.buffers.size:
@@ -651,58 +653,58 @@ class NativeChannel:
         n = await self.ops.write(r.fh, r.offset, data)
         return replies.write(r.unique, n)
 
-    async def _statfs(self, r: rq.Request) -> Reply:
+    async def statfs(self, r: rq.Request) -> Reply:
         return replies.statfs(r.unique, await self.ops.statfs(_ctx(r)))
 
-    async def _release(self, r: rq.Release) -> Reply:
+    async def release(self, r: rq.Release) -> Reply:
         await self.ops.release(r.fh, r.lock_owner, bool(r.release_flags & abi.FUSE_RELEASE_FLOCK_UNLOCK))
         return replies.empty(r.unique)
 
-    async def _fsync(self, r: rq.Fsync) -> Reply:
+    async def fsync(self, r: rq.Fsync) -> Reply:
         await self.ops.fsync(r.fh, bool(r.fsync_flags & abi.FUSE_FSYNC_FDATASYNC))
         return replies.empty(r.unique)
 
-    async def _setxattr(self, r: rq.Setxattr) -> Reply:
+    async def setxattr(self, r: rq.Setxattr) -> Reply:
         await self.ops.setxattr(r.nodeid, r.name, r.value, _ctx(r))
         return replies.empty(r.unique)
 
-    async def _getxattr(self, r: rq.Getxattr) -> Reply:
+    async def getxattr(self, r: rq.Getxattr) -> Reply:
         value = await self.ops.getxattr(r.nodeid, r.name, _ctx(r))
         return _sized(r, value)
 
-    async def _listxattr(self, r: rq.Getxattr) -> Reply:
+    async def listxattr(self, r: rq.Getxattr) -> Reply:
         names = await self.ops.listxattr(r.nodeid, _ctx(r))
         return _sized(r, b"".join(n + b"\0" for n in names))
 
-    async def _removexattr(self, r: rq.Named) -> Reply:
+    async def removexattr(self, r: rq.Named) -> Reply:
         await self.ops.removexattr(r.nodeid, r.name, _ctx(r))
         return replies.empty(r.unique)
 
-    async def _flush(self, r: rq.Flush) -> Reply:
+    async def flush(self, r: rq.Flush) -> Reply:
         await self.ops.flush(r.fh, r.lock_owner)
         return replies.empty(r.unique)
 
-    async def _opendir(self, r: rq.Open) -> Reply:
+    async def opendir(self, r: rq.Open) -> Reply:
         return replies.open_dir(r.unique, await self.ops.opendir(r.nodeid, _ctx(r)))
 
-    async def _readdir(self, r: rq.Read) -> Reply:
+    async def readdir(self, r: rq.Read) -> Reply:
         token = replies.DirentBuffer(r.size, plus=r.opcode == abi.FUSE_READDIRPLUS)
         await self.ops.readdir(r.fh, r.offset, token)
         return token.reply(r.unique)
 
-    async def _releasedir(self, r: rq.Release) -> Reply:
+    async def releasedir(self, r: rq.Release) -> Reply:
         await self.ops.releasedir(r.fh)
         return replies.empty(r.unique)
 
-    async def _fsyncdir(self, r: rq.Fsync) -> Reply:
+    async def fsyncdir(self, r: rq.Fsync) -> Reply:
         await self.ops.fsyncdir(r.fh, bool(r.fsync_flags & abi.FUSE_FSYNC_FDATASYNC))
         return replies.empty(r.unique)
 
-    async def _getlk(self, r: rq.Lk) -> Reply:
+    async def getlk(self, r: rq.Lk) -> Reply:
         lk = await self.ops.getlk(r.fh, r.owner, FileLock(r.start, r.end, r.type, r.lk_pid), _ctx(r))
         return replies.lock(r.unique, lk)
 
-    async def _setlk(self, r: rq.Lk) -> Reply:
+    async def setlk(self, r: rq.Lk) -> Reply:
         await self.ops.setlk(
             r.fh,
             r.owner,
@@ -713,19 +715,19 @@ class NativeChannel:
         )
         return replies.empty(r.unique)
 
-    async def _access(self, r: rq.Access) -> Reply:
+    async def access(self, r: rq.Access) -> Reply:
         if not await self.ops.access(r.nodeid, r.mask, _ctx(r)):
             raise FUSEError(errno.EACCES)
         return replies.empty(r.unique)
 
-    async def _fallocate(self, r: rq.Fallocate) -> Reply:
+    async def fallocate(self, r: rq.Fallocate) -> Reply:
         await self.ops.fallocate(r.fh, r.mode, r.offset, r.length)
         return replies.empty(r.unique)
 
-    async def _lseek(self, r: rq.Lseek) -> Reply:
+    async def lseek(self, r: rq.Lseek) -> Reply:
         return replies.lseek(r.unique, await self.ops.lseek(r.fh, r.offset, r.whence))
 
-    async def _copy_file_range(self, r: rq.CopyFileRange) -> Reply:
+    async def copy_file_range(self, r: rq.CopyFileRange) -> Reply:
         n = await self.ops.copy_file_range(r.fh_in, r.off_in, r.fh_out, r.off_out, r.length, r.flags)
         if r.opcode == abi.FUSE_COPY_FILE_RANGE_64:
             return replies.copy_file_range_64(r.unique, n)
@@ -744,83 +746,8 @@ def _sized(r: rq.Getxattr, value: bytes) -> Reply:
     return replies.data(r.unique, value)
 
 
-# the operation each request calls (what Operations.interruptible names)
-OPERATION_OF: dict[int, str] = {
-    abi.FUSE_LOOKUP: "lookup",
-    abi.FUSE_GETATTR: "getattr",
-    abi.FUSE_SETATTR: "setattr",
-    abi.FUSE_READLINK: "readlink",
-    abi.FUSE_SYMLINK: "symlink",
-    abi.FUSE_MKNOD: "mknod",
-    abi.FUSE_MKDIR: "mkdir",
-    abi.FUSE_UNLINK: "unlink",
-    abi.FUSE_RMDIR: "rmdir",
-    abi.FUSE_RENAME: "rename",
-    abi.FUSE_RENAME2: "rename",
-    abi.FUSE_LINK: "link",
-    abi.FUSE_OPEN: "open",
-    abi.FUSE_READ: "read",
-    abi.FUSE_WRITE: "write",
-    abi.FUSE_STATFS: "statfs",
-    abi.FUSE_RELEASE: "release",
-    abi.FUSE_FSYNC: "fsync",
-    abi.FUSE_SETXATTR: "setxattr",
-    abi.FUSE_GETXATTR: "getxattr",
-    abi.FUSE_LISTXATTR: "listxattr",
-    abi.FUSE_REMOVEXATTR: "removexattr",
-    abi.FUSE_FLUSH: "flush",
-    abi.FUSE_OPENDIR: "opendir",
-    abi.FUSE_READDIR: "readdir",
-    abi.FUSE_READDIRPLUS: "readdir",
-    abi.FUSE_RELEASEDIR: "releasedir",
-    abi.FUSE_FSYNCDIR: "fsyncdir",
-    abi.FUSE_GETLK: "getlk",
-    abi.FUSE_SETLK: "setlk",
-    abi.FUSE_SETLKW: "setlk",
-    abi.FUSE_ACCESS: "access",
-    abi.FUSE_CREATE: "create",
-    abi.FUSE_FALLOCATE: "fallocate",
-    abi.FUSE_LSEEK: "lseek",
-    abi.FUSE_COPY_FILE_RANGE: "copy_file_range",
-    abi.FUSE_COPY_FILE_RANGE_64: "copy_file_range",
-}
-
+# the handler of each request that asks the file system for an operation: the channel's method of the
+# operation's name (kernel.requests.OPCODES names it)
 HANDLERS: dict[int, Handler] = {
-    abi.FUSE_LOOKUP: NativeChannel._lookup,
-    abi.FUSE_GETATTR: NativeChannel._getattr,
-    abi.FUSE_SETATTR: NativeChannel._setattr,
-    abi.FUSE_READLINK: NativeChannel._readlink,
-    abi.FUSE_SYMLINK: NativeChannel._symlink,
-    abi.FUSE_MKNOD: NativeChannel._mknod,
-    abi.FUSE_MKDIR: NativeChannel._mkdir,
-    abi.FUSE_UNLINK: NativeChannel._unlink,
-    abi.FUSE_RMDIR: NativeChannel._rmdir,
-    abi.FUSE_RENAME: NativeChannel._rename,
-    abi.FUSE_RENAME2: NativeChannel._rename,
-    abi.FUSE_LINK: NativeChannel._link,
-    abi.FUSE_OPEN: NativeChannel._open,
-    abi.FUSE_READ: NativeChannel._read,
-    abi.FUSE_WRITE: NativeChannel._write,
-    abi.FUSE_STATFS: NativeChannel._statfs,
-    abi.FUSE_RELEASE: NativeChannel._release,
-    abi.FUSE_FSYNC: NativeChannel._fsync,
-    abi.FUSE_SETXATTR: NativeChannel._setxattr,
-    abi.FUSE_GETXATTR: NativeChannel._getxattr,
-    abi.FUSE_LISTXATTR: NativeChannel._listxattr,
-    abi.FUSE_REMOVEXATTR: NativeChannel._removexattr,
-    abi.FUSE_FLUSH: NativeChannel._flush,
-    abi.FUSE_OPENDIR: NativeChannel._opendir,
-    abi.FUSE_READDIR: NativeChannel._readdir,
-    abi.FUSE_READDIRPLUS: NativeChannel._readdir,
-    abi.FUSE_RELEASEDIR: NativeChannel._releasedir,
-    abi.FUSE_FSYNCDIR: NativeChannel._fsyncdir,
-    abi.FUSE_GETLK: NativeChannel._getlk,
-    abi.FUSE_SETLK: NativeChannel._setlk,
-    abi.FUSE_SETLKW: NativeChannel._setlk,
-    abi.FUSE_ACCESS: NativeChannel._access,
-    abi.FUSE_CREATE: NativeChannel._create,
-    abi.FUSE_FALLOCATE: NativeChannel._fallocate,
-    abi.FUSE_LSEEK: NativeChannel._lseek,
-    abi.FUSE_COPY_FILE_RANGE: NativeChannel._copy_file_range,
-    abi.FUSE_COPY_FILE_RANGE_64: NativeChannel._copy_file_range,
+    o.number: getattr(NativeChannel, o.operation) for o in rq.OPCODES.values() if o.operation is not None
 }

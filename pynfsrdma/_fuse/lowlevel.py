@@ -18,6 +18,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .kernel.records import EntryAttributes, FileInfo, FileLock, StatvfsData
+
 ROOT_INODE = 1  # FUSE_ROOT_ID
 
 # fuse_file_lock.type: the values of F_RDLCK, F_WRLCK and F_UNLCK (fcntl.h)
@@ -51,29 +53,6 @@ class RequestContext:
 
 
 @dataclass(slots=True)
-class EntryAttributes:
-    """A node's attributes and how long the kernel may keep them (fuse_entry_out, fuse_attr).
-    ``st_ino`` 0 in a lookup's answer: the name does not exist, and the kernel may keep that for
-    ``entry_timeout`` seconds."""
-
-    st_ino: int = 0
-    generation: int = 0
-    entry_timeout: float = 0.0
-    attr_timeout: float = 0.0
-    st_mode: int = 0
-    st_nlink: int = 0
-    st_uid: int = 0
-    st_gid: int = 0
-    st_rdev: int = 0
-    st_size: int = 0
-    st_blksize: int = 0
-    st_blocks: int = 0
-    st_atime_ns: int = 0
-    st_mtime_ns: int = 0
-    st_ctime_ns: int = 0
-
-
-@dataclass(slots=True)
 class SetattrFields:
     """Which attributes a SETATTR changes (fuse_setattr_in.valid). ``*_now``: set that time to the
     server's "now" (utimensat's UTIME_NOW) instead of the value given; ``kill_suidgid``: the kernel
@@ -89,42 +68,6 @@ class SetattrFields:
     update_atime_now: bool = False
     update_mtime_now: bool = False
     kill_suidgid: bool = False
-
-
-@dataclass(slots=True)
-class FileInfo:
-    """The answer to an open or create (fuse_open_out): the file handle and how the kernel treats
-    the open file's data (``keep_cache``: its page cache of the file is still good)."""
-
-    fh: int = 0
-    keep_cache: bool = True
-    direct_io: bool = False
-    nonseekable: bool = False
-
-
-@dataclass(slots=True)
-class StatvfsData:
-    f_bsize: int = 0
-    f_frsize: int = 0
-    f_blocks: int = 0
-    f_bfree: int = 0
-    f_bavail: int = 0
-    f_files: int = 0
-    f_ffree: int = 0
-    f_favail: int = 0
-    f_namemax: int = 0
-
-
-@dataclass(slots=True)
-class FileLock:
-    """A POSIX byte-range lock (fuse_file_lock): ``start``..``end`` inclusive, ``end`` OFFSET_MAX
-    for "to the end of the file"; ``type`` F_RDLCK, F_WRLCK or F_UNLCK; ``pid`` the holder's
-    (0 when the holder is on another client)."""
-
-    start: int
-    end: int
-    type: int
-    pid: int = 0
 
 
 class ReaddirToken(Protocol):

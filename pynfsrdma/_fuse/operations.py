@@ -7,8 +7,12 @@
 - Opens (:mod:`.opens`): one NFS OPEN per (file, open owner), shared by the FUSE handles on it and
   CLOSEd with the last of them. Close-to-open: every open revalidates the change attribute and keeps
   the kernel's page cache only if it did not move.
-- Locks (:mod:`.posix_locks`) and the NFSv4.2 operations (:mod:`.nfs42`) go to their modules.
-- Writes are gathered per open by the open-file engine (:mod:`..client.open_file`) and committed on
+- Each family of operations is answered by a module of its own, which NFSOperations hands it to:
+  LOOKUP (:mod:`.lookup`), SETATTR (:mod:`.setattr`), READ and WRITE (:mod:`.read_write`), open
+  directories (:mod:`.readdir`), extended attributes (:mod:`.xattrs`), locks (:mod:`.posix_locks`)
+  and the NFSv4.2 operations (:mod:`.nfs42`); what our own operation's change_info4 means for its
+  directory is :mod:`.change_info`. NFSOperations keeps what they share: inodes, caches, credentials.
+- Writes are gathered per open by the open-file engine (:mod:`.._client.open_file`) and committed on
   flush, fsync and release.
 - Sequential reads of an open file are read ahead in rsize READs, several in flight (:mod:`.readahead`);
   not for O_DIRECT opens, whose reads go to the server as they come.
@@ -24,7 +28,6 @@
 from __future__ import annotations
 
 import collections
-import dataclasses
 import errno
 import functools
 import gc
@@ -33,24 +36,21 @@ import logging
 import os
 import stat
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 import cachetools
 import trio
 
-from .._client.attributes import FTYPE_TO_IFMT, NOW, FileAttrs
-from .._client.dir_pages import DirReader
-from .._client.nfs4 import NFSv4, OpenFile
-from .._client.open_file import read_range, with_reopens
+from .._client.attributes import FTYPE_TO_IFMT, FileAttrs
+from .._client.nfs4 import NFSv4
 from .._client.security import UserCredentials
 from .._errors import NFS4Error
 from .._proto.nfs4 import const as c
-from .._proto.nfs4.types import change_info4
 from .._rpc.auth import Credential, auth_sys
-from .cache import NEGATIVE, AttrTimeouts, Listing, NameCache
-from .caller import is_opening
-from .inodes import OWN, ROOT_INODE, Inode, InodeTable
+from .cache import AttrTimeouts, NameCache
+from .change_info import DirectoryChanges
+from .inodes import ROOT_INODE, Inode, InodeTable
+from .lookup import Lookups
 from .lowlevel import (
     EntryAttributes,
     FileInfo,
@@ -65,26 +65,23 @@ from .lowlevel import (
     supplementary_groups,
 )
 from .nfs42 import NFS42Files
-from .opens import FileHandle, Opens, SharedOpen, access_mask, share_access
+from .opens import FileHandle, Opens, access_mask, share_access
 from .options import LOOKUPCACHE_NONE, REMOUNT_CHANGES, MountOptions
 from .posix_locks import PosixLocks
-from .readahead import Extent, assemble
+from .read_write import FileData
+from .readdir import Directories
+from .setattr import Setattrs, projected
 from .silly_rename import SillyRenames
+from .xattrs import Xattrs
 
-XATTR_USER_PREFIX = b"user."  # the namespace RFC 8276 carries (its names go without the prefix)
 log = logging.getLogger(__name__)
 
 BLOCK_SIZE = 4096
 NAME_MAX = 255  # the longest name, in bytes (Linux's; NFS-Ganesha reports 1024 and refuses past 255)
 GROUPS_TTL = 2.0  # seconds a process's supplementary groups are remembered
-# the entries a listing starts with, and the offset to go on from after each (the kernel's next
-# request then starts there; NFS reserves READDIR cookies 1 and 2, so none of its entries has them)
-DOT_ENTRIES = ((1, b"."), (2, b".."))
 # the operations whose first argument is a file handle (the others': an inode)
 HANDLE_OPERATIONS = frozenset({"read", "write", "flush", "fsync", "release", "readdir", "releasedir", "fsyncdir"})
 GONE_NOTIFY_WAIT = 0.2  # seconds an answer waits for the kernel to drop an entry (see gone)
-# attribute changes that may wait with a file's gathered data (setattr_fattr4 keywords; see _defer_setattr)
-DEFERRABLE_SETATTR = frozenset({"mode", "atime_ns", "mtime_ns"})
 # The daemon keeps tens of thousands of long-lived objects (inodes and their attributes) and makes
 # them by the thousand (a listing, an untar): with CPython's default thresholds (a young collection
 # every 700 allocations) the cyclic collector took about a fifth of an ``ls -l``'s CPU; with these, a
@@ -124,13 +121,6 @@ def _name(name: bytes) -> str:
     return os.fsdecode(name)
 
 
-@dataclass(eq=False)
-class DirHandle:
-    inode: Inode
-    cred: Credential
-    pages: DirReader
-
-
 class NFSOperations(Operations):
 
     def __init__(
@@ -150,7 +140,6 @@ class NFSOperations(Operations):
         self.entry_timeout = self._entry_timeout()
         self.inodes = InodeTable(root_fh, root_attrs, self.timeouts, trio.current_time())
         self.names = NameCache(opts.acdirmax if opts.lookupcache != LOOKUPCACHE_NONE else 0)
-        self.dirs: dict[int, DirHandle] = {}
         self._ids = itertools.count(1)  # FUSE handle numbers, of files and directories
         self._callers: cachetools.TTLCache[tuple[int, int, int], Credential] = cachetools.TTLCache(
             maxsize=4096, ttl=GROUPS_TTL
@@ -168,7 +157,17 @@ class NFSOperations(Operations):
         self.files = self.opens.files  # FUSE file handles (:class:`.opens.FileHandle`)
         self.locks = PosixLocks(nfs, self.opens, self._invalidate)
         self.nfs42 = NFS42Files(nfs, self.inodes, self.opens)
-        self.silly = SillyRenames(nfs, self.inodes, self._modified_dir)
+        self.changes = DirectoryChanges(self.inodes, self.names, opts)
+        self.xattrs = Xattrs(nfs, self._inode, self.cred, self._check_rw)
+        self.lookups = Lookups(
+            nfs, self.inodes, self.names, self.counts, opts, self._each_name_checked, self._entry, self._learn,
+            self.gone,
+        )
+        self.silly = SillyRenames(nfs, self.inodes, self.changes.modified)
+        self.setattrs = Setattrs(nfs, self.inodes, self.opens, self._delegated)
+        self.data = FileData(nfs, self.inodes, self.opens, nursery, self._delegated, self._invalidate)
+        self.directories = Directories(nfs, self.inodes, self.opens, nursery, self._ids, self._entry, self._changed)
+        self.dirs = self.directories.dirs  # FUSE directory handles (:class:`.readdir.DirHandle`)
         gc.set_threshold(*GC_THRESHOLD)  # (the mount daemon's process: see GC_THRESHOLD)
         # delegations: opens and attributes served locally while the server lets us (not with noac)
         nfs.want_delegations = not opts.noac
@@ -250,12 +249,6 @@ class NFSOperations(Operations):
         e.st_ctime_ns = a.ctime_ns
         return e
 
-    @staticmethod
-    def _negative() -> EntryAttributes:
-        """The name does not exist. The kernel keeps no note of that (entry_timeout 0): a later
-        lookup comes to us, and one for an open() asks the server (see lookup)."""
-        return EntryAttributes()
-
     def _learn(self, fh: bytes, attrs: FileAttrs, asked: int | None, lookup: bool = True) -> Inode:
         node, changed = self.inodes.learn(fh, attrs, self._now(), lookup, asked=asked)
         if changed:
@@ -283,46 +276,6 @@ class NFSOperations(Operations):
         if self.kernel is not None:
             await self.kernel.invalidate_inode(ino, attr_only)
 
-    def _modified_dir(
-        self, parent: Inode, name: str, cinfo: change_info4 | None, present: bool, node: Inode | None = None
-    ) -> Inode | None:
-        """Our operation added (``present``: now leading to ``node`` if given) or removed ``name`` in
-        ``parent``, and the server says how the directory's change attribute moved (``cinfo``): its
-        attributes and the name's cache entry are stale, its listing follows, or ends (cache.Listing).
-        The file the name led to before has one link less and a new ctime: its attributes are stale
-        too. Returns that file, if we know it. (:meth:`_dir_after` may then take the directory's
-        attributes the operation brought back.)"""
-        parent.stale()
-        self.names.drop(parent.ino, name)
-        listing = parent.listing
-        if listing is not None and (
-            cinfo is None or not listing.changed(cinfo.before, cinfo.after, name, present, self._now())
-        ):
-            parent.listing = None
-        before = self.inodes.unnamed(parent.ino, name)
-        if before is not None and before is not node:
-            before.stale()
-        if node is not None:
-            self.inodes.named(node, parent.ino, name)
-        return before
-
-    def _dir_after(self, parent: Inode, cinfo: change_info4 | None, attrs: FileAttrs | None, asked: int) -> None:
-        """After :meth:`_modified_dir`: ``attrs``, the directory's attributes from a GETATTR in our
-        operation's own COMPOUND (``asked``: from ``InodeTable.changing``), are taken when they show
-        the change attribute the server's change_info4 gives as "after" (nothing changed the
-        directory between our operation and that GETATTR). The kernel's next look at the directory
-        (with default_permissions: its permission check before the next create there) is then
-        answered without a GETATTR; otherwise the next look asks the server. (Whether the server
-        calls the change_info4 atomic does not matter here: the GETATTR ran after our operation,
-        and its answer is the directory as the server has it. NFS-Ganesha calls none atomic.)"""
-        if attrs is not None and cinfo is not None and attrs.change == cinfo.after:
-            self.inodes.changed_by_us(parent, attrs, self._now(), asked)
-
-    def _listed(self, node: Inode) -> None:
-        """``node`` is a directory we just made: we know all its names (none)."""
-        if self.opts.negative_names and node.is_dir:
-            node.listing = Listing(node.attrs.change, float("-inf"), set())
-
     async def _sync_inode(self, node: Inode) -> None:
         await self.opens.sync(node)
 
@@ -348,78 +301,11 @@ class NFSOperations(Operations):
         if self.opts.ro:
             raise FUSEError(errno.EROFS)
 
-    # -- names ----------------------------------------------------------------------------------------
+    # -- names (:mod:`.lookup`) ----------------------------------------------------------------------
     @fuse_errors
-    async def lookup(
-        self, parent_inode: int, name: bytes, ctx: RequestContext
-    ) -> EntryAttributes:
+    async def lookup(self, parent_inode: int, name: bytes, ctx: RequestContext) -> EntryAttributes:
         parent = self._inode(parent_inode)
-        n = _name(name)
-        cred = self.cred(ctx)
-        if n == ".":
-            parent.lookups += 1
-            return self._entry(parent)
-        if n == "..":
-            asked = self.inodes.asking()
-            fh, attrs = await self.nfs.lookupp(parent.fh, cred)
-            return self._entry(self._learn(fh, attrs, asked))
-        now = self._now()
-        # Names that exist are not answered from here: the kernel keeps them itself (entry_timeout),
-        # and asks again when its entry expired or when a name led to a file or directory the server
-        # no longer has (ESTALE: it looks every name of the path up again, and must reach the server).
-        if (
-            self.inodes.fresh(parent, now)
-            and self.names.get(parent.ino, n, parent.attrs.change) == NEGATIVE
-            and not is_opening(ctx.pid)
-        ):
-            self.counts["lookups_cached"] += 1
-            return self._negative()
-        listing = parent.listing
-        if listing is not None and listing.absent(n, now, self.opts.acdirmin) and not is_opening(ctx.pid):
-            self.counts["lookups_cached"] += 1
-            return self._negative()
-        if self._each_name_checked and self.inodes.fresh(parent, now):
-            # the kernel keeps no name (entry timeout 0): a name we know is answered from here to a
-            # caller the server lets search the directory (a caller it does not is sent to it)
-            known = self.names.get(parent.ino, n, parent.attrs.change)
-            node = self.inodes.get(known) if known is not None and known != NEGATIVE else None
-            if node is not None and await self._may_search(parent, cred):
-                node.lookups += 1
-                self.counts["lookups_cached"] += 1
-                return self._entry(node)
-        self.counts["lookups_sent"] += 1
-        asked = self.inodes.asking()
-        try:
-            fh, attrs = await self.nfs.lookup(parent.fh, n, cred)
-        except NFS4Error as e:
-            if e.status == c.NFS4ERR_STALE:
-                # the directory is gone (another client removed it): so is every name in it. (An
-                # ESTALE here would reach the caller: the kernel retries no failed lookup of a
-                # mkdir, create or rename.)
-                await self.gone("lookup", parent_inode)
-                return self._negative()
-            if e.errno == errno.ENOENT:
-                if self.opts.negative_names and self.inodes.fresh(parent, now):
-                    self.names.put(parent.ino, n, NEGATIVE, parent.attrs.change)
-                return self._negative()
-            raise
-        node = self._learn(fh, attrs, asked)
-        self.inodes.named(node, parent.ino, n)
-        if self.inodes.fresh(parent, now):
-            self.names.put(parent.ino, n, node.ino, parent.attrs.change)
-        return self._entry(node)
-
-    async def _may_search(self, parent: Inode, cred: Credential) -> bool:
-        """Whether the server lets ``cred`` look names up in ``parent`` (ACCESS; its answer kept
-        while the directory's attributes hold, one per user, as the Linux client keeps them)."""
-        key = (cred.uid, cred.gid, cred.gids)
-        granted = parent.granted.get(key) if parent.granted is not None else None
-        if granted is None:
-            granted = await self.nfs.access(parent.fh, c.ACCESS4_LOOKUP, cred)
-            if parent.granted is None:
-                parent.granted = {}
-            parent.granted[key] = granted
-        return bool(granted & c.ACCESS4_LOOKUP)
+        return await self.lookups.lookup(parent, _name(name), ctx.pid, self.cred(ctx))
 
     async def forget(self, inode_list: Any) -> None:
         for ino, n in inode_list:
@@ -429,7 +315,7 @@ class NFSOperations(Operations):
     @fuse_errors
     async def getattr(self, inode: int, ctx: RequestContext) -> EntryAttributes:
         node = self._inode(inode)
-        if not self._projected(node):
+        if not projected(node):
             await self._sync_inode(node)
         if not self.inodes.fresh(node, self._now()) and not self._delegated(node):
             self.counts["attr_revalidations"] += 1
@@ -458,155 +344,9 @@ class NFSOperations(Operations):
     ) -> EntryAttributes:
         self._check_rw()
         node = self._inode(inode)
-        cred = self.cred(ctx)
-        kw: dict[str, Any] = {}
-        if fields.update_mode:
-            kw["mode"] = attr.st_mode & 0o7777
-        if fields.update_uid:
-            kw["uid"] = attr.st_uid
-        if fields.update_gid:
-            kw["gid"] = attr.st_gid
-        if fields.update_atime:
-            kw["atime_ns"] = NOW if fields.update_atime_now else attr.st_atime_ns
-        if fields.update_mtime:
-            kw["mtime_ns"] = NOW if fields.update_mtime_now else attr.st_mtime_ns
-        if kw and not fields.update_size:
-            if self._setattr_changes_nothing(node, kw, cred) or self._defer_setattr(node, kw, cred):
-                return self._entry(node)
-            if self._kills_setid_for_a_write(node, kw, cred):
-                return self._entry(node)
-            attrs = await self._write_and_setattr(node, cred, kw)
-            if attrs is not None:
-                return self._entry(node)
-        stateid = None
-        await self._sync_inode(node)  # gathered writes go first: a later WRITE would undo times or size
-        # truncate(2) by name: no open checked the right to write, and a server lets a file's owner
-        # change its size whatever the mode (NFS servers' owner override); ACCESS asks, as the
-        # Linux client's permission check does
-        if (
-            fields.update_size
-            and fh is None
-            and not await self.nfs.access(node.fh, c.ACCESS4_MODIFY, cred) & c.ACCESS4_MODIFY
-        ):
-            raise FUSEError(errno.EACCES)
-        if fields.update_size:
-            kw["size"] = attr.st_size
-            h = self.files.get(fh) if fh is not None else None
-            shared = (
-                h.shared
-                if h is not None
-                else next((s for s in node.shared.values() if s.of.access & c.OPEN4_SHARE_ACCESS_WRITE), None)
-            )
-            if shared is not None:
-                stateid = shared.of.stateid
-        if not kw:
+        if not await self.setattrs.setattr(node, attr, fields, fh, self.cred(ctx)):
             return await self.getattr(inode, ctx)
-        log.debug("setattr ino=%d fh=%s %s", inode, fh, kw)
-        asked = self.inodes.asking(node)
-        attrs = await self.nfs.setattr(node.fh, cred, stateid=stateid, **kw)
-        self._attrs_after_setattr(node, attrs, asked)
-        if fields.update_size:
-            node.data_change = attrs.change  # the kernel truncated its page cache itself
-            node.drop_readahead()
         return self._entry(node)
-
-    def _attrs_after_setattr(self, node: Inode, attrs: FileAttrs, asked: int | None) -> None:
-        now = self._now()
-        self.inodes.refresh(node, attrs, now, asked=asked)
-        if node.fetched != now:
-            return  # (a write of ours may have come after them)
-        for s in node.shared.values():  # newer than what the last WRITE brought back
-            w = s.writer
-            if w is not None and w.post_attrs is not None and not w.unsent:
-                w.post_attrs = (attrs, now)
-
-    def _setattr_changes_nothing(self, node: Inode, kw: dict[str, Any], cred: Credential) -> bool:
-        """A chmod/chown to what the file has already (``tar`` as root does both after every file):
-        nothing to send, when our attributes are fresh and the caller owns the file (so the server
-        could not refuse it: an owner may always chmod, and chown to the owner and group the file has).
-        Not with set-user/group-ID bits (the kernel may clear them on the way), nor times (those
-        set "now", or ctime moves)."""
-        a = node.attrs
-        if not kw.keys() <= {"mode", "uid", "gid"} or cred.uid != a.uid:
-            return False
-        if "mode" in kw and (kw["mode"] != a.mode or kw["mode"] & (stat.S_ISUID | stat.S_ISGID)):
-            return False
-        if kw.get("uid", a.uid) != a.uid or kw.get("gid", a.gid) != a.gid:
-            return False
-        return self.inodes.fresh(node, self._now()) or self._delegated(node)
-
-    def _kills_setid_for_a_write(self, node: Inode, kw: dict[str, Any], cred: Credential) -> bool:
-        """The kernel clears the set-user/group-ID bits before a write by someone other than the
-        owner (with no FUSE killpriv support it sends a chmod, as the writer): the server refuses
-        that chmod to a non-owner, and clears the bits itself when the WRITE comes. Nothing is sent;
-        the attributes are asked again at the next look."""
-        a = node.attrs
-        setid = a.mode & (stat.S_ISUID | stat.S_ISGID)
-        if kw.keys() != {"mode"} or not setid or cred.uid in (0, a.uid):
-            return False
-        if kw["mode"] != a.mode & ~setid & 0o7777:
-            return False
-        node.attrs = dataclasses.replace(a, mode=kw["mode"])
-        node.stale()
-        return True
-
-    def _defer_setattr(self, node: Inode, kw: dict[str, Any], cred: Credential) -> bool:
-        """Times and mode set by the file's owner while the file's one open holds data not yet sent
-        (``tar``: write, utimensat, fchown, fchmod, close) wait with the data and go after it in its
-        COMPOUND (:meth:`FileWriter.defer_setattr`); the kernel is answered with the attributes as
-        they will be. The owner may always set them, so the server has no reason to refuse (a refusal
-        is reported by close or fsync, as a failed WRITE is). Not with set-user/group-ID bits (the
-        server may clear them)."""
-        a = node.attrs
-        if not kw.keys() <= DEFERRABLE_SETATTR or cred.uid != a.uid or len(node.shared) != 1:
-            return False
-        if NOW in kw.values():
-            return False  # (the server's "now" is when the SETATTR reaches it)
-        if kw.get("mode", 0) & (stat.S_ISUID | stat.S_ISGID):
-            return False
-        shared: SharedOpen = next(iter(node.shared.values()))
-        w, sc = shared.writer, shared.cred
-        if (
-            w is None
-            or (sc.uid, sc.gid, sc.gids) != (cred.uid, cred.gid, cred.gids)
-            or not w.defer_setattr(kw)
-        ):
-            return False
-        node.attrs = dataclasses.replace(a, size=max(a.size, w.gathered_end), **kw)
-        if self._projected(node):
-            node.fetched = self._now()  # (see getattr)
-        return True
-
-    @staticmethod
-    def _projected(node: Inode) -> bool:
-        """Whether ``node.attrs`` are what the server will hold once the data gathered for it and the
-        attribute changes kept after that data are sent: the times were set explicitly after the
-        last write (so neither the mtime nor the size depends on the server), by the file's one open.
-        ``tar``'s chown makes the kernel ask for the attributes first (to clear set-user-ID bits):
-        they are answered from here, and the data waits for the close."""
-        if len(node.shared) != 1:
-            return False
-        w = next(iter(node.shared.values())).writer
-        return w is not None and "mtime_ns" in w.setattrs
-
-    async def _write_and_setattr(self, node: Inode, cred: Credential, kw: dict[str, Any]) -> FileAttrs | None:
-        """Gathered data that fits in one WRITE goes FILE_SYNC in the SETATTR's own COMPOUND (PUTFH,
-        WRITE, SETATTR, GETATTR): ``tar``'s write then utimensat take one round trip, and the close
-        has nothing left to send. None when there is no such data, or when the WRITE did not go in
-        full (the data is gathered again and the usual way sends it, then the SETATTR)."""
-        busy = [s for s in node.shared.values() if s.writer is not None and s.writer.unsent]
-        if len(busy) != 1:
-            return None
-        shared = busy[0]
-        w = shared.writer
-        sc = shared.cred
-        if w is None or (sc.uid, sc.gid, sc.gids) != (cred.uid, cred.gid, cred.gids):
-            return None
-        attrs = await w.write_with_setattr(kw)
-        if attrs is None:
-            return None
-        self._attrs_after_setattr(node, attrs, OWN)
-        return attrs
 
     @fuse_errors
     async def readlink(self, inode: int, ctx: RequestContext) -> bytes:
@@ -630,43 +370,22 @@ class NFSOperations(Operations):
         granted = await self.nfs.access(node.fh, want, self.cred(ctx))
         return granted & want == want
 
-    # -- extended attributes --------------------------------------------------------------------------
-    def _xattr_name(self, name: bytes) -> str:
-        """The RFC 8276 name of a "user." extended attribute (ENOSYS: the kernel stops asking when the
-        server has none; ENOTSUP for the other namespaces, which NFS does not carry)."""
-        if not self.nfs.xattr_support:
-            raise FUSEError(errno.ENOSYS)
-        if not name.startswith(XATTR_USER_PREFIX) or len(name) == len(XATTR_USER_PREFIX):
-            raise FUSEError(errno.ENOTSUP)
-        return os.fsdecode(name[len(XATTR_USER_PREFIX) :])
-
+    # -- extended attributes (:mod:`.xattrs`) ---------------------------------------------------------
     @fuse_errors
     async def getxattr(self, inode: int, name: bytes, ctx: RequestContext) -> bytes:
-        key = self._xattr_name(name)
-        return await self.nfs.getxattr(self._inode(inode).fh, key, self.cred(ctx))
+        return await self.xattrs.getxattr(inode, name, ctx)
 
     @fuse_errors
     async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: RequestContext) -> None:
-        key = self._xattr_name(name)
-        self._check_rw()
-        node = self._inode(inode)
-        await self.nfs.setxattr(node.fh, key, value, self.cred(ctx))
-        node.stale()  # (its ctime and change attribute moved)
+        await self.xattrs.setxattr(inode, name, value, ctx)
 
     @fuse_errors
     async def listxattr(self, inode: int, ctx: RequestContext) -> list[bytes]:
-        if not self.nfs.xattr_support:
-            raise FUSEError(errno.ENOSYS)
-        names = await self.nfs.listxattrs(self._inode(inode).fh, self.cred(ctx))
-        return [XATTR_USER_PREFIX + os.fsencode(n) for n in names]
+        return await self.xattrs.listxattr(inode, ctx)
 
     @fuse_errors
     async def removexattr(self, inode: int, name: bytes, ctx: RequestContext) -> None:
-        key = self._xattr_name(name)
-        self._check_rw()
-        node = self._inode(inode)
-        await self.nfs.removexattr(node.fh, key, self.cred(ctx))
-        node.stale()
+        await self.xattrs.removexattr(inode, name, ctx)
 
     @fuse_errors
     async def statfs(self, ctx: RequestContext) -> StatvfsData:
@@ -696,10 +415,10 @@ class NFSOperations(Operations):
                 parent.fh, n, ftype, self.cred(ctx), dir_attrs=True, **kw
             )
             node = self._learn(fh, attrs, asked)
-            self._modified_dir(parent, n, cinfo, True, node)
-            self._dir_after(parent, cinfo, dir_attrs, dir_asked)
+            self.changes.modified(parent, n, cinfo, True, node)
+            self.changes.after(parent, cinfo, dir_attrs, dir_asked)
         if ftype == c.NF4DIR:
-            self._listed(node)
+            self.changes.listed(node)
         return self._entry(node)
 
     @fuse_errors
@@ -748,8 +467,8 @@ class NFSOperations(Operations):
             return
         with self.inodes.changing(parent) as dir_asked:
             cinfo, dir_attrs = await self.nfs.remove(parent.fh, n, cred, dir_attrs=True)
-            self._modified_dir(parent, n, cinfo, False)
-            self._dir_after(parent, cinfo, dir_attrs, dir_asked)
+            self.changes.modified(parent, n, cinfo, False)
+            self.changes.after(parent, cinfo, dir_attrs, dir_asked)
 
     @fuse_errors
     async def rmdir(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
@@ -768,8 +487,8 @@ class NFSOperations(Operations):
                 if e.status != c.NFS4ERR_NOTEMPTY or target is None or not await self.silly.gone_from(target.fh):
                     raise
                 cinfo, dir_attrs = await self.nfs.remove(parent.fh, n, cred, dir_attrs=True)
-            self._modified_dir(parent, n, cinfo, False)
-            self._dir_after(parent, cinfo, dir_attrs, dir_asked)
+            self.changes.modified(parent, n, cinfo, False)
+            self.changes.after(parent, cinfo, dir_attrs, dir_asked)
 
     @fuse_errors
     async def rename(
@@ -791,8 +510,8 @@ class NFSOperations(Operations):
         if target is not None:
             await self.silly.hide(dst, new, target, cred)
         src_cinfo, dst_cinfo = await self.nfs.rename(src.fh, old, dst.fh, new, cred)
-        moved = self._modified_dir(src, old, src_cinfo, False)
-        self._modified_dir(dst, new, dst_cinfo, True, moved)
+        moved = self.changes.modified(src, old, src_cinfo, False)
+        self.changes.modified(dst, new, dst_cinfo, True, moved)
 
     @fuse_errors
     async def link(
@@ -805,7 +524,7 @@ class NFSOperations(Operations):
         asked = self.inodes.asking(node)
         attrs, cinfo = await self.nfs.link(node.fh, parent.fh, n, self.cred(ctx))
         node = self._learn(node.fh, attrs, asked)
-        self._modified_dir(parent, n, cinfo, True, node)
+        self.changes.modified(parent, n, cinfo, True, node)
         return self._entry(node)
 
     # -- open files (:mod:`.opens`) -------------------------------------------------------------------
@@ -819,13 +538,6 @@ class NFSOperations(Operations):
         if access & c.OPEN4_SHARE_ACCESS_WRITE:
             self._check_rw()
         return await self.opens.open(node, flags, access, self.cred(ctx))
-
-    async def _read_state(self, h: FileHandle, of: OpenFile, off: int, size: int) -> tuple[Any, bool]:
-        """One READ; when the server lost the open behind it, open again and repeat."""
-        return await with_reopens(
-            of, functools.partial(self.opens.reopen, h.inode, h.shared),
-            lambda: self.nfs.read(of, h.inode.fh, off, size, h.cred),
-        )
 
     async def gone(self, operation: str, arg: int) -> None:
         """The server no longer has the file or directory ``operation`` was about (NFS4ERR_STALE:
@@ -883,8 +595,8 @@ class NFSOperations(Operations):
             cinfo = of.dir_change
             if cinfo is None or cinfo.before == cinfo.after:  # it was there already: the caller's right to open it
                 self.opens.granted(node, of, want)
-            self._modified_dir(parent, n, cinfo, True, node)
-            self._dir_after(parent, cinfo, of.dir_attrs, dir_asked)
+            self.changes.modified(parent, n, cinfo, True, node)
+            self.changes.after(parent, cinfo, of.dir_attrs, dir_asked)
         shared = self.opens.adopt(node, of, cred)
         keep = await self.opens.close_to_open(node, None, asked)
         return self.opens.handle(node, shared, access, cred, keep, flags), self._entry(node)
@@ -900,82 +612,11 @@ class NFSOperations(Operations):
 
     @fuse_errors
     async def read(self, fh: int, off: int, size: int) -> Any:
-        h = self._file(fh)
-        node = h.inode
-        await self._sync_inode(node)  # our own gathered writes are read back from the server
-        ra = h.readahead
-        if ra is not None:
-            # as far ahead as the READs that fill the session's live paths reach, or the mount's window
-            ra.max_window = max(self.opens.readahead_window, self._io_window() * self.nfs.maxread)
-            cover, new = ra.request(off, size, node.attrs.size)
-            for e in new:
-                h.fetching.add(e)
-                self.nursery.start_soon(self._read_ahead, h, e)
-            if cover:
-                for e in cover:
-                    await e.done.wait()
-                data = assemble(cover, off, size)
-                if data is not None:
-                    return data  # a slice of a reply's view when one READ holds it: no copy
-                ra.drop()  # a READ ahead failed or came back short: read it here (and see why)
-        return await self._read_direct(h, off, size)
-
-    async def _read_ahead(self, h: FileHandle, e: Extent) -> None:
-        try:
-            data, eof = await self.nfs.read(h.shared.of, h.inode.fh, e.offset, e.size, h.cred)
-        except Exception as exc:  # the reader's own READ then sees (and reports) it
-            e.finish(error=exc)
-        else:
-            e.finish(data, eof)
-        finally:
-            e.done.set()
-            h.fetching.discard(e)
-
-    def _io_window(self) -> int:
-        """READs to keep in flight: as many as fill the session's live paths."""
-        return self.nfs.io_window(self.nfs.maxread)
-
-    async def _read_direct(self, h: FileHandle, off: int, size: int) -> Any:
-        of = h.shared.of
-        views, _ = await read_range(
-            lambda o, n: self._read_state(h, of, o, n), off, size, self.nfs.maxread, self._io_window
-        )
-        if len(views) == 1:
-            return views[0]  # a view of the reply: no copy on the way to the kernel
-        return b"".join(views)  # (several READs, or none)
+        return await self.data.read(self._file(fh), off, size)
 
     @fuse_errors
     async def write(self, fh: int, off: int, buf: bytes) -> int:
-        h = self._file(fh)
-        w = h.shared.writer
-        if w is None or not h.access & c.OPEN4_SHARE_ACCESS_WRITE:
-            raise FUSEError(errno.EBADF)
-        h.written = True
-        node = h.inode
-        if h.append:
-            off = await self._end_for_append(node, off, h.cred)
-        node.drop_readahead()
-        self.inodes.wrote(node, off + len(buf))  # (before the kernel hears of it: attributes asked until now are older)
-        await w.write(off, buf)
-        node.stale()
-        return len(buf)
-
-    async def _end_for_append(self, node: Inode, off: int, cred: Credential) -> int:
-        """Where a write to a file opened O_APPEND goes: the end of the file as the server has it
-        with our writes on top. The kernel appends at the size it holds, which another client's
-        appends since it last asked (at the open, or as the attribute cache allows, as the Linux
-        client revalidates before an append) have left behind: the write goes to the end instead,
-        and the kernel is made to drop its cached pages and size of the file."""
-        if not self.inodes.fresh(node, self._now()) and not self._delegated(node):
-            await self._sync_inode(node)
-            asked = self.inodes.asking(node)
-            attrs = await self.nfs.getattr(node.fh, cred)
-            self.inodes.refresh(node, attrs, self._now(), asked=asked)
-        end = self.inodes.size(node)
-        if end != off:
-            log.debug("append to inode %d at %d, where the kernel had %d", node.ino, end, off)
-            self.nursery.start_soon(self._invalidate, node.ino)
-        return end
+        return await self.data.write(self._file(fh), off, buf)
 
     @fuse_errors
     async def flush(self, fh: int, lock_owner: int = 0) -> None:
@@ -1037,103 +678,17 @@ class NFSOperations(Operations):
     ) -> None:
         await self.locks.setlk(self._file(fh), fh, lock_owner, lock, sleep, flock)
 
-    # -- directories ----------------------------------------------------------------------------------
+    # -- directories (:mod:`.readdir`) --------------------------------------------------------------
     @fuse_errors
     async def opendir(self, inode: int, ctx: RequestContext) -> int:
-        """Close-to-open for a directory: the name the kernel reached it by is looked up again (the
-        directory may have been removed or renamed by another client: ESTALE then makes the kernel
-        look the path up again, instead of a listing of the old directory or an ESTALE from it)."""
-        node = self._inode(inode)
-        if not node.is_dir:
-            raise FUSEError(errno.ENOTDIR)
-        named = await self.opens.sole_name(node, self.cred(ctx))
-        if named is not None:
-            parent, name = named
-            asked = self.inodes.asking()
-            try:
-                fh, attrs = await self.nfs.lookup(parent.fh, name, self.cred(ctx))
-            except NFS4Error as e:
-                if e.errno not in (errno.ENOENT, errno.ESTALE, errno.ENOTDIR):
-                    raise
-                raise self.opens.name_moved(node, parent, name) from None
-            if fh != node.fh:
-                raise self.opens.name_moved(node, parent, name)
-            if self.inodes.refresh(node, attrs, self._now(), asked=asked):
-                self._changed(node)
-        node.opens += 1
-        fid = next(self._ids)
-        cred = self.cred(ctx)
-        self.dirs[fid] = DirHandle(node, cred, DirReader(self.nfs, node.fh, cred, self.nursery, self.inodes.asking))
-        return fid
+        return await self.directories.opendir(self._inode(inode), self.cred(ctx))
 
     @fuse_errors
     async def readdir(self, fh: int, start_id: int, token: ReaddirToken) -> None:
-        """Readdirplus: every entry with its attributes (the kernel then needs no LOOKUP or GETATTR
-        for ``ls -l``). The READDIRs after the one being handed over are sent at once, so that the
-        server reads on while we decode and the kernel takes entries; what the kernel asks for again
-        comes from the entries we hold (each READDIR is sent once per listing). ``.`` and ``..``
-        come first, at offsets 0 and 1 (NFS has no entries for them, and reserves cookies 1 and 2)."""
-        h = self.dirs.get(fh)
-        if h is None:
-            raise FUSEError(errno.EBADF)
-        for off, dot in DOT_ENTRIES:
-            if start_id < off and not token.add(dot, self._entry(self._dot_node(h.inode, dot)), off):
-                return
-        cookie = start_id if start_id > DOT_ENTRIES[-1][0] else 0
-        learn = self.inodes.learn
-        named = self.inodes.named
-        reply = token.add
-        entry = self._entry
-        dir_ino = h.inode.ino
-        while True:
-            page, start = await h.pages.page_after(cookie)
-            assert page.result is not None
-            entries, _, eof = page.result
-            now = self._now()
-            asked = page.asked
-            for i in range(start, len(entries)):
-                name, next_cookie, fh_, attrs = entries[i]
-                if fh_ is None or attrs is None:  # the server gave no handle: look it up
-                    asked = self.inodes.asking()
-                    try:
-                        fh_, attrs = await self.nfs.lookup(
-                            h.inode.fh, str(name, "utf-8", "surrogateescape"), h.cred
-                        )
-                    except NFS4Error as err:
-                        if err.errno not in (errno.ENOENT, errno.ESTALE):
-                            raise
-                        cookie = next_cookie  # removed since the READDIR: not listed, the rest is
-                        continue
-                    now = self._now()
-                else:
-                    asked = page.asked
-                node, changed = learn(fh_, attrs, now, False, asked=asked)
-                if changed:
-                    self._changed(node)
-                if not reply(name, entry(node, now), next_cookie):
-                    self.inodes.drop_if_unused(node)
-                    h.pages.stopped_at(cookie, page, i)  # (the kernel's next request starts after ``cookie``)
-                    return
-                node.lookups += 1
-                named(node, dir_ino, str(name, "utf-8", "surrogateescape"))
-                cookie = next_cookie
-            if eof or start == len(entries):
-                return
-
-    def _dot_node(self, node: Inode, dot: bytes) -> Inode:
-        """What ``.`` or ``..`` of directory ``node`` lead to, as far as we know (``..`` of a
-        directory whose parent we never saw: the directory itself)."""
-        key = self.inodes.name(node)
-        if dot == b"." or key is None:
-            return node
-        return self.inodes.get(key[0]) or node
+        await self.directories.readdir(fh, start_id, token)
 
     async def releasedir(self, fh: int) -> None:
-        h = self.dirs.pop(fh, None)
-        if h is not None:
-            h.pages.close()
-            h.inode.opens -= 1
-            self.inodes.drop_if_unused(h.inode)
+        self.directories.releasedir(fh)
 
     async def fsyncdir(self, fh: int, datasync: bool) -> None:
         return None  # directory operations are synchronous on the server already

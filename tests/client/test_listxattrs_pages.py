@@ -47,7 +47,7 @@ class XattrServer:
 
 async def test_a_list_paged_by_cookie_is_read_whole() -> None:
     server = XattrServer([(["a", "b"], 7, False), (["c"], 9, False), (["d"], 11, True)])
-    assert await NFSv4(server).listxattrs(b"fh", CRED, path="/f") == ["a", "b", "c", "d"]  # type: ignore[arg-type]
+    assert await NFSv4(server).xattrs.listxattrs(b"fh", CRED, path="/f") == ["a", "b", "c", "d"]  # type: ignore[arg-type]
     assert server.asked == [0, 7, 9]
 
 
@@ -56,7 +56,7 @@ async def test_a_cookie_given_again_is_a_bad_reply_not_a_list_without_end() -> N
     fails as a reply that breaks the protocol (EIO), after two LISTXATTRS."""
     server = XattrServer([(["a"], 5, False)])
     with pytest.raises(ProtocolError) as caught:
-        await NFSv4(server).listxattrs(b"fh", CRED, path="/f")  # type: ignore[arg-type]
+        await NFSv4(server).xattrs.listxattrs(b"fh", CRED, path="/f")  # type: ignore[arg-type]
     assert caught.value.errno == errno.EIO
     assert "cookie 5 repeated" in str(caught.value)
     assert server.asked == [0, 5]
@@ -68,6 +68,6 @@ async def test_a_list_longer_than_a_file_may_have_is_e2big() -> None:
     pages = [([f"name-{i:06d}-" + "x" * 200], i + 1, False) for i in range(1000)]
     server = XattrServer(pages)
     with pytest.raises(OSError) as caught:
-        await NFSv4(server).listxattrs(b"fh", CRED, path="/f")  # type: ignore[arg-type]
+        await NFSv4(server).xattrs.listxattrs(b"fh", CRED, path="/f")  # type: ignore[arg-type]
     assert caught.value.errno == errno.E2BIG
     assert len(server.asked) < 400

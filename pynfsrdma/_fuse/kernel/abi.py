@@ -22,9 +22,9 @@ MINOR_INIT_EXT = 36  # fuse_init_in grew flags2 and reserved words (64 bytes)
 MINOR_EXTLEN = 38  # fuse_in_header.total_extlen (request extensions after the arguments)
 MINOR_COPY_FILE_RANGE_64 = 45
 
-# -- opcodes (enum fuse_opcode) -------------------------------------------------------------------------
+# -- opcodes (enum fuse_opcode; what each is: requests.OPCODES) ---------------------------------------
 FUSE_LOOKUP = 1
-FUSE_FORGET = 2  # no reply
+FUSE_FORGET = 2
 FUSE_GETATTR = 3
 FUSE_SETATTR = 4
 FUSE_READLINK = 5
@@ -62,7 +62,7 @@ FUSE_DESTROY = 38
 FUSE_IOCTL = 39
 FUSE_POLL = 40
 FUSE_NOTIFY_REPLY = 41
-FUSE_BATCH_FORGET = 42  # no reply
+FUSE_BATCH_FORGET = 42
 FUSE_FALLOCATE = 43
 FUSE_READDIRPLUS = 44
 FUSE_RENAME2 = 45
@@ -74,12 +74,6 @@ FUSE_SYNCFS = 50
 FUSE_TMPFILE = 51
 FUSE_STATX = 52
 FUSE_COPY_FILE_RANGE_64 = 53
-
-OPCODE_NAMES: dict[int, str] = {
-    v: k[len("FUSE_") :] for k, v in dict(globals()).items() if k.startswith("FUSE_") and isinstance(v, int)
-    and k not in ("FUSE_KERNEL_VERSION", "FUSE_KERNEL_MINOR_VERSION", "FUSE_OLDEST_MINOR_VERSION",
-                  "FUSE_ROOT_ID", "FUSE_MIN_READ_BUFFER")
-}
 
 # -- notifications (enum fuse_notify_code): fuse_out_header.error of a message with unique 0 -------------
 FUSE_NOTIFY_POLL = 1

@@ -14,8 +14,8 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-from ..lowlevel import EntryAttributes, FileInfo, FileLock, StatvfsData
 from . import abi
+from .records import EntryAttributes, FileInfo, FileLock, StatvfsData
 
 _HEADER = abi.OUT_HEADER
 _ENTRY = struct.Struct(_HEADER.format + abi.ENTRY_OUT.format[1:])

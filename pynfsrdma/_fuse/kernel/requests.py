@@ -1,11 +1,13 @@
 """FUSE requests decoded from the bytes read from /dev/fuse, one typed object per request.
 
-:func:`decode` reads the ``fuse_in_header`` and hands the arguments to the decoder of the opcode (one
-table, :data:`DECODERS`). Names and xattr values are ``bytes`` (small copies); a WRITE's data is a
+This module also holds the protocol's table (:data:`OPCODES`, one record per opcode, as go-fuse's
+``opcode.go`` keeps it): each opcode's name, the decoder of its arguments, whether it is answered,
+and the operation it asks for. :func:`decode` reads the ``fuse_in_header`` and hands the arguments
+to the opcode's decoder. Names and xattr values are ``bytes`` (small copies); a WRITE's data is a
 ``memoryview`` into the buffer read, which holds a buffer export of its own for as long as it lives
-(whoever keeps it keeps the buffer). An opcode without a decoder gives a plain :class:`Request`, to be
-answered ENOSYS. Bytes that are not a well-formed request raise :class:`MalformedRequest`, with the
-request's unique id when the header was whole (so that the request can still be answered).
+(whoever keeps it keeps the buffer). An opcode without a decoder gives a plain :class:`Request`, to
+be answered ENOSYS. Bytes that are not a well-formed request raise :class:`MalformedRequest`, with
+the request's unique id when the header was whole (so that the request can still be answered).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ class MalformedRequest(ValueError):
     the header was not whole."""
 
     def __init__(self, reason: str, unique: int | None = None, opcode: int | None = None) -> None:
-        name = abi.OPCODE_NAMES.get(opcode, str(opcode)) if opcode is not None else "?"
+        name = name_of(opcode) if opcode is not None else "?"
         super().__init__(f"malformed FUSE request {name} (unique {unique}): {reason}")
         self.unique = unique
         self.opcode = opcode
@@ -43,7 +45,7 @@ class Request:
 
     @property
     def name_of_opcode(self) -> str:
-        return abi.OPCODE_NAMES.get(self.opcode, str(self.opcode))
+        return name_of(self.opcode)
 
 
 @dataclass(slots=True)
@@ -286,7 +288,8 @@ def decode(buf: Buffer, length: int, view: memoryview | None = None, options: Op
     if end < abi.IN_HEADER.size:
         raise MalformedRequest(f"extensions of {extlen * 8} bytes do not fit", unique, opcode)
     h: Header = (unique, opcode, nodeid, uid, gid, pid)
-    decoder = DECODERS.get(opcode)
+    op = OPCODES.get(opcode)
+    decoder = op.decoder if op is not None else None
     if decoder is None:
         return Request(*h)
     if view is None:
@@ -505,50 +508,84 @@ def _copy_file_range(h: Header, buf: Buffer, view: memoryview, start: int, end: 
     return CopyFileRange(*h, *abi.COPY_FILE_RANGE_IN.unpack_from(buf, start))
 
 
-DECODERS: dict[int, Decoder] = {
-    abi.FUSE_LOOKUP: _named,
-    abi.FUSE_FORGET: _forget,
-    abi.FUSE_GETATTR: _getattr,
-    abi.FUSE_SETATTR: _setattr,
-    abi.FUSE_READLINK: _no_args,
-    abi.FUSE_SYMLINK: _symlink,
-    abi.FUSE_MKNOD: _mknod,
-    abi.FUSE_MKDIR: _mkdir,
-    abi.FUSE_UNLINK: _named,
-    abi.FUSE_RMDIR: _named,
-    abi.FUSE_RENAME: _rename,
-    abi.FUSE_LINK: _link,
-    abi.FUSE_OPEN: _open,
-    abi.FUSE_READ: _read,
-    abi.FUSE_WRITE: _write,
-    abi.FUSE_STATFS: _no_args,
-    abi.FUSE_RELEASE: _release,
-    abi.FUSE_FSYNC: _fsync,
-    abi.FUSE_SETXATTR: _setxattr,
-    abi.FUSE_GETXATTR: _getxattr,
-    abi.FUSE_LISTXATTR: _listxattr,
-    abi.FUSE_REMOVEXATTR: _named,
-    abi.FUSE_FLUSH: _flush,
-    abi.FUSE_INIT: _init,
-    abi.FUSE_OPENDIR: _open,
-    abi.FUSE_READDIR: _read,
-    abi.FUSE_RELEASEDIR: _release,
-    abi.FUSE_FSYNCDIR: _fsync,
-    abi.FUSE_GETLK: _lk,
-    abi.FUSE_SETLK: _lk,
-    abi.FUSE_SETLKW: _lk,
-    abi.FUSE_ACCESS: _access,
-    abi.FUSE_CREATE: _create,
-    abi.FUSE_INTERRUPT: _interrupt,
-    abi.FUSE_DESTROY: _no_args,
-    abi.FUSE_BATCH_FORGET: _batch_forget,
-    abi.FUSE_FALLOCATE: _fallocate,
-    abi.FUSE_READDIRPLUS: _read,
-    abi.FUSE_RENAME2: _rename2,
-    abi.FUSE_LSEEK: _lseek,
-    abi.FUSE_COPY_FILE_RANGE: _copy_file_range,
-    abi.FUSE_COPY_FILE_RANGE_64: _copy_file_range,
-}
+@dataclass(frozen=True, slots=True)
+class Opcode:
+    """One opcode of the protocol: its number and name (``enum fuse_opcode``), the decoder of its
+    arguments (None: not handled, answered ENOSYS), whether the kernel waits for a reply, and the
+    file system operation it asks for: the :class:`~pynfsrdma._fuse.lowlevel.Operations` method, and
+    the channel's handler, of that name (None: the channel answers it itself)."""
 
-# requests the kernel expects no reply to
-NO_REPLY = frozenset({abi.FUSE_FORGET, abi.FUSE_BATCH_FORGET, abi.FUSE_INTERRUPT})
+    number: int
+    name: str
+    decoder: Decoder | None = None
+    operation: str | None = None
+    answered: bool = True
+
+
+# every opcode of abi, one record each (as go-fuse's opcode.go keeps them)
+OPCODES: dict[int, Opcode] = {o.number: o for o in (
+    Opcode(abi.FUSE_LOOKUP, "LOOKUP", _named, "lookup"),
+    Opcode(abi.FUSE_FORGET, "FORGET", _forget, answered=False),
+    Opcode(abi.FUSE_GETATTR, "GETATTR", _getattr, "getattr"),
+    Opcode(abi.FUSE_SETATTR, "SETATTR", _setattr, "setattr"),
+    Opcode(abi.FUSE_READLINK, "READLINK", _no_args, "readlink"),
+    Opcode(abi.FUSE_SYMLINK, "SYMLINK", _symlink, "symlink"),
+    Opcode(abi.FUSE_MKNOD, "MKNOD", _mknod, "mknod"),
+    Opcode(abi.FUSE_MKDIR, "MKDIR", _mkdir, "mkdir"),
+    Opcode(abi.FUSE_UNLINK, "UNLINK", _named, "unlink"),
+    Opcode(abi.FUSE_RMDIR, "RMDIR", _named, "rmdir"),
+    Opcode(abi.FUSE_RENAME, "RENAME", _rename, "rename"),
+    Opcode(abi.FUSE_LINK, "LINK", _link, "link"),
+    Opcode(abi.FUSE_OPEN, "OPEN", _open, "open"),
+    Opcode(abi.FUSE_READ, "READ", _read, "read"),
+    Opcode(abi.FUSE_WRITE, "WRITE", _write, "write"),
+    Opcode(abi.FUSE_STATFS, "STATFS", _no_args, "statfs"),
+    Opcode(abi.FUSE_RELEASE, "RELEASE", _release, "release"),
+    Opcode(abi.FUSE_FSYNC, "FSYNC", _fsync, "fsync"),
+    Opcode(abi.FUSE_SETXATTR, "SETXATTR", _setxattr, "setxattr"),
+    Opcode(abi.FUSE_GETXATTR, "GETXATTR", _getxattr, "getxattr"),
+    Opcode(abi.FUSE_LISTXATTR, "LISTXATTR", _listxattr, "listxattr"),
+    Opcode(abi.FUSE_REMOVEXATTR, "REMOVEXATTR", _named, "removexattr"),
+    Opcode(abi.FUSE_FLUSH, "FLUSH", _flush, "flush"),
+    Opcode(abi.FUSE_INIT, "INIT", _init),
+    Opcode(abi.FUSE_OPENDIR, "OPENDIR", _open, "opendir"),
+    Opcode(abi.FUSE_READDIR, "READDIR", _read, "readdir"),
+    Opcode(abi.FUSE_RELEASEDIR, "RELEASEDIR", _release, "releasedir"),
+    Opcode(abi.FUSE_FSYNCDIR, "FSYNCDIR", _fsync, "fsyncdir"),
+    Opcode(abi.FUSE_GETLK, "GETLK", _lk, "getlk"),
+    Opcode(abi.FUSE_SETLK, "SETLK", _lk, "setlk"),
+    Opcode(abi.FUSE_SETLKW, "SETLKW", _lk, "setlk"),
+    Opcode(abi.FUSE_ACCESS, "ACCESS", _access, "access"),
+    Opcode(abi.FUSE_CREATE, "CREATE", _create, "create"),
+    Opcode(abi.FUSE_INTERRUPT, "INTERRUPT", _interrupt, answered=False),
+    Opcode(abi.FUSE_BMAP, "BMAP"),
+    Opcode(abi.FUSE_DESTROY, "DESTROY", _no_args),
+    Opcode(abi.FUSE_IOCTL, "IOCTL"),
+    Opcode(abi.FUSE_POLL, "POLL"),
+    Opcode(abi.FUSE_NOTIFY_REPLY, "NOTIFY_REPLY"),
+    Opcode(abi.FUSE_BATCH_FORGET, "BATCH_FORGET", _batch_forget, answered=False),
+    Opcode(abi.FUSE_FALLOCATE, "FALLOCATE", _fallocate, "fallocate"),
+    Opcode(abi.FUSE_READDIRPLUS, "READDIRPLUS", _read, "readdir"),
+    Opcode(abi.FUSE_RENAME2, "RENAME2", _rename2, "rename"),
+    Opcode(abi.FUSE_LSEEK, "LSEEK", _lseek, "lseek"),
+    Opcode(abi.FUSE_COPY_FILE_RANGE, "COPY_FILE_RANGE", _copy_file_range, "copy_file_range"),
+    Opcode(abi.FUSE_SETUPMAPPING, "SETUPMAPPING"),
+    Opcode(abi.FUSE_REMOVEMAPPING, "REMOVEMAPPING"),
+    Opcode(abi.FUSE_SYNCFS, "SYNCFS"),
+    Opcode(abi.FUSE_TMPFILE, "TMPFILE"),
+    Opcode(abi.FUSE_STATX, "STATX"),
+    Opcode(abi.FUSE_COPY_FILE_RANGE_64, "COPY_FILE_RANGE_64", _copy_file_range, "copy_file_range"),
+)}
+
+
+def name_of(opcode: int) -> str:
+    """The opcode's name (its number when the table has none)."""
+    o = OPCODES.get(opcode)
+    return o.name if o is not None else str(opcode)
+
+
+def answered(opcode: int) -> bool:
+    """The kernel waits for a reply to a request of this opcode (one not in the table is answered:
+    ENOSYS)."""
+    o = OPCODES.get(opcode)
+    return o is None or o.answered
