@@ -13,6 +13,7 @@ Run only inside the guest: it loads kernel modules, starts nfsd and mounts files
 from __future__ import annotations
 
 import argparse
+import errno
 import faulthandler
 import hashlib
 import inspect
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import guest_fuse  # the FUSE mount's steps (next to this file)
+import guest_tls  # RPC-with-TLS on the server side (the Debian 13 guest)
 
 SERVER = "192.0.2.1"  # the first dummy interface (RFC 5737 TEST-NET-1: never routed)
 SERVER2 = "198.51.100.1"  # the second dummy interface (a second address of the same server)
@@ -42,6 +44,14 @@ MIB = 1 << 20
 LEASE = 10  # seconds: the nfsd's lease (and grace) time set below (its minimum)
 DIR_ENTRIES = 200
 BLOCK = 8 * MIB  # what one write()/read step hands our client: wsize * the client's in-flight window
+
+# the guests the rig builds, and the soft RDMA devices each has (Linux 7.3 in Debian 13 does not build siw)
+GUESTS = {"bookworm": ("rxe", "siw"), "trixie": ("rxe",)}
+# RPC-with-TLS material in the Debian 13 guest (made by tests/vm/build-trixie): the CA that a client
+# trusts, and a client's certificate and key for xprtsec=mtls
+TLS_CA = guest_tls.TLS_CA
+TLS_CLIENT_CERT = guest_tls.TLS_CLIENT_CERT
+TLS_CLIENT_KEY = guest_tls.TLS_CLIENT_KEY
 
 RESULTS: Path = Path("/mnt/results")
 SIZE = 256 * MIB  # the figures' transfer size (--mib)
@@ -157,7 +167,17 @@ def setup_nfsd(timeout: float) -> str:
     ports = Path("/proc/fs/nfsd/portlist").read_text()
     if f"rdma {RDMA_PORT}" not in ports or f"tcp {TCP_PORT}" not in ports:
         raise RuntimeError(f"nfsd listeners: {ports!r}")
-    Path("/proc/fs/nfsd/v4_end_grace").write_text("Y\n")
+    started = time.monotonic()
+    try:
+        Path("/proc/fs/nfsd/v4_end_grace").write_text("Y\n")
+    except OSError as e:
+        # Linux 7.x ends grace early only with client tracking (nfsdcld or a recovery directory)
+        # active, else EBUSY: the grace period is then waited out (LEASE seconds)
+        if e.errno != errno.EBUSY:
+            raise
+        wait = started + LEASE + 1 - time.monotonic()
+        log(f"v4_end_grace: EBUSY (no client tracking): waiting {wait:.0f} s for the grace period to end")
+        time.sleep(max(0.0, wait))
     return ports.strip().replace("\n", ", ")
 
 
@@ -625,8 +645,13 @@ async def client_rdma_extras(url: str) -> str:
             ops = [PUTFH4args(fh), *(READ4args(ANONYMOUS_STATEID, off, n) for off, n in case)]
             res = await nfs.nfs.run(ops, nfs.cred, ReplyHints(ddp_sizes=[n for _, n in case]))
             for k, (off, n) in enumerate(case, start=1):
-                if bytes(res[k].res.data) != data[off : off + n]:
-                    raise RuntimeError(f"READ {k} of the COMPOUND {case} returned other data")
+                got = bytes(res[k].res.data)
+                if got != data[off : off + n]:
+                    at = data.find(got[:64]) if got else -1
+                    raise RuntimeError(
+                        f"READ {k} of the COMPOUND {case} returned other data: {len(got)} bytes, "
+                        f"the first 64 found at offset {at} of the file (-1: nowhere), {got.count(0)} zero bytes"
+                    )
             if t.stats.write_chunks - chunks != 2:
                 raise RuntimeError(f"two READs {case} offered {t.stats.write_chunks - chunks} Write chunks")
         if not res[1].res.eof:
@@ -943,6 +968,12 @@ def main() -> None:
     global RESULTS, SIZE, DEADLINE
     ap = argparse.ArgumentParser()
     ap.add_argument("--link", choices=("rxe", "siw"), default="rxe")
+    ap.add_argument(
+        "--guest",
+        choices=GUESTS,
+        default="bookworm",
+        help="which guest this is: bookworm (Debian 12, Linux 6.1) or trixie (Debian 13, Linux 7.3 with TLS)",
+    )
     ap.add_argument("--results", type=Path, default=RESULTS)
     ap.add_argument("--mib", type=int, default=SIZE // MIB, help="size of the figures' transfers")
     ap.add_argument("--budget", type=float, default=900, help="seconds for the whole run")
@@ -971,8 +1002,11 @@ def main() -> None:
     RESULTS = args.results
     ONLY.update(k for k in args.steps.split(",") if k)
     link = args.link
+    if link not in GUESTS[args.guest]:
+        ap.error(f"the {args.guest} guest has no {link} (its links: {', '.join(GUESTS[args.guest])})")
     log(
-        f"guest tests on {link}, kernel {os.uname().release}, {args.mib} MiB transfers, budget {args.budget:.0f} s"
+        f"guest tests ({args.guest}) on {link}, kernel {os.uname().release}, {args.mib} MiB transfers, "
+        f"budget {args.budget:.0f} s"
     )
     transfer = 60 + SIZE / MIB * 2  # seconds for one 256 MiB write+read: at least 1 MB/s
     step(f"{link}: soft RDMA device on dummy interfaces", setup_link(link), 60, required=True)
@@ -1008,12 +1042,15 @@ def main() -> None:
         transfer,
         key="fig-rdma",
     )
-    step(
-        f"{link}: no private data, RDMA_NOMSG, two READs in a COMPOUND, credits",
-        in_child("client_rdma_extras", f"{rdma}&private_data=0&credits=4"),
-        120,
-        key="extras",
-    )
+    if args.guest == "bookworm":
+        step(
+            f"{link}: no private data, RDMA_NOMSG, two READs in a COMPOUND, credits",
+            in_child("client_rdma_extras", f"{rdma}&private_data=0&credits=4"),
+            120,
+            key="extras",
+        )
+    else:  # two READs in one COMPOUND come back wrong from nfsd 7.3 (tests/vm/README.md)
+        log(f"---- {link}: the RDMA extras run in the Debian 12 guest only (tests/vm/README.md)")
     step(
         f"{link}: exactly once: connection lost after nfsd ran a RENAME and a WRITE",
         in_child("client_exactly_once", rdma),
@@ -1071,6 +1108,27 @@ def main() -> None:
         150,
         key="trunk",
     )
+    if args.guest == "trixie":  # RPC-with-TLS: nfsd 6.12 and later with tlshd; last, as it adds exports
+        tls_ready = step(
+            f"{link}: tlshd, and exports that require xprtsec=tls:mtls and mtls",
+            guest_tls.setup_tlshd(EXPORT, SERVER),
+            60,
+            key="tls",
+        )
+        if tls_ready:
+            for name, xprtsec in (("tls", "tls"), ("mtls", "mtls")):
+                step(
+                    f"{link}: the kernel client mounts /{name} with xprtsec={xprtsec}, writes and reads back",
+                    guest_tls.kernel_tls_mount(SERVER, TCP_PORT, EXPORT, name, xprtsec),
+                    90,
+                    key="tls",
+                )
+            step(
+                f"{link}: the exports refuse a plain mount of /tls and a tls mount of /mtls",
+                guest_tls.kernel_tls_refused(SERVER, TCP_PORT),
+                90,
+                key="tls",
+            )
     finish()
 
 
