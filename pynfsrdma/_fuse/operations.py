@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import errno
 import functools
@@ -790,9 +791,21 @@ class NFSOperations(Operations):
         target = await self.silly.open_target(dst.fh, new, cred)
         if target is not None:
             await self.silly.hide(dst, new, target, cred)
-        src_cinfo, dst_cinfo = await self.nfs.rename(src.fh, old, dst.fh, new, cred)
-        moved = self._modified_dir(src, old, src_cinfo, False)
-        self._modified_dir(dst, new, dst_cinfo, True, moved)
+        with self.inodes.changing(src) as src_asked, self._changing_other(dst, src) as dst_asked:
+            r = await self.nfs.rename(src.fh, old, dst.fh, new, cred, dir_attrs=True)
+            moved = self._modified_dir(src, old, r.source, False)
+            self._modified_dir(dst, new, r.target, True, moved)
+            if dst is src:
+                # (one directory: its change attribute moved once, from the source's "before" to the
+                # target's "after")
+                self._dir_after(src, r.target, r.target_attrs, src_asked)
+            else:
+                self._dir_after(src, r.source, r.source_attrs, src_asked)
+                self._dir_after(dst, r.target, r.target_attrs, dst_asked)
+
+    def _changing_other(self, node: Inode, other: Inode) -> contextlib.AbstractContextManager[int]:
+        """``InodeTable.changing`` of ``node`` unless it is ``other``, whose is taken already."""
+        return contextlib.nullcontext(0) if node is other else self.inodes.changing(node)
 
     @fuse_errors
     async def link(
@@ -803,9 +816,11 @@ class NFSOperations(Operations):
         parent = self._inode(new_parent_inode)
         n = _name(new_name)
         asked = self.inodes.asking(node)
-        attrs, cinfo = await self.nfs.link(node.fh, parent.fh, n, self.cred(ctx))
-        node = self._learn(node.fh, attrs, asked)
-        self._modified_dir(parent, n, cinfo, True, node)
+        with self.inodes.changing(parent) as dir_asked:
+            attrs, cinfo, dir_attrs = await self.nfs.link(node.fh, parent.fh, n, self.cred(ctx), dir_attrs=True)
+            node = self._learn(node.fh, attrs, asked)
+            self._modified_dir(parent, n, cinfo, True, node)
+            self._dir_after(parent, cinfo, dir_attrs, dir_asked)
         return self._entry(node)
 
     # -- open files (:mod:`.opens`) -------------------------------------------------------------------
