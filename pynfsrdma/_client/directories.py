@@ -206,24 +206,42 @@ class Directories(Compounds):
         """As :meth:`readdir` with attributes, for a listing: each entry a :data:`ListedEntry`, its
         attributes decoded straight into FileAttrs (None for an entry whose attributes the server could
         not get, an rdattr_error) from the reply's entries in place (no entry4 or fattr4 made)."""
-        def parse(res: list[ResOp]) -> tuple[list[ListedEntry], bytes, bool]:
-            ok = result_of(res, c.OP_READDIR)
-            listed = cast(DirList, ok.reply.entries)  # (what DirEntries decodes)
-            b = listed.data
-            entries: list[ListedEntry] = []
-            append = entries.append
-            mask: list[int] | None = None
-            for ecookie, n, m, emask, a, z in listed.spans:
-                if emask is not mask:  # (one list for all the entries with the same mask, as a rule all)
-                    mask, dec = emask, entry_attrs_decoder_at(emask)
-                attrs, efh = dec(b, a, z)
-                append((b[n:m], ecookie, efh, attrs))
-            return entries, bytes(ok.cookieverf), bool(ok.reply.eof)
-
         return await self.query(
             [PUTFH4args(fh), READDIR4args(cookie, verifier, maxcount, maxcount, _READDIR_BITMAP)],
-            cred, parse, ReplyHints(max_reply=maxcount), path=path,
+            cred, _listed, ReplyHints(max_reply=maxcount), path=path,
         )
+
+    async def readdir_plus_and_attrs(
+        self, fh: bytes, cred: Credential, cookie: int = 0, verifier: bytes = bytes(VERIFIER_SIZE),
+        maxcount: int = 64 * 1024, path: str | None = None,
+    ) -> tuple[list[ListedEntry], bytes, bool, FileAttrs]:
+        """As :meth:`readdir_plus`, and the directory's own attributes right after the READDIR, from
+        the same COMPOUND (PUTFH, READDIR, GETATTR): the change attribute the page was read at."""
+        def parse(res: list[ResOp]) -> tuple[list[ListedEntry], bytes, bool, FileAttrs]:
+            return (*_listed(res), last_attrs(res))
+
+        return await self.query(
+            [PUTFH4args(fh), READDIR4args(cookie, verifier, maxcount, maxcount, _READDIR_BITMAP),
+             GETATTR4args(STAT_BITMAP)],
+            cred, parse, ReplyHints(max_reply=maxcount + 1024), path=path,
+        )
+
+
+def _listed(res: list[ResOp]) -> tuple[list[ListedEntry], bytes, bool]:
+    """A READDIR's entries (:data:`ListedEntry`), decoded from the reply in place; its cookie verifier
+    and whether it reached the end."""
+    ok = result_of(res, c.OP_READDIR)
+    listed = cast(DirList, ok.reply.entries)  # (what DirEntries decodes)
+    b = listed.data
+    entries: list[ListedEntry] = []
+    append = entries.append
+    mask: list[int] | None = None
+    for ecookie, n, m, emask, a, z in listed.spans:
+        if emask is not mask:  # (one list for all the entries with the same mask, as a rule all)
+            mask, dec = emask, entry_attrs_decoder_at(emask)
+        attrs, efh = dec(b, a, z)
+        append((b[n:m], ecookie, efh, attrs))
+    return entries, bytes(ok.cookieverf), bool(ok.reply.eof)
 
 
 def _readdir_bitmaps() -> tuple[list[int], list[int]]:

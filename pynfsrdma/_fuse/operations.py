@@ -49,7 +49,7 @@ from .._errors import NFS4Error
 from .._proto.nfs4 import const as c
 from .._proto.nfs4.types import change_info4
 from .._rpc.auth import Credential, auth_sys
-from .cache import NEGATIVE, AttrTimeouts, Listing, NameCache
+from .cache import NEGATIVE, READ_AHEAD_DIRS, AttrTimeouts, Listing, NameCache, NameReadAhead
 from .caller import is_opening
 from .inodes import OWN, ROOT_INODE, Inode, InodeTable
 from .lowlevel import (
@@ -151,6 +151,9 @@ class NFSOperations(Operations):
         self.entry_timeout = self._entry_timeout()
         self.inodes = InodeTable(root_fh, root_attrs, self.timeouts, trio.current_time())
         self.names = NameCache(opts.acdirmax if opts.lookupcache != LOOKUPCACHE_NONE else 0)
+        # directories whose names are read ahead of their LOOKUPs (cache.NameReadAhead), the oldest first
+        self._names_ahead: dict[int, NameReadAhead] = {}
+        self._kernel_checks = opts.kernel_checks_permissions()
         self.dirs: dict[int, DirHandle] = {}
         self._ids = itertools.count(1)  # FUSE handle numbers, of files and directories
         self._callers: cachetools.TTLCache[tuple[int, int, int], Credential] = cachetools.TTLCache(
@@ -274,10 +277,12 @@ class NFSOperations(Operations):
     def cache_counts(self) -> dict[str, int]:
         """attr_hits: getattr answered from the attribute cache (or a delegation); attr_revalidations:
         answered after a GETATTR; lookups_cached: absent names answered without a LOOKUP;
+        lookups_read_ahead: names answered from their directory's entries read ahead (READDIR);
         lookups_sent; invalidations: the kernel told to drop a file's cached data; stale_names: names
         another client removed or renamed, found at an open; reopens: opens made again after the
         server lost them."""
-        names = ("attr_hits", "attr_revalidations", "lookups_cached", "lookups_sent", "stale_names")
+        names = ("attr_hits", "attr_revalidations", "lookups_cached", "lookups_read_ahead", "lookups_sent",
+                 "stale_names")
         return {**{n: self.counts[n] for n in names}, "invalidations": self.invalidations, "reopens": self.opens.reopens}
 
     async def _invalidate(self, ino: int, attr_only: bool = False) -> None:
@@ -295,6 +300,7 @@ class NFSOperations(Operations):
         attributes the operation brought back.)"""
         parent.stale()
         self.names.drop(parent.ino, name)
+        self._names_ahead.pop(parent.ino, None)
         listing = parent.listing
         if listing is not None and (
             cinfo is None or not listing.changed(cinfo.before, cinfo.after, name, present, self._now())
@@ -388,6 +394,11 @@ class NFSOperations(Operations):
                 node.lookups += 1
                 self.counts["lookups_cached"] += 1
                 return self._entry(node)
+        if self.opts.lookupcache != LOOKUPCACHE_NONE and self.timeouts.regmin > 0 and not self.opts.noac:
+            ahead = await self._named_ahead(parent, n, cred)
+            if ahead is not None:
+                self.counts["lookups_read_ahead"] += 1
+                return self._entry(ahead)
         self.counts["lookups_sent"] += 1
         asked = self.inodes.asking()
         try:
@@ -409,6 +420,62 @@ class NFSOperations(Operations):
         if self.inodes.fresh(parent, now):
             self.names.put(parent.ino, n, node.ino, parent.attrs.change)
         return self._entry(node)
+
+    async def _named_ahead(self, parent: Inode, name: str, cred: Credential) -> Inode | None:
+        """``name``, answered from ``parent``'s entries read ahead (cache.NameReadAhead; the next page
+        is read first when the directory's LOOKUPs call for it), learned as its LOOKUP's answer
+        would have been when the page was read; None: its LOOKUP goes to the server. (An open of
+        the name goes to the server by that name, as every open does: a name another client
+        removed or renamed since the page is found there, and its next lookup asks the server.)"""
+        ahead = self._names_ahead.get(parent.ino)
+        if ahead is None:
+            if len(self._names_ahead) >= READ_AHEAD_DIRS:
+                del self._names_ahead[next(iter(self._names_ahead))]
+            ahead = self._names_ahead[parent.ino] = NameReadAhead()
+        if name not in ahead.entries and ahead.wants_page():
+            await self._read_page_ahead(parent, ahead, cred)
+        now = self._now()
+        hit = ahead.take(name, parent.attrs.change, now, self.timeouts) if self.inodes.fresh(parent, now) else None
+        # (a file we hold attributes of already is asked for: they may be newer than the page's)
+        if (hit is None or self.inodes.get(self.inodes.ino_for(hit[1])) is not None
+                or not (self._kernel_checks or await self._may_search(parent, cred))):
+            ahead.needed_lookup()
+            return None
+        fh, attrs, when, asked, _ = hit
+        if self.inodes.get(self.inodes.ino_for(attrs)) is not None:  # (learned while ACCESS was on its way)
+            ahead.needed_lookup()
+            return None
+        node, _ = self.inodes.learn(fh, attrs, when, True, asked=asked)
+        self.inodes.named(node, parent.ino, name)
+        if self._each_name_checked:  # (the kernel keeps no name: it asks again, and the cache answers)
+            self.names.put(parent.ino, name, node.ino, parent.attrs.change)
+        return node
+
+    async def _read_page_ahead(self, parent: Inode, ahead: NameReadAhead, cred: Credential) -> None:
+        """Read ``parent``'s next page of entries ahead, with its attributes after it; a directory
+        the caller may not read (or whose cookie the server no longer takes) is read no further."""
+        ahead.reading = True
+        try:
+            asked, dir_asked = self.inodes.asking(), self.inodes.asking(parent)
+            try:
+                entries, verifier, eof, dir_attrs = await self.nfs.readdir_plus_and_attrs(
+                    parent.fh, cred, ahead.cookie, ahead.verifier
+                )
+            except NFS4Error as e:
+                log.debug("names of directory %d not read ahead: %s", parent.ino, e)
+                ahead.eof = True
+                return
+            now = self._now()
+            if self.inodes.refresh(parent, dir_attrs, now, asked=dir_asked):
+                self._changed(parent)
+            change = dir_attrs.change
+            ahead.page(
+                {os.fsdecode(name): (fh, attrs, now, asked, change)
+                 for name, _, fh, attrs in entries if fh is not None and attrs is not None},
+                entries[-1][1] if entries else ahead.cookie, verifier, eof,
+            )
+        finally:
+            ahead.reading = False
 
     async def _may_search(self, parent: Inode, cred: Credential) -> bool:
         """Whether the server lets ``cred`` look names up in ``parent`` (ACCESS; its answer kept
