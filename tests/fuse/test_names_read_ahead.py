@@ -20,6 +20,7 @@ import pytest
 
 from pynfsrdma import _control_socket as control_socket
 from pynfsrdma._fuse.cache import READ_AHEAD_AFTER
+from pynfsrdma._fuse.channel import CHANNELS
 
 pytestmark = pytest.mark.fuse
 
@@ -54,12 +55,13 @@ def same(ours: os.stat_result, servers: os.stat_result) -> bool:
     ) and (ours.st_size == servers.st_size or stat.S_ISDIR(ours.st_mode))
 
 
+@pytest.mark.parametrize("channel", CHANNELS)
 def test_lstat_of_every_name_of_a_cold_directory_reads_its_names_ahead(
-    mount_export: Callable[..., Any], export_path: Any
+    mount_export: Callable[..., Any], export_path: Any, channel: str
 ) -> None:
     n = 1500
     make_files(export_path.local / "d", n)
-    m = mount_export(subdir=export_path.remote.removeprefix("/export/"))
+    m = mount_export(f"channel={channel}", subdir=export_path.remote.removeprefix("/export/"))
     os.lstat(m.path / "d")
     before, cache_before = counts(m.path)
     ours = [os.lstat(m.path / "d" / f"f{i:05d}") for i in range(n)]
