@@ -253,6 +253,7 @@ def format_report(rep: dict[str, Any], width: int | None = None) -> str:
         lines.append(
             f"caches: attributes {cache.get('attr_hits', 0)} hits, {cache.get('attr_revalidations', 0)} "
             f"revalidated; lookups {cache.get('lookups_cached', 0)} answered here, "
+            f"{cache.get('lookups_read_ahead', 0)} from names read ahead, "
             f"{cache.get('lookups_sent', 0)} sent; {cache.get('invalidations', 0)} invalidations, "
             f"{cache.get('stale_names', 0)} stale names, {cache.get('reopens', 0)} reopens"
         )

@@ -648,7 +648,7 @@ class Client:
         fh, _ = await self._resolve(src, follow=follow_symlinks)
         dp, dn = self._split(dst)
         dfh = await self._dir_fh(dp)
-        attrs, _ = await self.nfs.link(fh, dfh, dn, self.cred, path=self._norm(dst))
+        attrs, _, _ = await self.nfs.link(fh, dfh, dn, self.cred, path=self._norm(dst))
         return attrs
 
     async def symlink(self, target: str, path: str) -> FileAttrs:

@@ -39,6 +39,17 @@ ListedEntry = tuple[bytes, int, "bytes | None", "FileAttrs | None"]
 
 
 @dataclass(slots=True)
+class Renamed:
+    """What a RENAME brought back: how the source and the target directory changed and, when asked
+    for, their attributes right after (the same object when they are one directory)."""
+
+    source: change_info4
+    target: change_info4
+    source_attrs: FileAttrs | None = None
+    target_attrs: FileAttrs | None = None
+
+
+@dataclass(slots=True)
 class DirEntry:
     name: str
     cookie: int
@@ -164,23 +175,44 @@ class Directories(Compounds):
             raise
 
     async def rename(self, src_dir: bytes, old: str, dst_dir: bytes, new: str, cred: Credential,
-                     path: str | None = None) -> tuple[change_info4, change_info4]:
-        """RENAME; returns how the source and the target directory changed."""
-        res = await self.run(
-            [PUTFH4args(src_dir), SAVEFH4args(), PUTFH4args(dst_dir), RENAME4args(old, new)], cred,
-            path=path or old,
-        )
-        ok = result_of(res, c.OP_RENAME)
-        return ok.source_cinfo, ok.target_cinfo
+                     path: str | None = None, *, dir_attrs: bool = False) -> Renamed:
+        """RENAME; returns how the source and the target directory changed and, with ``dir_attrs``,
+        their attributes right after, from the same COMPOUND (PUTFH src, SAVEFH, PUTFH dst, RENAME,
+        GETATTR, and for two directories RESTOREFH, GETATTR; else None)."""
+        ops: list[Any] = [PUTFH4args(src_dir), SAVEFH4args(), PUTFH4args(dst_dir), RENAME4args(old, new)]
+        one_dir = src_dir == dst_dir
+        if dir_attrs:
+            ops.append(GETATTR4args(STAT_BITMAP))
+            if not one_dir:
+                ops += [RESTOREFH4args(), GETATTR4args(STAT_BITMAP)]
+
+        def parse(r: list[ResOp]) -> Renamed:
+            ok = result_of(r, c.OP_RENAME)
+            if not dir_attrs:
+                return Renamed(ok.source_cinfo, ok.target_cinfo)
+            getattrs = results_of(r, c.OP_GETATTR)
+            dst = FileAttrs.from_fattr4(getattrs[0].obj_attributes)
+            src = dst if one_dir else FileAttrs.from_fattr4(getattrs[1].obj_attributes)
+            return Renamed(ok.source_cinfo, ok.target_cinfo, src, dst)
+
+        return await self.query(ops, cred, parse, path=path or old)
 
     async def link(self, fh: bytes, dir_fh: bytes, name: str, cred: Credential,
-                   path: str | None = None) -> tuple[FileAttrs, change_info4]:
-        """LINK; returns the file's attributes and how the directory changed."""
-        return await self.query(
-            [PUTFH4args(fh), SAVEFH4args(), PUTFH4args(dir_fh), LINK4args(name), RESTOREFH4args(),
-             GETATTR4args(STAT_BITMAP)],
-            cred, lambda r: (last_attrs(r), result_of(r, c.OP_LINK).cinfo), path=path or name,
-        )
+                   path: str | None = None, *, dir_attrs: bool = False,
+                   ) -> tuple[FileAttrs, change_info4, FileAttrs | None]:
+        """LINK; returns the file's attributes, how the directory changed and, with ``dir_attrs``,
+        the directory's attributes right after, from the same COMPOUND (PUTFH file, SAVEFH, PUTFH
+        dir, LINK, GETATTR, RESTOREFH, GETATTR; else None)."""
+        ops: list[Any] = [PUTFH4args(fh), SAVEFH4args(), PUTFH4args(dir_fh), LINK4args(name), RESTOREFH4args(),
+                          GETATTR4args(STAT_BITMAP)]
+        if dir_attrs:
+            ops[4:4] = [GETATTR4args(STAT_BITMAP)]
+
+        def parse(r: list[ResOp]) -> tuple[FileAttrs, change_info4, FileAttrs | None]:
+            after = FileAttrs.from_fattr4(results_of(r, c.OP_GETATTR)[0].obj_attributes) if dir_attrs else None
+            return last_attrs(r), result_of(r, c.OP_LINK).cinfo, after
+
+        return await self.query(ops, cred, parse, path=path or name)
 
     async def readlink(self, fh: bytes, cred: Credential, path: str | None = None) -> bytes:
         # no Write chunk for the link (DDP-eligible, but Linux's nfsd 6.1 misplaces it in one, and
@@ -203,6 +235,21 @@ class Directories(Compounds):
         return await self.query(
             [PUTFH4args(fh), READDIR4args(cookie, verifier, maxcount, maxcount, READDIR_BITMAP)],
             cred, parse, ReplyHints(max_reply=maxcount), path=path,
+        )
+
+    async def readdir_plus_and_attrs(
+        self, fh: bytes, cred: Credential, cookie: int = 0, verifier: bytes = bytes(VERIFIER_SIZE),
+        maxcount: int = 64 * 1024, path: str | None = None,
+    ) -> tuple[list[ListedEntry], bytes, bool, FileAttrs]:
+        """As :meth:`readdir_plus`, and the directory's own attributes right after the READDIR, from
+        the same COMPOUND (PUTFH, READDIR, GETATTR): the change attribute the page was read at."""
+        def parse(res: list[ResOp]) -> tuple[list[ListedEntry], bytes, bool, FileAttrs]:
+            return (*listed_page(result_of(res, c.OP_READDIR)), last_attrs(res))
+
+        return await self.query(
+            [PUTFH4args(fh), READDIR4args(cookie, verifier, maxcount, maxcount, READDIR_BITMAP),
+             GETATTR4args(STAT_BITMAP)],
+            cred, parse, ReplyHints(max_reply=maxcount + 1024), path=path,
         )
 
 

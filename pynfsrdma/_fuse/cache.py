@@ -10,6 +10,18 @@ directory's change attribute; an entry is only used while the directory's attrib
 their change attribute is the one the entry was made under. Our own changes to a directory drop
 its entries explicitly.
 
+Names read ahead (:class:`NameReadAhead`): a program that stats the names of a directory one after
+another (``find -type``, ``du``, ``rsync``, a build's stats) needs a LOOKUP for each, as the kernel
+keeps no name it never saw. Once a directory has needed ``READ_AHEAD_AFTER`` of them, its entries
+are read ahead with READDIR (the directory's attributes after each page in the same COMPOUND), a
+page at a time, never more than ``READ_AHEAD_PER_LOOKUP`` entries per LOOKUP the directory needed
+(so that a few names looked up in a huge directory cost little more than their LOOKUPs would). A
+name found there is answered as its LOOKUP would have been at the time the page was read: once
+(the kernel then keeps it, and asks again only when its entry expired or led to a file the server
+no longer has: that question goes to the server), only for a file we hold no attributes of yet,
+only while those attributes would still be fresh (``acregmin``, ``acdirmin`` for a directory), and
+only while the directory's change attribute, fresh, is the one the page was read at.
+
 Listings (``lookupcache=all``): of a directory we made ourselves we know every name, as long as the
 directory changes only by our hand. Each of our changes to it (OPEN that creates, CREATE, REMOVE,
 RENAME, LINK) comes back with the directory's change attribute before and after it (change_info4);
@@ -28,17 +40,24 @@ own operation.)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import cachetools
 
 from .options import MountOptions
+
+if TYPE_CHECKING:
+    from .._client.attributes import FileAttrs
 
 NEGATIVE = 0  # a name known not to exist
 NAME_CACHE_SIZE = 65536
 LISTING_MAX_NAMES = 65536  # a directory with more names than this is not listed (memory)
 LISTING_TRUST = 0.25  # seconds between our own changes to a directory that keep its listing answering
 LISTING_RUN = 2  # our changes in a row before the listing answers for absent names
+READ_AHEAD_AFTER = 8  # LOOKUPs a directory needed before its entries are read ahead (NameReadAhead)
+READ_AHEAD_PER_LOOKUP = 32  # entries read ahead, at most, per LOOKUP the directory needed
+READ_AHEAD_DIRS = 4  # directories whose entries are kept read ahead at once
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,3 +155,53 @@ class Listing:
     def seen(self, change: int) -> bool:
         """The directory's change attribute from the server; False if it moved without us."""
         return change == self.change
+
+
+# a name read ahead: (file handle, attributes, when they were read (trio clock), the attribute note
+# taken before (InodeTable.asking), the directory's change attribute the page was read at)
+ReadAheadEntry = tuple[bytes, "FileAttrs", float, int, int]
+
+
+@dataclass(slots=True)
+class NameReadAhead:
+    """A directory's entries read ahead of the LOOKUPs a program sends for them (see the module's
+    text); the pages' I/O is the caller's, the decisions are here."""
+
+    lookups: int = 0  # LOOKUPs the directory needed (its names not read ahead)
+    read: int = 0  # entries read ahead so far
+    cookie: int = 0  # where the next page starts
+    verifier: bytes = bytes(8)
+    eof: bool = False  # every entry was read (or the directory cannot be read: no more pages)
+    reading: bool = False  # a page is on its way
+    entries: dict[str, ReadAheadEntry] = field(default_factory=dict)
+
+    def needed_lookup(self) -> None:
+        """A LOOKUP in the directory is about to be sent: its name was not read ahead."""
+        self.lookups += 1
+
+    def wants_page(self) -> bool:
+        """Whether the next page is to be read before a LOOKUP is sent."""
+        return (
+            not self.eof
+            and not self.reading
+            and self.lookups >= READ_AHEAD_AFTER
+            and self.read < READ_AHEAD_PER_LOOKUP * self.lookups
+            and len(self.entries) < LISTING_MAX_NAMES
+        )
+
+    def page(self, entries: dict[str, ReadAheadEntry], cookie: int, verifier: bytes, eof: bool) -> None:
+        """A page read: ``entries`` by name, and where the next one starts."""
+        self.entries.update(entries)
+        self.read += len(entries)
+        self.cookie, self.verifier, self.eof = cookie, verifier, eof or not entries
+
+    def take(self, name: str, dir_change: int, now: float, timeouts: AttrTimeouts) -> ReadAheadEntry | None:
+        """``name``'s entry, to answer its LOOKUP with (once), if the directory's fresh change
+        attribute ``dir_change`` is the one its page was read at and its attributes are still fresh."""
+        hit = self.entries.pop(name, None)
+        if hit is None:
+            return None
+        _, attrs, when, _, change = hit
+        if change != dir_change or not timeouts.fresh(when, timeouts.initial(attrs.is_dir), now):
+            return None
+        return hit

@@ -28,6 +28,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import errno
 import functools
 import gc
@@ -47,7 +48,7 @@ from .._client.security import UserCredentials
 from .._errors import NFS4Error
 from .._proto.nfs4 import const as c
 from .._rpc.auth import Credential, auth_sys
-from .cache import AttrTimeouts, NameCache
+from .cache import AttrTimeouts, NameCache, NameReadAhead
 from .change_info import DirectoryChanges
 from .inodes import ROOT_INODE, Inode, InodeTable
 from .lookup import Lookups
@@ -140,6 +141,8 @@ class NFSOperations(Operations):
         self.entry_timeout = self._entry_timeout()
         self.inodes = InodeTable(root_fh, root_attrs, self.timeouts, trio.current_time())
         self.names = NameCache(opts.acdirmax if opts.lookupcache != LOOKUPCACHE_NONE else 0)
+        # directories whose names are read ahead of their LOOKUPs (cache.NameReadAhead), the oldest first
+        names_ahead: dict[int, NameReadAhead] = {}
         self._ids = itertools.count(1)  # FUSE handle numbers, of files and directories
         self._callers: cachetools.TTLCache[tuple[int, int, int], Credential] = cachetools.TTLCache(
             maxsize=4096, ttl=GROUPS_TTL
@@ -157,11 +160,11 @@ class NFSOperations(Operations):
         self.files = self.opens.files  # FUSE file handles (:class:`.opens.FileHandle`)
         self.locks = PosixLocks(nfs, self.opens, self._invalidate)
         self.nfs42 = NFS42Files(nfs, self.inodes, self.opens)
-        self.changes = DirectoryChanges(self.inodes, self.names, opts)
+        self.changes = DirectoryChanges(self.inodes, self.names, opts, names_ahead)
         self.xattrs = Xattrs(nfs, self._inode, self.cred, self._check_rw)
         self.lookups = Lookups(
             nfs, self.inodes, self.names, self.counts, opts, self._each_name_checked, self._entry, self._learn,
-            self.gone,
+            self.gone, names_ahead, self._changed,
         )
         self.silly = SillyRenames(nfs, self.inodes, self.changes.modified)
         self.setattrs = Setattrs(nfs, self.inodes, self.opens, self._delegated)
@@ -266,10 +269,12 @@ class NFSOperations(Operations):
     def cache_counts(self) -> dict[str, int]:
         """attr_hits: getattr answered from the attribute cache (or a delegation); attr_revalidations:
         answered after a GETATTR; lookups_cached: absent names answered without a LOOKUP;
+        lookups_read_ahead: names answered from their directory's entries read ahead (READDIR);
         lookups_sent; invalidations: the kernel told to drop a file's cached data; stale_names: names
         another client removed or renamed, found at an open; reopens: opens made again after the
         server lost them."""
-        names = ("attr_hits", "attr_revalidations", "lookups_cached", "lookups_sent", "stale_names")
+        names = ("attr_hits", "attr_revalidations", "lookups_cached", "lookups_read_ahead", "lookups_sent",
+                 "stale_names")
         return {**{n: self.counts[n] for n in names}, "invalidations": self.invalidations, "reopens": self.opens.reopens}
 
     async def _invalidate(self, ino: int, attr_only: bool = False) -> None:
@@ -509,9 +514,21 @@ class NFSOperations(Operations):
         target = await self.silly.open_target(dst.fh, new, cred)
         if target is not None:
             await self.silly.hide(dst, new, target, cred)
-        src_cinfo, dst_cinfo = await self.nfs.rename(src.fh, old, dst.fh, new, cred)
-        moved = self.changes.modified(src, old, src_cinfo, False)
-        self.changes.modified(dst, new, dst_cinfo, True, moved)
+        with self.inodes.changing(src) as src_asked, self._changing_other(dst, src) as dst_asked:
+            r = await self.nfs.rename(src.fh, old, dst.fh, new, cred, dir_attrs=True)
+            moved = self.changes.modified(src, old, r.source, False)
+            self.changes.modified(dst, new, r.target, True, moved)
+            if dst is src:
+                # (one directory: its change attribute moved once, from the source's "before" to the
+                # target's "after")
+                self.changes.after(src, r.target, r.target_attrs, src_asked)
+            else:
+                self.changes.after(src, r.source, r.source_attrs, src_asked)
+                self.changes.after(dst, r.target, r.target_attrs, dst_asked)
+
+    def _changing_other(self, node: Inode, other: Inode) -> contextlib.AbstractContextManager[int]:
+        """``InodeTable.changing`` of ``node`` unless it is ``other``, whose is taken already."""
+        return contextlib.nullcontext(0) if node is other else self.inodes.changing(node)
 
     @fuse_errors
     async def link(
@@ -522,9 +539,11 @@ class NFSOperations(Operations):
         parent = self._inode(new_parent_inode)
         n = _name(new_name)
         asked = self.inodes.asking(node)
-        attrs, cinfo = await self.nfs.link(node.fh, parent.fh, n, self.cred(ctx))
-        node = self._learn(node.fh, attrs, asked)
-        self.changes.modified(parent, n, cinfo, True, node)
+        with self.inodes.changing(parent) as dir_asked:
+            attrs, cinfo, dir_attrs = await self.nfs.link(node.fh, parent.fh, n, self.cred(ctx), dir_attrs=True)
+            node = self._learn(node.fh, attrs, asked)
+            self.changes.modified(parent, n, cinfo, True, node)
+            self.changes.after(parent, cinfo, dir_attrs, dir_asked)
         return self._entry(node)
 
     # -- open files (:mod:`.opens`) -------------------------------------------------------------------

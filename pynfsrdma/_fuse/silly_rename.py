@@ -53,9 +53,9 @@ class SillyRenames:
     async def hide(self, parent: Inode, name: str, node: Inode, cred: Credential) -> None:
         """Rename ``name`` (leading to the open file ``node``) to a hidden name in ``parent``."""
         silly = f"{SILLY_PREFIX}{node.attrs.fileid & 0xFFFFFFFFFFFF:012x}{next(self.serial):08x}"
-        src, dst = await self.nfs.rename(parent.fh, name, parent.fh, silly, cred)
-        self.modified_dir(parent, name, src, False, None)
-        self.modified_dir(parent, silly, dst, True, node)
+        renamed = await self.nfs.rename(parent.fh, name, parent.fh, silly, cred)
+        self.modified_dir(parent, name, renamed.source, False, None)
+        self.modified_dir(parent, silly, renamed.target, True, node)
         node.silly.append((parent.fh, silly))
         node.stale()
 

@@ -141,6 +141,33 @@ def test_rm_r_sends_no_getattr_for_the_permission_check_before_each_unlink(
     assert compounds.get("GETATTR", 0) <= 2, (compounds, ops)  # (not one per file)
 
 
+def test_renames_and_links_send_no_getattr_for_the_permission_checks_before_each(
+    mount_export: Callable[..., Any], export_path: Any
+) -> None:
+    m = mount_export(subdir=export_path.remote.removeprefix("/export/"))
+    n = 20
+    a, b = m.path / "a", m.path / "b"
+    a.mkdir()
+    b.mkdir()
+    for i in range(n):
+        (a / f"f{i}").write_bytes(b"x")
+    before, ops_before = settle(m.path)
+    for i in range(n):  # in one directory, then into another, then a hard link back
+        os.rename(a / f"f{i}", a / f"g{i}")
+        os.rename(a / f"g{i}", b / f"g{i}")
+        os.link(b / f"g{i}", a / f"h{i}")
+    after, ops_after = settle(m.path)
+    compounds, ops = delta(after, before), delta(ops_after, ops_before)
+    assert sorted(os.listdir(export_path.local / "a")) == sorted(f"h{i}" for i in range(n))
+    assert sorted(os.listdir(export_path.local / "b")) == sorted(f"g{i}" for i in range(n))
+    assert all(os.stat(export_path.local / "b" / f"g{i}").st_nlink == 2 for i in range(n))
+    assert os.stat(b / "g0").st_nlink == 2 and sorted(os.listdir(a)) == sorted(f"h{i}" for i in range(n))
+    assert compounds.get("RENAME") == 2 * n and compounds.get("LINK") == n, compounds
+    # the kernel (default_permissions, as root mounts) checks both directories before each rename
+    # and link, and finds their attributes out of date after the one before: they came back with it
+    assert compounds.get("GETATTR", 0) <= 2, (compounds, ops)  # (not one per rename or link)
+
+
 def test_times_set_after_writes_stay_on_the_servers_disk(work_dir: Any, shared_mount: Any) -> None:
     data = os.urandom(5000)
     f = work_dir.mnt / "a"
