@@ -287,13 +287,11 @@ def cmd_df(args: argparse.Namespace) -> int:
 
 # -- the parser ---------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    from .._client.url import URL_OPTIONS
-
     p = argparse.ArgumentParser(
         prog=PROG, description="A userspace NFSv4.1 client.",
-        epilog="URLs: nfs://host[:port]/path?option=value&... (or host:/path). URL options: vers, proto, port, "
-               f"{', '.join(sorted(URL_OPTIONS))}; e.g. sec=krb5p, xprtsec=tls&truststore=ca.pem (RPC-with-TLS). "
-               "pynfsrdma(1) says what each does.")
+        epilog="URLs: nfs://host[:port]/path?option=value&... (or host:/path); e.g. vers=4.2, proto=rdma, "
+               "sec=krb5p, xprtsec=tls&truststore=ca.pem (RPC-with-TLS). pynfsrdma(1) lists every URL option "
+               "and says what each does.")
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
     p.add_argument("--trace", metavar="FILE", help="trace every RPC (xid, path, status, time, ops) to FILE (- for stderr)")

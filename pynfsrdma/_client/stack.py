@@ -16,7 +16,8 @@ from .._session.client_id import ClientID
 from .._session.path_set import Path
 from .._transport.base import Transport
 from .._transport.tcp import TcpTransport
-from .._transport.tls import TlsTransport, XprtSec, XprtSecError, connect_tls
+from .._transport.tls import TlsTransport, client_context, connect_tls
+from .._transport.xprtsec import XprtSec, XprtSecError
 from .._trunking import Trunking, TrunkingOptions
 from .nfs4 import NFSv4
 from .url import NfsURL, URLError
@@ -50,7 +51,7 @@ async def connector_for(url: NfsURL, address: str, port: int, timeout: float) ->
 
     if sec.on:
         peer = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
-        context = sec.context(peer)
+        context = client_context(sec, peer)
 
         async def tls() -> TlsTransport:
             return await connect_tls(address, port, url.host, context, c.NFS4_PROGRAM, c.NFS_V4, timeout=timeout)

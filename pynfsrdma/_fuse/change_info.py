@@ -7,18 +7,22 @@ import trio
 
 from .._client.attributes import FileAttrs
 from .._proto.nfs4.types import change_info4
-from .cache import Listing, NameCache
+from .cache import Listing, NameCache, NameReadAhead
 from .inodes import Inode, InodeTable
 from .options import MountOptions
 
 
 class DirectoryChanges:
-    """The directories of ``inodes`` changed by our operations, with their names in ``names``."""
+    """The directories of ``inodes`` changed by our operations, with their names in ``names`` and
+    the entries read ahead of their LOOKUPs in ``names_ahead`` (by directory)."""
 
-    def __init__(self, inodes: InodeTable, names: NameCache, opts: MountOptions) -> None:
+    def __init__(
+        self, inodes: InodeTable, names: NameCache, opts: MountOptions, names_ahead: dict[int, NameReadAhead]
+    ) -> None:
         self.inodes = inodes
         self.names = names
         self.opts = opts
+        self.names_ahead = names_ahead
 
     def modified(
         self, parent: Inode, name: str, cinfo: change_info4 | None, present: bool, node: Inode | None = None
@@ -31,6 +35,7 @@ class DirectoryChanges:
         attributes the operation brought back.)"""
         parent.stale()
         self.names.drop(parent.ino, name)
+        self.names_ahead.pop(parent.ino, None)
         listing = parent.listing
         if listing is not None and (
             cinfo is None or not listing.changed(cinfo.before, cinfo.after, name, present, trio.current_time())

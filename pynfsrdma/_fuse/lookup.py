@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import collections
 import errno
+import logging
+import os
 from collections.abc import Awaitable, Callable
 
 import trio
@@ -14,12 +16,13 @@ from .._client.nfs4 import NFSv4
 from .._errors import NFS4Error
 from .._proto.nfs4 import const as c
 from .._rpc.auth import Credential
-from .cache import NEGATIVE, NameCache
+from .cache import NEGATIVE, READ_AHEAD_DIRS, NameCache, NameReadAhead
 from .caller import is_opening
 from .inodes import Inode, InodeTable
 from .lowlevel import EntryAttributes
-from .options import MountOptions
+from .options import LOOKUPCACHE_NONE, MountOptions
 
+log = logging.getLogger(__name__)
 
 def negative() -> EntryAttributes:
     """The name does not exist. The kernel keeps no note of that (entry_timeout 0): a later
@@ -31,7 +34,9 @@ class Lookups:
     """The LOOKUPs of a mount whose nodes are ``inodes`` and names ``names``, counted in ``counts``;
     ``each_name_checked``: the server checks each caller's way to each name (the kernel keeps none);
     ``entry`` and ``learn``: the kernel's entry for a node, and a node learned from a reply;
-    ``gone``: what NFS4ERR_STALE means for the node an operation was about."""
+    ``gone``: what NFS4ERR_STALE means for the node an operation was about; ``names_ahead``: the
+    entries of directories read ahead of their LOOKUPs (cache.NameReadAhead), the oldest first;
+    ``changed``: what a directory's attributes that moved mean for what is cached of it."""
 
     def __init__(
         self, nfs: NFSv4, inodes: InodeTable, names: NameCache, counts: collections.Counter[str],
@@ -39,6 +44,8 @@ class Lookups:
         entry: Callable[[Inode, float | None], EntryAttributes],
         learn: Callable[[bytes, FileAttrs, int | None], Inode],
         gone: Callable[[str, int], Awaitable[None]],
+        names_ahead: dict[int, NameReadAhead],
+        changed: Callable[[Inode], None],
     ) -> None:
         self.nfs = nfs
         self.inodes = inodes
@@ -49,6 +56,9 @@ class Lookups:
         self._entry = entry
         self._learn = learn
         self._gone = gone
+        self.names_ahead = names_ahead
+        self._changed = changed
+        self._kernel_checks = opts.kernel_checks_permissions()
 
     async def lookup(self, parent: Inode, n: str, pid: int, cred: Credential) -> EntryAttributes:
         """``n`` in ``parent``, for process ``pid`` with ``cred``: from the caches where they may
@@ -84,6 +94,11 @@ class Lookups:
                 node.lookups += 1
                 self.counts["lookups_cached"] += 1
                 return self._entry(node, None)
+        if self.opts.lookupcache != LOOKUPCACHE_NONE and self.inodes.timeouts.regmin > 0 and not self.opts.noac:
+            ahead = await self._named_ahead(parent, n, cred)
+            if ahead is not None:
+                self.counts["lookups_read_ahead"] += 1
+                return self._entry(ahead, None)
         self.counts["lookups_sent"] += 1
         asked = self.inodes.asking()
         try:
@@ -105,6 +120,63 @@ class Lookups:
         if self.inodes.fresh(parent, now):
             self.names.put(parent.ino, n, node.ino, parent.attrs.change)
         return self._entry(node, None)
+
+    async def _named_ahead(self, parent: Inode, name: str, cred: Credential) -> Inode | None:
+        """``name``, answered from ``parent``'s entries read ahead (cache.NameReadAhead; the next page
+        is read first when the directory's LOOKUPs call for it), learned as its LOOKUP's answer
+        would have been when the page was read; None: its LOOKUP goes to the server. (An open of
+        the name goes to the server by that name, as every open does: a name another client
+        removed or renamed since the page is found there, and its next lookup asks the server.)"""
+        ahead = self.names_ahead.get(parent.ino)
+        if ahead is None:
+            if len(self.names_ahead) >= READ_AHEAD_DIRS:
+                del self.names_ahead[next(iter(self.names_ahead))]
+            ahead = self.names_ahead[parent.ino] = NameReadAhead()
+        if name not in ahead.entries and ahead.wants_page():
+            await self._read_page_ahead(parent, ahead, cred)
+        now = trio.current_time()
+        timeouts = self.inodes.timeouts
+        hit = ahead.take(name, parent.attrs.change, now, timeouts) if self.inodes.fresh(parent, now) else None
+        # (a file we hold attributes of already is asked for: they may be newer than the page's)
+        if (hit is None or self.inodes.get(self.inodes.ino_for(hit[1])) is not None
+                or not (self._kernel_checks or await self._may_search(parent, cred))):
+            ahead.needed_lookup()
+            return None
+        fh, attrs, when, asked, _ = hit
+        if self.inodes.get(self.inodes.ino_for(attrs)) is not None:  # (learned while ACCESS was on its way)
+            ahead.needed_lookup()
+            return None
+        node, _ = self.inodes.learn(fh, attrs, when, True, asked=asked)
+        self.inodes.named(node, parent.ino, name)
+        if self.each_name_checked:  # (the kernel keeps no name: it asks again, and the cache answers)
+            self.names.put(parent.ino, name, node.ino, parent.attrs.change)
+        return node
+
+    async def _read_page_ahead(self, parent: Inode, ahead: NameReadAhead, cred: Credential) -> None:
+        """Read ``parent``'s next page of entries ahead, with its attributes after it; a directory
+        the caller may not read (or whose cookie the server no longer takes) is read no further."""
+        ahead.reading = True
+        try:
+            asked, dir_asked = self.inodes.asking(), self.inodes.asking(parent)
+            try:
+                entries, verifier, eof, dir_attrs = await self.nfs.readdir_plus_and_attrs(
+                    parent.fh, cred, ahead.cookie, ahead.verifier
+                )
+            except NFS4Error as e:
+                log.debug("names of directory %d not read ahead: %s", parent.ino, e)
+                ahead.eof = True
+                return
+            now = trio.current_time()
+            if self.inodes.refresh(parent, dir_attrs, now, asked=dir_asked):
+                self._changed(parent)
+            change = dir_attrs.change
+            ahead.page(
+                {os.fsdecode(name): (fh, attrs, now, asked, change)
+                 for name, _, fh, attrs in entries if fh is not None and attrs is not None},
+                entries[-1][1] if entries else ahead.cookie, verifier, eof,
+            )
+        finally:
+            ahead.reading = False
 
     async def _may_search(self, parent: Inode, cred: Credential) -> bool:
         """Whether the server lets ``cred`` look names up in ``parent`` (ACCESS; its answer kept

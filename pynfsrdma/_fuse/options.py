@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field, fields
 
 from .._client.url import PROTOCOLS, SUPPORTED_VERSIONS
-from .._transport.tls import TLS_OPTIONS, XPRTSEC_MODES, XprtSec, XprtSecError
+from .._transport.xprtsec import TLS_OPTIONS, XPRTSEC_MODES, XprtSec, XprtSecError
 from .channel import CHANNELS, DEFAULT_CHANNEL
 
 # nfs(5) defaults

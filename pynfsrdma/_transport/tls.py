@@ -29,8 +29,6 @@ import math
 import socket
 import ssl
 import struct
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import ClassVar, Final, cast
 
 import trio
@@ -48,11 +46,9 @@ from .base import (
     TransportError,
 )
 from .tcp import DEFAULT_MAX_RECORD, POOL_MIN_FRAGMENT, STAGE_READ, BufferPool, TcpTransport
+from .xprtsec import TLS_OPTIONS, XPRTSEC_MODES, XprtSec, XprtSecError
 
 _MARK: Final = struct.Struct(">I")
-XPRTSEC_MODES: Final = ("none", "tls", "mtls")
-#: the URL and mount options of RPC-with-TLS
-TLS_OPTIONS: Final = ("xprtsec", "truststore", "certificate", "private_key")
 RECEIVE_CHUNK: Final = 256 * 1024  # TLS records taken from the socket at a time, at most
 COALESCE: Final = 4096  # message segments shorter than this are joined before they are encrypted
 PROBE_XID: Final = 0x544C5331  # the XID of the AUTH_TLS probe (any will do: it is the connection's first call)
@@ -71,64 +67,28 @@ class TlsSetupError(TransportError):
     ERRNO: ClassVar[int] = errno.EINVAL
 
 
-class XprtSecError(ValueError):
-    """The TLS options do not make sense together (``xprtsec=mtls`` with no certificate, ...)."""
-
-
-@dataclass(frozen=True, slots=True)
-class XprtSec:
-    """What a connection's transport security is to be (nfs(5)'s ``xprtsec=``) and the files it uses."""
-
-    mode: str = "none"
-    truststore: str | None = None
-    certificate: str | None = None
-    private_key: str | None = None
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, str | None]) -> XprtSec:
-        """From URL or mount options (:data:`TLS_OPTIONS`); XprtSecError for what does not fit."""
-        mode = options.get("xprtsec") or "none"
-        if mode not in XPRTSEC_MODES:
-            raise XprtSecError(f"xprtsec={mode}: use one of {', '.join(XPRTSEC_MODES)}")
-        files = {k: options.get(k) for k in ("truststore", "certificate", "private_key")}
-        for k, v in files.items():
-            if v == "":
-                raise XprtSecError(f"{k} needs a file ({k}=/path/to/file.pem)")
-        sec = cls(mode, files["truststore"], files["certificate"], files["private_key"])
-        if mode == "mtls" and not sec.certificate:
-            raise XprtSecError("xprtsec=mtls needs the client's certificate= (and private_key= unless it holds the key)")
-        if mode != "mtls" and (sec.certificate or sec.private_key):
-            raise XprtSecError(f"certificate= and private_key= are for xprtsec=mtls, not xprtsec={mode}")
-        if mode == "none" and sec.truststore:
-            raise XprtSecError("truststore= is for xprtsec=tls or mtls")
-        return sec
-
-    @property
-    def on(self) -> bool:
-        return self.mode != "none"
-
-    def context(self, peer: str) -> ssl.SSLContext:
-        """The client's TLS context: TLS 1.3, ALPN "sunrpc", the server's certificate and name
-        checked against the trust store, our certificate for mtls. TlsSetupError naming the file
-        that cannot be used."""
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_3
-        ctx.set_alpn_protocols([TLS_ALPN])
-        try:
-            if self.truststore:
-                what = f"truststore {self.truststore}"
-                ctx.load_verify_locations(cafile=self.truststore)
-            else:
-                what = "the system's trust store"
-                ctx.load_default_certs()
-            if self.certificate:
-                what = f"certificate {self.certificate}" + (f" and private_key {self.private_key}"
-                                                             if self.private_key else "")
-                ctx.load_cert_chain(self.certificate, self.private_key)
-        except OSError as e:
-            reason = e.strerror or getattr(e, "reason", None) or str(e)
-            raise TlsSetupError(f"TLS: cannot use {what}: {reason}", peer) from None
-        return ctx
+def client_context(sec: XprtSec, peer: str) -> ssl.SSLContext:
+    """The client's TLS context for ``sec``: TLS 1.3, ALPN "sunrpc", the server's certificate and name
+    checked against the trust store, our certificate for mtls. TlsSetupError naming the file
+    that cannot be used."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    ctx.set_alpn_protocols([TLS_ALPN])
+    try:
+        if sec.truststore:
+            what = f"truststore {sec.truststore}"
+            ctx.load_verify_locations(cafile=sec.truststore)
+        else:
+            what = "the system's trust store"
+            ctx.load_default_certs()
+        if sec.certificate:
+            what = f"certificate {sec.certificate}" + (f" and private_key {sec.private_key}"
+                                                         if sec.private_key else "")
+            ctx.load_cert_chain(sec.certificate, sec.private_key)
+    except OSError as e:
+        reason = e.strerror or getattr(e, "reason", None) or str(e)
+        raise TlsSetupError(f"TLS: cannot use {what}: {reason}", peer) from None
+    return ctx
 
 
 async def connect_tls(
@@ -466,4 +426,4 @@ class TlsTransport(Transport):
 
 
 __all__ = ["TLS_OPTIONS", "XPRTSEC_MODES", "TlsRefused", "TlsSetupError", "TlsSocket", "TlsTransport", "XprtSec",
-           "XprtSecError", "connect_tls"]
+           "XprtSecError", "client_context", "connect_tls"]
