@@ -52,7 +52,7 @@ from .nfs4 import ListedEntry, NFSv4, OpenFile
 from .open_file import FileWriter, ReadStream, Window, read_range
 from .security import FlavorChoice, credential, machine_credential, negotiate, parse_sec
 from .stack import start_stack, xprtsec_of
-from .url import NfsURL, URLError, check_url_options, minor_version, parse_url, url_identity
+from .url import NfsURL, URLError, batch_reads, check_url_options, minor_version, parse_url, url_identity
 
 Progress = Callable[[int], None]
 T = TypeVar("T")
@@ -181,6 +181,7 @@ class Client:
             u = dataclasses.replace(u, options={**u.options, **{k: v for k, v in tls_args.items() if v is not None}})
         check_url_options(u)
         xprtsec_of(u)  # (options that do not fit are refused before anything is sent)
+        batch_reads(u)
         url_uid, url_gid = url_identity(u)
         uid = uid if uid is not None else url_uid if url_uid is not None else os.getuid()
         gid = gid if gid is not None else url_gid if url_gid is not None else os.getgid()
