@@ -52,7 +52,7 @@ from .nfs4 import ListedEntry, NFSv4, OpenFile
 from .open_file import FileWriter, ReadStream, Window, read_range
 from .security import FlavorChoice, credential, machine_credential, negotiate, parse_sec
 from .stack import start_stack, xprtsec_of
-from .url import NfsURL, URLError, check_url_options, minor_version, parse_url, url_identity
+from .url import NfsURL, URLError, batch_reads, check_url_options, minor_version, parse_url, url_identity
 
 Progress = Callable[[int], None]
 T = TypeVar("T")
@@ -181,6 +181,7 @@ class Client:
             u = dataclasses.replace(u, options={**u.options, **{k: v for k, v in tls_args.items() if v is not None}})
         check_url_options(u)
         xprtsec_of(u)  # (options that do not fit are refused before anything is sent)
+        batch_reads(u)
         url_uid, url_gid = url_identity(u)
         uid = uid if uid is not None else url_uid if url_uid is not None else os.getuid()
         gid = gid if gid is not None else url_gid if url_gid is not None else os.getgid()
@@ -792,8 +793,10 @@ class Client:
     async def read_ranges(self, ranges: Sequence[tuple[str, int, int | None]]) -> list[bytes | Exception]:
         """The bytes of each (path, offset, count) (count None: to the end), in order: an error (an
         OSError) in the place of a range that could not be read. All at once: a file with one
-        range is :meth:`read_bytes`' one COMPOUND; a file with several has its ranges go several
-        READs to a COMPOUND, each COMPOUND finding the file by name, the COMPOUNDs in flight together."""
+        range is :meth:`read_bytes`' one COMPOUND; a file with several has its ranges go one READ to
+        a COMPOUND (several with ``batchreads=1`` in the URL: Linux's nfsd 7.3 returns a READ after a
+        READ in one COMPOUND wrong), each COMPOUND finding the file by name, the COMPOUNDs in flight
+        together."""
         out: list[bytes | Exception] = [b""] * len(ranges)
         by_path: dict[str, list[int]] = {}
         for i, (path, _, _) in enumerate(ranges):
@@ -827,7 +830,7 @@ class Client:
         return out
 
     async def _read_spans_of(self, path: str, ranges: list[tuple[int, int]]) -> list[bytes | Exception]:
-        """Ranges (offset, count) of one file, several READs to a COMPOUND: the bytes of each. Each
+        """Ranges (offset, count) of one file, as :meth:`read_ranges` sends them: the bytes of each. Each
         COMPOUND finds the file by its name (PUTFH of the directory, LOOKUP, the READs), all in flight
         together; a name that cannot be read so (a symbolic link ...) is looked up first, and its
         file handle read."""

@@ -20,7 +20,7 @@ from .._transport.tls import TlsTransport, client_context, connect_tls
 from .._transport.xprtsec import XprtSec, XprtSecError
 from .._trunking import Trunking, TrunkingOptions
 from .nfs4 import NFSv4
-from .url import NfsURL, URLError
+from .url import NfsURL, URLError, batch_reads
 
 
 def xprtsec_of(url: NfsURL) -> XprtSec:
@@ -90,4 +90,6 @@ async def start_stack(
         own_kind_only=xprtsec_of(url).on,  # (no plain RDMA path beside TLS ones)
     )
     await trunking.start()
-    return Stack(clientid, trunking, NFSv4(clientid))
+    nfs = NFSv4(clientid)
+    nfs.one_read_per_compound = not batch_reads(url)  # (see Batched: Linux's nfsd)
+    return Stack(clientid, trunking, nfs)

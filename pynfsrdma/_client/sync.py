@@ -304,7 +304,8 @@ class SyncClient:
 
     def read_ranges(self, ranges: Sequence[tuple[str, int, int | None]]) -> list[bytes | Exception]:
         """The bytes of each (path, offset, count), all at once (several READs of a file to a
-        COMPOUND): an error in the place of a range that could not be read."""
+        COMPOUND with ``batchreads=1`` in the URL): an error in the place of a range that could not be
+        read."""
         return self._run(self._loop.client.read_ranges, ranges)
 
     def write_files(self, files: Sequence[tuple[str, Any]], perm: int = 0o644, *,

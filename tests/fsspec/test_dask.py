@@ -64,8 +64,8 @@ def test_dask_reads_parquet_and_csv_over_nfs_on_worker_processes(
 
 def test_dask_reads_parquet_column_chunks_several_to_a_compound(ganesha: Ganesha, export_path: ExportPath) -> None:
     """With fsspec's parquet pre-caching (``precache_options={"method": "parquet"}``: Dask fetches a file's
-    column chunks by one ``cat_ranges``), the chunks of a file that lie apart go several READs to a
-    COMPOUND: seen in the RPC trace (``--trace``'s, one line per COMPOUND) of this process's client
+    column chunks by one ``cat_ranges``) and ``batchreads=1`` in the URL, the chunks of a file that lie
+    apart go several READs to a COMPOUND: seen in the RPC trace (``--trace``'s, one line per COMPOUND) of this process's client
     (the tasks run here, on Dask's synchronous scheduler)."""
     import io
     import os
@@ -78,7 +78,7 @@ def test_dask_reads_parquet_column_chunks_several_to_a_compound(ganesha: Ganesha
                            "b": [j * 0.5 for j in range(80000)]}) for i in range(3)]
     for i, p in enumerate(parts):
         p.to_parquet(export_path.local / f"pq/part-{i}.parquet", row_group_size=20000, index=False)
-    url = f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}/pq"
+    url = f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}/pq?batchreads=1"
     lines = io.StringIO()
     _trace.install_rpc_trace(_trace.RpcTrace(lines))
     try:
