@@ -362,23 +362,27 @@ async def client_roundtrip(url: str, label: str, expect: str) -> str:
 
     name = f"/{label.replace(' ', '-')}.dat"
     async with Client.connect(url, timeout=30) as nfs:
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), time.process_time()
         async with await nfs.open(name, "w") as f:
             for i in range(SIZE // BLOCK):
                 await f.write(block(i))
             await f.fsync()
         write = SIZE / (time.monotonic() - t0) / 1e6
         h = hashlib.sha256()
-        t0 = time.monotonic()
+        t0, cpu1 = time.monotonic(), time.process_time()
         async with await nfs.open(name, "r") as f:
             async for _, view in f.iter_views():
                 h.update(view)
         read = SIZE / (time.monotonic() - t0) / 1e6
+        cpu = ((cpu1 - cpu0) * 1000 / (SIZE / MIB), (time.process_time() - cpu1) * 1000 / (SIZE / MIB))
         if h.hexdigest() != expect:
             raise RuntimeError("our client read back other data than it wrote")
         await trio.lowlevel.checkpoint()
         path = nfs.clientid.paths.paths[0]  # (over RDMA: what the transfers cost the provider)
         c = getattr(getattr(path.rpc.transport if path.rpc else None, "conn", None), "counters", None)
+        tls = path.snapshot()["tls"]  # (RPC-with-TLS: the TLS version of the connection)
+    if ("xprtsec=tls" in url or "xprtsec=mtls" in url) != (tls is not None):
+        raise RuntimeError(f"{url}: the connection's TLS is {tls}")
     # the kernel's own client reads the file our client wrote
     drop_caches()
     if file_digest(KMOUNT / name.lstrip("/")) != expect:
@@ -391,7 +395,10 @@ async def client_roundtrip(url: str, label: str, expect: str) -> str:
         if c is not None
         else ""
     )
-    return f"write {write:.1f} MB/s, read {read:.1f} MB/s, sha256 checked by our client and the kernel client{cost}"
+    return (
+        f"write {write:.1f} MB/s, read {read:.1f} MB/s, sha256 checked by our client and the kernel client; "
+        f"our CPU {cpu[0]:.0f} ms/MiB written, {cpu[1]:.0f} ms/MiB read{f'; {tls}' if tls else ''}{cost}"
+    )
 
 
 async def client_api(url: str) -> str:
