@@ -27,7 +27,7 @@ Then our client, each in a child process of ``guest_tests.py`` (the project is i
 - :func:`fuse_tls`: our FUSE mount with ``xprtsec=tls``; the kernel client (an ``xprtsec=tls``
   mount of its own) reads what we wrote, and we read what it wrote.
 - :func:`client_tls_trunking`: a second address of nfsd (``addrs=``) under TLS: both paths up, both
-  TLS by our report and by nfsd's sockets.
+  TLS by our report and by nfsd's sockets; a connection cut is made again under TLS.
 
 The module itself needs only the standard library (the guest's main process imports it).
 """
@@ -247,7 +247,10 @@ def _our_ports(nfs: object) -> dict[str, int]:
         sock = getattr(getattr(t, "tls", None), "sock", None) or getattr(t, "sock", None)
         if sock is None:
             raise RuntimeError(f"path {path.address}: no socket ({t!r})")
-        ports[str(path.address)] = sock.getsockname()[1]
+        try:
+            ports[str(path.address)] = sock.getsockname()[1]
+        except OSError as e:  # (a connection closed, not made again yet)
+            raise RuntimeError(f"path {path.address}: {e}") from None
     return ports
 
 
@@ -362,7 +365,7 @@ def fuse_tls(server: str, port: str, export: str) -> str:
     mnt = Path("/run/ours-tls")
     kmnt = Path("/mnt/ktls-reader")
     kmnt.mkdir(parents=True, exist_ok=True)
-    options = f"proto=tcp,port={port},xprtsec=tls,truststore={TLS_CA}"
+    options = f"proto=tcp,port={port},channel=native,xprtsec=tls,truststore={TLS_CA}"
     with guest_fuse.mounted(f"{server}:/tls", mnt, options):
         with open(mnt / "from-fuse.bin", "wb") as f:
             f.write(ours)
@@ -391,13 +394,16 @@ def fuse_tls(server: str, port: str, export: str) -> str:
 
 async def client_tls_trunking(server: str, server2: str, port: str) -> str:
     """Trunking under TLS: nfsd's second address (``addrs=``) joins the session; both paths up, both
-    TLS 1.3 by our path report and kTLS at nfsd's end (``ss``); a file written and read over them."""
+    TLS 1.3 by our path report and kTLS at nfsd's end (``ss``); files written and read over them.
+    Then the first path's connection is cut (``ss -K`` destroys both its ends): the connection the
+    path makes again is TLS too, by our report and at nfsd's end."""
     import trio
 
     from pynfsrdma._client.api import Client
 
     url = tls_url(server, int(port), "tls", "tls", extra=f"&addrs={server2}:{port}")
     data = _pattern(2 * (1 << 20) + 3)
+    first = f"{server}:{port}"
     async with Client.connect(url, timeout=30) as nfs:
         trunking = nfs.trunking
         if trunking is None:
@@ -419,11 +425,47 @@ async def client_tls_trunking(server: str, server2: str, port: str) -> str:
         for i in range(4):
             if await nfs.read_file(f"/trunked-{i}.bin") != data:
                 raise RuntimeError("a file written over the trunked paths reads back other data")
-            await nfs.remove(f"/trunked-{i}.bin")
         calls = {str(p["address"]): p["calls"] for p in trunking.snapshot()}
         ports = _our_ports(nfs)
         ends = server_ends(int(port), set(ports.values()))
-    ktls = {a: _ktls(ends.get(p, "")) for a, p in ports.items()}
-    if len(ktls) != 2 or not all(ktls.values()):
-        raise RuntimeError(f"nfsd's ends of our connections are not all kTLS sockets: {ktls} (ss: {ends})")
-    return f"paths up {sorted(up)}, each tls {TLS_VERSION} and kTLS at nfsd's end ({ktls}); calls {calls}"
+        ktls = {a: _ktls(ends.get(p, "")) for a, p in ports.items()}
+        if len(ktls) != 2 or not all(ktls.values()):
+            raise RuntimeError(
+                f"nfsd's ends of our connections are not all kTLS sockets: {ktls} (ss: {ends})"
+            )
+        # the cut: both ends of the first path's connection destroyed; reads go on meanwhile
+        cut = ports[first]
+        _sh("ss", "-K", "state", "established", f"( sport = :{cut} or dport = :{cut} )")
+        again: dict[str, int] = {}
+        with trio.move_on_after(60):
+            while True:
+                if await nfs.read_file("/trunked-0.bin") != data:
+                    raise RuntimeError("a read after the cut returned other data")
+                states = {str(p["address"]): p["state"] for p in trunking.snapshot()}
+                try:
+                    again = _our_ports(nfs)
+                except RuntimeError:  # (a path without a connection yet)
+                    again = {}
+                if again.get(first, cut) != cut and set(states.values()) == {"up"}:
+                    break
+                await trio.sleep(0.5)
+        if again.get(first, cut) == cut:
+            raise RuntimeError(
+                f"the cut path {first} did not connect again within 60 s: {trunking.snapshot()}"
+            )
+        after = {str(p["address"]): p.get("tls") for p in trunking.snapshot()}
+        ends = server_ends(int(port), set(again.values()))
+        for i in range(4):
+            await nfs.remove(f"/trunked-{i}.bin")
+    if set(after.values()) != {TLS_VERSION}:
+        raise RuntimeError(f"after the cut, not every path is TLS by our report: {after}")
+    reconnected = _ktls(ends.get(again[first], ""))
+    if not reconnected:
+        raise RuntimeError(
+            f"nfsd's end of the connection made again is not a kTLS socket: {ends} (ours {again})"
+        )
+    return (
+        f"paths up {sorted(up)}, each tls {TLS_VERSION} and kTLS at nfsd's end ({ktls}); calls {calls}; "
+        f"{first}'s connection (port {cut}) cut: made again from port {again[first]}, tls {after[first]}, "
+        f"nfsd's end {reconnected}"
+    )
