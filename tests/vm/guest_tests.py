@@ -1165,6 +1165,13 @@ def main() -> None:
                 180,
                 key="tls",
             )
+            tls_mount = f"proto=tcp,port={TCP_PORT},xprtsec=tls,truststore={TLS_CA}"
+            step(
+                f"{link}: our FUSE mount with xprtsec=tls: nfsd's read delegation, recalled inside TLS",
+                in_child("fuse_delegations", f"{SERVER}:/", tls_mount, str(KMOUNT)),
+                150,
+                key="tls",
+            )
             step(
                 f"{link}: our client trunks {SERVER} and {SERVER2} under TLS: both paths TLS",
                 in_child("client_tls_trunking", SERVER, SERVER2, port),
