@@ -180,7 +180,7 @@ class Client:
         if any(v is not None for v in tls_args.values()):
             u = dataclasses.replace(u, options={**u.options, **{k: v for k, v in tls_args.items() if v is not None}})
         check_url_options(u)
-        xprtsec_of(u)  # (options that do not fit are refused before anything is sent)
+        xprtsec = xprtsec_of(u).mode  # (options that do not fit are refused before anything is sent)
         batch_reads(u)
         url_uid, url_gid = url_identity(u)
         uid = uid if uid is not None else url_uid if url_uid is not None else os.getuid()
@@ -190,7 +190,7 @@ class Client:
         cred = auth_sys(uid, gid, groups)
         try:
             choice = FlavorChoice(parse_sec(sec if sec is not None else u.options.get("sec")),
-                                  given=sec is not None or "sec" in u.options)
+                                  given=sec is not None or "sec" in u.options, xprtsec=xprtsec)
         except ValueError as e:
             raise URLError(str(e)) from None
         deadline = trio.current_time() + timeout  # for connecting, setting up and looking up the export

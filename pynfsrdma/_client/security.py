@@ -64,6 +64,7 @@ class FlavorChoice:
     given: bool = False
     tried: list[gss.Flavor] = field(default_factory=list)
     wanted: list[gss.Flavor] | None = None  # what SECINFO said, once asked
+    xprtsec: str = "none"  # the connections' transport security (nfs(5)'s xprtsec=: none, tls, mtls)
 
     def next(self) -> gss.Flavor | None:
         """The next flavour to try; None once the given ones are used up and (without ``sec=``) the
@@ -89,6 +90,13 @@ class FlavorChoice:
         tried = ":".join(f.name for f in self.tried)
         if self.wanted is None:
             return f"{where}: the server refused sec={tried} (NFS4ERR_WRONGSEC)"
+        if self.wanted and set(self.wanted) <= set(self.tried) and self.xprtsec != "mtls":
+            # every flavour the server names was refused: what it wants is the connection's
+            # security (Linux's nfsd so refuses an export of xprtsec=tls or mtls over less)
+            more = "xprtsec=tls or mtls" if self.xprtsec == "none" else "xprtsec=mtls"
+            return (f"{where}: the server refused sec={tried}, which it names itself: the export wants "
+                    f"more transport security than xprtsec={self.xprtsec} (RPC-with-TLS: {more}) "
+                    "(NFS4ERR_WRONGSEC)")
         wants = ", ".join(f.name for f in self.wanted) or "no flavour this client speaks"
         return f"{where}: the server wants sec={wants}; refused sec={tried} (NFS4ERR_WRONGSEC)"
 

@@ -182,7 +182,7 @@ async def _reach_once(req: MountRequest, nursery: trio.Nursery, timeout: float) 
         try:
             stack = await start_stack(cid, nursery, req.url,
                                       TrunkingOptions.from_url_options({**o.trunking, **o.rdma}), timeout)
-            choice = FlavorChoice(parse_sec(o.sec), given=o.sec is not None)
+            choice = FlavorChoice(parse_sec(o.sec), given=o.sec is not None, xprtsec=o.tls.get("xprtsec") or "none")
             with trio.fail_after(timeout):
                 # (the flavour is found with the mounting user's own credentials)
                 cred = await negotiate(stack.nfs, req.url.path, req.url.path, choice, cred,

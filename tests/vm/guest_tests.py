@@ -53,6 +53,9 @@ TLS_CA = guest_tls.TLS_CA
 TLS_CLIENT_CERT = guest_tls.TLS_CLIENT_CERT
 TLS_CLIENT_KEY = guest_tls.TLS_CLIENT_KEY
 
+XPRTSEC_FIGURE = "ours-xprtsec-"  # our client over TCP with xprtsec=none, tls, mtls (the Debian 13 guest)
+XPRTSEC_NONE = XPRTSEC_FIGURE + "none"
+
 RESULTS: Path = Path("/mnt/results")
 SIZE = 256 * MIB  # the figures' transfer size (--mib)
 DEADLINE = float("inf")  # time.monotonic() by which every step must be over (--budget)
@@ -104,9 +107,11 @@ def finish() -> None:
     ratios = {}
     for key, value in FIGURES.items():
         link, who, direction = key.split()[:3]
-        anchor = FIGURES.get(f"{link} kernel-client {direction} MB/s")
-        if who != "kernel-client" and anchor:
-            ratios[f"{link} {who}/kernel-client {direction} ratio"] = value / anchor
+        # our client under RPC-with-TLS is set against itself without it, the rest against the kernel's
+        base = XPRTSEC_NONE if who.startswith(XPRTSEC_FIGURE) else "kernel-client"
+        anchor = FIGURES.get(f"{link} {base} {direction} MB/s")
+        if who != base and anchor:
+            ratios[f"{link} {who}/{base} {direction} ratio"] = value / anchor
     with open(RESULTS / "figures.txt", "w") as f:
         for k, v in FIGURES.items():
             f.write(f"{k} {v:.1f}\n")
@@ -357,23 +362,27 @@ async def client_roundtrip(url: str, label: str, expect: str) -> str:
 
     name = f"/{label.replace(' ', '-')}.dat"
     async with Client.connect(url, timeout=30) as nfs:
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), time.process_time()
         async with await nfs.open(name, "w") as f:
             for i in range(SIZE // BLOCK):
                 await f.write(block(i))
             await f.fsync()
         write = SIZE / (time.monotonic() - t0) / 1e6
         h = hashlib.sha256()
-        t0 = time.monotonic()
+        t0, cpu1 = time.monotonic(), time.process_time()
         async with await nfs.open(name, "r") as f:
             async for _, view in f.iter_views():
                 h.update(view)
         read = SIZE / (time.monotonic() - t0) / 1e6
+        cpu = ((cpu1 - cpu0) * 1000 / (SIZE / MIB), (time.process_time() - cpu1) * 1000 / (SIZE / MIB))
         if h.hexdigest() != expect:
             raise RuntimeError("our client read back other data than it wrote")
         await trio.lowlevel.checkpoint()
         path = nfs.clientid.paths.paths[0]  # (over RDMA: what the transfers cost the provider)
         c = getattr(getattr(path.rpc.transport if path.rpc else None, "conn", None), "counters", None)
+        tls = path.snapshot()["tls"]  # (RPC-with-TLS: the TLS version of the connection)
+    if ("xprtsec=tls" in url or "xprtsec=mtls" in url) != (tls is not None):
+        raise RuntimeError(f"{url}: the connection's TLS is {tls}")
     # the kernel's own client reads the file our client wrote
     drop_caches()
     if file_digest(KMOUNT / name.lstrip("/")) != expect:
@@ -386,7 +395,10 @@ async def client_roundtrip(url: str, label: str, expect: str) -> str:
         if c is not None
         else ""
     )
-    return f"write {write:.1f} MB/s, read {read:.1f} MB/s, sha256 checked by our client and the kernel client{cost}"
+    return (
+        f"write {write:.1f} MB/s, read {read:.1f} MB/s, sha256 checked by our client and the kernel client; "
+        f"our CPU {cpu[0]:.0f} ms/MiB written, {cpu[1]:.0f} ms/MiB read{f'; {tls}' if tls else ''}{cost}"
+    )
 
 
 async def client_api(url: str) -> str:
@@ -997,6 +1009,10 @@ CHILD_STEPS.update(
     client_xattrs=client_xattrs,
     fuse_xattrs=guest_fuse.fuse_xattrs,
     fuse_locks=guest_fuse.fuse_locks,
+    client_tls_path=guest_tls.client_tls_path,
+    client_tls_refusals=guest_tls.client_tls_refusals,
+    fuse_tls=guest_tls.fuse_tls,
+    client_tls_trunking=guest_tls.client_tls_trunking,
 )
 
 
@@ -1162,6 +1178,47 @@ def main() -> None:
                 90,
                 key="tls",
             )
+            port = str(TCP_PORT)
+            for name, xprtsec in (("tls", "tls"), ("mtls", "mtls")):
+                step(
+                    f"{link}: our client's path API on /{name} with xprtsec={xprtsec}: data, TLS 1.3, kTLS at nfsd",
+                    in_child("client_tls_path", SERVER, port, str(EXPORT), name, xprtsec),
+                    120,
+                    key="tls",
+                )
+            step(
+                f"{link}: our client refused, or refusing, under TLS: one line of error each",
+                in_child("client_tls_refusals", SERVER, port),
+                240,
+                key="tls",
+            )
+            step(
+                f"{link}: our FUSE mount with xprtsec=tls, checked through the kernel client's tls mount",
+                in_child("fuse_tls", SERVER, port, str(EXPORT)),
+                180,
+                key="tls",
+            )
+            tls_mount = f"proto=tcp,port={TCP_PORT},xprtsec=tls,truststore={TLS_CA}"
+            step(
+                f"{link}: our FUSE mount with xprtsec=tls: nfsd's read delegation, recalled inside TLS",
+                in_child("fuse_delegations", f"{SERVER}:/", tls_mount, str(KMOUNT)),
+                150,
+                key="tls",
+            )
+            step(
+                f"{link}: our client trunks {SERVER} and {SERVER2} under TLS: both paths TLS",
+                in_child("client_tls_trunking", SERVER, SERVER2, port),
+                150,
+                key="tls",
+            )
+            for xprtsec in ("none", "tls", "mtls"):  # the export's root takes all three
+                url = guest_tls.tls_url(SERVER, TCP_PORT, "", xprtsec)
+                step(
+                    f"{link}: our client over TCP with xprtsec={xprtsec} ({args.mib} MiB)",
+                    in_child("client_roundtrip", url, f"{link} {XPRTSEC_FIGURE}{xprtsec}", expect),
+                    transfer,
+                    key="tls",
+                )
     finish()
 
 
