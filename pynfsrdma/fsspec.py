@@ -35,7 +35,7 @@ from ._client.attributes import FileAttrs
 from ._client.dir_entry import DirEntry
 from ._client.file_object import RawFile
 from ._client.sync import SyncClient
-from ._client.url import URLError, batch_reads, check_url_options, parse_url
+from ._client.url import URLError, check_url_options, parse_url, reads_per_compound
 from ._session.errors import NotNFSv41Server
 
 CONNECT_ARGS = ("timeout", "hard", "timeo", "retrans", "rsize", "wsize", "groups")
@@ -127,7 +127,7 @@ class NFSFileSystem(AbstractFileSystem):
         self.url = f"nfs://{hostpart}{f':{port}' if port else ''}/?" + "&".join(f"{k}={v}" for k, v in query.items())
         url = parse_url(self.url)
         check_url_options(url)  # a misspelt option fails here, not in a worker
-        batch_reads(url)
+        reads_per_compound(url)
         self._explicit_vers = vers is not None
         self._connect = connect
         self._key = (self.url, tuple(sorted(connect.items())))
