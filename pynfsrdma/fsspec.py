@@ -379,9 +379,9 @@ class NFSFileSystem(AbstractFileSystem):
 
     def cat_ranges(self, paths: list[str], starts: Any, ends: Any, max_gap: int | None = None,
                    on_error: str = "return", **kwargs: Any) -> list[Any]:
-        """The byte ranges, all at once: a file's ranges one READ to a COMPOUND, all in flight
-        together (several READs to a COMPOUND with ``batchreads=1``; how pyarrow's and fsspec's parquet
-        readers fetch column chunks), the files side by side."""
+        """The byte ranges, all at once: a file's ranges two READs (of whole pages) to a COMPOUND, all
+        in flight together (one with ``batchreads=0``, as many as fit with ``batchreads=1``; how
+        pyarrow's and fsspec's parquet readers fetch column chunks), the files side by side."""
         if not isinstance(paths, list):
             raise TypeError("paths must be a list")
         starts = starts if isinstance(starts, list) else [starts] * len(paths)

@@ -802,10 +802,10 @@ class Client:
     async def read_ranges(self, ranges: Sequence[tuple[str, int, int | None]]) -> list[bytes | Exception]:
         """The bytes of each (path, offset, count) (count None: to the end), in order: an error (an
         OSError) in the place of a range that could not be read. All at once: a file with one
-        range is :meth:`read_bytes`' one COMPOUND; a file with several has its ranges go one READ to
-        a COMPOUND (several with ``batchreads=1`` in the URL: Linux's nfsd 7.3 returns a READ after a
-        READ in one COMPOUND wrong), each COMPOUND finding the file by name, the COMPOUNDs in flight
-        together."""
+        range is :meth:`read_bytes`' one COMPOUND; a file with several has its ranges go two READs
+        of whole pages to a COMPOUND (one with ``batchreads=0`` in the URL, as many as fit with
+        ``batchreads=1``: Linux's nfsd 7.3 places a third READ wrong, :class:`.batched.Batched`),
+        each COMPOUND finding the file by name, the COMPOUNDs in flight together."""
         out: list[bytes | Exception] = [b""] * len(ranges)
         by_path: dict[str, list[int]] = {}
         for i, (path, _, _) in enumerate(ranges):
@@ -839,8 +839,8 @@ class Client:
         return out
 
     async def _read_spans_of(self, path: str, ranges: list[tuple[int, int]]) -> list[bytes | Exception]:
-        """Ranges (offset, count) of one file, as :meth:`read_ranges` sends them: the bytes of each. Each
-        COMPOUND finds the file by its name (PUTFH of the directory, LOOKUP, the READs), all in flight
+        """Ranges (offset, count) of one file, as :meth:`read_ranges` sends them: the bytes of each,
+        sliced from the READs' data (:func:`.batched.wire_pieces`). Each COMPOUND finds the file by its name (PUTFH of the directory, LOOKUP, the READs), all in flight
         together; a name that cannot be read so (a symbolic link ...) is looked up first, and its
         file handle read."""
         nfs = self.nfs
