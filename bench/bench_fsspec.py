@@ -238,10 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         host, port = u.hostname or "127.0.0.1", u.port or 2049
         if target.parent_url is not None:  # someone else's server: make our directory over NFS
             NFSFileSystem(host, port).makedirs(target.remote_dir, exist_ok=True)
-        # several READs to a COMPOUND (cat_ranges) where the bench runs its own NFS-Ganesha, which
-        # answers them right; against another server, the default (one READ a COMPOUND)
-        batch = {"batchreads": 1} if target.parent_url is None else {}
-        ours_fs = NFSFileSystem(host, port, skip_instance_cache=True, **batch)
+        ours_fs = NFSFileSystem(host, port, skip_instance_cache=True)  # (cat_ranges: two READs a COMPOUND)
         ours_fs.makedirs(f"{target.remote_dir}/ours", exist_ok=True)
         ours_fs.makedirs(f"{target.remote_dir}/n4", exist_ok=True)
         ours = Side("ours", ours_fs, f"{target.remote_dir}/ours", lambda: int(ours_fs.client.stats()["rpc"]["calls"]))

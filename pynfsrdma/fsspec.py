@@ -35,7 +35,7 @@ from ._client.attributes import FileAttrs
 from ._client.dir_entry import DirEntry
 from ._client.file_object import RawFile
 from ._client.sync import SyncClient
-from ._client.url import URLError, batch_reads, check_url_options, parse_url
+from ._client.url import URLError, check_url_options, parse_url, reads_per_compound
 from ._session.errors import NotNFSv41Server
 
 CONNECT_ARGS = ("timeout", "hard", "timeo", "retrans", "rsize", "wsize", "groups")
@@ -127,7 +127,7 @@ class NFSFileSystem(AbstractFileSystem):
         self.url = f"nfs://{hostpart}{f':{port}' if port else ''}/?" + "&".join(f"{k}={v}" for k, v in query.items())
         url = parse_url(self.url)
         check_url_options(url)  # a misspelt option fails here, not in a worker
-        batch_reads(url)
+        reads_per_compound(url)
         self._explicit_vers = vers is not None
         self._connect = connect
         self._key = (self.url, tuple(sorted(connect.items())))
@@ -379,9 +379,9 @@ class NFSFileSystem(AbstractFileSystem):
 
     def cat_ranges(self, paths: list[str], starts: Any, ends: Any, max_gap: int | None = None,
                    on_error: str = "return", **kwargs: Any) -> list[Any]:
-        """The byte ranges, all at once: a file's ranges one READ to a COMPOUND, all in flight
-        together (several READs to a COMPOUND with ``batchreads=1``; how pyarrow's and fsspec's parquet
-        readers fetch column chunks), the files side by side."""
+        """The byte ranges, all at once: a file's ranges two READs (of whole pages) to a COMPOUND, all
+        in flight together (one with ``batchreads=0``, as many as fit with ``batchreads=1``; how
+        pyarrow's and fsspec's parquet readers fetch column chunks), the files side by side."""
         if not isinstance(paths, list):
             raise TypeError("paths must be a list")
         starts = starts if isinstance(starts, list) else [starts] * len(paths)

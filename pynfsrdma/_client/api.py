@@ -46,13 +46,22 @@ from .._session.errors import ServerUnreachable
 from .._session.session import RetryPolicy
 from .._trunking import Trunking, TrunkingOptions
 from .attributes import FileAttrs, FsStat
+from .batched import wire_pieces
 from .dir_entry import DirEntry
 from .locks import TO_EOF, LockConflict, LockDenied, LockLost, nfs_lock_type
 from .nfs4 import ListedEntry, NFSv4, OpenFile
 from .open_file import FileWriter, ReadStream, Window, read_range
 from .security import FlavorChoice, credential, machine_credential, negotiate, parse_sec
 from .stack import start_stack, xprtsec_of
-from .url import NfsURL, URLError, batch_reads, check_url_options, minor_version, parse_url, url_identity
+from .url import (
+    NfsURL,
+    URLError,
+    check_url_options,
+    minor_version,
+    parse_url,
+    reads_per_compound,
+    url_identity,
+)
 
 Progress = Callable[[int], None]
 T = TypeVar("T")
@@ -181,7 +190,7 @@ class Client:
             u = dataclasses.replace(u, options={**u.options, **{k: v for k, v in tls_args.items() if v is not None}})
         check_url_options(u)
         xprtsec = xprtsec_of(u).mode  # (options that do not fit are refused before anything is sent)
-        batch_reads(u)
+        reads_per_compound(u)
         url_uid, url_gid = url_identity(u)
         uid = uid if uid is not None else url_uid if url_uid is not None else os.getuid()
         gid = gid if gid is not None else url_gid if url_gid is not None else os.getgid()
@@ -793,10 +802,10 @@ class Client:
     async def read_ranges(self, ranges: Sequence[tuple[str, int, int | None]]) -> list[bytes | Exception]:
         """The bytes of each (path, offset, count) (count None: to the end), in order: an error (an
         OSError) in the place of a range that could not be read. All at once: a file with one
-        range is :meth:`read_bytes`' one COMPOUND; a file with several has its ranges go one READ to
-        a COMPOUND (several with ``batchreads=1`` in the URL: Linux's nfsd 7.3 returns a READ after a
-        READ in one COMPOUND wrong), each COMPOUND finding the file by name, the COMPOUNDs in flight
-        together."""
+        range is :meth:`read_bytes`' one COMPOUND; a file with several has its ranges go two READs
+        of whole pages to a COMPOUND (one with ``batchreads=0`` in the URL, as many as fit with
+        ``batchreads=1``: Linux's nfsd 7.3 places a third READ wrong, :class:`.batched.Batched`),
+        each COMPOUND finding the file by name, the COMPOUNDs in flight together."""
         out: list[bytes | Exception] = [b""] * len(ranges)
         by_path: dict[str, list[int]] = {}
         for i, (path, _, _) in enumerate(ranges):
@@ -830,25 +839,34 @@ class Client:
         return out
 
     async def _read_spans_of(self, path: str, ranges: list[tuple[int, int]]) -> list[bytes | Exception]:
-        """Ranges (offset, count) of one file, as :meth:`read_ranges` sends them: the bytes of each. Each
-        COMPOUND finds the file by its name (PUTFH of the directory, LOOKUP, the READs), all in flight
+        """Ranges (offset, count) of one file, as :meth:`read_ranges` sends them: the bytes of each,
+        sliced from the READs' data (:func:`.batched.wire_pieces`). Each COMPOUND finds the file by its name (PUTFH of the directory, LOOKUP, the READs), all in flight
         together; a name that cannot be read so (a symbolic link ...) is looked up first, and its
         file handle read."""
         nfs = self.nfs
-        pieces: list[tuple[int, int]] = []  # (offset, count): the ranges cut to maxread
-        of_range: list[int] = []  # for each piece, its range
-        for r, (offset, count) in enumerate(ranges):
-            for at in range(offset, offset + count, nfs.maxread):
-                pieces.append((at, min(nfs.maxread, offset + count - at)))
-                of_range.append(r)
+        pieces, cuts, of_range = wire_pieces(ranges, nfs.maxread, pages=nfs.reads_per_compound != 1)
         data: list[Any] = [b""] * len(pieces)
 
+        async def again(k: int) -> None:  # (in a COMPOUND of its own)
+            at, _ = pieces[k]
+            skip, n = cuts[k]
+            data[k] = await self.read_bytes(path, at + skip, n)
+
         async def keep(which: list[int], got: list[tuple[memoryview, bool]]) -> None:
-            for k, (view, eof) in zip(which, got, strict=True):
-                at, n = pieces[k]
-                data[k] = view
-                if view.nbytes < n and not eof:  # (short, not at the end: the server's limit)
-                    data[k] = b"".join([view, await self.read_bytes(path, at + view.nbytes, n - view.nbytes)])
+            for j, (k, (view, eof)) in enumerate(zip(which, got, strict=True)):
+                at, count = pieces[k]
+                skip, n = cuts[k]
+                part = view[skip : skip + n]
+                data[k] = part
+                if part.nbytes < n and not eof:  # (short, not at the end: the server's limit)
+                    data[k] = b"".join([part, await self.read_bytes(path, at + skip + part.nbytes, n - part.nbytes)])
+                if view.nbytes < count and j < len(which) - 1:
+                    # a READ that came back short ends the batch: the data of those after it in the
+                    # COMPOUND may not be where the reply says (Batched)
+                    failed = [r for r in await self._each(which[j + 1 :], again) if isinstance(r, Exception)]
+                    if failed:
+                        raise failed[0]
+                    return
 
         npath = self._norm(path)
         by_name = bool(pieces) and npath != "/" and not names_a_directory(path)

@@ -1,7 +1,8 @@
 """Several operations of one kind in one COMPOUND, for callers with many small things to do at once
 (fsspec's ``cat_ranges``, ``rm`` of a tree, ``walk``): READs of one file (PUTFH, then a READ per
-range, with the anonymous stateid; one READ a COMPOUND unless the URL says ``batchreads=1``), REMOVEs in one directory (PUTFH, then a REMOVE per name), and the
-first READDIR of several directories (PUTFH and READDIR for each). A COMPOUND holds as many as the
+range, with the anonymous stateid, whole pages each; two READs to a COMPOUND unless the URL says
+``batchreads=0`` (one) or ``batchreads=1`` (as many as fit)),
+REMOVEs in one directory (PUTFH, then a REMOVE per name), and the first READDIR of several directories (PUTFH and READDIR for each). A COMPOUND holds as many as the
 session's ca_maxoperations allows, and READs no more data than one reply carries (maxread)."""
 
 from __future__ import annotations
@@ -22,18 +23,46 @@ from .whole_files import NOT_BY_NAME
 
 READ_RESULT_ROOM = 16  # what a READ's result takes in a reply besides its data (status, eof, length)
 FIRST_PAGE = 16 * 1024  # a batched READDIR's reply at most: a small directory whole (a large one goes on alone)
+PAGE = 4096  # what a batched READ asks for: whole pages of the file
+
+
+def wire_pieces(ranges: Sequence[tuple[int, int]], maxread: int, pages: bool
+                ) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[int]]:
+    """``ranges`` (offset, count) as READs: each READ's (offset, count), at most ``maxread``; which
+    bytes of its data are the range's (skip, count); and the range it serves. ``pages``: each range's
+    span rounded out to whole pages of the file (:data:`PAGE`), each READ starting on a page boundary
+    and asking for whole pages (the ranges' bytes are then sliced from the READs' data)."""
+    step = max(PAGE, maxread - maxread % PAGE) if pages else maxread
+    reads: list[tuple[int, int]] = []
+    cuts: list[tuple[int, int]] = []
+    of_range: list[int] = []
+    for r, (offset, count) in enumerate(ranges):
+        end = offset + count
+        lo, hi = (offset - offset % PAGE, -(-end // PAGE) * PAGE) if pages and count else (offset, end)
+        for at in range(lo, hi, step):
+            n = min(step, hi - at)
+            first, last = max(offset, at), min(end, at + n)
+            reads.append((at, n))
+            cuts.append((first - at, last - first))
+            of_range.append(r)
+    return reads, cuts, of_range
 
 
 class Batched(Compounds):
     """Many READs of one file, many REMOVEs of one directory, several to a COMPOUND.
 
-    ``one_read_per_compound`` (the default; ``batchreads=1`` in the URL turns it off): each READ
-    goes in a COMPOUND of its own (all still in flight together), as the Linux client sends them.
-    Linux's nfsd 7.3 (6.1 is right) reads a COMPOUND's second READ into the page after the one its
-    reply says the data is in whenever the first READ's data does not end on a page boundary, over
-    TCP and RDMA alike: the second READ's bytes are not the file's (tests/vm/README.md)."""
+    ``reads_per_compound`` (None: as many as fit): two by default (``batchreads=0`` in the URL: one,
+    ``batchreads=1``: as many as fit). Several READs in one COMPOUND each ask for whole pages from a
+    page boundary of the file (:func:`wire_pieces`). Linux's nfsd 7.3 (6.1 is right) reads a READ's
+    data into the page after the one its reply says the data is in whenever the data of the READ
+    before it does not end on a page of the reply, over TCP and RDMA alike (tests/vm/README.md).
+    The first READ's data starts a page of the reply, so its whole pages end on one and the second
+    READ is right; the second's data starts after the words of its result, so a third would not be.
+    A READ that comes back short (at the end of the file) therefore ends the batch: the READs after
+    it in the COMPOUND are not trusted, and go again, each in a COMPOUND of its own. With one READ
+    to a COMPOUND, a READ asks for the range's bytes only."""
 
-    one_read_per_compound = True
+    reads_per_compound: int | None = 2
 
     def per_compound(self) -> int:
         """Operations of one kind a COMPOUND can hold after its SEQUENCE and PUTFH."""
@@ -43,7 +72,9 @@ class Batched(Compounds):
     def read_batches(self, spans: Sequence[tuple[int, int]], named: bool = False) -> list[list[int]]:
         """``spans`` (offset, count, each at most maxread) as COMPOUNDs' worth of READs: the indexes
         of the spans each takes, in order (``named``: with room for a LOOKUP, :meth:`read_spans_named`)."""
-        room = 1 if self.one_read_per_compound else max(1, self.per_compound() - named)
+        room = max(1, self.per_compound() - named)
+        if self.reads_per_compound is not None:
+            room = min(room, self.reads_per_compound)
         out: list[list[int]] = []
         size = 0
         for i, (_, n) in enumerate(spans):

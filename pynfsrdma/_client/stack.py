@@ -20,7 +20,7 @@ from .._transport.tls import TlsTransport, client_context, connect_tls
 from .._transport.xprtsec import XprtSec, XprtSecError
 from .._trunking import Trunking, TrunkingOptions
 from .nfs4 import NFSv4
-from .url import NfsURL, URLError, batch_reads
+from .url import NfsURL, URLError, reads_per_compound
 
 
 def xprtsec_of(url: NfsURL) -> XprtSec:
@@ -91,5 +91,5 @@ async def start_stack(
     )
     await trunking.start()
     nfs = NFSv4(clientid)
-    nfs.one_read_per_compound = not batch_reads(url)  # (see Batched: Linux's nfsd)
+    nfs.reads_per_compound = reads_per_compound(url)  # (see Batched: Linux's nfsd)
     return Stack(clientid, trunking, nfs)

@@ -303,9 +303,9 @@ class SyncClient:
         self._run(self._loop.client.write_file, path, data, perm, exclusive=exclusive)
 
     def read_ranges(self, ranges: Sequence[tuple[str, int, int | None]]) -> list[bytes | Exception]:
-        """The bytes of each (path, offset, count), all at once (several READs of a file to a
-        COMPOUND with ``batchreads=1`` in the URL): an error in the place of a range that could not be
-        read."""
+        """The bytes of each (path, offset, count), all at once (two READs of a file to a COMPOUND;
+        one with ``batchreads=0`` in the URL, as many as fit with ``batchreads=1``): an error in the
+        place of a range that could not be read."""
         return self._run(self._loop.client.read_ranges, ranges)
 
     def write_files(self, files: Sequence[tuple[str, Any]], perm: int = 0o644, *,

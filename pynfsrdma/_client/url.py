@@ -16,7 +16,7 @@ PROTOCOLS = ("tcp", "rdma")
 # (the AUTH_SYS identity to send), nfs(5)'s sec= (the security flavours to try) and keytab= (the
 # machine's Kerberos key for the lease and state operations), and RPC-with-TLS's xprtsec= with the
 # files it uses (truststore=, certificate=, private_key=: _transport.tls), and batchreads= (several
-# READs of a file to a COMPOUND: batch_reads).
+# READs of a file to a COMPOUND: reads_per_compound).
 URL_OPTIONS = frozenset({
     "addrs", "nconnect", "max_connect", "trunkdiscovery", "notrunkdiscovery", "trunkinterval", "stalltimeo",
     "provider", "credits", "inline", "remote_invalidation", "private_data", "pinned",
@@ -24,15 +24,16 @@ URL_OPTIONS = frozenset({
 })
 
 
-def batch_reads(url: NfsURL) -> bool:
-    """Whether ``read_ranges`` (fsspec's ``cat_ranges``) may put several READs of a file in one
-    COMPOUND (``batchreads=1``). Off by default: Linux's nfsd 7.3 returns wrong data for a READ that
-    follows another READ in the same COMPOUND (tests/vm/README.md), and a client cannot tell that
-    server from one that answers such COMPOUNDs right (NFS-Ganesha, nfsd 6.1)."""
-    raw = url.options.get("batchreads", "0")
-    if raw not in ("0", "1"):
+def reads_per_compound(url: NfsURL) -> int | None:
+    """How many READs of a file ``read_ranges`` (fsspec's ``cat_ranges``) puts in one COMPOUND: two
+    by default, the first of whole pages of the file (Linux's nfsd 7.3 misplaces the data of a
+    READ that follows one whose data does not end on a page of the reply: tests/vm/README.md);
+    one with ``batchreads=0``; as many as fit with ``batchreads=1`` (for a server known to place
+    them right: NFS-Ganesha, nfsd 6.1). None: as many as fit."""
+    raw = url.options.get("batchreads")
+    if raw not in (None, "0", "1"):
         raise URLError(f"batchreads must be 0 or 1, not {raw!r}")
-    return raw == "1"
+    return {None: 2, "0": 1, "1": None}[raw]
 
 
 def check_url_options(url: NfsURL) -> None:

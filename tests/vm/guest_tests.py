@@ -616,12 +616,14 @@ async def client_rdma_extras(url: str, tcp_url: str) -> str:
 
     Two READs in one COMPOUND whose first returns data that does not end on a page boundary come
     back right from nfsd 6.1 and wrong from nfsd 7.3 (the second READ's data one page further on:
-    tests/vm/README.md), over RDMA and over TCP: where they are wrong the step says so and checks
-    that our batched reads (``read_ranges``) send such READs one to a COMPOUND and get the file's
-    bytes."""
+    tests/vm/README.md), over RDMA and over TCP: where they are wrong the step says so. The READs
+    our batches send instead (two to a COMPOUND, the first of whole pages from a page boundary of
+    the file) must come back right over both (the step says whether three such READs do), and our batched reads (``read_ranges``, several READs to a COMPOUND)
+    must get the file's bytes, also with a range past the end of the file first."""
     import trio
 
     from pynfsrdma._client.api import Client
+    from pynfsrdma._client.batched import wire_pieces
     from pynfsrdma._client.nfs4 import ANONYMOUS_STATEID
     from pynfsrdma._proto.nfs4.types import PUTFH4args, READ4args
     from pynfsrdma._transport.base import ReplyHints
@@ -654,9 +656,28 @@ async def client_rdma_extras(url: str, tcp_url: str) -> str:
 
     # two READs whose first ends off a page boundary (placed by nfsd 6.1, wrong from nfsd 7.3)
     off_page = [(100_000, 60_003), (MIB + 7, 90_001)]
+    # the READs our batches send for such ranges (Batched): whole pages from a page boundary, two
+    # to a COMPOUND (the first's data ends on a page of the reply: the second is placed right)
+    paged = [
+        wire_pieces(case, MIB, pages=True)[0]
+        for case in (off_page, [(5, 100), (300_000, 100_000)], [(7, 5000), (MIB + 4095, 70_000)])
+    ]
+    # three: the second's data starts after the words of its result, inside a page of the reply
+    three = wire_pieces([(7, 5000), (200_001, 3), (MIB + 4095, 70_000)], MIB, pages=True)[0]
+
+    async def paged_wrong(nfs: Any, fh: bytes) -> tuple[str, str]:
+        """What came wrong of the pairs of whole pages (must be ''), and of the three."""
+        for case in paged:
+            if problem := wrong(case, await two_reads(nfs, fh, case)):
+                return f"whole pages: {problem}", ""
+        return "", wrong(three, await two_reads(nfs, fh, three))
+
     async with Client.connect(tcp_url, timeout=30) as nfs:  # the same COMPOUND over TCP
         fh, _ = await nfs.nfs.lookup_path(nfs.root_fh, [top, "f.bin"], nfs.cred)
         tcp_wrong = wrong(off_page, await two_reads(nfs, fh, off_page))
+        problem, tcp_three = await paged_wrong(nfs, fh)
+        if problem:
+            raise RuntimeError(f"TCP: {problem}")
     async with Client.connect(url, timeout=30) as nfs:
         path = nfs.clientid.paths.paths[0]
         t = path.rpc.transport if path.rpc is not None else None
@@ -690,15 +711,24 @@ async def client_rdma_extras(url: str, tcp_url: str) -> str:
                 raise RuntimeError(problem)
         if t.stats.write_chunks - chunks != 2 * (len(cases) + 1):
             raise RuntimeError(f"{len(cases) + 1} COMPOUNDs of two READs offered {t.stats.write_chunks - chunks} Write chunks")
-        # our batched reads of those ranges: right either way, one READ to a COMPOUND over RDMA
+        problem, rdma_three = await paged_wrong(nfs, fh)
+        if problem:
+            raise RuntimeError(f"RDMA: {problem}")
+        if bool(rdma_three) != bool(tcp_three):
+            raise RuntimeError(f"three READs of whole pages: RDMA {rdma_three or 'right'}, TCP {tcp_three or 'right'}")
+        # our batched reads of those ranges (whole pages, several READs to a COMPOUND): right
         ranges = [(f"/{top}/f.bin", off, n) for off, n in [*off_page, (5, 100), (300_000, 100_000)]]
-        calls, chunks = t.stats.calls, t.stats.write_chunks
+        calls = t.stats.calls
         got = await nfs.read_ranges(ranges)
         if got != [data[off : off + n] for _, off, n in ranges]:
             raise RuntimeError("read_ranges returned other data")
         batched = t.stats.calls - calls
-        if batched < len(ranges):
-            raise RuntimeError(f"read_ranges of {len(ranges)} ranges: {batched} calls (READs batched)")
+        if batched >= len(ranges):
+            raise RuntimeError(f"read_ranges of {len(ranges)} ranges: {batched} calls (READs not batched)")
+        # a range past the end of the file first: its READ comes back short, and those after it go again
+        at_end = [(f"/{top}/f.bin", len(data) - 10, 5000), *ranges]
+        if await nfs.read_ranges(at_end) != [data[off : off + n] for _, off, n in at_end]:
+            raise RuntimeError("read_ranges with a range past the end first returned other data")
         replies = t.stats.reply_chunks
         if await nfs.readlink(f"/{top}/ln") != target or t.stats.reply_chunks == replies:
             raise RuntimeError("a 1.5 KB READLINK did not come back through a Reply chunk")
@@ -726,6 +756,8 @@ async def client_rdma_extras(url: str, tcp_url: str) -> str:
     return (
         f"thresholds {th.send}/{th.recv} without our private data; {t.stats.nomsg_calls} RDMA_NOMSG "
         f"call(s); {server}two READs in one COMPOUND by two Write chunks ({len(cases) + 1} cases); "
+        f"{len(paged)} COMPOUNDs of two READs of whole pages right (RDMA and TCP); three READs of whole "
+        f"pages {'wrong (' + rdma_three + ')' if rdma_three else 'right'}; "
         f"read_ranges of {len(ranges)} ranges in {batched} calls, right; READLINK by a Reply chunk; "
         f"at most {peak} calls outstanding with {granted} credits granted"
     )
