@@ -14,6 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from pynfsrdma import Client
+from pynfsrdma._errors import NFS4Error
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._proto.nfs4.types import IO_ADVISE4args, PUTFH4args, READ_PLUS4args, stateid4
 from pynfsrdma._testbed import Ganesha, GaneshaError, daemon
 from pynfsrdma._testbed.debian_root import SERVER_MOUNT_POINT, cache_dir, root_ready
 from pynfsrdma._testbed.ganesha import VERSION_ENV
@@ -108,3 +112,29 @@ def test_testbed_up_ganesha_9_then_down(state_dir: Path) -> None:
     done = cli("testbed", "down", "--dir", str(state_dir))
     assert done.returncode == 0, done.stderr
     assert not pid_alive(state["server"]["pid"])
+
+
+async def test_what_ganesha_9_says_of_read_plus_and_io_advise(tmp_path: Path) -> None:
+    """Why the client sends neither to 9 either: 9.14's VFS backend answers READ_PLUS NFS4ERR_NOTSUPP
+    (4.3 answers it with no data), and takes no IO_ADVISE hint (4.3 dies at the next CLOSE after one);
+    9 stays up through an OPEN, WRITE and CLOSE after it. Both servers say the same of themselves in
+    EXCHANGE_ID (no server_impl_id, one scope); only the pNFS flags differ."""
+    with Ganesha(tmp_path / "g9", version="9") as server:
+        (server.export_dir / "f").write_bytes(b"data for READ_PLUS" * 100)
+        async with Client.connect(f"{server.url}?vers=4.2") as client:
+            identity = client.clientid.identity
+            assert identity is not None and identity.impl == ""
+            assert identity.server_scope.endswith(b"_NFS-Ganesha\x00")
+            assert identity.flags & c.EXCHGID4_FLAG_MASK_PNFS == c.EXCHGID4_FLAG_USE_NON_PNFS
+            fh, _ = await client._resolve("/f")
+            anonymous = stateid4(0, bytes(12))
+            with pytest.raises(NFS4Error) as caught:
+                await client.nfs.run([PUTFH4args(fh), READ_PLUS4args(anonymous, 0, 1000)], client.cred)
+            assert caught.value.status == c.NFS4ERR_NOTSUPP
+            advised = await client.nfs.run(
+                [PUTFH4args(fh), IO_ADVISE4args(anonymous, 0, 1000, [1 << c.IO_ADVISE4_WILLNEED])], client.cred
+            )
+            assert advised[-1].status == c.NFS4_OK and advised[-1].res.ior_hints == []
+            await client.write_file("/after", b"after IO_ADVISE")
+            assert await client.read_file("/after") == b"after IO_ADVISE"
+        assert server.running
