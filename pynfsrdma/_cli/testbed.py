@@ -209,8 +209,8 @@ def _status(args: argparse.Namespace) -> int:
         state = "running" if result["running"] else "NOT RUNNING (some processes are gone; run `down`)"
         print(result["url"])
         print(
-            f"{PROG}: {state}: NFS-Ganesha {server['address']}:{server['port']} (pid {server['pid']}), "
-            f"export {result['export_dir']}, state {result['state_dir']}",
+            f"{PROG}: {state}: NFS-Ganesha {server.get('version', '4.3')} {server['address']}:{server['port']} "
+            f"(pid {server['pid']}), export {result['export_dir']}, state {result['state_dir']}",
             file=sys.stderr,
         )
         _describe_paths(result["paths"])

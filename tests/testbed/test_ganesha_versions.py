@@ -105,6 +105,8 @@ def test_testbed_up_ganesha_9_then_down(state_dir: Path) -> None:
     Path(state["export_dir"], "f").write_bytes(b"from testbed 9\n")
     done = cli("cat", f"{state['url']}/f")
     assert done.returncode == 0 and done.stdout == "from testbed 9\n", done.stderr
+    done = cli("testbed", "status", "--dir", str(state_dir))
+    assert done.returncode == 0 and f"running: NFS-Ganesha 9 127.0.0.1:{state['server']['port']} " in done.stderr
     # asked again for the other server, it says what runs
     done = cli("testbed", "up", "--ganesha", "4.3", "--dir", str(state_dir))
     assert done.returncode == 0
