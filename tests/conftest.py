@@ -20,6 +20,8 @@ on demand, and fault-injecting path proxies in front of a server.
   in a thread of its own, in front of ``target``; see tests/tls_support.py; stopped after the test).
 
 Tests using any of these get the ``ganesha`` marker automatically (``-m "not ganesha"`` leaves them out).
+``--ganesha 9`` (or ``PYNFSRDMA_GANESHA=9``) runs every server of the run, the CLI's testbed in the
+tests' subprocesses too, as NFS-Ganesha 9 from the testbed's Debian 13 root; the default is the host's 4.3.
 """
 
 from __future__ import annotations
@@ -37,11 +39,28 @@ from krb5_support import KERBEROS_SECTYPES, KerberosUser
 from tls_support import RunningFront, start_front
 
 from pynfsrdma._testbed import Ganesha, ProxiedPaths, open_paths
-from pynfsrdma._testbed.ganesha import ExportPath
+from pynfsrdma._testbed.ganesha import VERSION_ENV, VERSIONS, ExportPath
 from pynfsrdma._testbed.kdc import SERVER_HOST, Kdc
 from pynfsrdma._testbed.tls_front import make_certificates
 
 GANESHA_FIXTURES = frozenset({"ganesha", "export_path", "ganesha_factory", "proxied_paths", "krb5_ganesha", "krb5_dir"})
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--ganesha", choices=VERSIONS, default=None,
+        help=f"the NFS-Ganesha the tests start: 4.3 (the host's) or 9 (a Debian 13 root); default ${VERSION_ENV} or 4.3",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    chosen = config.getoption("--ganesha")
+    if chosen:
+        os.environ[VERSION_ENV] = chosen  # every Ganesha() of the run, and the subprocesses' testbeds
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"NFS-Ganesha: {os.environ.get(VERSION_ENV) or VERSIONS[0]}"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

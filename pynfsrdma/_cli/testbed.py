@@ -1,8 +1,10 @@
 """``pynfsrdma testbed``: a local NFS-Ganesha with fault-injecting path proxies, for the demo, the tests,
 the benchmarks and multipath failover testing.
 
-    pynfsrdma testbed up [--paths N] [--rdma] [--krb5] [--port P] [--grace SECONDS] [--json] [--dir DIR]
-    pynfsrdma testbed up --paths N --link-rate MBPS[,MBPS...] [--rdma] [--grace SECONDS] [--json] [--dir DIR]
+    pynfsrdma testbed up [--ganesha 4.3|9] [--paths N] [--rdma] [--krb5] [--port P] [--grace SECONDS] [--json]
+                         [--dir DIR]
+    pynfsrdma testbed up --paths N --link-rate MBPS[,MBPS...] [--ganesha 4.3|9] [--rdma] [--grace SECONDS]
+                         [--json] [--dir DIR]
     pynfsrdma testbed status [--json] [--dir DIR]
     pynfsrdma testbed fault ADDRESS|all cut|stall|delay MS|throttle KBPS|restore [--dir DIR]
     pynfsrdma testbed fault ADDRESS|all cut|stall|rate MBPS|delay MS|restore [--dir DIR]   (links)
@@ -24,6 +26,8 @@ __all__ = ["handler", "main", "register"]
 PROG = "pynfsrdma testbed"
 # (pynfsrdma._testbed.daemon's ENV_STATE_DIR, named here so that the parser imports no testbed)
 ENV_STATE_DIR = "PYNFSRDMA_TESTBED_DIR"
+# (pynfsrdma._testbed.ganesha's VERSIONS)
+GANESHA_VERSIONS = ("4.3", "9")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -50,6 +54,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--grace", type=int, metavar="SECONDS", help="grace period after a server start (default: graceless)"
     )
     p_up.add_argument("--json", action="store_true", help="print a JSON object")
+    p_up.add_argument(
+        "--ganesha", choices=GANESHA_VERSIONS, metavar="4.3|9",
+        help="the server: 4.3, the host's NFS-Ganesha (Debian 12's packages; the default, or $PYNFSRDMA_GANESHA), "
+        "or 9, NFS-Ganesha 9 from trixie-backports in a Debian 13 root the testbed builds once (about a minute; "
+        "root and debootstrap) and caches in ~/.cache/pynfsrdma-ganesha9",
+    )
     p_up.add_argument(
         "--rdma", action="store_true",
         help="also an RPC-over-RDMA responder (software provider) in front of the server; the URL is proto=rdma "
@@ -123,6 +133,8 @@ def _not_as_asked(args: argparse.Namespace, state: dict[str, Any]) -> list[str]:
     differ = []
     if args.paths != len(state["paths"]):
         differ.append(f"with {len(state['paths'])} paths")
+    if args.ganesha is not None and args.ganesha != state["server"].get("version", "4.3"):
+        differ.append(f"with NFS-Ganesha {state['server'].get('version', '4.3')}")
     if args.port is not None and args.port != state["server"]["port"]:
         differ.append(f"on port {state['server']['port']}")
     for flag, key in (("rdma", "rdma"), ("krb5", "krb5"), ("link_rate", "netns")):
@@ -138,7 +150,7 @@ def _up(args: argparse.Namespace) -> int:
         raise TestbedError("--paths must be >= 0")
     state, started = up(
         args.dir, paths=args.paths, port=args.port, grace=args.grace, rdma=args.rdma, link_rates=args.link_rate,
-        krb5=args.krb5,
+        krb5=args.krb5, ganesha=args.ganesha,
     )
     if args.json:
         _print_json({**state, "started": started})
@@ -147,7 +159,8 @@ def _up(args: argparse.Namespace) -> int:
     server = state["server"]
     verb = "started" if started else "already running"
     print(
-        f"{PROG}: {verb}: NFS-Ganesha {server['address']}:{server['port']} (pid {server['pid']}), "
+        f"{PROG}: {verb}: NFS-Ganesha {server.get('version', '4.3')} {server['address']}:{server['port']} "
+        f"(pid {server['pid']}), "
         f"export {state['export_dir']}, state {state['state_dir']}",
         file=sys.stderr,
     )
@@ -196,8 +209,8 @@ def _status(args: argparse.Namespace) -> int:
         state = "running" if result["running"] else "NOT RUNNING (some processes are gone; run `down`)"
         print(result["url"])
         print(
-            f"{PROG}: {state}: NFS-Ganesha {server['address']}:{server['port']} (pid {server['pid']}), "
-            f"export {result['export_dir']}, state {result['state_dir']}",
+            f"{PROG}: {state}: NFS-Ganesha {server.get('version', '4.3')} {server['address']}:{server['port']} "
+            f"(pid {server['pid']}), export {result['export_dir']}, state {result['state_dir']}",
             file=sys.stderr,
         )
         _describe_paths(result["paths"])

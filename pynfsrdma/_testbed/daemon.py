@@ -284,7 +284,8 @@ def _start_kdc(state_dir: Path) -> tuple[Kdc, dict[str, Any]]:
 
 
 def _start(
-    state_dir: Path, *, paths: int, port: int | None, grace: int | None, rdma: bool = False, krb5: bool = False
+    state_dir: Path, *, paths: int, port: int | None, grace: int | None, rdma: bool = False, krb5: bool = False,
+    version: str | None = None,
 ) -> dict[str, Any]:
     if len(os.fsencode(str(state_dir / "p99.sock"))) > 107:
         raise TestbedError(f"state directory path too long for unix sockets: {state_dir}")
@@ -294,9 +295,9 @@ def _start(
         if kdc is not None and kerberos is not None:
             ganesha = Ganesha(state_dir / GANESHA_SUBDIR, port=port, grace=grace, detached=True,
                               sectype=KRB5_SECTYPES, keytab=kerberos["service_keytab"],
-                              environment=kdc.environment)
+                              environment=kdc.environment, version=version)
         else:
-            ganesha = Ganesha(state_dir / GANESHA_SUBDIR, port=port, grace=grace, detached=True)
+            ganesha = Ganesha(state_dir / GANESHA_SUBDIR, port=port, grace=grace, detached=True, version=version)
         ganesha.start()
     except GaneshaError as exc:
         if kdc is not None:
@@ -304,7 +305,7 @@ def _start(
         raise TestbedError(str(exc)) from exc
     assert ganesha.pid is not None
     processes: dict[str, Any] = {
-        "server": ProcessRecord.of(ganesha.pid, str(ganesha.config_path)).to_json(),
+        "server": ProcessRecord.of(ganesha.pid, ganesha.command_marker).to_json(),
         "paths": [],
     }
     if kdc is not None and kdc.pid is not None:
@@ -318,6 +319,7 @@ def _start(
             "port": ganesha.port,
             "pid": ganesha.pid,
             "log": str(ganesha.log_path),
+            "version": ganesha.version,
         },
         "paths": [],
         "state_dir": str(state_dir),
@@ -392,7 +394,8 @@ def _start(
 
 
 def _start_links(
-    state_dir: Path, *, paths: int, link_rates: str, grace: int | None, rdma: bool = False
+    state_dir: Path, *, paths: int, link_rates: str, grace: int | None, rdma: bool = False,
+    version: str | None = None,
 ) -> dict[str, Any]:
     if paths < 1:
         raise TestbedError("--link-rate needs --paths N (N >= 1)")
@@ -401,7 +404,8 @@ def _start_links(
     except ValueError as exc:
         raise TestbedError(str(exc)) from exc
     try:
-        return linked.start(state_dir, rates, grace=grace, record=lambda s: _write_state(state_dir, s), rdma=rdma)
+        return linked.start(state_dir, rates, grace=grace, record=lambda s: _write_state(state_dir, s), rdma=rdma,
+                            version=version)
     except linked.LinkTestbedError as exc:
         _remove_state(state_dir, None)
         raise TestbedError(str(exc)) from exc
@@ -419,6 +423,7 @@ def up(
     rdma: bool = False,
     link_rates: str | None = None,
     krb5: bool = False,
+    ganesha: str | None = None,
 ) -> tuple[dict[str, Any], bool]:
     """Start the testbed unless it runs already; returns (its description, whether it was started now).
 
@@ -428,6 +433,8 @@ def up(
     last path RPC-over-RDMA (the software provider, shaped by its link as the others). With ``krb5`` a KDC
     (:mod:`.kdc`) runs too, the export takes krb5, krb5i and krb5p only, and the description's
     ``krb5`` says what a user needs (KRB5_CONFIG, the realm, a test user, the kinit command).
+    ``ganesha``: the NFS-Ganesha version, ``"4.3"`` (the host's) or ``"9"`` (from the Debian 13 root
+    :mod:`.debian_root` builds once); default :func:`~.ganesha.default_version`.
     """
     if link_rates is not None and (port is not None or krb5):
         raise TestbedError("a link testbed has no --krb5 or --port (the server is on 2049 in its namespace)")
@@ -440,8 +447,10 @@ def up(
             _stop_recorded(state)  # a partly dead testbed: end what is left of it, start afresh
             _remove_state(directory, state)
         if link_rates is not None:
-            return _public(_start_links(directory, paths=paths, link_rates=link_rates, grace=grace, rdma=rdma)), True
-        return _public(_start(directory, paths=paths, port=port, grace=grace, rdma=rdma, krb5=krb5)), True
+            return _public(_start_links(directory, paths=paths, link_rates=link_rates, grace=grace, rdma=rdma,
+                                        version=ganesha)), True
+        return _public(_start(directory, paths=paths, port=port, grace=grace, rdma=rdma, krb5=krb5,
+                              version=ganesha)), True
 
 
 def ensure_testbed(state_dir: str | os.PathLike[str] | None = None, *, paths: int = 0) -> dict[str, Any]:

@@ -7,6 +7,11 @@
         (server.export_dir / "f").write_bytes(b"seen over NFS as /export/f")
         server.restart()               # same port, same export and recovery directory
 
+``Ganesha(version="9")`` runs NFS-Ganesha 9 from a Debian 13 root the testbed builds and caches
+(:mod:`.debian_root`), in a chroot with a mount namespace of its own: the server's directory is
+bind-mounted at ``/srv/pynfsrdma`` in it; the network (loopback, or the namespace of
+``command_prefix``) is the caller's. ``PYNFSRDMA_GANESHA=9`` makes it the default version.
+
 Everything the server writes (configuration, log, pid file, export, recovery records) lives under
 :attr:`Ganesha.directory`. The export is the local directory :attr:`Ganesha.export_dir`, so a test can
 check over the file system what it did over NFS.
@@ -29,15 +34,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from . import debian_root
 from .procs import pid_alive
 
 __all__ = [
     "INSTALL_HINT",
     "PSEUDO_PATH",
+    "VERSIONS",
+    "VERSION_ENV",
     "ExportPath",
     "Ganesha",
     "GaneshaError",
     "GaneshaNotInstalled",
+    "default_version",
     "find_free_port",
     "find_ganesha_binary",
     "find_plugins_dir",
@@ -58,6 +67,17 @@ _PLUGIN_DIR_PATTERNS = (
     "/usr/local/lib/*-linux-gnu*/ganesha",
     "/usr/local/lib64/ganesha",
     "/usr/local/lib/ganesha",
+)
+# The servers the testbed runs: the host's (Debian 12's packages) and the one of the Debian 13 root.
+VERSIONS = ("4.3", "9")
+VERSION_ENV = "PYNFSRDMA_GANESHA"
+_ROOT_BINARY = "/usr/bin/ganesha.nfsd"
+_ROOT_PLUGINS_DIR = "/usr/lib/x86_64-linux-gnu/ganesha"
+# In its own mount namespace: the server's directory at SERVER_MOUNT_POINT, /proc and /dev, then the
+# server in the chroot (exec all the way: the pid started is the server's).
+_CHROOT_SCRIPT = (
+    'mount --bind "$2" "$1$3" && mount -t proc proc "$1/proc" && mount --rbind /dev "$1/dev" '
+    '&& root=$1 && shift 3 && exec chroot "$root" "$@"'
 )
 # Log lines of a configuration the server accepted but did not understand (it would run without them).
 _CONFIG_MISTAKES = ("Unknown parameter", "Unknown block")
@@ -88,6 +108,11 @@ class GaneshaError(RuntimeError):
 
 class GaneshaNotInstalled(GaneshaError):
     """ganesha.nfsd or its VFS backend is not installed."""
+
+
+def default_version() -> str:
+    """The version :class:`Ganesha` runs when none is given: ``$PYNFSRDMA_GANESHA``, else 4.3."""
+    return os.environ.get(VERSION_ENV) or VERSIONS[0]
 
 
 def find_ganesha_binary() -> str:
@@ -190,7 +215,9 @@ class Ganesha:
     the Python process that started it (the CLI's ``testbed up`` uses that). ``command_prefix`` starts
     it through another command: ``ip netns exec NAME`` runs it in that network namespace (give
     ``port`` then: a free port is looked for in this process's namespace). ``minor_versions``: the
-    NFSv4 minor versions it serves (``(1,)``: a server without NFSv4.2).
+    NFSv4 minor versions it serves (``(1,)``: a server without NFSv4.2). ``version``: ``"4.3"`` (the
+    host's ganesha.nfsd) or ``"9"`` (from the Debian 13 root, built on first use); default
+    :func:`default_version`.
     """
 
     def __init__(
@@ -212,9 +239,24 @@ class Ganesha:
         keytab: str | os.PathLike[str] | None = None,
         environment: dict[str, str] | None = None,
         minor_versions: Sequence[int] = (1, 2),
+        version: str | None = None,
     ) -> None:
-        self._binary = find_ganesha_binary()
-        self._plugins_dir = find_plugins_dir()
+        self.version = version or default_version()
+        if self.version not in VERSIONS:
+            raise GaneshaError(
+                f"NFS-Ganesha version {self.version!r} is not one the testbed runs (one of {', '.join(VERSIONS)})"
+            )
+        self._root: Path | None = None
+        if self.version == "4.3":
+            self._binary = find_ganesha_binary()
+            self._plugins_dir = find_plugins_dir()
+        else:
+            try:
+                self._root = debian_root.build_root()
+            except debian_root.DebianRootError as exc:
+                raise GaneshaNotInstalled(str(exc)) from exc
+            self._binary = _ROOT_BINARY
+            self._plugins_dir = _ROOT_PLUGINS_DIR
         self._owns_directory = directory is None
         self.directory = Path(directory or tempfile.mkdtemp(prefix="pynfsrdma-ganesha-")).resolve()
         self._port = port
@@ -293,6 +335,11 @@ class Ganesha:
         return self.directory / "ganesha.out"
 
     @property
+    def command_marker(self) -> str:
+        """A string the server's command line holds: its configuration file, as the server names it."""
+        return self._seen(self.config_path)
+
+    @property
     def pid(self) -> int | None:
         return self._pid
 
@@ -324,20 +371,21 @@ class Ganesha:
             "    Enable_NLM = false;\n"
             "    Enable_RQUOTA = false;\n"
             "    Enable_UDP = false;\n"
+            f"{self._version_config()}"
             f"    Plugins_Dir = {_quote(self._plugins_dir)};\n"
             "}\n"
             "NFSv4 {\n"
             f"{grace}"
             f"    Lease_Lifetime = {int(self.lease)};\n"
             f"    Minor_Versions = {', '.join(map(str, self.minor_versions))};\n"
-            f"    RecoveryRoot = {_quote(str(self.recovery_dir))};\n"
+            f"    RecoveryRoot = {_quote(self._seen(self.recovery_dir))};\n"
             f"{identity}"
             "}\n"
             f"{self._krb5_block()}"
             "LOG { Default_Log_Level = EVENT; }\n"
             "EXPORT {\n"
             "    Export_Id = 1;\n"
-            f"    Path = {_quote(str(self.export_dir))};\n"
+            f"    Path = {_quote(self._seen(self.export_dir))};\n"
             f"    Pseudo = {_quote(PSEUDO_PATH)};\n"
             "    Protocols = 4;\n"
             "    Transports = TCP;\n"
@@ -349,11 +397,31 @@ class Ganesha:
             f"{self.extra_config}\n"
         )
 
+    def _version_config(self) -> str:
+        if self.version == "4.3":
+            return ""
+        # 9 asks the kernel to treat it as an I/O flusher (PR_SET_IO_FLUSHER), which needs
+        # CAP_SYS_RESOURCE: without this it stops at start where that capability is missing.
+        return "    allow_set_io_flusher_fail = true;\n"
+
+    def _seen(self, path: Path) -> str:
+        """``path`` (in this server's directory) as the server sees it: in the Debian 13 root, the
+        directory is at the root's SERVER_MOUNT_POINT."""
+        if self._root is None:
+            return str(path)
+        return str(Path(debian_root.SERVER_MOUNT_POINT) / path.relative_to(self.directory))
+
+    def _keytab_path(self) -> Path:
+        """The keytab the server reads: the given one, or for the Debian 13 root a copy in the
+        server's directory (the root sees no other host file)."""
+        assert self.keytab is not None
+        return self.keytab if self._root is None else self.directory / "krb5" / "keytab"
+
     def _krb5_block(self) -> str:
         if self.keytab is None:
             return "NFS_KRB5 { Active_krb5 = false; }\n"
         return ("NFS_KRB5 {\n    Active_krb5 = true;\n    PrincipalName = \"nfs\";\n"
-                f"    KeytabPath = {_quote(str(self.keytab))};\n}}\n")
+                f"    KeytabPath = {_quote(self._seen(self._keytab_path()))};\n}}\n")
 
     # -- life cycle ---------------------------------------------------------------------------------
     def start(self) -> Ganesha:
@@ -378,17 +446,23 @@ class Ganesha:
         with contextlib.suppress(FileNotFoundError):
             self.pid_path.unlink()
         log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
-        argv = [
-            *self.command_prefix,
+        server = [
             self._binary,
             "-F",
             "-L",
-            str(self.log_path),
+            self._seen(self.log_path),
             "-f",
-            str(self.config_path),
+            self._seen(self.config_path),
             "-p",
-            str(self.pid_path),
+            self._seen(self.pid_path),
         ]
+        if self._root is not None:
+            self._copy_krb5_files()
+            server = [
+                "unshare", "--mount", "--propagation", "private", "--", "sh", "-c", _CHROOT_SCRIPT, "sh",
+                str(self._root), str(self.directory), debian_root.SERVER_MOUNT_POINT, *server,
+            ]
+        argv = [*self.command_prefix, *server]
         with open(self.output_path, "ab") as out:
             self._proc = subprocess.Popen(
                 argv,
@@ -423,8 +497,22 @@ class Ganesha:
     def _krb5_environment(self) -> dict[str, str]:
         env = dict(self.environment)
         if self.keytab is not None:
-            env.setdefault("KRB5_KTNAME", f"FILE:{self.keytab}")
+            env.setdefault("KRB5_KTNAME", f"FILE:{self._seen(self._keytab_path())}")
+        if self._root is not None and "KRB5_CONFIG" in env:
+            env["KRB5_CONFIG"] = self._seen(self.directory / "krb5" / "krb5.conf")
         return env
+
+    def _copy_krb5_files(self) -> None:
+        """For the Debian 13 root: the keytab and the realm's krb5.conf, copied into the server's
+        directory (the KDC's own files stay outside the root)."""
+        if self.keytab is None and "KRB5_CONFIG" not in self.environment:
+            return
+        krb5 = self.directory / "krb5"
+        krb5.mkdir(exist_ok=True)
+        if self.keytab is not None:
+            shutil.copyfile(self.keytab, krb5 / "keytab")
+        if "KRB5_CONFIG" in self.environment:
+            shutil.copyfile(self.environment["KRB5_CONFIG"], krb5 / "krb5.conf")
 
     def _log_since(self, offset: int) -> list[str]:
         try:
@@ -438,7 +526,7 @@ class Ganesha:
         lines = _tail(self.output_path, 5) + _tail(self.log_path, 15)
         quoted = "\n  ".join(lines) if lines else "(empty)"
         return (
-            f"NFS-Ganesha ({self._binary}, {self.host}:{self.port}) {what}; "
+            f"NFS-Ganesha {self.version} ({self._binary}, {self.host}:{self.port}) {what}; "
             f"the end of its log {self.log_path}:\n  {quoted}"
         )
 
@@ -502,7 +590,7 @@ class Ganesha:
     def __repr__(self) -> str:
         port = self._port if self._port is not None else "?"
         state = f"pid {self._pid}" if self.running else "stopped"
-        return f"<Ganesha {self.host}:{port} {state} dir={self.directory}>"
+        return f"<Ganesha {self.version} {self.host}:{port} {state} dir={self.directory}>"
 
 
 def _quote(value: str) -> str:

@@ -122,7 +122,8 @@ def _spawn(ns: Namespace, argv: list[str], log: Path) -> subprocess.Popen[bytes]
 
 
 def start(
-    state_dir: Path, rates: Sequence[float], *, grace: int | None, record: Record, rdma: bool = False
+    state_dir: Path, rates: Sequence[float], *, grace: int | None, record: Record, rdma: bool = False,
+    version: str | None = None,
 ) -> dict[str, Any]:
     """Make the namespace, its links, the server and the advertiser (and with ``rdma`` the RDMA
     responder of the last path); ``record(state)`` is called whenever something was made (so that a
@@ -154,18 +155,20 @@ def start(
             server_scope="pynfsrdma-testbed",
             detached=True,
             command_prefix=ns.prefix,
+            version=version,
         )
         try:
             ganesha.start()
         except GaneshaError as exc:
             raise LinkTestbedError(str(exc)) from exc
         assert ganesha.pid is not None
-        processes["server"] = ProcessRecord.of(ganesha.pid, str(ganesha.config_path)).to_json()
+        processes["server"] = ProcessRecord.of(ganesha.pid, ganesha.command_marker).to_json()
         pseudo = ganesha.pseudo_path
         state.update(
             {
                 "export_dir": str(ganesha.export_dir),
-                "server": {"address": "127.0.0.1", "port": NFS_PORT, "pid": ganesha.pid, "log": str(ganesha.log_path)},
+                "server": {"address": "127.0.0.1", "port": NFS_PORT, "pid": ganesha.pid, "log": str(ganesha.log_path),
+                           "version": ganesha.version},
                 "direct_url": f"nfs://127.0.0.1:{NFS_PORT}{pseudo}",
             }
         )

@@ -130,7 +130,7 @@ def test_cp_within_one_server_asks_the_server_to_copy_first(base: str, export_pa
 
 
 def test_cp_within_a_server_without_nfsv4_2_copies_over_nfsv4_1(ganesha_factory) -> None:
-    server: Ganesha = ganesha_factory(extra_config="NFSv4 { Minor_Versions = 1; }")
+    server: Ganesha = ganesha_factory(minor_versions=(1,))
     ep = server.new_directory()
     base = f"nfs://{server.host}:{server.port}{ep.remote}"
     (ep.local / "a").write_bytes(b"over 4.1")

@@ -133,7 +133,7 @@ async def test_a_server_that_is_not_nfs_gives_a_clear_error() -> None:
 
 
 async def test_an_nfsv4_0_only_server_is_named_as_such(ganesha_factory) -> None:
-    server: Ganesha = ganesha_factory(extra_config="NFSv4 { Minor_Versions = 0; }")
+    server: Ganesha = ganesha_factory(minor_versions=(0,))
     with trio.fail_after(10):
         with pytest.raises(NotNFSv41Server, match=r"does not support NFSv4\.1"):
             async with Client.connect(server.url, timeout=5):
@@ -141,7 +141,7 @@ async def test_an_nfsv4_0_only_server_is_named_as_such(ganesha_factory) -> None:
 
 
 async def test_vers_4_2_against_a_4_1_only_server_names_the_version(ganesha_factory) -> None:
-    server: Ganesha = ganesha_factory(extra_config="NFSv4 { Minor_Versions = 1; }")
+    server: Ganesha = ganesha_factory(minor_versions=(1,))
     with trio.fail_after(10):
         with pytest.raises(NotNFSv41Server, match=r"does not support NFSv4\.2 \(NFS4ERR_MINOR_VERS_MISMATCH\)"):
             async with Client.connect(f"{server.url}?vers=4.2", timeout=5):

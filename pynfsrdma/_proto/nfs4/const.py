@@ -464,6 +464,22 @@ class data_content4(enum.IntEnum):
     NFS4_CONTENT_HOLE = 1
 
 
+class IO_ADVISE_type4(enum.IntEnum):
+    """RFC 7862 section 15.5.1: the hints of IO_ADVISE, as bit numbers of its bitmap4."""
+
+    IO_ADVISE4_NORMAL = 0
+    IO_ADVISE4_SEQUENTIAL = 1
+    IO_ADVISE4_SEQUENTIAL_BACKWARDS = 2
+    IO_ADVISE4_RANDOM = 3
+    IO_ADVISE4_WILLNEED = 4
+    IO_ADVISE4_WILLNEED_OPPORTUNISTIC = 5
+    IO_ADVISE4_DONTNEED = 6
+    IO_ADVISE4_NOREUSE = 7
+    IO_ADVISE4_READ = 8
+    IO_ADVISE4_WRITE = 9
+    IO_ADVISE4_INIT_PROXIMITY = 10
+
+
 class setxattr_option4(enum.IntEnum):
     SETXATTR4_EITHER = 0
     SETXATTR4_CREATE = 1
@@ -1065,6 +1081,8 @@ NL4_NETADDR: Final = netloc_type4.NL4_NETADDR
 # data_content4
 NFS4_CONTENT_DATA: Final = data_content4.NFS4_CONTENT_DATA
 NFS4_CONTENT_HOLE: Final = data_content4.NFS4_CONTENT_HOLE
+# IO_ADVISE_type4
+IO_ADVISE4_WILLNEED: Final = IO_ADVISE_type4.IO_ADVISE4_WILLNEED
 # setxattr_option4
 SETXATTR4_EITHER: Final = setxattr_option4.SETXATTR4_EITHER
 SETXATTR4_CREATE: Final = setxattr_option4.SETXATTR4_CREATE
