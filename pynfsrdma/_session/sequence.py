@@ -94,6 +94,9 @@ class Decision:
     status: int = c.NFS4_OK  # the status that decided it
 
 
+_DONE = Decision(Act.DONE)  # (the decision on nearly every reply: one, shared, as decisions are frozen)
+
+
 def on_sequence(
     seq_status: int,
     compound_status: int,
@@ -143,7 +146,7 @@ def on_sequence(
         attempts.uncached += 1
         return Decision(Act.AGAIN, status=c.NFS4ERR_RETRY_UNCACHED_REP)
     if seq_status == c.NFS4_OK:
-        return Decision(Act.DONE)
+        return _DONE
     if seq_status == c.NFS4ERR_DELAY:
         wait = min(MAX_DELAY_WAIT, FIRST_DELAY * 2 ** min(attempts.delays, 7))
         if time_left is not None and wait >= time_left:
@@ -188,7 +191,7 @@ def on_compound(status: int, *, recovering: bool, attempts: Attempts, time_left:
         if attempts.client_lost > MAX_CLIENT_LOST:
             return Decision(Act.DONE, status=status)
         return Decision(Act.NEW_CLIENT, status=status)
-    return Decision(Act.DONE, status=status)
+    return _DONE if status == c.NFS4_OK else Decision(Act.DONE, status=status)
 
 
 # -- a send that brought no reply to use ---------------------------------------------------------------
@@ -253,9 +256,11 @@ def on_lost(status: int, *, trunked: bool, recovering: bool, attempts: Attempts)
 
 
 # -- one request's machine ---------------------------------------------------------------------------
+# (The events are plain slotted dataclasses, not frozen ones: one or two are built for every request,
+# and a frozen dataclass sets each field through object.__setattr__, three times the cost.)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Replied:
     """A reply to the request's SEQUENCE came (see :func:`on_sequence` for the fields)."""
 
@@ -268,7 +273,7 @@ class Replied:
     time_left: float | None = None  # a soft request's seconds before its deadline (None: no end)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Failed:
     """A send brought no reply to use (see :func:`on_fault`)."""
 
@@ -277,7 +282,7 @@ class Failed:
     past_deadline: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Finished:
     """The request's COMPOUND ended with ``status``, its SEQUENCE having succeeded (see :func:`on_compound`)."""
 
@@ -285,7 +290,7 @@ class Finished:
     time_left: float | None = None  # a soft request's seconds before its deadline (None: no end)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SessionGone:
     """The request's session was lost with ``status`` (see :func:`on_lost`)."""
 
