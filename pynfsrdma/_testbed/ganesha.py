@@ -74,10 +74,14 @@ VERSION_ENV = "PYNFSRDMA_GANESHA"
 _ROOT_BINARY = "/usr/bin/ganesha.nfsd"
 _ROOT_PLUGINS_DIR = "/usr/lib/x86_64-linux-gnu/ganesha"
 # In its own mount namespace: the server's directory at SERVER_MOUNT_POINT, /proc and /dev, then the
-# server in the chroot (exec all the way: the pid started is the server's).
+# root made the namespace's root and the host's tree detached from it, so that the namespace holds no
+# copy of the host's other mounts (a copy of a FUSE mount made before the server started would keep
+# that mount alive after its fusermount3 -u, and its daemon would never hear that it was unmounted);
+# then the server (exec all the way: the pid started is the server's).
 _CHROOT_SCRIPT = (
-    'mount --bind "$2" "$1$3" && mount -t proc proc "$1/proc" && mount --rbind /dev "$1/dev" '
-    '&& root=$1 && shift 3 && exec chroot "$root" "$@"'
+    'mount --bind "$1" "$1" && mount --bind "$2" "$1$3" && mount -t proc proc "$1/proc" '
+    '&& mount --rbind /dev "$1/dev" && cd "$1" && pivot_root . . && umount -l . && cd / '
+    '&& shift 3 && exec "$@"'
 )
 # Log lines of a configuration the server accepted but did not understand (it would run without them).
 _CONFIG_MISTAKES = ("Unknown parameter", "Unknown block")
