@@ -8,7 +8,7 @@
         server.restart()               # same port, same export and recovery directory
 
 ``Ganesha(version="9")`` runs NFS-Ganesha 9 from a Debian 13 root the testbed builds and caches
-(:mod:`.debian_root`), in a chroot with a mount namespace of its own: the server's directory is
+(:mod:`.debian_root`), as the root of a mount namespace of its own: the server's directory is
 bind-mounted at ``/srv/pynfsrdma`` in it; the network (loopback, or the namespace of
 ``command_prefix``) is the caller's. ``PYNFSRDMA_GANESHA=9`` makes it the default version.
 
@@ -78,7 +78,7 @@ _ROOT_PLUGINS_DIR = "/usr/lib/x86_64-linux-gnu/ganesha"
 # copy of the host's other mounts (a copy of a FUSE mount made before the server started would keep
 # that mount alive after its fusermount3 -u, and its daemon would never hear that it was unmounted);
 # then the server (exec all the way: the pid started is the server's).
-_CHROOT_SCRIPT = (
+_ROOT_SCRIPT = (
     'mount --bind "$1" "$1" && mount --bind "$2" "$1$3" && mount -t proc proc "$1/proc" '
     '&& mount --rbind /dev "$1/dev" && cd "$1" && pivot_root . . && umount -l . && cd / '
     '&& shift 3 && exec "$@"'
@@ -463,7 +463,7 @@ class Ganesha:
         if self._root is not None:
             self._copy_krb5_files()
             server = [
-                "unshare", "--mount", "--propagation", "private", "--", "sh", "-c", _CHROOT_SCRIPT, "sh",
+                "unshare", "--mount", "--propagation", "private", "--", "sh", "-c", _ROOT_SCRIPT, "sh",
                 str(self._root), str(self.directory), debian_root.SERVER_MOUNT_POINT, *server,
             ]
         argv = [*self.command_prefix, *server]
