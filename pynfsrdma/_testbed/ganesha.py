@@ -8,7 +8,7 @@
         server.restart()               # same port, same export and recovery directory
 
 ``Ganesha(version="9")`` runs NFS-Ganesha 9 from a Debian 13 root the testbed builds and caches
-(:mod:`.debian_root`), in a chroot with a mount namespace of its own: the server's directory is
+(:mod:`.debian_root`), as the root of a mount namespace of its own: the server's directory is
 bind-mounted at ``/srv/pynfsrdma`` in it; the network (loopback, or the namespace of
 ``command_prefix``) is the caller's. ``PYNFSRDMA_GANESHA=9`` makes it the default version.
 
@@ -74,10 +74,14 @@ VERSION_ENV = "PYNFSRDMA_GANESHA"
 _ROOT_BINARY = "/usr/bin/ganesha.nfsd"
 _ROOT_PLUGINS_DIR = "/usr/lib/x86_64-linux-gnu/ganesha"
 # In its own mount namespace: the server's directory at SERVER_MOUNT_POINT, /proc and /dev, then the
-# server in the chroot (exec all the way: the pid started is the server's).
-_CHROOT_SCRIPT = (
-    'mount --bind "$2" "$1$3" && mount -t proc proc "$1/proc" && mount --rbind /dev "$1/dev" '
-    '&& root=$1 && shift 3 && exec chroot "$root" "$@"'
+# root made the namespace's root and the host's tree detached from it, so that the namespace holds no
+# copy of the host's other mounts (a copy of a FUSE mount made before the server started would keep
+# that mount alive after its fusermount3 -u, and its daemon would never hear that it was unmounted);
+# then the server (exec all the way: the pid started is the server's).
+_ROOT_SCRIPT = (
+    'mount --bind "$1" "$1" && mount --bind "$2" "$1$3" && mount -t proc proc "$1/proc" '
+    '&& mount --rbind /dev "$1/dev" && cd "$1" && pivot_root . . && umount -l . && cd / '
+    '&& shift 3 && exec "$@"'
 )
 # Log lines of a configuration the server accepted but did not understand (it would run without them).
 _CONFIG_MISTAKES = ("Unknown parameter", "Unknown block")
@@ -459,7 +463,7 @@ class Ganesha:
         if self._root is not None:
             self._copy_krb5_files()
             server = [
-                "unshare", "--mount", "--propagation", "private", "--", "sh", "-c", _CHROOT_SCRIPT, "sh",
+                "unshare", "--mount", "--propagation", "private", "--", "sh", "-c", _ROOT_SCRIPT, "sh",
                 str(self._root), str(self.directory), debian_root.SERVER_MOUNT_POINT, *server,
             ]
         argv = [*self.command_prefix, *server]

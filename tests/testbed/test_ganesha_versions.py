@@ -47,8 +47,17 @@ def test_ganesha_9_runs_from_the_debian_13_root(tmp_path: Path) -> None:
         assert server.pid is not None
         root = root_ready()
         assert root is not None and root.parent == cache_dir()
-        # the server is the root's ganesha.nfsd, chrooted: it sees its directory at the mount point
-        assert os.readlink(f"/proc/{server.pid}/root") == str(root)
+        # the server is the root's ganesha.nfsd, in the root: it sees its directory at the mount point
+        assert os.path.samefile(f"/proc/{server.pid}/root", root)
+        # and its namespace holds none of the host's mounts (a FUSE mount's copy there would keep
+        # that mount alive after fusermount3 -u: issue 30)
+        # (all of them: the server's own mountinfo would leave out those outside its root)
+        listed = subprocess.run(
+            ["nsenter", f"--mount=/proc/{server.pid}/ns/mnt", "cat", "/proc/self/mountinfo"],
+            capture_output=True, text=True, check=True,
+        )
+        seen = {line.split()[4] for line in listed.stdout.splitlines()}
+        assert {m for m in seen if m not in ("/", "/proc", SERVER_MOUNT_POINT) and m.split("/")[1] != "dev"} == set()
         assert cmdline(server.pid)[:4] == ["/usr/bin/ganesha.nfsd", "-F", "-L", f"{SERVER_MOUNT_POINT}/ganesha.log"]
         assert STARTING["9"] in server.log_path.read_text()
         assert f'Path = "{SERVER_MOUNT_POINT}/export";' in server.config_path.read_text()
