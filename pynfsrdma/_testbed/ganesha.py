@@ -85,6 +85,9 @@ _ROOT_SCRIPT = (
 )
 # Log lines of a configuration the server accepted but did not understand (it would run without them).
 _CONFIG_MISTAKES = ("Unknown parameter", "Unknown block")
+# Log lines of a configuration the server could not read (a syntax error): 9 goes on starting after one
+# and then fails for a reason of its own, the settings past the error lost.
+_CONFIG_ERRORS = (":CONFIG :CRIT :", ":CONFIG :MAJ :")
 
 
 @dataclass(frozen=True)
@@ -483,12 +486,12 @@ class Ganesha:
             status = self._proc.poll()
             if status is not None:
                 self._proc = None
-                raise GaneshaError(self._failure(f"exited with status {status} while starting"))
+                raise GaneshaError(self._failure(f"exited with status {status} while starting", log_start))
             if process_listens_on(self._proc.pid, self.port):
                 break
             if time.monotonic() > deadline:
                 self._kill_now()
-                raise GaneshaError(self._failure(f"did not listen within {self.start_timeout:g} s"))
+                raise GaneshaError(self._failure(f"did not listen within {self.start_timeout:g} s", log_start))
             time.sleep(0.01)
         mistakes = [line for line in self._log_since(log_start) if any(m in line for m in _CONFIG_MISTAKES)]
         if mistakes:
@@ -526,11 +529,17 @@ class Ganesha:
         except OSError:
             return []
 
-    def _failure(self, what: str) -> str:
+    def _failure(self, what: str, log_start: int) -> str:
+        """What went wrong at a start: the configuration's errors first when the log has any (they
+        can be far from its end), then the end of the output and the log."""
+        errors = [line for line in self._log_since(log_start) if any(e in line for e in _CONFIG_ERRORS)]
         lines = _tail(self.output_path, 5) + _tail(self.log_path, 15)
         quoted = "\n  ".join(lines) if lines else "(empty)"
+        config = (
+            f"; its configuration {self.config_path} has errors:\n  " + "\n  ".join(errors) if errors else ""
+        )
         return (
-            f"NFS-Ganesha {self.version} ({self._binary}, {self.host}:{self.port}) {what}; "
+            f"NFS-Ganesha {self.version} ({self._binary}, {self.host}:{self.port}) {what}{config}\n"
             f"the end of its log {self.log_path}:\n  {quoted}"
         )
 

@@ -53,9 +53,9 @@ async def test_metadata_calls(ganesha: Ganesha, export_path: ExportPath) -> None
         await nfs.utime("/d/f", atime_ns=1_000_000_000, mtime_ns=2_000_000_000)
         a = await nfs.stat("/d/f")
         assert a.mtime_ns == 2_000_000_000 and a.atime_ns == 1_000_000_000
-        await nfs.chown("/d/f", 1234, 5678)
+        await nfs.chown("/d/f", 1234, 100)  # a group both servers' hosts name ("users")
         a = await nfs.stat("/d/f")
-        assert (a.uid, a.gid) == (1234, 5678)
+        assert (a.uid, a.gid) == (1234, 100)
         assert os.stat(export_path.local / "d/f").st_uid == 1234
 
         await nfs.rename("/d/f", "/g")
@@ -77,6 +77,27 @@ async def test_metadata_calls(ganesha: Ganesha, export_path: ExportPath) -> None
         await nfs.rmdir("/d")
         await nfs.unlink("/g")
         assert await nfs.listdir("/") == []
+
+
+async def test_chown_to_a_group_the_server_does_not_name(ganesha: Ganesha, export_path: ExportPath) -> None:
+    """Owners go as numeric strings. NFS-Ganesha 4.3 takes any number; 9 refuses a numeric group its
+    host does not name (NFS4ERR_BADOWNER, docs/testbed.md): the caller sees EINVAL naming the path and
+    the status, and the file keeps its owners."""
+    (export_path.local / "f").write_bytes(b"x")
+    async with Client.connect(url_of(ganesha, export_path)) as nfs:
+        before = await nfs.stat("/f")
+        if ganesha.version == "4.3":
+            await nfs.chown("/f", 1234, 5678)
+            assert (await nfs.stat("/f")).gid == 5678
+            assert os.stat(export_path.local / "f").st_gid == 5678
+        else:
+            with pytest.raises(NFS4Error) as ei:
+                await nfs.chown("/f", 1234, 5678)
+            assert ei.value.errno == errno.EINVAL
+            assert str(ei.value) == "/f: Invalid argument (NFS4ERR_BADOWNER)"
+            after = await nfs.stat("/f")
+            assert (after.uid, after.gid) == (before.uid, before.gid)
+            assert os.stat(export_path.local / "f").st_gid == before.gid
 
 
 async def test_listdir_pages_through_a_large_directory(ganesha: Ganesha, export_path: ExportPath) -> None:
@@ -327,17 +348,28 @@ async def test_a_small_slot_table_is_honoured(ganesha: Ganesha, export_path: Exp
 
 
 @pytest.mark.parametrize("vers", ["4.1", "4.2"])
-async def test_minor_versions_and_extended_attributes_without_server_support(
-    ganesha: Ganesha, export_path: ExportPath, vers: str
-) -> None:
-    """vers=4.2 makes every COMPOUND (and the session) minor version 2; NFS-Ganesha's VFS backend has
-    no extended attributes (FATTR4_XATTR_SUPPORT false), so the xattr calls fail with ENOTSUP and
-    send nothing, as they do on a 4.1 session, where the operations do not exist."""
+async def test_minor_versions_and_extended_attributes(ganesha: Ganesha, export_path: ExportPath, vers: str) -> None:
+    """vers=4.2 makes every COMPOUND (and the session) minor version 2. Extended attributes are
+    NFSv4.2's: on a 4.1 session, and against NFS-Ganesha 4.3's VFS backend (FATTR4_XATTR_SUPPORT
+    false), the xattr calls fail with ENOTSUP and send nothing; NFS-Ganesha 9 has them on a 4.2
+    session, and they reach the file on the server's disk."""
     async with Client.connect(f"{url_of(ganesha, export_path)}?vers={vers}") as nfs:
         assert nfs.nfs.client.session is not None
         assert nfs.nfs.client.session.minorversion == int(vers[-1])
         await nfs.write_file("/f", b"data")
         assert await nfs.read_file("/f") == b"data"
+        if vers == "4.2" and ganesha.version != "4.3":
+            assert nfs.nfs.xattr_support
+            await nfs.setxattr("/f", "user.a", b"v")
+            assert await nfs.getxattr("/f", "user.a") == b"v"
+            assert "user.a" in await nfs.listxattr("/f")
+            assert os.getxattr(export_path.local / "f", "user.a") == b"v"
+            await nfs.removexattr("/f", "user.a")
+            with pytest.raises(NFS4Error) as ei:
+                await nfs.getxattr("/f", "user.a")
+            assert ei.value.errno == errno.ENODATA
+            assert "user.a" not in os.listxattr(export_path.local / "f")
+            return
         assert not nfs.nfs.xattr_support
         calls = nfs.nfs.client.session.stats.calls
         for call in (

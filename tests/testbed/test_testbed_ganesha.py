@@ -82,13 +82,16 @@ def test_port_in_use_is_a_clear_error(ganesha_factory: Callable[..., Ganesha]) -
 
 
 def test_configuration_syntax_error_quotes_the_log(ganesha_factory: Callable[..., Ganesha]) -> None:
-    with pytest.raises(GaneshaError, match="syntax error"):
+    """The syntax error is quoted wherever it is in the log: 9 goes on starting after it and fails
+    later, for a reason of its own, its log's end then a backtrace."""
+    with pytest.raises(GaneshaError, match=r"(?s)has errors:.*syntax error"):
         ganesha_factory(extra_config="NFSv4 { Lease_Lifetime = ; ")
 
 
 def test_unknown_configuration_parameter_is_an_error(ganesha_factory: Callable[..., Ganesha]) -> None:
-    with pytest.raises(GaneshaError, match=r"Unknown parameter \(No_Such_Thing\)"):
-        ganesha_factory(extra_config="NFS_KRB5 { No_Such_Thing = 1; }")
+    # a block the testbed does not write itself: 9 refuses a second block of a kind
+    with pytest.raises(GaneshaError, match=r"(?s)did not understand its configuration .*Unknown parameter \(No_Such_Thing\)"):
+        ganesha_factory(extra_config="MDCACHE { No_Such_Thing = 1; }")
 
 
 def test_two_servers_side_by_side(ganesha: Ganesha, ganesha_factory: Callable[..., Ganesha]) -> None:
@@ -101,7 +104,7 @@ def test_missing_binary_names_the_packages(monkeypatch: pytest.MonkeyPatch, tmp_
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(ganesha_module, "BINARY_DIRS", (str(tmp_path),))
     with pytest.raises(GaneshaNotInstalled, match="apt-get install nfs-ganesha nfs-ganesha-vfs"):
-        Ganesha(tmp_path / "g")
+        Ganesha(tmp_path / "g", version="4.3")  # the host's packages (9 comes from a root the testbed builds)
 
 
 async def test_restart_from_trio_code(ganesha_factory: Callable[..., Ganesha]) -> None:
