@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import guest_fuse  # the FUSE mount's steps (next to this file)
+import guest_shared  # two clients sharing files (next to this file)
 import guest_tls  # RPC-with-TLS on the server side (the Debian 13 guest)
 
 SERVER = "192.0.2.1"  # the first dummy interface (RFC 5737 TEST-NET-1: never routed)
@@ -1038,6 +1039,7 @@ CHILD_STEPS.update(
     raw_null_and_private_data=raw_null_and_private_data,
     fuse_mount=guest_fuse.fuse_mount,
     fuse_delegations=guest_fuse.fuse_delegations,
+    two_clients=guest_shared.two_clients,
     client_xattrs=client_xattrs,
     fuse_xattrs=guest_fuse.fuse_xattrs,
     fuse_locks=guest_fuse.fuse_locks,
@@ -1158,6 +1160,15 @@ def main() -> None:
             150,
             key="deleg",
         )
+    if link == "rxe" and args.guest == "trixie":  # (nfsd 7.3: with its read and write delegations)
+        for other, whom in ((str(KMOUNT), "the kernel client"), ("", "a second mount of ours")):
+            step(
+                f"{link}: a shared file system, our FUSE mount and {whom}: close-to-open, O_APPEND, sqlite",
+                in_child("two_clients", f"{SERVER}:/", f"proto=tcp,port={TCP_PORT}", other, str(EXPORT)),
+                420,
+                key="shared",
+            )
+    if link == "rxe":
         step(
             f"{link}: file locks between our FUSE mount and the kernel client, CB_NOTIFY_LOCK, COPY",
             in_child("fuse_locks", f"{SERVER}:/", f"vers=4.2,proto=tcp,port={TCP_PORT}", str(KMOUNT)),
