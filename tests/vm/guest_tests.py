@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import guest_deleg  # write delegations on the FUSE mount (next to this file)
 import guest_fuse  # the FUSE mount's steps (next to this file)
 import guest_shared  # two clients sharing files (next to this file)
 import guest_tls  # RPC-with-TLS on the server side (the Debian 13 guest)
@@ -1039,6 +1040,8 @@ CHILD_STEPS.update(
     raw_null_and_private_data=raw_null_and_private_data,
     fuse_mount=guest_fuse.fuse_mount,
     fuse_delegations=guest_fuse.fuse_delegations,
+    fuse_write_delegation=guest_deleg.fuse_write_delegation,
+    client_timestamp_delegation=guest_deleg.client_timestamp_delegation,
     two_clients=guest_shared.two_clients,
     client_xattrs=client_xattrs,
     fuse_xattrs=guest_fuse.fuse_xattrs,
@@ -1160,7 +1163,19 @@ def main() -> None:
             150,
             key="deleg",
         )
-    if link == "rxe" and args.guest == "trixie":  # (nfsd 7.3: with its read and write delegations)
+    if link == "rxe" and args.guest == "trixie":  # (nfsd 6.6 and later grant write delegations)
+        step(
+            f"{link}: our FUSE mount's opens under nfsd's write delegation, CB_GETATTR, the recall",
+            in_child("fuse_write_delegation", f"{SERVER}:/", f"proto=tcp,port={TCP_PORT}", str(KMOUNT)),
+            150,
+            key="deleg",
+        )
+        step(
+            f"{link}: does nfsd grant a delegation with timestamps (RFC 9754) when asked",
+            in_child("client_timestamp_delegation", tcp),
+            90,
+            key="deleg",
+        )
         for other, whom in ((str(KMOUNT), "the kernel client"), ("", "a second mount of ours")):
             step(
                 f"{link}: a shared file system, our FUSE mount and {whom}: close-to-open, O_APPEND, sqlite",
