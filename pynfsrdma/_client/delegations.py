@@ -1,23 +1,52 @@
 """Delegations (RFC 8881 10.2, 10.4): asking for them at OPEN, recording those granted, returning
 them (DELEGRETURN) when recalled (CB_RECALL, CB_RECALL_ANY), at unmount, or before an OPEN they do
-not cover; the opens made under one are OPENed for real first."""
+not cover; the opens made under one are OPENed for real first. CB_GETATTR on a file we hold a
+write delegation of is answered from what we hold (:func:`cb_getattr_attrs`)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import trio
 
 from .._errors import NFS4Error
 from .._proto.nfs4 import const as c
+from .._proto.nfs4.attrs import attrs_in, encode_fattr4
 from .._proto.nfs4.compound import result_of
-from .._proto.nfs4.types import DELEGRETURN4args, OPEN4args, PUTFH4args, open_owner4, stateid4
+from .._proto.nfs4.types import DELEGRETURN4args, OPEN4args, PUTFH4args, fattr4, open_owner4, stateid4
 from .._session.client_id import ClientID
 from .compounds import Compounds
 from .open_state import READ_DELEGATIONS, WRITE_DELEGATIONS, Delegation, OpenFile
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class HeldFile:
+    """What the holder of a write delegation knows of the file that the server may not: its size as
+    the holder's writes left it, and whether it has written data the server has not seen yet."""
+
+    size: int
+    dirty: bool
+
+
+def cb_getattr_attrs(d: Delegation | None, held: HeldFile | None, requested: Sequence[int]) -> fattr4 | None:
+    """The answer to CB_GETATTR (RFC 8881 10.4.3, 20.1): only the holder of a write delegation
+    answers (None: NFS4ERR_BADHANDLE), with the size it sees and the change attribute the
+    delegation was granted with, bumped while it has data the server has not seen (the server then
+    knows the file was modified). Of the attributes asked for, those two are answered."""
+    if d is None or not d.write or held is None:
+        return None
+    asked = set(attrs_in(requested))
+    attrs: dict[int, int] = {}
+    if c.FATTR4_CHANGE in asked:
+        attrs[c.FATTR4_CHANGE] = d.change + 1 if held.dirty else d.change
+    if c.FATTR4_SIZE in asked:
+        attrs[c.FATTR4_SIZE] = held.size
+    return encode_fattr4(attrs)
 
 
 class Delegations(Compounds):
@@ -27,6 +56,9 @@ class Delegations(Compounds):
         super().__init__(client)
         client.backchannel.on_recall = self._recall
         client.backchannel.on_recall_any = self._recall_any
+        client.backchannel.on_getattr = self._cb_getattr
+        # what the layer above knows of a delegated file (its size, unsent data): see HeldFile
+        self.held_file: Callable[[bytes], HeldFile | None] | None = None
 
     def share_access(self, access: int) -> int:
         """OPEN's share_access: with ``want_delegations`` the server chooses (no want bits, as the
@@ -38,7 +70,7 @@ class Delegations(Compounds):
         dtype, arm = granted
         if dtype not in READ_DELEGATIONS and dtype not in WRITE_DELEGATIONS:
             return
-        d = Delegation(int(dtype), arm.stateid, of.fh)
+        d = Delegation(int(dtype), arm.stateid, of.fh, change=of.attrs.change if of.attrs is not None else 0)
         old = self.delegations.get(of.fh)
         if old is not None and old.stateid.other == d.stateid.other:
             old.type, old.stateid = d.type, d.stateid  # the same delegation (upgraded)
@@ -99,6 +131,13 @@ class Delegations(Compounds):
                 await self.run([PUTFH4args(fh), DELEGRETURN4args(stateid)], self.client.machine_cred)
             except NFS4Error as e:
                 log.info("DELEGRETURN: %s (the server has let the delegation go)", e)
+
+    async def _cb_getattr(self, fh: bytes, requested: list[int]) -> fattr4 | None:
+        """CB_GETATTR: answered from what we hold (:func:`cb_getattr_attrs`)."""
+        d = self.delegations.get(fh)
+        held = self.held_file(fh) if self.held_file is not None and d is not None else None
+        self.delegation_counts["getattrs"] += 1
+        return cb_getattr_attrs(d, held, requested)
 
     async def _recall(self, fh: bytes, stateid: Any, truncate: bool) -> None:
         """CB_RECALL (acknowledged already by the backchannel): return the delegation."""

@@ -18,14 +18,15 @@ from __future__ import annotations
 from .._session.client_id import ClientID
 from .batched import Batched
 from .compounds import VERIFIER_SIZE
+from .delegations import HeldFile
 from .directories import Directories, DirEntry, ListedEntry
 from .nfs42 import NFS42
 from .open_state import ANONYMOUS_STATEID, Delegation, OpenFile, current
 from .whole_files import WholeFiles
 from .xattrs import ExtendedAttributes
 
-__all__ = ["ANONYMOUS_STATEID", "VERIFIER_SIZE", "Delegation", "DirEntry", "ListedEntry", "NFSv4", "OpenFile",
-           "current"]
+__all__ = ["ANONYMOUS_STATEID", "VERIFIER_SIZE", "Delegation", "DirEntry", "HeldFile", "ListedEntry", "NFSv4",
+           "OpenFile", "current"]
 
 
 class NFSv4(WholeFiles, Directories, NFS42, Batched):

@@ -39,7 +39,13 @@ class Delegation:
     type: int  # OPEN_DELEGATE_READ / WRITE (or their _ATTRS_DELEG forms)
     stateid: stateid4
     fh: bytes
+    # the file's change attribute when it was granted: what CB_GETATTR reports while nothing the
+    # server has not seen was written (RFC 8881 10.4.3; the server compares it with its own)
+    change: int = 0
     returning: bool = False  # being returned: no new opens are made under it
+    # the server's ACCESS answers while it is held, by (caller, the file's mode, owner and group when
+    # asked): nobody else can change who may open the file without the delegation being recalled
+    granted: dict[tuple[object, ...], int] = field(default_factory=dict)
     returned: trio.Event = field(default_factory=trio.Event)
 
     @property

@@ -361,12 +361,18 @@ class Opens:
         the file with ``access`` (ACCESS, its answer kept while the delegation lasts)."""
         want = access_mask(access)
         key = (cred.uid, cred.gid, cred.gids)
+        d = self.nfs.delegations.get(node.fh)
+        held = (*key, node.attrs.mode, node.attrs.uid, node.attrs.gid)
         granted = node.granted.get(key) if node.granted is not None else None
+        if granted is None and d is not None:
+            granted = d.granted.get(held)  # (our own writes moved the change attribute: still valid)
         if granted is None or granted & want != want:
             granted = await self.nfs.access(node.fh, want, cred)
             if node.granted is None:
                 node.granted = {}
             node.granted[key] = granted
+            if d is not None:
+                d.granted[held] = granted
         if granted & want != want:
             raise FUSEError(errno.EACCES)
 

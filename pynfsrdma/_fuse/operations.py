@@ -43,7 +43,7 @@ import cachetools
 import trio
 
 from .._client.attributes import FTYPE_TO_IFMT, FileAttrs
-from .._client.nfs4 import NFSv4
+from .._client.nfs4 import HeldFile, NFSv4
 from .._client.security import UserCredentials
 from .._errors import NFS4Error
 from .._proto.nfs4 import const as c
@@ -175,6 +175,7 @@ class NFSOperations(Operations):
         # delegations: opens and attributes served locally while the server lets us (not with noac)
         nfs.want_delegations = not opts.noac
         nfs.delegation_return_hooks.append(self._delegation_returning)
+        nfs.held_file = self._held_file
 
     def _entry_timeout(self) -> float:
         """How long the kernel keeps a name it looked up: never with lookupcache=none, nor where the
@@ -301,6 +302,15 @@ class NFSOperations(Operations):
                     await s.writer.flush()  # (sends what is gathered, then commits)
             node.stale()
             self.nursery.start_soon(self._invalidate, node.ino, True)
+
+    def _held_file(self, fh: bytes) -> HeldFile | None:
+        """What CB_GETATTR asks of a file we hold a write delegation of: its size as the writes made
+        through us left it, and whether some of them have not been sent yet."""
+        for node in self.inodes:
+            if node.fh == fh:
+                unsent = any(s.writer is not None and s.writer.unsent for s in node.shared.values())
+                return HeldFile(self.inodes.size(node), unsent)
+        return None
 
     def _check_rw(self) -> None:
         if self.opts.ro:

@@ -11,17 +11,25 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import trio
 
-from pynfsrdma._client.nfs4 import NFSv4, OpenFile
+from pynfsrdma._client.attributes import FileAttrs
+from pynfsrdma._client.delegations import cb_getattr_attrs
+from pynfsrdma._client.nfs4 import Delegation, HeldFile, NFSv4, OpenFile
+from pynfsrdma._proto.nfs4 import callback as cb
 from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._proto.nfs4.attrs import bitmap4_from, decode_fattr4
 from pynfsrdma._proto.nfs4.types import OPEN4resok, change_info4, nfsace4, stateid4
 from pynfsrdma._proto.nfs4.types_ops import open_read_delegation4, open_write_delegation4
 from pynfsrdma._rpc.auth import auth_sys
+from pynfsrdma._session.backchannel import Backchannel
+from pynfsrdma._xdr import Unpacker
 
 FH = b"\x01" * 16
 OPEN_STATEID = stateid4(1, b"open-state-1")
 DELEG_STATEID = stateid4(1, b"deleg-state1")
 ACE = nfsace4(0, 0, 0, "")
+SID = b"S" * 16
 
 
 class NoServer:
@@ -119,3 +127,79 @@ def test_a_delegation_being_returned_covers_nothing() -> None:
     )
     nfs.delegations[FH].returning = True
     assert nfs.delegation_for(FH, c.OPEN4_SHARE_ACCESS_READ) is None
+
+
+# -- CB_GETATTR (RFC 8881 10.4.3): answered from what the holder of a write delegation knows -----------
+
+
+def write_delegated(nfs: NFSv4, change: int) -> OpenFile:
+    """``nfs`` holds a write delegation on FH, granted by an OPEN whose GETATTR said ``change``."""
+    of = opened(nfs, c.OPEN4_SHARE_ACCESS_BOTH)
+    of.attrs = FileAttrs(size=100, change=change)
+    arm = open_write_delegation4(DELEG_STATEID, False, (c.NFS_LIMIT_SIZE, 1 << 30), ACE)
+    nfs.took_delegation(of, reply((c.OPEN_DELEGATE_WRITE, arm)).delegation)
+    return of
+
+
+async def cb_getattr(nfs: NFSv4, fh: bytes, attrs: list[int], seqid: int = 1) -> Any:
+    """One CB_COMPOUND of CB_SEQUENCE and CB_GETATTR through the client's real backchannel, the reply
+    through the wire format: (status, the attributes answered or None)."""
+    args = cb.CB_COMPOUND4args("", 1, 0, [cb.CB_SEQUENCE4args(SID, seqid, 0, 0, False, []),
+                                          cb.CB_GETATTR4args(fh, bitmap4_from(attrs))])
+    res = cb.decode_cb_compound_res(Unpacker(await nfs.client.backchannel.compound(args)))
+    got = res.resarray[-1]
+    return res.status, decode_fattr4(got.res.obj_attributes) if res.status == c.NFS4_OK else None
+
+
+def with_backchannel(nursery: trio.Nursery) -> NFSv4:
+    server = NoServer()
+    session = SimpleNamespace(sessionid=SID)
+    server.backchannel = Backchannel(nursery, lambda: session)  # type: ignore[assignment, arg-type, return-value]
+    server.backchannel.reset(1)
+    return NFSv4(server)  # type: ignore[arg-type]
+
+
+async def test_cb_getattr_answers_size_and_the_granted_change_while_nothing_is_unsent() -> None:
+    async with trio.open_nursery() as n:
+        nfs = with_backchannel(n)
+        write_delegated(nfs, change=41)
+        assert nfs.delegations[FH].change == 41
+        nfs.held_file = lambda fh: HeldFile(size=5000, dirty=False) if fh == FH else None
+        status, attrs = await cb_getattr(nfs, FH, [c.FATTR4_CHANGE, c.FATTR4_SIZE])
+        assert status == c.NFS4_OK
+        assert attrs == {c.FATTR4_CHANGE: 41, c.FATTR4_SIZE: 5000}
+        assert nfs.delegation_counts["getattrs"] == 1
+
+
+async def test_cb_getattr_bumps_the_change_while_writes_wait_to_be_sent() -> None:
+    async with trio.open_nursery() as n:
+        nfs = with_backchannel(n)
+        write_delegated(nfs, change=41)
+        nfs.held_file = lambda fh: HeldFile(size=9000, dirty=True)
+        status, attrs = await cb_getattr(nfs, FH, [c.FATTR4_CHANGE, c.FATTR4_SIZE])
+        assert (status, attrs) == (c.NFS4_OK, {c.FATTR4_CHANGE: 42, c.FATTR4_SIZE: 9000})
+        # only what is asked is answered
+        status, attrs = await cb_getattr(nfs, FH, [c.FATTR4_SIZE], seqid=2)
+        assert (status, attrs) == (c.NFS4_OK, {c.FATTR4_SIZE: 9000})
+
+
+async def test_cb_getattr_on_a_read_delegation_or_an_unknown_file_is_badhandle() -> None:
+    async with trio.open_nursery() as n:
+        nfs = with_backchannel(n)
+        nfs.held_file = lambda fh: HeldFile(size=1, dirty=False)
+        of = opened(nfs, c.OPEN4_SHARE_ACCESS_READ)
+        nfs.took_delegation(
+            of, reply((c.OPEN_DELEGATE_READ, open_read_delegation4(DELEG_STATEID, False, ACE))).delegation
+        )
+        assert (await cb_getattr(nfs, FH, [c.FATTR4_SIZE]))[0] == c.NFS4ERR_BADHANDLE
+        assert (await cb_getattr(nfs, b"not ours", [c.FATTR4_SIZE], seqid=2))[0] == c.NFS4ERR_BADHANDLE
+
+
+def test_cb_getattr_attrs_is_none_without_a_write_delegation_or_what_the_holder_knows() -> None:
+    d = Delegation(c.OPEN_DELEGATE_WRITE, DELEG_STATEID, FH, change=7)
+    assert cb_getattr_attrs(None, HeldFile(1, False), [1 << c.FATTR4_SIZE]) is None
+    assert cb_getattr_attrs(d, None, [1 << c.FATTR4_SIZE]) is None
+    read = Delegation(c.OPEN_DELEGATE_READ, DELEG_STATEID, FH, change=7)
+    assert cb_getattr_attrs(read, HeldFile(1, False), [1 << c.FATTR4_SIZE]) is None
+    f = cb_getattr_attrs(d, HeldFile(3, True), bitmap4_from([c.FATTR4_CHANGE]))
+    assert f is not None and decode_fattr4(f) == {c.FATTR4_CHANGE: 8}

@@ -1,0 +1,190 @@
+"""Write delegations from nfsd (6.6 and later) on our FUSE mount, in the guest of the real-RDMA rig
+(run by ``guest_tests.py`` in a child, step key ``deleg``).
+
+:func:`fuse_write_delegation`: our mount creates a file and nfsd grants it a write delegation
+(nfsd's own ``/proc/fs/nfsd/clients/*/states`` lists it). Opens, writes and closes of that file then
+send no OPEN and no CLOSE (``pynfsrdma stats``: OPEN and CLOSE counts before and after, and every
+operation sent meanwhile). The kernel client's ``stat`` makes nfsd ask us with CB_GETATTR, which we
+answer from what we hold: the kernel client sees our size and we keep the delegation. Its open for
+reading makes nfsd recall it: our open still open is OPENed for real (CLAIM_DELEG_CUR_FH), the data
+reaches the server, we return the delegation, and the kernel client reads every byte, the size and
+the mtime we wrote; what we write through that open afterwards reaches it too. The same ten
+open/write/close cycles on a file nfsd delegates to nobody are counted beside them (COMPOUNDs).
+
+:func:`client_timestamp_delegation`: whether nfsd grants an attribute delegation (RFC 9754) to an
+OPEN that asks for one, through the path API's operations (the client does not ask otherwise).
+
+Only the standard library and the project (its CLI, control socket and path API) are used.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from guest_fuse import mounted, nfsd_delegations, stats
+
+CYCLES = 10  # open, write, close of the delegated file
+HOLD = "import sys; f = open(sys.argv[1], 'rb'); print('open', flush=True); sys.stdin.read()"
+
+
+def _ops(s: dict[str, Any]) -> dict[str, int]:
+    return {k: int(v) for k, v in s["op_counts"].items()}
+
+
+def _sent(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+
+
+def _wait(what: str, ok: Any, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not ok():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: not within {seconds:.0f} s")
+        time.sleep(0.5)
+
+
+def fuse_write_delegation(url: str, options: str, kmount: str) -> str:
+    mnt = Path("/run/ours-wdeleg")
+    name = f"wdeleg-{os.getpid()}"
+    kfile = Path(kmount) / name
+    with mounted(url, mnt, options):
+        f = mnt / name
+        chunk = b"0123456789abcdef" * 256  # 4 KiB a cycle
+        with open(f, "wb") as w:  # the OPEN that creates it: nfsd grants the delegation here
+            w.write(chunk)
+        listed = nfsd_delegations(name)
+        ours = [x for x in listed if "pynfsrdma" in x]
+        if not any(x.startswith("w ") for x in ours):
+            raise RuntimeError(f"nfsd granted our mount no write delegation on its new file: {listed}")
+        before = stats(mnt)
+        for _ in range(CYCLES):
+            with open(f, "ab") as w:
+                w.write(chunk)
+        time.sleep(1)  # (a CLOSE waits a moment to go with others)
+        after = stats(mnt)
+        sent = _sent(_ops(before), _ops(after))
+        calls = after["rpc"]["calls"] - before["rpc"]["calls"]
+        local = after["delegations"]["local_opens"] - before["delegations"]["local_opens"]
+        if sent.get("OPEN", 0) or sent.get("CLOSE", 0) or sent.get("ACCESS", 0) > 1 or local != CYCLES:
+            raise RuntimeError(f"{CYCLES} opens under a write delegation sent {sent}; {local} made locally")
+        # the same cycles on a file nfsd delegates to nobody: the kernel client holds it open to read
+        kctrl = Path(kmount) / f"{name}-held"
+        kctrl.write_bytes(chunk)
+        holder = subprocess.Popen([sys.executable, "-c", HOLD, str(kctrl)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            assert holder.stdout is not None and holder.stdin is not None
+            if holder.stdout.readline().strip() != "open":
+                raise RuntimeError("the kernel client did not open the control file")
+            with open(mnt / kctrl.name, "ab") as w:
+                w.write(chunk)
+            if any("pynfsrdma" in x for x in nfsd_delegations(kctrl.name)):
+                raise RuntimeError(f"nfsd delegated the file the kernel client holds open: {nfsd_delegations(kctrl.name)}")
+            before = stats(mnt)
+            for _ in range(CYCLES):
+                with open(mnt / kctrl.name, "ab") as w:
+                    w.write(chunk)
+            time.sleep(1)
+            after = stats(mnt)
+        finally:
+            if holder.stdin is not None:
+                holder.stdin.close()
+            holder.wait(timeout=60)
+        plain = _sent(_ops(before), _ops(after))
+        plain_calls = after["rpc"]["calls"] - before["rpc"]["calls"]
+        if plain_calls <= calls or not plain.get("OPEN"):
+            raise RuntimeError(
+                f"{CYCLES} cycles: {calls} COMPOUNDs ({sent}) under the delegation, {plain_calls} ({plain}) without"
+            )
+        kctrl.unlink()
+        size = (CYCLES + 1) * len(chunk)
+        ours_st = os.stat(f)
+        if ours_st.st_size != size:
+            raise RuntimeError(f"our mount says {ours_st.st_size} bytes, {size} were written")
+        # the kernel client asks for the size: nfsd asks us (CB_GETATTR), and we keep the delegation.
+        # (No drop_caches with a delegation held: nfsd's shrinker then sends CB_RECALL_ANY, keep 0.)
+        kst = os.stat(kfile)
+        d = stats(mnt)["delegations"]
+        if kst.st_size != size:
+            raise RuntimeError(f"the kernel client's stat says {kst.st_size} bytes, {size} were written")
+        if d["getattrs"] < 1 or d["recalled"] or not d["held"]:
+            raise RuntimeError(f"the kernel client's stat did not go by CB_GETATTR: {d}")
+        # one of ours stays open across the recall: it is OPENed for real before the delegation goes
+        with open(f, "ab") as keep:
+            time.sleep(1.1)  # (so that this write's mtime is not that of the ones before)
+            written_at = time.time_ns()
+            keep.write(chunk)
+            keep.flush()
+            size += len(chunk)
+            t0 = time.monotonic()
+            data = kfile.read_bytes()  # the kernel client opens it to read: nfsd recalls ours
+            waited = time.monotonic() - t0
+            if len(data) != size or data != chunk * (size // len(chunk)):
+                raise RuntimeError(f"the kernel client read {len(data)} bytes after the recall, {size} written")
+            _wait("our delegation returned", lambda: stats(mnt)["delegations"]["returned"] >= 1)
+            d = stats(mnt)["delegations"]
+            if d["recalled"] < 1:
+                raise RuntimeError(f"returned without a CB_RECALL: {d}")
+            if any(x.startswith("w ") and "pynfsrdma" in x for x in nfsd_delegations(name)):
+                raise RuntimeError("nfsd still lists our write delegation after the return")
+            kst, ours_st = os.stat(kfile), os.stat(f)
+            if kst.st_mtime_ns != ours_st.st_mtime_ns or kst.st_mtime_ns < written_at - 100_000_000:
+                raise RuntimeError(
+                    f"mtime: the kernel client sees {kst.st_mtime_ns}, our mount {ours_st.st_mtime_ns}, "
+                    f"the last write was at {written_at}"
+                )
+            # the open that outlived the delegation writes on with open state of its own
+            keep.write(b"after the recall\n")
+            keep.flush()
+        tail = kfile.read_bytes()[size:]  # (close-to-open: the kernel client's open asks)
+        if tail != b"after the recall\n":
+            raise RuntimeError(f"the kernel client does not see what our open wrote after the recall: {tail!r}")
+        final = stats(mnt)["delegations"]
+    kfile.unlink()
+    return (
+        f"nfsd granted our mount {', '.join(ours)} on creating the file; {CYCLES} open/append/close cycles "
+        f"under it: {calls} COMPOUNDs, no OPEN, no CLOSE ({sent}); the same cycles on a file nfsd "
+        f"delegates to nobody: {plain_calls} COMPOUNDs ({plain}); "
+        f"the kernel client's stat answered by our CB_GETATTR ({final['getattrs']}), delegation kept; its "
+        f"read recalled it ({final['recalled']} recall, {final['returned']} returned, its read waited "
+        f"{waited:.1f} s): {size} bytes, the size and the last write's mtime as ours, and what our open wrote "
+        "after the recall"
+    )
+
+
+async def client_timestamp_delegation(url: str) -> str:
+    """RFC 9754's attribute delegations: does nfsd grant one (OPEN_DELEGATE_WRITE_ATTRS_DELEG) to an
+    OPEN for writing that asks with OPEN4_SHARE_ACCESS_WANT_DELEG_TIMESTAMPS? What it answers is
+    reported, with its runtime switch (debugfs ``nfsd/delegated_timestamps``); the step fails only
+    if the OPEN does (what the client then does with one is not built yet: README)."""
+    from pynfsrdma._client.api import Client
+    from pynfsrdma._proto.nfs4 import const as c
+
+    debug = Path("/sys/kernel/debug")
+    if not (debug / "nfsd").exists():
+        subprocess.run(["mount", "-t", "debugfs", "debugfs", str(debug)], capture_output=True)
+    switch = debug / "nfsd" / "delegated_timestamps"
+    enabled = switch.read_text().strip() if switch.exists() else "absent"
+    name = f"attrdeleg-{os.getpid()}"
+    async with Client.connect(url, timeout=30) as client:
+        nfs = client.nfs
+        nfs.want_delegations = True
+        access = c.OPEN4_SHARE_ACCESS_BOTH
+        of = await nfs.open(client.root_fh, name, client.cred, access=access | c.OPEN4_SHARE_ACCESS_WANT_DELEG_TIMESTAMPS,
+                            create=True)
+        got = of.delegation.type if of.delegation is not None else c.OPEN_DELEGATE_NONE
+        of.access = access
+        if of.delegation is not None:
+            await nfs.return_delegation(of.fh)
+        await nfs.close(of, client.cred)
+    async with Client.connect(url, timeout=30) as client:
+        await client.remove(f"/{name}")
+    kinds = {c.OPEN_DELEGATE_NONE: "none", c.OPEN_DELEGATE_READ: "read", c.OPEN_DELEGATE_WRITE: "write",
+             c.OPEN_DELEGATE_READ_ATTRS_DELEG: "read with timestamps (RFC 9754)",
+             c.OPEN_DELEGATE_WRITE_ATTRS_DELEG: "write with timestamps (RFC 9754)"}
+    return f"nfsd's delegated_timestamps switch: {enabled}; an OPEN for writing asking for timestamps got: {kinds.get(got, got)}"
