@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import threading
-import time
 
 import pytest
 import trio
@@ -137,19 +136,23 @@ def test_calls_from_threads_are_carried_out_by_workers_that_stay(ganesha: Ganesh
 
 def test_a_call_in_flight_when_the_connection_closes_says_so(ganesha: Ganesha, export_path: ExportPath) -> None:
     nfs = connect(f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}")
-    nfs.stat("/")  # (a worker waits idle meanwhile: closing ends it too)
+    nfs.stat("/")
     failed: list[BaseException] = []
+    started = threading.Event()
+
+    async def forever() -> None:
+        started.set()
+        await trio.sleep_forever()
 
     def waits() -> None:
         try:
-            nfs._loop.call(trio.sleep_forever)
+            nfs._loop.call(forever)
         except RuntimeError as e:
             failed.append(e)
 
     th = threading.Thread(target=waits)
     th.start()
-    while nfs._loop._idle:  # (until the call has its worker)
-        time.sleep(0.01)
+    assert started.wait(10)
     nfs.close()
     th.join(10)
     assert [str(e) for e in failed] == ["the connection closed during the call"]
