@@ -6,7 +6,9 @@ NFSv4 client), in the same run and against the same server.
 Without ``--url`` it starts its own NFS-Ganesha (the testbed) on loopback. Each call below is timed
 a few times, the two back ends taking turns (which one goes first alternates), and reported as the
 best and median time of the whole batch, with the ratio of the best times (nfs4fs's time over ours:
-above 1 means ours is faster) and the RPCs each of our calls sent (our client's own counters):
+above 1 means ours is faster), the least CPU time a call took on each side (this process's CPU,
+all its threads: the server runs elsewhere; steadier than the times on a loaded host) and the RPCs
+each of our calls sent (our client's own counters):
 
 - ``pipe_file`` of N small files (1 KiB each), one call each;
 - ``info`` of those N files, one call each;
@@ -57,6 +59,7 @@ class Row:
     ours: Measurement = field(default_factory=Measurement)
     theirs: Measurement = field(default_factory=Measurement)
     rpcs: list[float] = field(default_factory=list)  # ours, per call, each run
+    cpu: dict[str, list[float]] = field(default_factory=lambda: {"ours": [], "nfs4fs": []})  # s per call, each run
 
     @property
     def ratio(self) -> float:
@@ -72,20 +75,28 @@ class Row:
             "nfs4fs_median_ms": round(1000 / self.theirs.median, 2),
             "ratio": round(self.ratio, 3),
             "ours_rpcs_per_call": round(max(self.rpcs), 2),
+            "ours_cpu_us_per_call": round(1e6 * min(self.cpu["ours"]), 1),
+            "nfs4fs_cpu_us_per_call": round(1e6 * min(self.cpu["nfs4fs"]), 1),
         }
 
 
 def format_table(rows: list[Row]) -> str:
-    lines = [("fsspec call", "nfs4fs best (median)", "ours best (median)", "ours speed / nfs4fs", "our RPCs/call")]
+    lines = [("fsspec call", "nfs4fs best (median)", "ours best (median)", "ours speed / nfs4fs",
+              "CPU/call nfs4fs, ours", "our RPCs/call")]
     for r in rows:
         lines.append((
             r.operation,
             f"{1000 / r.theirs.best:,.1f} ({1000 / r.theirs.median:,.1f}) ms",
             f"{1000 / r.ours.best:,.1f} ({1000 / r.ours.median:,.1f}) ms",
             f"{r.ratio:.2f}x",
+            f"{_us(min(r.cpu['nfs4fs']))}, {_us(min(r.cpu['ours']))}",
             f"{max(r.rpcs):g}",
         ))
     return align(lines)
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:,.0f} us" if seconds < 0.01 else f"{seconds * 1e3:,.1f} ms"
 
 
 class Side:
@@ -101,12 +112,16 @@ class Side:
         return "/".join([self.prefix, *names]) if self.prefix else "/".join(names)
 
 
-def timed(side: Side, call: Callable[[], Any]) -> tuple[Any, float, int]:
+def timed(side: Side, call: Callable[[], Any]) -> tuple[Any, float, float, int]:
+    """What ``call()`` returned, the seconds it took, the CPU seconds this process spent meanwhile,
+    and the RPCs our client sent."""
     before = side.rpcs() if side.rpcs else 0
+    cpu = time.process_time()
     t = time.perf_counter()
     out = call()
     seconds = time.perf_counter() - t
-    return out, seconds, (side.rpcs() - before) if side.rpcs else 0
+    cpu = time.process_time() - cpu
+    return out, seconds, cpu, (side.rpcs() - before) if side.rpcs else 0
 
 
 def expect(what: str, got: Any, want: Any) -> None:
@@ -158,7 +173,8 @@ class Bench:
         return self.rows
 
     def measure(self, row: Row, side: Side, call: Callable[[], Any]) -> Any:
-        out, seconds, rpcs = timed(side, call)
+        out, seconds, cpu, rpcs = timed(side, call)
+        row.cpu[side.name].append(cpu / row.calls)
         if side is self.sides[0]:
             row.ours.add(1, seconds)
             row.rpcs.append(rpcs / row.calls)

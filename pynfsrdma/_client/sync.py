@@ -31,8 +31,48 @@ from .url import NfsURL
 T = TypeVar("T")
 
 
+class _Call:
+    """One call handed from a caller's thread to the loop: what to await, and its outcome, handed
+    back under a lock the caller waits on."""
+
+    __slots__ = ("args", "done", "fn", "kwargs", "ok", "value")
+
+    def __init__(self, fn: Callable[..., Awaitable[Any]], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+        self.ok = False
+        self.value: Any = None
+        self.done = threading.Lock()
+        self.done.acquire()
+
+    def fail(self, error: BaseException) -> None:
+        self.value = error
+        self.done.release()
+
+
+class _Worker:
+    """A task of the loop that carries out calls, and the call it is handed next."""
+
+    __slots__ = ("call", "task")
+
+    def __init__(self, task: trio.lowlevel.Task) -> None:
+        self.task = task
+        self.call: _Call | None = None
+
+
+def _closed() -> RuntimeError:
+    return RuntimeError("the connection is closed")
+
+
 class _Loop:
-    """A trio loop in a daemon thread that keeps one Client open."""
+    """A trio loop in a daemon thread that keeps one Client open.
+
+    The calls of other threads are carried out by worker tasks of the loop that stay for the next
+    call when one is done: a call is one ``run_sync_soon`` callback that hands it to an idle worker
+    (``trio.lowlevel.reschedule``), and one lock the caller waits on. There are as many workers as
+    calls were ever in flight at once. (``trio.from_thread.run`` queues the call for a system task
+    that starts a task for it, which a small call would mostly be.)"""
 
     def __init__(self, connect_args: tuple[Any, ...], connect_kwargs: dict[str, Any]) -> None:
         self._ready = threading.Event()
@@ -40,7 +80,8 @@ class _Loop:
         self._client: Client | None = None
         self._error: BaseException | None = None
         self._stop: trio.Event | None = None
-        self._calls: trio.Nursery | None = None  # where the calls of other threads run
+        self._calls: trio.Nursery | None = None  # where the workers run
+        self._idle: list[_Worker] = []  # workers waiting for a call
         self._thread = threading.Thread(
             target=self._main, args=(connect_args, connect_kwargs), name="pynfsrdma-sync", daemon=True
         )
@@ -77,47 +118,65 @@ class _Loop:
     def alive(self) -> bool:
         return self._token is not None and self._thread.is_alive()
 
-    def call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
-        """``await fn(*args, **kwargs)`` on the loop, waited for in this thread: a task of the loop's
-        own nursery started by one callback, its outcome handed back under a lock (cheaper than
-        ``trio.from_thread.run``'s queue and system task, which a small call would mostly be)."""
-        calls, token = self._calls, self._token
-        if not self.alive or calls is None or token is None:
-            raise RuntimeError("the connection is closed")
-        if threading.current_thread() is self._thread:
-            raise RuntimeError("the blocking client called from its own event loop")
-        done = threading.Lock()
-        done.acquire()
-        box: list[tuple[bool, Any]] = []
+    async def _worker(self, call: _Call) -> None:
+        """Carry out calls, the first one given, then each one an idle worker is handed."""
+        idle = self._idle
+        me = _Worker(trio.lowlevel.current_task())
 
-        async def run() -> None:
+        def abort(_: Any) -> trio.lowlevel.Abort:  # (the loop closes: an idle worker just ends)
+            idle.remove(me)
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        while True:
             try:
-                box.append((True, await fn(*args, **kwargs)))
+                call.value = await call.fn(*call.args, **call.kwargs)
+                call.ok = True
             except trio.Cancelled:
-                box.append((False, RuntimeError("the connection closed during the call")))
+                call.fail(RuntimeError("the connection closed during the call"))
                 raise
             except BaseException as e:  # (handed to the caller, as from_thread.run does)
-                box.append((False, e))
-            finally:
-                done.release()
+                call.fail(e)
+            else:
+                call.done.release()
+            del call
+            idle.append(me)
+            await trio.lowlevel.wait_task_rescheduled(abort)
+            handed, me.call = me.call, None
+            assert handed is not None
+            call = handed
 
-        def start() -> None:  # (runs on the loop, where a callback must not raise)
-            try:
-                calls.start_soon(run)
-            except RuntimeError:  # the nursery closed meanwhile
-                box.append((False, RuntimeError("the connection is closed")))
-                done.release()
-
+    def _hand_over(self, call: _Call) -> None:
+        """On the loop (where a callback must not raise): ``call`` to an idle worker or a new one."""
+        if self._idle:
+            worker = self._idle.pop()
+            worker.call = call
+            trio.lowlevel.reschedule(worker.task)
+            return
+        calls = self._calls
         try:
-            token.run_sync_soon(start)
+            if calls is None:
+                raise RuntimeError
+            calls.start_soon(self._worker, call)
+        except RuntimeError:  # the nursery closed meanwhile
+            call.fail(_closed())
+
+    def call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        """``await fn(*args, **kwargs)`` on the loop, waited for in this thread."""
+        token = self._token
+        if token is None or self._calls is None or not self._thread.is_alive():
+            raise _closed()
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("the blocking client called from its own event loop")
+        call = _Call(fn, args, kwargs)
+        try:
+            token.run_sync_soon(self._hand_over, call)
         except trio.RunFinishedError:
-            raise RuntimeError("the connection is closed") from None
-        done.acquire()
-        ok, value = box[0]
-        if ok:
-            result: T = value
+            raise _closed() from None
+        call.done.acquire()
+        if call.ok:
+            result: T = call.value
             return result
-        raise value
+        raise call.value
 
     def close(self) -> None:
         if self._thread.is_alive() and self._stop is not None and self._token is not None:

@@ -35,7 +35,8 @@ def test_the_fsspec_bench_runs_and_counts_our_rpcs() -> None:
         "cat_file of 2 MiB",
     ]
     for row in rows.values():
-        for key in ("ours_best_ms", "ours_median_ms", "nfs4fs_best_ms", "nfs4fs_median_ms", "ratio"):
+        for key in ("ours_best_ms", "ours_median_ms", "nfs4fs_best_ms", "nfs4fs_median_ms", "ratio",
+                    "ours_cpu_us_per_call", "nfs4fs_cpu_us_per_call"):
             assert row[key] > 0, (row["operation"], key)
     for name in ("pipe_file x 20 small files", "info x 20", "cat_file x 20 small files",
                  "cat_file(start, end) x 20 ranges of 4 KiB"):
@@ -47,3 +48,4 @@ def test_the_fsspec_bench_runs_and_counts_our_rpcs() -> None:
     for name in ("walk", "find", "du"):  # one READDIR a directory; find and du the top's attributes first
         assert rows[f"{name} of 2 directories, 20 files"]["ours_rpcs_per_call"] <= 4, rows
     assert "ours speed / nfs4fs" in proc.stdout and "our RPCs/call" in proc.stdout
+    assert "CPU/call nfs4fs, ours" in proc.stdout

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import threading
 
 import pytest
+import trio
 
 from pynfsrdma._client.api import Client, LockDenied
 from pynfsrdma._client.sync import connect
@@ -96,3 +98,63 @@ def test_an_unknown_url_option_is_an_error_that_names_it(ganesha: Ganesha) -> No
 
     with pytest.raises(URLError, match="unknown URL option: nconect"):
         connect(f"nfs://{ganesha.host}:{ganesha.port}/export?nconect=2")
+
+
+def test_calls_from_threads_are_carried_out_by_workers_that_stay(ganesha: Ganesha, export_path: ExportPath) -> None:
+    """Each call of the blocking client is handed to a worker task of its loop that stays for the next
+    call (no task started per call): as many workers as calls were in flight at once. Results and
+    errors reach the thread that called."""
+    (export_path.local / "f").write_bytes(b"x" * 100)
+    with connect(f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}") as nfs:
+        loop = nfs._loop
+        assert loop._calls is not None
+        got: dict[int, list[object]] = {}
+
+        def calls(t: int) -> None:
+            out: list[object] = []
+            for _ in range(20):
+                out.append(nfs.stat("/f").size)
+            try:
+                nfs.stat(f"/missing-{t}")
+            except FileNotFoundError as e:
+                out.append(e.filename)
+            out.append(nfs.read_bytes("/f", t, 3))
+            got[t] = out
+
+        threads = [threading.Thread(target=calls, args=(t,)) for t in range(6)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert got == {t: [100] * 20 + [f"/missing-{t}", b"xxx"] for t in range(6)}
+        workers = set(loop._calls.child_tasks)
+        assert 1 <= len(workers) <= 6
+        for _ in range(30):
+            assert nfs.exists("/f")
+        assert set(loop._calls.child_tasks) == workers  # the same tasks: none started, none ended
+
+
+def test_a_call_in_flight_when_the_connection_closes_says_so(ganesha: Ganesha, export_path: ExportPath) -> None:
+    nfs = connect(f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}")
+    nfs.stat("/")
+    failed: list[BaseException] = []
+    started = threading.Event()
+
+    async def forever() -> None:
+        started.set()
+        await trio.sleep_forever()
+
+    def waits() -> None:
+        try:
+            nfs._loop.call(forever)
+        except RuntimeError as e:
+            failed.append(e)
+
+    th = threading.Thread(target=waits)
+    th.start()
+    assert started.wait(10)
+    nfs.close()
+    th.join(10)
+    assert [str(e) for e in failed] == ["the connection closed during the call"]
+    with pytest.raises(RuntimeError, match=r"^the connection is closed$"):
+        nfs.stat("/")

@@ -62,11 +62,15 @@ def test_dask_reads_parquet_and_csv_over_nfs_on_worker_processes(
     assert len(per_worker) == 2 and all(n == 1 for n in per_worker.values()), per_worker
 
 
-def test_dask_reads_parquet_column_chunks_several_to_a_compound(ganesha: Ganesha, export_path: ExportPath) -> None:
+@pytest.mark.parametrize("query", ["", "?batchreads=1"])
+def test_dask_reads_parquet_column_chunks_several_to_a_compound(
+    ganesha: Ganesha, export_path: ExportPath, query: str
+) -> None:
     """With fsspec's parquet pre-caching (``precache_options={"method": "parquet"}``: Dask fetches a file's
-    column chunks by one ``cat_ranges``) and ``batchreads=1`` in the URL, the chunks of a file that lie
-    apart go several READs to a COMPOUND: seen in the RPC trace (``--trace``'s, one line per COMPOUND) of this process's client
-    (the tasks run here, on Dask's synchronous scheduler)."""
+    column chunks by one ``cat_ranges``), the chunks of a file that lie apart go several READs to a
+    COMPOUND: two by default, as many as fit with ``batchreads=1`` in the URL. Seen in the RPC trace
+    (``--trace``'s, one line per COMPOUND) of this process's client (the tasks run here, on Dask's
+    synchronous scheduler)."""
     import io
     import os
 
@@ -78,7 +82,7 @@ def test_dask_reads_parquet_column_chunks_several_to_a_compound(ganesha: Ganesha
                            "b": [j * 0.5 for j in range(80000)]}) for i in range(3)]
     for i, p in enumerate(parts):
         p.to_parquet(export_path.local / f"pq/part-{i}.parquet", row_group_size=20000, index=False)
-    url = f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}/pq?batchreads=1"
+    url = f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}/pq{query}"
     lines = io.StringIO()
     _trace.install_rpc_trace(_trace.RpcTrace(lines))
     try:
@@ -89,3 +93,5 @@ def test_dask_reads_parquet_column_chunks_several_to_a_compound(ganesha: Ganesha
     pd.testing.assert_frame_equal(frame, pd.concat(parts, ignore_index=True)[["a", "b"]], check_dtype=False)
     reads = [line.rsplit(" ", 1)[1].split(",").count("READ") for line in lines.getvalue().splitlines()]
     assert sum(1 for n in reads if n > 1) >= 3, reads  # each file's chunks: several READs in one COMPOUND
+    # two to a COMPOUND by default (Linux's nfsd 7.3 misplaces a third: README's limits)
+    assert max(reads) > 2 if query else max(reads) == 2, reads
