@@ -303,6 +303,7 @@ class SoftConnection(Connection):
         if self._error is not None:
             await trio.lowlevel.checkpoint()  # a failed queue pair still yields to the scheduler
             raise self._error
+        self.counters.posts += 1  # one work request (a window is bound without one here)
         wr_id = self._next_id
         self._next_id = (wr_id + 1) & 0xFFFFFFFF or 1
         pending = _Pending(sink)
