@@ -32,7 +32,12 @@ idle sources and free sinks are released first; a call that would go past the bo
 cached registration in use gets registrations of its own for that call.
 
 Where the provider has no windows (siw), every chunk is registered for its call and deregistered
-at its reply, as before: the guarantee holds, at the cost of a registration per chunk.
+at its reply: the guarantee holds, at the cost of a registration per chunk. A cache of plain
+registrations cannot keep it there: a region registered with remote access is reachable through
+its rkey until it is deregistered, and siw offers user space nothing that retires or changes that
+rkey while keeping the pages pinned (no memory windows, no fast registration, no ``rereg_mr``).
+So on siw nothing the responder could reach outlives its call (``tests/rdma/test_transport.py``
+checks a late RDMA Read and Write through a call's handles fail, with windows and without).
 """
 
 from __future__ import annotations
