@@ -241,3 +241,34 @@ async def test_a_read_chunk_is_out_of_the_responders_reach_after_the_reply(windo
             await conn.rdma_read(sink, 0, seg.handle, seg.offset, seg.length)
 
     await with_transport(4, body, seen, windows)
+
+
+@pytest.mark.parametrize("windows", [True, False], ids=["windows", "no-windows"])
+async def test_read_sinks_reuse_their_memory_once_the_caller_dropped_the_data(windows):
+    """Once the caller dropped the first READ's data, the second READ's lands in the same sink.
+    With windows the sink stays registered (a window per call); without (siw) it is registered for
+    each call and released at the reply, and nothing stays registered between calls."""
+
+    async def body(t):
+        seen_memory = []
+        for xid in (7, 8):
+            r0 = t.conn.counters.registrations
+            p = call(xid, 2)
+            p.uint32(1)
+            p.uint32(9000)
+            await t.send_call(xid, p, ReplyHints([9000]))
+            u = await t.receive()
+            assert (u.uint32(), u.uint32(), u.uint32()) == (xid, 1, 9000)
+            view = u.bulk()
+            assert view == pattern(9000, 9000 & 0xFF)
+            seen_memory.append(id(view.obj))
+            if windows:  # the sink's registration, made once
+                assert t.conn.counters.registrations - r0 == (1 if xid == 7 else 0)
+                assert t.chunk_memory.resting_registrations == 1
+            else:  # the sink's registration, for this call
+                assert t.conn.counters.registrations - r0 == 1
+                assert t.chunk_memory.resting_registrations == 0
+            del u, view  # the caller is done with the data: the sink goes back to the pool
+        assert seen_memory[0] == seen_memory[1] and t.chunk_memory.kept_sinks == 1
+
+    await with_transport(4, body, windows=windows)
