@@ -154,11 +154,12 @@ def _new_fd(before: dict[int, str], wanted: Callable[[str], bool], what: str) ->
 
 # -- memory -------------------------------------------------------------------------------------
 class _PvRegion(MemoryRegion):
-    __slots__ = ("mr", "mw", "mw_key", "pin")
+    __slots__ = ("mr", "mw", "mw_key", "pin", "recv_wr")
     mr: Any  # the pyverbs MR
     mw: Any  # the type 2 memory window whose rkey is the handle (None: the handle is the MR's rkey)
     mw_key: ctypes.c_uint32 | None  # the window's rkey in its struct ibv_mw (None: not pooled)
     pin: PinnedBuffer | None  # None for a window bound over another region (bind)
+    recv_wr: Any  # a receive buffer's work request, made at its first post and posted again
 
 
 class _Bind:
@@ -500,6 +501,7 @@ class PyverbsConnection(Connection):
         region.mw = mw
         region.mw_key = mw_key
         region.pin = pin
+        region.recv_wr = None
         self._regions[id(region)] = region
         if access & (Access.REMOTE_READ | Access.REMOTE_WRITE):
             self._reachable[handle] = region
@@ -526,6 +528,7 @@ class PyverbsConnection(Connection):
         w.mw = mw
         w.mw_key = mw_key
         w.pin = None
+        w.recv_wr = None
         self._regions[id(w)] = w
         self._reachable[handle] = w
         self._binds.append(_Bind(w, remote))  # posted with the next Send (send_region)
@@ -650,8 +653,11 @@ class PyverbsConnection(Connection):
         if not isinstance(region, _PvRegion) or not region.access & Access.LOCAL_WRITE:
             raise ValueError("receive buffers must be registered with LOCAL_WRITE")
         if self.own_qp:
-            sge = self._pv["wr"].SGE(region.mr.buf, region.length, region.mr.lkey)
-            self.qp.post_recv(self._pv["wr"].RecvWR(num_sge=1, sg=[sge]))
+            wr = region.recv_wr
+            if wr is None:  # the buffer is posted again as it is: one work request for its life
+                sge = self._pv["wr"].SGE(region.mr.buf, region.length, region.mr.lkey)
+                wr = region.recv_wr = self._pv["wr"].RecvWR(num_sge=1, sg=[sge])
+            self.qp.post_recv(wr)
         else:
             self.cmid.post_recv(region.mr, region.length)
         self._recv_queue.append(region)
