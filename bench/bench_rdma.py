@@ -17,7 +17,11 @@ whose chunk memory stays registered and is reached through a memory window per c
 ``rdma-pinned0``, the same with ``pinned=0``: every chunk registered for its call, as before chunk
 memory was kept (the Sends come from registered buffers on both).
 
-Reported: throughput best (median) per path, and for RDMA the operations per NFS call of each
+Reported: throughput best (median) per path and this process's CPU time per MiB moved (median;
+with ``--responder-process`` that is the client alone, without it the responder and proxy too),
+then ``rdma`` over ``tcp`` and over ``tcp-hop``: ``rdma / tcp-hop`` is the like-with-like ratio
+(the same extra process for every byte), ``rdma / tcp`` counts that hop against RDMA. For RDMA also
+the operations per NFS call of each
 kind: RDMA Reads (WRITE data pulled from Read chunks), RDMA Writes (READ data placed in Write
 chunks), Sends, and how many of those Sends were Send With Invalidate (remote invalidation of the
 call's Write or Reply chunk registration, RFC 8797); and from the client's provider: memory
@@ -37,6 +41,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 
@@ -59,6 +64,7 @@ class Result:
     path: str
     op: str
     rates: list[float] = field(default_factory=list)  # MB/s
+    cpu_ms_per_mib: list[float] = field(default_factory=list)  # this process's CPU time per MiB moved
     calls: int = 0
     rdma_reads: int = 0
     rdma_writes: int = 0
@@ -79,6 +85,7 @@ class Result:
             "best_mbps": round(max(self.rates), 1),
             "median_mbps": round(statistics.median(self.rates), 1),
             "samples": [round(r, 1) for r in self.rates],
+            "cpu_ms_per_mib": round(statistics.median(self.cpu_ms_per_mib), 2),
             "calls": self.calls,
             "rdma_reads_per_call": self.rdma_reads / self.calls if self.calls else None,
             "rdma_writes_per_call": self.rdma_writes / self.calls if self.calls else None,
@@ -109,19 +116,22 @@ async def _round(
     name = f"/{path}-{i}"
     before = responder.stats if responder is not None else None
     c0 = _client_counters(nfs)
-    t0 = trio.current_time()
+    mib = len(data) / MIB
+    t0, p0 = trio.current_time(), time.process_time()
     async with await nfs.open(name, "w") as f:
         await f.pwrite(0, data)
     write.rates.append(len(data) / (trio.current_time() - t0) / 1e6)
+    write.cpu_ms_per_mib.append((time.process_time() - p0) * 1e3 / mib)
     mid = responder.stats if responder is not None else None
     c1 = _client_counters(nfs)
     with open(os.path.join(local_dir, name.lstrip("/")), "rb") as disk:
         if hashlib.sha256(disk.read()).hexdigest() != want:
             raise AssertionError(f"{path} WRITE: data on the server differs")
-    t0 = trio.current_time()
+    t0, p0 = trio.current_time(), time.process_time()
     async with await nfs.open(name, "r") as f:
         views, _ = await f.pread_views(0, len(data))
     read.rates.append(len(data) / (trio.current_time() - t0) / 1e6)
+    read.cpu_ms_per_mib.append((time.process_time() - p0) * 1e3 / mib)
     after = responder.stats if responder is not None else None
     c2 = _client_counters(nfs)
     h = hashlib.sha256()
@@ -147,7 +157,7 @@ async def _round(
 
 def format_table(results: list[Result]) -> str:
     header = (
-        "path", "op", "best (median) MB/s", "calls", "RDMA Read/call", "RDMA Write/call", "Send/call",
+        "path", "op", "best (median) MB/s", "CPU ms/MiB", "calls", "RDMA Read/call", "RDMA Write/call", "Send/call",
         "SendInv/call", "reg/call", "bind/call", "copied B/call",
     )  # fmt: skip
     rows = [header]
@@ -157,6 +167,7 @@ def format_table(results: list[Result]) -> str:
                 r.path,
                 r.op,
                 f"{max(r.rates):,.1f} ({statistics.median(r.rates):,.1f})",
+                f"{statistics.median(r.cpu_ms_per_mib):.1f}",
                 str(r.calls) if r.calls else "-",
                 r.per_call(r.rdma_reads, True),
                 r.per_call(r.rdma_writes, True),
@@ -177,6 +188,35 @@ def format_table(results: list[Result]) -> str:
         )
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def ratios(results: list[Result]) -> dict[str, dict[str, tuple[float, float]]]:
+    """``rdma`` over ``tcp`` and over ``tcp-hop``, per operation: (best, median).
+
+    ``rdma / tcp-hop`` is the like-with-like ratio: both carry every byte through one more process
+    (the responder, the proxy) on its way to Ganesha, which only speaks TCP; ``rdma / tcp`` also
+    counts that hop against RDMA."""
+    by = {(r.path, r.op): r for r in results}
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    for base in ("tcp", "tcp-hop"):
+        for op in ("WRITE", "READ"):
+            a, b = by.get(("rdma", op)), by.get((base, op))
+            if a is None or b is None:
+                continue
+            out.setdefault(f"rdma/{base}", {})[op] = (
+                max(a.rates) / max(b.rates),
+                statistics.median(a.rates) / statistics.median(b.rates),
+            )
+    return out
+
+
+def format_ratios(results: list[Result]) -> str:
+    lines = []
+    for name, ops in ratios(results).items():
+        parts = [f"{op} {best:.2f} ({median:.2f})" for op, (best, median) in ops.items()]
+        note = "  (like with like: the same extra hop)" if name == "rdma/tcp-hop" else ""
+        lines.append(f"{name:<13} best (median): " + ", ".join(parts) + note)
     return "\n".join(lines)
 
 
@@ -262,7 +302,17 @@ def main(argv: list[str] | None = None) -> int:
     results = trio.run(main_async, args)
     if args.json:
         print(
-            json.dumps({"size_mib": args.size_mib, "runs": args.runs, "rows": [r.as_dict() for r in results]})
+            json.dumps(
+                {
+                    "size_mib": args.size_mib,
+                    "runs": args.runs,
+                    "rows": [r.as_dict() for r in results],
+                    "ratios": {
+                        k: {op: {"best": round(b, 2), "median": round(m, 2)} for op, (b, m) in v.items()}
+                        for k, v in ratios(results).items()
+                    },
+                }
+            )
         )
     else:
         where = "in a process of its own" if args.responder_process else "in this process"
@@ -270,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.size_mib} MiB, {args.runs} runs; RDMA = software provider through the responder ({where})\n"
         )
         print(format_table(results))
+        print()
+        print(format_ratios(results))
     return 0
 
 

@@ -31,6 +31,7 @@ class PerCall:
     bytes_copied: int
     binds: int
     windows_allocated: int
+    posts: int
     chunks: int  # Read chunk segments, Write chunks and Reply chunks offered
 
 
@@ -42,6 +43,7 @@ def _per_call(c0: ProviderCounters, c1: ProviderCounters, s0: RdmaStats, s1: Rdm
         bytes_copied=c1.bytes_copied - c0.bytes_copied,
         binds=c1.binds - c0.binds,
         windows_allocated=c1.windows_allocated - c0.windows_allocated,
+        posts=c1.posts - c0.posts,
         chunks=(s1.read_chunk_segments + s1.write_chunks + s1.reply_chunks)
         - (s0.read_chunk_segments + s0.write_chunks + s0.reply_chunks),
     )
@@ -86,6 +88,8 @@ async def test_counters_follow_the_chunks_of_a_large_read_and_write(ganesha, exp
             assert what.registrations == what.deregistrations == 0, what
             assert what.binds == what.chunks, what
             assert what.bytes_copied == 0, what
+            # one work request on the send queue per call: its Send (the windows need none of their own)
+            assert what.posts == what.calls, what
         assert t.stats.payload_bytes_copied == 0
         assert t.conn.registrations == t.resting_registrations
         # the windows come from a pool, bound again per call: never more of them than calls were

@@ -77,8 +77,8 @@ async def responder(conn: Connection, credits: int, seen: list | None = None) ->
         await conn.send([encode_rdma_msg(enc.header).getvalue(), *enc.inline])
 
 
-async def with_transport(credits, body, seen=None):
-    prov = SoftProvider()
+async def with_transport(credits, body, seen=None, windows=True):
+    prov = SoftProvider(windows=windows)
     async with trio.open_nursery() as nursery:
         lst = await prov.listen(nursery, "127.0.0.1", 0, SERVER_PD.encode())
 
@@ -186,9 +186,12 @@ def _small(xid: int) -> Packer:
     return p
 
 
-async def test_a_write_chunk_is_out_of_the_responders_reach_after_the_reply():
-    """The sink stays registered for the next READs, yet the handle the call offered is dead:
-    an RDMA Write through it after the reply fails, and the data the caller holds is intact."""
+@pytest.mark.parametrize("windows", [True, False], ids=["windows", "no-windows"])
+async def test_a_write_chunk_is_out_of_the_responders_reach_after_the_reply(windows):
+    """With memory windows the sink stays registered for the next READs, yet the handle the call
+    offered is dead; without (siw) the sink was registered for the call and is deregistered at its
+    reply. Either way an RDMA Write through the handle after the reply fails, and the data the
+    caller holds is intact."""
     seen: list = []
 
     async def body(t):
@@ -202,17 +205,21 @@ async def test_a_write_chunk_is_out_of_the_responders_reach_after_the_reply():
         assert view == pattern(9000, 9000 & 0xFF)
         conn, received = seen[-1]
         (seg,) = received.writes[0].target
-        assert t.chunk_memory.resting_registrations == 1  # the sink, kept registered
+        # with windows the sink is kept registered; without, nothing stays
+        assert t.chunk_memory.resting_registrations == (1 if windows else 0)
+        assert t.conn.counters.binds == (1 if windows else 0)
         with pytest.raises(RemoteAccessError):
             await conn.rdma_write([b"late" * 10], seg.handle, seg.offset)
         assert view == pattern(9000, 9000 & 0xFF)
 
-    await with_transport(4, body, seen)
+    await with_transport(4, body, seen, windows)
 
 
-async def test_a_read_chunk_is_out_of_the_responders_reach_after_the_reply():
-    """The caller's bytes stay registered (cached for its next WRITE), yet an RDMA Read through
-    the handle the call offered fails after the reply."""
+@pytest.mark.parametrize("windows", [True, False], ids=["windows", "no-windows"])
+async def test_a_read_chunk_is_out_of_the_responders_reach_after_the_reply(windows):
+    """With memory windows the caller's bytes stay registered (cached for its next WRITE);
+    without (siw) they are registered for each call. Either way an RDMA Read through the handle
+    the call offered fails after the reply."""
     seen: list = []
 
     async def body(t):
@@ -223,11 +230,45 @@ async def test_a_read_chunk_is_out_of_the_responders_reach_after_the_reply():
             await t.send_call(xid, p)
             u = await t.receive()
             assert (u.uint32(), u.uint32(), u.uint32()) == (xid, 1, len(data) - xid)
-        assert t.conn.counters.binds == 2 and t.chunk_memory.resting_registrations == 1
+        if windows:
+            assert t.conn.counters.binds == 2 and t.chunk_memory.resting_registrations == 1
+        else:
+            assert t.conn.counters.binds == 0 and t.chunk_memory.resting_registrations == 0
         conn, received = seen[-1]
         (seg,) = received.reads[0].segments
         sink = conn.register(bytearray(seg.length), Access.LOCAL_WRITE)
         with pytest.raises(RemoteAccessError):
             await conn.rdma_read(sink, 0, seg.handle, seg.offset, seg.length)
 
-    await with_transport(4, body, seen)
+    await with_transport(4, body, seen, windows)
+
+
+@pytest.mark.parametrize("windows", [True, False], ids=["windows", "no-windows"])
+async def test_read_sinks_reuse_their_memory_once_the_caller_dropped_the_data(windows):
+    """Once the caller dropped the first READ's data, the second READ's lands in the same sink.
+    With windows the sink stays registered (a window per call); without (siw) it is registered for
+    each call and released at the reply, and nothing stays registered between calls."""
+
+    async def body(t):
+        seen_memory = []
+        for xid in (7, 8):
+            r0 = t.conn.counters.registrations
+            p = call(xid, 2)
+            p.uint32(1)
+            p.uint32(9000)
+            await t.send_call(xid, p, ReplyHints([9000]))
+            u = await t.receive()
+            assert (u.uint32(), u.uint32(), u.uint32()) == (xid, 1, 9000)
+            view = u.bulk()
+            assert view == pattern(9000, 9000 & 0xFF)
+            seen_memory.append(id(view.obj))
+            if windows:  # the sink's registration, made once
+                assert t.conn.counters.registrations - r0 == (1 if xid == 7 else 0)
+                assert t.chunk_memory.resting_registrations == 1
+            else:  # the sink's registration, for this call
+                assert t.conn.counters.registrations - r0 == 1
+                assert t.chunk_memory.resting_registrations == 0
+            del u, view  # the caller is done with the data: the sink goes back to the pool
+        assert seen_memory[0] == seen_memory[1] and t.chunk_memory.kept_sinks == 1
+
+    await with_transport(4, body, windows=windows)

@@ -392,8 +392,12 @@ async def client_roundtrip(url: str, label: str, expect: str) -> str:
     (KMOUNT / name.lstrip("/")).unlink()
     FIGURES[f"{label} write MB/s"] = write
     FIGURES[f"{label} read MB/s"] = read
+    # the Bind MW requests of a call's windows go out chained with its Send: one post per Send
+    if c is not None and c.binds and c.posts >= c.sends + c.binds:
+        raise RuntimeError(f"{c.posts} send-queue posts for {c.sends} Sends and {c.binds} binds: none chained")
     cost = (
-        f"; provider: {c.registrations} registrations, {c.binds} windows bound, {c.windows_allocated} allocated"
+        f"; provider: {c.registrations} registrations, {c.binds} windows bound, {c.windows_allocated} allocated, "
+        f"{c.posts} send-queue posts for {c.sends} Sends"
         if c is not None
         else ""
     )

@@ -32,7 +32,15 @@ idle sources and free sinks are released first; a call that would go past the bo
 cached registration in use gets registrations of its own for that call.
 
 Where the provider has no windows (siw), every chunk is registered for its call and deregistered
-at its reply, as before: the guarantee holds, at the cost of a registration per chunk.
+at its reply: the guarantee holds, at the cost of a registration per chunk. Sinks still come from
+the pool (the same size classes and reference counts, within ``pinned_limit``), so that a READ's
+registration pins memory already there instead of a new zero-filled buffer's fresh pages. A cache
+of plain registrations cannot keep the guarantee there: a region registered with remote access is
+reachable through its rkey until it is deregistered, and siw offers user space nothing that
+retires or changes that rkey while keeping the pages pinned (no memory windows, no fast
+registration, no ``rereg_mr``). So on siw no registration the responder could reach outlives its
+call (``tests/rdma/test_transport.py`` checks that a late RDMA Read and Write through a call's
+handles fail, with windows and without).
 """
 
 from __future__ import annotations
@@ -79,7 +87,7 @@ class _Source:
 @dataclass(slots=True, eq=False)
 class _Sink:
     data: WriteChunkSink
-    region: MemoryRegion
+    region: MemoryRegion | None  # None without windows: registered for each call (Lease.regions)
     idle_refs: int = 0
 
     def referenced(self) -> bool:
@@ -111,12 +119,18 @@ class ChunkMemory:
         self._sources: OrderedDict[int, _Source] = OrderedDict()  # id(obj) -> source, LRU first
         self._free: dict[int, list[_Sink]] = {}  # size class -> free sinks
         self._lent: list[_Sink] = []  # sinks whose views are with callers (or in flight)
-        self.pinned = 0  # bytes registered between calls (sources and sinks)
+        self.pinned = 0  # bytes kept between calls (sources and sinks; without windows, sink memory)
 
     @property
     def resting_registrations(self) -> int:
         """Registrations kept between calls."""
-        return len(self._sources) + len(self._lent) + sum(len(v) for v in self._free.values())
+        sinks = [*self._lent, *(s for free in self._free.values() for s in free)]
+        return len(self._sources) + sum(1 for s in sinks if s.region is not None)
+
+    @property
+    def kept_sinks(self) -> int:
+        """Sinks the pool holds (free, or lent to a call or a caller)."""
+        return len(self._lent) + sum(len(v) for v in self._free.values())
 
     @property
     def pinned_sources(self) -> int:
@@ -157,18 +171,28 @@ class ChunkMemory:
         """A region the responder RDMA-Writes up to ``length`` bytes into, held by ``lease``, and
         the view of its memory the reply's data is cut from."""
         if not self.windows:
-            region = self._own(lease, WriteChunkSink(length), Access.LOCAL_WRITE | Access.REMOTE_WRITE)
-            return region, region.buffer
+            # the sink's memory comes from the pool (no allocation, no fresh pages to fault in and
+            # zero), its registration is the call's own: deregistered at the reply
+            sink = self._take_sink(_size_class(length), register=False)
+            if sink is None:
+                region = self._own(lease, WriteChunkSink(length), Access.LOCAL_WRITE | Access.REMOTE_WRITE)
+                return region, region.buffer
+            region = self._own(
+                lease, memoryview(sink.data)[:length], Access.LOCAL_WRITE | Access.REMOTE_WRITE
+            )
+            lease.sinks.append(sink)
+            return region, memoryview(sink.data)[:length]  # a view of its own: see _Sink.referenced
         sink = self._take_sink(_size_class(length))
         if sink is None:
             region = self._own(lease, WriteChunkSink(length), Access.LOCAL_WRITE | Access.REMOTE_WRITE)
             return region, region.buffer
+        assert sink.region is not None  # registered with BIND: windows are bound over it
         window = self.conn.bind(sink.region, 0, length, Access.REMOTE_WRITE)
         lease.sinks.append(sink)
         lease.regions.append(window)
         return window, memoryview(sink.data)[:length]  # a view of its own: see _Sink.referenced
 
-    def _take_sink(self, size: int) -> _Sink | None:
+    def _take_sink(self, size: int, register: bool = True) -> _Sink | None:
         self._collect()
         free = self._free.get(size)
         if free:
@@ -177,7 +201,9 @@ class ChunkMemory:
             if not self._make_room(size):
                 return None
             data = WriteChunkSink(size)
-            sink = _Sink(data, self.conn.register(data, Access.LOCAL_WRITE | Access.BIND))
+            sink = _Sink(
+                data, self.conn.register(data, Access.LOCAL_WRITE | Access.BIND) if register else None
+            )
             del data  # the sink alone holds it now: what it holds idle is measured below
             self.pinned += size
             sink.idle_refs = sys.getrefcount(sink.data)
@@ -215,7 +241,8 @@ class ChunkMemory:
         for free in self._free.values():
             while free and self.pinned + size > self.pinned_limit:
                 sink = free.pop()
-                self.conn.deregister(sink.region)
+                if sink.region is not None:
+                    self.conn.deregister(sink.region)
                 self.pinned -= len(sink.data)
         for key in [k for k, s in self._sources.items() if not s.in_flight]:
             if self.pinned + size <= self.pinned_limit:

@@ -112,6 +112,8 @@ class ProviderCounters:
     windows_allocated: int = 0  # memory windows allocated (a pool re-binds them: none after warm-up)
     bytes_copied: int = 0  # bytes copied by the provider in user space
     sends: int = 0  # Sends posted
+    posts: int = 0  # work-request lists posted to the send queue (doorbells): a Send with the
+    #                 Bind MW requests of its call's windows chained in front is one
 
 
 @dataclass(slots=True)

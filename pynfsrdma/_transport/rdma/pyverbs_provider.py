@@ -154,11 +154,28 @@ def _new_fd(before: dict[int, str], wanted: Callable[[str], bool], what: str) ->
 
 # -- memory -------------------------------------------------------------------------------------
 class _PvRegion(MemoryRegion):
-    __slots__ = ("mr", "mw", "mw_key", "pin")
+    __slots__ = ("mr", "mw", "mw_key", "pin", "recv_wr")
     mr: Any  # the pyverbs MR
     mw: Any  # the type 2 memory window whose rkey is the handle (None: the handle is the MR's rkey)
     mw_key: ctypes.c_uint32 | None  # the window's rkey in its struct ibv_mw (None: not pooled)
     pin: PinnedBuffer | None  # None for a window bound over another region (bind)
+    recv_wr: Any  # a receive buffer's work request, made at its first post and posted again
+
+
+class _Bind:
+    """A window :meth:`PyverbsConnection.bind` made, its Bind MW request not yet posted."""
+
+    __slots__ = ("remote", "window")
+
+    def __init__(self, window: _PvRegion, remote: int) -> None:
+        self.window = window
+        self.remote = remote  # the access flags it gives the peer
+
+
+def _inc_rkey(rkey: int) -> int:
+    """The key a bind gives a memory window whose key is ``rkey`` (libibverbs' ``ibv_inc_rkey``,
+    which pyverbs' ``set_bind_wr`` applies): the low 8 bits count on."""
+    return (rkey & ~0xFF) | ((rkey + 1) & 0xFF)
 
 
 # -- librdmacm calls that may block in the kernel --------------------------------------------------
@@ -332,6 +349,8 @@ class PyverbsConnection(Connection):
         self._reachable: dict[int, _PvRegion] = {}
         # type 2 windows a Send With Invalidate freed, to bind again (with their struct's rkey)
         self._free_windows: list[tuple[Any, ctypes.c_uint32]] = []
+        # windows bind() made, whose Bind MW work requests go out chained before the next Send
+        self._binds: list[_Bind] = []
         self._error: BaseException | None = None
         self._closed = False
         self._released = False
@@ -354,8 +373,14 @@ class PyverbsConnection(Connection):
         self.cq = pv["cq"].CQ(self.cmid.context, QUEUE_DEPTH * 2, None, self.comp_channel, 0)
         self.cq.req_notify()
         cap = pv["qp"].QPCap(max_send_wr=QUEUE_DEPTH, max_recv_wr=QUEUE_DEPTH, max_send_sge=1, max_recv_sge=1)
+        # our own QP completes only the work requests that ask for it (every one but the Bind MW
+        # requests chained before a Send: the Send's completion says they are done)
         init = pv["qp"].QPInitAttr(
-            qp_type=pv["enums"].IBV_QPT_RC, scq=self.cq, rcq=self.cq, cap=cap, sq_sig_all=1
+            qp_type=pv["enums"].IBV_QPT_RC,
+            scq=self.cq,
+            rcq=self.cq,
+            cap=cap,
+            sq_sig_all=0 if self.own_qp else 1,
         )
         if self.own_qp:
             self.qp = pv["qp"].QP(self.cmid.pd, init)
@@ -476,6 +501,7 @@ class PyverbsConnection(Connection):
         region.mw = mw
         region.mw_key = mw_key
         region.pin = pin
+        region.recv_wr = None
         self._regions[id(region)] = region
         if access & (Access.REMOTE_READ | Access.REMOTE_WRITE):
             self._reachable[handle] = region
@@ -495,38 +521,51 @@ class PyverbsConnection(Connection):
             remote |= e.IBV_ACCESS_REMOTE_WRITE
         if access & Access.REMOTE_READ:
             remote |= e.IBV_ACCESS_REMOTE_READ
-        handle, mw, mw_key = self._bind_window(r.mr, r.pin.address + offset, length, remote)
+        mw, mw_key = self._window()
+        handle = _inc_rkey(int(mw.rkey))  # the key its Bind MW request will give it
         w = _PvRegion(handle, r.pin.address + offset, r.buffer[offset : offset + length], access, window=True)
         w.mr = r.mr
         w.mw = mw
         w.mw_key = mw_key
         w.pin = None
+        w.recv_wr = None
         self._regions[id(w)] = w
         self._reachable[handle] = w
+        self._binds.append(_Bind(w, remote))  # posted with the next Send (send_region)
         self.counters.binds += 1
         return w
+
+    def _window(self) -> tuple[Any, ctypes.c_uint32 | None]:
+        """A type 2 memory window, from the pool or a new one, and its struct's rkey member (None:
+        the window is not pooled)."""
+        pv, e = self._pv, self._pv["enums"]
+        self._check()
+        if self._free_windows:
+            return self._free_windows.pop()
+        try:
+            mw = pv["mr"].MW(self.cmid.pd, e.IBV_MW_TYPE_2)
+        except pv["error"] as err:
+            raise ProviderError(f"memory window allocation failed: {err}", self.peer) from err
+        self.counters.windows_allocated += 1
+        return mw, _mw_rkey_member(mw, int(e.IBV_MW_TYPE_2))
+
+    def _bind_wr(self, mw: Any, mr: Any, address: int, length: int, remote: int, **kw: Any) -> Any:
+        """A Bind MW work request of ``mw`` over ``length`` bytes of ``mr`` at ``address``, with
+        the window's next key (``wr.rkey``)."""
+        pv, e = self._pv, self._pv["enums"]
+        wr = pv["wr"].SendWR(opcode=e.IBV_WR_BIND_MW, num_sge=0, **kw)
+        wr.set_bind_wr(mw, pv["mr"].MWBindInfo(mr, address, length, remote))
+        return wr
 
     def _bind_window(
         self, mr: Any, address: int, length: int, remote: int
     ) -> tuple[int, Any, ctypes.c_uint32 | None]:
-        """A type 2 memory window over ``length`` bytes of ``mr`` at ``address`` (one from the
-        pool, else a new one), bound by a Bind MW work request on our send queue (it takes effect
-        before the Send that names it, posted later on the same queue): its rkey, the window and
-        its struct's rkey member (None: the window is not pooled)."""
-        pv, e = self._pv, self._pv["enums"]
-        self._check()
-        key: ctypes.c_uint32 | None
-        if self._free_windows:
-            mw, key = self._free_windows.pop()
-        else:
-            try:
-                mw = pv["mr"].MW(self.cmid.pd, e.IBV_MW_TYPE_2)
-            except pv["error"] as err:
-                raise ProviderError(f"memory window allocation failed: {err}", self.peer) from err
-            self.counters.windows_allocated += 1
-            key = _mw_rkey_member(mw, int(e.IBV_MW_TYPE_2))
-        wr = pv["wr"].SendWR(opcode=e.IBV_WR_BIND_MW, num_sge=0)
-        wr.set_bind_wr(mw, pv["mr"].MWBindInfo(mr, address, length, remote))  # (the next key)
+        """A type 2 memory window over ``length`` bytes of ``mr`` at ``address``, bound at once by
+        a Bind MW work request of its own on our send queue (it takes effect before the Send that
+        names it, posted later on the same queue): its rkey, the window and its struct's rkey
+        member. :meth:`bind` instead leaves its request to go out chained with the next Send."""
+        mw, key = self._window()
+        wr = self._bind_wr(mw, mr, address, length, remote)
         try:
             self._post_nowait(lambda: self.qp.post_send(wr), wr)
         except BaseException:
@@ -536,12 +575,42 @@ class PyverbsConnection(Connection):
             key.value = wr.rkey  # the key the next bind of this window is checked against
         return wr.rkey, mw, key
 
+    def _chain_binds(self, head: Any) -> tuple[Any, list[Any]]:
+        """The Bind MW requests of the windows :meth:`bind` made since the last post, chained in
+        front of ``head`` (unsignalled: ``head``'s completion, or a later one, covers them): the
+        first request and every request of the chain (they must outlive the post)."""
+        chain = [head]
+        for b in reversed(self._binds):
+            w = b.window
+            wr = self._bind_wr(w.mw, w.mr, w.address, w.length, b.remote, send_flags=0, next_wr=head)
+            if wr.rkey != w.handle:
+                raise ProviderError(
+                    f"memory window bound with key {wr.rkey:#x}, offered as {w.handle:#x}", self.peer
+                )
+            chain.append(wr)
+            head = wr
+        return head, chain
+
+    def _bound(self) -> None:
+        """The chained Bind MW requests were posted: each window's struct notes its new key."""
+        for b in self._binds:
+            if b.window.mw_key is not None:
+                b.window.mw_key.value = b.window.handle
+        self._binds.clear()
+
+    def _drop_bind(self, region: _PvRegion) -> None:
+        """A window released before its Bind MW request went out: the request never will."""
+        if self._binds:
+            self._binds = [b for b in self._binds if b.window is not region]
+
     def invalidate(self, region: MemoryRegion) -> None:
         if not region.valid:
             if self._error is None:
                 self.double_invalidations += 1
             return
         r = self._regions.get(id(region))
+        if r is not None and r.window:
+            self._drop_bind(r)
         if r is not None and r.mw is not None:
             # deallocating the window invalidates its rkey; the memory region stays until
             # deregister
@@ -559,6 +628,8 @@ class PyverbsConnection(Connection):
             return
         if self._reachable.get(r.handle) is r:
             del self._reachable[r.handle]
+        if r.window:
+            self._drop_bind(r)
         retired = not region.valid  # by the peer's Send With Invalidate (a local one closed r.mw)
         if region.valid and self._error is None:
             self.local_invalidations += 1
@@ -582,8 +653,11 @@ class PyverbsConnection(Connection):
         if not isinstance(region, _PvRegion) or not region.access & Access.LOCAL_WRITE:
             raise ValueError("receive buffers must be registered with LOCAL_WRITE")
         if self.own_qp:
-            sge = self._pv["wr"].SGE(region.mr.buf, region.length, region.mr.lkey)
-            self.qp.post_recv(self._pv["wr"].RecvWR(num_sge=1, sg=[sge]))
+            wr = region.recv_wr
+            if wr is None:  # the buffer is posted again as it is: one work request for its life
+                sge = self._pv["wr"].SGE(region.mr.buf, region.length, region.mr.lkey)
+                wr = region.recv_wr = self._pv["wr"].RecvWR(num_sge=1, sg=[sge])
+            self.qp.post_recv(wr)
         else:
             self.cmid.post_recv(region.mr, region.length)
         self._recv_queue.append(region)
@@ -607,6 +681,7 @@ class PyverbsConnection(Connection):
         except self._pv["error"] as err:
             self._send_queue.pop()
             raise ProviderError(f"post failed: {err}", self.peer) from err
+        self.counters.posts += 1
         await done.wait()
         if slot[0] is not None:
             raise slot[0]
@@ -620,6 +695,7 @@ class PyverbsConnection(Connection):
         except self._pv["error"] as err:
             self._send_queue.pop()
             raise ProviderError(f"post failed: {err}", self.peer) from err
+        self.counters.posts += 1
 
     def _work_request(self, opcode: int, region: _PvRegion, length: int) -> Any:
         """A send-queue work request for our own QP, with one SGE over ``region``."""
@@ -643,7 +719,22 @@ class PyverbsConnection(Connection):
             wr = self._work_request(opcode, region, length)
             if invalidate is not None:
                 wr.imm_data = invalidate  # ibv_send_wr's invalidate_rkey shares imm_data
-            await self._post(lambda: self.qp.post_send(wr), (region, wr))
+            # the windows this call offers are bound by requests chained in front of its Send: one
+            # post (one doorbell) and one completion for the call
+            first, chain = self._chain_binds(wr)
+            if len(chain) == 1:
+                await self._post(lambda: self.qp.post_send(wr), (region, wr))
+                return
+
+            def post() -> None:
+                try:
+                    self.qp.post_send(first)
+                except self._pv["error"]:
+                    self._binds.clear()  # not bound: their calls release the windows
+                    raise
+                self._bound()
+
+            await self._post(post, (region, chain))
         else:
             await self._post(lambda: self.cmid.post_send(region.mr, 0, length), region)
 

@@ -200,6 +200,8 @@ class SoftConnection(Connection):
 
     def bind(self, region: MemoryRegion, offset: int, length: int, access: Access) -> MemoryRegion:
         self._check()
+        if not self.supports_windows:
+            raise ProviderError("this connection has no memory windows", self.peer)
         if self._regions.get(region.handle) is not region or not region.valid or region.window:
             raise ValueError("windows are bound over a valid registration")
         if not region.access & Access.BIND or access & ~(Access.REMOTE_READ | Access.REMOTE_WRITE):
@@ -303,6 +305,7 @@ class SoftConnection(Connection):
         if self._error is not None:
             await trio.lowlevel.checkpoint()  # a failed queue pair still yields to the scheduler
             raise self._error
+        self.counters.posts += 1  # one work request (a window is bound without one here)
         wr_id = self._next_id
         self._next_id = (wr_id + 1) & 0xFFFFFFFF or 1
         pending = _Pending(sink)
@@ -500,10 +503,14 @@ class SoftListener(Listener):
 
 
 class SoftProvider(Provider):
-    """Emulated RDMA over TCP (loopback in tests)."""
+    """Emulated RDMA over TCP (loopback in tests). ``windows=False`` makes connections without
+    memory windows, as a siw device's: every chunk is then registered for its call."""
 
     name = "soft"
     supports_remote_invalidation = True  # Send With Invalidate is emulated both ways
+
+    def __init__(self, windows: bool = True) -> None:
+        self.windows = windows
 
     async def connect(
         self, nursery: trio.Nursery, host: str, port: int, private_data: bytes = b""
@@ -528,6 +535,7 @@ class SoftProvider(Provider):
             sock.close()
             raise
         conn = SoftConnection(sock, f"{host}:{port}", rep)
+        conn.supports_windows = self.windows
         nursery.start_soon(conn.run)
         return conn
 

@@ -443,6 +443,9 @@ class RdmaTransport(Transport):
                 msg = self._handle(data, rcv.invalidated)
                 if msg is not None:
                     self._tx.send_nowait(msg)
+                # hold no reply while waiting for the next: its views of a Write chunk sink would
+                # keep the sink from going back to the pool when the caller drops them
+                del msg
         except (TransportError, RpcRdmaError) as e:
             err = e if isinstance(e, TransportError) else ProtocolViolation(str(e), self.peer)
             self._dead = err
