@@ -44,6 +44,8 @@ class Compounds:
         self.want_delegations = False
         # called with a file handle before its delegation goes back: dirty data must reach the server
         self.delegation_return_hooks: list[Callable[[bytes], Awaitable[None]]] = []
+        # called with a file handle before its CLOSE (pNFS: layouts committed and returned)
+        self.close_hooks: list[Callable[[bytes, Credential], Awaitable[None]]] = []
         self.delegation_counts = {"granted": 0, "recalled": 0, "returned": 0, "local_opens": 0}
         self.reclaimed = 0  # opens reclaimed after server restarts
         # the export's file system has extended attributes (NFSv4.2 sessions only; learned by mount)

@@ -1,0 +1,353 @@
+"""The block layout's I/O (RFC 5663): READs and WRITEs straight to the device the layout names, for
+:class:`~.read_write.ReadWrite` when a mount or client asked for pNFS.
+
+A READ or WRITE asks :meth:`BlockLayouts.read` / :meth:`BlockLayouts.write` first; None or False
+means "through the metadata server" (no layout, one refused or recalled, a device not found here, an
+extent the layout does not cover, an I/O error), never an error of its own. The decisions are
+:mod:`.layouts`' and :mod:`.block_layout`'s; this module does the LAYOUTGETs, GETDEVICEINFOs,
+LAYOUTCOMMITs and LAYOUTRETURNs they call for and the device I/O.
+
+- Writes: whole blocks with O_DIRECT (an edge block of a READWRITE_DATA extent read first, of an
+  INVALID_DATA one zeroed), answered UNSTABLE with this client's verifier; the COMMIT after them is
+  an fdatasync of the device and a LAYOUTCOMMIT of the extents written and the new size.
+- A file whose WRITE must go through the metadata server while a RW layout of it is held gives the
+  layout back first (LAYOUTCOMMIT, LAYOUTRETURN): nfsd recalls every layout of a file an NFS WRITE
+  changes, the writer's own too, and that WRITE would wait for the recall.
+- CB_LAYOUTRECALL takes the range out of use at once; the return waits for the file's layout I/O
+  in flight, commits what it wrote, and sends LAYOUTRETURN.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Any
+
+import trio
+
+from .._errors import NFS4Error
+from .._proto.nfs4 import const as c
+from .._proto.nfs4.layout_block import pnfs_block_deviceaddr4, pnfs_block_layout4, pnfs_block_layoutupdate4
+from .._rpc.auth import Credential
+from . import block_devices
+from .block_layout import (
+    BadLayout,
+    CommitList,
+    DeviceRead,
+    DeviceWrite,
+    Uncovered,
+    extents_of,
+    plan_read,
+    plan_write,
+    written,
+)
+from .block_volumes import NoDevice, Piece, Volume, resolve, simple_paths
+from .layout_ops import LayoutOps
+from .layouts import READ, RW, AskLayout, ByLayout, LayoutCache, LayoutReturn, Segment
+from .open_state import OpenFile
+
+log = logging.getLogger(__name__)
+
+BLOCK = c.LAYOUT4_BLOCK_VOLUME
+VERIFIER = b"pnfs-blk"  # the write verifier of writes by layout: they are stable once LAYOUTCOMMITted
+
+
+class BlockLayouts:
+    """The block layouts of one client: its cache of layouts, devices found, writes to commit."""
+
+    def __init__(self, ops: LayoutOps, nursery: trio.Nursery, block_size: int = 4096) -> None:
+        self.ops = ops
+        self.nursery = nursery
+        self.block_size = block_size
+        self.cache = LayoutCache(BLOCK, block_size)
+        self.volumes: dict[bytes, Volume | None] = {}  # deviceid -> its volume (None: not on this machine)
+        self.devices: dict[str, block_devices.BlockDevice] = {}
+        self.commits: dict[bytes, CommitList] = {}
+        self.sizes: dict[bytes, int] = {}
+        self.cred: Credential | None = None  # for returns a recall starts (the last I/O's)
+        self.candidates = block_devices.candidates
+        self.counts: Counter[str] = Counter()
+        self.reasons: Counter[str] = Counter()  # why I/O went through the metadata server
+
+    # -- what stats show ----------------------------------------------------------------------------------
+    def report(self) -> dict[str, Any]:
+        return {
+            "layout": "block",
+            "devices": sorted(d for d in self.devices),
+            "counts": dict(self.counts),
+            "through_mds": dict(self.reasons),
+        }
+
+    def _mds(self, reason: str) -> None:
+        self.reasons[reason] += 1
+
+    # -- layouts and devices ------------------------------------------------------------------------------
+    async def _layout(self, of: OpenFile, fh: bytes, offset: int, length: int, iomode: int,
+                      cred: Credential) -> Segment | None:
+        route = self.cache.route(fh, offset, length, iomode)
+        if isinstance(route, ByLayout):
+            return route.segment
+        if not isinstance(route, AskLayout):
+            self._mds(route.reason)
+            return None
+        held = self.cache.files.get(fh)
+        stateid = held.stateid if held is not None and held.stateid is not None else of.stateid
+        try:
+            self.counts["layoutget"] += 1
+            res, size = await self.ops.layoutget(fh, stateid, BLOCK, iomode, route.offset, route.length,
+                                                 route.minlength, cred)
+        except NFS4Error as e:
+            if e.status in (c.NFS4ERR_LAYOUTTRYLATER, c.NFS4ERR_RECALLCONFLICT, c.NFS4ERR_DELAY):
+                self._mds(f"LAYOUTGET: {e.name}")
+                return None
+            self.cache.refuse(fh, f"LAYOUTGET: {e.name}")
+            self._mds(f"LAYOUTGET: {e.name}")
+            return None
+        segs = []
+        try:
+            for lo in res.logr_layout:
+                if lo.lo_content.loc_type != BLOCK:
+                    continue
+                ext = extents_of(pnfs_block_layout4.XDR.decode(lo.lo_content.loc_body), self.block_size)
+                for x in ext:
+                    if await self._volume(x.device, cred) is None:
+                        raise NoDevice("no block device here carries the layout's volume")
+                segs.append(Segment(lo.lo_offset, lo.lo_length, lo.lo_iomode, BLOCK, ext))
+        except (BadLayout, NoDevice, ValueError) as e:
+            self.cache.granted(fh, res.logr_stateid, res.logr_return_on_close, [])
+            self.cache.refuse(fh, str(e))
+            self._mds(str(e))
+            await self._return_all(fh, cred)
+            return None
+        # the server's size, or ours while writes by the layout wait for their LAYOUTCOMMIT
+        self.sizes[fh] = max(size, self.sizes.get(fh, 0)) if self.dirty(fh) else size
+        if not self.cache.granted(fh, res.logr_stateid, res.logr_return_on_close, segs):
+            self._mds("layout recalled")
+            return None
+        route = self.cache.route(fh, offset, length, iomode)
+        if isinstance(route, ByLayout):
+            return route.segment
+        self._mds("the layout granted does not cover the I/O")
+        return None
+
+    async def _volume(self, deviceid: bytes, cred: Credential) -> Volume | None:
+        if deviceid in self.volumes:
+            return self.volumes[deviceid]
+        self.counts["getdeviceinfo"] += 1
+        addr = await self.ops.getdeviceinfo(deviceid, BLOCK, cred)
+        try:
+            tree = pnfs_block_deviceaddr4.XDR.decode(addr.da_addr_body)
+            found = await trio.to_thread.run_sync(
+                lambda: resolve(tree, lambda comps: block_devices.find(comps, self.candidates())))
+            for path in simple_paths(found):
+                if path not in self.devices:
+                    self.devices[path] = block_devices.BlockDevice(path)
+        except (NoDevice, ValueError, OSError) as e:
+            log.info("block layout device %s: %s; I/O through the metadata server", deviceid.hex(), e)
+            self.volumes[deviceid] = None
+            return None
+        self.volumes[deviceid] = found
+        return found
+
+    def forget_devices(self, items: list[Any]) -> None:
+        """CB_NOTIFY_DEVICEID: the devices changed or deleted are looked up again when next used."""
+        for item in items:
+            dev = bytes(getattr(item, "ndc_deviceid", getattr(item, "ndd_deviceid", b"")))
+            self.volumes.pop(dev, None)
+
+    def _pieces(self, deviceid: bytes, offset: int, length: int) -> list[Piece]:
+        v = self.volumes.get(deviceid)
+        if v is None:
+            raise NoDevice("device forgotten")
+        return v.map(offset, length)
+
+    # -- READ ---------------------------------------------------------------------------------------------
+    async def read(self, of: OpenFile, fh: bytes, offset: int, count: int,
+                   cred: Credential) -> tuple[memoryview, bool] | None:
+        """A READ by the layout: (data, eof), or None for the metadata server."""
+        self.cred = cred
+        seg = await self._layout(of, fh, offset, count, READ, cred)
+        if seg is None:
+            return None
+        size = self.sizes.get(fh, 0)
+        plan = plan_read(seg.body, offset, count, size)
+        if any(isinstance(p, Uncovered) for p in plan):
+            self._mds("the layout does not cover the READ")
+            return None
+        end = min(offset + count, size)
+        bs = self.block_size
+        a0 = offset - offset % bs
+        a1 = max(a0, -(-end // bs) * bs)
+        buf = block_devices.aligned(a1 - a0)
+        view = memoryview(buf)
+        self.cache.started(fh)
+        try:
+            for p in plan:
+                if not isinstance(p, DeviceRead):
+                    continue  # zeros: the buffer is zeroed
+                lo = p.file_offset - p.file_offset % bs
+                hi = -(-(p.file_offset + p.length) // bs) * bs
+                pos = lo - a0
+                for piece in self._pieces(p.device, p.storage_offset - (p.file_offset - lo), hi - lo):
+                    await self.devices[piece.path].read_into(view[pos:pos + piece.length], piece.offset)
+                    pos += piece.length
+        except (OSError, NoDevice) as e:
+            log.warning("block layout READ of %d at %d: %s; through the metadata server", count, offset, e)
+            self._mds(f"device I/O error: {e}")
+            self.cache.refuse(fh, f"device I/O error: {e}")
+            return None
+        finally:
+            self._ended(fh)
+        self.counts["read_bytes"] += max(0, end - offset)
+        self.counts["reads"] += 1
+        return view[offset - a0:max(offset, end) - a0], end >= size
+
+    # -- WRITE --------------------------------------------------------------------------------------------
+    async def write(self, of: OpenFile, offset: int, data: Any, cred: Credential) -> bool:
+        """A WRITE by the layout (True: written to the device, to commit), or False for the metadata
+        server (and then no RW layout of the file is held any more)."""
+        self.cred = cred
+        fh = of.fh
+        src = memoryview(data).cast("B")
+        n = src.nbytes
+        seg = await self._layout(of, fh, offset, n, RW, cred)
+        if seg is None:
+            await self.give_back(fh, cred)
+            return False
+        plan = plan_write(seg.body, offset, n, self.block_size)
+        if not all(isinstance(p, DeviceWrite) for p in plan):
+            self._mds("the layout does not cover the WRITE")
+            self.cache.refuse(fh, "the layout does not cover the WRITE")
+            await self.give_back(fh, cred)
+            return False
+        self.cache.started(fh)
+        bs = self.block_size
+        try:
+            for p in plan:
+                assert isinstance(p, DeviceWrite)
+                buf = block_devices.aligned(p.length)
+                view = memoryview(buf)[:p.length]
+                if not p.whole and p.edges == "device":
+                    for blk in {p.file_offset, p.file_offset + p.length - bs}:
+                        if p.data_from <= blk and blk + bs <= p.data_to:
+                            continue
+                        at = blk - p.file_offset
+                        await self._device_io(p.device, p.storage_offset + at, view[at:at + bs], False)
+                # the one copy: the caller's bytes into the aligned buffer O_DIRECT needs
+                view[p.data_from - p.file_offset:p.data_to - p.file_offset] = src[p.data_from - offset:p.data_to - offset]
+                await self._device_io(p.device, p.storage_offset, view, True)
+                written(seg.body, p.file_offset, p.length)
+                self.commits.setdefault(fh, CommitList()).add(p)
+        except (OSError, NoDevice) as e:
+            log.warning("block layout WRITE of %d at %d: %s; through the metadata server", n, offset, e)
+            self._mds(f"device I/O error: {e}")
+            self.cache.refuse(fh, f"device I/O error: {e}")
+            self._ended(fh)
+            await self.give_back(fh, cred)
+            return False
+        self._ended(fh)
+        self.sizes[fh] = max(self.sizes.get(fh, 0), offset + n)
+        self.counts["write_bytes"] += n
+        self.counts["writes"] += 1
+        return True
+
+    async def _device_io(self, deviceid: bytes, offset: int, view: memoryview, write: bool) -> None:
+        pos = 0
+        for piece in self._pieces(deviceid, offset, view.nbytes):
+            dev = self.devices[piece.path]
+            part = view[pos:pos + piece.length]
+            await (dev.write_from(part, piece.offset) if write else dev.read_into(part, piece.offset))
+            pos += piece.length
+
+    def _ended(self, fh: bytes) -> None:
+        self.cache.ended(fh)
+
+    # -- COMMIT, return -----------------------------------------------------------------------------------
+    def dirty(self, fh: bytes) -> bool:
+        return bool(self.commits.get(fh))
+
+    async def commit(self, fh: bytes, cred: Credential) -> None:
+        """The device's cache flushed, then LAYOUTCOMMIT of what was written by the layout."""
+        pending = self.commits.get(fh)
+        held = self.cache.files.get(fh)
+        if not pending or held is None or held.stateid is None:
+            return
+        for dev in self.devices.values():
+            await dev.sync()
+        offset, length = pending.range()
+        body = pending.body()
+        self.counts["layoutcommit"] += 1
+        newsize = await self.ops.layoutcommit(fh, held.stateid, offset, length, pending.last_write_offset, BLOCK,
+                                              pnfs_block_layoutupdate4.XDR.encode(body), cred,
+                                              mtime_ns=None)
+        pending.clear()
+        if newsize is not None:
+            self.sizes[fh] = newsize
+
+    async def give_back(self, fh: bytes, cred: Credential) -> None:
+        """Commit what was written and return every layout of ``fh`` (before its I/O goes through the
+        metadata server)."""
+        held = self.cache.files.get(fh)
+        if held is None or held.stateid is None or not (held.segments or self.dirty(fh)):
+            return
+        await self.commit(fh, cred)
+        await self._return_all(fh, cred)
+
+    async def _return_all(self, fh: bytes, cred: Credential) -> None:
+        held = self.cache.files.get(fh)
+        if held is None or held.stateid is None:
+            return
+        ret = LayoutReturn(fh, 0, c.NFS4_UINT64_MAX, c.LAYOUTIOMODE4_ANY, BLOCK, held.stateid)
+        held.segments = []
+        await self._send_return(ret, cred)
+
+    async def _send_return(self, ret: LayoutReturn, cred: Credential) -> None:
+        self.counts["layoutreturn"] += 1
+        try:
+            sid = await self.ops.layoutreturn(ret.fh, ret.stateid, BLOCK, ret.iomode, ret.offset, ret.length, cred)
+        except NFS4Error as e:
+            log.info("LAYOUTRETURN: %s", e)
+            sid = None
+        self.cache.returned(ret, sid)
+
+    def on_recall(self, args: Any) -> int:
+        """CB_LAYOUTRECALL: answered now; the returns go once the files' layout I/O has drained."""
+        answer = self.cache.recall(args.clora_type, args.clora_iomode, args.clora_recall)
+        self.counts["recalls"] += 1
+        for ret in answer.returns:
+            self.nursery.start_soon(self._return_when_idle, ret)
+        return answer.status
+
+    async def _return_when_idle(self, ret: LayoutReturn) -> None:
+        while not self.cache.idle(ret.fh):
+            await trio.sleep(0.01)
+        cred = self.cred
+        if cred is None:
+            return
+        try:
+            await self.commit(ret.fh, cred)
+        except NFS4Error as e:
+            log.warning("LAYOUTCOMMIT before a recalled layout's return: %s", e)
+        await self._send_return(ret, cred)
+
+    async def closing(self, fh: bytes, cred: Credential) -> None:
+        """The file's open is closing: what was written is committed, a return-on-close layout returned."""
+        await self.commit(fh, cred)
+        ret = self.cache.closing(fh)
+        if ret is not None:
+            await self._send_return(ret, cred)
+
+    def forget_all(self) -> None:
+        """The client ID is gone, and its layouts with it."""
+        self.cache.forget_all()
+        for pending in self.commits.values():
+            pending.clear()
+
+    def close(self) -> None:
+        for dev in self.devices.values():
+            try:
+                dev.close()
+            except OSError:
+                pass
+        self.devices.clear()
+
