@@ -49,6 +49,8 @@ from .open_state import OpenFile
 log = logging.getLogger(__name__)
 
 BLOCK = c.LAYOUT4_BLOCK_VOLUME
+POLL = 0.005  # seconds between looks at a file's layout I/O in flight (a recall, a give-back waits for it)
+RECALL_WAIT = 30.0  # seconds a WRITE through the metadata server waits for a recall's return to finish
 VERIFIER = b"pnfs-blk"  # the write verifier of writes by layout: they are stable once LAYOUTCOMMITted
 
 
@@ -66,12 +68,15 @@ class BlockLayouts:
         self.sizes: dict[bytes, int] = {}
         self.cred: Credential | None = None  # for returns a recall starts (the last I/O's)
         self.candidates = block_devices.candidates
+        self.lost: set[bytes] = set()  # files whose writes by layout could not be committed
+        self.locks: dict[bytes, trio.Lock] = {}  # per file: its LAYOUTGETs and returns one at a time
         self.counts: Counter[str] = Counter()
         self.reasons: Counter[str] = Counter()  # why I/O went through the metadata server
 
     # -- what stats show ----------------------------------------------------------------------------------
     def report(self) -> dict[str, Any]:
         return {
+            "enabled": True,
             "layout": "block",
             "devices": sorted(d for d in self.devices),
             "counts": dict(self.counts),
@@ -82,8 +87,23 @@ class BlockLayouts:
         self.reasons[reason] += 1
 
     # -- layouts and devices ------------------------------------------------------------------------------
+    def _lock(self, fh: bytes) -> trio.Lock:
+        lock = self.locks.get(fh)
+        if lock is None:
+            lock = self.locks[fh] = trio.Lock()
+        return lock
+
     async def _layout(self, of: OpenFile, fh: bytes, offset: int, length: int, iomode: int,
                       cred: Credential) -> Segment | None:
+        route = self.cache.route(fh, offset, length, iomode)
+        if isinstance(route, ByLayout):
+            return route.segment
+        # one LAYOUTGET of a file at a time: the I/O that waited for it may find its range covered
+        async with self._lock(fh):
+            return await self._ask(of, fh, offset, length, iomode, cred)
+
+    async def _ask(self, of: OpenFile, fh: bytes, offset: int, length: int, iomode: int,
+                   cred: Credential) -> Segment | None:
         route = self.cache.route(fh, offset, length, iomode)
         if isinstance(route, ByLayout):
             return route.segment
@@ -122,8 +142,7 @@ class BlockLayouts:
         # the server's size, or ours while writes by the layout wait for their LAYOUTCOMMIT
         self.sizes[fh] = max(size, self.sizes.get(fh, 0)) if self.dirty(fh) else size
         if not self.cache.granted(fh, res.logr_stateid, res.logr_return_on_close, segs):
-            self._mds("layout recalled")
-            return None
+            log.info("a LAYOUTGET reply older than the layout state held, or raced by a recall: not kept")
         route = self.cache.route(fh, offset, length, iomode)
         if isinstance(route, ByLayout):
             return route.segment
@@ -212,13 +231,12 @@ class BlockLayouts:
         n = src.nbytes
         seg = await self._layout(of, fh, offset, n, RW, cred)
         if seg is None:
-            await self.give_back(fh, cred)
+            await self.give_back(fh, cred, "a WRITE went through the metadata server")
             return False
         plan = plan_write(seg.body, offset, n, self.block_size)
         if not all(isinstance(p, DeviceWrite) for p in plan):
             self._mds("the layout does not cover the WRITE")
-            self.cache.refuse(fh, "the layout does not cover the WRITE")
-            await self.give_back(fh, cred)
+            await self.give_back(fh, cred, "the layout does not cover the WRITE")
             return False
         self.cache.started(fh)
         bs = self.block_size
@@ -241,9 +259,8 @@ class BlockLayouts:
         except (OSError, NoDevice) as e:
             log.warning("block layout WRITE of %d at %d: %s; through the metadata server", n, offset, e)
             self._mds(f"device I/O error: {e}")
-            self.cache.refuse(fh, f"device I/O error: {e}")
             self._ended(fh)
-            await self.give_back(fh, cred)
+            await self.give_back(fh, cred, f"device I/O error: {e}")
             return False
         self._ended(fh)
         self.sizes[fh] = max(self.sizes.get(fh, 0), offset + n)
@@ -267,31 +284,63 @@ class BlockLayouts:
         return bool(self.commits.get(fh))
 
     async def commit(self, fh: bytes, cred: Credential) -> None:
-        """The device's cache flushed, then LAYOUTCOMMIT of what was written by the layout."""
+        """The device's cache flushed, then LAYOUTCOMMIT of what was written by the layout. When that
+        fails (the layout is gone: revoked, returned meanwhile) the file is marked ``lost``: the
+        COMMIT that follows goes to the metadata server, whose verifier differs from the layout
+        writes', and the writer sends those pieces again (through the metadata server)."""
         pending = self.commits.get(fh)
         held = self.cache.files.get(fh)
-        if not pending or held is None or held.stateid is None:
+        if not pending:
             return
-        for dev in self.devices.values():
-            await dev.sync()
-        offset, length = pending.range()
-        body = pending.body()
-        self.counts["layoutcommit"] += 1
-        newsize = await self.ops.layoutcommit(fh, held.stateid, offset, length, pending.last_write_offset, BLOCK,
-                                              pnfs_block_layoutupdate4.XDR.encode(body), cred,
-                                              mtime_ns=None)
-        pending.clear()
+        stateid = held.stateid if held is not None else None
+        if stateid is None:
+            self._lost(fh, "no layout left to commit with")
+            return
+        try:
+            for dev in self.devices.values():
+                await dev.sync()
+            offset, length = pending.range()
+            body = pnfs_block_layoutupdate4.XDR.encode(pending.body())
+            last = pending.last_write_offset
+            pending.clear()
+            self.counts["layoutcommit"] += 1
+            newsize = await self.ops.layoutcommit(fh, stateid, offset, length, last, BLOCK, body, cred)
+        except OSError as e:
+            self._lost(fh, f"LAYOUTCOMMIT: {e}")
+            return
         if newsize is not None:
             self.sizes[fh] = newsize
 
-    async def give_back(self, fh: bytes, cred: Credential) -> None:
-        """Commit what was written and return every layout of ``fh`` (before its I/O goes through the
-        metadata server)."""
+    def _lost(self, fh: bytes, why: str) -> None:
+        log.warning("writes by the block layout not committed (%s): sent again through the metadata server", why)
+        self._mds(why)
+        self.cache.refuse(fh, why)
+        self.lost.add(fh)
+        pending = self.commits.get(fh)
+        if pending is not None:
+            pending.clear()
+
+    async def give_back(self, fh: bytes, cred: Credential, reason: str) -> None:
+        """Before a WRITE of ``fh`` goes through the metadata server: no layout of it may be held then
+        (nfsd would recall it and hold the WRITE, and its threads, until the return). New I/O of the
+        file goes through the metadata server; the layout I/O in flight ends, what was written is
+        committed, the layouts are returned, and a recall under way is waited for."""
         held = self.cache.files.get(fh)
-        if held is None or held.stateid is None or not (held.segments or self.dirty(fh)):
+        if held is None or held.stateid is None or not (held.segments or held.recalls or self.dirty(fh)):
             return
-        await self.commit(fh, cred)
-        await self._return_all(fh, cred)
+        async with self._lock(fh):
+            self.cache.refuse(fh, reason)
+            await self._drained(fh)
+            if held.segments or self.dirty(fh):
+                await self.commit(fh, cred)
+                await self._return_all(fh, cred)
+            with trio.move_on_after(RECALL_WAIT):
+                while held.recalls:
+                    await trio.sleep(POLL)
+
+    async def _drained(self, fh: bytes) -> None:
+        while not self.cache.idle(fh):
+            await trio.sleep(POLL)
 
     async def _return_all(self, fh: bytes, cred: Credential) -> None:
         held = self.cache.files.get(fh)
@@ -319,8 +368,7 @@ class BlockLayouts:
         return answer.status
 
     async def _return_when_idle(self, ret: LayoutReturn) -> None:
-        while not self.cache.idle(ret.fh):
-            await trio.sleep(0.01)
+        await self._drained(ret.fh)
         cred = self.cred
         if cred is None:
             return

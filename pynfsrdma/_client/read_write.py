@@ -82,7 +82,10 @@ class ReadWrite(LayoutOps):
                 if stable == c.UNSTABLE4:
                     return n, c.UNSTABLE4, VERIFIER
                 await self.pnfs.commit(of.fh, cred)
-                return n, c.FILE_SYNC4, VERIFIER
+                if of.fh not in self.pnfs.lost:
+                    return n, c.FILE_SYNC4, VERIFIER
+                self.pnfs.lost.discard(of.fh)
+                await self.pnfs.give_back(of.fh, cred, "LAYOUTCOMMIT failed")
             self._mds_writes.add(of.fh)
         res = await self.run_with_open(
             of, lambda s: [PUTFH4args(of.fh), WRITE4args(s, offset, stable, data)], cred, payload=n,
@@ -95,8 +98,11 @@ class ReadWrite(LayoutOps):
                      path: str | None = None) -> bytes:
         if self.pnfs is not None and self.pnfs.dirty(fh):
             await self.pnfs.commit(fh, cred)
-            if fh not in self._mds_writes:
+            if fh not in self._mds_writes and fh not in self.pnfs.lost:
                 return VERIFIER
+        if self.pnfs is not None:
+            # (after a LAYOUTCOMMIT that failed: the server's verifier makes the writer send those again)
+            self.pnfs.lost.discard(fh)
         self._mds_writes.discard(fh)
         res = await self.run([PUTFH4args(fh), COMMIT4args(offset, count)], cred, path=path)
         return bytes(result_of(res, c.OP_COMMIT).writeverf)
@@ -110,7 +116,7 @@ class ReadWrite(LayoutOps):
         committed, write verifier, attributes after them)."""
         n = memoryview(data).nbytes
         if self.pnfs is not None:  # (through the metadata server: a RW layout held would be recalled)
-            await self.pnfs.give_back(of.fh, cred)
+            await self.pnfs.give_back(of.fh, cred, "a WRITE with attributes went through the metadata server")
             self._mds_writes.add(of.fh)
 
         def build(stateid: stateid4) -> list[Any]:
