@@ -280,8 +280,7 @@ class Client:
         flags = identity.flags if identity is not None else 0
         if self.nfs.pnfs is None:
             return {"enabled": False}
-        return {"enabled": True, "server_is_mds": bool(flags & c.EXCHGID4_FLAG_USE_PNFS_MDS),
-                **self.nfs.pnfs.report()}
+        return {**self.nfs.pnfs.report(), "server_is_mds": bool(flags & c.EXCHGID4_FLAG_USE_PNFS_MDS)}
 
     # -- names ------------------------------------------------------------------------------------------
     def _norm(self, path: str) -> str:
