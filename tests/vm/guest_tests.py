@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import guest_fuse  # the FUSE mount's steps (next to this file)
+import guest_pnfs  # pNFS block layouts (the Debian 13 guest)
 import guest_tls  # RPC-with-TLS on the server side (the Debian 13 guest)
 
 SERVER = "192.0.2.1"  # the first dummy interface (RFC 5737 TEST-NET-1: never routed)
@@ -1045,6 +1046,8 @@ CHILD_STEPS.update(
     client_tls_refusals=guest_tls.client_tls_refusals,
     fuse_tls=guest_tls.fuse_tls,
     client_tls_trunking=guest_tls.client_tls_trunking,
+    client_pnfs=guest_pnfs.client_pnfs,
+    client_pnfs_recall=guest_pnfs.client_pnfs_recall,
 )
 
 
@@ -1183,6 +1186,15 @@ def main() -> None:
             120,
             key="xattr",
         )
+    if args.guest == "trixie" and link == "rxe":  # pNFS block layouts: nfsd 7.3 and XFS (tests/vm/guest_pnfs.py)
+        pnfs_export = EXPORT / "pnfs"
+        if step(f"{link}: an XFS on a loop device exported with pnfs",
+                guest_pnfs.setup_pnfs_export(pnfs_export, 320), 120, key="pnfs"):
+            pnfs_url = f"nfs://{SERVER}:{TCP_PORT}/pnfs?proto=tcp"
+            step(f"{link}: our client reads and writes by the block layout, checked on the server's XFS",
+                 in_child("client_pnfs", pnfs_url, str(pnfs_export), str(min(args.mib, 64))), transfer, key="pnfs")
+            step(f"{link}: a kernel client's WRITE recalls our layout: returned, and nothing lost",
+                 in_child("client_pnfs_recall", pnfs_url, str(pnfs_export), str(KMOUNT / "pnfs")), 150, key="pnfs")
     trunk = f"{rdma}&addrs={SERVER2}:{RDMA_PORT}&stalltimeo=5"
     step(
         f"{link}: our client trunks two RDMA paths and fails over",

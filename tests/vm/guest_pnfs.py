@@ -1,0 +1,197 @@
+"""pNFS block layout steps of the Debian 13 guest (step key ``pnfs``): nfsd 7.3 exports an XFS on a
+loop device with ``pnfs``, and our client reads and writes its files straight on that device.
+
+- ``setup_pnfs_export`` (main process): an XFS on a whole loop device (nfsd refuses a partition),
+  mounted inside the first export and exported with ``pnfs``.
+- ``client_pnfs`` (child): the path API with ``pnfs`` writes and reads files by the block layout; the
+  bytes are checked against the server's own XFS, nfsd's READ and WRITE counters do not move for them
+  while LAYOUTGET and LAYOUTCOMMIT do, and ``nopnfs`` sends no LAYOUTGET.
+- ``client_pnfs_recall`` (child): while our client holds a RW layout, a WRITE by the kernel client
+  (through the metadata server) makes nfsd recall it; our client returns it and its I/O goes on
+  through the metadata server, and the file holds both writes.
+
+The module needs only the standard library at import (the guest's main process imports it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+MIB = 1 << 20
+IMG_DIR = Path("/mnt/pnfsimg")
+
+
+def _sh(*cmd: str, timeout: float = 60) -> str:
+    print("$ " + " ".join(cmd), flush=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    out = (p.stdout + p.stderr).strip()
+    if out:
+        print(out, flush=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} exited {p.returncode}: {out[-300:]}")
+    return p.stdout
+
+
+def setup_pnfs_export(export: Path, image_mib: int) -> Any:
+    def run(timeout: float) -> str:
+        _sh("modprobe", "-a", "loop", "xfs")
+        IMG_DIR.mkdir(parents=True, exist_ok=True)
+        _sh("mount", "-t", "tmpfs", "-o", f"size={image_mib + 16}m", "tmpfs", str(IMG_DIR))
+        img = IMG_DIR / "pnfs.xfs"
+        _sh("truncate", "-s", f"{image_mib}M", str(img))
+        dev = _sh("losetup", "--direct-io=on", "--show", "-f", str(img)).strip()
+        _sh("mkfs.xfs", "-q", "-f", dev, timeout=120)
+        export.mkdir(parents=True, exist_ok=True)
+        _sh("mount", "-t", "xfs", dev, str(export))
+        export.chmod(0o777)
+        with open("/etc/exports", "a") as f:
+            f.write(f"{export} *(rw,fsid=3,insecure,no_root_squash,no_subtree_check,pnfs)\n")
+        _sh("exportfs", "-ra")
+        listed = _sh("exportfs", "-v")
+        if "pnfs" not in listed:
+            raise RuntimeError(f"exportfs -v does not show pnfs: {listed!r}")
+        return f"XFS on {dev} ({image_mib} MiB) at {export}, exported with pnfs"
+
+    return run
+
+
+def op_counts() -> dict[str, int]:
+    """nfsd's counts of the operations that tell the data path (proc4ops, by op number)."""
+    for line in Path("/proc/net/rpc/nfsd").read_text().splitlines():
+        if line.startswith("proc4ops "):
+            n = [int(x) for x in line.split()[2:]]
+            # RFC 8881 op numbers: READ 25, WRITE 38, LAYOUTGET 50, LAYOUTCOMMIT 49, LAYOUTRETURN 51,
+            # GETDEVICEINFO 47
+            return {"READ": n[25], "WRITE": n[38], "GETDEVICEINFO": n[47], "LAYOUTCOMMIT": n[49],
+                    "LAYOUTGET": n[50], "LAYOUTRETURN": n[51]}
+    raise RuntimeError("no proc4ops line in /proc/net/rpc/nfsd")
+
+
+def _delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {k: after[k] - before[k] for k in after}
+
+
+def _pattern(size: int, seed: bytes) -> bytes:
+    out = bytearray()
+    i = 0
+    while len(out) < size:
+        out += hashlib.sha256(seed + i.to_bytes(8, "big")).digest() * 128
+        i += 1
+    return bytes(out[:size])
+
+
+def _server_bytes(path: Path) -> bytes:
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    return path.read_bytes()
+
+
+def _log_to_stderr() -> None:
+    import logging
+    import sys
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(relativeCreated)8.0f %(name)s %(message)s")
+
+
+async def client_pnfs(url: str, export: str, mib: str) -> str:
+    from pynfsrdma._client.api import Client
+
+    _log_to_stderr()
+
+    size = int(mib) * MIB
+    local = Path(export)
+    big = _pattern(size + 4093, b"big")
+    before = op_counts()
+    t0 = time.monotonic()
+    async with Client.connect(url, timeout=30, pnfs=True) as nfs:
+        async with await nfs.open("/big.dat", "w") as f:
+            for at in range(0, len(big), 8 * MIB):
+                await f.write(big[at:at + 8 * MIB])
+            await f.fsync()
+        wrote = time.monotonic() - t0
+        print(f"written: {nfs.stats()['pnfs']}; nfsd ran {_delta(before, op_counts())}", flush=True)
+        t1 = time.monotonic()
+        async with await nfs.open("/big.dat", "r") as f:
+            got = await f.pread(0, len(big) + 100)
+        read = time.monotonic() - t1
+        if got != big:
+            raise RuntimeError("our client read back other data than it wrote by the layout")
+        # an unaligned overwrite in the middle: the edge blocks read, changed and written again
+        async with await nfs.open("/big.dat", "r+") as f:
+            await f.pwrite(5000, b"EDGE" * 1000)
+            await f.fsync()
+        report = nfs.stats()["pnfs"]
+    after = op_counts()
+    expect = bytearray(big)
+    expect[5000:9000] = b"EDGE" * 1000
+    on_server = _server_bytes(local / "big.dat")
+    if on_server != bytes(expect):
+        raise RuntimeError(f"the server's XFS holds other bytes ({len(on_server)} bytes, expected {len(expect)})")
+    d = _delta(before, after)
+    counts = report["counts"]
+    if counts.get("write_bytes", 0) < len(big) or counts.get("read_bytes", 0) < len(big):
+        raise RuntimeError(f"not by the layout: {report}")
+    if d["WRITE"] or d["READ"] > 2:
+        raise RuntimeError(f"data went through the metadata server: nfsd ran {d}; our report {report}")
+    if not d["LAYOUTGET"] or not d["LAYOUTCOMMIT"]:
+        raise RuntimeError(f"no LAYOUTGET or LAYOUTCOMMIT at nfsd: {d}")
+    # nopnfs: nothing by layout
+    before = op_counts()
+    async with Client.connect(url, timeout=30, pnfs=False) as nfs:
+        if await nfs.read_file("/big.dat") != bytes(expect):
+            raise RuntimeError("nopnfs read other data")
+    d2 = _delta(before, op_counts())
+    if d2["LAYOUTGET"]:
+        raise RuntimeError(f"nopnfs sent LAYOUTGET: {d2}")
+    (local / "big.dat").unlink()
+    return (f"{len(big)} bytes by the block layout on {report['devices']}: write {len(big) / wrote / 1e6:.1f} MB/s, "
+            f"read {len(big) / read / 1e6:.1f} MB/s; nfsd ran {d}; our counts {counts}; "
+            f"through the MDS: {report['through_mds']}; nopnfs: no LAYOUTGET")
+
+
+async def client_pnfs_recall(url: str, export: str, kernel_dir: str) -> str:
+    import trio
+
+    from pynfsrdma._client.api import Client
+
+    _log_to_stderr()
+    local = Path(export)
+    first = _pattern(4 * MIB, b"first")
+    second = _pattern(4 * MIB, b"second")
+    before = op_counts()
+    async with Client.connect(url, timeout=30, pnfs=True) as nfs:
+        f = await nfs.open("/recall.dat", "w")
+        await f.pwrite(0, first)
+        await f.fsync()
+        held = nfs.stats()["pnfs"]["counts"]
+
+        def kernel_write() -> None:
+            # the kernel client, through the metadata server (no blkmapd: no block layout of its own)
+            fd = os.open(Path(kernel_dir) / "recall.dat", os.O_WRONLY)
+            try:
+                os.pwrite(fd, b"KERNEL", 4 * MIB + 100)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+        with trio.fail_after(60):
+            await trio.to_thread.run_sync(kernel_write)
+        await f.pwrite(8 * MIB, second)
+        await f.fsync()
+        await f.close()
+        report = nfs.stats()["pnfs"]
+    d = _delta(before, op_counts())
+    expect = bytearray(first) + bytes(4 * MIB) + bytearray(second)
+    expect[4 * MIB + 100:4 * MIB + 106] = b"KERNEL"
+    on_server = _server_bytes(local / "recall.dat")
+    if on_server != bytes(expect):
+        raise RuntimeError("after the recall the server's XFS holds other bytes than both writers wrote")
+    if report["counts"].get("recalls", 0) < 1 or not d["LAYOUTRETURN"]:
+        raise RuntimeError(f"no recall answered, or no LAYOUTRETURN: {report}; nfsd ran {d}")
+    (local / "recall.dat").unlink()
+    return f"recalled {report['counts'].get('recalls')} time(s); before: {held}; after: {report}; nfsd ran {d}"
