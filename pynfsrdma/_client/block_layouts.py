@@ -94,19 +94,23 @@ class BlockLayouts:
         return lock
 
     async def _layout(self, of: OpenFile, fh: bytes, offset: int, length: int, iomode: int,
-                      cred: Credential) -> Segment | None:
+                      cred: Credential, fresh: bool = False) -> Segment | None:
+        """The segment the I/O goes by; ``fresh``: a new LAYOUTGET for it even where a segment held
+        covers its offset (that one ends before the I/O does)."""
         route = self.cache.route(fh, offset, length, iomode)
-        if isinstance(route, ByLayout):
+        if isinstance(route, ByLayout) and not fresh:
             return route.segment
         # one LAYOUTGET of a file at a time: the I/O that waited for it may find its range covered
         async with self._lock(fh):
-            return await self._ask(of, fh, offset, length, iomode, cred)
+            return await self._ask(of, fh, offset, length, iomode, cred, fresh)
 
     async def _ask(self, of: OpenFile, fh: bytes, offset: int, length: int, iomode: int,
-                   cred: Credential) -> Segment | None:
+                   cred: Credential, fresh: bool) -> Segment | None:
         route = self.cache.route(fh, offset, length, iomode)
         if isinstance(route, ByLayout):
-            return route.segment
+            if not fresh or route.segment.end >= offset + length:
+                return route.segment
+            route = self.cache.ask_for(offset, length, iomode)
         if not isinstance(route, AskLayout):
             self._mds(route.reason)
             return None
@@ -143,6 +147,10 @@ class BlockLayouts:
         self.sizes[fh] = max(size, self.sizes.get(fh, 0)) if self.dirty(fh) else size
         if not self.cache.granted(fh, res.logr_stateid, res.logr_return_on_close, segs):
             log.info("a LAYOUTGET reply older than the layout state held, or raced by a recall: not kept")
+        elif fresh:
+            for seg in segs:
+                if seg.covers(offset) and seg.end >= offset + length and seg.iomode in (iomode, RW):
+                    return seg
         route = self.cache.route(fh, offset, length, iomode)
         if isinstance(route, ByLayout):
             return route.segment
@@ -190,6 +198,12 @@ class BlockLayouts:
             return None
         size = self.sizes.get(fh, 0)
         plan = plan_read(seg.body, offset, count, size)
+        if any(isinstance(p, Uncovered) for p in plan):  # (the segment ends inside the READ)
+            seg = await self._layout(of, fh, offset, count, READ, cred, fresh=True)
+            if seg is None:
+                return None
+            size = self.sizes.get(fh, 0)
+            plan = plan_read(seg.body, offset, count, size)
         if any(isinstance(p, Uncovered) for p in plan):
             self._mds("the layout does not cover the READ")
             return None
@@ -234,7 +248,11 @@ class BlockLayouts:
             await self.give_back(fh, cred, "a WRITE went through the metadata server")
             return False
         plan = plan_write(seg.body, offset, n, self.block_size)
-        if not all(isinstance(p, DeviceWrite) for p in plan):
+        if not all(isinstance(p, DeviceWrite) for p in plan):  # (the segment ends inside the WRITE)
+            seg = await self._layout(of, fh, offset, n, RW, cred, fresh=True)
+            if seg is not None:
+                plan = plan_write(seg.body, offset, n, self.block_size)
+        if seg is None or not all(isinstance(p, DeviceWrite) for p in plan):
             self._mds("the layout does not cover the WRITE")
             await self.give_back(fh, cred, "the layout does not cover the WRITE")
             return False
@@ -254,7 +272,10 @@ class BlockLayouts:
                 # the one copy: the caller's bytes into the aligned buffer O_DIRECT needs
                 view[p.data_from - p.file_offset:p.data_to - p.file_offset] = src[p.data_from - offset:p.data_to - offset]
                 await self._device_io(p.device, p.storage_offset, view, True)
-                written(seg.body, p.file_offset, p.length)
+                # every segment of the file that maps these blocks reads them from the device now
+                held = self.cache.files.get(fh)
+                for s in [seg, *(held.segments if held is not None else [])]:
+                    written(s.body, p.file_offset, p.length)
                 self.commits.setdefault(fh, CommitList()).add(p)
         except (OSError, NoDevice) as e:
             log.warning("block layout WRITE of %d at %d: %s; through the metadata server", n, offset, e)
@@ -386,10 +407,13 @@ class BlockLayouts:
             await self._send_return(ret, cred)
 
     def forget_all(self) -> None:
-        """The client ID is gone, and its layouts with it."""
+        """The client ID is gone, and its layouts with it: none is returned, and what was written by
+        them and not committed is sent again through the metadata server (as after a failed commit)."""
         self.cache.forget_all()
-        for pending in self.commits.values():
-            pending.clear()
+        for fh, pending in self.commits.items():
+            if pending:
+                self.lost.add(fh)
+                pending.clear()
 
     def close(self) -> None:
         for dev in self.devices.values():

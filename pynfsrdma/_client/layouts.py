@@ -130,9 +130,10 @@ class RecallAnswer:
 class LayoutCache:
     """The layouts of one client ID, keyed by file handle, for layouts of ``layout_type``."""
 
-    def __init__(self, layout_type: int, block_size: int = 4096) -> None:
+    def __init__(self, layout_type: int, block_size: int = 4096, ask: int = 16 << 20) -> None:
         self.layout_type = layout_type
         self.block_size = block_size
+        self.ask = ask  # how much a LAYOUTGET asks for at least: one per I/O would be a round trip each
         self.files: dict[bytes, FileLayout] = {}
 
     # -- the I/O paths ------------------------------------------------------------------------------------
@@ -147,13 +148,17 @@ class LayoutCache:
             for seg in f.segments:
                 if seg.covers(offset) and iomode_serves(seg.iomode, iomode):
                     return ByLayout(seg)
-        # ask from the block below the offset (nfsd refuses an unaligned loga_offset) to the end of the
-        # I/O's last block; a write needs all of it (minlength > 0: RFC 5663 2.3.1 refuses a RW layout
-        # asked with minlength 0)
+        return self.ask_for(offset, length, iomode)
+
+    def ask_for(self, offset: int, length: int, iomode: int) -> AskLayout:
+        """The LAYOUTGET for an I/O of ``length`` bytes at ``offset``."""
+        # ask from the block below the offset (nfsd refuses an unaligned loga_offset) for ``ask`` bytes
+        # or to the end of the I/O's last block if that is further; a write needs all of its own
+        # (minlength > 0: RFC 5663 2.3.1 refuses a RW layout asked with minlength 0)
         bs = self.block_size
         start = offset - offset % bs
         end = -(-(offset + max(length, 1)) // bs) * bs
-        return AskLayout(start, end - start, end - start if iomode == RW else 0, iomode)
+        return AskLayout(start, max(end - start, self.ask), end - start if iomode == RW else 0, iomode)
 
     def started(self, fh: bytes) -> None:
         """Layout I/O of ``fh`` began (a recall waits for it to end before returning)."""

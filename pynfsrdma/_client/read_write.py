@@ -48,7 +48,13 @@ class ReadWrite(LayoutOps):
         self.client.backchannel.on_layoutrecall = self.pnfs.on_recall
         self.client.backchannel.on_notify_deviceid = self.pnfs.forget_devices
         self.close_hooks.append(self.pnfs.closing)
+        self.client.reclaim_hooks.append(self._layouts_lost)
         return self.pnfs
+
+    async def _layouts_lost(self, client: Any) -> None:
+        """A new client ID (the server restarted, or our lease ran out): the layouts went with the old one."""
+        if self.pnfs is not None:
+            self.pnfs.forget_all()
 
     async def read(self, of: OpenFile | None, fh: bytes, offset: int, count: int,
                    cred: Credential, *, lock_owner: Hashable | None = None,

@@ -50,9 +50,11 @@ def test_seqid_order_wraps() -> None:
 
 
 def test_no_layout_asks_for_one_from_the_block_below_with_minlength_for_writes() -> None:
-    lc = LayoutCache(BLOCK)
-    assert lc.route(FH, 5000, 100, READ) == AskLayout(4096, 4096, 0, READ)
-    assert lc.route(FH, 0, 3 * 4096 + 1, RW) == AskLayout(0, 4 * 4096, 4 * 4096, RW)
+    lc = LayoutCache(BLOCK, ask=16 * MiB)
+    assert lc.route(FH, 5000, 100, READ) == AskLayout(4096, 16 * MiB, 0, READ)
+    assert lc.route(FH, 0, 3 * 4096 + 1, RW) == AskLayout(0, 16 * MiB, 4 * 4096, RW)
+    # an I/O larger than what is asked for at least: all of it
+    assert lc.route(FH, 100, 20 * MiB, RW) == AskLayout(0, 20 * MiB + 4096, 20 * MiB + 4096, RW)
 
 
 def test_a_read_goes_by_a_rw_segment_a_write_not_by_a_read_one() -> None:
