@@ -85,6 +85,31 @@ def _pattern(size: int, seed: bytes) -> bytes:
     return bytes(out[:size])
 
 
+def _figure(name: str, value: float) -> None:
+    """A figure for the run's figures.txt (the child's FIGURES: guest_tests.py runs as __main__)."""
+    import sys
+
+    figures = getattr(sys.modules["__main__"], "FIGURES", None)
+    if figures is not None:
+        figures[name] = value
+
+
+def _kernel_figures(kdir: Path, size: int) -> tuple[float, float]:
+    """The kernel client (through nfsd: no blkmapd, no block layout of its own) writing and reading
+    ``size`` bytes of the XFS export: MB/s."""
+    path = kdir / "kernel.dat"
+    t0 = time.monotonic()
+    _sh("dd", "if=/dev/zero", f"of={path}", "bs=1M", f"count={size // MIB}", "conv=fsync", timeout=300)
+    write = size / (time.monotonic() - t0) / 1e6
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    t0 = time.monotonic()
+    _sh("dd", f"if={path}", "of=/dev/null", "bs=1M", timeout=300)
+    read = size / (time.monotonic() - t0) / 1e6
+    path.unlink()
+    return write, read
+
+
 def _server_bytes(path: Path) -> bytes:
     os.sync()
     Path("/proc/sys/vm/drop_caches").write_text("3\n")
@@ -98,7 +123,7 @@ def _log_to_stderr() -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(relativeCreated)8.0f %(name)s %(message)s")
 
 
-async def client_pnfs(url: str, export: str, mib: str) -> str:
+async def client_pnfs(url: str, export: str, mib: str, kernel_dir: str) -> str:
     from pynfsrdma._client.api import Client
 
     _log_to_stderr()
@@ -140,17 +165,34 @@ async def client_pnfs(url: str, export: str, mib: str) -> str:
         raise RuntimeError(f"data went through the metadata server: nfsd ran {d}; our report {report}")
     if not d["LAYOUTGET"] or not d["LAYOUTCOMMIT"]:
         raise RuntimeError(f"no LAYOUTGET or LAYOUTCOMMIT at nfsd: {d}")
-    # nopnfs: nothing by layout
+    # nopnfs: nothing by layout; the same transfer through nfsd, for the figures
     before = op_counts()
     async with Client.connect(url, timeout=30, pnfs=False) as nfs:
-        if await nfs.read_file("/big.dat") != bytes(expect):
+        t0 = time.monotonic()
+        async with await nfs.open("/mds.dat", "w") as f:
+            for at in range(0, len(big), 8 * MIB):
+                await f.write(big[at:at + 8 * MIB])
+            await f.fsync()
+        mds_write = len(big) / (time.monotonic() - t0) / 1e6
+        t0 = time.monotonic()
+        async with await nfs.open("/mds.dat", "r") as f:
+            same = await f.pread(0, len(big) + 100) == big
+        mds_read = len(big) / (time.monotonic() - t0) / 1e6
+        if not same or await nfs.read_file("/big.dat") != bytes(expect):
             raise RuntimeError("nopnfs read other data")
     d2 = _delta(before, op_counts())
     if d2["LAYOUTGET"]:
         raise RuntimeError(f"nopnfs sent LAYOUTGET: {d2}")
     (local / "big.dat").unlink()
+    (local / "mds.dat").unlink()
+    k_write, k_read = _kernel_figures(Path(kernel_dir), size)
+    for who, w, r in (("ours-pnfs-block", len(big) / wrote / 1e6, len(big) / read / 1e6),
+                      ("ours-nopnfs-xfs", mds_write, mds_read), ("kernel-xfs-via-nfsd", k_write, k_read)):
+        _figure(f"rxe {who} write MB/s", w)
+        _figure(f"rxe {who} read MB/s", r)
     return (f"{len(big)} bytes by the block layout on {report['devices']}: write {len(big) / wrote / 1e6:.1f} MB/s, "
-            f"read {len(big) / read / 1e6:.1f} MB/s; nfsd ran {d}; our counts {counts}; "
+            f"read {len(big) / read / 1e6:.1f} MB/s (nopnfs {mds_write:.1f}, {mds_read:.1f}; the kernel client "
+            f"through nfsd {k_write:.1f}, {k_read:.1f}); nfsd ran {d}; our counts {counts}; "
             f"through the MDS: {report['through_mds']}; nopnfs: no LAYOUTGET")
 
 
@@ -165,7 +207,7 @@ async def client_pnfs_recall(url: str, export: str, kernel_dir: str) -> str:
     second = _pattern(4 * MIB, b"second")
     before = op_counts()
     async with Client.connect(url, timeout=30, pnfs=True) as nfs:
-        f = await nfs.open("/recall.dat", "w")
+        f = await nfs.open("/recall.dat", "w+")
         await f.pwrite(0, first)
         await f.fsync()
         held = nfs.stats()["pnfs"]["counts"]
@@ -183,15 +225,62 @@ async def client_pnfs_recall(url: str, export: str, kernel_dir: str) -> str:
             await trio.to_thread.run_sync(kernel_write)
         await f.pwrite(8 * MIB, second)
         await f.fsync()
+        after_kernel = nfs.stats()["pnfs"]["counts"].get("recalls", 0)
+        # a truncate on the server itself (XFS breaks the layout) while our open holds a layout
+        got = await f.pread(0, 100)
+        with trio.fail_after(60):
+            await trio.to_thread.run_sync(os.truncate, local / "recall.dat", 6 * MIB)
+        tail = await f.pread(6 * MIB - 10, 100)
         await f.close()
         report = nfs.stats()["pnfs"]
     d = _delta(before, op_counts())
     expect = bytearray(first) + bytes(4 * MIB) + bytearray(second)
     expect[4 * MIB + 100:4 * MIB + 106] = b"KERNEL"
+    if got != first[:100] or tail != bytes(expect[6 * MIB - 10:6 * MIB]):
+        raise RuntimeError(f"our reads around the truncate: {got[:8]!r}..., tail {tail!r}")
     on_server = _server_bytes(local / "recall.dat")
-    if on_server != bytes(expect):
-        raise RuntimeError("after the recall the server's XFS holds other bytes than both writers wrote")
-    if report["counts"].get("recalls", 0) < 1 or not d["LAYOUTRETURN"]:
-        raise RuntimeError(f"no recall answered, or no LAYOUTRETURN: {report}; nfsd ran {d}")
+    if on_server != bytes(expect[:6 * MIB]):
+        raise RuntimeError("after the recalls the server's XFS holds other bytes than the writers wrote")
+    recalls = report["counts"].get("recalls", 0)
+    if after_kernel < 1 or recalls <= after_kernel or not d["LAYOUTRETURN"]:
+        raise RuntimeError(f"recalls: {after_kernel} after the kernel's WRITE, {recalls} after the truncate; "
+                           f"{report}; nfsd ran {d}")
     (local / "recall.dat").unlink()
-    return f"recalled {report['counts'].get('recalls')} time(s); before: {held}; after: {report}; nfsd ran {d}"
+    return (f"recalled {after_kernel} time(s) by the kernel client's WRITE, {recalls - after_kernel} by the "
+            f"server's truncate; before: {held}; after: {report}; nfsd ran {d}")
+
+
+def fuse_pnfs(source: str, options: str, export: str) -> str:
+    """Our FUSE mount with ``pnfs``: a file written and read through the mount, checked on the XFS."""
+    import guest_fuse  # (next to this file; the child imports the project)
+
+    local = Path(export)
+    data = _pattern(8 * MIB + 123, b"fuse")
+    before = op_counts()
+    with guest_fuse.mounted(source, Path("/run/ours-pnfs"), options) as mnt:
+        with open(mnt / "fuse.dat", "wb") as fo:
+            for at in range(0, len(data), MIB):
+                fo.write(data[at:at + MIB])
+            fo.flush()
+            os.fsync(fo.fileno())
+        fd = os.open(mnt / "fuse.dat", os.O_RDONLY | os.O_DIRECT)
+        try:
+            back = bytearray()
+            while True:
+                chunk = os.read(fd, MIB)
+                if not chunk:
+                    break
+                back += chunk
+        finally:
+            os.close(fd)
+        report = guest_fuse.stats(mnt)["pnfs"]
+    d = _delta(before, op_counts())
+    if bytes(back) != data:
+        raise RuntimeError("our mount read back other data than it wrote")
+    if _server_bytes(local / "fuse.dat") != data:
+        raise RuntimeError("the server's XFS holds other bytes than our mount wrote")
+    counts = report.get("counts", {})
+    if not report.get("enabled") or not (counts.get("read_bytes", 0) + counts.get("write_bytes", 0)):
+        raise RuntimeError(f"nothing by the layout through the mount: {report}; nfsd ran {d}")
+    (local / "fuse.dat").unlink()
+    return f"through the mount: {counts}; through the MDS: {report.get('through_mds')}; nfsd ran {d}"

@@ -1048,6 +1048,7 @@ CHILD_STEPS.update(
     client_tls_trunking=guest_tls.client_tls_trunking,
     client_pnfs=guest_pnfs.client_pnfs,
     client_pnfs_recall=guest_pnfs.client_pnfs_recall,
+    fuse_pnfs=guest_pnfs.fuse_pnfs,
 )
 
 
@@ -1192,9 +1193,13 @@ def main() -> None:
                 guest_pnfs.setup_pnfs_export(pnfs_export, 320), 120, key="pnfs"):
             pnfs_url = f"nfs://{SERVER}:{TCP_PORT}/pnfs?proto=tcp"
             step(f"{link}: our client reads and writes by the block layout, checked on the server's XFS",
-                 in_child("client_pnfs", pnfs_url, str(pnfs_export), str(min(args.mib, 64))), transfer, key="pnfs")
-            step(f"{link}: a kernel client's WRITE recalls our layout: returned, and nothing lost",
+                 in_child("client_pnfs", pnfs_url, str(pnfs_export), str(min(args.mib, 64)), str(KMOUNT / "pnfs")),
+                 2 * transfer, key="pnfs")
+            step(f"{link}: a kernel client's WRITE recalls our layout, then a truncate on the server: nothing lost",
                  in_child("client_pnfs_recall", pnfs_url, str(pnfs_export), str(KMOUNT / "pnfs")), 150, key="pnfs")
+            step(f"{link}: our FUSE mount with pnfs, checked on the server's XFS",
+                 in_child("fuse_pnfs", f"{SERVER}:/pnfs", f"proto=tcp,port={TCP_PORT},pnfs", str(pnfs_export)),
+                 150, key="pnfs")
     trunk = f"{rdma}&addrs={SERVER2}:{RDMA_PORT}&stalltimeo=5"
     step(
         f"{link}: our client trunks two RDMA paths and fails over",
