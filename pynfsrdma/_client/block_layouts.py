@@ -114,6 +114,13 @@ class BlockLayouts:
         if not isinstance(route, AskLayout):
             self._mds(route.reason)
             return None
+        types = self.ops.layout_types
+        if types is not None and BLOCK not in types:
+            why = "the export's file system hands out no block layout (fs_layout_types: " \
+                  f"{', '.join(str(t) for t in types) or 'none'})"
+            self.cache.refuse(fh, why)
+            self._mds(why)
+            return None
         held = self.cache.files.get(fh)
         stateid = held.stateid if held is not None and held.stateid is not None else of.stateid
         try:

@@ -57,6 +57,9 @@ class Compounds:
         # byte-range locks: lock owners and the lock state of each (open, owner)
         self.locks = LockTable()
         self.lock_counts = {"granted": 0, "denied": 0, "reclaimed": 0, "lost": 0, "notified": 0}
+        # pNFS (learned by mount): fs_layout_types of the export (None: not said) and layout_blksize
+        self.layout_types: list[int] | None = None
+        self.layout_blksize = 0
         # the NFSv4.2 operations the server said it does not support: not sent again
         self.unsupported: set[int] = set()
 
