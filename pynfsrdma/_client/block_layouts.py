@@ -19,6 +19,7 @@ LAYOUTCOMMITs and LAYOUTRETURNs they call for and the device I/O.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import Counter
 from typing import Any
@@ -47,6 +48,7 @@ from .layouts import READ, RW, AskLayout, ByLayout, LayoutCache, LayoutReturn, S
 from .open_state import OpenFile
 
 log = logging.getLogger(__name__)
+_NO_LOCK = contextlib.nullcontext()
 
 BLOCK = c.LAYOUT4_BLOCK_VOLUME
 POLL = 0.005  # seconds between looks at a file's layout I/O in flight (a recall, a give-back waits for it)
@@ -69,7 +71,8 @@ class BlockLayouts:
         self.cred: Credential | None = None  # for returns a recall starts (the last I/O's)
         self.candidates = block_devices.candidates
         self.lost: set[bytes] = set()  # files whose writes by layout could not be committed
-        self.locks: dict[bytes, trio.Lock] = {}  # per file: its LAYOUTGETs and returns one at a time
+        self.locks: dict[bytes, trio.Lock] = {}
+        self.edge_locks: dict[bytes, trio.Lock] = {}  # per file: read-modify-writes of edge blocks  # per file: its LAYOUTGETs and returns one at a time
         self.counts: Counter[str] = Counter()
         self.reasons: Counter[str] = Counter()  # why I/O went through the metadata server
 
@@ -264,37 +267,54 @@ class BlockLayouts:
             await self.give_back(fh, cred, "the layout does not cover the WRITE")
             return False
         self.cache.started(fh)
-        bs = self.block_size
+        failed: Exception | None = None
         try:
             for p in plan:
-                assert isinstance(p, DeviceWrite)
-                buf = block_devices.aligned(p.length)
-                view = memoryview(buf)[:p.length]
-                if not p.whole and p.edges == "device":
-                    for blk in {p.file_offset, p.file_offset + p.length - bs}:
-                        if p.data_from <= blk and blk + bs <= p.data_to:
-                            continue
-                        at = blk - p.file_offset
-                        await self._device_io(p.device, p.storage_offset + at, view[at:at + bs], False)
-                # the one copy: the caller's bytes into the aligned buffer O_DIRECT needs
-                view[p.data_from - p.file_offset:p.data_to - p.file_offset] = src[p.data_from - offset:p.data_to - offset]
-                await self._device_io(p.device, p.storage_offset, view, True)
-                # every segment of the file that maps these blocks reads them from the device now
-                held = self.cache.files.get(fh)
-                for s in [seg, *(held.segments if held is not None else [])]:
-                    written(s.body, p.file_offset, p.length)
-                self.commits.setdefault(fh, CommitList()).add(p)
+                if isinstance(p, DeviceWrite):
+                    await self._write_blocks(fh, seg, p, src, offset)
         except (OSError, NoDevice) as e:
-            log.warning("block layout WRITE of %d at %d: %s; through the metadata server", n, offset, e)
-            self._mds(f"device I/O error: {e}")
+            failed = e
+        finally:
             self._ended(fh)
-            await self.give_back(fh, cred, f"device I/O error: {e}")
+        if failed is not None:
+            log.warning("block layout WRITE of %d at %d: %s; through the metadata server", n, offset, failed)
+            self._mds(f"device I/O error: {failed}")
+            await self.give_back(fh, cred, f"device I/O error: {failed}")
             return False
-        self._ended(fh)
         self.sizes[fh] = max(self.sizes.get(fh, 0), offset + n)
         self.counts["write_bytes"] += n
         self.counts["writes"] += 1
         return True
+
+    async def _write_blocks(self, fh: bytes, seg: Segment, p: DeviceWrite, src: memoryview, offset: int) -> None:
+        """One extent's whole blocks: the edges read first where the extent's data is valid (two partial
+        writes of one file do that one at a time: they may share a block), the caller's bytes copied
+        into the aligned buffer, written, and the blocks marked written."""
+        bs = self.block_size
+        buf = block_devices.aligned(p.length)
+        view = memoryview(buf)[:p.length]
+        partial = not p.whole and p.edges == "device"
+        async with self.edge_lock(fh) if partial else _NO_LOCK:
+            if partial:
+                for blk in {p.file_offset, p.file_offset + p.length - bs}:
+                    if p.data_from <= blk and blk + bs <= p.data_to:
+                        continue
+                    at = blk - p.file_offset
+                    await self._device_io(p.device, p.storage_offset + at, view[at:at + bs], False)
+            # the one copy: the caller's bytes into the aligned buffer O_DIRECT needs
+            view[p.data_from - p.file_offset:p.data_to - p.file_offset] = src[p.data_from - offset:p.data_to - offset]
+            await self._device_io(p.device, p.storage_offset, view, True)
+        # every segment of the file that maps these blocks reads them from the device now
+        held = self.cache.files.get(fh)
+        for s in [seg, *(held.segments if held is not None else [])]:
+            written(s.body, p.file_offset, p.length)
+        self.commits.setdefault(fh, CommitList()).add(p)
+
+    def edge_lock(self, fh: bytes) -> trio.Lock:
+        lock = self.edge_locks.get(fh)
+        if lock is None:
+            lock = self.edge_locks[fh] = trio.Lock()
+        return lock
 
     async def _device_io(self, deviceid: bytes, offset: int, view: memoryview, write: bool) -> None:
         pos = 0
