@@ -284,3 +284,47 @@ def fuse_pnfs(source: str, options: str, export: str) -> str:
         raise RuntimeError(f"nothing by the layout through the mount: {report}; nfsd ran {d}")
     (local / "fuse.dat").unlink()
     return f"through the mount: {counts}; through the MDS: {report.get('through_mds')}; nfsd ran {d}"
+
+
+def kernel_pnfs_figures(server: str, port: int, mib: int) -> Any:
+    """The kernel's own block layout client beside ours (``blkmapd`` finds the device by its signature
+    and builds a device-mapper table): ``dd`` of ``mib`` MiB written and read on a vers=4.1 mount of the
+    XFS export over TCP; its mountstats must count LAYOUTGETs, and nfsd no READ or WRITE for the data."""
+    def run(timeout: float) -> str:
+        import sys
+
+        _sh("modprobe", "-a", "dm_mod", "blocklayoutdriver")
+        pipefs = Path("/var/lib/nfs/rpc_pipefs")
+        pipefs.mkdir(parents=True, exist_ok=True)
+        if "rpc_pipefs" not in Path("/proc/mounts").read_text():
+            _sh("mount", "-t", "rpc_pipefs", "sunrpc", str(pipefs))
+        subprocess.Popen(["blkmapd", "-f"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1)
+        mnt = Path("/mnt/kpnfs")
+        mnt.mkdir(parents=True, exist_ok=True)
+        _sh("mount", "-t", "nfs4", "-o", f"vers=4.1,proto=tcp,port={port}", f"{server}:/pnfs", str(mnt), timeout=60)
+        try:
+            before = op_counts()
+            size = mib * MIB
+            path = mnt / "kernel-pnfs.dat"
+            t0 = time.monotonic()
+            _sh("dd", "if=/dev/zero", f"of={path}", "bs=1M", f"count={mib}", "oflag=direct", "conv=fsync",
+                timeout=timeout / 2)
+            write = size / (time.monotonic() - t0) / 1e6
+            t0 = time.monotonic()
+            _sh("dd", f"if={path}", "of=/dev/null", "bs=1M", "iflag=direct", timeout=timeout / 2)
+            read = size / (time.monotonic() - t0) / 1e6
+            d = _delta(before, op_counts())
+            path.unlink()
+        finally:
+            _sh("umount", str(mnt), timeout=60)
+        if not d["LAYOUTGET"] or d["WRITE"] or d["READ"]:
+            raise RuntimeError(f"the kernel client did not go by the layout: nfsd ran {d} "
+                               f"(write {write:.1f} MB/s, read {read:.1f} MB/s)")
+        figures = getattr(sys.modules["__main__"], "FIGURES", None)
+        if figures is not None:
+            figures["rxe kernel-pnfs-block write MB/s"] = write
+            figures["rxe kernel-pnfs-block read MB/s"] = read
+        return f"the kernel client by the block layout: write {write:.1f} MB/s, read {read:.1f} MB/s; nfsd ran {d}"
+
+    return run

@@ -1197,6 +1197,11 @@ def main() -> None:
                  2 * transfer, key="pnfs")
             step(f"{link}: a kernel client's WRITE recalls our layout, then a truncate on the server: nothing lost",
                  in_child("client_pnfs_recall", pnfs_url, str(pnfs_export), str(KMOUNT / "pnfs")), 150, key="pnfs")
+            # the kernel's own block layout client, when asked for (PYNFSRDMA_VM_STEPS=pnfs,kpnfs): not yet
+            # seen working in this guest
+            if "kpnfs" in ONLY:
+                step(f"{link}: the kernel client by the block layout (blkmapd), figures",
+                     guest_pnfs.kernel_pnfs_figures(SERVER, TCP_PORT, min(args.mib, 64)), transfer, key="kpnfs")
             step(f"{link}: our FUSE mount with pnfs, checked on the server's XFS",
                  in_child("fuse_pnfs", f"{SERVER}:/pnfs", f"proto=tcp,port={TCP_PORT},pnfs", str(pnfs_export)),
                  150, key="pnfs")
