@@ -75,6 +75,8 @@ class BlockLayouts:
         self.edge_locks: dict[bytes, trio.Lock] = {}  # per file: read-modify-writes of edge blocks  # per file: its LAYOUTGETs and returns one at a time
         self.counts: Counter[str] = Counter()
         self.reasons: Counter[str] = Counter()  # why I/O went through the metadata server
+        self.device_calls: Counter[str] = Counter()  # reads and writes, by device path
+        self.device_bytes: Counter[str] = Counter()
 
     # -- what stats show ----------------------------------------------------------------------------------
     def report(self) -> dict[str, Any]:
@@ -85,6 +87,12 @@ class BlockLayouts:
             "counts": dict(self.counts),
             "through_mds": dict(self.reasons),
         }
+
+    def device_rows(self) -> list[dict[str, Any]]:
+        """The block devices that carried I/O, as rows beside the paths ``pynfsrdma paths`` lists."""
+        return [{"state": "up", "address": path, "transport": "block layout", "calls": self.device_calls[path],
+                 "bytes": self.device_bytes[path], "source": "pnfs layout", "verification": "signature"}
+                for path in sorted(self.devices)]
 
     def _mds(self, reason: str) -> None:
         self.reasons[reason] += 1
@@ -233,6 +241,8 @@ class BlockLayouts:
                 pos = lo - a0
                 for piece in self._pieces(p.device, p.storage_offset - (p.file_offset - lo), hi - lo):
                     await self.devices[piece.path].read_into(view[pos:pos + piece.length], piece.offset)
+                    self.device_calls[piece.path] += 1
+                    self.device_bytes[piece.path] += piece.length
                     pos += piece.length
         except (OSError, NoDevice) as e:
             log.warning("block layout READ of %d at %d: %s; through the metadata server", count, offset, e)
@@ -322,6 +332,8 @@ class BlockLayouts:
             dev = self.devices[piece.path]
             part = view[pos:pos + piece.length]
             await (dev.write_from(part, piece.offset) if write else dev.read_into(part, piece.offset))
+            self.device_calls[piece.path] += 1
+            self.device_bytes[piece.path] += piece.length
             pos += piece.length
 
     def _ended(self, fh: bytes) -> None:

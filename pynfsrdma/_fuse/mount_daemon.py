@@ -322,7 +322,8 @@ async def _serve(req: MountRequest, ready: Callable[[str | None], None], stop: S
                             "payload": payload_counts(channel, client),
                             "pnfs": nfs.pnfs.report() if nfs.pnfs is not None else {"enabled": False},
                         },
-                        "paths": lambda: stats.path_rows(client, trunking),
+                        "paths": lambda: [*stats.path_rows(client, trunking),
+                                          *(nfs.pnfs.device_rows() if nfs.pnfs is not None else [])],
                         "remount": remount,
                     },
                 )

@@ -1204,7 +1204,7 @@ def main() -> None:
                      guest_pnfs.kernel_pnfs_figures(SERVER, TCP_PORT, min(args.mib, 64)), transfer, key="kpnfs")
             step(f"{link}: our FUSE mount with pnfs, checked on the server's XFS",
                  in_child("fuse_pnfs", f"{SERVER}:/pnfs", f"proto=tcp,port={TCP_PORT},pnfs", str(pnfs_export)),
-                 150, key="pnfs")
+                 360, key="pnfs")
     trunk = f"{rdma}&addrs={SERVER2}:{RDMA_PORT}&stalltimeo=5"
     step(
         f"{link}: our client trunks two RDMA paths and fails over",
