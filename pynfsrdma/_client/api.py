@@ -251,6 +251,8 @@ class Client:
                         with trio.CancelScope(shield=True), trio.move_on_after(RELEASE_TIMEOUT):
                             await ops.release_all()
                             await cid.forget(self.cred)
+                        if ops.pnfs is not None:
+                            ops.pnfs.close()  # (the block devices it opened)
                 finally:
                     with trio.CancelScope(shield=True):
                         # (a connect that failed has no time left for a clean goodbye to a server
