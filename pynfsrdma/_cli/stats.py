@@ -257,6 +257,17 @@ def format_report(rep: dict[str, Any], width: int | None = None) -> str:
             f"{cache.get('lookups_sent', 0)} sent; {cache.get('invalidations', 0)} invalidations, "
             f"{cache.get('stale_names', 0)} stale names, {cache.get('reopens', 0)} reopens"
         )
+    pnfs = rep.get("pnfs")
+    if pnfs and pnfs.get("enabled"):
+        n = pnfs.get("counts", {})
+        lines.append(
+            f"pnfs: {pnfs.get('layout')} layout on {', '.join(pnfs.get('devices', [])) or 'no device'}: read "
+            f"{human_bytes(n.get('read_bytes', 0))}, wrote {human_bytes(n.get('write_bytes', 0))}; "
+            f"LAYOUTGET {n.get('layoutget', 0)}, LAYOUTCOMMIT {n.get('layoutcommit', 0)}, LAYOUTRETURN "
+            f"{n.get('layoutreturn', 0)}, recalls {n.get('recalls', 0)}"
+        )
+        for why, times in pnfs.get("through_mds", {}).items():
+            lines.append(f"pnfs: through the metadata server {times} time(s): {why}")
     locks = rep.get("locks")
     if locks and any(locks.values()):
         lines.append("locks: " + ", ".join(f"{k} {v}" for k, v in locks.items()))

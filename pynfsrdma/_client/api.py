@@ -59,6 +59,7 @@ from .url import (
     check_url_options,
     minor_version,
     parse_url,
+    pnfs_of,
     reads_per_compound,
     url_identity,
 )
@@ -157,6 +158,7 @@ class Client:
         truststore: str | None = None,
         certificate: str | None = None,
         private_key: str | None = None,
+        pnfs: bool | None = None,
     ) -> AsyncIterator[Client]:
         """Connect, create a session, look up the export; on exit close the session cleanly.
 
@@ -177,6 +179,10 @@ class Client:
         the URL's host; under ``mtls`` with the client's ``certificate`` and ``private_key`` (PEM
         files; tlshd.conf's names). A server that will not do TLS, or whose certificate fails the
         check, is an error (EACCES) naming the server and what failed: never plain text.
+        ``pnfs`` (or the URL's ``pnfs``/``nopnfs``): READs and WRITEs of open files go straight to the
+        block device when the server hands out block layouts (RFC 5663) and the device is on this
+        machine (found by its signature; reading it needs the rights to), and through the server when
+        not. Off by default.
         """
         if url is None:
             if host is None:
@@ -191,6 +197,7 @@ class Client:
         check_url_options(u)
         xprtsec = xprtsec_of(u).mode  # (options that do not fit are refused before anything is sent)
         reads_per_compound(u)
+        want_pnfs = pnfs_of(u, pnfs)
         url_uid, url_gid = url_identity(u)
         uid = uid if uid is not None else url_uid if url_uid is not None else os.getuid()
         gid = gid if gid is not None else url_gid if url_gid is not None else os.getgid()
@@ -207,7 +214,8 @@ class Client:
             async with trio.open_nursery() as nursery:
                 cid = ClientID(
                     nursery,
-                    options=SessionOptions(rsize=rsize, wsize=wsize, minorversion=minor_version(u.vers)),
+                    options=SessionOptions(rsize=rsize, wsize=wsize, minorversion=minor_version(u.vers),
+                                           pnfs=want_pnfs),
                     policy=RetryPolicy(timeo=timeo, retrans=retrans, hard=hard),
                     cred=machine_credential(u.host, keytab or u.options.get("keytab"), choice.flavors, cred,
                                             uuid.uuid4().hex),
@@ -222,6 +230,8 @@ class Client:
                                                   timeout)
                         trunking, ops = stack.trunking, stack.nfs
                         ops.owner_per_open = True  # every File is an open of its own
+                        if want_pnfs:
+                            ops.use_pnfs(nursery)
                         probe = posixpath.join(u.path, (sec_path or "").lstrip("/"))
                         user = await negotiate(ops, u.path, probe, choice, cred,
                                                lambda f: credential(f, u.host, uid, gid, groups, ccache))
@@ -241,6 +251,8 @@ class Client:
                         with trio.CancelScope(shield=True), trio.move_on_after(RELEASE_TIMEOUT):
                             await ops.release_all()
                             await cid.forget(self.cred)
+                        if ops.pnfs is not None:
+                            ops.pnfs.close()  # (the block devices it opened)
                 finally:
                     with trio.CancelScope(shield=True):
                         # (a connect that failed has no time left for a clean goodbye to a server
@@ -259,7 +271,18 @@ class Client:
         """The statistics report ``pynfsrdma stats`` shows for a mount (see :mod:`pynfsrdma._stats`)."""
         from .. import _stats as stats
 
-        return stats.snapshot(self.clientid, self.trunking, {"server": f"{self.url.host}:{self.url.path}"})
+        report = stats.snapshot(self.clientid, self.trunking, {"server": f"{self.url.host}:{self.url.path}"})
+        report["pnfs"] = self.pnfs_report()
+        return report
+
+    def pnfs_report(self) -> dict[str, Any]:
+        """pNFS as ``stats`` shows it: off, or the layout, the devices that carried I/O, the layout
+        operations and bytes, and why I/O went through the metadata server (reason: times)."""
+        identity = self.clientid.identity
+        flags = identity.flags if identity is not None else 0
+        if self.nfs.pnfs is None:
+            return {"enabled": False}
+        return {**self.nfs.pnfs.report(), "server_is_mds": bool(flags & c.EXCHGID4_FLAG_USE_PNFS_MDS)}
 
     # -- names ------------------------------------------------------------------------------------------
     def _norm(self, path: str) -> str:

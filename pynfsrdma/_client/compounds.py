@@ -44,6 +44,8 @@ class Compounds:
         self.want_delegations = False
         # called with a file handle before its delegation goes back: dirty data must reach the server
         self.delegation_return_hooks: list[Callable[[bytes], Awaitable[None]]] = []
+        # called with a file handle before its CLOSE (pNFS: layouts committed and returned)
+        self.close_hooks: list[Callable[[bytes, Credential], Awaitable[None]]] = []
         self.delegation_counts = {"granted": 0, "recalled": 0, "returned": 0, "local_opens": 0, "getattrs": 0}
         self.reclaimed = 0  # opens reclaimed after server restarts
         # the export's file system has extended attributes (NFSv4.2 sessions only; learned by mount)
@@ -55,6 +57,9 @@ class Compounds:
         # byte-range locks: lock owners and the lock state of each (open, owner)
         self.locks = LockTable()
         self.lock_counts = {"granted": 0, "denied": 0, "reclaimed": 0, "lost": 0, "notified": 0}
+        # pNFS (learned by mount): fs_layout_types of the export (None: not said) and layout_blksize
+        self.layout_types: list[int] | None = None
+        self.layout_blksize = 0
         # the NFSv4.2 operations the server said it does not support: not sent again
         self.unsupported: set[int] = set()
 

@@ -82,6 +82,9 @@ class Names(Compounds):
                                    server_io_size(room[1])))
         if c.FATTR4_LEASE_TIME in info:
             self.client.lease_time = info[c.FATTR4_LEASE_TIME]
+        # pNFS: the layout types the export's file system hands out (None: the server did not say)
+        self.layout_types = [int(t) for t in info[c.FATTR4_FS_LAYOUT_TYPES]] if c.FATTR4_FS_LAYOUT_TYPES in info else None
+        self.layout_blksize = int(info.get(c.FATTR4_LAYOUT_BLKSIZE, 0))
         self.root_fh = fh
         return fh, attrs
 

@@ -253,6 +253,11 @@ class Opens(ByteRangeLocks, Names):
         self.forget_locks(of)
         if of.local:
             return  # made under a delegation: the server never saw it
+        for hook in self.close_hooks:
+            try:
+                await hook(of.fh, cred)
+            except OSError as e:  # (a layout's I/O failed: the data went, or goes, through the MDS)
+                log.warning("before CLOSE: %s", e)
         try:
             await self.run([PUTFH4args(of.fh), *release, CLOSE4args(0, of.stateid)], cred)
         except NFS4Error as e:

@@ -1,10 +1,14 @@
 """File data, one COMPOUND each: READ, WRITE (the data sent by reference), COMMIT, and a WRITE
-with the SETATTR and GETATTR the FUSE mount sends after it in the same COMPOUND."""
+with the SETATTR and GETATTR the FUSE mount sends after it in the same COMPOUND. With pNFS on
+(:meth:`ReadWrite.use_pnfs`), a READ or WRITE of an open file goes by the block layout when it can
+(:mod:`.block_layouts`), and through the metadata server when not."""
 
 from __future__ import annotations
 
 from collections.abc import Hashable
 from typing import Any
+
+import trio
 
 from .._proto.nfs4 import const as c
 from .._proto.nfs4.compound import result_of
@@ -22,13 +26,35 @@ from .._rpc.auth import Credential
 from .._transport.base import ReplyHints, SpliceRequest
 from . import read_sink
 from .attributes import STAT_BITMAP, FileAttrs
-from .compounds import Compounds, Parsed, last_attrs
+from .block_layouts import VERIFIER, BlockLayouts
+from .compounds import Parsed, last_attrs
+from .layout_ops import LayoutOps
 from .open_state import ANONYMOUS_STATEID, OpenFile
 from .read_payload import locate_read_data
 
 
-class ReadWrite(Compounds):
+class ReadWrite(LayoutOps):
     """READ, WRITE, COMMIT."""
+
+    def __init__(self, client: Any) -> None:
+        super().__init__(client)
+        self.pnfs: BlockLayouts | None = None
+        self._mds_writes: set[bytes] = set()  # files written through the metadata server since their COMMIT
+
+    def use_pnfs(self, nursery: trio.Nursery) -> BlockLayouts:
+        """READs and WRITEs by block layouts where the server hands them out; the layouts are
+        recalled through the back channel, committed and returned on close."""
+        self.pnfs = BlockLayouts(self, nursery)
+        self.client.backchannel.on_layoutrecall = self.pnfs.on_recall
+        self.client.backchannel.on_notify_deviceid = self.pnfs.forget_devices
+        self.close_hooks.append(self.pnfs.closing)
+        self.client.reclaim_hooks.append(self._layouts_lost)
+        return self.pnfs
+
+    async def _layouts_lost(self, client: Any) -> None:
+        """A new client ID (the server restarted, or our lease ran out): the layouts went with the old one."""
+        if self.pnfs is not None:
+            self.pnfs.forget_all()
 
     async def read(self, of: OpenFile | None, fh: bytes, offset: int, count: int,
                    cred: Credential, *, lock_owner: Hashable | None = None,
@@ -37,6 +63,10 @@ class ReadWrite(Compounds):
         :class:`~.read_sink.SplicedPayload` instead when a pipe was offered for this READ
         (:mod:`.read_sink`) and the transport spliced the data into it."""
         count = min(count, self.maxread)
+        if self.pnfs is not None and of is not None:
+            by_layout = await self.pnfs.read(of, fh, offset, count, cred)
+            if by_layout is not None:
+                return by_layout
         hints = ReplyHints(ddp_sizes=[count])
         sink = read_sink.offered(offset, count)
         if sink is not None:
@@ -53,6 +83,16 @@ class ReadWrite(Compounds):
                     path: str | None = None) -> tuple[int, int, bytes]:
         """One WRITE (data sent by reference): (count, committed, write verifier)."""
         n = memoryview(data).nbytes
+        if self.pnfs is not None:
+            if await self.pnfs.write(of, offset, data, cred):
+                if stable == c.UNSTABLE4:
+                    return n, c.UNSTABLE4, VERIFIER
+                await self.pnfs.commit(of.fh, cred)
+                if of.fh not in self.pnfs.lost:
+                    return n, c.FILE_SYNC4, VERIFIER
+                self.pnfs.lost.discard(of.fh)
+                await self.pnfs.give_back(of.fh, cred, "LAYOUTCOMMIT failed")
+            self._mds_writes.add(of.fh)
         res = await self.run_with_open(
             of, lambda s: [PUTFH4args(of.fh), WRITE4args(s, offset, stable, data)], cred, payload=n,
             lock_owner=lock_owner, path=path,
@@ -62,6 +102,14 @@ class ReadWrite(Compounds):
 
     async def commit(self, fh: bytes, cred: Credential, offset: int = 0, count: int = 0,
                      path: str | None = None) -> bytes:
+        if self.pnfs is not None and self.pnfs.dirty(fh):
+            await self.pnfs.commit(fh, cred)
+            if fh not in self._mds_writes and fh not in self.pnfs.lost:
+                return VERIFIER
+        if self.pnfs is not None:
+            # (after a LAYOUTCOMMIT that failed: the server's verifier makes the writer send those again)
+            self.pnfs.lost.discard(fh)
+        self._mds_writes.discard(fh)
         res = await self.run([PUTFH4args(fh), COMMIT4args(offset, count)], cred, path=path)
         return bytes(result_of(res, c.OP_COMMIT).writeverf)
 
@@ -73,6 +121,9 @@ class ReadWrite(Compounds):
         anonymous stateid, as :meth:`setattr` sends it), then GETATTR, in one COMPOUND: (count,
         committed, write verifier, attributes after them)."""
         n = memoryview(data).nbytes
+        if self.pnfs is not None:  # (through the metadata server: a RW layout held would be recalled)
+            await self.pnfs.give_back(of.fh, cred, "a WRITE with attributes went through the metadata server")
+            self._mds_writes.add(of.fh)
 
         def build(stateid: stateid4) -> list[Any]:
             ops: list[Any] = [PUTFH4args(of.fh), WRITE4args(stateid, offset, stable, data)]

@@ -431,6 +431,7 @@ def connect(
     truststore: str | None = None,
     certificate: str | None = None,
     private_key: str | None = None,
+    pnfs: bool | None = None,
 ) -> SyncClient:
     """Connect to an NFSv4.1/4.2 export, blocking: ``with connect("nfs://host/export") as nfs: ...``.
 
@@ -439,12 +440,13 @@ def connect(
     else the caller's own); ``timeout`` to connect; ``hard``, ``timeo`` (seconds) and ``retrans`` as
     nfs(5); the largest READ and WRITE; the security flavours (``sec``, ``sec_path``), the Kerberos ticket
     cache and the machine's keytab (``ccache``, ``keytab``); RPC-with-TLS (``xprtsec`` none, tls or
-    mtls; ``truststore``, ``certificate``, ``private_key``).
+    mtls; ``truststore``, ``certificate``, ``private_key``); ``pnfs`` (data by the block layout).
     """
     return SyncClient(url, host=host, port=port, export=export, proto=proto, uid=uid, gid=gid, groups=groups,
                       timeout=timeout, hard=hard, timeo=timeo, retrans=retrans, rsize=rsize, wsize=wsize,
                       sec=sec, sec_path=sec_path, ccache=ccache, keytab=keytab,
-                      xprtsec=xprtsec, truststore=truststore, certificate=certificate, private_key=private_key)
+                      xprtsec=xprtsec, truststore=truststore, certificate=certificate, private_key=private_key,
+                      pnfs=pnfs)
 
 
 __all__ = ["RawFile", "SyncClient", "connect"]

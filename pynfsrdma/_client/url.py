@@ -21,6 +21,7 @@ URL_OPTIONS = frozenset({
     "addrs", "nconnect", "max_connect", "trunkdiscovery", "notrunkdiscovery", "trunkinterval", "stalltimeo",
     "provider", "credits", "inline", "remote_invalidation", "private_data", "pinned",
     "uid", "gid", "sec", "keytab", "xprtsec", "truststore", "certificate", "private_key", "batchreads",
+    "pnfs", "nopnfs",
 })
 
 
@@ -123,3 +124,20 @@ def parse_url(url: str, **overrides: str) -> NfsURL:
         port = NFS_RDMA_PORT if proto == "rdma" else NFS_PORT
     path = unquote(parts.path) or "/"
     return NfsURL(parts.hostname, port, path, vers, proto, opts)
+
+
+def pnfs_of(url: NfsURL, given: bool | None = None) -> bool:
+    """pNFS on or off: ``given`` (``connect(pnfs=)``), else the URL's ``pnfs`` (``pnfs=0`` or ``1``, or
+    alone) or ``nopnfs``; off by default."""
+    if given is not None:
+        return given
+    if "pnfs" in url.options and "nopnfs" in url.options:
+        raise URLError("pnfs and nopnfs together: choose one")
+    if "nopnfs" in url.options:
+        return False
+    raw = url.options.get("pnfs")
+    if raw is None:
+        return False
+    if raw not in ("", "0", "1"):
+        raise URLError(f"pnfs must be 0 or 1, not {raw!r}")
+    return raw != "0"

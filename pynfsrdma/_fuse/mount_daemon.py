@@ -170,7 +170,7 @@ async def _reach_once(req: MountRequest, nursery: trio.Nursery, timeout: float) 
     for vers in versions:
         cid = ClientID(
             nursery,
-            options=SessionOptions(rsize=o.rsize, wsize=o.wsize, minorversion=minor_version(vers)),
+            options=SessionOptions(rsize=o.rsize, wsize=o.wsize, minorversion=minor_version(vers), pnfs=o.pnfs),
             policy=RetryPolicy(timeo=o.timeo_seconds, retrans=o.retrans, hard=o.hard),
             cred=machine_credential(req.url.host, o.keytab, parse_sec(o.sec), auth_sys(0, 0),
                                     f"mount-{os.getpid()}"),
@@ -182,6 +182,8 @@ async def _reach_once(req: MountRequest, nursery: trio.Nursery, timeout: float) 
         try:
             stack = await start_stack(cid, nursery, req.url,
                                       TrunkingOptions.from_url_options({**o.trunking, **o.rdma}), timeout)
+            if o.pnfs:
+                stack.nfs.use_pnfs(nursery)
             choice = FlavorChoice(parse_sec(o.sec), given=o.sec is not None, xprtsec=o.tls.get("xprtsec") or "none")
             with trio.fail_after(timeout):
                 # (the flavour is found with the mounting user's own credentials)
@@ -318,8 +320,10 @@ async def _serve(req: MountRequest, ready: Callable[[str | None], None], stop: S
                             "locks": dict(nfs.lock_counts),
                             "cache": ops.cache_counts(),
                             "payload": payload_counts(channel, client),
+                            "pnfs": nfs.pnfs.report() if nfs.pnfs is not None else {"enabled": False},
                         },
-                        "paths": lambda: stats.path_rows(client, trunking),
+                        "paths": lambda: [*stats.path_rows(client, trunking),
+                                          *(nfs.pnfs.device_rows() if nfs.pnfs is not None else [])],
                         "remount": remount,
                     },
                 )

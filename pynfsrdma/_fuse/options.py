@@ -116,6 +116,7 @@ class MountOptions:
     acdirmin: float = DEFAULT_ACDIRMIN
     acdirmax: float = DEFAULT_ACDIRMAX
     noac: bool = False
+    pnfs: bool = False  # READs and WRITEs by the block layout (pNFS) where the server hands layouts out
     lookupcache: str = LOOKUPCACHE_ALL
     ro: bool = False
     allow_other: bool = False
@@ -354,6 +355,9 @@ def parse_options(*texts: str | None, base: MountOptions | None = None) -> Mount
                 for other in TRUNKING_FLAGS:
                     o.trunking.pop(other, None)
                 o.trunking[k] = ""
+            elif k in ("pnfs", "nopnfs"):
+                _flag(k, v)
+                o.pnfs = k == "pnfs"
             elif k in ("lock", "nolock"):
                 _flag(k, v)
                 o.local_lock = "all" if k == "nolock" else "none"
@@ -428,7 +432,7 @@ _VALUES = {
     "timeo": "DECISECONDS",
 }
 _ALSO = {"vers": ["nfsvers=..."], "hard": ["soft"], "ro": ["rw"], "noac": ["ac"], "acregmin": ["actimeo=S"],
-         "default_permissions": ["nodefault_permissions"], "local_lock": ["nolock", "lock"], "bg": ["fg"]}
+         "default_permissions": ["nodefault_permissions"], "local_lock": ["nolock", "lock"], "bg": ["fg"], "pnfs": ["nopnfs"]}
 
 
 def _syntax(name: str, kind: str) -> str:

@@ -5,7 +5,9 @@ misordered requests NFS4ERR_SEQ_MISORDERED). CB_RECALL and CB_RECALL_ANY are ack
 and the delegations are returned in the background by the registered hooks (the client layer
 owns delegations); CB_GETATTR asks a hook for the attributes of a delegated file; CB_NOTIFY_LOCK
 (a lock a blocked LOCK waits for may be free) is acknowledged and handed to a hook that wakes the
-waiter (the client layer owns locks).
+waiter (the client layer owns locks). CB_LAYOUTRECALL is answered by a hook of the client's
+layouts (NFS4_OK, the layouts returned in the background, or NFS4ERR_NOMATCHING_LAYOUT, also when
+no layouts are held); CB_NOTIFY_DEVICEID's items go to a hook that forgets the devices.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ RecallHook = Callable[[bytes, Any, bool], Awaitable[None]]  # (fh, stateid, trun
 RecallAnyHook = Callable[[int, int], Awaitable[None]]  # (objects_to_keep, type_mask)
 GetattrHook = Callable[[bytes, list[int]], Awaitable[Any]]  # (fh, bitmap) -> fattr4 or None
 NotifyLockHook = Callable[[bytes, Any], None]  # (fh, lock_owner4): wake whoever waits for that lock
+# CB_LAYOUTRECALL4args -> its status now (NFS4_OK: the returns follow in the background)
+LayoutRecallHook = Callable[[Any], int]
+NotifyDeviceHook = Callable[[list[Any]], None]  # (notify_deviceid_change4 / _delete4 items): forget them
 
 
 @dataclass(slots=True)
@@ -53,6 +58,8 @@ class Backchannel:
         self.on_recall_any: RecallAnyHook | None = None
         self.on_getattr: GetattrHook | None = None
         self.on_notify_lock: NotifyLockHook | None = None
+        self.on_layoutrecall: LayoutRecallHook | None = None
+        self.on_notify_deviceid: NotifyDeviceHook | None = None
         self.calls = 0
         self._tasks: trio.Nursery | None = None
         self.minorversion = c.NFS4_MINOR_VERSION_1  # the session's: its CB_COMPOUNDs carry it too
@@ -162,6 +169,19 @@ class Backchannel:
             # a hint (RFC 8881 20.11): answered NFS4_OK whether or not anyone still waits
             if self.on_notify_lock is not None:
                 self.on_notify_lock(bytes(op.cnla_fh), op.cnla_lock_owner)
+            return c.NFS4_OK, None
+        if opnum == c.OP_CB_LAYOUTRECALL:
+            # RFC 8881 20.3.3: NOMATCHING_LAYOUT when the client holds none of what is recalled
+            if self.on_layoutrecall is None:
+                return c.NFS4ERR_NOMATCHING_LAYOUT, None
+            return self.on_layoutrecall(op), None
+        if opnum == c.OP_CB_NOTIFY_DEVICEID:
+            try:
+                items = cb.device_notifications(op)
+            except XdrError:
+                return c.NFS4ERR_BADXDR, None
+            if self.on_notify_deviceid is not None:
+                self.on_notify_deviceid(items)
             return c.NFS4_OK, None
         return c.NFS4ERR_NOTSUPP, None
 

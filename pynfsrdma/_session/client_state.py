@@ -44,6 +44,7 @@ class SessionOptions:
     max_operations: int = 64
     back_channel: bool = True
     minorversion: int = c.NFS4_MINOR_VERSION_1  # of every COMPOUND (the session's, its callbacks')
+    pnfs: bool = False  # EXCHANGE_ID asks for the client ID to be one of a pNFS metadata server's
 
 
 @dataclass

@@ -86,7 +86,8 @@ class Establishment:
     async def exchange_id(self, path: Path) -> EXCHANGE_ID4resok:
         args = EXCHANGE_ID4args(
             eia_clientowner=self.state.owner,
-            eia_flags=c.EXCHGID4_FLAG_SUPP_MOVED_REFER | c.EXCHGID4_FLAG_SUPP_MOVED_MIGR,
+            eia_flags=c.EXCHGID4_FLAG_SUPP_MOVED_REFER | c.EXCHGID4_FLAG_SUPP_MOVED_MIGR
+            | (c.EXCHGID4_FLAG_USE_PNFS_MDS if self.state.options.pnfs else 0),
             eia_state_protect=(c.SP4_NONE, None),
             eia_client_impl_id=[nfs_impl_id4(IMPL_DOMAIN, "pynfsrdma", nfstime4(0, 0))],
         )

@@ -296,3 +296,11 @@ def test_a_remount_changes_read_only_and_the_attribute_cache_and_nothing_else() 
         parse_remount(now, kernel, "remount,port=2049,hard")
     with pytest.raises(OptionError, match="cannot change the option default_permissions"):
         parse_remount(parse_options("nodefault_permissions"), {"allow_other"}, "remount,default_permissions")
+
+
+def test_pnfs_and_nopnfs() -> None:
+    assert parse_options("").pnfs is False
+    assert parse_options("pnfs").pnfs is True
+    assert parse_options("pnfs,nopnfs").pnfs is False  # the last one given wins, as nfs(5)'s flags
+    with pytest.raises(OptionError, match="pnfs"):
+        parse_options("pnfs=1")

@@ -126,3 +126,18 @@ def test_a_bad_interval_or_count_is_one_line(tmp_path: Path) -> None:
         r = subprocess.run([sys.executable, "-m", "pynfsrdma._cli.main", "stats", str(tmp_path), *args],
                            capture_output=True, text=True, timeout=60)
         assert (r.returncode, r.stderr, r.stdout) == (2, said + "\n", ""), args
+
+
+def test_the_report_names_the_layout_its_devices_and_why_io_went_through_the_server() -> None:
+    stats = RpcStats()
+    rep = {**stats.as_dict(), "server": "192.0.2.1:/pnfs", "paths": [],
+           "pnfs": {"enabled": True, "layout": "block", "devices": ["/dev/loop0"],
+                    "counts": {"read_bytes": 3 << 20, "write_bytes": 1 << 20, "layoutget": 2, "layoutcommit": 1,
+                               "layoutreturn": 1, "recalls": 1},
+                    "through_mds": {"layout recalled": 4}}}
+    lines = format_report(rep).splitlines()
+    assert "pnfs: block layout on /dev/loop0: read 3.0 MiB, wrote 1.0 MiB; LAYOUTGET 2, LAYOUTCOMMIT 1, " \
+           "LAYOUTRETURN 1, recalls 1" in lines
+    assert "pnfs: through the metadata server 4 time(s): layout recalled" in lines
+    off = format_report({**stats.as_dict(), "server": "h:/e", "paths": [], "pnfs": {"enabled": False}})
+    assert "pnfs" not in off

@@ -131,3 +131,55 @@ async def test_a_malformed_cb_compound_is_garbage_args() -> None:
         u = Unpacker(reply.getvalue())
         u.uint32(), u.uint32()
         assert rpcdef.unpack_reply_header(u).accept == rpcdef.accept_stat.GARBAGE_ARGS
+
+
+async def test_layoutrecall_with_no_layouts_held_is_nomatching_layout_not_notsupp() -> None:
+    async with trio.open_nursery() as n:
+        bc, _ = make(n)
+        recall = cb.CB_LAYOUTRECALL4args(c.LAYOUT4_BLOCK_VOLUME, c.LAYOUTIOMODE4_ANY, False,
+                                         (c.LAYOUTRECALL4_ALL, None))
+        r = decode(await bc.compound(cb.CB_COMPOUND4args("", 1, 0, [seq(1), recall])))
+        assert r.status == c.NFS4ERR_NOMATCHING_LAYOUT
+        assert [x.opnum for x in r.resarray] == [c.OP_CB_SEQUENCE, c.OP_CB_LAYOUTRECALL]
+
+
+async def test_layoutrecall_is_answered_by_the_layouts_held() -> None:
+    from pynfsrdma._client.layouts import RW, LayoutCache, Segment
+
+    async with trio.open_nursery() as n:
+        bc, _ = make(n)
+        cache = LayoutCache(c.LAYOUT4_BLOCK_VOLUME)
+        cache.granted(b"FH", stateid4(1, b"L" * 12), False,
+                      [Segment(0, c.NFS4_UINT64_MAX, RW, c.LAYOUT4_BLOCK_VOLUME, None)])
+        returns: list[Any] = []
+
+        def on_layoutrecall(args: Any) -> int:
+            answer = cache.recall(args.clora_type, args.clora_iomode, args.clora_recall)
+            returns.extend(answer.returns)
+            return answer.status
+
+        bc.on_layoutrecall = on_layoutrecall
+        file = cb.layoutrecall_file4(b"FH", 0, c.NFS4_UINT64_MAX, stateid4(2, b"L" * 12))
+        recall = cb.CB_LAYOUTRECALL4args(c.LAYOUT4_BLOCK_VOLUME, c.LAYOUTIOMODE4_ANY, False,
+                                         (c.LAYOUTRECALL4_FILE, file))
+        r = decode(await bc.compound(cb.CB_COMPOUND4args("", 1, 0, [seq(1), recall])))
+        assert r.status == c.NFS4_OK
+        assert [(x.fh, x.stateid.seqid) for x in returns] == [(b"FH", 2)]
+        r = decode(await bc.compound(cb.CB_COMPOUND4args("", 1, 0, [seq(2), recall])))
+        assert r.status == c.NFS4ERR_NOMATCHING_LAYOUT  # already out of use, being returned
+
+
+async def test_notify_deviceid_hands_its_items_to_the_hook() -> None:
+    async with trio.open_nursery() as n:
+        bc, _ = make(n)
+        seen: list[Any] = []
+        bc.on_notify_deviceid = seen.extend
+        dev1, dev2 = b"1" * 16, b"2" * 16
+        # bits 1 (CHANGE) and 2 (DELETE), their items in the bits' order
+        vals = (cb.notify_deviceid_change4.XDR.encode(cb.notify_deviceid_change4(c.LAYOUT4_BLOCK_VOLUME, dev1, True))
+                + cb.notify_deviceid_delete4.XDR.encode(cb.notify_deviceid_delete4(c.LAYOUT4_BLOCK_VOLUME, dev2)))
+        note = cb.CB_NOTIFY_DEVICEID4args([cb.notify4([0b110], vals)])
+        r = decode(await bc.compound(cb.CB_COMPOUND4args("", 1, 0, [seq(1), note])))
+        assert r.status == c.NFS4_OK
+        assert [(type(x).__name__, x.ndc_deviceid if hasattr(x, "ndc_deviceid") else x.ndd_deviceid)
+                for x in seen] == [("notify_deviceid_change4", dev1), ("notify_deviceid_delete4", dev2)]

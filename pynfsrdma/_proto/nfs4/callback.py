@@ -23,6 +23,7 @@ from ..._xdr import (
     Unpacker,
     VarOpaque,
     XdrStruct,
+    XdrType,
     boolean,
     int32,
     uint32,
@@ -293,7 +294,7 @@ class notify_deviceid_change4(XdrStruct):
 
 
 # codecs of the notify_vals items of CB_NOTIFY_DEVICEID, by notify_deviceid_type4
-NOTIFY_DEVICEID4_ITEMS = {
+NOTIFY_DEVICEID4_ITEMS: dict[int, XdrType[Any]] = {
     NOTIFY_DEVICEID4_CHANGE: notify_deviceid_change4.XDR,
     NOTIFY_DEVICEID4_DELETE: notify_deviceid_delete4.XDR,
 }
@@ -303,6 +304,21 @@ NOTIFY_DEVICEID4_ITEMS = {
 class CB_NOTIFY_DEVICEID4args(XdrStruct):
     OPNUM: ClassVar[int] = OP_CB_NOTIFY_DEVICEID
     cnda_changes: Annotated[list[notify4], Array(notify4.XDR)]
+
+
+def device_notifications(args: CB_NOTIFY_DEVICEID4args) -> list[notify_deviceid_change4 | notify_deviceid_delete4]:
+    """The items of CB_NOTIFY_DEVICEID, decoded: each ``notify4`` carries one item per bit of its mask,
+    in the bits' order (RFC 8881 20.12); a bit with no codec here ends that ``notify4``."""
+    out: list[notify_deviceid_change4 | notify_deviceid_delete4] = []
+    for n in args.cnda_changes:
+        u = Unpacker(memoryview(bytes(n.notify_vals)))
+        kinds = [w * 32 + b for w, bits in enumerate(n.notify_mask) for b in range(32) if bits >> b & 1]
+        for kind in kinds:
+            codec = NOTIFY_DEVICEID4_ITEMS.get(kind)
+            if codec is None:
+                break
+            out.append(codec.unpack(u))
+    return out
 
 
 # -- CB_OFFLOAD (RFC 7862 section 16.1) ---------------------------------------------------------------------

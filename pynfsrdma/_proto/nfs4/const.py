@@ -398,12 +398,34 @@ class layouttype4(enum.IntEnum):
     LAYOUT4_OSD2_OBJECTS = 0x2
     LAYOUT4_BLOCK_VOLUME = 0x3
     LAYOUT4_FLEX_FILES = 0x4
+    LAYOUT4_SCSI = 0x5  # RFC 8154
 
 
 class layoutiomode4(enum.IntEnum):
     LAYOUTIOMODE4_READ = 1
     LAYOUTIOMODE4_RW = 2
     LAYOUTIOMODE4_ANY = 3
+
+
+# -- the block layout (RFC 5663 section 2) ------------------------------------------------------------------
+class pnfs_block_volume_type4(enum.IntEnum):
+    PNFS_BLOCK_VOLUME_SIMPLE = 0  # volume identified by its signature
+    PNFS_BLOCK_VOLUME_SLICE = 1  # a range of another volume
+    PNFS_BLOCK_VOLUME_CONCAT = 2  # volumes one after the other
+    PNFS_BLOCK_VOLUME_STRIPE = 3  # volumes striped
+
+
+class pnfs_block_extent_state4(enum.IntEnum):
+    PNFS_BLOCK_READWRITE_DATA = 0  # the data is valid for reading and writing
+    PNFS_BLOCK_READ_DATA = 1  # the data is valid for reading only
+    PNFS_BLOCK_INVALID_DATA = 2  # the location is valid, the data is not (reads as zeros)
+    PNFS_BLOCK_NONE_DATA = 3  # no storage: a hole, reads as zeros
+
+
+# how many bytes of the layout a server needs room for at least: the extent count and one extent
+# (RFC 5663 section 2.3; nfsd's PNFS_BLOCK_LAYOUT4_SIZE + PNFS_BLOCK_EXTENT_SIZE)
+PNFS_BLOCK_EXTENT_SIZE: Final = 44
+PNFS_BLOCK_LAYOUT_MIN: Final = 4 + PNFS_BLOCK_EXTENT_SIZE
 
 
 LAYOUT4_RET_REC_FILE: Final = 1

@@ -1,0 +1,105 @@
+"""The block layout's I/O edge: the machine's block devices, a volume's signature looked for on them,
+and reads and writes of a device with O_DIRECT into page-aligned buffers (anonymous mmaps), each in a
+worker thread (the syscalls block; the GIL is released while they run).
+
+Whole devices only (``/sys/class/block/NAME`` without a ``partition`` file): the block layout's
+volumes are whole devices (nfsd refuses a file system on a partition). Reading block devices needs
+the rights to (root, or the ``disk`` group): without them none is found and the I/O goes through the
+metadata server."""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+
+import trio
+
+from .._proto.nfs4.layout_block import pnfs_block_sig_component4
+from .block_volumes import signature_matches
+
+SYS_BLOCK = Path("/sys/class/block")
+SECTOR = 512
+
+
+def candidates(sys_block: Path = SYS_BLOCK) -> list[tuple[str, int]]:
+    """The machine's whole block devices with a size: (path in /dev, size in bytes)."""
+    out = []
+    for d in sorted(sys_block.glob("*")):
+        if (d / "partition").exists():
+            continue
+        try:
+            size = int((d / "size").read_text()) * SECTOR
+        except (OSError, ValueError):
+            continue
+        if size > 0 and Path("/dev", d.name).exists():
+            out.append((f"/dev/{d.name}", size))
+    return out
+
+
+def find(components: list[pnfs_block_sig_component4], devices: list[tuple[str, int]]) -> tuple[str, int] | None:
+    """The one device of ``devices`` that carries every signature component; None when none or more
+    than one does (two copies of one volume: which one nfsd writes through is unknown)."""
+    found = []
+    for path, size in devices:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        def read(off: int, n: int, fd: int = fd) -> bytes:
+            return os.pread(fd, n, off)
+
+        try:
+            if signature_matches(components, read, size):
+                found.append((path, size))
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return found[0] if len(found) == 1 else None
+
+
+def aligned(size: int) -> mmap.mmap:
+    """A zeroed, page-aligned buffer (what O_DIRECT wants) of ``size`` bytes."""
+    return mmap.mmap(-1, max(size, mmap.PAGESIZE))
+
+
+class BlockDevice:
+    """One device, opened once for reading and writing with O_DIRECT (the page cache would hide what
+    the server's file system writes to the same device)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd = os.open(path, os.O_RDWR | os.O_DIRECT | os.O_CLOEXEC)
+        self.limiter = trio.CapacityLimiter(4)
+
+    async def read_into(self, buf: memoryview, offset: int) -> None:
+        """Fill ``buf`` (aligned: offset, length and address) from ``offset`` of the device."""
+        def run() -> None:
+            done = 0
+            while done < buf.nbytes:
+                n = os.preadv(self.fd, [buf[done:]], offset + done)
+                if n <= 0:
+                    raise OSError(f"{self.path}: short read at {offset + done}")
+                done += n
+
+        await trio.to_thread.run_sync(run, limiter=self.limiter)
+
+    async def write_from(self, buf: memoryview, offset: int) -> None:
+        """Write ``buf`` (aligned) at ``offset`` of the device."""
+        def run() -> None:
+            done = 0
+            while done < buf.nbytes:
+                n = os.pwritev(self.fd, [buf[done:]], offset + done)
+                if n <= 0:
+                    raise OSError(f"{self.path}: short write at {offset + done}")
+                done += n
+
+        await trio.to_thread.run_sync(run, limiter=self.limiter)
+
+    async def sync(self) -> None:
+        """The device's write cache flushed (before LAYOUTCOMMIT makes the data the file's)."""
+        await trio.to_thread.run_sync(os.fdatasync, self.fd, limiter=self.limiter)
+
+    def close(self) -> None:
+        os.close(self.fd)

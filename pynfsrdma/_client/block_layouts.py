@@ -1,0 +1,464 @@
+"""The block layout's I/O (RFC 5663): READs and WRITEs straight to the device the layout names, for
+:class:`~.read_write.ReadWrite` when a mount or client asked for pNFS.
+
+A READ or WRITE asks :meth:`BlockLayouts.read` / :meth:`BlockLayouts.write` first; None or False
+means "through the metadata server" (no layout, one refused or recalled, a device not found here, an
+extent the layout does not cover, an I/O error), never an error of its own. The decisions are
+:mod:`.layouts`' and :mod:`.block_layout`'s; this module does the LAYOUTGETs, GETDEVICEINFOs,
+LAYOUTCOMMITs and LAYOUTRETURNs they call for and the device I/O.
+
+- Writes: whole blocks with O_DIRECT (an edge block of a READWRITE_DATA extent read first, of an
+  INVALID_DATA one zeroed), answered UNSTABLE with this client's verifier; the COMMIT after them is
+  an fdatasync of the device and a LAYOUTCOMMIT of the extents written and the new size.
+- A file whose WRITE must go through the metadata server while a RW layout of it is held gives the
+  layout back first (LAYOUTCOMMIT, LAYOUTRETURN): nfsd recalls every layout of a file an NFS WRITE
+  changes, the writer's own too, and that WRITE would wait for the recall.
+- CB_LAYOUTRECALL takes the range out of use at once; the return waits for the file's layout I/O
+  in flight, commits what it wrote, and sends LAYOUTRETURN.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections import Counter
+from typing import Any
+
+import trio
+
+from .._errors import NFS4Error
+from .._proto.nfs4 import const as c
+from .._proto.nfs4.layout_block import pnfs_block_deviceaddr4, pnfs_block_layout4, pnfs_block_layoutupdate4
+from .._rpc.auth import Credential
+from . import block_devices
+from .block_layout import (
+    BadLayout,
+    CommitList,
+    DeviceRead,
+    DeviceWrite,
+    Uncovered,
+    extents_of,
+    plan_read,
+    plan_write,
+    written,
+)
+from .block_volumes import NoDevice, Piece, Volume, resolve, simple_paths
+from .layout_ops import LayoutOps
+from .layouts import READ, RW, AskLayout, ByLayout, LayoutCache, LayoutReturn, Segment
+from .open_state import OpenFile
+
+log = logging.getLogger(__name__)
+_NO_LOCK = contextlib.nullcontext()
+
+BLOCK = c.LAYOUT4_BLOCK_VOLUME
+POLL = 0.005  # seconds between looks at a file's layout I/O in flight (a recall, a give-back waits for it)
+RECALL_WAIT = 30.0  # seconds a WRITE through the metadata server waits for a recall's return to finish
+VERIFIER = b"pnfs-blk"  # the write verifier of writes by layout: they are stable once LAYOUTCOMMITted
+
+
+class BlockLayouts:
+    """The block layouts of one client: its cache of layouts, devices found, writes to commit."""
+
+    def __init__(self, ops: LayoutOps, nursery: trio.Nursery, block_size: int = 4096) -> None:
+        self.ops = ops
+        self.nursery = nursery
+        self.block_size = block_size
+        self.cache = LayoutCache(BLOCK, block_size)
+        self.volumes: dict[bytes, Volume | None] = {}  # deviceid -> its volume (None: not on this machine)
+        self.devices: dict[str, block_devices.BlockDevice] = {}
+        self.commits: dict[bytes, CommitList] = {}
+        self.sizes: dict[bytes, int] = {}
+        self.cred: Credential | None = None  # for returns a recall starts (the last I/O's)
+        self.candidates = block_devices.candidates
+        self.lost: set[bytes] = set()  # files whose writes by layout could not be committed
+        self.locks: dict[bytes, trio.Lock] = {}
+        self.edge_locks: dict[bytes, trio.Lock] = {}  # per file: read-modify-writes of edge blocks  # per file: its LAYOUTGETs and returns one at a time
+        self.counts: Counter[str] = Counter()
+        self.reasons: Counter[str] = Counter()  # why I/O went through the metadata server
+        self.device_calls: Counter[str] = Counter()  # reads and writes, by device path
+        self.device_bytes: Counter[str] = Counter()
+
+    # -- what stats show ----------------------------------------------------------------------------------
+    def report(self) -> dict[str, Any]:
+        return {
+            "enabled": True,
+            "layout": "block",
+            "devices": sorted(d for d in self.devices),
+            "counts": dict(self.counts),
+            "through_mds": dict(self.reasons),
+        }
+
+    def device_rows(self) -> list[dict[str, Any]]:
+        """The block devices that carried I/O, as rows beside the paths ``pynfsrdma paths`` lists."""
+        return [{"state": "up", "address": path, "transport": "block layout", "calls": self.device_calls[path],
+                 "bytes": self.device_bytes[path], "source": "pnfs layout", "verification": "signature"}
+                for path in sorted(self.devices)]
+
+    def _mds(self, reason: str) -> None:
+        self.reasons[reason] += 1
+
+    # -- layouts and devices ------------------------------------------------------------------------------
+    def _lock(self, fh: bytes) -> trio.Lock:
+        lock = self.locks.get(fh)
+        if lock is None:
+            lock = self.locks[fh] = trio.Lock()
+        return lock
+
+    async def _layout(self, of: OpenFile, fh: bytes, offset: int, length: int, iomode: int,
+                      cred: Credential, fresh: bool = False) -> Segment | None:
+        """The segment the I/O goes by; ``fresh``: a new LAYOUTGET for it even where a segment held
+        covers its offset (that one ends before the I/O does)."""
+        route = self.cache.route(fh, offset, length, iomode)
+        if isinstance(route, ByLayout) and not fresh:
+            return route.segment
+        # one LAYOUTGET of a file at a time: the I/O that waited for it may find its range covered
+        async with self._lock(fh):
+            return await self._ask(of, fh, offset, length, iomode, cred, fresh)
+
+    async def _ask(self, of: OpenFile, fh: bytes, offset: int, length: int, iomode: int,
+                   cred: Credential, fresh: bool) -> Segment | None:
+        route = self.cache.route(fh, offset, length, iomode)
+        if isinstance(route, ByLayout):
+            if not fresh or route.segment.end >= offset + length:
+                return route.segment
+            route = self.cache.ask_for(offset, length, iomode)
+        if not isinstance(route, AskLayout):
+            self._mds(route.reason)
+            return None
+        types = self.ops.layout_types
+        if types is not None and BLOCK not in types:
+            why = "the export's file system hands out no block layout (fs_layout_types: " \
+                  f"{', '.join(str(t) for t in types) or 'none'})"
+            self.cache.refuse(fh, why)
+            self._mds(why)
+            return None
+        held = self.cache.files.get(fh)
+        stateid = held.stateid if held is not None and held.stateid is not None else of.stateid
+        try:
+            self.counts["layoutget"] += 1
+            res, size = await self.ops.layoutget(fh, stateid, BLOCK, iomode, route.offset, route.length,
+                                                 route.minlength, cred)
+        except NFS4Error as e:
+            if e.status in (c.NFS4ERR_LAYOUTTRYLATER, c.NFS4ERR_RECALLCONFLICT, c.NFS4ERR_DELAY):
+                self._mds(f"LAYOUTGET: {e.name}")
+                return None
+            self.cache.refuse(fh, f"LAYOUTGET: {e.name}")
+            self._mds(f"LAYOUTGET: {e.name}")
+            return None
+        segs = []
+        try:
+            for lo in res.logr_layout:
+                if lo.lo_content.loc_type != BLOCK:
+                    continue
+                ext = extents_of(pnfs_block_layout4.XDR.decode(lo.lo_content.loc_body), self.block_size)
+                for x in ext:
+                    if await self._volume(x.device, cred) is None:
+                        raise NoDevice("no block device here carries the layout's volume")
+                segs.append(Segment(lo.lo_offset, lo.lo_length, lo.lo_iomode, BLOCK, ext))
+        except (BadLayout, NoDevice, ValueError) as e:
+            self.cache.granted(fh, res.logr_stateid, res.logr_return_on_close, [])
+            self.cache.refuse(fh, str(e))
+            self._mds(str(e))
+            await self._return_all(fh, cred)
+            return None
+        # the server's size, or ours while writes by the layout wait for their LAYOUTCOMMIT
+        self.sizes[fh] = max(size, self.sizes.get(fh, 0)) if self.dirty(fh) else size
+        if not self.cache.granted(fh, res.logr_stateid, res.logr_return_on_close, segs):
+            log.info("a LAYOUTGET reply older than the layout state held, or raced by a recall: not kept")
+        elif fresh:
+            for seg in segs:
+                if seg.covers(offset) and seg.end >= offset + length and seg.iomode in (iomode, RW):
+                    return seg
+        route = self.cache.route(fh, offset, length, iomode)
+        if isinstance(route, ByLayout):
+            return route.segment
+        self._mds("the layout granted does not cover the I/O")
+        return None
+
+    async def _volume(self, deviceid: bytes, cred: Credential) -> Volume | None:
+        if deviceid in self.volumes:
+            return self.volumes[deviceid]
+        self.counts["getdeviceinfo"] += 1
+        addr = await self.ops.getdeviceinfo(deviceid, BLOCK, cred)
+        try:
+            tree = pnfs_block_deviceaddr4.XDR.decode(addr.da_addr_body)
+            found = await trio.to_thread.run_sync(
+                lambda: resolve(tree, lambda comps: block_devices.find(comps, self.candidates())))
+            for path in simple_paths(found):
+                if path not in self.devices:
+                    self.devices[path] = block_devices.BlockDevice(path)
+        except (NoDevice, ValueError, OSError) as e:
+            log.info("block layout device %s: %s; I/O through the metadata server", deviceid.hex(), e)
+            self.volumes[deviceid] = None
+            return None
+        self.volumes[deviceid] = found
+        return found
+
+    def forget_devices(self, items: list[Any]) -> None:
+        """CB_NOTIFY_DEVICEID: the devices changed or deleted are looked up again when next used."""
+        for item in items:
+            dev = bytes(getattr(item, "ndc_deviceid", getattr(item, "ndd_deviceid", b"")))
+            self.volumes.pop(dev, None)
+
+    def _pieces(self, deviceid: bytes, offset: int, length: int) -> list[Piece]:
+        v = self.volumes.get(deviceid)
+        if v is None:
+            raise NoDevice("device forgotten")
+        return v.map(offset, length)
+
+    # -- READ ---------------------------------------------------------------------------------------------
+    async def read(self, of: OpenFile, fh: bytes, offset: int, count: int,
+                   cred: Credential) -> tuple[memoryview, bool] | None:
+        """A READ by the layout: (data, eof), or None for the metadata server."""
+        self.cred = cred
+        seg = await self._layout(of, fh, offset, count, READ, cred)
+        if seg is None:
+            return None
+        size = self.sizes.get(fh, 0)
+        plan = plan_read(seg.body, offset, count, size)
+        if any(isinstance(p, Uncovered) for p in plan):  # (the segment ends inside the READ)
+            seg = await self._layout(of, fh, offset, count, READ, cred, fresh=True)
+            if seg is None:
+                return None
+            size = self.sizes.get(fh, 0)
+            plan = plan_read(seg.body, offset, count, size)
+        if any(isinstance(p, Uncovered) for p in plan):
+            self._mds("the layout does not cover the READ")
+            return None
+        end = min(offset + count, size)
+        bs = self.block_size
+        a0 = offset - offset % bs
+        a1 = max(a0, -(-end // bs) * bs)
+        buf = block_devices.aligned(a1 - a0)
+        view = memoryview(buf)
+        self.cache.started(fh)
+        try:
+            for p in plan:
+                if not isinstance(p, DeviceRead):
+                    continue  # zeros: the buffer is zeroed
+                lo = p.file_offset - p.file_offset % bs
+                hi = -(-(p.file_offset + p.length) // bs) * bs
+                pos = lo - a0
+                for piece in self._pieces(p.device, p.storage_offset - (p.file_offset - lo), hi - lo):
+                    await self.devices[piece.path].read_into(view[pos:pos + piece.length], piece.offset)
+                    self.device_calls[piece.path] += 1
+                    self.device_bytes[piece.path] += piece.length
+                    pos += piece.length
+        except (OSError, NoDevice) as e:
+            log.warning("block layout READ of %d at %d: %s; through the metadata server", count, offset, e)
+            self._mds(f"device I/O error: {e}")
+            self.cache.refuse(fh, f"device I/O error: {e}")
+            return None
+        finally:
+            self._ended(fh)
+        self.counts["read_bytes"] += max(0, end - offset)
+        self.counts["reads"] += 1
+        return view[offset - a0:max(offset, end) - a0], end >= size
+
+    # -- WRITE --------------------------------------------------------------------------------------------
+    async def write(self, of: OpenFile, offset: int, data: Any, cred: Credential) -> bool:
+        """A WRITE by the layout (True: written to the device, to commit), or False for the metadata
+        server (and then no RW layout of the file is held any more)."""
+        self.cred = cred
+        fh = of.fh
+        src = memoryview(data).cast("B")
+        n = src.nbytes
+        seg = await self._layout(of, fh, offset, n, RW, cred)
+        if seg is None:
+            await self.give_back(fh, cred, "a WRITE went through the metadata server")
+            return False
+        plan = plan_write(seg.body, offset, n, self.block_size)
+        if not all(isinstance(p, DeviceWrite) for p in plan):  # (the segment ends inside the WRITE)
+            seg = await self._layout(of, fh, offset, n, RW, cred, fresh=True)
+            if seg is not None:
+                plan = plan_write(seg.body, offset, n, self.block_size)
+        if seg is None or not all(isinstance(p, DeviceWrite) for p in plan):
+            self._mds("the layout does not cover the WRITE")
+            await self.give_back(fh, cred, "the layout does not cover the WRITE")
+            return False
+        self.cache.started(fh)
+        failed: Exception | None = None
+        try:
+            for p in plan:
+                if isinstance(p, DeviceWrite):
+                    await self._write_blocks(fh, seg, p, src, offset)
+        except (OSError, NoDevice) as e:
+            failed = e
+        finally:
+            self._ended(fh)
+        if failed is not None:
+            log.warning("block layout WRITE of %d at %d: %s; through the metadata server", n, offset, failed)
+            self._mds(f"device I/O error: {failed}")
+            await self.give_back(fh, cred, f"device I/O error: {failed}")
+            return False
+        self.sizes[fh] = max(self.sizes.get(fh, 0), offset + n)
+        self.counts["write_bytes"] += n
+        self.counts["writes"] += 1
+        return True
+
+    async def _write_blocks(self, fh: bytes, seg: Segment, p: DeviceWrite, src: memoryview, offset: int) -> None:
+        """One extent's whole blocks: the edges read first where the extent's data is valid (two partial
+        writes of one file do that one at a time: they may share a block), the caller's bytes copied
+        into the aligned buffer, written, and the blocks marked written."""
+        bs = self.block_size
+        buf = block_devices.aligned(p.length)
+        view = memoryview(buf)[:p.length]
+        partial = not p.whole and p.edges == "device"
+        async with self.edge_lock(fh) if partial else _NO_LOCK:
+            if partial:
+                for blk in {p.file_offset, p.file_offset + p.length - bs}:
+                    if p.data_from <= blk and blk + bs <= p.data_to:
+                        continue
+                    at = blk - p.file_offset
+                    await self._device_io(p.device, p.storage_offset + at, view[at:at + bs], False)
+            # the one copy: the caller's bytes into the aligned buffer O_DIRECT needs
+            view[p.data_from - p.file_offset:p.data_to - p.file_offset] = src[p.data_from - offset:p.data_to - offset]
+            await self._device_io(p.device, p.storage_offset, view, True)
+        # every segment of the file that maps these blocks reads them from the device now
+        held = self.cache.files.get(fh)
+        for s in [seg, *(held.segments if held is not None else [])]:
+            written(s.body, p.file_offset, p.length)
+        self.commits.setdefault(fh, CommitList()).add(p)
+
+    def edge_lock(self, fh: bytes) -> trio.Lock:
+        lock = self.edge_locks.get(fh)
+        if lock is None:
+            lock = self.edge_locks[fh] = trio.Lock()
+        return lock
+
+    async def _device_io(self, deviceid: bytes, offset: int, view: memoryview, write: bool) -> None:
+        pos = 0
+        for piece in self._pieces(deviceid, offset, view.nbytes):
+            dev = self.devices[piece.path]
+            part = view[pos:pos + piece.length]
+            await (dev.write_from(part, piece.offset) if write else dev.read_into(part, piece.offset))
+            self.device_calls[piece.path] += 1
+            self.device_bytes[piece.path] += piece.length
+            pos += piece.length
+
+    def _ended(self, fh: bytes) -> None:
+        self.cache.ended(fh)
+
+    # -- COMMIT, return -----------------------------------------------------------------------------------
+    def dirty(self, fh: bytes) -> bool:
+        return bool(self.commits.get(fh))
+
+    async def commit(self, fh: bytes, cred: Credential) -> None:
+        """The device's cache flushed, then LAYOUTCOMMIT of what was written by the layout. When that
+        fails (the layout is gone: revoked, returned meanwhile) the file is marked ``lost``: the
+        COMMIT that follows goes to the metadata server, whose verifier differs from the layout
+        writes', and the writer sends those pieces again (through the metadata server)."""
+        pending = self.commits.get(fh)
+        held = self.cache.files.get(fh)
+        if not pending:
+            return
+        stateid = held.stateid if held is not None else None
+        if stateid is None:
+            self._lost(fh, "no layout left to commit with")
+            return
+        try:
+            for dev in self.devices.values():
+                await dev.sync()
+            offset, length = pending.range()
+            body = pnfs_block_layoutupdate4.XDR.encode(pending.body())
+            last = pending.last_write_offset
+            pending.clear()
+            self.counts["layoutcommit"] += 1
+            newsize = await self.ops.layoutcommit(fh, stateid, offset, length, last, BLOCK, body, cred)
+        except OSError as e:
+            self._lost(fh, f"LAYOUTCOMMIT: {e}")
+            return
+        if newsize is not None:
+            self.sizes[fh] = newsize
+
+    def _lost(self, fh: bytes, why: str) -> None:
+        log.warning("writes by the block layout not committed (%s): sent again through the metadata server", why)
+        self._mds(why)
+        self.cache.refuse(fh, why)
+        self.lost.add(fh)
+        pending = self.commits.get(fh)
+        if pending is not None:
+            pending.clear()
+
+    async def give_back(self, fh: bytes, cred: Credential, reason: str) -> None:
+        """Before a WRITE of ``fh`` goes through the metadata server: no layout of it may be held then
+        (nfsd would recall it and hold the WRITE, and its threads, until the return). New I/O of the
+        file goes through the metadata server; the layout I/O in flight ends, what was written is
+        committed, the layouts are returned, and a recall under way is waited for."""
+        held = self.cache.files.get(fh)
+        if held is None or held.stateid is None or not (held.segments or held.recalls or self.dirty(fh)):
+            return
+        async with self._lock(fh):
+            self.cache.refuse(fh, reason)
+            await self._drained(fh)
+            if held.segments or self.dirty(fh):
+                await self.commit(fh, cred)
+                await self._return_all(fh, cred)
+            with trio.move_on_after(RECALL_WAIT):
+                while held.recalls:
+                    await trio.sleep(POLL)
+
+    async def _drained(self, fh: bytes) -> None:
+        while not self.cache.idle(fh):
+            await trio.sleep(POLL)
+
+    async def _return_all(self, fh: bytes, cred: Credential) -> None:
+        held = self.cache.files.get(fh)
+        if held is None or held.stateid is None:
+            return
+        ret = LayoutReturn(fh, 0, c.NFS4_UINT64_MAX, c.LAYOUTIOMODE4_ANY, BLOCK, held.stateid)
+        held.segments = []
+        await self._send_return(ret, cred)
+
+    async def _send_return(self, ret: LayoutReturn, cred: Credential) -> None:
+        self.counts["layoutreturn"] += 1
+        try:
+            sid = await self.ops.layoutreturn(ret.fh, ret.stateid, BLOCK, ret.iomode, ret.offset, ret.length, cred)
+        except NFS4Error as e:
+            log.info("LAYOUTRETURN: %s", e)
+            sid = None
+        self.cache.returned(ret, sid)
+
+    def on_recall(self, args: Any) -> int:
+        """CB_LAYOUTRECALL: answered now; the returns go once the files' layout I/O has drained."""
+        answer = self.cache.recall(args.clora_type, args.clora_iomode, args.clora_recall)
+        self.counts["recalls"] += 1
+        for ret in answer.returns:
+            self.nursery.start_soon(self._return_when_idle, ret)
+        return answer.status
+
+    async def _return_when_idle(self, ret: LayoutReturn) -> None:
+        await self._drained(ret.fh)
+        cred = self.cred
+        if cred is None:
+            return
+        try:
+            await self.commit(ret.fh, cred)
+        except NFS4Error as e:
+            log.warning("LAYOUTCOMMIT before a recalled layout's return: %s", e)
+        await self._send_return(ret, cred)
+
+    async def closing(self, fh: bytes, cred: Credential) -> None:
+        """The file's open is closing: what was written is committed, a return-on-close layout returned."""
+        await self.commit(fh, cred)
+        ret = self.cache.closing(fh)
+        if ret is not None:
+            await self._send_return(ret, cred)
+
+    def forget_all(self) -> None:
+        """The client ID is gone, and its layouts with it: none is returned, and what was written by
+        them and not committed is sent again through the metadata server (as after a failed commit)."""
+        self.cache.forget_all()
+        for fh, pending in self.commits.items():
+            if pending:
+                self.lost.add(fh)
+                pending.clear()
+
+    def close(self) -> None:
+        for dev in self.devices.values():
+            try:
+                dev.close()
+            except OSError:
+                pass
+        self.devices.clear()
+
