@@ -29,7 +29,9 @@ lines and then the ceiling's, the channels taking turns at going first, and nfs-
 small-file lines (its data lines run in the first round only), with the server in the same state
 for all: NFS-Ganesha reads the directory once before anyone is listing it for time, and the page
 cache is dropped before each listing and each read. The table shows the best of the rounds and,
-with more than one, their median; with two channels, the ratio of the first to the second.
+with more than one, their median; with two channels, the ratio of the first to the second. A
+channel written ``CHANNEL+OPT+...`` mounts with those ``-o`` options as well, so that two settings
+of one channel take turns in one run (``--channels native,native+nowriteback_cache``).
 ``--rpc-counts`` prints the mount's COMPOUNDs per untarred file and per listed entry (``pynfsrdma
 stats --json``). Each read line prints the CPU the mount daemon (user, system) and NFS-Ganesha spent
 per GiB; each lstat, ``ls -l`` and untar round, the daemon's CPU per name, entry or file (and for the
@@ -426,8 +428,9 @@ def run(args: argparse.Namespace) -> list[Row]:
             here = mnt / d.local.name
 
             def mount_cmd(ch: str) -> list[str]:
-                cmd = [PY, "-m", "pynfsrdma._cli.main", "mount", server.url, str(mnt), "-f", "-o", f"channel={ch}"]
-                return cmd + [x for o in args.mount_option for x in ("-o", o)]
+                base, *extra = ch.split("+")
+                cmd = [PY, "-m", "pynfsrdma._cli.main", "mount", server.url, str(mnt), "-f", "-o", f"channel={base}"]
+                return cmd + [x for o in [*args.mount_option, *extra] for x in ("-o", o)]
 
             def mount_round(ch: str, r: int) -> None:
                 cmd, logfile = mount_cmd(ch), scratch / f"mount-{ch}.log"
@@ -486,7 +489,7 @@ def run(args: argparse.Namespace) -> list[Row]:
 
             def ceiling_round(ch: str, r: int) -> None:
                 ncmd = [PY, str(REPO / "bench" / "null_fuse.py"), str(nmnt), "--size", str(size), "--files",
-                        str(args.files), "--channel", ch]
+                        str(args.files), "--channel", ch.split("+")[0]]
                 rs = {k: rows[k].ceiling[ch] for k in rows}
                 with mounted(ncmd, nmnt, scratch / f"null-{ch}.log") as proc:
                     if "write" in want:
@@ -601,7 +604,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=DEFAULT_CHANNEL,
         metavar="CHANNELS",
         help=f"comma-separated FUSE channels to run the mount and the ceiling on ({', '.join(CHANNELS)}; "
-        f"default {DEFAULT_CHANNEL}); with two, the table compares the first to the second",
+        f"default {DEFAULT_CHANNEL}); with two, the table compares the first to the second; CHANNEL+OPT+... "
+        "mounts with those -o options too (native,native+nowriteback_cache: before and after in one run)",
     )
     p.add_argument(
         "--mount-option",
@@ -617,9 +621,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     a = p.parse_args(argv)
     a.channels = [c for c in a.channels.split(",") if c]
-    bad = [c for c in a.channels if c not in CHANNELS]
+    bad = [c for c in a.channels if c.split("+")[0] not in CHANNELS]
     if bad or not a.channels or len(set(a.channels)) != len(a.channels):
-        p.error(f"--channels: use one or two of {', '.join(CHANNELS)}, each once")
+        p.error(f"--channels: use one or two of {', '.join(CHANNELS)}, each once (CHANNEL+OPT+...: with those "
+                "mount options too)")
     return a
 
 

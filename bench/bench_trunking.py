@@ -294,6 +294,131 @@ def client_main(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- the mount and everyday tools, inside the namespace ----------------------------------------------
+# (name, direction, command): "in" copies SRC (a local file) onto the mount's DST, "out" the mount's SRC
+# to DST; TAR is a tarball of a few large files, DIR a fresh directory for it
+TOOLS: list[tuple[str, str, list[str]]] = [
+    ("cp", "in", ["cp", "{src}", "{dst}"]),
+    ("cat", "out", ["sh", "-c", 'cat "$0" > "$1"', "{src}", "{dst}"]),
+    ("dd bs=128k", "in", ["dd", "if={src}", "of={dst}", "bs=128k", "status=none"]),
+    ("dd bs=128k", "out", ["dd", "if={src}", "of={dst}", "bs=128k", "status=none"]),
+    ("rsync", "in", ["rsync", "--inplace", "{src}", "{dst}"]),
+    ("rsync", "out", ["rsync", "--inplace", "{src}", "{dst}"]),
+    ("tar x", "in", ["tar", "xf", "{tar}", "-C", "{dir}"]),
+    ("tar x", "out", ["tar", "xf", "{tar}", "-C", "{dir}"]),
+]
+TAR_MEMBERS = 4  # the tarball's large files
+
+
+def _spin() -> subprocess.Popen[bytes]:
+    """A process that keeps one core busy until it is ended (by its pid)."""
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+def _tools_client(url: str, size: int, repeat: int, settings: list[str]) -> dict[str, Any]:
+    """Each tool of TOOLS both ways through a mount of ``url`` with each of ``settings`` (mount options;
+    they take turns at going first), quiet and with a core kept busy, ``repeat`` rounds: MB/s of each.
+    The mount is made again for each tool (its caches cold); the page cache is dropped before each
+    "out", so that the data comes over the links."""
+    from bench.bench_fuse import drop_caches, mounted
+
+    have = {name for name, _, cmd in TOOLS if shutil.which(cmd[0])}
+    work = Path(tempfile.mkdtemp(prefix="bt-tools-", dir="/tmp"))
+    mnt = work / "mnt"
+    mnt.mkdir()
+    src = work / "src"
+    with open(src, "wb") as f:
+        block = os.urandom(MIB)
+        for _ in range(size // MIB):
+            f.write(block)
+    members = work / "members"
+    members.mkdir()
+    for i in range(TAR_MEMBERS):
+        with open(members / f"part{i}", "wb") as f:
+            for _ in range(size // MIB // TAR_MEMBERS):
+                f.write(os.urandom(MIB))
+    tarball = work / "in.tar"
+    subprocess.run(["tar", "cf", str(tarball), "-C", str(members), "."], check=True)
+    shutil.rmtree(members)
+    results: dict[str, Any] = {"missing": sorted({name for name, _, _ in TOOLS} - have), "rates": {}}
+    try:
+        for r in range(repeat):
+            for busy in (False, True):
+                spinner = _spin() if busy else None
+                try:
+                    k = r % len(settings)
+                    for setting in settings[k:] + settings[:k]:
+                        cmd = [sys.executable, "-m", "pynfsrdma._cli.main", "mount", url, str(mnt), "-f"]
+                        cmd += ["-o", setting] if setting else []
+                        for name, way, template in TOOLS:
+                            if name not in have:
+                                continue
+                            with mounted(cmd, mnt, work / "mount.log"):
+                                remote = mnt / f"t-{r}"
+                                remote.mkdir(exist_ok=True)
+                                local = work / "out"
+                                if way == "in":
+                                    fill = {"src": src, "dst": remote / "f", "tar": tarball, "dir": remote}
+                                else:  # (put there first, through the mount, not timed)
+                                    shutil.copyfile(tarball if name == "tar x" else src, remote / "f")
+                                    local.mkdir(exist_ok=True)
+                                    fill = {"src": remote / "f", "dst": local / "f", "tar": remote / "f", "dir": local}
+                                    drop_caches()
+                                argv = [a.format(**fill) for a in template]
+                                t0 = time.perf_counter()
+                                subprocess.run(argv, check=True)
+                                t = time.perf_counter() - t0
+                                shutil.rmtree(remote)
+                                shutil.rmtree(local, ignore_errors=True)
+                            key = f"{name} {way}|{setting or 'default'}|{'busy' if busy else 'quiet'}"
+                            results["rates"].setdefault(key, []).append(size / t / 1e6)
+                finally:
+                    if spinner is not None:
+                        spinner.kill()
+                        spinner.wait()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return results
+
+
+def run_tools(rates: list[float], size_mib: int, repeat: int, settings: list[str]) -> dict[str, Any]:
+    """The tools table on one link testbed of ``rates``."""
+    from pynfsrdma._testbed import daemon
+
+    state_dir = Path(tempfile.mkdtemp(prefix="bt-", dir="/tmp"))
+    try:
+        state, _ = daemon.up(state_dir, paths=len(rates), link_rates=",".join(f"{r:g}" for r in rates))
+        report = _client_command(state, "--tools-client", state["url"], "--size-mib", str(size_mib),
+                                 "--repeat", str(repeat), "--settings", ";".join(settings))
+    finally:
+        daemon.down(state_dir)
+        shutil.rmtree(state_dir, ignore_errors=True)
+    report["links_MBps"] = sum(rates)
+    report["layout"] = f"{len(rates)} x {rates[0]:g} MB/s" if len(rates) > 1 else f"one {rates[0]:g} MB/s link"
+    return report
+
+
+def format_tools(report: dict[str, Any], settings: list[str]) -> str:
+    """Best MB/s (median) of each tool each way, per setting, quiet and with a core kept busy, and
+    the best as a share of the links."""
+    total = report["links_MBps"]
+    names = [s or "default" for s in settings]
+    cols = [f"{n}, {load}" for n in names for load in ("quiet", "busy")]
+    lines = [f"{report['layout']} ({total:g} MB/s in all): best (median) MB/s, best/links"
+             + (f"; not installed: {', '.join(report['missing'])}" if report["missing"] else ""),
+             "| tool | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for name, way, _ in TOOLS:
+        cells = []
+        for n in names:
+            for load in ("quiet", "busy"):
+                samples = report["rates"].get(f"{name} {way}|{n}|{load}")
+                cells.append(f"{max(samples):.0f} ({statistics.median(samples):.0f}) {max(samples) / total:.2f}"
+                             if samples else "-")
+        if any(c != "-" for c in cells):
+            lines.append(f"| {name} {way} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 # -- outside: one link testbed per layout ---------------------------------------------------------
 
 
@@ -438,11 +563,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--interval", type=float, default=0.5, help="seconds between a restore and the next cut")
     p.add_argument("--failover-mib", type=int, default=64, help="size of the file transferred during the cuts")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--tools", action="store_true",
+                   help="instead: cp, cat, dd bs=128k, rsync and tar x of large files, both ways, through the "
+                   "mount, quiet and with a core kept busy, over --paths links of --rate each (a layout each)")
+    p.add_argument("--settings", default="writeback_cache;nowriteback_cache",
+                   help="with --tools: ';'-separated mount option sets to compare, taking turns in one run")
     p.add_argument("--client", metavar="URL", help=argparse.SUPPRESS)  # (the run inside a namespace)
+    p.add_argument("--tools-client", metavar="URL", help=argparse.SUPPRESS)
     p.add_argument("--client-paths", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--state-dir", help=argparse.SUPPRESS)
     p.add_argument("--export-dir", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    settings = args.settings.split(";")
+    if args.tools_client:
+        json.dump(_tools_client(args.tools_client, args.size_mib * MIB, args.repeat, settings), sys.stdout)
+        return 0
     if args.client:
         return client_main(args)
     from pynfsrdma._testbed.netns import missing_tools
@@ -451,8 +586,18 @@ def main(argv: list[str] | None = None) -> int:
     if why is not None:
         print(f"bench_trunking: {why}", file=sys.stderr)
         return 2
-    layouts: list[tuple[list[float] | None, bool]] = [(None, False)]
     equal = [int(n) for n in args.paths.split(",") if n]
+    if args.tools:
+        reports = []
+        for n in equal:
+            reports.append(run_tools([args.rate] * n, args.size_mib, args.repeat, settings))
+            if not args.json:
+                print(format_tools(reports[-1], settings), flush=True)
+                print(flush=True)
+        if args.json:
+            print(json.dumps({"size_mib": args.size_mib, "repeat": args.repeat, "tools": reports}))
+        return 0
+    layouts: list[tuple[list[float] | None, bool]] = [(None, False)]
     layouts += [([args.rate] * n, False) for n in equal]
     if args.one_link and max(equal, default=1) > 1:
         layouts.append(([args.rate * max(equal)], False))  # what the client and server make of that rate on one path

@@ -204,6 +204,11 @@ def _lock_flags(ops: Operations) -> int:
     return LOCKS & ~local
 
 
+def _cache_flags(ops: Operations) -> int:
+    """The INIT flag for the kernel's writeback cache, when ``ops`` wants it."""
+    return abi.FUSE_WRITEBACK_CACHE if ops.writeback_cache else 0
+
+
 class NativeChannel:
     """Mount on /dev/fuse and serve ``ops`` until unmounted or :meth:`terminate` is called."""
 
@@ -220,7 +225,7 @@ class NativeChannel:
         self.ops = ops
         self.spec = fusermount.MountSpec.from_options(mountpoint, options)
         if wanted is None:
-            wanted = Wanted(flags=WANTED | _lock_flags(ops))
+            wanted = Wanted(flags=WANTED | _lock_flags(ops) | _cache_flags(ops))
         self.wanted = wanted
         self.buffers = RequestBuffers(wanted.max_write + abi.REQUEST_HEADER_ROOM)
         self.pipes = ReplyPipes() if splice else None
@@ -507,6 +512,7 @@ class NativeChannel:
         if agreed is not None:
             self.agreed = agreed
             self._options = agreed.options
+            self.ops.writeback_cache = agreed.has(abi.FUSE_WRITEBACK_CACHE)
             log.debug("FUSE %d.%d, flags %#x, max_write %d", agreed.major, agreed.minor, agreed.flags, agreed.max_write)
             self.initialized.set()
 

@@ -49,6 +49,9 @@ class Inode:
     lookups: int = 0
     opens: int = 0  # FUSE file handles open on it
     data_change: int | None = None  # the change attribute the kernel's page cache holds data of
+    # the size and mtime the kernel's inode holds, which it keeps itself with the writeback cache
+    # (None: known to differ from the server's); see kernel_learned
+    kernel_view: tuple[int, int] | None = None
     silly: list[tuple[bytes, str]] = field(default_factory=list)  # (dir fh, .nfsXXXX name) to remove
     shared: dict[bytes, Any] = field(default_factory=dict)  # open owner -> our shared open state
     open_lock: Any = None  # serialises OPEN and CLOSE of this file (set by the I/O layer)
@@ -62,6 +65,12 @@ class Inode:
     generation: int = 0  # moves on when the fileid comes back for another file (a new handle)
     granted: dict[Any, int] | None = None  # ACCESS answers by credential, while its attributes hold
     changes: int = 0  # our changes to the directory on their way (see InodeTable.changing)
+    releasing: int = 0  # FUSE handles of it being released (their writes' attributes not yet taken)
+
+    def kernel_learned(self) -> None:
+        """The kernel's inode holds the size and mtime of ``attrs`` now (it made them, or made a
+        new inode from them)."""
+        self.kernel_view = (self.attrs.size, self.attrs.mtime_ns)
 
     def drop_readahead(self) -> None:
         """The file's data changed (or is changing): no open file reads on from what it read ahead."""
@@ -177,7 +186,7 @@ class InodeTable:
         if node is None:  # (a listing makes thousands: no more calls than needed)
             t = self.timeouts
             timeo = t.dirmin if attrs.type == _NF4DIR else t.regmin
-            node = Inode(ino, fh, attrs, now, timeo, 0, 0, attrs.change)  # (data_change: positional)
+            node = Inode(ino, fh, attrs, now, timeo, 0, 0, attrs.change, (attrs.size, attrs.mtime_ns))  # (positional)
             self._by_ino[ino] = node
         elif node.fh != fh:
             # the server reused the fileid for another file (ext4 reuses inode numbers): the kernel
@@ -185,6 +194,7 @@ class InodeTable:
             node.fh = fh
             node.generation += 1
             node.attrs, node.fetched, node.data_change = attrs, now, attrs.change
+            node.kernel_learned()
             node.size_floor, node.granted, node.listing = 0, None, None
             for key in node.names:  # (those of the old file)
                 if self._by_name.get(key) == node.ino:

@@ -145,6 +145,9 @@ class Operations:
     # The kinds of lock ("posix", "flock") the kernel keeps local to the mount although the file
     # system answers lock requests (nfs(5)'s local_lock=)
     local_locks: frozenset[str] = frozenset()
+    # Whether the kernel is to gather writes in its page cache (FUSE_WRITEBACK_CACHE): the channel
+    # asks for it at INIT and sets this to what the kernel agreed to
+    writeback_cache: bool = False
 
     async def lookup(self, parent_inode: int, name: bytes, ctx: RequestContext) -> EntryAttributes:
         raise FUSEError(errno.ENOSYS)

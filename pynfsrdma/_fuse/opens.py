@@ -124,6 +124,9 @@ class Opens:
         self.files: dict[int, FileHandle] = {}
         self.reopens = 0  # opens made again after the server lost them
         self.readahead_window = READ_AHEAD_WINDOW  # bytes read ahead of a sequential reader at most
+        # the kernel gathers writes in its page cache (FUSE's writeback cache): it then keeps a file's
+        # size and mtime itself, whatever attributes it is given (see kernel_view_stale)
+        self.writeback_cache = False
 
     def file(self, fh: int) -> FileHandle:
         h = self.files.get(fh)
@@ -152,12 +155,18 @@ class Opens:
         lock: trio.Lock = node.open_lock
         return lock
 
-    async def open(self, node: Inode, flags: int, access: int, cred: Credential) -> FileInfo:
+    async def open(self, node: Inode, flags: int, access: int, cred: Credential, direct: bool = False) -> FileInfo:
         """Every open is the server's to allow, for the caller: an OPEN (which also revalidates the
         file for close-to-open), or under a delegation an ACCESS check. The OPEN goes by the name the
         kernel reached the file by, so that a name another client renamed or removed is not opened
         (ESTALE: the kernel looks the name up again and opens what it leads to now). ``access``:
-        what the open needs (with O_TRUNC, the right to write)."""
+        what the open needs (with O_TRUNC, the right to write); ``direct``: the kernel's page cache
+        is not used for this open (FUSE's direct_io).
+
+        With the writeback cache, a file another client changed since the kernel last learned its
+        size and mtime (which it then keeps itself) is answered ESTALE when no file of it is open
+        here: the kernel looks the name up again, finds a new generation, and makes a new inode
+        with the server's attributes (see :meth:`kernel_view_stale`)."""
         owner = self.nfs.open_owner(cred)
         # an OPEN racing with the CLOSE of the same owner's open state would get a stateid the CLOSE ends
         async with Held(self._lock(node)):
@@ -181,12 +190,16 @@ class Opens:
                 attrs = of.attrs
                 shared = self.adopt(node, of, cred)
             keep = await self.close_to_open(node, attrs, asked)
-            fi = self.handle(node, shared, share_access(flags), cred, keep, flags)
+            if self.kernel_view_stale(node):
+                self.forsake(node, shared)
+                raise FUSEError(errno.ESTALE)
+            fi = self.handle(node, shared, share_access(flags), cred, keep, flags, direct)
         if flags & os.O_TRUNC and node.attrs.size:
             asked = self.inodes.asking(node)
             a = await self.nfs.setattr(node.fh, cred, stateid=shared.of.stateid, size=0)
             self.inodes.refresh(node, a, trio.current_time(), asked=asked)
             node.data_change = a.change
+            node.kernel_learned()
         return fi
 
     def adopt(self, node: Inode, of: OpenFile, cred: Credential) -> SharedOpen:
@@ -223,6 +236,28 @@ class Opens:
             await self.nfs.reopen(of, shared.cred)
             self.reopens += 1
 
+    def kernel_view_stale(self, node: Inode) -> bool:
+        """Whether the kernel's size and mtime of regular file ``node`` must be made again (with the
+        writeback cache the kernel keeps its own and takes none from attributes): the server's
+        size or mtime differ from those the kernel's inode learned, and no file of it is open
+        here (an open file's inode cannot be replaced; its size is corrected at the next open
+        after the last close). Moves the inode's generation on, which makes the kernel replace
+        its inode at the next lookup of the name."""
+        a = node.attrs
+        if (not self.writeback_cache or not node.is_reg or node.opens or node.releasing
+                or node.kernel_view == (a.size, a.mtime_ns)):
+            return False
+        node.generation += 1
+        node.kernel_learned()
+        self.counts["generations"] += 1
+        return True
+
+    def forsake(self, node: Inode, shared: SharedOpen) -> None:
+        """An open answered with an error after its OPEN: the open state goes if nothing else uses it."""
+        if shared.refs == 0 and node.shared.get(shared.of.owner) is shared and not (shared.writer and shared.writer.dirty):
+            node.shared.pop(shared.of.owner, None)
+            self.nfs.close_later(shared.of, shared.cred, self.nursery)
+
     def handle(
         self,
         node: Inode,
@@ -231,8 +266,10 @@ class Opens:
         cred: Credential,
         keep: bool,
         flags: int = 0,
+        direct: bool = False,
     ) -> FileInfo:
-        """A new FUSE handle on ``shared`` (``keep``: the kernel keeps its cached pages)."""
+        """A new FUSE handle on ``shared`` (``keep``: the kernel keeps its cached pages; ``direct``:
+        the kernel's page cache is not used for it)."""
         shared.refs += 1
         node.opens += 1
         fid = next(self.ids)
@@ -241,7 +278,7 @@ class Opens:
             h.readahead = ReadAhead(self.nfs.maxread, max_window=self.readahead_window)
             node.readaheads.add(h.readahead)
         self.files[fid] = h
-        return FileInfo(fh=fid, keep_cache=keep)
+        return FileInfo(fh=fid, keep_cache=keep, direct_io=direct)
 
     async def close_to_open(self, node: Inode, attrs: FileAttrs | None, asked: int | None) -> bool:
         """Revalidate on open: keep the kernel's page cache only if the data did not change. The
@@ -385,6 +422,13 @@ class Opens:
         log.debug("release fh=%d ino=%d refs=%d", fh, node.ino, shared.refs)
         node.opens -= 1
         shared.refs -= 1
+        node.releasing += 1
+        try:
+            await self._release(h, fh, node, shared)
+        finally:
+            node.releasing -= 1
+
+    async def _release(self, h: FileHandle, fh: int, node: Inode, shared: SharedOpen) -> None:
         if h.readahead is not None:
             ra = h.readahead
             log.debug("read-ahead of fh=%d: %d hits, %d READs, %d drops", fh, ra.hits, ra.sent, ra.drops)
@@ -408,6 +452,7 @@ class Opens:
             elif node.fetched < post[1]:
                 self.inodes.refresh(node, *post, asked=OWN)
             node.data_change = node.attrs.change
+            node.kernel_learned()
 
     @staticmethod
     def _post_write_attrs(node: Inode, shared: SharedOpen) -> tuple[FileAttrs, float] | None:

@@ -157,6 +157,7 @@ class NFSOperations(Operations):
             nfs, opts, nursery, self.inodes, self.names, self.counts, self._ids, self._invalidate,
             self._drop_entry, self._delegated,
         )
+        self.opens.writeback_cache = opts.writeback_cache  # (asked for at INIT; the channel sets what was agreed)
         self.files = self.opens.files  # FUSE file handles (:class:`.opens.FileHandle`)
         self.locks = PosixLocks(nfs, self.opens, self._invalidate)
         self.nfs42 = NFS42Files(nfs, self.inodes, self.opens)
@@ -273,9 +274,10 @@ class NFSOperations(Operations):
         lookups_read_ahead: names answered from their directory's entries read ahead (READDIR);
         lookups_sent; invalidations: the kernel told to drop a file's cached data; stale_names: names
         another client removed or renamed, found at an open; reopens: opens made again after the
-        server lost them."""
+        server lost them; generations: files whose kernel inode was made again, as its size or mtime
+        moved on the server (the writeback cache: see Opens.kernel_view_stale)."""
         names = ("attr_hits", "attr_revalidations", "lookups_cached", "lookups_read_ahead", "lookups_sent",
-                 "stale_names")
+                 "stale_names", "generations")
         return {**{n: self.counts[n] for n in names}, "invalidations": self.invalidations, "reopens": self.opens.reopens}
 
     async def _invalidate(self, ino: int, attr_only: bool = False) -> None:
@@ -327,9 +329,27 @@ class NFSOperations(Operations):
             self.inodes.forget(ino, n)
 
     # -- attributes -----------------------------------------------------------------------------------
+    @property
+    def writeback_cache(self) -> bool:
+        """Whether the kernel gathers writes in its page cache (see :class:`.opens.Opens`)."""
+        return self.opens.writeback_cache
+
+    @writeback_cache.setter
+    def writeback_cache(self, on: bool) -> None:
+        self.opens.writeback_cache = on
+
     @fuse_errors
     async def getattr(self, inode: int, ctx: RequestContext) -> EntryAttributes:
+        """With the writeback cache, a file whose size or mtime moved on the server and that is open
+        nowhere here is answered ESTALE (the kernel keeps its own of both): the kernel then looks
+        the path up again and makes a new inode from the server's attributes."""
         node = self._inode(inode)
+        await self._revalidate(node, ctx)
+        if ctx.pid and self.opens.kernel_view_stale(node):
+            raise FUSEError(errno.ESTALE)
+        return self._entry(node)
+
+    async def _revalidate(self, node: Inode, ctx: RequestContext) -> None:
         if not projected(node):
             await self._sync_inode(node)
         if not self.inodes.fresh(node, self._now()) and not self._delegated(node):
@@ -341,7 +361,6 @@ class NFSOperations(Operations):
                 self._changed(node)
         else:
             self.counts["attr_hits"] += 1
-        return self._entry(node)
 
     def _any_cred(self, node: Inode) -> Credential:
         for s in node.shared.values():
@@ -359,8 +378,12 @@ class NFSOperations(Operations):
     ) -> EntryAttributes:
         self._check_rw()
         node = self._inode(inode)
+        a = node.attrs
+        known = node.kernel_view == (a.size, a.mtime_ns)
         if not await self.setattrs.setattr(node, attr, fields, fh, self.cred(ctx)):
-            return await self.getattr(inode, ctx)
+            await self._revalidate(node, ctx)
+        if known:  # (the kernel set them itself, or they did not move)
+            node.kernel_learned()
         return self._entry(node)
 
     @fuse_errors
@@ -566,7 +589,24 @@ class NFSOperations(Operations):
             access |= c.OPEN4_SHARE_ACCESS_WRITE
         if access & c.OPEN4_SHARE_ACCESS_WRITE:
             self._check_rw()
-        return await self.opens.open(node, flags, access, self.cred(ctx))
+        cred = self.cred(ctx)
+        direct = self.writeback_cache and bool(flags & os.O_APPEND)
+        if self._reads_to_write(access, flags):
+            try:
+                return await self.opens.open(node, flags, c.OPEN4_SHARE_ACCESS_BOTH, cred)
+            except (FUSEError, NFS4Error) as e:
+                if e.errno != errno.EACCES:
+                    raise
+            direct = True  # (the caller may write and not read: the kernel cannot fill partial pages)
+        return await self.opens.open(node, flags, access, cred, direct)
+
+    def _reads_to_write(self, access: int, flags: int) -> bool:
+        """Whether an open for writing only is made for reading too: with the writeback cache the
+        kernel reads the rest of a page a write covers in part (as the Linux client opens for
+        reading as well). Where the server refuses the caller reading, the open is made for
+        writing only and its writes bypass the page cache (FUSE's direct_io), as do O_APPEND
+        opens, whose writes go to the end of the file as the server has it."""
+        return self.writeback_cache and access == c.OPEN4_SHARE_ACCESS_WRITE and not flags & os.O_APPEND
 
     async def gone(self, operation: str, arg: int) -> None:
         """The server no longer has the file or directory ``operation`` was about (NFS4ERR_STALE:
@@ -597,11 +637,27 @@ class NFSOperations(Operations):
     async def _open_create(
         self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: RequestContext
     ) -> tuple[FileInfo, EntryAttributes]:
+        """An open that may create the file; with the writeback cache, one for writing only is made
+        for reading too where the server allows it (see _reads_to_write)."""
+        access = share_access(flags)
+        direct = self.writeback_cache and bool(flags & os.O_APPEND)
+        if self._reads_to_write(access, flags):
+            try:
+                return await self._open_create_as(parent_inode, name, mode, flags, ctx, c.OPEN4_SHARE_ACCESS_BOTH)
+            except (FUSEError, NFS4Error) as e:
+                if e.errno != errno.EACCES:
+                    raise
+            direct = True
+        return await self._open_create_as(parent_inode, name, mode, flags, ctx, access, direct)
+
+    async def _open_create_as(
+        self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: RequestContext, access: int,
+        direct: bool = False,
+    ) -> tuple[FileInfo, EntryAttributes]:
         self._check_rw()
         parent = self._inode(parent_inode)
         n = _name(name)
         cred = self.cred(ctx)
-        access = share_access(flags)
         exclusive = bool(flags & os.O_EXCL)
         want = 0 if exclusive else access_mask(access)  # (an exclusive create made the file: no check)
         with self.inodes.changing(parent) as dir_asked:
@@ -628,7 +684,7 @@ class NFSOperations(Operations):
             self.changes.after(parent, cinfo, of.dir_attrs, dir_asked)
         shared = self.opens.adopt(node, of, cred)
         keep = await self.opens.close_to_open(node, None, asked)
-        return self.opens.handle(node, shared, access, cred, keep, flags), self._entry(node)
+        return self.opens.handle(node, shared, share_access(flags), cred, keep, flags, direct), self._entry(node)
 
     @fuse_errors
     async def create(
@@ -652,7 +708,10 @@ class NFSOperations(Operations):
         h = self._file(fh)
         log.debug("flush fh=%d ino=%d written=%s", fh, h.inode.ino, h.written)
         try:
-            if h.written and h.shared.writer is not None:
+            if self.writeback_cache:
+                # the kernel wrote the file's dirty pages back before FLUSH, through any handle of it
+                await self.opens.commit(h.inode)
+            elif h.written and h.shared.writer is not None:
                 await h.shared.writer.flush()  # close(2) reports write errors, and the data is stable
         finally:
             await self.locks.unlock_posix(h, lock_owner)
@@ -660,7 +719,9 @@ class NFSOperations(Operations):
     @fuse_errors
     async def fsync(self, fh: int, datasync: bool) -> None:
         h = self._file(fh)
-        if h.shared.writer is not None:
+        if self.writeback_cache:
+            await self.opens.commit(h.inode)  # (written back through any handle of the file)
+        elif h.shared.writer is not None:
             await h.shared.writer.flush()
 
     @fuse_errors

@@ -130,6 +130,9 @@ class MountOptions:
     debug: bool = False
     channel: str = DEFAULT_CHANNEL  # what carries FUSE requests (fuse.channel.CHANNELS)
     local_lock: str = "none"  # nfs(5)'s local_lock= (nolock: all), a key of LOCAL_LOCKS
+    # the kernel gathers writes in its page cache and sends them as large WRITEs in the background
+    # (FUSE's writeback cache); nowriteback_cache: every write(2) reaches the daemon as it comes
+    writeback_cache: bool = True
     bg: bool = False  # a mount that cannot reach the server goes on trying in the background
     retry: int | None = None  # minutes to keep trying to reach the server (None: see DEFAULT_BG_RETRY)
     ignored: list[str] = field(default_factory=list)  # generic options accepted and not used
@@ -315,6 +318,9 @@ def parse_options(*texts: str | None, base: MountOptions | None = None) -> Mount
             elif k in ("allow_other", "default_permissions", "debug"):
                 _flag(k, v)
                 setattr(o, k, True)
+            elif k in ("writeback_cache", "nowriteback_cache"):
+                _flag(k, v)
+                o.writeback_cache = k == "writeback_cache"
             elif k == "nodefault_permissions":
                 _flag(k, v)
                 o.default_permissions = False
@@ -432,7 +438,8 @@ _VALUES = {
     "timeo": "DECISECONDS",
 }
 _ALSO = {"vers": ["nfsvers=..."], "hard": ["soft"], "ro": ["rw"], "noac": ["ac"], "acregmin": ["actimeo=S"],
-         "default_permissions": ["nodefault_permissions"], "local_lock": ["nolock", "lock"], "bg": ["fg"], "pnfs": ["nopnfs"]}
+         "default_permissions": ["nodefault_permissions"], "local_lock": ["nolock", "lock"], "bg": ["fg"],
+         "pnfs": ["nopnfs"], "writeback_cache": ["nowriteback_cache"]}
 
 
 def _syntax(name: str, kind: str) -> str:

@@ -121,5 +121,6 @@ class FileData:
         end = self.inodes.size(node)
         if end != off:
             log.debug("append to inode %d at %d, where the kernel had %d", node.ino, end, off)
+            node.kernel_view = None  # (with the writeback cache the kernel keeps the size it had)
             self.nursery.start_soon(self._invalidate, node.ino)
         return end

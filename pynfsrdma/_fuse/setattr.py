@@ -65,7 +65,7 @@ class Setattrs:
         if fields.update_atime:
             kw["atime_ns"] = NOW if fields.update_atime_now else attr.st_atime_ns
         if fields.update_mtime:
-            kw["mtime_ns"] = NOW if fields.update_mtime_now else attr.st_mtime_ns
+            kw["mtime_ns"] = NOW if fields.update_mtime_now or self._kernels_clock(node, cred) else attr.st_mtime_ns
         if kw and not fields.update_size:
             if self._setattr_changes_nothing(node, kw, cred) or self._defer_setattr(node, kw, cred):
                 return True
@@ -130,6 +130,15 @@ class Setattrs:
         if kw.get("uid", a.uid) != a.uid or kw.get("gid", a.gid) != a.gid:
             return False
         return self.inodes.fresh(node, trio.current_time()) or self._delegated(node)
+
+    def _kernels_clock(self, node: Inode, cred: Credential) -> bool:
+        """Whether an mtime the kernel sends is its own "now" (its clock's, when writes gathered in
+        its page cache, or a ``touch``, moved it), to go as the server's "now": with the writeback
+        cache the kernel keeps a file's mtime itself and sends it as a time, which the server lets
+        only the file's owner set (utimensat(2)'s rule), while anyone who may write may set "now".
+        So for everyone else; an explicit time from someone else is refused by the kernel before it
+        comes here where it checks permissions (``default_permissions``)."""
+        return self.opens.writeback_cache and node.is_reg and cred.uid not in (0, node.attrs.uid)
 
     def _kills_setid_for_a_write(self, node: Inode, kw: dict[str, Any], cred: Credential) -> bool:
         """The kernel clears the set-user/group-ID bits before a write by someone other than the

@@ -120,6 +120,7 @@ class _Adapter(pyfuse3.Operations):
     def __init__(self, ops: Operations) -> None:
         super().__init__()
         self.ops = ops
+        self.enable_writeback_cache = ops.writeback_cache  # (pyfuse3 asks for it when the kernel offers it)
 
     async def lookup(self, parent_inode: int, name: bytes, ctx: Any) -> Any:
         try:

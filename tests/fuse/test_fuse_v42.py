@@ -40,6 +40,9 @@ def test_fallocate_seek_and_copy_on_a_42_mount(mount_export: Callable[..., Any],
     try:
         os.write(fd, b"a" * 8192)
         os.pwrite(fd, b"b" * 4096, 1 << 20)  # data, a hole, data
+        # (SEEK_DATA and SEEK_HOLE are the server's answers: written data the kernel still holds in its
+        # writeback cache is not seen there until fsync or close)
+        os.fsync(fd)
         assert os.lseek(fd, 8192, os.SEEK_HOLE) == 8192
         assert os.lseek(fd, 8192, os.SEEK_DATA) == 1 << 20
         with pytest.raises(OSError) as e:

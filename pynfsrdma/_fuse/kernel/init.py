@@ -19,8 +19,8 @@ MAX_PAGES = 256  # FUSE's largest request: 1 MiB in 4 KiB pages
 PAGE_SIZE = 4096
 MAX_WRITE = MAX_PAGES * PAGE_SIZE
 
-# what this client asks for when the kernel offers it (it never asks for the writeback cache: writes
-# are gathered by the client, and the page cache must not hold data the server has not seen)
+# what this client asks for when the kernel offers it (the writeback cache, FUSE_WRITEBACK_CACHE, is
+# asked for by the channel when the mount wants it)
 WANTED = (
     abi.FUSE_ASYNC_READ
     | abi.FUSE_BIG_WRITES
