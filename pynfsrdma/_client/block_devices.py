@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import trio
@@ -75,24 +76,22 @@ class BlockDevice:
 
     async def read_into(self, buf: memoryview, offset: int) -> None:
         """Fill ``buf`` (aligned: offset, length and address) from ``offset`` of the device."""
-        def run() -> None:
-            done = 0
-            while done < buf.nbytes:
-                n = os.preadv(self.fd, [buf[done:]], offset + done)
-                if n <= 0:
-                    raise OSError(f"{self.path}: short read at {offset + done}")
-                done += n
-
-        await trio.to_thread.run_sync(run, limiter=self.limiter)
+        await self._whole(os.preadv, "read", buf, offset)
 
     async def write_from(self, buf: memoryview, offset: int) -> None:
         """Write ``buf`` (aligned) at ``offset`` of the device."""
+        await self._whole(os.pwritev, "write", buf, offset)
+
+    async def _whole(
+        self, io: Callable[[int, list[memoryview], int], int], what: str, buf: memoryview, offset: int
+    ) -> None:
+        """``io`` (preadv or pwritev) of all of ``buf`` at ``offset``, in a worker thread."""
         def run() -> None:
             done = 0
             while done < buf.nbytes:
-                n = os.pwritev(self.fd, [buf[done:]], offset + done)
+                n = io(self.fd, [buf[done:]], offset + done)
                 if n <= 0:
-                    raise OSError(f"{self.path}: short write at {offset + done}")
+                    raise OSError(f"{self.path}: short {what} at {offset + done}")
                 done += n
 
         await trio.to_thread.run_sync(run, limiter=self.limiter)
