@@ -169,6 +169,20 @@ def on_sequence(
     return Decision(Act.FAIL, status=seq_status)
 
 
+def settles(seq_status: int, compound_status: int) -> bool:
+    """Whether a reply whose SEQUENCE answers this very request (not a :attr:`Replied.foreign` one)
+    with ``seq_status``, its COMPOUND ending with ``compound_status``, is DONE whatever the request
+    met before (:func:`on_sequence` says so for any tries and attempts): the common case, which the
+    session carries out without building the request's machine."""
+    return seq_status == c.NFS4_OK and compound_status != c.NFS4ERR_RETRY_UNCACHED_REP
+
+
+def finishes(status: int) -> bool:
+    """Whether a COMPOUND whose SEQUENCE succeeded and that ended with ``status`` is DONE whatever
+    the request met before (:func:`on_compound` says so for any attempts and time left)."""
+    return status not in RETRY_LATER and status not in CLIENT_LOST
+
+
 def on_compound(status: int, *, recovering: bool, attempts: Attempts, time_left: float | None = None) -> Decision:
     """The decision on a COMPOUND whose SEQUENCE succeeded and that ended with ``status``:
     DONE (the caller reads the results), RESEND (the server asked for a pause: the whole request
