@@ -341,11 +341,18 @@ class Session:
         try:
             # (a free slot is taken at once; waiting for one is _acquire's)
             slot = self.table.try_acquire() if self.dead is None and not (soft and policy.failing_fast) else None
-            out.slot = slot if slot is not None else await self._acquire(soft)
+            if slot is None:
+                slot = await self._acquire(soft)
+                now = trio.current_time()
+            else:
+                now = call.started  # (no time passed waiting)
+            out.slot = slot
             if pin is not None:
                 out.deadline = None
+            elif deadline is not None:
+                out.deadline = deadline
             else:
-                out.deadline = policy.deadline(trio.current_time()) if deadline is None else deadline
+                out.deadline = None if policy.hard else policy.deadline(now)
             out.seqid = self.table.begin(out.slot)
             sends = 0
             while True:
@@ -482,8 +489,7 @@ class Session:
         slot = out.slot
         assert slot is not None
         args = COMPOUND4args(out.tag, self.minorversion, [
-            SEQUENCE4args(self.sessionid, out.seqid, slot.slotid, max(self.table.highest_in_use, slot.slotid),
-                          out.cachethis),
+            SEQUENCE4args(self.sessionid, out.seqid, slot.slotid, self.table.highest_in_use, out.cachethis),
             *out.ops,
         ])
         policy = self.policy
@@ -509,7 +515,8 @@ class Session:
             if out.deadline is not None:
                 timeout = max(0.001, min(timeout, out.deadline - start))
             try:
-                u = await path.call(xid, p, out.hints, timeout, payload=out.payload, start=start, timed=out.timed)
+                u, answered = await path.call(xid, p, out.hints, timeout, payload=out.payload, start=start,
+                                              timed=out.timed)
             except RpcTimeout as e:
                 if self._timed_out(out, path, e, xid, args, start, tries):
                     raise
@@ -526,7 +533,7 @@ class Session:
                 raise e.located(main_op(out.ops)) from None
             if policy.unanswered_since is not None:
                 policy.answered()
-            return self._received(out, path, u, xid, len(p), args, start, tries), tries, path
+            return self._received(out, path, u, xid, len(p), args, answered - start, tries), tries, path
 
     async def _path_for(self, out: _Outgoing, previous: Path | None) -> Path | None:
         """The path the request goes on now, waiting for one if need be; None: the one chosen is
@@ -607,9 +614,9 @@ class Session:
         return False
 
     def _received(self, out: _Outgoing, path: Path, u: Unpacker, xid: int, sent: int, args: COMPOUND4args,
-                  start: float, tries: int) -> COMPOUND4res:
-        """The reply ``u`` to the request's send of ``sent`` bytes on ``path``, decoded, traced and
-        counted; _BadReply if it is not one."""
+                  seconds: float, tries: int) -> COMPOUND4res:
+        """The reply ``u`` to the request's send of ``sent`` bytes on ``path``, ``seconds`` after it
+        went, decoded, traced and counted; _BadReply if it is not one."""
         received = u.carried()  # (over RPC-over-RDMA, with what Write chunks brought)
         if tries > 1:
             self.replays += 1
@@ -617,9 +624,8 @@ class Session:
             res = decode_compound_res(u)
             u.done()  # (trailing bytes: a reply cut short inside, or something after it)
         except XdrError as e:
-            trace.rpc_failed(xid, path.address, args.argarray, f"malformed reply: {e}", trio.current_time() - start)
+            trace.rpc_failed(xid, path.address, args.argarray, f"malformed reply: {e}", seconds)
             raise _BadReply(self._violated(path, out.ops, e), tries) from e
-        seconds = trio.current_time() - start
         trace.rpc_done(xid, path.address, args.argarray, res.status, seconds)
         self.stats.rpc_done(path, out.ops, res, seconds, sent, received, tries > 1)
         return res
