@@ -21,6 +21,10 @@ A :class:`Request` is fed the events of one request's way (:class:`Replied`, :cl
 - :func:`on_lost` takes a session lost under a request: a new session (or client ID), a new
   trunked session, or fail;
 - :func:`flag_actions` takes SEQUENCE's sr_status_flags: what the client ID's owner must do.
+
+:func:`settles` and :func:`finishes` name the replies :func:`on_sequence` and :func:`on_compound`
+answer DONE whatever the request met before: the loops return those at once and make a request's
+machine only for the others.
 """
 
 from __future__ import annotations
