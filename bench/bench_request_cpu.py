@@ -26,6 +26,10 @@ is left in the timing is the client's own work on the way down and up, trio's ta
 Each line runs CALLS calls, REPEAT times; the table gives the CPU time of this process per call
 (``time.process_time``), best and median of the repeats, in microseconds. The session's own share is
 ``session - rpc_null - compound_codec``.
+
+After the replay the client goes back to the server for its goodbye (closing the file, the
+session): its slots' sequence ids ran ahead of the server's meanwhile, the server answers
+SEQ_MISORDERED, and the client makes a new session first (the "recovering" line on stderr).
 """
 
 from __future__ import annotations
