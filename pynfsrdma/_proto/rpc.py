@@ -159,8 +159,26 @@ class ReplyHeader:
         self.verf: opaque_auth | None = None
 
 
+def _accepted_null_success() -> ReplyHeader:
+    h = ReplyHeader()
+    h.accept = SUCCESS
+    h.verf = NULL_AUTH
+    return h
+
+
+# the header of nearly every reply (accepted, no verifier, SUCCESS): its bytes, and one decoded
+# header shared by all of them (read only, as every header is once decoded)
+_ACCEPTED_NULL_SUCCESS: Final = struct.pack(">IIII", MSG_ACCEPTED, AUTH_NONE, 0, SUCCESS)
+ACCEPTED_NULL_SUCCESS: Final = _accepted_null_success()
+
+
 def unpack_reply_header(u: Unpacker) -> ReplyHeader:
-    """Decode what follows xid and mtype (REPLY) of a reply message."""
+    """Decode what follows xid and mtype (REPLY) of a reply message (read only: the common header
+    is one object shared by the replies that have it)."""
+    pos = u.pos
+    if u.end - pos >= 16 and u.view[pos:pos + 16] == _ACCEPTED_NULL_SUCCESS:
+        u.pos = pos + 16
+        return ACCEPTED_NULL_SUCCESS
     h = ReplyHeader()
     stat = u.uint32()
     if stat == MSG_ACCEPTED:

@@ -19,7 +19,7 @@ import logging
 import math
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from typing import Any
 
 import trio
 
@@ -43,14 +43,40 @@ log = logging.getLogger(__name__)
 CallbackHandler = Callable[[int, rpcdef.call_body, Unpacker], Awaitable[Packer | None]]
 
 
-@dataclass(slots=True)
 class _Pending:
-    event: trio.Event = field(default_factory=trio.Event)
-    reply: Unpacker | None = None
-    header: rpcdef.ReplyHeader | None = None
-    error: BaseException | None = None
-    deadline: float = math.inf  # trio clock; the watchdog fails the call with RpcTimeout past it
-    timeout: float = 0.0
+    """One call waiting for its reply: the task waiting is woken once, by :meth:`set` (a reply, an
+    error), without an Event of its own (one per call is most of what waiting costs)."""
+
+    __slots__ = ("deadline", "done", "error", "header", "reply", "task", "timeout")
+
+    def __init__(self) -> None:
+        self.done = False  # a reply or an error came
+        self.task: trio.lowlevel.Task | None = None  # the task waiting for it, while it waits
+        self.reply: Unpacker | None = None
+        self.header: rpcdef.ReplyHeader | None = None
+        self.error: BaseException | None = None
+        self.deadline = math.inf  # trio clock; the watchdog fails the call with RpcTimeout past it
+        self.timeout = 0.0
+
+    def set(self) -> None:
+        if not self.done:
+            self.done = True
+            task, self.task = self.task, None
+            if task is not None:
+                trio.lowlevel.reschedule(task)
+
+    async def wait(self) -> None:
+        """Until :meth:`set` (at once if it was); a checkpoint either way."""
+        if self.done:
+            await trio.lowlevel.checkpoint()
+            return
+        self.task = trio.lowlevel.current_task()
+
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            self.task = None
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
 
 
 WATCHDOG_TICK = 0.05  # how late a timeout may fire (seconds); a call's timeout is at least seconds
@@ -154,7 +180,7 @@ class RpcConnection:
                         del self._pending[xid]
                         self._abandon(xid)
                         p.error = RpcTimeout(f"no reply within {p.timeout:g} s", self.peer)
-                        p.event.set()
+                        p.set()
                     elif p.deadline < nxt:
                         nxt = p.deadline
                 self._next_deadline = nxt
@@ -167,7 +193,7 @@ class RpcConnection:
         pending, self._pending = self._pending, {}
         for p in pending.values():
             p.error = error
-            p.event.set()
+            p.set()
         self._closed.set()
 
     def _fail_call(self, failed: CallError) -> None:
@@ -179,7 +205,7 @@ class RpcConnection:
             )
             return
         p.error = failed.error
-        p.event.set()
+        p.set()
 
     def limit_replies(self, size: int) -> None:
         """Messages larger than ``size`` bytes end the connection (a session's ca_maxresponsesize)."""
@@ -223,10 +249,10 @@ class RpcConnection:
                 p.header = rpcdef.unpack_reply_header(u)
             except XdrError as e:
                 self._dead = p.error = ProtocolViolation(f"malformed RPC reply header: {e}", self.peer)
-                p.event.set()
+                p.set()
                 raise p.error from None
             p.reply = u
-            p.event.set()
+            p.set()
         elif mtype == rpcdef.CALL:
             nursery.start_soon(self._serve_callback, xid, u)
         else:
@@ -317,9 +343,9 @@ class RpcConnection:
                 await self.transport.send_call(xid, msg, hints, p.deadline)
             except SendTimeout as e:
                 raise RpcTimeout(f"not sent within {p.timeout:g} s ({e})", self.peer) from e
-            await p.event.wait()
+            await p.wait()
         finally:
-            if not p.event.is_set():
+            if not p.done:
                 self._pending.pop(xid, None)
                 self._abandon(xid)
         if p.error is not None:

@@ -95,9 +95,9 @@ class Path:
         self._probing = False
 
     async def call(self, xid: int, msg: Packer, hints: ReplyHints, timeout: float, *, payload: int, start: float,
-                   timed: bool) -> Unpacker:
+                   timed: bool) -> tuple[Unpacker, float]:
         """Send the call ``msg`` (begun on this path's connection at ``start``, trio clock) and wait
-        for its reply, kept in this path's figures: the bytes and calls in flight, the round trip,
+        for its reply; returns it and when it came (trio clock). The call is kept in this path's figures: the bytes and calls in flight, the round trip,
         and the delivery rate (``payload``: the request's bulk bytes, gone with the call or come
         back with the reply; ``timed``: its time is a round trip, not the server's storage work).
         Raises as :meth:`.RpcConnection.call_packed` does."""
@@ -119,7 +119,7 @@ class Path:
         # back (a READ's: none past the end of the file, which a READ asking on to it did not wait for)
         delivered = payload if len(msg) >= payload else min(payload, u.carried())
         self.delivery.answered(mark, delivered, start, answered, timed=timed)
-        return u
+        return u, answered
 
     def oldest_wait(self, now: float) -> float:
         """How long the oldest request in flight on this path has waited (0 if none)."""
@@ -398,7 +398,10 @@ class PathSet:
     def choose(self, payload: int = 0, avoid: Path | None = None, group: int | None = None) -> Path | None:
         """The live path (of session ``group``, unless None) where a request of ``payload`` bytes
         is expected to complete first; ``avoid`` only when nothing else is up."""
-        return choose_path(self.live(group), payload, trio.current_time(), avoid)
+        live = self.live(group)
+        if len(live) <= 1:  # (nothing to weigh: one path is taken even when avoided)
+            return live[0] if live else None
+        return choose_path(live, payload, trio.current_time(), avoid)
 
     def wake_waiters(self) -> None:
         """Wake the requests waiting for a path (:meth:`wait_live`), to look at their ``give_up``."""

@@ -23,7 +23,7 @@ from .._transport.base import NO_HINTS, ReplyHints, TransportError
 from .client_state import ClientState
 from .create_session import Establishment, status_name
 from .errors import SessionError
-from .sequence import CLIENT_LOST, Act, Finished, FlagAction, Request, SessionGone, flag_actions
+from .sequence import CLIENT_LOST, Act, Finished, FlagAction, Request, SessionGone, finishes, flag_actions
 from .session import Check, Session, SessionLost
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ class Recovery:
         The reply's ``resarray`` holds the results of ``ops`` (SEQUENCE's is removed); the caller
         checks the statuses of its operations. ``check``: see :meth:`Session.compound`.
         """
-        request = Request(recovering=_recovering)  # (its tries, one after another, each in a session)
+        request: Request | None = None  # (its tries, one after another, each in a session: made at the first need)
         deadline: float | None = None  # a soft request's: from its first send, DELAY and GRACE pauses counted
         while True:
             if self.state.closed:
@@ -94,6 +94,8 @@ class Recovery:
                 res = await session.compound(ops, cred, hints, payload=payload, check=check,
                                              deadline=None if first else deadline)
             except SessionLost as e:
+                if request is None:
+                    request = Request(recovering=_recovering)
                 lost = request.feed(SessionGone(e.status, trunked=session.group != 0))
                 if lost.act is Act.FAIL:
                     raise SessionError(f"the session was lost and could not be recovered ({e})") from e
@@ -102,6 +104,10 @@ class Recovery:
                 else:
                     await self._recover(generation, e.status)
                 continue
+            if finishes(res.status):  # (the machine's DONE, whatever came before)
+                return res
+            if request is None:
+                request = Request(recovering=_recovering)
             decision = request.feed(Finished(res.status,
                                              time_left=None if deadline is None else deadline - trio.current_time()))
             if decision.act is Act.RESEND:

@@ -21,6 +21,10 @@ A :class:`Request` is fed the events of one request's way (:class:`Replied`, :cl
 - :func:`on_lost` takes a session lost under a request: a new session (or client ID), a new
   trunked session, or fail;
 - :func:`flag_actions` takes SEQUENCE's sr_status_flags: what the client ID's owner must do.
+
+:func:`settles` and :func:`finishes` name the replies :func:`on_sequence` and :func:`on_compound`
+answer DONE whatever the request met before: the loops return those at once and make a request's
+machine only for the others.
 """
 
 from __future__ import annotations
@@ -167,6 +171,20 @@ def on_sequence(
     if seq_status in CLIENT_LOST:
         return Decision(Act.NEW_CLIENT, status=seq_status)
     return Decision(Act.FAIL, status=seq_status)
+
+
+def settles(seq_status: int, compound_status: int) -> bool:
+    """Whether a reply whose SEQUENCE answers this very request (not a :attr:`Replied.foreign` one)
+    with ``seq_status``, its COMPOUND ending with ``compound_status``, is DONE whatever the request
+    met before (:func:`on_sequence` says so for any tries and attempts): the common case, which the
+    session carries out without building the request's machine."""
+    return seq_status == c.NFS4_OK and compound_status != c.NFS4ERR_RETRY_UNCACHED_REP
+
+
+def finishes(status: int) -> bool:
+    """Whether a COMPOUND whose SEQUENCE succeeded and that ended with ``status`` is DONE whatever
+    the request met before (:func:`on_compound` says so for any attempts and time left)."""
+    return status not in RETRY_LATER and status not in CLIENT_LOST
 
 
 def on_compound(status: int, *, recovering: bool, attempts: Attempts, time_left: float | None = None) -> Decision:

@@ -56,7 +56,7 @@ from .._transport.base import NO_HINTS, CallFailed, ProtocolViolation, ReplyHint
 from .._xdr import Unpacker, XdrError
 from .errors import ServerUnreachable, SessionError
 from .path_set import NoPathError, Path, PathSet
-from .sequence import Act, Decision, Failed, Fault, Replied, Request
+from .sequence import Act, Decision, Failed, Fault, Replied, Request, settles
 from .slot_table import Slot, SlotTable
 
 log = logging.getLogger(__name__)
@@ -334,16 +334,25 @@ class Session:
             probe = admitted == PROBE
             soft = not probe
         idempotent = is_idempotent(ops)
-        out = _Outgoing(ops, cred, hints, call, Request(idempotent=idempotent, pinned=pin is not None),
+        out = _Outgoing(ops, cred, hints, call, idempotent,
                         payload=payload or sum(hints.ddp_sizes),  # a READ's reply is its weight on a path
                         tag=tag, cachethis=not idempotent if cachethis is None else cachethis, pin=pin, soft=soft,
                         timed=main_op(ops) not in STORAGE_WORK)  # (its time is a round trip)
         try:
-            out.slot = await self._acquire(soft)
+            # (a free slot is taken at once; waiting for one is _acquire's)
+            slot = self.table.try_acquire() if self.dead is None and not (soft and policy.failing_fast) else None
+            if slot is None:
+                slot = await self._acquire(soft)
+                now = trio.current_time()
+            else:
+                now = call.started  # (no time passed waiting)
+            out.slot = slot
             if pin is not None:
                 out.deadline = None
+            elif deadline is not None:
+                out.deadline = deadline
             else:
-                out.deadline = policy.deadline(trio.current_time()) if deadline is None else deadline
+                out.deadline = None if policy.hard else policy.deadline(now)
             out.seqid = self.table.begin(out.slot)
             sends = 0
             while True:
@@ -369,8 +378,11 @@ class Session:
                 except _CHECK_ERRORS as e:
                     self._after_bad_reply(out, self._violated(path, ops, e), e)
                     continue
+                if foreign is None and settles(st, res.status):  # (the machine's DONE, whatever came before)
+                    out.completed = True
+                    return res
                 time_left = None if out.deadline is None else out.deadline - trio.current_time()
-                decision = out.request.feed(Replied(st, res.status, sends, out.slot.interrupted,
+                decision = out.machine().feed(Replied(st, res.status, sends, out.slot.interrupted,
                                                     foreign=foreign is not None, resent=tries > 1, time_left=time_left))
                 if decision.act is Act.DONE:
                     out.completed = True
@@ -427,7 +439,7 @@ class Session:
     def _after_bad_reply(out: _Outgoing, error: ProtocolError, cause: BaseException | None) -> None:
         """A reply broke the protocol (its connection is closed): the request goes again on a new
         one, or fails with ``error`` (from ``cause``) as the machine decides."""
-        if out.request.feed(Failed(Fault.BAD_REPLY)).act is Act.PROTOCOL_ERROR:
+        if out.machine().feed(Failed(Fault.BAD_REPLY)).act is Act.PROTOCOL_ERROR:
             raise error from cause
 
     def _check(self, ops: Sequence[Any], res: COMPOUND4res, slot: Slot) -> tuple[int, CompoundMismatch | None]:
@@ -477,8 +489,7 @@ class Session:
         slot = out.slot
         assert slot is not None
         args = COMPOUND4args(out.tag, self.minorversion, [
-            SEQUENCE4args(self.sessionid, out.seqid, slot.slotid, max(self.table.highest_in_use, slot.slotid),
-                          out.cachethis),
+            SEQUENCE4args(self.sessionid, out.seqid, slot.slotid, self.table.highest_in_use, out.cachethis),
             *out.ops,
         ])
         policy = self.policy
@@ -504,7 +515,8 @@ class Session:
             if out.deadline is not None:
                 timeout = max(0.001, min(timeout, out.deadline - start))
             try:
-                u = await path.call(xid, p, out.hints, timeout, payload=out.payload, start=start, timed=out.timed)
+                u, answered = await path.call(xid, p, out.hints, timeout, payload=out.payload, start=start,
+                                              timed=out.timed)
             except RpcTimeout as e:
                 if self._timed_out(out, path, e, xid, args, start, tries):
                     raise
@@ -521,7 +533,7 @@ class Session:
                 raise e.located(main_op(out.ops)) from None
             if policy.unanswered_since is not None:
                 policy.answered()
-            return self._received(out, path, u, xid, len(p), args, start, tries), tries, path
+            return self._received(out, path, u, xid, len(p), args, answered - start, tries), tries, path
 
     async def _path_for(self, out: _Outgoing, previous: Path | None) -> Path | None:
         """The path the request goes on now, waiting for one if need be; None: the one chosen is
@@ -554,7 +566,7 @@ class Session:
         """A send of the request went unanswered within its time: drop the stalled connection and
         resend (returns False), give up (raises), or let ``e`` through as it is (returns True)."""
         past = out.deadline is not None and trio.current_time() >= out.deadline
-        act = out.request.feed(Failed(Fault.TIMEOUT, past_deadline=past)).act
+        act = out.machine().feed(Failed(Fault.TIMEOUT, past_deadline=past)).act
         if act is Act.RAISE:
             return True
         slot = out.slot
@@ -575,7 +587,7 @@ class Session:
         fault = (Fault.VIOLATION if isinstance(e, ProtocolViolation)
                  else Fault.REFUSED if isinstance(e, CallFailed) else Fault.LOST)
         past = out.deadline is not None and trio.current_time() >= out.deadline
-        act = out.request.feed(Failed(fault, failing_fast=out.soft and policy.failing_fast, past_deadline=past)).act
+        act = out.machine().feed(Failed(fault, failing_fast=out.soft and policy.failing_fast, past_deadline=past)).act
         if act is Act.RAISE:
             return True
         trace.rpc_failed(xid, path.address, args.argarray, str(e), trio.current_time() - start)
@@ -602,9 +614,9 @@ class Session:
         return False
 
     def _received(self, out: _Outgoing, path: Path, u: Unpacker, xid: int, sent: int, args: COMPOUND4args,
-                  start: float, tries: int) -> COMPOUND4res:
-        """The reply ``u`` to the request's send of ``sent`` bytes on ``path``, decoded, traced and
-        counted; _BadReply if it is not one."""
+                  seconds: float, tries: int) -> COMPOUND4res:
+        """The reply ``u`` to the request's send of ``sent`` bytes on ``path``, ``seconds`` after it
+        went, decoded, traced and counted; _BadReply if it is not one."""
         received = u.carried()  # (over RPC-over-RDMA, with what Write chunks brought)
         if tries > 1:
             self.replays += 1
@@ -612,9 +624,8 @@ class Session:
             res = decode_compound_res(u)
             u.done()  # (trailing bytes: a reply cut short inside, or something after it)
         except XdrError as e:
-            trace.rpc_failed(xid, path.address, args.argarray, f"malformed reply: {e}", trio.current_time() - start)
+            trace.rpc_failed(xid, path.address, args.argarray, f"malformed reply: {e}", seconds)
             raise _BadReply(self._violated(path, out.ops, e), tries) from e
-        seconds = trio.current_time() - start
         trace.rpc_done(xid, path.address, args.argarray, res.status, seconds)
         self.stats.rpc_done(path, out.ops, res, seconds, sent, received, tries > 1)
         return res
@@ -647,7 +658,7 @@ class _Outgoing:
     cred: Credential
     hints: ReplyHints
     call: CallTimes  # its times, for the statistics
-    request: Request  # its machine: what it met so far, the decision on what comes
+    idempotent: bool  # its operations may run twice
     payload: int  # its bulk bytes (its weight on a path)
     tag: str
     cachethis: bool
@@ -658,6 +669,15 @@ class _Outgoing:
     seqid: int = 0
     deadline: float | None = None  # when it gives up (None: never)
     completed: bool = False  # a reply to its sequence id came (its slot is released as such)
+    request: Request | None = None  # its machine, once anything but a settling reply came (see machine)
+
+    def machine(self) -> Request:
+        """The request's machine (:class:`.sequence.Request`): what it met so far, the decision on
+        what comes. Made at its first event that :func:`.sequence.settles` does not settle: before
+        that it has met nothing."""
+        if self.request is None:
+            self.request = Request(idempotent=self.idempotent, pinned=self.pin is not None)
+        return self.request
 
 
 class _BadReply(Exception):

@@ -14,13 +14,16 @@ from pynfsrdma._session.sequence import (
     MAX_GRACE_WAIT,
     MAX_MISORDERED,
     MAX_UNCACHED,
+    RETRY_LATER,
     SESSION_LOST,
     Act,
     Attempts,
     FlagAction,
+    finishes,
     flag_actions,
     on_compound,
     on_sequence,
+    settles,
 )
 
 SPECIAL = {
@@ -261,3 +264,41 @@ def test_an_uncached_reply_to_a_sequence_id_sent_twice_is_not_taken_for_a_false_
     assert a.false_retries == 0
     assert d.act is (Act.AGAIN if idempotent else (Act.DONE if status == c.NFS4_OK else Act.FAIL))
     assert d.status != c.NFS4ERR_SEQ_FALSE_RETRY
+
+
+def _attempts_seen() -> list[Attempts]:
+    """What a request may have met before a reply: nothing, or each limit reached."""
+    return [Attempts(), Attempts(misordered=MAX_MISORDERED, false_retries=0),
+            Attempts(misordered=1, false_retries=MAX_FALSE_RETRY, uncached=MAX_UNCACHED, delays=9, badslot=MAX_BADSLOT,
+                     client_lost=9, grace_waited=MAX_GRACE_WAIT, sessions_lost=9)]
+
+
+STATUSES = sorted({int(s) for s in c.nfsstat4})
+
+
+@pytest.mark.parametrize("compound", STATUSES)
+def test_what_settles_a_reply_at_once_is_what_the_table_calls_done_whatever_came_before(compound: int) -> None:
+    # the session skips the machine on a reply settles() settles: the table must agree for every
+    # status, every try, and whatever the request met; and settle nothing it would act on
+    for status in STATUSES:
+        if not settles(status, compound):
+            continue
+        for attempts in _attempts_seen():
+            for tries in (1, 2):
+                for interrupted in (False, True):
+                    for idempotent in (False, True):
+                        d = on_sequence(status, compound, tries=tries, idempotent=idempotent, interrupted=interrupted,
+                                        attempts=attempts, resent=tries > 1, time_left=0.0)
+                        assert d.act is Act.DONE, (status, compound, attempts, tries)
+    assert settles(c.NFS4_OK, compound) is (compound != c.NFS4ERR_RETRY_UNCACHED_REP)
+
+
+@pytest.mark.parametrize("status", STATUSES)
+def test_what_finishes_a_compound_at_once_is_what_the_table_calls_done_whatever_came_before(status: int) -> None:
+    decided = [on_compound(status, recovering=recovering, attempts=attempts, time_left=time_left).act
+               for recovering in (False, True) for attempts in _attempts_seen() for time_left in (None, 10.0)]
+    if finishes(status):
+        assert set(decided) == {Act.DONE}
+    else:
+        assert status in RETRY_LATER or status in CLIENT_LOST
+        assert Act.DONE not in decided[:1]  # (a fresh request of no recovery acts on it)

@@ -1,0 +1,353 @@
+"""The client's own CPU per request at each layer, with no socket and no server in the timing.
+
+    .venv/bin/python bench/bench_request_cpu.py [--calls 2000] [--repeat 5] [--only stat,lookup] [--json]
+
+Starts its own NFS-Ganesha (testbed) and connects a :class:`~pynfsrdma.Client` to it through a
+transport that records every reply (real TCP). Each line below runs against the server first, so
+that the replies it needs are captured; then the transport is switched to replay: a call's reply is
+the one captured for the same call (the same procedure and operations), its XID and its SEQUENCE's
+sequence id and slot id rewritten to those of the call, handed to the receive loop in-process. What
+is left in the timing is the client's own work on the way down and up, trio's task switches included
+(the receive loop is a task of its own, as it is over TCP). The lines, one layer each:
+
+- ``transport``: the replay transport alone (a send and its reply, no RPC): what the others carry
+  on top of their own cost, to subtract when comparing against socket-bound figures;
+- ``rpc_null``: an RPC NULL call (``RpcConnection.call``);
+- ``compound_codec``: encoding a SEQUENCE-only COMPOUND call (RPC header included) and decoding its
+  reply, sans I/O;
+- ``session``: a SEQUENCE-only COMPOUND through ``Session.compound``;
+- ``clientid``: the same through ``ClientID.compound`` (the recovery loop over the session);
+- ``lookup``: PUTFH+LOOKUP+GETFH+GETATTR as the mount sends it (``NFSv4.lookup``), attributes parsed;
+- ``stat``: ``Client.stat`` of a file in the export's root;
+- ``read_4k``: ``File.pread`` of 4 KiB;
+- ``write_4k``: ``File.pwrite`` of 4 KiB (an UNSTABLE WRITE; a COMMIT now and then, as the engine
+  decides).
+
+Each line runs CALLS calls, REPEAT times; the table gives the CPU time of this process per call
+(``time.process_time``), best and median of the repeats, in microseconds. The session's own share is
+``session - rpc_null - compound_codec``.
+
+After the replay the client goes back to the server for its goodbye (closing the file, the
+session): its slots' sequence ids ran ahead of the server's meanwhile, the server answers
+SEQ_MISORDERED, and the client makes a new session first (the "recovering" line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import struct
+import sys
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+if __package__ in (None, ""):  # run as a script: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import align, bench_target
+from pynfsrdma._client import stack
+from pynfsrdma._client.api import Client
+from pynfsrdma._proto import rpc as rpcdef
+from pynfsrdma._proto.nfs4 import const as c
+from pynfsrdma._proto.nfs4.compound import COMPOUND4args, decode_compound_res, encode_compound_args
+from pynfsrdma._proto.nfs4.types import SEQUENCE4args
+from pynfsrdma._transport.base import NO_HINTS, ReplyHints, Transport
+from pynfsrdma._transport.tcp import TcpTransport
+from pynfsrdma._xdr import Packer, Unpacker
+
+LINES = ("transport", "rpc_null", "compound_codec", "session", "clientid", "lookup", "stat", "read_4k", "write_4k")
+FILE = "f"
+FILE_SIZE = 64 * 1024
+IO = 4096
+_U32 = struct.Struct(">I")
+_TWO = struct.Struct(">II")
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _skip_opaque(buf: memoryview | bytes | bytearray, off: int) -> int:
+    (n,) = _U32.unpack_from(buf, off)
+    return off + 4 + ((n + 3) & ~3)
+
+
+def call_key(head: memoryview) -> tuple[bytes, int]:
+    """What identifies a call message (its first segment, from its XID on) for the replay: its
+    procedure and, for a COMPOUND, the operations after SEQUENCE (their encoded arguments); and the
+    offset of SEQUENCE's sequence id and slot id in it (-1: none)."""
+    (proc,) = _U32.unpack_from(head, 20)
+    off = _skip_opaque(head, 28)  # the credential's body
+    off = _skip_opaque(head, off + 4)  # the verifier's
+    if proc != c.NFSPROC4_COMPOUND:
+        return _U32.pack(proc), -1
+    off = _skip_opaque(head, off) + 8  # the tag, minorversion and the count of operations
+    (op,) = _U32.unpack_from(head, off)
+    if op != c.OP_SEQUENCE:
+        return bytes(head[off:]), -1
+    seq = off + 4 + c.NFS4_SESSIONID_SIZE
+    return bytes(head[seq + 16:]), seq
+
+
+def reply_seq_offset(reply: bytes) -> int:
+    """The offset of a COMPOUND reply's SEQUENCE sequence id (-1: no successful SEQUENCE in it)."""
+    off = _skip_opaque(reply, 16)  # xid, REPLY, MSG_ACCEPTED, the verifier's flavour: its body
+    off += 4  # accept_stat
+    if len(reply) < off + 4:
+        return -1
+    off = _skip_opaque(reply, off + 4)  # COMPOUND status, the tag
+    if len(reply) < off + 12:
+        return -1
+    count, op, status = struct.unpack_from(">III", reply, off)
+    if count == 0 or op != c.OP_SEQUENCE or status != c.NFS4_OK:
+        return -1
+    return off + 12 + c.NFS4_SESSIONID_SIZE
+
+
+class Replies:
+    """The replies captured, by call (:func:`call_key`): the reply and the offset of its SEQUENCE's
+    sequence id."""
+
+    def __init__(self) -> None:
+        self.by_call: dict[bytes, tuple[bytes, int]] = {}
+        self.replaying = False
+        self.transports: list[Recording] = []
+        self.answered = 0  # calls answered from a captured reply
+
+
+class Uncaptured(Exception):
+    """A call in the replay with no reply captured for it (not a transport fault: the bench fails)."""
+
+
+class Recording(Transport):
+    """A transport over a real one that keeps the reply of each call (by :func:`call_key`); once
+    :meth:`replay` is called, it answers calls from those replies instead, in-process."""
+
+    kind = "tcp"
+
+    def __init__(self, real: Transport, replies: Replies) -> None:
+        self.real = real
+        self.peer = real.peer
+        self.replies = replies
+        self._calls: dict[int, bytes] = {}  # xid -> its call's key, while capturing
+        self._live: trio.CancelScope | None = None
+        self._ready: deque[Unpacker] = deque()
+        self._waiter = trio.lowlevel.ParkingLot()
+        replies.transports.append(self)
+
+    def replay(self) -> None:
+        """From now on calls are answered from the replies captured (the real receive is given up)."""
+        if self._live is not None:
+            self._live.cancel()
+
+    def live(self) -> None:
+        """Calls go to the server again (the client's goodbye)."""
+        self._waiter.unpark_all()
+
+    async def send_call(self, xid: int, msg: Packer, hints: ReplyHints = NO_HINTS, deadline: float = float("inf")) -> None:
+        head = memoryview(msg.segments()[0])
+        key, seq = call_key(head)
+        if not self.replies.replaying:
+            self._calls[xid] = key
+            await self.real.send_call(xid, msg, hints, deadline)
+            return
+        got = self.replies.by_call.get(key)
+        if got is None:
+            raise Uncaptured(f"no reply captured for a call of {len(key)} bytes ({key[:24].hex()}...)")
+        reply, rseq = got
+        self.replies.answered += 1
+        buf = bytearray(reply)
+        _U32.pack_into(buf, 0, xid)
+        if rseq >= 0 and seq >= 0:
+            buf[rseq:rseq + 8] = head[seq:seq + 8]  # (the call's sequence id and slot id)
+        self._ready.append(Unpacker(buf))
+        self._waiter.unpark()  # (no checkpoint: TcpTransport's send makes none when the socket takes it all)
+
+    async def send_reply(self, xid: int, msg: Packer) -> None:
+        if not self.replies.replaying:
+            await self.real.send_reply(xid, msg)
+
+    async def receive(self) -> Unpacker:
+        while True:
+            if self._ready:
+                return self._ready.popleft()
+            if self.replies.replaying:
+                await self._waiter.park()
+                continue
+            with trio.CancelScope() as self._live:
+                u = await self.real.receive()
+                assert not isinstance(u, Exception)
+                view = u.view
+                xid, mtype = _TWO.unpack_from(view, u.pos)
+                key = self._calls.pop(xid, None) if mtype == rpcdef.REPLY else None
+                if key is not None:
+                    reply = bytes(view[u.pos:u.end])
+                    self.replies.by_call[key] = (reply, reply_seq_offset(reply))
+                return u
+            self._live = None  # (given up for the replay)
+
+    async def aclose(self) -> None:
+        self._waiter.unpark_all()
+        await self.real.aclose()
+
+
+def recording_connector(replies: Replies) -> type:
+    """A stand-in for TcpTransport in the client's stack: its connections record (see Recording)."""
+
+    class RecordingTcp:
+        @staticmethod
+        async def connect(host: str, port: int, **kwargs: Any) -> Transport:
+            return Recording(await TcpTransport.connect(host, port, **kwargs), replies)
+
+    return RecordingTcp
+
+
+# -- the lines --------------------------------------------------------------------------------------
+def lines(client: Client, f: Any, replies: Replies) -> dict[str, Callable[[], Awaitable[Any]]]:
+    cid = client.clientid
+    session = cid.session
+    assert session is not None
+    path = session.paths.paths[0]
+    rpc = path.rpc
+    assert rpc is not None
+    cred = client.cred
+    machine = cid.machine_cred
+    data = bytes(IO)
+    # a transport of its own, in replay, that no receive loop reads: the transport line's
+    transport = Recording(replies.transports[0].real, Replies())
+    transport.replies.by_call = replies.by_call
+    transport.replies.replaying = True
+
+    async def transport_only() -> None:
+        # a NULL's reply, handed through the transport's send and receive (no RPC matching)
+        xid, p = rpc.start_call(c.NFSPROC4_NULL, machine)
+        await transport.send_call(xid, p)
+        await transport.receive()
+
+    seq_args = COMPOUND4args("", session.minorversion, [SEQUENCE4args(session.sessionid, 1, 0, 0, False)])
+    seq_reply = replies.by_call[b""][0]
+
+    async def codec() -> None:
+        _, p = rpc.start_call(c.NFSPROC4_COMPOUND, machine)
+        encode_compound_args(p, seq_args)
+        u = Unpacker(seq_reply)
+        u.uint32()
+        u.uint32()
+        rpcdef.unpack_reply_header(u)
+        decode_compound_res(u)
+        u.done()
+
+    async def null() -> None:
+        await rpc.call(c.NFSPROC4_NULL, machine)
+
+    async def in_session() -> None:
+        await session.compound([], machine)
+
+    async def in_clientid() -> None:
+        await cid.compound([], machine)
+
+    async def lookup() -> None:
+        await client.nfs.lookup(client.root_fh, FILE, cred)
+
+    async def stat() -> None:
+        await client.stat(FILE)
+
+    async def read() -> None:
+        await f.pread(0, IO)
+
+    async def write() -> None:
+        await f.pwrite(0, data)
+
+    return {"transport": transport_only, "rpc_null": null, "compound_codec": codec, "session": in_session,
+            "clientid": in_clientid, "lookup": lookup, "stat": stat, "read_4k": read, "write_4k": write}
+
+
+async def cpu_per_call(call: Callable[[], Awaitable[Any]], calls: int) -> float:
+    """Microseconds of this process's CPU per call, over ``calls`` calls one after another."""
+    start = time.process_time_ns()
+    for _ in range(calls):
+        await call()
+    return (time.process_time_ns() - start) / calls / 1000
+
+
+async def run(url: str, wanted: list[str], calls: int, repeat: int) -> tuple[dict[str, list[float]], int]:
+    replies = Replies()
+    real = stack.TcpTransport
+    stack.TcpTransport = recording_connector(replies)  # type: ignore[misc]
+    try:
+        async with Client.connect(url) as client:
+            stack.TcpTransport = real  # type: ignore[misc]
+            async with await client.open(FILE, "r+") as f:
+                cid = client.clientid
+                session = cid.session
+                assert session is not None
+                # capture: each call against the server (the NULL's and a lone SEQUENCE's replies too)
+                rpc = session.paths.paths[0].rpc
+                assert rpc is not None
+                await rpc.call(c.NFSPROC4_NULL, cid.machine_cred)
+                await session.compound([], cid.machine_cred)
+                todo = lines(client, f, replies)
+                for name in wanted:
+                    if name not in ("transport", "compound_codec"):
+                        for _ in range(3):
+                            await todo[name]()
+                if "write_4k" in wanted:
+                    await f.fsync()  # (a COMMIT's reply)
+                replies.replaying = True
+                for t in replies.transports:
+                    t.replay()
+                results: dict[str, list[float]] = {name: [] for name in wanted}
+                try:
+                    for _ in range(repeat):
+                        for name in wanted:
+                            await todo[name]()  # (warm)
+                            results[name].append(await cpu_per_call(todo[name], calls))
+                finally:
+                    replies.replaying = False
+                    for t in replies.transports:
+                        t.live()
+                return results, replies.answered
+    finally:
+        stack.TcpTransport = real  # type: ignore[misc]
+
+
+def table(results: dict[str, list[float]]) -> str:
+    rows = [("line", "CPU us/call best", "median")]
+    for name, samples in results.items():
+        rows.append((name, f"{min(samples):.1f}", f"{statistics.median(samples):.1f}"))
+    return align(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--calls", type=int, default=2000, help="calls per measurement (default 2000)")
+    ap.add_argument("--repeat", type=int, default=5, help="measurements per line (default 5)")
+    ap.add_argument("--only", default=",".join(LINES), help=f"lines to run, comma-separated (of {', '.join(LINES)})")
+    ap.add_argument("--json", action="store_true", help="print one JSON line instead of the table")
+    args = ap.parse_args(argv)
+    wanted = [w for w in args.only.split(",") if w]
+    unknown = [w for w in wanted if w not in LINES]
+    if unknown:
+        ap.error(f"unknown line(s): {', '.join(unknown)} (known: {', '.join(LINES)})")
+    with bench_target(None) as target:
+        assert target.local_dir is not None
+        (target.local_dir / FILE).write_bytes(bytes(FILE_SIZE))
+        log(f"server: {target.description}; {args.calls} calls x {args.repeat} repeats per line, replayed")
+        results, answered = trio.run(run, target.ours_url, wanted, args.calls, args.repeat)
+    if args.json:
+        print(json.dumps({"calls": args.calls, "repeat": args.repeat, "replayed": answered,
+                          "us_per_call": {k: [round(x, 2) for x in v] for k, v in results.items()}}, sort_keys=True))
+    else:
+        print(table(results))
+        log(f"{answered} calls answered from the captured replies")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
