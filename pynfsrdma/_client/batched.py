@@ -1,6 +1,7 @@
 """Several operations of one kind in one COMPOUND, for callers with many small things to do at once
 (fsspec's ``cat_ranges``, ``rm`` of a tree, ``walk``): READs of one file (PUTFH, then a READ per
-range, with the anonymous stateid, whole pages each; two READs to a COMPOUND unless the URL says
+span of ranges near each other (:func:`coalesced`), with the anonymous stateid, whole pages each;
+two READs to a COMPOUND unless the URL says
 ``batchreads=0`` (one) or ``batchreads=1`` (as many as fit)),
 REMOVEs in one directory (PUTFH, then a REMOVE per name), and the first READDIR of several directories (PUTFH and READDIR for each). A COMPOUND holds as many as the
 session's ca_maxoperations allows, and READs no more data than one reply carries (maxread)."""
@@ -93,7 +94,7 @@ class Batched(Compounds):
     READ is right; the second's data starts after the words of its result, so a third would not be.
     A READ that comes back short (at the end of the file) therefore ends the batch: the READs after
     it in the COMPOUND are not trusted, and go again, each in a COMPOUND of its own. With one READ
-    to a COMPOUND, a READ asks for the range's bytes only."""
+    to a COMPOUND, a READ asks for the span's bytes only."""
 
     reads_per_compound: int | None = 2
 
