@@ -32,6 +32,7 @@ from fsspec.utils import stringify_path
 
 from ._client.api import glob_magic, names_a_directory
 from ._client.attributes import FileAttrs
+from ._client.batched import MERGE_GAP
 from ._client.dir_entry import DirEntry
 from ._client.file_object import RawFile
 from ._client.sync import SyncClient
@@ -379,9 +380,12 @@ class NFSFileSystem(AbstractFileSystem):
 
     def cat_ranges(self, paths: list[str], starts: Any, ends: Any, max_gap: int | None = None,
                    on_error: str = "return", **kwargs: Any) -> list[Any]:
-        """The byte ranges, all at once: a file's ranges two READs (of whole pages) to a COMPOUND, all
-        in flight together (one with ``batchreads=0``, as many as fit with ``batchreads=1``; how
-        pyarrow's and fsspec's parquet readers fetch column chunks), the files side by side."""
+        """The byte ranges, all at once (how fsspec's parquet reader fetches column chunks): a file's
+        ranges sorted, those that overlap or lie at most ``max_gap`` bytes apart (None: 64,000, as
+        fsspec's parquet reader merges) read by one READ up to rsize, each range sliced from its
+        data; the READs two (of whole pages) to a COMPOUND, all in flight together (one, of the
+        span's bytes, with ``batchreads=0``, as many as fit with ``batchreads=1``), the files side
+        by side."""
         if not isinstance(paths, list):
             raise TypeError("paths must be a list")
         starts = starts if isinstance(starts, list) else [starts] * len(paths)
@@ -409,7 +413,7 @@ class NFSFileSystem(AbstractFileSystem):
                 lo = _clamp(lo, size)
                 e = size if e is None else _clamp(e, size)
             ranges.append((p, lo, None if e is None else max(e - lo, 0)))
-        out: list[Any] = self.client.read_ranges(ranges)
+        out: list[Any] = self.client.read_ranges(ranges, MERGE_GAP if max_gap is None else max_gap)
         for i, error in failed.items():
             out[i] = error
         if on_error != "return":

@@ -46,7 +46,7 @@ from .._session.errors import ServerUnreachable
 from .._session.session import RetryPolicy
 from .._trunking import Trunking, TrunkingOptions
 from .attributes import FileAttrs, FsStat
-from .batched import wire_pieces
+from .batched import MERGE_GAP, coalesced, read_step, wire_pieces
 from .dir_entry import DirEntry
 from .locks import TO_EOF, LockConflict, LockDenied, LockLost, nfs_lock_type
 from .nfs4 import ListedEntry, NFSv4, OpenFile
@@ -822,13 +822,19 @@ class Client:
             raise single_error(eg) from None
         return out
 
-    async def read_ranges(self, ranges: Sequence[tuple[str, int, int | None]]) -> list[bytes | Exception]:
+    async def read_ranges(self, ranges: Sequence[tuple[str, int, int | None]], gap: int = MERGE_GAP
+                          ) -> list[bytes | Exception]:
         """The bytes of each (path, offset, count) (count None: to the end), in order: an error (an
         OSError) in the place of a range that could not be read. All at once: a file with one
-        range is :meth:`read_bytes`' one COMPOUND; a file with several has its ranges go two READs
-        of whole pages to a COMPOUND (one with ``batchreads=0`` in the URL, as many as fit with
-        ``batchreads=1``: Linux's nfsd 7.3 places a third READ wrong, :class:`.batched.Batched`),
-        each COMPOUND finding the file by name, the COMPOUNDs in flight together."""
+        range is :meth:`read_bytes`' one COMPOUND; a file with several has its ranges sorted, and
+        those that overlap or lie at most ``gap`` bytes apart (fsspec's parquet reader's 64,000 by
+        default) read by one READ up to rsize (:func:`.batched.coalesced`), each range sliced from
+        its data. The READs go two of whole pages to a COMPOUND (one, of the span's bytes, with
+        ``batchreads=0`` in the URL; as many as fit with ``batchreads=1``: Linux's nfsd 7.3 places
+        a third READ wrong, :class:`.batched.Batched`), each COMPOUND finding the file by name, the
+        COMPOUNDs in flight together."""
+        if gap < 0:
+            raise ValueError(f"gap must be at least 0, not {gap}")
         out: list[bytes | Exception] = [b""] * len(ranges)
         by_path: dict[str, list[int]] = {}
         for i, (path, _, _) in enumerate(ranges):
@@ -848,7 +854,7 @@ class Client:
         async def several(item: tuple[str, list[int]]) -> None:
             path, idx = item
             try:
-                got = await self._read_spans_of(path, [(ranges[i][1], ranges[i][2] or 0) for i in idx])
+                got = await self._read_spans_of(path, [(ranges[i][1], ranges[i][2] or 0) for i in idx], gap)
             except (OSError, ValueError) as e:
                 got = [e] * len(idx)
             for i, data in zip(idx, got, strict=True):
@@ -861,13 +867,16 @@ class Client:
         await self._each(files, several)
         return out
 
-    async def _read_spans_of(self, path: str, ranges: list[tuple[int, int]]) -> list[bytes | Exception]:
+    async def _read_spans_of(self, path: str, ranges: list[tuple[int, int]], gap: int) -> list[bytes | Exception]:
         """Ranges (offset, count) of one file, as :meth:`read_ranges` sends them: the bytes of each,
-        sliced from the READs' data (:func:`.batched.wire_pieces`). Each COMPOUND finds the file by its name (PUTFH of the directory, LOOKUP, the READs), all in flight
-        together; a name that cannot be read so (a symbolic link ...) is looked up first, and its
-        file handle read."""
+        sliced from the data of the READ of its span (:func:`.batched.coalesced`,
+        :func:`.batched.wire_pieces`). Each COMPOUND finds the file by its name (PUTFH of the
+        directory, LOOKUP, the READs), all in flight together; a name that cannot be read so (a
+        symbolic link ...) is looked up first, and its file handle read."""
         nfs = self.nfs
-        pieces, cuts, of_range = wire_pieces(ranges, nfs.maxread, pages=nfs.reads_per_compound != 1)
+        pages = nfs.reads_per_compound != 1
+        spans = coalesced(ranges, gap, read_step(nfs.maxread, pages), pages)
+        pieces, cuts, of_span = wire_pieces([(lo, n) for lo, n, _ in spans], nfs.maxread, pages)
         data: list[Any] = [b""] * len(pieces)
 
         async def again(k: int) -> None:  # (in a COMPOUND of its own)
@@ -918,10 +927,19 @@ class Client:
         failed = [r for r in results if isinstance(r, Exception)]
         if failed:
             raise failed[0]
-        out: list[list[Any]] = [[] for _ in ranges]
-        for k, r in enumerate(of_range):
-            out[r].append(data[k])
-        return [b"".join(views) for views in out]
+        of: list[list[Any]] = [[] for _ in spans]
+        for k, s in enumerate(of_span):
+            of[s].append(data[k])
+        out: list[bytes | Exception] = [b""] * len(ranges)
+        for (lo, _, members), views in zip(spans, of, strict=True):
+            if len(views) > 1:  # (a range longer than one READ: its span's only one)
+                out[members[0]] = b"".join(views)
+                continue
+            whole = memoryview(views[0])
+            for r in members:
+                offset, count = ranges[r]
+                out[r] = bytes(whole[offset - lo : offset - lo + count])
+        return out
 
     async def write_files(self, files: Sequence[tuple[str, Any]], perm: int = 0o644, *,
                           exclusive: bool = False) -> list[Exception | None]:

@@ -1,6 +1,7 @@
 """Several operations of one kind in one COMPOUND, for callers with many small things to do at once
 (fsspec's ``cat_ranges``, ``rm`` of a tree, ``walk``): READs of one file (PUTFH, then a READ per
-range, with the anonymous stateid, whole pages each; two READs to a COMPOUND unless the URL says
+span of ranges near each other (:func:`coalesced`), with the anonymous stateid, whole pages each;
+two READs to a COMPOUND unless the URL says
 ``batchreads=0`` (one) or ``batchreads=1`` (as many as fit)),
 REMOVEs in one directory (PUTFH, then a REMOVE per name), and the first READDIR of several directories (PUTFH and READDIR for each). A COMPOUND holds as many as the
 session's ca_maxoperations allows, and READs no more data than one reply carries (maxread)."""
@@ -26,13 +27,46 @@ FIRST_PAGE = 16 * 1024  # a batched READDIR's reply at most: a small directory w
 PAGE = 4096  # what a batched READ asks for: whole pages of the file
 
 
+MERGE_GAP = 64_000  # ranges of a file less far apart go in one READ (fsspec's parquet reader's max_gap)
+
+
+def read_step(maxread: int, pages: bool) -> int:
+    """The most one READ asks for: ``maxread``, in whole pages with ``pages``."""
+    return max(PAGE, maxread - maxread % PAGE) if pages else maxread
+
+
+def coalesced(ranges: Sequence[tuple[int, int]], gap: int, limit: int, pages: bool
+              ) -> list[tuple[int, int, list[int]]]:
+    """``ranges`` (offset, count) of one file as the spans to read, sorted by offset: a range that
+    overlaps the span before it, or starts at most ``gap`` bytes after its end, joins it while the
+    span (rounded out to whole pages with ``pages``) stays within ``limit`` bytes, one READ. Each
+    span's (offset, count) and the indexes of the ranges it serves; a range longer than ``limit``
+    is a span of its own, and a range of no bytes is in none."""
+    def size(lo: int, hi: int) -> int:
+        return -(-hi // PAGE) * PAGE - (lo - lo % PAGE) if pages else hi - lo
+
+    out: list[tuple[int, int, list[int]]] = []
+    lo = hi = 0
+    for r in sorted((r for r, (_, n) in enumerate(ranges) if n > 0), key=lambda r: ranges[r]):
+        offset, count = ranges[r]
+        end = max(hi, offset + count)
+        if out and offset - hi <= gap and size(lo, end) <= limit:
+            hi = end
+            out[-1][2].append(r)
+            out[-1] = (lo, hi - lo, out[-1][2])
+        else:
+            lo, hi = offset, offset + count
+            out.append((lo, count, [r]))
+    return out
+
+
 def wire_pieces(ranges: Sequence[tuple[int, int]], maxread: int, pages: bool
                 ) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[int]]:
     """``ranges`` (offset, count) as READs: each READ's (offset, count), at most ``maxread``; which
     bytes of its data are the range's (skip, count); and the range it serves. ``pages``: each range's
     span rounded out to whole pages of the file (:data:`PAGE`), each READ starting on a page boundary
     and asking for whole pages (the ranges' bytes are then sliced from the READs' data)."""
-    step = max(PAGE, maxread - maxread % PAGE) if pages else maxread
+    step = read_step(maxread, pages)
     reads: list[tuple[int, int]] = []
     cuts: list[tuple[int, int]] = []
     of_range: list[int] = []
@@ -60,7 +94,7 @@ class Batched(Compounds):
     READ is right; the second's data starts after the words of its result, so a third would not be.
     A READ that comes back short (at the end of the file) therefore ends the batch: the READs after
     it in the COMPOUND are not trusted, and go again, each in a COMPOUND of its own. With one READ
-    to a COMPOUND, a READ asks for the range's bytes only."""
+    to a COMPOUND, a READ asks for the span's bytes only."""
 
     reads_per_compound: int | None = 2
 

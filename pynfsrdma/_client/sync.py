@@ -24,6 +24,7 @@ import trio
 
 from .api import Client, Progress, single_error
 from .attributes import FileAttrs, FsStat
+from .batched import MERGE_GAP
 from .dir_entry import DirEntry
 from .file_object import RawFile, api_mode, open_file
 from .url import NfsURL
@@ -361,11 +362,13 @@ class SyncClient:
         ``exclusive``: FileExistsError (EEXIST) if the name is taken."""
         self._run(self._loop.client.write_file, path, data, perm, exclusive=exclusive)
 
-    def read_ranges(self, ranges: Sequence[tuple[str, int, int | None]]) -> list[bytes | Exception]:
-        """The bytes of each (path, offset, count), all at once (two READs of a file to a COMPOUND;
-        one with ``batchreads=0`` in the URL, as many as fit with ``batchreads=1``): an error in the
-        place of a range that could not be read."""
-        return self._run(self._loop.client.read_ranges, ranges)
+    def read_ranges(self, ranges: Sequence[tuple[str, int, int | None]], gap: int = MERGE_GAP
+                    ) -> list[bytes | Exception]:
+        """The bytes of each (path, offset, count), all at once (a file's ranges at most ``gap`` bytes
+        apart read by one READ up to rsize; two READs of a file to a COMPOUND, one with ``batchreads=0``
+        in the URL, as many as fit with ``batchreads=1``): an error in the place of a range that
+        could not be read."""
+        return self._run(self._loop.client.read_ranges, ranges, gap)
 
     def write_files(self, files: Sequence[tuple[str, Any]], perm: int = 0o644, *,
                     exclusive: bool = False) -> list[Exception | None]:

@@ -21,6 +21,10 @@ from pynfsrdma._proto.nfs4.types import READ4args
 from pynfsrdma._testbed.ganesha import ExportPath, Ganesha
 from pynfsrdma.fsspec import NFSFileSystem
 
+# ranges this far apart (17 pages; 4 KiB each, so 65,539 bytes lie between two) are not read by one
+# READ: more than the 64,000 bytes by which cat_ranges joins ranges
+FAR = 17 * 4096
+
 # a directory's file handle is kept 3 s: on a slow machine one may age out between two calls and be
 # looked up again, one RPC more
 AGED = 1
@@ -52,32 +56,81 @@ def reads_sent(call: Callable[[], Any]) -> tuple[Any, list[list[tuple[int, int]]
 def test_cat_ranges_batches_reads_of_whole_pages(fs: fsspec.AbstractFileSystem, export_path: ExportPath) -> None:
     # Linux's nfsd 7.3 misplaces a READ's data after a READ whose data does not end on a page of
     # the reply (tests/vm/README.md): two READs to a COMPOUND, each of whole pages from a page
-    # boundary of the file
+    # boundary of the file (the ranges FAR apart: each a READ of its own)
     root, local = export_path.remote, export_path.local
-    data = os.urandom(30 * 8192)
+    data = os.urandom(30 * FAR)
     (local / "columns.parquet").write_bytes(data)
-    starts = [i * 8192 + 7 for i in range(30)]
+    starts = [i * FAR + 7 for i in range(30)]
     ends = [s + 4093 for s in starts]
     fs.info(f"{root}/columns.parquet")
     got, compounds = reads_sent(lambda: fs.cat_ranges([f"{root}/columns.parquet"] * 30, starts, ends))
     assert got == [data[s:e] for s, e in zip(starts, ends, strict=True)]
     # each range's two pages (it starts 7 bytes into one and ends 4 bytes into the next)
-    assert sorted(compounds) == [[(i * 8192, 8192), ((i + 1) * 8192, 8192)] for i in range(0, 30, 2)], compounds
+    assert sorted(compounds) == [[(i * FAR, 8192), ((i + 1) * FAR, 8192)] for i in range(0, 30, 2)], compounds
 
 
 def test_cat_ranges_reads_again_what_follows_a_short_read(
     fs: fsspec.AbstractFileSystem, export_path: ExportPath
 ) -> None:
     # a READ that comes back short (the end of the file) ends the data a COMPOUND's reply can be
-    # trusted for: the READ after it goes again, in a COMPOUND of its own
+    # trusted for: the READ after it goes again, in a COMPOUND of its own. (The four ranges near
+    # each other are one READ, short; the one far past the end follows it.)
     root, local = export_path.remote, export_path.local
     data = os.urandom(10_000)
     (local / "short").write_bytes(data)
-    starts, ends = [9_000, 100, 5_000, 6_000], [14_000, 110, 5_020, 6_001]
+    starts, ends = [9_000, 100, 5_000, 6_000, 10_000 + FAR], [14_000, 110, 5_020, 6_001, 10_010 + FAR]
     fs.info(f"{root}/short")
-    got, compounds = reads_sent(lambda: fs.cat_ranges([f"{root}/short"] * 4, starts, ends))
-    assert got == [data[9_000:], data[100:110], data[5_000:5_020], data[6_000:6_001]]
-    assert sorted(compounds) == [[(100, 10)], [(4096, 4096), (4096, 4096)], [(8192, 8192), (0, 4096)]], compounds
+    got, compounds = reads_sent(lambda: fs.cat_ranges([f"{root}/short"] * 5, starts, ends))
+    assert got == [data[9_000:], data[100:110], data[5_000:5_020], data[6_000:6_001], b""]
+    assert compounds == [[(0, 16384), (FAR + 8192, 4096)], [(10_000 + FAR, 10)]], compounds
+
+
+def test_cat_ranges_reads_ranges_near_each_other_by_one_read(
+    fs: fsspec.AbstractFileSystem, export_path: ExportPath
+) -> None:
+    # ranges that overlap, touch, or lie less than 64,000 bytes apart, given in any order, are one
+    # READ of whole pages up to rsize, each range sliced from its data
+    root, local = export_path.remote, export_path.local
+    data = os.urandom(3 * 1024 * 1024)
+    (local / "columns.parquet").write_bytes(data)
+    starts = [70_000, 5, 3_000, 1_000, 63_990, 130_000]
+    ends = [70_100, 2_000, 3_001, 4_000, 64_100, 133_000]
+    fs.info(f"{root}/columns.parquet")
+    got, compounds = reads_sent(lambda: fs.cat_ranges([f"{root}/columns.parquet"] * 6, starts, ends))
+    assert got == [data[s:e] for s, e in zip(starts, ends, strict=True)]
+    assert compounds == [[(0, 33 * 4096)]], compounds  # (pages 0 to 32: up to byte 133,000)
+    # fsspec's max_gap says how far apart: 0 joins only ranges that touch or overlap
+    got, compounds = reads_sent(lambda: fs.cat_ranges([f"{root}/columns.parquet"] * 6, starts, ends, max_gap=0))
+    assert got == [data[s:e] for s, e in zip(starts, ends, strict=True)]
+    assert sorted(r for c in compounds for r in c) == [(0, 4096), (61440, 4096), (69632, 4096), (126976, 8192)]
+    with pytest.raises(ValueError, match=r"^gap must be at least 0, not -1$"):
+        fs.cat_ranges([f"{root}/columns.parquet"], 0, 1, max_gap=-1)
+    # 300 ranges of 4 KiB, 4 KiB apart (the bench's), over 2.4 MB: READs of rsize, a handful of RPCs
+    client = fs.client
+    maxread = client.client.nfs.maxread
+    starts = [i * 8192 + 7 for i in range(300)]
+    ends = [s + 4093 for s in starts]
+    (got, compounds), rpcs, ops = counted(
+        client, lambda: reads_sent(lambda: fs.cat_ranges([f"{root}/columns.parquet"] * 300, starts, ends)))
+    assert got == [data[s:e] for s, e in zip(starts, ends, strict=True)]
+    reads = sorted(r for c in compounds for r in c)
+    assert all(n <= maxread and at % 4096 == 0 and n % 4096 == 0 for at, n in reads), reads
+    assert reads[0][0] == 0 and sum(n for _, n in reads) == -(-ends[-1] // 4096) * 4096, reads
+    assert ops["READ"] == len(reads) == -(-ends[-1] // maxread) and rpcs <= len(reads) + AGED, (rpcs, ops)
+
+
+def test_cat_ranges_with_batchreads_0_reads_near_ranges_by_one_read_of_their_bytes(
+    ganesha: Ganesha, export_path: ExportPath
+) -> None:
+    fs = fsspec.filesystem("nfs", host=ganesha.host, port=ganesha.port, batchreads=0)
+    root, local = export_path.remote, export_path.local
+    data = os.urandom(200_000)
+    (local / "columns.parquet").write_bytes(data)
+    starts, ends = [9_000, 100, 5_000, 100_000], [14_000, 110, 5_020, 100_007]
+    fs.info(f"{root}/columns.parquet")
+    got, compounds = reads_sent(lambda: fs.cat_ranges([f"{root}/columns.parquet"] * 4, starts, ends))
+    assert got == [data[s:e] for s, e in zip(starts, ends, strict=True)]
+    assert sorted(compounds) == [[(100, 13_900)], [(100_000, 7)]], compounds
 
 
 def test_cat_ranges_with_batchreads_0_sends_one_read_to_a_compound(
@@ -85,9 +138,9 @@ def test_cat_ranges_with_batchreads_0_sends_one_read_to_a_compound(
 ) -> None:
     fs = fsspec.filesystem("nfs", host=ganesha.host, port=ganesha.port, batchreads=0)
     root, local = export_path.remote, export_path.local
-    data = os.urandom(30 * 8192)
+    data = os.urandom(30 * FAR)
     (local / "columns.parquet").write_bytes(data)
-    starts = [i * 8192 + 7 for i in range(30)]
+    starts = [i * FAR + 7 for i in range(30)]
     ends = [s + 4093 for s in starts]
     fs.info(f"{root}/columns.parquet")
     got, compounds = reads_sent(lambda: fs.cat_ranges([f"{root}/columns.parquet"] * 30, starts, ends))
@@ -102,9 +155,9 @@ def test_cat_ranges_with_batchreads_1_sends_as_many_reads_to_a_compound_as_fit(
 ) -> None:
     fs = fsspec.filesystem("nfs", host=ganesha.host, port=ganesha.port, batchreads=1)
     root, local = export_path.remote, export_path.local
-    data = os.urandom(300 * 8192)
+    data = os.urandom(300 * FAR)
     (local / "columns.parquet").write_bytes(data)
-    starts = [i * 8192 + 7 for i in range(300)]
+    starts = [i * FAR + 7 for i in range(300)]
     ends = [s + 4093 for s in starts]
     client = fs.client
     per_compound = client.client.nfs.per_compound()

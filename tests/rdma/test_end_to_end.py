@@ -280,9 +280,10 @@ async def test_pyverbs_without_a_device_says_so(ganesha, export_path):
 async def test_read_ranges_over_rdma_batch_whole_pages(ganesha, export_path):
     # Linux's nfsd 7.3 misplaces a READ's data after a READ whose data ends inside a page
     # (tests/vm/README.md): batched READs ask for whole pages, each with a Write chunk of its own
+    # (the ranges 80,000 bytes apart: not joined into one READ)
     data = data_of(MiB, 7)
     (export_path.local / "f").write_bytes(data)
-    ranges = [(100_000 + k * 70_001, 60_003) for k in range(6)]
+    ranges = [(100_000 + k * 140_001, 60_003) for k in range(6)]
     async with responder(ganesha) as r, Client.connect(rdma_url(r, export_path)) as nfs:
         t = transport_of(nfs)
         calls, chunks, placed = t.stats.calls, t.stats.write_chunks, t.stats.placed_bytes

@@ -626,7 +626,7 @@ async def client_rdma_extras(url: str, tcp_url: str) -> str:
     tests/vm/README.md), over RDMA and over TCP: where they are wrong the step says so. The READs
     our batches send instead (two to a COMPOUND, the first of whole pages from a page boundary of
     the file) must come back right over both (the step says whether three such READs do), and our batched reads (``read_ranges``, several READs to a COMPOUND)
-    must get the file's bytes, also with a range past the end of the file first."""
+    must get the file's bytes, also when a READ past the end of the file is followed by another."""
     import trio
 
     from pynfsrdma._client.api import Client
@@ -723,7 +723,8 @@ async def client_rdma_extras(url: str, tcp_url: str) -> str:
             raise RuntimeError(f"RDMA: {problem}")
         if bool(rdma_three) != bool(tcp_three):
             raise RuntimeError(f"three READs of whole pages: RDMA {rdma_three or 'right'}, TCP {tcp_three or 'right'}")
-        # our batched reads of those ranges (whole pages, several READs to a COMPOUND): right
+        # our batched reads of those ranges (whole pages, several READs to a COMPOUND; the ranges more
+        # than 64,000 bytes apart, so each is a READ of its own): right
         ranges = [(f"/{top}/f.bin", off, n) for off, n in [*off_page, (5, 100), (300_000, 100_000)]]
         calls = t.stats.calls
         got = await nfs.read_ranges(ranges)
@@ -732,10 +733,11 @@ async def client_rdma_extras(url: str, tcp_url: str) -> str:
         batched = t.stats.calls - calls
         if batched >= len(ranges):
             raise RuntimeError(f"read_ranges of {len(ranges)} ranges: {batched} calls (READs not batched)")
-        # a range past the end of the file first: its READ comes back short, and those after it go again
-        at_end = [(f"/{top}/f.bin", len(data) - 10, 5000), *ranges]
+        # a range past the end of the file: its READ comes back short, and the READ after it in the
+        # COMPOUND (of a range further on, far apart: the ranges go sorted) goes again
+        at_end = [(f"/{top}/f.bin", len(data) - 10, 5000), *ranges, (f"/{top}/f.bin", len(data) + 100_000, 10)]
         if await nfs.read_ranges(at_end) != [data[off : off + n] for _, off, n in at_end]:
-            raise RuntimeError("read_ranges with a range past the end first returned other data")
+            raise RuntimeError("read_ranges with a READ past the end before another returned other data")
         replies = t.stats.reply_chunks
         if await nfs.readlink(f"/{top}/ln") != target or t.stats.reply_chunks == replies:
             raise RuntimeError("a 1.5 KB READLINK did not come back through a Reply chunk")
