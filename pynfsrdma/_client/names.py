@@ -9,6 +9,7 @@ from typing import Any
 
 from .._errors import NFS4Error, ReplyError
 from .._proto.nfs4 import const as c
+from .._proto.nfs4.attrs import attrs_in
 from .._proto.nfs4.compound import ResOp, result_of, results_of
 from .._proto.nfs4.types import (
     ACCESS4args,
@@ -82,6 +83,8 @@ class Names(Compounds):
                                    server_io_size(room[1])))
         if c.FATTR4_LEASE_TIME in info:
             self.client.lease_time = info[c.FATTR4_LEASE_TIME]
+        supported = set(attrs_in(info.get(c.FATTR4_SUPPORTED_ATTRS, [])))
+        self.deleg_timestamps = {c.FATTR4_TIME_DELEG_ACCESS, c.FATTR4_TIME_DELEG_MODIFY} <= supported
         self.root_fh = fh
         return fh, attrs
 
