@@ -44,6 +44,7 @@ class Compounds:
         self.want_delegations = False
         # called with a file handle before its delegation goes back: dirty data must reach the server
         self.delegation_return_hooks: list[Callable[[bytes], Awaitable[None]]] = []
+        self.supported_attrs: frozenset[int] = frozenset()  # the export's (learned by mount)
         # ask for delegated timestamps too (RFC 9754): the server supports time_deleg_* (learned by mount)
         self.deleg_timestamps = False
         # timestamps: attribute delegations granted; times_returned: DELEGRETURNs that gave times back

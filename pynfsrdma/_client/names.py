@@ -83,8 +83,8 @@ class Names(Compounds):
                                    server_io_size(room[1])))
         if c.FATTR4_LEASE_TIME in info:
             self.client.lease_time = info[c.FATTR4_LEASE_TIME]
-        supported = set(attrs_in(info.get(c.FATTR4_SUPPORTED_ATTRS, [])))
-        self.deleg_timestamps = {c.FATTR4_TIME_DELEG_ACCESS, c.FATTR4_TIME_DELEG_MODIFY} <= supported
+        self.supported_attrs = frozenset(attrs_in(info.get(c.FATTR4_SUPPORTED_ATTRS, [])))
+        self.deleg_timestamps = {c.FATTR4_TIME_DELEG_ACCESS, c.FATTR4_TIME_DELEG_MODIFY} <= self.supported_attrs
         self.root_fh = fh
         return fh, attrs
 
