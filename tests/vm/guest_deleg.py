@@ -12,7 +12,10 @@ the mtime we wrote; what we write through that open afterwards reaches it too. T
 open/write/close cycles on a file nfsd delegates to nobody are counted beside them (COMPOUNDs).
 
 :func:`client_timestamp_delegation`: whether nfsd grants an attribute delegation (RFC 9754) to an
-OPEN that asks for one, through the path API's operations (the client does not ask otherwise).
+OPEN that asks for one, through the path API's operations (the path API asks for no delegation).
+
+:func:`fuse_timestamp_delegation`: our mount under one: the times it keeps, what that saves, what
+the kernel client sees by CB_GETATTR and after the recall.
 
 Only the standard library and the project (its CLI, control socket and path API) are used.
 """
@@ -160,8 +163,8 @@ def fuse_write_delegation(url: str, options: str, kmount: str) -> str:
 async def client_timestamp_delegation(url: str) -> str:
     """RFC 9754's attribute delegations: does nfsd grant one (OPEN_DELEGATE_WRITE_ATTRS_DELEG) to an
     OPEN for writing that asks with OPEN4_SHARE_ACCESS_WANT_DELEG_TIMESTAMPS? What it answers is
-    reported, with its runtime switch (debugfs ``nfsd/delegated_timestamps``); the step fails only
-    if the OPEN does (what the client then does with one is not built yet: README)."""
+    reported, with its runtime switch (debugfs ``nfsd/delegated_timestamps``) and the export's
+    supported attributes from 64; the step fails only if the OPEN does."""
     from pynfsrdma._client.api import Client
     from pynfsrdma._proto.nfs4 import const as c
 
