@@ -187,13 +187,22 @@ async def client_timestamp_delegation(url: str) -> str:
         if of.delegation is not None:
             await nfs.return_delegation(of.fh)
         await nfs.close(of, client.cred)
+        # the same file opened for reading only, asking for timestamps
+        read = c.OPEN4_SHARE_ACCESS_READ
+        of = await nfs.open(client.root_fh, name, client.cred, access=read | c.OPEN4_SHARE_ACCESS_WANT_DELEG_TIMESTAMPS)
+        got_read = of.delegation.type if of.delegation is not None else c.OPEN_DELEGATE_NONE
+        of.access = read
+        if of.delegation is not None:
+            await nfs.return_delegation(of.fh)
+        await nfs.close(of, client.cred)
     async with Client.connect(url, timeout=30) as client:
         await client.remove(f"/{name}")
     kinds = {c.OPEN_DELEGATE_NONE: "none", c.OPEN_DELEGATE_READ: "read", c.OPEN_DELEGATE_WRITE: "write",
              c.OPEN_DELEGATE_READ_ATTRS_DELEG: "read with timestamps (RFC 9754)",
              c.OPEN_DELEGATE_WRITE_ATTRS_DELEG: "write with timestamps (RFC 9754)"}
     return (f"nfsd's delegated_timestamps switch: {enabled}; an OPEN for writing asking for timestamps got: "
-            f"{kinds.get(got, got)}; the export's supported attributes from 64 (NFSv4.{minor}): {word2}")
+            f"{kinds.get(got, got)}, one for reading only: {kinds.get(got_read, got_read)}; "
+            f"the export's supported attributes from 64 (NFSv4.{minor}): {word2}")
 
 
 def _debugfs_switch() -> Path:
