@@ -46,7 +46,12 @@ class Compounds:
         self.delegation_return_hooks: list[Callable[[bytes], Awaitable[None]]] = []
         # called with a file handle before its CLOSE (pNFS: layouts committed and returned)
         self.close_hooks: list[Callable[[bytes, Credential], Awaitable[None]]] = []
-        self.delegation_counts = {"granted": 0, "recalled": 0, "returned": 0, "local_opens": 0, "getattrs": 0}
+        self.supported_attrs: frozenset[int] = frozenset()  # the export's (learned by mount)
+        # ask for delegated timestamps too (RFC 9754): the server supports time_deleg_* (learned by mount)
+        self.deleg_timestamps = False
+        # timestamps: attribute delegations granted; times_returned: DELEGRETURNs that gave times back
+        self.delegation_counts = {"granted": 0, "recalled": 0, "returned": 0, "local_opens": 0, "getattrs": 0,
+                                  "timestamps": 0, "times_returned": 0}
         self.reclaimed = 0  # opens reclaimed after server restarts
         # the export's file system has extended attributes (NFSv4.2 sessions only; learned by mount)
         self.xattr_support = False

@@ -1,7 +1,13 @@
 """Delegations (RFC 8881 10.2, 10.4): asking for them at OPEN, recording those granted, returning
 them (DELEGRETURN) when recalled (CB_RECALL, CB_RECALL_ANY), at unmount, or before an OPEN they do
 not cover; the opens made under one are OPENed for real first. CB_GETATTR on a file we hold a
-write delegation of is answered from what we hold (:func:`cb_getattr_attrs`)."""
+write delegation of is answered from what we hold (:func:`cb_getattr_attrs`).
+
+Attribute delegations (RFC 9754): when the server supports the time_deleg attributes, OPENs that
+want delegations ask for one (OPEN4_SHARE_ACCESS_WANT_DELEG_TIMESTAMPS); under an
+OPEN_DELEGATE_*_ATTRS_DELEG the holder keeps the access and modify times its reads and writes set,
+answers CB_GETATTR with them and gives them back with a SETATTR before the DELEGRETURN, in the same
+COMPOUND (:func:`delegreturn_ops`)."""
 
 from __future__ import annotations
 
@@ -16,7 +22,15 @@ from .._errors import NFS4Error
 from .._proto.nfs4 import const as c
 from .._proto.nfs4.attrs import attrs_in, encode_fattr4
 from .._proto.nfs4.compound import result_of
-from .._proto.nfs4.types import DELEGRETURN4args, OPEN4args, PUTFH4args, fattr4, open_owner4, stateid4
+from .._proto.nfs4.types import (
+    DELEGRETURN4args,
+    OPEN4args,
+    PUTFH4args,
+    SETATTR4args,
+    fattr4,
+    open_owner4,
+    stateid4,
+)
 from .._session.client_id import ClientID
 from .compounds import Compounds
 from .open_state import READ_DELEGATIONS, WRITE_DELEGATIONS, Delegation, OpenFile
@@ -37,16 +51,32 @@ def cb_getattr_attrs(d: Delegation | None, held: HeldFile | None, requested: Seq
     """The answer to CB_GETATTR (RFC 8881 10.4.3, 20.1): only the holder of a write delegation
     answers (None: NFS4ERR_BADHANDLE), with the size it sees and the change attribute the
     delegation was granted with, bumped while it has data the server has not seen (the server then
-    knows the file was modified). Of the attributes asked for, those two are answered."""
+    knows the file was modified). Under an attribute delegation (RFC 9754) the access and modify
+    times the holder keeps are answered too, as time_deleg_access/modify, when asked for and set.
+    Of the attributes asked for, those are answered."""
     if d is None or not d.write or held is None:
         return None
     asked = set(attrs_in(requested))
-    attrs: dict[int, int] = {}
+    attrs: dict[int, Any] = {}
     if c.FATTR4_CHANGE in asked:
         attrs[c.FATTR4_CHANGE] = d.change + 1 if held.dirty else d.change
     if c.FATTR4_SIZE in asked:
         attrs[c.FATTR4_SIZE] = held.size
+    attrs.update((a, t) for a, t in d.kept_times().items() if a in asked)
     return encode_fattr4(attrs)
+
+
+def delegreturn_ops(fh: bytes, d: Delegation) -> list[Any]:
+    """The COMPOUND that gives ``d`` back: PUTFH, DELEGRETURN; under an attribute delegation whose
+    holder kept times, a SETATTR of them (time_deleg_access/modify, with the delegation's stateid)
+    comes before the DELEGRETURN (RFC 9754), so the server holds the times our reads and writes set,
+    not those of when the data reached it."""
+    ops: list[Any] = [PUTFH4args(fh)]
+    kept = d.kept_times() if d.timestamps else {}
+    if kept:
+        ops.append(SETATTR4args(d.stateid, encode_fattr4(kept)))
+    ops.append(DELEGRETURN4args(d.stateid))
+    return ops
 
 
 class Delegations(Compounds):
@@ -62,8 +92,41 @@ class Delegations(Compounds):
 
     def share_access(self, access: int) -> int:
         """OPEN's share_access: with ``want_delegations`` the server chooses (no want bits, as the
-        Linux client sends); otherwise we say we want none."""
-        return access if self.want_delegations else access | c.OPEN4_SHARE_ACCESS_WANT_NO_DELEG
+        Linux client sends), and is asked for delegated timestamps when it supports them
+        (``deleg_timestamps``); otherwise we say we want none."""
+        if not self.want_delegations:
+            return access | c.OPEN4_SHARE_ACCESS_WANT_NO_DELEG
+        return access | c.OPEN4_SHARE_ACCESS_WANT_DELEG_TIMESTAMPS if self.deleg_timestamps else access
+
+    def note_read(self, fh: bytes, now_ns: int) -> None:
+        """A read of ``fh`` at ``now_ns``: its access time, kept under an attribute delegation."""
+        d = self.delegations.get(fh)
+        if d is not None:
+            d.accessed(now_ns)
+
+    def note_write(self, fh: bytes, now_ns: int) -> None:
+        """A write to ``fh`` at ``now_ns``: its modify time, kept under a write attribute delegation."""
+        d = self.delegations.get(fh)
+        if d is not None:
+            d.modified(now_ns)
+
+    def keeps_times(self, fh: bytes) -> bool:
+        """Whether we hold a write attribute delegation on ``fh`` (not being returned): its size and
+        times are ours to tell, a stat after our writes needs no GETATTR and no flush."""
+        d = self.delegations.get(fh)
+        return d is not None and d.timestamps and d.write and not d.returning
+
+    def forget_times(self, fh: bytes) -> None:
+        """Times of ``fh`` set explicitly (a SETATTR): those kept until now must not undo them."""
+        d = self.delegations.get(fh)
+        if d is not None:
+            d.atime_ns = d.mtime_ns = None
+
+    def kept_times(self, fh: bytes) -> tuple[int | None, int | None]:
+        """The access and modify times (ns) kept under an attribute delegation on ``fh`` (None: not
+        kept): the server's own are older than ours while we hold it."""
+        d = self.delegations.get(fh)
+        return (d.atime_ns, d.mtime_ns) if d is not None else (None, None)
 
     def took_delegation(self, of: OpenFile, granted: tuple[int, Any]) -> None:
         """Record the delegation an OPEN's reply carries (if any) for ``of``'s file."""
@@ -79,6 +142,8 @@ class Delegations(Compounds):
         self.delegations[of.fh] = d
         of.delegation = d
         self.delegation_counts["granted"] += 1
+        if d.timestamps:
+            self.delegation_counts["timestamps"] += 1
         if arm.recall:  # granted on a reclaim, but the server wants it back at once
             self.client.nursery.start_soon(self.return_delegation, of.fh)
 
@@ -113,7 +178,7 @@ class Delegations(Compounds):
                 of.stateid, of.local = result_of(res, c.OP_OPEN).stateid, False
             for hook in self.delegation_return_hooks:
                 await hook(fh)
-            await self._delegreturn(fh, d.stateid)
+            await self._delegreturn(fh, d.stateid, d)
             self.delegation_counts["returned"] += 1
         finally:
             if self.delegations.get(fh) is d:
@@ -125,10 +190,13 @@ class Delegations(Compounds):
         for fh in list(self.delegations):
             await self.return_delegation(fh)
 
-    async def _delegreturn(self, fh: bytes, stateid: stateid4) -> None:
+    async def _delegreturn(self, fh: bytes, stateid: stateid4, d: Delegation | None = None) -> None:
+        ops = delegreturn_ops(fh, d) if d is not None else [PUTFH4args(fh), DELEGRETURN4args(stateid)]
+        if len(ops) > 2:
+            self.delegation_counts["times_returned"] += 1
         with trio.move_on_after(30):
             try:
-                await self.run([PUTFH4args(fh), DELEGRETURN4args(stateid)], self.client.machine_cred)
+                await self.run(ops, self.client.machine_cred)
             except NFS4Error as e:
                 log.info("DELEGRETURN: %s (the server has let the delegation go)", e)
 

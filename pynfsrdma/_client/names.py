@@ -9,6 +9,7 @@ from typing import Any
 
 from .._errors import NFS4Error, ReplyError
 from .._proto.nfs4 import const as c
+from .._proto.nfs4.attrs import attrs_in
 from .._proto.nfs4.compound import ResOp, result_of, results_of
 from .._proto.nfs4.types import (
     ACCESS4args,
@@ -85,6 +86,8 @@ class Names(Compounds):
         # pNFS: the layout types the export's file system hands out (None: the server did not say)
         self.layout_types = [int(t) for t in info[c.FATTR4_FS_LAYOUT_TYPES]] if c.FATTR4_FS_LAYOUT_TYPES in info else None
         self.layout_blksize = int(info.get(c.FATTR4_LAYOUT_BLKSIZE, 0))
+        self.supported_attrs = frozenset(attrs_in(info.get(c.FATTR4_SUPPORTED_ATTRS, [])))
+        self.deleg_timestamps = {c.FATTR4_TIME_DELEG_ACCESS, c.FATTR4_TIME_DELEG_MODIFY} <= self.supported_attrs
         self.root_fh = fh
         return fh, attrs
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import trio
 
 from .._proto.nfs4 import const as c
-from .._proto.nfs4.types import change_info4, stateid4
+from .._proto.nfs4.types import change_info4, nfstime4, stateid4
 from .._rpc.auth import Credential
 from .attributes import FileAttrs
 
@@ -28,6 +28,13 @@ def current(stateid: stateid4) -> stateid4:
 
 READ_DELEGATIONS = (c.OPEN_DELEGATE_READ, c.OPEN_DELEGATE_READ_ATTRS_DELEG)
 WRITE_DELEGATIONS = (c.OPEN_DELEGATE_WRITE, c.OPEN_DELEGATE_WRITE_ATTRS_DELEG)
+# attribute delegations (RFC 9754): the holder keeps the file's access and modify times too
+ATTRS_DELEGATIONS = (c.OPEN_DELEGATE_READ_ATTRS_DELEG, c.OPEN_DELEGATE_WRITE_ATTRS_DELEG)
+
+
+def nfstime(ns: int) -> nfstime4:
+    """A time in nanoseconds since the epoch as an nfstime4."""
+    return nfstime4(ns // 1_000_000_000, ns % 1_000_000_000)
 
 
 @dataclass(slots=True, eq=False)
@@ -47,10 +54,39 @@ class Delegation:
     # asked): nobody else can change who may open the file without the delegation being recalled
     granted: dict[tuple[object, ...], int] = field(default_factory=dict)
     returned: trio.Event = field(default_factory=trio.Event)
+    # under an attribute delegation (RFC 9754): the times our reads and writes set since it was
+    # granted (ns since the epoch; None: not set), which the server learns from us, not the reverse
+    atime_ns: int | None = None
+    mtime_ns: int | None = None
 
     @property
     def write(self) -> bool:
         return self.type in WRITE_DELEGATIONS
+
+    @property
+    def timestamps(self) -> bool:
+        """Whether the holder keeps the file's access and modify times (an attribute delegation)."""
+        return self.type in ATTRS_DELEGATIONS
+
+    def accessed(self, now_ns: int) -> None:
+        """A read at ``now_ns``: the access time the holder keeps (attribute delegations only)."""
+        if self.timestamps:
+            self.atime_ns = now_ns
+
+    def modified(self, now_ns: int) -> None:
+        """A write at ``now_ns``: the modify time the holder keeps (write attribute delegations only)."""
+        if self.timestamps and self.write:
+            self.mtime_ns = now_ns
+
+    def kept_times(self) -> dict[int, nfstime4]:
+        """The times kept under an attribute delegation, by attribute (time_deleg_access/modify):
+        what CB_GETATTR answers and what goes back with DELEGRETURN."""
+        kept: dict[int, nfstime4] = {}
+        if self.atime_ns is not None:
+            kept[c.FATTR4_TIME_DELEG_ACCESS] = nfstime(self.atime_ns)
+        if self.mtime_ns is not None:
+            kept[c.FATTR4_TIME_DELEG_MODIFY] = nfstime(self.mtime_ns)
+        return kept
 
     def covers(self, access: int) -> bool:
         """Whether an open with this share access can be made locally under the delegation."""

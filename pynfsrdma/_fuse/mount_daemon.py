@@ -316,7 +316,8 @@ async def _serve(req: MountRequest, ready: Callable[[str | None], None], stop: S
                     {
                         "stats": lambda: {
                             **stats.snapshot(client, trunking, info=info),
-                            "delegations": {**nfs.delegation_counts, "held": len(nfs.delegations)},
+                            "delegations": {**nfs.delegation_counts, "held": len(nfs.delegations),
+                                            "timestamps_asked": nfs.deleg_timestamps},
                             "locks": dict(nfs.lock_counts),
                             "cache": ops.cache_counts(),
                             "payload": payload_counts(channel, client),

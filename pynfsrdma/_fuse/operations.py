@@ -36,6 +36,7 @@ import itertools
 import logging
 import os
 import stat
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
@@ -252,6 +253,13 @@ class NFSOperations(Operations):
         e.st_atime_ns = a.atime_ns
         e.st_mtime_ns = a.mtime_ns
         e.st_ctime_ns = a.ctime_ns
+        if self._delegated(node):  # the times kept under an attribute delegation are newer
+            atime, mtime = self.nfs.kept_times(node.fh)
+            if atime is not None:
+                e.st_atime_ns = atime
+            if mtime is not None:
+                e.st_mtime_ns = mtime
+                e.st_ctime_ns = max(a.ctime_ns, mtime)
         return e
 
     def _learn(self, fh: bytes, attrs: FileAttrs, asked: int | None, lookup: bool = True) -> Inode:
@@ -350,7 +358,8 @@ class NFSOperations(Operations):
         return self._entry(node)
 
     async def _revalidate(self, node: Inode, ctx: RequestContext) -> None:
-        if not projected(node):
+        kept = self._delegated(node) and self.nfs.keeps_times(node.fh)  # (size and times: ours to tell)
+        if not projected(node) and not kept:
             await self._sync_inode(node)
         if not self.inodes.fresh(node, self._now()) and not self._delegated(node):
             self.counts["attr_revalidations"] += 1
@@ -380,6 +389,8 @@ class NFSOperations(Operations):
         node = self._inode(inode)
         a = node.attrs
         known = node.kernel_view == (a.size, a.mtime_ns)
+        if fields.update_atime or fields.update_mtime:  # (set on the server: no kept time undoes them)
+            self.nfs.forget_times(node.fh)
         if not await self.setattrs.setattr(node, attr, fields, fh, self.cred(ctx)):
             await self._revalidate(node, ctx)
         if known:  # (the kernel set them itself, or they did not move)
@@ -697,11 +708,15 @@ class NFSOperations(Operations):
 
     @fuse_errors
     async def read(self, fh: int, off: int, size: int) -> Any:
-        return await self.data.read(self._file(fh), off, size)
+        h = self._file(fh)
+        self.nfs.note_read(h.inode.fh, time.time_ns())  # (the access time, under an attribute delegation)
+        return await self.data.read(h, off, size)
 
     @fuse_errors
     async def write(self, fh: int, off: int, buf: bytes) -> int:
-        return await self.data.write(self._file(fh), off, buf)
+        h = self._file(fh)
+        self.nfs.note_write(h.inode.fh, time.time_ns())  # (the modify time, under an attribute delegation)
+        return await self.data.write(h, off, buf)
 
     @fuse_errors
     async def flush(self, fh: int, lock_owner: int = 0) -> None:

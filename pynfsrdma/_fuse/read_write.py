@@ -104,7 +104,8 @@ class FileData:
         node.drop_readahead()
         self.inodes.wrote(node, off + len(buf))  # (before the kernel hears of it: attributes asked until now are older)
         await w.write(off, buf)
-        node.stale()
+        if not self.nfs.keeps_times(node.fh):  # (under an attribute delegation its size and times are ours)
+            node.stale()
         return len(buf)
 
     async def _end_for_append(self, node: Inode, off: int, cred: Credential) -> int:

@@ -14,12 +14,21 @@ import pytest
 import trio
 
 from pynfsrdma._client.attributes import FileAttrs
-from pynfsrdma._client.delegations import cb_getattr_attrs
+from pynfsrdma._client.delegations import cb_getattr_attrs, delegreturn_ops
 from pynfsrdma._client.nfs4 import Delegation, HeldFile, NFSv4, OpenFile
 from pynfsrdma._proto.nfs4 import callback as cb
 from pynfsrdma._proto.nfs4 import const as c
 from pynfsrdma._proto.nfs4.attrs import bitmap4_from, decode_fattr4
-from pynfsrdma._proto.nfs4.types import OPEN4resok, change_info4, nfsace4, stateid4
+from pynfsrdma._proto.nfs4.types import (
+    DELEGRETURN4args,
+    OPEN4resok,
+    PUTFH4args,
+    SETATTR4args,
+    change_info4,
+    nfsace4,
+    nfstime4,
+    stateid4,
+)
 from pynfsrdma._proto.nfs4.types_ops import open_read_delegation4, open_write_delegation4
 from pynfsrdma._rpc.auth import auth_sys
 from pynfsrdma._session.backchannel import Backchannel
@@ -203,3 +212,82 @@ def test_cb_getattr_attrs_is_none_without_a_write_delegation_or_what_the_holder_
     assert cb_getattr_attrs(read, HeldFile(1, False), [1 << c.FATTR4_SIZE]) is None
     f = cb_getattr_attrs(d, HeldFile(3, True), bitmap4_from([c.FATTR4_CHANGE]))
     assert f is not None and decode_fattr4(f) == {c.FATTR4_CHANGE: 8}
+
+
+# -- attribute delegations (RFC 9754): the times the holder keeps -----------------------------------
+
+
+def attrs_delegated(nfs: NFSv4, dtype: int = c.OPEN_DELEGATE_WRITE_ATTRS_DELEG) -> Delegation:
+    of = opened(nfs, c.OPEN4_SHARE_ACCESS_BOTH)
+    of.attrs = FileAttrs(size=100, change=41)
+    if dtype == c.OPEN_DELEGATE_READ_ATTRS_DELEG:
+        granted: Any = (dtype, open_read_delegation4(DELEG_STATEID, False, ACE))
+    else:
+        granted = (dtype, open_write_delegation4(DELEG_STATEID, False, (c.NFS_LIMIT_SIZE, 1 << 30), ACE))
+    nfs.took_delegation(of, reply(granted).delegation)
+    return nfs.delegations[FH]
+
+
+def test_timestamps_are_asked_for_only_when_delegations_are_wanted_and_the_server_has_the_attributes() -> None:
+    nfs = NFSv4(NoServer())  # type: ignore[arg-type]
+    both = c.OPEN4_SHARE_ACCESS_BOTH
+    nfs.deleg_timestamps = True  # (the export's supported_attrs name time_deleg_access/modify)
+    assert nfs.share_access(both) == both | c.OPEN4_SHARE_ACCESS_WANT_NO_DELEG  # the path API
+    nfs.want_delegations = True
+    assert nfs.share_access(both) == both | c.OPEN4_SHARE_ACCESS_WANT_DELEG_TIMESTAMPS
+    nfs.deleg_timestamps = False
+    assert nfs.share_access(both) == both
+
+
+def test_the_holder_keeps_the_times_of_its_reads_and_writes_under_an_attribute_delegation_only() -> None:
+    nfs = NFSv4(NoServer())  # type: ignore[arg-type]
+    d = attrs_delegated(nfs)
+    assert d.write and d.timestamps and nfs.delegation_counts["timestamps"] == 1
+    assert nfs.kept_times(FH) == (None, None) and nfs.keeps_times(FH)
+    nfs.note_read(FH, 1_700_000_000_123_456_789)
+    nfs.note_write(FH, 1_700_000_001_000_000_001)
+    assert nfs.kept_times(FH) == (1_700_000_000_123_456_789, 1_700_000_001_000_000_001)
+    assert d.kept_times() == {c.FATTR4_TIME_DELEG_ACCESS: nfstime4(1_700_000_000, 123_456_789),
+                              c.FATTR4_TIME_DELEG_MODIFY: nfstime4(1_700_000_001, 1)}
+    nfs.forget_times(FH)  # a utimensat: the times set on the server are not undone at the return
+    assert d.kept_times() == {}
+    # a plain write delegation keeps none; a read attribute delegation keeps the access time only
+    plain = NFSv4(NoServer())  # type: ignore[arg-type]
+    write_delegated(plain, change=41)
+    plain.note_write(FH, 5)
+    assert plain.kept_times(FH) == (None, None) and not plain.keeps_times(FH)
+    read = NFSv4(NoServer())  # type: ignore[arg-type]
+    attrs_delegated(read, c.OPEN_DELEGATE_READ_ATTRS_DELEG)
+    read.note_write(FH, 5)
+    read.note_read(FH, 6)
+    assert read.kept_times(FH) == (6, None) and not read.keeps_times(FH)
+
+
+def test_the_times_go_back_by_a_setattr_before_the_delegreturn_in_one_compound() -> None:
+    nfs = NFSv4(NoServer())  # type: ignore[arg-type]
+    d = attrs_delegated(nfs)
+    assert [type(op) for op in delegreturn_ops(FH, d)] == [PUTFH4args, DELEGRETURN4args]  # nothing kept
+    nfs.note_write(FH, 1_700_000_001_000_000_002)
+    ops = delegreturn_ops(FH, d)
+    assert [type(op) for op in ops] == [PUTFH4args, SETATTR4args, DELEGRETURN4args]
+    setattr_op = SETATTR4args.XDR.decode(SETATTR4args.XDR.encode(ops[1]))  # (through the wire format)
+    assert setattr_op.stateid == DELEG_STATEID and ops[2].deleg_stateid == DELEG_STATEID
+    assert decode_fattr4(setattr_op.obj_attributes) == {c.FATTR4_TIME_DELEG_MODIFY: nfstime4(1_700_000_001, 2)}
+    # a plain write delegation gives no times back
+    plain = Delegation(c.OPEN_DELEGATE_WRITE, DELEG_STATEID, FH, mtime_ns=5)
+    assert [type(op) for op in delegreturn_ops(FH, plain)] == [PUTFH4args, DELEGRETURN4args]
+
+
+async def test_cb_getattr_answers_the_kept_times_when_asked_under_an_attribute_delegation() -> None:
+    async with trio.open_nursery() as n:
+        nfs = with_backchannel(n)
+        attrs_delegated(nfs)
+        nfs.held_file = lambda fh: HeldFile(size=9000, dirty=True)
+        nfs.note_write(FH, 1_700_000_002_000_000_003)
+        asked = [c.FATTR4_CHANGE, c.FATTR4_SIZE, c.FATTR4_TIME_DELEG_ACCESS, c.FATTR4_TIME_DELEG_MODIFY]
+        status, attrs = await cb_getattr(nfs, FH, asked)
+        # (no read was made: no access time is answered)
+        assert (status, attrs) == (c.NFS4_OK, {c.FATTR4_CHANGE: 42, c.FATTR4_SIZE: 9000,
+                                               c.FATTR4_TIME_DELEG_MODIFY: nfstime4(1_700_000_002, 3)})
+        status, attrs = await cb_getattr(nfs, FH, [c.FATTR4_SIZE], seqid=2)
+        assert (status, attrs) == (c.NFS4_OK, {c.FATTR4_SIZE: 9000})

@@ -12,7 +12,10 @@ the mtime we wrote; what we write through that open afterwards reaches it too. T
 open/write/close cycles on a file nfsd delegates to nobody are counted beside them (COMPOUNDs).
 
 :func:`client_timestamp_delegation`: whether nfsd grants an attribute delegation (RFC 9754) to an
-OPEN that asks for one, through the path API's operations (the client does not ask otherwise).
+OPEN that asks for one, through the path API's operations (the path API asks for no delegation).
+
+:func:`fuse_timestamp_delegation`: our mount under one: the times it keeps, what that saves, what
+the kernel client sees by CB_GETATTR and after the recall.
 
 Only the standard library and the project (its CLI, control socket and path API) are used.
 """
@@ -160,8 +163,8 @@ def fuse_write_delegation(url: str, options: str, kmount: str) -> str:
 async def client_timestamp_delegation(url: str) -> str:
     """RFC 9754's attribute delegations: does nfsd grant one (OPEN_DELEGATE_WRITE_ATTRS_DELEG) to an
     OPEN for writing that asks with OPEN4_SHARE_ACCESS_WANT_DELEG_TIMESTAMPS? What it answers is
-    reported, with its runtime switch (debugfs ``nfsd/delegated_timestamps``); the step fails only
-    if the OPEN does (what the client then does with one is not built yet: README)."""
+    reported, with its runtime switch (debugfs ``nfsd/delegated_timestamps``) and the export's
+    supported attributes from 64; the step fails only if the OPEN does."""
     from pynfsrdma._client.api import Client
     from pynfsrdma._proto.nfs4 import const as c
 
@@ -173,6 +176,8 @@ async def client_timestamp_delegation(url: str) -> str:
     name = f"attrdeleg-{os.getpid()}"
     async with Client.connect(url, timeout=30) as client:
         nfs = client.nfs
+        word2 = sorted(a for a in nfs.supported_attrs if a >= 64)
+        minor = client.nfs.client.options.minorversion
         nfs.want_delegations = True
         access = c.OPEN4_SHARE_ACCESS_BOTH
         of = await nfs.open(client.root_fh, name, client.cred, access=access | c.OPEN4_SHARE_ACCESS_WANT_DELEG_TIMESTAMPS,
@@ -182,9 +187,119 @@ async def client_timestamp_delegation(url: str) -> str:
         if of.delegation is not None:
             await nfs.return_delegation(of.fh)
         await nfs.close(of, client.cred)
+        # the same file opened for reading only, asking for timestamps
+        read = c.OPEN4_SHARE_ACCESS_READ
+        of = await nfs.open(client.root_fh, name, client.cred, access=read | c.OPEN4_SHARE_ACCESS_WANT_DELEG_TIMESTAMPS)
+        got_read = of.delegation.type if of.delegation is not None else c.OPEN_DELEGATE_NONE
+        of.access = read
+        if of.delegation is not None:
+            await nfs.return_delegation(of.fh)
+        await nfs.close(of, client.cred)
     async with Client.connect(url, timeout=30) as client:
         await client.remove(f"/{name}")
     kinds = {c.OPEN_DELEGATE_NONE: "none", c.OPEN_DELEGATE_READ: "read", c.OPEN_DELEGATE_WRITE: "write",
              c.OPEN_DELEGATE_READ_ATTRS_DELEG: "read with timestamps (RFC 9754)",
              c.OPEN_DELEGATE_WRITE_ATTRS_DELEG: "write with timestamps (RFC 9754)"}
-    return f"nfsd's delegated_timestamps switch: {enabled}; an OPEN for writing asking for timestamps got: {kinds.get(got, got)}"
+    return (f"nfsd's delegated_timestamps switch: {enabled}; an OPEN for writing asking for timestamps got: "
+            f"{kinds.get(got, got)}, one for reading only: {kinds.get(got_read, got_read)}; "
+            f"the export's supported attributes from 64 (NFSv4.{minor}): {word2}")
+
+
+def _debugfs_switch() -> Path:
+    debug = Path("/sys/kernel/debug")
+    if not (debug / "nfsd").exists():
+        subprocess.run(["mount", "-t", "debugfs", "debugfs", str(debug)], capture_output=True)
+    return debug / "nfsd" / "delegated_timestamps"
+
+
+def _write_and_stat(mnt: Path, f: Path, chunk: bytes) -> tuple[int, dict[str, int]]:
+    """CYCLES writes, each followed by a stat, through one open of ``f``: the COMPOUNDs sent
+    meanwhile and what they carried."""
+    with open(f, "ab") as w:
+        before = stats(mnt)
+        for _ in range(CYCLES):
+            w.write(chunk)
+            w.flush()
+            os.stat(f)
+        after = stats(mnt)
+    return after["rpc"]["calls"] - before["rpc"]["calls"], _sent(_ops(before), _ops(after))
+
+
+def fuse_timestamp_delegation(url: str, options: str, kmount: str) -> str:
+    """RFC 9754's attribute delegations on our FUSE mount: nfsd grants OPEN_DELEGATE_WRITE_ATTRS_DELEG
+    to our mount's OPEN (it asks with OPEN4_SHARE_ACCESS_WANT_DELEG_TIMESTAMPS, nfsd's supported
+    attributes naming time_deleg_access/modify). Write-then-stat cycles under it send nothing (size and
+    mtime are ours to tell), against the same cycles under a plain write delegation (nfsd's debugfs
+    switch ``delegated_timestamps`` off for that file's OPEN). The kernel client's stat goes by
+    CB_GETATTR and sees the mtime of our last write, not the time the data reaches nfsd; after the
+    recall (the SETATTR of time_deleg_modify before the DELEGRETURN) nfsd keeps that mtime."""
+    switch = _debugfs_switch()
+    if not switch.exists():
+        raise RuntimeError("nfsd has no debugfs switch delegated_timestamps")
+    mnt = Path("/run/ours-tdeleg")
+    name = f"tdeleg-{os.getpid()}"
+    kfile = Path(kmount) / name
+    chunk = b"delegated times\n" * 256
+    with mounted(url, mnt, options):
+        # the same cycles under a plain write delegation (nfsd grants one with the switch off)
+        switch.write_text("N\n")
+        try:
+            plain_file = mnt / f"{name}-plain"
+            plain_file.write_bytes(chunk)
+            granted = stats(mnt)["delegations"]
+        finally:
+            switch.write_text("Y\n")
+        if granted["timestamps"] or not any(x.startswith("w ") for x in nfsd_delegations(plain_file.name)):
+            raise RuntimeError(f"with delegated_timestamps off, nfsd granted {nfsd_delegations(plain_file.name)}: {granted}")
+        plain_calls, plain = _write_and_stat(mnt, plain_file, chunk)
+        f = mnt / name
+        f.write_bytes(chunk)
+        d = stats(mnt)["delegations"]
+        if d["timestamps"] != 1:
+            raise RuntimeError(f"nfsd granted our new file no attribute delegation: {d}, {nfsd_delegations(name)}")
+        calls, sent = _write_and_stat(mnt, f, chunk)
+        if calls >= plain_calls or sent.get("GETATTR") or sent.get("WRITE", 0) > 1:
+            raise RuntimeError(
+                f"{CYCLES} writes and stats: {calls} COMPOUNDs ({sent}) under the attribute delegation, "
+                f"{plain_calls} ({plain}) under a plain one"
+            )
+        with open(f, "ab") as keep:
+            t0 = time.time_ns()
+            keep.write(chunk)
+            keep.flush()
+            t1 = time.time_ns()
+            ours = os.stat(f).st_mtime_ns
+            if not t0 <= ours <= t1:
+                raise RuntimeError(f"our mount's mtime {ours} is not that of the write ({t0}..{t1})")
+            time.sleep(2)  # (the data reaches nfsd later than this)
+            getattrs = stats(mnt)["delegations"]["getattrs"]
+            seen = os.stat(kfile).st_mtime_ns  # the kernel client: nfsd asks us (CB_GETATTR)
+            d = stats(mnt)["delegations"]
+            if d["getattrs"] <= getattrs or d["recalled"]:
+                raise RuntimeError(f"the kernel client's stat did not go by CB_GETATTR: {d}")
+            if seen != ours:
+                raise RuntimeError(f"the kernel client's stat (CB_GETATTR) shows mtime {seen}, our write set {ours}")
+            flushed_after = time.time_ns()
+            size = len(kfile.read_bytes())  # the kernel client opens it to read: nfsd recalls ours
+            _wait("our delegation returned", lambda: stats(mnt)["delegations"]["returned"] >= 1)
+            d = stats(mnt)["delegations"]
+        kst = os.stat(kfile)
+        if kst.st_size != size or size != (CYCLES + 2) * len(chunk):
+            raise RuntimeError(f"the kernel client read {size} bytes, stat says {kst.st_size}, {(CYCLES + 2) * len(chunk)} written")
+        if d["times_returned"] < 1:
+            raise RuntimeError(f"the delegation went back without its times: {d}")
+        if kst.st_mtime_ns != ours:
+            raise RuntimeError(
+                f"after the recall nfsd says mtime {kst.st_mtime_ns}, our last write set {ours} "
+                f"(the data reached nfsd after {flushed_after})"
+            )
+        plain_file.unlink()
+    kfile.unlink()
+    return (
+        f"nfsd 7.3 granted our mount OPEN_DELEGATE_WRITE_ATTRS_DELEG (delegated_timestamps Y) and "
+        f"OPEN_DELEGATE_WRITE with the switch off; {CYCLES} write+stat cycles through one open: "
+        f"{calls} COMPOUNDs ({sent}) under the attribute delegation, {plain_calls} ({plain}) under the "
+        f"plain one; the kernel client's stat by CB_GETATTR and, after the recall ({d['times_returned']} "
+        f"DELEGRETURN with SETATTR of the times), nfsd show our last write's mtime ({ours}), not the "
+        "time the data reached it (2 s later)"
+    )

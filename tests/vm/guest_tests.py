@@ -1049,6 +1049,7 @@ CHILD_STEPS.update(
     fuse_delegations=guest_fuse.fuse_delegations,
     fuse_write_delegation=guest_deleg.fuse_write_delegation,
     client_timestamp_delegation=guest_deleg.client_timestamp_delegation,
+    fuse_timestamp_delegation=guest_deleg.fuse_timestamp_delegation,
     two_clients=guest_shared.two_clients,
     client_xattrs=client_xattrs,
     fuse_xattrs=guest_fuse.fuse_xattrs,
@@ -1182,8 +1183,14 @@ def main() -> None:
         )
         step(
             f"{link}: does nfsd grant a delegation with timestamps (RFC 9754) when asked",
-            in_child("client_timestamp_delegation", tcp),
+            in_child("client_timestamp_delegation", tcp + "&vers=4.2"),
             90,
+            key="deleg",
+        )
+        step(
+            f"{link}: our FUSE mount keeps the times under nfsd's attribute delegation (RFC 9754)",
+            in_child("fuse_timestamp_delegation", f"{SERVER}:/", f"vers=4.2,proto=tcp,port={TCP_PORT}", str(KMOUNT)),
+            150,
             key="deleg",
         )
         for other, whom in ((str(KMOUNT), "the kernel client"), ("", "a second mount of ours")):

@@ -104,6 +104,8 @@ from .const import (
     FATTR4_TIME_ACCESS_SET,
     FATTR4_TIME_BACKUP,
     FATTR4_TIME_CREATE,
+    FATTR4_TIME_DELEG_ACCESS,
+    FATTR4_TIME_DELEG_MODIFY,
     FATTR4_TIME_DELTA,
     FATTR4_TIME_METADATA,
     FATTR4_TIME_MODIFY,
@@ -253,6 +255,9 @@ ATTRS: dict[int, AttrDef] = _defs(
     (FATTR4_CHANGE_ATTR_TYPE, "change_attr_type", change_attr_type4_t),
     (FATTR4_SEC_LABEL, "sec_label", sec_label4),
     (FATTR4_XATTR_SUPPORT, "xattr_support", boolean),
+    # RFC 9754 (attribute delegations)
+    (FATTR4_TIME_DELEG_ACCESS, "time_deleg_access", nfstime4),
+    (FATTR4_TIME_DELEG_MODIFY, "time_deleg_modify", nfstime4),
 )
 
 #: name ("size", "time_modify", ...) -> definition

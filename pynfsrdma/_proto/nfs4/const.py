@@ -591,6 +591,9 @@ FATTR4_SPACE_FREED: Final = 78
 FATTR4_CHANGE_ATTR_TYPE: Final = 79
 FATTR4_SEC_LABEL: Final = 80
 FATTR4_XATTR_SUPPORT: Final = 82
+# RFC 9754: the timestamps the holder of an attribute delegation keeps (nfstime4)
+FATTR4_TIME_DELEG_ACCESS: Final = 84
+FATTR4_TIME_DELEG_MODIFY: Final = 85
 
 # -- fh_expire_type (section 5.8.1.3) ----------------------------------------------------------------------
 FH4_PERSISTENT: Final = 0x00000000
