@@ -62,6 +62,13 @@ async def test_cp_in_and_out_ls_and_symlink_through_an_rdma_mount(ganesha, expor
 
             def work() -> tuple[str, str]:
                 subprocess.run(["cp", str(src), str(mnt / "big")], check=True)
+                # what cp wrote stays in the kernel's page cache (the writeback cache): let it go, so
+                # that cp out reads from the server
+                fd = os.open(mnt / "big", os.O_RDONLY)
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
                 subprocess.run(["cp", str(mnt / "big"), str(tmp_path / "back")], check=True)
                 (mnt / "dir").mkdir()
                 for n in names:
