@@ -1,4 +1,4 @@
-"""The kernel's writeback cache (``-o writeback_cache``, the default): small writes gather in the page
+"""The kernel's writeback cache (``-o writeback_cache``; off by default): small writes gather in the page
 cache and reach the daemon as large WRITE requests, and NFS's rules stay whole. Data is on the server
 when close(2) or fsync(2) returns. A size or mtime that another client changed shows at the next open,
 or at the next stat once the attribute cache lets it ask. A caller who may write a file but not read
@@ -44,17 +44,19 @@ def write_in_pieces(path: Path, data: bytes, piece: int, flags: int = os.O_WRONL
 
 
 def test_the_option_turns_it_off_and_on() -> None:
-    """On by default; ``nowriteback_cache`` turns it off and ``writeback_cache`` on again (the last
+    """Off by default; ``writeback_cache`` turns it on and ``nowriteback_cache`` off again (the last
     one given wins); ``mount --help`` lists both; a value is refused with a one-line error."""
-    assert parse_options("").writeback_cache
+    assert not parse_options("").writeback_cache
+    assert parse_options("writeback_cache").writeback_cache
     assert not parse_options("nowriteback_cache").writeback_cache
     assert parse_options("nowriteback_cache", "writeback_cache").writeback_cache
+    assert not parse_options("writeback_cache", "nowriteback_cache").writeback_cache
     assert {"writeback_cache", "nowriteback_cache"} <= set(option_list())
     with pytest.raises(ValueError, match="mount option writeback_cache takes no value"):
         parse_options("writeback_cache=1")
 
 
-@pytest.mark.parametrize("options", ["", "nowriteback_cache"])
+@pytest.mark.parametrize("options", ["writeback_cache", "nowriteback_cache", ""])
 def test_small_writes_reach_the_daemon_as_large_writes(
     mount_export: Callable[..., Any], ganesha: Ganesha, options: str
 ) -> None:
@@ -70,7 +72,7 @@ def test_small_writes_reach_the_daemon_as_large_writes(
     after = stats(m.path)["payload"]
     in_place = after["write_bytes_in_place"] - before["write_bytes_in_place"]
     copied = after["write_bytes_copied"] - before["write_bytes_copied"]
-    if options:
+    if options != "writeback_cache":
         assert copied == len(data) and in_place == 0, (in_place, copied)
     else:
         assert in_place == len(data) and copied == 0, (in_place, copied)
@@ -78,7 +80,7 @@ def test_small_writes_reach_the_daemon_as_large_writes(
 
 def test_fsync_puts_the_cached_writes_on_the_server(mount_export: Callable[..., Any], ganesha: Ganesha) -> None:
     d = ganesha.new_directory(prefix="wbc-")
-    m = mount_export()
+    m = mount_export("writeback_cache")
     data = os.urandom(300 * KIB + 17)
     fd = os.open(m.path / d.local.name / "f", os.O_WRONLY | os.O_CREAT, 0o644)
     try:
@@ -97,7 +99,7 @@ def test_another_clients_appends_and_truncations_show_at_the_next_open(
     then truncation, moved the server's, the next open sees the server's size and data, and so does
     fstat on it (the kernel's inode is made again: ``generations`` counts it)."""
     d = ganesha.new_directory(prefix="wbc-")
-    a, b = mount_export(), mount_export()
+    a, b = mount_export("writeback_cache"), mount_export("writeback_cache")
     fa, fb = a.path / d.local.name / "f", b.path / d.local.name / "f"
     fa.write_bytes(b"a" * 5000)
     assert fa.read_bytes() == b"a" * 5000  # (the kernel holds size and pages)
@@ -119,7 +121,7 @@ def test_another_clients_size_and_mtime_show_at_stat(mount_export: Callable[...,
     """With no attribute cache (``actimeo=0``) a stat asks the server each time: another client's
     append and mtime show at once, though the file is not opened here again."""
     d = ganesha.new_directory(prefix="wbc-")
-    a, b = mount_export("actimeo=0"), mount_export()
+    a, b = mount_export("actimeo=0,writeback_cache"), mount_export("writeback_cache")
     fa, fb = a.path / d.local.name / "f", b.path / d.local.name / "f"
     fa.write_bytes(b"x" * 4096)
     assert os.stat(fa).st_size == 4096
@@ -137,7 +139,7 @@ def test_what_a_client_writes_in_small_pieces_the_other_opens_at_once(
     """Close-to-open between two mounts: a file rewritten in small writes on one (shorter than before),
     then opened on the other, which had read the old one."""
     d = ganesha.new_directory(prefix="wbc-")
-    a, b = mount_export(), mount_export()
+    a, b = mount_export("writeback_cache"), mount_export("writeback_cache")
     fa, fb = a.path / d.local.name / "f", b.path / d.local.name / "f"
     write_in_pieces(fa, os.urandom(200 * KIB), 512)
     assert len(fb.read_bytes()) == 200 * KIB
@@ -167,7 +169,7 @@ def test_a_caller_who_may_write_but_not_read_writes_part_of_a_page(
     its writes go around the page cache. Reading stays refused."""
     d = ganesha.new_directory(prefix="wbc-")
     os.chmod(d.local, 0o777)
-    m = mount_export()
+    m = mount_export("writeback_cache")
     (d.local / "f").write_bytes(b"0123456789abcdefghij")
     os.chmod(d.local / "f", 0o622)
     r = subprocess.run([*USER, sys.executable, "-c", WRITE_ONLY, str(m.path / d.local.name / "f")],
