@@ -17,10 +17,9 @@ from pathlib import Path
 import trio
 
 from .._proto.nfs4.layout_block import pnfs_block_sig_component4
-from .block_volumes import signature_matches
+from .block_volumes import SECTOR, signature_matches
 
 SYS_BLOCK = Path("/sys/class/block")
-SECTOR = 512
 
 
 def candidates(sys_block: Path = SYS_BLOCK) -> list[tuple[str, int]]:

@@ -19,6 +19,11 @@ SIMPLE = c.pnfs_block_volume_type4.PNFS_BLOCK_VOLUME_SIMPLE
 SLICE = c.pnfs_block_volume_type4.PNFS_BLOCK_VOLUME_SLICE
 CONCAT = c.pnfs_block_volume_type4.PNFS_BLOCK_VOLUME_CONCAT
 STRIPE = c.pnfs_block_volume_type4.PNFS_BLOCK_VOLUME_STRIPE
+SECTOR = 512  # every O_DIRECT offset and length is a multiple of it
+# how deep a volume tree may be: a server's tree is a few levels; one that names its volumes
+# again and again could otherwise make a walk of it cost 2**depth (each volume is built once, with
+# its size and devices, so that nothing walks it again but a mapping, which is bounded by the I/O)
+MAX_DEPTH = 16
 
 
 class NoDevice(LookupError):
@@ -48,6 +53,10 @@ class Simple:
     path: str
     size: int
 
+    @property
+    def paths(self) -> frozenset[str]:
+        return frozenset((self.path,))
+
     def map(self, offset: int, length: int) -> list[Piece]:
         if offset + length > self.size:
             raise NoDevice(f"{self.path}: {offset}+{length} is past its end ({self.size})")
@@ -60,6 +69,10 @@ class Slice:
     start: int
     size: int
 
+    @property
+    def paths(self) -> frozenset[str]:
+        return self.volume.paths
+
     def map(self, offset: int, length: int) -> list[Piece]:
         if offset + length > self.size:
             raise NoDevice(f"slice: {offset}+{length} is past its end ({self.size})")
@@ -69,10 +82,12 @@ class Slice:
 @dataclass(slots=True)
 class Concat:
     volumes: list[Volume]
+    size: int = 0
+    paths: frozenset[str] = frozenset()
 
-    @property
-    def size(self) -> int:
-        return sum(v.size for v in self.volumes)
+    def __post_init__(self) -> None:
+        self.size = sum(v.size for v in self.volumes)
+        self.paths = frozenset().union(*(v.paths for v in self.volumes))
 
     def map(self, offset: int, length: int) -> list[Piece]:
         out: list[Piece] = []
@@ -91,10 +106,12 @@ class Concat:
 class Stripe:
     unit: int
     volumes: list[Volume]
+    size: int = 0
+    paths: frozenset[str] = frozenset()
 
-    @property
-    def size(self) -> int:
-        return min(v.size for v in self.volumes) // self.unit * self.unit * len(self.volumes)
+    def __post_init__(self) -> None:
+        self.size = min(v.size for v in self.volumes) // self.unit * self.unit * len(self.volumes)
+        self.paths = frozenset().union(*(v.paths for v in self.volumes))
 
     def map(self, offset: int, length: int) -> list[Piece]:
         out: list[Piece] = []
@@ -115,12 +132,20 @@ Find = Callable[[list[pnfs_block_sig_component4]], tuple[str, int] | None]
 
 def resolve(addr: pnfs_block_deviceaddr4, find: Find) -> Volume:
     """The top volume of ``addr``; NoDevice when a simple volume is on no device here, or the tree
-    is not one (an index that is not of an earlier volume, an empty array)."""
+    is not one (an index that is not of an earlier volume, an empty array, deeper than MAX_DEPTH),
+    or a slice or stripe unit is not of whole sectors (O_DIRECT could not do its I/O)."""
     built: list[Volume] = []
+    depths: list[int] = []
     for i, (kind, info) in enumerate(addr.bda_volumes):
+        depth = 1
+
         def earlier(j: int, i: int = i) -> Volume:
+            nonlocal depth
             if not 0 <= j < i:
                 raise NoDevice(f"volume {i} names volume {j}, which is not before it")
+            depth = max(depth, depths[j] + 1)
+            if depth > MAX_DEPTH:
+                raise NoDevice(f"volume {i}: a tree deeper than {MAX_DEPTH} volumes")
             return built[j]
 
         v: Volume
@@ -130,16 +155,23 @@ def resolve(addr: pnfs_block_deviceaddr4, find: Find) -> Volume:
                 raise NoDevice("no block device here carries the volume's signature")
             v = Simple(*found)
         elif kind == SLICE:
+            if info.bsv_start % SECTOR or info.bsv_length % SECTOR:
+                raise NoDevice(f"volume {i}: a slice of {info.bsv_length} bytes at {info.bsv_start}, "
+                               f"not of whole {SECTOR}-byte sectors")
             v = Slice(earlier(info.bsv_volume), info.bsv_start, info.bsv_length)
         elif kind == CONCAT:
             v = Concat([earlier(j) for j in info.bcv_volumes])
         elif kind == STRIPE:
             if not info.bsv_volumes or info.bsv_stripe_unit <= 0:
                 raise NoDevice(f"volume {i}: a stripe of no volumes or no unit")
+            if info.bsv_stripe_unit % SECTOR:
+                raise NoDevice(f"volume {i}: a stripe unit of {info.bsv_stripe_unit} bytes, "
+                               f"not of whole {SECTOR}-byte sectors")
             v = Stripe(info.bsv_stripe_unit, [earlier(j) for j in info.bsv_volumes])
         else:
             raise NoDevice(f"volume {i}: unknown type {kind}")
         built.append(v)
+        depths.append(depth)
     if not built:
         raise NoDevice("a device address with no volume")
     return built[-1]
@@ -147,8 +179,4 @@ def resolve(addr: pnfs_block_deviceaddr4, find: Find) -> Volume:
 
 def simple_paths(v: Any) -> set[str]:
     """The device paths a volume is made of."""
-    if isinstance(v, Simple):
-        return {v.path}
-    if isinstance(v, Slice):
-        return simple_paths(v.volume)
-    return set().union(*(simple_paths(x) for x in v.volumes))
+    return set(v.paths)
