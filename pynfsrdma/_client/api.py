@@ -109,7 +109,7 @@ class Client:
         self.root_fh = b""
         # READs and WRITEs of one transfer in flight at most; None: as many as fill the live paths
         # (NFSv4.io_window: it grows with the paths and their bandwidth-delay products)
-        self.in_flight: int | None = None
+        self.window: int | None = None
         # directory path -> file handle (short-lived; a renamed directory is looked up again)
         self._dirs: cachetools.TTLCache[str, bytes] = cachetools.TTLCache(maxsize=4096, ttl=3.0)
         self._looking_up: dict[str, trio.Event] = {}  # directory path -> set when its lookup is answered
@@ -117,9 +117,17 @@ class Client:
         self._nursery: trio.Nursery | None = None  # where open files write in the background
 
     def io_window(self, io_size: int) -> int:
-        """READs or WRITEs of ``io_size`` bytes one transfer keeps in flight now (:attr:`in_flight`
+        """READs or WRITEs of ``io_size`` bytes one transfer keeps in flight now (:attr:`window`
         when set)."""
-        return self.in_flight if self.in_flight is not None else self.nfs.io_window(io_size)
+        return self.window if self.window is not None else self.nfs.io_window(io_size)
+
+    @property
+    def nursery(self) -> trio.Nursery:
+        """Where the client's background work runs (open files' WRITEs and COMMITs, READs sent
+        ahead) while it is connected; ValueError when it is not."""
+        if self._nursery is None:
+            raise ValueError("the client is not connected")
+        return self._nursery
 
     # -- connecting -----------------------------------------------------------------------------------
     @classmethod
@@ -188,6 +196,7 @@ class Client:
                             await cid.forget(self.cred)
                         if ops.pnfs is not None:
                             ops.pnfs.close()  # (the block devices it opened)
+                        self._nursery = None  # (a file opened for writing now is refused, saying why)
                 finally:
                     with trio.CancelScope(shield=True):
                         # (a connect that failed has no time left for a clean goodbye to a server
@@ -1090,9 +1099,7 @@ class File:
         nfs = client.nfs
         self._writer: FileWriter | None = None
         if writable:
-            if client._nursery is None:
-                raise ValueError("the client is not connected")
-            self._writer = FileWriter(nfs, of, client.cred, client._nursery, nfs.maxwrite, client.in_flight,
+            self._writer = FileWriter(nfs, of, client.cred, client.nursery, nfs.maxwrite, client.window,
                                       lock_owner=self, path=path)
         self.closed = False
 
@@ -1145,9 +1152,7 @@ class File:
         bytes of them sent and not yet taken at most (default: as many READs as fill the session's
         live paths)."""
         self._check(False)
-        nursery = self.client._nursery
-        if nursery is None:
-            raise ValueError("the client is not connected")
+        nursery = self.client.nursery
         maxread = self.client.nfs.maxread
         window: Window = max(1, chunk // maxread) if chunk else self._window
         stream = ReadStream(self._read_one, self.pos, maxread, window, lambda: self.size, nursery)
