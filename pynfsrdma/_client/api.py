@@ -818,7 +818,7 @@ class Client:
         directory, LOOKUP, the READs), all in flight together; a name that cannot be read so (a
         symbolic link ...) is looked up first, and its file handle read."""
         nfs = self.nfs
-        pages = nfs.reads_per_compound != 1
+        pages = nfs.batched.reads_per_compound != 1
         spans = coalesced(ranges, gap, read_step(nfs.maxread, pages), pages)
         pieces, cuts, of_span = wire_pieces([(lo, n) for lo, n, _ in spans], nfs.maxread, pages)
         data: list[Any] = [b""] * len(pieces)
@@ -852,22 +852,22 @@ class Client:
 
             async def named(which: list[int]) -> None:
                 nonlocal by_name
-                got = await nfs.read_spans_named(dfh, name, [pieces[k] for k in which], self.cred, npath)
+                got = await nfs.batched.read_spans_named(dfh, name, [pieces[k] for k in which], self.cred, npath)
                 if got is None:
                     by_name = False
                 else:
                     await keep(which, got)
 
-            results = await self._each(nfs.read_batches(pieces, named=True), named)
+            results = await self._each(nfs.batched.read_batches(pieces, named=True), named)
         if not by_name:  # (the longer way)
             fh, attrs = await self._resolve(path, follow=True)
             if attrs.is_dir:
                 raise NFS4Error(c.NFS4ERR_ISDIR, c.OP_READ, path)
 
             async def of_fh(which: list[int]) -> None:
-                await keep(which, await nfs.read_spans(fh, [pieces[k] for k in which], self.cred, path))
+                await keep(which, await nfs.batched.read_spans(fh, [pieces[k] for k in which], self.cred, path))
 
-            results = await self._each(nfs.read_batches(pieces), of_fh)
+            results = await self._each(nfs.batched.read_batches(pieces), of_fh)
         failed = [r for r in results if isinstance(r, Exception)]
         if failed:
             raise failed[0]
@@ -917,7 +917,7 @@ class Client:
             dfh = await self._dir_fh(parent)
             while idx:
                 names = [self._split(paths[i])[1] for i in idx]
-                done, error = await self.nfs.remove_names(dfh, names, self.cred, [self._norm(paths[i]) for i in idx])
+                done, error = await self.nfs.batched.remove_names(dfh, names, self.cred, [self._norm(paths[i]) for i in idx])
                 for i in idx[:done]:
                     self._forget(paths[i])
                 if error is None:
@@ -949,12 +949,12 @@ class Client:
             if isinstance(fh, Exception):
                 out[i] = fh
         todo = [i for i in todo if out[i] is None]
-        room = self.nfs.readdirs_per_compound()
+        room = self.nfs.batched.readdirs_per_compound()
         chunks = [todo[k : k + room] for k in range(0, len(todo), room)]
 
         async def list_chunk(idx: list[int]) -> None:
             while len(idx) > 1:
-                pages, failed, error = await self.nfs.first_pages([fhs[i] for i in idx], self.cred,
+                pages, failed, error = await self.nfs.batched.first_pages([fhs[i] for i in idx], self.cred,
                                                                   [npaths[i] for i in idx])
                 if error is None:
                     for i, page in zip(idx, pages, strict=True):
