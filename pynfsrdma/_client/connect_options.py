@@ -11,10 +11,11 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
+from .._proto.rpcsec_gss import Flavor
 from .security import DEFAULT, parse_sec
 from .stack import xprtsec_of
 from .url import NfsURL, URLError, check_url_options, parse_url, pnfs_of, reads_per_compound, url_identity
@@ -88,7 +89,7 @@ class ConnectOptions:
     proto: str = "tcp"
     uid: int | None = None
     gid: int | None = None
-    groups: tuple[int, ...] | None = None
+    groups: Iterable[int] | None = None  # (kept as a tuple)
     timeout: float = 10.0
     hard: bool = False
     timeo: float = 30.0
@@ -106,7 +107,7 @@ class ConnectOptions:
     pnfs: bool | None = None
     # what the options come to (made and checked in __post_init__)
     nfs_url: NfsURL = field(init=False, repr=False, compare=False)
-    flavors: tuple[Any, ...] = field(init=False, repr=False, compare=False)  # sec=, in order
+    flavors: tuple[Flavor, ...] = field(init=False, repr=False, compare=False)  # sec=, in order
 
     def __post_init__(self) -> None:
         for name in ("host", "export", "sec", "sec_path", "ccache", "keytab", *TLS_OPTIONS):
@@ -119,9 +120,9 @@ class ConnectOptions:
         if self.groups is not None:
             if isinstance(self.groups, str | bytes) or not hasattr(self.groups, "__iter__"):
                 raise _fail("groups", self.groups, "a sequence of group ids")
+            object.__setattr__(self, "groups", tuple(self.groups))
             for gid in self.groups:
                 _whole("groups", gid, 0)
-            object.__setattr__(self, "groups", tuple(self.groups))
         _seconds("timeout", self.timeout)
         _seconds("timeo", self.timeo)
         _whole("retrans", self.retrans, 0)
@@ -180,10 +181,9 @@ class ConnectOptions:
         url_uid, url_gid = url_identity(self.nfs_url)
         uid = self.uid if self.uid is not None else url_uid if url_uid is not None else os.getuid()
         gid = self.gid if self.gid is not None else url_gid if url_gid is not None else os.getgid()
-        groups = self.groups
-        if groups is None:
-            groups = tuple(os.getgroups()) if (uid, gid) == (os.getuid(), os.getgid()) else ()
-        return uid, gid, groups
+        if self.groups is not None:
+            return uid, gid, tuple(self.groups)
+        return uid, gid, tuple(os.getgroups()) if (uid, gid) == (os.getuid(), os.getgid()) else ()
 
 
 class _KeywordsOf(Generic[P]):

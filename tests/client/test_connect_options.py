@@ -18,7 +18,7 @@ from pynfsrdma._client.connect_options import ConnectOptions
 from pynfsrdma._testbed import Ganesha
 from pynfsrdma._testbed.ganesha import ExportPath
 
-BAD = [
+BAD: list[tuple[dict[str, Any], str]] = [
     ({"rsize": 0}, "connect option rsize=0: a whole number 1 or more"),
     ({"wsize": "1M"}, "connect option wsize='1M': a whole number 1 or more"),
     ({"timeout": 0}, "connect option timeout=0: a number of seconds above 0"),
@@ -56,7 +56,7 @@ def _url(s: socket.socket) -> str:
     return f"nfs://127.0.0.1:{s.getsockname()[1]}/export"
 
 
-@pytest.mark.parametrize(("bad", "message"), BAD, ids=[next(iter(b)) + "-" + str(i) for i, (b, _) in enumerate(BAD)])
+@pytest.mark.parametrize(("bad", "message"), BAD, ids=[f"{k}-{i}" for i, (b, _) in enumerate(BAD) for k in b])
 def test_a_bad_option_is_one_line_naming_it_and_nothing_is_sent(listener: socket.socket, bad: dict[str, Any],
                                                                  message: str) -> None:
     with pytest.raises(URLError) as blocking:
@@ -127,3 +127,8 @@ def test_the_options_given_are_the_ones_the_session_uses(ganesha: Ganesha, expor
             assert (await client.stat("/f")).size == 300_000
 
     trio.run(main)
+
+
+def test_groups_may_come_from_any_iterable_of_ids() -> None:
+    assert ConnectOptions("nfs://127.0.0.1/export", groups=(g for g in (5, 6))).groups == (5, 6)
+    assert ConnectOptions("nfs://127.0.0.1/export", groups=[7]).groups == (7,)
