@@ -6,7 +6,7 @@ Without ``--url`` it starts its own NFS-Ganesha (the testbed) on loopback. Measu
 with the two clients taking turns (best and median reported):
 
 - write of a SIZE file from memory: ours ``open("w")`` + ``File.pwrite(0, data)`` + ``close()``
-  (wsize UNSTABLE WRITEs, ``in_flight`` at once, then COMMIT); nfs-rs ``open("wb")`` +
+  (wsize UNSTABLE WRITEs, ``window`` at once, then COMMIT); nfs-rs ``open("wb")`` +
   ``File.write_at(data, 0)`` (its 8 concurrent UNSTABLE WRITEs and COMMIT) + close;
 - read of it back into memory: ours ``File.pread_views(0, SIZE)`` (views of the reply buffers, no
   copy); nfs-rs ``File.readinto_at(buffer, 0)`` into a buffer allocated inside the timing (one
@@ -61,7 +61,7 @@ from pynfsrdma._client.api import Client
 
 STAT_DIR = "stat"
 PUT_CHUNK = 64 * MIB  # = our COMMIT window (pynfsrdma._client.api.COMMIT_WINDOW)
-GET_CHUNK = 8 * MIB  # = our default window (rsize x in_flight)
+GET_CHUNK = 8 * MIB  # = our default window (rsize x window)
 NFSRS_ATTEMPTS = 3
 
 
@@ -400,7 +400,7 @@ async def run(args: argparse.Namespace, target: Target) -> list[Row]:
     try:
         async with Client.connect(target.ours_url, rsize=args.rsize, wsize=args.wsize) as nfs:
             if args.in_flight:
-                nfs.in_flight = args.in_flight
+                nfs.window = args.in_flight
             log(
                 f"bench: ours rsize/wsize {nfs.nfs.maxread}/{nfs.nfs.maxwrite}, {nfs.io_window(nfs.nfs.maxread)} in flight; "
                 f"nfs-rs max_read/max_write {client.io_limits.max_read}/{client.io_limits.max_write}"

@@ -43,7 +43,7 @@ async def throughput(server: Ganesha, paths: int, size: int) -> dict[str, float]
         async with Client.connect(url, hard=True, timeo=60) as nfs:
             assert nfs.trunking is not None
             await nfs.trunking.settled.wait()
-            nfs.in_flight = 8 * paths
+            nfs.window = 8 * paths
             t = time.perf_counter()
             async with await nfs.open("/f", "w") as f:
                 await f.write(data)
@@ -77,7 +77,7 @@ async def tcp_and_rdma(server: Ganesha, size: int) -> dict[str, object]:
             assert nfs.trunking is not None
             await nfs.trunking.settled.wait()
             kinds = sorted(p.transport_kind for p in nfs.trunking.paths.live())
-            nfs.in_flight = 16
+            nfs.window = 16
             t = time.perf_counter()
             async with await nfs.open("/f", "w") as f:
                 await f.write(data)

@@ -20,7 +20,6 @@ mode) raises ValueError, as Python's own files do.
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import fcntl
 import fnmatch
@@ -31,7 +30,7 @@ import shutil
 import stat
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, TypeVar
 
 import cachetools
@@ -47,22 +46,14 @@ from .._session.session import RetryPolicy
 from .._trunking import Trunking, TrunkingOptions
 from .attributes import FileAttrs, FsStat
 from .batched import MERGE_GAP, coalesced, read_step, wire_pieces
+from .connect_options import ConnectOptions, takes_connect_options
 from .dir_entry import DirEntry
 from .locks import TO_EOF, LockConflict, LockDenied, LockLost, nfs_lock_type
 from .nfs4 import ListedEntry, NFSv4, OpenFile
 from .open_file import FileWriter, ReadStream, Window, read_range
-from .security import FlavorChoice, credential, machine_credential, negotiate, parse_sec
-from .stack import start_stack, xprtsec_of
-from .url import (
-    NfsURL,
-    URLError,
-    check_url_options,
-    minor_version,
-    parse_url,
-    pnfs_of,
-    reads_per_compound,
-    url_identity,
-)
+from .security import FlavorChoice, credential, machine_credential, negotiate
+from .stack import start_stack
+from .url import NfsURL, URLError, minor_version, parse_url
 
 Progress = Callable[[int], None]
 T = TypeVar("T")
@@ -118,7 +109,7 @@ class Client:
         self.root_fh = b""
         # READs and WRITEs of one transfer in flight at most; None: as many as fill the live paths
         # (NFSv4.io_window: it grows with the paths and their bandwidth-delay products)
-        self.in_flight: int | None = None
+        self.window: int | None = None
         # directory path -> file handle (short-lived; a renamed directory is looked up again)
         self._dirs: cachetools.TTLCache[str, bytes] = cachetools.TTLCache(maxsize=4096, ttl=3.0)
         self._looking_up: dict[str, trio.Event] = {}  # directory path -> set when its lookup is answered
@@ -126,98 +117,50 @@ class Client:
         self._nursery: trio.Nursery | None = None  # where open files write in the background
 
     def io_window(self, io_size: int) -> int:
-        """READs or WRITEs of ``io_size`` bytes one transfer keeps in flight now (:attr:`in_flight`
+        """READs or WRITEs of ``io_size`` bytes one transfer keeps in flight now (:attr:`window`
         when set)."""
-        return self.in_flight if self.in_flight is not None else self.nfs.io_window(io_size)
+        return self.window if self.window is not None else self.nfs.io_window(io_size)
+
+    @property
+    def nursery(self) -> trio.Nursery:
+        """Where the client's background work runs (open files' WRITEs and COMMITs, READs sent
+        ahead) while it is connected; ValueError when it is not."""
+        if self._nursery is None:
+            raise ValueError("the client is not connected")
+        return self._nursery
 
     # -- connecting -----------------------------------------------------------------------------------
     @classmethod
-    @asynccontextmanager
-    async def connect(
-        cls,
-        url: str | NfsURL | None = None,
-        *,
-        host: str | None = None,
-        port: int | None = None,
-        export: str = "/",
-        proto: str = "tcp",
-        uid: int | None = None,
-        gid: int | None = None,
-        groups: tuple[int, ...] | None = None,
-        timeout: float = 10.0,
-        hard: bool = False,
-        timeo: float = 30.0,
-        retrans: int = 2,
-        rsize: int = 1 << 20,
-        wsize: int = 1 << 20,
-        sec: str | None = None,
-        sec_path: str | None = None,
-        ccache: str | None = None,
-        keytab: str | None = None,
-        xprtsec: str | None = None,
-        truststore: str | None = None,
-        certificate: str | None = None,
-        private_key: str | None = None,
-        pnfs: bool | None = None,
-    ) -> AsyncIterator[Client]:
+    @takes_connect_options.method
+    def connect(cls, options: ConnectOptions) -> AbstractAsyncContextManager[Client]:
         """Connect, create a session, look up the export; on exit close the session cleanly.
 
-        By URL (``nfs://host[:port]/export?proto=tcp``) or by ``host``, ``port``, ``export`` and
-        ``proto``. Requests go as ``uid``/``gid`` with ``groups`` (AUTH_SYS): by default the URL's
-        ``uid=``/``gid=``, else the calling process's own, with its supplementary groups.
-        ``sec`` (or the URL's ``sec=``): the security flavours to try, as nfs(5) names them
-        (``krb5p``, ``krb5i:krb5``, ...; see :mod:`.security`); under Kerberos the requests go with
-        the calling user's own ticket (``ccache``, a Kerberos cache name such as ``FILE:/tmp/krb5cc_1000``;
-        by default ``KRB5CCNAME`` or the default cache), and a user with none gets EACCES. ``sec_path``: the path below the export whose security decides the flavour,
-        when it is not the export itself (the command line connects at the server's root and
-        names files in exports below it). ``keytab`` (or the URL's ``keytab=``): the lease and
-        state operations go under Kerberos with this keytab's first key (by default
-        /etc/krb5.keytab when readable and a Kerberos flavour is asked for; else AUTH_SYS).
-        ``xprtsec`` (or the URL's ``xprtsec=``): ``none``, ``tls`` or ``mtls``, as nfs(5): every
-        connection of the session goes under TLS (RPC-with-TLS, RFC 9289), the server's certificate
-        checked against ``truststore`` (a PEM file of CA certificates; by default the system's) for
-        the URL's host; under ``mtls`` with the client's ``certificate`` and ``private_key`` (PEM
-        files; tlshd.conf's names). A server that will not do TLS, or whose certificate fails the
-        check, is an error (EACCES) naming the server and what failed: never plain text.
-        ``pnfs`` (or the URL's ``pnfs``/``nopnfs``): READs and WRITEs of open files go straight to the
-        block device when the server hands out block layouts (RFC 5663) and the device is on this
-        machine (found by its signature; reading it needs the rights to), and through the server when
-        not. Off by default.
+        The keywords are :class:`~.connect_options.ConnectOptions`' (the URL, or ``host``, ``port``,
+        ``export``, ``proto``; the identity; the timeouts; the security flavours; RPC-with-TLS; pNFS),
+        documented and checked there: an option that does not fit is a URLError, raised by this call,
+        before anything is sent.
         """
-        if url is None:
-            if host is None:
-                raise URLError("connect needs a URL or a host")
-            hostpart = f"[{host}]" if ":" in host else host
-            url = f"nfs://{hostpart}{f':{port}' if port else ''}/{export.lstrip('/')}?proto={proto}"
-        u = parse_url(url) if isinstance(url, str) else url
-        tls_args = {"xprtsec": xprtsec, "truststore": truststore, "certificate": certificate,
-                    "private_key": private_key}
-        if any(v is not None for v in tls_args.values()):
-            u = dataclasses.replace(u, options={**u.options, **{k: v for k, v in tls_args.items() if v is not None}})
-        check_url_options(u)
-        xprtsec = xprtsec_of(u).mode  # (options that do not fit are refused before anything is sent)
-        reads_per_compound(u)
-        want_pnfs = pnfs_of(u, pnfs)
-        url_uid, url_gid = url_identity(u)
-        uid = uid if uid is not None else url_uid if url_uid is not None else os.getuid()
-        gid = gid if gid is not None else url_gid if url_gid is not None else os.getgid()
-        if groups is None:
-            groups = tuple(os.getgroups()) if (uid, gid) == (os.getuid(), os.getgid()) else ()
+        return cls.from_options(options)
+
+    @classmethod
+    @asynccontextmanager
+    async def from_options(cls, o: ConnectOptions) -> AsyncIterator[Client]:
+        """:meth:`connect` with options made already."""
+        u = o.nfs_url
+        timeout, sec_path, ccache = o.timeout, o.sec_path, o.ccache
+        want_pnfs = o.want_pnfs
+        uid, gid, groups = o.identity()
         cred = auth_sys(uid, gid, groups)
-        try:
-            choice = FlavorChoice(parse_sec(sec if sec is not None else u.options.get("sec")),
-                                  given=sec is not None or "sec" in u.options, xprtsec=xprtsec)
-        except ValueError as e:
-            raise URLError(str(e)) from None
+        choice = FlavorChoice(o.flavors, given=o.sec_given, xprtsec=o.xprtsec_mode)
         deadline = trio.current_time() + timeout  # for connecting, setting up and looking up the export
         try:
             async with trio.open_nursery() as nursery:
                 cid = ClientID(
                     nursery,
-                    options=SessionOptions(rsize=rsize, wsize=wsize, minorversion=minor_version(u.vers),
+                    options=SessionOptions(rsize=o.rsize, wsize=o.wsize, minorversion=minor_version(u.vers),
                                            pnfs=want_pnfs),
-                    policy=RetryPolicy(timeo=timeo, retrans=retrans, hard=hard),
-                    cred=machine_credential(u.host, keytab or u.options.get("keytab"), choice.flavors, cred,
+                    policy=RetryPolicy(timeo=o.timeo, retrans=o.retrans, hard=o.hard),
+                    cred=machine_credential(u.host, o.keytab or u.options.get("keytab"), choice.flavors, cred,
                                             uuid.uuid4().hex),
                     # a client owner of its own: its open state lives and dies with this object, and
                     # two clients of one server (in one process or two) must not share a client ID
@@ -253,6 +196,7 @@ class Client:
                             await cid.forget(self.cred)
                         if ops.pnfs is not None:
                             ops.pnfs.close()  # (the block devices it opened)
+                        self._nursery = None  # (a file opened for writing now is refused, saying why)
                 finally:
                     with trio.CancelScope(shield=True):
                         # (a connect that failed has no time left for a clean goodbye to a server
@@ -874,7 +818,7 @@ class Client:
         directory, LOOKUP, the READs), all in flight together; a name that cannot be read so (a
         symbolic link ...) is looked up first, and its file handle read."""
         nfs = self.nfs
-        pages = nfs.reads_per_compound != 1
+        pages = nfs.batched.reads_per_compound != 1
         spans = coalesced(ranges, gap, read_step(nfs.maxread, pages), pages)
         pieces, cuts, of_span = wire_pieces([(lo, n) for lo, n, _ in spans], nfs.maxread, pages)
         data: list[Any] = [b""] * len(pieces)
@@ -908,22 +852,22 @@ class Client:
 
             async def named(which: list[int]) -> None:
                 nonlocal by_name
-                got = await nfs.read_spans_named(dfh, name, [pieces[k] for k in which], self.cred, npath)
+                got = await nfs.batched.read_spans_named(dfh, name, [pieces[k] for k in which], self.cred, npath)
                 if got is None:
                     by_name = False
                 else:
                     await keep(which, got)
 
-            results = await self._each(nfs.read_batches(pieces, named=True), named)
+            results = await self._each(nfs.batched.read_batches(pieces, named=True), named)
         if not by_name:  # (the longer way)
             fh, attrs = await self._resolve(path, follow=True)
             if attrs.is_dir:
                 raise NFS4Error(c.NFS4ERR_ISDIR, c.OP_READ, path)
 
             async def of_fh(which: list[int]) -> None:
-                await keep(which, await nfs.read_spans(fh, [pieces[k] for k in which], self.cred, path))
+                await keep(which, await nfs.batched.read_spans(fh, [pieces[k] for k in which], self.cred, path))
 
-            results = await self._each(nfs.read_batches(pieces), of_fh)
+            results = await self._each(nfs.batched.read_batches(pieces), of_fh)
         failed = [r for r in results if isinstance(r, Exception)]
         if failed:
             raise failed[0]
@@ -973,7 +917,7 @@ class Client:
             dfh = await self._dir_fh(parent)
             while idx:
                 names = [self._split(paths[i])[1] for i in idx]
-                done, error = await self.nfs.remove_names(dfh, names, self.cred, [self._norm(paths[i]) for i in idx])
+                done, error = await self.nfs.batched.remove_names(dfh, names, self.cred, [self._norm(paths[i]) for i in idx])
                 for i in idx[:done]:
                     self._forget(paths[i])
                 if error is None:
@@ -1005,12 +949,12 @@ class Client:
             if isinstance(fh, Exception):
                 out[i] = fh
         todo = [i for i in todo if out[i] is None]
-        room = self.nfs.readdirs_per_compound()
+        room = self.nfs.batched.readdirs_per_compound()
         chunks = [todo[k : k + room] for k in range(0, len(todo), room)]
 
         async def list_chunk(idx: list[int]) -> None:
             while len(idx) > 1:
-                pages, failed, error = await self.nfs.first_pages([fhs[i] for i in idx], self.cred,
+                pages, failed, error = await self.nfs.batched.first_pages([fhs[i] for i in idx], self.cred,
                                                                   [npaths[i] for i in idx])
                 if error is None:
                     for i, page in zip(idx, pages, strict=True):
@@ -1155,9 +1099,7 @@ class File:
         nfs = client.nfs
         self._writer: FileWriter | None = None
         if writable:
-            if client._nursery is None:
-                raise ValueError("the client is not connected")
-            self._writer = FileWriter(nfs, of, client.cred, client._nursery, nfs.maxwrite, client.in_flight,
+            self._writer = FileWriter(nfs, of, client.cred, client.nursery, nfs.maxwrite, client.window,
                                       lock_owner=self, path=path)
         self.closed = False
 
@@ -1210,9 +1152,7 @@ class File:
         bytes of them sent and not yet taken at most (default: as many READs as fill the session's
         live paths)."""
         self._check(False)
-        nursery = self.client._nursery
-        if nursery is None:
-            raise ValueError("the client is not connected")
+        nursery = self.client.nursery
         maxread = self.client.nfs.maxread
         window: Window = max(1, chunk // maxread) if chunk else self._window
         stream = ReadStream(self._read_one, self.pos, maxread, window, lambda: self.size, nursery)

@@ -82,8 +82,9 @@ def wire_pieces(ranges: Sequence[tuple[int, int]], maxread: int, pages: bool
     return reads, cuts, of_range
 
 
-class Batched(Compounds):
-    """Many READs of one file, many REMOVEs of one directory, several to a COMPOUND.
+class Batched:
+    """Many READs of one file, many REMOVEs of one directory, several to a COMPOUND, each run by
+    ``compounds``.
 
     ``reads_per_compound`` (None: as many as fit): two by default (``batchreads=0`` in the URL: one,
     ``batchreads=1``: as many as fit). Several READs in one COMPOUND each ask for whole pages from a
@@ -96,23 +97,20 @@ class Batched(Compounds):
     it in the COMPOUND are not trusted, and go again, each in a COMPOUND of its own. With one READ
     to a COMPOUND, a READ asks for the span's bytes only."""
 
-    reads_per_compound: int | None = 2
-
-    def per_compound(self) -> int:
-        """Operations of one kind a COMPOUND can hold after its SEQUENCE and PUTFH."""
-        session = self.client.session
-        return max(1, (session.max_operations if session is not None else 3) - 2)
+    def __init__(self, compounds: Compounds) -> None:
+        self.compounds = compounds
+        self.reads_per_compound: int | None = 2
 
     def read_batches(self, spans: Sequence[tuple[int, int]], named: bool = False) -> list[list[int]]:
         """``spans`` (offset, count, each at most maxread) as COMPOUNDs' worth of READs: the indexes
         of the spans each takes, in order (``named``: with room for a LOOKUP, :meth:`read_spans_named`)."""
-        room = max(1, self.per_compound() - named)
+        room = max(1, self.compounds.per_compound() - named)
         if self.reads_per_compound is not None:
             room = min(room, self.reads_per_compound)
         out: list[list[int]] = []
         size = 0
         for i, (_, n) in enumerate(spans):
-            if not out or len(out[-1]) >= room or size + n + READ_RESULT_ROOM > self.maxread:
+            if not out or len(out[-1]) >= room or size + n + READ_RESULT_ROOM > self.compounds.maxread:
                 out.append([])
                 size = 0
             out[-1].append(i)
@@ -129,7 +127,7 @@ class Batched(Compounds):
         def check(res: list[ResOp]) -> None:
             got[:] = [[(r.data, bool(r.eof)) for r in results_of(res, c.OP_READ)]]
 
-        await self.run(ops, cred, ReplyHints(ddp_sizes=[n for _, n in spans]), path=path, check=check)
+        await self.compounds.run(ops, cred, ReplyHints(ddp_sizes=[n for _, n in spans]), path=path, check=check)
         return got[0]
 
     async def read_spans_named(self, dir_fh: bytes, name: str, spans: Sequence[tuple[int, int]], cred: Credential,
@@ -145,7 +143,7 @@ class Batched(Compounds):
             got[:] = [[(r.data, bool(r.eof)) for r in results_of(res, c.OP_READ)]]
 
         try:
-            await self.run(ops, cred, ReplyHints(ddp_sizes=[n for _, n in spans]), path=path, check=check)
+            await self.compounds.run(ops, cred, ReplyHints(ddp_sizes=[n for _, n in spans]), path=path, check=check)
         except NFS4Error as e:
             if e.op == c.OP_READ and e.status in NOT_BY_NAME:
                 return None
@@ -154,12 +152,12 @@ class Batched(Compounds):
 
     async def remove_names(self, dir_fh: bytes, names: Sequence[str], cred: Credential,
                            paths: Sequence[str]) -> tuple[int, NFS4Error | None]:
-        """REMOVE ``names`` (at most :meth:`per_compound`) from ``dir_fh`` in one COMPOUND, in order:
+        """REMOVE ``names`` (at most :meth:`~.compounds.Compounds.per_compound`) from ``dir_fh`` in one COMPOUND, in order:
         how many went, and the error of the one that failed (the server stops there; those after
         it are not sent). ``paths``: the names' paths, for the error."""
         ops: list[Any] = [PUTFH4args(dir_fh), *(REMOVE4args(n) for n in names)]
         try:
-            res = await self.client.compound(ops, cred, NO_HINTS)
+            res = await self.compounds.client.compound(ops, cred, NO_HINTS)
         except ReplyError as e:
             raise e.located(None, paths[0] if paths else None) from None
         if res.status == c.NFS4_OK:
@@ -173,7 +171,7 @@ class Batched(Compounds):
     def readdirs_per_compound(self) -> int:
         """Directories a COMPOUND of first READDIRs holds (a PUTFH and a READDIR each, after the
         SEQUENCE), no more than one reply carries."""
-        session = self.client.session
+        session = self.compounds.client.session
         ops = session.max_operations if session is not None else 3
         room = session.max_response_size // (FIRST_PAGE + 512) if session is not None else 1
         return max(1, min((ops - 1) // 2, room))
@@ -193,7 +191,7 @@ class Batched(Compounds):
             pages[:] = [listed_page(r) for r in results_of(res, c.OP_READDIR)]
 
         try:
-            res = await self.client.compound(ops, cred, ReplyHints(max_reply=FIRST_PAGE * len(fhs)), check=check)
+            res = await self.compounds.client.compound(ops, cred, ReplyHints(max_reply=FIRST_PAGE * len(fhs)), check=check)
         except ReplyError as e:
             raise e.located(None, paths[0] if paths else None) from None
         if res.status == c.NFS4_OK:

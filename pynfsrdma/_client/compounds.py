@@ -122,6 +122,11 @@ class Compounds:
         live paths and their bandwidth-delay products, within the session's slots."""
         return self.client.io_window(io_size)
 
+    def per_compound(self) -> int:
+        """Operations of one kind a COMPOUND can hold after its SEQUENCE and PUTFH."""
+        session = self.client.session
+        return max(1, (session.max_operations if session is not None else 3) - 2)
+
     # -- data ---------------------------------------------------------------------------------------------
     def io_stateid(self, of: OpenFile | None, lock_owner: Hashable | None = None,
                    path: str | None = None) -> stateid4:

@@ -17,7 +17,7 @@ from typing import IO, Any, TypeVar, cast
 from .api import File
 from .attributes import FileAttrs
 from .locks import LockConflict
-from .open_file import DEFAULT_IN_FLIGHT
+from .open_file import DEFAULT_WINDOW
 
 T = TypeVar("T")
 Call = Callable[..., Any]  # runs ``fn(*args)`` (a coroutine function) on the client's event loop
@@ -157,7 +157,7 @@ def open_file(raw: RawFile, mode: str, buffering: int = -1, encoding: str | None
     f = raw.file
     nfs = f.client.nfs
     if buffering < 0:
-        buffering = nfs.maxwrite * (f.client.in_flight or DEFAULT_IN_FLIGHT) if raw.writable() else nfs.maxread
+        buffering = nfs.maxwrite * (f.client.window or DEFAULT_WINDOW) if raw.writable() else nfs.maxread
     size = max(buffering, io.DEFAULT_BUFFER_SIZE) if buffering > 1 else io.DEFAULT_BUFFER_SIZE
     buffered: io.BufferedIOBase
     if raw.readable() and raw.writable():

@@ -10,7 +10,8 @@ COMMIT), ``nfs42`` (SEEK, ALLOCATE, DEALLOCATE, COPY, CLONE), ``delegations``, `
 (LOCK, LOCKT, LOCKU), ``opens`` (OPEN, CLOSE), ``state_recovery`` (reclaim after a server
 restart, revoked state), ``whole_files`` (a small file read or written by name in one
 COMPOUND) and ``batched`` (many READs of a file, many REMOVEs in a directory, several to a
-COMPOUND); ``open_state`` holds the state an OPEN leaves (:class:`OpenFile`, :class:`Delegation`).
+COMPOUND: like ``xattrs``, an object of its own, ``NFSv4.batched``, given the COMPOUND runner);
+``open_state`` holds the state an OPEN leaves (:class:`OpenFile`, :class:`Delegation`).
 """
 
 from __future__ import annotations
@@ -29,10 +30,12 @@ __all__ = ["ANONYMOUS_STATEID", "VERIFIER_SIZE", "Delegation", "DirEntry", "Held
            "OpenFile", "current"]
 
 
-class NFSv4(WholeFiles, Directories, NFS42, Batched):
+class NFSv4(WholeFiles, Directories, NFS42):
     """File-handle level operations over a :class:`~pynfsrdma._session.client_id.ClientID`'s session.
-    ``xattrs``: the extended attributes, a family of its own given this object's COMPOUND runner."""
+    ``xattrs`` (the extended attributes) and ``batched`` (several READs, REMOVEs or first READDIRs
+    to a COMPOUND): families of their own, given this object's COMPOUND runner."""
 
     def __init__(self, client: ClientID) -> None:
         super().__init__(client)
         self.xattrs = ExtendedAttributes(self)
+        self.batched = Batched(self)

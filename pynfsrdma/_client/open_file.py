@@ -34,7 +34,7 @@ from .write_plan import COMMIT_WINDOW, Send, WritePlan
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-DEFAULT_IN_FLIGHT = 8
+DEFAULT_WINDOW = 8
 # calls to keep in flight: a number, or asked again as each call goes out (NFSv4.io_window)
 Window = int | Callable[[], int]
 COMMIT_ATTEMPTS = 3  # COMMITs (with the resends between them) before a flush gives up
@@ -61,7 +61,7 @@ async def with_reopens(of: OpenFile, reopen: Reopen | None, call: Callable[[], A
 
 class FileWriter:
     """Writes of one open file ``of`` (see the module's text). ``answered`` is called whenever a
-    WRITE of ours is answered or fails (the mount's attribute cache counts them). ``in_flight``:
+    WRITE of ours is answered or fails (the mount's attribute cache counts them). ``window``:
     WRITEs in flight at most; None, as many as fill the session's live paths (asked as each goes)."""
 
     def __init__(
@@ -71,7 +71,7 @@ class FileWriter:
         cred: Credential,
         nursery: trio.Nursery,
         wsize: int,
-        in_flight: int | None = None,
+        window: int | None = None,
         stable: int = c.UNSTABLE4,
         commit_window: int = COMMIT_WINDOW,
         reopen: Reopen | None = None,
@@ -88,7 +88,7 @@ class FileWriter:
         self.reopen = reopen
         self.answered = answered
         self.lock_owner = lock_owner
-        self.in_flight = in_flight
+        self._window = window
         self._room = trio.lowlevel.ParkingLot()  # writes waiting for a WRITE in flight to be answered
         self._idle = trio.Event()
         self._idle.set()
@@ -233,7 +233,7 @@ class FileWriter:
     # -- carrying the plan out ----------------------------------------------------------------------------
     def window(self) -> int:
         """WRITEs to keep in flight now."""
-        return self.in_flight if self.in_flight is not None else self.nfs.io_window(self.plan.wsize)
+        return self._window if self._window is not None else self.nfs.io_window(self.plan.wsize)
 
     async def _wait_given_back(self) -> None:
         while self._given_back is not None:
@@ -292,7 +292,7 @@ class FileWriter:
     def _started(self) -> None:
         if self.plan.in_flight == 0:
             self._idle = trio.Event()
-        self.plan.in_flight += 1
+        self.plan.write_started()
 
     async def _write_one(self, offset: int, data: memoryview, send: Send) -> None:
         try:
@@ -327,7 +327,7 @@ class FileWriter:
             if self._error is None:
                 self._error = e
         finally:
-            self.plan.in_flight -= 1
+            self.plan.write_ended()
             self._room.unpark()
             if self.answered is not None:
                 self.answered()
@@ -384,16 +384,16 @@ async def read_range(
     offset: int,
     size: int,
     maxread: int,
-    in_flight: Window = DEFAULT_IN_FLIGHT,
+    window: Window = DEFAULT_WINDOW,
 ) -> tuple[list[Any], bool]:
     """``size`` bytes at ``offset`` by ``read(offset, count)`` (one READ: data, eof), rsize READs
-    kept ``in_flight`` at a time (a number, or a function asked as each READ goes out; the next one
+    kept ``window`` at a time (a number, or a function asked as each READ goes out; the next one
     starts as soon as any is answered, so a slow path of a trunked session holds back no other):
     the replies' views in order (no copy), and whether the end of the file came. A short READ not
     at the end (a server's limit) is asked on from where it stopped; no READ starts past one that
     came back at the end or short. Each READ's span is made as it goes out: ``size`` may be a
     server's number (a file's size, to read to its end), and nothing is sized by it."""
-    views, eof = await _read_range(read, offset, size, maxread, in_flight)
+    views, eof = await _read_range(read, offset, size, maxread, window)
     if len(views) > 1:  # (to be joined: a READ whose data was spliced into a pipe reads it back)
         views = [as_bytes(v) for v in views]
     return views, eof
@@ -404,9 +404,9 @@ async def _read_range(
     offset: int,
     size: int,
     maxread: int,
-    in_flight: Window,
+    window: Window,
 ) -> tuple[list[Any], bool]:
-    window = _as_function(in_flight)
+    window_now = _as_function(window)
     maxread = max(1, maxread)
     views: list[Any] = []
     pos, end = offset, offset + size
@@ -416,7 +416,7 @@ async def _read_range(
             spans[0].result = await read(pos, end - pos)
         else:
             try:
-                spans = await _read_spans(read, pos, end, maxread, window)
+                spans = await _read_spans(read, pos, end, maxread, window_now)
             except BaseExceptionGroup as eg:  # (the first READ's error, as one READ would raise it)
                 raise _first_error(eg) from None
         for span in spans:
@@ -433,10 +433,10 @@ async def _read_range(
     return views, False
 
 
-def _as_function(in_flight: Window) -> Callable[[], int]:
-    if callable(in_flight):
-        return in_flight
-    return lambda: in_flight
+def _as_function(window: Window) -> Callable[[], int]:
+    if callable(window):
+        return window
+    return lambda: window
 
 
 class _Span:

@@ -24,13 +24,13 @@ from .._proto.nfs4.types import (
 )
 from .._rpc.auth import Credential
 from .._transport.base import ReplyHints, SpliceRequest
-from . import read_sink
 from .attributes import STAT_BITMAP, FileAttrs
 from .block_layouts import VERIFIER, BlockLayouts
 from .compounds import Parsed, last_attrs
 from .layout_ops import LayoutOps
 from .open_state import ANONYMOUS_STATEID, OpenFile
 from .read_payload import locate_read_data
+from .read_sink import PayloadSink
 
 
 class ReadWrite(LayoutOps):
@@ -58,18 +58,18 @@ class ReadWrite(LayoutOps):
 
     async def read(self, of: OpenFile | None, fh: bytes, offset: int, count: int,
                    cred: Credential, *, lock_owner: Hashable | None = None,
-                   path: str | None = None) -> tuple[memoryview, bool]:
+                   path: str | None = None, sink: PayloadSink | None = None) -> tuple[memoryview, bool]:
         """One READ of at most maxread bytes: (data as a view of the reply, eof). The data is a
-        :class:`~.read_sink.SplicedPayload` instead when a pipe was offered for this READ
-        (:mod:`.read_sink`) and the transport spliced the data into it."""
-        count = min(count, self.maxread)
+        :class:`~.read_sink.SplicedPayload` instead when ``sink`` (a pipe for this READ's data:
+        :mod:`.read_sink`) is given, the READ goes whole (``count`` within maxread) through the
+        server, and the transport spliced the data into it."""
+        asked, count = count, min(count, self.maxread)
         if self.pnfs is not None and of is not None:
             by_layout = await self.pnfs.read(of, fh, offset, count, cred)
             if by_layout is not None:
                 return by_layout
         hints = ReplyHints(ddp_sizes=[count])
-        sink = read_sink.offered(offset, count)
-        if sink is not None:
+        if sink is not None and count == asked:
             hints.splice = SpliceRequest(sink, locate_read_data, count)
         res = await self.run_with_open(
             of, lambda s: [PUTFH4args(fh), READ4args(s, offset, count)], cred, hints,

@@ -91,5 +91,5 @@ async def start_stack(
     )
     await trunking.start()
     nfs = NFSv4(clientid)
-    nfs.reads_per_compound = reads_per_compound(url)  # (see Batched: Linux's nfsd)
+    nfs.batched.reads_per_compound = reads_per_compound(url)  # (see Batched: Linux's nfsd)
     return Stack(clientid, trunking, nfs)

@@ -25,6 +25,7 @@ import trio
 from .api import Client, Progress, single_error
 from .attributes import FileAttrs, FsStat
 from .batched import MERGE_GAP
+from .connect_options import ConnectOptions, takes_connect_options
 from .dir_entry import DirEntry
 from .file_object import RawFile, api_mode, open_file
 from .url import NfsURL
@@ -75,7 +76,7 @@ class _Loop:
     calls were ever in flight at once. (``trio.from_thread.run`` queues the call for a system task
     that starts a task for it, which a small call would mostly be.)"""
 
-    def __init__(self, connect_args: tuple[Any, ...], connect_kwargs: dict[str, Any]) -> None:
+    def __init__(self, options: ConnectOptions) -> None:
         self._ready = threading.Event()
         self._token: trio.lowlevel.TrioToken | None = None
         self._client: Client | None = None
@@ -84,19 +85,19 @@ class _Loop:
         self._calls: trio.Nursery | None = None  # where the workers run
         self._idle: list[_Worker] = []  # workers waiting for a call
         self._thread = threading.Thread(
-            target=self._main, args=(connect_args, connect_kwargs), name="pynfsrdma-sync", daemon=True
+            target=self._main, args=(options,), name="pynfsrdma-sync", daemon=True
         )
         self._thread.start()
         self._ready.wait()
         if self._error is not None:
             raise self._error
 
-    def _main(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def _main(self, options: ConnectOptions) -> None:
         async def run() -> None:
             self._token = trio.lowlevel.current_trio_token()
             self._stop = trio.Event()
             try:
-                async with Client.connect(*args, **kwargs) as client, trio.open_nursery() as calls:
+                async with Client.from_options(options) as client, trio.open_nursery() as calls:
                     self._client = client
                     self._calls = calls
                     self._ready.set()
@@ -193,7 +194,9 @@ class SyncClient:
     in the URL ("/" is its root)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._loop = _Loop(args, kwargs)
+        """``SyncClient(options)`` with a :class:`ConnectOptions`, or with :func:`connect`'s arguments."""
+        given = args[0] if len(args) == 1 and not kwargs and isinstance(args[0], ConnectOptions) else None
+        self._loop = _Loop(given if given is not None else ConnectOptions(*args, **kwargs))
 
     @property
     def client(self) -> Client:
@@ -410,46 +413,20 @@ class SyncClient:
         self.close()
 
 
-def connect(
-    url: str | NfsURL | None = None,
-    *,
-    host: str | None = None,
-    port: int | None = None,
-    export: str = "/",
-    proto: str = "tcp",
-    uid: int | None = None,
-    gid: int | None = None,
-    groups: tuple[int, ...] | None = None,
-    timeout: float = 10.0,
-    hard: bool = False,
-    timeo: float = 30.0,
-    retrans: int = 2,
-    rsize: int = 1 << 20,
-    wsize: int = 1 << 20,
-    sec: str | None = None,
-    sec_path: str | None = None,
-    ccache: str | None = None,
-    keytab: str | None = None,
-    xprtsec: str | None = None,
-    truststore: str | None = None,
-    certificate: str | None = None,
-    private_key: str | None = None,
-    pnfs: bool | None = None,
-) -> SyncClient:
+@takes_connect_options.function
+def connect(options: ConnectOptions) -> SyncClient:
     """Connect to an NFSv4.1/4.2 export, blocking: ``with connect("nfs://host/export") as nfs: ...``.
 
-    The arguments are :meth:`Client.connect`'s: the URL (``nfs://host[:port]/export?vers=4.2&...``) or
-    ``host``/``port``/``export``/``proto``; the AUTH_SYS identity (default: the URL's ``uid=``/``gid=``,
+    The keywords are :meth:`Client.connect`'s, documented and checked by
+    :class:`~pynfsrdma._client.connect_options.ConnectOptions`: the URL (``nfs://host[:port]/export?vers=4.2&...``)
+    or ``host``/``port``/``export``/``proto``; the AUTH_SYS identity (default: the URL's ``uid=``/``gid=``,
     else the caller's own); ``timeout`` to connect; ``hard``, ``timeo`` (seconds) and ``retrans`` as
     nfs(5); the largest READ and WRITE; the security flavours (``sec``, ``sec_path``), the Kerberos ticket
     cache and the machine's keytab (``ccache``, ``keytab``); RPC-with-TLS (``xprtsec`` none, tls or
-    mtls; ``truststore``, ``certificate``, ``private_key``); ``pnfs`` (data by the block layout).
+    mtls; ``truststore``, ``certificate``, ``private_key``); ``pnfs`` (data by the block layout). An
+    option that does not fit is a URLError, raised here, before the loop's thread starts.
     """
-    return SyncClient(url, host=host, port=port, export=export, proto=proto, uid=uid, gid=gid, groups=groups,
-                      timeout=timeout, hard=hard, timeo=timeo, retrans=retrans, rsize=rsize, wsize=wsize,
-                      sec=sec, sec_path=sec_path, ccache=ccache, keytab=keytab,
-                      xprtsec=xprtsec, truststore=truststore, certificate=certificate, private_key=private_key,
-                      pnfs=pnfs)
+    return SyncClient(options)
 
 
 __all__ = ["RawFile", "SyncClient", "connect"]

@@ -62,7 +62,7 @@ class WritePlan:
         self._run: list[Any] = []
         self._run_off = 0
         self._run_len = 0
-        self.in_flight = 0  # WRITEs sent and not yet answered (counted by the engine)
+        self._in_flight = 0  # WRITEs sent and not yet answered (write_started, write_ended)
         self.held = False  # a caller took the sole run (take_sole_run) and has not handed it back
         self.uncommitted: list[Unstable] = []
         self.uncommitted_bytes = 0
@@ -74,14 +74,20 @@ class WritePlan:
 
     # -- state --------------------------------------------------------------------------------------
     @property
+    def in_flight(self) -> int:
+        """WRITEs sent and not yet answered (as the engine tells: :meth:`write_started`,
+        :meth:`write_ended`)."""
+        return self._in_flight
+
+    @property
     def dirty(self) -> bool:
         """Data not yet on the server's stable storage (gathered, in flight or uncommitted)."""
-        return bool(self._run or self.in_flight or self.uncommitted or self.committing or self.held)
+        return bool(self._run or self._in_flight or self.uncommitted or self.committing or self.held)
 
     @property
     def unsent(self) -> bool:
         """Data or attribute changes not yet answered by the server."""
-        return bool(self._run or self.in_flight or self.held or self.setattrs)
+        return bool(self._run or self._in_flight or self.held or self.setattrs)
 
     @property
     def gathered_end(self) -> int:
@@ -94,7 +100,7 @@ class WritePlan:
         return bool(
             not self.held
             and self._run
-            and not self.in_flight
+            and not self._in_flight
             and not self.uncommitted
             and not self.committing
             and self._run_len <= self.wsize
@@ -105,6 +111,16 @@ class WritePlan:
         return self.uncommitted_bytes >= self.commit_window
 
     # -- events ---------------------------------------------------------------------------------------
+    def write_started(self) -> None:
+        """A WRITE (of a :class:`Send`'s data) went out."""
+        self._in_flight += 1
+
+    def write_ended(self) -> None:
+        """A WRITE that went out is over: answered (:meth:`answered` said what it wrote) or failed."""
+        if self._in_flight <= 0:
+            raise RuntimeError("a WRITE ended that never started")
+        self._in_flight -= 1
+
     def write(self, offset: int, data: Any) -> list[Send]:
         """``data`` (kept by reference) is to go at ``offset``: what to send now."""
         n = memoryview(data).nbytes

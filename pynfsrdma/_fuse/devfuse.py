@@ -624,8 +624,7 @@ class NativeChannel:
         if pipe is None:
             return self._data(r, await self.ops.read(r.fh, r.offset, r.size))
         try:
-            with read_sink.offering(pipe, r.offset, r.size):
-                data = await self.ops.read(r.fh, r.offset, r.size)
+            data = await self.ops.read_into(r.fh, r.offset, r.size, pipe)
             if isinstance(data, read_sink.SplicedPayload):
                 if pipe.holds(data) and data.length <= r.size:
                     reply, pipe = pipe, None

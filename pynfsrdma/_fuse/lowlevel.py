@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .._client.read_sink import PayloadSink
 from .kernel.records import EntryAttributes, FileInfo, FileLock, StatvfsData
 
 ROOT_INODE = 1  # FUSE_ROOT_ID
@@ -212,6 +213,12 @@ class Operations:
     async def read(self, fh: int, off: int, size: int) -> Any:
         """The bytes read (a bytes-like object; shorter than ``size`` at the end of the file)."""
         raise FUSEError(errno.ENOSYS)
+
+    async def read_into(self, fh: int, off: int, size: int, sink: PayloadSink) -> Any:
+        """:meth:`read`, given ``sink``, a pipe for this request's reply, that the data may be spliced
+        into: a :class:`~pynfsrdma._transport.base.SplicedPayload` in it is returned then. By default
+        the data is read as usual."""
+        return await self.read(fh, off, size)
 
     async def write(self, fh: int, off: int, buf: Any) -> int:
         """``buf`` is a bytes-like object the operations layer may keep (the channel does not

@@ -45,6 +45,7 @@ import trio
 
 from .._client.attributes import FTYPE_TO_IFMT, FileAttrs
 from .._client.nfs4 import HeldFile, NFSv4
+from .._client.read_sink import PayloadSink
 from .._client.security import UserCredentials
 from .._errors import NFS4Error
 from .._proto.nfs4 import const as c
@@ -707,10 +708,13 @@ class NFSOperations(Operations):
         return self.opens.file(fh)
 
     @fuse_errors
-    async def read(self, fh: int, off: int, size: int) -> Any:
+    async def read(self, fh: int, off: int, size: int, sink: PayloadSink | None = None) -> Any:
         h = self._file(fh)
         self.nfs.note_read(h.inode.fh, time.time_ns())  # (the access time, under an attribute delegation)
-        return await self.data.read(h, off, size)
+        return await self.data.read(h, off, size, sink)
+
+    async def read_into(self, fh: int, off: int, size: int, sink: PayloadSink) -> Any:
+        return await self.read(fh, off, size, sink)
 
     @fuse_errors
     async def write(self, fh: int, off: int, buf: bytes) -> int:

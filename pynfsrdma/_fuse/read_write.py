@@ -14,6 +14,7 @@ import trio
 
 from .._client.nfs4 import NFSv4, OpenFile
 from .._client.open_file import read_range, with_reopens
+from .._client.read_sink import PayloadSink
 from .._proto.nfs4 import const as c
 from .._rpc.auth import Credential
 from .inodes import Inode, InodeTable
@@ -39,16 +40,18 @@ class FileData:
         self._delegated = delegated
         self._invalidate = invalidate
 
-    async def _read_state(self, h: FileHandle, of: OpenFile, off: int, size: int) -> tuple[Any, bool]:
+    async def _read_state(self, h: FileHandle, of: OpenFile, off: int, size: int,
+                          sink: PayloadSink | None = None) -> tuple[Any, bool]:
         """One READ; when the server lost the open behind it, open again and repeat."""
         return await with_reopens(
             of, functools.partial(self.opens.reopen, h.inode, h.shared),
-            lambda: self.nfs.read(of, h.inode.fh, off, size, h.cred),
+            lambda: self.nfs.read(of, h.inode.fh, off, size, h.cred, sink=sink),
         )
 
-    async def read(self, h: FileHandle, off: int, size: int) -> Any:
+    async def read(self, h: FileHandle, off: int, size: int, sink: PayloadSink | None = None) -> Any:
         """The data of ``h`` from ``off``, ``size`` bytes at most: from the READs sent ahead when
-        they cover it, else read here."""
+        they cover it, else read here; ``sink`` (the request's reply pipe) takes the data of a READ
+        made here of exactly this range, spliced."""
         node = h.inode
         await self.opens.sync(node)  # our own gathered writes are read back from the server
         ra = h.readahead
@@ -66,7 +69,7 @@ class FileData:
                 if data is not None:
                     return data  # a slice of a reply's view when one READ holds it: no copy
                 ra.drop()  # a READ ahead failed or came back short: read it here (and see why)
-        return await self._read_direct(h, off, size)
+        return await self._read_direct(h, off, size, sink)
 
     async def _read_ahead(self, h: FileHandle, e: Extent) -> None:
         try:
@@ -83,11 +86,14 @@ class FileData:
         """READs to keep in flight: as many as fill the session's live paths."""
         return self.nfs.io_window(self.nfs.maxread)
 
-    async def _read_direct(self, h: FileHandle, off: int, size: int) -> Any:
+    async def _read_direct(self, h: FileHandle, off: int, size: int, sink: PayloadSink | None) -> Any:
         of = h.shared.of
-        views, _ = await read_range(
-            lambda o, n: self._read_state(h, of, o, n), off, size, self.nfs.maxread, self._io_window
-        )
+
+        def read(o: int, n: int) -> Awaitable[tuple[Any, bool]]:
+            # (the sink is for the one READ of the whole range: not for the rest after a short one)
+            return self._read_state(h, of, o, n, sink if (o, n) == (off, size) else None)
+
+        views, _ = await read_range(read, off, size, self.nfs.maxread, self._io_window)
         if len(views) == 1:
             return views[0]  # a view of the reply: no copy on the way to the kernel
         return b"".join(views)  # (several READs, or none)

@@ -67,7 +67,10 @@ from .._proto.rpcrdma import (
 )
 from .._transport.base import TransportError
 from .._transport.rdma.provider import Access, Connection, Listener, MemoryRegion, Provider
-from .._transport.rdma.responder_chunks import (
+from .._transport.tcp import TcpTransport
+from .._xdr import Packer, Unpacker, XdrError, pad_len
+from .listener import host_port
+from .responder_chunks import (
     ChunkError,
     DdpLocator,
     ReceivedCall,
@@ -76,9 +79,6 @@ from .._transport.rdma.responder_chunks import (
     encode_reply,
     parse_call,
 )
-from .._transport.tcp import TcpTransport
-from .._xdr import Packer, Unpacker, XdrError, pad_len
-from .listener import host_port
 
 log = logging.getLogger(__name__)
 

@@ -4,6 +4,8 @@ on the way except where small writes are joined into one WRITE."""
 
 from __future__ import annotations
 
+import pytest
+
 from pynfsrdma._client.write_plan import WritePlan
 from pynfsrdma._proto.nfs4 import const as c
 
@@ -44,9 +46,9 @@ def test_unstable_data_is_kept_until_a_commit_and_a_changed_verifier_sends_it_ag
     data = [bytes([i]) * WSIZE for i in range(3)]
     for i, d in enumerate(data):
         (send,) = plan.write(i * WSIZE, d)
-        plan.in_flight += 1
+        plan.write_started()
         plan.answered(send.offset, send.data, c.UNSTABLE4, b"v1" if i < 2 else b"v2")
-        plan.in_flight -= 1
+        plan.write_ended()
     assert plan.commit_due and plan.dirty
     pending = plan.commit_begins()
     assert len(pending) == 3 and not plan.commit_due
@@ -82,12 +84,12 @@ def test_changes_wait_with_the_data_only_while_it_is_a_sole_run() -> None:
     plan = WritePlan(WSIZE)
     assert not plan.defer({"mode": 0o600})  # (no data)
     plan.write(0, b"x")
-    plan.in_flight = 1  # something else on its way
+    plan.write_started()  # something else on its way
     assert not plan.defer({"mode": 0o600})
-    plan.in_flight = 0
+    plan.write_ended()
     assert plan.defer({"mode": 0o600})
     (first,) = plan.write(5, b"y")  # a write elsewhere: the gathered data goes on its own ...
-    plan.in_flight = 1
+    plan.write_started()
     changes, send = plan.take_setattrs()  # ... and the changes wait for it, then go by themselves
     assert bytes(first.data) == b"x" and changes == {"mode": 0o600} and send is None
 
@@ -100,3 +102,16 @@ def test_the_sole_run_taken_by_a_caller_comes_back_with_what_was_not_written() -
     plan.give_back((4, b"ef"))  # a short WRITE: two bytes left
     assert not plan.held and plan.gathered_end == 6 and plan.take_run().data == b"ef"
     assert plan.take_sole() is None  # (nothing gathered)
+
+
+def test_the_plan_counts_its_writes_in_flight_and_refuses_an_end_without_a_start() -> None:
+    plan = WritePlan(WSIZE)
+    (send,) = plan.write(0, b"x" * WSIZE)
+    plan.write_started()
+    assert plan.in_flight == 1 and plan.unsent and not plan.sole_run()
+    plan.answered(send.offset, send.data, c.FILE_SYNC4, b"v")
+    plan.write_ended()
+    assert plan.in_flight == 0 and not plan.dirty
+    with pytest.raises(RuntimeError, match="a WRITE ended that never started"):
+        plan.write_ended()
+    assert plan.in_flight == 0

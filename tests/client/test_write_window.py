@@ -81,7 +81,7 @@ async def test_writes_in_flight_follow_the_window_as_it_changes() -> None:
 async def test_a_fixed_number_in_flight_is_kept_to() -> None:
     nfs = NFS(window=30)
     async with trio.open_nursery() as nursery:
-        w = FileWriter(nfs, OpenFile(), auth_sys(0, 0), nursery, WSIZE, in_flight=4, stable=c.FILE_SYNC4)  # type: ignore[arg-type]
+        w = FileWriter(nfs, OpenFile(), auth_sys(0, 0), nursery, WSIZE, window=4, stable=c.FILE_SYNC4)  # type: ignore[arg-type]
         nursery.start_soon(w.write, 0, memoryview(bytes(20 * WSIZE)))
         await trio.testing.wait_all_tasks_blocked()
         assert nfs.running == 4

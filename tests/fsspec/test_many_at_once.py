@@ -236,7 +236,7 @@ def test_walk_lists_each_level_at_once(fs: fsspec.AbstractFileSystem, export_pat
     assert by_dir[f"{root}/w/a2/b1"][1]["f"]["size"] == 3
     # each directory one READDIR, a level's several to a COMPOUND; no GETATTR for an entry, only the
     # link's target is looked up
-    room = client.client.nfs.readdirs_per_compound()
+    room = client.client.nfs.batched.readdirs_per_compound()
     assert ops["READDIR"] == 17 and ops.get("GETATTR", 0) == ops.get("LOOKUP", 0) <= 2, ops
     assert rpcs <= 1 + -(-4 // room) + -(-12 // room) + 2 + AGED, (rpcs, room, ops)
 

@@ -160,6 +160,22 @@ def test_no_module_imports_itself_around_a_loop() -> None:
     assert not loops, "import loops: " + "; ".join(" <-> ".join(c) for c in loops)
 
 
+def test_no_module_of_the_stack_serves_only_the_testbed() -> None:
+    """A module that only the testbed imports is the testbed's: it lives in ``_testbed/``, not in the
+    product (its own tests may import it from there)."""
+    users: dict[str, set[str]] = {}
+    for importer, targets in _graph(MODULES).items():
+        for target in targets:
+            users.setdefault(target, set()).add(importer)
+    wrong = [
+        f"{MODULES[name].path}: imported only by the testbed ({', '.join(sorted(by))})"
+        for name, by in users.items()
+        if _layer(name) in LAYERS and not name.endswith(f"{_layer(name)}")
+        and all(_layer(u) in TOOLS for u in by)
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
 def _defined_here(tree: ast.Module) -> set[str]:
     """Private names a module defines: functions, classes, their attributes and fields."""
     names = set()

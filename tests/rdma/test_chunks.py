@@ -24,15 +24,15 @@ from pynfsrdma._proto.rpcrdma import (
     xdr_rdma_segment,
     xdr_write_chunk,
 )
-from pynfsrdma._transport.base import NO_HINTS, ReplyHints
-from pynfsrdma._transport.rdma.chunks import CallPlan, NeedKind, Registration, plan_call, plan_reply
-from pynfsrdma._transport.rdma.reply import RdmaErrorReply, RdmaReplyUnpacker, reassemble_reply
-from pynfsrdma._transport.rdma.responder_chunks import (
+from pynfsrdma._testbed.responder_chunks import (
     ChunkError,
     assemble_call,
     encode_reply,
     parse_call,
 )
+from pynfsrdma._transport.base import NO_HINTS, ReplyHints
+from pynfsrdma._transport.rdma.chunks import CallPlan, NeedKind, Registration, plan_call, plan_reply
+from pynfsrdma._transport.rdma.reply import RdmaErrorReply, RdmaReplyUnpacker, reassemble_reply
 from pynfsrdma._xdr import Packer, XdrError
 
 T1K = InlineThresholds(1024, 1024)

@@ -23,10 +23,10 @@ from pynfsrdma._proto.rpcrdma import (
     xdr_rdma_segment,
     xdr_write_chunk,
 )
+from pynfsrdma._testbed.responder_chunks import choose_invalidation
 from pynfsrdma._transport.base import ProtocolViolation, ReplyHints, TransportError
 from pynfsrdma._transport.rdma import connect_rdma
 from pynfsrdma._transport.rdma.provider import Access, RemoteAccessError
-from pynfsrdma._transport.rdma.responder_chunks import choose_invalidation
 from pynfsrdma._transport.rdma.soft import SoftConnection, SoftProvider
 from pynfsrdma._transport.rdma.transport import RdmaTransport
 from pynfsrdma._xdr import Packer

@@ -14,9 +14,9 @@ import trio
 
 from pynfsrdma._proto.private_data import ConnectPrivateData, negotiate
 from pynfsrdma._proto.rpcrdma import decode_rdma_msg, encode_rdma_msg
+from pynfsrdma._testbed.responder_chunks import assemble_call, encode_reply, parse_call
 from pynfsrdma._transport.base import ConnectionLost, ReplyHints
 from pynfsrdma._transport.rdma.provider import Access, Connection, RemoteAccessError
-from pynfsrdma._transport.rdma.responder_chunks import assemble_call, encode_reply, parse_call
 from pynfsrdma._transport.rdma.soft import SoftProvider
 from pynfsrdma._transport.rdma.transport import RdmaTransport
 from pynfsrdma._xdr import Packer, Unpacker

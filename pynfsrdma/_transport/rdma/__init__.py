@@ -1,9 +1,9 @@
 """RPC-over-RDMA version 1 (RFC 8166, RFC 8267, RFC 8797).
 
-Layered as in Linux's xprtrdma: :mod:`.chunks` and :mod:`.reply` decide and encode chunks
-(requester side), :mod:`.responder_chunks` does the same for a responder, :mod:`.credits` is the
-credit gate, :mod:`.provider` is the verbs-provider interface, :mod:`.soft` a software provider
-and :mod:`.pyverbs_provider` the one for real RDMA devices. None of the marshalling code touches
+Layered as in Linux's xprtrdma: :mod:`.chunks` and :mod:`.reply` decide and encode chunks (the
+requester's side: a responder's, for the testbed, are :mod:`pynfsrdma._testbed.responder_chunks`),
+:mod:`.credits` is the credit gate, :mod:`.provider` is the verbs-provider interface, :mod:`.soft`
+a software provider and :mod:`.pyverbs_provider` the one for real RDMA devices. None of the marshalling code touches
 a provider, and providers never parse RPC.
 
 :func:`connect_rdma` is what ``proto=rdma`` URLs use. URL options it reads:

@@ -1,6 +1,7 @@
 """Chunk handling of an RPC-over-RDMA version 1 responder (RFC 8166 section 3.4-3.5, 4.4).
 
-For the test responder that sits in front of NFS-Ganesha. Sans-I/O like :mod:`.chunks`:
+For the test responder that sits in front of NFS-Ganesha (:mod:`.rdma_responder`). Sans-I/O like the
+requester's :mod:`~pynfsrdma._transport.rdma.chunks`:
 
 * :func:`parse_call` turns a received call header into the Read chunks to pull (RDMA Read),
 * :func:`assemble_call` rebuilds the whole RPC call from the inline part and the pulled data,
@@ -21,7 +22,7 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..._proto.rpcrdma import (
+from .._proto.rpcrdma import (
     RDMA_MSG,
     RDMA_NOMSG,
     RpcRdmaError,
@@ -32,7 +33,7 @@ from ..._proto.rpcrdma import (
     xdr_rdma_segment,
     xdr_write_chunk,
 )
-from ..._xdr import pad_len
+from .._xdr import pad_len
 
 Buffer = bytes | bytearray | memoryview
 DdpLocator = Callable[[memoryview], list[tuple[int, int]]]

@@ -1,0 +1,44 @@
+"""NFSv4's families that are objects of their own, given its COMPOUND runner rather than rungs of its
+class ladder: the extended attributes (``nfs.xattrs``) and the batched operations (``nfs.batched``)."""
+
+from __future__ import annotations
+
+import trio
+
+from pynfsrdma._client.api import Client
+from pynfsrdma._client.batched import Batched
+from pynfsrdma._client.compounds import Compounds
+from pynfsrdma._client.nfs4 import NFSv4
+from pynfsrdma._client.xattrs import ExtendedAttributes
+from pynfsrdma._testbed import Ganesha
+from pynfsrdma._testbed.ganesha import ExportPath
+
+
+def test_the_composed_families_are_no_rungs_of_the_ladder() -> None:
+    for family in (ExtendedAttributes, Batched):
+        assert not issubclass(NFSv4, family), family
+        assert Compounds not in family.__mro__, family
+
+
+def test_batched_reads_and_removes_run_through_the_runner_they_are_given(ganesha: Ganesha,
+                                                                          export_path: ExportPath) -> None:
+    data = bytes(range(256)) * 64
+    (export_path.local / "f").write_bytes(data)
+    for name in ("a", "b", "c"):
+        (export_path.local / name).write_bytes(b"x")
+    url = f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}"
+
+    async def main() -> None:
+        async with Client.connect(url) as client:
+            nfs = client.nfs
+            assert isinstance(nfs.batched, Batched) and nfs.batched.compounds is nfs
+            assert nfs.batched.read_batches([(0, 10), (4096, 10)]) == [[0, 1]]  # (two to a COMPOUND)
+            fh = (await client.nfs.lookup(client.root_fh, "f", client.cred))[0]
+            got = await nfs.batched.read_spans(fh, [(0, 10), (4096, 10)], client.cred)
+            assert [(bytes(d), eof) for d, eof in got] == [(data[:10], False), (data[4096:4106], False)]
+            done, error = await nfs.batched.remove_names(client.root_fh, ["a", "b", "c"], client.cred,
+                                                         ["/a", "/b", "/c"])
+            assert (done, error) == (3, None)
+
+    trio.run(main)
+    assert sorted(p.name for p in export_path.local.iterdir()) == ["f"]
