@@ -13,6 +13,9 @@ LAYOUTCOMMITs and LAYOUTRETURNs they call for and the device I/O.
 - A file whose WRITE must go through the metadata server while a RW layout of it is held gives the
   layout back first (LAYOUTCOMMIT, LAYOUTRETURN): nfsd recalls every layout of a file an NFS WRITE
   changes, the writer's own too, and that WRITE would wait for the recall.
+- A READ or WRITE to a device that fails is reported with LAYOUTERROR (on an NFSv4.2 session, until
+  the server says it does not support it), the file's layouts are given back as above, and the I/O
+  goes through the metadata server.
 - CB_LAYOUTRECALL takes the range out of use at once; the return waits for the file's layout I/O
   in flight, commits what it wrote, and sends LAYOUTRETURN.
 """
@@ -37,6 +40,7 @@ from .block_layout import (
     DeviceRead,
     DeviceWrite,
     Uncovered,
+    device_error,
     extents_of,
     plan_read,
     plan_write,
@@ -232,10 +236,13 @@ class BlockLayouts:
         buf = block_devices.aligned(a1 - a0)
         view = memoryview(buf)
         self.cache.started(fh)
+        failed: OSError | NoDevice | None = None
+        device = b""
         try:
             for p in plan:
                 if not isinstance(p, DeviceRead):
                     continue  # zeros: the buffer is zeroed
+                device = p.device
                 lo = p.file_offset - p.file_offset % bs
                 hi = -(-(p.file_offset + p.length) // bs) * bs
                 pos = lo - a0
@@ -245,12 +252,14 @@ class BlockLayouts:
                     self.device_bytes[piece.path] += piece.length
                     pos += piece.length
         except (OSError, NoDevice) as e:
-            log.warning("block layout READ of %d at %d: %s; through the metadata server", count, offset, e)
-            self._mds(f"device I/O error: {e}")
-            self.cache.refuse(fh, f"device I/O error: {e}")
-            return None
+            failed = e
         finally:
             self._ended(fh)
+        if failed is not None:
+            log.warning("block layout READ of %d at %d: %s; through the metadata server", count, offset, failed)
+            self._mds(f"device I/O error: {failed}")
+            await self._device_failed(fh, device, offset, count, failed, c.OP_READ, cred)
+            return None
         self.counts["read_bytes"] += max(0, end - offset)
         self.counts["reads"] += 1
         return view[offset - a0:max(offset, end) - a0], end >= size
@@ -277,10 +286,12 @@ class BlockLayouts:
             await self.give_back(fh, cred, "the layout does not cover the WRITE")
             return False
         self.cache.started(fh)
-        failed: Exception | None = None
+        failed: OSError | NoDevice | None = None
+        device = b""
         try:
             for p in plan:
                 if isinstance(p, DeviceWrite):
+                    device = p.device
                     await self._write_blocks(fh, seg, p, src, offset)
         except (OSError, NoDevice) as e:
             failed = e
@@ -289,7 +300,7 @@ class BlockLayouts:
         if failed is not None:
             log.warning("block layout WRITE of %d at %d: %s; through the metadata server", n, offset, failed)
             self._mds(f"device I/O error: {failed}")
-            await self.give_back(fh, cred, f"device I/O error: {failed}")
+            await self._device_failed(fh, device, offset, n, failed, c.OP_WRITE, cred)
             return False
         self.sizes[fh] = max(self.sizes.get(fh, 0), offset + n)
         self.counts["write_bytes"] += n
@@ -335,6 +346,23 @@ class BlockLayouts:
             self.device_calls[piece.path] += 1
             self.device_bytes[piece.path] += piece.length
             pos += piece.length
+
+    async def _device_failed(self, fh: bytes, device: bytes, offset: int, length: int, error: OSError | NoDevice,
+                             opnum: int, cred: Credential) -> None:
+        """A READ or WRITE to a device failed: LAYOUTERROR reports it (where the server takes it), the
+        file's layouts are given back (what was written before is committed first) and its I/O goes
+        through the metadata server; the device is looked for again by the next GETDEVICEINFO."""
+        held = self.cache.files.get(fh)
+        if held is not None and held.stateid is not None:
+            report = device_error(device, error if isinstance(error, OSError) else None, opnum)
+            try:
+                sent = await self.ops.layouterror(fh, held.stateid, offset, length, [report], cred)
+            except NFS4Error as e:
+                log.info("LAYOUTERROR: %s", e)
+                sent = False
+            self.counts["layouterror" if sent else "layouterror_not_sent"] += 1
+        self.volumes.pop(device, None)
+        await self.give_back(fh, cred, f"device I/O error: {error}")
 
     def _ended(self, fh: bytes) -> None:
         self.cache.ended(fh)
