@@ -76,6 +76,7 @@ class BlockLayouts:
         self.candidates = block_devices.candidates
         self.lost: set[bytes] = set()  # files whose writes by layout could not be committed
         self.locks: dict[bytes, trio.Lock] = {}
+        self.commit_locks: dict[bytes, trio.Lock] = {}  # per file: its LAYOUTCOMMITs one at a time
         self.edge_locks: dict[bytes, trio.Lock] = {}  # per file: read-modify-writes of edge blocks  # per file: its LAYOUTGETs and returns one at a time
         self.counts: Counter[str] = Counter()
         self.reasons: Counter[str] = Counter()  # why I/O went through the metadata server
@@ -369,33 +370,43 @@ class BlockLayouts:
 
     # -- COMMIT, return -----------------------------------------------------------------------------------
     def dirty(self, fh: bytes) -> bool:
-        return bool(self.commits.get(fh))
+        """Written by the layout and not LAYOUTCOMMITted yet (or a LAYOUTCOMMIT of it under way)."""
+        lock = self.commit_locks.get(fh)
+        return bool(self.commits.get(fh)) or (lock is not None and lock.locked())
 
     async def commit(self, fh: bytes, cred: Credential) -> None:
         """The device's cache flushed, then LAYOUTCOMMIT of what was written by the layout. When that
         fails (the layout is gone: revoked, returned meanwhile) the file is marked ``lost``: the
         COMMIT that follows goes to the metadata server, whose verifier differs from the layout
         writes', and the writer sends those pieces again (through the metadata server)."""
-        pending = self.commits.get(fh)
-        held = self.cache.files.get(fh)
-        if not pending:
-            return
-        stateid = held.stateid if held is not None else None
-        if stateid is None:
-            self._lost(fh, "no layout left to commit with")
-            return
-        try:
-            for dev in self.devices.values():
-                await dev.sync()
+        # one commit of a file at a time (a recall's, a give-back's, a COMMIT's): the second finds
+        # nothing left, or what was written since, once the first's LAYOUTCOMMIT is answered
+        lock = self.commit_locks.get(fh)
+        if lock is None:
+            lock = self.commit_locks[fh] = trio.Lock()
+        async with lock:
+            pending = self.commits.get(fh)
+            if not pending:
+                return
+            # what this commit covers, taken before the device's flush: writes that end meanwhile
+            # are the next commit's
             offset, length = pending.range()
             body = pnfs_block_layoutupdate4.XDR.encode(pending.body())
             last = pending.last_write_offset
             pending.clear()
-            self.counts["layoutcommit"] += 1
-            newsize = await self.ops.layoutcommit(fh, stateid, offset, length, last, BLOCK, body, cred)
-        except OSError as e:
-            self._lost(fh, f"LAYOUTCOMMIT: {e}")
-            return
+            try:
+                for dev in self.devices.values():
+                    await dev.sync()
+                held = self.cache.files.get(fh)
+                stateid = held.stateid if held is not None else None
+                if stateid is None:
+                    self._lost(fh, "no layout left to commit with")
+                    return
+                self.counts["layoutcommit"] += 1
+                newsize = await self.ops.layoutcommit(fh, stateid, offset, length, last, BLOCK, body, cred)
+            except OSError as e:
+                self._lost(fh, f"LAYOUTCOMMIT: {e}")
+                return
         if newsize is not None:
             self.sizes[fh] = newsize
 
