@@ -144,7 +144,8 @@ class BlockLayouts:
             res, size = await self.ops.layoutget(fh, stateid, BLOCK, iomode, route.offset, route.length,
                                                  route.minlength, cred)
         except NFS4Error as e:
-            if e.status in (c.NFS4ERR_LAYOUTTRYLATER, c.NFS4ERR_RECALLCONFLICT, c.NFS4ERR_DELAY):
+            # for now (the grace period after a server restart among them), not for the file
+            if e.status in (c.NFS4ERR_LAYOUTTRYLATER, c.NFS4ERR_RECALLCONFLICT, c.NFS4ERR_DELAY, c.NFS4ERR_GRACE):
                 self._mds(f"LAYOUTGET: {e.name}")
                 return None
             self.cache.refuse(fh, f"LAYOUTGET: {e.name}")
@@ -478,20 +479,30 @@ class BlockLayouts:
         await self._send_return(ret, cred)
 
     async def closing(self, fh: bytes, cred: Credential) -> None:
-        """The file's open is closing: what was written is committed, a return-on-close layout returned."""
+        """The file's open is closing: what was written is committed, a return-on-close layout returned;
+        the next open of the file asks for a layout again, whatever made this one's I/O go through the
+        metadata server (a recall, a WRITE through it, a refusal, a device error)."""
         await self.commit(fh, cred)
         ret = self.cache.closing(fh)
         if ret is not None:
             await self._send_return(ret, cred)
+        self.cache.retry(fh)
 
     def forget_all(self) -> None:
         """The client ID is gone, and its layouts with it: none is returned, and what was written by
-        them and not committed is sent again through the metadata server (as after a failed commit)."""
-        self.cache.forget_all()
+        them and not committed is sent again through the metadata server (as after a failed commit),
+        and so is the rest of those files' I/O until their next open (RFC 8881 12.7.4: after a
+        metadata server restart the client may write such data again through it, rather than reclaim
+        it with LAYOUTCOMMIT; nfsd takes no LAYOUTCOMMIT reclaim)."""
+        if self.cache.forget_all():
+            self._mds("the layouts went with the client ID (a server restart, or the lease ran out)")
         for fh, pending in self.commits.items():
             if pending:
                 self.lost.add(fh)
                 pending.clear()
+                self.cache.refuse(fh, "written by a layout lost with the client ID: through the metadata "
+                                      "server until the file's next open")
+                self.counts["uncommitted_lost"] += 1
 
     def close(self) -> None:
         for dev in self.devices.values():
