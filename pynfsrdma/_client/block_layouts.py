@@ -362,7 +362,7 @@ class BlockLayouts:
             except NFS4Error as e:
                 log.info("LAYOUTERROR: %s", e)
                 sent = False
-            self.counts["layouterror" if sent else "layouterror_not_sent"] += 1
+            self.counts["layouterror" if sent else "layouterror_not_taken"] += 1
         self.volumes.pop(device, None)
         await self.give_back(fh, cred, f"device I/O error: {error}")
 
