@@ -1240,7 +1240,7 @@ def main() -> None:
             # the kernel's own block layout client beside ours (blkmapd), the anchor's figures
             step(f"{link}: the kernel client by the block layout (blkmapd), figures",
                  guest_pnfs.kernel_pnfs_figures(SERVER, TCP_PORT, min(args.mib, 64), str(pnfs_export)), transfer,
-                 key="kpnfs")
+                 key="pnfs")
             step(f"{link}: our FUSE mount with pnfs, checked on the server's XFS",
                  in_child("fuse_pnfs", f"{SERVER}:/pnfs", f"proto=tcp,port={TCP_PORT},pnfs", str(pnfs_export)),
                  360, key="pnfs")
