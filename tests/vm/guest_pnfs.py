@@ -387,8 +387,9 @@ def nfsd_start(tcp_port: str, rdma_port: str) -> None:
 def client_tracking(tcp_port: str, rdma_port: str) -> Any:
     """nfsd restarted with ``nfsdcld`` keeping its record of clients: without a tracker nfsd answers
     every reclaim after a restart with NFS4ERR_RECLAIM_BAD (``nfsd4_client_record_check``), and what a
-    client held is lost whatever the client does. The grace period of this start is ended at once
-    (with a tracker, ``v4_end_grace`` is taken)."""
+    client held is lost whatever the client does. The grace period of this start is ended through
+    ``v4_end_grace`` where nfsd takes it, else waited out (nfsd 7.3 answered EBUSY even with nfsdcld
+    keeping its records)."""
     def run(timeout: float) -> str:
         _mount_pipefs()
         Path("/var/lib/nfs/nfsdcld").mkdir(parents=True, exist_ok=True)
