@@ -265,6 +265,10 @@ def format_report(rep: dict[str, Any], width: int | None = None) -> str:
             f"{human_bytes(n.get('read_bytes', 0))}, wrote {human_bytes(n.get('write_bytes', 0))}; "
             f"LAYOUTGET {n.get('layoutget', 0)}, LAYOUTCOMMIT {n.get('layoutcommit', 0)}, LAYOUTRETURN "
             f"{n.get('layoutreturn', 0)}, recalls {n.get('recalls', 0)}"
+            + (f", LAYOUTERROR {n.get('layouterror', 0)} taken / {n.get('layouterror_not_taken', 0)} not"
+               if n.get("layouterror") or n.get("layouterror_not_taken") else "")
+            + (f", files whose layout writes went with the client ID {n['uncommitted_lost']}"
+               if n.get("uncommitted_lost") else "")
         )
         for why, times in pnfs.get("through_mds", {}).items():
             lines.append(f"pnfs: through the metadata server {times} time(s): {why}")

@@ -12,15 +12,18 @@ metadata server), and what LAYOUTCOMMIT reports afterwards.
 - ``written``: an INVALID_DATA range written is READWRITE_DATA from then on (read from the device),
   and goes into the ``CommitList``, whose ``body`` is LAYOUTCOMMIT's ``pnfs_block_layoutupdate4``:
   READWRITE_DATA extents only, block-aligned and merged (nfsd refuses anything else with NFS4ERR_INVAL).
+- ``device_error``: what LAYOUTERROR (RFC 7862 15.6) reports of a READ or WRITE to a device that failed.
 """
 
 from __future__ import annotations
 
+import errno
 import itertools
 from dataclasses import dataclass, field
 
 from .._proto.nfs4 import const as c
 from .._proto.nfs4.layout_block import pnfs_block_extent4, pnfs_block_layout4, pnfs_block_layoutupdate4
+from .._proto.nfs4.types import device_error4
 
 READWRITE_DATA = c.pnfs_block_extent_state4.PNFS_BLOCK_READWRITE_DATA
 READ_DATA = c.pnfs_block_extent_state4.PNFS_BLOCK_READ_DATA
@@ -224,3 +227,19 @@ class CommitList:
     def clear(self) -> None:
         self.extents = []
         self.last_write_offset = -1
+
+
+_GONE = frozenset({errno.ENXIO, errno.ENODEV, errno.ENOENT})  # the device is not there (any more)
+
+
+def device_error(deviceid: bytes, error: OSError | None, opnum: int) -> device_error4:
+    """LAYOUTERROR's report of a failed READ or WRITE (``opnum``) to the device ``deviceid``:
+    NFS4ERR_NXIO when the device is gone (ENXIO, ENODEV, ENOENT, or ``error`` None: no device here
+    carries the volume any more), NFS4ERR_NOSPC when it is full, NFS4ERR_IO for any other failure."""
+    if error is None or error.errno in _GONE:
+        status = c.NFS4ERR_NXIO
+    elif error.errno == errno.ENOSPC:
+        status = c.NFS4ERR_NOSPC
+    else:
+        status = c.NFS4ERR_IO
+    return device_error4(deviceid, status, opnum)

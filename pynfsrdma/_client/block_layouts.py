@@ -13,6 +13,9 @@ LAYOUTCOMMITs and LAYOUTRETURNs they call for and the device I/O.
 - A file whose WRITE must go through the metadata server while a RW layout of it is held gives the
   layout back first (LAYOUTCOMMIT, LAYOUTRETURN): nfsd recalls every layout of a file an NFS WRITE
   changes, the writer's own too, and that WRITE would wait for the recall.
+- A READ or WRITE to a device that fails is reported with LAYOUTERROR (on an NFSv4.2 session, until
+  the server says it does not support it), the file's layouts are given back as above, and the I/O
+  goes through the metadata server.
 - CB_LAYOUTRECALL takes the range out of use at once; the return waits for the file's layout I/O
   in flight, commits what it wrote, and sends LAYOUTRETURN.
 """
@@ -37,6 +40,7 @@ from .block_layout import (
     DeviceRead,
     DeviceWrite,
     Uncovered,
+    device_error,
     extents_of,
     plan_read,
     plan_write,
@@ -72,6 +76,7 @@ class BlockLayouts:
         self.candidates = block_devices.candidates
         self.lost: set[bytes] = set()  # files whose writes by layout could not be committed
         self.locks: dict[bytes, trio.Lock] = {}
+        self.commit_locks: dict[bytes, trio.Lock] = {}  # per file: its LAYOUTCOMMITs one at a time
         self.edge_locks: dict[bytes, trio.Lock] = {}  # per file: read-modify-writes of edge blocks  # per file: its LAYOUTGETs and returns one at a time
         self.counts: Counter[str] = Counter()
         self.reasons: Counter[str] = Counter()  # why I/O went through the metadata server
@@ -139,7 +144,8 @@ class BlockLayouts:
             res, size = await self.ops.layoutget(fh, stateid, BLOCK, iomode, route.offset, route.length,
                                                  route.minlength, cred)
         except NFS4Error as e:
-            if e.status in (c.NFS4ERR_LAYOUTTRYLATER, c.NFS4ERR_RECALLCONFLICT, c.NFS4ERR_DELAY):
+            # for now (the grace period after a server restart among them), not for the file
+            if e.status in (c.NFS4ERR_LAYOUTTRYLATER, c.NFS4ERR_RECALLCONFLICT, c.NFS4ERR_DELAY, c.NFS4ERR_GRACE):
                 self._mds(f"LAYOUTGET: {e.name}")
                 return None
             self.cache.refuse(fh, f"LAYOUTGET: {e.name}")
@@ -232,10 +238,13 @@ class BlockLayouts:
         buf = block_devices.aligned(a1 - a0)
         view = memoryview(buf)
         self.cache.started(fh)
+        failed: OSError | NoDevice | None = None
+        device = b""
         try:
             for p in plan:
                 if not isinstance(p, DeviceRead):
                     continue  # zeros: the buffer is zeroed
+                device = p.device
                 lo = p.file_offset - p.file_offset % bs
                 hi = -(-(p.file_offset + p.length) // bs) * bs
                 pos = lo - a0
@@ -245,12 +254,14 @@ class BlockLayouts:
                     self.device_bytes[piece.path] += piece.length
                     pos += piece.length
         except (OSError, NoDevice) as e:
-            log.warning("block layout READ of %d at %d: %s; through the metadata server", count, offset, e)
-            self._mds(f"device I/O error: {e}")
-            self.cache.refuse(fh, f"device I/O error: {e}")
-            return None
+            failed = e
         finally:
             self._ended(fh)
+        if failed is not None:
+            log.warning("block layout READ of %d at %d: %s; through the metadata server", count, offset, failed)
+            self._mds(f"device I/O error: {failed}")
+            await self._device_failed(fh, device, offset, count, failed, c.OP_READ, cred)
+            return None
         self.counts["read_bytes"] += max(0, end - offset)
         self.counts["reads"] += 1
         return view[offset - a0:max(offset, end) - a0], end >= size
@@ -277,10 +288,12 @@ class BlockLayouts:
             await self.give_back(fh, cred, "the layout does not cover the WRITE")
             return False
         self.cache.started(fh)
-        failed: Exception | None = None
+        failed: OSError | NoDevice | None = None
+        device = b""
         try:
             for p in plan:
                 if isinstance(p, DeviceWrite):
+                    device = p.device
                     await self._write_blocks(fh, seg, p, src, offset)
         except (OSError, NoDevice) as e:
             failed = e
@@ -289,7 +302,7 @@ class BlockLayouts:
         if failed is not None:
             log.warning("block layout WRITE of %d at %d: %s; through the metadata server", n, offset, failed)
             self._mds(f"device I/O error: {failed}")
-            await self.give_back(fh, cred, f"device I/O error: {failed}")
+            await self._device_failed(fh, device, offset, n, failed, c.OP_WRITE, cred)
             return False
         self.sizes[fh] = max(self.sizes.get(fh, 0), offset + n)
         self.counts["write_bytes"] += n
@@ -336,38 +349,65 @@ class BlockLayouts:
             self.device_bytes[piece.path] += piece.length
             pos += piece.length
 
+    async def _device_failed(self, fh: bytes, device: bytes, offset: int, length: int, error: OSError | NoDevice,
+                             opnum: int, cred: Credential) -> None:
+        """A READ or WRITE to a device failed: LAYOUTERROR reports it (where the server takes it), the
+        file's layouts are given back (what was written before is committed first) and its I/O goes
+        through the metadata server; the device is looked for again by the next GETDEVICEINFO."""
+        held = self.cache.files.get(fh)
+        if held is not None and held.stateid is not None:
+            report = device_error(device, error if isinstance(error, OSError) else None, opnum)
+            try:
+                sent = await self.ops.layouterror(fh, held.stateid, offset, length, [report], cred)
+            except NFS4Error as e:
+                log.info("LAYOUTERROR: %s", e)
+                sent = False
+            self.counts["layouterror" if sent else "layouterror_not_taken"] += 1
+        self.volumes.pop(device, None)
+        await self.give_back(fh, cred, f"device I/O error: {error}")
+
     def _ended(self, fh: bytes) -> None:
         self.cache.ended(fh)
 
     # -- COMMIT, return -----------------------------------------------------------------------------------
     def dirty(self, fh: bytes) -> bool:
-        return bool(self.commits.get(fh))
+        """Written by the layout and not LAYOUTCOMMITted yet (or a LAYOUTCOMMIT of it under way)."""
+        lock = self.commit_locks.get(fh)
+        return bool(self.commits.get(fh)) or (lock is not None and lock.locked())
 
     async def commit(self, fh: bytes, cred: Credential) -> None:
         """The device's cache flushed, then LAYOUTCOMMIT of what was written by the layout. When that
         fails (the layout is gone: revoked, returned meanwhile) the file is marked ``lost``: the
         COMMIT that follows goes to the metadata server, whose verifier differs from the layout
         writes', and the writer sends those pieces again (through the metadata server)."""
-        pending = self.commits.get(fh)
-        held = self.cache.files.get(fh)
-        if not pending:
-            return
-        stateid = held.stateid if held is not None else None
-        if stateid is None:
-            self._lost(fh, "no layout left to commit with")
-            return
-        try:
-            for dev in self.devices.values():
-                await dev.sync()
+        # one commit of a file at a time (a recall's, a give-back's, a COMMIT's): the second finds
+        # nothing left, or what was written since, once the first's LAYOUTCOMMIT is answered
+        lock = self.commit_locks.get(fh)
+        if lock is None:
+            lock = self.commit_locks[fh] = trio.Lock()
+        async with lock:
+            pending = self.commits.get(fh)
+            if not pending:
+                return
+            # what this commit covers, taken before the device's flush: writes that end meanwhile
+            # are the next commit's
             offset, length = pending.range()
             body = pnfs_block_layoutupdate4.XDR.encode(pending.body())
             last = pending.last_write_offset
             pending.clear()
-            self.counts["layoutcommit"] += 1
-            newsize = await self.ops.layoutcommit(fh, stateid, offset, length, last, BLOCK, body, cred)
-        except OSError as e:
-            self._lost(fh, f"LAYOUTCOMMIT: {e}")
-            return
+            try:
+                for dev in self.devices.values():
+                    await dev.sync()
+                held = self.cache.files.get(fh)
+                stateid = held.stateid if held is not None else None
+                if stateid is None:
+                    self._lost(fh, "no layout left to commit with")
+                    return
+                self.counts["layoutcommit"] += 1
+                newsize = await self.ops.layoutcommit(fh, stateid, offset, length, last, BLOCK, body, cred)
+            except OSError as e:
+                self._lost(fh, f"LAYOUTCOMMIT: {e}")
+                return
         if newsize is not None:
             self.sizes[fh] = newsize
 
@@ -439,20 +479,30 @@ class BlockLayouts:
         await self._send_return(ret, cred)
 
     async def closing(self, fh: bytes, cred: Credential) -> None:
-        """The file's open is closing: what was written is committed, a return-on-close layout returned."""
+        """The file's open is closing: what was written is committed, a return-on-close layout returned;
+        the next open of the file asks for a layout again, whatever made this one's I/O go through the
+        metadata server (a recall, a WRITE through it, a refusal, a device error)."""
         await self.commit(fh, cred)
         ret = self.cache.closing(fh)
         if ret is not None:
             await self._send_return(ret, cred)
+        self.cache.retry(fh)
 
     def forget_all(self) -> None:
         """The client ID is gone, and its layouts with it: none is returned, and what was written by
-        them and not committed is sent again through the metadata server (as after a failed commit)."""
-        self.cache.forget_all()
+        them and not committed is sent again through the metadata server (as after a failed commit),
+        and so is the rest of those files' I/O until their next open (RFC 8881 12.7.4: after a
+        metadata server restart the client may write such data again through it, rather than reclaim
+        it with LAYOUTCOMMIT; nfsd takes no LAYOUTCOMMIT reclaim)."""
+        if self.cache.forget_all():
+            self._mds("the layouts went with the client ID (a server restart, or the lease ran out)")
         for fh, pending in self.commits.items():
             if pending:
                 self.lost.add(fh)
                 pending.clear()
+                self.cache.refuse(fh, "written by a layout lost with the client ID: through the metadata "
+                                      "server until the file's next open")
+                self.counts["uncommitted_lost"] += 1
 
     def close(self) -> None:
         for dev in self.devices.values():

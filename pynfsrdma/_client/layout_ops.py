@@ -1,10 +1,12 @@
 """pNFS on the metadata server, one COMPOUND each (RFC 8881 18.40-18.44): LAYOUTGET (with the file's
-size), GETDEVICEINFO, LAYOUTCOMMIT, LAYOUTRETURN."""
+size), GETDEVICEINFO, LAYOUTCOMMIT, LAYOUTRETURN; and LAYOUTERROR (RFC 7862 15.6) on an NFSv4.2
+session, until the server says it does not support it (Linux nfsd: NFS4ERR_NOTSUPP)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from .._errors import NFS4Error
 from .._proto.nfs4 import const as c
 from .._proto.nfs4.attrs import bitmap4_from, decode_fattr4
 from .._proto.nfs4.compound import ResOp, result_of
@@ -12,11 +14,13 @@ from .._proto.nfs4.types import (
     GETATTR4args,
     GETDEVICEINFO4args,
     LAYOUTCOMMIT4args,
+    LAYOUTERROR4args,
     LAYOUTGET4args,
     LAYOUTGET4resok,
     LAYOUTRETURN4args,
     PUTFH4args,
     device_addr4,
+    device_error4,
     layoutreturn_file4,
     layoutupdate4,
     nfstime4,
@@ -26,10 +30,11 @@ from .._rpc.auth import Credential
 from .compounds import Compounds
 
 SIZE_BITMAP = bitmap4_from([c.FATTR4_SIZE])
+_NOT_SUPPORTED = frozenset({c.NFS4ERR_NOTSUPP, c.NFS4ERR_OP_ILLEGAL})
 
 
 class LayoutOps(Compounds):
-    """LAYOUTGET, GETDEVICEINFO, LAYOUTCOMMIT, LAYOUTRETURN."""
+    """LAYOUTGET, GETDEVICEINFO, LAYOUTCOMMIT, LAYOUTRETURN, LAYOUTERROR."""
 
     async def layoutget(self, fh: bytes, stateid: stateid4, layout_type: int, iomode: int, offset: int,
                         length: int, minlength: int, cred: Credential, maxcount: int = 4096,
@@ -68,3 +73,19 @@ class LayoutOps(Compounds):
         res = await self.run([PUTFH4args(fh), args], cred, path=path)
         present, sid = result_of(res, c.OP_LAYOUTRETURN)
         return sid if present else None
+
+    async def layouterror(self, fh: bytes, stateid: stateid4, offset: int, length: int,
+                          errors: list[device_error4], cred: Credential, path: str | None = None) -> bool:
+        """LAYOUTERROR: the I/O to the devices of ``errors`` failed for ``offset``..+``length``. False
+        when it was not sent: an NFSv4.1 session (it is an NFSv4.2 operation), or a server that
+        answered it NFS4ERR_NOTSUPP before (remembered)."""
+        if self.client.options.minorversion < c.NFS4_MINOR_VERSION_2 or c.OP_LAYOUTERROR in self.unsupported:
+            return False
+        try:
+            await self.run([PUTFH4args(fh), LAYOUTERROR4args(offset, length, stateid, errors)], cred, path=path)
+        except NFS4Error as e:
+            if e.status in _NOT_SUPPORTED and e.op in (c.OP_LAYOUTERROR, c.OP_ILLEGAL):
+                self.unsupported.add(c.OP_LAYOUTERROR)
+                return False
+            raise
+        return True

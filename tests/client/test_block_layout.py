@@ -6,6 +6,8 @@ a plan is carried out on it the way the block I/O edge carries it out on a real 
 
 from __future__ import annotations
 
+import errno
+
 import pytest
 
 from pynfsrdma._client.block_layout import (
@@ -20,11 +22,13 @@ from pynfsrdma._client.block_layout import (
     Extent,
     Uncovered,
     Zeros,
+    device_error,
     extents_of,
     plan_read,
     plan_write,
     written,
 )
+from pynfsrdma._proto.nfs4.const import nfs_opnum4, nfsstat4
 from pynfsrdma._proto.nfs4.layout_block import (
     pnfs_block_extent4,
     pnfs_block_layout4,
@@ -166,3 +170,16 @@ def test_the_commit_list_merges_writes_and_is_what_nfsd_takes() -> None:
     assert [e.state for e in ext] == [READWRITE_DATA, INVALID_DATA, READWRITE_DATA, INVALID_DATA]
     commit.clear()
     assert not commit
+
+
+def test_layouterror_says_gone_full_or_io_and_which_operation_failed() -> None:
+    # RFC 7862 15.6: one device_error4 per failed device: its id, a status, the operation
+    read_gone = device_error(DEV, OSError(errno.ENXIO, "No such device or address"), nfs_opnum4.OP_READ)
+    assert (read_gone.de_deviceid, read_gone.de_status, read_gone.de_opnum) == \
+        (DEV, nfsstat4.NFS4ERR_NXIO, nfs_opnum4.OP_READ)
+    assert device_error(DEV, OSError(errno.ENODEV, "x"), nfs_opnum4.OP_WRITE).de_status == nfsstat4.NFS4ERR_NXIO
+    assert device_error(DEV, None, nfs_opnum4.OP_WRITE).de_status == nfsstat4.NFS4ERR_NXIO  # no device carries it
+    full = device_error(DEV, OSError(errno.ENOSPC, "No space left on device"), nfs_opnum4.OP_WRITE)
+    assert (full.de_status, full.de_opnum) == (nfsstat4.NFS4ERR_NOSPC, nfs_opnum4.OP_WRITE)
+    assert device_error(DEV, OSError(errno.EIO, "Input/output error"), nfs_opnum4.OP_WRITE).de_status == \
+        nfsstat4.NFS4ERR_IO

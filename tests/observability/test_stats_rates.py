@@ -139,5 +139,10 @@ def test_the_report_names_the_layout_its_devices_and_why_io_went_through_the_ser
     assert "pnfs: block layout on /dev/loop0: read 3.0 MiB, wrote 1.0 MiB; LAYOUTGET 2, LAYOUTCOMMIT 1, " \
            "LAYOUTRETURN 1, recalls 1" in lines
     assert "pnfs: through the metadata server 4 time(s): layout recalled" in lines
+    # a device that failed (nfsd refuses LAYOUTERROR), and a server restart before a LAYOUTCOMMIT
+    rep["pnfs"]["counts"].update(layouterror_not_taken=2, uncommitted_lost=1)
+    assert "pnfs: block layout on /dev/loop0: read 3.0 MiB, wrote 1.0 MiB; LAYOUTGET 2, LAYOUTCOMMIT 1, " \
+           "LAYOUTRETURN 1, recalls 1, LAYOUTERROR 0 taken / 2 not, files whose layout writes went with the " \
+           "client ID 1" in format_report(rep).splitlines()
     off = format_report({**stats.as_dict(), "server": "h:/e", "paths": [], "pnfs": {"enabled": False}})
     assert "pnfs" not in off

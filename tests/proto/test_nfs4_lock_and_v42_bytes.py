@@ -1,5 +1,5 @@
 """LOCK, LOCKT, LOCKU, CB_NOTIFY_LOCK (RFC 8881 18.10-18.12, 20.11) and SEEK, ALLOCATE, DEALLOCATE,
-COPY, CLONE (RFC 7862 section 15): encodings computed by hand from the RFCs' XDR, numbers included
+COPY, CLONE, LAYOUTERROR, LAYOUTSTATS (RFC 7862 section 15): encodings computed by hand from the RFCs' XDR, numbers included
 (operation numbers, lock types, statuses), then decoded back."""
 
 from __future__ import annotations
@@ -14,13 +14,18 @@ from pynfsrdma._proto.nfs4.types import (
     COPY4args,
     COPY4resok,
     DEALLOCATE4args,
+    LAYOUTERROR4args,
+    LAYOUTSTATS4args,
     LOCK4args,
     LOCK4resok,
     LOCKT4args,
     LOCKU4args,
     SEEK4args,
     copy_requirements4,
+    device_error4,
     exist_lock_owner4,
+    io_info4,
+    layoutupdate4,
     lock_owner4,
     open_to_lock_owner4,
     seek_res4,
@@ -100,3 +105,26 @@ def test_copy() -> None:
     ok = COPY4resok(write_response4([], 300, 0, b"verifier"), copy_requirements4(True, True))
     both_ways(nfs_resop4, ResOp(60, 0, ok), w(60, 0, 0) + u64(300) + w(0) + b"verifier" + w(1, 1))  # UNSTABLE4
     both_ways(nfs_resop4, ResOp(60, 10094, copy_requirements4(False, True)), w(60, 10094, 0, 1))  # OFFLOAD_NO_REQS
+
+
+def test_layouterror_of_a_block_device_read() -> None:
+    # RFC 7862 15.6: LAYOUTERROR (64) of 1 MiB at 4096 under a layout stateid: one device_error4 (the
+    # 16-byte deviceid, NFS4ERR_IO = 5, the operation that failed: READ = 25)
+    layout = stateid4(2, b"Y" * 12)
+    dev = bytes(range(16))
+    args = LAYOUTERROR4args(4096, 1 << 20, layout, [device_error4(dev, 5, 25)])
+    data = w(64) + u64(4096) + u64(1 << 20) + sid(layout) + w(1) + dev + w(5, 25)
+    both_ways(nfs_argop4, args, data)
+    both_ways(nfs_resop4, ResOp(64, 0, None), w(64, 0))
+    both_ways(nfs_resop4, ResOp(64, 10004, None), w(64, 10004))  # NFS4ERR_NOTSUPP: what nfsd answers
+
+
+def test_layoutstats_bytes() -> None:
+    # RFC 7862 15.7: LAYOUTSTATS (65): reads and writes (count, bytes), the device, an opaque update
+    layout = stateid4(2, b"Y" * 12)
+    dev = b"D" * 16
+    args = LAYOUTSTATS4args(0, ALL_ONES, layout, io_info4(3, 12288), io_info4(1, 4096), dev,
+                            layoutupdate4(3, b"xy"))  # LAYOUT4_BLOCK_VOLUME
+    data = (w(65) + u64(0) + u64(ALL_ONES) + sid(layout) + u64(3) + u64(12288) + u64(1) + u64(4096) + dev
+            + w(3, 2) + b"xy\0\0")
+    both_ways(nfs_argop4, args, data)

@@ -1061,6 +1061,8 @@ CHILD_STEPS.update(
     client_pnfs=guest_pnfs.client_pnfs,
     client_pnfs_recall=guest_pnfs.client_pnfs_recall,
     fuse_pnfs=guest_pnfs.fuse_pnfs,
+    client_pnfs_restart=guest_pnfs.client_pnfs_restart,
+    client_pnfs_device_error=guest_pnfs.client_pnfs_device_error,
 )
 
 
@@ -1235,14 +1237,21 @@ def main() -> None:
                  2 * transfer, key="pnfs")
             step(f"{link}: a kernel client's WRITE recalls our layout, then a truncate on the server: nothing lost",
                  in_child("client_pnfs_recall", pnfs_url, str(pnfs_export), str(KMOUNT / "pnfs")), 150, key="pnfs")
-            # the kernel's own block layout client, when asked for (PYNFSRDMA_VM_STEPS=pnfs,kpnfs): not yet
-            # seen working in this guest
-            if "kpnfs" in ONLY:
-                step(f"{link}: the kernel client by the block layout (blkmapd), figures",
-                     guest_pnfs.kernel_pnfs_figures(SERVER, TCP_PORT, min(args.mib, 64)), transfer, key="kpnfs")
+            # the kernel's own block layout client beside ours (blkmapd), the anchor's figures
+            step(f"{link}: the kernel client by the block layout (blkmapd), figures",
+                 guest_pnfs.kernel_pnfs_figures(SERVER, TCP_PORT, min(args.mib, 64), str(pnfs_export)), transfer,
+                 key="pnfs")
             step(f"{link}: our FUSE mount with pnfs, checked on the server's XFS",
                  in_child("fuse_pnfs", f"{SERVER}:/pnfs", f"proto=tcp,port={TCP_PORT},pnfs", str(pnfs_export)),
                  360, key="pnfs")
+            step(f"{link}: the device fails in the middle of a write and a read: LAYOUTERROR, then the MDS",
+                 in_child("client_pnfs_device_error", pnfs_url + "&vers=4.2", str(pnfs_export)), 180, key="pnfs")
+            # last of the pNFS steps: nfsd restarts (twice), the steps after it find it as the set-up left it
+            if step(f"{link}: nfsd restarted with nfsdcld keeping its clients (reclaims after a restart)",
+                    guest_pnfs.client_tracking(str(TCP_PORT), str(RDMA_PORT)), 90, key="pnfs"):
+                step(f"{link}: nfsd restarts in the middle of our transfer by the layout: nothing lost",
+                     in_child("client_pnfs_restart", pnfs_url, str(pnfs_export), str(min(args.mib, 64)),
+                              str(TCP_PORT), str(RDMA_PORT)), 300, key="pnfs")
     if args.guest == "trixie":  # RPC-with-TLS: nfsd 6.12 and later with tlshd; late, as it adds exports
         tls_ready = step(
             f"{link}: tlshd, and exports that require xprtsec=tls:mtls and mtls",
