@@ -40,7 +40,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
-import cachetools
 import trio
 
 from .._client.attributes import FTYPE_TO_IFMT, FileAttrs
@@ -49,7 +48,7 @@ from .._client.security import UserCredentials
 from .._errors import NFS4Error
 from .._proto.nfs4 import const as c
 from .._rpc.auth import Credential, auth_sys
-from .cache import AttrTimeouts, NameCache, NameReadAhead
+from .cache import AttrTimeouts, NameCache, NameReadAhead, TimedMap
 from .change_info import DirectoryChanges
 from .inodes import ROOT_INODE, Inode, InodeTable
 from .lookup import Lookups
@@ -145,9 +144,7 @@ class NFSOperations(Operations):
         # directories whose names are read ahead of their LOOKUPs (cache.NameReadAhead), the oldest first
         names_ahead: dict[int, NameReadAhead] = {}
         self._ids = itertools.count(1)  # FUSE handle numbers, of files and directories
-        self._callers: cachetools.TTLCache[tuple[int, int, int], Credential] = cachetools.TTLCache(
-            maxsize=4096, ttl=GROUPS_TTL
-        )
+        self._callers: TimedMap[tuple[int, int, int], Credential] = TimedMap(4096, GROUPS_TTL)
         self._squash = (
             auth_sys(opts.squash_uid, opts.squash_gid or 0, ()) if opts.squash_uid is not None else None
         )
