@@ -50,7 +50,7 @@ from .._proto.nfs4 import const as c
 from .._rpc.auth import Credential, auth_sys
 from .cache import AttrTimeouts, NameCache, NameReadAhead, TimedMap
 from .change_info import DirectoryChanges
-from .inodes import ROOT_INODE, Inode, InodeTable
+from .inodes import ROOT_INODE, STALE, Inode, InodeTable
 from .lookup import Lookups
 from .lowlevel import (
     EntryAttributes,
@@ -234,10 +234,11 @@ class NFSOperations(Operations):
         e.st_ino = node.ino
         e.generation = node.generation
         e.entry_timeout = self.entry_timeout
-        if self._delegated(node):
+        delegated = self._delegated(node)
+        if delegated:
             e.attr_timeout = node.timeo
         else:
-            e.attr_timeout = self.inodes.ttl(node, self._now() if now is None else now)
+            e.attr_timeout = self.inodes.ttl(node, trio.current_time() if now is None else now)
         e.st_mode = FTYPE_TO_IFMT.get(a.type, 0) | a.mode  # (a.st_mode, without the property call)
         e.st_nlink = a.nlink - len(node.silly) if node.silly else a.nlink  # (unlinked while open: 0)
         e.st_uid = a.uid
@@ -250,7 +251,7 @@ class NFSOperations(Operations):
         e.st_atime_ns = a.atime_ns
         e.st_mtime_ns = a.mtime_ns
         e.st_ctime_ns = a.ctime_ns
-        if self._delegated(node):  # the times kept under an attribute delegation are newer
+        if delegated:  # the times kept under an attribute delegation are newer
             atime, mtime = self.nfs.kept_times(node.fh)
             if atime is not None:
                 e.st_atime_ns = atime
@@ -296,7 +297,7 @@ class NFSOperations(Operations):
     def _delegated(self, node: Inode) -> bool:
         """Whether ``node``'s cached attributes are current because we hold a delegation on the file
         (nobody else can change it) and nothing of ours made them stale."""
-        return node.fetched != float("-inf") and node.fh in self.nfs.delegations
+        return node.fetched != STALE and node.fh in self.nfs.delegations
 
     async def _delegation_returning(self, fh: bytes) -> None:
         """Before a delegation goes back: the file's gathered writes reach the server, and what we
