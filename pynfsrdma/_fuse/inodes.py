@@ -36,6 +36,7 @@ from .cache import AttrTimeouts, Listing
 
 ROOT_INODE = 1  # pyfuse3.ROOT_INODE (FUSE_ROOT_ID)
 REMAPPED = 1 << 63  # a non-root file whose fileid is 0 or the root's number gets this bit
+STALE = float("-inf")  # Inode.fetched of attributes known stale
 _NF4DIR = c.NF4DIR
 
 
@@ -86,7 +87,7 @@ class Inode:
         return self.attrs.type == c.NF4REG
 
     def stale(self) -> None:
-        self.fetched = float("-inf")
+        self.fetched = STALE
         self.granted = None
 
     @property
@@ -213,7 +214,7 @@ class InodeTable:
         Attributes that may be older than one of our writes are not taken: the next look asks the
         server again."""
         if not self._current(node, asked):
-            node.fetched = float("-inf")
+            node.fetched = STALE
             return False
         changed = attrs.change != node.attrs.change
         node.timeo = self.timeouts.next(node.timeo, attrs.type == c.NF4DIR, changed)

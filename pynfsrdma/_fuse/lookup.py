@@ -134,20 +134,22 @@ class Lookups:
             ahead = self.names_ahead[parent.ino] = NameReadAhead()
         if name not in ahead.entries and ahead.wants_page():
             await self._read_page_ahead(parent, ahead, cred)
+        inodes = self.inodes
         now = trio.current_time()
-        timeouts = self.inodes.timeouts
-        hit = ahead.take(name, parent.attrs.change, now, timeouts) if self.inodes.fresh(parent, now) else None
+        hit = ahead.take(name, parent.attrs.change, now, inodes.timeouts) if inodes.fresh(parent, now) else None
         # (a file we hold attributes of already is asked for: they may be newer than the page's)
-        if (hit is None or self.inodes.get(self.inodes.ino_for(hit[1])) is not None
-                or not (self._kernel_checks or await self._may_search(parent, cred))):
+        if hit is None or inodes.get(inodes.ino_for(hit[1])) is not None:
             ahead.needed_lookup()
             return None
         fh, attrs, when, asked, _ = hit
-        if self.inodes.get(self.inodes.ino_for(attrs)) is not None:  # (learned while ACCESS was on its way)
+        if not self._kernel_checks and (
+            not await self._may_search(parent, cred)
+            or inodes.get(inodes.ino_for(attrs)) is not None  # (learned while ACCESS was on its way)
+        ):
             ahead.needed_lookup()
             return None
-        node, _ = self.inodes.learn(fh, attrs, when, True, asked=asked)
-        self.inodes.named(node, parent.ino, name)
+        node, _ = inodes.learn(fh, attrs, when, True, asked=asked)
+        inodes.named(node, parent.ino, name)
         if self.each_name_checked:  # (the kernel keeps no name: it asks again, and the cache answers)
             self.names.put(parent.ino, name, node.ino, parent.attrs.change)
         return node

@@ -40,7 +40,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
-import cachetools
 import trio
 
 from .._client.attributes import FTYPE_TO_IFMT, FileAttrs
@@ -50,9 +49,9 @@ from .._client.security import UserCredentials
 from .._errors import NFS4Error
 from .._proto.nfs4 import const as c
 from .._rpc.auth import Credential, auth_sys
-from .cache import AttrTimeouts, NameCache, NameReadAhead
+from .cache import AttrTimeouts, NameCache, NameReadAhead, TimedMap
 from .change_info import DirectoryChanges
-from .inodes import ROOT_INODE, Inode, InodeTable
+from .inodes import ROOT_INODE, STALE, Inode, InodeTable
 from .lookup import Lookups
 from .lowlevel import (
     EntryAttributes,
@@ -146,9 +145,7 @@ class NFSOperations(Operations):
         # directories whose names are read ahead of their LOOKUPs (cache.NameReadAhead), the oldest first
         names_ahead: dict[int, NameReadAhead] = {}
         self._ids = itertools.count(1)  # FUSE handle numbers, of files and directories
-        self._callers: cachetools.TTLCache[tuple[int, int, int], Credential] = cachetools.TTLCache(
-            maxsize=4096, ttl=GROUPS_TTL
-        )
+        self._callers: TimedMap[tuple[int, int, int], Credential] = TimedMap(4096, GROUPS_TTL)
         self._squash = (
             auth_sys(opts.squash_uid, opts.squash_gid or 0, ()) if opts.squash_uid is not None else None
         )
@@ -238,10 +235,11 @@ class NFSOperations(Operations):
         e.st_ino = node.ino
         e.generation = node.generation
         e.entry_timeout = self.entry_timeout
-        if self._delegated(node):
+        delegated = self._delegated(node)
+        if delegated:
             e.attr_timeout = node.timeo
         else:
-            e.attr_timeout = self.inodes.ttl(node, self._now() if now is None else now)
+            e.attr_timeout = self.inodes.ttl(node, trio.current_time() if now is None else now)
         e.st_mode = FTYPE_TO_IFMT.get(a.type, 0) | a.mode  # (a.st_mode, without the property call)
         e.st_nlink = a.nlink - len(node.silly) if node.silly else a.nlink  # (unlinked while open: 0)
         e.st_uid = a.uid
@@ -254,7 +252,7 @@ class NFSOperations(Operations):
         e.st_atime_ns = a.atime_ns
         e.st_mtime_ns = a.mtime_ns
         e.st_ctime_ns = a.ctime_ns
-        if self._delegated(node):  # the times kept under an attribute delegation are newer
+        if delegated:  # the times kept under an attribute delegation are newer
             atime, mtime = self.nfs.kept_times(node.fh)
             if atime is not None:
                 e.st_atime_ns = atime
@@ -300,7 +298,7 @@ class NFSOperations(Operations):
     def _delegated(self, node: Inode) -> bool:
         """Whether ``node``'s cached attributes are current because we hold a delegation on the file
         (nobody else can change it) and nothing of ours made them stale."""
-        return node.fetched != float("-inf") and node.fh in self.nfs.delegations
+        return node.fetched != STALE and node.fh in self.nfs.delegations
 
     async def _delegation_returning(self, fh: bytes) -> None:
         """Before a delegation goes back: the file's gathered writes reach the server, and what we

@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from pynfsrdma._client.attributes import FileAttrs
-from pynfsrdma._fuse.cache import LISTING_RUN, LISTING_TRUST, NEGATIVE, AttrTimeouts, Listing, NameCache
+from pynfsrdma._fuse.cache import (
+    LISTING_RUN,
+    LISTING_TRUST,
+    NEGATIVE,
+    AttrTimeouts,
+    Listing,
+    NameCache,
+    TimedMap,
+)
 from pynfsrdma._fuse.inodes import OWN, REMAPPED, ROOT_INODE, InodeTable
 from pynfsrdma._fuse.options import OptionError, parse_options, parse_remount
 from pynfsrdma._proto.nfs4 import const as c
@@ -103,6 +111,22 @@ def test_name_cache_follows_the_directory_change_attribute() -> None:
     off = NameCache(ttl=0)
     off.put(1, "a", 42, 7)
     assert off.get(1, "a", 7) is None
+
+
+def test_a_timed_map_forgets_entries_after_their_time_and_keeps_the_newest() -> None:
+    now = [100.0]
+    m: TimedMap[str, int] = TimedMap(maxsize=2, ttl=3.0, timer=lambda: now[0])
+    m["a"] = 1
+    now[0] = 102.9
+    assert m.get("a") == 1
+    now[0] = 103.0  # three seconds after it was put: gone, whatever was looked up meanwhile
+    assert m.get("a") is None and len(m) == 0
+    m["b"], m["c"] = 2, 3
+    m["b"] = 4  # put again: the newest, with a new time
+    m["d"] = 5  # past maxsize: the oldest ("c") goes
+    assert (m.get("b"), m.get("c"), m.get("d")) == (4, None, 5)
+    now[0] = 106.0  # "b" and "d" were put at 103: expired, and not listed
+    assert list(m.items()) == [] and m.pop("c") is None
 
 
 def test_a_listing_follows_our_own_changes_and_ends_with_anyone_elses() -> None:
