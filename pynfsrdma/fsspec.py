@@ -132,6 +132,7 @@ class NFSFileSystem(AbstractFileSystem):
         self._explicit_vers = vers is not None
         self._connect = connect
         self._key = (self.url, tuple(sorted(connect.items())))
+        self._held: tuple[int, SyncClient] | None = None  # the client last used, and the process it is of
 
     def start_transaction(self) -> Transaction:
         t = super().start_transaction()
@@ -140,8 +141,13 @@ class NFSFileSystem(AbstractFileSystem):
 
     @property
     def client(self) -> SyncClient:
-        """This process's blocking client for this server."""
-        return _client_for(self._key, self.url, self._explicit_vers, self._connect)
+        """This process's blocking client for this server (kept at hand while it is open)."""
+        held, pid = self._held, os.getpid()
+        if held is not None and held[0] == pid and not held[1].closed:
+            return held[1]
+        client = _client_for(self._key, self.url, self._explicit_vers, self._connect)
+        self._held = (pid, client)
+        return client
 
     # -- URLs -------------------------------------------------------------------------------------------
     @classmethod
@@ -197,11 +203,13 @@ class NFSFileSystem(AbstractFileSystem):
         }
 
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
-        path, given = self._strip_protocol(path), self._path(path)
-        lattrs = self.client.lstat(given)
+        given = self._path(path)
+        path = given[:-1] if len(given) > 1 and given.endswith("/") else given  # (as _strip_protocol has it)
+        client = self.client
+        lattrs = client.lstat(given)
         if lattrs.is_symlink:
             try:
-                return self._details(path, self.client.stat(given), lattrs)
+                return self._details(path, client.stat(given), lattrs)
             except FileNotFoundError:
                 pass
         return self._details(path, lattrs)

@@ -15,6 +15,7 @@ FileNotFoundError). Files are Python's io objects (:mod:`.file_object`).
 
 from __future__ import annotations
 
+import os
 import posixpath
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -71,10 +72,14 @@ class _Loop:
     """A trio loop in a daemon thread that keeps one Client open.
 
     The calls of other threads are carried out by worker tasks of the loop that stay for the next
-    call when one is done: a call is one ``run_sync_soon`` callback that hands it to an idle worker
-    (``trio.lowlevel.reschedule``), and one lock the caller waits on. There are as many workers as
-    calls were ever in flight at once. (``trio.from_thread.run`` queues the call for a system task
-    that starts a task for it, which a small call would mostly be.)"""
+    call when one is done, and one lock the caller waits on. One worker, the listener, waits on an
+    eventfd of its own: a call that finds it waiting is handed to it directly (the eventfd written,
+    the listener woken by the loop's own I/O wait, the call carried out in the same step of the
+    loop). A call that comes while the listener is busy goes by a ``run_sync_soon`` callback that
+    hands it to an idle worker (``trio.lowlevel.reschedule``) or a new one: there are as many
+    workers as calls were ever in flight at once. (``trio.from_thread.run`` queues the call for a
+    system task that starts a task for it, which a small call would mostly be; a callback costs
+    the loop one more step than the listener.)"""
 
     def __init__(self, options: ConnectOptions) -> None:
         self._ready = threading.Event()
@@ -84,6 +89,10 @@ class _Loop:
         self._stop: trio.Event | None = None
         self._calls: trio.Nursery | None = None  # where the workers run
         self._idle: list[_Worker] = []  # workers waiting for a call
+        self._wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)  # the listener's
+        self._door = threading.Lock()  # guards the two below, between the callers and the listener
+        self._listening = False  # the listener waits on _wake for a call
+        self._handed: _Call | None = None  # the call written to _wake, not taken yet
         self._thread = threading.Thread(
             target=self._main, args=(options,), name="pynfsrdma-sync", daemon=True
         )
@@ -100,6 +109,7 @@ class _Loop:
                 async with Client.from_options(options) as client, trio.open_nursery() as calls:
                     self._client = client
                     self._calls = calls
+                    calls.start_soon(self._listen)
                     self._ready.set()
                     await self._stop.wait()
                     calls.cancel_scope.cancel()  # (calls still running when it closes fail saying so)
@@ -108,7 +118,10 @@ class _Loop:
             finally:
                 self._ready.set()
 
-        trio.run(run)
+        try:
+            trio.run(run)
+        finally:
+            os.close(self._wake)
 
     @property
     def client(self) -> Client:
@@ -120,6 +133,43 @@ class _Loop:
     def alive(self) -> bool:
         return self._token is not None and self._thread.is_alive()
 
+    async def _carry_out(self, call: _Call) -> None:
+        """Await ``call`` and hand its outcome to the caller's thread."""
+        try:
+            call.value = await call.fn(*call.args, **call.kwargs)
+            call.ok = True
+        except trio.Cancelled:
+            call.fail(RuntimeError("the connection closed during the call"))
+            raise
+        except BaseException as e:  # (handed to the caller, as from_thread.run does)
+            call.fail(e)
+        else:
+            call.done.release()
+
+    async def _listen(self) -> None:
+        """The listener: wait on the eventfd for a call handed to it directly, carry it out, wait again."""
+        fd, door = self._wake, self._door
+        try:
+            while True:
+                with door:
+                    self._listening = True
+                await trio.lowlevel.wait_readable(fd)
+                try:
+                    os.eventfd_read(fd)
+                except BlockingIOError:  # (woken with nothing written)
+                    continue
+                with door:
+                    call, self._handed = self._handed, None
+                if call is not None:
+                    await self._carry_out(call)
+                del call
+        finally:  # (the loop closes: a call handed and not taken fails saying so)
+            with door:
+                self._listening = False
+                left, self._handed = self._handed, None
+            if left is not None:
+                left.fail(_closed())
+
     async def _worker(self, call: _Call) -> None:
         """Carry out calls, the first one given, then each one an idle worker is handed."""
         idle = self._idle
@@ -130,16 +180,7 @@ class _Loop:
             return trio.lowlevel.Abort.SUCCEEDED
 
         while True:
-            try:
-                call.value = await call.fn(*call.args, **call.kwargs)
-                call.ok = True
-            except trio.Cancelled:
-                call.fail(RuntimeError("the connection closed during the call"))
-                raise
-            except BaseException as e:  # (handed to the caller, as from_thread.run does)
-                call.fail(e)
-            else:
-                call.done.release()
+            await self._carry_out(call)
             del call
             idle.append(me)
             await trio.lowlevel.wait_task_rescheduled(abort)
@@ -170,10 +211,17 @@ class _Loop:
         if threading.current_thread() is self._thread:
             raise RuntimeError("the blocking client called from its own event loop")
         call = _Call(fn, args, kwargs)
-        try:
-            token.run_sync_soon(self._hand_over, call)
-        except trio.RunFinishedError:
-            raise _closed() from None
+        with self._door:
+            direct = self._listening
+            if direct:  # to the listener
+                self._listening = False
+                self._handed = call
+                os.eventfd_write(self._wake, 1)
+        if not direct:
+            try:
+                token.run_sync_soon(self._hand_over, call)
+            except trio.RunFinishedError:
+                raise _closed() from None
         call.done.acquire()
         if call.ok:
             result: T = call.value

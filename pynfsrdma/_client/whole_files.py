@@ -12,6 +12,7 @@ small files most of the time.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import os
@@ -32,6 +33,7 @@ from .._proto.nfs4.types import (
     SETATTR4args,
     WRITE4args,
     creatverfattr,
+    fattr4,
     open_owner4,
     stateid4,
 )
@@ -50,6 +52,16 @@ log = logging.getLogger(__name__)
 NOT_BY_NAME = frozenset({c.NFS4ERR_SYMLINK, c.NFS4ERR_INVAL, c.NFS4ERR_WRONG_TYPE, c.NFS4ERR_BAD_STATEID})
 OPEN_RESULT = 1  # where the OPEN's result is in a write_named COMPOUND (after the PUTFH)
 FH_RESULT = 2  # and the GETFH's
+
+
+TIMES_TO_NOW = setattr_fattr4(atime_ns=NOW, mtime_ns=NOW)  # (encoded once: the encoders only read it)
+
+
+@functools.lru_cache(maxsize=64)
+def _created_or_truncated(mode: int) -> fattr4:
+    """The attributes of an UNCHECKED4 create that truncates (mode, size 0), encoded once per mode:
+    the same for every small file written whole (the encoders only read it)."""
+    return setattr_fattr4(mode=mode, size=0)
 
 
 @dataclass(slots=True)
@@ -110,7 +122,7 @@ class WholeFiles(StateRecovery):
             how: tuple[int, Any] = (c.EXCLUSIVE4_1, creatverfattr(os.urandom(VERIFIER_SIZE),
                                                                   setattr_fattr4(mode=mode)))
         else:
-            how = (c.UNCHECKED4, setattr_fattr4(mode=mode, size=0))
+            how = (c.UNCHECKED4, _created_or_truncated(mode))
         clientid = self.client.identity.clientid if self.client.identity else 0
         owner = open_owner4(clientid, self.once_owner(cred))
         access = self.share_access(c.OPEN4_SHARE_ACCESS_WRITE)
@@ -121,7 +133,7 @@ class WholeFiles(StateRecovery):
         if exclusive:
             # the server may keep the exclusive create's verifier in the file's times (RFC 8881
             # 18.16.4; NFS-Ganesha does): they are set to its "now" in the same COMPOUND
-            ops.append(SETATTR4args(ANONYMOUS_STATEID, setattr_fattr4(atime_ns=NOW, mtime_ns=NOW)))
+            ops.append(SETATTR4args(ANONYMOUS_STATEID, TIMES_TO_NOW))
         if n:
             ops.append(WRITE4args(CURRENT_STATEID, 0, c.FILE_SYNC4, data))
         ops += [CLOSE4args(0, CURRENT_STATEID), GETATTR4args(STAT_BITMAP)]

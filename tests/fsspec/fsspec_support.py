@@ -10,9 +10,14 @@ from typing import Any
 import pynfsrdma
 
 
-def counted(client: pynfsrdma.SyncClient, call: Callable[[], Any]) -> tuple[Any, int, dict[str, int]]:
-    """What ``call()`` returned, the RPCs it sent and the operations in them."""
+def counted(client: pynfsrdma.SyncClient, call: Callable[[], Any],
+            prime: Callable[[], Any] | None = None) -> tuple[Any, int, dict[str, int]]:
+    """What ``call()`` returned, the RPCs it sent and the operations in them. ``prime`` runs just
+    before the counting starts (after the garbage collection, which can take a second on a loaded
+    host: long enough for a cached directory handle to age out)."""
     gc.collect()  # (files of earlier tests left to the garbage collector close now, not while counting)
+    if prime is not None:
+        prime()
     before = client.stats()
     out = call()
     after = client.stats()

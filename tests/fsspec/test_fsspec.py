@@ -152,6 +152,17 @@ def test_it_pickles_without_sockets_and_connects_again_in_another_process(
     assert not any(isinstance(v, socket.socket) for v in vars(fs).values())
 
 
+def test_a_closed_client_is_replaced_at_the_next_call(fs: fsspec.AbstractFileSystem, export_path: ExportPath) -> None:
+    """The file system keeps its client at hand between calls, but not once it is closed: the next
+    call connects again (as after the interpreter's exit handler closed it)."""
+    (export_path.local / "c").write_bytes(b"again")
+    first = fs.client
+    assert fs.client is first
+    first.close()
+    assert fs.cat_file(f"{export_path.remote}/c") == b"again"
+    assert fs.client is not first and not fs.client.closed
+
+
 def test_pandas_round_trips_by_url(base: str, ganesha: Ganesha, export_path: ExportPath) -> None:
     df = pd.DataFrame({"k": range(5000), "v": [i * 0.5 for i in range(5000)], "s": [f"s{i}" for i in range(5000)]})
     df.to_parquet(f"{base}/df.parquet")
