@@ -12,7 +12,7 @@ COMPOUND (:func:`delegreturn_ops`)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,7 +88,7 @@ class Delegations(Compounds):
         client.backchannel.on_recall_any = self._recall_any
         client.backchannel.on_getattr = self._cb_getattr
         # what the layer above knows of a delegated file (its size, unsent data): see HeldFile
-        self.held_file: Callable[[bytes], HeldFile | None] | None = None
+        self.held_file: Callable[[bytes], Awaitable[HeldFile | None]] | None = None
 
     def share_access(self, access: int) -> int:
         """OPEN's share_access: with ``want_delegations`` the server chooses (no want bits, as the
@@ -203,7 +203,7 @@ class Delegations(Compounds):
     async def _cb_getattr(self, fh: bytes, requested: list[int]) -> fattr4 | None:
         """CB_GETATTR: answered from what we hold (:func:`cb_getattr_attrs`)."""
         d = self.delegations.get(fh)
-        held = self.held_file(fh) if self.held_file is not None and d is not None else None
+        held = await self.held_file(fh) if self.held_file is not None and d is not None else None
         self.delegation_counts["getattrs"] += 1
         return cb_getattr_attrs(d, held, requested)
 

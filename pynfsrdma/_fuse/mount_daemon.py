@@ -286,6 +286,7 @@ async def _serve(req: MountRequest, ready: Callable[[str | None], None], stop: S
             flavor = cred.flavor if isinstance(cred, GssCredential) else SYS
             users = UserCredentials(flavor, req.url.host)
             ops = NFSOperations(nfs, root_fh, root_attrs, o, nursery, users)
+            ops.kernel_files.mountpoint = req.mountpoint
             if flavor.gss:
                 log.info("%s: requests go with each user's Kerberos ticket (sec=%s)", req.source, flavor.name)
             # the control socket (pynfsrdma stats/paths MOUNTPOINT) is there before the mount, so

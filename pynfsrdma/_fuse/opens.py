@@ -90,7 +90,8 @@ class FileHandle:
     access: int
     cred: Credential
     written: bool = False
-    append: bool = False  # opened O_APPEND: every write goes to the end of the file
+    append: bool = False  # opened O_APPEND, around the page cache: every write goes to the end of the file
+    direct: bool = False  # the kernel's page cache is not used for it (FUSE's direct_io)
     readahead: ReadAhead | None = None
     fetching: set[Extent] = field(default_factory=set)  # READs ahead in flight
 
@@ -273,7 +274,10 @@ class Opens:
         shared.refs += 1
         node.opens += 1
         fid = next(self.ids)
-        h = FileHandle(node, shared, access, cred, append=bool(flags & os.O_APPEND))
+        # (through the writeback cache the kernel places appends itself, and WRITEs of its dirty
+        # pages may come by any handle of the file)
+        append = bool(flags & os.O_APPEND) and (direct or not self.writeback_cache)
+        h = FileHandle(node, shared, access, cred, append=append, direct=direct)
         if access & c.OPEN4_SHARE_ACCESS_READ and not flags & os.O_DIRECT and self.readahead_window:
             h.readahead = ReadAhead(self.nfs.maxread, max_window=self.readahead_window)
             node.readaheads.add(h.readahead)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import errno
 import functools
 import gc
@@ -74,6 +75,7 @@ from .read_write import FileData
 from .readdir import Directories
 from .setattr import Setattrs, projected
 from .silly_rename import SillyRenames
+from .writeback_cache import KernelFiles, KernelInode
 from .xattrs import Xattrs
 
 log = logging.getLogger(__name__)
@@ -171,6 +173,7 @@ class NFSOperations(Operations):
         self.data = FileData(nfs, self.inodes, self.opens, nursery, self._delegated, self._invalidate)
         self.directories = Directories(nfs, self.inodes, self.opens, nursery, self._ids, self._entry, self._changed)
         self.dirs = self.directories.dirs  # FUSE directory handles (:class:`.readdir.DirHandle`)
+        self.kernel_files = KernelFiles(self.inodes, self._invalidate)  # (its mountpoint: set by the daemon)
         gc.set_threshold(*GC_THRESHOLD)  # (the mount daemon's process: see GC_THRESHOLD)
         # delegations: opens and attributes served locally while the server lets us (not with noac)
         nfs.want_delegations = not opts.noac
@@ -302,23 +305,76 @@ class NFSOperations(Operations):
 
     async def _delegation_returning(self, fh: bytes) -> None:
         """Before a delegation goes back: the file's gathered writes reach the server, and what we
-        cached under the delegation must be revalidated from now on."""
+        cached under the delegation must be revalidated from now on. With the writeback cache, what
+        the kernel holds of a file open here comes first (:meth:`_pull_kernel`): its dirty pages
+        reach the server with ours, and the mtime the mount shows goes back with the delegation
+        (under an attribute delegation, as the modify time kept), or is set on the server after
+        the WRITEs that moved it there, so that every client sees the one the mount shows."""
         for node in list(self.inodes):
             if node.fh != fh:
                 continue
+            seen = await self._pull_kernel(node)
             for s in list(node.shared.values()):
                 if s.writer is not None:
                     await s.writer.flush()  # (sends what is gathered, then commits)
+            if seen is not None:
+                await self._server_mtime_as_kernels(node, seen)
             node.stale()
             self.nursery.start_soon(self._invalidate, node.ino, True)
 
-    def _held_file(self, fh: bytes) -> HeldFile | None:
+    async def _pull_kernel(self, node: Inode) -> KernelInode | None:
+        """With the writeback cache, regular file ``node`` open here: the kernel's dirty pages of it
+        written back to us, and the size and mtime its inode holds (see :mod:`.writeback_cache`);
+        the mtime is the modify time kept under an attribute delegation. None otherwise."""
+        if not self.writeback_cache or not node.is_reg or not node.opens:
+            return None
+        await self.kernel_files.write_back(node)
+        return await self._kernel_inode(node)
+
+    async def _kernel_inode(self, node: Inode) -> KernelInode | None:
+        """With the writeback cache, regular file ``node`` open here: the size and mtime its kernel
+        inode holds; the mtime is the modify time kept under an attribute delegation."""
+        if not self.writeback_cache or not node.is_reg or not node.opens:
+            return None
+        seen = await self.kernel_files.stat(node)
+        if seen is not None:
+            self.nfs.note_write(node.fh, seen.mtime_ns)  # (only under a write attribute delegation)
+        return seen
+
+    async def _server_mtime_as_kernels(self, node: Inode, seen: KernelInode) -> None:
+        """After the kernel's writes reached the server under a plain delegation: the server's mtime
+        is when they came; the kernel's, which the mount shows while the file is open, is when they
+        were written. The server is given the kernel's, as the kernel gives it at the close."""
+        d = self.nfs.delegations.get(node.fh)
+        if d is None or d.timestamps or seen.mtime_ns == node.attrs.mtime_ns:
+            return
+        writer = next((s for s in node.shared.values() if s.of.access & c.OPEN4_SHARE_ACCESS_WRITE), None)
+        if writer is None:
+            return
+        asked = self.inodes.asking(node)
+        try:
+            attrs = await self.nfs.setattr(node.fh, writer.cred, stateid=writer.of.stateid, mtime_ns=seen.mtime_ns)
+        except NFS4Error as e:
+            log.info("the kernel's mtime of inode %d not set on the server: %s", node.ino, e)
+            return
+        self.inodes.refresh(node, attrs, trio.current_time(), asked=asked)
+        node.kernel_learned()
+
+    async def _held_file(self, fh: bytes) -> HeldFile | None:
         """What CB_GETATTR asks of a file we hold a write delegation of: its size as the writes made
-        through us left it, and whether some of them have not been sent yet."""
-        for node in self.inodes:
+        through us left it, and whether some of them have not been sent yet. With the writeback
+        cache and the file open here, the size and mtime are those the kernel's inode holds (a
+        stat through the mount: the server waits for the answer only briefly, so the dirty pages
+        stay in the kernel), and the kernel's writes it has not sent us yet count as unsent."""
+        for node in list(self.inodes):
             if node.fh == fh:
+                seen = await self._kernel_inode(node)
                 unsent = any(s.writer is not None and s.writer.unsent for s in node.shared.values())
-                return HeldFile(self.inodes.size(node), unsent)
+                size = self.inodes.size(node)
+                if seen is not None:
+                    size = max(size, seen.size)
+                    unsent = unsent or (seen.size, seen.mtime_ns) != node.kernel_view
+                return HeldFile(size, unsent)
         return None
 
     def _check_rw(self) -> None:
@@ -388,6 +444,12 @@ class NFSOperations(Operations):
         node = self._inode(inode)
         a = node.attrs
         known = node.kernel_view == (a.size, a.mtime_ns)
+        if self._kernels_modify_time(node, fields):
+            self.nfs.note_write(node.fh, attr.st_mtime_ns)
+            node.attrs = dataclasses.replace(a, mtime_ns=attr.st_mtime_ns)
+            if known:
+                node.kernel_learned()
+            return self._entry(node)
         if fields.update_atime or fields.update_mtime:  # (set on the server: no kept time undoes them)
             self.nfs.forget_times(node.fh)
         if not await self.setattrs.setattr(node, attr, fields, fh, self.cred(ctx)):
@@ -395,6 +457,17 @@ class NFSOperations(Operations):
         if known:  # (the kernel set them itself, or they did not move)
             node.kernel_learned()
         return self._entry(node)
+
+    def _kernels_modify_time(self, node: Inode, fields: SetattrFields) -> bool:
+        """Whether a SETATTR is the kernel's own mtime of a file it keeps in its writeback cache
+        (``fuse_flush_times``, after writes it stamped: FATTR_MTIME, with FATTR_CTIME, and nothing
+        else) while we hold a write attribute delegation on the file: that is the modify time the
+        delegation keeps (RFC 9754), answered to CB_GETATTR and given back with it; nothing is sent."""
+        others = (fields.update_atime, fields.update_mode, fields.update_uid, fields.update_gid, fields.update_size)
+        return (
+            self.writeback_cache and node.is_reg and fields.update_mtime and not fields.update_mtime_now
+            and not any(others) and self.nfs.keeps_times(node.fh)
+        )
 
     @fuse_errors
     async def readlink(self, inode: int, ctx: RequestContext) -> bytes:
@@ -600,8 +673,8 @@ class NFSOperations(Operations):
         if access & c.OPEN4_SHARE_ACCESS_WRITE:
             self._check_rw()
         cred = self.cred(ctx)
-        direct = self.writeback_cache and bool(flags & os.O_APPEND)
-        if self._reads_to_write(access, flags):
+        direct = self.writeback_cache and bool(flags & os.O_APPEND) and not self._appends_cached(node)
+        if self._reads_to_write(access, flags, node):
             try:
                 return await self.opens.open(node, flags, c.OPEN4_SHARE_ACCESS_BOTH, cred)
             except (FUSEError, NFS4Error) as e:
@@ -610,13 +683,24 @@ class NFSOperations(Operations):
             direct = True  # (the caller may write and not read: the kernel cannot fill partial pages)
         return await self.opens.open(node, flags, access, cred, direct)
 
-    def _reads_to_write(self, access: int, flags: int) -> bool:
+    def _reads_to_write(self, access: int, flags: int, node: Inode | None) -> bool:
         """Whether an open for writing only is made for reading too: with the writeback cache the
         kernel reads the rest of a page a write covers in part (as the Linux client opens for
         reading as well). Where the server refuses the caller reading, the open is made for
         writing only and its writes bypass the page cache (FUSE's direct_io), as do O_APPEND
-        opens, whose writes go to the end of the file as the server has it."""
-        return self.writeback_cache and access == c.OPEN4_SHARE_ACCESS_WRITE and not flags & os.O_APPEND
+        opens, whose writes go to the end of the file as the server has it, unless
+        :meth:`_appends_cached`."""
+        if not self.writeback_cache or access != c.OPEN4_SHARE_ACCESS_WRITE:
+            return False
+        return not flags & os.O_APPEND or (node is not None and self._appends_cached(node))
+
+    def _appends_cached(self, node: Inode) -> bool:
+        """Whether O_APPEND writes to ``node`` go through the kernel's writeback cache: while we hold
+        a write delegation on it, no other client changes the file, so the size the kernel
+        appends at (checked at the open: see :meth:`.opens.Opens.kernel_view_stale`) is the file's,
+        and the kernel stamps the mtime of each write as it does for the others (a write around its
+        page cache leaves the mtime it shows behind until the file is opened again)."""
+        return self.nfs.delegation_for(node.fh, c.OPEN4_SHARE_ACCESS_WRITE) is not None
 
     async def gone(self, operation: str, arg: int) -> None:
         """The server no longer has the file or directory ``operation`` was about (NFS4ERR_STALE:
@@ -650,8 +734,8 @@ class NFSOperations(Operations):
         """An open that may create the file; with the writeback cache, one for writing only is made
         for reading too where the server allows it (see _reads_to_write)."""
         access = share_access(flags)
-        direct = self.writeback_cache and bool(flags & os.O_APPEND)
-        if self._reads_to_write(access, flags):
+        direct = self.writeback_cache and bool(flags & os.O_APPEND)  # (no delegation yet: see _appends_cached)
+        if self._reads_to_write(access, flags, None):
             try:
                 return await self._open_create_as(parent_inode, name, mode, flags, ctx, c.OPEN4_SHARE_ACCESS_BOTH)
             except (FUSEError, NFS4Error) as e:
@@ -717,7 +801,8 @@ class NFSOperations(Operations):
     @fuse_errors
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         h = self._file(fh)
-        self.nfs.note_write(h.inode.fh, time.time_ns())  # (the modify time, under an attribute delegation)
+        if h.direct or not self.writeback_cache:  # (else the kernel stamped it at the write(2): see setattr)
+            self.nfs.note_write(h.inode.fh, time.time_ns())  # (the modify time, under an attribute delegation)
         return await self.data.write(h, off, buf)
 
     @fuse_errors

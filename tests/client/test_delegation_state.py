@@ -7,6 +7,7 @@ delegations does with them (the kernel nfsd) is shown in the VM rig (tests/vm, i
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -168,12 +169,21 @@ def with_backchannel(nursery: trio.Nursery) -> NFSv4:
     return NFSv4(server)  # type: ignore[arg-type]
 
 
+def held(answer: Callable[[bytes], HeldFile | None]) -> Callable[[bytes], Awaitable[HeldFile | None]]:
+    """The layer above's answer for a delegated file (NFSv4.held_file), as ``answer`` gives it."""
+
+    async def held_file(fh: bytes) -> HeldFile | None:
+        return answer(fh)
+
+    return held_file
+
+
 async def test_cb_getattr_answers_size_and_the_granted_change_while_nothing_is_unsent() -> None:
     async with trio.open_nursery() as n:
         nfs = with_backchannel(n)
         write_delegated(nfs, change=41)
         assert nfs.delegations[FH].change == 41
-        nfs.held_file = lambda fh: HeldFile(size=5000, dirty=False) if fh == FH else None
+        nfs.held_file = held(lambda fh: HeldFile(size=5000, dirty=False) if fh == FH else None)
         status, attrs = await cb_getattr(nfs, FH, [c.FATTR4_CHANGE, c.FATTR4_SIZE])
         assert status == c.NFS4_OK
         assert attrs == {c.FATTR4_CHANGE: 41, c.FATTR4_SIZE: 5000}
@@ -184,7 +194,7 @@ async def test_cb_getattr_bumps_the_change_while_writes_wait_to_be_sent() -> Non
     async with trio.open_nursery() as n:
         nfs = with_backchannel(n)
         write_delegated(nfs, change=41)
-        nfs.held_file = lambda fh: HeldFile(size=9000, dirty=True)
+        nfs.held_file = held(lambda fh: HeldFile(size=9000, dirty=True))
         status, attrs = await cb_getattr(nfs, FH, [c.FATTR4_CHANGE, c.FATTR4_SIZE])
         assert (status, attrs) == (c.NFS4_OK, {c.FATTR4_CHANGE: 42, c.FATTR4_SIZE: 9000})
         # only what is asked is answered
@@ -195,7 +205,7 @@ async def test_cb_getattr_bumps_the_change_while_writes_wait_to_be_sent() -> Non
 async def test_cb_getattr_on_a_read_delegation_or_an_unknown_file_is_badhandle() -> None:
     async with trio.open_nursery() as n:
         nfs = with_backchannel(n)
-        nfs.held_file = lambda fh: HeldFile(size=1, dirty=False)
+        nfs.held_file = held(lambda fh: HeldFile(size=1, dirty=False))
         of = opened(nfs, c.OPEN4_SHARE_ACCESS_READ)
         nfs.took_delegation(
             of, reply((c.OPEN_DELEGATE_READ, open_read_delegation4(DELEG_STATEID, False, ACE))).delegation
@@ -282,7 +292,7 @@ async def test_cb_getattr_answers_the_kept_times_when_asked_under_an_attribute_d
     async with trio.open_nursery() as n:
         nfs = with_backchannel(n)
         attrs_delegated(nfs)
-        nfs.held_file = lambda fh: HeldFile(size=9000, dirty=True)
+        nfs.held_file = held(lambda fh: HeldFile(size=9000, dirty=True))
         nfs.note_write(FH, 1_700_000_002_000_000_003)
         asked = [c.FATTR4_CHANGE, c.FATTR4_SIZE, c.FATTR4_TIME_DELEG_ACCESS, c.FATTR4_TIME_DELEG_MODIFY]
         status, attrs = await cb_getattr(nfs, FH, asked)

@@ -1,8 +1,8 @@
-"""The kernel's writeback cache (``-o writeback_cache``; off by default): small writes gather in the page
-cache and reach the daemon as large WRITE requests, and NFS's rules stay whole. Data is on the server
-when close(2) or fsync(2) returns. A size or mtime that another client changed shows at the next open,
-or at the next stat once the attribute cache lets it ask. A caller who may write a file but not read
-it still writes it (the kernel cannot read the rest of a page for it).
+"""The kernel's writeback cache (``-o writeback_cache``; off by default): small writes
+gather in the page cache and reach the daemon as large WRITE requests, and NFS's rules stay whole.
+Data is on the server when close(2) or fsync(2) returns. A size or mtime that another client changed
+shows at the next open, or at the next stat once the attribute cache lets it ask. A caller who may
+write a file but not read it still writes it (the kernel cannot read the rest of a page for it).
 
 Two mounts of one export are two clients; the server's export directory on disk is a third party
 that changes files behind both.
@@ -18,9 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
+from pynfsrdma._client.attributes import FileAttrs
 from pynfsrdma._control_socket import Connection
+from pynfsrdma._fuse.cache import AttrTimeouts
+from pynfsrdma._fuse.inodes import ROOT_INODE, InodeTable
 from pynfsrdma._fuse.options import option_list, parse_options
+from pynfsrdma._fuse.writeback_cache import KernelFiles, KernelInode
+from pynfsrdma._proto.nfs4.const import NF4DIR
 from pynfsrdma._testbed.ganesha import Ganesha
 
 KIB = 1024
@@ -177,3 +183,38 @@ def test_a_caller_who_may_write_but_not_read_writes_part_of_a_page(
     assert r.returncode == 0, r.stderr
     assert r.stdout == "read: Permission denied\n"
     assert (d.local / "f").read_bytes() == b"0123456789XYcdefghij"
+
+
+def test_the_kernels_size_and_mtime_of_an_open_file_are_read_through_the_mount(
+    mount_export: Callable[..., Any], ganesha: Ganesha
+) -> None:
+    """What a delegation's holder answers for (CB_GETATTR, the return of the delegation): with the
+    writeback cache, a file open for writing has a size and an mtime in the kernel that neither the
+    daemon nor the server has (the data is in the page cache). KernelFiles reads them through the
+    mount, by the names the kernel reached the file by, and finds nothing by a name that now leads
+    to another file."""
+    d = ganesha.new_directory(prefix="wbc-")
+    m = mount_export("writeback_cache")
+    f = m.path / d.local.name / "f"
+    f.write_bytes(b"")
+    table = InodeTable(b"root", FileAttrs(type=NF4DIR, fileid=os.stat(m.path).st_ino), AttrTimeouts(1, 1, 1, 1), 0.0)
+    top, _ = table.learn(b"dir", FileAttrs(type=NF4DIR, fileid=os.stat(f.parent).st_ino), 0.0, asked=None)
+    table.named(top, ROOT_INODE, d.local.name)
+    node, _ = table.learn(b"f", FileAttrs(fileid=os.stat(f).st_ino), 0.0, asked=None)
+    table.named(node, top.ino, "f")
+
+    async def invalidate(ino: int, attr_only: bool) -> None:
+        raise AssertionError("no invalidation for a stat")
+
+    files = KernelFiles(table, invalidate)
+    files.mountpoint = str(m.path)
+    with open(f, "r+b") as w:
+        w.write(b"x" * 5000)
+        w.flush()
+        written = f.stat()
+        assert (d.local / "f").stat().st_size == 0  # (still in the kernel's page cache)
+        seen = trio.run(files.stat, node)
+        assert seen == KernelInode(5000, written.st_mtime_ns)
+    (f.parent / "g").write_bytes(b"another file")
+    os.rename(f.parent / "g", f)  # (the name now leads to another file)
+    assert trio.run(files.stat, node) is None
