@@ -157,6 +157,7 @@ class TcpTransport(Transport):
     no trip through the scheduler."""
 
     kind = "tcp"
+    caller_receives = True
 
     def __init__(self, sock: socket.socket, peer: str, max_record: int = DEFAULT_MAX_RECORD) -> None:
         sock.setblocking(False)
@@ -350,22 +351,31 @@ class TcpTransport(Transport):
 
     async def _stage_mark(self, what: str) -> tuple[int, bool]:
         """The next record mark, from the staging buffer (filled by one recv of up to STAGE_READ
-        bytes when it holds less than a mark); and whether it had to wait for data."""
-        stage, at, staged = self._stage, self._stage_at, self._staged
+        bytes when it holds less than a mark); and whether it had to wait for data. What each recv
+        brings is kept at once, so that a cancelled wait loses nothing."""
+        stage = self._stage
         waited = False
-        if staged < 4:
-            if staged:
+        if self._staged < 4:
+            at, staged = self._stage_at, self._staged
+            if at:
                 stage[:staged] = stage[at : at + staged]
+                self._stage_at = 0
             # (while a reply's data may be spliced, a short head: the READ's data after it is not
             # received into our memory, only what comes with the head)
-            while staged < 4:
+            while self._staged < 4:
+                staged = self._staged
                 n, w = await self._recv_some(stage[staged:], staged > 0, what, head=True)
-                staged += n
+                self._staged = staged + n
                 waited |= w
-            at = 0
+        at = self._stage_at
         mark: int = _MARK.unpack_from(stage, at)[0]
-        self._stage_at, self._staged = at + 4, staged - 4
+        self._stage_at, self._staged = at + 4, self._staged - 4
         return mark, waited
+
+    async def wait_receivable(self) -> None:
+        if self._staged or self._closed:
+            return
+        await self._readable()
 
     async def _stage_more(self, what: str) -> bool:
         """Receive more into the staging buffer (what it holds moved to its start first)."""
@@ -485,12 +495,21 @@ class TcpTransport(Transport):
         # the rest lands with recv_into, once, where the decoder will view it.
         if self._closed:
             raise ConnectionLost("connection is closed", self.peer)
+        mark, waited = await self._stage_mark("mark")  # (a cancellation up to here loses nothing)
+        try:
+            return await self._receive_record(mark, waited)
+        except BaseException:
+            self.abort()  # a record half received (cancelled, cut): the stream's framing is lost
+            raise
+
+    async def _receive_record(self, mark: int, waited: bool) -> Unpacker:
+        """The record whose first mark was taken."""
         frags: list[memoryview] = []
         total = 0
-        waited = False
         while True:
-            mark, w = await self._stage_mark("mark" if not frags else "record")
-            waited |= w
+            if frags:
+                mark, w = await self._stage_mark("record")
+                waited |= w
             n = mark & RM_LENGTH_MASK
             total += n
             if total > self.max_record:
@@ -503,7 +522,7 @@ class TcpTransport(Transport):
                 waited |= w
                 if spliced is not None:
                     if not waited:
-                        await trio.lowlevel.checkpoint()
+                        await trio.lowlevel.cancel_shielded_checkpoint()
                     return spliced
             frag = self.pool.get(n) if n >= POOL_MIN_FRAGMENT else memoryview(bytearray(n))
             at, staged = self._stage_at, self._staged
@@ -517,9 +536,10 @@ class TcpTransport(Transport):
             if mark & RM_LAST_FRAGMENT:
                 break
         if not waited:
-            # the record was all there: a checkpoint, so that cancellation is seen and a flood of
-            # replies cannot starve the tasks that wait for them (waiting for data was one already)
-            await trio.lowlevel.checkpoint()
+            # the record was all there: a pass through the scheduler, so that a flood of replies
+            # cannot starve the other tasks (waiting for data was one already); never a
+            # cancellation point: the record is taken, and whoever it is for gets it
+            await trio.lowlevel.cancel_shielded_checkpoint()
         if len(frags) == 1:
             return Unpacker(frags[0])
         return Unpacker(b"".join(frags))  # multi-fragment records are rare; join them once
