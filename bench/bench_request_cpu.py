@@ -57,7 +57,7 @@ from pynfsrdma._proto import rpc as rpcdef
 from pynfsrdma._proto.nfs4 import const as c
 from pynfsrdma._proto.nfs4.compound import COMPOUND4args, decode_compound_res, encode_compound_args
 from pynfsrdma._proto.nfs4.types import SEQUENCE4args
-from pynfsrdma._transport.base import NO_HINTS, ReplyHints, Transport
+from pynfsrdma._transport.base import NO_HINTS, ReceiveInterrupted, ReplyHints, Transport
 from pynfsrdma._transport.tcp import TcpTransport
 from pynfsrdma._xdr import Packer, Unpacker
 
@@ -140,6 +140,7 @@ class Recording(Transport):
         self._live: trio.CancelScope | None = None
         self._ready: deque[Unpacker] = deque()
         self._waiter = trio.lowlevel.ParkingLot()
+        self._interrupted = False
         replies.transports.append(self)
 
     def replay(self) -> None:
@@ -179,14 +180,25 @@ class Recording(Transport):
             if not self.replies.replaying:
                 await self.real.wait_receivable()
                 return
-            await self._waiter.park()
+            await self._park()
+
+    def interrupt_receive(self) -> None:
+        self._interrupted = True
+        self._waiter.unpark_all()
+        self.real.interrupt_receive()
+
+    async def _park(self) -> None:
+        self._interrupted = False
+        await self._waiter.park()
+        if self._interrupted:
+            raise ReceiveInterrupted
 
     async def receive(self) -> Unpacker:
         while True:
             if self._ready:
                 return self._ready.popleft()
             if self.replies.replaying:
-                await self._waiter.park()
+                await self._park()
                 continue
             with trio.CancelScope() as self._live:
                 u = await self.real.receive()

@@ -38,6 +38,7 @@ from .._transport.base import (
     CallError,
     ConnectionLost,
     ProtocolViolation,
+    ReceiveInterrupted,
     ReplyHints,
     SendTimeout,
     Transport,
@@ -123,7 +124,7 @@ class RpcConnection:
         self._callers_receive = transport.caller_receives
         self._nursery: trio.Nursery | None = None  # the receive loop's (callback handlers run there)
         self._reader: _Pending | None = None  # whose task reads the transport now (_LOOP: the loop)
-        self._reader_scope: trio.CancelScope | None = None  # cancelled to stop that read
+        self._loop_waiting = False  # the loop reads, and waits for a message's start (it can step aside)
         self._loop_rest = trio.lowlevel.ParkingLot()  # the receive loop, while callers read
         self._loop_wanted = False  # a send failed: the loop reads at once, whatever calls are made
         self.calls = 0
@@ -209,17 +210,20 @@ class RpcConnection:
                 continue
             self._reader = _LOOP
             self._loop_wanted = False
-            self._reader_scope = scope = trio.CancelScope()
+            self._loop_waiting = True
             try:
-                with scope:
+                try:
                     await self.transport.wait_receivable()
-                if self._reader is not _LOOP:  # (a caller took the connection meanwhile)
+                    if self._reader is not _LOOP:  # (a caller took the connection meanwhile)
+                        continue
+                    self._loop_waiting = False
+                    self._received(await self.transport.receive())
+                except ReceiveInterrupted:  # (a caller takes the connection, or it is ending)
                     continue
-                self._reader_scope = None
-                self._received(await self.transport.receive())
             finally:
+                self._loop_waiting = False
                 if self._reader is _LOOP:
-                    self._reader = self._reader_scope = None
+                    self._reader = None
                     self._hand_on()
 
     async def _take_reply(self, p: _Pending) -> None:
@@ -227,8 +231,9 @@ class RpcConnection:
         wait to be answered or handed the reading."""
         while not p.done:
             reader = self._reader
-            if reader is _LOOP and self._reader_scope is not None:
-                self._reader_scope.cancel()  # (the loop waits for a message's start: it steps aside)
+            if reader is _LOOP and self._loop_waiting:
+                self.transport.interrupt_receive()  # (the loop waits for a message's start: it steps aside)
+                self._loop_waiting = False
                 reader = self._reader = None
             if reader is None and self._nursery is not None:
                 await self._lead(p)
@@ -241,9 +246,11 @@ class RpcConnection:
         error: TransportError | None = None
         ok = False
         try:
-            with trio.CancelScope() as self._reader_scope:  # (the watchdog's, should p time out)
+            try:
                 while not p.done:
                     self._received(await self.transport.receive())
+            except ReceiveInterrupted:  # (p timed out, or the connection is ending)
+                pass
             ok = True
         except TransportError as e:
             error = e
@@ -251,7 +258,7 @@ class RpcConnection:
         except (OSError, trio.ClosedResourceError) as e:
             error = ConnectionLost(str(e) or type(e).__name__, self.peer)
         finally:
-            self._reader = self._reader_scope = None
+            self._reader = None
             if error is not None:
                 self._fail_all(error)
             self._hand_on()
@@ -285,8 +292,8 @@ class RpcConnection:
                         self._abandon(xid)
                         p.error = RpcTimeout(f"no reply within {p.timeout:g} s", self.peer)
                         p.set()
-                        if p is self._reader and self._reader_scope is not None:
-                            self._reader_scope.cancel()  # (it reads for everyone: a waiting call reads next)
+                        if p is self._reader:
+                            self.transport.interrupt_receive()  # (it reads for everyone: a waiting call reads next)
                     elif p.deadline < nxt:
                         nxt = p.deadline
                 self._next_deadline = nxt
@@ -300,8 +307,8 @@ class RpcConnection:
         for p in pending.values():
             p.error = error
             p.set()
-        if self._reader_scope is not None:  # (a caller or the loop reads: it stops)
-            self._reader_scope.cancel()
+        if self._reader is not None and self._callers_receive:  # (a caller or the loop reads: it stops)
+            self.transport.interrupt_receive()
         self._loop_rest.unpark_all()
         self._closed.set()
 

@@ -46,6 +46,7 @@ from .base import (
     ConnectRefused,
     ConnectTimeout,
     ProtocolViolation,
+    ReceiveInterrupted,
     ReplyHints,
     SendTimeout,
     SplicedPayload,
@@ -166,6 +167,10 @@ class TcpTransport(Transport):
         self.max_record = max_record
         self._send_lock = trio.Lock()
         self._closed = False
+        # what a wait for a record's start waits on: a duplicate of the socket, so that
+        # interrupt_receive can end that wait (trio's notify_closing) and leave the socket alone
+        self._waker = sock.dup()
+        self._in_record = False  # a record's mark was taken, and not all of the record yet
         self._stage = memoryview(bytearray(STAGE_READ))
         self._staged = 0  # bytes received ahead into _stage, from _stage_at
         self._stage_at = 0
@@ -226,6 +231,8 @@ class TcpTransport(Transport):
         if self._staged:
             raise ProtocolViolation(f"{self._staged} bytes came after the last record", self.peer)
         self._closed = True
+        trio.lowlevel.notify_closing(self._waker)
+        self._waker.close()
         return self.sock
 
     # -- sending --------------------------------------------------------------------------------------
@@ -306,12 +313,27 @@ class TcpTransport(Transport):
         await self._send_record(msg)
 
     # -- receiving ------------------------------------------------------------------------------------
-    async def _readable(self) -> None:
-        """Wait until the socket has data (or the peer's end); a socket closed meanwhile is a lost connection."""
+    async def _readable(self, interruptible: bool = False) -> None:
+        """Wait until the socket has data (or the peer's end); a socket closed meanwhile is a lost
+        connection. ``interruptible``: nothing of a record is half received, and
+        :meth:`interrupt_receive` may end the wait (ReceiveInterrupted)."""
+        waker = self._waker
         try:
-            await trio.lowlevel.wait_readable(self.sock)
+            await trio.lowlevel.wait_readable(waker if interruptible else self.sock)
         except trio.ClosedResourceError as e:
+            if interruptible and not self._closed:
+                raise ReceiveInterrupted from None
             raise ConnectionLost("connection closed", self.peer) from e
+
+    def interrupt_receive(self) -> None:
+        if self._closed:
+            return
+        if self._in_record:  # (its reader waits inside a record: only closing the connection ends that)
+            self.abort()
+            return
+        waker, self._waker = self._waker, self.sock.dup()
+        trio.lowlevel.notify_closing(waker)
+        waker.close()
 
     async def _recv_some(
         self, view: memoryview, partial: bool, what: str, head: bool = False
@@ -326,7 +348,7 @@ class TcpTransport(Transport):
             try:
                 n = sock.recv_into(view[:SPLICE_HEAD] if head and self._splices else view)
             except BlockingIOError:
-                await self._readable()
+                await self._readable(interruptible=head and what == "mark")
                 waited = True
                 continue
             except OSError as e:
@@ -375,7 +397,7 @@ class TcpTransport(Transport):
     async def wait_receivable(self) -> None:
         if self._staged or self._closed:
             return
-        await self._readable()
+        await self._readable(interruptible=True)
 
     async def _stage_more(self, what: str) -> bool:
         """Receive more into the staging buffer (what it holds moved to its start first)."""
@@ -496,11 +518,14 @@ class TcpTransport(Transport):
         if self._closed:
             raise ConnectionLost("connection is closed", self.peer)
         mark, waited = await self._stage_mark("mark")  # (a cancellation up to here loses nothing)
+        self._in_record = True
         try:
             return await self._receive_record(mark, waited)
         except BaseException:
             self.abort()  # a record half received (cancelled, cut): the stream's framing is lost
             raise
+        finally:
+            self._in_record = False
 
     async def _receive_record(self, mark: int, waited: bool) -> Unpacker:
         """The record whose first mark was taken."""
@@ -555,6 +580,8 @@ class TcpTransport(Transport):
         """Close at once, from synchronous code; tasks waiting on the socket see it closed."""
         if not self._closed:
             self._closed = True
+            trio.lowlevel.notify_closing(self._waker)
+            self._waker.close()
             trio.lowlevel.notify_closing(self.sock)
             self.sock.close()
 

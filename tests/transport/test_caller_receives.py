@@ -292,3 +292,21 @@ async def test_a_callback_is_served_while_no_call_waits() -> None:
             await done.wait()
         assert answered == [77]
         nursery.cancel_scope.cancel()
+
+
+async def test_a_reader_stalled_inside_a_record_still_times_out() -> None:
+    """The server stops in the middle of the reply the reader receives: the call fails with
+    RpcTimeout when its time is up (the reader is stopped by closing the connection, the one way
+    out of a half-received record), not whenever the server goes on."""
+
+    async def handler(stream: trio.SocketStream) -> None:
+        a = await read_record(stream)
+        await stream.send_all(reply(xid_of(a), bytes(4000))[:2000])
+        await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        conn = await connect(await serve(nursery, handler), nursery)
+        with trio.fail_after(10), pytest.raises(RpcTimeout):
+            await conn.call(0, AUTH_NONE_CRED, timeout=0.3)
+        assert not conn.alive
+        nursery.cancel_scope.cancel()
