@@ -413,8 +413,11 @@ class RpcConnection:
         msg: Packer,
         hints: ReplyHints = NO_HINTS,
         timeout: float | None = None,
+        *,
+        now: float | None = None,
     ) -> Unpacker:
-        """Send a call built by :meth:`start_call` and wait for its reply's results.
+        """Send a call built by :meth:`start_call` and wait for its reply's results. ``now``: the
+        trio clock at the call's start, when the caller has read it (its timeout runs from there).
 
         Returns an unpacker positioned at the procedure's results. Raises
         :class:`~pynfsrdma._transport.base.TransportError` (the connection failed: the call may or
@@ -428,7 +431,7 @@ class RpcConnection:
         if sealing is not None:
             proc, cred = sealing
             return await cred.call(self, xid, proc, msg, hints, timeout)
-        return (await self.exchange(xid, msg, hints, timeout))[1]
+        return (await self.exchange(xid, msg, hints, timeout, now=now))[1]
 
     async def exchange(
         self,
@@ -436,17 +439,19 @@ class RpcConnection:
         msg: Packer,
         hints: ReplyHints = NO_HINTS,
         timeout: float | None = None,
+        *,
+        now: float | None = None,
     ) -> tuple[rpcdef.ReplyHeader, Unpacker]:
         """Send a whole call message (header included) and wait for its accepted, successful reply:
         its header (with the verifier) and an unpacker at its results. Raises as
-        :meth:`call_packed` does."""
+        :meth:`call_packed` does (``now`` as there)."""
         if self._dead is not None:
             raise self._dead
         p = _Pending()
         if timeout is not None:
             # no cancel scope per call: the connection's watchdog ends calls past their deadline
             p.timeout = timeout
-            p.deadline = trio.current_time() + timeout
+            p.deadline = (trio.current_time() if now is None else now) + timeout
             if self._watchdog is None:  # the receive loop has ended (or never ran): nothing will answer
                 raise self._dead or ConnectionLost("connection is not receiving", self.peer)
             if p.deadline < self._next_deadline:
