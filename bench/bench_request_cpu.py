@@ -6,9 +6,9 @@ Starts its own NFS-Ganesha (testbed) and connects a :class:`~pynfsrdma.Client` t
 transport that records every reply (real TCP). Each line below runs against the server first, so
 that the replies it needs are captured; then the transport is switched to replay: a call's reply is
 the one captured for the same call (the same procedure and operations), its XID and its SEQUENCE's
-sequence id and slot id rewritten to those of the call, handed to the receive loop in-process. What
-is left in the timing is the client's own work on the way down and up, trio's task switches included
-(the receive loop is a task of its own, as it is over TCP). The lines, one layer each:
+sequence id and slot id rewritten to those of the call, handed in-process to whoever reads the
+connection (the caller itself, as over TCP, or the receive loop). What is left in the timing is the
+client's own work on the way down and up, trio's task switches included. The lines, one layer each:
 
 - ``transport``: the replay transport alone (a send and its reply, no RPC): what the others carry
   on top of their own cost, to subtract when comparing against socket-bound figures;
@@ -57,7 +57,7 @@ from pynfsrdma._proto import rpc as rpcdef
 from pynfsrdma._proto.nfs4 import const as c
 from pynfsrdma._proto.nfs4.compound import COMPOUND4args, decode_compound_res, encode_compound_args
 from pynfsrdma._proto.nfs4.types import SEQUENCE4args
-from pynfsrdma._transport.base import NO_HINTS, ReplyHints, Transport
+from pynfsrdma._transport.base import NO_HINTS, ReceiveInterrupted, ReplyHints, Transport
 from pynfsrdma._transport.tcp import TcpTransport
 from pynfsrdma._xdr import Packer, Unpacker
 
@@ -130,6 +130,7 @@ class Recording(Transport):
     :meth:`replay` is called, it answers calls from those replies instead, in-process."""
 
     kind = "tcp"
+    caller_receives = True  # (as TcpTransport's: the caller that sent a call reads its reply)
 
     def __init__(self, real: Transport, replies: Replies) -> None:
         self.real = real
@@ -139,6 +140,7 @@ class Recording(Transport):
         self._live: trio.CancelScope | None = None
         self._ready: deque[Unpacker] = deque()
         self._waiter = trio.lowlevel.ParkingLot()
+        self._interrupted = False
         replies.transports.append(self)
 
     def replay(self) -> None:
@@ -173,12 +175,30 @@ class Recording(Transport):
         if not self.replies.replaying:
             await self.real.send_reply(xid, msg)
 
+    async def wait_receivable(self) -> None:
+        while not self._ready:
+            if not self.replies.replaying:
+                await self.real.wait_receivable()
+                return
+            await self._park()
+
+    def interrupt_receive(self) -> None:
+        self._interrupted = True
+        self._waiter.unpark_all()
+        self.real.interrupt_receive()
+
+    async def _park(self) -> None:
+        self._interrupted = False
+        await self._waiter.park()
+        if self._interrupted:
+            raise ReceiveInterrupted
+
     async def receive(self) -> Unpacker:
         while True:
             if self._ready:
                 return self._ready.popleft()
             if self.replies.replaying:
-                await self._waiter.park()
+                await self._park()
                 continue
             with trio.CancelScope() as self._live:
                 u = await self.real.receive()

@@ -1,9 +1,18 @@
 """RPC calls over one transport: XIDs, call/reply matching, timeouts, and incoming callbacks.
 
-An :class:`RpcConnection` owns one transport. Its receive loop (:meth:`RpcConnection.run`, started
-in the owner's nursery) matches replies to waiting calls by XID and hands incoming CALL messages
-(the NFSv4.1 backchannel on the same connection) to a handler. A call is a message kind (CALL or
-REPLY) first and an XID second: the XID spaces of the two directions are independent.
+An :class:`RpcConnection` owns one transport. Replies are matched to waiting calls by XID, and
+incoming CALL messages (the NFSv4.1 backchannel on the same connection) go to a handler. A call is
+a message kind (CALL or REPLY) first and an XID second: the XID spaces of the two directions are
+independent.
+
+Who reads the connection: over a transport whose ``receive`` a caller may run
+(``Transport.caller_receives``: TCP), the task that sent a call reads the connection itself while
+nobody else does (leader/follower): its own reply costs no pass through the scheduler. What it
+reads for others (their replies, the server's callback CALLs) goes to them; when its own reply
+came, it hands the reading on to a caller still waiting. The receive loop
+(:meth:`RpcConnection.run`, started in the owner's nursery) reads only while no call has been made
+for ``LOOP_IDLE`` seconds (callbacks to serve, the connection's end to see), and steps aside for
+the next caller. Over other transports (RPC-over-RDMA, TLS) the receive loop reads everything.
 
 A message that cannot be from a server keeping the protocol (too short for an RPC header, of no
 message type, a reply whose header is malformed, a reply to an XID we never sent or that was
@@ -29,6 +38,7 @@ from .._transport.base import (
     CallError,
     ConnectionLost,
     ProtocolViolation,
+    ReceiveInterrupted,
     ReplyHints,
     SendTimeout,
     Transport,
@@ -79,6 +89,10 @@ class _Pending:
         await trio.lowlevel.wait_task_rescheduled(abort)
 
 
+# seconds without a call after which the receive loop reads the connection itself (at most this
+# long a callback CALL waits when nobody waits for a reply)
+LOOP_IDLE = 0.02
+_LOOP = _Pending()  # the reader when it is the receive loop
 WATCHDOG_TICK = 0.05  # how late a timeout may fire (seconds); a call's timeout is at least seconds
 # XIDs of calls no longer waited for (timed out, cancelled) whose late replies are dropped quietly
 ABANDONED_KEPT = 4096
@@ -107,6 +121,12 @@ class RpcConnection:
         self._abandoned: dict[int, None] = {}  # (in order: the oldest go first)
         self._warned: set[str] = set()  # kinds of misbehaviour logged on this connection already
         self._sealing: dict[int, tuple[int, Credential]] = {}  # RPCSEC_GSS calls started, not yet sent
+        self._callers_receive = transport.caller_receives
+        self._nursery: trio.Nursery | None = None  # the receive loop's (callback handlers run there)
+        self._reader: _Pending | None = None  # whose task reads the transport now (_LOOP: the loop)
+        self._loop_waiting = False  # the loop reads, and waits for a message's start (it can step aside)
+        self._loop_rest = trio.lowlevel.ParkingLot()  # the receive loop, while callers read
+        self._loop_wanted = False  # a send failed: the loop reads at once, whatever calls are made
         self.calls = 0
         self.unmatched_replies = 0  # late replies to calls no longer waited for
 
@@ -144,24 +164,115 @@ class RpcConnection:
         error: TransportError | None = None
         try:
             async with trio.open_nursery() as nursery:  # callback handlers and the watchdog run here
+                self._nursery = nursery
                 nursery.start_soon(self._watch_timeouts)
                 try:
-                    while True:
-                        u = await self.transport.receive()
-                        if isinstance(u, CallError):
-                            self._fail_call(u)
-                        else:
-                            self._dispatch(u, nursery)
+                    if self._callers_receive:
+                        await self._read_when_idle()
+                        error = self._dead
+                    else:
+                        while True:
+                            self._received(await self.transport.receive())
                 except TransportError as e:
                     error = e
-                    if isinstance(e, ProtocolViolation):
-                        # (the connection ends here: one line per connection, not per reply)
-                        log.warning("%s; the connection is closed and its calls go again on a new one", e)
+                    self._log_end(e)
                 except (OSError, trio.ClosedResourceError) as e:
                     error = ConnectionLost(str(e) or type(e).__name__, self.peer)
                 nursery.cancel_scope.cancel()
         finally:
+            self._nursery = None
             self._fail_all(error or ConnectionLost("connection closed", self.peer))
+
+    def _log_end(self, e: TransportError) -> None:
+        if isinstance(e, ProtocolViolation):
+            # (the connection ends here: one line per connection, not per reply)
+            log.warning("%s; the connection is closed and its calls go again on a new one", e)
+
+    def _received(self, u: Unpacker | CallError) -> None:
+        nursery = self._nursery
+        if nursery is None or self._dead is not None:
+            return  # (the connection has ended under its reader: its calls have failed already)
+        if isinstance(u, CallError):
+            self._fail_call(u)
+        else:
+            self._dispatch(u, nursery)
+
+    async def _read_when_idle(self) -> None:
+        """The receive loop over a transport callers read: it rests while calls are made, reads
+        when none was made for LOOP_IDLE seconds, and steps aside (between messages) for the next
+        caller. Returns when the connection has ended (``_dead``)."""
+        seen = -1
+        while self._dead is None:
+            if self._reader is not None or (not self._loop_wanted and (self._pending or self.calls != seen)):
+                seen = self.calls
+                with trio.move_on_after(LOOP_IDLE):
+                    await self._loop_rest.park()
+                continue
+            self._reader = _LOOP
+            self._loop_wanted = False
+            self._loop_waiting = True
+            try:
+                try:
+                    await self.transport.wait_receivable()
+                    if self._reader is not _LOOP:  # (a caller took the connection meanwhile)
+                        continue
+                    self._loop_waiting = False
+                    self._received(await self.transport.receive())
+                except ReceiveInterrupted:  # (a caller takes the connection, or it is ending)
+                    continue
+            finally:
+                self._loop_waiting = False
+                if self._reader is _LOOP:
+                    self._reader = None
+                    self._hand_on()
+
+    async def _take_reply(self, p: _Pending) -> None:
+        """Until ``p`` is answered (or failed): read the connection while nobody else does, else
+        wait to be answered or handed the reading."""
+        while not p.done:
+            reader = self._reader
+            if reader is _LOOP and self._loop_waiting:
+                self.transport.interrupt_receive()  # (the loop waits for a message's start: it steps aside)
+                self._loop_waiting = False
+                reader = self._reader = None
+            if reader is None and self._nursery is not None:
+                await self._lead(p)
+            else:
+                await p.wait()
+
+    async def _lead(self, p: _Pending) -> None:
+        """Read the connection for everyone until ``p`` is answered."""
+        self._reader = p
+        error: TransportError | None = None
+        ok = False
+        try:
+            try:
+                while not p.done:
+                    self._received(await self.transport.receive())
+            except ReceiveInterrupted:  # (p timed out, or the connection is ending)
+                pass
+            ok = True
+        except TransportError as e:
+            error = e
+            self._log_end(e)
+        except (OSError, trio.ClosedResourceError) as e:
+            error = ConnectionLost(str(e) or type(e).__name__, self.peer)
+        finally:
+            self._reader = None
+            if error is not None:
+                self._fail_all(error)
+            self._hand_on()
+            if not ok:
+                self._loop_rest.unpark()  # (to read, or to see the connection's end, at once)
+
+    def _hand_on(self) -> None:
+        """The reader stopped: a call still waiting for its reply reads next."""
+        for q in self._pending.values():
+            task = q.task
+            if task is not None:
+                q.task = None
+                trio.lowlevel.reschedule(task)
+                return
 
     async def _watch_timeouts(self) -> None:
         """Fail calls whose deadline passed with RpcTimeout (one task per connection, instead of
@@ -181,6 +292,8 @@ class RpcConnection:
                         self._abandon(xid)
                         p.error = RpcTimeout(f"no reply within {p.timeout:g} s", self.peer)
                         p.set()
+                        if p is self._reader:
+                            self.transport.interrupt_receive()  # (it reads for everyone: a waiting call reads next)
                     elif p.deadline < nxt:
                         nxt = p.deadline
                 self._next_deadline = nxt
@@ -194,6 +307,9 @@ class RpcConnection:
         for p in pending.values():
             p.error = error
             p.set()
+        if self._reader is not None and self._callers_receive:  # (a caller or the loop reads: it stops)
+            self.transport.interrupt_receive()
+        self._loop_rest.unpark_all()
         self._closed.set()
 
     def _fail_call(self, failed: CallError) -> None:
@@ -297,8 +413,11 @@ class RpcConnection:
         msg: Packer,
         hints: ReplyHints = NO_HINTS,
         timeout: float | None = None,
+        *,
+        now: float | None = None,
     ) -> Unpacker:
-        """Send a call built by :meth:`start_call` and wait for its reply's results.
+        """Send a call built by :meth:`start_call` and wait for its reply's results. ``now``: the
+        trio clock at the call's start, when the caller has read it (its timeout runs from there).
 
         Returns an unpacker positioned at the procedure's results. Raises
         :class:`~pynfsrdma._transport.base.TransportError` (the connection failed: the call may or
@@ -312,7 +431,7 @@ class RpcConnection:
         if sealing is not None:
             proc, cred = sealing
             return await cred.call(self, xid, proc, msg, hints, timeout)
-        return (await self.exchange(xid, msg, hints, timeout))[1]
+        return (await self.exchange(xid, msg, hints, timeout, now=now))[1]
 
     async def exchange(
         self,
@@ -320,17 +439,19 @@ class RpcConnection:
         msg: Packer,
         hints: ReplyHints = NO_HINTS,
         timeout: float | None = None,
+        *,
+        now: float | None = None,
     ) -> tuple[rpcdef.ReplyHeader, Unpacker]:
         """Send a whole call message (header included) and wait for its accepted, successful reply:
         its header (with the verifier) and an unpacker at its results. Raises as
-        :meth:`call_packed` does."""
+        :meth:`call_packed` does (``now`` as there)."""
         if self._dead is not None:
             raise self._dead
         p = _Pending()
         if timeout is not None:
             # no cancel scope per call: the connection's watchdog ends calls past their deadline
             p.timeout = timeout
-            p.deadline = trio.current_time() + timeout
+            p.deadline = (trio.current_time() if now is None else now) + timeout
             if self._watchdog is None:  # the receive loop has ended (or never ran): nothing will answer
                 raise self._dead or ConnectionLost("connection is not receiving", self.peer)
             if p.deadline < self._next_deadline:
@@ -341,9 +462,17 @@ class RpcConnection:
         try:
             try:
                 await self.transport.send_call(xid, msg, hints, p.deadline)
-            except SendTimeout as e:
-                raise RpcTimeout(f"not sent within {p.timeout:g} s ({e})", self.peer) from e
-            await p.wait()
+            except TransportError as e:
+                if self._callers_receive:  # (the receive loop reads now, to see whether the connection ended)
+                    self._loop_wanted = True
+                    self._loop_rest.unpark()
+                if isinstance(e, SendTimeout):
+                    raise RpcTimeout(f"not sent within {p.timeout:g} s ({e})", self.peer) from e
+                raise
+            if self._callers_receive:
+                await self._take_reply(p)
+            else:
+                await p.wait()
         finally:
             if not p.done:
                 self._pending.pop(xid, None)

@@ -109,7 +109,7 @@ class Path:
         self.calls += 1
         self._sent[xid] = start
         try:
-            u = await rpc.call_packed(xid, msg, hints, timeout)
+            u = await rpc.call_packed(xid, msg, hints, timeout, now=start)
         finally:
             self.bytes_in_flight -= payload
             self._sent.pop(xid, None)

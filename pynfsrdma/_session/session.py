@@ -128,8 +128,12 @@ SEND, PROBE, FAIL = "send", "probe", "fail"  # (RetryPolicy.admit)
 def main_op(ops: Sequence[Any]) -> int | None:
     """The operation a COMPOUND is about, to name in an error: the first that is not plumbing
     (PUTFH, GETATTR...), else the last."""
-    nums = [getattr(op, "OPNUM", None) for op in ops]
-    return next((n for n in nums if n not in _PLUMBING), nums[-1] if nums else None)
+    n = None
+    for op in ops:  # (a loop, not a list and a generator: this runs for every request)
+        n = getattr(op, "OPNUM", None)
+        if n not in _PLUMBING:
+            return n
+    return n
 
 
 @dataclass(slots=True)
@@ -237,7 +241,8 @@ class Session:
 
     def _release(self, slot: Slot, *, completed: bool) -> None:
         self.table.release(slot, completed=completed)
-        self._slot_waiters.unpark()
+        if self._slot_waiters:
+            self._slot_waiters.unpark()
 
     def kill(self, status: int) -> None:
         """Mark the session unusable (every waiter fails with SessionLost)."""
@@ -357,7 +362,7 @@ class Session:
             sends = 0
             while True:
                 try:
-                    res, tries, path = await self._send(out)
+                    res, tries, path, answered = await self._send(out)
                 except KerberosAccessError:
                     # (no usable Kerberos credentials: the request never reached SEQUENCE, and the
                     # slot's next request takes its sequence id again)
@@ -370,7 +375,7 @@ class Session:
                     continue
                 sends += tries
                 try:
-                    st, foreign = self._check(ops, res, out.slot)
+                    st, foreign = self._check(ops, res, out.slot, answered)
                     if st == c.NFS4_OK and foreign is None:
                         res.resarray = res.resarray[1:]
                         if check is not None and res.status == c.NFS4_OK:
@@ -442,9 +447,10 @@ class Session:
         if out.machine().feed(Failed(Fault.BAD_REPLY)).act is Act.PROTOCOL_ERROR:
             raise error from cause
 
-    def _check(self, ops: Sequence[Any], res: COMPOUND4res, slot: Slot) -> tuple[int, CompoundMismatch | None]:
+    def _check(self, ops: Sequence[Any], res: COMPOUND4res, slot: Slot,
+               answered: float) -> tuple[int, CompoundMismatch | None]:
         """Check a reply to SEQUENCE + ``ops`` (raising XdrError if it breaks the protocol) and apply
-        its SEQUENCE result; returns SEQUENCE's status, and what is wrong with the other results
+        its SEQUENCE result (the reply came at ``answered``, trio clock); returns SEQUENCE's status, and what is wrong with the other results
         when SEQUENCE succeeded for this very request (session, slot, sequence id) but they do not
         answer ``ops``: a reply the server cached for another request (None: they do)."""
         if not res.resarray:
@@ -460,7 +466,7 @@ class Session:
                 return c.NFS4_OK, e
             raise
         if seq.status == c.NFS4_OK:
-            self._sequence_ok(seq.res, slot)
+            self._sequence_ok(seq.res, slot, answered)
         return int(seq.status), None
 
     def _violated(self, path: Path, ops: Sequence[Any], e: BaseException) -> ProtocolError:
@@ -480,10 +486,10 @@ class Session:
         self.kill(status)
         return SessionLost(status)
 
-    async def _send(self, out: _Outgoing) -> tuple[COMPOUND4res, int, Path]:
+    async def _send(self, out: _Outgoing) -> tuple[COMPOUND4res, int, Path, float]:
         """Send the request until some path answers it, resending with the same slot and sequence
         id until its deadline (None: forever). Returns the decoded reply, the number of sends it
-        took and the path that answered. Raises _BadReply for a reply that is not one (after
+        took, the path that answered and when (trio clock). Raises _BadReply for a reply that is not one (after
         closing its connection). What a send that brings no reply leads to is the machine's to
         decide (:func:`.sequence.on_fault`). The call's times are marked at each send."""
         slot = out.slot
@@ -533,7 +539,7 @@ class Session:
                 raise e.located(main_op(out.ops)) from None
             if policy.unanswered_since is not None:
                 policy.answered()
-            return self._received(out, path, u, xid, len(p), args, answered - start, tries), tries, path
+            return self._received(out, path, u, xid, len(p), args, answered - start, tries), tries, path, answered
 
     async def _path_for(self, out: _Outgoing, previous: Path | None) -> Path | None:
         """The path the request goes on now, waiting for one if need be; None: the one chosen is
@@ -634,13 +640,13 @@ class Session:
         """Whether a successful SEQUENCE result names this session, ``slot`` and its sequence id."""
         return res.sr_sessionid == self.sessionid and res.sr_slotid == slot.slotid and res.sr_sequenceid == slot.seqid
 
-    def _sequence_ok(self, res: SEQUENCE4resok, slot: Slot) -> None:
+    def _sequence_ok(self, res: SEQUENCE4resok, slot: Slot, answered: float) -> None:
         if not self._answers(res, slot):
             e = XdrError("SEQUENCE reply does not match the request (session, slot or sequence id)")
             e.op = c.OP_SEQUENCE  # type: ignore[attr-defined]
             raise e
         self.table.update_from_server(res.sr_highest_slotid, res.sr_target_highest_slotid)
-        self.last_renewal = trio.current_time()
+        self.last_renewal = answered
         if res.sr_status_flags:
             self.status_flags |= res.sr_status_flags
             self.flags_event.set()

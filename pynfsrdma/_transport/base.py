@@ -67,6 +67,11 @@ class SendTimeout(TransportError):
     ERRNO = errno.ETIMEDOUT
 
 
+class ReceiveInterrupted(Exception):
+    """A wait for the next message's start was stopped by :meth:`Transport.interrupt_receive`
+    (nothing was consumed; the connection lives on). Not a fault of the connection."""
+
+
 class CallFailed(TransportError):
     """The transport could not carry this one call (an RPC-over-RDMA responder answered it with
     RDMA_ERROR / ERR_CHUNK); the connection stays up for the others. For the session layer a
@@ -208,6 +213,12 @@ class Transport(abc.ABC):
 
     kind: ClassVar[str]  # "tcp" or "rdma"; as in netids
     peer: str  # "address:port"
+    #: :meth:`receive` may be called by the task whose call waits for a reply (it takes its own
+    #: reply without a pass through the scheduler) and cancelled there at any point: a
+    #: cancellation before a message has begun loses nothing, one inside a message closes the
+    #: connection (its framing would be lost); and :meth:`wait_receivable` and
+    #: :meth:`interrupt_receive` are offered. Otherwise one receive loop reads the connection.
+    caller_receives: ClassVar[bool] = False
 
     @abc.abstractmethod
     async def send_call(
@@ -228,6 +239,19 @@ class Transport(abc.ABC):
         call's Write chunks. A :class:`CallError` says that one call failed while the connection
         lives on (TCP never returns one). Raises :class:`TransportError` when the connection fails.
         """
+
+    async def wait_receivable(self) -> None:
+        """Until a message has begun to arrive (or the connection ends), consuming nothing: a wait
+        that can be cancelled without loss (transports with :attr:`caller_receives` only)."""
+        raise NotImplementedError
+
+    def interrupt_receive(self) -> None:
+        """Stop the task waiting in :meth:`wait_receivable`, or in :meth:`receive` for a message's
+        start, with :class:`ReceiveInterrupted` (a task not waiting there is not affected; one
+        waiting inside a message sees the connection closed, as its framing would be lost): how
+        a reader is stopped without a cancel scope of its own (transports with
+        :attr:`caller_receives` only)."""
+        raise NotImplementedError
 
     def abandon(self, xid: int) -> None:  # noqa: B027 - optional hook, default is right for TCP
         """Forget per-call state of a call whose reply will no longer be awaited."""

@@ -46,6 +46,7 @@ from .base import (
     ConnectRefused,
     ConnectTimeout,
     ProtocolViolation,
+    ReceiveInterrupted,
     ReplyHints,
     SendTimeout,
     SplicedPayload,
@@ -157,6 +158,7 @@ class TcpTransport(Transport):
     no trip through the scheduler."""
 
     kind = "tcp"
+    caller_receives = True
 
     def __init__(self, sock: socket.socket, peer: str, max_record: int = DEFAULT_MAX_RECORD) -> None:
         sock.setblocking(False)
@@ -165,6 +167,10 @@ class TcpTransport(Transport):
         self.max_record = max_record
         self._send_lock = trio.Lock()
         self._closed = False
+        # what a wait for a record's start waits on: a duplicate of the socket, so that
+        # interrupt_receive can end that wait (trio's notify_closing) and leave the socket alone
+        self._waker = sock.dup()
+        self._in_record = False  # a record's mark was taken, and not all of the record yet
         self._stage = memoryview(bytearray(STAGE_READ))
         self._staged = 0  # bytes received ahead into _stage, from _stage_at
         self._stage_at = 0
@@ -225,6 +231,8 @@ class TcpTransport(Transport):
         if self._staged:
             raise ProtocolViolation(f"{self._staged} bytes came after the last record", self.peer)
         self._closed = True
+        trio.lowlevel.notify_closing(self._waker)
+        self._waker.close()
         return self.sock
 
     # -- sending --------------------------------------------------------------------------------------
@@ -305,12 +313,27 @@ class TcpTransport(Transport):
         await self._send_record(msg)
 
     # -- receiving ------------------------------------------------------------------------------------
-    async def _readable(self) -> None:
-        """Wait until the socket has data (or the peer's end); a socket closed meanwhile is a lost connection."""
+    async def _readable(self, interruptible: bool = False) -> None:
+        """Wait until the socket has data (or the peer's end); a socket closed meanwhile is a lost
+        connection. ``interruptible``: nothing of a record is half received, and
+        :meth:`interrupt_receive` may end the wait (ReceiveInterrupted)."""
+        waker = self._waker
         try:
-            await trio.lowlevel.wait_readable(self.sock)
+            await trio.lowlevel.wait_readable(waker if interruptible else self.sock)
         except trio.ClosedResourceError as e:
+            if interruptible and not self._closed:
+                raise ReceiveInterrupted from None
             raise ConnectionLost("connection closed", self.peer) from e
+
+    def interrupt_receive(self) -> None:
+        if self._closed:
+            return
+        if self._in_record:  # (its reader waits inside a record: only closing the connection ends that)
+            self.abort()
+            return
+        waker, self._waker = self._waker, self.sock.dup()
+        trio.lowlevel.notify_closing(waker)
+        waker.close()
 
     async def _recv_some(
         self, view: memoryview, partial: bool, what: str, head: bool = False
@@ -325,7 +348,7 @@ class TcpTransport(Transport):
             try:
                 n = sock.recv_into(view[:SPLICE_HEAD] if head and self._splices else view)
             except BlockingIOError:
-                await self._readable()
+                await self._readable(interruptible=head and what == "mark")
                 waited = True
                 continue
             except OSError as e:
@@ -350,22 +373,31 @@ class TcpTransport(Transport):
 
     async def _stage_mark(self, what: str) -> tuple[int, bool]:
         """The next record mark, from the staging buffer (filled by one recv of up to STAGE_READ
-        bytes when it holds less than a mark); and whether it had to wait for data."""
-        stage, at, staged = self._stage, self._stage_at, self._staged
+        bytes when it holds less than a mark); and whether it had to wait for data. What each recv
+        brings is kept at once, so that a cancelled wait loses nothing."""
+        stage = self._stage
         waited = False
-        if staged < 4:
-            if staged:
+        if self._staged < 4:
+            at, staged = self._stage_at, self._staged
+            if at:
                 stage[:staged] = stage[at : at + staged]
+                self._stage_at = 0
             # (while a reply's data may be spliced, a short head: the READ's data after it is not
             # received into our memory, only what comes with the head)
-            while staged < 4:
+            while self._staged < 4:
+                staged = self._staged
                 n, w = await self._recv_some(stage[staged:], staged > 0, what, head=True)
-                staged += n
+                self._staged = staged + n
                 waited |= w
-            at = 0
+        at = self._stage_at
         mark: int = _MARK.unpack_from(stage, at)[0]
-        self._stage_at, self._staged = at + 4, staged - 4
+        self._stage_at, self._staged = at + 4, self._staged - 4
         return mark, waited
+
+    async def wait_receivable(self) -> None:
+        if self._staged or self._closed:
+            return
+        await self._readable(interruptible=True)
 
     async def _stage_more(self, what: str) -> bool:
         """Receive more into the staging buffer (what it holds moved to its start first)."""
@@ -485,12 +517,24 @@ class TcpTransport(Transport):
         # the rest lands with recv_into, once, where the decoder will view it.
         if self._closed:
             raise ConnectionLost("connection is closed", self.peer)
+        mark, waited = await self._stage_mark("mark")  # (a cancellation up to here loses nothing)
+        self._in_record = True
+        try:
+            return await self._receive_record(mark, waited)
+        except BaseException:
+            self.abort()  # a record half received (cancelled, cut): the stream's framing is lost
+            raise
+        finally:
+            self._in_record = False
+
+    async def _receive_record(self, mark: int, waited: bool) -> Unpacker:
+        """The record whose first mark was taken."""
         frags: list[memoryview] = []
         total = 0
-        waited = False
         while True:
-            mark, w = await self._stage_mark("mark" if not frags else "record")
-            waited |= w
+            if frags:
+                mark, w = await self._stage_mark("record")
+                waited |= w
             n = mark & RM_LENGTH_MASK
             total += n
             if total > self.max_record:
@@ -503,7 +547,7 @@ class TcpTransport(Transport):
                 waited |= w
                 if spliced is not None:
                     if not waited:
-                        await trio.lowlevel.checkpoint()
+                        await trio.lowlevel.cancel_shielded_checkpoint()
                     return spliced
             frag = self.pool.get(n) if n >= POOL_MIN_FRAGMENT else memoryview(bytearray(n))
             at, staged = self._stage_at, self._staged
@@ -517,9 +561,10 @@ class TcpTransport(Transport):
             if mark & RM_LAST_FRAGMENT:
                 break
         if not waited:
-            # the record was all there: a checkpoint, so that cancellation is seen and a flood of
-            # replies cannot starve the tasks that wait for them (waiting for data was one already)
-            await trio.lowlevel.checkpoint()
+            # the record was all there: a pass through the scheduler, so that a flood of replies
+            # cannot starve the other tasks (waiting for data was one already); never a
+            # cancellation point: the record is taken, and whoever it is for gets it
+            await trio.lowlevel.cancel_shielded_checkpoint()
         if len(frags) == 1:
             return Unpacker(frags[0])
         return Unpacker(b"".join(frags))  # multi-fragment records are rare; join them once
@@ -535,6 +580,8 @@ class TcpTransport(Transport):
         """Close at once, from synchronous code; tasks waiting on the socket see it closed."""
         if not self._closed:
             self._closed = True
+            trio.lowlevel.notify_closing(self._waker)
+            self._waker.close()
             trio.lowlevel.notify_closing(self.sock)
             self.sock.close()
 
