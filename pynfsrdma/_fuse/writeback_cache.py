@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import trio
 
+from .._trio_compat import run_sync_abandoning
 from .inodes import ROOT_INODE, Inode, InodeTable
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ class KernelFiles:
         st: os.stat_result | None = None
         with trio.move_on_after(STAT_WAIT):
             try:
-                st = await trio.to_thread.run_sync(os.lstat, path, abandon_on_cancel=True)
+                st = await run_sync_abandoning(os.lstat, path)
             except OSError as e:
                 log.info("stat of %s through the mount: %s", path, e)
         if st is None or st.st_ino != node.ino:  # (the name leads elsewhere now)
