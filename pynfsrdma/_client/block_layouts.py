@@ -500,10 +500,10 @@ class BlockLayouts:
 
     def forget_all(self) -> None:
         """The client ID is gone, and its layouts with it: none is returned, and what was written by
-        them and not committed is sent again through the metadata server (as after a failed commit),
-        and so is the rest of those files' I/O until their next open (RFC 8881 12.7.4: after a
-        metadata server restart the client may write such data again through it, rather than reclaim
-        it with LAYOUTCOMMIT; nfsd takes no LAYOUTCOMMIT reclaim)."""
+        them and not committed is written again (as after a failed commit: the COMMIT goes to the
+        metadata server, whose verifier makes the writer send it again), by a new layout where the
+        server grants one (RFC 8881 12.7.4: nfsd takes no LAYOUTCOMMIT reclaim). Those blocks are
+        INVALID_DATA in the new layout until written again by it (nothing remembers them here)."""
         self.wrote.clear()
         if self.cache.forget_all():
             self._mds("the layouts went with the client ID (a server restart, or the lease ran out)")
@@ -511,8 +511,6 @@ class BlockLayouts:
             if pending:
                 self.lost.add(fh)
                 pending.clear()
-                self.cache.refuse(fh, "written by a layout lost with the client ID: through the metadata "
-                                      "server until the file's next open")
                 self.counts["uncommitted_lost"] += 1
 
     def close(self) -> None:

@@ -1,7 +1,8 @@
 """The block layouts' I/O shell between files' opens: a file whose I/O went through the metadata server
 (its layout recalled in the middle of a transfer, a WRITE through the server, a device error) asks for
 a layout again at its next open, instead of going through the server for the rest of the client's life;
-what was written by a layout lost with the client ID (a server restart) is sent again through the server.
+what was written by a layout lost with the client ID (a server restart) is sent again, by a new layout;
+a layout granted before a LAYOUTCOMMIT keeps the blocks the file's layout wrote.
 
 Nothing here reaches a server: with nothing written by the layout and no layout held, a close sends
 nothing, so the layout operations are never called; where a LAYOUTGET is answered, ``LayoutGets``
@@ -58,21 +59,23 @@ async def test_a_file_refused_for_one_open_asks_for_a_layout_at_the_next() -> No
         assert layouts.counts == {}  # (nothing was sent)
 
 
-async def test_writes_under_a_layout_lost_with_the_client_id_go_through_the_server_until_the_next_open() -> None:
+async def test_writes_under_a_layout_lost_with_the_client_id_are_sent_again_by_a_new_layout() -> None:
     # a server restart: the client ID and its layouts are gone before the writes by the layout were
-    # LAYOUTCOMMITted; they are sent again through the server (the file is "lost"), and so is the
-    # rest of the file's I/O, until its next open asks for a layout again
+    # LAYOUTCOMMITted; the file is "lost" (its COMMIT goes to the server, whose verifier makes the
+    # writer send those writes again) and asks for a new layout for them, which remembers none of
+    # the blocks written under the old one
     async with trio.open_nursery() as nursery:
         layouts = BlockLayouts(cast(LayoutOps, None), nursery)
+        w = DeviceWrite(b"D" * 16, 0, 1 << 20, 4096, 0, 4096, "zeros")
         layouts.commits[FH] = CommitList()
-        layouts.commits[FH].add(DeviceWrite(b"D" * 16, 0, 1 << 20, 4096, 0, 4096, "zeros"))
+        layouts.commits[FH].add(w)
+        layouts.wrote[FH] = CommitList()
+        layouts.wrote[FH].add(w)
         assert layouts.dirty(FH)
         layouts.forget_all()
-        assert FH in layouts.lost and not layouts.dirty(FH)
-        assert isinstance(layouts.cache.route(FH, 4096, 4096, RW), ViaMDS)
+        assert FH in layouts.lost and not layouts.dirty(FH) and FH not in layouts.wrote
+        assert isinstance(layouts.cache.route(FH, 0, 4096, RW), AskLayout)
         assert layouts.counts["uncommitted_lost"] == 1
-        await layouts.closing(FH, auth_sys(0, 0))
-        assert isinstance(layouts.cache.route(FH, 4096, 4096, RW), AskLayout)
 
 
 async def test_a_layout_granted_before_the_commit_reads_what_this_client_wrote_from_the_device() -> None:
@@ -92,6 +95,3 @@ async def test_a_layout_granted_before_the_commit_reads_what_this_client_wrote_f
         assert [(e.file_offset, e.length, e.state) for e in seg.body] == [
             (0, 258048, INVALID_DATA), (258048, 266240, READWRITE_DATA), (524288, 10485760 - 524288, INVALID_DATA),
             (10485760, 6295552, READWRITE_DATA)]
-        # a return (after the commit) or the client ID's loss forgets them
-        layouts.forget_all()
-        assert FH not in layouts.wrote
