@@ -10,7 +10,8 @@ metadata server), and what LAYOUTCOMMIT reports afterwards.
   (read first) in a READWRITE_DATA extent and zeros in an INVALID_DATA one (2.3.2). READ_DATA and
   NONE_DATA extents, or none, leave the range uncovered.
 - ``written``: an INVALID_DATA range written is READWRITE_DATA from then on (read from the device),
-  and goes into the ``CommitList``, whose ``body`` is LAYOUTCOMMIT's ``pnfs_block_layoutupdate4``:
+  in every segment held and, by ``own_writes``, in a segment granted later (2.3.2), and goes into
+  the ``CommitList``, whose ``body`` is LAYOUTCOMMIT's ``pnfs_block_layoutupdate4``:
   READWRITE_DATA extents only, block-aligned and merged (nfsd refuses anything else with NFS4ERR_INVAL).
 - ``device_error``: what LAYOUTERROR (RFC 7862 15.6) reports of a READ or WRITE to a device that failed.
 """
@@ -187,6 +188,21 @@ def written(extents: list[Extent], file_offset: int, length: int) -> None:
         else:
             merged.append(e)
     extents[:] = merged
+
+
+def own_writes(extents: list[Extent], wrote: list[Extent]) -> None:
+    """A new layout's ``extents``, with the blocks this client wrote by the file's layout (``wrote``)
+    and the server may not have seen committed yet: INVALID_DATA there becomes READWRITE_DATA where
+    the extent maps them to the same storage. RFC 5663 2.3.2: the client must remember which blocks
+    of an INVALID_DATA extent it wrote; a LAYOUTGET before their LAYOUTCOMMIT still calls them
+    INVALID_DATA (nfsd: XFS's unwritten extents), and read as zeros, or zeroed around a partial
+    write, they would lose what was written."""
+    for w in wrote:
+        hits = [(max(x.file_offset, w.file_offset), min(x.end, w.end)) for x in extents
+                if x.state == INVALID_DATA and x.device == w.device and x.file_offset < w.end
+                and w.file_offset < x.end and x.storage_at(w.file_offset) == w.storage_offset]
+        for lo, hi in hits:
+            written(extents, lo, hi - lo)
 
 
 @dataclass(slots=True)

@@ -42,6 +42,7 @@ from .block_layout import (
     Uncovered,
     device_error,
     extents_of,
+    own_writes,
     plan_read,
     plan_write,
     written,
@@ -71,6 +72,9 @@ class BlockLayouts:
         self.volumes: dict[bytes, Volume | None] = {}  # deviceid -> its volume (None: not on this machine)
         self.devices: dict[str, block_devices.BlockDevice] = {}
         self.commits: dict[bytes, CommitList] = {}
+        # per file: the blocks written by its layout since it was granted, committed or not (a
+        # LAYOUTGET answered before their LAYOUTCOMMIT calls them INVALID_DATA: ``own_writes``)
+        self.wrote: dict[bytes, CommitList] = {}
         self.sizes: dict[bytes, int] = {}
         self.cred: Credential | None = None  # for returns a recall starts (the last I/O's)
         self.candidates = block_devices.candidates
@@ -157,6 +161,8 @@ class BlockLayouts:
                 if lo.lo_content.loc_type != BLOCK:
                     continue
                 ext = extents_of(pnfs_block_layout4.XDR.decode(lo.lo_content.loc_body), self.block_size)
+                if fh in self.wrote:
+                    own_writes(ext, self.wrote[fh].extents)
                 for x in ext:
                     if await self._volume(x.device, cred) is None:
                         raise NoDevice("no block device here carries the layout's volume")
@@ -332,6 +338,7 @@ class BlockLayouts:
         for s in [seg, *(held.segments if held is not None else [])]:
             written(s.body, p.file_offset, p.length)
         self.commits.setdefault(fh, CommitList()).add(p)
+        self.wrote.setdefault(fh, CommitList()).add(p)
 
     def edge_lock(self, fh: bytes) -> trio.Lock:
         lock = self.edge_locks.get(fh)
@@ -416,6 +423,7 @@ class BlockLayouts:
         self._mds(why)
         self.cache.refuse(fh, why)
         self.lost.add(fh)
+        self.wrote.pop(fh, None)
         pending = self.commits.get(fh)
         if pending is not None:
             pending.clear()
@@ -451,6 +459,8 @@ class BlockLayouts:
         await self._send_return(ret, cred)
 
     async def _send_return(self, ret: LayoutReturn, cred: Credential) -> None:
+        # (what was written is committed before a return: a later layout says READWRITE_DATA there)
+        self.wrote.pop(ret.fh, None)
         self.counts["layoutreturn"] += 1
         try:
             sid = await self.ops.layoutreturn(ret.fh, ret.stateid, BLOCK, ret.iomode, ret.offset, ret.length, cred)
@@ -490,18 +500,17 @@ class BlockLayouts:
 
     def forget_all(self) -> None:
         """The client ID is gone, and its layouts with it: none is returned, and what was written by
-        them and not committed is sent again through the metadata server (as after a failed commit),
-        and so is the rest of those files' I/O until their next open (RFC 8881 12.7.4: after a
-        metadata server restart the client may write such data again through it, rather than reclaim
-        it with LAYOUTCOMMIT; nfsd takes no LAYOUTCOMMIT reclaim)."""
+        them and not committed is written again (as after a failed commit: the COMMIT goes to the
+        metadata server, whose verifier makes the writer send it again), by a new layout where the
+        server grants one (RFC 8881 12.7.4: nfsd takes no LAYOUTCOMMIT reclaim). Those blocks are
+        INVALID_DATA in the new layout until written again by it (nothing remembers them here)."""
+        self.wrote.clear()
         if self.cache.forget_all():
             self._mds("the layouts went with the client ID (a server restart, or the lease ran out)")
         for fh, pending in self.commits.items():
             if pending:
                 self.lost.add(fh)
                 pending.clear()
-                self.cache.refuse(fh, "written by a layout lost with the client ID: through the metadata "
-                                      "server until the file's next open")
                 self.counts["uncommitted_lost"] += 1
 
     def close(self) -> None:

@@ -24,6 +24,7 @@ from pynfsrdma._client.block_layout import (
     Zeros,
     device_error,
     extents_of,
+    own_writes,
     plan_read,
     plan_write,
     written,
@@ -183,3 +184,46 @@ def test_layouterror_says_gone_full_or_io_and_which_operation_failed() -> None:
     assert (full.de_status, full.de_opnum) == (nfsstat4.NFS4ERR_NOSPC, nfs_opnum4.OP_WRITE)
     assert device_error(DEV, OSError(errno.EIO, "Input/output error"), nfs_opnum4.OP_WRITE).de_status == \
         nfsstat4.NFS4ERR_IO
+
+
+def test_a_layout_granted_before_the_commit_keeps_the_blocks_this_client_wrote() -> None:
+    # The Debian 13 guest's restart step, with the extents nfsd 7.3 answered: after the server
+    # restart the writer sends the file again; the first of those writes (at 258048) got a layout
+    # from there, the next (at 0) a second one from 0, before any LAYOUTCOMMIT. XFS's extents there
+    # are still unwritten, so the second layout calls the blocks just written INVALID_DATA, and
+    # reading them by it gave zeros (RFC 5663 2.3.2: the client must remember what it wrote).
+    disk = Disk(32 << 20)
+    size = (16 << 20) + 777
+    want = bytes(range(256)) * (size // 256 + 1)
+    first = extents_of(body((258048, 10227712, 356352, INVALID_DATA),
+                            (10485760, 6295552, 10584064, READWRITE_DATA),
+                            (16781312, 253952, 16879616, INVALID_DATA)), BS)
+    commit, wrote = CommitList(), CommitList()
+    for at, n in ((258048, 4096), (262144, 258048), (520192, 4096)):
+        plan = plan_write(first, at, n, BS)
+        disk.write(plan, at, want[at:at + n], first, commit)
+        for p in plan:
+            assert isinstance(p, DeviceWrite)
+            wrote.add(p)
+    second = extents_of(body((0, 10485760, 98304, INVALID_DATA),
+                             (10485760, 6295552, 10584064, READWRITE_DATA)), BS)
+    own_writes(second, wrote.extents)
+    assert disk.read(plan_read(second, 258048, 266240, size), 258048) == want[258048:524288]
+    # an unaligned write into one of those blocks keeps the rest of the block (not zeros)
+    disk.write(plan_write(second, 300001, 10, BS), 300001, b"x" * 10, second, commit)
+    assert disk.read(plan_read(second, 299008, 8192, size), 299008) == \
+        want[299008:300001] + b"x" * 10 + want[300011:307200]
+    # the blocks it did not write stay INVALID_DATA, read as zeros
+    assert disk.read(plan_read(second, 0, 258048, size), 0) == bytes(258048)
+
+
+def test_a_layout_on_other_storage_keeps_its_invalid_data() -> None:
+    # blocks written at one place on the device say nothing of an extent mapped elsewhere
+    first = [Extent(DEV, 0, 1 << 20, 1 << 20, INVALID_DATA)]
+    wrote = CommitList()
+    for p in plan_write(first, 0, 8192, BS):
+        assert isinstance(p, DeviceWrite)
+        wrote.add(p)
+    moved = [Extent(DEV, 0, 1 << 20, 8 << 20, INVALID_DATA)]
+    own_writes(moved, wrote.extents)
+    assert [(e.file_offset, e.length, e.state) for e in moved] == [(0, 1 << 20, INVALID_DATA)]

@@ -18,7 +18,8 @@ loop device with ``pnfs``, and our client reads and writes its files straight on
 - ``client_pnfs_restart`` (child): nfsd is stopped while our client writes a file by the layout,
   our writes to the device go on while it is down, and it is started again: our client reclaims its
   open in the grace period, what it wrote by the lost layout and never committed is written again
-  through the metadata server, and the server's XFS holds every byte.
+  (by a new layout once nfsd grants one, else through nfsd), and our read and the server's XFS hold
+  every byte.
 
 The module needs only the standard library at import (the guest's main process imports it).
 """
