@@ -165,6 +165,12 @@ def plan_write(extents: list[Extent], offset: int, length: int, block_size: int)
     return out
 
 
+def holds_data(extents: list[Extent], file_offset: int) -> bool:
+    """Whether the block at ``file_offset`` holds data on the device (READWRITE_DATA: written before,
+    by anyone, or by this client since the layout came), not zeros to be (INVALID_DATA)."""
+    return any(e.file_offset <= file_offset < e.end and e.state == READWRITE_DATA for e in extents)
+
+
 def written(extents: list[Extent], file_offset: int, length: int) -> None:
     """Blocks ``file_offset``..+``length`` were written: INVALID_DATA there becomes READWRITE_DATA."""
     end = file_offset + length

@@ -42,6 +42,7 @@ from .block_layout import (
     Uncovered,
     device_error,
     extents_of,
+    holds_data,
     own_writes,
     plan_read,
     plan_write,
@@ -316,29 +317,31 @@ class BlockLayouts:
         return True
 
     async def _write_blocks(self, fh: bytes, seg: Segment, p: DeviceWrite, src: memoryview, offset: int) -> None:
-        """One extent's whole blocks: the edges read first where the extent's data is valid (two partial
-        writes of one file do that one at a time: they may share a block), the caller's bytes copied
-        into the aligned buffer, written, and the blocks marked written."""
+        """One extent's whole blocks: the edges read first where the blocks hold data (a READWRITE_DATA
+        extent, or INVALID_DATA this client has written meanwhile), the caller's bytes copied into the
+        aligned buffer, written, and the blocks marked written. Two partial writes of one file go one at
+        a time (they may share a block: the later one must find the earlier one's bytes there, not fill
+        them with zeros)."""
         bs = self.block_size
         buf = block_devices.aligned(p.length)
         view = memoryview(buf)[:p.length]
-        partial = not p.whole and p.edges == "device"
-        async with self.edge_lock(fh) if partial else _NO_LOCK:
-            if partial:
+        async with _NO_LOCK if p.whole else self.edge_lock(fh):
+            if not p.whole:
                 for blk in {p.file_offset, p.file_offset + p.length - bs}:
                     if p.data_from <= blk and blk + bs <= p.data_to:
                         continue
                     at = blk - p.file_offset
-                    await self._device_io(p.device, p.storage_offset + at, view[at:at + bs], False)
+                    if p.edges == "device" or holds_data(seg.body, blk):
+                        await self._device_io(p.device, p.storage_offset + at, view[at:at + bs], False)
             # the one copy: the caller's bytes into the aligned buffer O_DIRECT needs
             view[p.data_from - p.file_offset:p.data_to - p.file_offset] = src[p.data_from - offset:p.data_to - offset]
             await self._device_io(p.device, p.storage_offset, view, True)
-        # every segment of the file that maps these blocks reads them from the device now
-        held = self.cache.files.get(fh)
-        for s in [seg, *(held.segments if held is not None else [])]:
-            written(s.body, p.file_offset, p.length)
-        self.commits.setdefault(fh, CommitList()).add(p)
-        self.wrote.setdefault(fh, CommitList()).add(p)
+            # every segment of the file that maps these blocks reads them from the device now
+            held = self.cache.files.get(fh)
+            for s in [seg, *(held.segments if held is not None else [])]:
+                written(s.body, p.file_offset, p.length)
+            self.commits.setdefault(fh, CommitList()).add(p)
+            self.wrote.setdefault(fh, CommitList()).add(p)
 
     def edge_lock(self, fh: bytes) -> trio.Lock:
         lock = self.edge_locks.get(fh)

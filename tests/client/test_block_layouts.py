@@ -95,3 +95,33 @@ async def test_a_layout_granted_before_the_commit_reads_what_this_client_wrote_f
         assert [(e.file_offset, e.length, e.state) for e in seg.body] == [
             (0, 258048, INVALID_DATA), (258048, 266240, READWRITE_DATA), (524288, 10485760 - 524288, INVALID_DATA),
             (10485760, 6295552, READWRITE_DATA)]
+
+
+async def test_two_partial_writes_into_one_unwritten_block_keep_each_others_bytes() -> None:
+    # two WRITEs in flight share the first block of an INVALID_DATA extent: each pads its part of the
+    # block, and the later one must pad with what the earlier one wrote, not with zeros
+    async with trio.open_nursery() as nursery:
+        ops = LayoutGets((0, 16 << 20, 98304, INVALID_DATA))
+        layouts = BlockLayouts(cast(LayoutOps, ops), nursery)
+        layouts.volumes[DEV] = cast(Volume, object())  # (found on this machine before)
+        device = bytearray(b"\xee" * (98304 + (16 << 20)))  # (what was on the disk before: not the file's)
+
+        async def device_io(deviceid: bytes, offset: int, view: memoryview, write: bool) -> None:
+            await trio.sleep(0.01)  # (the device takes its time: both WRITEs are planned meanwhile)
+            if write:
+                device[offset:offset + view.nbytes] = view
+            else:
+                view[:] = device[offset:offset + view.nbytes]
+
+        layouts._device_io = device_io  # type: ignore[method-assign]  # (the device, at the I/O edge)
+        of = cast(OpenFile, SimpleNamespace(fh=FH, stateid=stateid4(1, b"O" * 12)))
+        await layouts._layout(of, FH, 0, 4096, RW, auth_sys(0, 0))
+
+        async def write(at: int, data: bytes) -> None:
+            assert await layouts.write(of, at, data, auth_sys(0, 0))
+
+        async with trio.open_nursery() as writers:
+            writers.start_soon(write, 0, b"a" * 1000)
+            writers.start_soon(write, 1000, b"b" * 1000)
+        assert bytes(device[98304:98304 + 4096]) == b"a" * 1000 + b"b" * 1000 + bytes(2096)
+        nursery.cancel_scope.cancel()
