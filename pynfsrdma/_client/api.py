@@ -279,7 +279,7 @@ class Client:
                 self._dirs.clear()
             raise
         if (follow or want_dir) and attrs.is_symlink:
-            target = (await self.nfs.readlink(fh, self.cred, path)).decode("utf-8", "surrogateescape")
+            target = (await self.nfs.directories.readlink(fh, self.cred, path)).decode("utf-8", "surrogateescape")
             nxt = target if target.startswith("/") else posixpath.join(parent, target)
             return await self._resolve(nxt + "/" if want_dir else nxt, True, depth + 1)
         if want_dir and not attrs.is_dir:
@@ -365,7 +365,7 @@ class Client:
         only a symbolic link's target is looked up)."""
         npath = self._norm(path)
         fh = await self._dir_fh(npath)
-        return await self._entries(path, npath, await self.nfs.listdir_plus(fh, self.cred, path=npath))
+        return await self._entries(path, npath, await self.nfs.directories.listdir_plus(fh, self.cred, path=npath))
 
     async def _entries(self, path: str, npath: str, listing: list[ListedEntry]) -> list[DirEntry]:
         """The entries of the directory ``path`` (``npath`` normalised) as READDIR listed them; the
@@ -384,7 +384,7 @@ class Client:
     async def listdir(self, path: str = "/") -> list[str]:
         npath = self._norm(path)
         fh = await self._dir_fh(npath)
-        return [e.name for e in await self.nfs.listdir(fh, self.cred, with_attrs=True, path=npath)]
+        return [e.name for e in await self.nfs.directories.listdir(fh, self.cred, with_attrs=True, path=npath)]
 
     async def walk(self, top: str = "/", topdown: bool = True, onerror: Callable[[OSError], Any] | None = None,
                    followlinks: bool = False) -> AsyncIterator[tuple[str, list[str], list[str]]]:
@@ -537,7 +537,7 @@ class Client:
     async def mkdir(self, path: str, mode: int = 0o755) -> FileAttrs:
         parent, name = self._split(path)
         dfh = await self._dir_fh(parent)
-        _, attrs, _, _ = await self.nfs.create(dfh, name, c.NF4DIR, self.cred, mode=mode, path=self._norm(path))
+        _, attrs, _, _ = await self.nfs.directories.create(dfh, name, c.NF4DIR, self.cred, mode=mode, path=self._norm(path))
         return attrs
 
     async def makedirs(self, path: str, mode: int = 0o755, exist_ok: bool = False) -> None:
@@ -602,7 +602,7 @@ class Client:
         (False), or whatever it names (None)."""
         parent, name = self._split(path)
         dfh = await self._dir_fh(parent)
-        await self.nfs.remove(dfh, name, self.cred, path=self._norm(path), is_dir=is_dir)
+        await self.nfs.directories.remove(dfh, name, self.cred, path=self._norm(path), is_dir=is_dir)
         self._forget(path)
 
     async def rename(self, src: str, dst: str) -> None:
@@ -614,7 +614,7 @@ class Client:
         dp, dn = self._split(dst)
         sfh = await self._dir_fh(sp)
         dfh = await self._dir_fh(dp)
-        await self.nfs.rename(sfh, sn, dfh, dn, self.cred, path=self._norm(src))
+        await self.nfs.directories.rename(sfh, sn, dfh, dn, self.cred, path=self._norm(src))
         self._forget(src)
         self._forget(dst)
 
@@ -625,14 +625,14 @@ class Client:
         fh, _ = await self._resolve(src, follow=follow_symlinks)
         dp, dn = self._split(dst)
         dfh = await self._dir_fh(dp)
-        attrs, _, _ = await self.nfs.link(fh, dfh, dn, self.cred, path=self._norm(dst))
+        attrs, _, _ = await self.nfs.directories.link(fh, dfh, dn, self.cred, path=self._norm(dst))
         return attrs
 
     async def symlink(self, target: str, path: str) -> FileAttrs:
         self._no_file_at(path, c.NFS4ERR_NOENT)  # (symlink(2) answers so)
         parent, name = self._split(path)
         dfh = await self._dir_fh(parent)
-        _, attrs, _, _ = await self.nfs.create(dfh, name, c.NF4LNK, self.cred, mode=0o777,
+        _, attrs, _, _ = await self.nfs.directories.create(dfh, name, c.NF4LNK, self.cred, mode=0o777,
                                          linkdata=target.encode("utf-8", "surrogateescape"),
                                          path=self._norm(path))
         return attrs
@@ -641,7 +641,7 @@ class Client:
         fh, attrs = await self._resolve(path, follow=False)
         if not attrs.is_symlink:
             raise NFS4Error(c.NFS4ERR_INVAL, c.OP_READLINK, self._norm(path))
-        return (await self.nfs.readlink(fh, self.cred, path)).decode("utf-8", "surrogateescape")
+        return (await self.nfs.directories.readlink(fh, self.cred, path)).decode("utf-8", "surrogateescape")
 
     # -- files ------------------------------------------------------------------------------------------
     async def open(self, path: str, mode: str = "r", perm: int = 0o644) -> File:
@@ -959,7 +959,7 @@ class Client:
                 if error is None:
                     for i, page in zip(idx, pages, strict=True):
                         try:
-                            listing = await self.nfs.listdir_plus(fhs[i], self.cred, path=npaths[i], first=page)
+                            listing = await self.nfs.directories.listdir_plus(fhs[i], self.cred, path=npaths[i], first=page)
                             out[i] = await self._entries(paths[i], npaths[i], listing)
                         except OSError as e:
                             out[i] = e
@@ -968,7 +968,7 @@ class Client:
                 idx = idx[:failed] + idx[failed + 1 :]
             for i in idx:  # (one directory: its pages as scandir asks them)
                 try:
-                    listing = await self.nfs.listdir_plus(fhs[i], self.cred, path=npaths[i])
+                    listing = await self.nfs.directories.listdir_plus(fhs[i], self.cred, path=npaths[i])
                     out[i] = await self._entries(paths[i], npaths[i], listing)
                 except OSError as e:
                     out[i] = e

@@ -4,7 +4,8 @@ face the FUSE front end and the path-based API both stand on.
 Each family of operations lives in a module of its own, named for what it holds in the protocol's
 words: ``compounds`` (running a COMPOUND: errors, parsing in the session's checks, the stateid I/O
 goes with), ``names`` (the export, LOOKUP, GETATTR, SETATTR, ACCESS), ``directories`` (READDIR,
-CREATE, REMOVE, RENAME, LINK, READLINK), ``xattrs`` (RFC 8276: an object of its own, ``NFSv4.xattrs``,
+CREATE, REMOVE, RENAME, LINK, READLINK: an object of its own, ``NFSv4.directories``, given the
+COMPOUND runner), ``xattrs`` (RFC 8276: an object of its own, ``NFSv4.xattrs``,
 given the COMPOUND runner rather than a rung of the class ladder), ``read_write`` (READ, WRITE,
 COMMIT), ``nfs42`` (SEEK, ALLOCATE, DEALLOCATE, COPY, CLONE), ``delegations``, ``byte_range_locks``
 (LOCK, LOCKT, LOCKU), ``opens`` (OPEN, CLOSE), ``state_recovery`` (reclaim after a server
@@ -30,12 +31,14 @@ __all__ = ["ANONYMOUS_STATEID", "VERIFIER_SIZE", "Delegation", "DirEntry", "Held
            "OpenFile", "current"]
 
 
-class NFSv4(WholeFiles, Directories, NFS42):
+class NFSv4(WholeFiles, NFS42):
     """File-handle level operations over a :class:`~pynfsrdma._session.client_id.ClientID`'s session.
-    ``xattrs`` (the extended attributes) and ``batched`` (several READs, REMOVEs or first READDIRs
-    to a COMPOUND): families of their own, given this object's COMPOUND runner."""
+    ``directories`` (READDIR, CREATE, REMOVE, RENAME, LINK, READLINK), ``xattrs`` (the extended
+    attributes) and ``batched`` (several READs, REMOVEs or first READDIRs to a COMPOUND): families of
+    their own, given this object's COMPOUND runner."""
 
     def __init__(self, client: ClientID) -> None:
         super().__init__(client)
+        self.directories = Directories(self)
         self.xattrs = ExtendedAttributes(self)
         self.batched = Batched(self)

@@ -161,7 +161,7 @@ class Lookups:
         try:
             asked, dir_asked = self.inodes.asking(), self.inodes.asking(parent)
             try:
-                entries, verifier, eof, dir_attrs = await self.nfs.readdir_plus_and_attrs(
+                entries, verifier, eof, dir_attrs = await self.nfs.directories.readdir_plus_and_attrs(
                     parent.fh, cred, ahead.cookie, ahead.verifier
                 )
             except NFS4Error as e:

@@ -472,7 +472,7 @@ class NFSOperations(Operations):
     @fuse_errors
     async def readlink(self, inode: int, ctx: RequestContext) -> bytes:
         node = self._inode(inode)
-        return await self.nfs.readlink(node.fh, self.cred(ctx))
+        return await self.nfs.directories.readlink(node.fh, self.cred(ctx))
 
     @fuse_errors
     async def access(self, inode: int, mode: int, ctx: RequestContext) -> bool:
@@ -532,7 +532,7 @@ class NFSOperations(Operations):
         n = _name(name)
         with self.inodes.changing(parent) as dir_asked:
             asked = self.inodes.asking()
-            fh, attrs, cinfo, dir_attrs = await self.nfs.create(
+            fh, attrs, cinfo, dir_attrs = await self.nfs.directories.create(
                 parent.fh, n, ftype, self.cred(ctx), dir_attrs=True, **kw
             )
             node = self._learn(fh, attrs, asked)
@@ -587,7 +587,7 @@ class NFSOperations(Operations):
             await self.silly.hide(parent, n, target, cred)
             return
         with self.inodes.changing(parent) as dir_asked:
-            cinfo, dir_attrs = await self.nfs.remove(parent.fh, n, cred, dir_attrs=True)
+            cinfo, dir_attrs = await self.nfs.directories.remove(parent.fh, n, cred, dir_attrs=True)
             self.changes.modified(parent, n, cinfo, False)
             self.changes.after(parent, cinfo, dir_attrs, dir_asked)
 
@@ -602,12 +602,12 @@ class NFSOperations(Operations):
         cred = self.cred(ctx)
         with self.inodes.changing(parent) as dir_asked:
             try:
-                cinfo, dir_attrs = await self.nfs.remove(parent.fh, n, cred, dir_attrs=True)
+                cinfo, dir_attrs = await self.nfs.directories.remove(parent.fh, n, cred, dir_attrs=True)
             except NFS4Error as e:
                 target = self.inodes.by_name(parent.ino, n)
                 if e.status != c.NFS4ERR_NOTEMPTY or target is None or not await self.silly.gone_from(target.fh):
                     raise
-                cinfo, dir_attrs = await self.nfs.remove(parent.fh, n, cred, dir_attrs=True)
+                cinfo, dir_attrs = await self.nfs.directories.remove(parent.fh, n, cred, dir_attrs=True)
             self.changes.modified(parent, n, cinfo, False)
             self.changes.after(parent, cinfo, dir_attrs, dir_asked)
 
@@ -631,7 +631,7 @@ class NFSOperations(Operations):
         if target is not None:
             await self.silly.hide(dst, new, target, cred)
         with self.inodes.changing(src) as src_asked, self._changing_other(dst, src) as dst_asked:
-            r = await self.nfs.rename(src.fh, old, dst.fh, new, cred, dir_attrs=True)
+            r = await self.nfs.directories.rename(src.fh, old, dst.fh, new, cred, dir_attrs=True)
             moved = self.changes.modified(src, old, r.source, False)
             self.changes.modified(dst, new, r.target, True, moved)
             if dst is src:
@@ -656,7 +656,7 @@ class NFSOperations(Operations):
         n = _name(new_name)
         asked = self.inodes.asking(node)
         with self.inodes.changing(parent) as dir_asked:
-            attrs, cinfo, dir_attrs = await self.nfs.link(node.fh, parent.fh, n, self.cred(ctx), dir_attrs=True)
+            attrs, cinfo, dir_attrs = await self.nfs.directories.link(node.fh, parent.fh, n, self.cred(ctx), dir_attrs=True)
             node = self._learn(node.fh, attrs, asked)
             self.changes.modified(parent, n, cinfo, True, node)
             self.changes.after(parent, cinfo, dir_attrs, dir_asked)

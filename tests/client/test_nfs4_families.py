@@ -1,5 +1,6 @@
 """NFSv4's families that are objects of their own, given its COMPOUND runner rather than rungs of its
-class ladder: the extended attributes (``nfs.xattrs``) and the batched operations (``nfs.batched``)."""
+class ladder: the directories (``nfs.directories``), the extended attributes (``nfs.xattrs``) and the
+batched operations (``nfs.batched``)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ import trio
 from pynfsrdma._client.api import Client
 from pynfsrdma._client.batched import Batched
 from pynfsrdma._client.compounds import Compounds
+from pynfsrdma._client.directories import Directories
 from pynfsrdma._client.nfs4 import NFSv4
 from pynfsrdma._client.xattrs import ExtendedAttributes
+from pynfsrdma._proto.nfs4 import const as c
 from pynfsrdma._testbed import Ganesha
 from pynfsrdma._testbed.ganesha import ExportPath
 
 
 def test_the_composed_families_are_no_rungs_of_the_ladder() -> None:
-    for family in (ExtendedAttributes, Batched):
+    for family in (Directories, ExtendedAttributes, Batched):
         assert not issubclass(NFSv4, family), family
         assert Compounds not in family.__mro__, family
 
@@ -42,3 +45,23 @@ def test_batched_reads_and_removes_run_through_the_runner_they_are_given(ganesha
 
     trio.run(main)
     assert sorted(p.name for p in export_path.local.iterdir()) == ["f"]
+
+
+def test_directories_run_through_the_runner_they_are_given(ganesha: Ganesha, export_path: ExportPath) -> None:
+    (export_path.local / "f").write_bytes(b"data")
+    url = f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}"
+
+    async def main() -> None:
+        async with Client.connect(url) as client:
+            nfs, root, cred = client.nfs, client.root_fh, client.cred
+            assert isinstance(nfs.directories, Directories) and nfs.directories.compounds is nfs
+            await nfs.directories.create(root, "d", c.NF4DIR, cred, mode=0o750)
+            fh = (await nfs.lookup(root, "f", cred))[0]
+            await nfs.directories.link(fh, root, "hard", cred)
+            await nfs.directories.rename(root, "f", root, "g", cred)
+            await nfs.directories.remove(root, "hard", cred)
+            assert sorted(e.name for e in await nfs.directories.listdir(root, cred)) == ["d", "g"]
+
+    trio.run(main)
+    assert sorted(p.name for p in export_path.local.iterdir()) == ["d", "g"]
+    assert (export_path.local / "g").read_bytes() == b"data"
