@@ -1001,7 +1001,7 @@ class Client:
         size = s.size
         if size:
             try:
-                n = await self.nfs.copy(s.of, d.of, 0, 0, size, self.cred, path=d.path)
+                n = await self.nfs.nfs42.copy(s.of, d.of, 0, 0, size, self.cred, path=d.path)
             except NFS4Error as e:
                 if e.errno not in (errno.EOPNOTSUPP, errno.EXDEV):
                     raise
@@ -1292,14 +1292,14 @@ class File:
     async def _seek(self, offset: int, what: int) -> int:
         if self.closed:
             raise ValueError("I/O on a closed file")
-        self.pos = await self.client.nfs.seek(self.of, offset, what, self.client.cred, self.path, lock_owner=self)
+        self.pos = await self.client.nfs.nfs42.seek(self.of, offset, what, self.client.cred, self.path, lock_owner=self)
         return self.pos
 
     async def allocate(self, offset: int, length: int) -> FileAttrs:
         """Reserve space for ``length`` bytes from ``offset`` (fallocate(2) mode 0: the file grows if
         shorter); the file's attributes after it."""
         self._check(True)
-        attrs = await self.client.nfs.allocate(self.of, offset, length, self.client.cred, self.path,
+        attrs = await self.client.nfs.nfs42.allocate(self.of, offset, length, self.client.cred, self.path,
                                                lock_owner=self)
         self.of.attrs = attrs
         return attrs
@@ -1308,7 +1308,7 @@ class File:
         """Free the space of ``length`` bytes from ``offset`` (fallocate(2)'s PUNCH_HOLE|KEEP_SIZE: they
         read back as zeros, the size stays); the file's attributes after it."""
         self._check(True)
-        attrs = await self.client.nfs.deallocate(self.of, offset, length, self.client.cred, self.path,
+        attrs = await self.client.nfs.nfs42.deallocate(self.of, offset, length, self.client.cred, self.path,
                                                  lock_owner=self)
         self.of.attrs = attrs
         return attrs

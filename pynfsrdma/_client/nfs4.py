@@ -7,7 +7,8 @@ goes with), ``names`` (the export, LOOKUP, GETATTR, SETATTR, ACCESS), ``director
 CREATE, REMOVE, RENAME, LINK, READLINK: an object of its own, ``NFSv4.directories``, given the
 COMPOUND runner), ``xattrs`` (RFC 8276: an object of its own, ``NFSv4.xattrs``,
 given the COMPOUND runner rather than a rung of the class ladder), ``read_write`` (READ, WRITE,
-COMMIT), ``nfs42`` (SEEK, ALLOCATE, DEALLOCATE, COPY, CLONE), ``delegations``, ``byte_range_locks``
+COMMIT), ``nfs42`` (SEEK, ALLOCATE, DEALLOCATE, COPY, CLONE: ``NFSv4.nfs42``, given the runner
+and the READ/WRITE family), ``delegations``, ``byte_range_locks``
 (LOCK, LOCKT, LOCKU), ``opens`` (OPEN, CLOSE), ``state_recovery`` (reclaim after a server
 restart, revoked state), ``whole_files`` (a small file read or written by name in one
 COMPOUND) and ``batched`` (many READs of a file, many REMOVEs in a directory, several to a
@@ -24,6 +25,7 @@ from .delegations import HeldFile
 from .directories import Directories, DirEntry, ListedEntry
 from .nfs42 import NFS42
 from .open_state import ANONYMOUS_STATEID, Delegation, OpenFile, current
+from .read_write import ReadWrite
 from .whole_files import WholeFiles
 from .xattrs import ExtendedAttributes
 
@@ -31,14 +33,15 @@ __all__ = ["ANONYMOUS_STATEID", "VERIFIER_SIZE", "Delegation", "DirEntry", "Held
            "OpenFile", "current"]
 
 
-class NFSv4(WholeFiles, NFS42):
+class NFSv4(WholeFiles, ReadWrite):
     """File-handle level operations over a :class:`~pynfsrdma._session.client_id.ClientID`'s session.
-    ``directories`` (READDIR, CREATE, REMOVE, RENAME, LINK, READLINK), ``xattrs`` (the extended
-    attributes) and ``batched`` (several READs, REMOVEs or first READDIRs to a COMPOUND): families of
+    ``directories`` (READDIR, CREATE, REMOVE, RENAME, LINK, READLINK), ``nfs42`` (SEEK, ALLOCATE,
+    DEALLOCATE, COPY, CLONE: given the READ/WRITE family too), ``xattrs`` (the extended attributes) and ``batched`` (several READs, REMOVEs or first READDIRs to a COMPOUND): families of
     their own, given this object's COMPOUND runner."""
 
     def __init__(self, client: ClientID) -> None:
         super().__init__(client)
         self.directories = Directories(self)
+        self.nfs42 = NFS42(self, self)
         self.xattrs = ExtendedAttributes(self)
         self.batched = Batched(self)

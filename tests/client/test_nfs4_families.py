@@ -1,5 +1,5 @@
 """NFSv4's families that are objects of their own, given its COMPOUND runner rather than rungs of its
-class ladder: the directories (``nfs.directories``), the extended attributes (``nfs.xattrs``) and the
+class ladder: the directories (``nfs.directories``), NFSv4.2's operations (``nfs.nfs42``), the extended attributes (``nfs.xattrs``) and the
 batched operations (``nfs.batched``)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pynfsrdma._client.batched import Batched
 from pynfsrdma._client.compounds import Compounds
 from pynfsrdma._client.directories import Directories
 from pynfsrdma._client.nfs4 import NFSv4
+from pynfsrdma._client.nfs42 import NFS42
 from pynfsrdma._client.xattrs import ExtendedAttributes
 from pynfsrdma._proto.nfs4 import const as c
 from pynfsrdma._testbed import Ganesha
@@ -18,7 +19,7 @@ from pynfsrdma._testbed.ganesha import ExportPath
 
 
 def test_the_composed_families_are_no_rungs_of_the_ladder() -> None:
-    for family in (Directories, ExtendedAttributes, Batched):
+    for family in (Directories, NFS42, ExtendedAttributes, Batched):
         assert not issubclass(NFSv4, family), family
         assert Compounds not in family.__mro__, family
 
@@ -65,3 +66,21 @@ def test_directories_run_through_the_runner_they_are_given(ganesha: Ganesha, exp
     trio.run(main)
     assert sorted(p.name for p in export_path.local.iterdir()) == ["d", "g"]
     assert (export_path.local / "g").read_bytes() == b"data"
+
+
+def test_nfs42_runs_through_the_runner_it_is_given(ganesha: Ganesha, export_path: ExportPath) -> None:
+    url = f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}?vers=4.2"
+
+    async def main() -> None:
+        async with Client.connect(url) as client:
+            nfs = client.nfs
+            assert isinstance(nfs.nfs42, NFS42) and nfs.nfs42.compounds is nfs and nfs.nfs42.read_write is nfs
+            assert nfs.nfs42.supports(c.OP_SEEK)
+            f = await client.open("/f", "w")
+            attrs = await nfs.nfs42.allocate(f.of, 0, 8192, client.cred)
+            assert attrs.size == 8192
+            assert await nfs.nfs42.seek(f.of, 0, c.NFS4_CONTENT_HOLE, client.cred) in (0, 8192)
+            await f.close()
+
+    trio.run(main)
+    assert (export_path.local / "f").stat().st_size == 8192
