@@ -688,7 +688,7 @@ class Client:
         if not names_a_directory(path):  # (else a directory or ENOTDIR, which the open tells)
             parent, name = self._split(npath)
             dfh = await self._dir_fh(parent)
-            first = await nfs.read_named(dfh, name, offset, nfs.maxread if count is None else count, self.cred,
+            first = await nfs.whole_files.read_named(dfh, name, offset, nfs.maxread if count is None else count, self.cred,
                                          npath)
         if first is None:
             async with await self.open(path, "r") as f:
@@ -739,7 +739,7 @@ class Client:
         npath = self._norm(path)
         parent, name = self._split(npath)
         dfh = await self._dir_fh(parent)
-        _, _, written = await nfs.write_named(dfh, name, mv, self.cred, mode=perm, exclusive=exclusive, path=npath)
+        _, _, written = await nfs.whole_files.write_named(dfh, name, mv, self.cred, mode=perm, exclusive=exclusive, path=npath)
         if written < mv.nbytes:  # (the server wrote less than asked: the rest, by the engine)
             async with await self.open(npath, "r+") as f:
                 await f.pwrite(written, mv[written:])

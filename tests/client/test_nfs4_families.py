@@ -1,5 +1,5 @@
 """NFSv4's families that are objects of their own, given its COMPOUND runner rather than rungs of its
-class ladder: the directories (``nfs.directories``), NFSv4.2's operations (``nfs.nfs42``), the extended attributes (``nfs.xattrs``) and the
+class ladder: the directories (``nfs.directories``), NFSv4.2's operations (``nfs.nfs42``), whole files by name (``nfs.whole_files``), the extended attributes (``nfs.xattrs``) and the
 batched operations (``nfs.batched``)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pynfsrdma._client.compounds import Compounds
 from pynfsrdma._client.directories import Directories
 from pynfsrdma._client.nfs4 import NFSv4
 from pynfsrdma._client.nfs42 import NFS42
+from pynfsrdma._client.whole_files import WholeFiles
 from pynfsrdma._client.xattrs import ExtendedAttributes
 from pynfsrdma._proto.nfs4 import const as c
 from pynfsrdma._testbed import Ganesha
@@ -19,7 +20,7 @@ from pynfsrdma._testbed.ganesha import ExportPath
 
 
 def test_the_composed_families_are_no_rungs_of_the_ladder() -> None:
-    for family in (Directories, NFS42, ExtendedAttributes, Batched):
+    for family in (Directories, NFS42, WholeFiles, ExtendedAttributes, Batched):
         assert not issubclass(NFSv4, family), family
         assert Compounds not in family.__mro__, family
 
@@ -84,3 +85,19 @@ def test_nfs42_runs_through_the_runner_it_is_given(ganesha: Ganesha, export_path
 
     trio.run(main)
     assert (export_path.local / "f").stat().st_size == 8192
+
+
+def test_whole_files_run_through_the_runner_they_are_given(ganesha: Ganesha, export_path: ExportPath) -> None:
+    url = f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}"
+
+    async def main() -> None:
+        async with Client.connect(url) as client:
+            nfs, root, cred = client.nfs, client.root_fh, client.cred
+            assert isinstance(nfs.whole_files, WholeFiles) and nfs.whole_files.compounds is nfs
+            fh, _, written = await nfs.whole_files.write_named(root, "w", b"whole", cred)
+            assert written == 5
+            got = await nfs.whole_files.read_named(root, "w", 0, 100, cred)
+            assert got is not None and got.fh == fh and (bytes(got.data), got.eof) == (b"whole", True)
+
+    trio.run(main)
+    assert (export_path.local / "w").read_bytes() == b"whole"
