@@ -4,12 +4,13 @@ face the FUSE front end and the path-based API both stand on.
 Each family of operations lives in a module of its own, named for what it holds in the protocol's
 words: ``compounds`` (running a COMPOUND: errors, parsing in the session's checks, the stateid I/O
 goes with), ``names`` (the export, LOOKUP, GETATTR, SETATTR, ACCESS), ``read_write`` (READ, WRITE,
-COMMIT), ``delegations``, ``byte_range_locks`` (LOCK, LOCKT, LOCKU), ``opens`` (OPEN, CLOSE),
-``state_recovery`` (reclaim after a server restart, revoked state): these are still the rungs
-:class:`NFSv4` is built of. Objects of their own, given the COMPOUND runner rather than rungs of
-the class ladder: ``directories`` (READDIR, CREATE, REMOVE, RENAME, LINK, READLINK:
-``NFSv4.directories``), ``nfs42`` (SEEK, ALLOCATE, DEALLOCATE, COPY, CLONE: ``NFSv4.nfs42``, given
-the READ/WRITE family too), ``whole_files`` (a small file read or written by name in one COMPOUND:
+COMMIT), ``delegations``, ``byte_range_locks`` (LOCK, LOCKT, LOCKU), ``opens`` (OPEN, CLOSE):
+these are still the rungs :class:`NFSv4` is built of. Objects of their own, given the COMPOUND
+runner rather than rungs of the class ladder: ``state_recovery`` (reclaim after a server restart,
+revoked state: ``NFSv4.state_recovery``, given the opens, delegations and locks it recovers),
+``directories`` (READDIR, CREATE, REMOVE, RENAME, LINK, READLINK: ``NFSv4.directories``),
+``nfs42`` (SEEK, ALLOCATE, DEALLOCATE, COPY, CLONE: ``NFSv4.nfs42``, given the READ/WRITE family
+too), ``whole_files`` (a small file read or written by name in one COMPOUND:
 ``NFSv4.whole_files``), ``xattrs`` (RFC 8276: ``NFSv4.xattrs``) and ``batched`` (many READs of a
 file, many REMOVEs in a directory, several to a COMPOUND: ``NFSv4.batched``). ``open_state`` holds
 the state an OPEN leaves (:class:`OpenFile`, :class:`Delegation`).
@@ -24,6 +25,7 @@ from .delegations import HeldFile
 from .directories import Directories, DirEntry, ListedEntry
 from .nfs42 import NFS42
 from .open_state import ANONYMOUS_STATEID, Delegation, OpenFile, current
+from .opens import Opens
 from .read_write import ReadWrite
 from .state_recovery import StateRecovery
 from .whole_files import WholeFiles
@@ -33,15 +35,17 @@ __all__ = ["ANONYMOUS_STATEID", "VERIFIER_SIZE", "Delegation", "DirEntry", "Held
            "OpenFile", "current"]
 
 
-class NFSv4(StateRecovery, ReadWrite):
+class NFSv4(Opens, ReadWrite):
     """File-handle level operations over a :class:`~pynfsrdma._session.client_id.ClientID`'s session.
-    ``directories`` (READDIR, CREATE, REMOVE, RENAME, LINK, READLINK), ``nfs42`` (SEEK, ALLOCATE,
-    DEALLOCATE, COPY, CLONE: given the READ/WRITE family too), ``whole_files`` (a small file read or
-    written by name in one COMPOUND), ``xattrs`` (the extended attributes) and ``batched`` (several READs, REMOVEs or first READDIRs to a COMPOUND): families of
-    their own, given this object's COMPOUND runner."""
+    Families of their own, given this object's COMPOUND runner: ``state_recovery`` (reclaim, revoked
+    state), ``directories`` (READDIR, CREATE, REMOVE, RENAME, LINK, READLINK), ``nfs42`` (SEEK,
+    ALLOCATE, DEALLOCATE, COPY, CLONE: given the READ/WRITE family too), ``whole_files`` (a small
+    file read or written by name in one COMPOUND), ``xattrs`` (the extended attributes) and
+    ``batched`` (several READs, REMOVEs or first READDIRs to a COMPOUND)."""
 
     def __init__(self, client: ClientID) -> None:
         super().__init__(client)
+        self.state_recovery = StateRecovery(self)
         self.directories = Directories(self)
         self.nfs42 = NFS42(self, self)
         self.whole_files = WholeFiles(self)

@@ -1,5 +1,5 @@
 """NFSv4's families that are objects of their own, given its COMPOUND runner rather than rungs of its
-class ladder: the directories (``nfs.directories``), NFSv4.2's operations (``nfs.nfs42``), whole files by name (``nfs.whole_files``), the extended attributes (``nfs.xattrs``) and the
+class ladder: the state recovery (``nfs.state_recovery``), the directories (``nfs.directories``), NFSv4.2's operations (``nfs.nfs42``), whole files by name (``nfs.whole_files``), the extended attributes (``nfs.xattrs``) and the
 batched operations (``nfs.batched``)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pynfsrdma._client.compounds import Compounds
 from pynfsrdma._client.directories import Directories
 from pynfsrdma._client.nfs4 import NFSv4
 from pynfsrdma._client.nfs42 import NFS42
+from pynfsrdma._client.state_recovery import StateRecovery
 from pynfsrdma._client.whole_files import WholeFiles
 from pynfsrdma._client.xattrs import ExtendedAttributes
 from pynfsrdma._proto.nfs4 import const as c
@@ -20,7 +21,7 @@ from pynfsrdma._testbed.ganesha import ExportPath
 
 
 def test_the_composed_families_are_no_rungs_of_the_ladder() -> None:
-    for family in (Directories, NFS42, WholeFiles, ExtendedAttributes, Batched):
+    for family in (StateRecovery, Directories, NFS42, WholeFiles, ExtendedAttributes, Batched):
         assert not issubclass(NFSv4, family), family
         assert Compounds not in family.__mro__, family
 
@@ -101,3 +102,19 @@ def test_whole_files_run_through_the_runner_they_are_given(ganesha: Ganesha, exp
 
     trio.run(main)
     assert (export_path.local / "w").read_bytes() == b"whole"
+
+
+def test_state_recovery_is_given_the_state_it_recovers_and_hooks_itself_to_the_client_id(
+    ganesha: Ganesha, export_path: ExportPath
+) -> None:
+    url = f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}"
+
+    async def main() -> None:
+        async with Client.connect(url) as client:
+            nfs = client.nfs
+            recovery = nfs.state_recovery
+            assert isinstance(recovery, StateRecovery) and recovery.compounds is nfs
+            for hooks in (nfs.client.reclaim_hooks, nfs.client.state_revoked_hooks):
+                assert [getattr(h, "__self__", None) for h in hooks].count(recovery) == 1
+
+    trio.run(main)
