@@ -174,7 +174,7 @@ class Client:
                         trunking, ops = stack.trunking, stack.nfs
                         ops.owner_per_open = True  # every File is an open of its own
                         if want_pnfs:
-                            ops.use_pnfs(nursery)
+                            ops.read_write.use_pnfs(nursery)
                         probe = posixpath.join(u.path, (sec_path or "").lstrip("/"))
                         user = await negotiate(ops, u.path, probe, choice, cred,
                                                lambda f: credential(f, u.host, uid, gid, groups, ccache))
@@ -194,8 +194,8 @@ class Client:
                         with trio.CancelScope(shield=True), trio.move_on_after(RELEASE_TIMEOUT):
                             await ops.release_all()
                             await cid.forget(self.cred)
-                        if ops.pnfs is not None:
-                            ops.pnfs.close()  # (the block devices it opened)
+                        if ops.read_write.pnfs is not None:
+                            ops.read_write.pnfs.close()  # (the block devices it opened)
                         self._nursery = None  # (a file opened for writing now is refused, saying why)
                 finally:
                     with trio.CancelScope(shield=True):
@@ -224,9 +224,9 @@ class Client:
         operations and bytes, and why I/O went through the metadata server (reason: times)."""
         identity = self.clientid.identity
         flags = identity.flags if identity is not None else 0
-        if self.nfs.pnfs is None:
+        if self.nfs.read_write.pnfs is None:
             return {"enabled": False}
-        return {**self.nfs.pnfs.report(), "server_is_mds": bool(flags & c.EXCHGID4_FLAG_USE_PNFS_MDS)}
+        return {**self.nfs.read_write.pnfs.report(), "server_is_mds": bool(flags & c.EXCHGID4_FLAG_USE_PNFS_MDS)}
 
     # -- names ------------------------------------------------------------------------------------------
     def _norm(self, path: str) -> str:
@@ -705,7 +705,7 @@ class Client:
         fh = first.fh
 
         async def read_one(at: int, n: int) -> tuple[memoryview, bool]:
-            return await nfs.read(None, fh, at, n, self.cred, path=npath)
+            return await nfs.read_write.read(None, fh, at, n, self.cred, path=npath)
 
         views = [data]
         end = size if limit is None else min(size, limit)
@@ -1141,7 +1141,7 @@ class File:
 
     async def _read_one(self, offset: int, count: int) -> tuple[memoryview, bool]:
         nfs = self.client.nfs
-        return await nfs.read(self.of, self.of.fh, offset, count, self.client.cred, lock_owner=self, path=self.path)
+        return await nfs.read_write.read(self.of, self.of.fh, offset, count, self.client.cred, lock_owner=self, path=self.path)
 
     def _window(self) -> int:
         return self.client.io_window(self.client.nfs.maxread)

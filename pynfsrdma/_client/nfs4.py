@@ -3,10 +3,11 @@ face the FUSE front end and the path-based API both stand on.
 
 Each family of operations lives in a module of its own, named for what it holds in the protocol's
 words: ``compounds`` (running a COMPOUND: errors, parsing in the session's checks, the stateid I/O
-goes with), ``names`` (the export, LOOKUP, GETATTR, SETATTR, ACCESS), ``read_write`` (READ, WRITE,
-COMMIT), ``delegations``, ``byte_range_locks`` (LOCK, LOCKT, LOCKU), ``opens`` (OPEN, CLOSE):
-these are still the rungs :class:`NFSv4` is built of. Objects of their own, given the COMPOUND
-runner rather than rungs of the class ladder: ``state_recovery`` (reclaim after a server restart,
+goes with), ``names`` (the export, LOOKUP, GETATTR, SETATTR, ACCESS), ``layout_ops`` (LAYOUTGET,
+GETDEVICEINFO, LAYOUTCOMMIT, LAYOUTRETURN), ``delegations``, ``byte_range_locks`` (LOCK, LOCKT,
+LOCKU), ``opens`` (OPEN, CLOSE): these are still the rungs :class:`NFSv4` is built of. Objects of
+their own, given the COMPOUND runner rather than rungs of the class ladder: ``read_write`` (READ,
+WRITE, COMMIT, by the block layouts with ``pnfs``: ``NFSv4.read_write``), ``state_recovery`` (reclaim after a server restart,
 revoked state: ``NFSv4.state_recovery``, given the opens, delegations and locks it recovers),
 ``directories`` (READDIR, CREATE, REMOVE, RENAME, LINK, READLINK: ``NFSv4.directories``),
 ``nfs42`` (SEEK, ALLOCATE, DEALLOCATE, COPY, CLONE: ``NFSv4.nfs42``, given the READ/WRITE family
@@ -23,6 +24,7 @@ from .batched import Batched
 from .compounds import VERIFIER_SIZE
 from .delegations import HeldFile
 from .directories import Directories, DirEntry, ListedEntry
+from .layout_ops import LayoutOps
 from .nfs42 import NFS42
 from .open_state import ANONYMOUS_STATEID, Delegation, OpenFile, current
 from .opens import Opens
@@ -35,10 +37,10 @@ __all__ = ["ANONYMOUS_STATEID", "VERIFIER_SIZE", "Delegation", "DirEntry", "Held
            "OpenFile", "current"]
 
 
-class NFSv4(Opens, ReadWrite):
+class NFSv4(Opens, LayoutOps):
     """File-handle level operations over a :class:`~pynfsrdma._session.client_id.ClientID`'s session.
-    Families of their own, given this object's COMPOUND runner: ``state_recovery`` (reclaim, revoked
-    state), ``directories`` (READDIR, CREATE, REMOVE, RENAME, LINK, READLINK), ``nfs42`` (SEEK,
+    Families of their own, given this object's COMPOUND runner: ``read_write`` (READ, WRITE, COMMIT),
+    ``state_recovery`` (reclaim, revoked state), ``directories`` (READDIR, CREATE, REMOVE, RENAME, LINK, READLINK), ``nfs42`` (SEEK,
     ALLOCATE, DEALLOCATE, COPY, CLONE: given the READ/WRITE family too), ``whole_files`` (a small
     file read or written by name in one COMPOUND), ``xattrs`` (the extended attributes) and
     ``batched`` (several READs, REMOVEs or first READDIRs to a COMPOUND)."""
@@ -46,8 +48,9 @@ class NFSv4(Opens, ReadWrite):
     def __init__(self, client: ClientID) -> None:
         super().__init__(client)
         self.state_recovery = StateRecovery(self)
+        self.read_write = ReadWrite(self)
         self.directories = Directories(self)
-        self.nfs42 = NFS42(self, self)
+        self.nfs42 = NFS42(self, self.read_write)
         self.whole_files = WholeFiles(self)
         self.xattrs = ExtendedAttributes(self)
         self.batched = Batched(self)

@@ -183,7 +183,7 @@ async def _reach_once(req: MountRequest, nursery: trio.Nursery, timeout: float) 
             stack = await start_stack(cid, nursery, req.url,
                                       TrunkingOptions.from_url_options({**o.trunking, **o.rdma}), timeout)
             if o.pnfs:
-                stack.nfs.use_pnfs(nursery)
+                stack.nfs.read_write.use_pnfs(nursery)
             choice = FlavorChoice(parse_sec(o.sec), given=o.sec is not None, xprtsec=o.tls.get("xprtsec") or "none")
             with trio.fail_after(timeout):
                 # (the flavour is found with the mounting user's own credentials)
@@ -322,10 +322,10 @@ async def _serve(req: MountRequest, ready: Callable[[str | None], None], stop: S
                             "locks": dict(nfs.lock_counts),
                             "cache": ops.cache_counts(),
                             "payload": payload_counts(channel, client),
-                            "pnfs": nfs.pnfs.report() if nfs.pnfs is not None else {"enabled": False},
+                            "pnfs": nfs.read_write.pnfs.report() if nfs.read_write.pnfs is not None else {"enabled": False},
                         },
                         "paths": lambda: [*stats.path_rows(client, trunking),
-                                          *(nfs.pnfs.device_rows() if nfs.pnfs is not None else [])],
+                                          *(nfs.read_write.pnfs.device_rows() if nfs.read_write.pnfs is not None else [])],
                         "remount": remount,
                     },
                 )

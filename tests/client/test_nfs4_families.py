@@ -1,5 +1,5 @@
 """NFSv4's families that are objects of their own, given its COMPOUND runner rather than rungs of its
-class ladder: the state recovery (``nfs.state_recovery``), the directories (``nfs.directories``), NFSv4.2's operations (``nfs.nfs42``), whole files by name (``nfs.whole_files``), the extended attributes (``nfs.xattrs``) and the
+class ladder: READ, WRITE and COMMIT (``nfs.read_write``), the state recovery (``nfs.state_recovery``), the directories (``nfs.directories``), NFSv4.2's operations (``nfs.nfs42``), whole files by name (``nfs.whole_files``), the extended attributes (``nfs.xattrs``) and the
 batched operations (``nfs.batched``)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pynfsrdma._client.compounds import Compounds
 from pynfsrdma._client.directories import Directories
 from pynfsrdma._client.nfs4 import NFSv4
 from pynfsrdma._client.nfs42 import NFS42
+from pynfsrdma._client.read_write import ReadWrite
 from pynfsrdma._client.state_recovery import StateRecovery
 from pynfsrdma._client.whole_files import WholeFiles
 from pynfsrdma._client.xattrs import ExtendedAttributes
@@ -21,7 +22,7 @@ from pynfsrdma._testbed.ganesha import ExportPath
 
 
 def test_the_composed_families_are_no_rungs_of_the_ladder() -> None:
-    for family in (StateRecovery, Directories, NFS42, WholeFiles, ExtendedAttributes, Batched):
+    for family in (ReadWrite, StateRecovery, Directories, NFS42, WholeFiles, ExtendedAttributes, Batched):
         assert not issubclass(NFSv4, family), family
         assert Compounds not in family.__mro__, family
 
@@ -76,7 +77,8 @@ def test_nfs42_runs_through_the_runner_it_is_given(ganesha: Ganesha, export_path
     async def main() -> None:
         async with Client.connect(url) as client:
             nfs = client.nfs
-            assert isinstance(nfs.nfs42, NFS42) and nfs.nfs42.compounds is nfs and nfs.nfs42.read_write is nfs
+            assert isinstance(nfs.nfs42, NFS42) and nfs.nfs42.compounds is nfs
+            assert nfs.nfs42.read_write is nfs.read_write
             assert nfs.nfs42.supports(c.OP_SEEK)
             f = await client.open("/f", "w")
             attrs = await nfs.nfs42.allocate(f.of, 0, 8192, client.cred)
@@ -118,3 +120,24 @@ def test_state_recovery_is_given_the_state_it_recovers_and_hooks_itself_to_the_c
                 assert [getattr(h, "__self__", None) for h in hooks].count(recovery) == 1
 
     trio.run(main)
+
+
+def test_reads_writes_and_commits_run_through_the_runner_they_are_given(ganesha: Ganesha,
+                                                                        export_path: ExportPath) -> None:
+    url = f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}"
+
+    async def main() -> None:
+        async with Client.connect(url) as client:
+            nfs = client.nfs
+            assert isinstance(nfs.read_write, ReadWrite) and nfs.read_write.compounds is nfs
+            assert nfs.read_write.pnfs is None  # (no pnfs asked for)
+            f = await client.open("/f", "w+")
+            count, _, verifier = await nfs.read_write.write(f.of, 0, b"written", client.cred)
+            assert count == 7
+            assert await nfs.read_write.commit(f.of.fh, client.cred) == verifier
+            data, eof = await nfs.read_write.read(f.of, f.of.fh, 0, 100, client.cred)
+            assert (bytes(data), eof) == (b"written", True)
+            await f.close()
+
+    trio.run(main)
+    assert (export_path.local / "f").read_bytes() == b"written"
