@@ -265,7 +265,7 @@ class Client:
         want_dir = names_a_directory(path)
         path = self._norm(path)
         if path == "/":
-            return self.root_fh, await self.nfs.getattr(self.root_fh, self.cred, path)
+            return self.root_fh, await self.nfs.names.getattr(self.root_fh, self.cred, path)
         parent, name = posixpath.split(path)
         try:
             walked = await self._walk_to(path) if parent != "/" and self._dirs.get(parent) is None else None
@@ -273,7 +273,7 @@ class Client:
                 fh, attrs = walked
             else:
                 dfh = await self._dir_fh(parent, depth)
-                fh, attrs = await self.nfs.lookup_path(dfh, [name], self.cred, path)
+                fh, attrs = await self.nfs.names.lookup_path(dfh, [name], self.cred, path)
         except NFS4Error as e:
             if e.status == c.NFS4ERR_STALE:
                 self._dirs.clear()
@@ -301,7 +301,7 @@ class Client:
         if 2 * len(names) + 1 > self.nfs.per_compound():
             return None
         prefixes = ["/" + "/".join(parts[: start + j + 1]) for j in range(len(names))]
-        walked = await self.nfs.lookup_walk(base, names, self.cred, prefixes)
+        walked = await self.nfs.names.lookup_walk(base, names, self.cred, prefixes)
         if walked is None:
             return None
         fhs, attrs = walked
@@ -452,15 +452,15 @@ class Client:
         """When ``path`` was created (time_create), in nanoseconds since the epoch; None when the
         server keeps no creation times (NFS-Ganesha's VFS back end keeps none)."""
         fh, _ = await self._resolve(path)
-        return await self.nfs.time_create(fh, self.cred, self._norm(path))
+        return await self.nfs.names.time_create(fh, self.cred, self._norm(path))
 
     async def statfs(self, path: str = "/") -> FsStat:
         fh, _ = await self._resolve(path)
-        return await self.nfs.statfs(fh, self.cred)
+        return await self.nfs.names.statfs(fh, self.cred)
 
     async def setattr(self, path: str, *, follow: bool = True, **changes: Any) -> FileAttrs:
         fh, _ = await self._resolve(path, follow=follow)
-        return await self.nfs.setattr(fh, self.cred, path=path, **changes)
+        return await self.nfs.names.setattr(fh, self.cred, path=path, **changes)
 
     async def chmod(self, path: str, mode: int) -> FileAttrs:
         return await self.setattr(path, mode=mode)

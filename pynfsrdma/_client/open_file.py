@@ -263,7 +263,7 @@ class FileWriter:
             await self._send(run)
         await self._wait_idle()
         try:
-            attrs = await self.nfs.setattr(self.of.fh, self.cred, **changes)
+            attrs = await self.nfs.names.setattr(self.of.fh, self.cred, **changes)
         except OSError as e:
             log.warning("SETATTR after the data failed: %s", e)
             if self._error is None:

@@ -110,11 +110,13 @@ class OwnerTraffic:
             self._settle()
 
 
-class Opens(ByteRangeLocks, Names):
-    """OPEN, CLOSE, and the opens they keep."""
+class Opens(ByteRangeLocks):
+    """OPEN, CLOSE, and the opens they keep; ``names`` (LOOKUP, GETATTR, SETATTR, ...), the family
+    an OPEN's GETATTR or truncating SETATTR goes through, given this object's COMPOUND runner."""
 
     def __init__(self, client: ClientID) -> None:
         super().__init__(client)
+        self.names = Names(self)
         self._opens_made = itertools.count(1)
         self._closing: collections.deque[tuple[OpenFile, Credential]] = collections.deque()
         self._close_sender: trio.Event | None = None  # set when the sender of _closing is done
@@ -170,10 +172,10 @@ class Opens(ByteRangeLocks, Names):
                           may_notify_lock=bool(ok.rflags & c.OPEN4_RESULT_MAY_NOTIFY_LOCK))
             self._continued(of)
         if of.attrs is None:
-            of.attrs = await self.getattr(of.fh, cred, path=path or name)
+            of.attrs = await self.names.getattr(of.fh, cred, path=path or name)
         self.took_delegation(of, ok.delegation)
         if truncate and not create and of.attrs is not None and of.attrs.size:
-            of.attrs = await self.setattr(of.fh, cred, stateid=of.stateid, size=0, path=path)
+            of.attrs = await self.names.setattr(of.fh, cred, stateid=of.stateid, size=0, path=path)
         self.opens[id(of)] = of
         return of
 

@@ -189,7 +189,7 @@ async def _reach_once(req: MountRequest, nursery: trio.Nursery, timeout: float) 
                 # (the flavour is found with the mounting user's own credentials)
                 cred = await negotiate(stack.nfs, req.url.path, req.url.path, choice, cred,
                                        lambda f: credential(f, req.url.host, os.getuid(), os.getgid()))
-                root_fh, root_attrs = await stack.nfs.mount(req.url.path, cred)
+                root_fh, root_attrs = await stack.nfs.names.mount(req.url.path, cred)
         except BaseException as e:
             with trio.CancelScope(shield=True):
                 # (a mount given up on at the user's word: its session goes without a long wait)

@@ -353,7 +353,7 @@ class NFSOperations(Operations):
             return
         asked = self.inodes.asking(node)
         try:
-            attrs = await self.nfs.setattr(node.fh, writer.cred, stateid=writer.of.stateid, mtime_ns=seen.mtime_ns)
+            attrs = await self.nfs.names.setattr(node.fh, writer.cred, stateid=writer.of.stateid, mtime_ns=seen.mtime_ns)
         except NFS4Error as e:
             log.info("the kernel's mtime of inode %d not set on the server: %s", node.ino, e)
             return
@@ -420,7 +420,7 @@ class NFSOperations(Operations):
             self.counts["attr_revalidations"] += 1
             cred = self.cred(ctx) if ctx.pid else self._any_cred(node)
             asked = self.inodes.asking(node)
-            attrs = await self.nfs.getattr(node.fh, cred)
+            attrs = await self.nfs.names.getattr(node.fh, cred)
             if self.inodes.refresh(node, attrs, self._now(), asked=asked):
                 self._changed(node)
         else:
@@ -488,7 +488,7 @@ class NFSOperations(Operations):
                 return False
         if mode & os.X_OK:
             want |= c.ACCESS4_LOOKUP if node.is_dir else c.ACCESS4_EXECUTE
-        granted = await self.nfs.access(node.fh, want, self.cred(ctx))
+        granted = await self.nfs.names.access(node.fh, want, self.cred(ctx))
         return granted & want == want
 
     # -- extended attributes (:mod:`.xattrs`) ---------------------------------------------------------
@@ -510,7 +510,7 @@ class NFSOperations(Operations):
 
     @fuse_errors
     async def statfs(self, ctx: RequestContext) -> StatvfsData:
-        fs = await self.nfs.statfs(self.inodes.root.fh, self.cred(ctx))
+        fs = await self.nfs.names.statfs(self.inodes.root.fh, self.cred(ctx))
         s = StatvfsData()
         s.f_bsize = BLOCK_SIZE
         s.f_frsize = BLOCK_SIZE
@@ -769,7 +769,7 @@ class NFSOperations(Operations):
                 dir_attrs=True,
             )
             if of.attrs is None:
-                of.attrs = await self.nfs.getattr(of.fh, cred)
+                of.attrs = await self.nfs.names.getattr(of.fh, cred)
             node = self._learn(of.fh, of.attrs, asked)
             cinfo = of.dir_change
             if cinfo is None or cinfo.before == cinfo.after:  # it was there already: the caller's right to open it

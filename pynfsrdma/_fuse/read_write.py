@@ -123,7 +123,7 @@ class FileData:
         if not self.inodes.fresh(node, trio.current_time()) and not self._delegated(node):
             await self.opens.sync(node)
             asked = self.inodes.asking(node)
-            attrs = await self.nfs.getattr(node.fh, cred)
+            attrs = await self.nfs.names.getattr(node.fh, cred)
             self.inodes.refresh(node, attrs, trio.current_time(), asked=asked)
         end = self.inodes.size(node)
         if end != off:

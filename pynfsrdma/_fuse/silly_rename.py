@@ -42,7 +42,7 @@ class SillyRenames:
         if not any(n.opens for n in self.inodes):
             return None
         try:
-            _, attrs = await self.nfs.lookup(dir_fh, name, cred)
+            _, attrs = await self.nfs.names.lookup(dir_fh, name, cred)
         except NFS4Error as e:
             if e.errno == errno.ENOENT:
                 return None

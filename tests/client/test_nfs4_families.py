@@ -1,5 +1,5 @@
 """NFSv4's families that are objects of their own, given its COMPOUND runner rather than rungs of its
-class ladder: READ, WRITE and COMMIT (``nfs.read_write``), the state recovery (``nfs.state_recovery``), the directories (``nfs.directories``), NFSv4.2's operations (``nfs.nfs42``), whole files by name (``nfs.whole_files``), the extended attributes (``nfs.xattrs``) and the
+class ladder: the names (``nfs.names``), READ, WRITE and COMMIT (``nfs.read_write``), the state recovery (``nfs.state_recovery``), the directories (``nfs.directories``), NFSv4.2's operations (``nfs.nfs42``), whole files by name (``nfs.whole_files``), the extended attributes (``nfs.xattrs``) and the
 batched operations (``nfs.batched``)."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from pynfsrdma._client.api import Client
 from pynfsrdma._client.batched import Batched
 from pynfsrdma._client.compounds import Compounds
 from pynfsrdma._client.directories import Directories
+from pynfsrdma._client.names import Names
 from pynfsrdma._client.nfs4 import NFSv4
 from pynfsrdma._client.nfs42 import NFS42
 from pynfsrdma._client.read_write import ReadWrite
@@ -22,7 +23,7 @@ from pynfsrdma._testbed.ganesha import ExportPath
 
 
 def test_the_composed_families_are_no_rungs_of_the_ladder() -> None:
-    for family in (ReadWrite, StateRecovery, Directories, NFS42, WholeFiles, ExtendedAttributes, Batched):
+    for family in (Names, ReadWrite, StateRecovery, Directories, NFS42, WholeFiles, ExtendedAttributes, Batched):
         assert not issubclass(NFSv4, family), family
         assert Compounds not in family.__mro__, family
 
@@ -40,7 +41,7 @@ def test_batched_reads_and_removes_run_through_the_runner_they_are_given(ganesha
             nfs = client.nfs
             assert isinstance(nfs.batched, Batched) and nfs.batched.compounds is nfs
             assert nfs.batched.read_batches([(0, 10), (4096, 10)]) == [[0, 1]]  # (two to a COMPOUND)
-            fh = (await client.nfs.lookup(client.root_fh, "f", client.cred))[0]
+            fh = (await client.nfs.names.lookup(client.root_fh, "f", client.cred))[0]
             got = await nfs.batched.read_spans(fh, [(0, 10), (4096, 10)], client.cred)
             assert [(bytes(d), eof) for d, eof in got] == [(data[:10], False), (data[4096:4106], False)]
             done, error = await nfs.batched.remove_names(client.root_fh, ["a", "b", "c"], client.cred,
@@ -60,7 +61,7 @@ def test_directories_run_through_the_runner_they_are_given(ganesha: Ganesha, exp
             nfs, root, cred = client.nfs, client.root_fh, client.cred
             assert isinstance(nfs.directories, Directories) and nfs.directories.compounds is nfs
             await nfs.directories.create(root, "d", c.NF4DIR, cred, mode=0o750)
-            fh = (await nfs.lookup(root, "f", cred))[0]
+            fh = (await nfs.names.lookup(root, "f", cred))[0]
             await nfs.directories.link(fh, root, "hard", cred)
             await nfs.directories.rename(root, "f", root, "g", cred)
             await nfs.directories.remove(root, "hard", cred)
@@ -141,3 +142,24 @@ def test_reads_writes_and_commits_run_through_the_runner_they_are_given(ganesha:
 
     trio.run(main)
     assert (export_path.local / "f").read_bytes() == b"written"
+
+
+def test_names_run_through_the_runner_they_are_given_and_record_the_export_there(
+    ganesha: Ganesha, export_path: ExportPath
+) -> None:
+    (export_path.local / "f").write_bytes(b"12345")
+    url = f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}"
+
+    async def main() -> None:
+        async with Client.connect(url) as client:
+            nfs, cred = client.nfs, client.cred
+            assert isinstance(nfs.names, Names) and nfs.names.compounds is nfs
+            root, _ = await nfs.names.mount(export_path.remote, cred)
+            assert nfs.root_fh == root and nfs.supported_attrs  # (what mount learns, kept by the runner)
+            fh, attrs = await nfs.names.lookup(root, "f", cred)
+            assert attrs.size == 5
+            assert (await nfs.names.setattr(fh, cred, size=2)).size == 2
+            assert (await nfs.names.getattr(fh, cred)).size == 2
+
+    trio.run(main)
+    assert (export_path.local / "f").read_bytes() == b"12"
