@@ -1324,7 +1324,7 @@ class File:
         the lock in the way; with ``wait`` the call waits for it to go (cancel it with trio). Closing
         the File releases its locks."""
         self._check(type != fcntl.F_RDLCK)
-        await self.client.nfs.lock(self.of, self, nfs_lock_type(type), offset, _lock_length(length),
+        await self.client.nfs.byte_range_locks.lock(self.of, self, nfs_lock_type(type), offset, _lock_length(length),
                                    self.client.cred, wait=wait, path=self.path)
 
     async def unlock(self, offset: int = 0, length: int = 0) -> None:
@@ -1332,14 +1332,14 @@ class File:
         elsewhere stays locked."""
         if self.closed:
             raise ValueError("I/O on a closed file")
-        await self.client.nfs.locku(self.of, self, offset, _lock_length(length), self.client.cred, self.path)
+        await self.client.nfs.byte_range_locks.locku(self.of, self, offset, _lock_length(length), self.client.cred, self.path)
 
     async def test_lock(self, type: int, offset: int = 0, length: int = 0) -> LockConflict | None:
         """The lock that would stand in the way of :meth:`lock` with these arguments (fcntl's F_GETLK),
         or None; this File's own locks never do."""
         if self.closed:
             raise ValueError("I/O on a closed file")
-        return await self.client.nfs.lockt(self.of, self, nfs_lock_type(type), offset, _lock_length(length),
+        return await self.client.nfs.byte_range_locks.lockt(self.of, self, nfs_lock_type(type), offset, _lock_length(length),
                                            self.client.cred, self.path)
 
     async def close(self) -> None:

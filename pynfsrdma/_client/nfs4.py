@@ -4,10 +4,12 @@ face the FUSE front end and the path-based API both stand on.
 Each family of operations lives in a module of its own, named for what it holds in the protocol's
 words: ``compounds`` (running a COMPOUND: errors, parsing in the session's checks, the stateid I/O
 goes with), ``layout_ops`` (LAYOUTGET,
-GETDEVICEINFO, LAYOUTCOMMIT, LAYOUTRETURN), ``delegations``, ``byte_range_locks`` (LOCK, LOCKT,
-LOCKU), ``opens`` (OPEN, CLOSE): these are still the rungs :class:`NFSv4` is built of. Objects of
+GETDEVICEINFO, LAYOUTCOMMIT, LAYOUTRETURN), ``delegations``, ``opens`` (OPEN, CLOSE): these are
+still the rungs :class:`NFSv4` is built of. Objects of
 their own, given the COMPOUND runner rather than rungs of the class ladder: ``names`` (the export,
 LOOKUP, GETATTR, SETATTR, ACCESS: ``NFSv4.names``, made by ``Opens``, whose OPENs use it),
+``byte_range_locks`` (LOCK, LOCKT, LOCKU: ``NFSv4.byte_range_locks``, made by ``Opens`` too, whose
+CLOSEs let locks go),
 ``read_write`` (READ,
 WRITE, COMMIT, by the block layouts with ``pnfs``: ``NFSv4.read_write``), ``state_recovery`` (reclaim after a server restart,
 revoked state: ``NFSv4.state_recovery``, given the opens, delegations and locks it recovers),
@@ -42,7 +44,7 @@ __all__ = ["ANONYMOUS_STATEID", "VERIFIER_SIZE", "Delegation", "DirEntry", "Held
 class NFSv4(Opens, LayoutOps):
     """File-handle level operations over a :class:`~pynfsrdma._session.client_id.ClientID`'s session.
     Families of their own, given this object's COMPOUND runner: ``names`` (LOOKUP, GETATTR, SETATTR,
-    ACCESS, the export), ``read_write`` (READ, WRITE, COMMIT),
+    ACCESS, the export), ``byte_range_locks`` (LOCK, LOCKT, LOCKU), ``read_write`` (READ, WRITE, COMMIT),
     ``state_recovery`` (reclaim, revoked state), ``directories`` (READDIR, CREATE, REMOVE, RENAME, LINK, READLINK), ``nfs42`` (SEEK,
     ALLOCATE, DEALLOCATE, COPY, CLONE: given the READ/WRITE family too), ``whole_files`` (a small
     file read or written by name in one COMPOUND), ``xattrs`` (the extended attributes) and

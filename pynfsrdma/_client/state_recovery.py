@@ -17,7 +17,7 @@ from .._proto.nfs4.types import (
     stateid4,
 )
 from .._session.client_id import ClientID
-from .byte_range_locks import ByteRangeLocks
+from .opens import Opens
 
 
 class StateRecovery:
@@ -25,7 +25,7 @@ class StateRecovery:
     COMPOUND runner with the state it recovers (opens, delegations, byte-range locks); it hooks
     itself to the runner's client ID."""
 
-    def __init__(self, compounds: ByteRangeLocks) -> None:
+    def __init__(self, compounds: Opens) -> None:
         self.compounds = compounds
         compounds.client.reclaim_hooks.append(self._reclaim)
         compounds.client.state_revoked_hooks.append(self._revoked)
@@ -49,12 +49,12 @@ class StateRecovery:
             except NFS4Error as e:
                 of.closed = True  # could not be reclaimed: further I/O on it fails cleanly
                 self.compounds.opens.pop(id(of), None)
-                self.compounds.lose_locks(of, f"the open they stood on was not reclaimed after a server restart ({e.name})")
+                self.compounds.byte_range_locks.lose_locks(of, f"the open they stood on was not reclaimed after a server restart ({e.name})")
                 continue
             of.stateid, of.local = result_of(res, c.OP_OPEN).stateid, False
             self.compounds.reclaimed += 1
             for st in self.compounds.locks.of_open(of):
-                await self.compounds.reclaim_locks(st, of.cred or client.machine_cred)
+                await self.compounds.byte_range_locks.reclaim_locks(st, of.cred or client.machine_cred)
 
     async def _revoked(self, client: ClientID) -> None:
         """Some state was revoked: find which with TEST_STATEID, free it, and fail the opens that
@@ -80,12 +80,12 @@ class StateRecovery:
                 bad.add(bytes(sid.other))
         for st in self.compounds.locks.all():
             if st.stateid is not None and bytes(st.stateid.other) in bad:
-                self.compounds.lose_lock_state(st, "revoked by the server")
+                self.compounds.byte_range_locks.lose_lock_state(st, "revoked by the server")
         for of in list(self.compounds.opens.values()):
             if bytes(of.stateid.other) in bad:
                 of.closed = True
                 self.compounds.opens.pop(id(of), None)
-                self.compounds.lose_locks(of, "the open they stood on was revoked by the server")
+                self.compounds.byte_range_locks.lose_locks(of, "the open they stood on was revoked by the server")
         for fh, d in list(self.compounds.delegations.items()):
             if bytes(d.stateid.other) in bad:
                 del self.compounds.delegations[fh]

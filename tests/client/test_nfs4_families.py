@@ -1,5 +1,5 @@
 """NFSv4's families that are objects of their own, given its COMPOUND runner rather than rungs of its
-class ladder: the names (``nfs.names``), READ, WRITE and COMMIT (``nfs.read_write``), the state recovery (``nfs.state_recovery``), the directories (``nfs.directories``), NFSv4.2's operations (``nfs.nfs42``), whole files by name (``nfs.whole_files``), the extended attributes (``nfs.xattrs``) and the
+class ladder: the names (``nfs.names``), the byte-range locks (``nfs.byte_range_locks``), READ, WRITE and COMMIT (``nfs.read_write``), the state recovery (``nfs.state_recovery``), the directories (``nfs.directories``), NFSv4.2's operations (``nfs.nfs42``), whole files by name (``nfs.whole_files``), the extended attributes (``nfs.xattrs``) and the
 batched operations (``nfs.batched``)."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import trio
 
 from pynfsrdma._client.api import Client
 from pynfsrdma._client.batched import Batched
+from pynfsrdma._client.byte_range_locks import ByteRangeLocks
 from pynfsrdma._client.compounds import Compounds
 from pynfsrdma._client.directories import Directories
 from pynfsrdma._client.names import Names
@@ -23,7 +24,7 @@ from pynfsrdma._testbed.ganesha import ExportPath
 
 
 def test_the_composed_families_are_no_rungs_of_the_ladder() -> None:
-    for family in (Names, ReadWrite, StateRecovery, Directories, NFS42, WholeFiles, ExtendedAttributes, Batched):
+    for family in (Names, ByteRangeLocks, ReadWrite, StateRecovery, Directories, NFS42, WholeFiles, ExtendedAttributes, Batched):
         assert not issubclass(NFSv4, family), family
         assert Compounds not in family.__mro__, family
 
@@ -163,3 +164,21 @@ def test_names_run_through_the_runner_they_are_given_and_record_the_export_there
 
     trio.run(main)
     assert (export_path.local / "f").read_bytes() == b"12"
+
+
+def test_byte_range_locks_run_through_the_runner_they_are_given(ganesha: Ganesha, export_path: ExportPath) -> None:
+    url = f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}"
+
+    async def main() -> None:
+        async with Client.connect(url) as client:
+            nfs, cred = client.nfs, client.cred
+            locks = nfs.byte_range_locks
+            assert isinstance(locks, ByteRangeLocks) and locks.compounds is nfs
+            f = await client.open("/f", "w")
+            await locks.lock(f.of, "owner", c.WRITE_LT, 0, 10, cred)
+            assert locks.lock_state(f.of, "owner") is not None and nfs.lock_counts["granted"] == 1
+            await locks.locku(f.of, "owner", 0, 10, cred)
+            assert locks.lock_state(f.of, "owner") is None
+            await f.close()
+
+    trio.run(main)
