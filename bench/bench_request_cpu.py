@@ -273,7 +273,7 @@ def lines(client: Client, f: Any, replies: Replies) -> dict[str, Callable[[], Aw
         await cid.compound([], machine)
 
     async def lookup() -> None:
-        await client.nfs.lookup(client.root_fh, FILE, cred)
+        await client.nfs.names.lookup(client.root_fh, FILE, cred)
 
     async def stat() -> None:
         await client.stat(FILE)

@@ -174,7 +174,7 @@ class Client:
                         trunking, ops = stack.trunking, stack.nfs
                         ops.owner_per_open = True  # every File is an open of its own
                         if want_pnfs:
-                            ops.use_pnfs(nursery)
+                            ops.read_write.use_pnfs(nursery)
                         probe = posixpath.join(u.path, (sec_path or "").lstrip("/"))
                         user = await negotiate(ops, u.path, probe, choice, cred,
                                                lambda f: credential(f, u.host, uid, gid, groups, ccache))
@@ -194,8 +194,8 @@ class Client:
                         with trio.CancelScope(shield=True), trio.move_on_after(RELEASE_TIMEOUT):
                             await ops.release_all()
                             await cid.forget(self.cred)
-                        if ops.pnfs is not None:
-                            ops.pnfs.close()  # (the block devices it opened)
+                        if ops.read_write.pnfs is not None:
+                            ops.read_write.pnfs.close()  # (the block devices it opened)
                         self._nursery = None  # (a file opened for writing now is refused, saying why)
                 finally:
                     with trio.CancelScope(shield=True):
@@ -224,9 +224,9 @@ class Client:
         operations and bytes, and why I/O went through the metadata server (reason: times)."""
         identity = self.clientid.identity
         flags = identity.flags if identity is not None else 0
-        if self.nfs.pnfs is None:
+        if self.nfs.read_write.pnfs is None:
             return {"enabled": False}
-        return {**self.nfs.pnfs.report(), "server_is_mds": bool(flags & c.EXCHGID4_FLAG_USE_PNFS_MDS)}
+        return {**self.nfs.read_write.pnfs.report(), "server_is_mds": bool(flags & c.EXCHGID4_FLAG_USE_PNFS_MDS)}
 
     # -- names ------------------------------------------------------------------------------------------
     def _norm(self, path: str) -> str:
@@ -265,7 +265,7 @@ class Client:
         want_dir = names_a_directory(path)
         path = self._norm(path)
         if path == "/":
-            return self.root_fh, await self.nfs.getattr(self.root_fh, self.cred, path)
+            return self.root_fh, await self.nfs.names.getattr(self.root_fh, self.cred, path)
         parent, name = posixpath.split(path)
         try:
             walked = await self._walk_to(path) if parent != "/" and self._dirs.get(parent) is None else None
@@ -273,13 +273,13 @@ class Client:
                 fh, attrs = walked
             else:
                 dfh = await self._dir_fh(parent, depth)
-                fh, attrs = await self.nfs.lookup_path(dfh, [name], self.cred, path)
+                fh, attrs = await self.nfs.names.lookup_path(dfh, [name], self.cred, path)
         except NFS4Error as e:
             if e.status == c.NFS4ERR_STALE:
                 self._dirs.clear()
             raise
         if (follow or want_dir) and attrs.is_symlink:
-            target = (await self.nfs.readlink(fh, self.cred, path)).decode("utf-8", "surrogateescape")
+            target = (await self.nfs.directories.readlink(fh, self.cred, path)).decode("utf-8", "surrogateescape")
             nxt = target if target.startswith("/") else posixpath.join(parent, target)
             return await self._resolve(nxt + "/" if want_dir else nxt, True, depth + 1)
         if want_dir and not attrs.is_dir:
@@ -301,7 +301,7 @@ class Client:
         if 2 * len(names) + 1 > self.nfs.per_compound():
             return None
         prefixes = ["/" + "/".join(parts[: start + j + 1]) for j in range(len(names))]
-        walked = await self.nfs.lookup_walk(base, names, self.cred, prefixes)
+        walked = await self.nfs.names.lookup_walk(base, names, self.cred, prefixes)
         if walked is None:
             return None
         fhs, attrs = walked
@@ -365,7 +365,7 @@ class Client:
         only a symbolic link's target is looked up)."""
         npath = self._norm(path)
         fh = await self._dir_fh(npath)
-        return await self._entries(path, npath, await self.nfs.listdir_plus(fh, self.cred, path=npath))
+        return await self._entries(path, npath, await self.nfs.directories.listdir_plus(fh, self.cred, path=npath))
 
     async def _entries(self, path: str, npath: str, listing: list[ListedEntry]) -> list[DirEntry]:
         """The entries of the directory ``path`` (``npath`` normalised) as READDIR listed them; the
@@ -384,7 +384,7 @@ class Client:
     async def listdir(self, path: str = "/") -> list[str]:
         npath = self._norm(path)
         fh = await self._dir_fh(npath)
-        return [e.name for e in await self.nfs.listdir(fh, self.cred, with_attrs=True, path=npath)]
+        return [e.name for e in await self.nfs.directories.listdir(fh, self.cred, with_attrs=True, path=npath)]
 
     async def walk(self, top: str = "/", topdown: bool = True, onerror: Callable[[OSError], Any] | None = None,
                    followlinks: bool = False) -> AsyncIterator[tuple[str, list[str], list[str]]]:
@@ -452,15 +452,15 @@ class Client:
         """When ``path`` was created (time_create), in nanoseconds since the epoch; None when the
         server keeps no creation times (NFS-Ganesha's VFS back end keeps none)."""
         fh, _ = await self._resolve(path)
-        return await self.nfs.time_create(fh, self.cred, self._norm(path))
+        return await self.nfs.names.time_create(fh, self.cred, self._norm(path))
 
     async def statfs(self, path: str = "/") -> FsStat:
         fh, _ = await self._resolve(path)
-        return await self.nfs.statfs(fh, self.cred)
+        return await self.nfs.names.statfs(fh, self.cred)
 
     async def setattr(self, path: str, *, follow: bool = True, **changes: Any) -> FileAttrs:
         fh, _ = await self._resolve(path, follow=follow)
-        return await self.nfs.setattr(fh, self.cred, path=path, **changes)
+        return await self.nfs.names.setattr(fh, self.cred, path=path, **changes)
 
     async def chmod(self, path: str, mode: int) -> FileAttrs:
         return await self.setattr(path, mode=mode)
@@ -537,7 +537,7 @@ class Client:
     async def mkdir(self, path: str, mode: int = 0o755) -> FileAttrs:
         parent, name = self._split(path)
         dfh = await self._dir_fh(parent)
-        _, attrs, _, _ = await self.nfs.create(dfh, name, c.NF4DIR, self.cred, mode=mode, path=self._norm(path))
+        _, attrs, _, _ = await self.nfs.directories.create(dfh, name, c.NF4DIR, self.cred, mode=mode, path=self._norm(path))
         return attrs
 
     async def makedirs(self, path: str, mode: int = 0o755, exist_ok: bool = False) -> None:
@@ -602,7 +602,7 @@ class Client:
         (False), or whatever it names (None)."""
         parent, name = self._split(path)
         dfh = await self._dir_fh(parent)
-        await self.nfs.remove(dfh, name, self.cred, path=self._norm(path), is_dir=is_dir)
+        await self.nfs.directories.remove(dfh, name, self.cred, path=self._norm(path), is_dir=is_dir)
         self._forget(path)
 
     async def rename(self, src: str, dst: str) -> None:
@@ -614,7 +614,7 @@ class Client:
         dp, dn = self._split(dst)
         sfh = await self._dir_fh(sp)
         dfh = await self._dir_fh(dp)
-        await self.nfs.rename(sfh, sn, dfh, dn, self.cred, path=self._norm(src))
+        await self.nfs.directories.rename(sfh, sn, dfh, dn, self.cred, path=self._norm(src))
         self._forget(src)
         self._forget(dst)
 
@@ -625,14 +625,14 @@ class Client:
         fh, _ = await self._resolve(src, follow=follow_symlinks)
         dp, dn = self._split(dst)
         dfh = await self._dir_fh(dp)
-        attrs, _, _ = await self.nfs.link(fh, dfh, dn, self.cred, path=self._norm(dst))
+        attrs, _, _ = await self.nfs.directories.link(fh, dfh, dn, self.cred, path=self._norm(dst))
         return attrs
 
     async def symlink(self, target: str, path: str) -> FileAttrs:
         self._no_file_at(path, c.NFS4ERR_NOENT)  # (symlink(2) answers so)
         parent, name = self._split(path)
         dfh = await self._dir_fh(parent)
-        _, attrs, _, _ = await self.nfs.create(dfh, name, c.NF4LNK, self.cred, mode=0o777,
+        _, attrs, _, _ = await self.nfs.directories.create(dfh, name, c.NF4LNK, self.cred, mode=0o777,
                                          linkdata=target.encode("utf-8", "surrogateescape"),
                                          path=self._norm(path))
         return attrs
@@ -641,7 +641,7 @@ class Client:
         fh, attrs = await self._resolve(path, follow=False)
         if not attrs.is_symlink:
             raise NFS4Error(c.NFS4ERR_INVAL, c.OP_READLINK, self._norm(path))
-        return (await self.nfs.readlink(fh, self.cred, path)).decode("utf-8", "surrogateescape")
+        return (await self.nfs.directories.readlink(fh, self.cred, path)).decode("utf-8", "surrogateescape")
 
     # -- files ------------------------------------------------------------------------------------------
     async def open(self, path: str, mode: str = "r", perm: int = 0o644) -> File:
@@ -688,7 +688,7 @@ class Client:
         if not names_a_directory(path):  # (else a directory or ENOTDIR, which the open tells)
             parent, name = self._split(npath)
             dfh = await self._dir_fh(parent)
-            first = await nfs.read_named(dfh, name, offset, nfs.maxread if count is None else count, self.cred,
+            first = await nfs.whole_files.read_named(dfh, name, offset, nfs.maxread if count is None else count, self.cred,
                                          npath)
         if first is None:
             async with await self.open(path, "r") as f:
@@ -705,7 +705,7 @@ class Client:
         fh = first.fh
 
         async def read_one(at: int, n: int) -> tuple[memoryview, bool]:
-            return await nfs.read(None, fh, at, n, self.cred, path=npath)
+            return await nfs.read_write.read(None, fh, at, n, self.cred, path=npath)
 
         views = [data]
         end = size if limit is None else min(size, limit)
@@ -739,7 +739,7 @@ class Client:
         npath = self._norm(path)
         parent, name = self._split(npath)
         dfh = await self._dir_fh(parent)
-        _, _, written = await nfs.write_named(dfh, name, mv, self.cred, mode=perm, exclusive=exclusive, path=npath)
+        _, _, written = await nfs.whole_files.write_named(dfh, name, mv, self.cred, mode=perm, exclusive=exclusive, path=npath)
         if written < mv.nbytes:  # (the server wrote less than asked: the rest, by the engine)
             async with await self.open(npath, "r+") as f:
                 await f.pwrite(written, mv[written:])
@@ -959,7 +959,7 @@ class Client:
                 if error is None:
                     for i, page in zip(idx, pages, strict=True):
                         try:
-                            listing = await self.nfs.listdir_plus(fhs[i], self.cred, path=npaths[i], first=page)
+                            listing = await self.nfs.directories.listdir_plus(fhs[i], self.cred, path=npaths[i], first=page)
                             out[i] = await self._entries(paths[i], npaths[i], listing)
                         except OSError as e:
                             out[i] = e
@@ -968,7 +968,7 @@ class Client:
                 idx = idx[:failed] + idx[failed + 1 :]
             for i in idx:  # (one directory: its pages as scandir asks them)
                 try:
-                    listing = await self.nfs.listdir_plus(fhs[i], self.cred, path=npaths[i])
+                    listing = await self.nfs.directories.listdir_plus(fhs[i], self.cred, path=npaths[i])
                     out[i] = await self._entries(paths[i], npaths[i], listing)
                 except OSError as e:
                     out[i] = e
@@ -1001,7 +1001,7 @@ class Client:
         size = s.size
         if size:
             try:
-                n = await self.nfs.copy(s.of, d.of, 0, 0, size, self.cred, path=d.path)
+                n = await self.nfs.nfs42.copy(s.of, d.of, 0, 0, size, self.cred, path=d.path)
             except NFS4Error as e:
                 if e.errno not in (errno.EOPNOTSUPP, errno.EXDEV):
                     raise
@@ -1141,7 +1141,7 @@ class File:
 
     async def _read_one(self, offset: int, count: int) -> tuple[memoryview, bool]:
         nfs = self.client.nfs
-        return await nfs.read(self.of, self.of.fh, offset, count, self.client.cred, lock_owner=self, path=self.path)
+        return await nfs.read_write.read(self.of, self.of.fh, offset, count, self.client.cred, lock_owner=self, path=self.path)
 
     def _window(self) -> int:
         return self.client.io_window(self.client.nfs.maxread)
@@ -1292,14 +1292,14 @@ class File:
     async def _seek(self, offset: int, what: int) -> int:
         if self.closed:
             raise ValueError("I/O on a closed file")
-        self.pos = await self.client.nfs.seek(self.of, offset, what, self.client.cred, self.path, lock_owner=self)
+        self.pos = await self.client.nfs.nfs42.seek(self.of, offset, what, self.client.cred, self.path, lock_owner=self)
         return self.pos
 
     async def allocate(self, offset: int, length: int) -> FileAttrs:
         """Reserve space for ``length`` bytes from ``offset`` (fallocate(2) mode 0: the file grows if
         shorter); the file's attributes after it."""
         self._check(True)
-        attrs = await self.client.nfs.allocate(self.of, offset, length, self.client.cred, self.path,
+        attrs = await self.client.nfs.nfs42.allocate(self.of, offset, length, self.client.cred, self.path,
                                                lock_owner=self)
         self.of.attrs = attrs
         return attrs
@@ -1308,7 +1308,7 @@ class File:
         """Free the space of ``length`` bytes from ``offset`` (fallocate(2)'s PUNCH_HOLE|KEEP_SIZE: they
         read back as zeros, the size stays); the file's attributes after it."""
         self._check(True)
-        attrs = await self.client.nfs.deallocate(self.of, offset, length, self.client.cred, self.path,
+        attrs = await self.client.nfs.nfs42.deallocate(self.of, offset, length, self.client.cred, self.path,
                                                  lock_owner=self)
         self.of.attrs = attrs
         return attrs
@@ -1324,7 +1324,7 @@ class File:
         the lock in the way; with ``wait`` the call waits for it to go (cancel it with trio). Closing
         the File releases its locks."""
         self._check(type != fcntl.F_RDLCK)
-        await self.client.nfs.lock(self.of, self, nfs_lock_type(type), offset, _lock_length(length),
+        await self.client.nfs.byte_range_locks.lock(self.of, self, nfs_lock_type(type), offset, _lock_length(length),
                                    self.client.cred, wait=wait, path=self.path)
 
     async def unlock(self, offset: int = 0, length: int = 0) -> None:
@@ -1332,14 +1332,14 @@ class File:
         elsewhere stays locked."""
         if self.closed:
             raise ValueError("I/O on a closed file")
-        await self.client.nfs.locku(self.of, self, offset, _lock_length(length), self.client.cred, self.path)
+        await self.client.nfs.byte_range_locks.locku(self.of, self, offset, _lock_length(length), self.client.cred, self.path)
 
     async def test_lock(self, type: int, offset: int = 0, length: int = 0) -> LockConflict | None:
         """The lock that would stand in the way of :meth:`lock` with these arguments (fcntl's F_GETLK),
         or None; this File's own locks never do."""
         if self.closed:
             raise ValueError("I/O on a closed file")
-        return await self.client.nfs.lockt(self.of, self, nfs_lock_type(type), offset, _lock_length(length),
+        return await self.client.nfs.byte_range_locks.lockt(self.of, self, nfs_lock_type(type), offset, _lock_length(length),
                                            self.client.cred, self.path)
 
     async def close(self) -> None:

@@ -18,7 +18,6 @@ from .._proto.nfs4 import const as c
 from .._proto.nfs4.compound import result_of
 from .._proto.nfs4.types import FREE_STATEID4args, LOCK4args, LOCKT4args, LOCKU4args, PUTFH4args, lock_owner4
 from .._rpc.auth import Credential
-from .._session.client_id import ClientID
 from .compounds import NO_HINTS
 from .delegations import Delegations
 from .locks import TO_EOF, LockConflict, LockDenied, LockState, plain_lock_type
@@ -39,16 +38,17 @@ LOCK_POLL_MAX = 5.0
 LOCK_POLL_NOTIFIED = 30.0
 
 
-class ByteRangeLocks(Delegations):
-    """LOCK, LOCKT, LOCKU, and the lock states they keep."""
+class ByteRangeLocks:
+    """LOCK, LOCKT, LOCKU, and the lock states they keep: ``NFSv4.byte_range_locks``, an object given
+    the COMPOUND runner with its delegations (a file's delegation goes back before its first LOCK)."""
 
-    def __init__(self, client: ClientID) -> None:
-        super().__init__(client)
+    def __init__(self, compounds: Delegations) -> None:
+        self.compounds = compounds
         # one LOCK or LOCKU of a lock state at a time (each moves its stateid's seqid on)
         self._lock_serial: weakref.WeakKeyDictionary[LockState, trio.Lock] = weakref.WeakKeyDictionary()
         # blocked locks waiting, by (file handle, lock owner name): set by CB_NOTIFY_LOCK
         self._lock_waiters: dict[tuple[bytes, bytes], set[trio.Event]] = {}
-        client.backchannel.on_notify_lock = self._notify_lock
+        compounds.client.backchannel.on_notify_lock = self._notify_lock
 
     async def lock(
         self, of: OpenFile, owner: Hashable, locktype: int, offset: int, length: int, cred: Credential, *,
@@ -66,8 +66,8 @@ class ByteRangeLocks(Delegations):
         if of.closed:
             raise OSError(errno.EBADF, "lock on a closed file", path)
         if of.local:  # locks need open state of the file's own on the server
-            await self.return_delegation(of.fh)
-        st = self.locks.state(of, owner)
+            await self.compounds.return_delegation(of.fh)
+        st = self.compounds.locks.state(of, owner)
         st.users += 1
         try:
             st.check(path)
@@ -85,9 +85,9 @@ class ByteRangeLocks(Delegations):
     ) -> LockConflict | None:
         """LOCKT: the lock that would stand in the way of ``owner`` locking the range (the owner's own
         locks never do), or None."""
-        name = lock_owner4(self._clientid(), self.locks.owner_name(owner))
+        name = lock_owner4(self._clientid(), self.compounds.locks.owner_name(owner))
         args = LOCKT4args(plain_lock_type(locktype), offset, length, name)
-        res = await self.client.compound([PUTFH4args(of.fh), args], cred, NO_HINTS)
+        res = await self.compounds.client.compound([PUTFH4args(of.fh), args], cred, NO_HINTS)
         r = res.resarray[-1] if res.resarray else None
         if res.status == c.NFS4_OK:
             return None
@@ -102,7 +102,7 @@ class ByteRangeLocks(Delegations):
         flush and release need). When nothing is left, the lock stateid is freed in the same COMPOUND
         (FREE_STATEID: in NFSv4.1 a lock stateid outlives its last lock until freed, RFC 8881 8.2.4).
         Unlocking what the server lost already sends nothing and clears the loss once nothing is left."""
-        st = self.locks.get(of, owner)
+        st = self.compounds.locks.get(of, owner)
         if st is None:
             return
         st.users += 1
@@ -125,7 +125,7 @@ class ByteRangeLocks(Delegations):
             if free:
                 ops.append(FREE_STATEID4args(current(sent)))
             with trio.CancelScope(shield=True):  # (its outcome moves the stateid on: wait for it)
-                res = await self.client.compound(ops, cred, NO_HINTS)
+                res = await self.compounds.client.compound(ops, cred, NO_HINTS)
             done = {r.opnum: r for r in res.resarray}
             unlocked = done.get(c.OP_LOCKU)
             if unlocked is not None and unlocked.status == c.NFS4_OK:
@@ -165,14 +165,14 @@ class ByteRangeLocks(Delegations):
             except NFS4Error as e:
                 self.lose_lock_state(st, f"not reclaimed after a server restart ({e.name})")
                 return
-        self.lock_counts["reclaimed"] += 1
+        self.compounds.lock_counts["reclaimed"] += 1
 
     def lock_state(self, of: OpenFile, owner: Hashable) -> LockState | None:
         """The locks ``owner`` holds on ``of`` (None: none), with ``lost`` set when the server lost them."""
-        return self.locks.get(of, owner)
+        return self.compounds.locks.get(of, owner)
 
     def _clientid(self) -> int:
-        return self.client.identity.clientid if self.client.identity else 0
+        return self.compounds.client.identity.clientid if self.compounds.client.identity else 0
 
     def _serial(self, st: LockState) -> trio.Lock:
         lock = self._lock_serial.get(st)
@@ -188,14 +188,14 @@ class ByteRangeLocks(Delegations):
         the lock stateid on, and a lock granted unknown to us would stay until the file is closed)."""
         args = LOCK4args(locktype, reclaim, offset, length, st.locker(self._clientid()))
         with trio.CancelScope(shield=True):
-            res = await self.client.compound([PUTFH4args(st.of.fh), args], cred, NO_HINTS, _recovering=reclaim)
+            res = await self.compounds.client.compound([PUTFH4args(st.of.fh), args], cred, NO_HINTS, _recovering=reclaim)
         r = res.resarray[-1] if res.resarray else None
         if res.status == c.NFS4_OK and r is not None and r.opnum == c.OP_LOCK:
             st.granted(r.res.lock_stateid, offset, length, locktype)
-            self.lock_counts["granted"] += 1
+            self.compounds.lock_counts["granted"] += 1
             return
         if r is not None and r.opnum == c.OP_LOCK and r.status == c.NFS4ERR_DENIED and r.res is not None:
-            self.lock_counts["denied"] += 1
+            self.compounds.lock_counts["denied"] += 1
             raise LockDenied(LockConflict.from_denied(r.res), c.OP_LOCK, path)
         raise NFS4Error(res.status, r.opnum if r is not None else None, path)
 
@@ -252,7 +252,7 @@ class ByteRangeLocks(Delegations):
                 ops: list[Any] = [PUTFH4args(st.of.fh), LOCKU4args(c.WRITE_LT, 0, st.stateid, o, n)]
                 if free:
                     ops.append(FREE_STATEID4args(current(st.stateid)))
-                res = await self.client.compound(ops, cred, NO_HINTS)
+                res = await self.compounds.client.compound(ops, cred, NO_HINTS)
                 if res.status != c.NFS4_OK:
                     raise NFS4Error(res.status, res.resarray[-1].opnum if res.resarray else None)
                 st.unlocked(result_of(res.resarray, c.OP_LOCKU), o, n)
@@ -290,7 +290,7 @@ class ByteRangeLocks(Delegations):
     def _notify_lock(self, fh: bytes, owner: lock_owner4) -> None:
         """CB_NOTIFY_LOCK (RFC 8881 20.11): a lock this owner waits for on this file may be free; its
         waiters ask again now (a hint: it grants nothing)."""
-        self.lock_counts["notified"] += 1
+        self.compounds.lock_counts["notified"] += 1
         for woken in self._lock_waiters.get((bytes(fh), bytes(owner.owner)), ()):
             woken.set()
 
@@ -298,7 +298,7 @@ class ByteRangeLocks(Delegations):
         """The operations that give up every lock held on ``of`` (LOCKU of all, FREE_STATEID), to go
         before its CLOSE in one COMPOUND (after PUTFH of its file)."""
         ops: list[Any] = []
-        for st in self.locks.of_open(of):
+        for st in self.compounds.locks.of_open(of):
             if st.stateid is None or st.lost is not None:
                 continue
             if st.ranges:
@@ -307,21 +307,21 @@ class ByteRangeLocks(Delegations):
         return ops
 
     def forget_locks(self, of: OpenFile) -> None:
-        for st in self.locks.of_open(of):
-            self.locks.forget(st)
+        for st in self.compounds.locks.of_open(of):
+            self.compounds.locks.forget(st)
 
     def _settle(self, st: LockState) -> None:
         """Forget ``st`` once it is idle (see :attr:`LockState.idle`)."""
         if st.idle:
-            self.locks.forget(st)
+            self.compounds.locks.forget(st)
 
     def lose_lock_state(self, st: LockState, why: str) -> None:
         log.warning("byte-range locks of lock owner %r lost: %s", st.owner.name.decode(), why)
         st.lose(why)
-        self.lock_counts["lost"] += 1
+        self.compounds.lock_counts["lost"] += 1
 
     def lose_locks(self, of: OpenFile, why: str) -> None:
-        for st in self.locks.of_open(of):
+        for st in self.compounds.locks.of_open(of):
             if st.ranges and st.lost is None:
                 self.lose_lock_state(st, why)
             elif not st.ranges:

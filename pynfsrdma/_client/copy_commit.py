@@ -1,5 +1,5 @@
 """What to do with each reply of a synchronous, consecutive COPY (RFC 7862 section 15.2) and the
-COMMIT after it (sans I/O): one table for the loop of :meth:`NFSv4.copy <.nfs4.NFSv4.copy>`, which
+COMMIT after it (sans I/O): one table for the loop of :meth:`NFSv4.nfs42.copy <.nfs42.NFS42.copy>`, which
 only carries the decisions out.
 
 - A COPY that copied nothing has met the end of the source: the copy is done.

@@ -107,7 +107,7 @@ class DirReader:
         if page is None or page.result is None:
             self.ahead.clear()  # (a seek: what was sent ahead is for elsewhere; dropped when it comes)
             page = DirPage(cookie, self._stamp())
-            page.result = await self.nfs.readdir_plus(
+            page.result = await self.nfs.directories.readdir_plus(
                 self.fh, self.cred, cookie, self.verifier if cookie else bytes(VERIFIER_SIZE)
             )
             page.done.set()
@@ -134,7 +134,7 @@ class DirReader:
 
     async def _read_ahead(self, page: DirPage) -> None:
         try:
-            page.result = await self.nfs.readdir_plus(self.fh, self.cred, page.cookie, self.verifier)
+            page.result = await self.nfs.directories.readdir_plus(self.fh, self.cred, page.cookie, self.verifier)
         except Exception as e:  # (the reader asks again and sees it)
             log.debug("READDIR ahead of cookie %d: %s", page.cookie, e)
         finally:

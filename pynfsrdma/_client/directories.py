@@ -57,8 +57,12 @@ class DirEntry:
     attrs: FileAttrs | None
 
 
-class Directories(Compounds):
-    """READDIR, CREATE, REMOVE, RENAME, LINK, READLINK."""
+class Directories:
+    """READDIR, CREATE, REMOVE, RENAME, LINK, READLINK: ``NFSv4.directories``, an object given the
+    COMPOUND runner."""
+
+    def __init__(self, compounds: Compounds) -> None:
+        self.compounds = compounds
 
     # -- directories --------------------------------------------------------------------------------------
     async def readdir(
@@ -79,7 +83,7 @@ class Directories(Compounds):
                                         FileAttrs.from_dict(d) if with_attrs else None))
             return entries, bytes(ok.cookieverf), bool(ok.reply.eof)
 
-        return await self.query(
+        return await self.compounds.query(
             [PUTFH4args(fh), READDIR4args(cookie, verifier, maxcount, maxcount, bitmap)],
             cred, parse, ReplyHints(max_reply=maxcount), path=path,
         )
@@ -89,7 +93,7 @@ class Directories(Compounds):
         """All entries, paging READDIR with cookie and verifier."""
         out: list[DirEntry] = []
         cookie, verf = 0, bytes(VERIFIER_SIZE)
-        cookies = Cookies(self.client.server, path)
+        cookies = Cookies(self.compounds.client.server, path)
         while True:
             entries, verf, eof = await self.readdir(fh, cred, cookie, verf, with_attrs=with_attrs, path=path)
             cookies.check(e.cookie for e in entries)
@@ -105,7 +109,7 @@ class Directories(Compounds):
         follow it)."""
         out: list[ListedEntry] = []
         cookie, verf = 0, bytes(VERIFIER_SIZE)
-        cookies = Cookies(self.client.server, path)
+        cookies = Cookies(self.compounds.client.server, path)
         if first is not None:
             entries, verf, eof = first
             cookies.check(e[1] for e in entries)
@@ -148,7 +152,7 @@ class Directories(Compounds):
             after = FileAttrs.from_fattr4(getattrs[1].obj_attributes) if dir_attrs else None
             return bytes(result_of(r, c.OP_GETFH).object), made, result_of(r, c.OP_CREATE).cinfo, after
 
-        return await self.query(ops, cred, parse, path=path or name)
+        return await self.compounds.query(ops, cred, parse, path=path or name)
 
     async def remove(self, dir_fh: bytes, name: str, cred: Credential, path: str | None = None, *,
                      is_dir: bool | None = None, dir_attrs: bool = False) -> tuple[change_info4, FileAttrs | None]:
@@ -168,7 +172,7 @@ class Directories(Compounds):
             return result_of(r, c.OP_REMOVE).cinfo, last_attrs(r) if dir_attrs else None
 
         try:
-            return await self.query(ops, cred, parse, path=path or name)
+            return await self.compounds.query(ops, cred, parse, path=path or name)
         except NFS4Error as e:
             if e.status in (c.NFS4ERR_NOT_SAME, c.NFS4ERR_SAME):  # (the type was not as asked)
                 raise NFS4Error(c.NFS4ERR_NOTDIR if is_dir else c.NFS4ERR_ISDIR, c.OP_REMOVE, e.path) from None
@@ -195,7 +199,7 @@ class Directories(Compounds):
             src = dst if one_dir else FileAttrs.from_fattr4(getattrs[1].obj_attributes)
             return Renamed(ok.source_cinfo, ok.target_cinfo, src, dst)
 
-        return await self.query(ops, cred, parse, path=path or old)
+        return await self.compounds.query(ops, cred, parse, path=path or old)
 
     async def link(self, fh: bytes, dir_fh: bytes, name: str, cred: Credential,
                    path: str | None = None, *, dir_attrs: bool = False,
@@ -212,14 +216,14 @@ class Directories(Compounds):
             after = FileAttrs.from_fattr4(results_of(r, c.OP_GETATTR)[0].obj_attributes) if dir_attrs else None
             return last_attrs(r), result_of(r, c.OP_LINK).cinfo, after
 
-        return await self.query(ops, cred, parse, path=path or name)
+        return await self.compounds.query(ops, cred, parse, path=path or name)
 
     async def readlink(self, fh: bytes, cred: Credential, path: str | None = None) -> bytes:
         # no Write chunk for the link (DDP-eligible, but Linux's nfsd 6.1 misplaces it in one, and
         # Linux's client never offers one): up to 4096 bytes of link in the reply, a Reply chunk
         # when that may not fit inline
         hints = ReplyHints(max_reply=4096 + 512)
-        res = await self.run([PUTFH4args(fh), READLINK4args()], cred, hints, path=path)
+        res = await self.compounds.run([PUTFH4args(fh), READLINK4args()], cred, hints, path=path)
         return bytes(result_of(res, c.OP_READLINK).link)
 
     async def readdir_plus(
@@ -232,7 +236,7 @@ class Directories(Compounds):
         def parse(res: list[ResOp]) -> tuple[list[ListedEntry], bytes, bool]:
             return listed_page(result_of(res, c.OP_READDIR))
 
-        return await self.query(
+        return await self.compounds.query(
             [PUTFH4args(fh), READDIR4args(cookie, verifier, maxcount, maxcount, READDIR_BITMAP)],
             cred, parse, ReplyHints(max_reply=maxcount), path=path,
         )
@@ -246,7 +250,7 @@ class Directories(Compounds):
         def parse(res: list[ResOp]) -> tuple[list[ListedEntry], bytes, bool, FileAttrs]:
             return (*listed_page(result_of(res, c.OP_READDIR)), last_attrs(res))
 
-        return await self.query(
+        return await self.compounds.query(
             [PUTFH4args(fh), READDIR4args(cookie, verifier, maxcount, maxcount, READDIR_BITMAP),
              GETATTR4args(STAT_BITMAP)],
             cred, parse, ReplyHints(max_reply=maxcount + 1024), path=path,

@@ -1,6 +1,7 @@
 """What to do when a LOCK is refused because the server no longer has the state it names (sans
-I/O): one table for the loop of :meth:`NFSv4.lock <.nfs4.NFSv4.lock>` that sends LOCK (RFC 8881
-section 9), which only carries the decision out.
+I/O): one table for the loop of
+:meth:`NFSv4.byte_range_locks.lock <.byte_range_locks.ByteRangeLocks.lock>` that sends LOCK
+(RFC 8881 section 9), which only carries the decision out.
 
 - A LOCK denied (NFS4ERR_DENIED) is the caller's: a conflict, not lost state.
 - Any other status but one of :data:`~.lost_state.STATE_LOST` is the caller's too.

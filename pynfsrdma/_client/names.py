@@ -53,8 +53,13 @@ def server_io_size(said: int | None) -> int:
     return max(MIN_SERVER_IO, said)
 
 
-class Names(Compounds):
-    """The export, LOOKUP, GETATTR, SETATTR, ACCESS."""
+class Names:
+    """The export, LOOKUP, GETATTR, SETATTR, ACCESS: ``NFSv4.names``, an object given the COMPOUND
+    runner (mount records what it learns of the export there: the root, the sizes, the attributes
+    supported)."""
+
+    def __init__(self, compounds: Compounds) -> None:
+        self.compounds = compounds
 
     # -- the export ---------------------------------------------------------------------------------------
     async def mount(self, export: str, cred: Credential) -> tuple[bytes, FileAttrs]:
@@ -62,7 +67,7 @@ class Names(Compounds):
         ops: list[Any] = [PUTROOTFH4args()]
         ops += [LOOKUP4args(n) for n in components(export)]
         ops += [GETFH4args(), GETATTR4args(STAT_BITMAP), GETATTR4args(FS_INFO_BITMAP)]
-        v42 = self.client.options.minorversion >= c.NFS4_MINOR_VERSION_2
+        v42 = self.compounds.client.options.minorversion >= c.NFS4_MINOR_VERSION_2
         if v42:
             ops.append(GETATTR4args(XATTR_SUPPORT_BITMAP))
         from .._proto.nfs4.attrs import decode_fattr4
@@ -73,22 +78,24 @@ class Names(Compounds):
             return (bool(xattr.get(c.FATTR4_XATTR_SUPPORT, False)), bytes(result_of(res, c.OP_GETFH).object),
                     FileAttrs.from_fattr4(stat.obj_attributes), decode_fattr4(fs_info.obj_attributes))
 
-        self.xattr_support, fh, attrs, info = await self.query(ops, cred, parse, path=export)
+        runner = self.compounds  # (what mount learns of the export, kept where every family reads it)
+        runner.xattr_support, fh, attrs, info = await runner.query(ops, cred, parse, path=export)
         # no more than the server's maxread and maxwrite, and than its session carries
-        session = self.client.session
+        client = runner.client
+        session = client.session
         room = (session.max_response_size - COMPOUND_ROOM, session.max_request_size - COMPOUND_ROOM) if session else (0, 0)
-        self.maxread = max(1, min(self.client.options.rsize, server_io_size(info.get(c.FATTR4_MAXREAD)),
-                                  server_io_size(room[0])))
-        self.maxwrite = max(1, min(self.client.options.wsize, server_io_size(info.get(c.FATTR4_MAXWRITE)),
-                                   server_io_size(room[1])))
+        runner.maxread = max(1, min(client.options.rsize, server_io_size(info.get(c.FATTR4_MAXREAD)),
+                                    server_io_size(room[0])))
+        runner.maxwrite = max(1, min(client.options.wsize, server_io_size(info.get(c.FATTR4_MAXWRITE)),
+                                     server_io_size(room[1])))
         if c.FATTR4_LEASE_TIME in info:
-            self.client.lease_time = info[c.FATTR4_LEASE_TIME]
+            client.lease_time = info[c.FATTR4_LEASE_TIME]
         # pNFS: the layout types the export's file system hands out (None: the server did not say)
-        self.layout_types = [int(t) for t in info[c.FATTR4_FS_LAYOUT_TYPES]] if c.FATTR4_FS_LAYOUT_TYPES in info else None
-        self.layout_blksize = int(info.get(c.FATTR4_LAYOUT_BLKSIZE, 0))
-        self.supported_attrs = frozenset(attrs_in(info.get(c.FATTR4_SUPPORTED_ATTRS, [])))
-        self.deleg_timestamps = {c.FATTR4_TIME_DELEG_ACCESS, c.FATTR4_TIME_DELEG_MODIFY} <= self.supported_attrs
-        self.root_fh = fh
+        runner.layout_types = [int(t) for t in info[c.FATTR4_FS_LAYOUT_TYPES]] if c.FATTR4_FS_LAYOUT_TYPES in info else None
+        runner.layout_blksize = int(info.get(c.FATTR4_LAYOUT_BLKSIZE, 0))
+        runner.supported_attrs = frozenset(attrs_in(info.get(c.FATTR4_SUPPORTED_ATTRS, [])))
+        runner.deleg_timestamps = {c.FATTR4_TIME_DELEG_ACCESS, c.FATTR4_TIME_DELEG_MODIFY} <= runner.supported_attrs
+        runner.root_fh = fh
         return fh, attrs
 
     async def secinfo(self, export: str, cred: Credential) -> list[Flavor]:
@@ -97,7 +104,7 @@ class Names(Compounds):
         (NFS4ERR_WRONGSEC), in its parent, or SECINFO_NO_NAME of the export when none was refused."""
         names = components(export)
         walk: list[Any] = [PUTROOTFH4args(), *(LOOKUP4args(n) for n in names)]
-        res = await self.client.compound(walk, cred)
+        res = await self.compounds.client.compound(walk, cred)
         if res.status == c.NFS4ERR_WRONGSEC and 1 < len(res.resarray) <= len(walk):
             refused = len(res.resarray) - 1  # (walk[refused] is the LOOKUP into the export)
             ops = [*walk[:refused], SECINFO4args(names[refused - 1])]
@@ -107,7 +114,7 @@ class Names(Compounds):
             failed = res.resarray[-1] if res.resarray else None
             raise NFS4Error(res.status, failed.opnum if failed else None, export)
         found: list[Flavor] = []
-        for flavor, info in (await self.run(ops, cred, path=export))[-1].res:
+        for flavor, info in (await self.compounds.run(ops, cred, path=export))[-1].res:
             f = flavor_of_secinfo(flavor, *((info.oid, info.service) if info is not None else ()))
             if f is not None and f not in found:
                 found.append(f)
@@ -115,7 +122,7 @@ class Names(Compounds):
 
     # -- names --------------------------------------------------------------------------------------------
     async def lookup(self, dir_fh: bytes, name: str, cred: Credential) -> tuple[bytes, FileAttrs]:
-        return await self.query(
+        return await self.compounds.query(
             [PUTFH4args(dir_fh), LOOKUP4args(name), GETFH4args(), GETATTR4args(STAT_BITMAP)], cred, fh_attrs,
             path=name,
         )
@@ -126,7 +133,7 @@ class Names(Compounds):
         ops: list[Any] = [PUTFH4args(dir_fh)]
         ops += [LOOKUP4args(n) for n in names]
         ops += [GETFH4args(), GETATTR4args(STAT_BITMAP)]
-        return await self.query(ops, cred, fh_attrs, path=path)
+        return await self.compounds.query(ops, cred, fh_attrs, path=path)
 
     async def lookup_walk(self, dir_fh: bytes, names: Sequence[str], cred: Credential,
                           paths: Sequence[str]) -> tuple[list[bytes], FileAttrs] | None:
@@ -144,7 +151,7 @@ class Names(Compounds):
             got[:] = [([bytes(r.object) for r in results_of(res, c.OP_GETFH)], last_attrs(res))]
 
         try:
-            res = await self.client.compound(ops, cred, NO_HINTS, check=check)
+            res = await self.compounds.client.compound(ops, cred, NO_HINTS, check=check)
         except ReplyError as e:
             raise e.located(None, paths[-1]) from None
         if res.status == c.NFS4_OK:
@@ -159,16 +166,16 @@ class Names(Compounds):
         raise NFS4Error(res.status, c.OP_LOOKUP, paths[k - 1] if res.status == c.NFS4ERR_NOTDIR and k else paths[k])
 
     async def lookupp(self, fh: bytes, cred: Credential) -> tuple[bytes, FileAttrs]:
-        return await self.query([PUTFH4args(fh), LOOKUPP4args(), GETFH4args(), GETATTR4args(STAT_BITMAP)], cred,
+        return await self.compounds.query([PUTFH4args(fh), LOOKUPP4args(), GETFH4args(), GETATTR4args(STAT_BITMAP)], cred,
                                 fh_attrs)
 
     async def getattr(self, fh: bytes, cred: Credential, path: str | None = None) -> FileAttrs:
-        return await self.query([PUTFH4args(fh), GETATTR4args(STAT_BITMAP)], cred, last_attrs, path=path)
+        return await self.compounds.query([PUTFH4args(fh), GETATTR4args(STAT_BITMAP)], cred, last_attrs, path=path)
 
     async def time_create(self, fh: bytes, cred: Credential, path: str | None = None) -> int | None:
         """When the file was created (the time_create attribute), in nanoseconds since the epoch;
         None when the server keeps no creation times (it leaves the attribute out of its reply)."""
-        return await self.query([PUTFH4args(fh), GETATTR4args(TIME_CREATE_BITMAP)], cred, created_ns, path=path)
+        return await self.compounds.query([PUTFH4args(fh), GETATTR4args(TIME_CREATE_BITMAP)], cred, created_ns, path=path)
 
     async def setattr(
         self, fh: bytes, cred: Credential, *, stateid: stateid4 | None = None, path: str | None = None,
@@ -176,18 +183,18 @@ class Names(Compounds):
         atime_ns: int | str | None = None, mtime_ns: int | str | None = None,
     ) -> FileAttrs:
         f = setattr_fattr4(mode, uid, gid, size, atime_ns, mtime_ns)
-        return await self.query(
+        return await self.compounds.query(
             [PUTFH4args(fh), SETATTR4args(stateid or ANONYMOUS_STATEID, f), GETATTR4args(STAT_BITMAP)],
             cred, last_attrs, path=path,
         )
 
     async def access(self, fh: bytes, mask: int, cred: Credential) -> int:
-        res = await self.run([PUTFH4args(fh), ACCESS4args(mask)], cred)
+        res = await self.compounds.run([PUTFH4args(fh), ACCESS4args(mask)], cred)
         return int(result_of(res, c.OP_ACCESS).access)
 
     async def access_attrs(self, fh: bytes, mask: int, cred: Credential) -> tuple[int, FileAttrs]:
         """What of ``mask`` ``cred`` may do to ``fh`` (ACCESS), and its attributes."""
-        return await self.query([PUTFH4args(fh), ACCESS4args(mask), GETATTR4args(STAT_BITMAP)], cred,
+        return await self.compounds.query([PUTFH4args(fh), ACCESS4args(mask), GETATTR4args(STAT_BITMAP)], cred,
                                 lambda r: (int(result_of(r, c.OP_ACCESS).access), last_attrs(r)))
 
     async def lookup_access(
@@ -195,14 +202,14 @@ class Names(Compounds):
     ) -> tuple[bytes, int, FileAttrs]:
         """``name`` in ``dir_fh``: its file handle, what of ``mask`` ``cred`` may do to it (ACCESS),
         and its attributes, in one COMPOUND."""
-        return await self.query(
+        return await self.compounds.query(
             [PUTFH4args(dir_fh), LOOKUP4args(name), GETFH4args(), ACCESS4args(mask), GETATTR4args(STAT_BITMAP)],
             cred, lambda r: (bytes(result_of(r, c.OP_GETFH).object), int(result_of(r, c.OP_ACCESS).access), last_attrs(r)),
             path=name,
         )
 
     async def statfs(self, fh: bytes, cred: Credential) -> FsStat:
-        return await self.query([PUTFH4args(fh), GETATTR4args(STATFS_BITMAP)], cred,
+        return await self.compounds.query([PUTFH4args(fh), GETATTR4args(STATFS_BITMAP)], cred,
                                 lambda r: FsStat.from_fattr4(result_of(r, c.OP_GETATTR).obj_attributes))
 
 

@@ -24,7 +24,7 @@ from .._proto.nfs4.types import (
 )
 from .._rpc.auth import Credential
 from .attributes import STAT_BITMAP, FileAttrs
-from .compounds import Parsed, last_attrs
+from .compounds import Compounds, Parsed, last_attrs
 from .copy_commit import CopyThen, on_commit, on_copy_reply
 from .open_state import OpenFile, current
 from .read_write import ReadWrite
@@ -35,29 +35,34 @@ log = logging.getLogger(__name__)
 _NOT_SUPPORTED = frozenset({c.NFS4ERR_NOTSUPP, c.NFS4ERR_OP_ILLEGAL})
 
 
-class NFS42(ReadWrite):
-    """SEEK, ALLOCATE, DEALLOCATE, COPY, CLONE."""
+class NFS42:
+    """SEEK, ALLOCATE, DEALLOCATE, COPY, CLONE: ``NFSv4.nfs42``, an object given the COMPOUND runner
+    and the READ/WRITE family (a COPY's data is committed with its COMMIT)."""
+
+    def __init__(self, compounds: Compounds, read_write: ReadWrite) -> None:
+        self.compounds = compounds
+        self.read_write = read_write
 
     def supports(self, opnum: int) -> bool:
         """Whether ``opnum`` (an NFSv4.2 operation) may be sent: the session is NFSv4.2 and the server
         has not answered it NFS4ERR_NOTSUPP before."""
-        return self.client.options.minorversion >= c.NFS4_MINOR_VERSION_2 and opnum not in self.unsupported
+        return self.compounds.client.options.minorversion >= c.NFS4_MINOR_VERSION_2 and opnum not in self.compounds.unsupported
 
     async def _run_v42(
         self, opnum: int, build: Callable[[stateid4], list[Any]], cred: Credential, path: str | None, *,
         of: OpenFile | None = None, lock_owner: Hashable | None = None,
         check: Callable[[list[ResOp]], None] | None = None,
     ) -> list[ResOp]:
-        """Run an NFSv4.2 operation's COMPOUND (as :meth:`run_with_open` does, with ``of``'s stateid),
+        """Run an NFSv4.2 operation's COMPOUND (as ``Compounds.run_with_open`` does, with ``of``'s stateid),
         or raise NFS4ERR_NOTSUPP (EOPNOTSUPP) without sending it on an NFSv4.1 session or to a server
         that said it does not support it (remembered)."""
         if not self.supports(opnum):
             raise NFS4Error(c.NFS4ERR_NOTSUPP, opnum, path)
         try:
-            return await self.run_with_open(of, build, cred, lock_owner=lock_owner, path=path, check=check)
+            return await self.compounds.run_with_open(of, build, cred, lock_owner=lock_owner, path=path, check=check)
         except NFS4Error as e:
             if e.status in _NOT_SUPPORTED and e.op in (opnum, c.OP_ILLEGAL):
-                self.unsupported.add(opnum)
+                self.compounds.unsupported.add(opnum)
                 raise NFS4Error(c.NFS4ERR_NOTSUPP, opnum, path) from None
             raise
 
@@ -121,7 +126,7 @@ class NFS42(ReadWrite):
             )
             then = on_copy_reply(n, committed)
             if then is CopyThen.COMMIT:
-                then = on_commit(await self.commit(dst.fh, cred, dst_offset + done, n) == verifier, changes=changes)
+                then = on_commit(await self.read_write.commit(dst.fh, cred, dst_offset + done, n) == verifier, changes=changes)
             if then is CopyThen.FAIL:
                 raise NFS4Error(c.NFS4ERR_IO, c.OP_COPY, path)
             if then is CopyThen.COPY_AGAIN:
@@ -146,7 +151,7 @@ class NFS42(ReadWrite):
             res = await self._run_v42(c.OP_COPY, ops, cred, path)
         except NFS4Error as e:
             if e.status == c.NFS4ERR_OFFLOAD_NO_REQS:  # it cannot copy synchronously and consecutively
-                self.unsupported.add(c.OP_COPY)
+                self.compounds.unsupported.add(c.OP_COPY)
                 raise NFS4Error(c.NFS4ERR_NOTSUPP, c.OP_COPY, path) from None
             raise
         w = result_of(res, c.OP_COPY).cr_response

@@ -205,7 +205,7 @@ class FileWriter:
         rest: tuple[int, Any] | None = sole
         post: tuple[FileAttrs, float] | None = None
         try:
-            count, committed, verf, attrs = await self.nfs.write_getattr(
+            count, committed, verf, attrs = await self.nfs.read_write.write_getattr(
                 self.of, off, data, self.cred, c.FILE_SYNC4, setattr_fattr4(**changes),
                 lock_owner=self.lock_owner, path=self.path,
             )
@@ -263,7 +263,7 @@ class FileWriter:
             await self._send(run)
         await self._wait_idle()
         try:
-            attrs = await self.nfs.setattr(self.of.fh, self.cred, **changes)
+            attrs = await self.nfs.names.setattr(self.of.fh, self.cred, **changes)
         except OSError as e:
             log.warning("SETATTR after the data failed: %s", e)
             if self._error is None:
@@ -303,14 +303,14 @@ class FileWriter:
                 if send.with_attrs:  # the only WRITE in flight: the attributes after it come along
                     accepted = self.plan.accepted
                     setattrs = setattr_fattr4(**send.setattrs) if send.setattrs else None
-                    count, committed, verf, attrs = await self.nfs.write_getattr(
+                    count, committed, verf, attrs = await self.nfs.read_write.write_getattr(
                         self.of, offset + pos, data[pos:], self.cred, stable, setattrs,
                         lock_owner=self.lock_owner, path=self.path,
                     )
                     if accepted == self.plan.accepted:  # (nothing written meanwhile)
                         self.post_attrs = (attrs, trio.current_time())
                     return count, committed, verf
-                return await self.nfs.write(
+                return await self.nfs.read_write.write(
                     self.of, offset + pos, data[pos:], self.cred, stable, lock_owner=self.lock_owner,
                     path=self.path,
                 )
@@ -362,7 +362,7 @@ class FileWriter:
         if not pending:
             return False
         try:
-            verf = await self.nfs.commit(self.of.fh, self.cred, path=self.path)
+            verf = await self.nfs.read_write.commit(self.of.fh, self.cred, path=self.path)
         except OSError:
             self.plan.commit_failed()
             raise

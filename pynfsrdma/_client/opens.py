@@ -36,6 +36,7 @@ from .._session.client_id import ClientID
 from .attributes import NOW, STAT_BITMAP, FileAttrs, setattr_fattr4
 from .byte_range_locks import ByteRangeLocks
 from .compounds import NO_HINTS, VERIFIER_SIZE
+from .delegations import Delegations
 from .names import Names
 from .open_state import ANONYMOUS_STATEID, Delegation, OpenFile
 
@@ -110,11 +111,15 @@ class OwnerTraffic:
             self._settle()
 
 
-class Opens(ByteRangeLocks, Names):
-    """OPEN, CLOSE, and the opens they keep."""
+class Opens(Delegations):
+    """OPEN, CLOSE, and the opens they keep. Families it uses, given this object's COMPOUND runner:
+    ``names`` (LOOKUP, GETATTR, SETATTR, ...: an OPEN's GETATTR, a truncating open's SETATTR) and
+    ``byte_range_locks`` (LOCK, LOCKU, ...: the locks a CLOSE lets go, or a lost open loses)."""
 
     def __init__(self, client: ClientID) -> None:
         super().__init__(client)
+        self.names = Names(self)
+        self.byte_range_locks = ByteRangeLocks(self)
         self._opens_made = itertools.count(1)
         self._closing: collections.deque[tuple[OpenFile, Credential]] = collections.deque()
         self._close_sender: trio.Event | None = None  # set when the sender of _closing is done
@@ -170,10 +175,10 @@ class Opens(ByteRangeLocks, Names):
                           may_notify_lock=bool(ok.rflags & c.OPEN4_RESULT_MAY_NOTIFY_LOCK))
             self._continued(of)
         if of.attrs is None:
-            of.attrs = await self.getattr(of.fh, cred, path=path or name)
+            of.attrs = await self.names.getattr(of.fh, cred, path=path or name)
         self.took_delegation(of, ok.delegation)
         if truncate and not create and of.attrs is not None and of.attrs.size:
-            of.attrs = await self.setattr(of.fh, cred, stateid=of.stateid, size=0, path=path)
+            of.attrs = await self.names.setattr(of.fh, cred, stateid=of.stateid, size=0, path=path)
         self.opens[id(of)] = of
         return of
 
@@ -248,12 +253,12 @@ class Opens(ByteRangeLocks, Names):
         """CLOSE ``of``; the locks held on it go first, in the same COMPOUND (every lock owner's: a
         server refuses to close an open with locks on it, NFS4ERR_LOCKS_HELD)."""
         if of.closed:
-            self.forget_locks(of)
+            self.byte_range_locks.forget_locks(of)
             return
         of.closed = True
         self.opens.pop(id(of), None)
-        release = self.release_ops(of)
-        self.forget_locks(of)
+        release = self.byte_range_locks.release_ops(of)
+        self.byte_range_locks.forget_locks(of)
         if of.local:
             return  # made under a delegation: the server never saw it
         for hook in self.close_hooks:
@@ -284,12 +289,12 @@ class Opens(ByteRangeLocks, Names):
         same). :meth:`flush_closes` sends what waits. Locks still held on it are released in the same
         COMPOUND, as :meth:`close` does."""
         if of.closed:
-            self.forget_locks(of)
+            self.byte_range_locks.forget_locks(of)
             return
         of.closed = True
         self.opens.pop(id(of), None)
         if of.local:
-            self.forget_locks(of)
+            self.byte_range_locks.forget_locks(of)
             return
         self._closing.append((of, cred))
         if self._close_sender is None:
@@ -345,7 +350,7 @@ class Opens(ByteRangeLocks, Names):
             if full or (cred.uid, cred.gid, cred.gids) != who or owners.is_opening(of.owner):
                 kept.append((of, cred))
                 continue
-            release = self.release_ops(of)
+            release = self.byte_range_locks.release_ops(of)
             if id(of) in self._superseded:
                 self._superseded.discard(id(of))
                 these = [PUTFH4args(of.fh), *release] if release else []
@@ -355,7 +360,7 @@ class Opens(ByteRangeLocks, Names):
                 kept.append((of, cred))
                 full = True
                 continue
-            self.forget_locks(of)
+            self.byte_range_locks.forget_locks(of)
             if not these:
                 continue
             whose += [len(batch)] * len(these)
@@ -402,7 +407,7 @@ class Opens(ByteRangeLocks, Names):
         of.stateid, of.owner, of.closed, of.local = new.stateid, new.owner, False, False
         of.may_notify_lock = new.may_notify_lock
         self.opens[id(of)] = of
-        self.lose_locks(of, "the open they stood on was lost on the server and made again")
+        self.byte_range_locks.lose_locks(of, "the open they stood on was lost on the server and made again")
 
     async def release_all(self) -> None:
         """Unlock and close everything still open, best effort (before the client ID goes: a server

@@ -33,22 +33,23 @@ from .read_payload import locate_read_data
 from .read_sink import PayloadSink
 
 
-class ReadWrite(LayoutOps):
-    """READ, WRITE, COMMIT."""
+class ReadWrite:
+    """READ, WRITE, COMMIT: ``NFSv4.read_write``, an object given the COMPOUND runner with its layout
+    operations (LAYOUTGET, LAYOUTCOMMIT, LAYOUTRETURN: for the block layouts, with ``pnfs``)."""
 
-    def __init__(self, client: Any) -> None:
-        super().__init__(client)
+    def __init__(self, compounds: LayoutOps) -> None:
+        self.compounds = compounds
         self.pnfs: BlockLayouts | None = None
         self._mds_writes: set[bytes] = set()  # files written through the metadata server since their COMMIT
 
     def use_pnfs(self, nursery: trio.Nursery) -> BlockLayouts:
         """READs and WRITEs by block layouts where the server hands them out; the layouts are
         recalled through the back channel, committed and returned on close."""
-        self.pnfs = BlockLayouts(self, nursery)
-        self.client.backchannel.on_layoutrecall = self.pnfs.on_recall
-        self.client.backchannel.on_notify_deviceid = self.pnfs.forget_devices
-        self.close_hooks.append(self.pnfs.closing)
-        self.client.reclaim_hooks.append(self._layouts_lost)
+        self.pnfs = BlockLayouts(self.compounds, nursery)
+        self.compounds.client.backchannel.on_layoutrecall = self.pnfs.on_recall
+        self.compounds.client.backchannel.on_notify_deviceid = self.pnfs.forget_devices
+        self.compounds.close_hooks.append(self.pnfs.closing)
+        self.compounds.client.reclaim_hooks.append(self._layouts_lost)
         return self.pnfs
 
     async def _layouts_lost(self, client: Any) -> None:
@@ -63,7 +64,7 @@ class ReadWrite(LayoutOps):
         :class:`~.read_sink.SplicedPayload` instead when ``sink`` (a pipe for this READ's data:
         :mod:`.read_sink`) is given, the READ goes whole (``count`` within maxread) through the
         server, and the transport spliced the data into it."""
-        asked, count = count, min(count, self.maxread)
+        asked, count = count, min(count, self.compounds.maxread)
         if self.pnfs is not None and of is not None:
             by_layout = await self.pnfs.read(of, fh, offset, count, cred)
             if by_layout is not None:
@@ -71,7 +72,7 @@ class ReadWrite(LayoutOps):
         hints = ReplyHints(ddp_sizes=[count])
         if sink is not None and count == asked:
             hints.splice = SpliceRequest(sink, locate_read_data, count)
-        res = await self.run_with_open(
+        res = await self.compounds.run_with_open(
             of, lambda s: [PUTFH4args(fh), READ4args(s, offset, count)], cred, hints,
             lock_owner=lock_owner, path=path,
         )
@@ -93,7 +94,7 @@ class ReadWrite(LayoutOps):
                 self.pnfs.lost.discard(of.fh)
                 await self.pnfs.give_back(of.fh, cred, "LAYOUTCOMMIT failed")
             self._mds_writes.add(of.fh)
-        res = await self.run_with_open(
+        res = await self.compounds.run_with_open(
             of, lambda s: [PUTFH4args(of.fh), WRITE4args(s, offset, stable, data)], cred, payload=n,
             lock_owner=lock_owner, path=path,
         )
@@ -110,7 +111,7 @@ class ReadWrite(LayoutOps):
             # (after a LAYOUTCOMMIT that failed: the server's verifier makes the writer send those again)
             self.pnfs.lost.discard(fh)
         self._mds_writes.discard(fh)
-        res = await self.run([PUTFH4args(fh), COMMIT4args(offset, count)], cred, path=path)
+        res = await self.compounds.run([PUTFH4args(fh), COMMIT4args(offset, count)], cred, path=path)
         return bytes(result_of(res, c.OP_COMMIT).writeverf)
 
     async def write_getattr(
@@ -118,7 +119,7 @@ class ReadWrite(LayoutOps):
         setattrs: fattr4 | None = None, *, lock_owner: Hashable | None = None, path: str | None = None,
     ) -> tuple[int, int, bytes, FileAttrs]:
         """One WRITE, then (if given) a SETATTR of ``setattrs`` (not of the size: it goes with the
-        anonymous stateid, as :meth:`setattr` sends it), then GETATTR, in one COMPOUND: (count,
+        anonymous stateid, as ``Names.setattr`` sends it), then GETATTR, in one COMPOUND: (count,
         committed, write verifier, attributes after them)."""
         n = memoryview(data).nbytes
         if self.pnfs is not None:  # (through the metadata server: a RW layout held would be recalled)
@@ -133,7 +134,7 @@ class ReadWrite(LayoutOps):
             return ops
 
         attrs = Parsed(last_attrs)
-        res = await self.run_with_open(of, build, cred, payload=n, lock_owner=lock_owner, check=attrs.check,
+        res = await self.compounds.run_with_open(of, build, cred, payload=n, lock_owner=lock_owner, check=attrs.check,
                                        path=path)
         ok = result_of(res, c.OP_WRITE)
         return int(ok.count), int(ok.committed), bytes(ok.writeverf), attrs.value

@@ -177,15 +177,15 @@ async def negotiate(ops: NFSv4, export: str, probe: str, choice: FlavorChoice, s
         if flavor is None:
             if not choice.must_ask:
                 raise SecurityError(choice.refusal(f"{ops.client.server}:{probe}"))
-            choice.wanted = await ops.secinfo(probe, sys_cred)
+            choice.wanted = await ops.names.secinfo(probe, sys_cred)
             continue
         cred = sys_cred if not flavor.gss else make(flavor)
         try:
-            root, _ = await ops.mount(export, cred)
+            root, _ = await ops.names.mount(export, cred)
             names = [n for n in probe[len(export):].split("/") if n]
             if names:
                 try:
-                    await ops.lookup_path(root, names, cred)
+                    await ops.names.lookup_path(root, names, cred)
                 except NFS4Error as e:
                     if e.status == c.NFS4ERR_WRONGSEC:
                         raise

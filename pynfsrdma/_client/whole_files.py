@@ -41,8 +41,8 @@ from .._rpc.auth import Credential
 from .._transport.base import ReplyHints
 from .attributes import NOW, STAT_BITMAP, FileAttrs, setattr_fattr4
 from .compounds import NO_HINTS, VERIFIER_SIZE, fh_attrs, last_attrs
+from .delegations import Delegations
 from .open_state import ANONYMOUS_STATEID, CURRENT_STATEID, Delegation
-from .state_recovery import StateRecovery
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +75,15 @@ class NamedRead:
     eof: bool
 
 
-class WholeFiles(StateRecovery):
-    """Whole small files by name, one COMPOUND each."""
+class WholeFiles:
+    """Whole small files by name, one COMPOUND each: ``NFSv4.whole_files``, an object given the
+    COMPOUND runner with the delegations it keeps (a WRITE's share access, a delegation the server
+    gave anyway, returned)."""
 
     _once_owners = itertools.count(1)
+
+    def __init__(self, compounds: Delegations) -> None:
+        self.compounds = compounds
 
     def once_owner(self, cred: Credential) -> bytes:
         """An open owner for one OPEN that the same COMPOUND closes again."""
@@ -90,7 +95,7 @@ class WholeFiles(StateRecovery):
         """``count`` bytes (at most maxread) at ``offset`` of ``name`` in ``dir_fh``, with its file
         handle and attributes, in one COMPOUND. None when the name cannot be read so
         (:data:`NOT_BY_NAME`: a symbolic link, a server that wants an open)."""
-        count = min(count, self.maxread)
+        count = min(count, self.compounds.maxread)
         ops = [PUTFH4args(dir_fh), LOOKUP4args(name), GETFH4args(), GETATTR4args(STAT_BITMAP),
                READ4args(ANONYMOUS_STATEID, offset, count)]
         got: list[tuple[bytes, FileAttrs]] = []
@@ -99,7 +104,7 @@ class WholeFiles(StateRecovery):
             got[:] = [fh_attrs(res)]
 
         try:
-            res = await self.client.compound(ops, cred, ReplyHints(ddp_sizes=[count]), check=check)
+            res = await self.compounds.client.compound(ops, cred, ReplyHints(ddp_sizes=[count]), check=check)
         except ReplyError as e:
             raise e.located(None, path or name) from None
         if res.status != c.NFS4_OK:
@@ -123,9 +128,9 @@ class WholeFiles(StateRecovery):
                                                                   setattr_fattr4(mode=mode)))
         else:
             how = (c.UNCHECKED4, _created_or_truncated(mode))
-        clientid = self.client.identity.clientid if self.client.identity else 0
+        clientid = self.compounds.client.identity.clientid if self.compounds.client.identity else 0
         owner = open_owner4(clientid, self.once_owner(cred))
-        access = self.share_access(c.OPEN4_SHARE_ACCESS_WRITE)
+        access = self.compounds.share_access(c.OPEN4_SHARE_ACCESS_WRITE)
         ops: list[Any] = [PUTFH4args(dir_fh),
                           OPEN4args(0, access, c.OPEN4_SHARE_DENY_NONE, owner, (c.OPEN4_CREATE, how),
                                     (c.CLAIM_NULL, name)),
@@ -143,7 +148,7 @@ class WholeFiles(StateRecovery):
             got[:] = [last_attrs(res)]
 
         try:
-            res = await self.client.compound(ops, cred, NO_HINTS, payload=n, check=check)
+            res = await self.compounds.client.compound(ops, cred, NO_HINTS, payload=n, check=check)
         except ReplyError as e:
             raise e.located(None, path or name) from None
         results = res.resarray
@@ -169,7 +174,7 @@ class WholeFiles(StateRecovery):
         if len(results) > FH_RESULT and results[FH_RESULT].status == c.NFS4_OK:
             return bytes(results[FH_RESULT].res.object)
         try:
-            res = await self.run([PUTFH4args(dir_fh), LOOKUP4args(name), GETFH4args()], cred)
+            res = await self.compounds.run([PUTFH4args(dir_fh), LOOKUP4args(name), GETFH4args()], cred)
         except (NFS4Error, ReplyError) as e:
             log.info("no file handle for an open to close: %s", e)
             return None
@@ -178,11 +183,11 @@ class WholeFiles(StateRecovery):
     async def _close_after(self, fh: bytes, stateid: stateid4, cred: Credential) -> None:
         """CLOSE an open a write_named COMPOUND made and did not get to close (it failed before)."""
         try:
-            await self.run([PUTFH4args(fh), CLOSE4args(0, stateid)], cred)
+            await self.compounds.run([PUTFH4args(fh), CLOSE4args(0, stateid)], cred)
         except (NFS4Error, ReplyError) as e:
             log.info("CLOSE after a failed write: %s", e)
 
     async def _give_back(self, fh: bytes, granted: tuple[int, Any]) -> None:
         """A delegation the server gave on a write_named OPEN anyway (we asked for none): returned."""
-        self.delegations[fh] = Delegation(int(granted[0]), granted[1].stateid, fh)
-        await self.return_delegation(fh)
+        self.compounds.delegations[fh] = Delegation(int(granted[0]), granted[1].stateid, fh)
+        await self.compounds.return_delegation(fh)

@@ -68,7 +68,7 @@ class Lookups:
             return self._entry(parent, None)
         if n == "..":
             asked = self.inodes.asking()
-            fh, attrs = await self.nfs.lookupp(parent.fh, cred)
+            fh, attrs = await self.nfs.names.lookupp(parent.fh, cred)
             return self._entry(self._learn(fh, attrs, asked), None)
         now = trio.current_time()
         # Names that exist are not answered from here: the kernel keeps them itself (entry_timeout),
@@ -102,7 +102,7 @@ class Lookups:
         self.counts["lookups_sent"] += 1
         asked = self.inodes.asking()
         try:
-            fh, attrs = await self.nfs.lookup(parent.fh, n, cred)
+            fh, attrs = await self.nfs.names.lookup(parent.fh, n, cred)
         except NFS4Error as e:
             if e.status == c.NFS4ERR_STALE:
                 # the directory is gone (another client removed it): so is every name in it. (An
@@ -161,7 +161,7 @@ class Lookups:
         try:
             asked, dir_asked = self.inodes.asking(), self.inodes.asking(parent)
             try:
-                entries, verifier, eof, dir_attrs = await self.nfs.readdir_plus_and_attrs(
+                entries, verifier, eof, dir_attrs = await self.nfs.directories.readdir_plus_and_attrs(
                     parent.fh, cred, ahead.cookie, ahead.verifier
                 )
             except NFS4Error as e:
@@ -186,7 +186,7 @@ class Lookups:
         key = (cred.uid, cred.gid, cred.gids)
         granted = parent.granted.get(key) if parent.granted is not None else None
         if granted is None:
-            granted = await self.nfs.access(parent.fh, c.ACCESS4_LOOKUP, cred)
+            granted = await self.nfs.names.access(parent.fh, c.ACCESS4_LOOKUP, cred)
             if parent.granted is None:
                 parent.granted = {}
             parent.granted[key] = granted

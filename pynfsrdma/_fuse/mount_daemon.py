@@ -183,13 +183,13 @@ async def _reach_once(req: MountRequest, nursery: trio.Nursery, timeout: float) 
             stack = await start_stack(cid, nursery, req.url,
                                       TrunkingOptions.from_url_options({**o.trunking, **o.rdma}), timeout)
             if o.pnfs:
-                stack.nfs.use_pnfs(nursery)
+                stack.nfs.read_write.use_pnfs(nursery)
             choice = FlavorChoice(parse_sec(o.sec), given=o.sec is not None, xprtsec=o.tls.get("xprtsec") or "none")
             with trio.fail_after(timeout):
                 # (the flavour is found with the mounting user's own credentials)
                 cred = await negotiate(stack.nfs, req.url.path, req.url.path, choice, cred,
                                        lambda f: credential(f, req.url.host, os.getuid(), os.getgid()))
-                root_fh, root_attrs = await stack.nfs.mount(req.url.path, cred)
+                root_fh, root_attrs = await stack.nfs.names.mount(req.url.path, cred)
         except BaseException as e:
             with trio.CancelScope(shield=True):
                 # (a mount given up on at the user's word: its session goes without a long wait)
@@ -322,10 +322,10 @@ async def _serve(req: MountRequest, ready: Callable[[str | None], None], stop: S
                             "locks": dict(nfs.lock_counts),
                             "cache": ops.cache_counts(),
                             "payload": payload_counts(channel, client),
-                            "pnfs": nfs.pnfs.report() if nfs.pnfs is not None else {"enabled": False},
+                            "pnfs": nfs.read_write.pnfs.report() if nfs.read_write.pnfs is not None else {"enabled": False},
                         },
                         "paths": lambda: [*stats.path_rows(client, trunking),
-                                          *(nfs.pnfs.device_rows() if nfs.pnfs is not None else [])],
+                                          *(nfs.read_write.pnfs.device_rows() if nfs.read_write.pnfs is not None else [])],
                         "remount": remount,
                     },
                 )

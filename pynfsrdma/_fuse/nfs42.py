@@ -50,9 +50,9 @@ class NFS42Files:
         asked = self.inodes.asking(node)
         try:
             if mode:
-                attrs = await self.nfs.deallocate(h.shared.of, offset, length, h.cred)
+                attrs = await self.nfs.nfs42.deallocate(h.shared.of, offset, length, h.cred)
             else:
-                attrs = await self.nfs.allocate(h.shared.of, offset, length, h.cred)
+                attrs = await self.nfs.nfs42.allocate(h.shared.of, offset, length, h.cred)
         except NFS4Error as e:
             raise v42_missing(e) from None
         self.inodes.refresh(node, attrs, trio.current_time(), asked=asked)
@@ -66,7 +66,7 @@ class NFS42Files:
         await self.opens.sync(h.inode)
         what = c.NFS4_CONTENT_DATA if whence == os.SEEK_DATA else c.NFS4_CONTENT_HOLE
         try:
-            return await self.nfs.seek(h.shared.of, offset, what, h.cred)
+            return await self.nfs.nfs42.seek(h.shared.of, offset, what, h.cred)
         except NFS4Error as e:
             raise v42_missing(e) from None
 
@@ -80,12 +80,12 @@ class NFS42Files:
         asked = self.inodes.asking(node)
         self.inodes.wrote(node)  # (attributes asked from now until the reply may not show the copy)
         try:
-            n = await self.nfs.copy(src.shared.of, dst.shared.of, off_in, off_out, length, dst.cred)
+            n = await self.nfs.nfs42.copy(src.shared.of, dst.shared.of, off_in, off_out, length, dst.cred)
         except NFS4Error as e:
             if e.status != c.NFS4ERR_NOTSUPP:
                 raise
             try:
-                attrs = await self.nfs.clone(src.shared.of, dst.shared.of, off_in, off_out, length, dst.cred)
+                attrs = await self.nfs.nfs42.clone(src.shared.of, dst.shared.of, off_in, off_out, length, dst.cred)
             except NFS4Error as e2:
                 raise v42_missing(e2) from None
             self.inodes.refresh(node, attrs, trio.current_time(), asked=asked)

@@ -197,7 +197,7 @@ class Opens:
             fi = self.handle(node, shared, share_access(flags), cred, keep, flags, direct)
         if flags & os.O_TRUNC and node.attrs.size:
             asked = self.inodes.asking(node)
-            a = await self.nfs.setattr(node.fh, cred, stateid=shared.of.stateid, size=0)
+            a = await self.nfs.names.setattr(node.fh, cred, stateid=shared.of.stateid, size=0)
             self.inodes.refresh(node, a, trio.current_time(), asked=asked)
             node.data_change = a.change
             node.kernel_learned()
@@ -352,7 +352,7 @@ class Opens:
         moved = False
         for parent, name in keys:
             try:
-                fh, _ = await self.nfs.lookup(parent.fh, name, cred)
+                fh, _ = await self.nfs.names.lookup(parent.fh, name, cred)
             except NFS4Error as e:
                 if e.errno not in (errno.ENOENT, errno.ESTALE):
                     raise
@@ -382,11 +382,11 @@ class Opens:
         want = access_mask(access)
         named = await self.sole_name(node, cred)
         if named is None:
-            granted, attrs = await self.nfs.access_attrs(node.fh, want, cred)
+            granted, attrs = await self.nfs.names.access_attrs(node.fh, want, cred)
         else:
             parent, name = named
             try:
-                fh, granted, attrs = await self.nfs.lookup_access(parent.fh, name, want, cred)
+                fh, granted, attrs = await self.nfs.names.lookup_access(parent.fh, name, want, cred)
             except NFS4Error as e:
                 if e.errno not in (errno.ENOENT, errno.ESTALE):
                     raise
@@ -408,7 +408,7 @@ class Opens:
         if granted is None and d is not None:
             granted = d.granted.get(held)  # (our own writes moved the change attribute: still valid)
         if granted is None or granted & want != want:
-            granted = await self.nfs.access(node.fh, want, cred)
+            granted = await self.nfs.names.access(node.fh, want, cred)
             if node.granted is None:
                 node.granted = {}
             node.granted[key] = granted
@@ -451,7 +451,7 @@ class Opens:
             post = self._post_write_attrs(node, shared)
             if post is None:
                 asked = self.inodes.asking(node)
-                attrs = await self.nfs.getattr(node.fh, h.cred)
+                attrs = await self.nfs.names.getattr(node.fh, h.cred)
                 self.inodes.refresh(node, attrs, trio.current_time(), asked=asked)
             elif node.fetched < post[1]:
                 self.inodes.refresh(node, *post, asked=OWN)

@@ -353,7 +353,7 @@ class NFSOperations(Operations):
             return
         asked = self.inodes.asking(node)
         try:
-            attrs = await self.nfs.setattr(node.fh, writer.cred, stateid=writer.of.stateid, mtime_ns=seen.mtime_ns)
+            attrs = await self.nfs.names.setattr(node.fh, writer.cred, stateid=writer.of.stateid, mtime_ns=seen.mtime_ns)
         except NFS4Error as e:
             log.info("the kernel's mtime of inode %d not set on the server: %s", node.ino, e)
             return
@@ -420,7 +420,7 @@ class NFSOperations(Operations):
             self.counts["attr_revalidations"] += 1
             cred = self.cred(ctx) if ctx.pid else self._any_cred(node)
             asked = self.inodes.asking(node)
-            attrs = await self.nfs.getattr(node.fh, cred)
+            attrs = await self.nfs.names.getattr(node.fh, cred)
             if self.inodes.refresh(node, attrs, self._now(), asked=asked):
                 self._changed(node)
         else:
@@ -472,7 +472,7 @@ class NFSOperations(Operations):
     @fuse_errors
     async def readlink(self, inode: int, ctx: RequestContext) -> bytes:
         node = self._inode(inode)
-        return await self.nfs.readlink(node.fh, self.cred(ctx))
+        return await self.nfs.directories.readlink(node.fh, self.cred(ctx))
 
     @fuse_errors
     async def access(self, inode: int, mode: int, ctx: RequestContext) -> bool:
@@ -488,7 +488,7 @@ class NFSOperations(Operations):
                 return False
         if mode & os.X_OK:
             want |= c.ACCESS4_LOOKUP if node.is_dir else c.ACCESS4_EXECUTE
-        granted = await self.nfs.access(node.fh, want, self.cred(ctx))
+        granted = await self.nfs.names.access(node.fh, want, self.cred(ctx))
         return granted & want == want
 
     # -- extended attributes (:mod:`.xattrs`) ---------------------------------------------------------
@@ -510,7 +510,7 @@ class NFSOperations(Operations):
 
     @fuse_errors
     async def statfs(self, ctx: RequestContext) -> StatvfsData:
-        fs = await self.nfs.statfs(self.inodes.root.fh, self.cred(ctx))
+        fs = await self.nfs.names.statfs(self.inodes.root.fh, self.cred(ctx))
         s = StatvfsData()
         s.f_bsize = BLOCK_SIZE
         s.f_frsize = BLOCK_SIZE
@@ -532,7 +532,7 @@ class NFSOperations(Operations):
         n = _name(name)
         with self.inodes.changing(parent) as dir_asked:
             asked = self.inodes.asking()
-            fh, attrs, cinfo, dir_attrs = await self.nfs.create(
+            fh, attrs, cinfo, dir_attrs = await self.nfs.directories.create(
                 parent.fh, n, ftype, self.cred(ctx), dir_attrs=True, **kw
             )
             node = self._learn(fh, attrs, asked)
@@ -587,7 +587,7 @@ class NFSOperations(Operations):
             await self.silly.hide(parent, n, target, cred)
             return
         with self.inodes.changing(parent) as dir_asked:
-            cinfo, dir_attrs = await self.nfs.remove(parent.fh, n, cred, dir_attrs=True)
+            cinfo, dir_attrs = await self.nfs.directories.remove(parent.fh, n, cred, dir_attrs=True)
             self.changes.modified(parent, n, cinfo, False)
             self.changes.after(parent, cinfo, dir_attrs, dir_asked)
 
@@ -602,12 +602,12 @@ class NFSOperations(Operations):
         cred = self.cred(ctx)
         with self.inodes.changing(parent) as dir_asked:
             try:
-                cinfo, dir_attrs = await self.nfs.remove(parent.fh, n, cred, dir_attrs=True)
+                cinfo, dir_attrs = await self.nfs.directories.remove(parent.fh, n, cred, dir_attrs=True)
             except NFS4Error as e:
                 target = self.inodes.by_name(parent.ino, n)
                 if e.status != c.NFS4ERR_NOTEMPTY or target is None or not await self.silly.gone_from(target.fh):
                     raise
-                cinfo, dir_attrs = await self.nfs.remove(parent.fh, n, cred, dir_attrs=True)
+                cinfo, dir_attrs = await self.nfs.directories.remove(parent.fh, n, cred, dir_attrs=True)
             self.changes.modified(parent, n, cinfo, False)
             self.changes.after(parent, cinfo, dir_attrs, dir_asked)
 
@@ -631,7 +631,7 @@ class NFSOperations(Operations):
         if target is not None:
             await self.silly.hide(dst, new, target, cred)
         with self.inodes.changing(src) as src_asked, self._changing_other(dst, src) as dst_asked:
-            r = await self.nfs.rename(src.fh, old, dst.fh, new, cred, dir_attrs=True)
+            r = await self.nfs.directories.rename(src.fh, old, dst.fh, new, cred, dir_attrs=True)
             moved = self.changes.modified(src, old, r.source, False)
             self.changes.modified(dst, new, r.target, True, moved)
             if dst is src:
@@ -656,7 +656,7 @@ class NFSOperations(Operations):
         n = _name(new_name)
         asked = self.inodes.asking(node)
         with self.inodes.changing(parent) as dir_asked:
-            attrs, cinfo, dir_attrs = await self.nfs.link(node.fh, parent.fh, n, self.cred(ctx), dir_attrs=True)
+            attrs, cinfo, dir_attrs = await self.nfs.directories.link(node.fh, parent.fh, n, self.cred(ctx), dir_attrs=True)
             node = self._learn(node.fh, attrs, asked)
             self.changes.modified(parent, n, cinfo, True, node)
             self.changes.after(parent, cinfo, dir_attrs, dir_asked)
@@ -769,7 +769,7 @@ class NFSOperations(Operations):
                 dir_attrs=True,
             )
             if of.attrs is None:
-                of.attrs = await self.nfs.getattr(of.fh, cred)
+                of.attrs = await self.nfs.names.getattr(of.fh, cred)
             node = self._learn(of.fh, of.attrs, asked)
             cinfo = of.dir_change
             if cinfo is None or cinfo.before == cinfo.after:  # it was there already: the caller's right to open it

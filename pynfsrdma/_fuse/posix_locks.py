@@ -32,7 +32,7 @@ class PosixLocks:
         """LOCKT: the lock in the way of ``lock``, from any client (its holder's pid is 0: it may be
         on another host), or F_UNLCK."""
         offset, length = nfs_range(lock.start, lock.end)
-        conflict = await self.nfs.lockt(
+        conflict = await self.nfs.byte_range_locks.lockt(
             h.shared.of, (POSIX_LOCK, lock_owner), nfs_lock_type(lock.type), offset, length, h.cred
         )
         if conflict is None:
@@ -47,10 +47,10 @@ class PosixLocks:
         offset, length = (0, TO_EOF) if flock else nfs_range(lock.start, lock.end)
         await self.opens.commit(h.inode)
         if lock.type == F_UNLCK:
-            if self.nfs.lock_state(h.shared.of, owner) is not None:
-                await self.nfs.locku(h.shared.of, owner, offset, length, h.cred)
+            if self.nfs.byte_range_locks.lock_state(h.shared.of, owner) is not None:
+                await self.nfs.byte_range_locks.locku(h.shared.of, owner, offset, length, h.cred)
             return
-        await self.nfs.lock(h.shared.of, owner, nfs_lock_type(lock.type), offset, length, h.cred, wait=sleep)
+        await self.nfs.byte_range_locks.lock(h.shared.of, owner, nfs_lock_type(lock.type), offset, length, h.cred, wait=sleep)
         node = h.inode
         node.stale()
         node.drop_readahead()
@@ -61,9 +61,9 @@ class PosixLocks:
     async def unlock_all(self, h: FileHandle, owner: tuple[str, int]) -> None:
         """Every lock of ``owner`` on the file goes (after what was written under them)."""
         of = h.shared.of
-        if not of.closed and self.nfs.lock_state(of, owner) is not None:
+        if not of.closed and self.nfs.byte_range_locks.lock_state(of, owner) is not None:
             await self.opens.commit(h.inode)
-            await self.nfs.locku(of, owner, 0, TO_EOF, h.cred)
+            await self.nfs.byte_range_locks.locku(of, owner, 0, TO_EOF, h.cred)
 
     async def unlock_posix(self, h: FileHandle, lock_owner: int) -> None:
         """close(2) of any descriptor of the file ends the process's POSIX locks on it."""

@@ -45,7 +45,7 @@ class FileData:
         """One READ; when the server lost the open behind it, open again and repeat."""
         return await with_reopens(
             of, functools.partial(self.opens.reopen, h.inode, h.shared),
-            lambda: self.nfs.read(of, h.inode.fh, off, size, h.cred, sink=sink),
+            lambda: self.nfs.read_write.read(of, h.inode.fh, off, size, h.cred, sink=sink),
         )
 
     async def read(self, h: FileHandle, off: int, size: int, sink: PayloadSink | None = None) -> Any:
@@ -73,7 +73,7 @@ class FileData:
 
     async def _read_ahead(self, h: FileHandle, e: Extent) -> None:
         try:
-            data, eof = await self.nfs.read(h.shared.of, h.inode.fh, e.offset, e.size, h.cred)
+            data, eof = await self.nfs.read_write.read(h.shared.of, h.inode.fh, e.offset, e.size, h.cred)
         except Exception as exc:  # the reader's own READ then sees (and reports) it
             e.finish(error=exc)
         else:
@@ -123,7 +123,7 @@ class FileData:
         if not self.inodes.fresh(node, trio.current_time()) and not self._delegated(node):
             await self.opens.sync(node)
             asked = self.inodes.asking(node)
-            attrs = await self.nfs.getattr(node.fh, cred)
+            attrs = await self.nfs.names.getattr(node.fh, cred)
             self.inodes.refresh(node, attrs, trio.current_time(), asked=asked)
         end = self.inodes.size(node)
         if end != off:

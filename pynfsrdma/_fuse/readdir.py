@@ -60,7 +60,7 @@ class Directories:
             parent, name = named
             asked = self.inodes.asking()
             try:
-                fh, attrs = await self.nfs.lookup(parent.fh, name, cred)
+                fh, attrs = await self.nfs.names.lookup(parent.fh, name, cred)
             except NFS4Error as e:
                 if e.errno not in (errno.ENOENT, errno.ESTALE, errno.ENOTDIR):
                     raise
@@ -103,7 +103,7 @@ class Directories:
                 if fh_ is None or attrs is None:  # the server gave no handle: look it up
                     asked = self.inodes.asking()
                     try:
-                        fh_, attrs = await self.nfs.lookup(
+                        fh_, attrs = await self.nfs.names.lookup(
                             h.inode.fh, str(name, "utf-8", "surrogateescape"), h.cred
                         )
                     except NFS4Error as err:

@@ -82,7 +82,7 @@ class Setattrs:
         if (
             fields.update_size
             and fh is None
-            and not await self.nfs.access(node.fh, c.ACCESS4_MODIFY, cred) & c.ACCESS4_MODIFY
+            and not await self.nfs.names.access(node.fh, c.ACCESS4_MODIFY, cred) & c.ACCESS4_MODIFY
         ):
             raise FUSEError(errno.EACCES)
         if fields.update_size:
@@ -99,7 +99,7 @@ class Setattrs:
             return False
         log.debug("setattr ino=%d fh=%s %s", node.ino, fh, kw)
         asked = self.inodes.asking(node)
-        attrs = await self.nfs.setattr(node.fh, cred, stateid=stateid, **kw)
+        attrs = await self.nfs.names.setattr(node.fh, cred, stateid=stateid, **kw)
         self._attrs_after_setattr(node, attrs, asked)
         if fields.update_size:
             node.data_change = attrs.change  # the kernel truncated its page cache itself

@@ -42,7 +42,7 @@ class SillyRenames:
         if not any(n.opens for n in self.inodes):
             return None
         try:
-            _, attrs = await self.nfs.lookup(dir_fh, name, cred)
+            _, attrs = await self.nfs.names.lookup(dir_fh, name, cred)
         except NFS4Error as e:
             if e.errno == errno.ENOENT:
                 return None
@@ -53,7 +53,7 @@ class SillyRenames:
     async def hide(self, parent: Inode, name: str, node: Inode, cred: Credential) -> None:
         """Rename ``name`` (leading to the open file ``node``) to a hidden name in ``parent``."""
         silly = f"{SILLY_PREFIX}{node.attrs.fileid & 0xFFFFFFFFFFFF:012x}{next(self.serial):08x}"
-        renamed = await self.nfs.rename(parent.fh, name, parent.fh, silly, cred)
+        renamed = await self.nfs.directories.rename(parent.fh, name, parent.fh, silly, cred)
         self.modified_dir(parent, name, renamed.source, False, None)
         self.modified_dir(parent, silly, renamed.target, True, node)
         node.silly.append((parent.fh, silly))
@@ -75,7 +75,7 @@ class SillyRenames:
         while node.silly:
             dir_fh, name = node.silly[-1]
             try:
-                await self.nfs.remove(dir_fh, name, cred)
+                await self.nfs.directories.remove(dir_fh, name, cred)
             except NFS4Error as e:
                 log.info("removing %s: %s", name, e)
             finally:

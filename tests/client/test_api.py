@@ -329,13 +329,13 @@ async def test_a_small_slot_table_is_honoured(ganesha: Ganesha, export_path: Exp
 
         await cid.start(Path(f"{ganesha.host}:{ganesha.port}", connect))
         nfs = NFSv4(cid)
-        root, _ = await nfs.mount(export_path.remote, cred)
+        root, _ = await nfs.names.mount(export_path.remote, cred)
         assert cid.session is not None and cid.session.table.max_slots <= 3
         peak = 0
 
         async def one() -> None:
             nonlocal peak
-            await nfs.getattr(root, cred)
+            await nfs.names.getattr(root, cred)
             assert cid.session is not None
             peak = max(peak, cid.session.table.in_use)
 

@@ -86,7 +86,7 @@ async def test_cb_notify_lock_wakes_the_waiter_at_once(mock_clock: trio.testing.
     got = trio.Event()
 
     async def waiter() -> None:
-        await nfs.lock(of, "process-1", c.WRITE_LT, 0, 10, CRED, wait=True)
+        await nfs.byte_range_locks.lock(of, "process-1", c.WRITE_LT, 0, 10, CRED, wait=True)
         got.set()
 
     async with trio.open_nursery() as n:
@@ -105,7 +105,7 @@ async def test_cb_notify_lock_wakes_the_waiter_at_once(mock_clock: trio.testing.
         await trio.testing.wait_all_tasks_blocked()
         assert got.is_set() and trio.current_time() == 0
     assert server.locks_sent() == [(c.WRITEW_LT, 0, 10)] * 2
-    assert nfs.lock_counts["notified"] == 3 and not nfs._lock_waiters
+    assert nfs.lock_counts["notified"] == 3 and not nfs.byte_range_locks._lock_waiters
     assert list(nfs.locks.get(of, "process-1").ranges) == [(0, 10, c.WRITE_LT)]  # type: ignore[union-attr]
 
 
@@ -116,7 +116,7 @@ async def test_without_a_notification_the_waiter_asks_less_and_less_often(
     nfs = NFSv4(server)  # type: ignore[arg-type]
     of = open_file(may_notify=False)
     with trio.move_on_after(60):
-        await nfs.lock(of, "p", c.READ_LT, 0, TO_EOF, CRED, wait=True)
+        await nfs.byte_range_locks.lock(of, "p", c.READ_LT, 0, TO_EOF, CRED, wait=True)
     asked = len(server.locks_sent())
     # 0.1, 0.2, 0.4 ... 3.2, then every 5 s: about 16 LOCKs in a minute, not 600
     assert 12 <= asked <= 20, asked
@@ -130,13 +130,13 @@ async def test_a_lock_granted_while_its_caller_was_cancelled_is_given_back() -> 
     server.held = False
     nfs = NFSv4(server)  # type: ignore[arg-type]
     of = open_file(may_notify=False)
-    await nfs.lock(of, "p", c.READ_LT, 0, 10, CRED)
+    await nfs.byte_range_locks.lock(of, "p", c.READ_LT, 0, 10, CRED)
     server.gate = trio.Event()
     scope = trio.CancelScope()
 
     async def upgrade() -> None:
         with scope:
-            await nfs.lock(of, "p", c.WRITE_LT, 0, 20, CRED)
+            await nfs.byte_range_locks.lock(of, "p", c.WRITE_LT, 0, 20, CRED)
 
     async with trio.open_nursery() as n:
         n.start_soon(upgrade)
@@ -165,7 +165,7 @@ async def test_a_lock_granted_to_a_cancelled_first_request_leaves_no_state() -> 
 
         async def lock() -> None:
             with scope:
-                await nfs.lock(of, "p", c.WRITE_LT, 0, TO_EOF, CRED)
+                await nfs.byte_range_locks.lock(of, "p", c.WRITE_LT, 0, TO_EOF, CRED)
 
         n.start_soon(lock)
         await trio.testing.wait_all_tasks_blocked()

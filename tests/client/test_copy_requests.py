@@ -78,7 +78,7 @@ async def test_a_short_unstable_copy_goes_on_and_is_copied_again_when_the_verifi
     )
     nfs = NFSv4(server)  # type: ignore[arg-type]
     src, dst = opens()
-    assert await nfs.copy(src, dst, 1000, 0, 100, CRED) == 100
+    assert await nfs.nfs42.copy(src, dst, 1000, 0, 100, CRED) == 100
     assert server.sent == [
         ("COPY", 1000, 0, 100), ("COMMIT", 0, 40),
         ("COPY", 1040, 40, 60), ("COMMIT", 40, 60),
@@ -89,7 +89,7 @@ async def test_a_short_unstable_copy_goes_on_and_is_copied_again_when_the_verifi
 async def test_a_copy_stops_at_the_end_of_the_source() -> None:
     server = CopyServer(copies=[(c.NFS4_OK, 30, c.FILE_SYNC4, b"v" * 8), (c.NFS4_OK, 0, c.FILE_SYNC4, b"v" * 8)])
     nfs = NFSv4(server)  # type: ignore[arg-type]
-    assert await nfs.copy(*opens(), 0, 0, 100, CRED) == 30
+    assert await nfs.nfs42.copy(*opens(), 0, 0, 100, CRED) == 30
     assert server.sent == [("COPY", 0, 0, 100), ("COPY", 30, 30, 70)]
 
 
@@ -97,7 +97,7 @@ async def test_a_verifier_that_keeps_changing_is_an_error_not_a_loop() -> None:
     server = CopyServer(copies=[(c.NFS4_OK, 10, c.UNSTABLE4, b"a" * 8)] * 3, commits=[b"b" * 8] * 3)
     nfs = NFSv4(server)  # type: ignore[arg-type]
     with pytest.raises(NFS4Error) as ei:
-        await nfs.copy(*opens(), 0, 0, 10, CRED)
+        await nfs.nfs42.copy(*opens(), 0, 0, 10, CRED)
     assert ei.value.errno == errno.EIO and len(server.sent) == 6
 
 
@@ -107,18 +107,18 @@ async def test_a_server_that_cannot_copy_is_asked_once(status: int) -> None:
     nfs = NFSv4(server)  # type: ignore[arg-type]
     for _ in range(2):
         with pytest.raises(NFS4Error) as ei:
-            await nfs.copy(*opens(), 0, 0, 10, CRED)
+            await nfs.nfs42.copy(*opens(), 0, 0, 10, CRED)
         assert ei.value.errno == errno.EOPNOTSUPP and ei.value.status == c.NFS4ERR_NOTSUPP
-    assert len(server.sent) == 1 and not nfs.supports(c.OP_COPY)
+    assert len(server.sent) == 1 and not nfs.nfs42.supports(c.OP_COPY)
 
 
 async def test_nfsv4_1_sends_no_nfsv4_2_operation() -> None:
     server = CopyServer(copies=[], minorversion=c.NFS4_MINOR_VERSION_1)
     nfs = NFSv4(server)  # type: ignore[arg-type]
     src, dst = opens()
-    for call in (nfs.copy(src, dst, 0, 0, 10, CRED), nfs.clone(src, dst, 0, 0, 10, CRED),
-                 nfs.seek(src, 0, c.NFS4_CONTENT_DATA, CRED), nfs.allocate(dst, 0, 10, CRED),
-                 nfs.deallocate(dst, 0, 10, CRED)):
+    for call in (nfs.nfs42.copy(src, dst, 0, 0, 10, CRED), nfs.nfs42.clone(src, dst, 0, 0, 10, CRED),
+                 nfs.nfs42.seek(src, 0, c.NFS4_CONTENT_DATA, CRED), nfs.nfs42.allocate(dst, 0, 10, CRED),
+                 nfs.nfs42.deallocate(dst, 0, 10, CRED)):
         with pytest.raises(OSError) as ei:
             await call
         assert ei.value.errno == errno.EOPNOTSUPP

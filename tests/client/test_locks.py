@@ -88,7 +88,7 @@ async def test_readers_share_a_writer_waits_for_all_of_them_and_an_upgrade_for_t
         await fb.lock(RD, 0, 10)  # a's read lock there shares
         with pytest.raises(LockDenied):
             await fb.lock(WR, 30, 1)  # a's read lock beyond its write lock is still there
-        assert list(a.nfs.lock_state(fa.of, fa).ranges) == [(0, 10, c.READ_LT), (10, 10, c.WRITE_LT),
+        assert list(a.nfs.byte_range_locks.lock_state(fa.of, fa).ranges) == [(0, 10, c.READ_LT), (10, 10, c.WRITE_LT),
                                                             (20, TO_EOF, c.READ_LT)]
 
 
@@ -118,13 +118,13 @@ async def test_a_file_that_unlocks_everything_frees_its_lock_state_on_the_server
         f = await a.open("/f", "r+")
         await f.lock(WR, 0, 10)
         await f.lock(RD, 50, 10)
-        st = a.nfs.lock_state(f.of, f)
+        st = a.nfs.byte_range_locks.lock_state(f.of, f)
         assert st is not None and st.stateid is not None
         lock_stateid = st.stateid
         await f.unlock(0, 10)
-        assert a.nfs.lock_state(f.of, f) is st  # one lock left: the state stays
+        assert a.nfs.byte_range_locks.lock_state(f.of, f) is st  # one lock left: the state stays
         await f.unlock(50, 10)
-        assert a.nfs.lock_state(f.of, f) is None and not a.nfs.locks
+        assert a.nfs.byte_range_locks.lock_state(f.of, f) is None and not a.nfs.locks
         res = await a.nfs.run([TEST_STATEID4args([lock_stateid])], a.cred)
         assert res[0].res.tsr_status_codes == [c.NFS4ERR_BAD_STATEID]  # the server forgot it too
         await f.lock(WR, 0, 10)  # and the File locks again as a new lock owner on the file
@@ -201,7 +201,7 @@ async def test_a_cancelled_waiter_stops_asking_and_holds_nothing(ganesha: Ganesh
         asked = b.nfs.lock_counts["denied"]
         await trio.sleep(1.0)
         assert b.nfs.lock_counts["denied"] == asked  # no more LOCKs from the cancelled waiter
-        assert b.nfs.lock_state(fb.of, fb) is None
+        assert b.nfs.byte_range_locks.lock_state(fb.of, fb) is None
         await fa.unlock()
         fc = await a.open("/f", "r+")  # another File: conflicts with fa's and fb's locks alike
         if ganesha.version == "4.3":
@@ -235,11 +235,11 @@ async def test_close_later_releases_locks_of_every_owner(ganesha: Ganesha, expor
         await a.write_file("/f", b"x" * 100)
         fh, _ = await a._resolve("/f")
         of = await a.nfs.open_fh(fh, a.cred, c.OPEN4_SHARE_ACCESS_BOTH)
-        await a.nfs.lock(of, 1001, c.WRITE_LT, *nfs_range(0, 9), a.cred)  # process 1001: bytes 0..9
-        await a.nfs.lock(of, 1002, c.READ_LT, *nfs_range(20, OFFSET_MAX), a.cred)  # 1002: 20 to EOF
+        await a.nfs.byte_range_locks.lock(of, 1001, c.WRITE_LT, *nfs_range(0, 9), a.cred)  # process 1001: bytes 0..9
+        await a.nfs.byte_range_locks.lock(of, 1002, c.READ_LT, *nfs_range(20, OFFSET_MAX), a.cred)  # 1002: 20 to EOF
         with pytest.raises(LockDenied):  # owners of one client conflict with each other
-            await a.nfs.lock(of, 1002, c.READ_LT, 5, 1, a.cred)
-        assert await a.nfs.lockt(of, 1001, c.WRITE_LT, 0, 10, a.cred) is None
+            await a.nfs.byte_range_locks.lock(of, 1002, c.READ_LT, 5, 1, a.cred)
+        assert await a.nfs.byte_range_locks.lockt(of, 1001, c.WRITE_LT, 0, 10, a.cred) is None
         async with trio.open_nursery() as n:
             a.nfs.close_later(of, a.cred, n)
             await a.nfs.flush_closes()
@@ -311,10 +311,10 @@ async def test_io_after_a_lock_was_lost_fails_with_eio(ganesha_factory) -> None:
             with pytest.raises(LockLost) as ei:
                 await io
             assert ei.value.errno == errno.EIO and "lost" in str(ei.value)
-        st = a.nfs.lock_state(fa.of, fa)
+        st = a.nfs.byte_range_locks.lock_state(fa.of, fa)
         assert st is not None and st.lost is not None
         await fa.unlock()
-        assert a.nfs.lock_state(fa.of, fa) is None
+        assert a.nfs.byte_range_locks.lock_state(fa.of, fa) is None
         await fa.close()
         assert (ep.local / "f").read_bytes()[:12] == b"b wrote this"
 
@@ -330,7 +330,7 @@ async def test_an_open_made_again_after_the_server_lost_it_does_not_bring_its_lo
     async with Client.connect(url) as a, Client.connect(url) as b:
         fa, fb = await open_both(a, b)
         await fa.lock(WR, 0, 10)
-        st = a.nfs.lock_state(fa.of, fa)
+        st = a.nfs.byte_range_locks.lock_state(fa.of, fa)
         assert st is not None and st.stateid is not None
         current = stateid4(0, st.stateid.other)
         await a.nfs.run([PUTFH4args(fa.of.fh), LOCKU4args(c.WRITE_LT, 0, current, 0, TO_EOF),

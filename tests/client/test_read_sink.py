@@ -26,14 +26,14 @@ def test_the_read_given_a_sink_has_its_data_spliced_into_it(ganesha: Ganesha, ex
             nfs, of, pipe = client.nfs, f.of, ReplyPipe()
             try:
                 assert nfs.maxread == RSIZE
-                got, _ = await nfs.read(of, of.fh, RSIZE, RSIZE, client.cred, sink=pipe)
+                got, _ = await nfs.read_write.read(of, of.fh, RSIZE, RSIZE, client.cred, sink=pipe)
                 assert isinstance(got, SplicedPayload) and pipe.holds(got)
                 assert bytes(got.materialize()) == data[RSIZE:2 * RSIZE]
                 # no sink given: a view of the reply, whatever READs before were given
-                plain, _ = await nfs.read(of, of.fh, 0, RSIZE, client.cred)
+                plain, _ = await nfs.read_write.read(of, of.fh, 0, RSIZE, client.cred)
                 assert isinstance(plain, memoryview) and bytes(plain) == data[:RSIZE]
                 # a READ cut to maxread is not the range the pipe was given for: as usual
-                cut, _ = await nfs.read(of, of.fh, 0, 2 * RSIZE, client.cred, sink=pipe)
+                cut, _ = await nfs.read_write.read(of, of.fh, 0, 2 * RSIZE, client.cred, sink=pipe)
                 assert isinstance(cut, memoryview) and bytes(cut) == data[:RSIZE]
                 assert pipe.fillings == 1
             finally:

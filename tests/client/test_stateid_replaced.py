@@ -50,7 +50,7 @@ async def test_a_write_whose_open_was_reclaimed_meanwhile_goes_again_with_the_ne
     of = open_file()
     server = Server([c.NFS4ERR_STALE_STATEID, c.NFS4_OK], reclaim=of)
     nfs = NFSv4(server)  # type: ignore[arg-type]
-    assert await nfs.write(of, 0, b"hello", auth_sys(0, 0)) == (5, c.UNSTABLE4, b"verifier")
+    assert await nfs.read_write.write(of, 0, b"hello", auth_sys(0, 0)) == (5, c.UNSTABLE4, b"verifier")
     assert server.sent == [BEFORE.other, RECLAIMED.other]
 
 
@@ -60,6 +60,6 @@ async def test_an_error_for_the_stateid_still_current_is_the_callers(status: int
     server = Server([status])
     nfs = NFSv4(server)  # type: ignore[arg-type]
     with pytest.raises(NFS4Error) as ei:
-        await nfs.write(of, 0, b"hello", auth_sys(0, 0))
+        await nfs.read_write.write(of, 0, b"hello", auth_sys(0, 0))
     assert ei.value.status == status
     assert server.sent == [BEFORE.other]

@@ -91,7 +91,7 @@ async def test_copy_falls_back_to_reading_and_writing_and_copy_is_asked_once(
     async with Client.connect(url_of(ganesha, export_path)) as nfs:
         assert await nfs.copy_file("/src", "/dst") == len(data)
         assert (export_path.local / "dst").read_bytes() == data
-        assert not nfs.nfs.supports(c.OP_COPY)  # NFS-Ganesha said NFS4ERR_NOTSUPP: remembered
+        assert not nfs.nfs.nfs42.supports(c.OP_COPY)  # NFS-Ganesha said NFS4ERR_NOTSUPP: remembered
         assert await nfs.copy_file("/src", "/dst2") == len(data)
         assert (export_path.local / "dst2").read_bytes() == data
         assert op_counts(nfs)["COPY"] == 1
@@ -105,7 +105,7 @@ async def test_clone_answered_notsupp_is_eopnotsupp_and_remembered(ganesha: Gane
         src, dst = await nfs.open("/a", "r"), await nfs.open("/b", "w")
         for _ in range(2):
             with pytest.raises(NFS4Error) as ei:
-                await nfs.nfs.clone(src.of, dst.of, 0, 0, 0, nfs.cred)
+                await nfs.nfs.nfs42.clone(src.of, dst.of, 0, 0, 0, nfs.cred)
             assert ei.value.errno == errno.EOPNOTSUPP and ei.value.op == c.OP_CLONE
         assert op_counts(nfs)["CLONE"] == 1
         await src.close()

@@ -23,9 +23,11 @@ class OpenFile:
 
 
 class NFS:
-    """WRITE and COMMIT as the engine calls them, each WRITE waiting for ``release``."""
+    """WRITE and COMMIT as the engine calls them, each WRITE waiting for ``release`` (the NFSv4
+    face's io_window, and its read_write family: this object too)."""
 
     def __init__(self, window: int) -> None:
+        self.read_write = self
         self.window = window
         self.running = 0
         self.most = 0

@@ -176,7 +176,7 @@ async def test_long_call_goes_as_rdma_nomsg(ganesha, export_path):
     async with responder(ganesha) as r, Client.connect(rdma_url(r, export_path, inline=1024)) as nfs:
         t = transport_of(nfs)
         assert t.thresholds.send == t.thresholds.recv == 1024
-        _fh, attrs = await nfs.nfs.lookup_path(nfs.root_fh, names, nfs.cred)
+        _fh, attrs = await nfs.nfs.names.lookup_path(nfs.root_fh, names, nfs.cred)
         assert attrs.is_dir
         assert t.stats.nomsg_calls >= 1
     assert r.stats.nomsg_calls >= 1

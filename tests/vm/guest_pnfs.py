@@ -329,7 +329,7 @@ async def client_pnfs_device_error(url: str, export: str) -> str:
     try:
         before = op_counts()
         async with Client.connect(url, timeout=60, pnfs=True) as nfs:
-            nfs.nfs.pnfs.candidates = lambda: [(dm, sectors * 512)]
+            nfs.nfs.read_write.pnfs.candidates = lambda: [(dm, sectors * 512)]
             f = await nfs.open("/devfail.dat", "w+")
             for at in range(0, half, piece):
                 await f.pwrite(at, data[at:at + piece])
@@ -345,7 +345,7 @@ async def client_pnfs_device_error(url: str, export: str) -> str:
         await trio.to_thread.run_sync(table, linear)
         before = op_counts()
         async with Client.connect(url, timeout=60, pnfs=True) as nfs:
-            nfs.nfs.pnfs.candidates = lambda: [(dm, sectors * 512)]
+            nfs.nfs.read_write.pnfs.candidates = lambda: [(dm, sectors * 512)]
             f = await nfs.open("/devfail.dat")
             first = await f.pread(0, half)
             read_by_layout = dict(nfs.stats()["pnfs"]["counts"])

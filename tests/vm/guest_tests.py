@@ -680,7 +680,7 @@ async def client_rdma_extras(url: str, tcp_url: str) -> str:
         return "", wrong(three, await two_reads(nfs, fh, three))
 
     async with Client.connect(tcp_url, timeout=30) as nfs:  # the same COMPOUND over TCP
-        fh, _ = await nfs.nfs.lookup_path(nfs.root_fh, [top, "f.bin"], nfs.cred)
+        fh, _ = await nfs.nfs.names.lookup_path(nfs.root_fh, [top, "f.bin"], nfs.cred)
         tcp_wrong = wrong(off_page, await two_reads(nfs, fh, off_page))
         problem, tcp_three = await paged_wrong(nfs, fh)
         if problem:
@@ -693,10 +693,10 @@ async def client_rdma_extras(url: str, tcp_url: str) -> str:
         th = t.thresholds
         if (th.send, th.recv) != (1024, 1024) or not th.peer_sent_message:
             raise RuntimeError(f"thresholds {th}: the version 1 defaults (1024) were expected")
-        _fh, attrs = await nfs.nfs.lookup_path(nfs.root_fh, [top, *names], nfs.cred)
+        _fh, attrs = await nfs.nfs.names.lookup_path(nfs.root_fh, [top, *names], nfs.cred)
         if not attrs.is_dir or t.stats.nomsg_calls < 1:
             raise RuntimeError(f"the 8-LOOKUP call did not go as RDMA_NOMSG: {t.stats}")
-        fh, _ = await nfs.nfs.lookup_path(nfs.root_fh, [top, "f.bin"], nfs.cred)
+        fh, _ = await nfs.nfs.names.lookup_path(nfs.root_fh, [top, "f.bin"], nfs.cred)
         # two READs in one COMPOUND, each with a Write chunk (nfsd caps a reply's data at its
         # maximum payload, 256 KiB in this guest, and a READ past it is short: these stay under it)
         # 1. both placed, odd lengths: the data and its roundup are left out of the inline stream
