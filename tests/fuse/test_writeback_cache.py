@@ -219,3 +219,30 @@ def test_the_kernels_size_and_mtime_of_an_open_file_are_read_through_the_mount(
     (f.parent / "g").write_bytes(b"another file")
     os.rename(f.parent / "g", f)  # (the name now leads to another file)
     assert trio.run(files.stat, node) is None
+
+
+def test_a_name_the_other_client_renamed_opens_after_its_append(
+    mount_export: Callable[..., Any], ganesha: Ganesha
+) -> None:
+    """B appends to ``a``, both read it and show the server's mtime, B renames it to ``b``: A opens
+    ``b`` and reads what B wrote (the renaming kernel writes its times back after the rename; that
+    must not make A's open of the new name fail with ESTALE, nor move the file's mtime on the server
+    back past B's append)."""
+    d = ganesha.new_directory(prefix="wbc-")
+    a, b = mount_export("writeback_cache"), mount_export("writeback_cache")
+    da, db = a.path / d.local.name, b.path / d.local.name
+    (db / "a").write_bytes(b"x" * 5000)
+    for _ in range(3):
+        with open(db / "a", "ab") as f:
+            f.write(b"appended")
+        want = b"x" * 5000 + b"appended" * (_ + 1)
+        assert (da / "a").read_bytes() == want
+        assert (db / "a").read_bytes() == want
+        server_mtime = (d.local / "a").stat().st_mtime_ns
+        assert (da / "a").stat().st_mtime_ns == (db / "a").stat().st_mtime_ns == server_mtime
+        os.rename(db / "a", db / "b")
+        assert (da / "b").read_bytes() == want  # (was: OSError ESTALE)
+        os.sync()  # (the renaming kernel's write-back of the inode's times has reached the server)
+        assert (d.local / "b").stat().st_mtime_ns >= server_mtime
+        os.rename(db / "b", db / "a")
+        assert (da / "a").read_bytes() == want
