@@ -624,12 +624,13 @@ class NFSOperations(Operations):
         parent = self._inode(parent_inode)
         n = _name(name)
         cred = self.cred(ctx)
+        removed = self.silly.removed
         with self.inodes.changing(parent) as dir_asked:
             try:
                 cinfo, dir_attrs = await self.nfs.remove(parent.fh, n, cred, dir_attrs=True)
             except NFS4Error as e:
                 target = self.inodes.by_name(parent.ino, n)
-                if e.status != c.NFS4ERR_NOTEMPTY or target is None or not await self.silly.gone_from(target.fh):
+                if e.status != c.NFS4ERR_NOTEMPTY or target is None or not await self.silly.gone_from(target.fh, removed):
                     raise
                 cinfo, dir_attrs = await self.nfs.remove(parent.fh, n, cred, dir_attrs=True)
             self.changes.modified(parent, n, cinfo, False)
