@@ -38,6 +38,7 @@ ROOT_INODE = 1  # pyfuse3.ROOT_INODE (FUSE_ROOT_ID)
 REMAPPED = 1 << 63  # a non-root file whose fileid is 0 or the root's number gets this bit
 STALE = float("-inf")  # Inode.fetched of attributes known stale
 _NF4DIR = c.NF4DIR
+SHOWN_MTIMES = 4  # mtimes given to the kernel that a file's Inode remembers
 
 
 @dataclass(eq=False, slots=True)
@@ -67,6 +68,18 @@ class Inode:
     granted: dict[Any, int] | None = None  # ACCESS answers by credential, while its attributes hold
     changes: int = 0  # our changes to the directory on their way (see InodeTable.changing)
     releasing: int = 0  # FUSE handles of it being released (their writes' attributes not yet taken)
+    shown_mtimes: tuple[int, ...] = ()  # the last mtimes the kernel was given of it (see may_hold)
+
+    def shown(self, mtime_ns: int) -> None:
+        """The kernel was given ``mtime_ns`` as the file's mtime (see :meth:`may_hold`)."""
+        if mtime_ns not in self.shown_mtimes:
+            self.shown_mtimes = (*self.shown_mtimes[1 - SHOWN_MTIMES :], mtime_ns)
+
+    def may_hold(self, mtime_ns: int) -> bool:
+        """Whether ``mtime_ns`` is one we gave the kernel lately as the file's mtime: with the
+        writeback cache, an mtime the kernel sends back that it did not stamp itself (and not one a
+        caller chose)."""
+        return mtime_ns in self.shown_mtimes
 
     def kernel_learned(self) -> None:
         """The kernel's inode holds the size and mtime of ``attrs`` now (it made them, or made a

@@ -343,16 +343,21 @@ class Opens:
         (None when we know none: it goes by file handle). With several (a file another client
         renamed may be reached by its old name and its new one), each is looked up; the ones that no
         longer lead to it are forgotten with the kernel's entries for them, and ESTALE answered (the
-        kernel looks its path up again); when all still do, None."""
+        kernel looks its path up again, once); when all still do, None. With the writeback cache,
+        the attributes a name that still leads to it brought are checked against what the kernel's
+        inode holds before that ESTALE (see :meth:`kernel_view_stale`), so that the kernel's one
+        look at the path again finds the new generation too, and no second ESTALE follows."""
         if node.silly:
             return None
         keys = [(parent, name) for pino, name in node.names if (parent := self.inodes.get(pino)) is not None]
         if len(keys) <= 1:
             return keys[0] if keys else None
         moved = False
+        current: FileAttrs | None = None
+        asked = self.inodes.asking(node)
         for parent, name in keys:
             try:
-                fh, _ = await self.nfs.names.lookup(parent.fh, name, cred)
+                fh, attrs = await self.nfs.names.lookup(parent.fh, name, cred)
             except NFS4Error as e:
                 if e.errno not in (errno.ENOENT, errno.ESTALE):
                     raise
@@ -361,7 +366,12 @@ class Opens:
                 self.name_moved(node, parent, name)
                 await self.drop_entry(parent.ino, name)
                 moved = True
+            else:
+                current = attrs
         if moved:
+            if current is not None:  # (the kernel's one retry of the path then makes its inode anew too)
+                self.inodes.refresh(node, current, trio.current_time(), asked=asked)
+                self.kernel_view_stale(node)
             raise FUSEError(errno.ESTALE)
         return None
 
@@ -456,7 +466,10 @@ class Opens:
             elif node.fetched < post[1]:
                 self.inodes.refresh(node, *post, asked=OWN)
             node.data_change = node.attrs.change
-            node.kernel_learned()
+            if h.direct and self.writeback_cache:  # (the kernel stamps no mtime for a write around its cache)
+                node.kernel_view = None
+            else:
+                node.kernel_learned()
 
     @staticmethod
     def _post_write_attrs(node: Inode, shared: SharedOpen) -> tuple[FileAttrs, float] | None:

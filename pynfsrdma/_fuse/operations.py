@@ -262,6 +262,8 @@ class NFSOperations(Operations):
             if mtime is not None:
                 e.st_mtime_ns = mtime
                 e.st_ctime_ns = max(a.ctime_ns, mtime)
+        if node.is_reg and self.opens.writeback_cache:
+            node.shown(e.st_mtime_ns)
         return e
 
     def _learn(self, fh: bytes, attrs: FileAttrs, asked: int | None, lookup: bool = True) -> Inode:
@@ -450,6 +452,8 @@ class NFSOperations(Operations):
             if known:
                 node.kernel_learned()
             return self._entry(node)
+        if self._kernels_times_written_back(node, attr, fields):
+            return self._entry(node)
         if fields.update_atime or fields.update_mtime:  # (set on the server: no kept time undoes them)
             self.nfs.forget_times(node.fh)
         if not await self.setattrs.setattr(node, attr, fields, fh, self.cred(ctx)):
@@ -468,6 +472,26 @@ class NFSOperations(Operations):
             self.writeback_cache and node.is_reg and fields.update_mtime and not fields.update_mtime_now
             and not any(others) and self.nfs.keeps_times(node.fh)
         )
+
+    def _kernels_times_written_back(self, node: Inode, attr: EntryAttributes, fields: SetattrFields) -> bool:
+        """Whether a SETATTR is the kernel writing back times of a file it keeps in its writeback
+        cache that it did not stamp itself: nothing is sent, and the server's mtime stays the file's.
+        The kernel writes an inode's mtime and ctime back (``fuse_write_inode`` ->
+        ``fuse_flush_times``: FATTR_MTIME|FATTR_CTIME, no FATTR_MTIME_NOW) whenever the inode is
+        dirty, also when only its ctime moved (``fuse_update_ctime`` after a rename, link or unlink),
+        and with the mtime it holds: one we gave it, which may be older than the server's now
+        (another client's write, or our own that went around the page cache). Sent, it would take
+        the server's mtime back, and every other client would see the file change. As the Linux
+        client, which sets no mtime on the server but the one a caller asks for, it is not sent
+        when the mtime is one we gave the kernel, also when data of the file waits here (written
+        around the page cache, which the kernel stamps no time for); a time a caller chose, or the
+        kernel stamped at a write(2), is sent."""
+        others = (fields.update_atime, fields.update_mode, fields.update_uid, fields.update_gid, fields.update_size)
+        if (not self.writeback_cache or not node.is_reg or not fields.update_mtime or fields.update_mtime_now
+                or any(others) or not node.may_hold(attr.st_mtime_ns)):
+            return False
+        log.debug("times of inode %d written back by the kernel: the server's kept", node.ino)
+        return True
 
     @fuse_errors
     async def readlink(self, inode: int, ctx: RequestContext) -> bytes:
@@ -600,12 +624,13 @@ class NFSOperations(Operations):
         parent = self._inode(parent_inode)
         n = _name(name)
         cred = self.cred(ctx)
+        removed = self.silly.removed
         with self.inodes.changing(parent) as dir_asked:
             try:
                 cinfo, dir_attrs = await self.nfs.directories.remove(parent.fh, n, cred, dir_attrs=True)
             except NFS4Error as e:
                 target = self.inodes.by_name(parent.ino, n)
-                if e.status != c.NFS4ERR_NOTEMPTY or target is None or not await self.silly.gone_from(target.fh):
+                if e.status != c.NFS4ERR_NOTEMPTY or target is None or not await self.silly.gone_from(target.fh, removed):
                     raise
                 cinfo, dir_attrs = await self.nfs.directories.remove(parent.fh, n, cred, dir_attrs=True)
             self.changes.modified(parent, n, cinfo, False)

@@ -36,6 +36,7 @@ class SillyRenames:
         self.inodes = inodes
         self.modified_dir = modified_dir
         self.serial = itertools.count(1)
+        self.removed = 0  # hidden names removed so far (see gone_from)
 
     async def open_target(self, dir_fh: bytes, name: str, cred: Credential) -> Inode | None:
         """The inode of ``name`` if some FUSE handle has it open (only asked when anything is open)."""
@@ -59,12 +60,13 @@ class SillyRenames:
         node.silly.append((parent.fh, silly))
         node.stale()
 
-    async def gone_from(self, dir_fh: bytes) -> bool:
+    async def gone_from(self, dir_fh: bytes, removed: int) -> bool:
         """Wait (a little) until no hidden name of ours is left in directory ``dir_fh``; whether there
-        were any."""
+        were any since :attr:`removed` was ``removed`` (one removed meanwhile counts: its REMOVE may
+        have reached the server after the caller's)."""
         pending = [node for node in self.inodes if any(d == dir_fh for d, _ in node.silly)]
         if not pending:
-            return False
+            return self.removed != removed
         with trio.move_on_after(SILLY_WAIT):
             while any(any(d == dir_fh for d, _ in node.silly) for node in pending):
                 await trio.sleep(SILLY_POLL)
@@ -80,3 +82,4 @@ class SillyRenames:
                 log.info("removing %s: %s", name, e)
             finally:
                 node.silly.pop()  # only now: a rmdir waiting in gone_from goes on once the name is gone
+                self.removed += 1

@@ -35,6 +35,9 @@ KEEP_LOGS = os.environ.get("PYNFSRDMA_FUSE_LOG")
 VERBOSE = ["-vv"] if KEEP_LOGS else []
 # PYNFSRDMA_FUSE_CHANNEL=native|pyfuse3: the FUSE channel of every mount (default: the daemon's own)
 CHANNEL = os.environ.get("PYNFSRDMA_FUSE_CHANNEL")
+# PYNFSRDMA_FUSE_OPTIONS=OPTS: mount options given to every mount before the test's own (which win
+# where they say otherwise), e.g. writeback_cache to run tests/fuse with the kernel's writeback cache
+OPTIONS = os.environ.get("PYNFSRDMA_FUSE_OPTIONS", "")
 
 
 def is_mounted(path: Path) -> bool:
@@ -77,6 +80,7 @@ def start_mount(url: str, mountpoint: Path, options: str, log: Path) -> Mount:
     cmd = [PY, "-m", "pynfsrdma._cli.main", *VERBOSE, "mount", url, str(mountpoint), "-f"]
     if CHANNEL and "channel=" not in options:
         options = ",".join(o for o in (f"channel={CHANNEL}", options) if o)
+    options = ",".join(o for o in (OPTIONS, options) if o)
     if options:
         cmd += ["-o", options]
     with open(log, "wb") as out:
