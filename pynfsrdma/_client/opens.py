@@ -45,8 +45,9 @@ log = logging.getLogger(__name__)
 # CLOSEs nobody waits for (close_later) wait this long at most for others to share their COMPOUND,
 # and go this many to a COMPOUND at most (fewer if the session's ca_maxoperations says so); they go
 # at once when that many wait, or when one of them holds locks (another client may be waiting for
-# them). (A stream of 160 releases a second fills a COMPOUND within the gather time.)
-CLOSE_GATHER = 0.1
+# them). A longer gather saves COMPOUNDs on a slow stream of releases, but a CLOSE held longer
+# lands after what the process that closed does next (the guest's delegation steps count them).
+CLOSE_GATHER = 0.02
 CLOSES_PER_COMPOUND = 16
 # a CLOSE that meets one of these finds the open state gone already (expired, revoked, the server
 # restarted) or moved on by a later OPEN of ours (OLD_STATEID): nothing is left to close
