@@ -11,6 +11,7 @@ import struct
 
 import pytest
 import trio
+from record_support import read_record
 
 from pynfsrdma._proto import rpc as rpcdef
 from pynfsrdma._rpc.auth import AUTH_NONE_CRED
@@ -21,25 +22,6 @@ from pynfsrdma._transport.tcp import TcpTransport
 from pynfsrdma._xdr import Packer, Unpacker
 
 PROG, VERS = 100003, 4
-
-
-async def read_record(stream: trio.SocketStream) -> bytes:
-    data = b""
-    while True:
-        (mark,) = struct.unpack(">I", await receive_exactly(stream, 4))
-        data += await receive_exactly(stream, mark & 0x7FFFFFFF)
-        if mark & 0x80000000:
-            return data
-
-
-async def receive_exactly(stream: trio.SocketStream, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = await stream.receive_some(n - len(buf))
-        if not chunk:
-            raise EOFError
-        buf += chunk
-    return buf
 
 
 def xid_of(msg: bytes) -> int:

@@ -7,6 +7,7 @@ import struct
 
 import pytest
 import trio
+from record_support import read_record
 
 from pynfsrdma._proto import rpc as rpcdef
 from pynfsrdma._rpc.auth import AUTH_NONE_CRED, auth_sys
@@ -25,26 +26,6 @@ def free_port() -> int:
     port = s.getsockname()[1]
     s.close()
     return port
-
-
-async def read_record(stream: trio.SocketStream) -> bytes:
-    data = b""
-    while True:
-        hdr = await receive_exactly(stream, 4)
-        (mark,) = struct.unpack(">I", hdr)
-        data += await receive_exactly(stream, mark & 0x7FFFFFFF)
-        if mark & 0x80000000:
-            return data
-
-
-async def receive_exactly(stream: trio.SocketStream, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = await stream.receive_some(n - len(buf))
-        if not chunk:
-            raise EOFError
-        buf += chunk
-    return buf
 
 
 def reply(xid: int, body: bytes = b"", stat: int = rpcdef.SUCCESS) -> bytes:
