@@ -150,7 +150,7 @@ async def _counters() -> dict[str, int]:
 
 
 def _record_calls(nfs: Any, spans: list[tuple[float, float]]) -> None:
-    """Every READ and WRITE of ``nfs`` (the NFSv4 layer) adds its (start, end) to ``spans``."""
+    """Every READ and WRITE of ``nfs`` (the NFSv4 layer's READ and WRITE family) adds its (start, end) to ``spans``."""
     for name in ("read", "write"):
         call = getattr(nfs, name)
 
@@ -178,7 +178,7 @@ async def _failover(nfs: Any, addresses: list[str], state_dir: str, size: int, c
     fault_times: list[float] = []
     report: dict[str, Any] = {"cuts": cuts, "down_s": down, "completed": 0, "lost": 0, "repeated": 0,
                               "transfers": 0, "transfers_intact": 0, "errors": []}
-    _record_calls(nfs.nfs, spans)
+    _record_calls(nfs.nfs.read_write, spans)
     work = f"/failover-{os.getpid()}"
     await nfs.mkdir(work)
     load = CreateRename(nfs, work, spans)
