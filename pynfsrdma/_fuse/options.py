@@ -131,10 +131,10 @@ class MountOptions:
     channel: str = DEFAULT_CHANNEL  # what carries FUSE requests (fuse.channel.CHANNELS)
     local_lock: str = "none"  # nfs(5)'s local_lock= (nolock: all), a key of LOCAL_LOCKS
     # the kernel gathers writes in its page cache and sends them as large WRITEs in the background
-    # (FUSE's writeback cache); nowriteback_cache (the default): every write(2) reaches the daemon
+    # (FUSE's writeback cache; the default); nowriteback_cache: every write(2) reaches the daemon
     # as it comes (with the cache the kernel keeps mtimes by its own coarse clock, and O_APPEND
     # writes, which go around it, leave its mtime behind)
-    writeback_cache: bool = False
+    writeback_cache: bool = True
     bg: bool = False  # a mount that cannot reach the server goes on trying in the background
     retry: int | None = None  # minutes to keep trying to reach the server (None: see DEFAULT_BG_RETRY)
     ignored: list[str] = field(default_factory=list)  # generic options accepted and not used

@@ -1,4 +1,4 @@
-"""The kernel's writeback cache (``-o writeback_cache``; off by default): small writes
+"""The kernel's writeback cache (``-o writeback_cache``; the default): small writes
 gather in the page cache and reach the daemon as large WRITE requests, and NFS's rules stay whole.
 Data is on the server when close(2) or fsync(2) returns. A size or mtime that another client changed
 shows at the next open, or at the next stat once the attribute cache lets it ask. A caller who may
@@ -50,9 +50,9 @@ def write_in_pieces(path: Path, data: bytes, piece: int, flags: int = os.O_WRONL
 
 
 def test_the_option_turns_it_off_and_on() -> None:
-    """Off by default; ``writeback_cache`` turns it on and ``nowriteback_cache`` off again (the last
+    """On by default; ``nowriteback_cache`` turns it off and ``writeback_cache`` on again (the last
     one given wins); ``mount --help`` lists both; a value is refused with a one-line error."""
-    assert not parse_options("").writeback_cache
+    assert parse_options("").writeback_cache
     assert parse_options("writeback_cache").writeback_cache
     assert not parse_options("nowriteback_cache").writeback_cache
     assert parse_options("nowriteback_cache", "writeback_cache").writeback_cache

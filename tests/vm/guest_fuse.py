@@ -249,10 +249,13 @@ LOCKER = r"""
 import fcntl, sys, time
 f = open(sys.argv[1], "r+b")
 how = sys.argv[2]
-if how == "hold":  # a write lock of the first 100 bytes, for the seconds given, then unlock
+if how == "hold":  # a write lock of the first 100 bytes, for the seconds given (or until stdin ends), then unlock
     fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB, 100, 0)
     print("held", flush=True)
-    time.sleep(float(sys.argv[3]))
+    if sys.argv[3] == "stdin":
+        sys.stdin.read()
+    else:
+        time.sleep(float(sys.argv[3]))
     fcntl.lockf(f, fcntl.LOCK_UN, 100, 0)
     print("released", time.monotonic(), flush=True)
     time.sleep(1)
@@ -269,7 +272,8 @@ else:  # wait: F_SETLKW, and when it was granted
 
 
 def _locker(path: Path, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", LOCKER, str(path), *args], stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, "-c", LOCKER, str(path), *args], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
 
 
 def fuse_locks(url: str, options: str, kmount: str) -> str:
@@ -282,11 +286,12 @@ def fuse_locks(url: str, options: str, kmount: str) -> str:
     kfile.write_bytes(b"x" * 1000)
     with mounted(url, mnt, options):
         ours = mnt / "locked"
-        holder = _locker(kfile, "hold", "1")  # the kernel client holds it
-        assert holder.stdout is not None
+        holder = _locker(kfile, "hold", "stdin")  # the kernel client holds it until told
+        assert holder.stdout is not None and holder.stdin is not None
         if holder.stdout.readline().strip() != "held":
             raise RuntimeError("the kernel client did not take its lock")
         tried = _run(sys.executable, "-c", LOCKER, str(ours), "try").strip()
+        holder.stdin.close()
         if tried != "errno 11":
             raise RuntimeError(f"our mount was not refused the kernel client's lock: {tried}")
         holder.wait(timeout=60)
