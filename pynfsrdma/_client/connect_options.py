@@ -31,6 +31,9 @@ def _fail(name: str, value: object, want: str) -> URLError:
     return URLError(f"connect option {name}={value!r}: {want}")
 
 
+MIN_IO_SIZE = 4096  # the smallest rsize/wsize: one page, for the API and the mount alike
+
+
 def _whole(name: str, value: object, least: int, most: int | None = None) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < least or (most is not None and value > most):
         span = f"from {least} to {most}" if most is not None else f"{least} or more"
@@ -126,8 +129,8 @@ class ConnectOptions:
         _seconds("timeout", self.timeout)
         _seconds("timeo", self.timeo)
         _whole("retrans", self.retrans, 0)
-        _whole("rsize", self.rsize, 1)
-        _whole("wsize", self.wsize, 1)
+        _whole("rsize", self.rsize, MIN_IO_SIZE)
+        _whole("wsize", self.wsize, MIN_IO_SIZE)
         for name in ("hard", "pnfs"):
             value = getattr(self, name)
             if not isinstance(value, bool) and not (name == "pnfs" and value is None):

@@ -11,6 +11,7 @@ import copy
 import os
 from dataclasses import dataclass, field, fields
 
+from .._client.connect_options import MIN_IO_SIZE
 from .._client.url import PROTOCOLS, SUPPORTED_VERSIONS
 from .._transport.xprtsec import TLS_OPTIONS, XPRTSEC_MODES, XprtSec, XprtSecError
 from .channel import CHANNELS, DEFAULT_CHANNEL
@@ -45,7 +46,6 @@ NOTED_OPTIONS = {
     "noresvport": None,  # (every connection goes from an unprivileged port, as noresvport asks)
 }
 MAX_IO_SIZE = 1 << 20  # the largest FUSE request; rsize/wsize above it gain nothing
-MIN_IO_SIZE = 4096
 
 # Options mount(8) and fstab hand to helpers that mean nothing (more) to this client.
 GENERIC_OPTIONS = frozenset(

@@ -19,8 +19,9 @@ from pynfsrdma._testbed import Ganesha
 from pynfsrdma._testbed.ganesha import ExportPath
 
 BAD: list[tuple[dict[str, Any], str]] = [
-    ({"rsize": 0}, "connect option rsize=0: a whole number 1 or more"),
-    ({"wsize": "1M"}, "connect option wsize='1M': a whole number 1 or more"),
+    ({"rsize": 0}, "connect option rsize=0: a whole number 4096 or more"),
+    ({"wsize": 1024}, "connect option wsize=1024: a whole number 4096 or more"),
+    ({"wsize": "1M"}, "connect option wsize='1M': a whole number 4096 or more"),
     ({"timeout": 0}, "connect option timeout=0: a number of seconds above 0"),
     ({"timeo": -1.5}, "connect option timeo=-1.5: a number of seconds above 0"),
     ({"retrans": -1}, "connect option retrans=-1: a whole number 0 or more"),
@@ -93,7 +94,7 @@ def test_an_unknown_keyword_is_a_type_error_naming_connect(listener: socket.sock
 
 
 def test_fsspec_users_see_the_same_error(listener: socket.socket) -> None:
-    with pytest.raises(URLError, match=r"^connect option rsize=0: a whole number 1 or more$"):
+    with pytest.raises(URLError, match=r"^connect option rsize=0: a whole number 4096 or more$"):
         fs = fsspec.filesystem("nfs", host="127.0.0.1", port=listener.getsockname()[1], rsize=0,
                                skip_instance_cache=True)
         fs.ls("/")
