@@ -32,6 +32,7 @@ import trio
 from .._errors import NFS4Error
 from .._proto.nfs4 import const as c
 from .._proto.nfs4.layout_block import pnfs_block_deviceaddr4, pnfs_block_layout4, pnfs_block_layoutupdate4
+from .._proto.nfs4.types import stateid4
 from .._rpc.auth import Credential
 from . import block_devices
 from .block_layout import (
@@ -52,6 +53,10 @@ from .block_volumes import NoDevice, Piece, Volume, resolve, simple_paths
 from .layout_ops import LayoutOps
 from .layouts import READ, RW, AskLayout, ByLayout, LayoutCache, LayoutReturn, Segment
 from .open_state import OpenFile
+
+# a LAYOUTGET's stateid no longer known to the server (a restart, an expired lease)
+STATEID_GONE = frozenset({c.NFS4ERR_BAD_STATEID, c.NFS4ERR_STALE_STATEID, c.NFS4ERR_EXPIRED,
+                          c.NFS4ERR_OLD_STATEID})
 
 log = logging.getLogger(__name__)
 _NO_LOCK = contextlib.nullcontext()
@@ -142,12 +147,20 @@ class BlockLayouts:
             self.cache.refuse(fh, why)
             self._mds(why)
             return None
-        held = self.cache.files.get(fh)
-        stateid = held.stateid if held is not None and held.stateid is not None else of.stateid
+        stateid = self._stateid(of, fh)
         try:
-            self.counts["layoutget"] += 1
-            res, size = await self.ops.layoutget(fh, stateid, BLOCK, iomode, route.offset, route.length,
-                                                 route.minlength, cred)
+            try:
+                self.counts["layoutget"] += 1
+                res, size = await self.ops.layoutget(fh, stateid, BLOCK, iomode, route.offset, route.length,
+                                                     route.minlength, cred)
+            except NFS4Error as e:
+                # sent before a recovery and retried after it with the stateid of before: the layouts went
+                # with the client ID and the open was reclaimed under a new stateid; ask with that one
+                if e.status not in STATEID_GONE or self._stateid(of, fh) == stateid:
+                    raise
+                self.counts["layoutget"] += 1
+                res, size = await self.ops.layoutget(fh, self._stateid(of, fh), BLOCK, iomode, route.offset,
+                                                     route.length, route.minlength, cred)
         except NFS4Error as e:
             # for now (the grace period after a server restart among them), not for the file
             if e.status in (c.NFS4ERR_LAYOUTTRYLATER, c.NFS4ERR_RECALLCONFLICT, c.NFS4ERR_DELAY, c.NFS4ERR_GRACE):
@@ -187,6 +200,11 @@ class BlockLayouts:
             return route.segment
         self._mds("the layout granted does not cover the I/O")
         return None
+
+    def _stateid(self, of: OpenFile, fh: bytes) -> stateid4:
+        """What a LAYOUTGET of ``fh`` goes with: the layout stateid held, else the open's (RFC 8881 12.5.2)."""
+        held = self.cache.files.get(fh)
+        return held.stateid if held is not None and held.stateid is not None else of.stateid
 
     async def _volume(self, deviceid: bytes, cred: Credential) -> Volume | None:
         if deviceid in self.volumes:

@@ -19,8 +19,9 @@ from pynfsrdma._client.block_layout import INVALID_DATA, READWRITE_DATA, CommitL
 from pynfsrdma._client.block_layouts import BlockLayouts
 from pynfsrdma._client.block_volumes import Volume
 from pynfsrdma._client.layout_ops import LayoutOps
-from pynfsrdma._client.layouts import RW, AskLayout, ViaMDS
+from pynfsrdma._client.layouts import RW, AskLayout, ByLayout, ViaMDS
 from pynfsrdma._client.open_state import OpenFile
+from pynfsrdma._errors import NFS4Error
 from pynfsrdma._proto.nfs4 import const as c
 from pynfsrdma._proto.nfs4.layout_block import pnfs_block_extent4, pnfs_block_layout4
 from pynfsrdma._proto.nfs4.types import LAYOUTGET4resok, layout4, layout_content4, stateid4
@@ -95,6 +96,42 @@ async def test_a_layout_granted_before_the_commit_reads_what_this_client_wrote_f
         assert [(e.file_offset, e.length, e.state) for e in seg.body] == [
             (0, 258048, INVALID_DATA), (258048, 266240, READWRITE_DATA), (524288, 10485760 - 524288, INVALID_DATA),
             (10485760, 6295552, READWRITE_DATA)]
+
+
+class RestartedServer(LayoutGets):
+    """A LAYOUTGET sent before a server restart, retried by the session after the recovery with the
+    layout stateid of before: the recovery forgot the layouts and reclaimed the open under a new
+    stateid meanwhile; the server knows only that one."""
+
+    def __init__(self, layouts: BlockLayouts, of: Any, *extents: tuple[int, int, int, int]) -> None:
+        super().__init__(*extents)
+        self.layouts, self.of, self.sent = layouts, of, []
+
+    async def layoutget(self, fh: bytes, stateid: stateid4, layout_type: int, iomode: int, offset: int,
+                        length: int, minlength: int, cred: Any) -> tuple[LAYOUTGET4resok, int]:
+        self.sent.append(stateid)
+        if len(self.sent) == 1:
+            self.layouts.forget_all()
+            self.of.stateid = stateid4(1, b"R" * 12)
+        if stateid != self.of.stateid:
+            raise NFS4Error(c.NFS4ERR_BAD_STATEID, c.OP_LAYOUTGET)
+        return await super().layoutget(fh, stateid, layout_type, iomode, offset, length, minlength, cred)
+
+
+async def test_a_layoutget_caught_by_a_restart_asks_again_with_the_reclaimed_open() -> None:
+    # the guest's restart step: the LAYOUTGET answered BAD_STATEID after the recovery, and the
+    # file's I/O went through the metadata server for the rest of that open
+    async with trio.open_nursery() as nursery:
+        layouts = BlockLayouts(cast(LayoutOps, None), nursery)
+        of = SimpleNamespace(fh=FH, stateid=stateid4(1, b"O" * 12))
+        ops = RestartedServer(layouts, of, (0, 16 << 20, 0, READWRITE_DATA))
+        layouts.ops = cast(LayoutOps, ops)
+        layouts.volumes[DEV] = cast(Volume, object())
+        layouts.cache.granted(FH, stateid4(3, b"L" * 12), False, [])  # (held before the restart)
+        seg = await layouts._layout(cast(OpenFile, of), FH, 0, 4096, RW, auth_sys(0, 0))
+        assert ops.sent == [stateid4(3, b"L" * 12), stateid4(1, b"R" * 12)]
+        assert seg is not None and seg.covers(0)
+        assert isinstance(layouts.cache.route(FH, 0, 4096, RW), ByLayout)
 
 
 async def test_two_partial_writes_into_one_unwritten_block_keep_each_others_bytes() -> None:
