@@ -30,12 +30,13 @@ from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 from fsspec.transaction import Transaction
 from fsspec.utils import stringify_path
 
-from ._client.api import glob_magic, names_a_directory
 from ._client.attributes import FileAttrs
 from ._client.batched import MERGE_GAP
 from ._client.dir_entry import DirEntry
+from ._client.export_paths import names_a_directory
 from ._client.file_object import RawFile
 from ._client.sync import SyncClient
+from ._client.trees import glob_magic
 from ._client.url import URLError, check_url_options, parse_url, reads_per_compound
 from ._session.errors import NotNFSv41Server
 

@@ -253,6 +253,25 @@ class Opens:
         self.counts["generations"] += 1
         return True
 
+    def reads_to_write(self, access: int, flags: int, node: Inode | None) -> bool:
+        """Whether an open for writing only is made for reading too: with the writeback cache the
+        kernel reads the rest of a page a write covers in part (as the Linux client opens for
+        reading as well). Where the server refuses the caller reading, the open is made for
+        writing only and its writes bypass the page cache (FUSE's direct_io), as do O_APPEND
+        opens, whose writes go to the end of the file as the server has it, unless
+        :meth:`appends_cached`."""
+        if not self.writeback_cache or access != c.OPEN4_SHARE_ACCESS_WRITE:
+            return False
+        return not flags & os.O_APPEND or (node is not None and self.appends_cached(node))
+
+    def appends_cached(self, node: Inode) -> bool:
+        """Whether O_APPEND writes to ``node`` go through the kernel's writeback cache: while we hold
+        a write delegation on it, no other client changes the file, so the size the kernel
+        appends at (checked at the open: see :meth:`.opens.Opens.kernel_view_stale`) is the file's,
+        and the kernel stamps the mtime of each write as it does for the others (a write around its
+        page cache leaves the mtime it shows behind until the file is opened again)."""
+        return self.nfs.delegation_for(node.fh, c.OPEN4_SHARE_ACCESS_WRITE) is not None
+
     def forsake(self, node: Inode, shared: SharedOpen) -> None:
         """An open answered with an error after its OPEN: the open state goes if nothing else uses it."""
         if shared.refs == 0 and node.shared.get(shared.of.owner) is shared and not (shared.writer and shared.writer.dirty):

@@ -9,9 +9,12 @@
   the kernel's page cache only if it did not move.
 - Each family of operations is answered by a module of its own, which NFSOperations hands it to:
   LOOKUP (:mod:`.lookup`), SETATTR (:mod:`.setattr`), READ and WRITE (:mod:`.read_write`), open
-  directories (:mod:`.readdir`), extended attributes (:mod:`.xattrs`), locks (:mod:`.posix_locks`)
-  and the NFSv4.2 operations (:mod:`.nfs42`); what our own operation's change_info4 means for its
-  directory is :mod:`.change_info`. NFSOperations keeps what they share: inodes, caches, credentials.
+  directories (:mod:`.readdir`), CREATE, REMOVE, RENAME, LINK and the OPENs that create
+  (:mod:`.namespace`), extended attributes (:mod:`.xattrs`), locks (:mod:`.posix_locks`), the
+  NFSv4.2 operations (:mod:`.nfs42`), NFS4ERR_STALE (:mod:`.stale_handles`), and the delegated
+  files' returns and CB_GETATTR (:mod:`.delegated_files`); what our own operation's change_info4
+  means for its directory is :mod:`.change_info`. NFSOperations keeps what they share: inodes,
+  caches, credentials.
 - Writes are gathered per open by the open-file engine (:mod:`.._client.open_file`) and committed on
   flush, fsync and release.
 - Sequential reads of an open file are read ahead in rsize READs, several in flight (:mod:`.readahead`);
@@ -28,7 +31,6 @@
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
 import errno
 import functools
@@ -44,7 +46,7 @@ from typing import Any, TypeVar, cast
 import trio
 
 from .._client.attributes import FTYPE_TO_IFMT, FileAttrs
-from .._client.nfs4 import HeldFile, NFSv4
+from .._client.nfs4 import NFSv4
 from .._client.read_sink import PayloadSink
 from .._client.security import UserCredentials
 from .._errors import NFS4Error
@@ -52,6 +54,7 @@ from .._proto.nfs4 import const as c
 from .._rpc.auth import Credential, auth_sys
 from .cache import AttrTimeouts, NameCache, NameReadAhead, TimedMap
 from .change_info import DirectoryChanges
+from .delegated_files import DelegatedFiles
 from .inodes import ROOT_INODE, STALE, Inode, InodeTable
 from .lookup import Lookups
 from .lowlevel import (
@@ -67,15 +70,17 @@ from .lowlevel import (
     caller_ccache,
     supplementary_groups,
 )
+from .namespace import Namespace
 from .nfs42 import NFS42Files
-from .opens import FileHandle, Opens, access_mask, share_access
+from .opens import FileHandle, Opens, share_access
 from .options import LOOKUPCACHE_NONE, REMOUNT_CHANGES, MountOptions
 from .posix_locks import PosixLocks
 from .read_write import FileData
 from .readdir import Directories
 from .setattr import Setattrs, projected
 from .silly_rename import SillyRenames
-from .writeback_cache import KernelFiles, KernelInode
+from .stale_handles import StaleHandles
+from .writeback_cache import KernelFiles
 from .xattrs import Xattrs
 
 log = logging.getLogger(__name__)
@@ -83,8 +88,6 @@ log = logging.getLogger(__name__)
 BLOCK_SIZE = 4096
 NAME_MAX = 255  # the longest name, in bytes (Linux's; NFS-Ganesha reports 1024 and refuses past 255)
 GROUPS_TTL = 2.0  # seconds a process's supplementary groups are remembered
-# the operations whose first argument is a file handle (the others': an inode)
-HANDLE_OPERATIONS = frozenset({"read", "write", "flush", "fsync", "release", "readdir", "releasedir", "fsyncdir"})
 GONE_NOTIFY_WAIT = 0.2  # seconds an answer waits for the kernel to drop an entry (see gone)
 # The daemon keeps tens of thousands of long-lived objects (inodes and their attributes) and makes
 # them by the thousand (a listing, an untar): with CPython's default thresholds (a young collection
@@ -169,16 +172,19 @@ class NFSOperations(Operations):
             self.gone, names_ahead, self._changed,
         )
         self.silly = SillyRenames(nfs, self.inodes, self.changes.modified)
+        self.namespace = Namespace(nfs, self.inodes, self.changes, self.silly, self.opens, self._learn, self._entry)
         self.setattrs = Setattrs(nfs, self.inodes, self.opens, self._delegated)
         self.data = FileData(nfs, self.inodes, self.opens, nursery, self._delegated, self._invalidate)
         self.directories = Directories(nfs, self.inodes, self.opens, nursery, self._ids, self._entry, self._changed)
         self.dirs = self.directories.dirs  # FUSE directory handles (:class:`.readdir.DirHandle`)
+        self.stale_handles = StaleHandles(self.inodes, self.names, self.files, self.dirs, self._drop_entry)
         self.kernel_files = KernelFiles(self.inodes, self._invalidate)  # (its mountpoint: set by the daemon)
         gc.set_threshold(*GC_THRESHOLD)  # (the mount daemon's process: see GC_THRESHOLD)
         # delegations: opens and attributes served locally while the server lets us (not with noac)
         nfs.want_delegations = not opts.noac
-        nfs.delegation_return_hooks.append(self._delegation_returning)
-        nfs.held_file = self._held_file
+        self.delegated_files = DelegatedFiles(nfs, self.inodes, self.opens, nursery, self.kernel_files, self._invalidate)
+        nfs.delegation_return_hooks.append(self.delegated_files.returning)
+        nfs.held_file = self.delegated_files.held_file
 
     def _entry_timeout(self) -> float:
         """How long the kernel keeps a name it looked up: never with lookupcache=none, nor where the
@@ -305,80 +311,6 @@ class NFSOperations(Operations):
         (nobody else can change it) and nothing of ours made them stale."""
         return node.fetched != STALE and node.fh in self.nfs.delegations
 
-    async def _delegation_returning(self, fh: bytes) -> None:
-        """Before a delegation goes back: the file's gathered writes reach the server, and what we
-        cached under the delegation must be revalidated from now on. With the writeback cache, what
-        the kernel holds of a file open here comes first (:meth:`_pull_kernel`): its dirty pages
-        reach the server with ours, and the mtime the mount shows goes back with the delegation
-        (under an attribute delegation, as the modify time kept), or is set on the server after
-        the WRITEs that moved it there, so that every client sees the one the mount shows."""
-        for node in list(self.inodes):
-            if node.fh != fh:
-                continue
-            seen = await self._pull_kernel(node)
-            for s in list(node.shared.values()):
-                if s.writer is not None:
-                    await s.writer.flush()  # (sends what is gathered, then commits)
-            if seen is not None:
-                await self._server_mtime_as_kernels(node, seen)
-            node.stale()
-            self.nursery.start_soon(self._invalidate, node.ino, True)
-
-    async def _pull_kernel(self, node: Inode) -> KernelInode | None:
-        """With the writeback cache, regular file ``node`` open here: the kernel's dirty pages of it
-        written back to us, and the size and mtime its inode holds (see :mod:`.writeback_cache`);
-        the mtime is the modify time kept under an attribute delegation. None otherwise."""
-        if not self.writeback_cache or not node.is_reg or not node.opens:
-            return None
-        await self.kernel_files.write_back(node)
-        return await self._kernel_inode(node)
-
-    async def _kernel_inode(self, node: Inode) -> KernelInode | None:
-        """With the writeback cache, regular file ``node`` open here: the size and mtime its kernel
-        inode holds; the mtime is the modify time kept under an attribute delegation."""
-        if not self.writeback_cache or not node.is_reg or not node.opens:
-            return None
-        seen = await self.kernel_files.stat(node)
-        if seen is not None:
-            self.nfs.note_write(node.fh, seen.mtime_ns)  # (only under a write attribute delegation)
-        return seen
-
-    async def _server_mtime_as_kernels(self, node: Inode, seen: KernelInode) -> None:
-        """After the kernel's writes reached the server under a plain delegation: the server's mtime
-        is when they came; the kernel's, which the mount shows while the file is open, is when they
-        were written. The server is given the kernel's, as the kernel gives it at the close."""
-        d = self.nfs.delegations.get(node.fh)
-        if d is None or d.timestamps or seen.mtime_ns == node.attrs.mtime_ns:
-            return
-        writer = next((s for s in node.shared.values() if s.of.access & c.OPEN4_SHARE_ACCESS_WRITE), None)
-        if writer is None:
-            return
-        asked = self.inodes.asking(node)
-        try:
-            attrs = await self.nfs.names.setattr(node.fh, writer.cred, stateid=writer.of.stateid, mtime_ns=seen.mtime_ns)
-        except NFS4Error as e:
-            log.info("the kernel's mtime of inode %d not set on the server: %s", node.ino, e)
-            return
-        self.inodes.refresh(node, attrs, trio.current_time(), asked=asked)
-        node.kernel_learned()
-
-    async def _held_file(self, fh: bytes) -> HeldFile | None:
-        """What CB_GETATTR asks of a file we hold a write delegation of: its size as the writes made
-        through us left it, and whether some of them have not been sent yet. With the writeback
-        cache and the file open here, the size and mtime are those the kernel's inode holds (a
-        stat through the mount: the server waits for the answer only briefly, so the dirty pages
-        stay in the kernel), and the kernel's writes it has not sent us yet count as unsent."""
-        for node in list(self.inodes):
-            if node.fh == fh:
-                seen = await self._kernel_inode(node)
-                unsent = any(s.writer is not None and s.writer.unsent for s in node.shared.values())
-                size = self.inodes.size(node)
-                if seen is not None:
-                    size = max(size, seen.size)
-                    unsent = unsent or (seen.size, seen.mtime_ns) != node.kernel_view
-                return HeldFile(size, unsent)
-        return None
-
     def _check_rw(self) -> None:
         if self.opts.ro:
             raise FUSEError(errno.EROFS)
@@ -446,13 +378,13 @@ class NFSOperations(Operations):
         node = self._inode(inode)
         a = node.attrs
         known = node.kernel_view == (a.size, a.mtime_ns)
-        if self._kernels_modify_time(node, fields):
+        if self.setattrs.kernels_modify_time(node, fields):
             self.nfs.note_write(node.fh, attr.st_mtime_ns)
             node.attrs = dataclasses.replace(a, mtime_ns=attr.st_mtime_ns)
             if known:
                 node.kernel_learned()
             return self._entry(node)
-        if self._kernels_times_written_back(node, attr, fields):
+        if self.setattrs.kernels_times_written_back(node, attr, fields):
             return self._entry(node)
         if fields.update_atime or fields.update_mtime:  # (set on the server: no kept time undoes them)
             self.nfs.forget_times(node.fh)
@@ -461,37 +393,6 @@ class NFSOperations(Operations):
         if known:  # (the kernel set them itself, or they did not move)
             node.kernel_learned()
         return self._entry(node)
-
-    def _kernels_modify_time(self, node: Inode, fields: SetattrFields) -> bool:
-        """Whether a SETATTR is the kernel's own mtime of a file it keeps in its writeback cache
-        (``fuse_flush_times``, after writes it stamped: FATTR_MTIME, with FATTR_CTIME, and nothing
-        else) while we hold a write attribute delegation on the file: that is the modify time the
-        delegation keeps (RFC 9754), answered to CB_GETATTR and given back with it; nothing is sent."""
-        others = (fields.update_atime, fields.update_mode, fields.update_uid, fields.update_gid, fields.update_size)
-        return (
-            self.writeback_cache and node.is_reg and fields.update_mtime and not fields.update_mtime_now
-            and not any(others) and self.nfs.keeps_times(node.fh)
-        )
-
-    def _kernels_times_written_back(self, node: Inode, attr: EntryAttributes, fields: SetattrFields) -> bool:
-        """Whether a SETATTR is the kernel writing back times of a file it keeps in its writeback
-        cache that it did not stamp itself: nothing is sent, and the server's mtime stays the file's.
-        The kernel writes an inode's mtime and ctime back (``fuse_write_inode`` ->
-        ``fuse_flush_times``: FATTR_MTIME|FATTR_CTIME, no FATTR_MTIME_NOW) whenever the inode is
-        dirty, also when only its ctime moved (``fuse_update_ctime`` after a rename, link or unlink),
-        and with the mtime it holds: one we gave it, which may be older than the server's now
-        (another client's write, or our own that went around the page cache). Sent, it would take
-        the server's mtime back, and every other client would see the file change. As the Linux
-        client, which sets no mtime on the server but the one a caller asks for, it is not sent
-        when the mtime is one we gave the kernel, also when data of the file waits here (written
-        around the page cache, which the kernel stamps no time for); a time a caller chose, or the
-        kernel stamped at a write(2), is sent."""
-        others = (fields.update_atime, fields.update_mode, fields.update_uid, fields.update_gid, fields.update_size)
-        if (not self.writeback_cache or not node.is_reg or not fields.update_mtime or fields.update_mtime_now
-                or any(others) or not node.may_hold(attr.st_mtime_ns)):
-            return False
-        log.debug("times of inode %d written back by the kernel: the server's kept", node.ino)
-        return True
 
     @fuse_errors
     async def readlink(self, inode: int, ctx: RequestContext) -> bytes:
@@ -553,18 +454,7 @@ class NFSOperations(Operations):
     ) -> EntryAttributes:
         self._check_rw()
         parent = self._inode(parent_inode)
-        n = _name(name)
-        with self.inodes.changing(parent) as dir_asked:
-            asked = self.inodes.asking()
-            fh, attrs, cinfo, dir_attrs = await self.nfs.directories.create(
-                parent.fh, n, ftype, self.cred(ctx), dir_attrs=True, **kw
-            )
-            node = self._learn(fh, attrs, asked)
-            self.changes.modified(parent, n, cinfo, True, node)
-            self.changes.after(parent, cinfo, dir_attrs, dir_asked)
-        if ftype == c.NF4DIR:
-            self.changes.listed(node)
-        return self._entry(node)
+        return await self.namespace.create(parent, _name(name), ftype, self.cred(ctx), **kw)
 
     @fuse_errors
     async def mkdir(
@@ -604,37 +494,13 @@ class NFSOperations(Operations):
     async def unlink(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
         self._check_rw()
         parent = self._inode(parent_inode)
-        n = _name(name)
-        cred = self.cred(ctx)
-        target = await self.silly.open_target(parent.fh, n, cred)
-        if target is not None:
-            await self.silly.hide(parent, n, target, cred)
-            return
-        with self.inodes.changing(parent) as dir_asked:
-            cinfo, dir_attrs = await self.nfs.directories.remove(parent.fh, n, cred, dir_attrs=True)
-            self.changes.modified(parent, n, cinfo, False)
-            self.changes.after(parent, cinfo, dir_attrs, dir_asked)
+        await self.namespace.unlink(parent, _name(name), self.cred(ctx))
 
     @fuse_errors
     async def rmdir(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
-        """A directory whose only entries are hidden names of files unlinked while open (.nfsXXXX)
-        is empty to its user: their last close comes to us a moment after close(2) returned (FUSE's
-        RELEASE does not hold it), and the removal waits for them that long."""
         self._check_rw()
         parent = self._inode(parent_inode)
-        n = _name(name)
-        cred = self.cred(ctx)
-        removed = self.silly.removed
-        with self.inodes.changing(parent) as dir_asked:
-            try:
-                cinfo, dir_attrs = await self.nfs.directories.remove(parent.fh, n, cred, dir_attrs=True)
-            except NFS4Error as e:
-                target = self.inodes.by_name(parent.ino, n)
-                if e.status != c.NFS4ERR_NOTEMPTY or target is None or not await self.silly.gone_from(target.fh, removed):
-                    raise
-                cinfo, dir_attrs = await self.nfs.directories.remove(parent.fh, n, cred, dir_attrs=True)
-            self.changes.modified(parent, n, cinfo, False)
-            self.changes.after(parent, cinfo, dir_attrs, dir_asked)
+        await self.namespace.rmdir(parent, _name(name), self.cred(ctx))
 
     @fuse_errors
     async def rename(
@@ -651,25 +517,7 @@ class NFSOperations(Operations):
         self._check_rw()
         src, dst = self._inode(parent_inode_old), self._inode(parent_inode_new)
         old, new = _name(name_old), _name(name_new)
-        cred = self.cred(ctx)
-        target = await self.silly.open_target(dst.fh, new, cred)
-        if target is not None:
-            await self.silly.hide(dst, new, target, cred)
-        with self.inodes.changing(src) as src_asked, self._changing_other(dst, src) as dst_asked:
-            r = await self.nfs.directories.rename(src.fh, old, dst.fh, new, cred, dir_attrs=True)
-            moved = self.changes.modified(src, old, r.source, False)
-            self.changes.modified(dst, new, r.target, True, moved)
-            if dst is src:
-                # (one directory: its change attribute moved once, from the source's "before" to the
-                # target's "after")
-                self.changes.after(src, r.target, r.target_attrs, src_asked)
-            else:
-                self.changes.after(src, r.source, r.source_attrs, src_asked)
-                self.changes.after(dst, r.target, r.target_attrs, dst_asked)
-
-    def _changing_other(self, node: Inode, other: Inode) -> contextlib.AbstractContextManager[int]:
-        """``InodeTable.changing`` of ``node`` unless it is ``other``, whose is taken already."""
-        return contextlib.nullcontext(0) if node is other else self.inodes.changing(node)
+        await self.namespace.rename(src, old, dst, new, self.cred(ctx))
 
     @fuse_errors
     async def link(
@@ -678,14 +526,7 @@ class NFSOperations(Operations):
         self._check_rw()
         node = self._inode(inode)
         parent = self._inode(new_parent_inode)
-        n = _name(new_name)
-        asked = self.inodes.asking(node)
-        with self.inodes.changing(parent) as dir_asked:
-            attrs, cinfo, dir_attrs = await self.nfs.directories.link(node.fh, parent.fh, n, self.cred(ctx), dir_attrs=True)
-            node = self._learn(node.fh, attrs, asked)
-            self.changes.modified(parent, n, cinfo, True, node)
-            self.changes.after(parent, cinfo, dir_attrs, dir_asked)
-        return self._entry(node)
+        return await self.namespace.link(node, parent, _name(new_name), self.cred(ctx))
 
     # -- open files (:mod:`.opens`) -------------------------------------------------------------------
     @fuse_errors
@@ -698,8 +539,8 @@ class NFSOperations(Operations):
         if access & c.OPEN4_SHARE_ACCESS_WRITE:
             self._check_rw()
         cred = self.cred(ctx)
-        direct = self.writeback_cache and bool(flags & os.O_APPEND) and not self._appends_cached(node)
-        if self._reads_to_write(access, flags, node):
+        direct = self.writeback_cache and bool(flags & os.O_APPEND) and not self.opens.appends_cached(node)
+        if self.opens.reads_to_write(access, flags, node):
             try:
                 return await self.opens.open(node, flags, c.OPEN4_SHARE_ACCESS_BOTH, cred)
             except (FUSEError, NFS4Error) as e:
@@ -708,42 +549,9 @@ class NFSOperations(Operations):
             direct = True  # (the caller may write and not read: the kernel cannot fill partial pages)
         return await self.opens.open(node, flags, access, cred, direct)
 
-    def _reads_to_write(self, access: int, flags: int, node: Inode | None) -> bool:
-        """Whether an open for writing only is made for reading too: with the writeback cache the
-        kernel reads the rest of a page a write covers in part (as the Linux client opens for
-        reading as well). Where the server refuses the caller reading, the open is made for
-        writing only and its writes bypass the page cache (FUSE's direct_io), as do O_APPEND
-        opens, whose writes go to the end of the file as the server has it, unless
-        :meth:`_appends_cached`."""
-        if not self.writeback_cache or access != c.OPEN4_SHARE_ACCESS_WRITE:
-            return False
-        return not flags & os.O_APPEND or (node is not None and self._appends_cached(node))
-
-    def _appends_cached(self, node: Inode) -> bool:
-        """Whether O_APPEND writes to ``node`` go through the kernel's writeback cache: while we hold
-        a write delegation on it, no other client changes the file, so the size the kernel
-        appends at (checked at the open: see :meth:`.opens.Opens.kernel_view_stale`) is the file's,
-        and the kernel stamps the mtime of each write as it does for the others (a write around its
-        page cache leaves the mtime it shows behind until the file is opened again)."""
-        return self.nfs.delegation_for(node.fh, c.OPEN4_SHARE_ACCESS_WRITE) is not None
-
     async def gone(self, operation: str, arg: int) -> None:
-        """The server no longer has the file or directory ``operation`` was about (NFS4ERR_STALE:
-        another client removed it; ``arg`` is the operation's first argument, an inode or a file
-        handle). The kernel's entry that led to it goes before the ESTALE is answered, so that the
-        kernel, which looks the path up again on ESTALE, asks the server for that name too."""
-        if operation in HANDLE_OPERATIONS:
-            h = self.files.get(arg) or self.dirs.get(arg)
-            node = h.inode if h is not None else None
-        else:
-            node = self.inodes.get(arg)
-        for pino, name in node.names if node is not None else ():
-            self.inodes.unnamed(pino, name)
-            self.names.drop(pino, name)
-            parent = self.inodes.get(pino)
-            if parent is not None:
-                parent.stale()
-            await self._drop_entry(pino, name)
+        """NFS4ERR_STALE for ``operation`` on ``arg`` (:class:`.stale_handles.StaleHandles`)."""
+        await self.stale_handles.gone(operation, arg)
 
     async def _drop_entry(self, parent: int, name: str) -> None:
         """The kernel's entry for ``name`` in ``parent`` goes (bounded: the kernel takes the
@@ -757,10 +565,10 @@ class NFSOperations(Operations):
         self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: RequestContext
     ) -> tuple[FileInfo, EntryAttributes]:
         """An open that may create the file; with the writeback cache, one for writing only is made
-        for reading too where the server allows it (see _reads_to_write)."""
+        for reading too where the server allows it (see :meth:`.opens.Opens.reads_to_write`)."""
         access = share_access(flags)
-        direct = self.writeback_cache and bool(flags & os.O_APPEND)  # (no delegation yet: see _appends_cached)
-        if self._reads_to_write(access, flags, None):
+        direct = self.writeback_cache and bool(flags & os.O_APPEND)  # (no delegation yet: see Opens.appends_cached)
+        if self.opens.reads_to_write(access, flags, None):
             try:
                 return await self._open_create_as(parent_inode, name, mode, flags, ctx, c.OPEN4_SHARE_ACCESS_BOTH)
             except (FUSEError, NFS4Error) as e:
@@ -775,35 +583,7 @@ class NFSOperations(Operations):
     ) -> tuple[FileInfo, EntryAttributes]:
         self._check_rw()
         parent = self._inode(parent_inode)
-        n = _name(name)
-        cred = self.cred(ctx)
-        exclusive = bool(flags & os.O_EXCL)
-        want = 0 if exclusive else access_mask(access)  # (an exclusive create made the file: no check)
-        with self.inodes.changing(parent) as dir_asked:
-            asked = self.inodes.asking()
-            of = await self.nfs.open(
-                parent.fh,
-                n,
-                cred,
-                access=access,
-                create=True,
-                exclusive=exclusive,
-                truncate=bool(flags & os.O_TRUNC),
-                mode=mode & 0o7777,
-                check=want,
-                dir_attrs=True,
-            )
-            if of.attrs is None:
-                of.attrs = await self.nfs.names.getattr(of.fh, cred)
-            node = self._learn(of.fh, of.attrs, asked)
-            cinfo = of.dir_change
-            if cinfo is None or cinfo.before == cinfo.after:  # it was there already: the caller's right to open it
-                self.opens.granted(node, of, want)
-            self.changes.modified(parent, n, cinfo, True, node)
-            self.changes.after(parent, cinfo, of.dir_attrs, dir_asked)
-        shared = self.opens.adopt(node, of, cred)
-        keep = await self.opens.close_to_open(node, None, asked)
-        return self.opens.handle(node, shared, share_access(flags), cred, keep, flags, direct), self._entry(node)
+        return await self.namespace.open_create(parent, _name(name), self.cred(ctx), mode, flags, access, direct)
 
     @fuse_errors
     async def create(

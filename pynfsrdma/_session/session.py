@@ -253,6 +253,14 @@ class Session:
     def _servers(self) -> str:
         return ", ".join(p.address for p in self.paths.paths if p.group == self.group) or "the server"
 
+    def _admit(self) -> bool:
+        """A soft request while the server is taken for gone: it fails at once (raises), or goes
+        as the probe that asks whether the server answers again (True), or as usual (False)."""
+        admitted = self.policy.admit(trio.current_time())
+        if admitted == FAIL:
+            raise self._unreachable()
+        return admitted == PROBE
+
     def _unreachable(self, why: str | None = None) -> ServerUnreachable:
         if why is None:
             why = f"no answer within {self.policy.budget:g} s (soft mount: failing at once until it answers again)"
@@ -332,11 +340,8 @@ class Session:
         soft = not policy.hard and pin is None
         probe = False
         if soft and policy.unanswered_since is not None:
-            admitted = policy.admit(trio.current_time())
-            if admitted == FAIL:
-                raise self._unreachable()
             # (a probe waits its whole time, whatever the others do)
-            probe = admitted == PROBE
+            probe = self._admit()
             soft = not probe
         idempotent = is_idempotent(ops)
         out = _Outgoing(ops, cred, hints, call, idempotent,
@@ -375,11 +380,7 @@ class Session:
                     continue
                 sends += tries
                 try:
-                    st, foreign = self._check(ops, res, out.slot, answered)
-                    if st == c.NFS4_OK and foreign is None:
-                        res.resarray = res.resarray[1:]
-                        if check is not None and res.status == c.NFS4_OK:
-                            check(res.resarray)
+                    st, foreign = self._check(ops, res, out.slot, answered, check)
                 except _CHECK_ERRORS as e:
                     self._after_bad_reply(out, self._violated(path, ops, e), e)
                     continue
@@ -448,11 +449,13 @@ class Session:
             raise error from cause
 
     def _check(self, ops: Sequence[Any], res: COMPOUND4res, slot: Slot,
-               answered: float) -> tuple[int, CompoundMismatch | None]:
+               answered: float, check: Check | None) -> tuple[int, CompoundMismatch | None]:
         """Check a reply to SEQUENCE + ``ops`` (raising XdrError if it breaks the protocol) and apply
         its SEQUENCE result (the reply came at ``answered``, trio clock); returns SEQUENCE's status, and what is wrong with the other results
         when SEQUENCE succeeded for this very request (session, slot, sequence id) but they do not
-        answer ``ops``: a reply the server cached for another request (None: they do)."""
+        answer ``ops``: a reply the server cached for another request (None: they do). When they
+        do, SEQUENCE's result is removed from ``res``, and ``check`` (the caller's) runs on the
+        results of ``ops`` if the COMPOUND succeeded."""
         if not res.resarray:
             if res.status == c.NFS4ERR_MINOR_VERS_MISMATCH:  # (the one reply with no result at all)
                 raise NFS4Error(res.status, c.OP_SEQUENCE)
@@ -467,6 +470,9 @@ class Session:
             raise
         if seq.status == c.NFS4_OK:
             self._sequence_ok(seq.res, slot, answered)
+            res.resarray = res.resarray[1:]
+            if check is not None and res.status == c.NFS4_OK:
+                check(res.resarray)
         return int(seq.status), None
 
     def _violated(self, path: Path, ops: Sequence[Any], e: BaseException) -> ProtocolError:

@@ -409,17 +409,11 @@ class TcpTransport(Transport):
         self._staged = staged + n
         return waited
 
-    async def _receive_spliced(self, n: int) -> tuple[Unpacker | None, bool]:
-        """A record of ``n`` bytes (one fragment, its mark taken) whose payload a caller asked to
-        have spliced: the reply with the payload in the caller's pipe; None when it is to be
-        received as usual (nothing of the record consumed yet). And whether it waited for data."""
+    async def _locate_payload(self, req: SpliceRequest, n: int) -> tuple[tuple[int, int] | None, bool]:
+        """Where the payload ``req`` asks spliced lies in the record of ``n`` bytes (its offset and
+        length), found in the reply's head as staged (more staged as the decoder asks); None when the
+        record is to be received as usual (nothing of it consumed). And whether it waited for data."""
         waited = False
-        while self._staged < 4:
-            waited |= await self._stage_more("record")
-        xid: int = _MARK.unpack_from(self._stage, self._stage_at)[0]
-        req = self._splices.pop(xid, None)
-        if req is None:
-            return None, waited
         while True:
             at, staged = self._stage_at, self._staged
             head = self._stage[at : at + min(staged, n)]
@@ -437,6 +431,25 @@ class TcpTransport(Transport):
         start, length = found
         if not (SPLICE_MIN <= length <= req.max_length and 4 <= start <= staged and staged < start + length <= n):
             return None, waited
+        return (start, length), waited
+
+    async def _receive_spliced(self, n: int) -> tuple[Unpacker | None, bool]:
+        """A record of ``n`` bytes (one fragment, its mark taken) whose payload a caller asked to
+        have spliced: the reply with the payload in the caller's pipe; None when it is to be
+        received as usual (nothing of the record consumed yet). And whether it waited for data."""
+        waited = False
+        while self._staged < 4:
+            waited |= await self._stage_more("record")
+        xid: int = _MARK.unpack_from(self._stage, self._stage_at)[0]
+        req = self._splices.pop(xid, None)
+        if req is None:
+            return None, waited
+        found, w = await self._locate_payload(req, n)
+        waited |= w
+        if found is None:
+            return None, waited
+        start, length = found
+        at, staged = self._stage_at, self._staged
         sink = req.sink
         try:
             fd = sink.begin(length)

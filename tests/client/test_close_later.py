@@ -22,7 +22,7 @@ async def test_closes_share_compounds_and_one_already_gone_does_not_stop_the_res
         opens = []
         for i in range(5):
             await nfs.write_file(f"{top}/f{i}", b"%d" % i)
-            fh, _ = await nfs._resolve(f"{top}/f{i}")
+            fh, _ = await nfs.paths.resolve(f"{top}/f{i}")
             opens.append(await n.open_fh(fh, nfs.cred, c.OPEN4_SHARE_ACCESS_READ))
         opens[1].stateid = stateid4(1, b"not-a-state!")  # its CLOSE in the batch: NFS4ERR_BAD_STATEID
         async with trio.open_nursery() as nursery:
@@ -54,7 +54,7 @@ async def test_a_full_batch_of_closes_goes_without_waiting_for_the_gather_time(
         opens = []
         for i in range(opens_module.CLOSES_PER_COMPOUND):
             await nfs.write_file(f"{top}/f{i}", b"%d" % i)
-            fh, _ = await nfs._resolve(f"{top}/f{i}")
+            fh, _ = await nfs.paths.resolve(f"{top}/f{i}")
             opens.append(await n.open_fh(fh, nfs.cred, c.OPEN4_SHARE_ACCESS_READ))
         async with trio.open_nursery() as nursery:
             for of in opens[:-1]:

@@ -233,7 +233,7 @@ async def test_close_later_releases_locks_of_every_owner(ganesha: Ganesha, expor
     url = url_of(ganesha, export_path)
     async with Client.connect(url) as a, Client.connect(url) as b:
         await a.write_file("/f", b"x" * 100)
-        fh, _ = await a._resolve("/f")
+        fh, _ = await a.paths.resolve("/f")
         of = await a.nfs.open_fh(fh, a.cred, c.OPEN4_SHARE_ACCESS_BOTH)
         await a.nfs.byte_range_locks.lock(of, 1001, c.WRITE_LT, *nfs_range(0, 9), a.cred)  # process 1001: bytes 0..9
         await a.nfs.byte_range_locks.lock(of, 1002, c.READ_LT, *nfs_range(20, OFFSET_MAX), a.cred)  # 1002: 20 to EOF

@@ -137,7 +137,7 @@ async def test_what_ganesha_9_says_of_read_plus_and_io_advise(tmp_path: Path) ->
             assert identity is not None and identity.impl == ""
             assert identity.server_scope.endswith(b"_NFS-Ganesha\x00")
             assert identity.flags & c.EXCHGID4_FLAG_MASK_PNFS == c.EXCHGID4_FLAG_USE_NON_PNFS
-            fh, _ = await client._resolve("/f")
+            fh, _ = await client.paths.resolve("/f")
             anonymous = stateid4(0, bytes(12))
             with pytest.raises(NFS4Error) as caught:
                 await client.nfs.run([PUTFH4args(fh), READ_PLUS4args(anonymous, 0, 1000)], client.cred)
