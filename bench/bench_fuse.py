@@ -488,8 +488,12 @@ def run(args: argparse.Namespace) -> list[Row]:
                         f"{steal_share(s0, t):.0%}; the mount daemon's CPU {us_per_entry:.1f} µs per entry")
 
             def ceiling_round(ch: str, r: int) -> None:
+                base, *extra = ch.split("+")
                 ncmd = [PY, str(REPO / "bench" / "null_fuse.py"), str(nmnt), "--size", str(size), "--files",
-                        str(args.files), "--channel", ch.split("+")[0]]
+                        str(args.files), "--channel", base]
+                # (the ceiling takes requests the way the mount does: -o io_uring / noio_uring)
+                ncmd += [{"io_uring": "--io-uring", "noio_uring": "--no-io-uring"}[o]
+                         for o in [*args.mount_option, *extra] if o in ("io_uring", "noio_uring")]
                 rs = {k: rows[k].ceiling[ch] for k in rows}
                 with mounted(ncmd, nmnt, scratch / f"null-{ch}.log") as proc:
                     if "write" in want:

@@ -8,6 +8,8 @@ from typing import Protocol
 from .lowlevel import Operations
 from .uring_channel import IO_URING_DEFAULT
 
+__all__ = ["CHANNELS", "DEFAULT_CHANNEL", "IO_URING_DEFAULT", "Channel", "open_channel"]
+
 CHANNELS = ("native", "pyfuse3")
 DEFAULT_CHANNEL = "native"
 
@@ -32,12 +34,12 @@ class Channel(Protocol):
 
 
 def open_channel(
-    name: str, ops: Operations, mountpoint: str, options: set[str], io_uring: bool = IO_URING_DEFAULT
+    name: str, ops: Operations, mountpoint: str, options: set[str], io_uring: bool | None = None
 ) -> Channel:
     """The channel ``name`` (one of CHANNELS) for ``ops`` on ``mountpoint``; ``options`` are the
     mount's FUSE options (fsname=, subtype=, allow_other, default_permissions, ro, auto_unmount).
     ``io_uring``: the native channel takes requests by FUSE over io_uring where the kernel offers
-    it (pyfuse3 has no such way)."""
+    it (None: IO_URING_DEFAULT, quietly where the kernel does not; pyfuse3 has no such way)."""
     if name == "native":
         from .devfuse import NativeChannel
 

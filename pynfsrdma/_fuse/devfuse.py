@@ -222,7 +222,7 @@ class NativeChannel:
         options: set[str],
         wanted: Wanted | None = None,
         splice: bool = SPLICE,
-        io_uring: bool = uring_channel.IO_URING_DEFAULT,
+        io_uring: bool | None = None,
     ) -> None:
         self.ops = ops
         self.spec = fusermount.MountSpec.from_options(mountpoint, options)
@@ -253,7 +253,10 @@ class NativeChannel:
             o.number for o in rq.OPCODES.values() if o.operation is not None and o.operation in ops.interruptible
         )
         self._notifiers = trio.CapacityLimiter(NOTIFIERS)
-        self.io_uring = io_uring  # requests by FUSE over io_uring, where the kernel offers it
+        # requests by FUSE over io_uring where the kernel offers it (None: IO_URING_DEFAULT, and a
+        # kernel that does not offer it is no news; True: asked for, and its absence is a warning)
+        self.io_uring = uring_channel.IO_URING_DEFAULT if io_uring is None else io_uring
+        self._io_uring_asked = bool(io_uring)
         self.ring: uring_channel.FuseRing | None = None
         ops.kernel = _Kernel(self)
 
@@ -536,8 +539,9 @@ class NativeChannel:
             return self.wanted
         if not req.flags & abi.FUSE_OVER_IO_URING:
             switch = uring_channel.kernel_switch()
-            log.info("the kernel offers no FUSE over io_uring (%s is %s): requests go through /dev/fuse",
-                     uring_channel.ENABLE_URING, "absent" if switch is None else "Y" if switch else "N")
+            log.log(logging.WARNING if self._io_uring_asked else logging.INFO,
+                    "the kernel offers no FUSE over io_uring (%s is %s): requests go through /dev/fuse",
+                    uring_channel.ENABLE_URING, "absent" if switch is None else "Y" if switch else "N")
             return self.wanted
         try:
             self.ring = uring_channel.FuseRing(self._fd)
