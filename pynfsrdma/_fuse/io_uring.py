@@ -16,6 +16,7 @@ import os
 import platform
 import struct
 from collections.abc import Iterator
+from typing import Any
 
 # -- the kernel's ABI (x86_64 and aarch64 system call numbers: the same since 5.1 on both) ------------
 SYS_IO_URING_SETUP = 425
@@ -28,11 +29,11 @@ IORING_OFF_CQ_RING = 0x8000000
 IORING_OFF_SQES = 0x10000000
 IORING_OP_URING_CMD = 46
 SQE_SIZE = 128  # with IORING_SETUP_SQE128
-SQE_CMD_OFFSET = 48  # where a URING_CMD's command bytes start in its entry (80 of them)
 SQE_CMD_SIZE = 80
-# io_uring_sqe's first 48 bytes for a URING_CMD: opcode, flags, ioprio, fd, cmd_op, pad, addr, len,
-# uring_cmd_flags, user_data, buf_index, personality, file_index
-SQE_HEAD = struct.Struct("=BBHiIIQIIQHHi")
+# io_uring_sqe (128 bytes) for a URING_CMD: opcode, flags, ioprio, fd, cmd_op, pad, addr, len,
+# uring_cmd_flags, user_data, buf_index, personality, file_index, then the command's 80 bytes
+SQE_URING_CMD = struct.Struct(f"=BBHiIIQIIQHHi{SQE_CMD_SIZE}s")
+assert SQE_URING_CMD.size == SQE_SIZE
 CQE = struct.Struct("=Qii")  # user_data, res, flags
 # io_uring_params: sq_entries, cq_entries, flags, sq_thread_cpu, sq_thread_idle, features, wq_fd,
 # resv[3], then io_sqring_offsets (head, tail, ring_mask, ring_entries, flags, dropped, array, resv1,
@@ -46,10 +47,12 @@ class RingError(OSError):
     """The ring could not be made (no io_uring here, or it is turned off)."""
 
 
-def _libc() -> ctypes.CDLL:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    return libc
+def _syscall(*argtypes: Any) -> Any:
+    """syscall(2) as a function of these argument types (a function object of its own)."""
+    f = ctypes.CDLL(None, use_errno=True)["syscall"]
+    f.restype = ctypes.c_long
+    f.argtypes = [ctypes.c_long, *argtypes]
+    return f
 
 
 class Ring:
@@ -58,10 +61,12 @@ class Ring:
     def __init__(self, entries: int) -> None:
         if platform.machine() not in MACHINES:
             raise RingError(0, f"io_uring system calls are not known on {platform.machine()}")
-        self._libc = _libc()
+        setup = _syscall(ctypes.c_long, ctypes.c_char_p)
+        # io_uring_enter(fd, to_submit, min_complete, flags, argp, argsz)
+        self._enter = _syscall(*[ctypes.c_long] * 6)
         params = ctypes.create_string_buffer(PARAMS.size)
         PARAMS.pack_into(params, 0, 0, 0, IORING_SETUP_SQE128, *([0] * 22))
-        fd = self._libc.syscall(ctypes.c_long(SYS_IO_URING_SETUP), ctypes.c_long(entries), params)
+        fd = setup(SYS_IO_URING_SETUP, entries, params)
         if fd < 0:
             e = ctypes.get_errno()
             raise RingError(e, f"io_uring_setup: {os.strerror(e)}")
@@ -96,9 +101,8 @@ class Ring:
         self._cq_tail = r[cq_tail : cq_tail + 4].cast("I")
         self._cq_mask = r[cq_mask : cq_mask + 4].cast("I")[0]
         self._cqes = r[cqes : cqes + cq_entries * CQE.size]
-        self._sqe_view = memoryview(self._sqes)
         self._views = [self._sq_head, self._sq_tail, self._sq_array, self._cq_head, self._cq_tail, self._cqes,
-                       r, self._sqe_view]
+                       r]
 
     # -- submitting ----------------------------------------------------------------------------------
     def queue_command(self, fd: int, cmd_op: int, user_data: int, cmd: bytes, addr: int = 0, length: int = 0) -> None:
@@ -108,10 +112,8 @@ class Ring:
             self.submit()
         tail = self._sq_tail[0]
         index = tail & self._sq_mask
-        off = index * SQE_SIZE
-        sqe = self._sqe_view[off : off + SQE_SIZE]
-        SQE_HEAD.pack_into(sqe, 0, IORING_OP_URING_CMD, 0, 0, fd, cmd_op, 0, addr, length, 0, user_data, 0, 0, 0)
-        sqe[SQE_CMD_OFFSET : SQE_CMD_OFFSET + SQE_CMD_SIZE] = cmd.ljust(SQE_CMD_SIZE, b"\0")
+        SQE_URING_CMD.pack_into(self._sqes, index * SQE_SIZE, IORING_OP_URING_CMD, 0, 0, fd, cmd_op, 0, addr, length,
+                                0, user_data, 0, 0, 0, cmd)
         self._sq_array[index] = index
         self._sq_tail[0] = (tail + 1) & 0xFFFFFFFF  # (x86 and arm64 stores through Python stay in order)
         self._sq_pending += 1
@@ -123,7 +125,7 @@ class Ring:
             return 0
         flags = IORING_ENTER_GETEVENTS if wait else 0
         while True:
-            r = self._libc.syscall(*map(ctypes.c_long, (SYS_IO_URING_ENTER, self.fd, n, wait, flags, 0, 0)))
+            r = self._enter(SYS_IO_URING_ENTER, self.fd, n, wait, flags, 0, 0)
             if r >= 0:
                 break
             e = ctypes.get_errno()

@@ -70,8 +70,16 @@ def place_reply(reply: bytes | Sequence[Any], entry: memoryview) -> int:
     """Put a reply as /dev/fuse takes it (``fuse_out_header`` and the body, in one piece or in
     parts) into ``entry``: the header in the header buffer, the body in the payload buffer. Returns
     the body's size; ValueError when it does not fit."""
-    parts: Sequence[Any] = (reply,) if isinstance(reply, bytes | bytearray | memoryview) else reply
     head = abi.OUT_HEADER.size
+    if isinstance(reply, bytes):  # (most replies: a header and a fixed structure)
+        size = len(reply) - head
+        if PAYLOAD_OFFSET + size > len(entry):
+            raise ValueError(f"a reply body of more than {len(entry) - PAYLOAD_OFFSET} bytes")
+        entry[:head] = reply[:head]
+        entry[PAYLOAD_OFFSET : PAYLOAD_OFFSET + size] = reply[head:]
+        abi.URING_ENT_IN_OUT.pack_into(entry, ENT_IN_OUT_OFFSET, 0, 0, size, 0, 0)
+        return size
+    parts: Sequence[Any] = (reply,) if isinstance(reply, bytearray | memoryview) else reply
     placed = 0  # of the reply
     body = PAYLOAD_OFFSET
     room = len(entry)
