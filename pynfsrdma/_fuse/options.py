@@ -129,9 +129,9 @@ class MountOptions:
     keytab: str | None = None  # the machine's Kerberos key for the lease and state operations
     debug: bool = False
     channel: str = DEFAULT_CHANNEL  # what carries FUSE requests (fuse.channel.CHANNELS)
-    # the native channel takes requests by FUSE over io_uring where the kernel offers it (the fuse
-    # module's enable_uring; else by /dev/fuse, a warning when io_uring was asked for); noio_uring:
-    # by /dev/fuse; None: IO_URING_DEFAULT
+    # io_uring: the native channel takes requests by FUSE over io_uring where the kernel offers it
+    # (the fuse module's enable_uring; else by /dev/fuse, with a warning); noio_uring: by /dev/fuse;
+    # None: IO_URING_DEFAULT (off)
     io_uring: bool | None = None
     local_lock: str = "none"  # nfs(5)'s local_lock= (nolock: all), a key of LOCAL_LOCKS
     # the kernel gathers writes in its page cache and sends them as large WRITEs in the background
