@@ -22,6 +22,10 @@ answered EINTR); otherwise the request is answered as usual. The loop ends when 
 system is unmounted (the device reads ENODEV) or on :meth:`NativeChannel.terminate`; requests being
 answered then get a little time to finish. Notifications for the operations (``ops.kernel``) are
 written from a thread: the kernel may wait for requests of ours before it takes them.
+
+With ``io_uring`` (``-o io_uring``) and a kernel that offers FUSE over io_uring at INIT, the requests
+come by a ring instead (:mod:`.uring_channel`), answered by the same handlers; INIT, FORGET and
+INTERRUPT still come by /dev/fuse, read here.
 """
 
 from __future__ import annotations

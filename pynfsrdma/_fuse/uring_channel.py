@@ -138,7 +138,6 @@ class FuseRing:
         self.read_bytes_copied = 0  # READ data copied into entries
         self.write_bytes_copied = 0  # WRITE data copied out of them
         self.refused: str | None = None  # why the kernel refused the entries, if it did
-        self.registered = trio.Event()  # the first request came by the ring (or it was refused)
         self._ready: deque[Entry] = deque()
         self._stopping = False
         self._stopped = trio.Event()
@@ -213,7 +212,6 @@ class FuseRing:
         if self.refused is None:
             self.refused = os.strerror(err)
             log.warning("FUSE over io_uring refused by the kernel (%s): requests go through /dev/fuse", self.refused)
-        self.registered.set()
         self.stop()
 
     # -- the workers ---------------------------------------------------------------------------------
@@ -333,7 +331,6 @@ class FuseRing:
         for index, res in self.ring.completions():
             if res == 0:
                 self._ready.append(self.entries[index])
-                self.registered.set()
             elif -res in GOING:
                 log.debug("ring entry %d: %s", index, os.strerror(-res))
                 self.stop()
