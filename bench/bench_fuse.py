@@ -31,7 +31,10 @@ for all: NFS-Ganesha reads the directory once before anyone is listing it for ti
 cache is dropped before each listing and each read. The table shows the best of the rounds and,
 with more than one, their median; with two channels, the ratio of the first to the second. A
 channel written ``CHANNEL+OPT+...`` mounts with those ``-o`` options as well, so that two settings
-of one channel take turns in one run (``--channels native,native+nowriteback_cache``).
+of one channel take turns in one run (``--channels native,native+nowriteback_cache``); ``io_uring``
+and ``noio_uring`` go to the channel's ceiling as well, so that it takes requests the same way
+(``--channels native+io_uring,native+noio_uring``, with the kernel's switch on: ``echo Y >
+/sys/module/fuse/parameters/enable_uring``).
 ``--rpc-counts`` prints the mount's COMPOUNDs per untarred file and per listed entry (``pynfsrdma
 stats --json``). Each read line prints the CPU the mount daemon (user, system) and NFS-Ganesha spent
 per GiB; each lstat, ``ls -l`` and untar round, the daemon's CPU per name, entry or file (and for the
@@ -488,8 +491,12 @@ def run(args: argparse.Namespace) -> list[Row]:
                         f"{steal_share(s0, t):.0%}; the mount daemon's CPU {us_per_entry:.1f} µs per entry")
 
             def ceiling_round(ch: str, r: int) -> None:
+                base, *extra = ch.split("+")
                 ncmd = [PY, str(REPO / "bench" / "null_fuse.py"), str(nmnt), "--size", str(size), "--files",
-                        str(args.files), "--channel", ch.split("+")[0]]
+                        str(args.files), "--channel", base]
+                # (the ceiling takes requests the way the mount does: -o io_uring / noio_uring)
+                ncmd += [{"io_uring": "--io-uring", "noio_uring": "--no-io-uring"}[o]
+                         for o in [*args.mount_option, *extra] if o in ("io_uring", "noio_uring")]
                 rs = {k: rows[k].ceiling[ch] for k in rows}
                 with mounted(ncmd, nmnt, scratch / f"null-{ch}.log") as proc:
                     if "write" in want:

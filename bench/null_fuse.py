@@ -1,6 +1,7 @@
 """A do-nothing file system: the ceiling of FUSE (and of a FUSE channel on trio) on this machine.
 
     python bench/null_fuse.py MOUNTPOINT [--size BYTES] [--files N] [--channel native|pyfuse3]
+                              [--io-uring|--no-io-uring]
 
 It serves, with no I/O behind them:
 - ``zero``: a file of SIZE bytes of zeros (each read is a slice of one zero buffer: no copy);
@@ -29,7 +30,7 @@ from typing import Any
 
 import trio
 
-from pynfsrdma._fuse.channel import CHANNELS, DEFAULT_CHANNEL, Channel, open_channel
+from pynfsrdma._fuse.channel import CHANNELS, DEFAULT_CHANNEL, IO_URING_DEFAULT, Channel, open_channel
 from pynfsrdma._fuse.lowlevel import (
     ROOT_INODE,
     EntryAttributes,
@@ -260,10 +261,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size", type=int, default=1 << 30, help="bytes of the zero file (default 1 GiB)")
     p.add_argument("--files", type=int, default=10_000, help="entries of dir/ (default 10000)")
     p.add_argument("--channel", choices=CHANNELS, default=DEFAULT_CHANNEL, help="the FUSE channel")
+    p.add_argument("--io-uring", action=argparse.BooleanOptionalAction, default=IO_URING_DEFAULT,
+                   help="the native channel takes requests by FUSE over io_uring where the kernel offers it "
+                        "(as the mount's -o io_uring / noio_uring)")
     a = p.parse_args(argv)
     mp = os.path.abspath(a.mountpoint)
     ops = NullOperations(a.size, a.files)
-    channel = open_channel(a.channel, ops, mp, {"fsname=null", "subtype=null", "auto_unmount"})
+    channel = open_channel(a.channel, ops, mp, {"fsname=null", "subtype=null", "auto_unmount"}, io_uring=a.io_uring)
     channel.mount()
     try:
         trio.run(serve, channel, mp)

@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import Protocol
 
 from .lowlevel import Operations
+from .uring_channel import IO_URING_DEFAULT
+
+__all__ = ["CHANNELS", "DEFAULT_CHANNEL", "IO_URING_DEFAULT", "Channel", "open_channel"]
 
 CHANNELS = ("native", "pyfuse3")
 DEFAULT_CHANNEL = "native"
-
 
 class Channel(Protocol):
     name: str
@@ -31,13 +33,17 @@ class Channel(Protocol):
         ...
 
 
-def open_channel(name: str, ops: Operations, mountpoint: str, options: set[str]) -> Channel:
+def open_channel(
+    name: str, ops: Operations, mountpoint: str, options: set[str], io_uring: bool | None = None
+) -> Channel:
     """The channel ``name`` (one of CHANNELS) for ``ops`` on ``mountpoint``; ``options`` are the
-    mount's FUSE options (fsname=, subtype=, allow_other, default_permissions, ro, auto_unmount)."""
+    mount's FUSE options (fsname=, subtype=, allow_other, default_permissions, ro, auto_unmount).
+    ``io_uring``: the native channel takes requests by FUSE over io_uring where the kernel offers
+    it (None: IO_URING_DEFAULT, quietly where the kernel does not; pyfuse3 has no such way)."""
     if name == "native":
         from .devfuse import NativeChannel
 
-        return NativeChannel(ops, mountpoint, options)
+        return NativeChannel(ops, mountpoint, options, io_uring=io_uring)
     if name == "pyfuse3":
         from .via_pyfuse3 import Pyfuse3Channel
 

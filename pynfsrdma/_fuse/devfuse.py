@@ -22,10 +22,15 @@ answered EINTR); otherwise the request is answered as usual. The loop ends when 
 system is unmounted (the device reads ENODEV) or on :meth:`NativeChannel.terminate`; requests being
 answered then get a little time to finish. Notifications for the operations (``ops.kernel``) are
 written from a thread: the kernel may wait for requests of ours before it takes them.
+
+With ``io_uring`` (``-o io_uring``) and a kernel that offers FUSE over io_uring at INIT, the requests
+come by a ring instead (:mod:`.uring_channel`), answered by the same handlers; INIT, FORGET and
+INTERRUPT still come by /dev/fuse, read here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import logging
 import os
@@ -41,8 +46,8 @@ import trio
 from .._client import read_sink
 from .._client.write_buffers import StableBuffer
 from .._trio_compat import run_sync_abandoning
-from . import fusermount
-from .kernel import abi, notify, replies
+from . import fusermount, uring_channel
+from .kernel import abi, notify, replies, uring
 from .kernel import requests as rq
 from .kernel.forgets import Forgets
 from .kernel.init import LOCKS, WANTED, InitRefused, Negotiated, Wanted, negotiate
@@ -221,6 +226,7 @@ class NativeChannel:
         options: set[str],
         wanted: Wanted | None = None,
         splice: bool = SPLICE,
+        io_uring: bool | None = None,
     ) -> None:
         self.ops = ops
         self.spec = fusermount.MountSpec.from_options(mountpoint, options)
@@ -251,6 +257,11 @@ class NativeChannel:
             o.number for o in rq.OPCODES.values() if o.operation is not None and o.operation in ops.interruptible
         )
         self._notifiers = trio.CapacityLimiter(NOTIFIERS)
+        # requests by FUSE over io_uring where the kernel offers it (None: IO_URING_DEFAULT, and a
+        # kernel that does not offer it is no news; True: asked for, and its absence is a warning)
+        self.io_uring = uring_channel.IO_URING_DEFAULT if io_uring is None else io_uring
+        self._io_uring_asked = bool(io_uring)
+        self.ring: uring_channel.FuseRing | None = None
         ops.kernel = _Kernel(self)
 
     # -- the Channel interface -------------------------------------------------------------------------
@@ -291,6 +302,9 @@ class NativeChannel:
             "write_bytes_in_place": self.write_bytes_in_place,
             "write_bytes_copied": self.write_bytes_copied,
             "request_buffers_allocated": self.buffers.allocated,
+            "ring_requests": self.ring.requests if self.ring else 0,
+            "ring_read_bytes_copied": self.ring.read_bytes_copied if self.ring else 0,
+            "ring_write_bytes_copied": self.ring.write_bytes_copied if self.ring else 0,
         }
 
     def close(self) -> None:
@@ -299,6 +313,8 @@ class NativeChannel:
         if self._mounted is not None:
             self._mounted.unmount()
             self._mounted = None
+        if self.ring is not None:
+            self.ring.close()
         self._fd = -1
 
     # -- notifications -------------------------------------------------------------------------------
@@ -330,6 +346,8 @@ class NativeChannel:
         self._stopping = True
         self._stopped.set()
         self._standby.unpark_all()
+        if self.ring is not None:
+            self.ring.stop()
         if self._fd >= 0:
             trio.lowlevel.notify_closing(self._fd)  # (wakes the reader)
 
@@ -390,16 +408,16 @@ class NativeChannel:
             self.buffers.give_back(w.buf)
             w.buf = None
 
-    async def _answer(self, handler: Handler, req: rq.Request) -> Reply:
+    async def _answer(self, handler: Handler, req: rq.Request, hand_off: Callable[[], None] | None = None) -> Reply:
         """The reply to ``req``. The operation's first step runs here; if it has to wait, the reading
-        goes on in another worker meanwhile."""
+        goes on in another worker meanwhile (``hand_off``: of the ring's, when it came by the ring)."""
         coro = handler(self, req)
         try:
             try:
                 yielded = coro.send(None)
             except StopIteration as done:
                 return done.value
-            self._hand_off()
+            (hand_off or self._hand_off)()
             return await _resume(coro, yielded)
         except FUSEError as e:
             return replies.error(req.unique, e.errno)
@@ -502,7 +520,7 @@ class NativeChannel:
 
     def _init(self, req: rq.Init) -> None:
         try:
-            reply, agreed = negotiate(req, self.wanted)
+            reply, agreed = negotiate(req, self._wanted_with_ring(req))
         except InitRefused as e:
             log.error("%s", e)
             self._send(e.reply)
@@ -514,7 +532,39 @@ class NativeChannel:
             self._options = agreed.options
             self.ops.writeback_cache = agreed.has(abi.FUSE_WRITEBACK_CACHE)
             log.debug("FUSE %d.%d, flags %#x, max_write %d", agreed.major, agreed.minor, agreed.flags, agreed.max_write)
+            self._start_ring(agreed)
             self.initialized.set()
+
+    # -- FUSE over io_uring (uring_channel) -------------------------------------------------------------
+    def _wanted_with_ring(self, req: rq.Init) -> Wanted:
+        """What to ask for at INIT: FUSE over io_uring too, when the mount wants it, the kernel offers
+        it and an io_uring can be made (else the requests keep coming by /dev/fuse, said in one line)."""
+        if not self.io_uring or self.ring is not None:
+            return self.wanted
+        if not req.flags & abi.FUSE_OVER_IO_URING:
+            switch = uring_channel.kernel_switch()
+            log.log(logging.WARNING if self._io_uring_asked else logging.INFO,
+                    "the kernel offers no FUSE over io_uring (%s is %s): requests go through /dev/fuse",
+                    uring_channel.ENABLE_URING, "absent" if switch is None else "Y" if switch else "N")
+            return self.wanted
+        try:
+            self.ring = uring_channel.FuseRing(self._fd)
+        except OSError as e:
+            log.warning("no io_uring for FUSE (%s): requests go through /dev/fuse", e.strerror or e)
+            return self.wanted
+        return dataclasses.replace(self.wanted, flags=self.wanted.flags | abi.FUSE_OVER_IO_URING)
+
+    def _start_ring(self, agreed: Negotiated) -> None:
+        ring = self.ring
+        if ring is None:
+            return
+        if not agreed.has(abi.FUSE_OVER_IO_URING) or self._nursery is None:
+            self.ring = None
+            ring.close()
+            return
+        self._nursery.start_soon(
+            ring.serve, uring.payload_size(agreed.max_write, agreed.max_pages), self._answer, HANDLERS,
+            self._interrupts, self._interruptible, agreed.options, self.buffers, self._send)
 
     def _send(self, reply: Reply) -> None:
         try:

@@ -331,7 +331,7 @@ async def _serve(req: MountRequest, ready: Callable[[str | None], None], stop: S
                 )
             except (OSError, control_socket.ControlError) as e:  # the mount works without it
                 log.warning("no control socket for %s: %s", req.mountpoint, e)
-            channel = stop.channel = open_channel(o.channel, ops, req.mountpoint, fuse_options)
+            channel = stop.channel = open_channel(o.channel, ops, req.mountpoint, fuse_options, io_uring=o.io_uring)
             try:
                 channel.mount()
             except OSError as e:

@@ -129,6 +129,10 @@ class MountOptions:
     keytab: str | None = None  # the machine's Kerberos key for the lease and state operations
     debug: bool = False
     channel: str = DEFAULT_CHANNEL  # what carries FUSE requests (fuse.channel.CHANNELS)
+    # io_uring: the native channel takes requests by FUSE over io_uring where the kernel offers it
+    # (the fuse module's enable_uring; else by /dev/fuse, with a warning); noio_uring: by /dev/fuse;
+    # None: IO_URING_DEFAULT (off)
+    io_uring: bool | None = None
     local_lock: str = "none"  # nfs(5)'s local_lock= (nolock: all), a key of LOCAL_LOCKS
     # the kernel gathers writes in its page cache and sends them as large WRITEs in the background
     # (FUSE's writeback cache; the default); nowriteback_cache: every write(2) reaches the daemon
@@ -323,6 +327,9 @@ def parse_options(*texts: str | None, base: MountOptions | None = None) -> Mount
             elif k in ("writeback_cache", "nowriteback_cache"):
                 _flag(k, v)
                 o.writeback_cache = k == "writeback_cache"
+            elif k in ("io_uring", "noio_uring"):
+                _flag(k, v)
+                o.io_uring = k == "io_uring"
             elif k == "nodefault_permissions":
                 _flag(k, v)
                 o.default_permissions = False
@@ -441,7 +448,7 @@ _VALUES = {
 }
 _ALSO = {"vers": ["nfsvers=..."], "hard": ["soft"], "ro": ["rw"], "noac": ["ac"], "acregmin": ["actimeo=S"],
          "default_permissions": ["nodefault_permissions"], "local_lock": ["nolock", "lock"], "bg": ["fg"],
-         "pnfs": ["nopnfs"], "writeback_cache": ["nowriteback_cache"]}
+         "pnfs": ["nopnfs"], "writeback_cache": ["nowriteback_cache"], "io_uring": ["noio_uring"]}
 
 
 def _syntax(name: str, kind: str) -> str:

@@ -48,6 +48,9 @@ from pynfsrdma._trio_compat import run_sync_abandoning
 
 REPO = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
+# whether mounted() asks for FUSE over io_uring (tests/fuse/test_io_uring.py runs tests of this file
+# with it and the kernel's switch on; here, requests come by /dev/fuse whatever the switch says)
+IO_URING = False
 NOBODY = 65534
 T = TypeVar("T")
 
@@ -375,7 +378,7 @@ async def io(fn: Callable[..., T], *args: Any) -> T:
 @asynccontextmanager
 async def mounted(ops: MemOps, where: Path, options: frozenset[str] = frozenset()) -> AsyncIterator[NativeChannel]:
     where.mkdir()
-    channel = NativeChannel(ops, str(where), {"fsname=memfs", "subtype=memfs", *options})
+    channel = NativeChannel(ops, str(where), {"fsname=memfs", "subtype=memfs", *options}, io_uring=IO_URING)
     ops.channel = channel
     channel.mount()
     try:

@@ -245,6 +245,21 @@ NOTIFY_INVAL_INODE_OUT = struct.Struct("=Qqq")  # ino, off (-1: attributes only)
 NOTIFY_INVAL_ENTRY_OUT = struct.Struct("=QII")  # parent, namelen, flags; then the name and a NUL
 NOTIFY_DELETE_OUT = struct.Struct("=QQII")  # parent, child, namelen, padding; then the name and a NUL
 
+# -- FUSE over io_uring (7.42 on; fs/fuse/dev_uring.c) ---------------------------------------------------
+# the commands of IORING_OP_URING_CMD on /dev/fuse (enum fuse_uring_cmd)
+FUSE_IO_URING_CMD_REGISTER = 1  # register an entry's buffers and fetch a request
+FUSE_IO_URING_CMD_COMMIT_AND_FETCH = 2  # hand the reply in the entry over and fetch the next request
+# fuse_uring_req_header: in_out (fuse_in_header / fuse_out_header), op_in (the opcode's fixed
+# argument), then fuse_uring_ent_in_out
+FUSE_URING_IN_OUT_HEADER_SZ = 128
+FUSE_URING_OP_IN_OUT_SZ = 128
+# fuse_uring_ent_in_out: flags, commit_id, payload_sz, padding, reserved
+URING_ENT_IN_OUT = struct.Struct("=QQIIQ")
+URING_REQ_HEADER_SIZE = FUSE_URING_IN_OUT_HEADER_SZ + FUSE_URING_OP_IN_OUT_SZ + URING_ENT_IN_OUT.size
+# fuse_uring_cmd_req (the SQE's command bytes): flags, commit_id, qid, padding
+URING_CMD_REQ = struct.Struct("=QQH6x")
+URING_IOV_SEGS = 2  # an entry's buffers: the header and the payload
+
 # the largest a request's fixed part gets: what a read buffer needs beyond max_write (the kernel asks
 # for at least header + fuse_write_in + max_write; a name or an xattr value may add a little more)
 REQUEST_HEADER_ROOM = 4096

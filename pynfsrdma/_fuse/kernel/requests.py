@@ -12,12 +12,13 @@ the request's unique id when the header was whole (so that the request can still
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import abi
 
-Buffer = bytes | bytearray
+Buffer = bytes | bytearray | mmap.mmap
 
 
 class MalformedRequest(ValueError):
@@ -276,16 +277,18 @@ class Options:
     setxattr_ext: bool = False  # FUSE_SETXATTR_EXT: fuse_setxattr_in is 16 bytes, not 8
 
 
-def decode(buf: Buffer, length: int, view: memoryview | None = None, options: Options | None = None) -> Request:
-    """The request in ``buf[:length]`` (``view``: a memoryview of ``buf``, for speed). Raises
-    :class:`MalformedRequest`."""
+def decode(
+    buf: Buffer, length: int, view: memoryview | None = None, options: Options | None = None, offset: int = 0
+) -> Request:
+    """The request in ``buf[offset:offset + length]`` (``view``: a memoryview of all of ``buf``, for
+    speed). Raises :class:`MalformedRequest`."""
     if length < abi.IN_HEADER.size:
         raise MalformedRequest(f"{length} bytes, shorter than fuse_in_header")
-    total, opcode, unique, nodeid, uid, gid, pid, extlen, _ = abi.IN_HEADER.unpack_from(buf, 0)
+    total, opcode, unique, nodeid, uid, gid, pid, extlen, _ = abi.IN_HEADER.unpack_from(buf, offset)
     if total != length:
         raise MalformedRequest(f"header says {total} bytes, {length} read", unique, opcode)
-    end = length - extlen * 8  # request extensions (none asked for) follow the arguments
-    if end < abi.IN_HEADER.size:
+    end = offset + length - extlen * 8  # request extensions (none asked for) follow the arguments
+    if end < offset + abi.IN_HEADER.size:
         raise MalformedRequest(f"extensions of {extlen * 8} bytes do not fit", unique, opcode)
     h: Header = (unique, opcode, nodeid, uid, gid, pid)
     op = OPCODES.get(opcode)
@@ -296,7 +299,7 @@ def decode(buf: Buffer, length: int, view: memoryview | None = None, options: Op
         view = memoryview(buf)
     if opcode == abi.FUSE_SETXATTR and options is not None and options.setxattr_ext:
         decoder = _setxattr_ext
-    return decoder(h, buf, view, abi.IN_HEADER.size, end)
+    return decoder(h, buf, view, offset + abi.IN_HEADER.size, end)
 
 
 def _need(h: Header, start: int, end: int, size: int, what: str) -> None:
@@ -306,7 +309,7 @@ def _need(h: Header, start: int, end: int, size: int, what: str) -> None:
 
 def _name(h: Header, buf: Buffer, view: memoryview, start: int, end: int) -> tuple[bytes, int]:
     """The NUL-terminated name at ``start`` and the offset after its NUL."""
-    nul = buf.find(0, start, end)
+    nul = buf.find(b"\0", start, end)
     if nul < 0:
         raise MalformedRequest("a name without its terminating NUL", h[0], h[1])
     return bytes(view[start:nul]), nul + 1
