@@ -128,6 +128,7 @@ class _Loop:
         self._door = threading.Lock()  # guards the two below, between the callers and the listener
         self._listening = False  # the listener waits on _wake for a call
         self._handed: _Call | None = None  # the call written to _wake, not taken yet
+        self._running_in: int | None = None  # the process whose thread runs the loop, while it runs
         self._thread = threading.Thread(
             target=self._main, args=(options,), name="pynfsrdma-sync", daemon=True
         )
@@ -137,6 +138,8 @@ class _Loop:
             raise self._error
 
     def _main(self, options: ConnectOptions) -> None:
+        self._running_in = os.getpid()
+
         async def run() -> None:
             self._token = trio.lowlevel.current_trio_token()
             self._stop = trio.Event()
@@ -156,6 +159,7 @@ class _Loop:
         try:
             trio.run(run)
         finally:
+            self._running_in = None
             os.close(self._wake)
 
     @property
@@ -166,7 +170,8 @@ class _Loop:
 
     @property
     def alive(self) -> bool:
-        return self._token is not None and self._thread.is_alive()
+        """The loop runs, in this process (a forked child has no thread of its parent's)."""
+        return self._token is not None and self._running_in == os.getpid()
 
     async def _carry_out(self, call: _Call) -> None:
         """Await ``call`` and keep its outcome in it (the task that carried it out wakes the caller:
@@ -246,9 +251,9 @@ class _Loop:
     def call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         """``await fn(*args, **kwargs)`` on the loop, waited for in this thread."""
         token = self._token
-        if token is None or self._calls is None or not self._thread.is_alive():
+        if token is None or self._calls is None or self._running_in != os.getpid():
             raise _closed()
-        if threading.current_thread() is self._thread:
+        if threading.get_ident() == self._thread.ident:
             raise RuntimeError("the blocking client called from its own event loop")
         waker = _waker()
         call = _Call(fn, args, kwargs, waker)

@@ -6,6 +6,7 @@ import errno
 import fcntl
 import gc
 import os
+import select
 import signal
 import threading
 
@@ -268,3 +269,32 @@ def test_threads_that_called_and_ended_leave_no_descriptor_open(ganesha: Ganesha
         gc.collect()
         assert sizes == [100] * 120
         assert _eventfds() <= before  # (40 threads called; an earlier test's loop may have closed since)
+
+
+def test_a_forked_child_is_told_the_connection_is_closed(ganesha: Ganesha, export_path: ExportPath) -> None:
+    """The loop's thread is not in a forked child: a call there fails at once saying so (it would
+    otherwise wait for a loop that is not there)."""
+    (export_path.local / "f").write_bytes(b"x" * 100)
+    with connect(f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}") as nfs:
+        assert nfs.stat("/f").size == 100
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: what its call said, on the pipe
+            try:
+                nfs.stat("/f")
+                said = "answered"
+            except RuntimeError as e:
+                said = f"{nfs.closed} {e}"
+            os.write(w, said.encode())
+            os._exit(0)
+        os.close(w)
+        try:
+            ready, _, _ = select.select([r], [], [], 20)
+            said = os.read(r, 200).decode() if ready else "no answer in 20 s"
+        finally:
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(r)
+        assert said == "True the connection is closed"
+        assert nfs.stat("/f").size == 100
