@@ -41,10 +41,12 @@ from ._client.url import URLError, check_url_options, parse_url, reads_per_compo
 from ._session.errors import NotNFSv41Server
 
 CONNECT_ARGS = ("timeout", "hard", "timeo", "retrans", "rsize", "wsize", "groups")
+CLEANED_PATHS = 4096  # paths as given -> as :meth:`NFSFileSystem._path` gives them, kept (then forgotten all at once)
 
 _clients: dict[tuple[Any, ...], SyncClient] = {}  # this process's clients, by their options
 _clients_pid = os.getpid()
 _clients_lock = threading.Lock()
+_cleaned: dict[str, str] = {}  # (a pure function of the string: shared by every file system)
 
 
 def _close_all() -> None:
@@ -176,11 +178,21 @@ class NFSFileSystem(AbstractFileSystem):
     def _path(self, path: Any) -> str:
         """The path to hand to the client: as :meth:`_strip_protocol` gives it, with the trailing ``/``
         of a path written as a directory's kept, so that the client answers ENOTDIR for ``file/``
-        (fsspec strips it from the names it lists and compares)."""
+        (fsspec strips it from the names it lists and compares). A string is cleaned once: the
+        answer is kept for the next call with it (:data:`CLEANED_PATHS` of them)."""
+        if type(path) is str:
+            cleaned = _cleaned.get(path)
+            if cleaned is not None:
+                return cleaned
         stripped: str = self._strip_protocol(path)
         raw = stringify_path(path)
         written = urlsplit(raw).path if raw.startswith("nfs://") else raw
-        return stripped + "/" if stripped != "/" and names_a_directory(written) else stripped
+        cleaned = stripped + "/" if stripped != "/" and names_a_directory(written) else stripped
+        if type(path) is str:
+            if len(_cleaned) >= CLEANED_PATHS:
+                _cleaned.clear()
+            _cleaned[path] = cleaned
+        return cleaned
 
     def unstrip_protocol(self, name: str) -> str:
         u = urlsplit(self.url)
@@ -188,11 +200,12 @@ class NFSFileSystem(AbstractFileSystem):
 
     # -- metadata ---------------------------------------------------------------------------------------
     def _details(self, path: str, attrs: FileAttrs, link: FileAttrs | None = None) -> dict[str, Any]:
+        mode = attrs.st_mode
         return {
             "name": path,
             "size": attrs.size,
-            "type": "directory" if attrs.is_dir else "file" if stat.S_ISREG(attrs.st_mode) else "other",
-            "mode": attrs.st_mode,
+            "type": "directory" if attrs.is_dir else "file" if stat.S_ISREG(mode) else "other",
+            "mode": mode,
             "uid": attrs.uid,
             "gid": attrs.gid,
             "nlink": attrs.nlink,

@@ -34,24 +34,58 @@ from .url import NfsURL
 T = TypeVar("T")
 
 
+class _Waker:
+    """The eventfd a caller's thread waits on for the outcome of its call (one per thread, made on
+    its first call, closed when nothing refers to it any more: the thread ended, or a call it
+    stopped waiting for was carried out).
+
+    ``os.eventfd_write`` lets go of the GIL for the write that wakes the caller, where a lock's
+    release keeps it: the caller woken takes the GIL and runs at once, and the loop's thread takes
+    it back when the caller next waits, instead of the two threads waking each other by turns for
+    the GIL until the loop's thread reaches its next I/O wait."""
+
+    __slots__ = ("fd", "pid")
+
+    def __init__(self) -> None:
+        self.fd = os.eventfd(0, os.EFD_CLOEXEC)
+        self.pid = os.getpid()
+
+    def __del__(self, close: Callable[[int], None] = os.close) -> None:
+        close(self.fd)
+
+
+_wakers = threading.local()
+
+
+def _waker() -> _Waker:
+    """This thread's waker (a new one in a forked child: the parent's is shared with it)."""
+    waker: _Waker | None = getattr(_wakers, "waker", None)
+    if waker is None or waker.pid != os.getpid():
+        waker = _wakers.waker = _Waker()
+    return waker
+
+
 class _Call:
     """One call handed from a caller's thread to the loop: what to await, and its outcome, handed
-    back under a lock the caller waits on."""
+    back by writing the caller's waker."""
 
-    __slots__ = ("args", "done", "fn", "kwargs", "ok", "value")
+    __slots__ = ("args", "fn", "kwargs", "ok", "value", "waker")
 
-    def __init__(self, fn: Callable[..., Awaitable[Any]], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def __init__(self, fn: Callable[..., Awaitable[Any]], args: tuple[Any, ...], kwargs: dict[str, Any],
+                 waker: _Waker) -> None:
         self.fn = fn
         self.args = args
         self.kwargs = kwargs
         self.ok = False
         self.value: Any = None
-        self.done = threading.Lock()
-        self.done.acquire()
+        self.waker = waker
+
+    def done(self) -> None:
+        os.eventfd_write(self.waker.fd, 1)
 
     def fail(self, error: BaseException) -> None:
         self.value = error
-        self.done.release()
+        self.done()
 
 
 class _Worker:
@@ -72,10 +106,11 @@ class _Loop:
     """A trio loop in a daemon thread that keeps one Client open.
 
     The calls of other threads are carried out by worker tasks of the loop that stay for the next
-    call when one is done, and one lock the caller waits on. One worker, the listener, waits on an
-    eventfd of its own: a call that finds it waiting is handed to it directly (the eventfd written,
-    the listener woken by the loop's own I/O wait, the call carried out in the same step of the
-    loop). A call that comes while the listener is busy goes by a ``run_sync_soon`` callback that
+    call when one is done; an outcome wakes its caller through the caller's :class:`_Waker`. One
+    worker, the listener, waits on an eventfd of its own: a call that finds it waiting is handed to
+    it directly (the eventfd written, the listener woken by the loop's own I/O wait, the call
+    carried out in the same step of the loop; its caller woken once the listener listens again).
+    A call that comes while the listener is busy goes by a ``run_sync_soon`` callback that
     hands it to an idle worker (``trio.lowlevel.reschedule``) or a new one: there are as many
     workers as calls were ever in flight at once. (``trio.from_thread.run`` queues the call for a
     system task that starts a task for it, which a small call would mostly be; a callback costs
@@ -93,6 +128,7 @@ class _Loop:
         self._door = threading.Lock()  # guards the two below, between the callers and the listener
         self._listening = False  # the listener waits on _wake for a call
         self._handed: _Call | None = None  # the call written to _wake, not taken yet
+        self._running_in: int | None = None  # the process whose thread runs the loop, while it runs
         self._thread = threading.Thread(
             target=self._main, args=(options,), name="pynfsrdma-sync", daemon=True
         )
@@ -102,6 +138,8 @@ class _Loop:
             raise self._error
 
     def _main(self, options: ConnectOptions) -> None:
+        self._running_in = os.getpid()
+
         async def run() -> None:
             self._token = trio.lowlevel.current_trio_token()
             self._stop = trio.Event()
@@ -121,6 +159,7 @@ class _Loop:
         try:
             trio.run(run)
         finally:
+            self._running_in = None
             os.close(self._wake)
 
     @property
@@ -131,10 +170,12 @@ class _Loop:
 
     @property
     def alive(self) -> bool:
-        return self._token is not None and self._thread.is_alive()
+        """The loop runs, in this process (a forked child has no thread of its parent's)."""
+        return self._token is not None and self._running_in == os.getpid()
 
     async def _carry_out(self, call: _Call) -> None:
-        """Await ``call`` and hand its outcome to the caller's thread."""
+        """Await ``call`` and keep its outcome in it (the task that carried it out wakes the caller:
+        when it is ready for the caller's next call)."""
         try:
             call.value = await call.fn(*call.args, **call.kwargs)
             call.ok = True
@@ -142,26 +183,29 @@ class _Loop:
             call.fail(RuntimeError("the connection closed during the call"))
             raise
         except BaseException as e:  # (handed to the caller, as from_thread.run does)
-            call.fail(e)
-        else:
-            call.done.release()
+            call.value = e
 
     async def _listen(self) -> None:
         """The listener: wait on the eventfd for a call handed to it directly, carry it out, wait again."""
         fd, door = self._wake, self._door
+        finished: _Call | None = None
         try:
             while True:
                 with door:
                     self._listening = True
+                if finished is not None:  # (its caller woken now finds the listener listening)
+                    finished.done()
+                    finished = None
                 await trio.lowlevel.wait_readable(fd)
                 try:
                     os.eventfd_read(fd)
                 except BlockingIOError:  # (woken with nothing written)
                     continue
-                with door:
-                    call, self._handed = self._handed, None
+                # (the call was handed before the write, by the one caller that found _listening set)
+                call, self._handed = self._handed, None
                 if call is not None:
                     await self._carry_out(call)
+                    finished = call
                 del call
         finally:  # (the loop closes: a call handed and not taken fails saying so)
             with door:
@@ -179,14 +223,15 @@ class _Loop:
             idle.remove(me)
             return trio.lowlevel.Abort.SUCCEEDED
 
-        while True:
-            await self._carry_out(call)
-            del call
+        handed: _Call | None = call
+        del call
+        while handed is not None:
+            await self._carry_out(handed)
             idle.append(me)
+            handed.done()
+            handed = None  # (the caller's waker is not kept alive by an idle worker)
             await trio.lowlevel.wait_task_rescheduled(abort)
             handed, me.call = me.call, None
-            assert handed is not None
-            call = handed
 
     def _hand_over(self, call: _Call) -> None:
         """On the loop (where a callback must not raise): ``call`` to an idle worker or a new one."""
@@ -206,11 +251,12 @@ class _Loop:
     def call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         """``await fn(*args, **kwargs)`` on the loop, waited for in this thread."""
         token = self._token
-        if token is None or self._calls is None or not self._thread.is_alive():
+        if token is None or self._calls is None or self._running_in != os.getpid():
             raise _closed()
-        if threading.current_thread() is self._thread:
+        if threading.get_ident() == self._thread.ident:
             raise RuntimeError("the blocking client called from its own event loop")
-        call = _Call(fn, args, kwargs)
+        waker = _waker()
+        call = _Call(fn, args, kwargs, waker)
         with self._door:
             direct = self._listening
             if direct:  # to the listener
@@ -222,7 +268,13 @@ class _Loop:
                 token.run_sync_soon(self._hand_over, call)
             except trio.RunFinishedError:
                 raise _closed() from None
-        call.done.acquire()
+        try:
+            os.eventfd_read(waker.fd)
+        except BaseException:
+            # interrupted (KeyboardInterrupt): the loop still writes this waker when the call ends,
+            # so the thread's next call waits on a new one
+            _wakers.waker = None
+            raise
         if call.ok:
             result: T = call.value
             return result

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import gc
+import os
+import select
+import signal
 import threading
 
 import pytest
@@ -194,3 +198,103 @@ def test_a_call_in_flight_when_the_connection_closes_says_so(ganesha: Ganesha, e
     assert [str(e) for e in failed] == ["the connection closed during the call"]
     with pytest.raises(RuntimeError, match=r"^the connection is closed$"):
         nfs.stat("/")
+
+
+class _Alarm(Exception):
+    pass
+
+
+def test_a_wait_interrupted_leaves_the_threads_next_calls_their_own_answers(
+        ganesha: Ganesha, export_path: ExportPath) -> None:
+    """A caller's wait broken by a signal (as Ctrl-C breaks it) raises there; the call it left goes
+    on, and when it ends it wakes no later call of that thread: each gets its own answer."""
+    (export_path.local / "f").write_bytes(b"x" * 100)
+    with connect(f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}") as nfs:
+        nfs.stat("/f")
+        left_ended = threading.Event()
+
+        async def slow() -> str:
+            await trio.sleep(0.5)
+            left_ended.set()
+            return "the call left"
+
+        def alarm(signum: int, frame: object) -> None:
+            raise _Alarm
+
+        old = signal.signal(signal.SIGALRM, alarm)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0.1)
+            with pytest.raises(_Alarm):
+                nfs._loop.call(slow)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+        assert left_ended.wait(10)
+        assert nfs.read_bytes("/f", 0, 3) == b"xxx"
+        assert nfs.stat("/f").size == 100
+        with pytest.raises(FileNotFoundError):
+            nfs.stat("/missing")
+
+
+def _eventfds() -> int:
+    """How many eventfds this process has open."""
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            n += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[eventfd]"
+        except FileNotFoundError:  # (the listing's own)
+            pass
+    return n
+
+
+def test_threads_that_called_and_ended_leave_no_descriptor_open(ganesha: Ganesha, export_path: ExportPath) -> None:
+    """Each calling thread waits on a descriptor of its own, made at its first call; it is closed
+    when the thread ends."""
+    (export_path.local / "f").write_bytes(b"x" * 100)
+    with connect(f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}") as nfs:
+        nfs.stat("/f")
+        gc.collect()
+        before = _eventfds()
+        sizes: list[int] = []
+
+        def calls() -> None:
+            sizes.extend(nfs.stat("/f").size for _ in range(3))
+
+        for _ in range(5):
+            threads = [threading.Thread(target=calls) for _ in range(8)]
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
+        gc.collect()
+        assert sizes == [100] * 120
+        assert _eventfds() <= before  # (40 threads called; an earlier test's loop may have closed since)
+
+
+def test_a_forked_child_is_told_the_connection_is_closed(ganesha: Ganesha, export_path: ExportPath) -> None:
+    """The loop's thread is not in a forked child: a call there fails at once saying so (it would
+    otherwise wait for a loop that is not there)."""
+    (export_path.local / "f").write_bytes(b"x" * 100)
+    with connect(f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}") as nfs:
+        assert nfs.stat("/f").size == 100
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: what its call said, on the pipe
+            try:
+                nfs.stat("/f")
+                said = "answered"
+            except RuntimeError as e:
+                said = f"{nfs.closed} {e}"
+            os.write(w, said.encode())
+            os._exit(0)
+        os.close(w)
+        try:
+            ready, _, _ = select.select([r], [], [], 20)
+            said = os.read(r, 200).decode() if ready else "no answer in 20 s"
+        finally:
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(r)
+        assert said == "True the connection is closed"
+        assert nfs.stat("/f").size == 100

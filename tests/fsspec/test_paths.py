@@ -34,3 +34,28 @@ def test_a_file_written_as_a_directory_is_not_a_directory(ganesha: Ganesha, expo
     assert sorted(p.name for p in export_path.local.iterdir()) == ["victim.txt"]
     assert list(tmp_path.iterdir()) == []
     assert (export_path.local / "victim.txt").read_bytes() == b"keep me"
+
+
+def test_each_way_of_writing_a_path_keeps_its_own_answer(ganesha: Ganesha, export_path: ExportPath) -> None:
+    """A path's cleaned form is remembered by the string as written: the same file named plainly,
+    by URL, with ``..`` or ``//`` in it, and as a directory's (``file/``), in turns and past the
+    number of paths remembered, each gets its own answer."""
+    from pynfsrdma.fsspec import CLEANED_PATHS
+
+    fs = fsspec.filesystem("nfs", host=ganesha.host, port=ganesha.port)
+    (export_path.local / "d").mkdir()
+    (export_path.local / "d" / "f").write_bytes(b"12345")
+    base = export_path.remote
+    url = f"nfs://{ganesha.host}:{ganesha.port}{base}/d/f"
+    named = [f"{base}/d/f", url, f"{base}/d/../d/f", f"{base}//d///f", f"{base.lstrip('/')}/d/f"]
+    for _ in range(2):
+        for p in named:
+            assert fs.info(p)["name"] == f"{base}/d/f", p
+            assert fs.cat_file(p, 1, 3) == b"23", p
+        for p in (f"{base}/d/f/", url + "/", f"{base}/d/../d/f/."):
+            with pytest.raises(NotADirectoryError):
+                fs.info(p)
+        for i in range(CLEANED_PATHS + 1):  # (more paths than are kept)
+            fs._path(f"{base}/other-{i}")
+    assert fs.info(f"{base}/d/")["type"] == "directory"
+    assert fs.info(f"{base}/d")["name"] == f"{base}/d"
