@@ -8,7 +8,6 @@ from __future__ import annotations
 import errno
 import posixpath
 
-import cachetools
 import trio
 
 from .._errors import NFS4Error
@@ -17,6 +16,7 @@ from .._rpc.auth import Credential
 from .attributes import FileAttrs
 from .dir_entry import DirEntry
 from .nfs4 import ListedEntry, NFSv4
+from .timed_map import TimedMap
 
 MAX_SYMLINKS = 40
 
@@ -37,7 +37,7 @@ class ExportPaths:
         self.cred = cred
         self.root_fh = b""  # (set once the export is looked up)
         # directory path -> file handle (short-lived; a renamed directory is looked up again)
-        self._dirs: cachetools.TTLCache[str, bytes] = cachetools.TTLCache(maxsize=4096, ttl=3.0)
+        self._dirs: TimedMap[str, bytes] = TimedMap(4096, 3.0)
         self._looking_up: dict[str, trio.Event] = {}  # directory path -> set when its lookup is answered
 
     def norm(self, path: str) -> str:
@@ -122,8 +122,8 @@ class ExportPaths:
 
     def forget(self, path: str) -> None:
         path = self.norm(path)
-        for k in [k for k in self._dirs if k == path or k.startswith(path + "/")]:
-            self._dirs.pop(k, None)
+        for k in [k for k, _ in self._dirs.items() if k == path or k.startswith(path + "/")]:
+            self._dirs.pop(k)
 
     async def target_or_none(self, path: str) -> FileAttrs | None:
         """What a symbolic link in a listing points to, or None when it leads nowhere: a link whose
