@@ -383,11 +383,13 @@ class SoftConnection(Connection):
         self._next_id = (wr_id + 1) & 0xFFFFFFFF or 1
         pending = _Pending(sink, pins)
         self._pending[wr_id] = pending
+        sent = False  # the whole frame went out: the peer may act on it
         try:
             await self._frame(op, flags, wr_id, handle, address, length, data)
+            sent = True
             await pending.done.wait()
         finally:
-            if pending.pins and not pending.done.is_set():
+            if sent and pending.pins and not pending.done.is_set():
                 pending.abandoned = True  # the peer may still copy: its acknowledgement releases
             else:
                 self._pending.pop(wr_id, None)
