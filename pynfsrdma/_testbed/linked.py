@@ -208,13 +208,14 @@ def start(
 
 
 def _start_responder(ns: Namespace, state: dict[str, Any], link: Link) -> None:
-    """The RPC-over-RDMA responder (software provider) of ``link``, listening on its address."""
+    """The RPC-over-RDMA responder (software provider) of ``link``, listening on its address; its
+    RDMA data goes over the emulation's socket, so that the link's rate limit and counters see it."""
     state_dir = Path(state["state_dir"])
     log = state_dir / "rdma.log"
     proc = _spawn(
         ns,
         ["-m", "pynfsrdma._testbed.rdma_responder", "--listen", f"{link.address}:{NFS_RDMA_PORT}",
-         "--target", f"127.0.0.1:{NFS_PORT}", "--provider", "soft"],
+         "--target", f"127.0.0.1:{NFS_PORT}", "--provider", "soft", "--no-placement"],
         log,
     )  # fmt: skip
     state["processes"]["rdma"] = ProcessRecord.of(proc.pid, "pynfsrdma._testbed.rdma_responder").to_json()

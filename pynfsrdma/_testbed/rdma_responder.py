@@ -667,8 +667,9 @@ def start_responder_process(
 
 async def _main_async(args: argparse.Namespace) -> None:
     from .._transport.rdma import make_provider
+    from .._transport.rdma.soft import SoftProvider
 
-    provider = make_provider(args.provider)
+    provider = SoftProvider(one_host=False) if args.no_placement else make_provider(args.provider)
     async with trio.open_nursery() as nursery:
         responder = await serve_rdma(
             nursery, provider, args.listen[0], args.listen[1], args.target[0], args.target[1],
@@ -698,8 +699,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--provider", default="soft", help="verbs provider: soft or pyverbs")
     ap.add_argument("--credits", type=int, default=DEFAULT_CREDITS)
     ap.add_argument("--inline", type=int, default=DEFAULT_INLINE, help="inline send/receive size")
+    ap.add_argument(
+        "--no-placement", action="store_true",
+        help="software provider: RDMA Read/Write data over its socket even on one host (so that a "
+        "rate-limited link carries it), not copied straight between the two processes' memory",
+    )  # fmt: skip
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
+    if args.no_placement and args.provider != "soft":
+        ap.error("--no-placement is for --provider soft")
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",

@@ -25,7 +25,7 @@ from pynfsrdma._testbed.procs import wait_pid_gone
 from pynfsrdma._testbed.rdma_responder import Responder, compound_has_op, serve_rdma, start_responder_process
 from pynfsrdma._transport.rdma import connect_rdma, make_provider
 from pynfsrdma._transport.rdma.provider import NoRdmaDevice
-from pynfsrdma._transport.rdma.soft import SoftProvider
+from pynfsrdma._transport.rdma.soft import SoftConnection, SoftProvider
 from pynfsrdma._transport.rdma.transport import RdmaTransport, WriteChunkSink
 from pynfsrdma._xdr import Packer
 
@@ -246,6 +246,27 @@ async def test_responder_as_a_process(ganesha, export_path, tmp_path: Path):
         async with Client.connect(url) as nfs:
             await nfs.write_file("/p", b"through a responder process" * 100)
             assert await nfs.read_file("/p") == b"through a responder process" * 100
+    finally:
+        os.kill(pid, 15)
+        assert wait_pid_gone(pid, 10)
+
+
+async def test_a_responder_process_places_the_data_in_the_clients_memory(ganesha, export_path, tmp_path: Path):
+    """The responder in a process of its own, as in bench_rdma: the client, the target of its RDMA
+    Reads and Writes, copies each chunk once between the two processes' memories (the NIC's DMA),
+    and nothing of the payload crosses the emulation's socket."""
+    data = data_of(4 * MiB, 3)
+    pid, port = start_responder_process(ganesha.host, ganesha.port, log_path=tmp_path / "r.log")
+    try:
+        url = f"nfs://127.0.0.1:{port}{export_path.remote}?proto=rdma&provider=soft"
+        async with Client.connect(url) as nfs:
+            conn = transport_of(nfs).conn
+            assert isinstance(conn, SoftConnection) and conn.reaches_peer
+            await nfs.write_file("/placed", data)
+            assert conn.counters.bytes_placed == len(data)  # pulled by the responder's RDMA Reads
+            assert await nfs.read_file("/placed") == data
+            assert conn.counters.bytes_placed == 2 * len(data)  # and its RDMA Writes
+            assert (export_path.local / "placed").read_bytes() == data
     finally:
         os.kill(pid, 15)
         assert wait_pid_gone(pid, 10)

@@ -1,7 +1,14 @@
-"""The software verbs provider: two endpoints over loopback TCP in one trio process."""
+"""The software verbs provider: two endpoints over loopback TCP in one trio process.
+
+Both ends share one host, so RDMA Read and Write data is placed directly (the target copies it
+from or into the initiator's memory); the tests of access rules run both ways, with
+``one_host=False`` as well (the data over the socket)."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 from contextlib import asynccontextmanager
 
 import pytest
@@ -9,20 +16,23 @@ import trio
 import trio.testing
 
 from pynfsrdma._transport.base import ConnectionLost, ConnectRefused
+from pynfsrdma._transport.rdma import cross_memory
 from pynfsrdma._transport.rdma.provider import (
     Access,
     LengthError,
     ReceiverNotReady,
     RemoteAccessError,
+    buffer_address,
 )
 from pynfsrdma._transport.rdma.soft import SoftProvider
 
 RW = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ
+BOTH_WAYS = pytest.mark.parametrize("one_host", [True, False], ids=["placed", "over-the-socket"])
 
 
 @asynccontextmanager
-async def pair(client_pd=b"hello", server_pd=b"world"):
-    prov = SoftProvider()
+async def pair(client_pd=b"hello", server_pd=b"world", one_host=True):
+    prov = SoftProvider(one_host=one_host)
     async with trio.open_nursery() as nursery:
         lst = await prov.listen(nursery, "127.0.0.1", 0, server_pd)
         async with trio.open_nursery() as inner:
@@ -79,8 +89,9 @@ async def test_send_receive_gathered_and_in_order():
         assert r1.region is bufs[0] and r1.invalidated is None
 
 
-async def test_rdma_write_and_read_against_registered_memory():
-    async with pair() as (c, s):
+@BOTH_WAYS
+async def test_rdma_write_and_read_against_registered_memory(one_host):
+    async with pair(one_host=one_host) as (c, s):
         target = bytearray(100)
         region = s.register(target, Access.REMOTE_WRITE | Access.REMOTE_READ | Access.LOCAL_WRITE)
         await c.rdma_write([b"hello ", b"world"], region.handle, region.address + 10)
@@ -88,10 +99,12 @@ async def test_rdma_write_and_read_against_registered_memory():
         sink = c.register(bytearray(11), Access.LOCAL_WRITE)
         await c.rdma_read(sink, 0, region.handle, region.address + 10, 11)
         assert bytes(sink.buffer) == b"hello world"
+        assert s.counters.bytes_placed == (22 if one_host else 0)  # the target copied, as a DMA
 
 
-async def test_write_then_send_arrive_in_order():
-    async with pair() as (c, s):
+@BOTH_WAYS
+async def test_write_then_send_arrive_in_order(one_host):
+    async with pair(one_host=one_host) as (c, s):
         target = bytearray(8)
         region = s.register(target, Access.REMOTE_WRITE)
         rb = s.register(bytearray(16), Access.LOCAL_WRITE)
@@ -103,9 +116,10 @@ async def test_write_then_send_arrive_in_order():
         assert bytes(r.data) == b"done" and bytes(target) == b"12345678"
 
 
+@BOTH_WAYS
 @pytest.mark.parametrize("case", ["unknown", "out_of_bounds", "invalidated", "no_right", "deregistered"])
-async def test_bad_remote_access_fails_the_operation_and_the_connection(case):
-    async with pair() as (c, s):
+async def test_bad_remote_access_fails_the_operation_and_the_connection(case, one_host):
+    async with pair(one_host=one_host) as (c, s):
         buf = bytearray(32)
         access = Access.REMOTE_READ if case == "no_right" else Access.REMOTE_WRITE
         region = s.register(buf, access)
@@ -127,8 +141,9 @@ async def test_bad_remote_access_fails_the_operation_and_the_connection(case):
             await s.receive()  # and so is the target's
 
 
-async def test_rdma_read_of_write_only_memory_fails():
-    async with pair() as (c, s):
+@BOTH_WAYS
+async def test_rdma_read_of_write_only_memory_fails(one_host):
+    async with pair(one_host=one_host) as (c, s):
         region = s.register(bytearray(16), Access.REMOTE_WRITE)
         sink = c.register(bytearray(16), Access.LOCAL_WRITE)
         with pytest.raises(RemoteAccessError):
@@ -150,8 +165,9 @@ async def test_send_larger_than_the_receive_buffer_is_fatal():
             await c.send([b"too long"])
 
 
-async def test_send_with_invalidate_reports_and_invalidates_the_region():
-    async with pair() as (c, s):
+@BOTH_WAYS
+async def test_send_with_invalidate_reports_and_invalidates_the_region(one_host):
+    async with pair(one_host=one_host) as (c, s):
         region = s.register(bytearray(16), Access.REMOTE_WRITE)
         s.post_recv(s.register(bytearray(16), Access.LOCAL_WRITE))
         await c.send([b"reply"], invalidate=region.handle)
@@ -220,13 +236,14 @@ async def test_send_region_sends_a_registered_buffer_as_it_lies_and_fails_with_t
             await c.send_region(buf, 15)
 
 
-async def test_a_window_reaches_its_bytes_only_and_only_until_invalidated():
-    async with pair() as (c, s):
+@BOTH_WAYS
+async def test_a_window_reaches_its_bytes_only_and_only_until_invalidated(one_host):
+    async with pair(one_host=one_host) as (c, s):
         mem = bytearray(8192)
         base = c.register(mem, Access.LOCAL_WRITE | Access.BIND)
         with pytest.raises(RemoteAccessError):  # the registration itself gives no remote access
             await s.rdma_write([b"x"], base.handle, base.address)
-    async with pair() as (c, s):
+    async with pair(one_host=one_host) as (c, s):
         mem = bytearray(8192)
         base = c.register(mem, Access.LOCAL_WRITE | Access.BIND)
         w = c.bind(base, 4096, 100, Access.REMOTE_WRITE)
@@ -235,7 +252,7 @@ async def test_a_window_reaches_its_bytes_only_and_only_until_invalidated():
         assert mem[4096:4196] == b"y" * 100 and mem[4196] == 0
         with pytest.raises(RemoteAccessError):  # one byte past the window
             await s.rdma_write([b"z"], w.handle, w.address + 100)
-    async with pair() as (c, s):
+    async with pair(one_host=one_host) as (c, s):
         mem = bytearray(8192)
         base = c.register(mem, Access.LOCAL_WRITE | Access.BIND)
         w = c.bind(base, 0, 100, Access.REMOTE_WRITE)
@@ -263,3 +280,59 @@ async def test_a_released_window_is_bound_again_and_its_old_handle_is_refused():
         with pytest.raises(RemoteAccessError):
             await s.rdma_write([b"late"], first.handle, first.address)
         assert mem[:100] == b"b" * 100
+
+
+def _bytes_sent(port: int) -> int:
+    """What the kernel's TCP sent so far on the connections to and from ``port`` (ss -ti)."""
+    out = subprocess.run(
+        ["ss", "-tinH", "state", "established", f"( sport = :{port} or dport = :{port} )"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return sum(int(n) for n in re.findall(r"bytes_sent:(\d+)", out))
+
+
+@BOTH_WAYS
+async def test_on_one_host_rdma_data_does_not_cross_the_socket(one_host):
+    """As a NIC's DMA: 8 MiB RDMA Written and 8 MiB RDMA Read between two connections of one host
+    are copied once by the target, straight between the two memories; only the frames that say
+    where go over the socket. With one_host=False every byte crosses it."""
+    size = 8 << 20
+    prov = SoftProvider(one_host=one_host)
+    async with trio.open_nursery() as nursery:
+        lst = await prov.listen(nursery, "127.0.0.1", 0)
+        box = {}
+
+        async def acc():
+            box["s"] = await lst.accept()
+
+        nursery.start_soon(acc)
+        c = await prov.connect(nursery, "127.0.0.1", lst.port)
+        await trio.testing.wait_all_tasks_blocked()
+        s = box["s"]
+        assert (c.reaches_peer, c.peer_reaches, s.reaches_peer, s.peer_reaches) == (one_host,) * 4
+        mem = bytearray(size)
+        region = s.register(mem, RW)
+        data = os.urandom(size)
+        sent = _bytes_sent(lst.port)
+        await c.rdma_write([memoryview(data)[:100], memoryview(data)[100:]], region.handle, region.address)
+        sink = c.register(bytearray(size), Access.LOCAL_WRITE)
+        await c.rdma_read(sink, 0, region.handle, region.address, size)
+        on_the_wire = _bytes_sent(lst.port) - sent
+        assert mem == data and sink.buffer == data
+        if one_host:
+            assert on_the_wire < 1024 and s.counters.bytes_placed == 2 * size
+        else:
+            assert on_the_wire >= 2 * size and s.counters.bytes_placed == 0
+        for conn in (c, s):
+            await conn.aclose()
+        await lst.aclose()
+
+
+def test_a_peer_is_reached_only_through_the_token_it_showed():
+    token = bytearray(os.urandom(4))
+    address = buffer_address(memoryview(token))
+    assert cross_memory.reaches(os.getpid(), address, bytes(token))
+    assert not cross_memory.reaches(os.getpid(), address, bytes(b ^ 0xFF for b in token))
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    assert not cross_memory.reaches(dead.pid, address, bytes(token))  # no such process any more

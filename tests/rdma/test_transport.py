@@ -77,8 +77,8 @@ async def responder(conn: Connection, credits: int, seen: list | None = None) ->
         await conn.send([encode_rdma_msg(enc.header).getvalue(), *enc.inline])
 
 
-async def with_transport(credits, body, seen=None, windows=True):
-    prov = SoftProvider(windows=windows)
+async def with_transport(credits, body, seen=None, windows=True, one_host=True):
+    prov = SoftProvider(windows=windows, one_host=one_host)
     async with trio.open_nursery() as nursery:
         lst = await prov.listen(nursery, "127.0.0.1", 0, SERVER_PD.encode())
 
@@ -186,12 +186,14 @@ def _small(xid: int) -> Packer:
     return p
 
 
+@pytest.mark.parametrize("one_host", [True, False], ids=["placed", "over-the-socket"])
 @pytest.mark.parametrize("windows", [True, False], ids=["windows", "no-windows"])
-async def test_a_write_chunk_is_out_of_the_responders_reach_after_the_reply(windows):
+async def test_a_write_chunk_is_out_of_the_responders_reach_after_the_reply(windows, one_host):
     """With memory windows the sink stays registered for the next READs, yet the handle the call
     offered is dead; without (siw) the sink was registered for the call and is deregistered at its
     reply. Either way an RDMA Write through the handle after the reply fails, and the data the
-    caller holds is intact."""
+    caller holds is intact: whether the data is placed straight into our memory (one host) or
+    comes over the emulation's socket."""
     seen: list = []
 
     async def body(t):
@@ -208,15 +210,17 @@ async def test_a_write_chunk_is_out_of_the_responders_reach_after_the_reply(wind
         # with windows the sink is kept registered; without, nothing stays
         assert t.chunk_memory.resting_registrations == (1 if windows else 0)
         assert t.conn.counters.binds == (1 if windows else 0)
+        assert t.conn.counters.bytes_placed == (9000 if one_host else 0)
         with pytest.raises(RemoteAccessError):
             await conn.rdma_write([b"late" * 10], seg.handle, seg.offset)
         assert view == pattern(9000, 9000 & 0xFF)
 
-    await with_transport(4, body, seen, windows)
+    await with_transport(4, body, seen, windows, one_host)
 
 
+@pytest.mark.parametrize("one_host", [True, False], ids=["placed", "over-the-socket"])
 @pytest.mark.parametrize("windows", [True, False], ids=["windows", "no-windows"])
-async def test_a_read_chunk_is_out_of_the_responders_reach_after_the_reply(windows):
+async def test_a_read_chunk_is_out_of_the_responders_reach_after_the_reply(windows, one_host):
     """With memory windows the caller's bytes stay registered (cached for its next WRITE);
     without (siw) they are registered for each call. Either way an RDMA Read through the handle
     the call offered fails after the reply."""
@@ -234,13 +238,14 @@ async def test_a_read_chunk_is_out_of_the_responders_reach_after_the_reply(windo
             assert t.conn.counters.binds == 2 and t.chunk_memory.resting_registrations == 1
         else:
             assert t.conn.counters.binds == 0 and t.chunk_memory.resting_registrations == 0
+        assert t.conn.counters.bytes_placed == (2 * len(data) - 11 if one_host else 0)
         conn, received = seen[-1]
         (seg,) = received.reads[0].segments
         sink = conn.register(bytearray(seg.length), Access.LOCAL_WRITE)
         with pytest.raises(RemoteAccessError):
             await conn.rdma_read(sink, 0, seg.handle, seg.offset, seg.length)
 
-    await with_transport(4, body, seen, windows)
+    await with_transport(4, body, seen, windows, one_host)
 
 
 @pytest.mark.parametrize("windows", [True, False], ids=["windows", "no-windows"])

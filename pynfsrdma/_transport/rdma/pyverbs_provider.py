@@ -39,15 +39,11 @@ by a Bind MW work request; its rkey is the handle, which a Send With Invalidate 
 local invalidation deallocates. :meth:`PyverbsConnection.bind` binds such a window over part of a
 region registered once (``supports_windows``), which is how RPC-over-RDMA reaches chunk memory
 without a registration per call (:mod:`.chunk_memory`). A window the peer's Send With Invalidate
-retired is free (a type 2 window in the free state) and goes back to the connection's pool, to
-be bound again for a later I/O instead of allocating a window per I/O: each bind takes the next
-key (``ibv_inc_rkey``), so the rkey an earlier I/O offered never reaches a later one. libibverbs
-does not note the key of a bind posted as a work request in its ``struct ibv_mw``, and the next
-bind is checked against it (rxe refuses a bind that names a stale rkey), so the provider writes
-it there itself (:func:`_mw_rkey_member`); a window whose struct cannot be found, or that is
-still valid when released (invalidated locally), is deallocated as before. The provider then advertises it (``supports_remote_invalidation``
-when every device has them) and can send it. Elsewhere (siw) librdmacm makes and drives the QP,
-regions are plain memory regions and remote invalidation is neither advertised nor sent.
+retired goes back to the connection's pool of windows (:mod:`.memory_windows`), to be bound
+again with the next key for a later I/O. The provider then advertises remote invalidation
+(``supports_remote_invalidation`` when every device has them) and can send it. Elsewhere (siw)
+librdmacm makes and drives the QP, regions are plain memory regions and remote invalidation is
+neither advertised nor sent.
 
 Teardown closes every verbs object once, in dependency order, and never leaves one to the
 garbage collector: the ``Context`` and ``PD`` objects pyverbs makes for a CMID wrap librdmacm's
@@ -79,6 +75,7 @@ import trio
 
 from ..._trio_compat import run_sync_abandoning
 from ..base import ConnectionLost, ConnectRefused
+from .memory_windows import MemoryWindows, VerbsRegion, inc_rkey
 from .provider import (
     Access,
     Buffer,
@@ -150,32 +147,6 @@ def _new_fd(before: dict[int, str], wanted: Callable[[str], bool], what: str) ->
     if len(fresh) != 1:
         raise ProviderError(f"cannot find the file descriptor of the {what} ({len(fresh)} candidates)")
     return fresh[0]
-
-
-# -- memory -------------------------------------------------------------------------------------
-class _PvRegion(MemoryRegion):
-    __slots__ = ("mr", "mw", "mw_key", "pin", "recv_wr")
-    mr: Any  # the pyverbs MR
-    mw: Any  # the type 2 memory window whose rkey is the handle (None: the handle is the MR's rkey)
-    mw_key: ctypes.c_uint32 | None  # the window's rkey in its struct ibv_mw (None: not pooled)
-    pin: PinnedBuffer | None  # None for a window bound over another region (bind)
-    recv_wr: Any  # a receive buffer's work request, made at its first post and posted again
-
-
-class _Bind:
-    """A window :meth:`PyverbsConnection.bind` made, its Bind MW request not yet posted."""
-
-    __slots__ = ("remote", "window")
-
-    def __init__(self, window: _PvRegion, remote: int) -> None:
-        self.window = window
-        self.remote = remote  # the access flags it gives the peer
-
-
-def _inc_rkey(rkey: int) -> int:
-    """The key a bind gives a memory window whose key is ``rkey`` (libibverbs' ``ibv_inc_rkey``,
-    which pyverbs' ``set_bind_wr`` applies): the low 8 bits count on."""
-    return (rkey & ~0xFF) | ((rkey + 1) & 0xFF)
 
 
 # -- librdmacm calls that may block in the kernel --------------------------------------------------
@@ -255,37 +226,6 @@ def _cm_id_address(cmid: Any, channel_fd: int, own_qp: bool) -> int | None:
     return None
 
 
-_MW_RKEY = 16  # offsetof(struct ibv_mw, rkey): after context and pd
-_MW_HANDLE = 20
-_MW_TYPE = 24
-
-
-def _mw_rkey_member(mw: Any, type2: int) -> ctypes.c_uint32 | None:
-    """The ``rkey`` member of the ``struct ibv_mw`` a pyverbs MW wraps (pyverbs keeps the pointer in
-    a C field and does not expose it), to note there the key of each bind; None if it cannot be
-    told. The object's words are scanned as in :func:`_cm_id_address` (null words and the object's
-    own Python references skipped), for the one that points at a struct with the MW's rkey, handle
-    and type."""
-    try:
-        rkey, handle = int(mw.rkey), int(mw.handle)
-        size = type(mw).__basicsize__
-    except (AttributeError, TypeError, ValueError):
-        return None
-    skip = {id(o) for o in gc.get_referents(mw)} | {id(type(mw))}
-    base = id(mw)
-    for off in range(16, size - 7, 8):  # after the object's reference count and type
-        p = ctypes.c_size_t.from_address(base + off).value
-        if not p or p in skip:
-            continue
-        if (
-            ctypes.c_uint32.from_address(p + _MW_RKEY).value == rkey
-            and ctypes.c_uint32.from_address(p + _MW_HANDLE).value == handle
-            and ctypes.c_uint32.from_address(p + _MW_TYPE).value == type2
-        ):
-            return ctypes.c_uint32.from_address(p + _MW_RKEY)
-    return None
-
-
 _pending_connects: dict[str, int] = {}  # peer -> rdma_connect calls abandoned but still in the kernel
 _pending_lock = threading.Lock()
 
@@ -345,12 +285,9 @@ class PyverbsConnection(Connection):
         )
         # every live region by id(); those the peer may reach also by handle (a device may give
         # every local-only region the same rkey: rxe gives them 0)
-        self._regions: dict[int, _PvRegion] = {}
-        self._reachable: dict[int, _PvRegion] = {}
-        # type 2 windows a Send With Invalidate freed, to bind again (with their struct's rkey)
-        self._free_windows: list[tuple[Any, ctypes.c_uint32]] = []
-        # windows bind() made, whose Bind MW work requests go out chained before the next Send
-        self._binds: list[_Bind] = []
+        self._regions: dict[int, VerbsRegion] = {}
+        self._reachable: dict[int, VerbsRegion] = {}
+        self.windows = MemoryWindows(pv, cmid, self.counters, peer)
         self._error: BaseException | None = None
         self._closed = False
         self._released = False
@@ -496,7 +433,7 @@ class PyverbsConnection(Connection):
                 pin.release()
                 raise
         self.counters.registrations += 1
-        region = _PvRegion(handle, pin.address, view, access)
+        region = VerbsRegion(handle, pin.address, view, access)
         region.mr = mr
         region.mw = mw
         region.mw_key = mw_key
@@ -521,9 +458,10 @@ class PyverbsConnection(Connection):
             remote |= e.IBV_ACCESS_REMOTE_WRITE
         if access & Access.REMOTE_READ:
             remote |= e.IBV_ACCESS_REMOTE_READ
-        mw, mw_key = self._window()
-        handle = _inc_rkey(int(mw.rkey))  # the key its Bind MW request will give it
-        w = _PvRegion(handle, r.pin.address + offset, r.buffer[offset : offset + length], access, window=True)
+        self._check()
+        mw, mw_key = self.windows.allocate()
+        handle = inc_rkey(int(mw.rkey))  # the key its Bind MW request will give it
+        w = VerbsRegion(handle, r.pin.address + offset, r.buffer[offset : offset + length], access, window=True)
         w.mr = r.mr
         w.mw = mw
         w.mw_key = mw_key
@@ -531,31 +469,9 @@ class PyverbsConnection(Connection):
         w.recv_wr = None
         self._regions[id(w)] = w
         self._reachable[handle] = w
-        self._binds.append(_Bind(w, remote))  # posted with the next Send (send_region)
+        self.windows.queue(w, remote)  # posted with the next Send (send_region)
         self.counters.binds += 1
         return w
-
-    def _window(self) -> tuple[Any, ctypes.c_uint32 | None]:
-        """A type 2 memory window, from the pool or a new one, and its struct's rkey member (None:
-        the window is not pooled)."""
-        pv, e = self._pv, self._pv["enums"]
-        self._check()
-        if self._free_windows:
-            return self._free_windows.pop()
-        try:
-            mw = pv["mr"].MW(self.cmid.pd, e.IBV_MW_TYPE_2)
-        except pv["error"] as err:
-            raise ProviderError(f"memory window allocation failed: {err}", self.peer) from err
-        self.counters.windows_allocated += 1
-        return mw, _mw_rkey_member(mw, int(e.IBV_MW_TYPE_2))
-
-    def _bind_wr(self, mw: Any, mr: Any, address: int, length: int, remote: int, **kw: Any) -> Any:
-        """A Bind MW work request of ``mw`` over ``length`` bytes of ``mr`` at ``address``, with
-        the window's next key (``wr.rkey``)."""
-        pv, e = self._pv, self._pv["enums"]
-        wr = pv["wr"].SendWR(opcode=e.IBV_WR_BIND_MW, num_sge=0, **kw)
-        wr.set_bind_wr(mw, pv["mr"].MWBindInfo(mr, address, length, remote))
-        return wr
 
     def _bind_window(
         self, mr: Any, address: int, length: int, remote: int
@@ -564,8 +480,9 @@ class PyverbsConnection(Connection):
         a Bind MW work request of its own on our send queue (it takes effect before the Send that
         names it, posted later on the same queue): its rkey, the window and its struct's rkey
         member. :meth:`bind` instead leaves its request to go out chained with the next Send."""
-        mw, key = self._window()
-        wr = self._bind_wr(mw, mr, address, length, remote)
+        self._check()
+        mw, key = self.windows.allocate()
+        wr = self.windows.bind_wr(mw, mr, address, length, remote)
         try:
             self._post_nowait(lambda: self.qp.post_send(wr), wr)
         except BaseException:
@@ -575,34 +492,6 @@ class PyverbsConnection(Connection):
             key.value = wr.rkey  # the key the next bind of this window is checked against
         return wr.rkey, mw, key
 
-    def _chain_binds(self, head: Any) -> tuple[Any, list[Any]]:
-        """The Bind MW requests of the windows :meth:`bind` made since the last post, chained in
-        front of ``head`` (unsignalled: ``head``'s completion, or a later one, covers them): the
-        first request and every request of the chain (they must outlive the post)."""
-        chain = [head]
-        for b in reversed(self._binds):
-            w = b.window
-            wr = self._bind_wr(w.mw, w.mr, w.address, w.length, b.remote, send_flags=0, next_wr=head)
-            if wr.rkey != w.handle:
-                raise ProviderError(
-                    f"memory window bound with key {wr.rkey:#x}, offered as {w.handle:#x}", self.peer
-                )
-            chain.append(wr)
-            head = wr
-        return head, chain
-
-    def _bound(self) -> None:
-        """The chained Bind MW requests were posted: each window's struct notes its new key."""
-        for b in self._binds:
-            if b.window.mw_key is not None:
-                b.window.mw_key.value = b.window.handle
-        self._binds.clear()
-
-    def _drop_bind(self, region: _PvRegion) -> None:
-        """A window released before its Bind MW request went out: the request never will."""
-        if self._binds:
-            self._binds = [b for b in self._binds if b.window is not region]
-
     def invalidate(self, region: MemoryRegion) -> None:
         if not region.valid:
             if self._error is None:
@@ -610,7 +499,7 @@ class PyverbsConnection(Connection):
             return
         r = self._regions.get(id(region))
         if r is not None and r.window:
-            self._drop_bind(r)
+            self.windows.drop(r)
         if r is not None and r.mw is not None:
             # deallocating the window invalidates its rkey; the memory region stays until
             # deregister
@@ -629,14 +518,14 @@ class PyverbsConnection(Connection):
         if self._reachable.get(r.handle) is r:
             del self._reachable[r.handle]
         if r.window:
-            self._drop_bind(r)
+            self.windows.drop(r)
         retired = not region.valid  # by the peer's Send With Invalidate (a local one closed r.mw)
         if region.valid and self._error is None:
             self.local_invalidations += 1
         region.valid = False
         if r.mw is not None:
             if retired and r.mw_key is not None and self._error is None and not self._released:
-                self._free_windows.append((r.mw, r.mw_key))  # free: bound again for a later I/O
+                self.windows.give_back(r.mw, r.mw_key)  # free: bound again for a later I/O
             else:
                 r.mw.close()
             r.mw = None
@@ -650,7 +539,7 @@ class PyverbsConnection(Connection):
     # two-sided
     def post_recv(self, region: MemoryRegion) -> None:
         self._check()
-        if not isinstance(region, _PvRegion) or not region.access & Access.LOCAL_WRITE:
+        if not isinstance(region, VerbsRegion) or not region.access & Access.LOCAL_WRITE:
             raise ValueError("receive buffers must be registered with LOCAL_WRITE")
         if self.own_qp:
             wr = region.recv_wr
@@ -697,7 +586,7 @@ class PyverbsConnection(Connection):
             raise ProviderError(f"post failed: {err}", self.peer) from err
         self.counters.posts += 1
 
-    def _work_request(self, opcode: int, region: _PvRegion, length: int) -> Any:
+    def _work_request(self, opcode: int, region: VerbsRegion, length: int) -> Any:
         """A send-queue work request for our own QP, with one SGE over ``region``."""
         wr = self._pv["wr"]
         return wr.SendWR(opcode=opcode, num_sge=1, sg=[wr.SGE(region.mr.buf, length, region.mr.lkey)])
@@ -708,7 +597,7 @@ class PyverbsConnection(Connection):
         if self._error is not None:  # the connection's fault first (its regions may be gone)
             await trio.lowlevel.checkpoint()
             raise self._error
-        if not isinstance(region, _PvRegion) or self._regions.get(id(region)) is not region:
+        if not isinstance(region, VerbsRegion) or self._regions.get(id(region)) is not region:
             raise ValueError("send buffers must be registered")
         if not 0 <= length <= region.length:
             raise ValueError(f"a {length}-byte Send from a {region.length}-byte region")
@@ -721,7 +610,7 @@ class PyverbsConnection(Connection):
                 wr.imm_data = invalidate  # ibv_send_wr's invalidate_rkey shares imm_data
             # the windows this call offers are bound by requests chained in front of its Send: one
             # post (one doorbell) and one completion for the call
-            first, chain = self._chain_binds(wr)
+            first, chain = self.windows.chain(wr)
             if len(chain) == 1:
                 await self._post(lambda: self.qp.post_send(wr), (region, wr))
                 return
@@ -730,9 +619,9 @@ class PyverbsConnection(Connection):
                 try:
                     self.qp.post_send(first)
                 except self._pv["error"]:
-                    self._binds.clear()  # not bound: their calls release the windows
+                    self.windows.not_posted()
                     raise
-                self._bound()
+                self.windows.posted()
 
             await self._post(post, (region, chain))
         else:
@@ -743,7 +632,7 @@ class PyverbsConnection(Connection):
         self, sink: MemoryRegion, sink_offset: int, handle: int, address: int, length: int
     ) -> None:
         part = self.register(sink.buffer[sink_offset : sink_offset + length], Access.LOCAL_WRITE)
-        assert isinstance(part, _PvRegion)
+        assert isinstance(part, VerbsRegion)
         try:
             if self.own_qp:
                 wr = self._work_request(self._pv["enums"].IBV_WR_RDMA_READ, part, length)
@@ -759,9 +648,9 @@ class PyverbsConnection(Connection):
         for b in data:
             view = memoryview(b).cast("B")
             part = self.register(view, Access(0))
-            assert isinstance(part, _PvRegion)
+            assert isinstance(part, VerbsRegion)
 
-            def post(p: _PvRegion = part, n: int = view.nbytes, a: int = address + offset) -> None:
+            def post(p: VerbsRegion = part, n: int = view.nbytes, a: int = address + offset) -> None:
                 if self.own_qp:
                     wr = self._work_request(self._pv["enums"].IBV_WR_RDMA_WRITE, p, n)
                     wr.set_wr_rdma(handle, a)
@@ -888,9 +777,7 @@ class PyverbsConnection(Connection):
         #    (the windows first, then the regions under them)
         for r in sorted(self._regions.values(), key=lambda region: not region.window):
             attempt("deregister", lambda region=r: self.deregister(region))  # type: ignore[misc]
-        for mw, _ in self._free_windows:
-            attempt("close memory window", mw.close)
-        self._free_windows.clear()
+        self.windows.close(attempt)
         # 2. the queue pair and the CM ID (CMID.close destroys both, or only the ID when the QP
         #    is our own, and detaches the shared Context and PD objects, so that they never free
         #    librdmacm's)

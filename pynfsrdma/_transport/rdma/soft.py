@@ -26,18 +26,29 @@ can tell the difference:
   made and released, bytes copied, Sends). :meth:`SoftConnection.send` costs what it costs a
   device: its pieces are gathered (copied) into memory registered for that Send, while
   :meth:`SoftConnection.send_region` sends from a registered buffer as it lies;
-* operations are ordered as on one RC queue pair: RDMA Writes land before a later Send is seen.
+* operations are ordered as on one RC queue pair: RDMA Writes land before a later Send is seen;
+* on one host, RDMA Read and Write data do not cross the socket: as a NIC's DMA, the target copies
+  it once, straight between the initiator's memory and its own region (:mod:`.cross_memory`), after
+  the same checks of handle, bounds, rights and invalidation, in the same order of operations. The
+  initiator sends only where its bytes lie, and keeps them where they are until the target's
+  acknowledgement (memory a peer may still be copying is never given back, even when the operation
+  is cancelled or the connection fails). Each side proves at connect time that it can reach the
+  other's memory (a token read at its address in the peer's process); otherwise, or with
+  ``SoftProvider(one_host=False)``, the data goes over the socket.
 
 Wire format between the two emulated HCAs (never seen by anything else): a 24-byte frame header
 ``op, flags, reserved, id, handle, address, length`` followed by ``length`` bytes for the
-operations that carry data.
+operations that carry data. Placed directly, an RDMA Write carries the (address, length) of each
+of the initiator's pieces instead of the data, and an RDMA Read the address and length of its sink.
 """
 
 from __future__ import annotations
 
+import ctypes
 import enum
 import errno
 import math
+import os
 import secrets
 import struct
 from collections import deque
@@ -47,6 +58,7 @@ from typing import Final
 import trio
 
 from ..base import ConnectionLost, ConnectRefused, ProtocolViolation, TransportError
+from . import cross_memory
 from .provider import (
     Access,
     Buffer,
@@ -54,6 +66,7 @@ from .provider import (
     LengthError,
     Listener,
     MemoryRegion,
+    PinnedBuffer,
     PrivateDataReply,
     Provider,
     ProviderCounters,
@@ -68,6 +81,8 @@ CM_REQ_PRIVATE_DATA_MAX: Final = 56
 CM_REP_PRIVATE_DATA_MAX: Final = 196
 
 _FRAME: Final = struct.Struct(">BBHIIQI")
+_SPAN: Final = struct.Struct(">QQ")  # address, length: where an initiator's bytes lie
+_SPANS_MAX: Final = 1 << 16  # the most spans one RDMA Write may name
 
 
 class _Op(enum.IntEnum):
@@ -80,6 +95,7 @@ class _Op(enum.IntEnum):
     WRITE = 7
     WRITE_ACK = 8
     FATAL = 9
+    REACH = 10  # the connector can reach the acceptor's memory (sent once, after CONNECT_REP)
 
 
 class _Fatal(enum.IntEnum):
@@ -95,16 +111,45 @@ _FATAL_CLASS: Final = {
     _Fatal.LENGTH: LengthError,
     _Fatal.PROTOCOL: ProtocolViolation,
 }
-_F_INVALIDATE: Final = 1
+_F_INVALIDATE: Final = 1  # SEND: Send With Invalidate of ``handle``
+_F_DIRECT: Final = 2  # WRITE, READ_REQ, READ_RESP: placed directly, the frame carries spans
+_F_ONE_HOST: Final = 1  # CONNECT_*: ``handle`` is the sender's PID, ``id`` a token at ``address``
+_F_REACHES: Final = 2  # CONNECT_REP: the acceptor reached the connector's token
 
 
 class _Pending:
-    __slots__ = ("done", "error", "sink")
+    __slots__ = ("abandoned", "done", "error", "pins", "sink")
 
-    def __init__(self, sink: memoryview | None = None) -> None:
+    def __init__(self, sink: memoryview | None = None, pins: list[PinnedBuffer] | None = None) -> None:
         self.done = trio.Event()
         self.error: BaseException | None = None
         self.sink = sink
+        self.pins = pins or []  # our memory the peer copies from or into until it acknowledges
+        self.abandoned = False  # the operation's caller is gone (cancelled)
+
+    def release(self) -> None:
+        for pin in self.pins:
+            pin.release()
+        self.pins = []
+
+
+class _HostToken:
+    """A random word at a fixed address of this process: a peer that reads it there through
+    :func:`.cross_memory.reaches` has shown that it can reach our memory."""
+
+    def __init__(self) -> None:
+        self._cell = ctypes.c_uint32(secrets.randbits(32))
+
+    def fields(self) -> tuple[int, int, int]:
+        """(token, PID, address) for a CONNECT frame's ``id``, ``handle`` and ``address``."""
+        return self._cell.value, os.getpid(), ctypes.addressof(self._cell)
+
+
+def _reached(flags: int, token: int, pid: int, address: int) -> int | None:
+    """The peer's PID when its CONNECT frame offered a token that we read at its address."""
+    if flags & _F_ONE_HOST and cross_memory.reaches(pid, address, bytes(ctypes.c_uint32(token))):
+        return pid
+    return None
 
 
 async def _recv_exactly(sock: trio.socket.SocketType, view: memoryview) -> None:
@@ -141,10 +186,26 @@ class SoftConnection(Connection):
     remote_invalidations: int  # our regions the peer invalidated with Send With Invalidate
     double_invalidations: int  # invalidations (local or remote) of a region already invalid
 
-    def __init__(self, sock: trio.socket.SocketType, peer: str, peer_private_data: bytes) -> None:
+    reaches_peer: bool  # as the target, we copy RDMA data straight from/into the peer's memory
+    peer_reaches: bool  # as the initiator, we send where our bytes lie, not the bytes
+
+    def __init__(
+        self,
+        sock: trio.socket.SocketType,
+        peer: str,
+        peer_private_data: bytes,
+        token: _HostToken | None = None,
+        peer_pid: int | None = None,
+        peer_reaches: bool = False,
+    ) -> None:
         self._sock = sock
         self.peer = peer
         self.peer_private_data = peer_private_data
+        self._token = token  # kept while the connection lives: the peer may still read it
+        self._peer_pid = peer_pid
+        self.reaches_peer = peer_pid is not None
+        self.peer_reaches = peer_reaches
+        self._stranded: list[PinnedBuffer] = []  # memory the peer may have been copying when we failed
         self._regions: dict[int, MemoryRegion] = {}
         self._next_address = secrets.randbits(32) << 16
         self._recvs: deque[MemoryRegion] = deque()
@@ -271,11 +332,20 @@ class SoftConnection(Connection):
             raise ValueError("RDMA Read sinks must be registered with LOCAL_WRITE")
         if sink_offset < 0 or sink_offset + length > sink.length:
             raise ValueError("RDMA Read sink too small")
-        await self._request(
-            _Op.READ_REQ, 0, handle, address, length, (), sink.buffer[sink_offset : sink_offset + length]
-        )
+        view = sink.buffer[sink_offset : sink_offset + length]
+        if self.peer_reaches:  # the target writes into the sink itself
+            pin = PinnedBuffer(view)
+            span = _SPAN.pack(pin.address, length)
+            await self._request(_Op.READ_REQ, _F_DIRECT, handle, address, len(span), [span], pins=[pin])
+            return
+        await self._request(_Op.READ_REQ, 0, handle, address, length, (), view)
 
     async def rdma_write(self, data: Sequence[Buffer], handle: int, address: int) -> None:
+        if self.peer_reaches and len(data) <= _SPANS_MAX:  # the target copies from where they lie
+            pins = [PinnedBuffer(v) for v in (memoryview(b).cast("B") for b in data) if v.nbytes]
+            spans = b"".join(_SPAN.pack(p.address, p.length) for p in pins)
+            await self._request(_Op.WRITE, _F_DIRECT, handle, address, len(spans), [spans], pins=pins)
+            return
         n = sum(memoryview(b).nbytes for b in data)
         await self._request(_Op.WRITE, 0, handle, address, n, data)
 
@@ -301,22 +371,41 @@ class SoftConnection(Connection):
         length: int,
         data: Sequence[Buffer],
         sink: memoryview | None = None,
+        pins: list[PinnedBuffer] | None = None,
     ) -> None:
         if self._error is not None:
+            for pin in pins or ():
+                pin.release()
             await trio.lowlevel.checkpoint()  # a failed queue pair still yields to the scheduler
             raise self._error
         self.counters.posts += 1  # one work request (a window is bound without one here)
         wr_id = self._next_id
         self._next_id = (wr_id + 1) & 0xFFFFFFFF or 1
-        pending = _Pending(sink)
+        pending = _Pending(sink, pins)
         self._pending[wr_id] = pending
+        sent = False  # the whole frame went out: the peer may act on it
         try:
             await self._frame(op, flags, wr_id, handle, address, length, data)
+            sent = True
             await pending.done.wait()
         finally:
-            self._pending.pop(wr_id, None)
+            if sent and pending.pins and not pending.done.is_set():
+                pending.abandoned = True  # the peer may still copy: its acknowledgement releases
+            else:
+                self._pending.pop(wr_id, None)
+                pending.release()
         if pending.error is not None:
             raise pending.error
+
+    def _complete(self, wr_id: int) -> None:
+        """The peer acknowledged operation ``wr_id``: it no longer reaches the operation's memory."""
+        pending = self._pending.get(wr_id)
+        if pending is None:
+            return
+        pending.done.set()
+        if pending.abandoned:
+            del self._pending[wr_id]
+            pending.release()
 
     async def _frame(
         self,
@@ -344,6 +433,9 @@ class SoftConnection(Connection):
             return
         self._error = err
         for p in self._pending.values():
+            # the peer may be copying from or into that memory at this moment: never given back
+            self._stranded += p.pins
+            p.pins = []
             p.error = err
             p.done.set()
         self._completions_tx.send_nowait(err)
@@ -385,6 +477,29 @@ class SoftConnection(Connection):
     async def _skip(self, length: int) -> None:
         await _recv_exactly(self._sock, memoryview(bytearray(length)))
 
+    async def _spans(self, length: int) -> list[tuple[int, int]]:
+        """The (address, length) spans of a directly placed operation's frame."""
+        if length % _SPAN.size or length > _SPANS_MAX * _SPAN.size or self._peer_pid is None:
+            raise ProtocolViolation("a directly placed operation this connection did not agree to", self.peer)
+        data = bytearray(length)
+        await _recv_exactly(self._sock, memoryview(data))
+        return list(_SPAN.iter_unpack(data))
+
+    async def _place(self, into_peer: bool, spans: list[tuple[int, int]], view: memoryview) -> bool:
+        """Copy between our region's ``view`` and the initiator's memory, as the NIC's DMA does;
+        False when the initiator named memory it does not have (the queue pair then breaks)."""
+        assert self._peer_pid is not None
+        try:
+            if into_peer:
+                cross_memory.write_to(self._peer_pid, spans, view)
+            else:
+                cross_memory.read_from(self._peer_pid, spans, view)
+        except OSError as e:
+            await self._fatal(_Fatal.PROTOCOL, f"the initiator's memory cannot be reached: {e}")
+            return False
+        self.counters.bytes_placed += view.nbytes
+        return True
+
     async def _dispatch(
         self, op: int, flags: int, wr_id: int, handle: int, address: int, length: int
     ) -> None:
@@ -415,6 +530,24 @@ class SoftConnection(Connection):
                 invalidated = handle
             self._completions_tx.send_nowait(Received(region, length, invalidated))
             await self._frame(_Op.SEND_ACK, 0, wr_id, 0, 0, 0)
+        elif op == _Op.WRITE and flags & _F_DIRECT:
+            spans = await self._spans(length)
+            total = sum(n for _, n in spans)
+            view = self._target(handle, address, total, Access.REMOTE_WRITE)
+            if view is None:
+                await self._fatal(_Fatal.REMOTE_ACCESS, f"RDMA Write to {handle:#x}@{address:#x}+{total}")
+                return
+            if await self._place(False, spans, view):
+                await self._frame(_Op.WRITE_ACK, 0, wr_id, 0, 0, 0)
+        elif op == _Op.READ_REQ and flags & _F_DIRECT:
+            spans = await self._spans(length)
+            total = sum(n for _, n in spans)
+            view = self._target(handle, address, total, Access.REMOTE_READ)
+            if view is None:
+                await self._fatal(_Fatal.REMOTE_ACCESS, f"RDMA Read of {handle:#x}@{address:#x}+{total}")
+                return
+            if await self._place(True, spans, view):
+                await self._frame(_Op.READ_RESP, _F_DIRECT, wr_id, 0, 0, 0)
         elif op == _Op.WRITE:
             view = self._target(handle, address, length, Access.REMOTE_WRITE)
             if view is None:
@@ -429,6 +562,8 @@ class SoftConnection(Connection):
                 await self._fatal(_Fatal.REMOTE_ACCESS, f"RDMA Read of {handle:#x}@{address:#x}+{length}")
                 return
             await self._frame(_Op.READ_RESP, 0, wr_id, 0, 0, length, [view])
+        elif op == _Op.READ_RESP and flags & _F_DIRECT:
+            self._complete(wr_id)
         elif op == _Op.READ_RESP:
             pending = self._pending.get(wr_id)
             if pending is None:  # the reader gave up (cancelled): drop the data
@@ -439,9 +574,9 @@ class SoftConnection(Connection):
             await _recv_exactly(self._sock, pending.sink)
             pending.done.set()
         elif op in (_Op.SEND_ACK, _Op.WRITE_ACK):
-            pending = self._pending.get(wr_id)
-            if pending is not None:
-                pending.done.set()
+            self._complete(wr_id)
+        elif op == _Op.REACH:
+            self.peer_reaches = True
         elif op == _Op.FATAL:
             reason = bytearray(min(length, 4096))
             await _recv_exactly(self._sock, memoryview(reason))
@@ -460,24 +595,37 @@ def _no_delay(sock: trio.socket.SocketType) -> None:
     sock.setsockopt(trio.socket.IPPROTO_TCP, trio.socket.TCP_NODELAY, 1)
 
 
-async def _read_cm(sock: trio.socket.SocketType, expect: _Op) -> bytes:
+async def _read_cm(sock: trio.socket.SocketType, expect: _Op) -> tuple[bytes, int, int | None]:
+    """A CONNECT frame: its private data, its flags, and the sender's PID if we reached its token."""
     hdr = bytearray(_FRAME.size)
     await _recv_exactly(sock, memoryview(hdr))
-    op, _, _, _, _, _, length = _FRAME.unpack(hdr)
+    op, flags, _, token, pid, address, length = _FRAME.unpack(hdr)
     if op != expect or length > CM_REP_PRIVATE_DATA_MAX:
         raise ProtocolViolation(f"expected {expect.name}, got operation {op}")
     data = bytearray(length)
     await _recv_exactly(sock, memoryview(data))
-    return bytes(data)
+    return bytes(data), flags, _reached(flags, token, pid, address)
+
+
+def _cm_frame(op: _Op, flags: int, token: _HostToken | None, private_data: bytes) -> list[Buffer]:
+    value, pid, address = token.fields() if token is not None else (0, 0, 0)
+    if token is not None:
+        flags |= _F_ONE_HOST
+    return [_FRAME.pack(op, flags, 0, value, pid, address, len(private_data)), private_data]
 
 
 class SoftListener(Listener):
     def __init__(
-        self, sock: trio.socket.SocketType, nursery: trio.Nursery, private_data: PrivateDataReply
+        self,
+        sock: trio.socket.SocketType,
+        nursery: trio.Nursery,
+        private_data: PrivateDataReply,
+        one_host: bool = True,
     ) -> None:
         self._sock = sock
         self._nursery = nursery
         self._private_data = private_data
+        self._one_host = one_host
         self.port = sock.getsockname()[1]
 
     async def accept(self) -> Connection:
@@ -485,15 +633,20 @@ class SoftListener(Listener):
             sock, addr = await self._sock.accept()
             try:
                 _no_delay(sock)
-                req = await _read_cm(sock, _Op.CONNECT_REQ)
+                req, _, peer_pid = await _read_cm(sock, _Op.CONNECT_REQ)
                 rep = self._private_data(req) if callable(self._private_data) else self._private_data
                 if len(rep) > CM_REP_PRIVATE_DATA_MAX:
                     raise ValueError(f"accept private data is limited to {CM_REP_PRIVATE_DATA_MAX} bytes")
-                await _send_all(sock, [_FRAME.pack(_Op.CONNECT_REP, 0, 0, 0, 0, 0, len(rep)), rep])
+                if not self._one_host:
+                    peer_pid = None
+                token = _HostToken() if self._one_host else None
+                reaches = _F_REACHES if peer_pid is not None else 0
+                await _send_all(sock, _cm_frame(_Op.CONNECT_REP, reaches, token, rep))
             except (TransportError, OSError):
                 sock.close()  # a connect attempt that died half-way: wait for the next one
                 continue
-            conn = SoftConnection(sock, f"{addr[0]}:{addr[1]}", req)
+            # the connector says with a REACH frame whether it reaches us (run() takes it)
+            conn = SoftConnection(sock, f"{addr[0]}:{addr[1]}", req, token, peer_pid)
             self._nursery.start_soon(conn.run)
             return conn
 
@@ -504,13 +657,16 @@ class SoftListener(Listener):
 
 class SoftProvider(Provider):
     """Emulated RDMA over TCP (loopback in tests). ``windows=False`` makes connections without
-    memory windows, as a siw device's: every chunk is then registered for its call."""
+    memory windows, as a siw device's: every chunk is then registered for its call.
+    ``one_host=False`` sends RDMA Read and Write data over the socket even when the peer's memory
+    can be reached."""
 
     name = "soft"
     supports_remote_invalidation = True  # Send With Invalidate is emulated both ways
 
-    def __init__(self, windows: bool = True) -> None:
+    def __init__(self, windows: bool = True, one_host: bool = True) -> None:
         self.windows = windows
+        self.one_host = one_host
 
     async def connect(
         self, nursery: trio.Nursery, host: str, port: int, private_data: bytes = b""
@@ -526,15 +682,18 @@ class SoftProvider(Provider):
             if e.errno == errno.ECONNREFUSED:
                 raise ConnectRefused(str(e), f"{host}:{port}") from e
             raise ConnectionLost(str(e), f"{host}:{port}") from e
+        token = _HostToken() if self.one_host else None
         try:
-            await _send_all(
-                sock, [_FRAME.pack(_Op.CONNECT_REQ, 0, 0, 0, 0, 0, len(private_data)), private_data]
-            )
-            rep = await _read_cm(sock, _Op.CONNECT_REP)
+            await _send_all(sock, _cm_frame(_Op.CONNECT_REQ, 0, token, private_data))
+            rep, flags, peer_pid = await _read_cm(sock, _Op.CONNECT_REP)
+            if not self.one_host:
+                peer_pid = None
+            if peer_pid is not None:
+                await _send_all(sock, [_FRAME.pack(_Op.REACH, 0, 0, 0, 0, 0, 0)])
         except BaseException:
             sock.close()
             raise
-        conn = SoftConnection(sock, f"{host}:{port}", rep)
+        conn = SoftConnection(sock, f"{host}:{port}", rep, token, peer_pid, bool(flags & _F_REACHES))
         conn.supports_windows = self.windows
         nursery.start_soon(conn.run)
         return conn
@@ -546,7 +705,7 @@ class SoftProvider(Provider):
         sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_REUSEADDR, 1)
         await sock.bind((host, port))
         sock.listen(16)
-        return SoftListener(sock, nursery, private_data)
+        return SoftListener(sock, nursery, private_data, self.one_host)
 
 
 __all__ = [
