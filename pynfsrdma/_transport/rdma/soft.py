@@ -500,36 +500,41 @@ class SoftConnection(Connection):
         self.counters.bytes_placed += view.nbytes
         return True
 
+    async def _on_send(self, flags: int, wr_id: int, handle: int, length: int) -> None:
+        """A Send: into the next Receive posted (a fatal error without one, or too small), With
+        Invalidate retiring the region it names."""
+        if not self._recvs:
+            await self._skip(length)
+            await self._fatal(_Fatal.RNR, "Send arrived with no Receive posted")
+            return
+        region = self._recvs.popleft()
+        if length > region.length or not region.valid:
+            await self._skip(length)
+            await self._fatal(_Fatal.LENGTH, f"{length}-byte Send for a {region.length}-byte Receive")
+            return
+        await _recv_exactly(self._sock, region.buffer[:length])
+        invalidated = None
+        if flags & _F_INVALIDATE:
+            target = self._regions.get(handle)
+            if target is None or not target.access & (Access.REMOTE_READ | Access.REMOTE_WRITE):
+                await self._fatal(
+                    _Fatal.REMOTE_ACCESS, f"Send With Invalidate of unknown handle {handle:#x}"
+                )
+                return
+            if target.valid:
+                self.remote_invalidations += 1
+            else:
+                self.double_invalidations += 1
+            target.valid = False
+            invalidated = handle
+        self._completions_tx.send_nowait(Received(region, length, invalidated))
+        await self._frame(_Op.SEND_ACK, 0, wr_id, 0, 0, 0)
+
     async def _dispatch(
         self, op: int, flags: int, wr_id: int, handle: int, address: int, length: int
     ) -> None:
         if op == _Op.SEND:
-            if not self._recvs:
-                await self._skip(length)
-                await self._fatal(_Fatal.RNR, "Send arrived with no Receive posted")
-                return
-            region = self._recvs.popleft()
-            if length > region.length or not region.valid:
-                await self._skip(length)
-                await self._fatal(_Fatal.LENGTH, f"{length}-byte Send for a {region.length}-byte Receive")
-                return
-            await _recv_exactly(self._sock, region.buffer[:length])
-            invalidated = None
-            if flags & _F_INVALIDATE:
-                target = self._regions.get(handle)
-                if target is None or not target.access & (Access.REMOTE_READ | Access.REMOTE_WRITE):
-                    await self._fatal(
-                        _Fatal.REMOTE_ACCESS, f"Send With Invalidate of unknown handle {handle:#x}"
-                    )
-                    return
-                if target.valid:
-                    self.remote_invalidations += 1
-                else:
-                    self.double_invalidations += 1
-                target.valid = False
-                invalidated = handle
-            self._completions_tx.send_nowait(Received(region, length, invalidated))
-            await self._frame(_Op.SEND_ACK, 0, wr_id, 0, 0, 0)
+            await self._on_send(flags, wr_id, handle, length)
         elif op == _Op.WRITE and flags & _F_DIRECT:
             spans = await self._spans(length)
             total = sum(n for _, n in spans)
