@@ -108,7 +108,10 @@ _PLUMBING = frozenset({c.OP_SEQUENCE, c.OP_PUTFH, c.OP_PUTROOTFH, c.OP_PUTPUBFH,
 
 def is_idempotent(ops: Sequence[Any]) -> bool:
     """Whether running ``ops`` twice is the same as running them once (see IDEMPOTENT_OPS)."""
-    return all(getattr(op, "OPNUM", None) in IDEMPOTENT_OPS for op in ops)
+    for op in ops:  # noqa: SIM110  (a loop, not a generator: this runs for every request)
+        if getattr(op, "OPNUM", None) not in IDEMPOTENT_OPS:
+            return False
+    return True
 
 
 class SessionLost(Exception):

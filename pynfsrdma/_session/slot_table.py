@@ -70,9 +70,15 @@ class SlotTable:
 
     def try_acquire(self) -> Slot | None:
         """A free slot under the current limit, lowest first; None if none."""
-        limit = self.limit
+        limit = min(self.max_slots, self.target_highest + 1)
         free = self._free
-        for i in range(len(free) - 1, -1, -1):
+        if free and free[-1] < limit:  # (the slot freed last: the one a request one after another takes)
+            sid = free.pop()
+            slot = self.slots[sid]
+            slot.in_use = True
+            self._busy.add(sid)
+            return slot
+        for i in range(len(free) - 2, -1, -1):
             sid = free[i]
             if sid < limit:
                 del free[i]

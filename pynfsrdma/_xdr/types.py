@@ -390,16 +390,9 @@ class StructType(XdrType[Any]):
         self.cls = cls
         self.fields = fields
         ns: dict[str, Any] = {"cls": cls, "XdrError": XdrError}
-        pk_lines = ["def pack(p, obj):"]
-        for i, (name, t) in enumerate(fields):
+        for i, (_, t) in enumerate(fields):
             ns[f"t{i}"] = t
-            if t.p_stmt is not None:
-                pk_lines.append("    " + t.p_stmt.format(v=f"obj.{name}"))
-            else:
-                pk_lines.append(f"    t{i}.pack(p, obj.{name})")
-        if len(pk_lines) == 1:
-            pk_lines.append("    pass")
-        src = "\n".join(pk_lines) + "\n"
+        src = "\n".join(_pack_source(fields, ns)) + "\n"
         src += "\n".join(_unpack_source(fields, ns)) + "\n"
         exec(compile(src, f"<xdr {cls.__name__}>", "exec"), ns)
         self.pack = ns["pack"]  # type: ignore[method-assign]
@@ -426,6 +419,53 @@ _PRIM_FORMATS: dict[str, tuple[str, int]] = {
     "int64": ("q", 8),
     "boolean": ("I", 4),
 }
+
+
+def _pack_source(fields: list[tuple[str, XdrType[Any]]], ns: dict[str, Any]) -> list[str]:
+    """Source of a struct's ``pack``: runs of two or more integer and boolean fields are packed with
+    one ``struct.pack``; a value it refuses (out of range, not an integer) or past its bound is
+    packed field by field instead, which raises the field's own error."""
+    lines = ["def pack(p, obj):"]
+
+    def one(k: int) -> str:
+        name, t = fields[k]
+        return "    " + (t.p_stmt.format(v=f"obj.{name}") if t.p_stmt is not None else f"t{k}.pack(p, obj.{name})")
+
+    i = 0
+    n = len(fields)
+    while i < n:
+        j = i
+        while j < n and isinstance(fields[j][1], _Prim | Bounded):
+            j += 1
+        if j - i < 2:
+            lines.append(one(i))
+            i += 1
+            continue
+        fmt = ">" + "".join(_PRIM_FORMATS[fields[k][1].name][0] for k in range(i, j))  # type: ignore[attr-defined]
+        ns[f"P{i}"] = struct.Struct(fmt)
+        ns["struct_error"] = struct.error
+        bounds = [f"obj.{fields[k][0]} <= {fields[k][1].maximum}"  # type: ignore[attr-defined]
+                  for k in range(i, j) if isinstance(fields[k][1], Bounded)]
+        values = [f"1 if obj.{fields[k][0]} else 0" if fields[k][1] is boolean else f"obj.{fields[k][0]}"
+                  for k in range(i, j)]
+        indent = "    "
+        if bounds:
+            lines.append(f"    if {' and '.join(bounds)}:")
+            indent = "        "
+        lines.append(f"{indent}try:")
+        lines.append(f"{indent}    p.buf += P{i}.pack({', '.join(values)})")
+        lines.append(f"{indent}    ok{i} = True")
+        lines.append(f"{indent}except struct_error:")
+        lines.append(f"{indent}    ok{i} = False")
+        if bounds:
+            lines.append("    else:")
+            lines.append(f"        ok{i} = False")
+        lines.append(f"    if not ok{i}:")
+        lines.extend("    " + one(k) for k in range(i, j))
+        i = j
+    if len(lines) == 1:
+        lines.append("    pass")
+    return lines
 
 
 def _unpack_source(fields: list[tuple[str, XdrType[Any]]], ns: dict[str, Any]) -> list[str]:
