@@ -331,7 +331,11 @@ async def _serve(req: MountRequest, ready: Callable[[str | None], None], stop: S
                 )
             except (OSError, control_socket.ControlError) as e:  # the mount works without it
                 log.warning("no control socket for %s: %s", req.mountpoint, e)
-            channel = stop.channel = open_channel(o.channel, ops, req.mountpoint, fuse_options)
+            # (the kernel's background requests sized for its read-ahead window, set below)
+            channel = stop.channel = open_channel(o.channel, ops, req.mountpoint, fuse_options,
+                                                  max_pages=o.max_pages,
+                                                  read_ahead=max(o.rsize, ops.opens.readahead_window),
+                                                  max_background=o.max_background)
             try:
                 channel.mount()
             except OSError as e:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from .._client.url import PROTOCOLS, SUPPORTED_VERSIONS
 from .._transport.xprtsec import TLS_OPTIONS, XPRTSEC_MODES, XprtSec, XprtSecError
 from .channel import CHANNELS, DEFAULT_CHANNEL
+from .kernel.init import MAX_PAGES_FIELD
 
 # nfs(5) defaults
 DEFAULT_TIMEO_TCP = 600  # deciseconds
@@ -45,6 +46,7 @@ NOTED_OPTIONS = {
     "noresvport": None,  # (every connection goes from an unprivileged port, as noresvport asks)
 }
 MAX_IO_SIZE = 1 << 20  # the largest FUSE request; rsize/wsize above it gain nothing
+MAX_BACKGROUND_FIELD = 0xFFFF  # max_background= (16 bits too)
 MIN_IO_SIZE = 4096
 
 # Options mount(8) and fstab hand to helpers that mean nothing (more) to this client.
@@ -135,6 +137,11 @@ class MountOptions:
     # as it comes (with the cache the kernel keeps mtimes by its own coarse clock, and O_APPEND
     # writes, which go around it, leave its mtime behind)
     writeback_cache: bool = False
+    # FUSE's request sizes (channel=native): pages a READ or WRITE request carries at most (None: as
+    # many as the kernel allows, fs.fuse.max_pages_limit), and the kernel's background requests
+    # (None: sized from the read-ahead window)
+    max_pages: int | None = None
+    max_background: int | None = None
     bg: bool = False  # a mount that cannot reach the server goes on trying in the background
     retry: int | None = None  # minutes to keep trying to reach the server (None: see DEFAULT_BG_RETRY)
     ignored: list[str] = field(default_factory=list)  # generic options accepted and not used
@@ -323,6 +330,10 @@ def parse_options(*texts: str | None, base: MountOptions | None = None) -> Mount
             elif k in ("writeback_cache", "nowriteback_cache"):
                 _flag(k, v)
                 o.writeback_cache = k == "writeback_cache"
+            elif k == "max_pages":
+                o.max_pages = _int(k, v, 1, MAX_PAGES_FIELD)
+            elif k == "max_background":
+                o.max_background = _int(k, v, 1, MAX_BACKGROUND_FIELD)
             elif k == "nodefault_permissions":
                 _flag(k, v)
                 o.default_permissions = False
@@ -400,6 +411,11 @@ def parse_options(*texts: str | None, base: MountOptions | None = None) -> Mount
         raise OptionError(f"acregmin={o.acregmin:g} is larger than acregmax={o.acregmax:g}")
     if o.acdirmin > o.acdirmax:
         raise OptionError(f"acdirmin={o.acdirmin:g} is larger than acdirmax={o.acdirmax:g}")
+    if o.channel != "native":
+        sizes = [k for k in ("max_pages", "max_background") if getattr(o, k) is not None]
+        if sizes:
+            raise OptionError(f"mount option {sizes[0]} needs channel=native (libfuse, under channel={o.channel}, "
+                              "sizes FUSE's requests itself)")
     if o.squash_uid is not None and o.squash_gid is None:
         o.squash_gid = o.squash_uid
     if o.squash_gid is not None and o.squash_uid is None:
