@@ -47,6 +47,7 @@ NOTED_OPTIONS = {
 }
 MAX_IO_SIZE = 1 << 20  # the largest FUSE request; rsize/wsize above it gain nothing
 MAX_BACKGROUND_FIELD = 0xFFFF  # max_background= (16 bits too)
+MAX_READ_AHEAD_OPTION = 1 << 30  # max_readahead= in bytes
 MIN_IO_SIZE = 4096
 
 # Options mount(8) and fstab hand to helpers that mean nothing (more) to this client.
@@ -138,9 +139,10 @@ class MountOptions:
     # writes, which go around it, leave its mtime behind)
     writeback_cache: bool = False
     # FUSE's request sizes (channel=native): pages a READ or WRITE request carries at most (None: as
-    # many as the kernel allows, fs.fuse.max_pages_limit), and the kernel's background requests
-    # (None: sized from the read-ahead window)
+    # many as the kernel allows, fs.fuse.max_pages_limit), the kernel's read-ahead window in bytes
+    # (None: sized from the paths), and its background requests (None: sized from that window)
     max_pages: int | None = None
+    max_readahead: int | None = None
     max_background: int | None = None
     bg: bool = False  # a mount that cannot reach the server goes on trying in the background
     retry: int | None = None  # minutes to keep trying to reach the server (None: see DEFAULT_BG_RETRY)
@@ -332,6 +334,8 @@ def parse_options(*texts: str | None, base: MountOptions | None = None) -> Mount
                 o.writeback_cache = k == "writeback_cache"
             elif k == "max_pages":
                 o.max_pages = _int(k, v, 1, MAX_PAGES_FIELD)
+            elif k == "max_readahead":
+                o.max_readahead = _int(k, v, 0, MAX_READ_AHEAD_OPTION)
             elif k == "max_background":
                 o.max_background = _int(k, v, 1, MAX_BACKGROUND_FIELD)
             elif k == "nodefault_permissions":
@@ -412,7 +416,7 @@ def parse_options(*texts: str | None, base: MountOptions | None = None) -> Mount
     if o.acdirmin > o.acdirmax:
         raise OptionError(f"acdirmin={o.acdirmin:g} is larger than acdirmax={o.acdirmax:g}")
     if o.channel != "native":
-        sizes = [k for k in ("max_pages", "max_background") if getattr(o, k) is not None]
+        sizes = [k for k in ("max_pages", "max_readahead", "max_background") if getattr(o, k) is not None]
         if sizes:
             raise OptionError(f"mount option {sizes[0]} needs channel=native (libfuse, under channel={o.channel}, "
                               "sizes FUSE's requests itself)")
@@ -454,6 +458,7 @@ _VALUES = {
     "sec": "sys|krb5|krb5i|krb5p[:...]",
     "keytab": "FILE",
     "timeo": "DECISECONDS",
+    "max_readahead": "BYTES",
 }
 _ALSO = {"vers": ["nfsvers=..."], "hard": ["soft"], "ro": ["rw"], "noac": ["ac"], "acregmin": ["actimeo=S"],
          "default_permissions": ["nodefault_permissions"], "local_lock": ["nolock", "lock"], "bg": ["fg"],

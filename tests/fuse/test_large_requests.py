@@ -182,3 +182,15 @@ def test_max_pages_needs_the_native_channel(ganesha: Ganesha, tmp_path: Path) ->
     assert not os.path.ismount(tmp_path / "mnt")
     assert len(p.stderr.strip().splitlines()) == 1, p.stderr
 
+
+def read_ahead_kb(mnt: Path) -> int:
+    st = os.stat(mnt)
+    return int(Path(f"/sys/class/bdi/{os.major(st.st_dev)}:{os.minor(st.st_dev)}/read_ahead_kb").read_text())
+
+
+@pytest.mark.fuse
+def test_the_kernels_read_ahead_is_the_mounts_window_or_max_readahead(mount_export) -> None:
+    """By default the kernel reads ahead at least as far as the daemon's own window (8 MiB: READs
+    of 1 MiB that fill the paths, several in flight); ``-o max_readahead=BYTES`` sets it."""
+    assert read_ahead_kb(mount_export("channel=native").path) >= 8192
+    assert read_ahead_kb(mount_export("channel=native,max_readahead=2097152").path) == 2048

@@ -49,7 +49,7 @@ class Wanted:
     flags: int = WANTED
     max_write: int = MAX_WRITE
     max_pages: int = MAX_PAGES
-    max_readahead: int | None = None  # None: as the kernel offers
+    max_readahead: int | None = None  # None: as the kernel offers (its bdi's window then)
     max_background: int = 0  # 0: the kernel's default
     congestion_threshold: int = 0
     time_gran: int = 1  # nanosecond timestamps
@@ -58,7 +58,8 @@ class Wanted:
 def sized(flags: int, max_pages: int, read_ahead: int) -> Wanted:
     """What to ask for with requests of ``max_pages`` pages (the kernel takes no more than its
     ``fs.fuse.max_pages_limit``: ask for that, read by the channel) and a read-ahead window of
-    ``read_ahead`` bytes at most.
+    ``read_ahead`` bytes at most (INIT's ``max_readahead``: the kernel keeps the smaller of it and
+    its bdi's window, which the mount sets).
 
     The kernel reads ahead in background requests, and stops sending read-ahead while
     ``congestion_threshold`` of them are out; the writeback cache's WRITEs are background requests
@@ -71,8 +72,8 @@ def sized(flags: int, max_pages: int, read_ahead: int) -> Wanted:
     most = max(KERNEL_MAX_BACKGROUND, BACKGROUND_BYTES // request)
     max_background = max(KERNEL_MAX_BACKGROUND, min(2 * window, most))
     congestion = max(max_background * 3 // 4, min(window, max_background))
-    return Wanted(flags=flags, max_write=request, max_pages=max_pages, max_background=max_background,
-                  congestion_threshold=congestion)
+    return Wanted(flags=flags, max_write=request, max_pages=max_pages, max_readahead=read_ahead,
+                  max_background=max_background, congestion_threshold=congestion)
 
 
 @dataclass(slots=True)
@@ -115,7 +116,9 @@ def negotiate(req: Init, wanted: Wanted) -> tuple[bytes, Negotiated | None]:
         )
     minor = min(req.minor, abi.FUSE_KERNEL_MINOR_VERSION)
     flags = req.flags & wanted.flags
-    readahead = req.max_readahead if wanted.max_readahead is None else min(wanted.max_readahead, req.max_readahead)
+    # (the kernel takes the smaller of the reply's and the window its bdi has: read_ahead_kb, which
+    # the mount may have raised before it answers INIT, above what the kernel offered)
+    readahead = req.max_readahead if wanted.max_readahead is None else wanted.max_readahead
     max_pages = wanted.max_pages if flags & abi.FUSE_MAX_PAGES else 0
     if flags >> 32:
         flags |= abi.FUSE_INIT_EXT
