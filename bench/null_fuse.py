@@ -41,7 +41,7 @@ from pynfsrdma._fuse.lowlevel import (
     RequestContext,
     SetattrFields,
 )
-from pynfsrdma._fuse.mount_daemon import raise_read_ahead
+from pynfsrdma._fuse.mount_daemon import set_read_ahead
 from pynfsrdma._trio_compat import run_sync_abandoning
 
 ROOT = ROOT_INODE
@@ -237,7 +237,7 @@ async def raise_read_ahead_once_up(mountpoint: str, rsize: int) -> None:
         await run_sync_abandoning(os.stat, mountpoint)
     except OSError:
         return
-    raise_read_ahead(mountpoint, rsize)
+    set_read_ahead(mountpoint, rsize)
 
 
 async def serve(channel: Channel, mountpoint: str) -> None:

@@ -13,7 +13,7 @@ object the operation returned; a WRITE's data reaches the operation as a view in
 wrote it to). Only when the operation has to wait does the reader hand the reading on, to a worker
 standing by or a new one; an operation answered at once (a cached attribute, the null file system of the
 benchmarks) costs no task switch at all. A buffer goes back to the pool once nothing refers to its
-memory (the write gathering keeps payloads until a COMMIT); a payload of less than half a buffer is
+memory (the write gathering keeps payloads until a COMMIT); a payload of less than half a MiB is
 copied out instead, so that a small write does not hold a whole buffer.
 
 FORGETs are gathered and handed over in batches; an INTERRUPT cancels the worker answering that request
@@ -50,7 +50,17 @@ from . import fusermount, uring_channel
 from .kernel import abi, notify, replies, uring
 from .kernel import requests as rq
 from .kernel.forgets import Forgets
-from .kernel.init import LOCKS, WANTED, InitRefused, Negotiated, Wanted, negotiate
+from .kernel.init import (
+    LOCKS,
+    MAX_PAGES,
+    MAX_WRITE,
+    WANTED,
+    InitRefused,
+    Negotiated,
+    Wanted,
+    negotiate,
+    sized,
+)
 from .kernel.interrupts import Interrupts
 from .lowlevel import EntryAttributes, FileLock, FUSEError, Operations, RequestContext, SetattrFields
 from .reply_pipe import ReplyPipe, ReplyPipes
@@ -65,6 +75,11 @@ WORKERS_KEPT = 4  # workers standing by at most (a fifth that finds four waiting
 MAX_WORKERS = 256
 NOTIFY_WAIT = 1.0  # seconds a notification holds up whoever sent it, at most (then it goes on alone)
 NOTIFIERS = 16  # threads writing notifications at once, at most
+# a WRITE payload this small is copied out of its request buffer (whatever the buffers' size)
+SMALL_WRITE = MAX_WRITE // 2
+# the kernel's largest request in pages, which root may raise (kernels 6.13 and later); before that
+# sysctl existed the limit was fixed at MAX_PAGES
+MAX_PAGES_LIMIT = "/proc/sys/fs/fuse/max_pages_limit"
 # errnos of a reply the kernel no longer waits for: the request was interrupted or aborted (ENOENT),
 # or the file system is gone (ENODEV, EBADF)
 GONE = (errno.ENOENT, errno.ENODEV, errno.EBADF, errno.ENOTCONN)
@@ -209,6 +224,16 @@ def _lock_flags(ops: Operations) -> int:
     return LOCKS & ~local
 
 
+def kernel_max_pages() -> int:
+    """The kernel's largest FUSE request in pages (``fs.fuse.max_pages_limit``), read before the
+    mount: the kernel takes no more than that whatever INIT asks for."""
+    try:
+        with open(MAX_PAGES_LIMIT) as f:
+            return max(1, int(f.read()))
+    except (OSError, ValueError):
+        return MAX_PAGES
+
+
 def _cache_flags(ops: Operations) -> int:
     """The INIT flag for the kernel's writeback cache, when ``ops`` wants it."""
     return abi.FUSE_WRITEBACK_CACHE if ops.writeback_cache else 0
@@ -227,17 +252,31 @@ class NativeChannel:
         wanted: Wanted | None = None,
         splice: bool = SPLICE,
         io_uring: bool | None = None,
+        *,
+        max_pages: int | None = None,
+        read_ahead: int = MAX_WRITE,
+        max_background: int | None = None,
     ) -> None:
+        """``wanted``: what INIT asks for, as given; else requests of as many pages as the kernel
+        allows (``max_pages`` at most), and background requests for a read-ahead window of
+        ``read_ahead`` bytes (:func:`~.kernel.init.sized`), or ``max_background`` of them."""
         self.ops = ops
         self.spec = fusermount.MountSpec.from_options(mountpoint, options)
         if wanted is None:
-            wanted = Wanted(flags=WANTED | _lock_flags(ops) | _cache_flags(ops))
+            limit = kernel_max_pages()
+            pages = limit if max_pages is None else min(max_pages, limit)
+            wanted = sized(WANTED | _lock_flags(ops) | _cache_flags(ops), pages, read_ahead)
+            if max_background is not None:
+                wanted.max_background = max_background
+                wanted.congestion_threshold = max(1, max_background * 3 // 4)
         self.wanted = wanted
         self.buffers = RequestBuffers(wanted.max_write + abi.REQUEST_HEADER_ROOM)
         self.pipes = ReplyPipes() if splice else None
         self.bytes_written = 0  # READ data written from this process's memory (writev)
         self.write_bytes_in_place = 0  # WRITE data handed on as a view of the buffer the kernel wrote
         self.write_bytes_copied = 0  # WRITE data copied out of it (a small write)
+        self.largest_read = 0  # the largest READ and WRITE requests the kernel sent (bytes)
+        self.largest_write = 0
         self.agreed: Negotiated | None = None
         self.initialized = trio.Event()
         self.requests = 0  # read so far
@@ -292,8 +331,8 @@ class NativeChannel:
 
     def counts(self) -> dict[str, int]:
         """READ replies by how their data went (spliced from a pipe, or written from memory), WRITE
-        data by how it reached the operations (in the request's buffer, or copied), and how many
-        request buffers were made."""
+        data by how it reached the operations (in the request's buffer, or copied), how many
+        request buffers were made, and the largest READ and WRITE requests."""
         pipes = self.pipes
         return {
             "read_replies_spliced": pipes.spliced if pipes else 0,
@@ -305,6 +344,8 @@ class NativeChannel:
             "ring_requests": self.ring.requests if self.ring else 0,
             "ring_read_bytes_copied": self.ring.read_bytes_copied if self.ring else 0,
             "ring_write_bytes_copied": self.ring.write_bytes_copied if self.ring else 0,
+            "largest_read_request": self.largest_read,
+            "largest_write_request": self.largest_write,
         }
 
     def close(self) -> None:
@@ -670,6 +711,7 @@ class NativeChannel:
         return replies.create(r.unique, attrs, fi)
 
     async def read(self, r: rq.Read) -> Reply:
+        self.largest_read = max(self.largest_read, r.size)
         pipe = self.pipes.take(r.unique) if self.pipes is not None else None
         if pipe is None:
             return self._data(r, await self.ops.read(r.fh, r.offset, r.size))
@@ -698,7 +740,8 @@ class NativeChannel:
     async def write(self, r: rq.Write) -> Reply:
         data: Any = r.data
         r.data = EMPTY_VIEW  # (the operation's reference is the only one that may outlive the request)
-        if data.nbytes * 2 < self.buffers.size:
+        self.largest_write = max(self.largest_write, data.nbytes)
+        if data.nbytes < SMALL_WRITE:
             self.write_bytes_copied += data.nbytes
             small = bytes(data)
             data.release()

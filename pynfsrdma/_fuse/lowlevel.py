@@ -211,7 +211,8 @@ class Operations:
         raise FUSEError(errno.ENOSYS)
 
     async def read(self, fh: int, off: int, size: int) -> Any:
-        """The bytes read (a bytes-like object; shorter than ``size`` at the end of the file)."""
+        """The bytes read (a bytes-like object, or a list of them in order; shorter than ``size`` at
+        the end of the file)."""
         raise FUSEError(errno.ENOSYS)
 
     async def read_into(self, fh: int, off: int, size: int, sink: PayloadSink) -> Any:

@@ -23,7 +23,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,11 +53,13 @@ from .._trunking import TrunkingOptions
 from .channel import Channel, open_channel
 from .options import VERSIONS_TO_TRY, MountOptions, OptionError, parse_options, parse_remount, split_options
 from .payload_memory import keep_payload_memory
+from .readahead import KERNEL_READ_AHEAD_MOST, kernel_window
 
 log = logging.getLogger(__name__)
 
 MOUNT_TIMEOUT = 15.0  # seconds to reach the server and find the export at mount time
 SHUTDOWN_TIMEOUT = 30.0
+READ_AHEAD_RECHECK = 5.0  # seconds between sizings of the kernel's read-ahead from the paths, at most
 INTERRUPTED_SHUTDOWN = 1.0  # seconds to end the session of a mount interrupted before it was up
 STOP_WAIT = 10.0  # seconds an interrupted parent waits for its daemon to end before it kills it
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
@@ -331,22 +333,36 @@ async def _serve(req: MountRequest, ready: Callable[[str | None], None], stop: S
                 )
             except (OSError, control_socket.ControlError) as e:  # the mount works without it
                 log.warning("no control socket for %s: %s", req.mountpoint, e)
-            channel = stop.channel = open_channel(o.channel, ops, req.mountpoint, fuse_options, io_uring=o.io_uring)
+            most = o.max_readahead if o.max_readahead is not None else KERNEL_READ_AHEAD_MOST
+            channel = stop.channel = open_channel(o.channel, ops, req.mountpoint, fuse_options,
+                                                  io_uring=o.io_uring, max_pages=o.max_pages,
+                                                  read_ahead=most, max_background=o.max_background)
             try:
                 channel.mount()
             except OSError as e:
                 channel = None
                 raise MountError(f"cannot mount on {req.mountpoint}: {e.strerror or e}") from e
-            read_ahead = o.rsize
+            least = o.rsize
             if getattr(channel, "pipes", None) is not None and ops.opens.readahead_window:
                 # a channel that splices READ data reaches the kernel only with a READ of the kernel's
                 # own request: the kernel reads ahead, as far as the daemon would have, in requests of
                 # rsize (several in flight), and each is answered by a READ of its own, spliced
-                read_ahead = max(o.rsize, ops.opens.readahead_window)
+                least = max(o.rsize, ops.opens.readahead_window)
                 ops.opens.readahead_window = 0
+
+            def read_ahead() -> int:
+                if o.max_readahead is not None:
+                    return o.max_readahead
+                return kernel_window(nfs.maxread, nfs.io_window(nfs.maxread), least, most)
+
+            # the kernel's window, in force from its first read: the bdi is there once mounted, and the
+            # kernel keeps the smaller of it and INIT's max_readahead (the channel asks for ``most``)
+            set_read_ahead(req.mountpoint, read_ahead())
             log.info("mounted %s on %s", req.source, req.mountpoint)
             up = stop.up  # set once the kernel's first request was answered: then "ok" goes out
             nursery.start_soon(announce_when_up, req.mountpoint, read_ahead, ready, up)
+            if o.max_readahead is None:
+                nursery.start_soon(follow_paths, req.mountpoint, read_ahead, cid.paths.wait_changed, up)
             try:
                 await channel.serve()
             finally:
@@ -410,34 +426,34 @@ def bdi_of(mountpoint: str) -> str | None:
     return dev
 
 
-def raise_read_ahead(mountpoint: str, rsize: int) -> int | None:
-    """Let the kernel read ahead ``rsize`` bytes (at least 1 MiB, FUSE's largest request) instead of
-    its 128 KiB default: buffered sequential reads then cost a quarter as many FUSE requests
-    (measured: ~300 -> ~650 MiB/s). Best effort (root only); returns the read_ahead_kb now in force,
-    or None."""
+def set_read_ahead(mountpoint: str, nbytes: int) -> int | None:
+    """Make the kernel read ahead ``nbytes`` on the mount (its bdi's read_ahead_kb: the window INIT
+    can only lower from the kernel's 128 KiB; a window of whole requests costs fewer of them, and
+    several in flight fill the paths). Best effort (root only); returns the read_ahead_kb now in
+    force, or None."""
     dev = bdi_of(mountpoint)
     if dev is None:
         return None
     path = f"/sys/class/bdi/{dev}/read_ahead_kb"
-    want = max(rsize // 1024, 1)
+    want = nbytes // 1024
     try:
         with open(path) as f:
             now = int(f.read())
-        if now < want:
+        if now != want:
             with open(path, "w") as f:
                 f.write(str(want))
             now = want
     except (OSError, ValueError) as e:
-        log.info("cannot raise %s to %d: %s", path, want, e)
+        log.info("cannot set %s to %d: %s", path, want, e)
         return None
     return now
 
 
-async def announce_when_up(mountpoint: str, rsize: int, ready: Callable[[str | None], None],
+async def announce_when_up(mountpoint: str, read_ahead: Callable[[], int], ready: Callable[[str | None], None],
                            up: trio.Event) -> None:
     """Tell whoever waits that the mount is up once it answers: a stat(2) of the mount point waits for
-    the kernel's FUSE_INIT and a GETATTR, both served by our own loop. Then raise the read-ahead, which
-    the kernel sets from INIT's reply (the smaller of the two)."""
+    the kernel's FUSE_INIT and a GETATTR, both served by our own loop. Then set the read-ahead
+    (``read_ahead()`` bytes), which the kernel set from INIT's reply (the smaller of the two)."""
     try:
         st = await run_sync_abandoning(os.stat, mountpoint)
     except OSError:
@@ -446,8 +462,25 @@ async def announce_when_up(mountpoint: str, rsize: int, ready: Callable[[str | N
         return  # the directory under a mount already gone
     up.set()
     ready(None)
-    kb = raise_read_ahead(mountpoint, rsize)
+    kb = set_read_ahead(mountpoint, read_ahead())
     log.debug("read_ahead_kb of %s: %s", mountpoint, kb)
+
+
+async def follow_paths(mountpoint: str, read_ahead: Callable[[], int], changed: Callable[[], Awaitable[None]],
+                       up: trio.Event) -> None:
+    """Size the kernel's read-ahead again as paths come and go (trunking discovery adds them after
+    the mount) and as their rates become known: ``read_ahead()`` at each change of a path, and every
+    READ_AHEAD_RECHECK seconds."""
+    await up.wait()
+    last = None
+    while True:
+        with trio.move_on_after(READ_AHEAD_RECHECK):
+            await changed()
+        want = read_ahead()
+        if want != last:
+            kb = set_read_ahead(mountpoint, want)
+            log.debug("read_ahead_kb of %s: %s", mountpoint, kb)
+            last = want
 
 
 def run(req: MountRequest, ready_fd: int | None = None) -> int:

@@ -15,6 +15,7 @@ from .._client.connect_options import MIN_IO_SIZE
 from .._client.url import PROTOCOLS, SUPPORTED_VERSIONS
 from .._transport.xprtsec import TLS_OPTIONS, XPRTSEC_MODES, XprtSec, XprtSecError
 from .channel import CHANNELS, DEFAULT_CHANNEL
+from .kernel.init import MAX_PAGES_FIELD
 
 # nfs(5) defaults
 DEFAULT_TIMEO_TCP = 600  # deciseconds
@@ -46,6 +47,8 @@ NOTED_OPTIONS = {
     "noresvport": None,  # (every connection goes from an unprivileged port, as noresvport asks)
 }
 MAX_IO_SIZE = 1 << 20  # the largest FUSE request; rsize/wsize above it gain nothing
+MAX_BACKGROUND_FIELD = 0xFFFF  # max_background= (16 bits too)
+MAX_READ_AHEAD_OPTION = 1 << 30  # max_readahead= in bytes
 
 # Options mount(8) and fstab hand to helpers that mean nothing (more) to this client.
 GENERIC_OPTIONS = frozenset(
@@ -139,6 +142,12 @@ class MountOptions:
     # as it comes (with the cache the kernel keeps mtimes by its own coarse clock, and O_APPEND
     # writes, which go around it, leave its mtime behind)
     writeback_cache: bool = True
+    # FUSE's request sizes (channel=native): pages a READ or WRITE request carries at most (None: as
+    # many as the kernel allows, fs.fuse.max_pages_limit), the kernel's read-ahead window in bytes
+    # (None: sized from the paths), and its background requests (None: sized from that window)
+    max_pages: int | None = None
+    max_readahead: int | None = None
+    max_background: int | None = None
     bg: bool = False  # a mount that cannot reach the server goes on trying in the background
     retry: int | None = None  # minutes to keep trying to reach the server (None: see DEFAULT_BG_RETRY)
     ignored: list[str] = field(default_factory=list)  # generic options accepted and not used
@@ -330,6 +339,12 @@ def parse_options(*texts: str | None, base: MountOptions | None = None) -> Mount
             elif k in ("io_uring", "noio_uring"):
                 _flag(k, v)
                 o.io_uring = k == "io_uring"
+            elif k == "max_pages":
+                o.max_pages = _int(k, v, 1, MAX_PAGES_FIELD)
+            elif k == "max_readahead":
+                o.max_readahead = _int(k, v, 0, MAX_READ_AHEAD_OPTION)
+            elif k == "max_background":
+                o.max_background = _int(k, v, 1, MAX_BACKGROUND_FIELD)
             elif k == "nodefault_permissions":
                 _flag(k, v)
                 o.default_permissions = False
@@ -407,6 +422,11 @@ def parse_options(*texts: str | None, base: MountOptions | None = None) -> Mount
         raise OptionError(f"acregmin={o.acregmin:g} is larger than acregmax={o.acregmax:g}")
     if o.acdirmin > o.acdirmax:
         raise OptionError(f"acdirmin={o.acdirmin:g} is larger than acdirmax={o.acdirmax:g}")
+    if o.channel != "native":
+        sizes = [k for k in ("max_pages", "max_readahead", "max_background") if getattr(o, k) is not None]
+        if sizes:
+            raise OptionError(f"mount option {sizes[0]} needs channel=native (libfuse, under channel={o.channel}, "
+                              "sizes FUSE's requests itself)")
     if o.squash_uid is not None and o.squash_gid is None:
         o.squash_gid = o.squash_uid
     if o.squash_gid is not None and o.squash_uid is None:
@@ -445,6 +465,7 @@ _VALUES = {
     "sec": "sys|krb5|krb5i|krb5p[:...]",
     "keytab": "FILE",
     "timeo": "DECISECONDS",
+    "max_readahead": "BYTES",
 }
 _ALSO = {"vers": ["nfsvers=..."], "hard": ["soft"], "ro": ["rw"], "noac": ["ac"], "acregmin": ["actimeo=S"],
          "default_permissions": ["nodefault_permissions"], "local_lock": ["nolock", "lock"], "bg": ["fg"],

@@ -49,8 +49,9 @@ class FileData:
         )
 
     async def read(self, h: FileHandle, off: int, size: int, sink: PayloadSink | None = None) -> Any:
-        """The data of ``h`` from ``off``, ``size`` bytes at most: from the READs sent ahead when
-        they cover it, else read here; ``sink`` (the request's reply pipe) takes the data of a READ
+        """The data of ``h`` from ``off``, ``size`` bytes at most (a bytes-like object, or a list of
+        them in order when several READs hold it): from the READs sent ahead when they cover it,
+        else read here; ``sink`` (the request's reply pipe) takes the data of a READ
         made here of exactly this range, spliced."""
         node = h.inode
         await self.opens.sync(node)  # our own gathered writes are read back from the server
@@ -96,7 +97,9 @@ class FileData:
         views, _ = await read_range(read, off, size, self.nfs.maxread, self._io_window)
         if len(views) == 1:
             return views[0]  # a view of the reply: no copy on the way to the kernel
-        return b"".join(views)  # (several READs, or none)
+        if not views:
+            return b""
+        return views  # several READs (a request larger than rsize): the replies' views, in order, no copy
 
     async def write(self, h: FileHandle, off: int, buf: bytes) -> int:
         """``buf`` at ``off`` of ``h`` (O_APPEND: at the end of the file), gathered by the open's writer."""

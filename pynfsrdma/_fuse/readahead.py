@@ -32,6 +32,20 @@ DEFAULT_MAX_WINDOW = 8 << 20  # bytes ahead of the reader at most (8 READs of 1 
 # the mount's window (PYNFSRDMA_READ_AHEAD=BYTES overrides it, 0 turns read-ahead off: for measuring)
 READ_AHEAD_WINDOW = int(os.environ.get("PYNFSRDMA_READ_AHEAD") or DEFAULT_MAX_WINDOW)
 BEHIND_EXTENTS = 2  # a request this close behind the reader is reordered, not a seek
+# The kernel's own read-ahead window for the mount (its bdi's read_ahead_kb, set once the mount is up):
+# as far ahead as the READs that fill every live path reach, never below the kernel's default, and at
+# most KERNEL_READ_AHEAD_MOST (what the kernel's background requests are sized for at INIT, which
+# bounds the memory they hold)
+KERNEL_READ_AHEAD_LEAST = 128 << 10
+KERNEL_READ_AHEAD_MOST = 32 << 20
+
+
+def kernel_window(rsize: int, ios: int, least: int, most: int = KERNEL_READ_AHEAD_MOST) -> int:
+    """The kernel's read-ahead window in bytes (whole KiB): the ``ios`` READs of ``rsize`` that keep
+    every live path's bandwidth-delay product in flight (``NFSv4.io_window``), at least ``least``
+    and :data:`KERNEL_READ_AHEAD_LEAST`, at most ``most``."""
+    window = max(least, KERNEL_READ_AHEAD_LEAST, ios * rsize)
+    return min(window, most) // 1024 * 1024
 
 
 class Extent:

@@ -217,7 +217,8 @@ class _Adapter(pyfuse3.Operations):
 
     async def read(self, fh: int, off: int, size: int) -> Any:
         try:
-            return await self.ops.read(fh, off, size)
+            data = await self.ops.read(fh, off, size)
+            return b"".join(data) if isinstance(data, list) else data  # (pyfuse3 takes one buffer)
         except FUSEError as e:
             raise pyfuse3.FUSEError(e.errno) from None
 

@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,9 +75,10 @@ class Mount:
             raise
 
 
-def start_mount(url: str, mountpoint: Path, options: str, log: Path) -> Mount:
-    """``pynfsrdma mount -f`` as a subprocess; returns once the mount answers."""
-    cmd = [PY, "-m", "pynfsrdma._cli.main", *VERBOSE, "mount", url, str(mountpoint), "-f"]
+def start_mount(url: str, mountpoint: Path, options: str, log: Path, cli_args: Sequence[str] = ()) -> Mount:
+    """``pynfsrdma mount -f`` as a subprocess (``cli_args``: the command's own options before
+    ``mount``, ``--trace FILE``); returns once the mount answers."""
+    cmd = [PY, "-m", "pynfsrdma._cli.main", *VERBOSE, *cli_args, "mount", url, str(mountpoint), "-f"]
     if CHANNEL and "channel=" not in options:
         options = ",".join(o for o in (f"channel={CHANNEL}", options) if o)
     options = ",".join(o for o in (OPTIONS, options) if o)

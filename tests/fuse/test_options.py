@@ -70,11 +70,23 @@ def test_options_are_parsed() -> None:
         ("acregmin=10,acregmax=5", "acregmin=10 is larger than acregmax=5"),
         ("squash_gid=5", "squash_gid= needs squash_uid="),
         ("lookupcache=some", "lookupcache=some: use one of all, positive, none"),
+        ("max_pages=0", r"max_pages=0: out of range \(1..65535\)"),
+        ("max_pages=65536", r"max_pages=65536: out of range \(1..65535\)"),
+        ("max_background=0", r"max_background=0: out of range \(1..65535\)"),
+        ("max_readahead=-1", r"max_readahead=-1: out of range"),
+        ("channel=pyfuse3,max_readahead=65536", "mount option max_readahead needs channel=native"),
     ],
 )
 def test_bad_options_are_named(text: str, message: str) -> None:
     with pytest.raises(OptionError, match=message):
         parse_options(text)
+
+
+def test_fuse_request_sizes_are_sized_unless_given() -> None:
+    o = parse_options("")
+    assert (o.max_pages, o.max_readahead, o.max_background) == (None, None, None)  # (sized by the mount)
+    o = parse_options("max_pages=512,max_readahead=4194304,max_background=20")
+    assert (o.max_pages, o.max_readahead, o.max_background) == (512, 4 << 20, 20)
 
 
 def test_lookupcache_decides_which_names_are_cached() -> None:

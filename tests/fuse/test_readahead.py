@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma._fuse.readahead import Extent, ReadAhead, assemble
+from pynfsrdma._fuse.readahead import KERNEL_READ_AHEAD_MOST, Extent, ReadAhead, assemble, kernel_window
 
 MIB = 1 << 20
 KIB = 1 << 10
@@ -177,3 +177,12 @@ def test_a_file_changed_by_another_client_is_read_fresh(
         assert os.pread(fd, 2 * MIB, 4 * MIB) == third[4 * MIB : 6 * MIB]
     finally:
         os.close(fd)
+
+
+def test_the_kernels_window_grows_with_the_reads_that_fill_the_paths_within_its_bounds() -> None:
+    mib = 1 << 20
+    assert kernel_window(mib, 3, 8 * mib) == 8 * mib  # one path: the daemon's own window
+    assert kernel_window(mib, 12, 8 * mib) == 12 * mib  # four paths of three READs in flight each
+    assert kernel_window(mib, 200, 8 * mib) == KERNEL_READ_AHEAD_MOST  # memory bounded
+    assert kernel_window(4096, 1, 4096) == 128 << 10  # never below the kernel's default
+    assert kernel_window(mib, 2, mib, most=2 * mib + 100) == 2 * mib  # (whole KiB)

@@ -15,9 +15,16 @@ from . import abi
 from .replies import error
 from .requests import Init, Options
 
-MAX_PAGES = 256  # FUSE's largest request: 1 MiB in 4 KiB pages
+MAX_PAGES = 256  # the kernel's largest request unless root raised fs.fuse.max_pages_limit: 1 MiB
+MAX_PAGES_FIELD = 0xFFFF  # fuse_init_out.max_pages is 16 bits wide (and so is the sysctl's range)
 PAGE_SIZE = 4096
 MAX_WRITE = MAX_PAGES * PAGE_SIZE
+# the kernel's background requests (its read-ahead, and the writeback cache's WRITEs) when the reply
+# leaves them at 0: FUSE_DEFAULT_MAX_BACKGROUND, and a congestion threshold of three quarters of it
+KERNEL_MAX_BACKGROUND = 12
+# bytes the background requests may hold at most (each up to a request of max_pages): the bound on
+# what a sized max_background costs the daemon's memory
+BACKGROUND_BYTES = 64 << 20
 
 # what this client asks for when the kernel offers it (the writeback cache, FUSE_WRITEBACK_CACHE, is
 # asked for by the channel when the mount wants it)
@@ -42,10 +49,31 @@ class Wanted:
     flags: int = WANTED
     max_write: int = MAX_WRITE
     max_pages: int = MAX_PAGES
-    max_readahead: int | None = None  # None: as the kernel offers
+    max_readahead: int | None = None  # None: as the kernel offers (its bdi's window then)
     max_background: int = 0  # 0: the kernel's default
     congestion_threshold: int = 0
     time_gran: int = 1  # nanosecond timestamps
+
+
+def sized(flags: int, max_pages: int, read_ahead: int) -> Wanted:
+    """What to ask for with requests of ``max_pages`` pages (the kernel takes no more than its
+    ``fs.fuse.max_pages_limit``: ask for that, read by the channel) and a read-ahead window of
+    ``read_ahead`` bytes at most (INIT's ``max_readahead``: the kernel keeps the smaller of it and
+    its bdi's window, which the mount sets).
+
+    The kernel reads ahead in background requests, and stops sending read-ahead while
+    ``congestion_threshold`` of them are out; the writeback cache's WRITEs are background requests
+    too. So the threshold lets a whole window of read-ahead requests be out, and ``max_background``
+    as many again for writeback beside it, within :data:`BACKGROUND_BYTES` (never below the
+    kernel's own default)."""
+    max_pages = max(1, min(max_pages, MAX_PAGES_FIELD))
+    request = max_pages * PAGE_SIZE
+    window = -(-max(read_ahead, request) // request)  # read-ahead requests a window holds
+    most = max(KERNEL_MAX_BACKGROUND, BACKGROUND_BYTES // request)
+    max_background = max(KERNEL_MAX_BACKGROUND, min(2 * window, most))
+    congestion = max(max_background * 3 // 4, min(window, max_background))
+    return Wanted(flags=flags, max_write=request, max_pages=max_pages, max_readahead=read_ahead,
+                  max_background=max_background, congestion_threshold=congestion)
 
 
 @dataclass(slots=True)
@@ -58,6 +86,8 @@ class Negotiated:
     max_write: int = 0
     max_readahead: int = 0
     max_pages: int = 0
+    max_background: int = 0  # 0: the kernel's default
+    congestion_threshold: int = 0
     options: Options = field(default_factory=Options)
 
     def has(self, flag: int) -> bool:
@@ -86,7 +116,9 @@ def negotiate(req: Init, wanted: Wanted) -> tuple[bytes, Negotiated | None]:
         )
     minor = min(req.minor, abi.FUSE_KERNEL_MINOR_VERSION)
     flags = req.flags & wanted.flags
-    readahead = req.max_readahead if wanted.max_readahead is None else min(wanted.max_readahead, req.max_readahead)
+    # (the kernel takes the smaller of the reply's and the window its bdi has: read_ahead_kb, which
+    # the mount may have raised before it answers INIT, above what the kernel offered)
+    readahead = req.max_readahead if wanted.max_readahead is None else wanted.max_readahead
     max_pages = wanted.max_pages if flags & abi.FUSE_MAX_PAGES else 0
     if flags >> 32:
         flags |= abi.FUSE_INIT_EXT
@@ -96,6 +128,8 @@ def negotiate(req: Init, wanted: Wanted) -> tuple[bytes, Negotiated | None]:
         max_write=wanted.max_write,
         max_readahead=readahead,
         max_pages=max_pages,
+        max_background=wanted.max_background,
+        congestion_threshold=wanted.congestion_threshold,
         options=Options(setxattr_ext=bool(flags & abi.FUSE_SETXATTR_EXT)),
     )
     reply = _init_out(

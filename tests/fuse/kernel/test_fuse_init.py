@@ -115,3 +115,37 @@ def test_too_old_is_refused(major: int, minor: int) -> None:
     with pytest.raises(fi.InitRefused, match=f"{major}.{minor}") as e:
         fi.negotiate(init_request(major, minor, OFFERED_7_31), fi.Wanted())
     assert e.value.reply == struct.pack(OUT_HEADER, 16, -errno.EPROTO, UNIQUE)
+
+
+@pytest.mark.parametrize(
+    "pages, read_ahead, max_background, congestion",
+    [
+        (256, 8 << 20, 16, 12),  # 1 MiB requests, an 8 MiB window: 8 read-ahead requests, as many for writeback
+        (256, 32 << 20, 64, 48),  # the window the paths may grow it to: 64 MiB of background requests at most
+        (1024, 32 << 20, 16, 12),  # 4 MiB requests (the limit raised): the same bytes in fewer requests
+        (1024, 8 << 20, 12, 9),  # never below the kernel's own default (12, and 9)
+        (256, 128 << 10, 12, 9),
+    ],
+)
+def test_sized_requests_and_background_go_into_the_reply(
+    pages: int, read_ahead: int, max_background: int, congestion: int
+) -> None:
+    wanted = fi.sized(fi.WANTED, pages, read_ahead)
+    reply, agreed = fi.negotiate(init_request(7, 45, OFFERED_7_45), wanted)
+    assert agreed is not None
+    (_, _, readahead, _, max_bg, congestion_threshold, max_write, _, max_pages, *_) = unpack_reply(reply)
+    assert (max_pages, max_write) == (pages, pages * 4096)
+    assert (max_bg, congestion_threshold) == (max_background, congestion)
+    # the window asked for, above what the kernel offered: the kernel keeps the smaller of it and its
+    # bdi's (read_ahead_kb, which the mount raises before it answers INIT)
+    assert readahead == read_ahead
+    assert (agreed.max_pages, agreed.max_write, agreed.max_readahead, agreed.max_background,
+            agreed.congestion_threshold) == (pages, pages * 4096, read_ahead, max_background, congestion)
+    assert max_bg * max_write <= max(fi.BACKGROUND_BYTES, fi.KERNEL_MAX_BACKGROUND * max_write)  # memory bounded
+
+
+def test_sized_pages_stay_within_the_fields_16_bits() -> None:
+    wanted = fi.sized(fi.WANTED, 1 << 20, 0)
+    reply, _ = fi.negotiate(init_request(7, 45, OFFERED_7_45), wanted)
+    assert unpack_reply(reply)[8] == 0xFFFF
+    assert fi.sized(fi.WANTED, 0, 0).max_pages == 1
