@@ -18,7 +18,16 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 from .._proto.rpcsec_gss import Flavor
 from .security import DEFAULT, parse_sec
 from .stack import xprtsec_of
-from .url import NfsURL, URLError, check_url_options, parse_url, pnfs_of, reads_per_compound, url_identity
+from .url import (
+    MIN_IO_SIZE,
+    NfsURL,
+    URLError,
+    check_url_options,
+    parse_url,
+    pnfs_of,
+    reads_per_compound,
+    url_identity,
+)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -29,9 +38,6 @@ TLS_OPTIONS = ("xprtsec", "truststore", "certificate", "private_key")  # the key
 
 def _fail(name: str, value: object, want: str) -> URLError:
     return URLError(f"connect option {name}={value!r}: {want}")
-
-
-MIN_IO_SIZE = 4096  # the smallest rsize/wsize: one page, for the API and the mount alike
 
 
 def _whole(name: str, value: object, least: int, most: int | None = None) -> None:

@@ -7,6 +7,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from .._proto.nfs4.const import NFS_PORT, NFS_RDMA_PORT
 
+MIN_IO_SIZE = 4096  # the smallest rsize/wsize: one page, for the API and the mount alike
+
 SUPPORTED_VERSIONS = ("4.1", "4.2")  # vers= (the minor version every COMPOUND of the mount carries)
 PROTOCOLS = ("tcp", "rdma")
 

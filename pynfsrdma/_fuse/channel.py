@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from .kernel.uring import IO_URING_DEFAULT
 from .lowlevel import Operations
-from .uring_channel import IO_URING_DEFAULT
 
 __all__ = ["CHANNELS", "DEFAULT_CHANNEL", "IO_URING_DEFAULT", "Channel", "open_channel"]
 

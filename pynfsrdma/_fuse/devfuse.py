@@ -298,7 +298,7 @@ class NativeChannel:
         self._notifiers = trio.CapacityLimiter(NOTIFIERS)
         # requests by FUSE over io_uring where the kernel offers it (None: IO_URING_DEFAULT, and a
         # kernel that does not offer it is no news; True: asked for, and its absence is a warning)
-        self.io_uring = uring_channel.IO_URING_DEFAULT if io_uring is None else io_uring
+        self.io_uring = uring.IO_URING_DEFAULT if io_uring is None else io_uring
         self._io_uring_asked = bool(io_uring)
         self.ring: uring_channel.FuseRing | None = None
         ops.kernel = _Kernel(self)

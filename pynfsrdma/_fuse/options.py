@@ -11,8 +11,7 @@ import copy
 import os
 from dataclasses import dataclass, field, fields
 
-from .._client.connect_options import MIN_IO_SIZE
-from .._client.url import PROTOCOLS, SUPPORTED_VERSIONS
+from .._client.url import MIN_IO_SIZE, PROTOCOLS, SUPPORTED_VERSIONS
 from .._transport.xprtsec import TLS_OPTIONS, XPRTSEC_MODES, XprtSec, XprtSecError
 from .channel import CHANNELS, DEFAULT_CHANNEL
 from .kernel.init import MAX_PAGES_FIELD

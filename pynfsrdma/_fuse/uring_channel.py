@@ -34,9 +34,6 @@ from .kernel.interrupts import Interrupts
 
 log = logging.getLogger(__name__)
 
-# whether the native channel asks for FUSE over io_uring unless told (-o io_uring / noio_uring): not
-# by default, as the ring costs the daemon more CPU per request than /dev/fuse (README, Performance)
-IO_URING_DEFAULT = False
 ENTRIES_PER_QUEUE = 16  # at most; fewer on machines of many CPUs (ENTRIES_IN_ALL)
 ENTRIES_IN_ALL = 64
 MIN_ENTRIES_PER_QUEUE = 2

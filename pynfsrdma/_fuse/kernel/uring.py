@@ -23,6 +23,10 @@ from . import abi
 from .init import PAGE_SIZE
 from .requests import MalformedRequest
 
+# whether the native channel asks for FUSE over io_uring unless told (-o io_uring / noio_uring): not
+# by default, as the ring costs the daemon more CPU per request than /dev/fuse (README, Performance)
+IO_URING_DEFAULT = False
+
 OP_IN_OFFSET = abi.FUSE_URING_IN_OUT_HEADER_SZ
 ENT_IN_OUT_OFFSET = abi.FUSE_URING_IN_OUT_HEADER_SZ + abi.FUSE_URING_OP_IN_OUT_SZ
 PAYLOAD_OFFSET = PAGE_SIZE  # the payload buffer starts on a page of its own
