@@ -16,7 +16,6 @@ FileNotFoundError). Files are Python's io objects (:mod:`.file_object`).
 from __future__ import annotations
 
 import os
-import posixpath
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import IO, Any, TypeVar
@@ -29,6 +28,7 @@ from .batched import MERGE_GAP
 from .connect_options import ConnectOptions, takes_connect_options
 from .dir_entry import DirEntry
 from .file_object import RawFile, api_mode, open_file
+from .trees import Walk
 from .url import NfsURL
 
 T = TypeVar("T")
@@ -348,23 +348,14 @@ class SyncClient:
     def walk(self, top: str = "/", topdown: bool = True, onerror: Callable[[OSError], Any] | None = None,
              followlinks: bool = False) -> Iterator[tuple[str, list[str], list[str]]]:
         """(dirpath, dirnames, filenames) for ``top`` and each directory below it, as ``os.walk``."""
-        try:
-            entries = list(self.scandir(top))
-        except OSError as e:
-            if onerror is not None:
-                onerror(e)
-            return
-        dirs = [e.name for e in entries if e.is_dir()]
-        files = [e.name for e in entries if not e.is_dir()]
-        links = {e.name for e in entries if e.is_symlink()}
-        if topdown:
-            yield top, dirs, files
-        for name in dirs:
-            if name in links and not followlinks:
-                continue
-            yield from self.walk(posixpath.join(top, name), topdown, onerror, followlinks)
-        if not topdown:
-            yield top, dirs, files
+        walk = Walk(top, topdown, onerror, followlinks)
+        while (path := walk.next_directory()) is not None:
+            try:
+                walk.listed(path, list(self.scandir(path)))
+            except OSError as e:
+                walk.failed(e)
+            yield from walk.results()
+        yield from walk.results()
 
     def glob(self, pattern: str) -> list[str]:
         """The paths matching ``pattern`` (``*``, ``?``, ``[...]``, and ``**`` for any depth), sorted."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import errno
 import fnmatch
 import posixpath
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 from .._errors import NFS4Error
@@ -19,6 +19,64 @@ from .export_paths import ExportPaths
 
 def glob_magic(name: str) -> bool:
     return any(ch in name for ch in "*?[")
+
+
+_Level = tuple[str, list[str], list[str], set[str]]  # a directory, its dirnames and filenames, its links
+
+
+class Walk:
+    """``os.walk``'s order over listings its caller makes (the blocking client's and the async
+    one's): :meth:`next_directory` says which directory to list, :meth:`listed` takes its entries
+    (or :meth:`failed` the error, handed to ``onerror``), and :meth:`results` hands out the
+    ``(dirpath, dirnames, filenames)`` due. Top down, a caller may prune ``dirnames`` before it
+    asks for the next result: only the names left are walked into; links to directories are walked
+    into with ``followlinks`` only."""
+
+    def __init__(self, top: str, topdown: bool, onerror: Callable[[OSError], Any] | None,
+                 followlinks: bool) -> None:
+        self.topdown = topdown
+        self.onerror = onerror
+        self.followlinks = followlinks
+        # directories to list, and (bottom up) the results due once those above them in the stack are
+        self._stack: list[str | _Level] = [top]
+        self._due: list[_Level] = []
+
+    def next_directory(self) -> str | None:
+        """The directory to list next (None: the walk is over, once :meth:`results` are handed out)."""
+        while self._stack:
+            item = self._stack.pop()
+            if isinstance(item, str):
+                return item
+            self._due.append(item)
+        return None
+
+    def listed(self, path: str, entries: list[DirEntry]) -> None:
+        dirs = [e.name for e in entries if e.is_dir()]
+        files = [e.name for e in entries if not e.is_dir()]
+        level = (path, dirs, files, {e.name for e in entries if e.is_symlink()})
+        if self.topdown:
+            self._due.append(level)
+        else:
+            self._stack.append(level)
+            self._walk_into(level)
+
+    def failed(self, e: OSError) -> None:
+        if self.onerror is not None:
+            self.onerror(e)
+
+    def results(self) -> Iterator[tuple[str, list[str], list[str]]]:
+        while self._due:
+            level = self._due.pop(0)
+            path, dirs, files, _ = level
+            yield path, dirs, files
+            if self.topdown:
+                self._walk_into(level)
+
+    def _walk_into(self, level: _Level) -> None:
+        path, dirs, _, links = level
+        self._stack.extend(
+            posixpath.join(path, name) for name in reversed(dirs) if self.followlinks or name not in links)
+
 
 
 class Trees:
@@ -39,24 +97,16 @@ class Trees:
     async def walk(self, top: str = "/", topdown: bool = True, onerror: Callable[[OSError], Any] | None = None,
                    followlinks: bool = False) -> AsyncIterator[tuple[str, list[str], list[str]]]:
         """:meth:`.api.Client.walk`."""
-        try:
-            entries = await self.scandir(top)
-        except OSError as e:
-            if onerror is not None:
-                onerror(e)
-            return
-        dirs = [e.name for e in entries if e.is_dir()]
-        files = [e.name for e in entries if not e.is_dir()]
-        links = {e.name for e in entries if e.is_symlink()}
-        if topdown:
-            yield top, dirs, files
-        for name in dirs:
-            if name in links and not followlinks:
-                continue
-            async for item in self.walk(posixpath.join(top, name), topdown, onerror, followlinks):
-                yield item
-        if not topdown:
-            yield top, dirs, files
+        walk = Walk(top, topdown, onerror, followlinks)
+        while (path := walk.next_directory()) is not None:
+            try:
+                walk.listed(path, await self.scandir(path))
+            except OSError as e:
+                walk.failed(e)
+            for result in walk.results():
+                yield result
+        for result in walk.results():
+            yield result
 
     async def glob(self, pattern: str) -> list[str]:
         """:meth:`.api.Client.glob`."""

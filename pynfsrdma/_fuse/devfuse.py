@@ -36,9 +36,8 @@ import logging
 import os
 import stat
 import sys
-import types
 import weakref
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import trio
@@ -64,15 +63,13 @@ from .kernel.init import (
 from .kernel.interrupts import Interrupts
 from .lowlevel import EntryAttributes, FileLock, FUSEError, Operations, RequestContext, SetattrFields
 from .reply_pipe import ReplyPipe, ReplyPipes
+from .workers import READS_BETWEEN_CHECKPOINTS, Task, Worker, Workers
 
 log = logging.getLogger(__name__)
 
 DRAIN_TIMEOUT = 5.0  # seconds requests in progress get to finish once the loop stops reading
 FORGET_BATCH = 512  # nodes gathered before the operations hear of them, at the latest
 FREE_BUFFERS_KEPT = 16
-READS_BETWEEN_CHECKPOINTS = 8  # requests answered in a row before the reader lets other tasks run
-WORKERS_KEPT = 4  # workers standing by at most (a fifth that finds four waiting ends)
-MAX_WORKERS = 256
 NOTIFY_WAIT = 1.0  # seconds a notification holds up whoever sent it, at most (then it goes on alone)
 NOTIFIERS = 16  # threads writing notifications at once, at most
 # a WRITE payload this small is copied out of its request buffer (whatever the buffers' size)
@@ -150,43 +147,6 @@ class RequestBuffers:
 
 
 Handler = Callable[["NativeChannel", Any], Coroutine[Any, Any, Reply]]
-Request = tuple[Handler, rq.Request, "RequestBuffer | None"]
-
-
-@types.coroutine
-def _resume(coro: Coroutine[Any, Any, Reply], yielded: Any) -> Generator[Any, Any, Reply]:
-    """Go on running ``coro``, which was stepped by hand once and yielded ``yielded``, as if it had
-    been awaited from the start: what trio sends or throws goes to it."""
-    try:
-        while True:
-            try:
-                sent = yield yielded
-            except BaseException as e:
-                yielded = coro.throw(e)
-            else:
-                yielded = coro.send(sent)
-    except StopIteration as done:
-        return done.value
-    finally:
-        coro.close()
-
-
-class _Worker:
-    """A worker task's state: the cancel scope an INTERRUPT cancels, and the request it answers."""
-
-    __slots__ = ("buf", "interrupted", "interruptible", "scope", "unique")
-
-    def __init__(self) -> None:
-        self.scope = trio.CancelScope()
-        self.interrupted = False  # the scope was cancelled (by an INTERRUPT)
-        self.interruptible = False  # the request answered may be cancelled
-        self.unique: int | None = None
-        self.buf: RequestBuffer | None = None
-
-    def interrupt(self) -> None:
-        if self.interruptible:
-            self.interrupted = True
-            self.scope.cancel()
 
 
 class _Kernel:
@@ -239,7 +199,7 @@ def _cache_flags(ops: Operations) -> int:
     return abi.FUSE_WRITEBACK_CACHE if ops.writeback_cache else 0
 
 
-class NativeChannel:
+class NativeChannel(Workers):
     """Mount on /dev/fuse and serve ``ops`` until unmounted or :meth:`terminate` is called."""
 
     name = "native"
@@ -260,6 +220,8 @@ class NativeChannel:
         """``wanted``: what INIT asks for, as given; else requests of as many pages as the kernel
         allows (``max_pages`` at most), and background requests for a read-ahead window of
         ``read_ahead`` bytes (:func:`~.kernel.init.sized`), or ``max_background`` of them."""
+        super().__init__()
+        self._channel = self  # (what the handlers are called with)
         self.ops = ops
         self.spec = fusermount.MountSpec.from_options(mountpoint, options)
         if wanted is None:
@@ -284,14 +246,7 @@ class NativeChannel:
         self._fd = -1
         self._options = rq.Options()
         self._forgets = Forgets()
-        self._interrupts: Interrupts[_Worker] = Interrupts()
-        self._nursery: trio.Nursery | None = None
-        self._stopping = False
-        self._stopped = trio.Event()
-        self._reading = False  # a worker holds the reader role
-        self._standby = trio.lowlevel.ParkingLot()  # workers waiting for it
-        self._workers = 0
-        self._in_a_row = 0
+        self._interrupts: Interrupts[Worker] = Interrupts()
         self._interruptible = frozenset(
             o.number for o in rq.OPCODES.values() if o.operation is not None and o.operation in ops.interruptible
         )
@@ -317,17 +272,14 @@ class NativeChannel:
     async def serve(self) -> None:
         if self._fd < 0:
             raise RuntimeError("not mounted")
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            nursery.start_soon(self._worker)
-            await self._stopped.wait()
-            if self._forgets:
-                nursery.start_soon(self._forget, self._forgets.take())
-            # no more requests are read: those being answered get a little time to finish
-            nursery.cancel_scope.deadline = trio.current_time() + DRAIN_TIMEOUT
+        await self.answer_requests(DRAIN_TIMEOUT)
+
+    def _stopped_reading(self, nursery: trio.Nursery) -> None:
+        if self._forgets:
+            nursery.start_soon(self._forget, self._forgets.take())
 
     def terminate(self) -> None:
-        self._stop()
+        self.stop()
 
     def counts(self) -> dict[str, int]:
         """READ replies by how their data went (spliced from a pipe, or written from memory), WRITE
@@ -381,66 +333,13 @@ class NativeChannel:
                 log.info("notification %r: %s", message[:24], e)
 
     # -- the workers ---------------------------------------------------------------------------------
-    def _stop(self) -> None:
-        if self._stopping:
-            return
-        self._stopping = True
-        self._stopped.set()
-        self._standby.unpark_all()
+    def _wake_reader(self) -> None:
         if self.ring is not None:
             self.ring.stop()
         if self._fd >= 0:
             trio.lowlevel.notify_closing(self._fd)  # (wakes the reader)
 
-    async def _worker(self) -> None:
-        w = _Worker()
-        self._workers += 1
-        try:
-            while not self._stopping:
-                w.scope = trio.CancelScope()
-                w.interrupted = False
-                with w.scope:
-                    if await self._work(w):
-                        return
-                if w.unique is not None:  # an INTERRUPT cancelled the operation
-                    self._finish(w, replies.error(w.unique, errno.EINTR))
-        finally:
-            self._workers -= 1
-            if w.buf is not None:
-                self.buffers.give_back(w.buf)
-
-    async def _work(self, w: _Worker) -> bool:
-        """Read and answer requests until stopping (False), until an INTERRUPT came too late for the
-        request it was meant for (False: the worker takes a fresh cancel scope), or until enough others
-        stand by (True: this worker ends)."""
-        while not self._stopping:
-            if self._reading:
-                if len(self._standby) >= WORKERS_KEPT:
-                    return True
-                await self._standby.park()
-                continue
-            self._reading = True
-            try:
-                request = await self._next_request()
-            finally:
-                self._reading = False
-            if request is None:
-                return False
-            handler, req, w.buf = request
-            w.unique = unique = req.unique
-            w.interruptible = req.opcode in self._interruptible
-            if self._interrupts.started(unique, w):
-                w.interrupt()
-            for due in self._interrupts.take_due():
-                self._send(replies.error(due, errno.EAGAIN))
-            reply = await self._answer(handler, req)
-            del req, request
-            self._finish(w, reply)
-            if w.interrupted:
-                return False
-        return False
-
-    def _finish(self, w: _Worker, reply: Reply) -> None:
+    def _finish(self, w: Worker, reply: Reply, waited: bool) -> None:
         assert w.unique is not None
         self._interrupts.finished(w.unique)
         w.unique = None
@@ -449,35 +348,11 @@ class NativeChannel:
             self.buffers.give_back(w.buf)
             w.buf = None
 
-    async def _answer(self, handler: Handler, req: rq.Request, hand_off: Callable[[], None] | None = None) -> Reply:
-        """The reply to ``req``. The operation's first step runs here; if it has to wait, the reading
-        goes on in another worker meanwhile (``hand_off``: of the ring's, when it came by the ring)."""
-        coro = handler(self, req)
-        try:
-            try:
-                yielded = coro.send(None)
-            except StopIteration as done:
-                return done.value
-            (hand_off or self._hand_off)()
-            return await _resume(coro, yielded)
-        except FUSEError as e:
-            return replies.error(req.unique, e.errno)
-        except Exception:
-            log.exception("%s (unique %d) failed", req.name_of_opcode, req.unique)
-            return replies.error(req.unique, errno.EIO)
-
-    def _hand_off(self) -> None:
-        """Someone else reads while this worker waits for its operation."""
-        if len(self._standby):
-            self._standby.unpark()
-        elif self._workers < MAX_WORKERS and self._nursery is not None:
-            self._nursery.start_soon(self._worker)
-
-    async def _next_request(self) -> Request | None:
+    async def _next_request(self) -> Task | None:
         """The next request to answer (those answered on the spot are answered here); None: stop."""
         fd = self._fd
         buffers = self.buffers
-        while not self._stopping:
+        while not self.stopping:
             buf = buffers.take()
             try:
                 n = os.readv(fd, [buf.data])
@@ -493,14 +368,14 @@ class NativeChannel:
                 buffers.give_back(buf)
                 if e.errno == errno.ENODEV:
                     log.debug("unmounted")
-                    self._stop()
+                    self.stop()
                     return None
                 if e.errno in (errno.EINTR, errno.ENOENT):  # (ENOENT: aborted before it was read)
                     continue
                 raise
             if n == 0:  # (a connection that is not the kernel's, closed)
                 buffers.give_back(buf)
-                self._stop()
+                self.stop()
                 return None
             self.requests += 1
             request = self._dispatch(buf, n)
@@ -515,8 +390,8 @@ class NativeChannel:
     def _idle(self) -> None:
         """Nothing to read for now: hand over the gathered FORGETs."""
         self._in_a_row = 0
-        if self._forgets and self._nursery is not None:
-            self._nursery.start_soon(self._forget, self._forgets.take())
+        if self._forgets and self.nursery is not None:
+            self.nursery.start_soon(self._forget, self._forgets.take())
 
     async def _forget(self, forgets: list[tuple[int, int]]) -> None:
         try:
@@ -524,7 +399,7 @@ class NativeChannel:
         except Exception:  # (a FORGET has no reply to carry it: it must not end the loop either)
             log.exception("forget of %d nodes failed", len(forgets))
 
-    def _dispatch(self, buf: RequestBuffer, n: int) -> Request | None:
+    def _dispatch(self, buf: RequestBuffer, n: int) -> Task | None:
         """Decode one request: what to answer it with, or None when it was dealt with here."""
         try:
             req = rq.decode(buf.data, n, buf.view, self._options)
@@ -538,14 +413,14 @@ class NativeChannel:
         handler = HANDLERS.get(op)
         if handler is not None:
             if op == abi.FUSE_WRITE:
-                return handler, req, buf
+                return handler, req, buf, None
             self.buffers.give_back(buf)  # (the request holds copies of what it needs)
-            return handler, req, None
+            return handler, req, None, None
         self.buffers.give_back(buf)
         if op == abi.FUSE_FORGET or op == abi.FUSE_BATCH_FORGET:
             self._forgets.add(req)
-            if len(self._forgets) >= FORGET_BATCH and self._nursery is not None:
-                self._nursery.start_soon(self._forget, self._forgets.take())
+            if len(self._forgets) >= FORGET_BATCH and self.nursery is not None:
+                self.nursery.start_soon(self._forget, self._forgets.take())
         elif isinstance(req, rq.Interrupt):
             target = self._interrupts.interrupt(req)
             if target is not None:
@@ -565,7 +440,7 @@ class NativeChannel:
         except InitRefused as e:
             log.error("%s", e)
             self._send(e.reply)
-            self._stop()
+            self.stop()
             return
         self._send(reply)
         if agreed is not None:
@@ -599,12 +474,12 @@ class NativeChannel:
         ring = self.ring
         if ring is None:
             return
-        if not agreed.has(abi.FUSE_OVER_IO_URING) or self._nursery is None:
+        if not agreed.has(abi.FUSE_OVER_IO_URING) or self.nursery is None:
             self.ring = None
             ring.close()
             return
-        self._nursery.start_soon(
-            ring.serve, uring.payload_size(agreed.max_write, agreed.max_pages), self._answer, HANDLERS,
+        self.nursery.start_soon(
+            ring.serve, uring.payload_size(agreed.max_write, agreed.max_pages), self, HANDLERS,
             self._interrupts, self._interruptible, agreed.options, self.buffers, self._send)
 
     def _send(self, reply: Reply) -> None:
@@ -728,13 +603,8 @@ class NativeChannel:
                 self.pipes.give_back(pipe)  # type: ignore[union-attr]
 
     def _data(self, r: rq.Read, data: Any) -> Reply:
-        if isinstance(data, list | tuple):
-            reply = replies.data_parts(r.unique, data)
-        else:
-            if len(data) > r.size:
-                data = memoryview(data)[: r.size]
-            reply = replies.data(r.unique, data)
-        self.bytes_written += sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in reply[1:])
+        reply = replies.read(r.unique, data, r.size)
+        self.bytes_written += replies.payload_length(reply)
         return reply
 
     async def write(self, r: rq.Write) -> Reply:

@@ -22,7 +22,7 @@ import logging
 import mmap
 import os
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import trio
@@ -31,15 +31,13 @@ from .io_uring import Ring, buffer_address
 from .kernel import abi, replies, uring
 from .kernel import requests as rq
 from .kernel.interrupts import Interrupts
+from .workers import READS_BETWEEN_CHECKPOINTS, Task, Worker, Workers
 
 log = logging.getLogger(__name__)
 
 ENTRIES_PER_QUEUE = 16  # at most; fewer on machines of many CPUs (ENTRIES_IN_ALL)
 ENTRIES_IN_ALL = 64
 MIN_ENTRIES_PER_QUEUE = 2
-WORKERS_KEPT = 4
-MAX_WORKERS = 256
-READS_BETWEEN_CHECKPOINTS = 8
 DRAIN_TIMEOUT = 5.0
 # the kernel's switch (module parameter of fuse); FUSE offers io_uring at INIT only while it is on
 ENABLE_URING = "/sys/module/fuse/parameters/enable_uring"
@@ -48,7 +46,6 @@ CPUS_POSSIBLE = "/sys/devices/system/cpu/possible"
 GOING = (errno.ENOTCONN, errno.ECONNABORTED, errno.ECANCELED, errno.ENODEV)
 
 Reply = Any
-Answer = Callable[[Any, rq.Request, Callable[[], None]], Awaitable[Reply]]
 
 
 def possible_cpus(path: str = CPUS_POSSIBLE) -> int:
@@ -99,32 +96,14 @@ class Entry:
             pass
 
 
-class _Worker:
-    """A worker's state: the cancel scope an INTERRUPT cancels, and the entry it answers."""
-
-    __slots__ = ("buf", "entry", "interrupted", "interruptible", "scope", "unique")
-
-    def __init__(self) -> None:
-        self.scope = trio.CancelScope()
-        self.interrupted = False
-        self.interruptible = False
-        self.unique: int | None = None
-        self.entry: Entry | None = None
-        self.buf: Any = None
-
-    def interrupt(self) -> None:
-        if self.interruptible:
-            self.interrupted = True
-            self.scope.cancel()
-
-
-class FuseRing:
+class FuseRing(Workers):
     """The io_uring of one FUSE connection (``fuse_fd``) and its entries: ``queues`` queues (one per
     possible CPU unless given) of ``per_queue`` entries. Making it makes the io_uring (RingError when
     the system has none); the entries are made by :meth:`serve`, once INIT said how large a request
     gets."""
 
     def __init__(self, fuse_fd: int, queues: int | None = None, per_queue: int | None = None) -> None:
+        super().__init__()
         self.fuse_fd = fuse_fd
         self.queues = queues if queues is not None else possible_cpus()
         self.per_queue = per_queue if per_queue is not None else max(
@@ -136,44 +115,36 @@ class FuseRing:
         self.write_bytes_copied = 0  # WRITE data copied out of them
         self.refused: str | None = None  # why the kernel refused the entries, if it did
         self._ready: deque[Entry] = deque()
-        self._stopping = False
-        self._stopped = trio.Event()
-        self._reading = False
-        self._standby = trio.lowlevel.ParkingLot()
-        self._workers = 0
-        self._hand_offs = 0
-        self._in_a_row = 0
-        self._nursery: trio.Nursery | None = None
         # set by serve()
-        self._answer: Answer | None = None
+        self._channel: Any = None
         self._handlers: Mapping[int, Any] = {}
-        self._interrupts: Interrupts[Any] | None = None
+        self._interrupts: Interrupts[Worker] = Interrupts()
         self._interruptible: frozenset[int] = frozenset()
         self._options = rq.Options()
-        self._buffers: Any = None
+        self.buffers: Any = None
         self._send_to_device: Callable[[bytes], None] = lambda reply: None
 
     # -- running -------------------------------------------------------------------------------------
     async def serve(
         self,
         payload: int,
-        answer: Answer,
+        channel: Any,
         handlers: Mapping[int, Any],
-        interrupts: Interrupts[Any],
+        interrupts: Interrupts[Worker],
         interruptible: frozenset[int],
         options: rq.Options,
         buffers: Any,
         send_to_device: Callable[[bytes], None],
     ) -> None:
         """Register ``payload``-byte entries with the kernel and answer the requests they bring with
-        ``answer(handler, request, hand_off)`` (the channel's), until :meth:`stop`. A reply to an
-        interrupt goes to /dev/fuse by ``send_to_device``; WRITE data is copied into ``buffers``."""
-        self._answer = answer
+        ``handler(channel, request)``, until :meth:`stop`. A reply to an interrupt goes to /dev/fuse
+        by ``send_to_device``; WRITE data is copied into ``buffers``."""
+        self._channel = channel
         self._handlers = {**handlers, abi.FUSE_READ: _read}
         self._interrupts = interrupts
         self._interruptible = interruptible
         self._options = options
-        self._buffers = buffers
+        self.buffers = buffers
         self._send_to_device = send_to_device
         self.entries = [Entry(i, i // self.per_queue, payload) for i in range(self.queues * self.per_queue)]
         for e in self.entries:
@@ -184,18 +155,9 @@ class FuseRing:
         except OSError as e:
             self._refuse(e.errno or 0)
             return
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            nursery.start_soon(self._worker)
-            await self._stopped.wait()
-            nursery.cancel_scope.deadline = trio.current_time() + DRAIN_TIMEOUT
+        await self.answer_requests(DRAIN_TIMEOUT)
 
-    def stop(self) -> None:
-        if self._stopping:
-            return
-        self._stopping = True
-        self._stopped.set()
-        self._standby.unpark_all()
+    def _wake_reader(self) -> None:
         trio.lowlevel.notify_closing(self.ring.fd)
 
     def close(self) -> None:
@@ -212,67 +174,20 @@ class FuseRing:
         self.stop()
 
     # -- the workers ---------------------------------------------------------------------------------
-    async def _worker(self) -> None:
-        w = _Worker()
-        self._workers += 1
-        try:
-            while not self._stopping:
-                w.scope = trio.CancelScope()
-                w.interrupted = False
-                with w.scope:
-                    if await self._work(w):
-                        return
-                if w.unique is not None:  # an INTERRUPT cancelled the operation
-                    self._finish(w, replies.error(w.unique, errno.EINTR), True)
-        finally:
-            self._workers -= 1
-            if w.buf is not None:
-                self._buffers.give_back(w.buf)
-
-    async def _work(self, w: _Worker) -> bool:
-        """Reap and answer requests until stopping (False), until an INTERRUPT came too late for the
-        request it was meant for (False), or until enough others stand by (True: this worker ends)."""
-        assert self._answer is not None and self._interrupts is not None
-        while not self._stopping:
-            if self._reading:
-                if len(self._standby) >= WORKERS_KEPT:
-                    return True
-                await self._standby.park()
-                continue
-            self._reading = True
-            try:
-                request = await self._next_request()
-            finally:
-                self._reading = False
-            if request is None:
-                return False
-            entry, handler, req, w.buf = request
-            w.entry = entry
-            w.unique = unique = req.unique
-            w.interruptible = req.opcode in self._interruptible
-            if self._interrupts.started(unique, w):
-                w.interrupt()
-            for due in self._interrupts.take_due():
-                self._send_to_device(replies.error(due, errno.EAGAIN))
-            hand_offs = self._hand_offs
-            reply = await self._answer(handler, req, self._hand_off)
-            del req, request
-            # answered at once: the commit goes with the next submission (before the reaper waits);
-            # answered after a wait: at once, as the reaper may be waiting
-            self._finish(w, reply, self._hand_offs != hand_offs)
-            if w.interrupted:
-                return False
-        return False
-
-    def _finish(self, w: _Worker, reply: Reply, submit: bool) -> None:
-        assert w.unique is not None and w.entry is not None and self._interrupts is not None
+    def _finish(self, w: Worker, reply: Reply, waited: bool) -> None:
+        # answered at once: the commit goes with the next submission (before the reaper waits);
+        # answered after a wait: at once, as the reaper may be waiting
+        assert w.unique is not None and w.entry is not None
         self._interrupts.finished(w.unique)
         entry, unique = w.entry, w.unique
         w.entry = w.unique = None
-        self._commit(entry, unique, reply, submit)
+        self._commit(entry, unique, reply, waited)
         if w.buf is not None:
-            self._buffers.give_back(w.buf)
+            self.buffers.give_back(w.buf)
             w.buf = None
+
+    def _send(self, reply: Reply) -> None:
+        self._send_to_device(reply)
 
     def _commit(self, entry: Entry, unique: int, reply: Reply, submit: bool) -> None:
         try:
@@ -292,15 +207,8 @@ class FuseRing:
             log.error("io_uring_enter: %s", e)
             self.stop()
 
-    def _hand_off(self) -> None:
-        self._hand_offs += 1
-        if len(self._standby):
-            self._standby.unpark()
-        elif self._workers < MAX_WORKERS and self._nursery is not None:
-            self._nursery.start_soon(self._worker)
-
-    async def _next_request(self) -> tuple[Entry, Any, rq.Request, Any] | None:
-        while not self._stopping:
+    async def _next_request(self) -> Task | None:
+        while not self.stopping:
             if not self._ready:
                 self._reap()
             if self._ready:
@@ -334,7 +242,7 @@ class FuseRing:
             else:
                 self._refuse(-res)
 
-    def _dispatch(self, entry: Entry) -> tuple[Entry, Any, rq.Request, Any] | None:
+    def _dispatch(self, entry: Entry) -> Task | None:
         """Decode the request in ``entry``: what to answer it with, or None when it was answered here."""
         self.requests += 1
         try:
@@ -356,26 +264,20 @@ class FuseRing:
                 self._commit(entry, req.unique, replies.error(req.unique, errno.ENOSYS), False)
             return None
         buf = None
-        if isinstance(req, rq.Write) and req.data.nbytes * 2 >= self._buffers.size:
+        if isinstance(req, rq.Write) and req.data.nbytes * 2 >= self.buffers.size:
             # (a smaller one the channel copies itself, before the operation starts)
             data = req.data
             n = data.nbytes
-            buf = self._buffers.take()
+            buf = self.buffers.take()
             buf.view[:n] = data
             req.data = memoryview(buf.data)[:n]
             data.release()
             self.write_bytes_copied += n
-        return entry, handler, req, buf
+        return handler, req, buf, entry
 
 
 async def _read(channel: Any, r: rq.Read) -> Reply:
     """READ for a ring entry: the data goes into the entry (no pipe to splice from)."""
-    data = await channel.ops.read(r.fh, r.offset, r.size)
-    if isinstance(data, list | tuple):
-        reply = replies.data_parts(r.unique, data)
-    else:
-        if len(data) > r.size:
-            data = memoryview(data)[: r.size]
-        reply = replies.data(r.unique, data)
-    channel.ring.read_bytes_copied += sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in reply[1:])
+    reply = replies.read(r.unique, await channel.ops.read(r.fh, r.offset, r.size), r.size)
+    channel.ring.read_bytes_copied += replies.payload_length(reply)
     return reply

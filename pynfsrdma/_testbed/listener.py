@@ -1,6 +1,6 @@
 """The listening side of a testbed proxy: one TCP listener on one address (a port of 0 picks a free
-one), the loop that hands each accepted connection on until the proxy is stopped, and the
-``HOST:PORT`` arguments of the testbed's programs."""
+one), the two ends of a proxy that relays records, the loop that hands each accepted connection on
+until the proxy is stopped, and the ``HOST:PORT`` arguments of the testbed's programs."""
 
 from __future__ import annotations
 
@@ -29,6 +29,35 @@ async def listen(host: str, port: int) -> trio.SocketListener:
     for extra in listeners[1:]:
         await extra.aclose()
     return listeners[0]
+
+
+class RelayEnds:
+    """Where a relaying proxy listens (``listen_host:listen_port``; a port of 0 picks a free one,
+    known once :meth:`listen` has opened it) and where it relays to (``target_host:target_port``)."""
+
+    def __init__(self, listen_host: str, listen_port: int, target_host: str, target_port: int) -> None:
+        self.listen_host = listen_host
+        self.listen_port = listen_port
+        self.target_host = target_host
+        self.target_port = target_port
+
+    @property
+    def host(self) -> str:
+        return self.listen_host
+
+    @property
+    def port(self) -> int:
+        return self.listen_port
+
+    @property
+    def address(self) -> str:
+        return f"{self.listen_host}:{self.listen_port}"
+
+    async def listen(self) -> trio.SocketListener:
+        """The listener, opened; :attr:`port` is its port from then on."""
+        listener = await listen(self.listen_host, self.listen_port)
+        self.listen_port = listener.socket.getsockname()[1]
+        return listener
 
 
 async def accept_until_cancelled(

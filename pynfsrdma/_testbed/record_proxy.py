@@ -18,7 +18,7 @@ import trio
 
 from .._proto.rpc import RM_LAST_FRAGMENT, RM_LENGTH_MASK
 from .._xdr import XdrError
-from .listener import accept_until_cancelled, listen
+from .listener import RelayEnds, accept_until_cancelled
 
 __all__ = ["RecordProxy", "frame", "records", "serve_until_signalled"]
 
@@ -52,29 +52,14 @@ async def records(stream: trio.SocketStream) -> AsyncIterator[bytes]:
         buf += data
 
 
-class RecordProxy:
+class RecordProxy(RelayEnds):
     """Forwards ``listen_host:listen_port`` (0: any free port, known once :meth:`run` started) to
     ``target_host:target_port``, record by record."""
 
     def __init__(self, listen_host: str, listen_port: int, target_host: str, target_port: int) -> None:
-        self.listen_host = listen_host
-        self.listen_port = listen_port
-        self.target_host = target_host
-        self.target_port = target_port
+        super().__init__(listen_host, listen_port, target_host, target_port)
         self.connections = 0
         self._scope: trio.CancelScope | None = None
-
-    @property
-    def host(self) -> str:
-        return self.listen_host
-
-    @property
-    def port(self) -> int:
-        return self.listen_port
-
-    @property
-    def address(self) -> str:
-        return f"{self.listen_host}:{self.listen_port}"
 
     # -- what a subclass decides ------------------------------------------------------------------------
     def connection_state(self) -> Any:
@@ -91,8 +76,7 @@ class RecordProxy:
 
     # -- running ------------------------------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
-        listener = await listen(self.listen_host, self.listen_port)
-        self.listen_port = listener.socket.getsockname()[1]
+        listener = await self.listen()
         self._scope = trio.CancelScope()
         await accept_until_cancelled(listener, self._scope, self._accepted, task_status, self)
 

@@ -46,7 +46,7 @@ from .._proto.rpc import (
     pack_starttls_reply,
 )
 from .._xdr import Packer, Unpacker, XdrError
-from .listener import accept_until_cancelled, listen
+from .listener import RelayEnds, accept_until_cancelled
 from .record_proxy import frame, records
 
 __all__ = ["ANSWERS", "FrontConnection", "ServerTls", "TlsFront", "make_certificates"]
@@ -173,7 +173,7 @@ class ServerTls:
         await self._flush()
 
 
-class TlsFront:
+class TlsFront(RelayEnds):
     """RPC-with-TLS on ``listen_host:listen_port`` (0: a free port), relayed in plain text to the
     server at ``target_host:target_port``. ``certificate``/``private_key``: the front's (PEM);
     ``client_truststore``: when given, clients must show a certificate it vouches for (mtls)."""
@@ -183,10 +183,7 @@ class TlsFront:
                  answer: str = "starttls", allow_plain: bool = False) -> None:
         if answer not in ANSWERS:
             raise ValueError(f"answer={answer}: one of {', '.join(ANSWERS)}")
-        self.listen_host = listen_host
-        self.listen_port = listen_port
-        self.target_host = target_host
-        self.target_port = target_port
+        super().__init__(listen_host, listen_port, target_host, target_port)
         self.answer = answer
         self.allow_plain = allow_plain
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -203,25 +200,12 @@ class TlsFront:
         self._next_xid = 0x43420001
         self._scope: trio.CancelScope | None = None
 
-    @property
-    def host(self) -> str:
-        return self.listen_host
-
-    @property
-    def port(self) -> int:
-        return self.listen_port
-
-    @property
-    def address(self) -> str:
-        return f"{self.listen_host}:{self.listen_port}"
-
     def kinds(self) -> list[str]:
         """The kind of every connection so far, in order (``tls``, ``plain``, ...)."""
         return [c.kind for c in self.connections]
 
     async def run(self, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
-        listener = await listen(self.listen_host, self.listen_port)
-        self.listen_port = listener.socket.getsockname()[1]
+        listener = await self.listen()
         self._scope = trio.CancelScope()
         await accept_until_cancelled(listener, self._scope, self._accepted, task_status, self)
 

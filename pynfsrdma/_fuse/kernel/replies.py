@@ -197,6 +197,21 @@ def data_parts(unique: int, parts: Sequence[Any]) -> list[Any]:
     return [_HEADER.pack(_HEADER.size + n, 0, unique), *(p for p in parts if len(p))]
 
 
+def read(unique: int, payload: Any, size: int) -> list[Any]:
+    """A READ's reply: ``payload`` (a bytes-like object, of which no more than the ``size`` bytes
+    asked for go, or a list of them), written where it lies."""
+    if isinstance(payload, list | tuple):
+        return data_parts(unique, payload)
+    if len(payload) > size:
+        payload = memoryview(payload)[:size]
+    return data(unique, payload)
+
+
+def payload_length(reply: Sequence[Any]) -> int:
+    """How many bytes of data a reply of :func:`data`, :func:`data_parts` or :func:`read` carries."""
+    return sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in reply[1:])
+
+
 def dirent_type(mode: int) -> int:
     """``fuse_dirent.type``: the file type bits of ``mode`` as DT_*."""
     return stat.S_IFMT(mode) >> abi.DT_SHIFT

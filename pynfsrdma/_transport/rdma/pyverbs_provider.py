@@ -564,13 +564,7 @@ class PyverbsConnection(Connection):
             raise self._error
         done = trio.Event()
         slot: list[BaseException | None] = [None]
-        self._send_queue.append((done, slot, keep))
-        try:
-            post()
-        except self._pv["error"] as err:
-            self._send_queue.pop()
-            raise ProviderError(f"post failed: {err}", self.peer) from err
-        self.counters.posts += 1
+        self._queue_and_post(post, done, slot, keep)
         await done.wait()
         if slot[0] is not None:
             raise slot[0]
@@ -578,7 +572,13 @@ class PyverbsConnection(Connection):
     def _post_nowait(self, post: Callable[[], None], keep: Any = None) -> None:
         """Post a work request whose completion no one waits for (a fault still fails the
         connection)."""
-        self._send_queue.append((trio.Event(), [None], keep))
+        self._queue_and_post(post, trio.Event(), [None], keep)
+
+    def _queue_and_post(self, post: Callable[[], None], done: trio.Event, slot: list[BaseException | None],
+                        keep: Any) -> None:
+        """Queue what the completion of the work request ``post`` posts will set (``done``, the
+        error in ``slot``; ``keep`` held until then), and post it."""
+        self._send_queue.append((done, slot, keep))
         try:
             post()
         except self._pv["error"] as err:
