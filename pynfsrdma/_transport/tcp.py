@@ -26,6 +26,7 @@ overwritten.
 
 from __future__ import annotations
 
+import abc
 import errno
 import math
 import os
@@ -152,7 +153,46 @@ def _peer(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-class TcpTransport(Transport):
+class RecordStream(Transport):
+    """What the byte-stream transports share (TCP, and TLS over it): RPC record marking's limit on a
+    record, and a close that is an abort."""
+
+    max_record: int
+    pool: BufferPool
+    _stage: memoryview
+    _stage_at: int
+    _staged: int
+
+    def fragment(self, n: int) -> tuple[memoryview, int]:
+        """Memory for an ``n``-byte fragment, with as many of its first bytes as were read ahead
+        (staged) already in it, and how many that is."""
+        frag = self.pool.get(n) if n >= POOL_MIN_FRAGMENT else memoryview(bytearray(n))
+        at, staged = self._stage_at, self._staged
+        head = min(n, staged)
+        if head:
+            frag[:head] = self._stage[at : at + head]
+            self._stage_at, self._staged = at + head, staged - head
+        return frag, head
+
+    def too_large(self, total: int) -> ProtocolViolation:
+        """What a record of more than ``max_record`` bytes (so far) ends the connection with."""
+        return ProtocolViolation(
+            f"record of {total} bytes exceeds the limit of {self.max_record} (not an RPC server?)", self.peer
+        )
+
+    def limit_records(self, size: int) -> None:
+        self.max_record = size
+
+    async def aclose(self) -> None:
+        self.abort()
+        await trio.lowlevel.checkpoint()
+
+    @abc.abstractmethod
+    def abort(self) -> None:
+        """Close at once, from synchronous code; tasks waiting on the connection see it closed."""
+
+
+class TcpTransport(RecordStream):
     """One TCP connection. The socket is a plain non-blocking one, driven with trio's low-level
     readiness waits: a call that can complete at once (the common case on a fast network) costs
     no trip through the scheduler."""
@@ -551,10 +591,7 @@ class TcpTransport(Transport):
             n = mark & RM_LENGTH_MASK
             total += n
             if total > self.max_record:
-                raise ProtocolViolation(
-                    f"record of {total} bytes exceeds the limit of {self.max_record} (not an RPC server?)",
-                    self.peer,
-                )
+                raise self.too_large(total)
             if self._splices and not frags and mark & RM_LAST_FRAGMENT and n > SPLICE_MIN:
                 spliced, w = await self._receive_spliced(n)
                 waited |= w
@@ -562,12 +599,7 @@ class TcpTransport(Transport):
                     if not waited:
                         await trio.lowlevel.cancel_shielded_checkpoint()
                     return spliced
-            frag = self.pool.get(n) if n >= POOL_MIN_FRAGMENT else memoryview(bytearray(n))
-            at, staged = self._stage_at, self._staged
-            head = min(n, staged)
-            if head:
-                frag[:head] = self._stage[at : at + head]
-                self._stage_at, self._staged = at + head, staged - head
+            frag, head = self.fragment(n)
             if head < n:
                 waited |= await self._recv_into(frag[head:], "record")
             frags.append(frag)
@@ -581,13 +613,6 @@ class TcpTransport(Transport):
         if len(frags) == 1:
             return Unpacker(frags[0])
         return Unpacker(b"".join(frags))  # multi-fragment records are rare; join them once
-
-    def limit_records(self, size: int) -> None:
-        self.max_record = size
-
-    async def aclose(self) -> None:
-        self.abort()
-        await trio.lowlevel.checkpoint()
 
     def abort(self) -> None:
         """Close at once, from synchronous code; tasks waiting on the socket see it closed."""

@@ -39,13 +39,11 @@ from .base import (
     NO_HINTS,
     ConnectionLost,
     ConnectTimeout,
-    ProtocolViolation,
     ReplyHints,
     SendTimeout,
-    Transport,
     TransportError,
 )
-from .tcp import DEFAULT_MAX_RECORD, POOL_MIN_FRAGMENT, STAGE_READ, BufferPool, TcpTransport
+from .tcp import DEFAULT_MAX_RECORD, STAGE_READ, BufferPool, RecordStream, TcpTransport
 from .xprtsec import TLS_OPTIONS, XPRTSEC_MODES, XprtSec, XprtSecError
 
 _MARK: Final = struct.Struct(">I")
@@ -261,7 +259,7 @@ class TlsSocket:
             self.sock.close()
 
 
-class TlsTransport(Transport):
+class TlsTransport(RecordStream):
     """One RPC-with-TLS connection: record-marked RPC messages inside a TLS session."""
 
     kind: ClassVar[str] = "tcp"  # (netid tcp: the same addresses and ports; the security is the connection's)
@@ -391,16 +389,8 @@ class TlsTransport(Transport):
             n = mark & RM_LENGTH_MASK
             total += n
             if total > self.max_record:
-                raise ProtocolViolation(
-                    f"record of {total} bytes exceeds the limit of {self.max_record} (not an RPC server?)",
-                    self.peer,
-                )
-            frag = self.pool.get(n) if n >= POOL_MIN_FRAGMENT else memoryview(bytearray(n))
-            at, staged = self._stage_at, self._staged
-            got = min(n, staged)
-            if got:
-                frag[:got] = self._stage[at : at + got]
-                self._stage_at, self._staged = at + got, staged - got
+                raise self.too_large(total)
+            frag, got = self.fragment(n)
             while got < n:
                 got += await self._read_into(frag[got:], True)
             frags.append(frag)
@@ -410,13 +400,6 @@ class TlsTransport(Transport):
         if len(frags) == 1:
             return Unpacker(frags[0])
         return Unpacker(b"".join(frags))
-
-    def limit_records(self, size: int) -> None:
-        self.max_record = size
-
-    async def aclose(self) -> None:
-        self.abort()
-        await trio.lowlevel.checkpoint()
 
     def abort(self) -> None:
         """Close at once (no close_notify: the peer sees the TCP connection end)."""
