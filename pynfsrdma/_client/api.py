@@ -199,7 +199,7 @@ class Client:
         flags = identity.flags if identity is not None else 0
         if self.nfs.read_write.pnfs is None:
             return {"enabled": False}
-        return {**self.nfs.read_write.pnfs.report(), "server_is_mds": bool(flags & c.EXCHGID4_FLAG_USE_PNFS_MDS)}
+        return {**self.nfs.read_write.pnfs_report(), "server_is_mds": bool(flags & c.EXCHGID4_FLAG_USE_PNFS_MDS)}
 
     # -- metadata ---------------------------------------------------------------------------------------
     async def stat(self, path: str) -> FileAttrs:
