@@ -11,7 +11,9 @@ layout's synthetic uid and gid (fs/nfsd/flexfilelayout.c).
   ``/proc/self/mountstats`` counts LAYOUTGETs, and nfsd's own counts (``/proc/net/rpc/nfsd``)
   show the data went by NFSv3 READ and WRITE, with no NFSv4 READ or WRITE.
 - ``client_ff`` (child): our client with ``pnfs`` writes and reads a large file by the layout, the
-  same checks, and the kernel client reads the same bytes; then the kernel client writes half of a
+  same checks, and the kernel client reads the same bytes; a read the data server refuses (the file
+  made mode 0600: nfsd's READ layout's synthetic owner may not read it) goes through the metadata
+  server with LAYOUTERROR, the same bytes; then the kernel client writes half of a
   file in the middle of our writing the other half, and nothing is lost: its LAYOUTGET makes nfsd
   recall our layout of the file (``nfsd4_recall_conflict``: one client's layout of a file at a time),
   and the rest of our writes go through the metadata server.
@@ -271,6 +273,26 @@ async def _client_ff(url: str, export: str, mib: str, kmount: str, server: str, 
         raise RuntimeError(f"the write did not go by NFSv3 WRITE and COMMIT to the data server: nfsd ran {d_write}")
     if d_read["v4 READ"] or d_read["READ_PLUS"] or d_read["v3 READ"] < 1:
         raise RuntimeError(f"the read did not go by NFSv3 READ to the data server: nfsd ran {d_read}")
+    # a data server that refuses: the file made mode 0600 in nfsd's tmpfs, the READ layout's synthetic
+    # owner (nfsd: the owner's uid + 1, the file's gid) may not read it there (NFS3ERR_ACCES); our read
+    # reports it (LAYOUTERROR, where nfsd takes it) and goes through the metadata server
+    (local / "ff.dat").chmod(0o600)
+    async with Client.connect(url, timeout=30, pnfs=True) as nfs:
+        before = nfsd_counts()
+        async with await nfs.open("/ff.dat", "r") as f:
+            refused = await f.pread(0, len(big) + 100)
+        d_refused = delta(before, nfsd_counts())
+        refused_report = nfs.stats()["pnfs"]
+    (local / "ff.dat").chmod(0o644)
+    print(f"refused by the data server: {refused_report}; nfsd ran {d_refused}", flush=True)
+    rc = refused_report["counts"]
+    if refused != big:
+        raise RuntimeError("a read the data server refused returned other bytes through the metadata server")
+    if not rc.get("layouterror", 0) + rc.get("layouterror_not_taken", 0) \
+            or not any("NFS3ERR_ACCES" in why for why in refused_report["through_mds"]) \
+            or d_refused["v4 READ"] + d_refused["READ_PLUS"] < 1:
+        raise RuntimeError(f"the data server's refusal did not send the read through the metadata server: "
+                           f"{refused_report}; nfsd ran {d_refused}")
     # the kernel client, through its own flexfiles layout, reads the same bytes
     kdir = Path(kmount)
     kdir.mkdir(parents=True, exist_ok=True)
@@ -314,6 +336,62 @@ async def _client_ff(url: str, export: str, mib: str, kmount: str, server: str, 
     _figure("rxe ours-pnfs-ff read MB/s", r_mbs)
     return (f"{len(big)} bytes by the flexfiles layout via {report['data_servers']}: write {w_mbs:.1f} MB/s, "
             f"read {r_mbs:.1f} MB/s; nfsd ran, writing {d_write}, reading {d_read}; our counts {counts}; "
-            f"through the MDS: {report['through_mds']}; the kernel client read the same bytes; with the kernel "
+            f"through the MDS: {report['through_mds']}; the data server refusing a read (mode 0600): "
+            f"LAYOUTERROR {rc.get('layouterror', 0)} taken / {rc.get('layouterror_not_taken', 0)} not, the read "
+            f"through the metadata server ({d_refused['v4 READ']} NFSv4 READs), the same bytes; the kernel client "
+            f"read the same bytes; with the kernel "
             f"client writing the other half of our file meanwhile, nothing lost (recalls of our layout: "
             f"{ours_recalls})")
+
+
+def fuse_ff(source: str, options: str, export: str) -> str:
+    """Our FUSE mount with ``pnfs`` on the flexfiles export: a file written through the mount and read
+    back with O_DIRECT, checked in nfsd's tmpfs; the data went by NFSv3 to the data server, and
+    ``pynfsrdma paths`` lists it with the bytes it carried."""
+    import guest_fuse  # (next to this file; the child imports the project)
+
+    from pynfsrdma._control_socket import Connection
+
+    local = Path(export)
+    data = _pattern(8 * MIB + 123, b"fuse-ff")
+    mnt = Path("/run/ours-ff")
+    mnt.mkdir(parents=True, exist_ok=True)
+    if not Path("/dev/fuse").exists():
+        _sh("modprobe", "fuse")
+    leases(False)
+    before = nfsd_counts()
+    _sh(*guest_fuse.CLI, "mount", source, str(mnt), "-o", options, timeout=240)
+    try:
+        with open(mnt / "fuse.dat", "wb") as fo:
+            for at in range(0, len(data), MIB):
+                fo.write(data[at:at + MIB])
+            fo.flush()
+            os.fsync(fo.fileno())
+        fd = os.open(mnt / "fuse.dat", os.O_RDONLY | os.O_DIRECT)
+        try:
+            back = bytearray()
+            while chunk := os.read(fd, MIB):
+                back += chunk
+        finally:
+            os.close(fd)
+        report = guest_fuse.stats(mnt)["pnfs"]
+        with Connection(str(mnt)) as conn:
+            rows = conn.request("paths")
+    finally:
+        _sh(*guest_fuse.CLI, "umount", str(mnt), timeout=120)
+        leases(True)
+    d = delta(before, nfsd_counts())
+    servers = [r for r in rows if r.get("source") == "pnfs layout"]
+    if bytes(back) != data:
+        raise RuntimeError("our mount read back other data than it wrote")
+    _drop_caches()
+    if (local / "fuse.dat").read_bytes() != data:
+        raise RuntimeError("nfsd's tmpfs holds other bytes than our mount wrote")
+    counts = report.get("counts", {})
+    if report.get("layout") != "flexfiles" or not counts.get("write_bytes") or not counts.get("read_bytes") \
+            or not d["v3 WRITE"] or not d["v3 READ"]:
+        raise RuntimeError(f"not by the flexfiles layout through the mount: {report}; nfsd ran {d}")
+    if [r["address"] for r in servers] != report.get("data_servers") or not all(r["bytes"] for r in servers):
+        raise RuntimeError(f"pynfsrdma paths does not name the layout's data servers: {rows}")
+    (local / "fuse.dat").unlink()
+    return f"through the mount: {counts}; through the MDS: {report.get('through_mds')}; nfsd ran {d}; paths: {servers}"

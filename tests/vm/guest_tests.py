@@ -1068,6 +1068,7 @@ CHILD_STEPS.update(
     client_pnfs=guest_pnfs.client_pnfs,
     client_ff=guest_ff.client_ff,
     kernel_ff=guest_ff.kernel_ff,
+    fuse_ff=guest_ff.fuse_ff,
     client_pnfs_recall=guest_pnfs.client_pnfs_recall,
     fuse_pnfs=guest_pnfs.fuse_pnfs,
     client_pnfs_restart=guest_pnfs.client_pnfs_restart,
@@ -1247,6 +1248,9 @@ def main() -> None:
                  in_child("client_ff", f"nfs://{SERVER}:{TCP_PORT}/ff?proto=tcp&vers=4.2", str(ff_export),
                           str(min(args.mib, 64)), str(KMOUNT.with_name("kernel-ffours")), SERVER, str(TCP_PORT)),
                  3 * transfer, key="ff")
+            step(f"{link}: our FUSE mount with pnfs by the flexfiles layout, checked in nfsd's tmpfs",
+                 in_child("fuse_ff", f"{SERVER}:/ff", f"proto=tcp,port={TCP_PORT},vers=4.2,pnfs", str(ff_export)),
+                 360, key="ff")
             step(f"{link}: the kernel client by the flexfiles layout: NFSv3 to nfsd as data server",
                  in_child("kernel_ff", SERVER, str(TCP_PORT), str(ff_export), str(min(args.mib, 64)), str(KMOUNT)),
                  2 * transfer, key="ff")
