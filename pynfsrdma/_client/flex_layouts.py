@@ -424,6 +424,9 @@ class FlexLayouts:
         log.warning("flexfiles %s: %s; through the metadata server", "READ" if opnum == c.OP_READ else "WRITE", error)
         self._mds(f"data server error: {error}")
         held = self.cache.files.get(fh)
+        if held is not None and held.refused is not None:
+            return  # (another READ or WRITE of the file failed first: it reports and returns the layout)
+        self.cache.refuse(fh, f"data server error: {error}")
         if held is not None and held.stateid is not None:
             try:
                 sent = await self.ops.layouterror(fh, held.stateid, io.offset, io.length,
@@ -433,7 +436,6 @@ class FlexLayouts:
                 log.info("LAYOUTERROR: %s", e)
                 sent = False
             self.counts["layouterror" if sent else "layouterror_not_taken"] += 1
-        self.cache.refuse(fh, f"data server error: {error}")
         self.devices.pop(io.server.deviceid, None)
         await self._return_all(fh, cred)
 

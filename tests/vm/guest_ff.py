@@ -329,13 +329,33 @@ async def _client_ff(url: str, export: str, mib: str, kmount: str, server: str, 
                                f"expected {len(expect)}; {shared_report}")
     finally:
         _sh("umount", str(kdir), timeout=60)
-    (local / "ff.dat").unlink()
     (local / "shared.dat").unlink()
+    # beside plain NFSv4.2 I/O: the same transfer with nopnfs, through nfsd's NFSv4 READ and WRITE
+    before = nfsd_counts()
+    async with Client.connect(url, timeout=30, pnfs=False) as nfs:
+        t0 = time.monotonic()
+        async with await nfs.open("/mds.dat", "w") as f:
+            for at in range(0, len(big), 4 * MIB):
+                await f.write(big[at:at + 4 * MIB])
+            await f.fsync()
+        mds_write = len(big) / (time.monotonic() - t0) / 1e6
+        _drop_caches()
+        t0 = time.monotonic()
+        async with await nfs.open("/mds.dat", "r") as f:
+            same = await f.pread(0, len(big) + 100) == big
+        mds_read = len(big) / (time.monotonic() - t0) / 1e6
+    d_mds = delta(before, nfsd_counts())
+    if not same or d_mds["LAYOUTGET"] or d_mds["v3 WRITE"] or d_mds["v3 READ"]:
+        raise RuntimeError(f"nopnfs read other data, or went by a layout: nfsd ran {d_mds}")
+    (local / "ff.dat").unlink()
+    (local / "mds.dat").unlink()
     w_mbs, r_mbs = len(big) / wrote / 1e6, len(big) / read / 1e6
     _figure("rxe ours-pnfs-ff write MB/s", w_mbs)
     _figure("rxe ours-pnfs-ff read MB/s", r_mbs)
+    _figure("rxe ours-nopnfs-ff write MB/s", mds_write)
+    _figure("rxe ours-nopnfs-ff read MB/s", mds_read)
     return (f"{len(big)} bytes by the flexfiles layout via {report['data_servers']}: write {w_mbs:.1f} MB/s, "
-            f"read {r_mbs:.1f} MB/s; nfsd ran, writing {d_write}, reading {d_read}; our counts {counts}; "
+            f"read {r_mbs:.1f} MB/s (nopnfs: {mds_write:.1f}, {mds_read:.1f}); nfsd ran, writing {d_write}, reading {d_read}; our counts {counts}; "
             f"through the MDS: {report['through_mds']}; the data server refusing a read (mode 0600): "
             f"LAYOUTERROR {rc.get('layouterror', 0)} taken / {rc.get('layouterror_not_taken', 0)} not, the read "
             f"through the metadata server ({d_refused['v4 READ']} NFSv4 READs), the same bytes; the kernel client "
