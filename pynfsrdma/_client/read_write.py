@@ -37,7 +37,7 @@ from .read_sink import PayloadSink
 
 class ReadWrite:
     """READ, WRITE, COMMIT: ``NFSv4.read_write``, an object given the COMPOUND runner with its layout
-    operations (LAYOUTGET, LAYOUTCOMMIT, LAYOUTRETURN: for the block layouts, with ``pnfs``)."""
+    operations (LAYOUTGET, LAYOUTCOMMIT, LAYOUTRETURN: for the block and flexfiles layouts, with ``pnfs``)."""
 
     def __init__(self, compounds: LayoutOps) -> None:
         self.compounds = compounds
@@ -46,8 +46,8 @@ class ReadWrite:
         self._mds_writes: set[bytes] = set()  # files written through the metadata server since their COMMIT
 
     def use_pnfs(self, nursery: trio.Nursery) -> BlockLayouts:
-        """READs and WRITEs by block layouts where the server hands them out; the layouts are
-        recalled through the back channel, committed and returned on close."""
+        """READs and WRITEs by block layouts, or flexfiles layouts, where the server hands them out;
+        the layouts are recalled through the back channel, committed and returned on close."""
         self.pnfs = BlockLayouts(self.compounds, nursery)
         self.flex = FlexLayouts(self.compounds, nursery)
         self.compounds.client.backchannel.on_layoutrecall = self._on_recall
