@@ -261,10 +261,13 @@ def format_report(rep: dict[str, Any], width: int | None = None) -> str:
     if pnfs and pnfs.get("enabled"):
         n = pnfs.get("counts", {})
         lines.append(
-            f"pnfs: {pnfs.get('layout')} layout on {', '.join(pnfs.get('devices', [])) or 'no device'}: read "
+            f"pnfs: {pnfs.get('layout')} layout on "
+            f"{', '.join(pnfs.get('devices') or pnfs.get('data_servers') or []) or 'no device'}: read "
             f"{human_bytes(n.get('read_bytes', 0))}, wrote {human_bytes(n.get('write_bytes', 0))}; "
             f"LAYOUTGET {n.get('layoutget', 0)}, LAYOUTCOMMIT {n.get('layoutcommit', 0)}, LAYOUTRETURN "
             f"{n.get('layoutreturn', 0)}, recalls {n.get('recalls', 0)}"
+            + (f", data server READs {n.get('reads', 0)}, WRITEs {n.get('writes', 0)}, COMMITs {n.get('ds_commits', 0)}"
+               if pnfs.get("layout") == "flexfiles" else "")
             + (f", LAYOUTERROR {n.get('layouterror', 0)} taken / {n.get('layouterror_not_taken', 0)} not"
                if n.get("layouterror") or n.get("layouterror_not_taken") else "")
             + (f", files whose layout writes went with the client ID {n['uncommitted_lost']}"

@@ -167,6 +167,8 @@ class Client:
                         with trio.CancelScope(shield=True), trio.move_on_after(RELEASE_TIMEOUT):
                             await ops.release_all()
                             await cid.forget(self.cred)
+                            if ops.read_write.flex is not None:
+                                await ops.read_write.flex.aclose()  # (its data servers' connections)
                         if ops.read_write.pnfs is not None:
                             ops.read_write.pnfs.close()  # (the block devices it opened)
                         self._nursery = None  # (a file opened for writing now is refused, saying why)
@@ -199,7 +201,7 @@ class Client:
         flags = identity.flags if identity is not None else 0
         if self.nfs.read_write.pnfs is None:
             return {"enabled": False}
-        return {**self.nfs.read_write.pnfs.report(), "server_is_mds": bool(flags & c.EXCHGID4_FLAG_USE_PNFS_MDS)}
+        return {**self.nfs.read_write.pnfs_report(), "server_is_mds": bool(flags & c.EXCHGID4_FLAG_USE_PNFS_MDS)}
 
     # -- metadata ---------------------------------------------------------------------------------------
     async def stat(self, path: str) -> FileAttrs:

@@ -83,8 +83,9 @@ class ConnectOptions:
     error (EACCES) naming the server and what failed: never plain text.
     ``pnfs`` (or the URL's ``pnfs``/``nopnfs``): READs and WRITEs of open files go straight to the
     block device when the server hands out block layouts (RFC 5663) and the device is on this
-    machine (found by its signature; reading it needs the rights to), and through the server when
-    not. Off by default.
+    machine (found by its signature; reading it needs the rights to), or by NFSv3 to the data servers
+    of a flexfiles layout (RFC 8435) where the server hands out those and no block layout, and
+    through the server when not. Off by default.
 
     An option that does not fit is a :class:`~.url.URLError` (a ValueError) naming it, raised when the
     options are made; a keyword that is none of these is a TypeError, as for any call.

@@ -1,7 +1,8 @@
 """File data, one COMPOUND each: READ, WRITE (the data sent by reference), COMMIT, and a WRITE
 with the SETATTR and GETATTR the FUSE mount sends after it in the same COMPOUND. With pNFS on
-(:meth:`ReadWrite.use_pnfs`), a READ or WRITE of an open file goes by the block layout when it can
-(:mod:`.block_layouts`), and through the metadata server when not."""
+(:meth:`ReadWrite.use_pnfs`), a READ or WRITE of an open file goes by the block layout
+(:mod:`.block_layouts`) or, on an export that hands out flexfiles layouts and no block layout, by the
+flexfiles layout (:mod:`.flex_layouts`) when it can, and through the metadata server when not."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from .._transport.base import ReplyHints, SpliceRequest
 from .attributes import STAT_BITMAP, FileAttrs
 from .block_layouts import VERIFIER, BlockLayouts
 from .compounds import Parsed, last_attrs
+from .flex_layouts import FlexLayouts
 from .layout_ops import LayoutOps
 from .open_state import ANONYMOUS_STATEID, OpenFile
 from .read_payload import locate_read_data
@@ -35,27 +37,70 @@ from .read_sink import PayloadSink
 
 class ReadWrite:
     """READ, WRITE, COMMIT: ``NFSv4.read_write``, an object given the COMPOUND runner with its layout
-    operations (LAYOUTGET, LAYOUTCOMMIT, LAYOUTRETURN: for the block layouts, with ``pnfs``)."""
+    operations (LAYOUTGET, LAYOUTCOMMIT, LAYOUTRETURN: for the block and flexfiles layouts, with ``pnfs``)."""
 
     def __init__(self, compounds: LayoutOps) -> None:
         self.compounds = compounds
         self.pnfs: BlockLayouts | None = None
+        self.flex: FlexLayouts | None = None
         self._mds_writes: set[bytes] = set()  # files written through the metadata server since their COMMIT
 
     def use_pnfs(self, nursery: trio.Nursery) -> BlockLayouts:
-        """READs and WRITEs by block layouts where the server hands them out; the layouts are
-        recalled through the back channel, committed and returned on close."""
+        """READs and WRITEs by block layouts, or flexfiles layouts, where the server hands them out;
+        the layouts are recalled through the back channel, committed and returned on close."""
         self.pnfs = BlockLayouts(self.compounds, nursery)
-        self.compounds.client.backchannel.on_layoutrecall = self.pnfs.on_recall
-        self.compounds.client.backchannel.on_notify_deviceid = self.pnfs.forget_devices
-        self.compounds.close_hooks.append(self.pnfs.closing)
+        self.flex = FlexLayouts(self.compounds, nursery)
+        self.compounds.client.backchannel.on_layoutrecall = self._on_recall
+        self.compounds.client.backchannel.on_notify_deviceid = self._forget_devices
+        self.compounds.close_hooks.append(self._closing)
         self.compounds.client.reclaim_hooks.append(self._layouts_lost)
         return self.pnfs
+
+    def _by_flex(self) -> FlexLayouts | None:
+        """The flexfiles layouts, when the export hands them out and no block layout (that one first)."""
+        types = self.compounds.layout_types
+        if self.flex is None or types is None or c.LAYOUT4_FLEX_FILES not in types \
+                or c.LAYOUT4_BLOCK_VOLUME in types:
+            return None
+        return self.flex
+
+    def pnfs_report(self) -> dict[str, Any]:
+        """What ``stats`` shows of pNFS: the layout in use, its counts, why I/O went through the MDS."""
+        flex = self._by_flex()
+        if flex is not None:
+            return flex.report()
+        return self.pnfs.report() if self.pnfs is not None else {"enabled": False}
+
+    def pnfs_rows(self) -> list[dict[str, Any]]:
+        """The devices or data servers that carried I/O by layout, as rows beside the paths."""
+        flex = self._by_flex()
+        if flex is not None:
+            return flex.device_rows()
+        return self.pnfs.device_rows() if self.pnfs is not None else []
+
+    def _on_recall(self, args: Any) -> int:
+        if self.flex is not None and args.clora_type == c.LAYOUT4_FLEX_FILES:
+            return self.flex.on_recall(args)
+        assert self.pnfs is not None
+        return self.pnfs.on_recall(args)
+
+    def _forget_devices(self, items: list[Any]) -> None:
+        for layouts in (self.pnfs, self.flex):
+            if layouts is not None:
+                layouts.forget_devices(items)
+
+    async def _closing(self, fh: bytes, cred: Credential) -> None:
+        if self.pnfs is not None:
+            await self.pnfs.closing(fh, cred)
+        if self.flex is not None:
+            await self.flex.closing(fh, cred)
 
     async def _layouts_lost(self, client: Any) -> None:
         """A new client ID (the server restarted, or our lease ran out): the layouts went with the old one."""
         if self.pnfs is not None:
             self.pnfs.forget_all()
+        if self.flex is not None:
+            self.flex.forget_all()
 
     async def read(self, of: OpenFile | None, fh: bytes, offset: int, count: int,
                    cred: Credential, *, lock_owner: Hashable | None = None,
@@ -65,7 +110,12 @@ class ReadWrite:
         :mod:`.read_sink`) is given, the READ goes whole (``count`` within maxread) through the
         server, and the transport spliced the data into it."""
         asked, count = count, min(count, self.compounds.maxread)
-        if self.pnfs is not None and of is not None:
+        flex = self._by_flex()
+        if flex is not None and of is not None:
+            by_flex = await flex.read(of, fh, offset, count, cred)
+            if by_flex is not None:
+                return by_flex
+        elif self.pnfs is not None and of is not None:
             by_layout = await self.pnfs.read(of, fh, offset, count, cred)
             if by_layout is not None:
                 return by_layout
@@ -84,7 +134,13 @@ class ReadWrite:
                     path: str | None = None) -> tuple[int, int, bytes]:
         """One WRITE (data sent by reference): (count, committed, write verifier)."""
         n = memoryview(data).nbytes
-        if self.pnfs is not None:
+        flex = self._by_flex()
+        if flex is not None:
+            by_flex = await flex.write(of, offset, data, cred, stable)
+            if by_flex is not None:
+                return by_flex
+            self._mds_writes.add(of.fh)
+        elif self.pnfs is not None:
             if await self.pnfs.write(of, offset, data, cred):
                 if stable == c.UNSTABLE4:
                     return n, c.UNSTABLE4, VERIFIER
@@ -103,6 +159,11 @@ class ReadWrite:
 
     async def commit(self, fh: bytes, cred: Credential, offset: int = 0, count: int = 0,
                      path: str | None = None) -> bytes:
+        flex = self._by_flex()
+        if flex is not None and flex.dirty(fh):
+            verifier = await flex.commit(fh, cred)
+            if fh not in self._mds_writes:
+                return verifier
         if self.pnfs is not None and self.pnfs.dirty(fh):
             await self.pnfs.commit(fh, cred)
             if fh not in self._mds_writes and fh not in self.pnfs.lost:
@@ -122,7 +183,9 @@ class ReadWrite:
         anonymous stateid, as ``Names.setattr`` sends it), then GETATTR, in one COMPOUND: (count,
         committed, write verifier, attributes after them)."""
         n = memoryview(data).nbytes
-        if self.pnfs is not None:  # (through the metadata server: a RW layout held would be recalled)
+        if self._by_flex() is not None:
+            self._mds_writes.add(of.fh)
+        elif self.pnfs is not None:  # (through the metadata server: a RW layout held would be recalled)
             await self.pnfs.give_back(of.fh, cred, "a WRITE with attributes went through the metadata server")
             self._mds_writes.add(of.fh)
 

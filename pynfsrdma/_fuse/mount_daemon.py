@@ -324,10 +324,10 @@ async def _serve(req: MountRequest, ready: Callable[[str | None], None], stop: S
                             "locks": dict(nfs.lock_counts),
                             "cache": ops.cache_counts(),
                             "payload": payload_counts(channel, client),
-                            "pnfs": nfs.read_write.pnfs.report() if nfs.read_write.pnfs is not None else {"enabled": False},
+                            "pnfs": nfs.read_write.pnfs_report(),
                         },
                         "paths": lambda: [*stats.path_rows(client, trunking),
-                                          *(nfs.read_write.pnfs.device_rows() if nfs.read_write.pnfs is not None else [])],
+                                          *nfs.read_write.pnfs_rows()],
                         "remount": remount,
                     },
                 )

@@ -118,7 +118,7 @@ class MountOptions:
     acdirmin: float = DEFAULT_ACDIRMIN
     acdirmax: float = DEFAULT_ACDIRMAX
     noac: bool = False
-    pnfs: bool = False  # READs and WRITEs by the block layout (pNFS) where the server hands layouts out
+    pnfs: bool = False  # READs and WRITEs by the block or flexfiles layout (pNFS) where the server hands one out
     lookupcache: str = LOOKUPCACHE_ALL
     ro: bool = False
     allow_other: bool = False

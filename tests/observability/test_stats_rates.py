@@ -146,3 +146,14 @@ def test_the_report_names_the_layout_its_devices_and_why_io_went_through_the_ser
            "client ID 1" in format_report(rep).splitlines()
     off = format_report({**stats.as_dict(), "server": "h:/e", "paths": [], "pnfs": {"enabled": False}})
     assert "pnfs" not in off
+
+
+def test_the_report_names_the_flexfiles_data_servers_and_their_calls() -> None:
+    stats = RpcStats()
+    rep = {**stats.as_dict(), "server": "192.0.2.1:/ff", "paths": [],
+           "pnfs": {"enabled": True, "layout": "flexfiles", "data_servers": ["192.0.2.1:2049"],
+                    "counts": {"read_bytes": 2 << 20, "write_bytes": 2 << 20, "layoutget": 2, "reads": 8,
+                               "writes": 8, "ds_commits": 1},
+                    "through_mds": {}}}
+    assert "pnfs: flexfiles layout on 192.0.2.1:2049: read 2.0 MiB, wrote 2.0 MiB; LAYOUTGET 2, LAYOUTCOMMIT 0, " \
+           "LAYOUTRETURN 0, recalls 0, data server READs 8, WRITEs 8, COMMITs 1" in format_report(rep).splitlines()

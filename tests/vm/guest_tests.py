@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import guest_deleg  # write delegations on the FUSE mount (next to this file)
+import guest_ff  # pNFS flexfiles layout (the Debian 13 guest's own nfsd.ko)
 import guest_fuse  # the FUSE mount's steps (next to this file)
 import guest_pnfs  # pNFS block layouts (the Debian 13 guest)
 import guest_shared  # two clients sharing files (next to this file)
@@ -65,6 +66,9 @@ DEADLINE = float("inf")  # time.monotonic() by which every step must be over (--
 FIGURES: dict[str, float] = {}
 FAILED: list[str] = []
 ONLY: set[str] = set()  # --steps: run only these steps (and the set-up steps); empty: all
+# NFSv3 on in nfsd: the Debian 13 guest's nfsd hands out flexfiles layouts, whose data server it
+# reaches by NFSv3 (and offers none while v3 is off); the Debian 12 guest's nfsd runs NFSv4 only
+NFSD_V3 = False
 
 
 def log(msg: str) -> None:
@@ -171,7 +175,10 @@ def setup_nfsd(timeout: float) -> str:
         stderr=subprocess.DEVNULL,
     )
     sh("exportfs", "-ra")
-    sh("rpc.nfsd", "-N", "3", "-U", f"--rdma={RDMA_PORT}", "--port", str(TCP_PORT), "4", timeout=60)
+    no_v3 = [] if NFSD_V3 else ["-N", "3"]
+    if NFSD_V3:  # nfsd registers NFSv3 with rpcbind, and fails to start without it ("errno 111")
+        sh("rpcbind")
+    sh("rpc.nfsd", *no_v3, "-U", f"--rdma={RDMA_PORT}", "--port", str(TCP_PORT), "4", timeout=60)
     ports = Path("/proc/fs/nfsd/portlist").read_text()
     if f"rdma {RDMA_PORT}" not in ports or f"tcp {TCP_PORT}" not in ports:
         raise RuntimeError(f"nfsd listeners: {ports!r}")
@@ -1059,6 +1066,9 @@ CHILD_STEPS.update(
     fuse_tls=guest_tls.fuse_tls,
     client_tls_trunking=guest_tls.client_tls_trunking,
     client_pnfs=guest_pnfs.client_pnfs,
+    client_ff=guest_ff.client_ff,
+    kernel_ff=guest_ff.kernel_ff,
+    fuse_ff=guest_ff.fuse_ff,
     client_pnfs_recall=guest_pnfs.client_pnfs_recall,
     fuse_pnfs=guest_pnfs.fuse_pnfs,
     client_pnfs_restart=guest_pnfs.client_pnfs_restart,
@@ -1067,7 +1077,7 @@ CHILD_STEPS.update(
 
 
 def main() -> None:
-    global RESULTS, SIZE, DEADLINE
+    global RESULTS, SIZE, DEADLINE, NFSD_V3
     ap = argparse.ArgumentParser()
     ap.add_argument("--link", choices=("rxe", "siw"), default="rxe")
     ap.add_argument(
@@ -1101,6 +1111,7 @@ def main() -> None:
         child_main(args.child, args.child_args)
         return
     DEADLINE = time.monotonic() + args.budget
+    NFSD_V3 = args.guest == "trixie"
     RESULTS = args.results
     ONLY.update(k for k in args.steps.split(",") if k)
     link = args.link
@@ -1227,6 +1238,22 @@ def main() -> None:
             120,
             key="xattr",
         )
+    # pNFS flexfiles: the rig's nfsd.ko with CONFIG_NFSD_FLEXFILELAYOUT (tests/vm/guest_ff.py); before
+    # the block layout steps, which restart nfsd with NFSv3 off
+    if args.guest == "trixie" and link == "rxe":
+        ff_export = EXPORT / "ff"
+        if step(f"{link}: a tmpfs exported with pnfs, nfsd with NFSv3 on (flexfiles)",
+                guest_ff.setup_ff_export(ff_export), 60, key="ff"):
+            step(f"{link}: our client by the flexfiles layout, the kernel client writing beside it: nothing lost",
+                 in_child("client_ff", f"nfs://{SERVER}:{TCP_PORT}/ff?proto=tcp&vers=4.2", str(ff_export),
+                          str(min(args.mib, 64)), str(KMOUNT.with_name("kernel-ffours")), SERVER, str(TCP_PORT)),
+                 3 * transfer, key="ff")
+            step(f"{link}: our FUSE mount with pnfs by the flexfiles layout, checked in nfsd's tmpfs",
+                 in_child("fuse_ff", f"{SERVER}:/ff", f"proto=tcp,port={TCP_PORT},vers=4.2,pnfs", str(ff_export)),
+                 360, key="ff")
+            step(f"{link}: the kernel client by the flexfiles layout: NFSv3 to nfsd as data server",
+                 in_child("kernel_ff", SERVER, str(TCP_PORT), str(ff_export), str(min(args.mib, 64)), str(KMOUNT)),
+                 2 * transfer, key="ff")
     if args.guest == "trixie" and link == "rxe":  # pNFS block layouts: nfsd 7.3 and XFS (tests/vm/guest_pnfs.py)
         pnfs_export = EXPORT / "pnfs"
         if step(f"{link}: an XFS on a loop device exported with pnfs",
