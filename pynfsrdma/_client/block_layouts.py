@@ -50,8 +50,9 @@ from .block_layout import (
     written,
 )
 from .block_volumes import NoDevice, Piece, Volume, resolve, simple_paths
+from .layout_driver import LayoutDriver
 from .layout_ops import LayoutOps
-from .layouts import READ, RW, AskLayout, ByLayout, LayoutCache, LayoutReturn, Segment
+from .layouts import READ, RW, AskLayout, ByLayout, LayoutCache, Segment
 from .open_state import OpenFile
 
 # a LAYOUTGET's stateid no longer known to the server (a restart, an expired lease)
@@ -67,14 +68,12 @@ RECALL_WAIT = 30.0  # seconds a WRITE through the metadata server waits for a re
 VERIFIER = b"pnfs-blk"  # the write verifier of writes by layout: they are stable once LAYOUTCOMMITted
 
 
-class BlockLayouts:
+class BlockLayouts(LayoutDriver):
     """The block layouts of one client: its cache of layouts, devices found, writes to commit."""
 
     def __init__(self, ops: LayoutOps, nursery: trio.Nursery, block_size: int = 4096) -> None:
-        self.ops = ops
-        self.nursery = nursery
+        super().__init__(ops, nursery, LayoutCache(BLOCK, block_size))
         self.block_size = block_size
-        self.cache = LayoutCache(BLOCK, block_size)
         self.volumes: dict[bytes, Volume | None] = {}  # deviceid -> its volume (None: not on this machine)
         self.devices: dict[str, block_devices.BlockDevice] = {}
         self.commits: dict[bytes, CommitList] = {}
@@ -82,14 +81,10 @@ class BlockLayouts:
         # LAYOUTGET answered before their LAYOUTCOMMIT calls them INVALID_DATA: ``own_writes``)
         self.wrote: dict[bytes, CommitList] = {}
         self.sizes: dict[bytes, int] = {}
-        self.cred: Credential | None = None  # for returns a recall starts (the last I/O's)
         self.candidates = block_devices.candidates
         self.lost: set[bytes] = set()  # files whose writes by layout could not be committed
-        self.locks: dict[bytes, trio.Lock] = {}
         self.commit_locks: dict[bytes, trio.Lock] = {}  # per file: its LAYOUTCOMMITs one at a time
         self.edge_locks: dict[bytes, trio.Lock] = {}  # per file: read-modify-writes of edge blocks  # per file: its LAYOUTGETs and returns one at a time
-        self.counts: Counter[str] = Counter()
-        self.reasons: Counter[str] = Counter()  # why I/O went through the metadata server
         self.device_calls: Counter[str] = Counter()  # reads and writes, by device path
         self.device_bytes: Counter[str] = Counter()
 
@@ -109,16 +104,7 @@ class BlockLayouts:
                  "bytes": self.device_bytes[path], "source": "pnfs layout", "verification": "signature"}
                 for path in sorted(self.devices)]
 
-    def _mds(self, reason: str) -> None:
-        self.reasons[reason] += 1
-
     # -- layouts and devices ------------------------------------------------------------------------------
-    def _lock(self, fh: bytes) -> trio.Lock:
-        lock = self.locks.get(fh)
-        if lock is None:
-            lock = self.locks[fh] = trio.Lock()
-        return lock
-
     async def _layout(self, of: OpenFile, fh: bytes, offset: int, length: int, iomode: int,
                       cred: Credential, fresh: bool = False) -> Segment | None:
         """The segment the I/O goes by; ``fresh``: a new LAYOUTGET for it even where a segment held
@@ -127,7 +113,7 @@ class BlockLayouts:
         if isinstance(route, ByLayout) and not fresh:
             return route.segment
         # one LAYOUTGET of a file at a time: the I/O that waited for it may find its range covered
-        async with self._lock(fh):
+        async with self.file_lock(fh):
             return await self._ask(of, fh, offset, length, iomode, cred, fresh)
 
     async def _ask(self, of: OpenFile, fh: bytes, offset: int, length: int, iomode: int,
@@ -138,14 +124,14 @@ class BlockLayouts:
                 return route.segment
             route = self.cache.ask_for(offset, length, iomode)
         if not isinstance(route, AskLayout):
-            self._mds(route.reason)
+            self.mds(route.reason)
             return None
         types = self.ops.layout_types
         if types is not None and BLOCK not in types:
             why = "the export's file system hands out no block layout (fs_layout_types: " \
                   f"{', '.join(str(t) for t in types) or 'none'})"
             self.cache.refuse(fh, why)
-            self._mds(why)
+            self.mds(why)
             return None
         stateid = self._stateid(of, fh)
         try:
@@ -164,10 +150,10 @@ class BlockLayouts:
         except NFS4Error as e:
             # for now (the grace period after a server restart among them), not for the file
             if e.status in (c.NFS4ERR_LAYOUTTRYLATER, c.NFS4ERR_RECALLCONFLICT, c.NFS4ERR_DELAY, c.NFS4ERR_GRACE):
-                self._mds(f"LAYOUTGET: {e.name}")
+                self.mds(f"LAYOUTGET: {e.name}")
                 return None
             self.cache.refuse(fh, f"LAYOUTGET: {e.name}")
-            self._mds(f"LAYOUTGET: {e.name}")
+            self.mds(f"LAYOUTGET: {e.name}")
             return None
         segs = []
         try:
@@ -184,8 +170,8 @@ class BlockLayouts:
         except (BadLayout, NoDevice, ValueError) as e:
             self.cache.granted(fh, res.logr_stateid, res.logr_return_on_close, [])
             self.cache.refuse(fh, str(e))
-            self._mds(str(e))
-            await self._return_all(fh, cred)
+            self.mds(str(e))
+            await self.return_all(fh, cred)
             return None
         # the server's size, or ours while writes by the layout wait for their LAYOUTCOMMIT
         self.sizes[fh] = max(size, self.sizes.get(fh, 0)) if self.dirty(fh) else size
@@ -198,7 +184,7 @@ class BlockLayouts:
         route = self.cache.route(fh, offset, length, iomode)
         if isinstance(route, ByLayout):
             return route.segment
-        self._mds("the layout granted does not cover the I/O")
+        self.mds("the layout granted does not cover the I/O")
         return None
 
     def _stateid(self, of: OpenFile, fh: bytes) -> stateid4:
@@ -254,7 +240,7 @@ class BlockLayouts:
             size = self.sizes.get(fh, 0)
             plan = plan_read(seg.body, offset, count, size)
         if any(isinstance(p, Uncovered) for p in plan):
-            self._mds("the layout does not cover the READ")
+            self.mds("the layout does not cover the READ")
             return None
         end = min(offset + count, size)
         bs = self.block_size
@@ -284,7 +270,7 @@ class BlockLayouts:
             self._ended(fh)
         if failed is not None:
             log.warning("block layout READ of %d at %d: %s; through the metadata server", count, offset, failed)
-            self._mds(f"device I/O error: {failed}")
+            self.mds(f"device I/O error: {failed}")
             await self._device_failed(fh, device, offset, count, failed, c.OP_READ, cred)
             return None
         self.counts["read_bytes"] += max(0, end - offset)
@@ -309,7 +295,7 @@ class BlockLayouts:
             if seg is not None:
                 plan = plan_write(seg.body, offset, n, self.block_size)
         if seg is None or not all(isinstance(p, DeviceWrite) for p in plan):
-            self._mds("the layout does not cover the WRITE")
+            self.mds("the layout does not cover the WRITE")
             await self.give_back(fh, cred, "the layout does not cover the WRITE")
             return False
         self.cache.started(fh)
@@ -326,7 +312,7 @@ class BlockLayouts:
             self._ended(fh)
         if failed is not None:
             log.warning("block layout WRITE of %d at %d: %s; through the metadata server", n, offset, failed)
-            self._mds(f"device I/O error: {failed}")
+            self.mds(f"device I/O error: {failed}")
             await self._device_failed(fh, device, offset, n, failed, c.OP_WRITE, cred)
             return False
         self.sizes[fh] = max(self.sizes.get(fh, 0), offset + n)
@@ -441,7 +427,7 @@ class BlockLayouts:
 
     def _lost(self, fh: bytes, why: str) -> None:
         log.warning("writes by the block layout not committed (%s): sent again through the metadata server", why)
-        self._mds(why)
+        self.mds(why)
         self.cache.refuse(fh, why)
         self.lost.add(fh)
         self.wrote.pop(fh, None)
@@ -457,67 +443,28 @@ class BlockLayouts:
         held = self.cache.files.get(fh)
         if held is None or held.stateid is None or not (held.segments or held.recalls or self.dirty(fh)):
             return
-        async with self._lock(fh):
+        async with self.file_lock(fh):
             self.cache.refuse(fh, reason)
-            await self._drained(fh)
+            await self.drained(fh)
             if held.segments or self.dirty(fh):
                 await self.commit(fh, cred)
-                await self._return_all(fh, cred)
+                await self.return_all(fh, cred)
             with trio.move_on_after(RECALL_WAIT):
                 while held.recalls:
                     await trio.sleep(POLL)
 
-    async def _drained(self, fh: bytes) -> None:
-        while not self.cache.idle(fh):
-            await trio.sleep(POLL)
-
-    async def _return_all(self, fh: bytes, cred: Credential) -> None:
-        held = self.cache.files.get(fh)
-        if held is None or held.stateid is None:
-            return
-        ret = LayoutReturn(fh, 0, c.NFS4_UINT64_MAX, c.LAYOUTIOMODE4_ANY, BLOCK, held.stateid)
-        held.segments = []
-        await self._send_return(ret, cred)
-
-    async def _send_return(self, ret: LayoutReturn, cred: Credential) -> None:
+    def returning(self, fh: bytes) -> None:
         # (what was written is committed before a return: a later layout says READWRITE_DATA there)
-        self.wrote.pop(ret.fh, None)
-        self.counts["layoutreturn"] += 1
-        try:
-            sid = await self.ops.layoutreturn(ret.fh, ret.stateid, BLOCK, ret.iomode, ret.offset, ret.length, cred)
-        except NFS4Error as e:
-            log.info("LAYOUTRETURN: %s", e)
-            sid = None
-        self.cache.returned(ret, sid)
+        self.wrote.pop(fh, None)
 
-    def on_recall(self, args: Any) -> int:
-        """CB_LAYOUTRECALL: answered now; the returns go once the files' layout I/O has drained."""
-        answer = self.cache.recall(args.clora_type, args.clora_iomode, args.clora_recall)
-        self.counts["recalls"] += 1
-        for ret in answer.returns:
-            self.nursery.start_soon(self._return_when_idle, ret)
-        return answer.status
-
-    async def _return_when_idle(self, ret: LayoutReturn) -> None:
-        await self._drained(ret.fh)
-        cred = self.cred
-        if cred is None:
-            return
+    async def commit_before_return(self, fh: bytes, cred: Credential) -> None:
         try:
-            await self.commit(ret.fh, cred)
+            await self.commit(fh, cred)
         except NFS4Error as e:
             log.warning("LAYOUTCOMMIT before a recalled layout's return: %s", e)
-        await self._send_return(ret, cred)
 
-    async def closing(self, fh: bytes, cred: Credential) -> None:
-        """The file's open is closing: what was written is committed, a return-on-close layout returned;
-        the next open of the file asks for a layout again, whatever made this one's I/O go through the
-        metadata server (a recall, a WRITE through it, a refusal, a device error)."""
+    async def commit_at_close(self, fh: bytes, cred: Credential) -> None:
         await self.commit(fh, cred)
-        ret = self.cache.closing(fh)
-        if ret is not None:
-            await self._send_return(ret, cred)
-        self.cache.retry(fh)
 
     def forget_all(self) -> None:
         """The client ID is gone, and its layouts with it: none is returned, and what was written by
@@ -526,8 +473,7 @@ class BlockLayouts:
         server grants one (RFC 8881 12.7.4: nfsd takes no LAYOUTCOMMIT reclaim). Those blocks are
         INVALID_DATA in the new layout until written again by it (nothing remembers them here)."""
         self.wrote.clear()
-        if self.cache.forget_all():
-            self._mds("the layouts went with the client ID (a server restart, or the lease ran out)")
+        self.layouts_lost()
         for fh, pending in self.commits.items():
             if pending:
                 self.lost.add(fh)

@@ -34,7 +34,6 @@ from .._errors import NFS4Error
 from .._proto import nfs3
 from .._proto.nfs4 import const as c
 from .._proto.nfs4.layout_flexfiles import NFS_VERSION3, ff_device_addr4, ff_layout4
-from .._proto.nfs4.types import stateid4
 from .._proto.nfs4.types_v42 import device_error4
 from .._rpc.auth import Credential
 from .data_servers import DataServerError, DataServers, host_port
@@ -48,8 +47,9 @@ from .flex_layout import (
     reads_by_layout,
     wants_layoutcommit,
 )
+from .layout_driver import LayoutDriver
 from .layout_ops import LayoutOps
-from .layouts import READ, RW, AskLayout, ByLayout, LayoutCache, LayoutReturn, Segment
+from .layouts import READ, RW, AskLayout, ByLayout, LayoutCache, Segment
 from .open_state import OpenFile
 
 log = logging.getLogger(__name__)
@@ -113,20 +113,14 @@ def layouterror_status(error: DataServerError) -> int:
     return same.get(error.status, c.NFS4ERR_IO)
 
 
-class FlexLayouts:
+class FlexLayouts(LayoutDriver):
     """The flexfiles layouts of one client: its cache of layouts, data servers, writes to commit."""
 
     def __init__(self, ops: LayoutOps, nursery: trio.Nursery) -> None:
-        self.ops = ops
-        self.nursery = nursery
-        self.cache = LayoutCache(FLEX, block_size=1)
+        super().__init__(ops, nursery, LayoutCache(FLEX, block_size=1))
         self.devices: dict[bytes, Device | None] = {}  # deviceid -> where (None: not usable here)
         self.servers = DataServers(nursery)
         self.written: dict[bytes, Written] = {}
-        self.locks: dict[bytes, trio.Lock] = {}  # per file: its LAYOUTGETs and commits one at a time
-        self.cred: Credential | None = None  # for returns a recall starts (the last I/O's)
-        self.counts: Counter[str] = Counter()
-        self.reasons: Counter[str] = Counter()  # why I/O went through the metadata server
         self.ds_calls: Counter[str] = Counter()  # READ/WRITE/COMMIT calls, by data server address
         self.ds_bytes: Counter[str] = Counter()
 
@@ -145,15 +139,6 @@ class FlexLayouts:
         return [{"state": "up", "address": where, "transport": "flexfiles data server (NFSv3, tcp)",
                  "calls": self.ds_calls[where], "bytes": self.ds_bytes[where], "source": "pnfs layout",
                  "verification": "none"} for where in sorted(self.ds_calls)]
-
-    def _mds(self, reason: str) -> None:
-        self.reasons[reason] += 1
-
-    def _lock(self, fh: bytes) -> trio.Lock:
-        lock = self.locks.get(fh)
-        if lock is None:
-            lock = self.locks[fh] = trio.Lock()
-        return lock
 
     # -- layouts and devices ------------------------------------------------------------------------------
     def _held(self, fh: bytes, offset: int, length: int, iomode: int) -> Segment | AskLayout | str:
@@ -174,19 +159,20 @@ class FlexLayouts:
     async def _layout(self, of: OpenFile, fh: bytes, offset: int, length: int, iomode: int,
                       cred: Credential) -> Segment | None:
         held = self._held(fh, offset, length, iomode)
+        if not isinstance(held, AskLayout):
+            return self._by(held)
+        async with self.file_lock(fh):  # one LAYOUTGET of a file at a time: the I/O that waited may find it held
+            held = self._held(fh, offset, length, iomode)
+            if not isinstance(held, AskLayout):
+                return self._by(held)
+            return await self._ask(of, fh, held, offset, length, iomode, cred)
+
+    def _by(self, held: Segment | str) -> Segment | None:
+        """The segment held, or None and the reason counted for the metadata server."""
         if isinstance(held, Segment):
             return held
-        if isinstance(held, str):
-            self._mds(held)
-            return None
-        async with self._lock(fh):  # one LAYOUTGET of a file at a time: the I/O that waited may find it held
-            held = self._held(fh, offset, length, iomode)
-            if isinstance(held, Segment):
-                return held
-            if isinstance(held, str):
-                self._mds(held)
-                return None
-            return await self._ask(of, fh, held, offset, length, iomode, cred)
+        self.mds(held)
+        return None
 
     async def _ask(self, of: OpenFile, fh: bytes, ask: AskLayout, offset: int, length: int, iomode: int,
                    cred: Credential) -> Segment | None:
@@ -195,7 +181,7 @@ class FlexLayouts:
             why = "the export's file system hands out no flexfiles layout (fs_layout_types: " \
                   f"{', '.join(str(t) for t in types) or 'none'})"
             self.cache.refuse(fh, why)
-            self._mds(why)
+            self.mds(why)
             return None
         held_sid = self.cache.files.get(fh)
         stateid = held_sid.stateid if held_sid is not None and held_sid.stateid is not None else of.stateid
@@ -211,7 +197,7 @@ class FlexLayouts:
                 res, _ = await self.ops.layoutget(fh, of.stateid, FLEX, ask.iomode, ask.offset, ask.length,
                                                   ask.minlength, cred)
         except NFS4Error as e:
-            self._mds(f"LAYOUTGET: {e.name}")
+            self.mds(f"LAYOUTGET: {e.name}")
             if e.status not in _LATER:
                 self.cache.refuse(fh, f"LAYOUTGET: {e.name}")
             return None
@@ -229,15 +215,15 @@ class FlexLayouts:
         except (BadLayout, ValueError) as e:
             self.cache.granted(fh, res.logr_stateid, res.logr_return_on_close, [])
             self.cache.refuse(fh, str(e))
-            self._mds(str(e))
-            await self._return_all(fh, cred)
+            self.mds(str(e))
+            await self.return_all(fh, cred)
             return None
         if not self.cache.granted(fh, res.logr_stateid, res.logr_return_on_close, segs):
             log.info("a LAYOUTGET reply older than the layout state held, or raced by a recall: not kept")
         held = self._held(fh, offset, length, iomode)
         if isinstance(held, Segment):
             return held
-        self._mds("the layout granted does not cover the I/O")
+        self.mds("the layout granted does not cover the I/O")
         return None
 
     async def _device(self, deviceid: bytes, cred: Credential) -> Device | None:
@@ -385,7 +371,7 @@ class FlexLayouts:
     async def commit(self, fh: bytes, cred: Credential) -> bytes:
         """COMMIT to each data server the file was written to, then LAYOUTCOMMIT where the layout
         wants one: ``VERIFIER`` when every data server kept what it was sent, else ``CHANGED``."""
-        async with self._lock(fh):
+        async with self.file_lock(fh):
             w = self.written.pop(fh, None)
             if w is None:
                 return VERIFIER
@@ -396,7 +382,7 @@ class FlexLayouts:
                     got = await self.servers.commit(where, ds_fh, uid, gid)
                 except DataServerError as e:
                     log.warning("flexfiles COMMIT: %s; what was written is sent again", e)
-                    self._mds(f"data server COMMIT failed: {e}")
+                    self.mds(f"data server COMMIT failed: {e}")
                     return CHANGED
                 self.ds_calls[f"{where[0]}:{where[1]}"] += 1
                 changed = changed or got != verf
@@ -422,7 +408,7 @@ class FlexLayouts:
     async def _failed(self, fh: bytes, io: DsIO, error: DataServerError, opnum: int, cred: Credential) -> None:
         """A data server failed: LAYOUTERROR, the layout given back, the file's I/O through the MDS."""
         log.warning("flexfiles %s: %s; through the metadata server", "READ" if opnum == c.OP_READ else "WRITE", error)
-        self._mds(f"data server error: {error}")
+        self.mds(f"data server error: {error}")
         held = self.cache.files.get(fh)
         if held is not None and held.refused is not None:
             return  # (another READ or WRITE of the file failed first: it reports and returns the layout)
@@ -437,60 +423,21 @@ class FlexLayouts:
                 sent = False
             self.counts["layouterror" if sent else "layouterror_not_taken"] += 1
         self.devices.pop(io.server.deviceid, None)
-        await self._return_all(fh, cred)
+        await self.return_all(fh, cred)
 
-    async def _return_all(self, fh: bytes, cred: Credential) -> None:
-        held = self.cache.files.get(fh)
-        if held is None or held.stateid is None:
-            return
-        ret = LayoutReturn(fh, 0, c.NFS4_UINT64_MAX, c.LAYOUTIOMODE4_ANY, FLEX, held.stateid)
-        held.segments = []
-        await self._send_return(ret, cred)
-
-    async def _send_return(self, ret: LayoutReturn, cred: Credential) -> None:
-        self.counts["layoutreturn"] += 1
-        try:
-            sid: stateid4 | None = await self.ops.layoutreturn(ret.fh, ret.stateid, FLEX, ret.iomode, ret.offset,
-                                                               ret.length, cred)
-        except NFS4Error as e:
-            log.info("LAYOUTRETURN: %s", e)
-            sid = None
-        self.cache.returned(ret, sid)
-
-    def on_recall(self, args: Any) -> int:
-        """CB_LAYOUTRECALL: answered now; the returns go once the files' layout I/O has drained."""
-        answer = self.cache.recall(args.clora_type, args.clora_iomode, args.clora_recall)
-        self.counts["recalls"] += 1
-        for ret in answer.returns:
-            self.nursery.start_soon(self._return_when_idle, ret)
-        return answer.status
-
-    async def _return_when_idle(self, ret: LayoutReturn) -> None:
-        while not self.cache.idle(ret.fh):
-            await trio.sleep(POLL)
-        cred = self.cred
-        if cred is None:
-            return
-        if self.dirty(ret.fh) and await self.commit(ret.fh, cred) == CHANGED:
+    async def commit_before_return(self, fh: bytes, cred: Credential) -> None:
+        if self.dirty(fh) and await self.commit(fh, cred) == CHANGED:
             self.counts["uncommitted_lost"] += 1  # (the writer's COMMIT sees the change: it writes again)
-            self.written.setdefault(ret.fh, Written()).changed = True
-        await self._send_return(ret, cred)
+            self.written.setdefault(fh, Written()).changed = True
 
-    async def closing(self, fh: bytes, cred: Credential) -> None:
-        """The file's open is closing: what it wrote by the layout committed, a return-on-close layout
-        returned; its next open asks again."""
+    async def commit_at_close(self, fh: bytes, cred: Credential) -> None:
         if self.dirty(fh) and await self.commit(fh, cred) == CHANGED:
             log.warning("writes by the flexfiles layout lost by a data server before the close")
-        ret = self.cache.closing(fh)
-        if ret is not None:
-            await self._send_return(ret, cred)
-        self.cache.retry(fh)
 
     def forget_all(self) -> None:
         """The client ID is gone, and its layouts with it: none is returned; what was written by them
         and not committed is written again (the next COMMIT answers ``CHANGED``)."""
-        if self.cache.forget_all():
-            self._mds("the layouts went with the client ID (a server restart, or the lease ran out)")
+        self.layouts_lost()
         for w in self.written.values():
             w.changed = True
 
