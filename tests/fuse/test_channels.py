@@ -86,7 +86,7 @@ def test_a_killed_mount_daemon_leaves_no_dead_mount(channel: str, mount_export: 
     m.proc.send_signal(signal.SIGKILL)
     m.proc.wait(timeout=30)
     m.proc = None  # (killed on purpose: no exit status to check)
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60  # (fusermount3 unmounts once it sees the daemon gone: slow on a busy host)
     while is_mounted(m.path):
         assert time.monotonic() < deadline, "a dead mount was left behind"
         time.sleep(0.05)
