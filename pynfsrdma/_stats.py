@@ -38,7 +38,7 @@ import math
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from ._proto.nfs4 import const as c
 from ._trace import op_name, status_name
@@ -109,16 +109,27 @@ class LatencyHistogram:
         high = (0.5 + (k + 1) / (2 * cls.SUB)) * 2.0**e
         return (low + high) / 2 * 1e-6
 
-    def add(self, seconds: float) -> None:
+    def add(self, seconds: float, also: LatencyHistogram | None = None) -> None:
+        """Count a duration, in ``also`` too (its bucket found once for both)."""
         if seconds < 0.0:
             seconds = 0.0
-        self.counts[self.index(seconds)] += 1
-        self.count += 1
-        self.total += seconds
-        if seconds > self.max:
-            self.max = seconds
-        if seconds < self.min:
-            self.min = seconds
+        # (index(), inline: this runs two or three times a call)
+        us = seconds * 1e6
+        if us < 1.0:
+            i = 0
+        else:
+            m, e = _frexp(us)
+            i = e * _SUB + int((m - 0.5) * _TWICE_SUB)
+            if i >= _SIZE:
+                i = _SIZE - 1
+        for h in (self,) if also is None else (self, also):
+            h.counts[i] += 1
+            h.count += 1
+            h.total += seconds
+            if seconds > h.max:
+                h.max = seconds
+            if seconds < h.min:
+                h.min = seconds
 
     @property
     def mean(self) -> float:
@@ -164,6 +175,12 @@ class LatencyHistogram:
         }
 
 
+_frexp = math.frexp
+_SUB: Final = LatencyHistogram.SUB
+_TWICE_SUB: Final = 2 * LatencyHistogram.SUB
+_SIZE: Final = LatencyHistogram.SIZE
+
+
 def _ms(seconds: float) -> float:
     return round(seconds * 1000.0, 3)
 
@@ -172,10 +189,11 @@ class CallTimes:
     """One call's way through the session: when it was asked for, when it was first sent, how many
     sends it took and how long it went unanswered (seconds, on the session's clock)."""
 
-    __slots__ = ("first_sent", "last_sent", "sends", "started", "unanswered")
+    __slots__ = ("first_sent", "last_sent", "op", "sends", "started", "unanswered")
 
-    def __init__(self, started: float) -> None:
+    def __init__(self, started: float, op: OpStats | None = None) -> None:
         self.started = started
+        self.op = op  # the figures it is counted under, when known at its start
         self.first_sent: float | None = None
         self.last_sent = started
         self.sends = 0
@@ -289,10 +307,11 @@ class RpcStats:
         return pc
 
     # -- hooks (the session layer calls these; they must stay cheap) -------------------------------
-    def call_started(self, now: float) -> CallTimes:
-        """A call is asked for: the session marks its sends on the record, and ends it with
-        :meth:`call_ended`."""
-        return CallTimes(now)
+    def call_started(self, now: float, ops: Sequence[Any] | None = None) -> CallTimes:
+        """A call (of ``ops``, after SEQUENCE, when given) is asked for: the session marks its sends
+        on the record, hands it to :meth:`rpc_done` with each reply and ends it with
+        :meth:`call_ended`. The figures it is counted under are found here, once for all three."""
+        return CallTimes(now, None if ops is None else self._op(_main_op(ops)))
 
     def call_ended(self, call: CallTimes, ops: Sequence[Any], now: float, *, gave_up: bool = False,
                    major_timeout: float | None = None) -> None:
@@ -300,7 +319,7 @@ class RpcStats:
         failed for want of an answer (a soft mount's timeout, or failing at once while the server is
         taken for gone); ``major_timeout``: the seconds of unanswered tries that make a major timeout
         (``timeo`` x (``retrans`` + 1); None: none counts)."""
-        st = self._op(_main_op(ops))
+        st = call.op or self._op(_main_op(ops))
         st.calls += 1
         self.calls += 1
         if call.sends > 1:
@@ -321,14 +340,15 @@ class RpcStats:
         bytes_sent: int,
         bytes_received: int,
         replay: bool = False,
+        call: CallTimes | None = None,
     ) -> None:
         """A COMPOUND reply arrived on ``path``.
 
         ``ops``: the request's operations after SEQUENCE (objects with ``OPNUM``); ``res``: the
         decoded COMPOUND4res (its ``status`` and ``resarray`` of results with ``opnum``, ``status``,
         ``res``); ``seconds``: from sending to the reply; ``bytes_sent``/``bytes_received``: the
-        RPC call and reply sizes; ``replay``: the request had been sent before. (The call itself is
-        counted by :meth:`call_ended`.)"""
+        RPC call and reply sizes; ``replay``: the request had been sent before; ``call``: its
+        record from :meth:`call_started`. (The call itself is counted by :meth:`call_ended`.)"""
         data = False
         counts = self.op_counts
         for op in ops:
@@ -347,7 +367,7 @@ class RpcStats:
                             bytes_received += n_read
                     elif r.opnum == _OP_WRITE:
                         self.bytes_written += r.res.count
-        st = self._op(_main_op(ops))
+        st = (call.op if call is not None else None) or self._op(_main_op(ops))
         pc = self._path(path.address)
         pc.replies += 1
         status = res.status
@@ -364,8 +384,7 @@ class RpcStats:
         st.bytes_received += bytes_received
         pc.bytes_sent += bytes_sent
         pc.bytes_received += bytes_received
-        self.latency.add(seconds)
-        st.latency.add(seconds)
+        self.latency.add(seconds, st.latency)
 
     def rpc_resent(self, unanswered_on: str) -> None:
         """A request is sent again: it got no reply on the path ``unanswered_on`` (an address)."""

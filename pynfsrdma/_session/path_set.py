@@ -398,6 +398,12 @@ class PathSet:
     def choose(self, payload: int = 0, avoid: Path | None = None, group: int | None = None) -> Path | None:
         """The live path (of session ``group``, unless None) where a request of ``payload`` bytes
         is expected to complete first; ``avoid`` only when nothing else is up."""
+        paths = self.paths
+        if len(paths) == 1:  # (one connection, as most mounts have: nothing to weigh, no list made)
+            p = paths[0]
+            rpc = p.rpc
+            up = p.state is PathState.UP and rpc is not None and rpc.alive and (group is None or p.group == group)
+            return p if up else None
         live = self.live(group)
         if len(live) <= 1:  # (nothing to weigh: one path is taken even when avoided)
             return live[0] if live else None

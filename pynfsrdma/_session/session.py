@@ -311,7 +311,7 @@ class Session:
         ``timeo`` x (``retrans`` + 1) from its first send. Pauses the server asks for (SEQUENCE's
         NFS4ERR_DELAY) count: one that would end past the deadline fails the request with that status.
         """
-        call = self.stats.call_started(trio.current_time())
+        call = self.stats.call_started(trio.current_time(), ops)
         gave_up = False
         try:
             return await self._compound(ops, cred, hints, call, payload=payload, tag=tag, cachethis=cachethis,
@@ -642,7 +642,7 @@ class Session:
             trace.rpc_failed(xid, path.address, args.argarray, f"malformed reply: {e}", seconds)
             raise _BadReply(self._violated(path, out.ops, e), tries) from e
         trace.rpc_done(xid, path.address, args.argarray, res.status, seconds)
-        self.stats.rpc_done(path, out.ops, res, seconds, sent, received, tries > 1)
+        self.stats.rpc_done(path, out.ops, res, seconds, sent, received, tries > 1, out.call)
         return res
 
     def _answers(self, res: SEQUENCE4resok, slot: Slot) -> bool:

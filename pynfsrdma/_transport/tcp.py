@@ -222,6 +222,11 @@ class TcpTransport(RecordStream):
         self.bytes_spliced = 0  # payload bytes that went from the socket into a pipe, not our memory
         self.bytes_staged_to_pipe = 0  # payload bytes received with the reply's head, written to the pipe
         self.splice_fallbacks = 0  # payloads read back out of a pipe that filled up
+        self.empty_receives = 0  # recvs that found nothing to read (a system call for nothing)
+        # a call went out since the last record's start was read: its reply cannot be in yet (a
+        # server answers in tens of microseconds; the next recv comes a few after the send), so the
+        # next record's start is waited for before it is asked for
+        self._reply_due = False
 
     # -- connecting -----------------------------------------------------------------------------------
     @classmethod
@@ -345,6 +350,7 @@ class TcpTransport(RecordStream):
         if hints.splice is not None and CAN_SPLICE:
             self._splices[xid] = hints.splice  # (before sending: the reply may come before we return)
         await self._send_record(msg, deadline)
+        self._reply_due = True
 
     def abandon(self, xid: int) -> None:
         self._splices.pop(xid, None)
@@ -388,6 +394,7 @@ class TcpTransport(RecordStream):
             try:
                 n = sock.recv_into(view[:SPLICE_HEAD] if head and self._splices else view)
             except BlockingIOError:
+                self.empty_receives += 1
                 await self._readable(interruptible=head and what == "mark")
                 waited = True
                 continue
@@ -424,6 +431,10 @@ class TcpTransport(RecordStream):
                 self._stage_at = 0
             # (while a reply's data may be spliced, a short head: the READ's data after it is not
             # received into our memory, only what comes with the head)
+            if self._reply_due and not self._staged:
+                self._reply_due = False
+                await self._readable(interruptible=what == "mark")
+                waited = True
             while self._staged < 4:
                 staged = self._staged
                 n, w = await self._recv_some(stage[staged:], staged > 0, what, head=True)

@@ -297,3 +297,33 @@ def test_a_call_answered_within_its_time_is_no_timeout() -> None:
     stats.call_ended(call, ops, 2.5, major_timeout=2.0)
     op = stats.as_dict()["operations"]["GETATTR"]
     assert (op["calls"], op["retrans"], op["timeouts"]) == (1, 2, 0)
+
+
+def test_a_call_started_with_its_operations_counts_as_one_told_them_at_each_step() -> None:
+    """The session names a call's operations once, at its start, and hands the call to each reply:
+    the figures are those of a collector told the operations at every step."""
+    ops = [PUTFH4args(FH), LOOKUP4args("a"), GETATTR4args([])]
+    res = wire(COMPOUND4res(c.NFS4ERR_NOENT, "", [ResOp(c.OP_PUTFH, c.NFS4_OK, None),
+                                                  ResOp(c.OP_LOOKUP, c.NFS4ERR_NOENT, None)]))
+    each_step, once = RpcStats(clock=lambda: 0.0), RpcStats(clock=lambda: 0.0)
+    for seconds in (0.0004, 0.002, 0.0000005):
+        answered(each_step, FakePath("a"), ops, res, seconds, 140, 60)
+        call = once.call_started(100.0, ops)
+        call.sent(100.0)
+        once.rpc_done(FakePath("a"), ops, res, seconds, 140, 60, False, call)
+        once.call_ended(call, ops, 100.0 + seconds)
+    assert once.as_dict() == each_step.as_dict()
+    assert once.as_dict()["operations"]["LOOKUP"]["calls"] == 3
+    assert once.as_dict()["operations"]["LOOKUP"]["latency_ms"]["count"] == 3
+
+
+def test_a_duration_counted_in_two_histograms_lands_in_the_same_bucket_of_each() -> None:
+    rng = random.Random(7)
+    for _ in range(2000):
+        seconds = rng.random() * 10.0 ** rng.randint(-9, 7)
+        a, b, alone = LatencyHistogram(), LatencyHistogram(), LatencyHistogram()
+        a.add(seconds, b)
+        alone.add(seconds)
+        i = LatencyHistogram.index(seconds)
+        assert a.counts[i] == b.counts[i] == alone.counts[i] == 1
+        assert (a.count, a.total, a.min, a.max) == (b.count, b.total, b.min, b.max) == (1, seconds, seconds, seconds)

@@ -88,6 +88,29 @@ async def test_the_caller_reads_its_own_reply_and_the_receive_loop_sleeps() -> N
         nursery.cancel_scope.cancel()
 
 
+async def test_a_caller_waits_for_its_reply_before_asking_the_socket_for_it() -> None:
+    """Right after a call goes out its reply cannot be in: the caller waits for the socket to have
+    data and then receives, with no recv that finds nothing first. Over 300 calls one after
+    another no recv comes back empty; every reply reaches its own caller."""
+    calls = 300
+
+    async def echo(stream: trio.SocketStream) -> None:
+        while True:
+            msg = await read_record(stream)
+            await stream.send_all(reply(xid_of(msg), msg[-4:]))
+
+    async with trio.open_nursery() as nursery:
+        conn = await connect(await serve(nursery, echo), nursery)
+        transport = conn.transport
+        assert isinstance(transport, TcpTransport)
+        before = transport.empty_receives
+        for i in range(calls):
+            u = await conn.call(0, AUTH_NONE_CRED, lambda p, i=i: p.uint32(i), timeout=5)
+            assert u.uint32() == i
+        assert transport.empty_receives - before == 0, f"{transport.empty_receives - before} empty recvs"
+        nursery.cancel_scope.cancel()
+
+
 async def test_a_cancelled_reader_hands_the_reading_on() -> None:
     """The first call reads for both; it is cancelled while it waits between records: the second
     call gets its reply (it reads next), nothing of the connection was lost, and it goes on."""
