@@ -47,7 +47,7 @@ import math
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypedDict
 
 import trio
 
@@ -85,12 +85,26 @@ from .credits import CreditGate
 from .provider import Access, Buffer, Connection, MemoryRegion, Provider
 from .reply import reassemble_reply
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 log = logging.getLogger(__name__)
 
 _MSG_TYPE: Final = struct.Struct(">I")
 
 DEFAULT_CREDITS: Final = 32
 DEFAULT_INLINE: Final = 4096
+
+
+class ConnectSettings(TypedDict, total=False):
+    """A connection's settings beyond where it goes: what :meth:`RdmaTransport.connect` takes after
+    ``port`` (see there for each; left out, its default)."""
+
+    credits: int
+    inline_size: int
+    remote_invalidation: bool | None
+    send_private_data: bool
+    pinned_limit: int
 
 
 class RdmaVersionMismatch(ProtocolViolation):
@@ -213,34 +227,14 @@ class RdmaTransport(Transport):
 
     @classmethod
     async def open(
-        cls,
-        provider: Provider,
-        host: str,
-        port: int,
-        *,
-        timeout: float = 10.0,
-        credits: int = DEFAULT_CREDITS,
-        inline_size: int = DEFAULT_INLINE,
-        remote_invalidation: bool | None = None,
-        send_private_data: bool = True,
-        pinned_limit: int = DEFAULT_PINNED_LIMIT,
+        cls, provider: Provider, host: str, port: int, *, timeout: float = 10.0, **settings: Unpack[ConnectSettings]
     ) -> RdmaTransport:
-        """Connect like :meth:`connect`, with a nursery of the transport's own (a system task
-        that :meth:`aclose` ends). Raises :class:`ConnectTimeout` after ``timeout`` seconds."""
+        """Connect like :meth:`connect` (``settings`` as there), with a nursery of the transport's own
+        (a system task that :meth:`aclose` ends). Raises :class:`ConnectTimeout` after ``timeout`` seconds."""
         host_task = await _Host.start()
         try:
             with trio.move_on_after(timeout) as scope:
-                t = await cls.connect(
-                    provider,
-                    host_task.nursery,
-                    host,
-                    port,
-                    credits,
-                    inline_size,
-                    remote_invalidation,
-                    send_private_data,
-                    pinned_limit,
-                )
+                t = await cls.connect(provider, host_task.nursery, host, port, **settings)
             if scope.cancelled_caught:
                 raise ConnectTimeout(f"no RDMA connection within {timeout:g} s", f"{host}:{port}")
         except BaseException:
@@ -583,6 +577,7 @@ class _Host:
 __all__ = [
     "DEFAULT_CREDITS",
     "DEFAULT_INLINE",
+    "ConnectSettings",
     "InjectedConnectionLoss",
     "RdmaStats",
     "RdmaTransport",
