@@ -241,9 +241,14 @@ class RdmaTransport(Transport):
             with trio.CancelScope(shield=True):
                 await host_task.stop()
             raise
-        t._host = host_task
-        host_task.on_crash = t._crashed
+        t.hold(host_task)
         return t
+
+    def hold(self, host: _Host) -> None:
+        """Keep ``host`` (the nursery of :meth:`open`) as long as this transport: :meth:`aclose`
+        stops it, and a task of it that fails fails the transport like a lost connection."""
+        self._host = host
+        host.on_crash = self._crashed
 
     def _crashed(self, exc: BaseException) -> None:
         err = ConnectionLost(f"RDMA transport failed: {exc!r}", self.peer)
@@ -551,11 +556,12 @@ class _Host:
     async def start(cls) -> _Host:
         host = cls()
         ready = trio.Event()
-        trio.lowlevel.spawn_system_task(host._run, ready, name="rdma-transport-host")
+        trio.lowlevel.spawn_system_task(host.run, ready, name="rdma-transport-host")
         await ready.wait()
         return host
 
-    async def _run(self, ready: trio.Event) -> None:
+    async def run(self, ready: trio.Event) -> None:
+        """The system task: hold the nursery open until :meth:`stop`."""
         try:
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
