@@ -7,6 +7,12 @@ does, root or not: fusermount3 then stays, holding the other end of the socket, 
 reads the end of it, which happens when the daemon exits however it exits. A clean unmount closes the
 connection first (so that the unmount cannot wait for requests nobody will answer), then lets that
 fusermount3 unmount (or, without it, unmounts lazily itself) and reaps it.
+
+When the daemon dies, fusermount3 unmounts only if opening the mount's root fails with ENOTCONN, that is
+only if the connection is gone by then. The kernel lets go of a dead process's files from its highest
+descriptor down, so the connection's descriptor must be above the socket's (:func:`connection_above`,
+:func:`socket_below`): else fusermount3 may open the root while the connection still lives, its OPENDIR
+ends with ECONNABORTED when the connection goes, and the dead mount is left.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import fcntl
 import logging
 import os
 import select
@@ -220,4 +227,39 @@ def mount_fusermount(spec: MountSpec) -> Mounted:
         helper.wait()
         ours.close()
         return Mounted(spec, fd)
-    return Mounted(spec, fd, helper, ours)
+    return Mounted(spec, connection_above(fd, ours.fileno()), helper, ours)
+
+
+def connection_above(fd: int, commfd: int) -> int:
+    """The connection ``fd``, moved above the socket fusermount3 watches if it is below it (see the
+    module's documentation); the descriptor to use from then on."""
+    if fd > commfd:
+        return fd
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, commfd + 1)
+    os.close(fd)
+    return moved
+
+
+def open_descriptors() -> set[int]:
+    """This process's open file descriptors (and the one the listing used, closed by now)."""
+    return {int(n) for n in os.listdir("/proc/self/fd")}
+
+
+def _is_socket(fd: int) -> bool:
+    try:
+        return stat.S_ISSOCK(os.fstat(fd).st_mode)
+    except OSError:  # (closed: the descriptor that listed them)
+        return False
+
+
+def socket_below(spare: int, opened: set[int]) -> None:
+    """After libfuse mounted with auto_unmount, opening ``opened`` (the descriptors new since): move
+    the one socket among them, the one fusermount3 watches, to ``spare``, a descriptor opened before
+    and so below the connection's (see the module's documentation). ``spare`` is closed if there is
+    no such socket (a mount without fusermount3)."""
+    sockets = [n for n in opened if n != spare and _is_socket(n)]
+    if len(sockets) != 1:
+        os.close(spare)
+        return
+    os.dup2(sockets[0], spare, inheritable=False)
+    os.close(sockets[0])

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 from typing import Any
 
 import pyfuse3
 
 from .._trio_compat import run_sync_abandoning
+from .fusermount import open_descriptors, socket_below
 from .lowlevel import (
     EntryAttributes,
     FileInfo,
@@ -325,11 +327,16 @@ class Pyfuse3Channel:
         ops.kernel = _Kernel()
 
     def mount(self) -> None:
-        """Mount (OSError naming why not)."""
+        """Mount (OSError naming why not). The socket libfuse leaves to fusermount3 for auto_unmount
+        goes below the connection's descriptor (:func:`.fusermount.socket_below` says why)."""
+        spare = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        before = open_descriptors()
         try:
             pyfuse3.init(self._adapter, self.mountpoint, self.options)
         except RuntimeError as e:
+            os.close(spare)
             raise OSError(errno.EIO, str(e)) from e
+        socket_below(spare, open_descriptors() - before)
 
     async def serve(self) -> None:
         logging.getLogger("pyfuse3").setLevel(max(logging.INFO, logging.getLogger().getEffectiveLevel()))

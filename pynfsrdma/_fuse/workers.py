@@ -16,6 +16,7 @@ the reader is woken when the channel stops (:meth:`Workers._wake_reader`).
 
 from __future__ import annotations
 
+import abc
 import errno
 import logging
 import types
@@ -81,7 +82,7 @@ class Worker:
             self.scope.cancel()
 
 
-class Workers:
+class Workers(abc.ABC):
     """The worker scheme of a channel; the channel sets ``_channel`` (what handlers are called
     with), ``buffers`` (the pool request buffers go back to), ``_interrupts`` and
     ``_interruptible`` (the opcodes an INTERRUPT may cancel)."""
@@ -102,25 +103,27 @@ class Workers:
         self._in_a_row = 0
 
     # -- what a channel says -------------------------------------------------------------------------
+    @abc.abstractmethod
     async def _next_request(self) -> Task | None:
         """The next request to answer (those answered on the spot are answered there); None: stop."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _finish(self, w: Worker, reply: Any, waited: bool) -> None:
         """Send ``reply`` to the request ``w`` answers (``waited``: its operation waited, so no
         reply of the reader's goes with it) and let go of what the request held."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _send(self, reply: Any) -> None:
         """Write ``reply`` to /dev/fuse."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _wake_reader(self) -> None:
         """Wake the reader waiting for a request, once stopping."""
-        raise NotImplementedError
 
     def _stopped_reading(self, nursery: trio.Nursery) -> None:
-        """No more requests are taken; the workers' ``nursery`` still runs."""
+        """No more requests are taken; the workers' ``nursery`` still runs. A channel with nothing
+        to do then (the ring) keeps this."""
+        return None
 
     # -- the workers ---------------------------------------------------------------------------------
     async def answer_requests(self, drain_timeout: float) -> None:

@@ -434,17 +434,12 @@ class RpcConnection:
         return (await self.exchange(xid, msg, hints, timeout, now=now))[1]
 
     async def exchange(
-        self,
-        xid: int,
-        msg: Packer,
-        hints: ReplyHints = NO_HINTS,
-        timeout: float | None = None,
-        *,
-        now: float | None = None,
+        self, xid: int, msg: Packer, hints: ReplyHints, timeout: float | None, *, now: float | None = None
     ) -> tuple[rpcdef.ReplyHeader, Unpacker]:
         """Send a whole call message (header included) and wait for its accepted, successful reply:
-        its header (with the verifier) and an unpacker at its results. Raises as
-        :meth:`call_packed` does (``now`` as there)."""
+        its header (with the verifier) and an unpacker at its results. ``hints``, ``timeout`` and
+        ``now`` as :meth:`call_packed` takes them (a credential making its call always says both);
+        raises as it does."""
         if self._dead is not None:
             raise self._dead
         p = _Pending()

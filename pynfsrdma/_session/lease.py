@@ -8,7 +8,7 @@ import logging
 import trio
 
 from .._errors import NFS4Error
-from .._transport.base import TransportError
+from .._transport.base import NO_HINTS, TransportError
 from .client_state import ClientState
 from .recovery import Recovery
 
@@ -46,7 +46,7 @@ class LeaseKeeper:
                 await trio.sleep(min(interval - idle, 1.0))
                 continue
             try:
-                await self.recovery.compound([], self.state.machine_cred)
+                await self.recovery.compound([], self.state.machine_cred, NO_HINTS)
             except (OSError, TransportError, NFS4Error) as e:
                 log.info("lease renewal failed: %s", e)
                 await trio.sleep(1.0)

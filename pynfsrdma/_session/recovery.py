@@ -1,5 +1,5 @@
 """Requests in the client ID's sessions, and the state's recovery when a session or the client ID is
-lost (RFC 8881 sections 2.10.13, 8.4): ``await recovery.compound(ops, cred)`` runs a COMPOUND and acts
+lost (RFC 8881 sections 2.10.13, 8.4): ``await recovery.compound(ops, cred, hints)`` runs a COMPOUND and acts
 on what :mod:`.sequence` decides (send again after a pause, a new session, a new client ID whose
 reclaim hooks reclaim the state in the grace period); recovery is single-flight; a lost trunked
 session is replaced on a path of its group. The SEQ4_STATUS flags SEQUENCE carries are acted on
@@ -51,23 +51,16 @@ class Recovery:
         if reclaim:
             self.state.in_grace = True
             await self.reclaim()
-        res = await self.compound([RECLAIM_COMPLETE4args(False)], self.state.machine_cred, _recovering=True)
+        res = await self.compound([RECLAIM_COMPLETE4args(False)], self.state.machine_cred, NO_HINTS, _recovering=True)
         st = res.resarray[-1].status if res.resarray else res.status
         if st not in (c.NFS4_OK, c.NFS4ERR_COMPLETE_ALREADY):
             raise NFS4Error(st, c.OP_RECLAIM_COMPLETE)
         self.state.in_grace = False
 
-    async def compound(
-        self,
-        ops: Sequence[Any],
-        cred: Credential,
-        hints: ReplyHints = NO_HINTS,
-        *,
-        payload: int = 0,
-        check: Check | None = None,
-        _recovering: bool = False,
-    ) -> COMPOUND4res:
-        """Run ``ops`` in the session; retries DELAY/GRACE and recovers lost sessions.
+    async def compound(self, ops: Sequence[Any], cred: Credential, hints: ReplyHints, *, payload: int = 0,
+                       check: Check | None = None, _recovering: bool = False) -> COMPOUND4res:
+        """Run ``ops`` in the session; retries DELAY/GRACE and recovers lost sessions. Its callers (the
+        client ID's :meth:`~.client_id.ClientID.compound`, the lease keeper) always give ``hints``.
 
         The reply's ``resarray`` holds the results of ``ops`` (SEQUENCE's is removed); the caller
         checks the statuses of its operations. ``check``: see :meth:`Session.compound`.

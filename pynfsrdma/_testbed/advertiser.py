@@ -135,17 +135,9 @@ class _Conn:
 class TrunkingAdvertiser(RecordProxy):
     """Forwards ``listen_host:listen_port`` to ``target_host:target_port``, advertising a multipath list."""
 
-    def __init__(
-        self,
-        listen_host: str,
-        listen_port: int,
-        target_host: str,
-        target_port: int,
-        addresses: list[AdvertisedAddress] | None = None,
-        *,
-        legacy_only: bool = False,
-        rewrite_minor_id: int | None = None,
-    ) -> None:
+    def __init__(self, listen_host: str, listen_port: int, target_host: str, target_port: int,
+                 addresses: list[AdvertisedAddress] | None = None, *, legacy_only: bool = False,
+                 rewrite_minor_id: int | None = None) -> None:
         super().__init__(listen_host, listen_port, target_host, target_port)
         self.addresses: list[AdvertisedAddress] = list(addresses or [])
         self.legacy_only = legacy_only  # answer fs_locations only, as a server without fs_locations_info

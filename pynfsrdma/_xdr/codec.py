@@ -143,12 +143,17 @@ class Packer:
         made after the arguments: RPCSEC_GSS signs it with a sequence number taken when the call is
         sent, and a call sent again gets a header of its own); bulk positions move with it."""
         q = Packer()
-        q._done.append(head)
-        q._offset = len(head)
-        q._bulk = [BulkSegment(s.position + q._offset, s.data) for s in self._bulk]
-        q._done.extend(self.segments())
-        q._offset += len(self)
+        q.adopt(head, self)
         return q
+
+    def adopt(self, head: Buffer, rest: Packer) -> None:
+        """Hold ``head`` (bytes already encoded) and then what ``rest`` holds, both by reference, in
+        this empty packer (see :meth:`prefixed`)."""
+        self._done.append(head)
+        self._offset = len(head)
+        self._bulk = [BulkSegment(s.position + self._offset, s.data) for s in rest.bulk_segments]
+        self._done.extend(rest.segments())
+        self._offset += len(rest)
 
     def _flush(self) -> None:
         if self.buf:

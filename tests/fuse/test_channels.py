@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from pynfsrdma._fuse import fusermount
 from pynfsrdma._testbed import Ganesha
 
 pytestmark = pytest.mark.fuse
@@ -86,7 +88,65 @@ def test_a_killed_mount_daemon_leaves_no_dead_mount(channel: str, mount_export: 
     m.proc.send_signal(signal.SIGKILL)
     m.proc.wait(timeout=30)
     m.proc = None  # (killed on purpose: no exit status to check)
-    deadline = time.monotonic() + 60  # (fusermount3 unmounts once it sees the daemon gone: slow on a busy host)
+    deadline = time.monotonic() + 60  # (fusermount3 unmounts once it sees the daemon gone)
     while is_mounted(m.path):
         assert time.monotonic() < deadline, "a dead mount was left behind"
         time.sleep(0.05)
+
+
+def _descriptors(pid: int) -> dict[str, int]:
+    """What process ``pid``'s descriptors name (``socket:[INODE]``, ``/dev/fuse``...), to its descriptor."""
+    return {os.readlink(f"/proc/{pid}/fd/{n}"): int(n) for n in os.listdir(f"/proc/{pid}/fd")}
+
+
+def _watcher(daemon: int) -> int:
+    """The fusermount3 the mount daemon ``daemon`` left to unmount when it dies."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+            with open(f"/proc/{pid}/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            continue
+        if comm == "fusermount3" and int(fields[1]) == daemon:
+            return int(pid)
+    raise AssertionError(f"no fusermount3 child of {daemon}")
+
+
+@pytest.mark.parametrize("channel", ["native", "pyfuse3"])
+def test_the_socket_fusermount3_watches_is_below_the_connection(
+    channel: str, mount_export: Callable[..., Any]
+) -> None:
+    """A dying process's files are let go of from its highest descriptor down: the connection
+    (/dev/fuse) must go before the socket, or fusermount3 may find the connection alive when the
+    socket ends and leave a dead mount."""
+    m = mount_export(f"channel={channel}")
+    assert m.proc is not None
+    watcher = _watcher(m.proc.pid)
+    with open(f"/proc/{watcher}/environ", "rb") as f:
+        env = dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
+    theirs = os.readlink(f"/proc/{watcher}/fd/{int(env[b'_FUSE_COMMFD'])}")
+    # ss -x: "u_str ESTAB 0 0 * INODE * PEER-INODE"
+    pairs = subprocess.run(["ss", "-xH"], capture_output=True, text=True, check=True).stdout.splitlines()
+    peer = next(line.split()[7] for line in pairs if f"socket:[{line.split()[5]}]" == theirs)
+    ours = _descriptors(m.proc.pid)
+    assert ours[f"socket:[{peer}]"] < ours["/dev/fuse"]
+
+
+def test_a_connection_below_the_watched_socket_is_moved_above_it() -> None:
+    """The native channel's own mount: the connection it receives takes the lowest free descriptor,
+    which may be below the socket; it is moved above and keeps naming the same file."""
+    connection = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    ours, theirs = socket.socketpair()
+    moved = connection
+    try:
+        assert connection < ours.fileno()
+        moved = fusermount.connection_above(connection, ours.fileno())
+        assert moved > ours.fileno() and os.readlink(f"/proc/self/fd/{moved}") == os.devnull
+        assert not os.get_inheritable(moved)
+        assert fusermount.connection_above(moved, ours.fileno()) == moved  # (above already: kept)
+    finally:
+        os.close(moved)
+        ours.close()
+        theirs.close()

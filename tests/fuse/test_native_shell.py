@@ -19,6 +19,7 @@ from pynfsrdma._fuse import devfuse
 from pynfsrdma._fuse.devfuse import NativeChannel
 from pynfsrdma._fuse.kernel import abi
 from pynfsrdma._fuse.lowlevel import EntryAttributes, FileLock, FUSEError, Operations, RequestContext
+from pynfsrdma._fuse.workers import Task, Worker, Workers
 
 IN_HEADER = "=IIQQIIIHH"
 SO_SNDBUFFORCE = getattr(socket, "SO_SNDBUFFORCE", 32)  # <asm-generic/socket.h>; Python 3.11 lacks them
@@ -314,3 +315,22 @@ async def test_terminate_lets_requests_finish_then_cancels_them(monkeypatch: pyt
             channel.terminate()
             assert (await kernel.reply())[:2] == (0, u)  # the GETATTR under way finished
     assert ops.cancelled == ["setlk"]  # the SETLKW was cancelled at the end of the grace period
+
+
+def test_a_worker_scheme_that_leaves_out_part_of_the_contract_cannot_be_made() -> None:
+    """Both channels run on Workers; one that forgets how to send a reply fails when it is made,
+    naming what it lacks, not at the first reply."""
+    assert Workers.__abstractmethods__ == {"_next_request", "_finish", "_send", "_wake_reader"}
+
+    class Forgetful(Workers):
+        async def _next_request(self) -> Task | None:
+            return None
+
+        def _finish(self, w: Worker, reply: Any, waited: bool) -> None:
+            pass
+
+        def _wake_reader(self) -> None:
+            pass
+
+    with pytest.raises(TypeError, match="abstract method _send"):
+        Forgetful()

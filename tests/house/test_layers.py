@@ -221,6 +221,47 @@ def test_no_module_reaches_into_another_modules_private_members() -> None:
     assert not wrong, "\n".join(wrong)
 
 
+# Private members one object reaches in another (``obj._name`` where ``obj`` is neither ``self`` nor
+# ``cls`` nor a name the module itself defines at its top, such as a class's own table of its methods)
+REACHES_LIMIT = 10
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    """The names a module binds at its top: its classes, functions and module-level variables."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+    return names
+
+
+def _reaches(tree: ast.Module) -> list[ast.Attribute]:
+    """The places in ``tree`` where an object reaches a private member of another object."""
+    own, theirs = _top_level_names(tree), _outside_modules(tree)
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or node.attr.startswith("__"):
+            continue
+        obj = node.value
+        if isinstance(obj, ast.Name) and (obj.id in ("self", "cls") or obj.id in own or obj.id in theirs):
+            continue
+        if isinstance(obj, ast.Call) and isinstance(obj.func, ast.Name) and obj.func.id == "super":
+            continue
+        out.append(node)
+    return out
+
+
+def test_few_private_members_are_reached_from_another_object() -> None:
+    reached = [f"{mod.path}:{node.lineno}: {ast.unparse(node)}" for mod in MODULES.values()
+               for node in _reaches(mod.tree)]
+    assert len(reached) <= REACHES_LIMIT, (
+        f"{len(reached)} private members reached from another object (at most {REACHES_LIMIT}): give the "
+        "object a method or a parameter for it\n" + "\n".join(reached))
+
+
 def test_the_checks_see_what_they_look_for(tmp_path: Path) -> None:
     """The checks above find a loop, an upward import and a private reach when there is one."""
     assert list(_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}})) == [["a", "b", "c"]]
@@ -243,5 +284,8 @@ def test_the_checks_see_what_they_look_for(tmp_path: Path) -> None:
     reached = [n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr.startswith("_")
                and n.attr not in own and not (isinstance(n.value, ast.Name) and n.value.id in theirs)]
     assert reached == ["_y"]
+    tree = ast.parse("import os\nclass K:\n    TABLE = {1: '_f'}\n    def _f(self, o):\n        super()._g()\n"
+                     "        return self._x, o._x, o.p._y, K._f, os._exit, cls._z\n")
+    assert [ast.unparse(n) for n in _reaches(tree)] == ["o._x", "o.p._y"]
     assert MODULES["pynfsrdma._session.session"].imports, "no imports read"
     assert _layer("pynfsrdma._fuse.mount_daemon") == "_fuse" and LAYERS.index("_fuse") > LAYERS.index("_client")

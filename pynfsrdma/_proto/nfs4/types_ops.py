@@ -32,44 +32,6 @@ from .const import (
     NF4SOCK,
     NFS_LIMIT_BLOCKS,
     NFS_LIMIT_SIZE,
-    OP_ACCESS,
-    OP_CLOSE,
-    OP_COMMIT,
-    OP_CREATE,
-    OP_DELEGPURGE,
-    OP_DELEGRETURN,
-    OP_GETATTR,
-    OP_GETFH,
-    OP_ILLEGAL,
-    OP_LINK,
-    OP_LOCK,
-    OP_LOCKT,
-    OP_LOCKU,
-    OP_LOOKUP,
-    OP_LOOKUPP,
-    OP_NVERIFY,
-    OP_OPEN,
-    OP_OPEN_CONFIRM,
-    OP_OPEN_DOWNGRADE,
-    OP_OPENATTR,
-    OP_PUTFH,
-    OP_PUTPUBFH,
-    OP_PUTROOTFH,
-    OP_READ,
-    OP_READDIR,
-    OP_READLINK,
-    OP_RELEASE_LOCKOWNER,
-    OP_REMOVE,
-    OP_RENAME,
-    OP_RENEW,
-    OP_RESTOREFH,
-    OP_SAVEFH,
-    OP_SECINFO,
-    OP_SETATTR,
-    OP_SETCLIENTID,
-    OP_SETCLIENTID_CONFIRM,
-    OP_VERIFY,
-    OP_WRITE,
     OPEN4_CREATE,
     OPEN_DELEGATE_NONE,
     OPEN_DELEGATE_NONE_EXT,
@@ -83,6 +45,7 @@ from .const import (
     createmode4,
     limit_by4,
     nfs_lock_type4,
+    nfs_opnum4,
     open_claim_type4,
     open_delegation_type4,
     opentype4,
@@ -121,7 +84,7 @@ open_delegation_type4_t = Enum(open_delegation_type4)
 # -- ACCESS (18.1) ------------------------------------------------------------------------------------------
 @xdr_struct
 class ACCESS4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_ACCESS
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_ACCESS
     access: Annotated[int, uint32]
 
 
@@ -134,7 +97,7 @@ class ACCESS4resok(XdrStruct):
 # -- CLOSE (18.2) -------------------------------------------------------------------------------------------
 @xdr_struct
 class CLOSE4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_CLOSE
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_CLOSE
     seqid: Annotated[int, seqid4]
     open_stateid: stateid4
 
@@ -142,7 +105,7 @@ class CLOSE4args(XdrStruct):
 # -- COMMIT (18.3) ------------------------------------------------------------------------------------------
 @xdr_struct
 class COMMIT4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_COMMIT
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_COMMIT
     offset: Annotated[int, offset4]
     count: Annotated[int, count4]
 
@@ -169,7 +132,7 @@ createtype4 = Union(
 
 @xdr_struct
 class CREATE4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_CREATE
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_CREATE
     objtype: Annotated[tuple[int, Any], createtype4]
     objname: Annotated[str, component4]
     createattrs: fattr4
@@ -184,20 +147,20 @@ class CREATE4resok(XdrStruct):
 # -- DELEGPURGE (18.5), DELEGRETURN (18.6) ------------------------------------------------------------------
 @xdr_struct
 class DELEGPURGE4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_DELEGPURGE
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_DELEGPURGE
     clientid: Annotated[int, clientid4]
 
 
 @xdr_struct
 class DELEGRETURN4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_DELEGRETURN
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_DELEGRETURN
     deleg_stateid: stateid4
 
 
 # -- GETATTR (18.7), GETFH (18.8) ---------------------------------------------------------------------------
 @xdr_struct
 class GETATTR4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_GETATTR
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_GETATTR
     attr_request: Annotated[list[int], bitmap4]
 
 
@@ -208,7 +171,7 @@ class GETATTR4resok(XdrStruct):
 
 @xdr_struct
 class GETFH4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_GETFH
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_GETFH
 
 
 @xdr_struct
@@ -219,7 +182,7 @@ class GETFH4resok(XdrStruct):
 # -- LINK (18.9) --------------------------------------------------------------------------------------------
 @xdr_struct
 class LINK4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_LINK
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_LINK
     newname: Annotated[str, component4]
 
 
@@ -249,7 +212,7 @@ locker4 = Union(boolean, {True: open_to_lock_owner4.XDR, False: exist_lock_owner
 
 @xdr_struct
 class LOCK4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_LOCK
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_LOCK
     locktype: Annotated[int, nfs_lock_type4_t]
     reclaim: Annotated[bool, boolean]
     offset: Annotated[int, offset4]
@@ -272,7 +235,7 @@ class LOCK4resok(XdrStruct):
 
 @xdr_struct
 class LOCKT4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_LOCKT
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_LOCKT
     locktype: Annotated[int, nfs_lock_type4_t]
     offset: Annotated[int, offset4]
     length: Annotated[int, length4]
@@ -281,7 +244,7 @@ class LOCKT4args(XdrStruct):
 
 @xdr_struct
 class LOCKU4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_LOCKU
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_LOCKU
     locktype: Annotated[int, nfs_lock_type4_t]
     seqid: Annotated[int, seqid4]
     lock_stateid: stateid4
@@ -292,18 +255,18 @@ class LOCKU4args(XdrStruct):
 # -- LOOKUP (18.13), LOOKUPP (18.14), NVERIFY (18.15) -------------------------------------------------------
 @xdr_struct
 class LOOKUP4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_LOOKUP
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_LOOKUP
     objname: Annotated[str, component4]
 
 
 @xdr_struct
 class LOOKUPP4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_LOOKUPP
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_LOOKUPP
 
 
 @xdr_struct
 class NVERIFY4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_NVERIFY
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_NVERIFY
     obj_attributes: fattr4
 
 
@@ -362,7 +325,7 @@ open_claim4 = Union(
 
 @xdr_struct
 class OPEN4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_OPEN
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_OPEN
     seqid: Annotated[int, seqid4]
     share_access: Annotated[int, uint32]
     share_deny: Annotated[int, uint32]
@@ -420,13 +383,13 @@ class OPEN4resok(XdrStruct):
 # -- OPENATTR (18.17), OPEN_CONFIRM (4.0 only), OPEN_DOWNGRADE (18.18) -------------------------------------
 @xdr_struct
 class OPENATTR4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_OPENATTR
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_OPENATTR
     createdir: Annotated[bool, boolean]
 
 
 @xdr_struct
 class OPEN_CONFIRM4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_OPEN_CONFIRM
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_OPEN_CONFIRM
     open_stateid: stateid4
     seqid: Annotated[int, seqid4]
 
@@ -438,7 +401,7 @@ class OPEN_CONFIRM4resok(XdrStruct):
 
 @xdr_struct
 class OPEN_DOWNGRADE4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_OPEN_DOWNGRADE
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_OPEN_DOWNGRADE
     open_stateid: stateid4
     seqid: Annotated[int, seqid4]
     share_access: Annotated[int, uint32]
@@ -453,24 +416,24 @@ class OPEN_DOWNGRADE4resok(XdrStruct):
 # -- PUTFH (18.19), PUTPUBFH (18.20), PUTROOTFH (18.21) -----------------------------------------------------
 @xdr_struct
 class PUTFH4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_PUTFH
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_PUTFH
     object: Annotated[bytes, nfs_fh4]
 
 
 @xdr_struct
 class PUTPUBFH4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_PUTPUBFH
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_PUTPUBFH
 
 
 @xdr_struct
 class PUTROOTFH4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_PUTROOTFH
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_PUTROOTFH
 
 
 # -- READ (18.22) -------------------------------------------------------------------------------------------
 @xdr_struct
 class READ4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_READ
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_READ
     stateid: stateid4
     offset: Annotated[int, offset4]
     count: Annotated[int, count4]
@@ -485,7 +448,7 @@ class READ4resok(XdrStruct):
 # -- READDIR (18.23) ----------------------------------------------------------------------------------------
 @xdr_struct
 class READDIR4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_READDIR
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_READDIR
     cookie: Annotated[int, nfs_cookie4]
     cookieverf: Annotated[bytes, verifier4]
     dircount: Annotated[int, count4]
@@ -518,7 +481,7 @@ class READDIR4resok(XdrStruct):
 # -- READLINK (18.24), REMOVE (18.25), RENAME (18.26) -------------------------------------------------------
 @xdr_struct
 class READLINK4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_READLINK
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_READLINK
 
 
 @xdr_struct
@@ -528,7 +491,7 @@ class READLINK4resok(XdrStruct):
 
 @xdr_struct
 class REMOVE4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_REMOVE
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_REMOVE
     target: Annotated[str, component4]
 
 
@@ -539,7 +502,7 @@ class REMOVE4resok(XdrStruct):
 
 @xdr_struct
 class RENAME4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_RENAME
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_RENAME
     oldname: Annotated[str, component4]
     newname: Annotated[str, component4]
 
@@ -553,23 +516,23 @@ class RENAME4resok(XdrStruct):
 # -- RENEW (4.0 only), RESTOREFH (18.27), SAVEFH (18.28), SECINFO (18.29) ----------------------------------
 @xdr_struct
 class RENEW4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_RENEW
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_RENEW
     clientid: Annotated[int, clientid4]
 
 
 @xdr_struct
 class RESTOREFH4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_RESTOREFH
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_RESTOREFH
 
 
 @xdr_struct
 class SAVEFH4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_SAVEFH
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_SAVEFH
 
 
 @xdr_struct
 class SECINFO4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_SECINFO
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_SECINFO
     name: Annotated[str, component4]
 
 
@@ -579,7 +542,7 @@ SECINFO4resok = Array(secinfo4)  # list of (flavor, rpcsec_gss_info | None)
 # -- SETATTR (18.30) ----------------------------------------------------------------------------------------
 @xdr_struct
 class SETATTR4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_SETATTR
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_SETATTR
     stateid: stateid4
     obj_attributes: fattr4
 
@@ -587,7 +550,7 @@ class SETATTR4args(XdrStruct):
 # -- SETCLIENTID, SETCLIENTID_CONFIRM (4.0 only) ------------------------------------------------------------
 @xdr_struct
 class SETCLIENTID4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_SETCLIENTID
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_SETCLIENTID
     client: nfs_client_id4
     callback: cb_client4
     callback_ident: Annotated[int, uint32]
@@ -601,7 +564,7 @@ class SETCLIENTID4resok(XdrStruct):
 
 @xdr_struct
 class SETCLIENTID_CONFIRM4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_SETCLIENTID_CONFIRM
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_SETCLIENTID_CONFIRM
     clientid: Annotated[int, clientid4]
     setclientid_confirm: Annotated[bytes, verifier4]
 
@@ -609,13 +572,13 @@ class SETCLIENTID_CONFIRM4args(XdrStruct):
 # -- VERIFY (18.31), WRITE (18.32), RELEASE_LOCKOWNER (4.0 only), ILLEGAL (18.33) ---------------------------
 @xdr_struct
 class VERIFY4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_VERIFY
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_VERIFY
     obj_attributes: fattr4
 
 
 @xdr_struct
 class WRITE4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_WRITE
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_WRITE
     stateid: stateid4
     offset: Annotated[int, offset4]
     stable: Annotated[int, stable_how4_t]
@@ -631,7 +594,7 @@ class WRITE4resok(XdrStruct):
 
 @xdr_struct
 class RELEASE_LOCKOWNER4args(XdrStruct):
-    OPNUM: ClassVar[int] = OP_RELEASE_LOCKOWNER
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_RELEASE_LOCKOWNER
     lock_owner: lock_owner4
 
 
@@ -639,7 +602,7 @@ class RELEASE_LOCKOWNER4args(XdrStruct):
 class ILLEGAL4args(XdrStruct):
     """The argument of an operation number the receiver does not know (it has none)."""
 
-    OPNUM: ClassVar[int] = OP_ILLEGAL
+    OPNUM: ClassVar[int] = nfs_opnum4.OP_ILLEGAL
 
 
 __all__ = [

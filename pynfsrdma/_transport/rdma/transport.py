@@ -47,7 +47,7 @@ import math
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypedDict
 
 import trio
 
@@ -85,12 +85,26 @@ from .credits import CreditGate
 from .provider import Access, Buffer, Connection, MemoryRegion, Provider
 from .reply import reassemble_reply
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 log = logging.getLogger(__name__)
 
 _MSG_TYPE: Final = struct.Struct(">I")
 
 DEFAULT_CREDITS: Final = 32
 DEFAULT_INLINE: Final = 4096
+
+
+class ConnectSettings(TypedDict, total=False):
+    """A connection's settings beyond where it goes: what :meth:`RdmaTransport.connect` takes after
+    ``port`` (see there for each; left out, its default)."""
+
+    credits: int
+    inline_size: int
+    remote_invalidation: bool | None
+    send_private_data: bool
+    pinned_limit: int
 
 
 class RdmaVersionMismatch(ProtocolViolation):
@@ -213,43 +227,28 @@ class RdmaTransport(Transport):
 
     @classmethod
     async def open(
-        cls,
-        provider: Provider,
-        host: str,
-        port: int,
-        *,
-        timeout: float = 10.0,
-        credits: int = DEFAULT_CREDITS,
-        inline_size: int = DEFAULT_INLINE,
-        remote_invalidation: bool | None = None,
-        send_private_data: bool = True,
-        pinned_limit: int = DEFAULT_PINNED_LIMIT,
+        cls, provider: Provider, host: str, port: int, *, timeout: float = 10.0, **settings: Unpack[ConnectSettings]
     ) -> RdmaTransport:
-        """Connect like :meth:`connect`, with a nursery of the transport's own (a system task
-        that :meth:`aclose` ends). Raises :class:`ConnectTimeout` after ``timeout`` seconds."""
+        """Connect like :meth:`connect` (``settings`` as there), with a nursery of the transport's own
+        (a system task that :meth:`aclose` ends). Raises :class:`ConnectTimeout` after ``timeout`` seconds."""
         host_task = await _Host.start()
         try:
             with trio.move_on_after(timeout) as scope:
-                t = await cls.connect(
-                    provider,
-                    host_task.nursery,
-                    host,
-                    port,
-                    credits,
-                    inline_size,
-                    remote_invalidation,
-                    send_private_data,
-                    pinned_limit,
-                )
+                t = await cls.connect(provider, host_task.nursery, host, port, **settings)
             if scope.cancelled_caught:
                 raise ConnectTimeout(f"no RDMA connection within {timeout:g} s", f"{host}:{port}")
         except BaseException:
             with trio.CancelScope(shield=True):
                 await host_task.stop()
             raise
-        t._host = host_task
-        host_task.on_crash = t._crashed
+        t.hold(host_task)
         return t
+
+    def hold(self, host: _Host) -> None:
+        """Keep ``host`` (the nursery of :meth:`open`) as long as this transport: :meth:`aclose`
+        stops it, and a task of it that fails fails the transport like a lost connection."""
+        self._host = host
+        host.on_crash = self._crashed
 
     def _crashed(self, exc: BaseException) -> None:
         err = ConnectionLost(f"RDMA transport failed: {exc!r}", self.peer)
@@ -557,11 +556,12 @@ class _Host:
     async def start(cls) -> _Host:
         host = cls()
         ready = trio.Event()
-        trio.lowlevel.spawn_system_task(host._run, ready, name="rdma-transport-host")
+        trio.lowlevel.spawn_system_task(host.run, ready, name="rdma-transport-host")
         await ready.wait()
         return host
 
-    async def _run(self, ready: trio.Event) -> None:
+    async def run(self, ready: trio.Event) -> None:
+        """The system task: hold the nursery open until :meth:`stop`."""
         try:
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
@@ -583,6 +583,7 @@ class _Host:
 __all__ = [
     "DEFAULT_CREDITS",
     "DEFAULT_INLINE",
+    "ConnectSettings",
     "InjectedConnectionLoss",
     "RdmaStats",
     "RdmaTransport",
