@@ -100,6 +100,7 @@ class BlockLayouts(LayoutDriver):
         self.layout_type = BLOCK  # SCSI once the export says it hands that out (``_pick``)
         self.picked = False
         self.keys: dict[str, int] = {}  # SCSI layout: the reservation key registered on each unit, by path
+        self.unusable: dict[bytes, str] = {}  # deviceid -> why it is not used (stats' through_mds reason)
         self.lost: set[bytes] = set()  # files whose writes by layout could not be committed
         self.commit_locks: dict[bytes, trio.Lock] = {}  # per file: its LAYOUTCOMMITs one at a time
         self.edge_locks: dict[bytes, trio.Lock] = {}  # per file: read-modify-writes of edge blocks  # per file: its LAYOUTGETs and returns one at a time
@@ -198,7 +199,7 @@ class BlockLayouts(LayoutDriver):
                     own_writes(ext, self.wrote[fh].extents)
                 for x in ext:
                     if await self._volume(x.device, cred) is None:
-                        raise NoDevice("no block device here carries the layout's volume")
+                        raise NoDevice(self.unusable.get(x.device, "no device here carries the layout's volume"))
                 segs.append(Segment(lo.lo_offset, lo.lo_length, lo.lo_iomode, self.layout_type, ext))
         except (BadLayout, NoDevice, ValueError) as e:
             self.cache.granted(fh, res.logr_stateid, res.logr_return_on_close, [])
@@ -244,6 +245,7 @@ class BlockLayouts(LayoutDriver):
             log.info("%s layout device %s: %s; I/O through the metadata server",
                      "SCSI" if self.layout_type == SCSI else "block", deviceid.hex(), e)
             self.volumes[deviceid] = None
+            self.unusable[deviceid] = str(e)
             return None
         self.volumes[deviceid] = found
         return found

@@ -18,6 +18,8 @@ RESERVE IN/OUT.
   (its report says ``scsi``); the bytes are the same through the kernel client's mount and on the
   server's XFS, nfsd's counts show no READ or WRITE for them; then the kernel client writes a file
   our client is writing by the layout (nfsd recalls our layout in the middle): nothing lost.
+- ``client_scsi_refused`` (child): a unit that refuses the key's registration (a loop device given
+  as the unit): the I/O through nfsd, no error, the bytes intact.
 
 Needs only the standard library at import (the guest's main process imports it).
 """
@@ -279,3 +281,38 @@ async def _recall(url: str, local: Path) -> str:
         raise RuntimeError(f"no recall of our layout when the kernel client wrote: {report}; nfsd ran {d}")
     (local / "recall.dat").unlink()
     return f"recalled {report['counts']['recalls']} time(s) by the kernel client's write, nothing lost: {report}; nfsd ran {d}"
+
+
+async def client_scsi_refused(url: str, export: str) -> str:
+    """A unit that refuses our key's registration: our client is given a loop device (no persistent
+    reservation operations: the kernel answers IOC_PR_REGISTER with EOPNOTSUPP) as the unit the
+    designator names; its I/O goes through nfsd, with no error and the bytes intact."""
+    from pynfsrdma._client.api import Client
+
+    _log_to_stderr()
+    local = Path(export)
+    _sh("modprobe", "loop")
+    img = IMG_DIR / "no-pr.img"
+    _sh("truncate", "-s", "16M", str(img))
+    loop = _sh("losetup", "--show", "-f", str(img)).strip()
+    data = _pattern(4 * MIB + 5, b"refused")
+    try:
+        before = op_counts()
+        async with Client.connect(url, timeout=30, pnfs=True) as nfs:
+            nfs.nfs.read_write.pnfs.find_designator = lambda *designator: (loop, 16 * MIB)
+            async with await nfs.open("/refused.dat", "w") as f:
+                await f.write(data)
+                await f.fsync()
+            back = await nfs.read_file("/refused.dat")
+            report = nfs.stats()["pnfs"]
+        d = _delta(before, op_counts())
+    finally:
+        _sh("losetup", "-d", loop)
+        img.unlink()
+    if back != data or _server_bytes(local / "refused.dat") != data:
+        raise RuntimeError(f"other bytes after the refused registration: {report}; nfsd ran {d}")
+    refused = [r for r in report["through_mds"] if "refused the registration" in r]
+    if not refused or report["counts"].get("write_bytes") or not d["WRITE"]:
+        raise RuntimeError(f"not refused, or not through nfsd: {report}; nfsd ran {d}")
+    (local / "refused.dat").unlink()
+    return f"{len(data)} bytes through nfsd: {refused[0]!r}; our counts {report['counts']}; nfsd ran {d}"

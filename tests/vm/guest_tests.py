@@ -1075,6 +1075,7 @@ CHILD_STEPS.update(
     client_pnfs_restart=guest_pnfs.client_pnfs_restart,
     client_pnfs_device_error=guest_pnfs.client_pnfs_device_error,
     client_scsi=guest_scsi.client_scsi,
+    client_scsi_refused=guest_scsi.client_scsi_refused,
 )
 
 
@@ -1290,6 +1291,9 @@ def main() -> None:
             step(f"{link}: our client by the SCSI layout, checked through the kernel client; a recall loses nothing",
                  in_child("client_scsi", f"nfs://{SERVER}:{TCP_PORT}/scsi?proto=tcp", str(scsi_export),
                           str(min(args.mib, 64)), SERVER, str(TCP_PORT)), 2 * transfer + 120, key="scsi")
+            step(f"{link}: a unit that refuses our key's registration: our I/O through nfsd, nothing lost",
+                 in_child("client_scsi_refused", f"nfs://{SERVER}:{TCP_PORT}/scsi?proto=tcp", str(scsi_export)),
+                 180, key="scsi")
     if args.guest == "trixie":  # RPC-with-TLS: nfsd 6.12 and later with tlshd; late, as it adds exports
         tls_ready = step(
             f"{link}: tlshd, and exports that require xprtsec=tls:mtls and mtls",
