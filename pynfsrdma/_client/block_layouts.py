@@ -253,7 +253,7 @@ class BlockLayouts(LayoutDriver):
     def _scsi_volume(self, body: bytes) -> Volume:
         """A SCSI layout's volume (in a worker thread: it reads sysfs and talks to the units): its
         units found by their designators, and this client ID's key registered on each before any
-        I/O. NoDevice when a unit is not here, OSError when one refuses the registration."""
+        I/O. NoDevice when a unit is not here or refuses the registration."""
         want: dict[str, int] = {}
 
         def base(info: pnfs_scsi_base_volume_info4) -> tuple[str, int]:
@@ -271,8 +271,7 @@ class BlockLayouts(LayoutDriver):
             try:
                 block_devices.pr_register(path, key)
             except OSError as e:
-                raise OSError(e.errno, f"{path} refused the registration of our reservation key: "
-                              f"{e.strerror}") from e
+                raise NoDevice(f"{path} refused the registration of our reservation key: {e.strerror}") from e
             self.keys[path] = key
             self.counts["pr_register"] += 1
         return volume
@@ -453,7 +452,12 @@ class BlockLayouts(LayoutDriver):
                 log.info("LAYOUTERROR: %s", e)
                 sent = False
             self.counts["layouterror" if sent else "layouterror_not_taken"] += 1
-        self.volumes.pop(device, None)
+        gone = self.volumes.pop(device, None)
+        if gone is not None and self.layout_type == SCSI:
+            # registered again by the next GETDEVICEINFO: a server that fenced this client (it
+            # preempted the key: the unit answers RESERVATION CONFLICT) takes the key back then
+            for path in simple_paths(gone):
+                self.keys.pop(path, None)
         await self.give_back(fh, cred, f"device I/O error: {error}")
 
     def _ended(self, fh: bytes) -> None:

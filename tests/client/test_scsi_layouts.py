@@ -188,3 +188,31 @@ async def test_an_export_without_the_scsi_layout_keeps_the_block_layout() -> Non
         layouts = BlockLayouts(cast(LayoutOps, BlockOnly()), nursery)
         layouts._pick()
     assert layouts.layout_type == c.LAYOUT4_BLOCK_VOLUME and layouts.report()["layout"] == "block"
+
+
+async def test_after_a_device_error_the_key_is_registered_again(
+        tmp_path: Path, registrations: list[tuple[str, str, int]]) -> None:
+    # a fenced client: the server preempted its key and the unit answers its I/O with a reservation
+    # conflict (sd: EBADE); the next GETDEVICEINFO registers the key again before any I/O
+    path = unit(tmp_path)
+
+    class Fenced(ScsiServer):
+        async def layouterror(self, *args: Any) -> bool:
+            return False
+
+    async with trio.open_nursery() as nursery:
+        layouts = BlockLayouts(cast(LayoutOps, Fenced()), nursery)
+        layouts.find_designator = lambda *designator: (path, 8 * MiB)
+        assert await layouts.write(open_file(), 0, b"a" * 4096, CRED)
+        dev = layouts.devices[path]
+
+        async def conflict(buf: memoryview, offset: int) -> None:
+            raise OSError(errno.EBADE, "Invalid exchange")
+
+        dev.write_from = conflict  # type: ignore[method-assign]
+        assert not await layouts.write(open_file(), 4096, b"b" * 4096, CRED)
+        await layouts.closing(FH, CRED)
+        del dev.write_from
+        assert await layouts.write(open_file(), 8192, b"c" * 4096, CRED)
+        layouts.close()
+    assert registrations[:2] == [("register", path, KEY), ("register", path, KEY)]
