@@ -18,6 +18,8 @@ RESERVE IN/OUT.
   (its report says ``scsi``); the bytes are the same through the kernel client's mount and on the
   server's XFS, nfsd's counts show no READ or WRITE for them; then the kernel client writes a file
   our client is writing by the layout (nfsd recalls our layout in the middle): nothing lost.
+- ``guest_pnfs.fuse_pnfs`` (child) on this export: our FUSE mount with ``-o pnfs`` by the SCSI layout,
+  ``pynfsrdma paths`` listing the unit (transport ``scsi layout``).
 - ``client_scsi_refused`` (child): a unit that refuses the key's registration (a loop device given
   as the unit): the I/O through nfsd, no error, the bytes intact.
 

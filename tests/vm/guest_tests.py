@@ -1291,6 +1291,9 @@ def main() -> None:
             step(f"{link}: our client by the SCSI layout, checked through the kernel client; a recall loses nothing",
                  in_child("client_scsi", f"nfs://{SERVER}:{TCP_PORT}/scsi?proto=tcp", str(scsi_export),
                           str(min(args.mib, 64)), SERVER, str(TCP_PORT)), 2 * transfer + 120, key="scsi")
+            step(f"{link}: our FUSE mount with pnfs by the SCSI layout, checked on the server's XFS",
+                 in_child("fuse_pnfs", f"{SERVER}:/scsi", f"proto=tcp,port={TCP_PORT},pnfs", str(scsi_export), "scsi"),
+                 360, key="scsi")
             step(f"{link}: a unit that refuses our key's registration: our I/O through nfsd, nothing lost",
                  in_child("client_scsi_refused", f"nfs://{SERVER}:{TCP_PORT}/scsi?proto=tcp", str(scsi_export)),
                  180, key="scsi")
