@@ -290,7 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG, description="A userspace NFSv4.1 client.",
         epilog="URLs: nfs://host[:port]/path?option=value&... (or host:/path); e.g. vers=4.2, proto=rdma, "
-               "sec=krb5p, xprtsec=tls&truststore=ca.pem (RPC-with-TLS), pnfs (data by the block or flexfiles layout). pynfsrdma(1) lists "
+               "sec=krb5p, xprtsec=tls&truststore=ca.pem (RPC-with-TLS), pnfs (data by the block, SCSI or flexfiles layout). pynfsrdma(1) lists "
                "every URL option "
                "and says what each does.")
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")

@@ -12,7 +12,8 @@ metadata server), and what LAYOUTCOMMIT reports afterwards.
 - ``written``: an INVALID_DATA range written is READWRITE_DATA from then on (read from the device),
   in every segment held and, by ``own_writes``, in a segment granted later (2.3.2), and goes into
   the ``CommitList``, whose ``body`` is LAYOUTCOMMIT's ``pnfs_block_layoutupdate4``:
-  READWRITE_DATA extents only, block-aligned and merged (nfsd refuses anything else with NFS4ERR_INVAL).
+  READWRITE_DATA extents only, block-aligned and merged (nfsd refuses anything else with NFS4ERR_INVAL);
+  ``scsi_body``: the SCSI layout's ``pnfs_scsi_layoutupdate4`` (RFC 8154), the file ranges written.
 - ``device_error``: what LAYOUTERROR (RFC 7862 15.6) reports of a READ or WRITE to a device that failed.
 """
 
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 
 from .._proto.nfs4 import const as c
 from .._proto.nfs4.layout_block import pnfs_block_extent4, pnfs_block_layout4, pnfs_block_layoutupdate4
+from .._proto.nfs4.layout_scsi import pnfs_scsi_layoutupdate4, pnfs_scsi_range4
 from .._proto.nfs4.types import device_error4
 
 READWRITE_DATA = c.pnfs_block_extent_state4.PNFS_BLOCK_READWRITE_DATA
@@ -240,6 +242,17 @@ class CommitList:
         return pnfs_block_layoutupdate4([
             pnfs_block_extent4(e.device, e.file_offset, e.length, e.storage_offset, READWRITE_DATA)
             for e in self.extents])
+
+    def scsi_body(self) -> pnfs_scsi_layoutupdate4:
+        """The SCSI layout's LAYOUTCOMMIT body (RFC 8154 2.3.3): the file ranges written, in order."""
+        ranges: list[pnfs_scsi_range4] = []
+        for e in sorted(self.extents, key=lambda e: e.file_offset):
+            last = ranges[-1] if ranges else None
+            if last is not None and e.file_offset <= last.sr_file_offset + last.sr_length:
+                last.sr_length = max(last.sr_length, e.end - last.sr_file_offset)
+            else:
+                ranges.append(pnfs_scsi_range4(e.file_offset, e.length))
+        return pnfs_scsi_layoutupdate4(ranges)
 
     def range(self) -> tuple[int, int]:
         """The file range the commit covers (LAYOUTCOMMIT's loca_offset, loca_length)."""

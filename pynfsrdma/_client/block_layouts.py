@@ -1,5 +1,12 @@
-"""The block layout's I/O (RFC 5663): READs and WRITEs straight to the device the layout names, for
-:class:`~.read_write.ReadWrite` when a mount or client asked for pNFS.
+"""The block layout's I/O (RFC 5663), and the SCSI layout's (RFC 8154): READs and WRITEs straight to
+the device the layout names, for :class:`~.read_write.ReadWrite` when a mount or client asked for pNFS.
+
+The SCSI layout is the block layout with its units named by their SCSI designator (VPD page 0x83)
+instead of a signature, a reservation key registered on each unit before its first I/O (the server
+fences a client by preempting its key) and taken off when the client ID ends, and a LAYOUTCOMMIT of
+file ranges. It is used when the export hands it out (``fs_layout_types``), the block layout when
+not. A unit not found here, or one that refuses the registration: one log line, and the I/O through
+the metadata server.
 
 A READ or WRITE asks :meth:`BlockLayouts.read` / :meth:`BlockLayouts.write` first; None or False
 means "through the metadata server" (no layout, one refused or recalled, a device not found here, an
@@ -32,6 +39,12 @@ import trio
 from .._errors import NFS4Error
 from .._proto.nfs4 import const as c
 from .._proto.nfs4.layout_block import pnfs_block_deviceaddr4, pnfs_block_layout4, pnfs_block_layoutupdate4
+from .._proto.nfs4.layout_scsi import (
+    pnfs_scsi_base_volume_info4,
+    pnfs_scsi_deviceaddr4,
+    pnfs_scsi_layout4,
+    pnfs_scsi_layoutupdate4,
+)
 from .._proto.nfs4.types import stateid4
 from .._rpc.auth import Credential
 from . import block_devices
@@ -49,7 +62,7 @@ from .block_layout import (
     plan_write,
     written,
 )
-from .block_volumes import NoDevice, Piece, Volume, resolve, simple_paths
+from .block_volumes import NoDevice, Piece, Volume, resolve, resolve_scsi, simple_paths
 from .layout_driver import LayoutDriver
 from .layout_ops import LayoutOps
 from .layouts import READ, RW, AskLayout, ByLayout, LayoutCache, Segment
@@ -63,6 +76,7 @@ log = logging.getLogger(__name__)
 _NO_LOCK = contextlib.nullcontext()
 
 BLOCK = c.LAYOUT4_BLOCK_VOLUME
+SCSI = c.LAYOUT4_SCSI
 POLL = 0.005  # seconds between looks at a file's layout I/O in flight (a recall, a give-back waits for it)
 RECALL_WAIT = 30.0  # seconds a WRITE through the metadata server waits for a recall's return to finish
 VERIFIER = b"pnfs-blk"  # the write verifier of writes by layout: they are stable once LAYOUTCOMMITted
@@ -82,6 +96,11 @@ class BlockLayouts(LayoutDriver):
         self.wrote: dict[bytes, CommitList] = {}
         self.sizes: dict[bytes, int] = {}
         self.candidates = block_devices.candidates
+        self.find_designator = block_devices.find_designator
+        self.layout_type = BLOCK  # SCSI once the export says it hands that out (``_pick``)
+        self.picked = False
+        self.keys: dict[str, int] = {}  # SCSI layout: the reservation key registered on each unit, by path
+        self.unusable: dict[bytes, str] = {}  # deviceid -> why it is not used (stats' through_mds reason)
         self.lost: set[bytes] = set()  # files whose writes by layout could not be committed
         self.commit_locks: dict[bytes, trio.Lock] = {}  # per file: its LAYOUTCOMMITs one at a time
         self.edge_locks: dict[bytes, trio.Lock] = {}  # per file: read-modify-writes of edge blocks  # per file: its LAYOUTGETs and returns one at a time
@@ -92,7 +111,7 @@ class BlockLayouts(LayoutDriver):
     def report(self) -> dict[str, Any]:
         return {
             "enabled": True,
-            "layout": "block",
+            "layout": "scsi" if self.layout_type == SCSI else "block",
             "devices": sorted(d for d in self.devices),
             "counts": dict(self.counts),
             "through_mds": dict(self.reasons),
@@ -100,9 +119,21 @@ class BlockLayouts(LayoutDriver):
 
     def device_rows(self) -> list[dict[str, Any]]:
         """The block devices that carried I/O, as rows beside the paths ``pynfsrdma paths`` lists."""
-        return [{"state": "up", "address": path, "transport": "block layout", "calls": self.device_calls[path],
-                 "bytes": self.device_bytes[path], "source": "pnfs layout", "verification": "signature"}
+        scsi = self.layout_type == SCSI
+        return [{"state": "up", "address": path, "transport": "scsi layout" if scsi else "block layout",
+                 "calls": self.device_calls[path], "bytes": self.device_bytes[path], "source": "pnfs layout",
+                 "verification": "designator" if scsi else "signature"}
                 for path in sorted(self.devices)]
+
+    def _pick(self) -> None:
+        """The layout type, once the export's ``fs_layout_types`` is known: SCSI where it is handed
+        out (nfsd offers it beside the block layout on a unit with persistent reservations), else block."""
+        types = self.ops.layout_types
+        if self.picked or types is None:
+            return
+        self.picked = True
+        if SCSI in types:
+            self.layout_type = self.cache.layout_type = SCSI
 
     # -- layouts and devices ------------------------------------------------------------------------------
     async def _layout(self, of: OpenFile, fh: bytes, offset: int, length: int, iomode: int,
@@ -126,9 +157,10 @@ class BlockLayouts(LayoutDriver):
         if not isinstance(route, AskLayout):
             self.mds(route.reason)
             return None
+        self._pick()
         types = self.ops.layout_types
-        if types is not None and BLOCK not in types:
-            why = "the export's file system hands out no block layout (fs_layout_types: " \
+        if types is not None and BLOCK not in types and SCSI not in types:
+            why = "the export's file system hands out no block or SCSI layout (fs_layout_types: " \
                   f"{', '.join(str(t) for t in types) or 'none'})"
             self.cache.refuse(fh, why)
             self.mds(why)
@@ -137,7 +169,7 @@ class BlockLayouts(LayoutDriver):
         try:
             try:
                 self.counts["layoutget"] += 1
-                res, size = await self.ops.layoutget(fh, stateid, BLOCK, iomode, route.offset, route.length,
+                res, size = await self.ops.layoutget(fh, stateid, self.layout_type, iomode, route.offset, route.length,
                                                      route.minlength, cred)
             except NFS4Error as e:
                 # sent before a recovery and retried after it with the stateid of before: the layouts went
@@ -145,7 +177,7 @@ class BlockLayouts(LayoutDriver):
                 if e.status not in STATEID_GONE or self._stateid(of, fh) == stateid:
                     raise
                 self.counts["layoutget"] += 1
-                res, size = await self.ops.layoutget(fh, self._stateid(of, fh), BLOCK, iomode, route.offset,
+                res, size = await self.ops.layoutget(fh, self._stateid(of, fh), self.layout_type, iomode, route.offset,
                                                      route.length, route.minlength, cred)
         except NFS4Error as e:
             # for now (the grace period after a server restart among them), not for the file
@@ -158,15 +190,17 @@ class BlockLayouts(LayoutDriver):
         segs = []
         try:
             for lo in res.logr_layout:
-                if lo.lo_content.loc_type != BLOCK:
+                if lo.lo_content.loc_type != self.layout_type:
                     continue
-                ext = extents_of(pnfs_block_layout4.XDR.decode(lo.lo_content.loc_body), self.block_size)
+                body = lo.lo_content.loc_body
+                ext = extents_of(pnfs_block_layout4(pnfs_scsi_layout4.XDR.decode(body).sl_extents)
+                                 if self.layout_type == SCSI else pnfs_block_layout4.XDR.decode(body), self.block_size)
                 if fh in self.wrote:
                     own_writes(ext, self.wrote[fh].extents)
                 for x in ext:
                     if await self._volume(x.device, cred) is None:
-                        raise NoDevice("no block device here carries the layout's volume")
-                segs.append(Segment(lo.lo_offset, lo.lo_length, lo.lo_iomode, BLOCK, ext))
+                        raise NoDevice(self.unusable.get(x.device, "no device here carries the layout's volume"))
+                segs.append(Segment(lo.lo_offset, lo.lo_length, lo.lo_iomode, self.layout_type, ext))
         except (BadLayout, NoDevice, ValueError) as e:
             self.cache.granted(fh, res.logr_stateid, res.logr_return_on_close, [])
             self.cache.refuse(fh, str(e))
@@ -196,20 +230,61 @@ class BlockLayouts(LayoutDriver):
         if deviceid in self.volumes:
             return self.volumes[deviceid]
         self.counts["getdeviceinfo"] += 1
-        addr = await self.ops.getdeviceinfo(deviceid, BLOCK, cred)
+        addr = await self.ops.getdeviceinfo(deviceid, self.layout_type, cred)
         try:
-            tree = pnfs_block_deviceaddr4.XDR.decode(addr.da_addr_body)
-            found = await trio.to_thread.run_sync(
-                lambda: resolve(tree, lambda comps: block_devices.find(comps, self.candidates())))
+            if self.layout_type == SCSI:
+                found = await trio.to_thread.run_sync(self._scsi_volume, addr.da_addr_body)
+            else:
+                tree = pnfs_block_deviceaddr4.XDR.decode(addr.da_addr_body)
+                found = await trio.to_thread.run_sync(
+                    lambda: resolve(tree, lambda comps: block_devices.find(comps, self.candidates())))
             for path in simple_paths(found):
                 if path not in self.devices:
                     self.devices[path] = block_devices.BlockDevice(path)
         except (NoDevice, ValueError, OSError) as e:
-            log.info("block layout device %s: %s; I/O through the metadata server", deviceid.hex(), e)
+            log.info("%s layout device %s: %s; I/O through the metadata server",
+                     "SCSI" if self.layout_type == SCSI else "block", deviceid.hex(), e)
             self.volumes[deviceid] = None
+            self.unusable[deviceid] = str(e)
             return None
         self.volumes[deviceid] = found
         return found
+
+    def _scsi_volume(self, body: bytes) -> Volume:
+        """A SCSI layout's volume (in a worker thread: it reads sysfs and talks to the units): its
+        units found by their designators, and this client ID's key registered on each before any
+        I/O. NoDevice when a unit is not here or refuses the registration."""
+        want: dict[str, int] = {}
+
+        def base(info: pnfs_scsi_base_volume_info4) -> tuple[str, int]:
+            found = self.find_designator(info.sbv_code_set, info.sbv_designator_type, bytes(info.sbv_designator))
+            if found is None:
+                raise NoDevice(f"no SCSI device here has the designator {bytes(info.sbv_designator).hex()} "
+                               f"(type {info.sbv_designator_type})")
+            want[found[0]] = info.sbv_pr_key
+            return found
+
+        volume = resolve_scsi(pnfs_scsi_deviceaddr4.XDR.decode(body), base)
+        for path, key in want.items():
+            if self.keys.get(path) == key:
+                continue
+            try:
+                block_devices.pr_register(path, key)
+            except OSError as e:
+                raise NoDevice(f"{path} refused the registration of our reservation key: {e.strerror}") from e
+            self.keys[path] = key
+            self.counts["pr_register"] += 1
+        return volume
+
+    def _unregister(self) -> None:
+        """The reservation keys taken off the units (the client ID they were this client's for ends)."""
+        for path, key in self.keys.items():
+            try:
+                block_devices.pr_unregister(path, key)
+                self.counts["pr_unregister"] += 1
+            except OSError as e:
+                log.info("SCSI layout: unregistering our key on %s: %s", path, e)
+        self.keys.clear()
 
     def forget_devices(self, items: list[Any]) -> None:
         """CB_NOTIFY_DEVICEID: the devices changed or deleted are looked up again when next used."""
@@ -377,7 +452,12 @@ class BlockLayouts(LayoutDriver):
                 log.info("LAYOUTERROR: %s", e)
                 sent = False
             self.counts["layouterror" if sent else "layouterror_not_taken"] += 1
-        self.volumes.pop(device, None)
+        gone = self.volumes.pop(device, None)
+        if gone is not None and self.layout_type == SCSI:
+            # registered again by the next GETDEVICEINFO: a server that fenced this client (it
+            # preempted the key: the unit answers RESERVATION CONFLICT) takes the key back then
+            for path in simple_paths(gone):
+                self.keys.pop(path, None)
         await self.give_back(fh, cred, f"device I/O error: {error}")
 
     def _ended(self, fh: bytes) -> None:
@@ -406,7 +486,8 @@ class BlockLayouts(LayoutDriver):
             # what this commit covers, taken before the device's flush: writes that end meanwhile
             # are the next commit's
             offset, length = pending.range()
-            body = pnfs_block_layoutupdate4.XDR.encode(pending.body())
+            body = pnfs_scsi_layoutupdate4.XDR.encode(pending.scsi_body()) if self.layout_type == SCSI \
+                else pnfs_block_layoutupdate4.XDR.encode(pending.body())
             last = pending.last_write_offset
             pending.clear()
             try:
@@ -418,7 +499,8 @@ class BlockLayouts(LayoutDriver):
                     self._lost(fh, "no layout left to commit with")
                     return
                 self.counts["layoutcommit"] += 1
-                newsize = await self.ops.layoutcommit(fh, stateid, offset, length, last, BLOCK, body, cred)
+                newsize = await self.ops.layoutcommit(fh, stateid, offset, length, last, self.layout_type, body,
+                                                      cred)
             except OSError as e:
                 self._lost(fh, f"LAYOUTCOMMIT: {e}")
                 return
@@ -474,6 +556,11 @@ class BlockLayouts(LayoutDriver):
         INVALID_DATA in the new layout until written again by it (nothing remembers them here)."""
         self.wrote.clear()
         self.layouts_lost()
+        if self.layout_type == SCSI:
+            # the keys were the old client ID's (nfsd makes a unit's key of the client ID): off the
+            # units, and the devices asked for again, with the new client ID's key
+            self._unregister()
+            self.volumes.clear()
         for fh, pending in self.commits.items():
             if pending:
                 self.lost.add(fh)
@@ -481,6 +568,7 @@ class BlockLayouts(LayoutDriver):
                 self.counts["uncommitted_lost"] += 1
 
     def close(self) -> None:
+        self._unregister()
         for dev in self.devices.values():
             try:
                 dev.close()

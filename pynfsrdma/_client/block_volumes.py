@@ -1,5 +1,5 @@
-"""The block layout's volumes (RFC 5663 2.2), sans-I/O: a GETDEVICEINFO address's volume tree made
-into a map from the layout's storage offsets to (device path, offset on it).
+"""The block and SCSI layouts' volumes (RFC 5663 2.2, RFC 8154 2.3), sans-I/O: a GETDEVICEINFO
+address's volume tree made into a map from the layout's storage offsets to (device path, offset on it).
 
 Simple volumes are found by their signature: every component's bytes at its offset (a negative
 offset counts from the device's end) must be on the device; the device is looked for by a ``find``
@@ -14,11 +14,13 @@ from typing import Any
 
 from .._proto.nfs4 import const as c
 from .._proto.nfs4.layout_block import pnfs_block_deviceaddr4, pnfs_block_sig_component4
+from .._proto.nfs4.layout_scsi import pnfs_scsi_base_volume_info4, pnfs_scsi_deviceaddr4
 
 SIMPLE = c.pnfs_block_volume_type4.PNFS_BLOCK_VOLUME_SIMPLE
 SLICE = c.pnfs_block_volume_type4.PNFS_BLOCK_VOLUME_SLICE
 CONCAT = c.pnfs_block_volume_type4.PNFS_BLOCK_VOLUME_CONCAT
 STRIPE = c.pnfs_block_volume_type4.PNFS_BLOCK_VOLUME_STRIPE
+SCSI_BASE = c.pnfs_scsi_volume_type4.PNFS_SCSI_VOLUME_BASE  # (its slice, concat, stripe: the numbers above)
 SECTOR = 512  # every O_DIRECT offset and length is a multiple of it
 # how deep a volume tree may be: a server's tree is a few levels; one that names its volumes
 # again and again could otherwise make a walk of it cost 2**depth (each volume is built once, with
@@ -128,15 +130,33 @@ class Stripe:
 
 Volume = Simple | Slice | Concat | Stripe
 Find = Callable[[list[pnfs_block_sig_component4]], tuple[str, int] | None]
+FindBase = Callable[[pnfs_scsi_base_volume_info4], tuple[str, int]]  # (path, size) of a SCSI base volume
 
 
 def resolve(addr: pnfs_block_deviceaddr4, find: Find) -> Volume:
     """The top volume of ``addr``; NoDevice when a simple volume is on no device here, or the tree
     is not one (an index that is not of an earlier volume, an empty array, deeper than MAX_DEPTH),
     or a slice or stripe unit is not of whole sectors (O_DIRECT could not do its I/O)."""
+    def simple(info: Any) -> tuple[str, int]:
+        found = find(list(info.bsv_ds))
+        if found is None:
+            raise NoDevice("no block device here carries the volume's signature")
+        return found
+
+    return _tree(addr.bda_volumes, SIMPLE, simple)
+
+
+def resolve_scsi(addr: pnfs_scsi_deviceaddr4, find_base: FindBase) -> Volume:
+    """The top volume of a SCSI layout's ``addr`` (RFC 8154 2.3): its base volumes are the units
+    ``find_base`` finds by their designator (it raises NoDevice for one not here); slices,
+    concatenations and stripes as in the block layout (the same types, the same numbers)."""
+    return _tree(addr.sda_volumes, SCSI_BASE, find_base)
+
+
+def _tree(volumes: list[tuple[int, Any]], leaf_kind: int, leaf: Callable[[Any], tuple[str, int]]) -> Volume:
     built: list[Volume] = []
     depths: list[int] = []
-    for i, (kind, info) in enumerate(addr.bda_volumes):
+    for i, (kind, info) in enumerate(volumes):
         depth = 1
 
         def earlier(j: int, i: int = i) -> Volume:
@@ -149,11 +169,8 @@ def resolve(addr: pnfs_block_deviceaddr4, find: Find) -> Volume:
             return built[j]
 
         v: Volume
-        if kind == SIMPLE:
-            found = find(list(info.bsv_ds))
-            if found is None:
-                raise NoDevice("no block device here carries the volume's signature")
-            v = Simple(*found)
+        if kind == leaf_kind:
+            v = Simple(*leaf(info))
         elif kind == SLICE:
             if info.bsv_start % SECTOR or info.bsv_length % SECTOR:
                 raise NoDevice(f"volume {i}: a slice of {info.bsv_length} bytes at {info.bsv_start}, "

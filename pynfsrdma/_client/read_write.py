@@ -1,7 +1,7 @@
 """File data, one COMPOUND each: READ, WRITE (the data sent by reference), COMMIT, and a WRITE
 with the SETATTR and GETATTR the FUSE mount sends after it in the same COMPOUND. With pNFS on
-(:meth:`ReadWrite.use_pnfs`), a READ or WRITE of an open file goes by the block layout
-(:mod:`.block_layouts`) or, on an export that hands out flexfiles layouts and no block layout, by the
+(:meth:`ReadWrite.use_pnfs`), a READ or WRITE of an open file goes by the SCSI or block layout
+(:mod:`.block_layouts`) or, on an export that hands out flexfiles layouts and neither, by the
 flexfiles layout (:mod:`.flex_layouts`) when it can, and through the metadata server when not."""
 
 from __future__ import annotations
@@ -57,10 +57,10 @@ class ReadWrite:
         return self.pnfs
 
     def _by_flex(self) -> FlexLayouts | None:
-        """The flexfiles layouts, when the export hands them out and no block layout (that one first)."""
+        """The flexfiles layouts, when the export hands them out and no SCSI or block layout (those first)."""
         types = self.compounds.layout_types
         if self.flex is None or types is None or c.LAYOUT4_FLEX_FILES not in types \
-                or c.LAYOUT4_BLOCK_VOLUME in types:
+                or c.LAYOUT4_BLOCK_VOLUME in types or c.LAYOUT4_SCSI in types:
             return None
         return self.flex
 

@@ -73,3 +73,52 @@ def test_the_sysfs_scan_lists_whole_devices_with_their_size(tmp_path: Path) -> N
     # only whole devices with a size, and only those /dev has
     expect = [(p, s) for p, s in (("/dev/loop0", 2048 * 512), ("/dev/vda", 100 * 512)) if os.path.exists(p)]
     assert found == expect
+
+
+def _vpd83(*descriptors: tuple[int, int, int, bytes]) -> bytes:
+    body = b"".join(bytes([cs, (assoc << 4) | typ, 0, len(d)]) + d for cs, assoc, typ, d in descriptors)
+    return bytes([0, 0x83]) + len(body).to_bytes(2, "big") + body
+
+
+NAA = bytes.fromhex("6001405abcdef0123456789abcdef012")
+
+
+def _scsi_tree(tmp_path: Path) -> tuple[Path, Path]:
+    """A sysfs and a /dev with: a virtio disk (no VPD page), a loop device, an sd disk whose unit has
+    the NAA designator (beside a port designator), an sd disk of another unit, and a partition of the first."""
+    sysfs, dev = tmp_path / "sys", tmp_path / "dev"
+    dev.mkdir()
+    units = {"vda": None, "loop0": None, "sda": _vpd83((1, 1, 3, bytes(16)), (1, 0, 3, NAA)),
+             "sdb": _vpd83((1, 0, 3, bytes(range(16)))), "sda1": None}
+    for name, page in units.items():
+        (sysfs / name / "device").mkdir(parents=True)
+        (sysfs / name / "size").write_text("2048\n")
+        (dev / name).write_bytes(b"")
+        if name == "sda1":
+            (sysfs / name / "partition").write_text("1\n")
+        if page is not None:
+            (sysfs / name / "device" / "vpd_pg83").write_bytes(page)
+    return sysfs, dev
+
+
+def test_the_scsi_unit_is_found_by_its_designator_with_the_logical_units_association(tmp_path: Path) -> None:
+    sysfs, dev = _scsi_tree(tmp_path)
+    assert block_devices.find_designator(1, 3, NAA, sysfs, dev) == (str(dev / "sda"), 2048 * 512)
+    assert block_devices.find_designator(1, 3, bytes(range(16)), sysfs, dev) == (str(dev / "sdb"), 2048 * 512)
+    # a port's designator does not name the unit; another type or code set is another designator
+    assert block_devices.find_designator(1, 3, bytes(16), sysfs, dev) is None
+    assert block_devices.find_designator(1, 2, NAA, sysfs, dev) is None
+    assert block_devices.find_designator(2, 3, NAA, sysfs, dev) is None
+
+
+def test_a_broken_vpd_page_is_no_unit(tmp_path: Path) -> None:
+    sysfs, dev = _scsi_tree(tmp_path)
+    (sysfs / "sda" / "device" / "vpd_pg83").write_bytes(b"\x00\x80\x00")
+    assert block_devices.find_designator(1, 3, NAA, sysfs, dev) is None
+
+
+def test_a_device_that_refuses_the_registration_raises_oserror(tmp_path: Path) -> None:
+    # a regular file takes no persistent reservation ioctl: the kernel answers ENOTTY
+    path, _ = device(tmp_path, "notscsi")
+    with pytest.raises(OSError):
+        block_devices.pr_register(path, 0x1234)

@@ -33,7 +33,7 @@ async def test_no_layouts_means_everything_through_the_metadata_server(
     assert report["counts"].get("read_bytes", 0) == 0 and report["counts"].get("write_bytes", 0) == 0
     # its fs_layout_types is empty: no LAYOUTGET is even sent, and the report says why
     assert report["counts"].get("layoutget", 0) == 0
-    assert list(report["through_mds"]) == ["the export's file system hands out no block layout (fs_layout_types: none)"]
+    assert list(report["through_mds"]) == ["the export's file system hands out no block or SCSI layout (fs_layout_types: none)"]
     # NFS-Ganesha 4.3's EXCHANGE_ID still claims the metadata server's role; 9's says USE_NON_PNFS
     # (docs/testbed.md)
     assert report["server_is_mds"] is (ganesha.version == "4.3")

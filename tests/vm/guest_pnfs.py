@@ -481,8 +481,9 @@ async def client_pnfs_restart(url: str, export: str, mib: str, tcp_port: str, rd
             f"and the COMMIT in {after:.1f} s; after: {report}; nfsd ran {d}; the server's XFS holds every byte")
 
 
-def fuse_pnfs(source: str, options: str, export: str) -> str:
-    """Our FUSE mount with ``pnfs``: a file written and read through the mount, checked on the XFS."""
+def fuse_pnfs(source: str, options: str, export: str, layout: str = "block") -> str:
+    """Our FUSE mount with ``pnfs``: a file written and read through the mount, checked on the XFS;
+    ``layout``: the layout stats must name (``block``, or ``scsi`` on the SCSI layout's export)."""
     import guest_fuse  # (next to this file; the child imports the project)
 
     local = Path(export)
@@ -515,7 +516,7 @@ def fuse_pnfs(source: str, options: str, export: str) -> str:
 
         with Connection(str(mnt)) as conn:
             rows = conn.request("paths")
-        devices = [r for r in rows if r.get("transport") == "block layout"]
+        devices = [r for r in rows if r.get("transport") == f"{layout} layout"]
     finally:
         _sh(*guest_fuse.CLI, "umount", str(mnt), timeout=120)
     d = _delta(before, op_counts())
@@ -526,7 +527,8 @@ def fuse_pnfs(source: str, options: str, export: str) -> str:
     if _server_bytes(local / "fuse.dat") != data:
         raise RuntimeError("the server's XFS holds other bytes than our mount wrote")
     counts = report.get("counts", {})
-    if not report.get("enabled") or not (counts.get("read_bytes", 0) + counts.get("write_bytes", 0)):
+    if not report.get("enabled") or report.get("layout") != layout \
+            or not (counts.get("read_bytes", 0) + counts.get("write_bytes", 0)):
         raise RuntimeError(f"nothing by the layout through the mount: {report}; nfsd ran {d}")
     (local / "fuse.dat").unlink()
     return (f"through the mount: {counts}; through the MDS: {report.get('through_mds')}; nfsd ran {d}; "

@@ -34,6 +34,7 @@ import guest_deleg  # write delegations on the FUSE mount (next to this file)
 import guest_ff  # pNFS flexfiles layout (the Debian 13 guest's own nfsd.ko)
 import guest_fuse  # the FUSE mount's steps (next to this file)
 import guest_pnfs  # pNFS block layouts (the Debian 13 guest)
+import guest_scsi  # pNFS SCSI layout (the Debian 13 guest, a LIO disk)
 import guest_shared  # two clients sharing files (next to this file)
 import guest_tls  # RPC-with-TLS on the server side (the Debian 13 guest)
 
@@ -1073,6 +1074,8 @@ CHILD_STEPS.update(
     fuse_pnfs=guest_pnfs.fuse_pnfs,
     client_pnfs_restart=guest_pnfs.client_pnfs_restart,
     client_pnfs_device_error=guest_pnfs.client_pnfs_device_error,
+    client_scsi=guest_scsi.client_scsi,
+    client_scsi_refused=guest_scsi.client_scsi_refused,
 )
 
 
@@ -1279,6 +1282,21 @@ def main() -> None:
                 step(f"{link}: nfsd restarts in the middle of our transfer by the layout: nothing lost",
                      in_child("client_pnfs_restart", pnfs_url, str(pnfs_export), str(min(args.mib, 64)),
                               str(TCP_PORT), str(RDMA_PORT)), 300, key="pnfs")
+    if args.guest == "trixie" and link == "rxe":  # pNFS SCSI layout: an XFS on a LIO disk (tests/vm/guest_scsi.py)
+        scsi_export = EXPORT / "scsi"
+        if step(f"{link}: an XFS on a LIO SCSI disk (tcm_loop) exported with pnfs",
+                guest_scsi.setup_scsi_export(scsi_export, 320), 120, key="scsi"):
+            step(f"{link}: the kernel client by the SCSI layout: nfsd hands it out for the LIO disk",
+                 guest_scsi.kernel_scsi(SERVER, TCP_PORT, min(args.mib, 64)), transfer, key="scsi")
+            step(f"{link}: our client by the SCSI layout, checked through the kernel client; a recall loses nothing",
+                 in_child("client_scsi", f"nfs://{SERVER}:{TCP_PORT}/scsi?proto=tcp", str(scsi_export),
+                          str(min(args.mib, 64)), SERVER, str(TCP_PORT)), 2 * transfer + 120, key="scsi")
+            step(f"{link}: our FUSE mount with pnfs by the SCSI layout, checked on the server's XFS",
+                 in_child("fuse_pnfs", f"{SERVER}:/scsi", f"proto=tcp,port={TCP_PORT},pnfs", str(scsi_export), "scsi"),
+                 360, key="scsi")
+            step(f"{link}: a unit that refuses our key's registration: our I/O through nfsd, nothing lost",
+                 in_child("client_scsi_refused", f"nfs://{SERVER}:{TCP_PORT}/scsi?proto=tcp", str(scsi_export)),
+                 180, key="scsi")
     if args.guest == "trixie":  # RPC-with-TLS: nfsd 6.12 and later with tlshd; late, as it adds exports
         tls_ready = step(
             f"{link}: tlshd, and exports that require xprtsec=tls:mtls and mtls",

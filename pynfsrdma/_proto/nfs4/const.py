@@ -422,6 +422,27 @@ class pnfs_block_extent_state4(enum.IntEnum):
     PNFS_BLOCK_NONE_DATA = 3  # no storage: a hole, reads as zeros
 
 
+# -- the SCSI layout (RFC 8154 section 2) -------------------------------------------------------------------
+class pnfs_scsi_volume_type4(enum.IntEnum):
+    PNFS_SCSI_VOLUME_SLICE = 1  # a range of another volume
+    PNFS_SCSI_VOLUME_CONCAT = 2  # volumes one after the other
+    PNFS_SCSI_VOLUME_STRIPE = 3  # volumes striped
+    PNFS_SCSI_VOLUME_BASE = 4  # a logical unit, named by its SCSI designator (VPD page 0x83)
+
+
+class pnfs_scsi_code_set(enum.IntEnum):
+    PS_CODE_SET_BINARY = 1
+    PS_CODE_SET_ASCII = 2
+    PS_CODE_SET_UTF8 = 3
+
+
+class pnfs_scsi_designator_type(enum.IntEnum):
+    PS_DESIGNATOR_T10 = 1
+    PS_DESIGNATOR_EUI64 = 2
+    PS_DESIGNATOR_NAA = 3
+    PS_DESIGNATOR_NAME = 8
+
+
 # how many bytes of the layout a server needs room for at least: the extent count and one extent
 # (RFC 5663 section 2.3; nfsd's PNFS_BLOCK_LAYOUT4_SIZE + PNFS_BLOCK_EXTENT_SIZE)
 PNFS_BLOCK_EXTENT_SIZE: Final = 44
@@ -1064,6 +1085,7 @@ LAYOUT4_NFSV4_1_FILES: Final = layouttype4.LAYOUT4_NFSV4_1_FILES
 LAYOUT4_OSD2_OBJECTS: Final = layouttype4.LAYOUT4_OSD2_OBJECTS
 LAYOUT4_BLOCK_VOLUME: Final = layouttype4.LAYOUT4_BLOCK_VOLUME
 LAYOUT4_FLEX_FILES: Final = layouttype4.LAYOUT4_FLEX_FILES
+LAYOUT4_SCSI: Final = layouttype4.LAYOUT4_SCSI
 # layoutiomode4
 LAYOUTIOMODE4_READ: Final = layoutiomode4.LAYOUTIOMODE4_READ
 LAYOUTIOMODE4_RW: Final = layoutiomode4.LAYOUTIOMODE4_RW
