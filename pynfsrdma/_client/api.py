@@ -167,10 +167,8 @@ class Client:
                         with trio.CancelScope(shield=True), trio.move_on_after(RELEASE_TIMEOUT):
                             await ops.release_all()
                             await cid.forget(self.cred)
-                            if ops.read_write.flex is not None:
-                                await ops.read_write.flex.aclose()  # (its data servers' connections)
-                        if ops.read_write.pnfs is not None:
-                            ops.read_write.pnfs.close()  # (the block devices it opened)
+                        with trio.CancelScope(shield=True), trio.move_on_after(RELEASE_TIMEOUT):
+                            await ops.read_write.close_layouts()
                         self._nursery = None  # (a file opened for writing now is refused, saying why)
                 finally:
                     with trio.CancelScope(shield=True):

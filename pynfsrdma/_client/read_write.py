@@ -56,6 +56,16 @@ class ReadWrite:
         self.compounds.client.reclaim_hooks.append(self._layouts_lost)
         return self.pnfs
 
+    async def close_layouts(self) -> None:
+        """At the client's end: the data servers' connections closed, our reservation keys taken off
+        the SCSI units and the block devices closed (the path API and the mount alike)."""
+        try:
+            if self.flex is not None:
+                await self.flex.aclose()
+        finally:
+            if self.pnfs is not None:
+                self.pnfs.close()
+
     def _by_flex(self) -> FlexLayouts | None:
         """The flexfiles layouts, when the export hands them out and no SCSI or block layout (those first)."""
         types = self.compounds.layout_types

@@ -380,6 +380,9 @@ async def _serve(req: MountRequest, ready: Callable[[str | None], None], stop: S
                         for made in ops.users.made() if ops.users is not None else ():
                             await cid.forget(made)  # (RPCSEC_GSS_DESTROY of every user's context)
                     channel.close()
+                if ops is not None:
+                    with trio.move_on_after(SHUTDOWN_TIMEOUT):
+                        await ops.nfs.read_write.close_layouts()  # (a SCSI unit's key off: the session ends)
                 if cid is not None:
                     # (a mount given up on at the user's word: its session goes without a long wait)
                     await cid.shutdown(INTERRUPTED_SHUTDOWN if stop.interrupted else None)

@@ -481,6 +481,11 @@ async def client_pnfs_restart(url: str, export: str, mib: str, tcp_port: str, rd
             f"and the COMMIT in {after:.1f} s; after: {report}; nfsd ran {d}; the server's XFS holds every byte")
 
 
+def _registrations() -> str:
+    """The persistent reservation registrations the LIO unit of the SCSI export holds (one line each)."""
+    return Path("/sys/kernel/config/target/core/fileio_0/pnfs/pr/res_pr_registered_i_pts").read_text()
+
+
 def fuse_pnfs(source: str, options: str, export: str, layout: str = "block") -> str:
     """Our FUSE mount with ``pnfs``: a file written and read through the mount, checked on the XFS;
     ``layout``: the layout stats must name (``block``, or ``scsi`` on the SCSI layout's export)."""
@@ -517,8 +522,13 @@ def fuse_pnfs(source: str, options: str, export: str, layout: str = "block") -> 
         with Connection(str(mnt)) as conn:
             rows = conn.request("paths")
         devices = [r for r in rows if r.get("transport") == f"{layout} layout"]
+        held = _registrations() if layout == "scsi" else ""
     finally:
         _sh(*guest_fuse.CLI, "umount", str(mnt), timeout=120)
+    if layout == "scsi":  # our key on the unit while mounted (replacing any before it), none after
+        left = _registrations()
+        if "Key:" not in held or "Key:" in left:
+            raise RuntimeError(f"the unit's registrations: mounted {held!r}, after the unmount {left!r}")
     d = _delta(before, op_counts())
     if [r["address"] for r in devices] != report.get("devices") or not all(r["bytes"] for r in devices):
         raise RuntimeError(f"pynfsrdma paths does not name the layout's devices: {rows}")
