@@ -66,7 +66,7 @@ from .._proto.rpcrdma import (
     rpc_rdma_errcode,
 )
 from .._transport.base import TransportError
-from .._transport.rdma.provider import Access, Connection, Listener, MemoryRegion, Provider
+from .._transport.rdma.provider import Access, Connection, Listener, MemoryRegion, Provider, RdmaWrite
 from .._transport.tcp import TcpTransport
 from .._xdr import Packer, Unpacker, XdrError, pad_len
 from .listener import host_port
@@ -410,10 +410,9 @@ class ResponderConnection:
             )
             self.kill()
             return
-        for seg, data in enc.rdma_writes:
-            await self.conn.rdma_write([data], seg.handle, seg.offset)
-            st.rdma_writes += 1
-            st.rdma_write_bytes += data.nbytes
+        writes = [RdmaWrite([data], seg.handle, seg.offset) for seg, data in enc.rdma_writes]
+        st.rdma_writes += len(writes)
+        st.rdma_write_bytes += sum(data.nbytes for _, data in enc.rdma_writes)
         st.write_chunks_filled += sum(
             1 for c in enc.header.chunks.rdma_writes if any(s.length for s in c.target)
         )
@@ -427,10 +426,14 @@ class ResponderConnection:
         invalidate = choose_invalidation(enc.header) if self.remote_invalidation else None
         if invalidate is not None:
             st.sends_with_invalidate += 1
-        await self._send([encode_rdma_msg(enc.header).getvalue(), *enc.inline], invalidate)
+        await self._send([encode_rdma_msg(enc.header).getvalue(), *enc.inline], invalidate, writes)
 
-    async def _send(self, pieces: Sequence[Buffer], invalidate: int | None = None) -> None:
-        """Marshal the pieces into a send buffer registered once and Send it from there."""
+    async def _send(
+        self, pieces: Sequence[Buffer], invalidate: int | None = None, writes: Sequence[RdmaWrite] = ()
+    ) -> None:
+        """Marshal the pieces into a send buffer registered once and Send it from there, behind
+        ``writes`` (the reply's RDMA Writes, chained in front of its Send as a server posts them:
+        one completion for all)."""
         region = (
             self._free_sends.pop()
             if self._free_sends
@@ -443,7 +446,7 @@ class ResponderConnection:
                 v = memoryview(piece).cast("B")
                 buf[n : n + v.nbytes] = v
                 n += v.nbytes
-            await self.conn.send_region(region, n, invalidate)
+            await self.conn.send_region_after_writes(writes, region, n, invalidate)
             sent = True
         finally:
             if sent:

@@ -130,6 +130,22 @@ async def test_read_data_is_the_registered_write_chunk_buffer(ganesha, export_pa
     assert r.stats.rdma_write_bytes >= len(data)
 
 
+async def test_a_read_reply_is_one_post_of_the_responder(ganesha, export_path):
+    """The responder posts a READ reply's RDMA Writes chained in front of its Send, as a server
+    does: one post and one completion per reply, however many Writes it carries."""
+    data = data_of(4 * MiB, 5)
+    (export_path.local / "f").write_bytes(data)
+    async with responder(ganesha) as r, Client.connect(rdma_url(r, export_path)) as nfs:
+        (rc,) = r.connections
+        posts, before = rc.conn.counters.posts, r.stats
+        async with await nfs.open("/f") as f:
+            views, _eof = await f.pread_views(0, len(data))
+        assert b"".join(views) == data
+        after = r.stats
+        assert after.rdma_writes - before.rdma_writes >= 4
+        assert rc.conn.counters.posts - posts == after.sends - before.sends
+
+
 async def test_credits_bound_calls_outstanding(ganesha, export_path):
     async with responder(ganesha, credits=2) as r, Client.connect(rdma_url(r, export_path)) as nfs:
         for i in range(20):

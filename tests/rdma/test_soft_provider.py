@@ -20,6 +20,7 @@ from pynfsrdma._transport.rdma import cross_memory
 from pynfsrdma._transport.rdma.provider import (
     Access,
     LengthError,
+    RdmaWrite,
     ReceiverNotReady,
     RemoteAccessError,
     buffer_address,
@@ -214,6 +215,40 @@ async def test_a_read_only_buffer_is_registered_for_reading_only():
         region = c.register(b"constant", Access.REMOTE_READ)
         assert region.valid and bytes(region.buffer) == b"constant" and c.registrations == 1
         c.deregister(region)
+
+
+@BOTH_WAYS
+async def test_writes_chained_before_a_send_are_one_post_and_land_before_it(one_host):
+    """A reply's RDMA Writes and its Send go out as one chain: one post, no acknowledgement of
+    the Writes of their own, and when the Send completes (or is received) the Writes have landed."""
+    async with pair(one_host=one_host) as (c, s):
+        s.post_recv(s.register(bytearray(64), Access.LOCAL_WRITE))
+        target = s.register(bytearray(16), Access.REMOTE_WRITE)
+        out = c.register(bytearray(b"the reply" + b"." * 55), Access.LOCAL_WRITE)
+        chunk = bytearray(b"placed")
+        posts, sends = c.counters.posts, c.counters.sends
+        await c.send_region_after_writes(
+            [RdmaWrite([chunk[:3], chunk[3:]], target.handle, target.address),
+             RdmaWrite([b"tail"], target.handle, target.address + 12)],
+            out, 9,
+        )  # fmt: skip
+        assert (c.counters.posts - posts, c.counters.sends - sends) == (1, 1)
+        assert bytes((await s.receive()).data) == b"the reply"
+        assert bytes(target.buffer) == b"placed\0\0\0\0\0\0tail"
+        assert c.counters.bytes_copied == 0
+
+
+@BOTH_WAYS
+async def test_a_chained_write_the_target_refuses_fails_the_chain_and_its_send(one_host):
+    async with pair(one_host=one_host) as (c, s):
+        s.post_recv(s.register(bytearray(64), Access.LOCAL_WRITE))
+        target = s.register(bytearray(16), Access.REMOTE_READ)  # not writable
+        out = c.register(bytearray(64), Access.LOCAL_WRITE)
+        with pytest.raises(RemoteAccessError):
+            await c.send_region_after_writes([RdmaWrite([b"x" * 4], target.handle, target.address)], out, 8)
+        with pytest.raises(RemoteAccessError):
+            await s.receive()  # the Send behind it never arrived
+        assert bytes(target.buffer) == bytes(16)
 
 
 async def test_send_region_sends_a_registered_buffer_as_it_lies_and_fails_with_the_connection():

@@ -26,7 +26,10 @@ can tell the difference:
   made and released, bytes copied, Sends). :meth:`SoftConnection.send` costs what it costs a
   device: its pieces are gathered (copied) into memory registered for that Send, while
   :meth:`SoftConnection.send_region` sends from a registered buffer as it lies;
-* operations are ordered as on one RC queue pair: RDMA Writes land before a later Send is seen;
+* operations are ordered as on one RC queue pair: RDMA Writes land before a later Send is seen.
+  :meth:`SoftConnection.send_region_after_writes` goes out as one chain in one system call: its
+  Writes are unsignaled (the target acknowledges none of them) and the Send's acknowledgement
+  completes them all;
 * on one host, RDMA Read and Write data do not cross the socket: as a NIC's DMA, the target copies
   it once, straight between the initiator's memory and its own region (:mod:`.cross_memory`), after
   the same checks of handle, bounds, rights and invalidation, in the same order of operations. The
@@ -71,6 +74,7 @@ from .provider import (
     Provider,
     ProviderCounters,
     ProviderError,
+    RdmaWrite,
     Received,
     ReceiverNotReady,
     RemoteAccessError,
@@ -113,6 +117,7 @@ _FATAL_CLASS: Final = {
 }
 _F_INVALIDATE: Final = 1  # SEND: Send With Invalidate of ``handle``
 _F_DIRECT: Final = 2  # WRITE, READ_REQ, READ_RESP: placed directly, the frame carries spans
+_F_UNSIGNALED: Final = 4  # WRITE: no acknowledgement (a Send behind it in its chain completes it)
 _F_ONE_HOST: Final = 1  # CONNECT_*: ``handle`` is the sender's PID, ``id`` a token at ``address``
 _F_REACHES: Final = 2  # CONNECT_REP: the acceptor reached the connector's token
 
@@ -340,6 +345,34 @@ class SoftConnection(Connection):
             return
         await self._request(_Op.READ_REQ, 0, handle, address, length, (), view)
 
+    async def send_region_after_writes(
+        self, writes: Sequence[RdmaWrite], region: MemoryRegion, length: int, invalidate: int | None = None
+    ) -> None:
+        if self._error is not None:
+            await trio.lowlevel.checkpoint()
+            raise self._error
+        if self._regions.get(region.handle) is not region or not region.valid:
+            raise ValueError("send buffers must be registered")
+        if not 0 <= length <= region.length:
+            raise ValueError(f"a {length}-byte Send from a {region.length}-byte region")
+        frames: list[Buffer] = []
+        pins: list[PinnedBuffer] = []  # the Writes' memory, until the Send's acknowledgement
+        for w in writes:  # one post for the chain (counted by _request)
+            if self.peer_reaches and len(w.data) <= _SPANS_MAX:
+                placed = [PinnedBuffer(v) for v in (memoryview(b).cast("B") for b in w.data) if v.nbytes]
+                pins += placed
+                spans = b"".join(_SPAN.pack(p.address, p.length) for p in placed)
+                flags = _F_DIRECT | _F_UNSIGNALED
+                frames += [_FRAME.pack(_Op.WRITE, flags, 0, 0, w.handle, w.address, len(spans)), spans]
+            else:
+                n = sum(memoryview(b).nbytes for b in w.data)
+                frames += [_FRAME.pack(_Op.WRITE, _F_UNSIGNALED, 0, 0, w.handle, w.address, n), *w.data]
+        flags = 0 if invalidate is None else _F_INVALIDATE
+        self.counters.sends += 1
+        await self._request(
+            _Op.SEND, flags, invalidate or 0, 0, length, [region.buffer[:length]], pins=pins, before=frames
+        )
+
     async def rdma_write(self, data: Sequence[Buffer], handle: int, address: int) -> None:
         if self.peer_reaches and len(data) <= _SPANS_MAX:  # the target copies from where they lie
             pins = [PinnedBuffer(v) for v in (memoryview(b).cast("B") for b in data) if v.nbytes]
@@ -372,7 +405,10 @@ class SoftConnection(Connection):
         data: Sequence[Buffer],
         sink: memoryview | None = None,
         pins: list[PinnedBuffer] | None = None,
+        before: Sequence[Buffer] = (),
     ) -> None:
+        """Post one operation (``before``: the frames of unsignaled operations chained in front of
+        it, sent with it) and wait for its completion."""
         if self._error is not None:
             for pin in pins or ():
                 pin.release()
@@ -385,7 +421,7 @@ class SoftConnection(Connection):
         self._pending[wr_id] = pending
         sent = False  # the whole frame went out: the peer may act on it
         try:
-            await self._frame(op, flags, wr_id, handle, address, length, data)
+            await self._frame(op, flags, wr_id, handle, address, length, data, before)
             sent = True
             await pending.done.wait()
         finally:
@@ -416,12 +452,13 @@ class SoftConnection(Connection):
         address: int,
         length: int,
         data: Sequence[Buffer] = (),
+        before: Sequence[Buffer] = (),
     ) -> None:
         async with self._send_lock:
             self._check()
             try:
                 await _send_all(
-                    self._sock, [_FRAME.pack(op, flags, 0, wr_id, handle, address, length), *data]
+                    self._sock, [*before, _FRAME.pack(op, flags, 0, wr_id, handle, address, length), *data]
                 )
             except OSError as e:
                 err = ConnectionLost(f"send failed: {e}", self.peer)
@@ -542,7 +579,7 @@ class SoftConnection(Connection):
             if view is None:
                 await self._fatal(_Fatal.REMOTE_ACCESS, f"RDMA Write to {handle:#x}@{address:#x}+{total}")
                 return
-            if await self._place(False, spans, view):
+            if await self._place(False, spans, view) and not flags & _F_UNSIGNALED:
                 await self._frame(_Op.WRITE_ACK, 0, wr_id, 0, 0, 0)
         elif op == _Op.READ_REQ and flags & _F_DIRECT:
             spans = await self._spans(length)
@@ -560,7 +597,8 @@ class SoftConnection(Connection):
                 await self._fatal(_Fatal.REMOTE_ACCESS, f"RDMA Write to {handle:#x}@{address:#x}+{length}")
                 return
             await _recv_exactly(self._sock, view)
-            await self._frame(_Op.WRITE_ACK, 0, wr_id, 0, 0, 0)
+            if not flags & _F_UNSIGNALED:
+                await self._frame(_Op.WRITE_ACK, 0, wr_id, 0, 0, 0)
         elif op == _Op.READ_REQ:
             view = self._target(handle, address, length, Access.REMOTE_READ)
             if view is None:
