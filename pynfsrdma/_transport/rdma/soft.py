@@ -53,6 +53,7 @@ import errno
 import math
 import os
 import secrets
+import socket
 import struct
 from collections import deque
 from collections.abc import Sequence
@@ -87,6 +88,7 @@ CM_REP_PRIVATE_DATA_MAX: Final = 196
 _FRAME: Final = struct.Struct(">BBHIIQI")
 _SPAN: Final = struct.Struct(">QQ")  # address, length: where an initiator's bytes lie
 _SPANS_MAX: Final = 1 << 16  # the most spans one RDMA Write may name
+_FRAMES_PER_TURN: Final = 16  # frames taken in a row before the receive loop lets other tasks run
 
 
 class _Op(enum.IntEnum):
@@ -203,7 +205,11 @@ class SoftConnection(Connection):
         peer_pid: int | None = None,
         peer_reaches: bool = False,
     ) -> None:
-        self._sock = sock
+        # the frames go through the socket itself (non-blocking), as the TCP transport's records
+        # do: trio waits only when the socket cannot take or give bytes now, with no trip through
+        # the scheduler for each system call that succeeds
+        self._sock = socket.socket(sock.family, sock.type, sock.proto, fileno=sock.detach())
+        self._sock.setblocking(False)
         self.peer = peer
         self.peer_private_data = peer_private_data
         self._token = token  # kept while the connection lives: the peer may still read it
@@ -387,6 +393,7 @@ class SoftConnection(Connection):
             return
         self._closed = True
         self._fail(ConnectionLost("connection closed", self.peer))
+        trio.lowlevel.notify_closing(self._sock)
         self._sock.close()
         await trio.lowlevel.checkpoint()
 
@@ -454,16 +461,67 @@ class SoftConnection(Connection):
         data: Sequence[Buffer] = (),
         before: Sequence[Buffer] = (),
     ) -> None:
-        async with self._send_lock:
-            self._check()
+        self._check()
+        bufs = [*before, _FRAME.pack(op, flags, 0, wr_id, handle, address, length), *data]
+        try:
+            if not self._send_lock.locked():  # no frame half sent: this one may go at once
+                views = [v for v in (memoryview(b).cast("B") for b in bufs) if v.nbytes]
+                size = sum(v.nbytes for v in views)
+                views = self._send_now(views)
+                if not views:
+                    return
+                async with self._send_lock:  # the rest when the socket takes it, ahead of any other
+                    await self._send_rest(views, sum(v.nbytes for v in views) < size)
+                return
+            async with self._send_lock:
+                self._check()
+                await self._send_rest([v for v in (memoryview(b).cast("B") for b in bufs) if v.nbytes])
+        except (OSError, trio.ClosedResourceError) as e:
+            err = ConnectionLost(f"send failed: {e}", self.peer)
+            self._fail(err)
+            raise err from e
+
+    def _send_now(self, views: list[memoryview]) -> list[memoryview]:
+        """Send what the socket takes now (gathered by ``sendmsg``); what is left of ``views``."""
+        while views:
             try:
-                await _send_all(
-                    self._sock, [*before, _FRAME.pack(op, flags, 0, wr_id, handle, address, length), *data]
-                )
-            except OSError as e:
-                err = ConnectionLost(f"send failed: {e}", self.peer)
-                self._fail(err)
-                raise err from e
+                k = self._sock.sendmsg(views)
+            except BlockingIOError:
+                return views
+            while k:
+                if k >= views[0].nbytes:
+                    k -= views.pop(0).nbytes
+                else:
+                    views[0] = views[0][k:]
+                    k = 0
+        return views
+
+    async def _send_rest(self, views: list[memoryview], started: bool = False) -> None:
+        """Send every byte of ``views``, waiting while the socket takes none. Once part of the
+        frame went out (``started``), the rest goes even if the caller is cancelled: a frame left
+        half sent would break the stream for every operation."""
+        left = sum(v.nbytes for v in views)
+        while views := self._send_now(views):
+            now = sum(v.nbytes for v in views)
+            started |= now < left
+            left = now
+            with trio.CancelScope(shield=started):
+                await trio.lowlevel.wait_writable(self._sock)
+
+    async def _recv_exactly(self, view: memoryview) -> bool:
+        """Fill ``view`` from the socket; True if it had to wait for bytes."""
+        got, n, waited = 0, view.nbytes, False
+        while got < n:
+            try:
+                k = self._sock.recv_into(view[got:] if got else view, n - got)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(self._sock)
+                waited = True
+                continue
+            if k == 0:
+                raise ConnectionLost("peer closed the connection", self.peer)
+            got += k
+        return waited
 
     def _fail(self, err: BaseException) -> None:
         if self._error is not None:
@@ -484,8 +542,9 @@ class SoftConnection(Connection):
         msg = reason.encode()
         try:
             async with self._send_lock:
-                await _send_all(self._sock, [_FRAME.pack(_Op.FATAL, kind, 0, 0, 0, 0, len(msg)), msg])
-        except OSError:
+                frame = _FRAME.pack(_Op.FATAL, kind, 0, 0, 0, 0, len(msg))
+                await self._send_rest([memoryview(frame), memoryview(msg)])
+        except (OSError, trio.ClosedResourceError):
             pass
         self._fail(_FATAL_CLASS[kind](f"local: {reason}", self.peer))
 
@@ -500,9 +559,18 @@ class SoftConnection(Connection):
         """Process frames from the peer until the connection ends (runs in the nursery)."""
         hdr = bytearray(_FRAME.size)
         hview = memoryview(hdr)
+        in_a_row = 0  # frames taken without waiting for the socket
         try:
+            # the owner posts its receives in the turn in which connect or accept gave it the
+            # connection (a server's before it accepts): the peer's first Send must find them
+            await trio.lowlevel.checkpoint()
             while self._error is None:
-                await _recv_exactly(self._sock, hview)
+                if await self._recv_exactly(hview):
+                    in_a_row = 0
+                elif in_a_row >= _FRAMES_PER_TURN:  # a peer that never pauses starves no one
+                    await trio.lowlevel.checkpoint()
+                    in_a_row = 0
+                in_a_row += 1
                 op, flags, _, wr_id, handle, address, length = _FRAME.unpack(hdr)
                 await self._dispatch(op, flags, wr_id, handle, address, length)
         except (TransportError, OSError) as e:
@@ -512,14 +580,14 @@ class SoftConnection(Connection):
             self._fail(ConnectionLost("connection closed", self.peer))
 
     async def _skip(self, length: int) -> None:
-        await _recv_exactly(self._sock, memoryview(bytearray(length)))
+        await self._recv_exactly(memoryview(bytearray(length)))
 
     async def _spans(self, length: int) -> list[tuple[int, int]]:
         """The (address, length) spans of a directly placed operation's frame."""
         if length % _SPAN.size or length > _SPANS_MAX * _SPAN.size or self._peer_pid is None:
             raise ProtocolViolation("a directly placed operation this connection did not agree to", self.peer)
         data = bytearray(length)
-        await _recv_exactly(self._sock, memoryview(data))
+        await self._recv_exactly(memoryview(data))
         return list(_SPAN.iter_unpack(data))
 
     async def _place(self, into_peer: bool, spans: list[tuple[int, int]], view: memoryview) -> bool:
@@ -549,7 +617,7 @@ class SoftConnection(Connection):
             await self._skip(length)
             await self._fatal(_Fatal.LENGTH, f"{length}-byte Send for a {region.length}-byte Receive")
             return
-        await _recv_exactly(self._sock, region.buffer[:length])
+        await self._recv_exactly(region.buffer[:length])
         invalidated = None
         if flags & _F_INVALIDATE:
             target = self._regions.get(handle)
@@ -596,7 +664,7 @@ class SoftConnection(Connection):
                 await self._skip(length)
                 await self._fatal(_Fatal.REMOTE_ACCESS, f"RDMA Write to {handle:#x}@{address:#x}+{length}")
                 return
-            await _recv_exactly(self._sock, view)
+            await self._recv_exactly(view)
             if not flags & _F_UNSIGNALED:
                 await self._frame(_Op.WRITE_ACK, 0, wr_id, 0, 0, 0)
         elif op == _Op.READ_REQ:
@@ -614,7 +682,7 @@ class SoftConnection(Connection):
                 return
             if pending.sink is None or pending.sink.nbytes != length:
                 raise ProtocolViolation("unexpected RDMA Read response", self.peer)
-            await _recv_exactly(self._sock, pending.sink)
+            await self._recv_exactly(pending.sink)
             pending.done.set()
         elif op in (_Op.SEND_ACK, _Op.WRITE_ACK):
             self._complete(wr_id)
@@ -622,7 +690,7 @@ class SoftConnection(Connection):
             self.peer_reaches = True
         elif op == _Op.FATAL:
             reason = bytearray(min(length, 4096))
-            await _recv_exactly(self._sock, memoryview(reason))
+            await self._recv_exactly(memoryview(reason))
             try:
                 cls = _FATAL_CLASS[_Fatal(flags)]
             except ValueError:
