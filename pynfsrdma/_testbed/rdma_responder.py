@@ -308,7 +308,10 @@ class ResponderConnection:
                     st.outstanding -= 1
                     await self._send_error(call.xid, refusal)
                     continue
-            self._spawn(nursery, self._forward, call, is_reply)
+            if call.reads:  # its RDMA Reads are awaited while the next calls come in
+                self._spawn(nursery, self._forward, call, is_reply)
+            else:  # nothing to wait for but the socket to Ganesha: forwarded in this pass
+                await self._forward(call, is_reply)
 
     def _take_sink(self, length: int) -> MemoryRegion:
         size = max(MIN_SINK, 1 << (length - 1).bit_length())
@@ -389,13 +392,13 @@ class ResponderConnection:
             if pending is None:
                 log.info("%s: server reply for unknown XID %#x dropped", self.conn.peer, xid)
                 continue
-            self._spawn(nursery, self._reply, pending, view)
+            await self._reply(pending, view)
 
     async def _reply(self, pending: _Pending, reply: memoryview) -> None:
         st = self.stats
         locator: DdpLocator | None = None
-        if pending.proc == nfs4const.NFSPROC4_COMPOUND:
-            locator = self.responder.ddp_locator
+        if pending.proc == nfs4const.NFSPROC4_COMPOUND and any(c.target for c in pending.call.writes):
+            locator = self.responder.ddp_locator  # only a Write chunk takes DDP items out of it
         items = locator(reply) if locator is not None else []
         try:
             enc = encode_reply(pending.call, reply, items, self.thresholds.send, self.credits)
@@ -439,13 +442,24 @@ class ResponderConnection:
             if self._free_sends
             else self.conn.register(bytearray(self.thresholds.send), Access.LOCAL_WRITE)
         )
+        buf, n = region.buffer, 0
+        for piece in pieces:
+            v = memoryview(piece).cast("B")
+            buf[n : n + v.nbytes] = v
+            n += v.nbytes
+        post = getattr(self.conn, "post_send_region_after_writes", None)
+        if post is not None:  # posted, not awaited: the completion gives the buffer back
+
+            def done(error: BaseException | None) -> None:
+                if error is None:
+                    self._free_sends.append(region)
+                else:  # the device may still read it
+                    self.conn.deregister(region)
+
+            await post(writes, region, n, invalidate, done)
+            return
         sent = False
         try:
-            buf, n = region.buffer, 0
-            for piece in pieces:
-                v = memoryview(piece).cast("B")
-                buf[n : n + v.nbytes] = v
-                n += v.nbytes
             await self.conn.send_region_after_writes(writes, region, n, invalidate)
             sent = True
         finally:

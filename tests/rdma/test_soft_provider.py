@@ -239,6 +239,51 @@ async def test_writes_chained_before_a_send_are_one_post_and_land_before_it(one_
 
 
 @BOTH_WAYS
+async def test_a_posted_chain_returns_at_once_and_reports_its_completion(one_host):
+    """post_send_region_after_writes does not wait for the Send's completion: it reports it
+    through its callback (None), after the Writes have landed and the Send was received."""
+    async with pair(one_host=one_host) as (c, s):
+        s.post_recv(s.register(bytearray(64), Access.LOCAL_WRITE))
+        target = s.register(bytearray(8), Access.REMOTE_WRITE)
+        out = c.register(bytearray(b"the reply" + b"." * 55), Access.LOCAL_WRITE)
+        seen: list[BaseException | None] = []
+        done = trio.Event()
+
+        def on_done(error: BaseException | None) -> None:
+            seen.append(error)
+            done.set()
+
+        posts = c.counters.posts
+        await c.post_send_region_after_writes(
+            [RdmaWrite([b"placed"], target.handle, target.address)], out, 9, None, on_done
+        )
+        assert seen == []  # the peer has not acknowledged yet: nothing reported
+        assert bytes((await s.receive()).data) == b"the reply"
+        assert bytes(target.buffer) == b"placed\0\0"
+        with trio.fail_after(10):
+            await done.wait()
+        assert seen == [None]
+        assert c.counters.posts - posts == 1
+
+
+async def test_a_posted_chain_the_peer_cannot_take_reports_the_fault_once():
+    async with pair() as (c, _s):
+        out = c.register(bytearray(16), Access.LOCAL_WRITE)  # the peer posted no Receive
+        seen: list[BaseException | None] = []
+        done = trio.Event()
+
+        def on_done(error: BaseException | None) -> None:
+            seen.append(error)
+            done.set()
+
+        await c.post_send_region_after_writes([], out, 4, None, on_done)
+        with trio.fail_after(10):
+            await done.wait()
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(seen) == 1 and isinstance(seen[0], ReceiverNotReady)
+
+
+@BOTH_WAYS
 async def test_a_chained_write_the_target_refuses_fails_the_chain_and_its_send(one_host):
     async with pair(one_host=one_host) as (c, s):
         s.post_recv(s.register(bytearray(64), Access.LOCAL_WRITE))

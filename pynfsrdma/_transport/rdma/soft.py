@@ -29,7 +29,9 @@ can tell the difference:
 * operations are ordered as on one RC queue pair: RDMA Writes land before a later Send is seen.
   :meth:`SoftConnection.send_region_after_writes` goes out as one chain in one system call: its
   Writes are unsignaled (the target acknowledges none of them) and the Send's acknowledgement
-  completes them all;
+  completes them all; :meth:`SoftConnection.post_send_region_after_writes` posts the same chain
+  without waiting for it and reports its completion through a callback (as a server polls its
+  send completions instead of waiting on each);
 * on one host, RDMA Read and Write data do not cross the socket: as a NIC's DMA, the target copies
   it once, straight between the initiator's memory and its own region (:mod:`.cross_memory`), after
   the same checks of handle, bounds, rights and invalidation, in the same order of operations. The
@@ -56,7 +58,7 @@ import secrets
 import socket
 import struct
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import trio
@@ -124,20 +126,34 @@ _F_ONE_HOST: Final = 1  # CONNECT_*: ``handle`` is the sender's PID, ``id`` a to
 _F_REACHES: Final = 2  # CONNECT_REP: the acceptor reached the connector's token
 
 
-class _Pending:
-    __slots__ = ("abandoned", "done", "error", "pins", "sink")
+Completion = Callable[[BaseException | None], None]
 
-    def __init__(self, sink: memoryview | None = None, pins: list[PinnedBuffer] | None = None) -> None:
+
+class _Pending:
+    __slots__ = ("abandoned", "done", "error", "on_done", "pins", "sink")
+
+    def __init__(
+        self,
+        sink: memoryview | None = None,
+        pins: list[PinnedBuffer] | None = None,
+        on_done: Completion | None = None,
+    ) -> None:
         self.done = trio.Event()
         self.error: BaseException | None = None
         self.sink = sink
         self.pins = pins or []  # our memory the peer copies from or into until it acknowledges
-        self.abandoned = False  # the operation's caller is gone (cancelled)
+        self.abandoned = on_done is not None  # no caller waits: the acknowledgement releases
+        self.on_done = on_done  # called once, with None at the completion or the connection's fault
 
     def release(self) -> None:
         for pin in self.pins:
             pin.release()
         self.pins = []
+
+    def finish(self, error: BaseException | None) -> None:
+        on_done, self.on_done = self.on_done, None
+        if on_done is not None:
+            on_done(error)
 
 
 class _HostToken:
@@ -357,13 +373,53 @@ class SoftConnection(Connection):
         if self._error is not None:
             await trio.lowlevel.checkpoint()
             raise self._error
+        frames, pins, flags = self._chain(writes, region, length, invalidate)
+        await self._request(
+            _Op.SEND, flags, invalidate or 0, 0, length, [region.buffer[:length]], pins=pins, before=frames
+        )
+
+    async def post_send_region_after_writes(
+        self,
+        writes: Sequence[RdmaWrite],
+        region: MemoryRegion,
+        length: int,
+        invalidate: int | None,
+        on_done: Completion,
+    ) -> None:
+        """:meth:`send_region_after_writes` without waiting for its completion: returns once the
+        chain is on its way; ``on_done(None)`` runs when the Send completes (the region and the
+        Writes' memory are ours again), ``on_done(error)`` when the connection fails first. Until
+        then the region and the Writes' memory stay untouched. Raises (and never calls
+        ``on_done``) when the chain could not be posted."""
+        if self._error is not None:
+            await trio.lowlevel.checkpoint()
+            raise self._error
+        frames, pins, flags = self._chain(writes, region, length, invalidate)
+        self.counters.posts += 1
+        wr_id = self._next_id
+        self._next_id = (wr_id + 1) & 0xFFFFFFFF or 1
+        pending = _Pending(None, pins, on_done)
+        self._pending[wr_id] = pending
+        try:
+            await self._frame(_Op.SEND, flags, wr_id, invalidate or 0, 0, length, [region.buffer[:length]], frames)
+        except BaseException:
+            if pending.on_done is not None:  # not sent: nothing of it reaches the peer
+                pending.on_done = None
+                self._pending.pop(wr_id, None)
+                pending.release()
+            raise
+
+    def _chain(
+        self, writes: Sequence[RdmaWrite], region: MemoryRegion, length: int, invalidate: int | None
+    ) -> tuple[list[Buffer], list[PinnedBuffer], int]:
+        """The frames of ``writes`` chained before a Send of ``region``, their pins, the Send's flags."""
         if self._regions.get(region.handle) is not region or not region.valid:
             raise ValueError("send buffers must be registered")
         if not 0 <= length <= region.length:
             raise ValueError(f"a {length}-byte Send from a {region.length}-byte region")
         frames: list[Buffer] = []
         pins: list[PinnedBuffer] = []  # the Writes' memory, until the Send's acknowledgement
-        for w in writes:  # one post for the chain (counted by _request)
+        for w in writes:  # one post for the chain (counted by the caller)
             if self.peer_reaches and len(w.data) <= _SPANS_MAX:
                 placed = [PinnedBuffer(v) for v in (memoryview(b).cast("B") for b in w.data) if v.nbytes]
                 pins += placed
@@ -373,11 +429,8 @@ class SoftConnection(Connection):
             else:
                 n = sum(memoryview(b).nbytes for b in w.data)
                 frames += [_FRAME.pack(_Op.WRITE, _F_UNSIGNALED, 0, 0, w.handle, w.address, n), *w.data]
-        flags = 0 if invalidate is None else _F_INVALIDATE
         self.counters.sends += 1
-        await self._request(
-            _Op.SEND, flags, invalidate or 0, 0, length, [region.buffer[:length]], pins=pins, before=frames
-        )
+        return frames, pins, 0 if invalidate is None else _F_INVALIDATE
 
     async def rdma_write(self, data: Sequence[Buffer], handle: int, address: int) -> None:
         if self.peer_reaches and len(data) <= _SPANS_MAX:  # the target copies from where they lie
@@ -449,6 +502,7 @@ class SoftConnection(Connection):
         if pending.abandoned:
             del self._pending[wr_id]
             pending.release()
+            pending.finish(None)
 
     async def _frame(
         self,
@@ -533,6 +587,7 @@ class SoftConnection(Connection):
             p.pins = []
             p.error = err
             p.done.set()
+            p.finish(err)
         self._completions_tx.send_nowait(err)
         for r in self._regions.values():
             r.valid = False
