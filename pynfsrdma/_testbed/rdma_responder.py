@@ -77,7 +77,9 @@ from .responder_chunks import (
     assemble_call,
     choose_invalidation,
     encode_reply,
+    pack_header,
     parse_call,
+    read_call_header,
 )
 
 log = logging.getLogger(__name__)
@@ -277,7 +279,8 @@ class ResponderConnection:
             data = bytes(rcv.data)  # at most the inline threshold; the buffer goes back at once
             self.conn.post_recv(rcv.region)
             try:
-                hdr, off = decode_rdma_msg(data)
+                lean = read_call_header(memoryview(data))
+                hdr, off = lean if lean is not None else decode_rdma_msg(data)
                 call = parse_call(hdr, memoryview(data)[off:])
             except RpcRdmaVersionError as e:
                 await self._send_error(e.xid, ERR_VERS)
@@ -429,7 +432,7 @@ class ResponderConnection:
         invalidate = choose_invalidation(enc.header) if self.remote_invalidation else None
         if invalidate is not None:
             st.sends_with_invalidate += 1
-        await self._send([encode_rdma_msg(enc.header).getvalue(), *enc.inline], invalidate, writes)
+        await self._send([pack_header(enc.header), *enc.inline], invalidate, writes)
 
     async def _send(
         self, pieces: Sequence[Buffer], invalidate: int | None = None, writes: Sequence[RdmaWrite] = ()
