@@ -201,6 +201,23 @@ async def test_only_replies_to_calls_with_write_chunks_are_searched_for_ddp_item
         assert len(searched) >= 2  # each READ reply, searched for the data its Write chunk takes
 
 
+async def test_read_replies_land_in_record_buffers_used_again(ganesha, export_path):
+    """Each 1 MiB READ reply comes from the server straight into a buffer of the responder's
+    record stream, which goes back to it once the RDMA Writes from it completed: 16 replies
+    need only as many buffers as were in flight at once."""
+    data = data_of(16 * MiB, 8)
+    (export_path.local / "f").write_bytes(data)
+    async with responder(ganesha) as r, Client.connect(rdma_url(r, export_path)) as nfs:
+        (rc,) = r.connections
+        assert rc.tcp is not None
+        made = rc.tcp.buffers_made
+        async with await nfs.open("/f") as f:
+            views, _eof = await f.pread_views(0, len(data))
+        assert b"".join(views) == data
+        assert r.stats.rdma_writes >= 16
+        assert rc.tcp.buffers_made - made <= transport_of(nfs).gate.peak_in_flight < 16
+
+
 async def test_credits_bound_calls_outstanding(ganesha, export_path):
     async with responder(ganesha, credits=2) as r, Client.connect(rdma_url(r, export_path)) as nfs:
         for i in range(20):
