@@ -18,7 +18,10 @@ whose chunk memory stays registered and is reached through a memory window per c
 memory was kept (the Sends come from registered buffers on both).
 
 Reported: throughput best (median) per path and this process's CPU time per MiB moved (median;
-with ``--responder-process`` that is the client alone, without it the responder and proxy too),
+with ``--responder-process`` that is the client alone, without it the responder and proxy too);
+with ``--responder-process`` also the CPU time per MiB of the process in the middle (``hop CPU``:
+the responder's for ``rdma``, the proxy's for ``tcp-hop``; user + system time from
+``/proc/PID/stat``, in clock ticks of 10 ms: 0.16 ms/MiB at 64 MiB),
 then ``rdma`` over ``tcp`` and over ``tcp-hop``: ``rdma / tcp-hop`` is the like-with-like ratio
 (the same extra process for every byte), ``rdma / tcp`` counts that hop against RDMA. For RDMA also
 the operations per NFS call of each
@@ -65,6 +68,7 @@ class Result:
     op: str
     rates: list[float] = field(default_factory=list)  # MB/s
     cpu_ms_per_mib: list[float] = field(default_factory=list)  # this process's CPU time per MiB moved
+    hop_cpu_ms_per_mib: list[float] = field(default_factory=list)  # the responder's or proxy's process
     calls: int = 0
     rdma_reads: int = 0
     rdma_writes: int = 0
@@ -86,6 +90,9 @@ class Result:
             "median_mbps": round(statistics.median(self.rates), 1),
             "samples": [round(r, 1) for r in self.rates],
             "cpu_ms_per_mib": round(statistics.median(self.cpu_ms_per_mib), 2),
+            "hop_cpu_ms_per_mib": (
+                round(statistics.median(self.hop_cpu_ms_per_mib), 2) if self.hop_cpu_ms_per_mib else None
+            ),
             "calls": self.calls,
             "rdma_reads_per_call": self.rdma_reads / self.calls if self.calls else None,
             "rdma_writes_per_call": self.rdma_writes / self.calls if self.calls else None,
@@ -108,20 +115,31 @@ def _client_counters(nfs: Client) -> tuple[ProviderCounters, int] | None:
     return (dataclasses.replace(t.conn.counters), t.stats.calls) if isinstance(t, RdmaTransport) else None
 
 
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (``/proc/PID/stat``)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def _round(
     nfs: Client, path: str, i: int, data: bytes, local_dir: str, responder: Responder | None,
-    write: Result, read: Result,
+    write: Result, read: Result, hop_pid: int | None = None,
 ) -> None:  # fmt: skip
     want = hashlib.sha256(data).hexdigest()
     name = f"/{path}-{i}"
     before = responder.stats if responder is not None else None
     c0 = _client_counters(nfs)
     mib = len(data) / MIB
+    h0 = process_cpu(hop_pid) if hop_pid is not None else 0.0
     t0, p0 = trio.current_time(), time.process_time()
     async with await nfs.open(name, "w") as f:
         await f.pwrite(0, data)
     write.rates.append(len(data) / (trio.current_time() - t0) / 1e6)
     write.cpu_ms_per_mib.append((time.process_time() - p0) * 1e3 / mib)
+    if hop_pid is not None:
+        h1 = process_cpu(hop_pid)
+        write.hop_cpu_ms_per_mib.append((h1 - h0) * 1e3 / mib)
     mid = responder.stats if responder is not None else None
     c1 = _client_counters(nfs)
     with open(os.path.join(local_dir, name.lstrip("/")), "rb") as disk:
@@ -132,6 +150,8 @@ async def _round(
         views, _ = await f.pread_views(0, len(data))
     read.rates.append(len(data) / (trio.current_time() - t0) / 1e6)
     read.cpu_ms_per_mib.append((time.process_time() - p0) * 1e3 / mib)
+    if hop_pid is not None:
+        read.hop_cpu_ms_per_mib.append((process_cpu(hop_pid) - h1) * 1e3 / mib)
     after = responder.stats if responder is not None else None
     c2 = _client_counters(nfs)
     h = hashlib.sha256()
@@ -157,7 +177,7 @@ async def _round(
 
 def format_table(results: list[Result]) -> str:
     header = (
-        "path", "op", "best (median) MB/s", "CPU ms/MiB", "calls", "RDMA Read/call", "RDMA Write/call", "Send/call",
+        "path", "op", "best (median) MB/s", "CPU ms/MiB", "hop CPU ms/MiB", "calls", "RDMA Read/call", "RDMA Write/call", "Send/call",
         "SendInv/call", "reg/call", "bind/call", "copied B/call",
     )  # fmt: skip
     rows = [header]
@@ -168,6 +188,7 @@ def format_table(results: list[Result]) -> str:
                 r.op,
                 f"{max(r.rates):,.1f} ({statistics.median(r.rates):,.1f})",
                 f"{statistics.median(r.cpu_ms_per_mib):.1f}",
+                f"{statistics.median(r.hop_cpu_ms_per_mib):.2f}" if r.hop_cpu_ms_per_mib else "-",
                 str(r.calls) if r.calls else "-",
                 r.per_call(r.rdma_reads, True),
                 r.per_call(r.rdma_writes, True),
@@ -228,6 +249,7 @@ async def _measure(
     hop_port: int,
     port: int,
     responder: Responder | None,
+    hop_pids: dict[str, int] | None = None,
 ) -> list[Result]:
     rdma_url = f"nfs://127.0.0.1:{port}{d.remote}?proto=rdma&provider=soft&inline={args.inline}"  # type: ignore[attr-defined]
     paths = [
@@ -242,7 +264,8 @@ async def _measure(
         pairs = [(Result(name, "WRITE"), Result(name, "READ")) for name, _, _ in paths]
         for i in range(args.runs):
             for nfs, (name, _, r), (w, rd) in zip(clients, paths, pairs, strict=True):
-                await _round(nfs, name, i, data, str(d.local), r, w, rd)  # type: ignore[attr-defined]
+                pid = (hop_pids or {}).get(name)
+                await _round(nfs, name, i, data, str(d.local), r, w, rd, pid)  # type: ignore[attr-defined]
         for w, rd in pairs:
             results += [w, rd]
     return results
@@ -266,7 +289,8 @@ async def main_async(args: argparse.Namespace) -> list[Result]:
                 assert hop.stdout is not None
                 ready = hop.stdout.readline().decode()  # "proxy 127.0.0.1:PORT -> ... ready"
                 hop_port = int(ready.split()[1].rsplit(":", 1)[1])
-                return await _measure(args, data, d, tcp_url, hop_port, port, None)
+                pids = {"tcp-hop": hop.pid, "rdma": pid, "rdma-pinned0": pid}
+                return await _measure(args, data, d, tcp_url, hop_port, port, None, pids)
             finally:
                 for p in (pid, hop.pid):
                     os.kill(p, signal.SIGTERM)

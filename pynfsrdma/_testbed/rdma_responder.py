@@ -66,10 +66,10 @@ from .._proto.rpcrdma import (
     rpc_rdma_errcode,
 )
 from .._transport.base import TransportError
-from .._transport.rdma.provider import Access, Connection, Listener, MemoryRegion, Provider
-from .._transport.tcp import TcpTransport
-from .._xdr import Packer, Unpacker, XdrError, pad_len
+from .._transport.rdma.provider import Access, Connection, Listener, MemoryRegion, Provider, RdmaWrite
+from .._xdr import Unpacker, XdrError, pad_len
 from .listener import host_port
+from .record_stream import RecordStream
 from .responder_chunks import (
     ChunkError,
     DdpLocator,
@@ -77,7 +77,9 @@ from .responder_chunks import (
     assemble_call,
     choose_invalidation,
     encode_reply,
+    pack_header,
     parse_call,
+    read_call_header,
 )
 
 log = logging.getLogger(__name__)
@@ -195,22 +197,6 @@ class _Pending:
     proc: int  # the RPC procedure (only COMPOUND replies are searched for DDP items)
 
 
-class _RawMessage(Packer):
-    """An already encoded RPC message as a :class:`Packer` (what transports send)."""
-
-    __slots__ = ("_parts",)
-
-    def __init__(self, parts: Sequence[Buffer]) -> None:
-        super().__init__()
-        self._parts = list(parts)
-
-    def segments(self) -> list[Buffer]:
-        return self._parts
-
-    def __len__(self) -> int:
-        return sum(memoryview(b).nbytes for b in self._parts)
-
-
 # -- one RDMA connection -----------------------------------------------------------------------
 class ResponderConnection:
     def __init__(self, responder: Responder, conn: Connection, thresholds: InlineThresholds) -> None:
@@ -219,7 +205,7 @@ class ResponderConnection:
         self.thresholds = thresholds
         self.settings = responder.settings
         self.stats = ConnectionStats()
-        self.tcp: TcpTransport | None = None
+        self.tcp: RecordStream | None = None
         self.remote_invalidation = (
             thresholds.remote_invalidation
             and conn.supports_remote_invalidation
@@ -242,7 +228,7 @@ class ResponderConnection:
             self.conn.post_recv(self.conn.register(bytearray(self.thresholds.recv), Access.LOCAL_WRITE))
         try:
             with self._scope:
-                self.tcp = await TcpTransport.connect(target_host, target_port)
+                self.tcp = await RecordStream.connect(target_host, target_port)
                 async with trio.open_nursery() as nursery:
                     self._spawn(nursery, self._from_requester, nursery)
                     self._spawn(nursery, self._from_server, nursery)
@@ -277,7 +263,8 @@ class ResponderConnection:
             data = bytes(rcv.data)  # at most the inline threshold; the buffer goes back at once
             self.conn.post_recv(rcv.region)
             try:
-                hdr, off = decode_rdma_msg(data)
+                lean = read_call_header(memoryview(data))
+                hdr, off = lean if lean is not None else decode_rdma_msg(data)
                 call = parse_call(hdr, memoryview(data)[off:])
             except RpcRdmaVersionError as e:
                 await self._send_error(e.xid, ERR_VERS)
@@ -308,7 +295,10 @@ class ResponderConnection:
                     st.outstanding -= 1
                     await self._send_error(call.xid, refusal)
                     continue
-            self._spawn(nursery, self._forward, call, is_reply)
+            if call.reads:  # its RDMA Reads are awaited while the next calls come in
+                self._spawn(nursery, self._forward, call, is_reply)
+            else:  # nothing to wait for but the socket to Ganesha: forwarded in this pass
+                await self._forward(call, is_reply)
 
     def _take_sink(self, length: int) -> MemoryRegion:
         size = max(MIN_SINK, 1 << (length - 1).bit_length())
@@ -352,7 +342,7 @@ class ResponderConnection:
             assert self.tcp is not None
             if is_reply:
                 st.callback_replies_relayed += 1
-                await self.tcp.send_reply(call.xid, _RawMessage(message))
+                await self.tcp.send(message)
                 return
             if call.proc == RDMA_NOMSG:
                 st.nomsg_calls += 1
@@ -364,11 +354,11 @@ class ResponderConnection:
                 st.outstanding -= 1
                 st.calls -= 1
                 st.callback_replies_relayed += 1
-                await self.tcp.send_reply(call.xid, _RawMessage(message))
+                await self.tcp.send(message)
                 return
             proc = _WORD.unpack_from(head, 20)[0] if len(head) >= 24 else -1
             self._pending[call.xid] = _Pending(call, proc)
-            await self.tcp.send_call(call.xid, _RawMessage(message))
+            await self.tcp.send(message)
         finally:
             for s in sinks:
                 self._give_sink(s, ok)
@@ -377,31 +367,35 @@ class ResponderConnection:
     async def _from_server(self, nursery: trio.Nursery) -> None:
         assert self.tcp is not None
         while True:
-            u = await self.tcp.receive()
-            view = u.view
+            view, record = await self.tcp.receive()
             if view.nbytes < 8:
+                self.tcp.give_back(record)
                 continue
             xid, mtype = struct.unpack_from(">II", view)
             if mtype == rpcdef.CALL:
-                self._spawn(nursery, self._relay_callback, xid, view)
+                self._spawn(nursery, self._relay_callback, xid, view, record)
                 continue
             pending = self._pending.pop(xid, None)
             if pending is None:
                 log.info("%s: server reply for unknown XID %#x dropped", self.conn.peer, xid)
+                self.tcp.give_back(record)
                 continue
-            self._spawn(nursery, self._reply, pending, view)
+            await self._reply(pending, view, record)
 
-    async def _reply(self, pending: _Pending, reply: memoryview) -> None:
+    async def _reply(self, pending: _Pending, reply: memoryview, record: bytearray) -> None:
+        """Place and send a reply that lies in ``record`` (a buffer of the record stream, given
+        back once no RDMA Write reads from it any more)."""
         st = self.stats
         locator: DdpLocator | None = None
-        if pending.proc == nfs4const.NFSPROC4_COMPOUND:
-            locator = self.responder.ddp_locator
+        if pending.proc == nfs4const.NFSPROC4_COMPOUND and any(c.target for c in pending.call.writes):
+            locator = self.responder.ddp_locator  # only a Write chunk takes DDP items out of it
         items = locator(reply) if locator is not None else []
         try:
             enc = encode_reply(pending.call, reply, items, self.thresholds.send, self.credits)
         except ChunkError as e:
             log.warning("%s: reply %#x: %s", self.conn.peer, pending.call.xid, e)
             st.outstanding -= 1
+            self._give_record(record)
             await self._send_error(pending.call.xid, ERR_CHUNK)
             return
         if self.responder.take_dropped_reply():
@@ -410,10 +404,9 @@ class ResponderConnection:
             )
             self.kill()
             return
-        for seg, data in enc.rdma_writes:
-            await self.conn.rdma_write([data], seg.handle, seg.offset)
-            st.rdma_writes += 1
-            st.rdma_write_bytes += data.nbytes
+        writes = [RdmaWrite([data], seg.handle, seg.offset) for seg, data in enc.rdma_writes]
+        st.rdma_writes += len(writes)
+        st.rdma_write_bytes += sum(data.nbytes for _, data in enc.rdma_writes)
         st.write_chunks_filled += sum(
             1 for c in enc.header.chunks.rdma_writes if any(s.length for s in c.target)
         )
@@ -427,40 +420,71 @@ class ResponderConnection:
         invalidate = choose_invalidation(enc.header) if self.remote_invalidation else None
         if invalidate is not None:
             st.sends_with_invalidate += 1
-        await self._send([encode_rdma_msg(enc.header).getvalue(), *enc.inline], invalidate)
+        await self._send([pack_header(enc.header), *enc.inline], invalidate, writes, record)
 
-    async def _send(self, pieces: Sequence[Buffer], invalidate: int | None = None) -> None:
-        """Marshal the pieces into a send buffer registered once and Send it from there."""
+    def _give_record(self, record: bytearray | None) -> None:
+        if record is not None and self.tcp is not None:
+            self.tcp.give_back(record)
+
+    async def _send(
+        self,
+        pieces: Sequence[Buffer],
+        invalidate: int | None = None,
+        writes: Sequence[RdmaWrite] = (),
+        record: bytearray | None = None,
+    ) -> None:
+        """Marshal the pieces into a send buffer registered once and Send it from there, behind
+        ``writes`` (the reply's RDMA Writes, chained in front of its Send as a server posts them:
+        one completion for all). ``record``, where the Writes' data lies, goes back to the record
+        stream when they are done (at once without Writes: the pieces are copied by then); after a
+        fault it is never used again (the device may still read it)."""
         region = (
             self._free_sends.pop()
             if self._free_sends
             else self.conn.register(bytearray(self.thresholds.send), Access.LOCAL_WRITE)
         )
+        buf, n = region.buffer, 0
+        for piece in pieces:
+            v = memoryview(piece).cast("B")
+            buf[n : n + v.nbytes] = v
+            n += v.nbytes
+        if not writes:
+            self._give_record(record)
+            record = None
+        post = getattr(self.conn, "post_send_region_after_writes", None)
+        if post is not None:  # posted, not awaited: the completion gives the buffer back
+
+            def done(error: BaseException | None) -> None:
+                if error is None:
+                    self._free_sends.append(region)
+                    self._give_record(record)
+                else:  # the device may still read it
+                    self.conn.deregister(region)
+
+            await post(writes, region, n, invalidate, done)
+            return
         sent = False
         try:
-            buf, n = region.buffer, 0
-            for piece in pieces:
-                v = memoryview(piece).cast("B")
-                buf[n : n + v.nbytes] = v
-                n += v.nbytes
-            await self.conn.send_region(region, n, invalidate)
+            await self.conn.send_region_after_writes(writes, region, n, invalidate)
             sent = True
         finally:
             if sent:
                 self._free_sends.append(region)
+                self._give_record(record)
             else:  # the device may still read it
                 self.conn.deregister(region)
 
-    async def _relay_callback(self, xid: int, message: memoryview) -> None:
+    async def _relay_callback(self, xid: int, message: memoryview, record: bytearray) -> None:
         hdr = encode_rdma_msg(make_msg(xid, self.credits, RDMA_MSG)).getvalue()
         if len(hdr) + message.nbytes > self.thresholds.send:
             log.warning(
                 "%s: %d-byte callback exceeds the inline threshold; dropped", self.conn.peer, message.nbytes
             )
+            self._give_record(record)
             return
         self.stats.callbacks_relayed += 1
         self.stats.sends += 1
-        await self._send([hdr, message])
+        await self._send([hdr, message], record=record)
 
     async def _send_error(self, xid: int, err: int) -> None:
         self.stats.rdma_errors_sent += 1

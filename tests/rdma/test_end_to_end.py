@@ -130,6 +130,94 @@ async def test_read_data_is_the_registered_write_chunk_buffer(ganesha, export_pa
     assert r.stats.rdma_write_bytes >= len(data)
 
 
+async def test_a_read_reply_is_one_post_of_the_responder(ganesha, export_path):
+    """The responder posts a READ reply's RDMA Writes chained in front of its Send, as a server
+    does: one post and one completion per reply, however many Writes it carries."""
+    data = data_of(4 * MiB, 5)
+    (export_path.local / "f").write_bytes(data)
+    async with responder(ganesha) as r, Client.connect(rdma_url(r, export_path)) as nfs:
+        (rc,) = r.connections
+        posts, before = rc.conn.counters.posts, r.stats
+        async with await nfs.open("/f") as f:
+            views, _eof = await f.pread_views(0, len(data))
+        assert b"".join(views) == data
+        after = r.stats
+        assert after.rdma_writes - before.rdma_writes >= 4
+        assert rc.conn.counters.posts - posts == after.sends - before.sends
+
+
+class _ResponderTasks(trio.abc.Instrument):
+    """Counts the tasks the responder starts."""
+
+    def __init__(self) -> None:
+        self.spawned = 0
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        if "rdma_responder" in task.name:
+            self.spawned += 1
+
+
+async def test_a_read_passes_the_responder_without_a_task_per_call(ganesha, export_path):
+    """A READ call (no Read chunk) is forwarded, and its reply placed and posted, in the
+    passes of the connection's two loops: the responder starts no task for it."""
+    data = data_of(4 * MiB, 6)
+    (export_path.local / "f").write_bytes(data)
+    async with responder(ganesha) as r, Client.connect(rdma_url(r, export_path)) as nfs:
+        async with await nfs.open("/f") as f:
+            counter = _ResponderTasks()
+            trio.lowlevel.add_instrument(counter)
+            try:
+                calls, before = transport_of(nfs).stats.calls, r.stats
+                views, _eof = await f.pread_views(0, len(data))
+            finally:
+                trio.lowlevel.remove_instrument(counter)
+        assert b"".join(views) == data
+        assert r.stats.rdma_writes - before.rdma_writes >= 4
+        assert transport_of(nfs).stats.calls - calls >= 4
+        assert counter.spawned == 0
+
+
+async def test_only_replies_to_calls_with_write_chunks_are_searched_for_ddp_items(ganesha, export_path):
+    """Decoding a COMPOUND reply to find its READ data is for calls that offered a Write chunk:
+    the replies to WRITE calls go back without it."""
+    searched: list[int] = []
+    data = data_of(2 * MiB, 7)
+    async with responder(ganesha) as r, Client.connect(rdma_url(r, export_path)) as nfs:
+        locate = r.ddp_locator
+
+        def counting(reply: memoryview) -> list[tuple[int, int]]:
+            searched.append(reply.nbytes)
+            return locate(reply)
+
+        r.ddp_locator = counting
+        async with await nfs.open("/f", "w") as f:
+            await f.pwrite(0, data)
+            writes = r.stats.rdma_reads
+            assert writes >= 2
+            assert searched == []
+        async with await nfs.open("/f") as f:
+            views, _eof = await f.pread_views(0, len(data))
+        assert b"".join(views) == data
+        assert len(searched) >= 2  # each READ reply, searched for the data its Write chunk takes
+
+
+async def test_read_replies_land_in_record_buffers_used_again(ganesha, export_path):
+    """Each 1 MiB READ reply comes from the server straight into a buffer of the responder's
+    record stream, which goes back to it once the RDMA Writes from it completed: 16 replies
+    need only as many buffers as were in flight at once."""
+    data = data_of(16 * MiB, 8)
+    (export_path.local / "f").write_bytes(data)
+    async with responder(ganesha) as r, Client.connect(rdma_url(r, export_path)) as nfs:
+        (rc,) = r.connections
+        assert rc.tcp is not None
+        made = rc.tcp.buffers_made
+        async with await nfs.open("/f") as f:
+            views, _eof = await f.pread_views(0, len(data))
+        assert b"".join(views) == data
+        assert r.stats.rdma_writes >= 16
+        assert rc.tcp.buffers_made - made <= transport_of(nfs).gate.peak_in_flight < 16
+
+
 async def test_credits_bound_calls_outstanding(ganesha, export_path):
     async with responder(ganesha, credits=2) as r, Client.connect(rdma_url(r, export_path)) as nfs:
         for i in range(20):

@@ -22,7 +22,9 @@ carrying private data: RFC 8797's message travels there). It offers:
   registrations can be invalidated by the peer; the Receive completion names the handle). Only
   then may RPC-over-RDMA advertise it;
 * one-sided operations against the peer's registered memory: :meth:`Connection.rdma_read`,
-  :meth:`Connection.rdma_write`.
+  :meth:`Connection.rdma_write`; and :meth:`Connection.send_region_after_writes`, RDMA Writes and
+  the Send behind them posted as one chain whose Send alone is signaled (an RPC reply with its
+  Write chunks, as a server sends it).
 
 Every ``async`` method returns when its work completion arrived, so callers are trio code that
 awaits completions. Faults follow hardware: a remote access error, a Send that found no posted
@@ -182,6 +184,15 @@ def buffer_address(view: memoryview) -> int:
     return pin.address
 
 
+@dataclass(frozen=True)
+class RdmaWrite:
+    """One RDMA Write of a chain: ``data`` (gathered) into the peer's region ``handle`` at ``address``."""
+
+    data: Sequence[Buffer]
+    handle: int
+    address: int
+
+
 class Connection(abc.ABC):
     """One reliable-connected queue pair."""
 
@@ -249,6 +260,17 @@ class Connection(abc.ABC):
     async def rdma_write(self, data: Sequence[Buffer], handle: int, address: int) -> None:
         """Place the buffers (gathered) into the peer's region ``handle`` at ``address``."""
 
+    async def send_region_after_writes(
+        self, writes: Sequence[RdmaWrite], region: MemoryRegion, length: int, invalidate: int | None = None
+    ) -> None:
+        """The ``writes``, then :meth:`send_region` of ``region``: a chain in which only the Send is
+        signaled. A reliable connection executes it in order, so the Send's completion says that
+        every Write of the chain has landed (the Writes' memory may be reused when this returns),
+        and a Write that fails fails the chain. This default waits for each Write in turn."""
+        for w in writes:
+            await self.rdma_write(w.data, w.handle, w.address)
+        await self.send_region(region, length, invalidate)
+
     @abc.abstractmethod
     async def aclose(self) -> None:
         """Disconnect; pending and later operations raise ``ConnectionLost`` (_transport/base.py)."""
@@ -297,6 +319,7 @@ __all__ = [
     "Provider",
     "ProviderCounters",
     "ProviderError",
+    "RdmaWrite",
     "Received",
     "ReceiverNotReady",
     "RemoteAccessError",

@@ -26,7 +26,12 @@ can tell the difference:
   made and released, bytes copied, Sends). :meth:`SoftConnection.send` costs what it costs a
   device: its pieces are gathered (copied) into memory registered for that Send, while
   :meth:`SoftConnection.send_region` sends from a registered buffer as it lies;
-* operations are ordered as on one RC queue pair: RDMA Writes land before a later Send is seen;
+* operations are ordered as on one RC queue pair: RDMA Writes land before a later Send is seen.
+  :meth:`SoftConnection.send_region_after_writes` goes out as one chain in one system call: its
+  Writes are unsignaled (the target acknowledges none of them) and the Send's acknowledgement
+  completes them all; :meth:`SoftConnection.post_send_region_after_writes` posts the same chain
+  without waiting for it and reports its completion through a callback (as a server polls its
+  send completions instead of waiting on each);
 * on one host, RDMA Read and Write data do not cross the socket: as a NIC's DMA, the target copies
   it once, straight between the initiator's memory and its own region (:mod:`.cross_memory`), after
   the same checks of handle, bounds, rights and invalidation, in the same order of operations. The
@@ -50,9 +55,10 @@ import errno
 import math
 import os
 import secrets
+import socket
 import struct
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import trio
@@ -71,6 +77,7 @@ from .provider import (
     Provider,
     ProviderCounters,
     ProviderError,
+    RdmaWrite,
     Received,
     ReceiverNotReady,
     RemoteAccessError,
@@ -83,6 +90,7 @@ CM_REP_PRIVATE_DATA_MAX: Final = 196
 _FRAME: Final = struct.Struct(">BBHIIQI")
 _SPAN: Final = struct.Struct(">QQ")  # address, length: where an initiator's bytes lie
 _SPANS_MAX: Final = 1 << 16  # the most spans one RDMA Write may name
+_FRAMES_PER_TURN: Final = 16  # frames taken in a row before the receive loop lets other tasks run
 
 
 class _Op(enum.IntEnum):
@@ -113,24 +121,39 @@ _FATAL_CLASS: Final = {
 }
 _F_INVALIDATE: Final = 1  # SEND: Send With Invalidate of ``handle``
 _F_DIRECT: Final = 2  # WRITE, READ_REQ, READ_RESP: placed directly, the frame carries spans
+_F_UNSIGNALED: Final = 4  # WRITE: no acknowledgement (a Send behind it in its chain completes it)
 _F_ONE_HOST: Final = 1  # CONNECT_*: ``handle`` is the sender's PID, ``id`` a token at ``address``
 _F_REACHES: Final = 2  # CONNECT_REP: the acceptor reached the connector's token
 
 
-class _Pending:
-    __slots__ = ("abandoned", "done", "error", "pins", "sink")
+Completion = Callable[[BaseException | None], None]
 
-    def __init__(self, sink: memoryview | None = None, pins: list[PinnedBuffer] | None = None) -> None:
+
+class _Pending:
+    __slots__ = ("abandoned", "done", "error", "on_done", "pins", "sink")
+
+    def __init__(
+        self,
+        sink: memoryview | None = None,
+        pins: list[PinnedBuffer] | None = None,
+        on_done: Completion | None = None,
+    ) -> None:
         self.done = trio.Event()
         self.error: BaseException | None = None
         self.sink = sink
         self.pins = pins or []  # our memory the peer copies from or into until it acknowledges
-        self.abandoned = False  # the operation's caller is gone (cancelled)
+        self.abandoned = on_done is not None  # no caller waits: the acknowledgement releases
+        self.on_done = on_done  # called once, with None at the completion or the connection's fault
 
     def release(self) -> None:
         for pin in self.pins:
             pin.release()
         self.pins = []
+
+    def finish(self, error: BaseException | None) -> None:
+        on_done, self.on_done = self.on_done, None
+        if on_done is not None:
+            on_done(error)
 
 
 class _HostToken:
@@ -198,7 +221,11 @@ class SoftConnection(Connection):
         peer_pid: int | None = None,
         peer_reaches: bool = False,
     ) -> None:
-        self._sock = sock
+        # the frames go through the socket itself (non-blocking), as the TCP transport's records
+        # do: trio waits only when the socket cannot take or give bytes now, with no trip through
+        # the scheduler for each system call that succeeds
+        self._sock = socket.socket(sock.family, sock.type, sock.proto, fileno=sock.detach())
+        self._sock.setblocking(False)
         self.peer = peer
         self.peer_private_data = peer_private_data
         self._token = token  # kept while the connection lives: the peer may still read it
@@ -340,6 +367,71 @@ class SoftConnection(Connection):
             return
         await self._request(_Op.READ_REQ, 0, handle, address, length, (), view)
 
+    async def send_region_after_writes(
+        self, writes: Sequence[RdmaWrite], region: MemoryRegion, length: int, invalidate: int | None = None
+    ) -> None:
+        if self._error is not None:
+            await trio.lowlevel.checkpoint()
+            raise self._error
+        frames, pins, flags = self._chain(writes, region, length, invalidate)
+        await self._request(
+            _Op.SEND, flags, invalidate or 0, 0, length, [region.buffer[:length]], pins=pins, before=frames
+        )
+
+    async def post_send_region_after_writes(
+        self,
+        writes: Sequence[RdmaWrite],
+        region: MemoryRegion,
+        length: int,
+        invalidate: int | None,
+        on_done: Completion,
+    ) -> None:
+        """:meth:`send_region_after_writes` without waiting for its completion: returns once the
+        chain is on its way; ``on_done(None)`` runs when the Send completes (the region and the
+        Writes' memory are ours again), ``on_done(error)`` when the connection fails first. Until
+        then the region and the Writes' memory stay untouched. Raises (and never calls
+        ``on_done``) when the chain could not be posted."""
+        if self._error is not None:
+            await trio.lowlevel.checkpoint()
+            raise self._error
+        frames, pins, flags = self._chain(writes, region, length, invalidate)
+        self.counters.posts += 1
+        wr_id = self._next_id
+        self._next_id = (wr_id + 1) & 0xFFFFFFFF or 1
+        pending = _Pending(None, pins, on_done)
+        self._pending[wr_id] = pending
+        try:
+            await self._frame(_Op.SEND, flags, wr_id, invalidate or 0, 0, length, [region.buffer[:length]], frames)
+        except BaseException:
+            if pending.on_done is not None:  # not sent: nothing of it reaches the peer
+                pending.on_done = None
+                self._pending.pop(wr_id, None)
+                pending.release()
+            raise
+
+    def _chain(
+        self, writes: Sequence[RdmaWrite], region: MemoryRegion, length: int, invalidate: int | None
+    ) -> tuple[list[Buffer], list[PinnedBuffer], int]:
+        """The frames of ``writes`` chained before a Send of ``region``, their pins, the Send's flags."""
+        if self._regions.get(region.handle) is not region or not region.valid:
+            raise ValueError("send buffers must be registered")
+        if not 0 <= length <= region.length:
+            raise ValueError(f"a {length}-byte Send from a {region.length}-byte region")
+        frames: list[Buffer] = []
+        pins: list[PinnedBuffer] = []  # the Writes' memory, until the Send's acknowledgement
+        for w in writes:  # one post for the chain (counted by the caller)
+            if self.peer_reaches and len(w.data) <= _SPANS_MAX:
+                placed = [PinnedBuffer(v) for v in (memoryview(b).cast("B") for b in w.data) if v.nbytes]
+                pins += placed
+                spans = b"".join(_SPAN.pack(p.address, p.length) for p in placed)
+                flags = _F_DIRECT | _F_UNSIGNALED
+                frames += [_FRAME.pack(_Op.WRITE, flags, 0, 0, w.handle, w.address, len(spans)), spans]
+            else:
+                n = sum(memoryview(b).nbytes for b in w.data)
+                frames += [_FRAME.pack(_Op.WRITE, _F_UNSIGNALED, 0, 0, w.handle, w.address, n), *w.data]
+        self.counters.sends += 1
+        return frames, pins, 0 if invalidate is None else _F_INVALIDATE
+
     async def rdma_write(self, data: Sequence[Buffer], handle: int, address: int) -> None:
         if self.peer_reaches and len(data) <= _SPANS_MAX:  # the target copies from where they lie
             pins = [PinnedBuffer(v) for v in (memoryview(b).cast("B") for b in data) if v.nbytes]
@@ -354,6 +446,7 @@ class SoftConnection(Connection):
             return
         self._closed = True
         self._fail(ConnectionLost("connection closed", self.peer))
+        trio.lowlevel.notify_closing(self._sock)
         self._sock.close()
         await trio.lowlevel.checkpoint()
 
@@ -372,7 +465,10 @@ class SoftConnection(Connection):
         data: Sequence[Buffer],
         sink: memoryview | None = None,
         pins: list[PinnedBuffer] | None = None,
+        before: Sequence[Buffer] = (),
     ) -> None:
+        """Post one operation (``before``: the frames of unsignaled operations chained in front of
+        it, sent with it) and wait for its completion."""
         if self._error is not None:
             for pin in pins or ():
                 pin.release()
@@ -385,7 +481,7 @@ class SoftConnection(Connection):
         self._pending[wr_id] = pending
         sent = False  # the whole frame went out: the peer may act on it
         try:
-            await self._frame(op, flags, wr_id, handle, address, length, data)
+            await self._frame(op, flags, wr_id, handle, address, length, data, before)
             sent = True
             await pending.done.wait()
         finally:
@@ -406,6 +502,7 @@ class SoftConnection(Connection):
         if pending.abandoned:
             del self._pending[wr_id]
             pending.release()
+            pending.finish(None)
 
     async def _frame(
         self,
@@ -416,17 +513,69 @@ class SoftConnection(Connection):
         address: int,
         length: int,
         data: Sequence[Buffer] = (),
+        before: Sequence[Buffer] = (),
     ) -> None:
-        async with self._send_lock:
-            self._check()
+        self._check()
+        bufs = [*before, _FRAME.pack(op, flags, 0, wr_id, handle, address, length), *data]
+        try:
+            if not self._send_lock.locked():  # no frame half sent: this one may go at once
+                views = [v for v in (memoryview(b).cast("B") for b in bufs) if v.nbytes]
+                size = sum(v.nbytes for v in views)
+                views = self._send_now(views)
+                if not views:
+                    return
+                async with self._send_lock:  # the rest when the socket takes it, ahead of any other
+                    await self._send_rest(views, sum(v.nbytes for v in views) < size)
+                return
+            async with self._send_lock:
+                self._check()
+                await self._send_rest([v for v in (memoryview(b).cast("B") for b in bufs) if v.nbytes])
+        except (OSError, trio.ClosedResourceError) as e:
+            err = ConnectionLost(f"send failed: {e}", self.peer)
+            self._fail(err)
+            raise err from e
+
+    def _send_now(self, views: list[memoryview]) -> list[memoryview]:
+        """Send what the socket takes now (gathered by ``sendmsg``); what is left of ``views``."""
+        while views:
             try:
-                await _send_all(
-                    self._sock, [_FRAME.pack(op, flags, 0, wr_id, handle, address, length), *data]
-                )
-            except OSError as e:
-                err = ConnectionLost(f"send failed: {e}", self.peer)
-                self._fail(err)
-                raise err from e
+                k = self._sock.sendmsg(views)
+            except BlockingIOError:
+                return views
+            while k:
+                if k >= views[0].nbytes:
+                    k -= views.pop(0).nbytes
+                else:
+                    views[0] = views[0][k:]
+                    k = 0
+        return views
+
+    async def _send_rest(self, views: list[memoryview], started: bool = False) -> None:
+        """Send every byte of ``views``, waiting while the socket takes none. Once part of the
+        frame went out (``started``), the rest goes even if the caller is cancelled: a frame left
+        half sent would break the stream for every operation."""
+        left = sum(v.nbytes for v in views)
+        while views := self._send_now(views):
+            now = sum(v.nbytes for v in views)
+            started |= now < left
+            left = now
+            with trio.CancelScope(shield=started):
+                await trio.lowlevel.wait_writable(self._sock)
+
+    async def _recv_exactly(self, view: memoryview) -> bool:
+        """Fill ``view`` from the socket; True if it had to wait for bytes."""
+        got, n, waited = 0, view.nbytes, False
+        while got < n:
+            try:
+                k = self._sock.recv_into(view[got:] if got else view, n - got)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(self._sock)
+                waited = True
+                continue
+            if k == 0:
+                raise ConnectionLost("peer closed the connection", self.peer)
+            got += k
+        return waited
 
     def _fail(self, err: BaseException) -> None:
         if self._error is not None:
@@ -438,6 +587,7 @@ class SoftConnection(Connection):
             p.pins = []
             p.error = err
             p.done.set()
+            p.finish(err)
         self._completions_tx.send_nowait(err)
         for r in self._regions.values():
             r.valid = False
@@ -447,8 +597,9 @@ class SoftConnection(Connection):
         msg = reason.encode()
         try:
             async with self._send_lock:
-                await _send_all(self._sock, [_FRAME.pack(_Op.FATAL, kind, 0, 0, 0, 0, len(msg)), msg])
-        except OSError:
+                frame = _FRAME.pack(_Op.FATAL, kind, 0, 0, 0, 0, len(msg))
+                await self._send_rest([memoryview(frame), memoryview(msg)])
+        except (OSError, trio.ClosedResourceError):
             pass
         self._fail(_FATAL_CLASS[kind](f"local: {reason}", self.peer))
 
@@ -463,9 +614,18 @@ class SoftConnection(Connection):
         """Process frames from the peer until the connection ends (runs in the nursery)."""
         hdr = bytearray(_FRAME.size)
         hview = memoryview(hdr)
+        in_a_row = 0  # frames taken without waiting for the socket
         try:
+            # the owner posts its receives in the turn in which connect or accept gave it the
+            # connection (a server's before it accepts): the peer's first Send must find them
+            await trio.lowlevel.checkpoint()
             while self._error is None:
-                await _recv_exactly(self._sock, hview)
+                if await self._recv_exactly(hview):
+                    in_a_row = 0
+                elif in_a_row >= _FRAMES_PER_TURN:  # a peer that never pauses starves no one
+                    await trio.lowlevel.checkpoint()
+                    in_a_row = 0
+                in_a_row += 1
                 op, flags, _, wr_id, handle, address, length = _FRAME.unpack(hdr)
                 await self._dispatch(op, flags, wr_id, handle, address, length)
         except (TransportError, OSError) as e:
@@ -475,14 +635,14 @@ class SoftConnection(Connection):
             self._fail(ConnectionLost("connection closed", self.peer))
 
     async def _skip(self, length: int) -> None:
-        await _recv_exactly(self._sock, memoryview(bytearray(length)))
+        await self._recv_exactly(memoryview(bytearray(length)))
 
     async def _spans(self, length: int) -> list[tuple[int, int]]:
         """The (address, length) spans of a directly placed operation's frame."""
         if length % _SPAN.size or length > _SPANS_MAX * _SPAN.size or self._peer_pid is None:
             raise ProtocolViolation("a directly placed operation this connection did not agree to", self.peer)
         data = bytearray(length)
-        await _recv_exactly(self._sock, memoryview(data))
+        await self._recv_exactly(memoryview(data))
         return list(_SPAN.iter_unpack(data))
 
     async def _place(self, into_peer: bool, spans: list[tuple[int, int]], view: memoryview) -> bool:
@@ -512,7 +672,7 @@ class SoftConnection(Connection):
             await self._skip(length)
             await self._fatal(_Fatal.LENGTH, f"{length}-byte Send for a {region.length}-byte Receive")
             return
-        await _recv_exactly(self._sock, region.buffer[:length])
+        await self._recv_exactly(region.buffer[:length])
         invalidated = None
         if flags & _F_INVALIDATE:
             target = self._regions.get(handle)
@@ -542,7 +702,7 @@ class SoftConnection(Connection):
             if view is None:
                 await self._fatal(_Fatal.REMOTE_ACCESS, f"RDMA Write to {handle:#x}@{address:#x}+{total}")
                 return
-            if await self._place(False, spans, view):
+            if await self._place(False, spans, view) and not flags & _F_UNSIGNALED:
                 await self._frame(_Op.WRITE_ACK, 0, wr_id, 0, 0, 0)
         elif op == _Op.READ_REQ and flags & _F_DIRECT:
             spans = await self._spans(length)
@@ -559,8 +719,9 @@ class SoftConnection(Connection):
                 await self._skip(length)
                 await self._fatal(_Fatal.REMOTE_ACCESS, f"RDMA Write to {handle:#x}@{address:#x}+{length}")
                 return
-            await _recv_exactly(self._sock, view)
-            await self._frame(_Op.WRITE_ACK, 0, wr_id, 0, 0, 0)
+            await self._recv_exactly(view)
+            if not flags & _F_UNSIGNALED:
+                await self._frame(_Op.WRITE_ACK, 0, wr_id, 0, 0, 0)
         elif op == _Op.READ_REQ:
             view = self._target(handle, address, length, Access.REMOTE_READ)
             if view is None:
@@ -576,7 +737,7 @@ class SoftConnection(Connection):
                 return
             if pending.sink is None or pending.sink.nbytes != length:
                 raise ProtocolViolation("unexpected RDMA Read response", self.peer)
-            await _recv_exactly(self._sock, pending.sink)
+            await self._recv_exactly(pending.sink)
             pending.done.set()
         elif op in (_Op.SEND_ACK, _Op.WRITE_ACK):
             self._complete(wr_id)
@@ -584,7 +745,7 @@ class SoftConnection(Connection):
             self.peer_reaches = True
         elif op == _Op.FATAL:
             reason = bytearray(min(length, 4096))
-            await _recv_exactly(self._sock, memoryview(reason))
+            await self._recv_exactly(memoryview(reason))
             try:
                 cls = _FATAL_CLASS[_Fatal(flags)]
             except ValueError:
