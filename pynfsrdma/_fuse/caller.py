@@ -27,9 +27,12 @@ def is_opening(pid: int) -> bool:
         return False
     if _CALLS is None:
         return True
-    try:
-        with open(f"/proc/{pid}/syscall", "rb") as f:
-            fields = f.read(200).split()
+    try:  # (os.open and os.read: a buffered file object costs as much again in fstat and ioctl)
+        fd = os.open(f"/proc/{pid}/syscall", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            fields = os.read(fd, 200).split()
+        finally:
+            os.close(fd)
     except OSError:
         return True
     try:

@@ -324,6 +324,7 @@ async def _serve(req: MountRequest, ready: Callable[[str | None], None], stop: S
                             "locks": dict(nfs.lock_counts),
                             "cache": ops.cache_counts(),
                             "payload": payload_counts(channel, client),
+                            "fuse_requests": fuse_requests(channel),
                             "pnfs": nfs.read_write.pnfs_report(),
                         },
                         "paths": lambda: [*stats.path_rows(client, trunking),
@@ -389,6 +390,18 @@ async def _serve(req: MountRequest, ready: Callable[[str | None], None], stop: S
             nursery.cancel_scope.cancel()
     if error is not None:
         raise MountError(error)
+
+
+def fuse_requests(channel: Channel | None) -> dict[str, int]:
+    """The FUSE requests the native channel answered, by opcode name, from /dev/fuse and its
+    io_uring together (empty for a channel that does not count them)."""
+    counts: dict[str, int] = {}
+    for workers in (channel, getattr(channel, "ring", None)):
+        by_name = getattr(workers, "answered_by_name", None)
+        if by_name is not None:
+            for name, n in by_name().items():
+                counts[name] = counts.get(name, 0) + n
+    return counts
 
 
 def payload_counts(channel: Channel | None, cid: ClientID) -> dict[str, int]:

@@ -101,6 +101,12 @@ class Workers(abc.ABC):
         self._workers = 0
         self._hand_offs = 0
         self._in_a_row = 0
+        self.answered: dict[int, int] = {}  # requests handed to a handler, by opcode
+
+    def answered_by_name(self) -> dict[str, int]:
+        """The requests handed to a handler so far, by the name of their opcode (``pynfsrdma stats
+        --json``'s ``fuse_requests``: what the kernel asked for, FORGETs, INTERRUPTs and INIT aside)."""
+        return {rq.name_of(op): n for op, n in sorted(self.answered.items())}
 
     # -- what a channel says -------------------------------------------------------------------------
     @abc.abstractmethod
@@ -180,6 +186,8 @@ class Workers(abc.ABC):
             if request is None:
                 return False
             handler, req, w.buf, w.entry = request
+            answered = self.answered
+            answered[req.opcode] = answered.get(req.opcode, 0) + 1
             w.unique = unique = req.unique
             w.interruptible = req.opcode in self._interruptible
             if self._interrupts.started(unique, w):

@@ -416,3 +416,34 @@ def test_closes_nobody_waits_for_share_compounds_and_a_reopen_meanwhile_keeps_it
     assert (export_path.local / "again").read_bytes() == b"last"
     settle(m.path)
     assert "CLOSE of an open" not in m.log.read_text()
+
+
+
+def fuse_requests(mountpoint: Path) -> dict[str, int]:
+    """The FUSE requests the daemon answered so far, by opcode (``pynfsrdma stats --json``)."""
+    return dict(control_socket.query(str(mountpoint), "stats")["fuse_requests"])
+
+
+def test_stats_count_the_fuse_requests_of_an_untar_by_kind(
+    mount_export: Callable[..., Any], export_path: Any, tmp_path: Path
+) -> None:
+    dirs, per_dir = 2, 10
+    tarball = tmp_path / "t.tar"
+    files = make_tarball(tarball, dirs, per_dir)
+    m = mount_export(subdir=export_path.remote.removeprefix("/export/"))
+    settle(m.path)
+    before = fuse_requests(m.path)
+    r = subprocess.run(["tar", "xf", str(tarball), "-C", str(m.path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    settle(m.path)
+    got = delta(fuse_requests(m.path), before)
+    n = len(files)
+    # what the kernel asks for each file tar makes: a CREATE (after the LOOKUP of the new name), a
+    # WRITE of its few KiB, the SETATTRs of tar's fchown, fchmod and futimens, a FLUSH at close and
+    # the RELEASE after it; and a MKDIR for each directory ("src" and its two)
+    assert got["CREATE"] == n and got["WRITE"] == n, got
+    assert got["FLUSH"] == n and got["RELEASE"] == n, got
+    assert got["MKDIR"] == dirs + 1, got
+    assert n <= got["LOOKUP"] <= n + 2 * (dirs + 1), got
+    assert 3 * n <= got["SETATTR"] <= 3 * n + 3 * (dirs + 1), got
+    assert sum(got.values()) <= 10 * n, got
