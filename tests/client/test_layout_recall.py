@@ -22,13 +22,16 @@ import trio.testing
 
 from pynfsrdma._client import block_devices
 from pynfsrdma._client.block_layout import INVALID_DATA
-from pynfsrdma._client.block_layouts import BlockLayouts
+from pynfsrdma._client.block_layouts import VERIFIER, BlockLayouts
 from pynfsrdma._client.layout_ops import LayoutOps
 from pynfsrdma._client.layouts import ANY, NFS4_UINT64_MAX, RW, AskLayout
 from pynfsrdma._client.open_state import OpenFile
+from pynfsrdma._client.read_write import ReadWrite
+from pynfsrdma._client.write_plan import WritePlan
 from pynfsrdma._errors import NFS4Error
 from pynfsrdma._proto.nfs4 import const as c
 from pynfsrdma._proto.nfs4.callback import layoutrecall_file4
+from pynfsrdma._proto.nfs4.compound import ResOp
 from pynfsrdma._proto.nfs4.layout_block import pnfs_block_extent4
 from pynfsrdma._proto.nfs4.layout_scsi import (
     pnfs_scsi_base_volume_info4,
@@ -184,3 +187,55 @@ async def test_a_recall_mid_transfer_drains_commits_then_returns(tmp_path: Path,
     with open(unit, "rb") as f:
         f.seek(MiB)
         assert f.read(16384) == b"n" * 4096 + first[4096:] + second
+
+
+NFSD_VERF = b"nfsd-v01"
+
+
+class NfsdMds(Nfsd):
+    """The same server as the COMPOUND runner of ``ReadWrite``: WRITE and COMMIT through it answered
+    with its write verifier."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.client = SimpleNamespace(backchannel=SimpleNamespace(), reclaim_hooks=[])
+        self.close_hooks: list[Any] = []
+        self.maxread = 1 << 20
+
+    async def run_with_open(self, of: Any, build: Any, cred: Any, *args: Any, **kw: Any) -> list[ResOp]:
+        write = build(of.stateid)[-1]
+        self.sent.append(("WRITE", write.offset))
+        return [ResOp(c.OP_PUTFH, 0), ResOp(c.OP_WRITE, 0, SimpleNamespace(
+            count=memoryview(write.data).nbytes, committed=c.UNSTABLE4, writeverf=NFSD_VERF))]
+
+    async def run(self, ops: list[Any], cred: Any, path: str | None = None) -> list[ResOp]:
+        self.sent.append(("COMMIT",))
+        return [ResOp(c.OP_PUTFH, 0), ResOp(c.OP_COMMIT, 0, SimpleNamespace(writeverf=NFSD_VERF))]
+
+
+async def test_what_the_recall_committed_is_not_sent_again_by_the_next_commit(
+        tmp_path: Path, no_registration: None) -> None:
+    # the writer's pieces: one by the layout (committed by the recall's LAYOUTCOMMIT), one through
+    # nfsd after the recall; the COMMIT after them confirms both, and nothing is written twice
+    unit = tmp_path / "sdx"
+    unit.write_bytes(bytes(8 * MiB))
+    server = NfsdMds()
+    of = cast(OpenFile, SimpleNamespace(fh=FH, stateid=stateid4(1, b"O" * 12)))
+    plan = WritePlan(1 << 20)
+    async with trio.open_nursery() as nursery:
+        rw = ReadWrite(cast(LayoutOps, server))
+        layouts = rw.use_pnfs(nursery)
+        layouts.find_designator = lambda code_set, designator_type, designator: (str(unit), 8 * MiB)
+        for at in (0, 8192):
+            if at:  # (the recall comes before the second piece: it goes through nfsd)
+                assert server.recall(layouts) == c.NFS4_OK
+            with trio.fail_after(10):
+                _, committed, verf = await rw.write(of, at, b"w" * 8192, CRED)
+            plan.answered(at, b"w" * 8192, committed, verf)
+        pending = plan.commit_begins()
+        assert [p.verifier for p in pending] == [VERIFIER, NFSD_VERF]
+        verifiers = await rw.commit_verifiers(FH, CRED)
+        assert plan.commit_answered(*verifiers) == []
+        layouts.close()
+    assert [op[0] for op in server.sent] == ["LAYOUTGET", "GETDEVICEINFO", "LAYOUTCOMMIT", "LAYOUTRETURN",
+                                             "WRITE", "COMMIT"]
