@@ -324,6 +324,10 @@ class BlockLayouts(LayoutDriver):
         buf = block_devices.aligned(a1 - a0)
         view = memoryview(buf)
         self.cache.started(fh)
+        if not self.cache.holds(fh, seg):  # (recalled while a LAYOUTGET for the rest of it was under way)
+            self._ended(fh)
+            self.mds("layout recalled")
+            return None
         failed: OSError | NoDevice | None = None
         device = b""
         try:
@@ -374,6 +378,11 @@ class BlockLayouts(LayoutDriver):
             await self.give_back(fh, cred, "the layout does not cover the WRITE")
             return False
         self.cache.started(fh)
+        if not self.cache.holds(fh, seg):  # (recalled while a LAYOUTGET for the rest of it was under way)
+            self._ended(fh)
+            self.mds("layout recalled")
+            await self.give_back(fh, cred, "layout recalled")
+            return False
         failed: OSError | NoDevice | None = None
         device = b""
         try:
@@ -530,7 +539,8 @@ class BlockLayouts(LayoutDriver):
             await self.drained(fh)
             if held.segments or self.dirty(fh):
                 await self.commit(fh, cred)
-                await self.return_all(fh, cred)
+                if held.segments:  # (else a recall's return, under way, takes the rest back)
+                    await self.return_all(fh, cred)
             with trio.move_on_after(RECALL_WAIT):
                 while held.recalls:
                     await trio.sleep(POLL)

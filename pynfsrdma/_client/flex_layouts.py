@@ -258,6 +258,10 @@ class FlexLayouts(LayoutDriver):
         plan = plan_read(body, offset, count)
         io = plan[0]
         self.cache.started(fh)
+        if not self.cache.holds(fh, seg):  # (recalled while its data server was looked up)
+            self.cache.ended(fh)
+            self.mds("layout recalled")
+            return None
         try:
             parts = []
             eof = False
@@ -326,6 +330,10 @@ class FlexLayouts(LayoutDriver):
         w = self.written.setdefault(fh, Written())
         committed = int(nfs3.stable_how.FILE_SYNC)
         self.cache.started(fh)
+        if not self.cache.holds(fh, seg):  # (recalled while its data server was looked up)
+            self.cache.ended(fh)
+            self.mds("layout recalled")
+            return None
         failed: DataServerError | None = None
         io: DsIO | None = None
         try:

@@ -12,7 +12,6 @@ from typing import Any
 import trio
 
 from .._errors import NFS4Error
-from .._proto.nfs4 import const as c
 from .._proto.nfs4.types import stateid4
 from .._rpc.auth import Credential
 from .layout_ops import LayoutOps
@@ -54,12 +53,9 @@ class LayoutDriver:
 
     # -- returns and recalls ---------------------------------------------------------------------------
     async def return_all(self, fh: bytes, cred: Credential) -> None:
-        held = self.cache.files.get(fh)
-        if held is None or held.stateid is None:
-            return
-        ret = LayoutReturn(fh, 0, c.NFS4_UINT64_MAX, c.LAYOUTIOMODE4_ANY, self.cache.layout_type, held.stateid)
-        held.segments = []
-        await self.send_return(ret, cred)
+        ret = self.cache.give_back(fh)
+        if ret is not None:
+            await self.send_return(ret, cred)
 
     async def send_return(self, ret: LayoutReturn, cred: Credential) -> None:
         self.returning(ret.fh)

@@ -9,7 +9,9 @@ stateid and its seqid order, and the decisions the I/O paths and the callbacks a
 - ``recall``: CB_LAYOUTRECALL's answer (NFS4_OK or NFS4ERR_NOMATCHING_LAYOUT, 20.3.3) and the
   LAYOUTRETURNs to send once the file's layout I/O has drained. A recalled range takes no new layout
   I/O at once.
-- ``closing``: the LAYOUTRETURN a CLOSE sends first when the layout said return-on-close.
+- ``closing``, ``give_back``: the LAYOUTRETURN a CLOSE sends first when the layout said
+  return-on-close, and the one of a file whose I/O goes through the metadata server. A recall of a
+  range whose return is under way is answered NFS4_OK: the return is coming.
 - ``forget_all``: the client ID or its lease is gone, and the layouts with it (12.7.3): nothing to
   return, the I/O goes through the metadata server until new layouts are granted.
 """
@@ -226,10 +228,18 @@ class LayoutCache:
             fhs = list(self.files)
             offset, length = 0, NFS4_UINT64_MAX
         returns = []
+        pending = False
         for fh in fhs:
             f = self.files[fh]
             hit = [s for s in f.segments if _overlaps(s.offset, s.length, offset, length)
                    and iomode_names(iomode, s.iomode)]
+            if not hit and any(_overlaps(r_off, r_len, offset, length) and (iomode == ANY or r_mode in (ANY, iomode))
+                               for r_off, r_len, r_mode in f.recalls):
+                # the range's return is under way (a recall's, a close's, a give-back's): nfsd sends
+                # the recall again until it arrives, and takes NFS4ERR_NOMATCHING_LAYOUT for "returned"
+                # (it forgets the layout, and the LAYOUTCOMMIT before our return gets NFS4ERR_BADLAYOUT)
+                pending = True
+                continue
             if not hit or f.stateid is None:
                 continue
             f.segments = [s for s in f.segments if s not in hit]
@@ -239,7 +249,7 @@ class LayoutCache:
                     and seqid_newer(recalled_sid.seqid, f.stateid.seqid):
                 f.stateid = recalled_sid
             returns.append(LayoutReturn(fh, offset, length, iomode, self.layout_type, f.stateid))
-        if not returns:
+        if not returns and not pending:
             return RecallAnswer(c.NFS4ERR_NOMATCHING_LAYOUT, [])
         return RecallAnswer(c.NFS4_OK, returns)
 
@@ -260,6 +270,21 @@ class LayoutCache:
             f.stateid = stateid
         if not f.segments and not f.recalls and f.stateid is None and f.refused is None and not f.busy:
             del self.files[ret.fh]
+
+    def give_back(self, fh: bytes) -> LayoutReturn | None:
+        """The whole layout of ``fh`` to return (a device error, a WRITE through the metadata server):
+        out of use at once, and its return under way until ``returned``."""
+        f = self.files.get(fh)
+        if f is None or f.stateid is None:
+            return None
+        f.segments = []
+        f.recalls.append((0, NFS4_UINT64_MAX, ANY))
+        return LayoutReturn(fh, 0, NFS4_UINT64_MAX, ANY, self.layout_type, f.stateid)
+
+    def holds(self, fh: bytes, seg: Segment) -> bool:
+        """Is ``seg`` still held (not recalled or returned since an I/O chose it)?"""
+        f = self.files.get(fh)
+        return f is not None and any(s is seg for s in f.segments)
 
     def closing(self, fh: bytes) -> LayoutReturn | None:
         """The file's last open is closing: the whole layout to return first, if it was return-on-close."""

@@ -362,11 +362,11 @@ class FileWriter:
         if not pending:
             return False
         try:
-            verf = await self.nfs.read_write.commit(self.of.fh, self.cred, path=self.path)
+            verf, *by_layout = await self.nfs.read_write.commit_verifiers(self.of.fh, self.cred, path=self.path)
         except OSError:
             self.plan.commit_failed()
             raise
-        resends = self.plan.commit_answered(verf)
+        resends = self.plan.commit_answered(verf, *by_layout)
         if resends:
             log.info(
                 "COMMIT verifier %s differs from WRITE verifier(s) %s: resending",

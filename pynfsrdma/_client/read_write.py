@@ -28,6 +28,7 @@ from .._transport.base import ReplyHints, SpliceRequest
 from .attributes import STAT_BITMAP, FileAttrs
 from .block_layouts import VERIFIER, BlockLayouts
 from .compounds import Parsed, last_attrs
+from .flex_layouts import VERIFIER as FLEX_VERIFIER
 from .flex_layouts import FlexLayouts
 from .layout_ops import LayoutOps
 from .open_state import ANONYMOUS_STATEID, OpenFile
@@ -169,21 +170,38 @@ class ReadWrite:
 
     async def commit(self, fh: bytes, cred: Credential, offset: int = 0, count: int = 0,
                      path: str | None = None) -> bytes:
+        """COMMIT: the write verifier to compare the WRITEs' with (the server's, or a layout's)."""
+        return (await self.commit_verifiers(fh, cred, offset, count, path))[0]
+
+    async def commit_verifiers(self, fh: bytes, cred: Credential, offset: int = 0, count: int = 0,
+                               path: str | None = None) -> tuple[bytes, ...]:
+        """COMMIT, and every write verifier it confirms: the server's, and a layout's too when the
+        file was written both by a layout (committed by it: LAYOUTCOMMIT, or the data servers'
+        COMMITs) and through the server since its last COMMIT (a recall in the middle of a
+        transfer). What was written by the layout is then not sent again."""
+        by_layout: tuple[bytes, ...] = ()
         flex = self._by_flex()
-        if flex is not None and flex.dirty(fh):
-            verifier = await flex.commit(fh, cred)
-            if fh not in self._mds_writes:
-                return verifier
-        if self.pnfs is not None and self.pnfs.dirty(fh):
-            await self.pnfs.commit(fh, cred)
-            if fh not in self._mds_writes and fh not in self.pnfs.lost:
-                return VERIFIER
+        if flex is not None:
+            # (not dirty: nothing written by it, or committed already, by a recall's return)
+            dirty = flex.dirty(fh)
+            verifier = await flex.commit(fh, cred) if dirty else FLEX_VERIFIER
+            if dirty and fh not in self._mds_writes:
+                return (verifier,)
+            by_layout = (verifier,) if verifier == FLEX_VERIFIER else ()
+        elif self.pnfs is not None:
+            dirty = self.pnfs.dirty(fh)
+            if dirty:
+                await self.pnfs.commit(fh, cred)
+            if fh not in self.pnfs.lost:
+                if dirty and fh not in self._mds_writes:
+                    return (VERIFIER,)
+                by_layout = (VERIFIER,)
         if self.pnfs is not None:
             # (after a LAYOUTCOMMIT that failed: the server's verifier makes the writer send those again)
             self.pnfs.lost.discard(fh)
         self._mds_writes.discard(fh)
         res = await self.compounds.run([PUTFH4args(fh), COMMIT4args(offset, count)], cred, path=path)
-        return bytes(result_of(res, c.OP_COMMIT).writeverf)
+        return (bytes(result_of(res, c.OP_COMMIT).writeverf), *by_layout)
 
     async def write_getattr(
         self, of: OpenFile, offset: int, data: Any, cred: Credential, stable: int = c.FILE_SYNC4,

@@ -207,7 +207,9 @@ class WritePlan:
         self.uncommitted_bytes = sum(memoryview(p.data).nbytes for p in self.uncommitted)
         self.committing = []
 
-    def commit_answered(self, verifier: bytes) -> list[Send]:
-        """The COMMIT returned ``verifier``: the pieces written under another one are sent again."""
+    def commit_answered(self, verifier: bytes, *also: bytes) -> list[Send]:
+        """The COMMIT returned ``verifier`` (and confirmed ``also``: a layout's, for what was written by
+        it): the pieces written under another one are sent again."""
         pending, self.committing = self.committing, []
-        return [Send(p.offset, p.data) for p in pending if p.verifier != verifier]
+        kept = {verifier, *also}
+        return [Send(p.offset, p.data) for p in pending if p.verifier not in kept]

@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from guest_pnfs import recall_in_order
+
 MIB = 1 << 20
 
 
@@ -322,6 +324,7 @@ async def _client_ff(url: str, export: str, mib: str, kmount: str, server: str, 
         _drop_caches()
         if ours_recalls < 1:
             raise RuntimeError(f"the kernel client's LAYOUTGET did not recall our layout: {shared_report}")
+        recall_in_order(shared_report, "the kernel client's LAYOUTGET")
         expect = first + second
         on_server = (local / "shared.dat").read_bytes()
         if on_server != expect or whole != expect or (kdir / "shared.dat").read_bytes() != expect:

@@ -8,7 +8,9 @@ loop device with ``pnfs``, and our client reads and writes its files straight on
   while LAYOUTGET and LAYOUTCOMMIT do, and ``nopnfs`` sends no LAYOUTGET.
 - ``client_pnfs_recall`` (child): while our client holds a RW layout, a WRITE by the kernel client
   (through the metadata server) makes nfsd recall it, in the middle of our next transfer; our client
-  returns it and its I/O goes on through the metadata server, and the file holds both writes.
+  returns it and its I/O goes on through the metadata server, and the file holds both writes; no
+  LAYOUTCOMMIT was refused (it goes before the return) and no byte of our transfer went twice (our
+  bytes by the layout plus nfsd's written bytes, the ``io`` line, add up to the transfer).
 - ``client_pnfs_device_error`` (child): the device our client reads and writes (a device-mapper
   target over nfsd's loop device) starts failing in the middle of a write, then of a read: LAYOUTERROR,
   the layout returned, the I/O through the metadata server, and the caller sees no error.
@@ -90,6 +92,30 @@ def op_counts() -> dict[str, int]:
 
 def _delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     return {k: after[k] - before[k] for k in after}
+
+
+def nfsd_write_bytes() -> int:
+    """The bytes nfsd has written for its clients (the ``io`` line: every NFSv3 and NFSv4 WRITE)."""
+    for line in Path("/proc/net/rpc/nfsd").read_text().splitlines():
+        if line.startswith("io "):
+            return int(line.split()[2])
+    raise RuntimeError("no io line in /proc/net/rpc/nfsd")
+
+
+# what our layout drivers count when writes made by a layout are sent again (the LAYOUTCOMMIT before a
+# recalled layout's return failed, a data server's COMMIT or verifier said they were lost)
+RESENT = ("uncommitted_lost", "verifier_changed")
+
+
+def recall_in_order(report: dict[str, Any], where: str) -> None:
+    """After a recall in the middle of a transfer: no LAYOUTCOMMIT refused (NFS4ERR_BADLAYOUT: sent
+    after the layout was gone, RFC 8881 18.42) and nothing written by the layout sent again."""
+    refused = {why: n for why, n in report["through_mds"].items()
+               if "BADLAYOUT" in why or why.startswith("LAYOUTCOMMIT") or "COMMIT failed" in why}
+    resent = {k: report["counts"][k] for k in RESENT if report["counts"].get(k)}
+    if refused or resent:
+        raise RuntimeError(f"{where}: the recall's LAYOUTCOMMIT was refused or writes by the layout were sent "
+                           f"again: {refused or ''} {resent or ''}; {report}")
 
 
 def _pattern(size: int, seed: bytes) -> bytes:
@@ -246,12 +272,22 @@ async def client_pnfs_recall(url: str, export: str, kernel_dir: str) -> str:
             await f.fsync()
 
         started = trio.Event()
+        mds_before = nfsd_write_bytes()
         with trio.fail_after(90):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(ours)
                 await started.wait()
                 await trio.to_thread.run_sync(kernel_write)
-        after_kernel = nfs.stats()["pnfs"]["counts"].get("recalls", 0)
+        mds_bytes = nfsd_write_bytes() - mds_before
+        transfer = nfs.stats()["pnfs"]
+        after_kernel = transfer["counts"].get("recalls", 0)
+        by_layout = transfer["counts"].get("write_bytes", 0) - held.get("write_bytes", 0)
+        recall_in_order(transfer, "the kernel client's WRITE")
+        # every byte of our transfer went once, by the layout or through nfsd (the kernel client's
+        # WRITE of 6 bytes is nfsd's too: a page at most)
+        if by_layout + mds_bytes > len(second) + 4096:
+            raise RuntimeError(f"data sent twice: {by_layout} bytes by the layout and {mds_bytes} through nfsd "
+                               f"for our {len(second)}; {transfer}")
         expect = bytearray(first) + bytes(4 * MIB) + bytearray(second)
         expect[4 * MIB + 100:4 * MIB + 106] = b"KERNEL"
         whole = await trio.to_thread.run_sync(_server_bytes, local / "recall.dat")
@@ -279,8 +315,10 @@ async def client_pnfs_recall(url: str, export: str, kernel_dir: str) -> str:
         raise RuntimeError(f"recalls: {after_kernel} after the kernel's WRITE, {recalls} after the truncate; "
                            f"{report}; nfsd ran {d}")
     (local / "recall.dat").unlink()
+    recall_in_order(report, "the server's truncate")
     return (f"recalled {after_kernel} time(s) by the kernel client's WRITE, {recalls - after_kernel} by the "
-            f"server's truncate; before: {held}; after: {report}; nfsd ran {d}")
+            f"server's truncate; our transfer: {by_layout} bytes by the layout, {mds_bytes} written by nfsd "
+            f"(no LAYOUTCOMMIT refused, nothing sent twice); before: {held}; after: {report}; nfsd ran {d}")
 
 
 def _mounted_from(path: Path) -> str:

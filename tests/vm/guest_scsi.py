@@ -17,7 +17,8 @@ RESERVE IN/OUT.
 - ``client_scsi`` (child): our client with ``pnfs`` writes and reads a large file by the SCSI layout
   (its report says ``scsi``); the bytes are the same through the kernel client's mount and on the
   server's XFS, nfsd's counts show no READ or WRITE for them; then the kernel client writes a file
-  our client is writing by the layout (nfsd recalls our layout in the middle): nothing lost.
+  our client is writing by the layout (nfsd recalls our layout in the middle): nothing lost, no
+  LAYOUTCOMMIT refused, nothing sent twice.
 - ``guest_pnfs.fuse_pnfs`` (child) on this export: our FUSE mount with ``-o pnfs`` by the SCSI layout,
   ``pynfsrdma paths`` listing the unit (transport ``scsi layout``).
 - ``client_scsi_refused`` (child): a unit that refuses the key's registration (a loop device given
@@ -42,7 +43,9 @@ from guest_pnfs import (
     _pattern,
     _server_bytes,
     _sh,
+    nfsd_write_bytes,
     op_counts,
+    recall_in_order,
 )
 
 IMG_DIR = Path("/mnt/scsiimg")
@@ -247,6 +250,7 @@ async def _recall(url: str, local: Path) -> str:
         f = await nfs.open("/recall.dat", "w+")
         await f.pwrite(0, first)
         await f.fsync()
+        held = nfs.stats()["pnfs"]["counts"]
 
         def kernel_write() -> None:
             fd = os.open(KSCSI / "recall.dat", os.O_WRONLY)
@@ -264,13 +268,21 @@ async def _recall(url: str, local: Path) -> str:
             await f.fsync()
 
         started = trio.Event()
+        mds_before = nfsd_write_bytes()
         with trio.fail_after(120):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(ours)
                 await started.wait()
                 await trio.to_thread.run_sync(kernel_write)
+        mds_bytes = nfsd_write_bytes() - mds_before
         await f.close()
         report = nfs.stats()["pnfs"]
+    by_layout = report["counts"].get("write_bytes", 0) - held.get("write_bytes", 0)
+    recall_in_order(report, "the kernel client's WRITE")
+    # every byte of our transfer went once, by the layout or through nfsd (the kernel's 6 bytes: a page at most)
+    if by_layout + mds_bytes > len(second) + 4096:
+        raise RuntimeError(f"data sent twice: {by_layout} bytes by the layout and {mds_bytes} through nfsd for our "
+                           f"{len(second)}; {report}")
     d = _delta(before, op_counts())
     expect = bytearray(first) + bytes(4 * MIB) + bytearray(second)
     expect[4 * MIB + 100:4 * MIB + 106] = b"KERNEL"
@@ -282,7 +294,9 @@ async def _recall(url: str, local: Path) -> str:
     if not report["counts"].get("recalls"):
         raise RuntimeError(f"no recall of our layout when the kernel client wrote: {report}; nfsd ran {d}")
     (local / "recall.dat").unlink()
-    return f"recalled {report['counts']['recalls']} time(s) by the kernel client's write, nothing lost: {report}; nfsd ran {d}"
+    return (f"recalled {report['counts']['recalls']} time(s) by the kernel client's write, nothing lost; our "
+            f"transfer: {by_layout} bytes by the layout, {mds_bytes} written by nfsd (no LAYOUTCOMMIT refused, "
+            f"nothing sent twice): {report}; nfsd ran {d}")
 
 
 async def client_scsi_refused(url: str, export: str) -> str:
