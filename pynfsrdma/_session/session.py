@@ -511,12 +511,16 @@ class Session:
         tries = 0
         previous: Path | None = None
         while True:
-            path = await self._path_for(out, previous)
-            if path is None:
-                await trio.sleep(RESEND_PAUSE)
-                continue
+            path = self._path_chosen(out, previous)
+            if path is None:  # (no live path now: the one waited for; the common case awaits nothing)
+                path = await self._path_waited(out)
             rpc = path.rpc
             assert rpc is not None
+            if not rpc.receiving and rpc.alive:
+                # (between its watchdog's end and RpcConnection.run's finally, a connection is lost
+                # already: try again after a pause)
+                await trio.sleep(RESEND_PAUSE)
+                continue
             if tries:
                 self.resends += 1
                 self.stats.rpc_resent(previous.address if previous is not None else path.address)
@@ -550,31 +554,32 @@ class Session:
                 policy.answered()
             return self._received(out, path, u, xid, len(p), args, answered - start, tries), tries, path, answered
 
-    async def _path_for(self, out: _Outgoing, previous: Path | None) -> Path | None:
-        """The path the request goes on now, waiting for one if need be; None: the one chosen is
-        ending (its receive loop has, and it is about to fail its calls): try again after a pause."""
-        policy = self.policy
+    def _path_chosen(self, out: _Outgoing, previous: Path | None) -> Path | None:
+        """The path the request goes on now, as the session's paths choose it (None: no live path
+        now, one is to be waited for: :meth:`_path_waited`)."""
         if self.dead is not None:
             raise SessionLost(self.dead)
-        if out.soft and policy.unanswered_since is not None:  # (failing fast: not on the way of every call)
+        if out.soft and self.policy.unanswered_since is not None:  # (failing fast: not on the way of every call)
             raise self._unreachable()
         pin = out.pin
-        path = pin if pin is not None else self.paths.choose(out.payload, avoid=previous, group=self.group)
-        if pin is not None and (pin.rpc is None or not pin.rpc.alive):
+        if pin is None:
+            return self.paths.choose(out.payload, avoid=previous, group=self.group)
+        if pin.rpc is None or not pin.rpc.alive:
             raise TransportError("the pinned path is not connected", pin.address)
-        if path is None:
-            try:
-                path = await self.paths.wait_live(
-                    out.deadline, group=self.group, give_up=(lambda: policy.failing_fast) if out.soft else None
-                )
-            except NoPathError as e:
-                if out.soft and policy.failing_fast:
-                    raise self._unreachable() from e
-                raise self._give_up(str(e)) from e
-        rpc = path.rpc
-        assert rpc is not None
-        # (between its watchdog's end and RpcConnection.run's finally, a connection is lost already)
-        return None if not rpc.receiving and rpc.alive else path
+        return pin
+
+    async def _path_waited(self, out: _Outgoing) -> Path:
+        """The first path of the session's group to come live, waited for until the request's
+        deadline (a soft request's: until the session fails fast)."""
+        policy = self.policy
+        try:
+            return await self.paths.wait_live(
+                out.deadline, group=self.group, give_up=(lambda: policy.failing_fast) if out.soft else None
+            )
+        except NoPathError as e:
+            if out.soft and policy.failing_fast:
+                raise self._unreachable() from e
+            raise self._give_up(str(e)) from e
 
     def _timed_out(self, out: _Outgoing, path: Path, e: RpcTimeout, xid: int, args: COMPOUND4args,
                    start: float, tries: int) -> bool:
