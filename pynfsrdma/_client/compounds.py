@@ -112,10 +112,20 @@ class Compounds:
         out: list[T] = []
 
         def check(results: list[ResOp]) -> None:
-            out[:] = [parse(results)]
+            out.append(parse(results))
 
-        await self.run(ops, cred, hints, payload=payload, path=path, recovering=recovering, check=check)
-        return out[0]
+        # (the client ID is called here itself rather than through run: one coroutine less per small call)
+        try:
+            res = await self.client.compound(
+                ops, cred, hints if hints is not None else NO_HINTS, payload=payload, check=check,
+                _recovering=recovering,
+            )
+        except ReplyError as e:
+            raise e.located(None, path) from None
+        if res.status != c.NFS4_OK:
+            failed = res.resarray[-1] if res.resarray else None
+            raise NFS4Error(res.status, failed.opnum if failed else None, path)
+        return out[-1]
 
     def io_window(self, io_size: int) -> int:
         """READs or WRITEs of ``io_size`` bytes a transfer keeps in flight now: it grows with the

@@ -226,20 +226,6 @@ class RpcConnection:
                     self._reader = None
                     self._hand_on()
 
-    async def _take_reply(self, p: _Pending) -> None:
-        """Until ``p`` is answered (or failed): read the connection while nobody else does, else
-        wait to be answered or handed the reading."""
-        while not p.done:
-            reader = self._reader
-            if reader is _LOOP and self._loop_waiting:
-                self.transport.interrupt_receive()  # (the loop waits for a message's start: it steps aside)
-                self._loop_waiting = False
-                reader = self._reader = None
-            if reader is None and self._nursery is not None:
-                await self._lead(p)
-            else:
-                await p.wait()
-
     async def _lead(self, p: _Pending) -> None:
         """Read the connection for everyone until ``p`` is answered."""
         self._reader = p
@@ -431,7 +417,10 @@ class RpcConnection:
         if sealing is not None:
             proc, cred = sealing
             return await cred.call(self, xid, proc, msg, hints, timeout)
-        return (await self.exchange(xid, msg, hints, timeout, now=now))[1]
+        # (exchange's steps, with no coroutine of its own between: the path of every call)
+        p = self._register(xid, timeout, now)
+        await self._carry(xid, msg, hints, p)
+        return self._accepted(p)[1]
 
     async def exchange(
         self, xid: int, msg: Packer, hints: ReplyHints, timeout: float | None, *, now: float | None = None
@@ -440,6 +429,12 @@ class RpcConnection:
         its header (with the verifier) and an unpacker at its results. ``hints``, ``timeout`` and
         ``now`` as :meth:`call_packed` takes them (a credential making its call always says both);
         raises as it does."""
+        p = self._register(xid, timeout, now)
+        await self._carry(xid, msg, hints, p)
+        return self._accepted(p)
+
+    def _register(self, xid: int, timeout: float | None, now: float | None) -> _Pending:
+        """A call about to go out, waiting for its reply as ``xid`` (its deadline told to the watchdog)."""
         if self._dead is not None:
             raise self._dead
         p = _Pending()
@@ -454,6 +449,12 @@ class RpcConnection:
                 self._watchdog.set()
         self._pending[xid] = p
         self.calls += 1
+        return p
+
+    async def _carry(self, xid: int, msg: Packer, hints: ReplyHints, p: _Pending) -> None:
+        """Send the call registered as ``p`` and, until it is answered (or failed), read the
+        connection while nobody else does (:meth:`_lead`), else wait to be answered or handed the
+        reading (or, where the receive loop reads every reply, wait for it)."""
         try:
             try:
                 await self.transport.send_call(xid, msg, hints, p.deadline)
@@ -464,14 +465,26 @@ class RpcConnection:
                 if isinstance(e, SendTimeout):
                     raise RpcTimeout(f"not sent within {p.timeout:g} s ({e})", self.peer) from e
                 raise
-            if self._callers_receive:
-                await self._take_reply(p)
-            else:
+            if not self._callers_receive:
                 await p.wait()
+            while not p.done:
+                reader = self._reader
+                if reader is _LOOP and self._loop_waiting:
+                    self.transport.interrupt_receive()  # (the loop waits for a message's start: it steps aside)
+                    self._loop_waiting = False
+                    reader = self._reader = None
+                if reader is None and self._nursery is not None:
+                    await self._lead(p)
+                else:
+                    await p.wait()
         finally:
             if not p.done:
                 self._pending.pop(xid, None)
                 self._abandon(xid)
+
+    def _accepted(self, p: _Pending) -> tuple[rpcdef.ReplyHeader, Unpacker]:
+        """The answered call's reply header and results; raises its error, or RpcReplyError for a
+        reply that did not accept the call or whose procedure failed at the RPC level."""
         if p.error is not None:
             raise p.error
         h = p.header

@@ -45,15 +45,15 @@ from .._proto.nfs4.compound import COMPOUND4res
 from .._proto.nfs4.types import DESTROY_CLIENTID4args, DESTROY_SESSION4args, EXCHANGE_ID4resok
 from .._rpc.auth import AUTH_NONE_CRED, Credential
 from .._rpc.errors import RpcReplyError
-from .._transport.base import NO_HINTS, ProtocolViolation, ReplyHints, TransportError
+from .._transport.base import ProtocolViolation, TransportError
 from .client_state import ClientState, ServerIdentity, SessionOptions, default_owner_id
 from .create_session import START_ATTEMPTS, Establishment
 from .errors import ServerUnreachable
 from .io_window import io_window
 from .lease import LeaseKeeper
 from .path_set import Path
-from .recovery import Recovery
-from .session import Check, Session
+from .recovery import CompoundCall, Recovery
+from .session import Session
 
 log = logging.getLogger(__name__)
 
@@ -85,11 +85,12 @@ class ClientID(ClientState):
             await hook(self)
 
     # -- requests -------------------------------------------------------------------------------------------
-    async def compound(self, ops: Sequence[Any], cred: Credential, hints: ReplyHints = NO_HINTS, *,
-                       payload: int = 0, check: Check | None = None, _recovering: bool = False) -> COMPOUND4res:
-        """Run ``ops`` in the session; retries DELAY/GRACE and recovers lost sessions
-        (:meth:`.recovery.Recovery.compound`)."""
-        return await self.recovery.compound(ops, cred, hints, payload=payload, check=check, _recovering=_recovering)
+    @cached_property
+    def compound(self) -> CompoundCall:
+        """Run ``ops`` in the session; retries DELAY/GRACE and recovers lost sessions: the recovery's
+        request loop itself (:meth:`.recovery.Recovery.compound`), with no coroutine between it and
+        its callers: ``await client.compound(ops, cred, hints=NO_HINTS, *, payload=0, check=None)``."""
+        return self.recovery.compound
 
     async def raw_compound(self, path: Path, ops: Sequence[Any], cred: Credential | None = None,
                            timeout: float | None = None) -> COMPOUND4res:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
@@ -29,6 +29,13 @@ from .session import Check, Session, SessionLost
 log = logging.getLogger(__name__)
 
 Hooks = Callable[[], Awaitable[None]]  # the owner's hooks run (reclaim, revoked state)
+
+
+class CompoundCall(Protocol):
+    """What runs a COMPOUND in the client ID's sessions (:meth:`Recovery.compound`)."""
+
+    def __call__(self, ops: Sequence[Any], cred: Credential, hints: ReplyHints = NO_HINTS, *, payload: int = 0,
+                 check: Check | None = None, _recovering: bool = False) -> Awaitable[COMPOUND4res]: ...
 
 
 class Recovery:
@@ -57,10 +64,10 @@ class Recovery:
             raise NFS4Error(st, c.OP_RECLAIM_COMPLETE)
         self.state.in_grace = False
 
-    async def compound(self, ops: Sequence[Any], cred: Credential, hints: ReplyHints, *, payload: int = 0,
+    async def compound(self, ops: Sequence[Any], cred: Credential, hints: ReplyHints = NO_HINTS, *, payload: int = 0,
                        check: Check | None = None, _recovering: bool = False) -> COMPOUND4res:
         """Run ``ops`` in the session; retries DELAY/GRACE and recovers lost sessions. Its callers (the
-        client ID's :meth:`~.client_id.ClientID.compound`, the lease keeper) always give ``hints``.
+        client ID's ``compound``, which is this method itself, and the lease keeper).
 
         The reply's ``resarray`` holds the results of ``ops`` (SEQUENCE's is removed); the caller
         checks the statuses of its operations. ``check``: see :meth:`Session.compound`.

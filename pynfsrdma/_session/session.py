@@ -296,76 +296,33 @@ class Session:
         check: Check | None = None,
         deadline: float | None = None,
     ) -> COMPOUND4res:
-        """Send ``ops`` after a SEQUENCE; return the reply with SEQUENCE's result removed.
-        The call is timed for the statistics, from here to its end (see :mod:`pynfsrdma._stats`).
+        """Send ``ops`` after a SEQUENCE; return the reply with SEQUENCE's result removed, the call timed for
+        the statistics from here to its end (:mod:`pynfsrdma._stats`).
 
-        ``payload`` is the request's bulk size (for choosing a path). ``cachethis`` None asks the
-        server to keep the reply in its reply cache unless the request is idempotent (so that a
-        resend after a lost connection is answered exactly once). ``pin``: send on that path only
-        and let its faults through (a probe). ``check(results)`` runs on the results of ``ops`` of a
-        successful reply; what it raises for a reply it cannot use (XdrError for malformed
-        attributes, ...) is a protocol violation like any other. Raises SessionLost when the
-        session or client ID is gone, ServerUnreachable when a soft request ran out of time,
-        ProtocolError when the server's replies kept breaking the protocol. ``deadline``: when a soft
-        request that began earlier (the caller's, resent after a pause) gives up; by default its
-        ``timeo`` x (``retrans`` + 1) from its first send. Pauses the server asks for (SEQUENCE's
-        NFS4ERR_DELAY) count: one that would end past the deadline fails the request with that status.
+        ``payload`` is the request's bulk size (for choosing a path). ``cachethis`` None asks the server to
+        keep the reply in its reply cache unless the request is idempotent (so that a resend after a lost
+        connection is answered exactly once). ``pin``: send on that path only and let its faults through (a
+        probe). ``check(results)`` runs on the results of ``ops`` of a successful reply; what it raises for a
+        reply it cannot use is a protocol violation like any other. Raises SessionLost when the session or
+        client ID is gone, ServerUnreachable when a soft request ran out of time, ProtocolError when the
+        server's replies kept breaking the protocol. ``deadline``: when a soft request that began earlier
+        (the caller's, resent after a pause) gives up; by default its ``timeo`` x (``retrans`` + 1) from its
+        first send. Pauses the server asks for (SEQUENCE's NFS4ERR_DELAY) count: one that would end past the
+        deadline fails the request with that status. The loop: send, feed what came of it to the request's
+        machine (:class:`.sequence.Request`), carry out its decision.
         """
         call = self.stats.call_started(trio.current_time(), ops)
+        out: _Outgoing | None = None
         gave_up = False
         try:
-            return await self._compound(ops, cred, hints, call, payload=payload, tag=tag, cachethis=cachethis,
-                                        pin=pin, check=check, deadline=deadline)
-        except ServerUnreachable:
-            gave_up = True
-            raise
-        finally:
-            self.stats.call_ended(call, ops, trio.current_time(), gave_up=gave_up,
-                                  major_timeout=None if pin is not None else self.policy.budget)
-
-    async def _compound(
-        self,
-        ops: Sequence[Any],
-        cred: Credential,
-        hints: ReplyHints,
-        call: CallTimes,
-        *,
-        payload: int,
-        tag: str,
-        cachethis: bool | None,
-        pin: Path | None,
-        check: Check | None,
-        deadline: float | None,
-    ) -> COMPOUND4res:
-        """:meth:`compound`'s loop: send, feed what came of it to the request's machine
-        (:class:`.sequence.Request`), carry out its decision."""
-        policy = self.policy
-        soft = not policy.hard and pin is None
-        probe = False
-        if soft and policy.unanswered_since is not None:
-            # (a probe waits its whole time, whatever the others do)
-            probe = self._admit()
-            soft = not probe
-        idempotent = is_idempotent(ops)
-        out = _Outgoing(ops, cred, hints, call, idempotent,
-                        payload=payload or sum(hints.ddp_sizes),  # a READ's reply is its weight on a path
-                        tag=tag, cachethis=not idempotent if cachethis is None else cachethis, pin=pin, soft=soft,
-                        timed=main_op(ops) not in STORAGE_WORK)  # (its time is a round trip)
-        try:
+            out = self._outgoing(ops, cred, hints, call, payload, tag, cachethis, pin)
             # (a free slot is taken at once; waiting for one is _acquire's)
-            slot = self.table.try_acquire() if self.dead is None and not (soft and policy.failing_fast) else None
-            if slot is None:
-                slot = await self._acquire(soft)
-                now = trio.current_time()
-            else:
-                now = call.started  # (no time passed waiting)
-            out.slot = slot
-            if pin is not None:
-                out.deadline = None
-            elif deadline is not None:
-                out.deadline = deadline
-            else:
-                out.deadline = None if policy.hard else policy.deadline(now)
+            out.slot = self.table.try_acquire() if self.dead is None and not out.failing_fast else None
+            taken = call.started  # (when its slot was taken: no time passed waiting for a free one)
+            if out.slot is None:
+                out.slot = await self._acquire(out.soft)
+                taken = trio.current_time()
+            self._set_deadline(out, taken, deadline)
             out.seqid = self.table.begin(out.slot)
             sends = 0
             while True:
@@ -397,11 +354,50 @@ class Session:
                     out.completed = True
                     return res
                 await self._carry_out(decision, out, path, st, foreign)
+        except ServerUnreachable:
+            gave_up = True
+            raise
         finally:
-            if out.slot is not None:
-                self._release(out.slot, completed=out.completed)
-            if probe:
-                policy.probed()
+            if out is not None:
+                self._let_go(out)
+            self.stats.call_ended(call, ops, trio.current_time(), gave_up=gave_up,
+                                  major_timeout=None if pin is not None else self.policy.budget)
+
+    def _outgoing(self, ops: Sequence[Any], cred: Credential, hints: ReplyHints, call: CallTimes, payload: int,
+                  tag: str, cachethis: bool | None, pin: Path | None) -> _Outgoing:
+        """The request :meth:`compound` carries (a soft one while the server is taken for gone fails
+        here at once, or goes as the probe)."""
+        policy = self.policy
+        soft = not policy.hard and pin is None
+        probe = False
+        if soft and policy.unanswered_since is not None:
+            # (a probe waits its whole time, whatever the others do)
+            probe = self._admit()
+            soft = not probe
+        idempotent = is_idempotent(ops)
+        return _Outgoing(ops, cred, hints, call, idempotent,
+                         payload=payload or sum(hints.ddp_sizes),  # a READ's reply is its weight on a path
+                         tag=tag, cachethis=not idempotent if cachethis is None else cachethis, pin=pin, soft=soft,
+                         timed=main_op(ops) not in STORAGE_WORK,  # (its time is a round trip)
+                         probe=probe, failing_fast=soft and policy.failing_fast)
+
+    def _let_go(self, out: _Outgoing) -> None:
+        """``out`` ended: its slot is released (as completed if a reply to its sequence id came), and
+        the policy told that its probe is over if it was one."""
+        if out.slot is not None:
+            self._release(out.slot, completed=out.completed)
+        if out.probe:
+            self.policy.probed()
+
+    def _set_deadline(self, out: _Outgoing, now: float, deadline: float | None) -> None:
+        """When ``out`` gives up, its slot taken at ``now``: never when pinned, else the caller's
+        ``deadline`` or the policy's from now (a hard mount's: never)."""
+        if out.pin is not None:
+            out.deadline = None
+        elif deadline is not None:
+            out.deadline = deadline
+        else:
+            out.deadline = None if self.policy.hard else self.policy.deadline(now)
 
     async def _carry_out(self, decision: Decision, out: _Outgoing, path: Path, st: int,
                          foreign: CompoundMismatch | None) -> None:
@@ -511,12 +507,16 @@ class Session:
         tries = 0
         previous: Path | None = None
         while True:
-            path = await self._path_for(out, previous)
-            if path is None:
-                await trio.sleep(RESEND_PAUSE)
-                continue
+            path = self._path_chosen(out, previous)
+            if path is None:  # (no live path now: the one waited for; the common case awaits nothing)
+                path = await self._path_waited(out)
             rpc = path.rpc
             assert rpc is not None
+            if not rpc.receiving and rpc.alive:
+                # (between its watchdog's end and RpcConnection.run's finally, a connection is lost
+                # already: try again after a pause)
+                await trio.sleep(RESEND_PAUSE)
+                continue
             if tries:
                 self.resends += 1
                 self.stats.rpc_resent(previous.address if previous is not None else path.address)
@@ -550,31 +550,32 @@ class Session:
                 policy.answered()
             return self._received(out, path, u, xid, len(p), args, answered - start, tries), tries, path, answered
 
-    async def _path_for(self, out: _Outgoing, previous: Path | None) -> Path | None:
-        """The path the request goes on now, waiting for one if need be; None: the one chosen is
-        ending (its receive loop has, and it is about to fail its calls): try again after a pause."""
-        policy = self.policy
+    def _path_chosen(self, out: _Outgoing, previous: Path | None) -> Path | None:
+        """The path the request goes on now, as the session's paths choose it (None: no live path
+        now, one is to be waited for: :meth:`_path_waited`)."""
         if self.dead is not None:
             raise SessionLost(self.dead)
-        if out.soft and policy.unanswered_since is not None:  # (failing fast: not on the way of every call)
+        if out.soft and self.policy.unanswered_since is not None:  # (failing fast: not on the way of every call)
             raise self._unreachable()
         pin = out.pin
-        path = pin if pin is not None else self.paths.choose(out.payload, avoid=previous, group=self.group)
-        if pin is not None and (pin.rpc is None or not pin.rpc.alive):
+        if pin is None:
+            return self.paths.choose(out.payload, avoid=previous, group=self.group)
+        if pin.rpc is None or not pin.rpc.alive:
             raise TransportError("the pinned path is not connected", pin.address)
-        if path is None:
-            try:
-                path = await self.paths.wait_live(
-                    out.deadline, group=self.group, give_up=(lambda: policy.failing_fast) if out.soft else None
-                )
-            except NoPathError as e:
-                if out.soft and policy.failing_fast:
-                    raise self._unreachable() from e
-                raise self._give_up(str(e)) from e
-        rpc = path.rpc
-        assert rpc is not None
-        # (between its watchdog's end and RpcConnection.run's finally, a connection is lost already)
-        return None if not rpc.receiving and rpc.alive else path
+        return pin
+
+    async def _path_waited(self, out: _Outgoing) -> Path:
+        """The first path of the session's group to come live, waited for until the request's
+        deadline (a soft request's: until the session fails fast)."""
+        policy = self.policy
+        try:
+            return await self.paths.wait_live(
+                out.deadline, group=self.group, give_up=(lambda: policy.failing_fast) if out.soft else None
+            )
+        except NoPathError as e:
+            if out.soft and policy.failing_fast:
+                raise self._unreachable() from e
+            raise self._give_up(str(e)) from e
 
     def _timed_out(self, out: _Outgoing, path: Path, e: RpcTimeout, xid: int, args: COMPOUND4args,
                    start: float, tries: int) -> bool:
@@ -680,6 +681,8 @@ class _Outgoing:
     pin: Path | None  # the one path it may go on (a probe), its faults let through
     soft: bool  # fail at once when the server is taken for gone meanwhile
     timed: bool  # its time is a round trip (not the server's storage work)
+    probe: bool = False  # it asks whether the server answers again (soft: the server taken for gone)
+    failing_fast: bool = False  # soft, when it began, while the server was taken for gone: no free slot taken
     slot: Slot | None = None
     seqid: int = 0
     deadline: float | None = None  # when it gives up (None: never)
