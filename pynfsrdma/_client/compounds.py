@@ -83,17 +83,15 @@ class Compounds:
         """Run a COMPOUND; raise NFS4Error for the failed operation, else return the results (one per
         operation, each for its operation: the session checked the reply). ``check``: see
         :meth:`ClientID.compound`."""
-        try:
-            res = await self.client.compound(
-                ops, cred, hints if hints is not None else NO_HINTS, payload=payload, check=check,
-                _recovering=recovering,
-            )
-        except ReplyError as e:
-            raise e.located(None, path) from None
-        if res.status != c.NFS4_OK:
-            failed = res.resarray[-1] if res.resarray else None
-            raise NFS4Error(res.status, failed.opnum if failed else None, path)
-        return res.resarray
+        if check is None:
+            return await self.query(ops, cred, _results, hints, payload=payload, path=path, recovering=recovering)
+        checked = check
+
+        def parse(results: list[ResOp]) -> list[ResOp]:
+            checked(results)
+            return results
+
+        return await self.query(ops, cred, parse, hints, payload=payload, path=path, recovering=recovering)
 
     async def query(
         self,
@@ -114,7 +112,7 @@ class Compounds:
         def check(results: list[ResOp]) -> None:
             out.append(parse(results))
 
-        # (the client ID is called here itself rather than through run: one coroutine less per small call)
+        # (the one coroutine between the families and the client ID: run comes through here)
         try:
             res = await self.client.compound(
                 ops, cred, hints if hints is not None else NO_HINTS, payload=payload, check=check,
@@ -125,7 +123,7 @@ class Compounds:
         if res.status != c.NFS4_OK:
             failed = res.resarray[-1] if res.resarray else None
             raise NFS4Error(res.status, failed.opnum if failed else None, path)
-        return out[-1]
+        return out[-1] if out else parse(res.resarray)  # (a client ID that took no check: parsed here)
 
     def io_window(self, io_size: int) -> int:
         """READs or WRITEs of ``io_size`` bytes a transfer keeps in flight now: it grows with the
@@ -180,6 +178,11 @@ class Compounds:
                 if on_stateid_error(e.status, replaced=replaced, reopens=0, can_reopen=False) is not Then.RESEND:
                     raise
                 log.info("%s with a stateid replaced meanwhile (reclaimed): sending it again", e.name)
+
+
+def _results(res: list[ResOp]) -> list[ResOp]:
+    """The results as they are (what :meth:`Compounds.run` returns)."""
+    return res
 
 
 def last_attrs(res: list[ResOp]) -> FileAttrs:

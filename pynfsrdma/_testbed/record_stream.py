@@ -22,13 +22,13 @@ import trio
 
 from .._proto.rpc import RM_LAST_FRAGMENT, RM_LENGTH_MASK
 from .._transport.base import ConnectionLost, ConnectRefused, ProtocolViolation
+from .._transport.gathered_send import send_now, send_rest
 
 Buffer = bytes | bytearray | memoryview
 
 _MARK: Final = struct.Struct(">I")
 MIN_BUFFER: Final = 4096  # the smallest record buffer kept
 MAX_RECORD: Final = 16 << 20  # a record larger than this ends the connection
-_IOV_MAX: Final = 1024
 
 
 class RecordStream:
@@ -64,37 +64,14 @@ class RecordStream:
         total = sum(v.nbytes for v in views)
         views = [memoryview(_MARK.pack(RM_LAST_FRAGMENT | total)), *(v for v in views if v.nbytes)]
         if not self._send_lock.locked():
-            views = self._send_now(views)
+            views = send_now(self._sock, views)
             if not views:
                 return
             async with self._send_lock:
-                await self._send_rest(views, started=sum(v.nbytes for v in views) < total + 4)
+                await send_rest(self._sock, views, started=sum(v.nbytes for v in views) < total + 4)
             return
         async with self._send_lock:
-            await self._send_rest(views)
-
-    def _send_now(self, views: list[memoryview]) -> list[memoryview]:
-        while views:
-            try:
-                k = self._sock.sendmsg(views[:_IOV_MAX])
-            except BlockingIOError:
-                return views
-            while k:
-                if k >= views[0].nbytes:
-                    k -= views.pop(0).nbytes
-                else:
-                    views[0] = views[0][k:]
-                    k = 0
-        return views
-
-    async def _send_rest(self, views: list[memoryview], started: bool = False) -> None:
-        left = sum(v.nbytes for v in views)
-        while views := self._send_now(views):
-            now = sum(v.nbytes for v in views)
-            started |= now < left
-            left = now
-            with trio.CancelScope(shield=started):
-                await trio.lowlevel.wait_writable(self._sock)
+            await send_rest(self._sock, views)
 
     # -- receiving ------------------------------------------------------------------------------
     async def receive(self) -> tuple[memoryview, bytearray]:

@@ -64,6 +64,7 @@ from typing import Final
 import trio
 
 from ..base import ConnectionLost, ConnectRefused, ProtocolViolation, TransportError
+from ..gathered_send import send_now, send_rest
 from . import cross_memory
 from .provider import (
     Access,
@@ -521,46 +522,19 @@ class SoftConnection(Connection):
             if not self._send_lock.locked():  # no frame half sent: this one may go at once
                 views = [v for v in (memoryview(b).cast("B") for b in bufs) if v.nbytes]
                 size = sum(v.nbytes for v in views)
-                views = self._send_now(views)
+                views = send_now(self._sock, views)
                 if not views:
                     return
                 async with self._send_lock:  # the rest when the socket takes it, ahead of any other
-                    await self._send_rest(views, sum(v.nbytes for v in views) < size)
+                    await send_rest(self._sock, views, sum(v.nbytes for v in views) < size)
                 return
             async with self._send_lock:
                 self._check()
-                await self._send_rest([v for v in (memoryview(b).cast("B") for b in bufs) if v.nbytes])
+                await send_rest(self._sock, [v for v in (memoryview(b).cast("B") for b in bufs) if v.nbytes])
         except (OSError, trio.ClosedResourceError) as e:
             err = ConnectionLost(f"send failed: {e}", self.peer)
             self._fail(err)
             raise err from e
-
-    def _send_now(self, views: list[memoryview]) -> list[memoryview]:
-        """Send what the socket takes now (gathered by ``sendmsg``); what is left of ``views``."""
-        while views:
-            try:
-                k = self._sock.sendmsg(views)
-            except BlockingIOError:
-                return views
-            while k:
-                if k >= views[0].nbytes:
-                    k -= views.pop(0).nbytes
-                else:
-                    views[0] = views[0][k:]
-                    k = 0
-        return views
-
-    async def _send_rest(self, views: list[memoryview], started: bool = False) -> None:
-        """Send every byte of ``views``, waiting while the socket takes none. Once part of the
-        frame went out (``started``), the rest goes even if the caller is cancelled: a frame left
-        half sent would break the stream for every operation."""
-        left = sum(v.nbytes for v in views)
-        while views := self._send_now(views):
-            now = sum(v.nbytes for v in views)
-            started |= now < left
-            left = now
-            with trio.CancelScope(shield=started):
-                await trio.lowlevel.wait_writable(self._sock)
 
     async def _recv_exactly(self, view: memoryview) -> bool:
         """Fill ``view`` from the socket; True if it had to wait for bytes."""
@@ -598,7 +572,7 @@ class SoftConnection(Connection):
         try:
             async with self._send_lock:
                 frame = _FRAME.pack(_Op.FATAL, kind, 0, 0, 0, 0, len(msg))
-                await self._send_rest([memoryview(frame), memoryview(msg)])
+                await send_rest(self._sock, [memoryview(frame), memoryview(msg)])
         except (OSError, trio.ClosedResourceError):
             pass
         self._fail(_FATAL_CLASS[kind](f"local: {reason}", self.peer))
@@ -690,29 +664,31 @@ class SoftConnection(Connection):
         self._completions_tx.send_nowait(Received(region, length, invalidated))
         await self._frame(_Op.SEND_ACK, 0, wr_id, 0, 0, 0)
 
+    async def _direct(self, read: bool, flags: int, wr_id: int, handle: int, address: int, length: int) -> None:
+        """An RDMA Write (or Read) the peer placed straight into (or takes straight out of) our
+        region: the spans it names checked against the region's rkey, bounds and access, then the
+        acknowledgement (a Write's only when signaled)."""
+        spans = await self._spans(length)
+        total = sum(n for _, n in spans)
+        view = self._target(handle, address, total, Access.REMOTE_READ if read else Access.REMOTE_WRITE)
+        if view is None:
+            what = "RDMA Read of" if read else "RDMA Write to"
+            await self._fatal(_Fatal.REMOTE_ACCESS, f"{what} {handle:#x}@{address:#x}+{total}")
+            return
+        if not await self._place(read, spans, view):
+            return
+        if read:
+            await self._frame(_Op.READ_RESP, _F_DIRECT, wr_id, 0, 0, 0)
+        elif not flags & _F_UNSIGNALED:
+            await self._frame(_Op.WRITE_ACK, 0, wr_id, 0, 0, 0)
+
     async def _dispatch(
         self, op: int, flags: int, wr_id: int, handle: int, address: int, length: int
     ) -> None:
         if op == _Op.SEND:
             await self._on_send(flags, wr_id, handle, length)
-        elif op == _Op.WRITE and flags & _F_DIRECT:
-            spans = await self._spans(length)
-            total = sum(n for _, n in spans)
-            view = self._target(handle, address, total, Access.REMOTE_WRITE)
-            if view is None:
-                await self._fatal(_Fatal.REMOTE_ACCESS, f"RDMA Write to {handle:#x}@{address:#x}+{total}")
-                return
-            if await self._place(False, spans, view) and not flags & _F_UNSIGNALED:
-                await self._frame(_Op.WRITE_ACK, 0, wr_id, 0, 0, 0)
-        elif op == _Op.READ_REQ and flags & _F_DIRECT:
-            spans = await self._spans(length)
-            total = sum(n for _, n in spans)
-            view = self._target(handle, address, total, Access.REMOTE_READ)
-            if view is None:
-                await self._fatal(_Fatal.REMOTE_ACCESS, f"RDMA Read of {handle:#x}@{address:#x}+{total}")
-                return
-            if await self._place(True, spans, view):
-                await self._frame(_Op.READ_RESP, _F_DIRECT, wr_id, 0, 0, 0)
+        elif op in (_Op.WRITE, _Op.READ_REQ) and flags & _F_DIRECT:
+            await self._direct(op == _Op.READ_REQ, flags, wr_id, handle, address, length)
         elif op == _Op.WRITE:
             view = self._target(handle, address, length, Access.REMOTE_WRITE)
             if view is None:
