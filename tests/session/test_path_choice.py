@@ -274,9 +274,9 @@ NOW = 10.0
 
 def four_links(queued: tuple[int, ...], last: str, order: int = 0, last_rate: float = 4_000) -> list[Link]:
     """Three links of 40 MB/s measured busy just now, with ``queued`` calls of 1 MiB in flight on
-    each of the four; the last one measured at ``last_rate`` ("idle": by a call sent on it idle,
-    "busy": with others in flight, "none": not at all) 0.5 s ago; its read order ``order``, the
-    others' 200 when it is given one."""
+    each of the four; the last one measured at ``last_rate`` 0.5 s ago ("idle": by a call sent on
+    it idle, "busy": with others in flight, "old busy": so, but 1.5 s ago, "none": not at all); its
+    read order ``order``, the others' 200 when it is given one."""
     links = [Link(40 * MB, order=200 if order else 0) for _ in range(3)] + [Link(40 * MB, order=order)]
     for x in links[:3]:
         busy_sample(x.delivery, 40 * MB, NOW - 0.01)
@@ -284,6 +284,8 @@ def four_links(queued: tuple[int, ...], last: str, order: int = 0, last_rate: fl
         idle_sample(links[3].delivery, last_rate, NOW - 0.5, payload=4096)
     elif last == "busy":
         busy_sample(links[3].delivery, last_rate, NOW - 0.5, payload=4096)
+    elif last == "old busy":  # older than RATE_WINDOW, not yet STALE_AFTER
+        busy_sample(links[3].delivery, last_rate, NOW - (RATE_WINDOW + STALE_AFTER) / 2, payload=4096)
     for x, n in zip(links, queued, strict=True):
         x.in_flight, x.bytes_in_flight = n, n * MiB
     return links
@@ -311,6 +313,8 @@ def situations(payload: int) -> None:
         # a busy sample of the last second says the link is slow: it is believed (a call without
         # data still goes there: nothing is queued in front of it)
         ((4, 4, 4, 0), "busy", 0, 4_000, "not 3" if payload else 3),
+        # ... but not when it is older than RATE_WINDOW and the path idle: tried again at once
+        ((4, 4, 4, 0), "old busy", 0, 4_000, 3),
         # the read order names the last link far slower than the others: no probe of data
         ((4, 4, 4, 0), "idle", 2, 4_000, "not 3" if payload else 3),
         # never measured, idle, others queued: the read-order guess sends it the call
