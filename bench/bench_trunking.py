@@ -31,6 +31,11 @@ path after another is cut (``testbed fault ADDRESS cut``, restored ``--down`` s 
 written and read back again and again and two workers create and rename small files: the stall
 after each cut (how long the READs, WRITEs and operations in flight at the cut took to finish after
 it; median and worst), the operations lost or repeated, and whether every transfer came back intact.
+
+``--tools`` instead runs everyday tools (cp, cat, dd bs=128k, rsync, tar x) both ways through the
+mount in the namespace, quiet and with a core kept busy, and while each runs reads every link's byte
+counter every 0.2 s: a second table gives the longest time one link carried nothing (under 64 KiB a
+reading) while another carried data, the sign of a path the chooser left idle.
 """
 
 from __future__ import annotations
@@ -315,6 +320,57 @@ def _spin() -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
 
 
+SAMPLE_EVERY = 0.2  # seconds between two readings of the links' byte counters during a tool's run
+IDLE_BYTES = 64 * 1024  # bytes a link carries in SAMPLE_EVERY below which it counts as idle
+
+
+class _LinkSampler:
+    """The links' byte counters (``tc -s class``, inside the namespace) every SAMPLE_EVERY seconds
+    in a thread, while a tool runs; :meth:`idle_spell`: the longest time a link carried (almost)
+    nothing in the transfer's direction while another link carried data."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.readings: list[dict[str, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        from pynfsrdma._testbed.links import class_bytes
+
+        while True:
+            done = subprocess.run(["tc", "-s", "class", "show", "dev", "lo"], capture_output=True, check=False)
+            self.readings.append(class_bytes(done.stdout.decode()))
+            if self._stop.wait(SAMPLE_EVERY):
+                return
+
+    def __enter__(self) -> _LinkSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def idle_spell(self, way: str) -> float:
+        """Seconds: the longest run of readings in which one link of the transfer's direction ("in":
+        to the server, the up classes 1:1xx; "out": the down classes 1:2xx) carried under IDLE_BYTES
+        while another carried four times that."""
+        prefix = "1:1" if way == "in" else "1:2"
+        classes = sorted(c for c in (self.readings[0] if self.readings else {}) if c.startswith(prefix) and len(c) == 5)
+        run = {c: 0 for c in classes}
+        longest = 0
+        for before, after in zip(self.readings, self.readings[1:], strict=False):
+            moved = {c: after.get(c, 0) - before.get(c, 0) for c in classes}
+            others_busy = sum(m >= 4 * IDLE_BYTES for m in moved.values())
+            for c, m in moved.items():
+                idle = m < IDLE_BYTES and others_busy > 0
+                run[c] = run[c] + 1 if idle else 0
+                longest = max(longest, run[c])
+        return longest * SAMPLE_EVERY
+
+
 def _tools_client(url: str, size: int, repeat: int, settings: list[str]) -> dict[str, Any]:
     """Each tool of TOOLS both ways through a mount of ``url`` with each of ``settings`` (mount options;
     they take turns at going first), quiet and with a core kept busy, ``repeat`` rounds: MB/s of each.
@@ -340,7 +396,7 @@ def _tools_client(url: str, size: int, repeat: int, settings: list[str]) -> dict
     tarball = work / "in.tar"
     subprocess.run(["tar", "cf", str(tarball), "-C", str(members), "."], check=True)
     shutil.rmtree(members)
-    results: dict[str, Any] = {"missing": sorted({name for name, _, _ in TOOLS} - have), "rates": {}}
+    results: dict[str, Any] = {"missing": sorted({name for name, _, _ in TOOLS} - have), "rates": {}, "idle": {}}
     try:
         for r in range(repeat):
             for busy in (False, True):
@@ -365,13 +421,15 @@ def _tools_client(url: str, size: int, repeat: int, settings: list[str]) -> dict
                                     fill = {"src": remote / "f", "dst": local / "f", "tar": remote / "f", "dir": local}
                                     drop_caches()
                                 argv = [a.format(**fill) for a in template]
-                                t0 = time.perf_counter()
-                                subprocess.run(argv, check=True)
-                                t = time.perf_counter() - t0
+                                with _LinkSampler() as sampler:
+                                    t0 = time.perf_counter()
+                                    subprocess.run(argv, check=True)
+                                    t = time.perf_counter() - t0
                                 shutil.rmtree(remote)
                                 shutil.rmtree(local, ignore_errors=True)
                             key = f"{name} {way}|{setting or 'default'}|{'busy' if busy else 'quiet'}"
                             results["rates"].setdefault(key, []).append(size / t / 1e6)
+                            results["idle"].setdefault(key, []).append(sampler.idle_spell(way))
                 finally:
                     if spinner is not None:
                         spinner.kill()
@@ -414,6 +472,17 @@ def format_tools(report: dict[str, Any], settings: list[str]) -> str:
                 samples = report["rates"].get(f"{name} {way}|{n}|{load}")
                 cells.append(f"{max(samples):.0f} ({statistics.median(samples):.0f}) {max(samples) / total:.2f}"
                              if samples else "-")
+        if any(c != "-" for c in cells):
+            lines.append(f"| {name} {way} | " + " | ".join(cells) + " |")
+    lines += ["", f"The longest time one link carried under {IDLE_BYTES // 1024} KiB per {SAMPLE_EVERY:g} s while another"
+              " carried data (each link's kernel byte counter), s, worst of the rounds",
+              "| tool | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for name, way, _ in TOOLS:
+        cells = []
+        for n in names:
+            for load in ("quiet", "busy"):
+                spells = report.get("idle", {}).get(f"{name} {way}|{n}|{load}")
+                cells.append(f"{max(spells):.1f}" if spells else "-")
         if any(c != "-" for c in cells):
             lines.append(f"| {name} {way} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -565,7 +634,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     p.add_argument("--tools", action="store_true",
                    help="instead: cp, cat, dd bs=128k, rsync and tar x of large files, both ways, through the "
-                   "mount, quiet and with a core kept busy, over --paths links of --rate each (a layout each)")
+                   "mount, quiet and with a core kept busy, over --paths links of --rate each (a layout each); "
+                   "with, for each, the longest time one link sat idle while another carried data")
     p.add_argument("--settings", default="writeback_cache;nowriteback_cache",
                    help="with --tools: ';'-separated mount option sets to compare, taking turns in one run")
     p.add_argument("--client", metavar="URL", help=argparse.SUPPRESS)  # (the run inside a namespace)

@@ -26,11 +26,15 @@ class Figures:
 
 
 def measured(rate: float, rtt: float, t: float = 0.0) -> Figures:
-    """A path that delivered at ``rate`` bytes/s with base round trip ``rtt``, as seen at ``t`` + 1."""
+    """A path that delivered at ``rate`` bytes/s while busy, with base round trip ``rtt``, as seen at
+    ``t`` + 1."""
     p = Figures()
     d = p.delivery
     d.answered(d.mark(t, busy=False), 0, t, t + rtt)  # a small call: the round trip
-    d.answered(d.mark(t + 0.5, busy=False), 4 * MiB, t + 0.5, t + 0.5 + 4 * MiB / rate)
+    first = d.mark(t + 0.5, busy=False)
+    second = d.mark(t + 0.5 + 1e-6, busy=True)  # two calls in flight: the path busy over the second
+    d.answered(first, 2 * MiB, t + 0.5, t + 0.5 + 2.1 * MiB / rate)  # an idle start is a little slower
+    d.answered(second, 2 * MiB, t + 0.5 + 1e-6, t + 0.5 + 4 * MiB / rate)
     return p
 
 

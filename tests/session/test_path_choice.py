@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from pynfsrdma._session.path_choice import (
+    FLOOR_SHARE,
     RATE_WINDOW,
     SEED_RATE,
     STALE_AFTER,
@@ -165,8 +166,8 @@ def test_a_cut_path_leaves_its_share_to_the_others() -> None:
 
 def test_small_calls_go_where_they_complete_first() -> None:
     fast, slow = Link(100 * MB), Link(10 * MB)
-    fast.delivery.answered((0, 0.0), 4 * MiB, 0.0, 0.04)
-    slow.delivery.answered((0, 0.0), MiB, 0.0, 0.1)
+    fast.delivery.answered((0, 0.0), 4 * MiB, 1e-6, 0.04)  # sent with others in flight: busy samples
+    slow.delivery.answered((0, 0.0), MiB, 1e-6, 0.1)
     now = 0.1
     assert choose_path([fast, slow], 0, now) is fast
     fast.bytes_in_flight, fast.in_flight = 16 * MiB, 16  # 0.17 s of queue there
@@ -203,7 +204,7 @@ def test_delivery_rate_is_the_windows_best_sample_and_base_rtt_its_least() -> No
     d.answered(d.mark(0.25, busy=False), 0, 0.25, 0.252)
     d.answered(d.mark(0.26, busy=False), 0, 0.26, 0.265)
     assert d.base_rtt == pytest.approx(0.002)  # the least
-    d.answered(d.mark(0.3, busy=False), MiB, 0.3, 0.5)  # slower: the window still holds the better sample
+    d.answered((d.delivered, 0.3), MiB, 0.3 + 1e-9, 0.5)  # slower (busy): the window still holds the better one
     assert d.rate(0.5) == pytest.approx(MiB / 0.1)
     assert d.rate(0.1 + RATE_WINDOW + 0.01) == pytest.approx(MiB / 0.2)  # the first one expired
     assert d.rate(0.5 + 10 * RATE_WINDOW) == pytest.approx(MiB / 0.2)  # the last one stays
@@ -255,3 +256,112 @@ def test_the_first_call_after_an_idle_spell_counts_from_its_send() -> None:
     d.answered(d.mark(0.0, busy=False), MiB, 0.0, 0.05)
     d.answered(d.mark(5.0, busy=False), MiB, 5.0, 5.05)  # five idle seconds are not the link's
     assert d.rate(5.05) == pytest.approx(MiB / 0.05)
+
+
+def busy_sample(d: Delivery, rate: float, at: float, payload: int = MiB) -> None:
+    """``d`` delivered ``payload`` at ``rate`` by ``at``, a call sent with others in flight."""
+    took = payload / rate
+    d.answered((d.delivered, at - took), payload, at - took + 1e-9, at)
+
+
+def idle_sample(d: Delivery, rate: float, at: float, payload: int = MiB) -> None:
+    """``d`` delivered ``payload`` at ``rate`` by ``at``, a call sent on the idle path."""
+    d.answered(d.mark(at - payload / rate, busy=False), payload, at - payload / rate, at)
+
+
+NOW = 10.0
+
+
+def four_links(queued: tuple[int, ...], last: str, order: int = 0, last_rate: float = 4_000) -> list[Link]:
+    """Three links of 40 MB/s measured busy just now, with ``queued`` calls of 1 MiB in flight on
+    each of the four; the last one measured at ``last_rate`` 0.5 s ago ("idle": by a call sent on
+    it idle, "busy": with others in flight, "old busy": so, but 1.5 s ago, "none": not at all); its
+    read order ``order``, the others' 200 when it is given one."""
+    links = [Link(40 * MB, order=200 if order else 0) for _ in range(3)] + [Link(40 * MB, order=order)]
+    for x in links[:3]:
+        busy_sample(x.delivery, 40 * MB, NOW - 0.01)
+    if last == "idle":
+        idle_sample(links[3].delivery, last_rate, NOW - 0.5, payload=4096)
+    elif last == "busy":
+        busy_sample(links[3].delivery, last_rate, NOW - 0.5, payload=4096)
+    elif last == "old busy":  # older than RATE_WINDOW, not yet STALE_AFTER
+        busy_sample(links[3].delivery, last_rate, NOW - (RATE_WINDOW + STALE_AFTER) / 2, payload=4096)
+    for x, n in zip(links, queued, strict=True):
+        x.in_flight, x.bytes_in_flight = n, n * MiB
+    return links
+
+
+def test_which_path_a_call_goes_to() -> None:
+    """A table of situations and the path chosen (3: the last link), for READs of 1 MiB and 128 KiB
+    and calls without data. A path that measured a few kB/s on the one small call it was given while
+    idle (or that waited at a server busy with the other paths' 40 READs) carried nothing until that
+    sample was 2 s old; the read fell to 49 MB/s."""
+    for payload in (MiB, 128 << 10, 0):
+        situations(payload)
+
+
+def situations(payload: int) -> None:
+    table: list[tuple[tuple[int, ...], str, int, float, int | str]] = [
+        # others have a queue, the last is idle: it is tried at once, whatever its idle sample said
+        ((4, 4, 4, 0), "idle", 0, 4_000, 3),
+        ((1, 1, 1, 0), "idle", 0, 4_000, 3),
+        ((40, 0, 0, 0), "idle", 0, 4_000, "not 0"),
+        # nobody has a queue: the measured paths first
+        ((0, 0, 0, 0), "idle", 0, 4_000, "not 3"),
+        # a probe in flight there already: its low idle sample holds until a busy one replaces it
+        ((1, 1, 1, 1), "idle", 0, 4_000, "not 3"),
+        # a busy sample of the last second says the link is slow: it is believed (a call without
+        # data still goes there: nothing is queued in front of it)
+        ((4, 4, 4, 0), "busy", 0, 4_000, "not 3" if payload else 3),
+        # ... but not when it is older than RATE_WINDOW and the path idle: tried again at once
+        ((4, 4, 4, 0), "old busy", 0, 4_000, 3),
+        # the read order names the last link far slower than the others: no probe of data
+        ((4, 4, 4, 0), "idle", 2, 4_000, "not 3" if payload else 3),
+        # never measured, idle, others queued: the read-order guess sends it the call
+        ((4, 4, 4, 0), "none", 0, 0, 3),
+    ]
+    for queued, last, order, last_rate, want in table:
+        links = four_links(queued, last, order, last_rate)
+        got = links.index(choose_path(links, payload, NOW))  # type: ignore[arg-type]
+        situation = (queued, last, order, last_rate, payload)
+        if isinstance(want, int):
+            assert got == want, situation
+        else:
+            assert got != int(want.split()[1]), situation
+
+
+def test_a_sample_taken_while_idle_does_not_lower_the_estimate() -> None:
+    d = Delivery()
+    busy_sample(d, 40 * MB, 1.0)
+    idle_sample(d, 40_000, 1.5, payload=4096)  # one small call, answered slowly
+    assert d.rate(1.6) == pytest.approx(40 * MB)
+    assert d.rate(1.0 + 3 * RATE_WINDOW) == pytest.approx(40 * MB)  # not when the busy one expires either
+    idle_sample(d, 80 * MB, 5.0)  # an idle sample above it raises it
+    assert d.rate(5.0) == pytest.approx(80 * MB)
+    assert not d.proven(5.0) and d.proven(1.0 + RATE_WINDOW)
+    busy_sample(d, 20 * MB, 6.0)
+    assert d.proven(6.0) and d.rate(6.0 + 2 * RATE_WINDOW) == pytest.approx(20 * MB)
+
+
+def test_an_idle_path_without_a_busy_sample_counts_at_half_the_others() -> None:
+    links = four_links((4, 4, 4, 0), "idle")
+    rates = seed_rates(links, NOW)
+    assert rates[:3] == pytest.approx([40 * MB] * 3)
+    assert rates[3] == pytest.approx(FLOOR_SHARE * 40 * MB)
+    links[3].in_flight, links[3].bytes_in_flight = 1, 4096  # its probe in flight: its own figure
+    assert seed_rates(links, NOW)[3] == pytest.approx(4_000)
+    links = four_links((4, 4, 4, 0), "idle", order=50)
+    assert seed_rates(links, NOW)[3] == pytest.approx(FLOOR_SHARE * 40 * MB * 51 / 201)
+
+
+def test_a_path_a_starved_call_measured_slow_gets_its_share_at_once() -> None:
+    """Four links of 40 MB/s; one had measured 4 kB/s on a call sent while it was idle, just
+    before the read began. It must carry its quarter of the read, not wait for the sample to go
+    stale (2 s: longer than the read)."""
+    links = [Link(40 * MB) for _ in range(4)]
+    for x in links[:3]:
+        busy_sample(x.delivery, 40 * MB, 0.0)
+    idle_sample(links[3].delivery, 4_000, 0.0, payload=4096)
+    took = run(links, 256 * MiB, window=16)
+    assert within(shares(links), [0.25] * 4)
+    assert 256 * MiB / took > 0.9 * 160 * MB
