@@ -3,7 +3,16 @@ the longest time one link carried nothing in the transfer's direction while anot
 
 from __future__ import annotations
 
-from bench.bench_trunking import IDLE_BYTES, SAMPLE_EVERY, _LinkSampler
+import importlib.util
+from pathlib import Path
+
+# (the bench is a script beside the package, not installed with it: loaded from its file)
+_SPEC = importlib.util.spec_from_file_location(
+    "bench_trunking", Path(__file__).resolve().parents[2] / "bench" / "bench_trunking.py")
+assert _SPEC is not None and _SPEC.loader is not None
+_BENCH = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(_BENCH)
+IDLE_BYTES, SAMPLE_EVERY, _LinkSampler = _BENCH.IDLE_BYTES, _BENCH.SAMPLE_EVERY, _BENCH._LinkSampler
 
 MB = 1_000_000
 
