@@ -19,13 +19,18 @@ def send_now(sock: socket.socket, views: list[memoryview]) -> list[memoryview]:
             k = sock.sendmsg(views[:IOV_MAX])
         except BlockingIOError:
             return views
-        while k:
-            if k >= views[0].nbytes:
-                k -= views.pop(0).nbytes
-            else:
-                views[0] = views[0][k:]
-                k = 0
+        advance(views, k)
     return views
+
+
+def advance(views: list[memoryview], sent: int) -> None:
+    """Drop the ``sent`` bytes a gathered send took from the front of ``views``."""
+    while sent:
+        if sent >= views[0].nbytes:
+            sent -= views.pop(0).nbytes
+        else:
+            views[0] = views[0][sent:]
+            sent = 0
 
 
 async def send_rest(sock: socket.socket, views: list[memoryview], started: bool = False) -> None:

@@ -64,7 +64,7 @@ from typing import Final
 import trio
 
 from ..base import ConnectionLost, ConnectRefused, ProtocolViolation, TransportError
-from ..gathered_send import send_now, send_rest
+from ..gathered_send import IOV_MAX, advance, send_now, send_rest
 from . import cross_memory
 from .provider import (
     Access,
@@ -191,13 +191,7 @@ async def _send_all(sock: trio.socket.SocketType, bufs: Sequence[Buffer]) -> Non
     system call)."""
     views = [v for v in (memoryview(b).cast("B") for b in bufs) if v.nbytes]
     while views:
-        k = await sock.sendmsg(views)
-        while k:
-            if k >= views[0].nbytes:
-                k -= views.pop(0).nbytes
-            else:
-                views[0] = views[0][k:]
-                k = 0
+        advance(views, await sock.sendmsg(views[:IOV_MAX]))
 
 
 class SoftConnection(Connection):
