@@ -213,6 +213,15 @@ def _debugfs_switch() -> Path:
     return debug / "nfsd" / "delegated_timestamps"
 
 
+def _closes_gone(mnt: Path, closes: int, seconds: float = 1.0) -> None:
+    """Until the CLOSE of a file just written and closed went out (the mount gathers CLOSEs nobody
+    waits for, up to 100 ms), or ``seconds`` (a CLOSE kept back under a delegation never goes): a
+    CLOSE of before must not land among the COMPOUNDs a measurement counts."""
+    deadline = time.monotonic() + seconds
+    while _ops(stats(mnt)).get("CLOSE", 0) <= closes and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def _write_and_stat(mnt: Path, f: Path, chunk: bytes) -> tuple[int, dict[str, int]]:
     """CYCLES writes, each followed by a stat, through one open of ``f``: the COMPOUNDs sent
     meanwhile and what they carried."""
@@ -246,7 +255,9 @@ def fuse_timestamp_delegation(url: str, options: str, kmount: str) -> str:
         switch.write_text("N\n")
         try:
             plain_file = mnt / f"{name}-plain"
+            closes = _ops(stats(mnt)).get("CLOSE", 0)
             plain_file.write_bytes(chunk)
+            _closes_gone(mnt, closes)
             granted = stats(mnt)["delegations"]
         finally:
             switch.write_text("Y\n")
@@ -254,7 +265,9 @@ def fuse_timestamp_delegation(url: str, options: str, kmount: str) -> str:
             raise RuntimeError(f"with delegated_timestamps off, nfsd granted {nfsd_delegations(plain_file.name)}: {granted}")
         plain_calls, plain = _write_and_stat(mnt, plain_file, chunk)
         f = mnt / name
+        closes = _ops(stats(mnt)).get("CLOSE", 0)
         f.write_bytes(chunk)
+        _closes_gone(mnt, closes)
         d = stats(mnt)["delegations"]
         if d["timestamps"] != 1:
             raise RuntimeError(f"nfsd granted our new file no attribute delegation: {d}, {nfsd_delegations(name)}")
