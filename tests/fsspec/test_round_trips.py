@@ -36,6 +36,7 @@ def test_small_files_are_one_compound_each(fs: fsspec.AbstractFileSystem, export
 
     data, rpcs, ops = count(lambda: fs.cat_file(f"{root}/old", start=10, end=14))
     assert data == b"oooo" and rpcs == 1 and ops["READ"] == 1
+    assert "GETATTR" not in ops and "GETFH" not in ops  # (a range needs neither the size nor the handle)
 
     info, rpcs, _ = count(lambda: fs.info(f"{root}/small"))
     assert info["size"] == 100 and rpcs == 1
