@@ -499,7 +499,7 @@ class Client:
         npath = self.paths.norm(path)
         parent, name = self.paths.split(npath)
         dfh = await self.paths.dir_fh(parent)
-        _, _, written = await nfs.whole_files.write_named(dfh, name, mv, self.cred, mode=perm, exclusive=exclusive, path=npath)
+        _, written = await nfs.whole_files.write_named(dfh, name, mv, self.cred, mode=perm, exclusive=exclusive, path=npath)
         if written < mv.nbytes:  # (the server wrote less than asked: the rest, by the engine)
             async with await self.open(npath, "r+") as f:
                 await f.pwrite(written, mv[written:])

@@ -7,7 +7,7 @@ small files most of the time.
 - :meth:`WholeFiles.read_range_named`: PUTFH (the directory), LOOKUP, READ with the anonymous
   stateid: a range that fits in one READ, where neither the file handle nor the size is needed.
 - :meth:`WholeFiles.write_named`: PUTFH (the directory), OPEN (create), GETFH, WRITE FILE_SYNC4 and
-  CLOSE with the current stateid (RFC 8881 16.2.3.1.2: the stateid the OPEN just made), GETATTR.
+  CLOSE with the current stateid (RFC 8881 16.2.3.1.2: the stateid the OPEN just made).
   The open owner is one of its own, so no open of the caller's is touched by the CLOSE. An
   operation failing after the OPEN leaves the file open: a CLOSE goes for it at once.
 """
@@ -42,7 +42,7 @@ from .._proto.nfs4.types import (
 from .._rpc.auth import Credential
 from .._transport.base import ReplyHints
 from .attributes import NOW, STAT_BITMAP, FileAttrs, setattr_fattr4
-from .compounds import NO_HINTS, VERIFIER_SIZE, fh_attrs, last_attrs
+from .compounds import NO_HINTS, VERIFIER_SIZE, fh_attrs
 from .delegations import Delegations
 from .open_state import ANONYMOUS_STATEID, CURRENT_STATEID, Delegation
 
@@ -138,11 +138,11 @@ class WholeFiles:
         return ok.data, bool(ok.eof)
 
     async def write_named(self, dir_fh: bytes, name: str, data: Any, cred: Credential, *, mode: int = 0o644,
-                          exclusive: bool = False, path: str | None = None) -> tuple[bytes, FileAttrs, int]:
+                          exclusive: bool = False, path: str | None = None) -> tuple[bytes, int]:
         """Create or truncate ``name`` in ``dir_fh`` and write ``data`` (at most maxwrite bytes) to it,
         stable, in one COMPOUND; with ``exclusive`` the name must be new (NFS4ERR_EXIST otherwise).
-        Returns the file handle, the attributes after it, and the bytes written (the server may
-        write fewer: the caller sends the rest)."""
+        Returns the file handle and the bytes written (the server may write fewer: the caller sends
+        the rest); no GETATTR is asked for, as no caller needs the attributes after the write."""
         n = memoryview(data).nbytes
         if exclusive:
             how: tuple[int, Any] = (c.EXCLUSIVE4_1, creatverfattr(os.urandom(VERIFIER_SIZE),
@@ -162,14 +162,9 @@ class WholeFiles:
             ops.append(SETATTR4args(ANONYMOUS_STATEID, TIMES_TO_NOW))
         if n:
             ops.append(WRITE4args(CURRENT_STATEID, 0, c.FILE_SYNC4, data))
-        ops += [CLOSE4args(0, CURRENT_STATEID), GETATTR4args(STAT_BITMAP)]
-        got: list[FileAttrs] = []
-
-        def check(res: list[ResOp]) -> None:
-            got[:] = [last_attrs(res)]
-
+        ops.append(CLOSE4args(0, CURRENT_STATEID))
         try:
-            res = await self.compounds.client.compound(ops, cred, NO_HINTS, payload=n, check=check)
+            res = await self.compounds.client.compound(ops, cred, NO_HINTS, payload=n)
         except ReplyError as e:
             raise e.located(None, path or name) from None
         results = res.resarray
@@ -186,7 +181,7 @@ class WholeFiles:
                 await self._close_after(fh, results[OPEN_RESULT].res.stateid, cred)
             raise NFS4Error(res.status, failed.opnum if failed else None, path or name)
         written = int(result_of(results, c.OP_WRITE).count) if n else 0
-        return bytes(result_of(results, c.OP_GETFH).object), got[0], written
+        return bytes(result_of(results, c.OP_GETFH).object), written
 
     async def _opened_fh(self, results: list[ResOp], dir_fh: bytes, name: str, cred: Credential) -> bytes | None:
         """The file handle of the file a write_named OPEN opened: its GETFH's, or, when the COMPOUND

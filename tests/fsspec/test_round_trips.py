@@ -29,6 +29,7 @@ def test_small_files_are_one_compound_each(fs: fsspec.AbstractFileSystem, export
 
     _, rpcs, ops = count(lambda: fs.pipe_file(f"{root}/small", b"s" * 100))
     assert rpcs == 1 and ops["OPEN"] == ops["WRITE"] == ops["CLOSE"] == 1 and "COMMIT" not in ops
+    assert "GETATTR" not in ops  # (nobody needs the attributes after the write)
     assert (local / "small").read_bytes() == b"s" * 100
 
     data, rpcs, ops = count(lambda: fs.cat_file(f"{root}/small"))
