@@ -456,7 +456,7 @@ class Client:
                     f.seek(offset)
                     return await f.read()
                 return await f.pread(offset, count)
-        size = first.attrs.size
+        size = first.size
         data = first.data
         pos = offset + data.nbytes
         limit = None if count is None else offset + count

@@ -1,9 +1,9 @@
 """A file read or written by name in one COMPOUND, with no open kept: what scripts and fsspec do to
 small files most of the time.
 
-- :meth:`WholeFiles.read_named`: PUTFH (the directory), LOOKUP, GETFH, GETATTR, READ with the
-  anonymous stateid (RFC 8881 8.2.3: I/O without an open, checked by the server as an open would be).
-  The attributes come before the READ, so the caller knows the size the data is read against.
+- :meth:`WholeFiles.read_named`: PUTFH (the directory), LOOKUP, GETFH, GETATTR (the size alone), READ
+  with the anonymous stateid (RFC 8881 8.2.3: I/O without an open, checked by the server as an open
+  would be). The size comes before the READ, so the caller knows what the data is read against.
 - :meth:`WholeFiles.read_range_named`: PUTFH (the directory), LOOKUP, READ with the anonymous
   stateid: a range that fits in one READ, where neither the file handle nor the size is needed.
 - :meth:`WholeFiles.write_named`: PUTFH (the directory), OPEN (create), GETFH, WRITE FILE_SYNC4 and
@@ -23,6 +23,7 @@ from typing import Any
 
 from .._errors import NFS4Error, ReplyError
 from .._proto.nfs4 import const as c
+from .._proto.nfs4.attrs import bitmap4_from, decode_fattr4
 from .._proto.nfs4.compound import ResOp, result_of
 from .._proto.nfs4.types import (
     CLOSE4args,
@@ -41,8 +42,8 @@ from .._proto.nfs4.types import (
 )
 from .._rpc.auth import Credential
 from .._transport.base import ReplyHints
-from .attributes import NOW, STAT_BITMAP, FileAttrs, setattr_fattr4
-from .compounds import NO_HINTS, VERIFIER_SIZE, fh_attrs
+from .attributes import NOW, setattr_fattr4
+from .compounds import NO_HINTS, VERIFIER_SIZE
 from .delegations import Delegations
 from .open_state import ANONYMOUS_STATEID, CURRENT_STATEID, Delegation
 
@@ -56,6 +57,7 @@ OPEN_RESULT = 1  # where the OPEN's result is in a write_named COMPOUND (after t
 FH_RESULT = 2  # and the GETFH's
 
 
+SIZE_BITMAP = bitmap4_from((c.FATTR4_SIZE,))  # what a read to the end needs of the file's attributes
 TIMES_TO_NOW = setattr_fattr4(atime_ns=NOW, mtime_ns=NOW)  # (encoded once: the encoders only read it)
 
 
@@ -68,11 +70,11 @@ def _created_or_truncated(mode: int) -> fattr4:
 
 @dataclass(slots=True)
 class NamedRead:
-    """What :meth:`WholeFiles.read_named` read: the file's handle and attributes, and the data (a view
-    of the reply) with the READ's eof."""
+    """What :meth:`WholeFiles.read_named` read: the file's handle and size, and the data (a view of
+    the reply) with the READ's eof."""
 
     fh: bytes
-    attrs: FileAttrs
+    size: int
     data: memoryview
     eof: bool
 
@@ -95,15 +97,17 @@ class WholeFiles:
     async def read_named(self, dir_fh: bytes, name: str, offset: int, count: int, cred: Credential,
                          path: str | None = None) -> NamedRead | None:
         """``count`` bytes (at most maxread) at ``offset`` of ``name`` in ``dir_fh``, with its file
-        handle and attributes, in one COMPOUND. None when the name cannot be read so
-        (:data:`NOT_BY_NAME`: a symbolic link, a server that wants an open)."""
+        handle and size (a GETATTR of the size alone: the rest of a stat would go unread), in one
+        COMPOUND. None when the name cannot be read so (:data:`NOT_BY_NAME`: a symbolic link, a
+        server that wants an open)."""
         count = min(count, self.compounds.maxread)
-        ops = [PUTFH4args(dir_fh), LOOKUP4args(name), GETFH4args(), GETATTR4args(STAT_BITMAP),
+        ops = [PUTFH4args(dir_fh), LOOKUP4args(name), GETFH4args(), GETATTR4args(SIZE_BITMAP),
                READ4args(ANONYMOUS_STATEID, offset, count)]
-        got: list[tuple[bytes, FileAttrs]] = []
+        got: list[tuple[bytes, int]] = []
 
         def check(res: list[ResOp]) -> None:
-            got[:] = [fh_attrs(res)]
+            size = decode_fattr4(result_of(res, c.OP_GETATTR).obj_attributes).get(c.FATTR4_SIZE, 0)
+            got[:] = [(bytes(result_of(res, c.OP_GETFH).object), size)]
 
         try:
             res = await self.compounds.client.compound(ops, cred, ReplyHints(ddp_sizes=[count]), check=check)
@@ -115,8 +119,8 @@ class WholeFiles:
                 return None
             raise NFS4Error(res.status, failed.opnum if failed else None, path or name)
         ok = result_of(res.resarray, c.OP_READ)
-        fh, attrs = got[0]
-        return NamedRead(fh, attrs, ok.data, bool(ok.eof))
+        fh, size = got[0]
+        return NamedRead(fh, size, ok.data, bool(ok.eof))
 
     async def read_range_named(self, dir_fh: bytes, name: str, offset: int, count: int, cred: Credential,
                                path: str | None = None) -> tuple[memoryview, bool] | None:

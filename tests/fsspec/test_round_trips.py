@@ -133,3 +133,23 @@ def test_each_call_hands_over_to_the_clients_loop_once(fs: fsspec.AbstractFileSy
         with pytest.raises(FileNotFoundError) as gone:
             f.read()
     assert gone.value.errno == errno.ENOENT
+
+
+def test_a_whole_read_asks_for_the_size_alone(fs: fsspec.AbstractFileSystem, export_path: ExportPath) -> None:
+    """A small file read whole (LOOKUP, GETFH, GETATTR, READ) asks for its size and nothing more of
+    its attributes: its reply, less the data, is smaller than an info's (LOOKUP, GETFH, GETATTR of a
+    stat's worth), by far more than the READ's own few bytes."""
+    root, local = export_path.remote, export_path.local
+    (local / "f").write_bytes(b"d" * 100)
+    client = fs.client
+
+    def received(call: Callable[[], Any]) -> tuple[Any, int]:
+        fs.info(f"{root}/f")  # (the directory's handle known)
+        before = client.stats()["rpc"]["bytes_received"]
+        out = call()
+        return out, client.stats()["rpc"]["bytes_received"] - before
+
+    info, info_bytes = received(lambda: fs.info(f"{root}/f"))
+    data, read_bytes = received(lambda: fs.cat_file(f"{root}/f"))
+    assert info["size"] == 100 and data == b"d" * 100
+    assert read_bytes - len(data) < info_bytes - 64, (read_bytes, info_bytes)
