@@ -30,6 +30,7 @@ from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 from fsspec.transaction import Transaction
 from fsspec.utils import stringify_path
 
+from ._client.api import Client
 from ._client.attributes import FileAttrs
 from ._client.batched import MERGE_GAP
 from ._client.dir_entry import DirEntry
@@ -219,14 +220,8 @@ class NFSFileSystem(AbstractFileSystem):
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
         given = self._path(path)
         path = given[:-1] if len(given) > 1 and given.endswith("/") else given  # (as _strip_protocol has it)
-        client = self.client
-        lattrs = client.lstat(given)
-        if lattrs.is_symlink:
-            try:
-                return self._details(path, client.stat(given), lattrs)
-            except FileNotFoundError:
-                pass
-        return self._details(path, lattrs)
+        attrs, link = self.client.run(_attrs_and_link, given)
+        return self._details(path, attrs, link)
 
     def _entry_details(self, name: str, e: DirEntry) -> dict[str, Any]:
         if not e.is_symlink():
@@ -366,10 +361,7 @@ class NFSFileSystem(AbstractFileSystem):
     def created(self, path: str) -> datetime.datetime:
         """When the file was created (time_create); on a server that keeps no creation times, when
         its attributes last changed (ctime), as fsspec's local file system reports it."""
-        path = self._path(path)
-        ns = self.client.created(path)
-        if ns is None:
-            ns = self.client.stat(path).ctime_ns
+        ns = self.client.run(_created_or_changed, self._path(path))
         return datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.UTC)
 
     def checksum(self, path: str) -> int:
@@ -390,14 +382,12 @@ class NFSFileSystem(AbstractFileSystem):
 
     def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes:
         """The file's bytes, or those from ``start`` to ``end`` (negative: from the end): one COMPOUND
-        (LOOKUP, GETATTR, READ) up to rsize bytes; a negative position asks the size first."""
+        (LOOKUP, GETATTR, READ) up to rsize bytes; a negative position asks the size first (in the
+        same hand-over to the client's loop)."""
         path = self._path(path)
         lo = start or 0
         if lo < 0 or (end is not None and end < 0):
-            size = self.client.stat(path).size
-            lo = _clamp(lo, size)
-            hi = size if end is None else _clamp(end, size)
-            return self.client.read_bytes(path, lo, max(hi - lo, 0))
+            return self.client.run(_read_from_end, path, lo, end)
         return self.client.read_bytes(path, lo, None if end is None else max(end - lo, 0))
 
     def cat_ranges(self, paths: list[str], starts: Any, ends: Any, max_gap: int | None = None,
@@ -491,11 +481,7 @@ class NFSFileSystem(AbstractFileSystem):
 
     def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
         """Copy on the server (NFSv4.2 COPY) where it can; else through this client."""
-        src, dst = self._path(path1), self._path(path2)
-        if self.client.isdir(src):
-            self.makedirs(dst, exist_ok=True)
-            return
-        self.client.copy_file(src, dst, perm=self.client.stat(src).mode)
+        self.client.run(_copy, self._path(path1), self._path(path2))
 
     # -- namespace --------------------------------------------------------------------------------------
     def mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
@@ -566,14 +552,15 @@ class NFSFileSystem(AbstractFileSystem):
 
     def touch(self, path: str, truncate: bool = True, **kwargs: Any) -> None:
         path = self._path(path)
-        if truncate or not self.client.exists(path):
+        if truncate:
             self.client.write_file(path, b"")
         else:
-            self.client.utime(path, "now", "now")
+            self.client.run(_touch, path)
 
 
 class NFSFile(AbstractBufferedFile):
-    """A file opened through fsspec: ranged reads (fsspec's read cache in front), writes sent in blocks.
+    """A file opened through fsspec: ranged reads (fsspec's read cache in front), each one COMPOUND by
+    name with no open kept; writes sent in blocks through an open file.
 
     "xb" creates the file by an exclusive OPEN when it is opened (FileExistsError, errno EEXIST, if
     the name is taken). In a transaction (``with fs.transaction:``) a file written goes to a
@@ -603,7 +590,9 @@ class NFSFile(AbstractBufferedFile):
         return self._raw
 
     def _fetch_range(self, start: int, end: int) -> bytes:
-        return self._raw_file("rb").pread(start, end - start)
+        """A range read: by name in one COMPOUND (no OPEN, no CLOSE: fsspec's files are read by range,
+        as an object store's are; a file removed meanwhile is FileNotFoundError)."""
+        return self.fs.client.read_bytes(self.path, start, end - start)
 
     def _initiate_upload(self) -> None:
         if not self.autocommit:
@@ -675,6 +664,50 @@ class NFSFile(AbstractBufferedFile):
             super().close()
         finally:
             self._close_raw()
+
+
+# -- several calls of the client in one hand-over to its loop (each blocking call is one) --------------
+async def _attrs_and_link(client: Client, path: str) -> tuple[FileAttrs, FileAttrs | None]:
+    """The attributes of ``path`` and, for a symbolic link, of its target: (target's, link's); a
+    dangling link: (link's, None)."""
+    lattrs = await client.lstat(path)
+    if lattrs.is_symlink:
+        try:
+            return await client.stat(path), lattrs
+        except FileNotFoundError:
+            pass
+    return lattrs, None
+
+
+async def _read_from_end(client: Client, path: str, start: int, end: int | None) -> bytes:
+    """The bytes from ``start`` to ``end`` with a position counted from the end (negative)."""
+    size = (await client.stat(path)).size
+    lo = _clamp(start, size)
+    hi = size if end is None else _clamp(end, size)
+    return await client.read_bytes(path, lo, max(hi - lo, 0))
+
+
+async def _created_or_changed(client: Client, path: str) -> int:
+    """time_create, or where the server keeps none, ctime (ns)."""
+    ns = await client.created(path)
+    return (await client.stat(path)).ctime_ns if ns is None else ns
+
+
+async def _copy(client: Client, src: str, dst: str) -> None:
+    """Copy a file on the server (a directory: made at ``dst``), with its permissions."""
+    attrs = await client.stat(src)
+    if attrs.is_dir:
+        await client.makedirs(dst, exist_ok=True)
+        return
+    await client.copy_file(src, dst, perm=attrs.mode)
+
+
+async def _touch(client: Client, path: str) -> None:
+    """A file's times set to now, or an empty file where none is."""
+    if await client.exists(path):
+        await client.utime(path, "now", "now")
+    else:
+        await client.write_file(path, b"")
 
 
 def _staging_name(path: str) -> str:

@@ -430,9 +430,10 @@ class Client:
 
     async def read_bytes(self, path: str, offset: int = 0, count: int | None = None) -> bytes:
         """``count`` bytes of ``path`` from ``offset`` (None: to the end of the file), without opening
-        it: one COMPOUND (LOOKUP, GETATTR, READ with the anonymous stateid) when they fit in one
-        READ; the rest by READs of the file handle kept in flight together, none past the size the
-        first COMPOUND learned nor past a READ that came back at the end. A symbolic link, or a
+        it: one COMPOUND (LOOKUP, READ with the anonymous stateid) when ``count`` fits in one READ;
+        to the end, one COMPOUND (LOOKUP, GETFH, GETATTR, READ) when the file fits in one READ; the
+        rest by READs of the file handle kept in flight together, none past the size the first
+        COMPOUND learned nor past a READ that came back at the end. A symbolic link, or a
         server that wants an open for I/O, takes the longer way (open, READs, CLOSE)."""
         if offset < 0 or (count is not None and count < 0):
             raise ValueError(f"a negative offset or count: {offset}, {count}")
@@ -442,15 +443,20 @@ class Client:
         if not names_a_directory(path):  # (else a directory or ENOTDIR, which the open tells)
             parent, name = self.paths.split(npath)
             dfh = await self.paths.dir_fh(parent)
-            first = await nfs.whole_files.read_named(dfh, name, offset, nfs.maxread if count is None else count, self.cred,
-                                         npath)
+            if count is not None and count <= nfs.maxread:  # one READ: no handle, no size needed
+                got = await nfs.whole_files.read_range_named(dfh, name, offset, count, self.cred, npath)
+                if got is not None and (got[1] or got[0].nbytes == count):
+                    return got[0].tobytes()
+                # (a link, a server that wants an open, or a short READ: the longer way)
+            first = await nfs.whole_files.read_named(dfh, name, offset, nfs.maxread if count is None else count,
+                                                     self.cred, npath)
         if first is None:
             async with await self.open(path, "r") as f:
                 if count is None:
                     f.seek(offset)
                     return await f.read()
                 return await f.pread(offset, count)
-        size = first.attrs.size
+        size = first.size
         data = first.data
         pos = offset + data.nbytes
         limit = None if count is None else offset + count
@@ -493,7 +499,7 @@ class Client:
         npath = self.paths.norm(path)
         parent, name = self.paths.split(npath)
         dfh = await self.paths.dir_fh(parent)
-        _, _, written = await nfs.whole_files.write_named(dfh, name, mv, self.cred, mode=perm, exclusive=exclusive, path=npath)
+        _, written = await nfs.whole_files.write_named(dfh, name, mv, self.cred, mode=perm, exclusive=exclusive, path=npath)
         if written < mv.nbytes:  # (the server wrote less than asked: the rest, by the engine)
             async with await self.open(npath, "r+") as f:
                 await f.pwrite(written, mv[written:])

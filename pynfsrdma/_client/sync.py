@@ -129,6 +129,7 @@ class _Loop:
         self._listening = False  # the listener waits on _wake for a call
         self._handed: _Call | None = None  # the call written to _wake, not taken yet
         self._running_in: int | None = None  # the process whose thread runs the loop, while it runs
+        self.calls_handed = 0  # calls handed to the loop so far (a count, not a lock: threads may race it)
         self._thread = threading.Thread(
             target=self._main, args=(options,), name="pynfsrdma-sync", daemon=True
         )
@@ -257,6 +258,7 @@ class _Loop:
             raise RuntimeError("the blocking client called from its own event loop")
         waker = _waker()
         call = _Call(fn, args, kwargs, waker)
+        self.calls_handed += 1
         with self._door:
             direct = self._listening
             if direct:  # to the listener
@@ -313,6 +315,12 @@ class SyncClient:
 
     def _run(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         return self._loop.call(fn, *args, **kwargs)
+
+    def run(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """``await fn(client, *args)`` on the connection's loop, with ``client`` the async
+        :class:`~pynfsrdma._client.api.Client`, waited for: several calls of the client for one
+        hand-over between this thread and the loop's (each blocking call is one)."""
+        return self._loop.call(fn, self._loop.client, *args)
 
     # -- metadata ---------------------------------------------------------------------------------------
     def stat(self, path: str) -> FileAttrs:

@@ -1,11 +1,13 @@
 """A file read or written by name in one COMPOUND, with no open kept: what scripts and fsspec do to
 small files most of the time.
 
-- :meth:`WholeFiles.read_named`: PUTFH (the directory), LOOKUP, GETFH, GETATTR, READ with the
-  anonymous stateid (RFC 8881 8.2.3: I/O without an open, checked by the server as an open would be).
-  The attributes come before the READ, so the caller knows the size the data is read against.
+- :meth:`WholeFiles.read_named`: PUTFH (the directory), LOOKUP, GETFH, GETATTR (the size alone), READ
+  with the anonymous stateid (RFC 8881 8.2.3: I/O without an open, checked by the server as an open
+  would be). The size comes before the READ, so the caller knows what the data is read against.
+- :meth:`WholeFiles.read_range_named`: PUTFH (the directory), LOOKUP, READ with the anonymous
+  stateid: a range that fits in one READ, where neither the file handle nor the size is needed.
 - :meth:`WholeFiles.write_named`: PUTFH (the directory), OPEN (create), GETFH, WRITE FILE_SYNC4 and
-  CLOSE with the current stateid (RFC 8881 16.2.3.1.2: the stateid the OPEN just made), GETATTR.
+  CLOSE with the current stateid (RFC 8881 16.2.3.1.2: the stateid the OPEN just made).
   The open owner is one of its own, so no open of the caller's is touched by the CLOSE. An
   operation failing after the OPEN leaves the file open: a CLOSE goes for it at once.
 """
@@ -21,6 +23,7 @@ from typing import Any
 
 from .._errors import NFS4Error, ReplyError
 from .._proto.nfs4 import const as c
+from .._proto.nfs4.attrs import bitmap4_from, decode_fattr4
 from .._proto.nfs4.compound import ResOp, result_of
 from .._proto.nfs4.types import (
     CLOSE4args,
@@ -39,8 +42,8 @@ from .._proto.nfs4.types import (
 )
 from .._rpc.auth import Credential
 from .._transport.base import ReplyHints
-from .attributes import NOW, STAT_BITMAP, FileAttrs, setattr_fattr4
-from .compounds import NO_HINTS, VERIFIER_SIZE, fh_attrs, last_attrs
+from .attributes import NOW, setattr_fattr4
+from .compounds import NO_HINTS, VERIFIER_SIZE
 from .delegations import Delegations
 from .open_state import ANONYMOUS_STATEID, CURRENT_STATEID, Delegation
 
@@ -54,6 +57,7 @@ OPEN_RESULT = 1  # where the OPEN's result is in a write_named COMPOUND (after t
 FH_RESULT = 2  # and the GETFH's
 
 
+SIZE_BITMAP = bitmap4_from((c.FATTR4_SIZE,))  # what a read to the end needs of the file's attributes
 TIMES_TO_NOW = setattr_fattr4(atime_ns=NOW, mtime_ns=NOW)  # (encoded once: the encoders only read it)
 
 
@@ -66,11 +70,11 @@ def _created_or_truncated(mode: int) -> fattr4:
 
 @dataclass(slots=True)
 class NamedRead:
-    """What :meth:`WholeFiles.read_named` read: the file's handle and attributes, and the data (a view
-    of the reply) with the READ's eof."""
+    """What :meth:`WholeFiles.read_named` read: the file's handle and size, and the data (a view of
+    the reply) with the READ's eof."""
 
     fh: bytes
-    attrs: FileAttrs
+    size: int
     data: memoryview
     eof: bool
 
@@ -93,15 +97,17 @@ class WholeFiles:
     async def read_named(self, dir_fh: bytes, name: str, offset: int, count: int, cred: Credential,
                          path: str | None = None) -> NamedRead | None:
         """``count`` bytes (at most maxread) at ``offset`` of ``name`` in ``dir_fh``, with its file
-        handle and attributes, in one COMPOUND. None when the name cannot be read so
-        (:data:`NOT_BY_NAME`: a symbolic link, a server that wants an open)."""
+        handle and size (a GETATTR of the size alone: the rest of a stat would go unread), in one
+        COMPOUND. None when the name cannot be read so (:data:`NOT_BY_NAME`: a symbolic link, a
+        server that wants an open)."""
         count = min(count, self.compounds.maxread)
-        ops = [PUTFH4args(dir_fh), LOOKUP4args(name), GETFH4args(), GETATTR4args(STAT_BITMAP),
+        ops = [PUTFH4args(dir_fh), LOOKUP4args(name), GETFH4args(), GETATTR4args(SIZE_BITMAP),
                READ4args(ANONYMOUS_STATEID, offset, count)]
-        got: list[tuple[bytes, FileAttrs]] = []
+        got: list[tuple[bytes, int]] = []
 
         def check(res: list[ResOp]) -> None:
-            got[:] = [fh_attrs(res)]
+            size = decode_fattr4(result_of(res, c.OP_GETATTR).obj_attributes).get(c.FATTR4_SIZE, 0)
+            got[:] = [(bytes(result_of(res, c.OP_GETFH).object), size)]
 
         try:
             res = await self.compounds.client.compound(ops, cred, ReplyHints(ddp_sizes=[count]), check=check)
@@ -113,15 +119,34 @@ class WholeFiles:
                 return None
             raise NFS4Error(res.status, failed.opnum if failed else None, path or name)
         ok = result_of(res.resarray, c.OP_READ)
-        fh, attrs = got[0]
-        return NamedRead(fh, attrs, ok.data, bool(ok.eof))
+        fh, size = got[0]
+        return NamedRead(fh, size, ok.data, bool(ok.eof))
+
+    async def read_range_named(self, dir_fh: bytes, name: str, offset: int, count: int, cred: Credential,
+                               path: str | None = None) -> tuple[memoryview, bool] | None:
+        """``count`` bytes (at most maxread) at ``offset`` of ``name`` in ``dir_fh``, and the READ's eof,
+        in one COMPOUND of three operations (no GETFH, no GETATTR: nothing is asked of the server
+        that the range does not need). None as for :meth:`read_named`."""
+        count = min(count, self.compounds.maxread)
+        ops = [PUTFH4args(dir_fh), LOOKUP4args(name), READ4args(ANONYMOUS_STATEID, offset, count)]
+        try:
+            res = await self.compounds.client.compound(ops, cred, ReplyHints(ddp_sizes=[count]))
+        except ReplyError as e:
+            raise e.located(None, path or name) from None
+        if res.status != c.NFS4_OK:
+            failed = res.resarray[-1] if res.resarray else None
+            if failed is not None and failed.opnum == c.OP_READ and res.status in NOT_BY_NAME:
+                return None
+            raise NFS4Error(res.status, failed.opnum if failed else None, path or name)
+        ok = result_of(res.resarray, c.OP_READ)
+        return ok.data, bool(ok.eof)
 
     async def write_named(self, dir_fh: bytes, name: str, data: Any, cred: Credential, *, mode: int = 0o644,
-                          exclusive: bool = False, path: str | None = None) -> tuple[bytes, FileAttrs, int]:
+                          exclusive: bool = False, path: str | None = None) -> tuple[bytes, int]:
         """Create or truncate ``name`` in ``dir_fh`` and write ``data`` (at most maxwrite bytes) to it,
         stable, in one COMPOUND; with ``exclusive`` the name must be new (NFS4ERR_EXIST otherwise).
-        Returns the file handle, the attributes after it, and the bytes written (the server may
-        write fewer: the caller sends the rest)."""
+        Returns the file handle and the bytes written (the server may write fewer: the caller sends
+        the rest); no GETATTR is asked for, as no caller needs the attributes after the write."""
         n = memoryview(data).nbytes
         if exclusive:
             how: tuple[int, Any] = (c.EXCLUSIVE4_1, creatverfattr(os.urandom(VERIFIER_SIZE),
@@ -141,14 +166,9 @@ class WholeFiles:
             ops.append(SETATTR4args(ANONYMOUS_STATEID, TIMES_TO_NOW))
         if n:
             ops.append(WRITE4args(CURRENT_STATEID, 0, c.FILE_SYNC4, data))
-        ops += [CLOSE4args(0, CURRENT_STATEID), GETATTR4args(STAT_BITMAP)]
-        got: list[FileAttrs] = []
-
-        def check(res: list[ResOp]) -> None:
-            got[:] = [last_attrs(res)]
-
+        ops.append(CLOSE4args(0, CURRENT_STATEID))
         try:
-            res = await self.compounds.client.compound(ops, cred, NO_HINTS, payload=n, check=check)
+            res = await self.compounds.client.compound(ops, cred, NO_HINTS, payload=n)
         except ReplyError as e:
             raise e.located(None, path or name) from None
         results = res.resarray
@@ -165,7 +185,7 @@ class WholeFiles:
                 await self._close_after(fh, results[OPEN_RESULT].res.stateid, cred)
             raise NFS4Error(res.status, failed.opnum if failed else None, path or name)
         written = int(result_of(results, c.OP_WRITE).count) if n else 0
-        return bytes(result_of(results, c.OP_GETFH).object), got[0], written
+        return bytes(result_of(results, c.OP_GETFH).object), written
 
     async def _opened_fh(self, results: list[ResOp], dir_fh: bytes, name: str, cred: Credential) -> bytes | None:
         """The file handle of the file a write_named OPEN opened: its GETFH's, or, when the COMPOUND

@@ -99,7 +99,7 @@ def test_whole_files_run_through_the_runner_they_are_given(ganesha: Ganesha, exp
         async with Client.connect(url) as client:
             nfs, root, cred = client.nfs, client.root_fh, client.cred
             assert isinstance(nfs.whole_files, WholeFiles) and nfs.whole_files.compounds is nfs
-            fh, _, written = await nfs.whole_files.write_named(root, "w", b"whole", cred)
+            fh, written = await nfs.whole_files.write_named(root, "w", b"whole", cred)
             assert written == 5
             got = await nfs.whole_files.read_named(root, "w", 0, 100, cred)
             assert got is not None and got.fh == fh and (bytes(got.data), got.eof) == (b"whole", True)

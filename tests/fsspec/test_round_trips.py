@@ -29,6 +29,7 @@ def test_small_files_are_one_compound_each(fs: fsspec.AbstractFileSystem, export
 
     _, rpcs, ops = count(lambda: fs.pipe_file(f"{root}/small", b"s" * 100))
     assert rpcs == 1 and ops["OPEN"] == ops["WRITE"] == ops["CLOSE"] == 1 and "COMMIT" not in ops
+    assert "GETATTR" not in ops  # (nobody needs the attributes after the write)
     assert (local / "small").read_bytes() == b"s" * 100
 
     data, rpcs, ops = count(lambda: fs.cat_file(f"{root}/small"))
@@ -36,6 +37,7 @@ def test_small_files_are_one_compound_each(fs: fsspec.AbstractFileSystem, export
 
     data, rpcs, ops = count(lambda: fs.cat_file(f"{root}/old", start=10, end=14))
     assert data == b"oooo" and rpcs == 1 and ops["READ"] == 1
+    assert "GETATTR" not in ops and "GETFH" not in ops  # (a range needs neither the size nor the handle)
 
     info, rpcs, _ = count(lambda: fs.info(f"{root}/small"))
     assert info["size"] == 100 and rpcs == 1
@@ -87,3 +89,67 @@ def test_the_path_api_has_them_too(ganesha: Ganesha, export_path: ExportPath) ->
             nfs.read_bytes(f"{d}/nope")
         with pytest.raises(ValueError, match="negative"):
             nfs.read_bytes(f"{d}/w", -1)
+
+
+def test_each_call_hands_over_to_the_clients_loop_once(fs: fsspec.AbstractFileSystem, export_path: ExportPath) -> None:
+    """A blocking call waits for the client's loop in another thread: each fsspec call does so once,
+    the calls it makes of the client carried out together on the loop (a link's info, a read from
+    the end, created, touch, cp_file), and a file opened to read reads its ranges by name, as
+    cat_file does: no OPEN, no CLOSE."""
+    root, local = export_path.remote, export_path.local
+    (local / "f").write_bytes(b"0123456789")
+    (local / "link").symlink_to("f")
+    loop = fs.client._loop
+
+    def handed(call: Callable[[], Any]) -> tuple[Any, int]:
+        fs.info(f"{root}/f")  # (the directory's handle known)
+        before = loop.calls_handed
+        out = call()
+        return out, loop.calls_handed - before
+
+    info, n = handed(lambda: fs.info(f"{root}/link"))
+    assert (info["size"], info["islink"], n) == (10, True, 1)
+    assert handed(lambda: fs.cat_file(f"{root}/f", start=-4)) == (b"6789", 1)
+    assert handed(lambda: fs.cat_file(f"{root}/f", start=2, end=-6)) == (b"23", 1)
+    created, n = handed(lambda: fs.created(f"{root}/f"))
+    assert n == 1 and created.year >= 2000
+    assert handed(lambda: fs.touch(f"{root}/f", truncate=False)) == (None, 1)
+    assert handed(lambda: fs.touch(f"{root}/new", truncate=False)) == (None, 1)
+    assert (local / "new").read_bytes() == b""
+    assert handed(lambda: fs.cp_file(f"{root}/f", f"{root}/copy")) == (None, 1)
+    assert (local / "copy").read_bytes() == b"0123456789"
+
+    def read_opened() -> bytes:
+        with fs.open(f"{root}/f", "rb") as f:
+            f.seek(3)
+            return f.read(4)
+
+    data, n = handed(read_opened)
+    assert (data, n) == (b"3456", 2)  # its info when opened, its range
+    data, rpcs, ops = counted(fs.client, read_opened, prime=lambda: fs.info(f"{root}/f"))
+    assert data == b"3456" and rpcs == 2 and ops["READ"] == 1 and "OPEN" not in ops and "CLOSE" not in ops
+    with fs.open(f"{root}/f", "rb") as f:  # the name gone after the open: the read says so
+        fs.rm_file(f"{root}/f")
+        with pytest.raises(FileNotFoundError) as gone:
+            f.read()
+    assert gone.value.errno == errno.ENOENT
+
+
+def test_a_whole_read_asks_for_the_size_alone(fs: fsspec.AbstractFileSystem, export_path: ExportPath) -> None:
+    """A small file read whole (LOOKUP, GETFH, GETATTR, READ) asks for its size and nothing more of
+    its attributes: its reply, less the data, is smaller than an info's (LOOKUP, GETFH, GETATTR of a
+    stat's worth), by far more than the READ's own few bytes."""
+    root, local = export_path.remote, export_path.local
+    (local / "f").write_bytes(b"d" * 100)
+    client = fs.client
+
+    def received(call: Callable[[], Any]) -> tuple[Any, int]:
+        fs.info(f"{root}/f")  # (the directory's handle known)
+        before = client.stats()["rpc"]["bytes_received"]
+        out = call()
+        return out, client.stats()["rpc"]["bytes_received"] - before
+
+    info, info_bytes = received(lambda: fs.info(f"{root}/f"))
+    data, read_bytes = received(lambda: fs.cat_file(f"{root}/f"))
+    assert info["size"] == 100 and data == b"d" * 100
+    assert read_bytes - len(data) < info_bytes - 64, (read_bytes, info_bytes)
