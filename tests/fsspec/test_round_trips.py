@@ -183,6 +183,11 @@ def test_a_file_opened_reads_the_file_it_opened(fs: fsspec.AbstractFileSystem, e
         assert (rpcs, loop.calls_handed - before) == (1, 1)
         assert ops["READ"] == 1 and not {"LOOKUP", "OPEN", "CLOSE"} & set(ops)
         assert f.read() == old[6144:]
+    (local / "link").symlink_to("kept")
+    with fs.open(f"{root}/link", "rb", block_size=4096, cache_type="none") as f:  # a link: its target's handle
+        assert f.read(4096) == old[:4096]
+        data, rpcs, ops = counted(fs.client, lambda: f.read(4096))
+        assert data == old[4096:] and rpcs == 1 and "LOOKUP" not in ops
 
     with fs.open(f"{root}/data", "rb", block_size=4096, cache_type="none") as f:
         assert f.read(4096) == new[:4096]  # (opened again: the name's file now)
