@@ -595,7 +595,7 @@ class NFSFile(AbstractBufferedFile):
         """A range read, one COMPOUND with no OPEN and no CLOSE (fsspec's files are read by range, as an
         object store's are): the first by name, learning the file handle, the others by that handle
         (:class:`~pynfsrdma._client.api.HeldFile`): the name replaced meanwhile, the file read is still
-        the one opened; removed, FileNotFoundError."""
+        the one first read, or FileNotFoundError once the server let it go; removed, FileNotFoundError."""
         return self.fs.client.run(_read_held, self._held, start, end - start)
 
     def _initiate_upload(self) -> None:

@@ -918,8 +918,9 @@ class HeldFile:
     first range looks the name up and learns the handle in the same COMPOUND (PUTFH the directory,
     LOOKUP, GETFH, READ), each later range is one COMPOUND by that handle (PUTFH, READ), the anonymous
     stateid each time. A name replaced meanwhile (another file RENAMEd over it: the atomic update)
-    leaves the reader on the file it started with, as an open file descriptor would; a file removed
-    meanwhile is FileNotFoundError. A symbolic link is followed to its target's handle (one
+    never mixes the two files' bytes: the reader reads on the file it started with while the server
+    still has it, and gets FileNotFoundError once the server let it go (no open holds it there), as
+    for a file removed meanwhile. A symbolic link is followed to its target's handle (one
     COMPOUND more, once); a server that wants an open for I/O is read as :meth:`Client.read_bytes`
     reads it, range by range."""
 

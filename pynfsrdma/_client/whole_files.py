@@ -9,7 +9,8 @@ small files most of the time.
 - :meth:`WholeFiles.read_range_and_fh` and :meth:`WholeFiles.read_held`: a file read by ranges with
   no open kept, by its handle (fsspec's files opened "rb"): the first range PUTFH (the directory),
   LOOKUP, GETFH, READ; each later one PUTFH (the handle), READ, the anonymous stateid each time. A
-  name replaced meanwhile (RENAME over it) leaves the reader on the file it started with.
+  name replaced meanwhile (RENAME over it) leaves the reader on the file it started with, or, once
+  the server let that file go, FileNotFoundError: never the new file's bytes.
 - :meth:`WholeFiles.write_named`: PUTFH (the directory), OPEN (create), GETFH, WRITE FILE_SYNC4 and
   CLOSE with the current stateid (RFC 8881 16.2.3.1.2: the stateid the OPEN just made).
   The open owner is one of its own, so no open of the caller's is touched by the CLOSE. An
