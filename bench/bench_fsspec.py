@@ -15,6 +15,8 @@ each of our calls sent (our client's own counters):
 - ``cat_file`` of those N files whole, one call each;
 - ``cat_file(path, start, end)``: N ranges of 4 KiB of one file, one call each;
 - ``cat_ranges``: the same N ranges in one call (how pyarrow and fsspec's parquet reader fetch);
+- a file opened ``"rb"`` (no read cache, 4 KiB blocks) and the same N ranges read from it, seek and
+  read each (its RPCs per range count the open's ``info`` too);
 - ``rm(recursive=True)`` of a directory of N files (made before the timing);
 - ``walk``, ``find`` and ``du`` of a tree of N small files in N/10 directories (made before the timing);
 - ``pipe_file`` and ``cat_file`` of one BIG MiB file.
@@ -149,6 +151,7 @@ class Bench:
             Row(f"cat_file x {n} small files", n),
             Row(f"cat_file(start, end) x {n} ranges of 4 KiB", n),
             Row(f"cat_ranges, the same {n} ranges in one call", 1),
+            Row(f'open "rb", the same {n} ranges read from it', n),
             Row(f"rm(recursive=True) of {n} files", 1),
             Row(f"walk of {self.tree_dirs} directories, {n} files", 1),
             Row(f"find of {self.tree_dirs} directories, {n} files", 1),
@@ -204,6 +207,17 @@ class Bench:
         expect("cat_file(start, end)", got, want)
         got = self.measure(next(rows), side, lambda: fs.cat_ranges([rpath] * n, self.starts, self.ends))
         expect("cat_ranges", got, want)
+
+        def read_opened() -> list[bytes]:
+            with fs.open(rpath, "rb", block_size=RANGE, cache_type="none") as f:
+                out = []
+                for s in self.starts:
+                    f.seek(s)
+                    out.append(f.read(RANGE))
+                return out
+
+        got = self.measure(next(rows), side, read_opened)
+        expect('open "rb" and read', got, want)
         tree = side.path(f"tree-{rep}")
         fs.makedirs(tree, exist_ok=True)
         fs.pipe({f"{tree}/{name}": self.small[name] for name in names})

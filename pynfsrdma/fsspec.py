@@ -30,7 +30,7 @@ from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 from fsspec.transaction import Transaction
 from fsspec.utils import stringify_path
 
-from ._client.api import Client
+from ._client.api import Client, HeldFile
 from ._client.attributes import FileAttrs
 from ._client.batched import MERGE_GAP
 from ._client.dir_entry import DirEntry
@@ -559,8 +559,9 @@ class NFSFileSystem(AbstractFileSystem):
 
 
 class NFSFile(AbstractBufferedFile):
-    """A file opened through fsspec: ranged reads (fsspec's read cache in front), each one COMPOUND by
-    name with no open kept; writes sent in blocks through an open file.
+    """A file opened through fsspec: ranged reads (fsspec's read cache in front), each one COMPOUND with
+    no open kept, the first by name, the others by the file handle it learned (a name replaced by
+    RENAME meanwhile does not mix two files' bytes); writes sent in blocks through an open file.
 
     "xb" creates the file by an exclusive OPEN when it is opened (FileExistsError, errno EEXIST, if
     the name is taken). In a transaction (``with fs.transaction:``) a file written goes to a
@@ -574,6 +575,7 @@ class NFSFile(AbstractBufferedFile):
                  **kwargs: Any) -> None:
         self._raw: RawFile | None = None
         self._staged: str | None = None  # in a transaction: the temporary name written to
+        self._held = HeldFile(path)  # "rb": the file its ranges read, by handle once the first learned it
         super().__init__(fs, path, mode, block_size, **kwargs)
         if mode == "xb" and self.autocommit:
             try:
@@ -590,9 +592,11 @@ class NFSFile(AbstractBufferedFile):
         return self._raw
 
     def _fetch_range(self, start: int, end: int) -> bytes:
-        """A range read: by name in one COMPOUND (no OPEN, no CLOSE: fsspec's files are read by range,
-        as an object store's are; a file removed meanwhile is FileNotFoundError)."""
-        return self.fs.client.read_bytes(self.path, start, end - start)
+        """A range read, one COMPOUND with no OPEN and no CLOSE (fsspec's files are read by range, as an
+        object store's are): the first by name, learning the file handle, the others by that handle
+        (:class:`~pynfsrdma._client.api.HeldFile`): the name replaced meanwhile, the file read is still
+        the one first read, or FileNotFoundError once the server let it go; removed, FileNotFoundError."""
+        return self.fs.client.run(_read_held, self._held, start, end - start)
 
     def _initiate_upload(self) -> None:
         if not self.autocommit:
@@ -677,6 +681,10 @@ async def _attrs_and_link(client: Client, path: str) -> tuple[FileAttrs, FileAtt
         except FileNotFoundError:
             pass
     return lattrs, None
+
+
+async def _read_held(client: Client, held: HeldFile, start: int, count: int) -> bytes:
+    return await held.read(client, start, count)
 
 
 async def _read_from_end(client: Client, path: str, start: int, end: int | None) -> bytes:

@@ -913,6 +913,65 @@ class File:
             await self.client.nfs.close(self.of, self.client.cred)
 
 
+class HeldFile:
+    """A file read by ranges with no open kept, by its file handle (fsspec's files opened "rb"): the
+    first range looks the name up and learns the handle in the same COMPOUND (PUTFH the directory,
+    LOOKUP, GETFH, READ), each later range is one COMPOUND by that handle (PUTFH, READ), the anonymous
+    stateid each time. A name replaced meanwhile (another file RENAMEd over it: the atomic update)
+    never mixes the two files' bytes: the reader reads on the file it started with while the server
+    still has it, and gets FileNotFoundError once the server let it go (no open holds it there), as
+    for a file removed meanwhile. A symbolic link is followed to its target's handle (one
+    COMPOUND more, once); a server that wants an open for I/O is read as :meth:`Client.read_bytes`
+    reads it, range by range."""
+
+    __slots__ = ("fh", "needs_open", "path")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fh: bytes | None = None
+        self.needs_open = False
+
+    async def read(self, client: Client, offset: int, count: int) -> bytes:
+        """``count`` bytes from ``offset`` (fewer at the end of the file), of the file the first range
+        found under the name."""
+        if offset < 0 or count < 0:
+            raise ValueError(f"a negative offset or count: {offset}, {count}")
+        if self.needs_open:
+            return await client.read_bytes(self.path, offset, count)
+        nfs = client.nfs
+        npath = client.paths.norm(self.path)
+        fh = self.fh
+        views: list[Any] = []
+        if fh is None:
+            got = None
+            if not names_a_directory(self.path):
+                parent, name = client.paths.split(npath)
+                dfh = await client.paths.dir_fh(parent)
+                got = await nfs.whole_files.read_range_and_fh(dfh, name, offset, count, client.cred, npath)
+            if got is None:  # a symbolic link (its target is read), or no file: the handle tells
+                self.fh = fh = (await client.paths.resolve(self.path))[0]
+            else:
+                self.fh = fh = got[0]
+                data, eof = got[1], got[2]
+                if eof or data.nbytes >= count:
+                    return data.tobytes()
+                views.append(data)
+                offset, count = offset + data.nbytes, count - data.nbytes
+        held: bytes = fh
+
+        async def read_one(at: int, n: int) -> tuple[memoryview, bool]:
+            return await nfs.whole_files.read_held(held, at, n, client.cred, npath)
+
+        try:
+            more, _ = await read_range(read_one, offset, count, nfs.maxread, lambda: client.io_window(nfs.maxread))
+        except NFS4Error as e:
+            if e.status != c.NFS4ERR_BAD_STATEID or views:
+                raise
+            self.needs_open = True  # (no I/O without an open on this server)
+            return await client.read_bytes(self.path, offset, count)
+        return b"".join(views + more)
+
+
 def _lock_length(length: int) -> int:
     """A lock length as fcntl's l_len (0: to the end of the file) as NFS's."""
     if length < 0:
@@ -920,4 +979,4 @@ def _lock_length(length: int) -> int:
     return TO_EOF if length == 0 else length
 
 
-__all__ = ["Client", "File", "LockConflict", "LockDenied", "LockLost", "NfsURL", "URLError", "parse_url"]
+__all__ = ["Client", "File", "HeldFile", "LockConflict", "LockDenied", "LockLost", "NfsURL", "URLError", "parse_url"]

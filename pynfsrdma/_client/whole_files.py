@@ -6,6 +6,11 @@ small files most of the time.
   would be). The size comes before the READ, so the caller knows what the data is read against.
 - :meth:`WholeFiles.read_range_named`: PUTFH (the directory), LOOKUP, READ with the anonymous
   stateid: a range that fits in one READ, where neither the file handle nor the size is needed.
+- :meth:`WholeFiles.read_range_and_fh` and :meth:`WholeFiles.read_held`: a file read by ranges with
+  no open kept, by its handle (fsspec's files opened "rb"): the first range PUTFH (the directory),
+  LOOKUP, GETFH, READ; each later one PUTFH (the handle), READ, the anonymous stateid each time. A
+  name replaced meanwhile (RENAME over it) leaves the reader on the file it started with, or, once
+  the server let that file go, FileNotFoundError: never the new file's bytes.
 - :meth:`WholeFiles.write_named`: PUTFH (the directory), OPEN (create), GETFH, WRITE FILE_SYNC4 and
   CLOSE with the current stateid (RFC 8881 16.2.3.1.2: the stateid the OPEN just made).
   The open owner is one of its own, so no open of the caller's is touched by the CLOSE. An
@@ -14,6 +19,7 @@ small files most of the time.
 
 from __future__ import annotations
 
+import errno
 import functools
 import itertools
 import logging
@@ -129,17 +135,56 @@ class WholeFiles:
         that the range does not need). None as for :meth:`read_named`."""
         count = min(count, self.compounds.maxread)
         ops = [PUTFH4args(dir_fh), LOOKUP4args(name), READ4args(ANONYMOUS_STATEID, offset, count)]
+        results = await self._by_name(ops, count, cred, path or name)
+        if results is None:
+            return None
+        ok = result_of(results, c.OP_READ)
+        return ok.data, bool(ok.eof)
+
+    async def read_range_and_fh(self, dir_fh: bytes, name: str, offset: int, count: int, cred: Credential,
+                                path: str | None = None) -> tuple[bytes, memoryview, bool] | None:
+        """As :meth:`read_range_named`, with the file's handle learned in the same COMPOUND (PUTFH,
+        LOOKUP, GETFH, READ): (handle, data, eof), the handle naming the file the data came from, for
+        the ranges after it (:meth:`read_held`)."""
+        count = min(count, self.compounds.maxread)
+        ops = [PUTFH4args(dir_fh), LOOKUP4args(name), GETFH4args(), READ4args(ANONYMOUS_STATEID, offset, count)]
+        results = await self._by_name(ops, count, cred, path or name)
+        if results is None:
+            return None
+        ok = result_of(results, c.OP_READ)
+        return bytes(result_of(results, c.OP_GETFH).object), ok.data, bool(ok.eof)
+
+    async def read_held(self, fh: bytes, offset: int, count: int, cred: Credential,
+                        path: str | None = None) -> tuple[memoryview, bool]:
+        """``count`` bytes (at most maxread) at ``offset`` of the file ``fh``, and the READ's eof: PUTFH,
+        READ with the anonymous stateid, no open. The file read is the one the handle names, whatever
+        its name names now; a file removed meanwhile (NFS4ERR_STALE: the handle names nothing any
+        more) is FileNotFoundError (errno ENOENT) with ``path`` in it, as a read by name would say."""
+        count = min(count, self.compounds.maxread)
+        ops = [PUTFH4args(fh), READ4args(ANONYMOUS_STATEID, offset, count)]
+        try:
+            results = await self.compounds.run(ops, cred, ReplyHints(ddp_sizes=[count]), path=path)
+        except NFS4Error as e:
+            if e.status != c.NFS4ERR_STALE:
+                raise
+            raise FileNotFoundError(errno.ENOENT, f"{os.strerror(errno.ENOENT)} (removed: {e.name})",
+                                    path) from None
+        ok = result_of(results, c.OP_READ)
+        return ok.data, bool(ok.eof)
+
+    async def _by_name(self, ops: list[Any], count: int, cred: Credential, path: str) -> list[ResOp] | None:
+        """The results of a READ by name's COMPOUND (``count`` bytes asked); None when the name cannot
+        be read so (:data:`NOT_BY_NAME`), NFS4Error for any other failure."""
         try:
             res = await self.compounds.client.compound(ops, cred, ReplyHints(ddp_sizes=[count]))
         except ReplyError as e:
-            raise e.located(None, path or name) from None
+            raise e.located(None, path) from None
         if res.status != c.NFS4_OK:
             failed = res.resarray[-1] if res.resarray else None
             if failed is not None and failed.opnum == c.OP_READ and res.status in NOT_BY_NAME:
                 return None
-            raise NFS4Error(res.status, failed.opnum if failed else None, path or name)
-        ok = result_of(res.resarray, c.OP_READ)
-        return ok.data, bool(ok.eof)
+            raise NFS4Error(res.status, failed.opnum if failed else None, path)
+        return res.resarray
 
     async def write_named(self, dir_fh: bytes, name: str, data: Any, cred: Credential, *, mode: int = 0o644,
                           exclusive: bool = False, path: str | None = None) -> tuple[bytes, int]:

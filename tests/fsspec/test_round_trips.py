@@ -94,8 +94,8 @@ def test_the_path_api_has_them_too(ganesha: Ganesha, export_path: ExportPath) ->
 def test_each_call_hands_over_to_the_clients_loop_once(fs: fsspec.AbstractFileSystem, export_path: ExportPath) -> None:
     """A blocking call waits for the client's loop in another thread: each fsspec call does so once,
     the calls it makes of the client carried out together on the loop (a link's info, a read from
-    the end, created, touch, cp_file), and a file opened to read reads its ranges by name, as
-    cat_file does: no OPEN, no CLOSE."""
+    the end, created, touch, cp_file), and a file opened to read reads its ranges without an open,
+    one COMPOUND each, as cat_file does: no OPEN, no CLOSE."""
     root, local = export_path.remote, export_path.local
     (local / "f").write_bytes(b"0123456789")
     (local / "link").symlink_to("f")
@@ -153,3 +153,53 @@ def test_a_whole_read_asks_for_the_size_alone(fs: fsspec.AbstractFileSystem, exp
     data, read_bytes = received(lambda: fs.cat_file(f"{root}/f"))
     assert info["size"] == 100 and data == b"d" * 100
     assert read_bytes - len(data) < info_bytes - 64, (read_bytes, info_bytes)
+
+
+
+def test_a_file_opened_reads_the_file_it_opened(fs: fsspec.AbstractFileSystem, export_path: ExportPath) -> None:
+    """The atomic update: a new version written under a temporary name and RENAMEd over the file. A
+    reader that opened the file before never reads a mix of the two: its ranges go by the file
+    handle its first range learned, to the old file while the server still has it (here another
+    link keeps it), FileNotFoundError (ENOENT, with the path) once the server has let it go (no
+    open is kept: nothing holds it there). Each range after the first is one COMPOUND and one
+    hand-over to the client's loop: no OPEN, no CLOSE, no LOOKUP."""
+    root, local = export_path.remote, export_path.local
+    old, new = b"o" * 8192, b"N" * 8192
+    (local / "data").write_bytes(old)
+    loop = fs.client._loop
+
+    def replace(version: bytes) -> None:
+        fs.pipe_file(f"{root}/.data.new", version)
+        fs.mv(f"{root}/.data.new", f"{root}/data")
+        assert (local / "data").read_bytes() == version
+
+    with fs.open(f"{root}/data", "rb", block_size=4096, cache_type="none") as f:
+        assert f.read(4096) == old[:4096]
+        fs.client.link(f"{root}/data", f"{root}/kept")  # (the old version stays on the server)
+        replace(new)
+        before = loop.calls_handed
+        data, rpcs, ops = counted(fs.client, lambda: f.read(2048))
+        assert data == old[4096:6144]  # (by name: the new file's bytes, "N" * 2048)
+        assert (rpcs, loop.calls_handed - before) == (1, 1)
+        assert ops["READ"] == 1 and not {"LOOKUP", "OPEN", "CLOSE"} & set(ops)
+        assert f.read() == old[6144:]
+    (local / "link").symlink_to("kept")
+    with fs.open(f"{root}/link", "rb", block_size=4096, cache_type="none") as f:  # a link: its target's handle
+        assert f.read(4096) == old[:4096]
+        data, rpcs, ops = counted(fs.client, lambda: f.read(4096))
+        assert data == old[4096:] and rpcs == 1 and "LOOKUP" not in ops
+
+    with fs.open(f"{root}/data", "rb", block_size=4096, cache_type="none") as f:
+        assert f.read(4096) == new[:4096]  # (opened again: the name's file now)
+        replace(b"3" * 8192)  # its only name goes to another file: the server lets it go
+        with pytest.raises(FileNotFoundError) as gone:
+            f.read(4096)  # (by name: the third version's bytes)
+    assert gone.value.errno == errno.ENOENT and gone.value.filename.endswith("/data")
+    assert "No such file or directory" in str(gone.value)
+
+    with fs.open(f"{root}/data", "rb", block_size=4096, cache_type="none") as f:
+        assert f.read(4096) == b"3" * 4096
+        fs.rm_file(f"{root}/data")  # removed after its first range: the same answer
+        with pytest.raises(FileNotFoundError) as gone:
+            f.read(4096)
+    assert gone.value.errno == errno.ENOENT and gone.value.filename.endswith("/data")
