@@ -447,3 +447,29 @@ def test_a_peer_is_reached_only_through_the_token_it_showed():
     dead = subprocess.Popen(["true"])
     dead.wait()
     assert not cross_memory.reaches(dead.pid, address, bytes(token))  # no such process any more
+
+
+async def test_acknowledgements_ride_with_the_next_frame():
+    """An acknowledgement costs no write of its own when a frame follows: 16 calls answered by 16
+    replies, as a server answers, take the server about one socket write per reply (without the
+    change, 16 acknowledgements of their own as well), and every Send still completes."""
+    async with pair() as (c, s):
+        for _ in range(16):
+            s.post_recv(s.register(bytearray(16), Access.LOCAL_WRITE))
+            c.post_recv(c.register(bytearray(16), Access.LOCAL_WRITE))
+        before = s.counters.frame_writes
+
+        async def serve() -> None:
+            for _ in range(16):
+                got = bytes((await s.receive()).data)
+                await s.send([b"re " + got])
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(serve)
+            for i in range(16):
+                nursery.start_soon(c.send, [b"call %02d" % i])
+        got = sorted([bytes((await c.receive()).data) for _ in range(16)])
+        assert got == [b"re call %02d" % i for i in range(16)]
+        writes = s.counters.frame_writes - before
+        assert 16 <= writes <= 20, writes
+

@@ -237,6 +237,9 @@ class SoftConnection(Connection):
         self._pending: dict[int, _Pending] = {}
         self._next_id = 1
         self._send_lock = trio.Lock()
+        # acknowledgements (of Sends, signaled Writes, directly placed Reads) not sent yet: they go
+        # out in front of the next frame any task sends, or before the receive loop waits
+        self._acks: list[bytes] = []
         self._error: BaseException | None = None
         self._closed = False
         self.local_invalidations = 0
@@ -511,10 +514,28 @@ class SoftConnection(Connection):
         before: Sequence[Buffer] = (),
     ) -> None:
         self._check()
-        bufs = [*before, _FRAME.pack(op, flags, 0, wr_id, handle, address, length), *data]
+        await self._send_frames([*before, _FRAME.pack(op, flags, 0, wr_id, handle, address, length), *data])
+
+    def _acknowledge(self, op: _Op, flags: int, wr_id: int) -> None:
+        """Queue the acknowledgement of the peer's operation ``wr_id``: it rides in front of the
+        next frame this side sends (one system call and one wake-up of the peer fewer), or goes
+        alone before the receive loop waits for the socket (:meth:`_flush_acks`)."""
+        self._acks.append(_FRAME.pack(op, flags, 0, wr_id, 0, 0, 0))
+
+    async def _flush_acks(self) -> None:
+        """Send the acknowledgements still queued, after one turn in which a frame of another task
+        may take them along."""
+        await trio.lowlevel.checkpoint()
+        if self._acks and self._error is None:
+            await self._send_frames([])
+
+    async def _send_frames(self, bufs: list[Buffer]) -> None:
+        """Send ``bufs`` behind the queued acknowledgements, taken at the moment they go out."""
+        self.counters.frame_writes += 1
         try:
             if not self._send_lock.locked():  # no frame half sent: this one may go at once
-                views = [v for v in (memoryview(b).cast("B") for b in bufs) if v.nbytes]
+                acks, self._acks = self._acks, []
+                views = [v for v in (memoryview(b).cast("B") for b in (*acks, *bufs)) if v.nbytes]
                 size = sum(v.nbytes for v in views)
                 views = send_now(self._sock, views)
                 if not views:
@@ -524,19 +545,25 @@ class SoftConnection(Connection):
                 return
             async with self._send_lock:
                 self._check()
-                await send_rest(self._sock, [v for v in (memoryview(b).cast("B") for b in bufs) if v.nbytes])
+                acks, self._acks = self._acks, []
+                views = [v for v in (memoryview(b).cast("B") for b in (*acks, *bufs)) if v.nbytes]
+                await send_rest(self._sock, views)
         except (OSError, trio.ClosedResourceError) as e:
             err = ConnectionLost(f"send failed: {e}", self.peer)
             self._fail(err)
             raise err from e
 
     async def _recv_exactly(self, view: memoryview) -> bool:
-        """Fill ``view`` from the socket; True if it had to wait for bytes."""
+        """Fill ``view`` from the socket; True if it had to wait for bytes (the queued
+        acknowledgements go out first: the peer may be waiting for them)."""
         got, n, waited = 0, view.nbytes, False
         while got < n:
             try:
                 k = self._sock.recv_into(view[got:] if got else view, n - got)
             except BlockingIOError:
+                if self._acks:
+                    await self._flush_acks()
+                    continue
                 await trio.lowlevel.wait_readable(self._sock)
                 waited = True
                 continue
@@ -591,7 +618,7 @@ class SoftConnection(Connection):
                 if await self._recv_exactly(hview):
                     in_a_row = 0
                 elif in_a_row >= _FRAMES_PER_TURN:  # a peer that never pauses starves no one
-                    await trio.lowlevel.checkpoint()
+                    await self._flush_acks()
                     in_a_row = 0
                 in_a_row += 1
                 op, flags, _, wr_id, handle, address, length = _FRAME.unpack(hdr)
@@ -656,7 +683,7 @@ class SoftConnection(Connection):
             target.valid = False
             invalidated = handle
         self._completions_tx.send_nowait(Received(region, length, invalidated))
-        await self._frame(_Op.SEND_ACK, 0, wr_id, 0, 0, 0)
+        self._acknowledge(_Op.SEND_ACK, 0, wr_id)
 
     async def _direct(self, read: bool, flags: int, wr_id: int, handle: int, address: int, length: int) -> None:
         """An RDMA Write (or Read) the peer placed straight into (or takes straight out of) our
@@ -672,9 +699,9 @@ class SoftConnection(Connection):
         if not await self._place(read, spans, view):
             return
         if read:
-            await self._frame(_Op.READ_RESP, _F_DIRECT, wr_id, 0, 0, 0)
+            self._acknowledge(_Op.READ_RESP, _F_DIRECT, wr_id)
         elif not flags & _F_UNSIGNALED:
-            await self._frame(_Op.WRITE_ACK, 0, wr_id, 0, 0, 0)
+            self._acknowledge(_Op.WRITE_ACK, 0, wr_id)
 
     async def _dispatch(
         self, op: int, flags: int, wr_id: int, handle: int, address: int, length: int
@@ -691,7 +718,7 @@ class SoftConnection(Connection):
                 return
             await self._recv_exactly(view)
             if not flags & _F_UNSIGNALED:
-                await self._frame(_Op.WRITE_ACK, 0, wr_id, 0, 0, 0)
+                self._acknowledge(_Op.WRITE_ACK, 0, wr_id)
         elif op == _Op.READ_REQ:
             view = self._target(handle, address, length, Access.REMOTE_READ)
             if view is None:
