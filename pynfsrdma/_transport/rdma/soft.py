@@ -350,14 +350,37 @@ class SoftConnection(Connection):
         self.counters.sends += 1
         await self._request(_Op.SEND, flags, invalidate or 0, 0, length, [region.buffer[:length]])
 
-    async def rdma_read(
-        self, sink: MemoryRegion, sink_offset: int, handle: int, address: int, length: int
-    ) -> None:
+    @staticmethod
+    def _sink_view(sink: MemoryRegion, sink_offset: int, length: int) -> memoryview:
         if not sink.valid or not sink.access & Access.LOCAL_WRITE:
             raise ValueError("RDMA Read sinks must be registered with LOCAL_WRITE")
         if sink_offset < 0 or sink_offset + length > sink.length:
             raise ValueError("RDMA Read sink too small")
-        view = sink.buffer[sink_offset : sink_offset + length]
+        return sink.buffer[sink_offset : sink_offset + length]
+
+    async def post_rdma_read(
+        self, sink: MemoryRegion, sink_offset: int, handle: int, address: int, length: int, on_done: Completion
+    ) -> None:
+        """:meth:`rdma_read` without waiting for it: returns once the request is on its way;
+        ``on_done(None)`` runs when the data is in the sink (in the pass of the receive loop that
+        took the response, as a server polls its completions), ``on_done(error)`` when the
+        connection fails first; until then the sink may still be written. Raises (and never calls
+        ``on_done``) when the request could not be posted."""
+        if self._error is not None:  # a failed queue pair invalidated every region: its fault first
+            await trio.lowlevel.checkpoint()
+            raise self._error
+        view = self._sink_view(sink, sink_offset, length)
+        if self.peer_reaches:  # the target writes into the sink itself
+            pin = PinnedBuffer(view)
+            span = _SPAN.pack(pin.address, length)
+            await self._post(_Op.READ_REQ, _F_DIRECT, handle, address, len(span), [span], _Pending(None, [pin], on_done))
+            return
+        await self._post(_Op.READ_REQ, 0, handle, address, length, (), _Pending(view, None, on_done))
+
+    async def rdma_read(
+        self, sink: MemoryRegion, sink_offset: int, handle: int, address: int, length: int
+    ) -> None:
+        view = self._sink_view(sink, sink_offset, length)
         if self.peer_reaches:  # the target writes into the sink itself
             pin = PinnedBuffer(view)
             span = _SPAN.pack(pin.address, length)
@@ -393,13 +416,27 @@ class SoftConnection(Connection):
             await trio.lowlevel.checkpoint()
             raise self._error
         frames, pins, flags = self._chain(writes, region, length, invalidate)
+        pending = _Pending(None, pins, on_done)
+        await self._post(_Op.SEND, flags, invalidate or 0, 0, length, [region.buffer[:length]], pending, frames)
+
+    async def _post(
+        self,
+        op: _Op,
+        flags: int,
+        handle: int,
+        address: int,
+        length: int,
+        data: Sequence[Buffer],
+        pending: _Pending,
+        before: Sequence[Buffer] = (),
+    ) -> None:
+        """Post one operation whose completion ``pending.on_done`` reports, without waiting for it."""
         self.counters.posts += 1
         wr_id = self._next_id
         self._next_id = (wr_id + 1) & 0xFFFFFFFF or 1
-        pending = _Pending(None, pins, on_done)
         self._pending[wr_id] = pending
         try:
-            await self._frame(_Op.SEND, flags, wr_id, invalidate or 0, 0, length, [region.buffer[:length]], frames)
+            await self._frame(op, flags, wr_id, handle, address, length, data, before)
         except BaseException:
             if pending.on_done is not None:  # not sent: nothing of it reaches the peer
                 pending.on_done = None
@@ -735,7 +772,7 @@ class SoftConnection(Connection):
             if pending.sink is None or pending.sink.nbytes != length:
                 raise ProtocolViolation("unexpected RDMA Read response", self.peer)
             await self._recv_exactly(pending.sink)
-            pending.done.set()
+            self._complete(wr_id)
         elif op in (_Op.SEND_ACK, _Op.WRITE_ACK):
             self._complete(wr_id)
         elif op == _Op.REACH:
