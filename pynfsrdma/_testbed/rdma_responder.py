@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import select
 import signal
@@ -218,6 +219,10 @@ class ResponderConnection:
         # class (a power of two) and send buffers of the negotiated send threshold
         self._free_sinks: dict[int, list[MemoryRegion]] = {}
         self._free_sends: list[MemoryRegion] = []
+        # calls whose Read chunks are pulled, with the data and its sinks, for the forwarder
+        self._pulled_tx, self._pulled_rx = trio.open_memory_channel[
+            tuple[ReceivedCall, bool, list[memoryview], list[MemoryRegion]]
+        ](math.inf)
 
     @property
     def credits(self) -> int:
@@ -232,6 +237,7 @@ class ResponderConnection:
                 async with trio.open_nursery() as nursery:
                     self._spawn(nursery, self._from_requester, nursery)
                     self._spawn(nursery, self._from_server, nursery)
+                    self._spawn(nursery, self._forward_pulled)
         except (TransportError, OSError) as e:
             log.info("%s: cannot reach the server: %s", self.conn.peer, e)
         finally:
@@ -295,7 +301,10 @@ class ResponderConnection:
                     st.outstanding -= 1
                     await self._send_error(call.xid, refusal)
                     continue
-            if call.reads:  # its RDMA Reads are awaited while the next calls come in
+            post = getattr(self.conn, "post_rdma_read", None) if call.reads else None
+            if post is not None:  # posted: their last completion hands the call to the forwarder
+                await self._pull(call, is_reply, post)
+            elif call.reads:  # its RDMA Reads are awaited while the next calls come in
                 self._spawn(nursery, self._forward, call, is_reply)
             else:  # nothing to wait for but the socket to Ganesha: forwarded in this pass
                 await self._forward(call, is_reply)
@@ -312,6 +321,53 @@ class ResponderConnection:
             self._free_sinks.setdefault(sink.length, []).append(sink)
         else:  # an RDMA Read that failed may still be writing it: not used again
             self.conn.deregister(sink)
+
+    async def _pull(self, call: ReceivedCall, is_reply: bool, post: Callable[..., Awaitable[None]]) -> None:
+        """Post the RDMA Reads of ``call``'s Read chunks and return: the last completion (in the
+        provider's receive loop) hands the call to the forwarder with the data pulled."""
+        st = self.stats
+        sinks = [self._take_sink(chunk.length) for chunk in call.reads]
+        pulled = [sink.buffer[: chunk.length] for sink, chunk in zip(sinks, call.reads, strict=True)]
+        left = [sum(len(chunk.segments) for chunk in call.reads)]
+        failed: list[BaseException] = []
+
+        def done(error: BaseException | None) -> None:
+            if error is not None:
+                failed.append(error)
+            left[0] -= 1
+            if left[0]:
+                return
+            if failed:  # the connection failed under a Read: the sinks are never used again
+                for sink in sinks:
+                    self._give_sink(sink, False)
+                return
+            st.read_chunks += len(call.reads)
+            self._pulled_tx.send_nowait((call, is_reply, pulled, sinks))
+
+        unposted = left[0]
+        for chunk, sink in zip(call.reads, sinks, strict=True):
+            pos = 0
+            for seg in chunk.segments:
+                try:
+                    await post(sink, pos, seg.handle, seg.offset, seg.length, done)
+                except BaseException as e:  # this one and the rest are never completed: failed
+                    left[0] -= unposted - 1
+                    done(e)
+                    raise
+                unposted -= 1
+                pos += seg.length
+                st.rdma_reads += 1
+                st.rdma_read_bytes += seg.length
+
+    async def _forward_pulled(self) -> None:
+        """Forward the calls whose Read chunks have been pulled, one after the other (one task for
+        the connection, not one per call); a sink goes back once its bytes are in the socket."""
+        async for call, is_reply, pulled, sinks in self._pulled_rx:
+            try:
+                await self._relay(call, is_reply, pulled)
+            finally:
+                for sink in sinks:
+                    self._give_sink(sink, True)
 
     async def _forward(self, call: ReceivedCall, is_reply: bool) -> None:
         st = self.stats
@@ -331,37 +387,42 @@ class ResponderConnection:
                 pulled.append(sink.buffer[: chunk.length])
             ok = True  # every RDMA Read completed: the device is done with the sinks
             st.read_chunks += len(call.reads)
-            try:
-                message = assemble_call(call, pulled)
-            except ChunkError as e:
-                log.warning("%s: call %#x: %s", self.conn.peer, call.xid, e)
-                if not is_reply:
-                    st.outstanding -= 1
-                await self._send_error(call.xid, ERR_CHUNK)
-                return
-            assert self.tcp is not None
-            if is_reply:
-                st.callback_replies_relayed += 1
-                await self.tcp.send(message)
-                return
-            if call.proc == RDMA_NOMSG:
-                st.nomsg_calls += 1
-            else:
-                st.msg_calls += 1
-            head = _head(message, 24)
-            if len(head) >= 8 and _WORD.unpack_from(head, 4)[0] == rpcdef.REPLY:
-                # a backchannel reply sent as RDMA_NOMSG: it took no credit after all
-                st.outstanding -= 1
-                st.calls -= 1
-                st.callback_replies_relayed += 1
-                await self.tcp.send(message)
-                return
-            proc = _WORD.unpack_from(head, 20)[0] if len(head) >= 24 else -1
-            self._pending[call.xid] = _Pending(call, proc)
-            await self.tcp.send(message)
+            await self._relay(call, is_reply, pulled)
         finally:
             for s in sinks:
                 self._give_sink(s, ok)
+
+    async def _relay(self, call: ReceivedCall, is_reply: bool, pulled: Sequence[Buffer]) -> None:
+        """The call rebuilt from its inline part and the data pulled, to the server."""
+        st = self.stats
+        try:
+            message = assemble_call(call, pulled)
+        except ChunkError as e:
+            log.warning("%s: call %#x: %s", self.conn.peer, call.xid, e)
+            if not is_reply:
+                st.outstanding -= 1
+            await self._send_error(call.xid, ERR_CHUNK)
+            return
+        assert self.tcp is not None
+        if is_reply:
+            st.callback_replies_relayed += 1
+            await self.tcp.send(message)
+            return
+        if call.proc == RDMA_NOMSG:
+            st.nomsg_calls += 1
+        else:
+            st.msg_calls += 1
+        head = _head(message, 24)
+        if len(head) >= 8 and _WORD.unpack_from(head, 4)[0] == rpcdef.REPLY:
+            # a backchannel reply sent as RDMA_NOMSG: it took no credit after all
+            st.outstanding -= 1
+            st.calls -= 1
+            st.callback_replies_relayed += 1
+            await self.tcp.send(message)
+            return
+        proc = _WORD.unpack_from(head, 20)[0] if len(head) >= 24 else -1
+        self._pending[call.xid] = _Pending(call, proc)
+        await self.tcp.send(message)
 
     # -- server -> requester --------------------------------------------------------------------
     async def _from_server(self, nursery: trio.Nursery) -> None:

@@ -177,6 +177,26 @@ async def test_a_read_passes_the_responder_without_a_task_per_call(ganesha, expo
         assert counter.spawned == 0
 
 
+async def test_a_write_passes_the_responder_without_a_task_per_call(ganesha, export_path):
+    """A WRITE call's RDMA Reads are posted in the receive loop's pass and their completion hands
+    the call to the connection's one forwarder: the responder starts no task for it, and the data
+    reaches the server whole."""
+    data = data_of(4 * MiB, 8)
+    async with responder(ganesha) as r, Client.connect(rdma_url(r, export_path)) as nfs:
+        async with await nfs.open("/w", "w") as f:
+            counter = _ResponderTasks()
+            trio.lowlevel.add_instrument(counter)
+            try:
+                before = r.stats
+                await f.pwrite(0, data)
+            finally:
+                trio.lowlevel.remove_instrument(counter)
+        assert r.stats.rdma_reads - before.rdma_reads >= 4
+        assert r.stats.read_chunks - before.read_chunks >= 4
+        assert counter.spawned == 0
+    assert (export_path.local / "w").read_bytes() == data
+
+
 async def test_only_replies_to_calls_with_write_chunks_are_searched_for_ddp_items(ganesha, export_path):
     """Decoding a COMPOUND reply to find its READ data is for calls that offered a Write chunk:
     the replies to WRITE calls go back without it."""

@@ -447,3 +447,59 @@ def test_a_peer_is_reached_only_through_the_token_it_showed():
     dead = subprocess.Popen(["true"])
     dead.wait()
     assert not cross_memory.reaches(dead.pid, address, bytes(token))  # no such process any more
+
+
+async def test_acknowledgements_ride_with_the_next_frame():
+    """An acknowledgement costs no write of its own when a frame follows: 16 calls answered by 16
+    replies, as a server answers, take the server about one socket write per reply (without the
+    change, 16 acknowledgements of their own as well), and every Send still completes."""
+    async with pair() as (c, s):
+        for _ in range(16):
+            s.post_recv(s.register(bytearray(16), Access.LOCAL_WRITE))
+            c.post_recv(c.register(bytearray(16), Access.LOCAL_WRITE))
+        before = s.counters.frame_writes
+
+        async def serve() -> None:
+            for _ in range(16):
+                got = bytes((await s.receive()).data)
+                await s.send([b"re " + got])
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(serve)
+            for i in range(16):
+                nursery.start_soon(c.send, [b"call %02d" % i])
+        got = sorted([bytes((await c.receive()).data) for _ in range(16)])
+        assert got == [b"re call %02d" % i for i in range(16)]
+        writes = s.counters.frame_writes - before
+        assert 16 <= writes <= 20, writes
+
+
+@BOTH_WAYS
+async def test_a_posted_rdma_read_reports_its_completion_with_the_data_in_the_sink(one_host):
+    """post_rdma_read returns once the request is out; its callback runs once, with None, when
+    the data is in the sink; a Read the target refuses reports the connection's fault once."""
+    async with pair(one_host=one_host) as (c, s):
+        source = s.register(bytearray(b"pulled by the server"), Access.REMOTE_READ)
+        sink = c.register(bytearray(32), Access.LOCAL_WRITE)
+        seen: list[BaseException | None] = []
+        done = trio.Event()
+
+        def on_done(error: BaseException | None) -> None:
+            seen.append(error)
+            done.set()
+
+        await c.post_rdma_read(sink, 4, source.handle, source.address, 20, on_done)
+        assert seen == []
+        with trio.fail_after(10):
+            await done.wait()
+        assert seen == [None]
+        assert bytes(sink.buffer[4:24]) == b"pulled by the server"
+        done = trio.Event()
+        await c.post_rdma_read(sink, 0, source.handle ^ 1, source.address, 4, on_done)
+        with trio.fail_after(10):
+            await done.wait()
+        await trio.sleep(0.05)
+        assert len(seen) == 2 and isinstance(seen[1], RemoteAccessError)
+        with pytest.raises(RemoteAccessError):
+            await c.post_rdma_read(sink, 0, source.handle, source.address, 4, on_done)
+        assert len(seen) == 2

@@ -193,8 +193,10 @@ class ChunkMemory:
         return window, memoryview(sink.data)[:length]  # a view of its own: see _Sink.referenced
 
     def _take_sink(self, size: int, register: bool = True) -> _Sink | None:
-        self._collect()
         free = self._free.get(size)
+        if not free:  # only then are the lent sinks looked at: a READ does not scan them all
+            self._collect()
+            free = self._free.get(size)
         if free:
             sink = free.pop()
         else:

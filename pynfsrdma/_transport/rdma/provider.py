@@ -118,6 +118,9 @@ class ProviderCounters:
     sends: int = 0  # Sends posted
     posts: int = 0  # work-request lists posted to the send queue (doorbells): a Send with the
     #                 Bind MW requests of its call's windows chained in front is one
+    frame_writes: int = 0  # the software provider: gathered writes of frames to its socket (a
+    #                        system call and a wake-up of the peer each); acknowledgements ride
+    #                        along with the next frame instead of costing one of their own
 
 
 @dataclass(slots=True)

@@ -237,6 +237,9 @@ class SoftConnection(Connection):
         self._pending: dict[int, _Pending] = {}
         self._next_id = 1
         self._send_lock = trio.Lock()
+        # acknowledgements (of Sends, signaled Writes, directly placed Reads) not sent yet: they go
+        # out in front of the next frame any task sends, or before the receive loop waits
+        self._acks: list[bytes] = []
         self._error: BaseException | None = None
         self._closed = False
         self.local_invalidations = 0
@@ -347,14 +350,37 @@ class SoftConnection(Connection):
         self.counters.sends += 1
         await self._request(_Op.SEND, flags, invalidate or 0, 0, length, [region.buffer[:length]])
 
-    async def rdma_read(
-        self, sink: MemoryRegion, sink_offset: int, handle: int, address: int, length: int
-    ) -> None:
+    @staticmethod
+    def _sink_view(sink: MemoryRegion, sink_offset: int, length: int) -> memoryview:
         if not sink.valid or not sink.access & Access.LOCAL_WRITE:
             raise ValueError("RDMA Read sinks must be registered with LOCAL_WRITE")
         if sink_offset < 0 or sink_offset + length > sink.length:
             raise ValueError("RDMA Read sink too small")
-        view = sink.buffer[sink_offset : sink_offset + length]
+        return sink.buffer[sink_offset : sink_offset + length]
+
+    async def post_rdma_read(
+        self, sink: MemoryRegion, sink_offset: int, handle: int, address: int, length: int, on_done: Completion
+    ) -> None:
+        """:meth:`rdma_read` without waiting for it: returns once the request is on its way;
+        ``on_done(None)`` runs when the data is in the sink (in the pass of the receive loop that
+        took the response, as a server polls its completions), ``on_done(error)`` when the
+        connection fails first; until then the sink may still be written. Raises (and never calls
+        ``on_done``) when the request could not be posted."""
+        if self._error is not None:  # a failed queue pair invalidated every region: its fault first
+            await trio.lowlevel.checkpoint()
+            raise self._error
+        view = self._sink_view(sink, sink_offset, length)
+        if self.peer_reaches:  # the target writes into the sink itself
+            pin = PinnedBuffer(view)
+            span = _SPAN.pack(pin.address, length)
+            await self._post(_Op.READ_REQ, _F_DIRECT, handle, address, len(span), [span], _Pending(None, [pin], on_done))
+            return
+        await self._post(_Op.READ_REQ, 0, handle, address, length, (), _Pending(view, None, on_done))
+
+    async def rdma_read(
+        self, sink: MemoryRegion, sink_offset: int, handle: int, address: int, length: int
+    ) -> None:
+        view = self._sink_view(sink, sink_offset, length)
         if self.peer_reaches:  # the target writes into the sink itself
             pin = PinnedBuffer(view)
             span = _SPAN.pack(pin.address, length)
@@ -390,13 +416,27 @@ class SoftConnection(Connection):
             await trio.lowlevel.checkpoint()
             raise self._error
         frames, pins, flags = self._chain(writes, region, length, invalidate)
+        pending = _Pending(None, pins, on_done)
+        await self._post(_Op.SEND, flags, invalidate or 0, 0, length, [region.buffer[:length]], pending, frames)
+
+    async def _post(
+        self,
+        op: _Op,
+        flags: int,
+        handle: int,
+        address: int,
+        length: int,
+        data: Sequence[Buffer],
+        pending: _Pending,
+        before: Sequence[Buffer] = (),
+    ) -> None:
+        """Post one operation whose completion ``pending.on_done`` reports, without waiting for it."""
         self.counters.posts += 1
         wr_id = self._next_id
         self._next_id = (wr_id + 1) & 0xFFFFFFFF or 1
-        pending = _Pending(None, pins, on_done)
         self._pending[wr_id] = pending
         try:
-            await self._frame(_Op.SEND, flags, wr_id, invalidate or 0, 0, length, [region.buffer[:length]], frames)
+            await self._frame(op, flags, wr_id, handle, address, length, data, before)
         except BaseException:
             if pending.on_done is not None:  # not sent: nothing of it reaches the peer
                 pending.on_done = None
@@ -511,10 +551,28 @@ class SoftConnection(Connection):
         before: Sequence[Buffer] = (),
     ) -> None:
         self._check()
-        bufs = [*before, _FRAME.pack(op, flags, 0, wr_id, handle, address, length), *data]
+        await self._send_frames([*before, _FRAME.pack(op, flags, 0, wr_id, handle, address, length), *data])
+
+    def _acknowledge(self, op: _Op, flags: int, wr_id: int) -> None:
+        """Queue the acknowledgement of the peer's operation ``wr_id``: it rides in front of the
+        next frame this side sends (one system call and one wake-up of the peer fewer), or goes
+        alone before the receive loop waits for the socket (:meth:`_flush_acks`)."""
+        self._acks.append(_FRAME.pack(op, flags, 0, wr_id, 0, 0, 0))
+
+    async def _flush_acks(self) -> None:
+        """Send the acknowledgements still queued, after one turn in which a frame of another task
+        may take them along."""
+        await trio.lowlevel.checkpoint()
+        if self._acks and self._error is None:
+            await self._send_frames([])
+
+    async def _send_frames(self, bufs: list[Buffer]) -> None:
+        """Send ``bufs`` behind the queued acknowledgements, taken at the moment they go out."""
+        self.counters.frame_writes += 1
         try:
             if not self._send_lock.locked():  # no frame half sent: this one may go at once
-                views = [v for v in (memoryview(b).cast("B") for b in bufs) if v.nbytes]
+                acks, self._acks = self._acks, []
+                views = [v for v in (memoryview(b).cast("B") for b in (*acks, *bufs)) if v.nbytes]
                 size = sum(v.nbytes for v in views)
                 views = send_now(self._sock, views)
                 if not views:
@@ -524,19 +582,25 @@ class SoftConnection(Connection):
                 return
             async with self._send_lock:
                 self._check()
-                await send_rest(self._sock, [v for v in (memoryview(b).cast("B") for b in bufs) if v.nbytes])
+                acks, self._acks = self._acks, []
+                views = [v for v in (memoryview(b).cast("B") for b in (*acks, *bufs)) if v.nbytes]
+                await send_rest(self._sock, views)
         except (OSError, trio.ClosedResourceError) as e:
             err = ConnectionLost(f"send failed: {e}", self.peer)
             self._fail(err)
             raise err from e
 
     async def _recv_exactly(self, view: memoryview) -> bool:
-        """Fill ``view`` from the socket; True if it had to wait for bytes."""
+        """Fill ``view`` from the socket; True if it had to wait for bytes (the queued
+        acknowledgements go out first: the peer may be waiting for them)."""
         got, n, waited = 0, view.nbytes, False
         while got < n:
             try:
                 k = self._sock.recv_into(view[got:] if got else view, n - got)
             except BlockingIOError:
+                if self._acks:
+                    await self._flush_acks()
+                    continue
                 await trio.lowlevel.wait_readable(self._sock)
                 waited = True
                 continue
@@ -591,7 +655,7 @@ class SoftConnection(Connection):
                 if await self._recv_exactly(hview):
                     in_a_row = 0
                 elif in_a_row >= _FRAMES_PER_TURN:  # a peer that never pauses starves no one
-                    await trio.lowlevel.checkpoint()
+                    await self._flush_acks()
                     in_a_row = 0
                 in_a_row += 1
                 op, flags, _, wr_id, handle, address, length = _FRAME.unpack(hdr)
@@ -656,7 +720,7 @@ class SoftConnection(Connection):
             target.valid = False
             invalidated = handle
         self._completions_tx.send_nowait(Received(region, length, invalidated))
-        await self._frame(_Op.SEND_ACK, 0, wr_id, 0, 0, 0)
+        self._acknowledge(_Op.SEND_ACK, 0, wr_id)
 
     async def _direct(self, read: bool, flags: int, wr_id: int, handle: int, address: int, length: int) -> None:
         """An RDMA Write (or Read) the peer placed straight into (or takes straight out of) our
@@ -672,9 +736,9 @@ class SoftConnection(Connection):
         if not await self._place(read, spans, view):
             return
         if read:
-            await self._frame(_Op.READ_RESP, _F_DIRECT, wr_id, 0, 0, 0)
+            self._acknowledge(_Op.READ_RESP, _F_DIRECT, wr_id)
         elif not flags & _F_UNSIGNALED:
-            await self._frame(_Op.WRITE_ACK, 0, wr_id, 0, 0, 0)
+            self._acknowledge(_Op.WRITE_ACK, 0, wr_id)
 
     async def _dispatch(
         self, op: int, flags: int, wr_id: int, handle: int, address: int, length: int
@@ -691,7 +755,7 @@ class SoftConnection(Connection):
                 return
             await self._recv_exactly(view)
             if not flags & _F_UNSIGNALED:
-                await self._frame(_Op.WRITE_ACK, 0, wr_id, 0, 0, 0)
+                self._acknowledge(_Op.WRITE_ACK, 0, wr_id)
         elif op == _Op.READ_REQ:
             view = self._target(handle, address, length, Access.REMOTE_READ)
             if view is None:
@@ -708,7 +772,7 @@ class SoftConnection(Connection):
             if pending.sink is None or pending.sink.nbytes != length:
                 raise ProtocolViolation("unexpected RDMA Read response", self.peer)
             await self._recv_exactly(pending.sink)
-            pending.done.set()
+            self._complete(wr_id)
         elif op in (_Op.SEND_ACK, _Op.WRITE_ACK):
             self._complete(wr_id)
         elif op == _Op.REACH:
