@@ -221,6 +221,22 @@ def daemon_cpu(mountpoint: Path) -> float:
     return sum(process_cpu(control_socket.query(str(mountpoint), "stats")["pid"]))
 
 
+def fuse_requests(mountpoint: Path) -> dict[str, int]:
+    """The FUSE requests the mount daemon of ``mountpoint`` has answered so far, by kind."""
+    return dict(control_socket.query(str(mountpoint), "stats").get("fuse_requests", {}))
+
+
+def requests_per_unit(before: dict[str, int], after: dict[str, int], per: int) -> str:
+    """The FUSE requests answered between two readings of :func:`fuse_requests`, per unit of
+    work: the total, then each kind (the most frequent first), e.g. ``9.3 (SETATTR 3.3, ...)``; a
+    channel that counts none (pyfuse3) says so."""
+    if not after:
+        return "not counted by this channel"
+    moved = {k: n - before.get(k, 0) for k, n in after.items() if n > before.get(k, 0)}
+    kinds = ", ".join(f"{k} {n / per:.2f}" for k, n in sorted(moved.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"{sum(moved.values()) / per:.2f} ({kinds})"
+
+
 def timed_read(what: str, path: Path, direct: bool, gib: float, daemon: int, server: int | None) -> float:
     """``dd_read``'s seconds; prints the CPU the mount daemon and the server spent per GiB on it (where
     a read's CPU goes on this machine: the README's budget against the ceiling)."""
@@ -451,25 +467,27 @@ def run(args: argparse.Namespace) -> list[Row]:
                 if "stat" in want:  # a fresh mount: neither the kernel nor the daemon knows a name
                     with mounted(cmd, mnt, logfile):
                         drop_caches()
-                        c0 = daemon_cpu(mnt)
+                        q0, c0 = fuse_requests(mnt), daemon_cpu(mnt)
                         rate = rows["stat"].mount[ch].add(args.files, timed(lambda: lstat_all(here / "dir", args.files)))
                         us_per_name = 1e6 * (daemon_cpu(mnt) - c0) / args.files
+                        asked = requests_per_unit(q0, fuse_requests(mnt), args.files)
                         report_stats(mnt, "lstat", args.files)
                     log(f"lstat, round {r + 1}, mount {ch}: {rate:,.0f} names/s; the mount daemon's CPU "
-                        f"{us_per_name:.0f} µs per name")
+                        f"{us_per_name:.0f} µs per name; FUSE requests per name {asked}")
                 if "untar" in want:
                     dest = here / "untar" / f"{ch}-{r}"
                     with mounted(cmd, mnt, logfile):
                         dest.mkdir()
-                        s0, c0 = stolen(), daemon_cpu(mnt)
+                        q0, s0, c0 = fuse_requests(mnt), stolen(), daemon_cpu(mnt)
                         t = timed(functools.partial(sh, "tar", "xf", str(tarball), "-C", str(dest)))
                         rate = rows["untar"].mount[ch].add(args.tar_files, t)
                         steal = steal_share(s0, t)
                         ms_per_file = 1000 * (daemon_cpu(mnt) - c0) / args.tar_files
+                        asked = requests_per_unit(q0, fuse_requests(mnt), args.tar_files)
                         report_stats(mnt, "untar", args.tar_files)
                     log(
                         f"untar, round {r + 1}, mount {ch}: {rate:,.0f} files/s; CPU taken by the host: {steal:.0%};"
-                        f" the mount daemon's CPU {ms_per_file:.2f} ms per file"
+                        f" the mount daemon's CPU {ms_per_file:.2f} ms per file; FUSE requests per file {asked}"
                     )
                 if "ls" in want:
                     with mounted(cmd, mnt, logfile):
@@ -480,15 +498,17 @@ def run(args: argparse.Namespace) -> list[Row]:
                             nonlocal n
                             n = ls_l(here / "dir")
 
-                        s0, c0 = stolen(), daemon_cpu(mnt)
+                        q0, s0, c0 = fuse_requests(mnt), stolen(), daemon_cpu(mnt)
                         t = timed(ls_ours)
                         us_per_entry = 1e6 * (daemon_cpu(mnt) - c0) / args.files
+                        asked = requests_per_unit(q0, fuse_requests(mnt), args.files)
                         rate = rows["ls"].mount[ch].add(args.files, t)
                         if n != args.files:
                             raise AssertionError(f"ls -l through the mount listed {n} of {args.files} entries")
                         report_stats(mnt, "ls -l", args.files)
                     log(f"ls -l, round {r + 1}, mount {ch}: {rate:,.0f} entries/s; CPU taken by the host: "
-                        f"{steal_share(s0, t):.0%}; the mount daemon's CPU {us_per_entry:.1f} µs per entry")
+                        f"{steal_share(s0, t):.0%}; the mount daemon's CPU {us_per_entry:.1f} µs per entry; "
+                        f"FUSE requests per entry {asked}")
 
             def ceiling_round(ch: str, r: int) -> None:
                 base, *extra = ch.split("+")

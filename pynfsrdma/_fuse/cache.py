@@ -14,8 +14,11 @@ Names read ahead (:class:`NameReadAhead`): a program that stats the names of a d
 another (``find -type``, ``du``, ``rsync``, a build's stats) needs a LOOKUP for each, as the kernel
 keeps no name it never saw. Once a directory has needed ``READ_AHEAD_AFTER`` of them, its entries
 are read ahead with READDIR (the directory's attributes after each page in the same COMPOUND), a
-page at a time, never more than ``READ_AHEAD_PER_LOOKUP`` entries per LOOKUP the directory needed
-(so that a few names looked up in a huge directory cost little more than their LOOKUPs would). A
+page at a time, never more than ``READ_AHEAD_PER_NAME`` entries per name asked for in it, by a
+LOOKUP or from the pages (so that a few names looked up in a huge directory cost little more than
+their LOOKUPs would, while a program that stats every name reads on as it uses the pages: a server
+lists a directory in its own order, not the program's, and the names it asks for next are spread
+over pages not read yet). A
 name found there is answered as its LOOKUP would have been at the time the page was read: once
 (the kernel then keeps it, and asks again only when its entry expired or led to a file the server
 no longer has: that question goes to the server), only for a file we hold no attributes of yet,
@@ -55,7 +58,7 @@ LISTING_MAX_NAMES = 65536  # a directory with more names than this is not listed
 LISTING_TRUST = 0.25  # seconds between our own changes to a directory that keep its listing answering
 LISTING_RUN = 2  # our changes in a row before the listing answers for absent names
 READ_AHEAD_AFTER = 8  # LOOKUPs a directory needed before its entries are read ahead (NameReadAhead)
-READ_AHEAD_PER_LOOKUP = 32  # entries read ahead, at most, per LOOKUP the directory needed
+READ_AHEAD_PER_NAME = 32  # entries read ahead, at most, per name asked for (LOOKUP sent or answered ahead)
 READ_AHEAD_DIRS = 4  # directories whose entries are kept read ahead at once
 
 
@@ -165,6 +168,7 @@ class NameReadAhead:
     text); the pages' I/O is the caller's, the decisions are here."""
 
     lookups: int = 0  # LOOKUPs the directory needed (its names not read ahead)
+    hits: int = 0  # names answered from the entries read ahead
     read: int = 0  # entries read ahead so far
     cookie: int = 0  # where the next page starts
     verifier: bytes = bytes(8)
@@ -182,7 +186,7 @@ class NameReadAhead:
             not self.eof
             and not self.reading
             and self.lookups >= READ_AHEAD_AFTER
-            and self.read < READ_AHEAD_PER_LOOKUP * self.lookups
+            and self.read < READ_AHEAD_PER_NAME * (self.lookups + self.hits)
             and len(self.entries) < LISTING_MAX_NAMES
         )
 
@@ -201,4 +205,5 @@ class NameReadAhead:
         _, attrs, when, _, change = hit
         if change != dir_change or not timeouts.fresh(when, timeouts.initial(attrs.is_dir), now):
             return None
+        self.hits += 1
         return hit

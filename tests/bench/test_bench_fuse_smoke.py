@@ -44,3 +44,7 @@ def test_bench_fuse_prints_every_row_with_figures() -> None:
         assert re.search(rf"lstat, round 1, mount {ch}: .* the mount daemon's CPU \d+ µs per name", proc.stderr)
         assert re.search(rf"ls -l, round 1, mount {ch}: .* the mount daemon's CPU [\d.]+ µs per entry", proc.stderr)
         assert re.search(rf"untar, round 1, mount {ch}: .* the mount daemon's CPU [\d.]+ ms per file", proc.stderr)
+    # the FUSE requests per unit beside it (the native channel counts them; pyfuse3 does not)
+    assert re.search(r"untar, round 1, mount native: .* FUSE requests per file [\d.]+ \(.*CREATE 1\.00", proc.stderr)
+    assert re.search(r"ls -l, round 1, mount native: .* FUSE requests per entry [\d.]+ \(.*READDIRPLUS", proc.stderr)
+    assert re.search(r"lstat, round 1, mount pyfuse3: .* FUSE requests per name not counted", proc.stderr)

@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from pynfsrdma import _control_socket as control_socket
-from pynfsrdma._fuse.cache import READ_AHEAD_AFTER
+from pynfsrdma._client.attributes import FileAttrs
+from pynfsrdma._fuse.cache import READ_AHEAD_AFTER, READ_AHEAD_PER_NAME, AttrTimeouts, NameReadAhead
 from pynfsrdma._fuse.channel import CHANNELS
 
 pytestmark = pytest.mark.fuse
@@ -75,6 +76,44 @@ def test_lstat_of_every_name_of_a_cold_directory_reads_its_names_ahead(
     assert compounds.get("READDIR", 0) >= 1, compounds
     assert READ_AHEAD_AFTER <= compounds.get("LOOKUP", 0) < n // 5, compounds
     assert cache.get("lookups_read_ahead", 0) + compounds["LOOKUP"] >= n, (cache, compounds)
+
+
+def test_every_name_of_a_directory_of_many_pages_needs_no_lookup_where_a_page_ends(
+    mount_export: Callable[..., Any], export_path: Any
+) -> None:
+    # (the server's READDIR pages hold a few hundred entries: this directory takes several)
+    n = 3000
+    make_files(export_path.local / "d", n)
+    m = mount_export(subdir=export_path.remote.removeprefix("/export/"))
+    os.lstat(m.path / "d")
+    before, cache_before = counts(m.path)
+    for i in range(n):
+        os.lstat(m.path / "d" / f"f{i:05d}")
+    after, cache_after = counts(m.path)
+    compounds, cache = delta(after, before), delta(cache_after, cache_before)
+    # the first names are looked up; then every name answered from the pages lets more be read
+    # ahead, as a LOOKUP does (the server's order is not the names': the ones asked for next are
+    # spread over pages not read yet): far fewer LOOKUPs than one per READ_AHEAD_PER_NAME names
+    assert compounds.get("READDIR", 0) >= 3, compounds
+    assert compounds.get("LOOKUP", 0) <= n // (2 * READ_AHEAD_PER_NAME), (compounds, cache)
+    assert cache.get("lookups_read_ahead", 0) + compounds["LOOKUP"] >= n, (cache, compounds)
+
+
+def test_names_answered_from_a_page_let_the_next_page_be_read() -> None:
+    ahead = NameReadAhead()
+    for _ in range(READ_AHEAD_AFTER):
+        ahead.needed_lookup()
+    assert ahead.wants_page()
+    timeouts = AttrTimeouts(3.0, 60.0, 30.0, 60.0)
+    entries: dict[str, Any] = {f"f{i}": (b"fh", FileAttrs(fileid=100 + i), 0.0, 0, 7) for i in range(300)}
+    ahead.page(entries, 300, bytes(8), False)
+    # more entries read than the LOOKUPs alone allow: no page until its names are asked for
+    assert ahead.read > READ_AHEAD_PER_NAME * READ_AHEAD_AFTER and not ahead.wants_page()
+    for i in range(300 // READ_AHEAD_PER_NAME - READ_AHEAD_AFTER):
+        assert ahead.take(f"f{i}", 7, 1.0, timeouts) is not None
+        assert not ahead.wants_page()
+    assert ahead.take("f299", 7, 1.0, timeouts) is not None
+    assert ahead.wants_page()
 
 
 def test_a_few_names_of_a_large_directory_read_little_of_it(
