@@ -27,6 +27,7 @@ def test_the_fsspec_bench_runs_and_counts_our_rpcs() -> None:
         "cat_file x 20 small files",
         "cat_file(start, end) x 20 ranges of 4 KiB",
         "cat_ranges, the same 20 ranges in one call",
+        'open "rb", the same 20 ranges read from it',
         "rm(recursive=True) of 20 files",
         "walk of 2 directories, 20 files",
         "find of 2 directories, 20 files",
@@ -44,6 +45,8 @@ def test_the_fsspec_bench_runs_and_counts_our_rpcs() -> None:
     # the 20 ranges, 4 KiB apart, are one READ (up to rsize) of whole pages, its COMPOUND finding the
     # file by name (and a LOOKUP when the directory's handle was not cached)
     assert 1 <= rows["cat_ranges, the same 20 ranges in one call"]["ours_rpcs_per_call"] <= 2, rows
+    # a file opened once: its info, then one COMPOUND by its handle per range (no OPEN, no CLOSE)
+    assert rows['open "rb", the same 20 ranges read from it']["ours_rpcs_per_call"] <= 1.1, rows
     for name in ("walk", "find", "du"):  # one READDIR a directory; find and du the top's attributes first
         assert rows[f"{name} of 2 directories, 20 files"]["ours_rpcs_per_call"] <= 4, rows
     assert "ours speed / nfs4fs" in proc.stdout and "our RPCs/call" in proc.stdout
