@@ -47,6 +47,7 @@ from .._proto.nfs4.compound import (
     decode_compound_res,
     encode_compound_args,
 )
+from .._proto.nfs4.compound_shapes import CompoundShape
 from .._proto.nfs4.types import SEQUENCE4args, SEQUENCE4resok
 from .._rpc.auth import Credential
 from .._rpc.errors import RpcTimeout
@@ -100,6 +101,8 @@ COMPOUND_ROOM = 8 * 1024
 # attributes; ValueError: a value out of its type's range). Anything else it raises is a bug of ours,
 # and is let through as such.
 Check = Callable[[list[ResOp]], None]
+#: takes what a shape's prepared decoder made of a reply (:meth:`.compound_shapes.CompoundShape.decode`)
+Prepared = Callable[[tuple[Any, ...]], None]
 _CHECK_ERRORS = (XdrError, ValueError)
 # the operations that are not what a COMPOUND is about (named in errors only when nothing else is there)
 _PLUMBING = frozenset({c.OP_SEQUENCE, c.OP_PUTFH, c.OP_PUTROOTFH, c.OP_PUTPUBFH, c.OP_SAVEFH, c.OP_RESTOREFH,
@@ -295,6 +298,8 @@ class Session:
         pin: Path | None = None,
         check: Check | None = None,
         deadline: float | None = None,
+        shape: CompoundShape | None = None,
+        prepared: Prepared | None = None,
     ) -> COMPOUND4res:
         """Send ``ops`` after a SEQUENCE; return the reply with SEQUENCE's result removed, the call timed for
         the statistics from here to its end (:mod:`pynfsrdma._stats`).
@@ -309,13 +314,12 @@ class Session:
         (the caller's, resent after a pause) gives up; by default its ``timeo`` x (``retrans`` + 1) from its
         first send. Pauses the server asks for (SEQUENCE's NFS4ERR_DELAY) count: one that would end past the
         deadline fails the request with that status. The loop: send, feed what came of it to the request's
-        machine (:class:`.sequence.Request`), carry out its decision.
-        """
+        machine (:class:`.sequence.Request`), carry out its decision. ``shape``, ``prepared``: :meth:`_check`."""
         call = self.stats.call_started(trio.current_time(), ops)
         out: _Outgoing | None = None
         gave_up = False
         try:
-            out = self._outgoing(ops, cred, hints, call, payload, tag, cachethis, pin)
+            out = self._outgoing(ops, cred, hints, call, payload, tag, cachethis, pin, shape)
             # (a free slot is taken at once; waiting for one is _acquire's)
             out.slot = self.table.try_acquire() if self.dead is None and not out.failing_fast else None
             taken = call.started  # (when its slot was taken: no time passed waiting for a free one)
@@ -340,7 +344,7 @@ class Session:
                     continue
                 sends += tries
                 try:
-                    st, foreign = self._check(ops, res, out.slot, answered, check)
+                    st, foreign = self._check(out, res, answered, check, prepared)
                 except _CHECK_ERRORS as e:
                     self._after_bad_reply(out, self._violated(path, ops, e), e)
                     continue
@@ -364,7 +368,7 @@ class Session:
                                   major_timeout=None if pin is not None else self.policy.budget)
 
     def _outgoing(self, ops: Sequence[Any], cred: Credential, hints: ReplyHints, call: CallTimes, payload: int,
-                  tag: str, cachethis: bool | None, pin: Path | None) -> _Outgoing:
+                  tag: str, cachethis: bool | None, pin: Path | None, shape: CompoundShape | None) -> _Outgoing:
         """The request :meth:`compound` carries (a soft one while the server is taken for gone fails
         here at once, or goes as the probe)."""
         policy = self.policy
@@ -379,7 +383,7 @@ class Session:
                          payload=payload or sum(hints.ddp_sizes),  # a READ's reply is its weight on a path
                          tag=tag, cachethis=not idempotent if cachethis is None else cachethis, pin=pin, soft=soft,
                          timed=main_op(ops) not in STORAGE_WORK,  # (its time is a round trip)
-                         probe=probe, failing_fast=soft and policy.failing_fast)
+                         probe=probe, failing_fast=soft and policy.failing_fast, shape=shape)
 
     def _let_go(self, out: _Outgoing) -> None:
         """``out`` ended: its slot is released (as completed if a reply to its sequence id came), and
@@ -447,14 +451,26 @@ class Session:
         if out.machine().feed(Failed(Fault.BAD_REPLY)).act is Act.PROTOCOL_ERROR:
             raise error from cause
 
-    def _check(self, ops: Sequence[Any], res: COMPOUND4res, slot: Slot,
-               answered: float, check: Check | None) -> tuple[int, CompoundMismatch | None]:
-        """Check a reply to SEQUENCE + ``ops`` (raising XdrError if it breaks the protocol) and apply
-        its SEQUENCE result (the reply came at ``answered``, trio clock); returns SEQUENCE's status, and what is wrong with the other results
-        when SEQUENCE succeeded for this very request (session, slot, sequence id) but they do not
-        answer ``ops``: a reply the server cached for another request (None: they do). When they
-        do, SEQUENCE's result is removed from ``res``, and ``check`` (the caller's) runs on the
-        results of ``ops`` if the COMPOUND succeeded."""
+    def _check(self, out: _Outgoing, res: COMPOUND4res, answered: float, check: Check | None,
+               prepared: Prepared | None) -> tuple[int, CompoundMismatch | None]:
+        """Check a reply to SEQUENCE + ``out``'s operations (raising XdrError if it breaks the protocol)
+        and apply its SEQUENCE result (the reply came at ``answered``, trio clock); returns SEQUENCE's
+        status, and what is wrong with the other results when SEQUENCE succeeded for this very request
+        (session, slot, sequence id) but they do not answer the operations: a reply the server cached
+        for another request (None: they do). When they do, SEQUENCE's result is removed from ``res``,
+        and ``check`` (the caller's) runs on the results of the operations if the COMPOUND succeeded.
+
+        A request of a prepared shape (:class:`.compound_shapes.CompoundShape`, ``out.shape``) whose
+        reply of success the shape's decoder took (``out.replied``; ``res`` then holds no results)
+        hands what it decoded to ``prepared`` instead; any other reply to it is checked as above."""
+        ops, slot = out.ops, out.slot
+        assert slot is not None
+        if out.replied is not None:
+            seq_ok, values = out.replied
+            self._sequence_ok(seq_ok, slot, answered)
+            assert prepared is not None
+            prepared(values)
+            return c.NFS4_OK, None
         if not res.resarray:
             if res.status == c.NFS4ERR_MINOR_VERS_MISMATCH:  # (the one reply with no result at all)
                 raise NFS4Error(res.status, c.OP_SEQUENCE)
@@ -523,7 +539,10 @@ class Session:
                 path.failovers += previous is not None and previous is not path
             tries += 1
             xid, p = rpc.start_call(c.NFSPROC4_COMPOUND, out.cred)
-            encode_compound_args(p, args)
+            if out.shape is not None:
+                out.shape.encode(p, args)
+            else:
+                encode_compound_args(p, args)
             start = trio.current_time()
             out.call.sent(start, unanswered=tries > 1)
             timeout = policy.timeo
@@ -636,9 +655,14 @@ class Session:
         received = u.carried()  # (over RPC-over-RDMA, with what Write chunks brought)
         if tries > 1:
             self.replays += 1
+        shape = out.shape
+        out.replied = None if shape is None else shape.decode(u)
         try:
-            res = decode_compound_res(u)
-            u.done()  # (trailing bytes: a reply cut short inside, or something after it)
+            if out.replied is not None:
+                res = COMPOUND4res(c.NFS4_OK, "", [])
+            else:
+                res = decode_compound_res(u)
+                u.done()  # (trailing bytes: a reply cut short inside, or something after it)
         except XdrError as e:
             trace.rpc_failed(xid, path.address, args.argarray, f"malformed reply: {e}", seconds)
             raise _BadReply(self._violated(path, out.ops, e), tries) from e
@@ -688,6 +712,9 @@ class _Outgoing:
     deadline: float | None = None  # when it gives up (None: never)
     completed: bool = False  # a reply to its sequence id came (its slot is released as such)
     request: Request | None = None  # its machine, once anything but a settling reply came (see machine)
+    shape: CompoundShape | None = None  # the prepared COMPOUND it is, if one
+    # its last reply as its shape's prepared decoder took it: SEQUENCE's result and what it decoded
+    replied: tuple[SEQUENCE4resok, tuple[Any, ...]] | None = None
 
     def machine(self) -> Request:
         """The request's machine (:class:`.sequence.Request`): what it met so far, the decision on
