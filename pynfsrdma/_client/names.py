@@ -47,11 +47,38 @@ from .open_state import ANONYMOUS_STATEID
 LOOKUP_SHAPE = CompoundShape([PUTFH4args, LOOKUP4args, GETFH4args(), GETATTR4args(STAT_BITMAP)],
                              entry_attrs_decoder_at)
 GETATTR_SHAPE = CompoundShape([PUTFH4args, GETATTR4args(STAT_BITMAP)], entry_attrs_decoder_at)
+# (the mount's permission checks)
+ACCESS_SHAPE = CompoundShape([PUTFH4args, ACCESS4args])
+ACCESS_ATTRS_SHAPE = CompoundShape([PUTFH4args, ACCESS4args, GETATTR4args(STAT_BITMAP)], entry_attrs_decoder_at)
+LOOKUP_ACCESS_SHAPE = CompoundShape([PUTFH4args, LOOKUP4args, GETFH4args(), ACCESS4args, GETATTR4args(STAT_BITMAP)],
+                                    entry_attrs_decoder_at)
 
 
 def _fh_and_attrs(values: tuple[Any, ...]) -> tuple[bytes, FileAttrs]:
     """What :data:`LOOKUP_SHAPE` decodes, as :func:`.compounds.fh_attrs` gives it."""
     return values[0], values[1]
+
+
+def _first(values: tuple[Any, ...]) -> Any:
+    """The one value a shape decoded (:data:`ACCESS_SHAPE`'s access granted)."""
+    return values[0]
+
+
+def _granted(res: list[ResOp]) -> int:
+    return int(result_of(res, c.OP_ACCESS).access)
+
+
+def _granted_attrs(res: list[ResOp]) -> tuple[int, FileAttrs]:
+    return _granted(res), last_attrs(res)
+
+
+def _fh_granted_attrs(res: list[ResOp]) -> tuple[bytes, int, FileAttrs]:
+    return bytes(result_of(res, c.OP_GETFH).object), _granted(res), last_attrs(res)
+
+
+def _values(values: tuple[Any, ...]) -> Any:
+    """What a shape decoded, in order, as the parse beside it gives it."""
+    return values
 
 
 def _attrs(values: tuple[Any, ...]) -> FileAttrs:
@@ -210,24 +237,25 @@ class Names:
         )
 
     async def access(self, fh: bytes, mask: int, cred: Credential) -> int:
-        res = await self.compounds.run([PUTFH4args(fh), ACCESS4args(mask)], cred)
-        return int(result_of(res, c.OP_ACCESS).access)
+        granted: int = await self.compounds.query(ACCESS_SHAPE.ops(fh, mask), cred, _granted, shape=ACCESS_SHAPE,
+                                                  take=_first)
+        return granted
 
     async def access_attrs(self, fh: bytes, mask: int, cred: Credential) -> tuple[int, FileAttrs]:
         """What of ``mask`` ``cred`` may do to ``fh`` (ACCESS), and its attributes."""
-        return await self.compounds.query([PUTFH4args(fh), ACCESS4args(mask), GETATTR4args(STAT_BITMAP)], cred,
-                                lambda r: (int(result_of(r, c.OP_ACCESS).access), last_attrs(r)))
+        got: tuple[int, FileAttrs] = await self.compounds.query(
+            ACCESS_ATTRS_SHAPE.ops(fh, mask), cred, _granted_attrs, shape=ACCESS_ATTRS_SHAPE, take=_values)
+        return got
 
     async def lookup_access(
         self, dir_fh: bytes, name: str, mask: int, cred: Credential
     ) -> tuple[bytes, int, FileAttrs]:
         """``name`` in ``dir_fh``: its file handle, what of ``mask`` ``cred`` may do to it (ACCESS),
         and its attributes, in one COMPOUND."""
-        return await self.compounds.query(
-            [PUTFH4args(dir_fh), LOOKUP4args(name), GETFH4args(), ACCESS4args(mask), GETATTR4args(STAT_BITMAP)],
-            cred, lambda r: (bytes(result_of(r, c.OP_GETFH).object), int(result_of(r, c.OP_ACCESS).access), last_attrs(r)),
-            path=name,
-        )
+        got: tuple[bytes, int, FileAttrs] = await self.compounds.query(
+            LOOKUP_ACCESS_SHAPE.ops(dir_fh, name, mask), cred, _fh_granted_attrs, path=name,
+            shape=LOOKUP_ACCESS_SHAPE, take=_values)
+        return got
 
     async def statfs(self, fh: bytes, cred: Credential) -> FsStat:
         return await self.compounds.query([PUTFH4args(fh), GETATTR4args(STATFS_BITMAP)], cred,

@@ -21,7 +21,13 @@ from strategies import LEAN
 from pynfsrdma._client.api import Client
 from pynfsrdma._client.attributes import STAT_BITMAP, FileAttrs
 from pynfsrdma._client.compounds import fh_attrs, last_attrs
-from pynfsrdma._client.names import GETATTR_SHAPE, LOOKUP_SHAPE
+from pynfsrdma._client.names import (
+    ACCESS_ATTRS_SHAPE,
+    ACCESS_SHAPE,
+    GETATTR_SHAPE,
+    LOOKUP_ACCESS_SHAPE,
+    LOOKUP_SHAPE,
+)
 from pynfsrdma._proto import rpc as rpcdef
 from pynfsrdma._proto.nfs4 import const as c
 from pynfsrdma._proto.nfs4.attrs import encode_fattr4
@@ -33,9 +39,11 @@ from pynfsrdma._proto.nfs4.compound import (
     decode_compound_res,
     encode_compound_args,
     encode_compound_res,
+    result_of,
 )
 from pynfsrdma._proto.nfs4.compound_shapes import CompoundShape
 from pynfsrdma._proto.nfs4.types import (
+    ACCESS4resok,
     GETATTR4args,
     GETATTR4resok,
     GETFH4args,
@@ -83,13 +91,36 @@ def getattr_results(attrs: Any = STAT) -> list[ResOp]:
     return [SEQ, ResOp(c.OP_PUTFH, 0), ResOp(c.OP_GETATTR, 0, GETATTR4resok(attrs))]
 
 
+ACCESS = ResOp(c.OP_ACCESS, 0, ACCESS4resok(0x3F, 0x2D))
+
+
+def granted(results: list[ResOp]) -> int:
+    return int(result_of(results, c.OP_ACCESS).access)
+
+
+# each shape: its operations for a call, its reply of success, and what the general way's parse makes of
+# that (the value the caller reads, as a tuple in the shape's order)
+SHAPES: dict[str, tuple[CompoundShape, list[Any], list[ResOp], Any]] = {
+    "lookup": (LOOKUP_SHAPE, LOOKUP_SHAPE.ops(FH, "a"), lookup_results(), fh_attrs),
+    "getattr": (GETATTR_SHAPE, GETATTR_SHAPE.ops(FH), getattr_results(), lambda r: (last_attrs(r),)),
+    "access": (ACCESS_SHAPE, ACCESS_SHAPE.ops(FH, 0x1F), [SEQ, ResOp(c.OP_PUTFH, 0), ACCESS],
+               lambda r: (granted(r),)),
+    "access_attrs": (ACCESS_ATTRS_SHAPE, ACCESS_ATTRS_SHAPE.ops(FH, 0x1F),
+                     [SEQ, ResOp(c.OP_PUTFH, 0), ACCESS, ResOp(c.OP_GETATTR, 0, GETATTR4resok(STAT))],
+                     lambda r: (granted(r), last_attrs(r))),
+    "lookup_access": (LOOKUP_ACCESS_SHAPE, LOOKUP_ACCESS_SHAPE.ops(FH, "a", 0x1F), [*lookup_results()[:4], ACCESS,
+                      ResOp(c.OP_GETATTR, 0, GETATTR4resok(STAT))],
+                      lambda r: (bytes(result_of(r, c.OP_GETFH).object), granted(r), last_attrs(r))),
+}
+
+
 def body(results: list[ResOp], status: int | None = None, tag: str = "") -> bytes:
     p = Packer()
     encode_compound_res(p, COMPOUND4res(results[-1].status if status is None else status, tag, results))
     return p.getvalue()
 
 
-def general(shape: CompoundShape, ops: list[Any], data: bytes, start: int = 0) -> tuple[str, Any]:
+def general(shape: CompoundShape, ops: list[Any], data: bytes, start: int = 0, parse: Any = None) -> tuple[str, Any]:
     """What the general way makes of ``data`` (a COMPOUND4res from ``start``), as the session and
     the caller's parse do for a reply of success: ("ok", (SEQUENCE's result, the value)), else why not."""
     try:
@@ -100,7 +131,9 @@ def general(shape: CompoundShape, ops: list[Any], data: bytes, start: int = 0) -
         if res.status != c.NFS4_OK:
             return "failed", res.status
         results = res.resarray[1:]
-        value = fh_attrs(results) if shape is LOOKUP_SHAPE else (last_attrs(results),)
+        if parse is None:
+            parse = fh_attrs if shape is LOOKUP_SHAPE else lambda r: (last_attrs(r),)
+        value = parse(results)
     except XdrError as e:
         return "error", str(e)
     return "ok", (res.resarray[0].res, tuple(value))
@@ -120,10 +153,13 @@ def prepared(shape: CompoundShape, data: bytes, start: int = 0) -> tuple[Any, in
 @LEAN
 @given(fh=st.binary(max_size=c.NFS4_FHSIZE), name=st.text(min_size=1, max_size=40),
        seqid=st.integers(0, 2**32 - 1), slot=st.integers(0, 2**32 - 1), cachethis=st.booleans(),
-       minor=st.sampled_from((1, 2)))
+       minor=st.sampled_from((1, 2)), mask=st.integers(0, 2**32 - 1))
 def test_a_shape_encodes_the_bytes_of_the_general_encoder(fh: bytes, name: str, seqid: int, slot: int,
-                                                          cachethis: bool, minor: int) -> None:
-    for shape, ops in ((LOOKUP_SHAPE, LOOKUP_SHAPE.ops(fh, name)), (GETATTR_SHAPE, GETATTR_SHAPE.ops(fh))):
+                                                          cachethis: bool, minor: int, mask: int) -> None:
+    for shape, ops in ((LOOKUP_SHAPE, LOOKUP_SHAPE.ops(fh, name)), (GETATTR_SHAPE, GETATTR_SHAPE.ops(fh)),
+                       (ACCESS_SHAPE, ACCESS_SHAPE.ops(fh, mask)),
+                       (ACCESS_ATTRS_SHAPE, ACCESS_ATTRS_SHAPE.ops(fh, mask)),
+                       (LOOKUP_ACCESS_SHAPE, LOOKUP_ACCESS_SHAPE.ops(fh, name, mask))):
         args = COMPOUND4args("", minor, [sequence(seqid, slot, slot, cachethis), *ops])
         general_p, shaped_p = Packer(), Packer()
         encode_compound_args(general_p, args)
@@ -151,6 +187,15 @@ def test_other_calls_are_encoded_by_the_general_encoder(why: str, args: COMPOUND
     assert outcomes[0] == outcomes[1], why
 
 
+def test_an_access_mask_out_of_range_gets_the_general_encoders_error() -> None:
+    args = COMPOUND4args("", 1, [sequence(), *ACCESS_SHAPE.ops(FH, 1 << 32)])
+    with pytest.raises(XdrError, match="out of range") as general_error:
+        encode_compound_args(Packer(), args)
+    with pytest.raises(XdrError) as shaped_error:
+        ACCESS_SHAPE.encode(Packer(), args)
+    assert str(shaped_error.value) == str(general_error.value)
+
+
 def test_a_file_handle_too_long_gets_the_general_encoders_error() -> None:
     args = COMPOUND4args("", 1, [sequence(), *LOOKUP_SHAPE.ops(b"x" * (c.NFS4_FHSIZE + 1), "a")])
     with pytest.raises(XdrError, match="exceeds its bound") as general_error:
@@ -174,6 +219,16 @@ def test_the_reply_of_success_decodes_straight_into_what_the_caller_reads() -> N
     gdata = body(getattr_results())
     assert prepared(GETATTR_SHAPE, gdata) == ((SEQ.res, (attrs,)), len(gdata))
     assert general(GETATTR_SHAPE, GETATTR_SHAPE.ops(FH), gdata) == ("ok", (SEQ.res, (attrs,)))
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_each_shapes_reply_of_success_gives_what_the_general_way_gives(name: str) -> None:
+    shape, ops, results, parse = SHAPES[name]
+    data = body(results)
+    got = prepared(shape, data)
+    assert got is not None
+    assert general(shape, ops, data, parse=parse) == ("ok", got[0])
+    assert prepared(shape, body(results[:-1])) is None  # (one result fewer)
 
 
 def test_a_reply_inside_a_larger_buffer() -> None:
@@ -239,17 +294,16 @@ def _call(ops: list[Any]) -> bytes:
     return p.getvalue()
 
 
-@pytest.mark.parametrize("shape, results", [(LOOKUP_SHAPE, lookup_results()), (GETATTR_SHAPE, getattr_results())],
-                         ids=["lookup", "getattr"])
-def test_the_reply_fuzzers_changes_are_decoded_as_the_general_way_does_or_left_to_it(
-        shape: CompoundShape, results: list[ResOp]) -> None:
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_the_reply_fuzzers_changes_are_decoded_as_the_general_way_does_or_left_to_it(name: str) -> None:
     """bench/fuzz_replies.py's mutator, every place of the reply it can change, each several times:
     the prepared decoder gives what the general way gives, or leaves the reply to it."""
-    ops = shape.ops(FH, "a") if shape is LOOKUP_SHAPE else shape.ops(FH)
+    shape, ops, results, parse = SHAPES[name]
     record = _record(body(results))
     sites = ReplyMutator().sites(record, [c.OP_SEQUENCE, *(op.OPNUM for op in ops)])
-    assert {s.mutation for s in sites} >= set(ALL) - {m for m in ALL if m.value in (
-        "read_short", "cookie", "name", "eof", "count")}
+    attributes = {m for m in ALL if m.value in ("nseconds", "value")} if shape is not ACCESS_SHAPE else set()
+    assert {s.mutation for s in sites} >= {m for m in ALL if m.value in (
+        "header", "length", "truncate", "trailing", "status")} | attributes
     taken = compared = 0
     for k, site in enumerate(sites):
         for seed in range(4):
@@ -266,7 +320,7 @@ def test_the_reply_fuzzers_changes_are_decoded_as_the_general_way_does_or_left_t
                 except XdrError:
                     continue  # (the RPC layer's to refuse: the session never sees it)
                 start = u.pos
-                want = general(shape, ops, data, start)
+                want = general(shape, ops, data, start, parse)
                 got = prepared(shape, data, start)
                 compared += 1
                 if got is not None:
@@ -294,3 +348,10 @@ async def test_stat_and_lookup_through_the_shapes_against_the_server(ganesha: Ga
         assert attrs.size == 5000 and attrs.fileid == os.stat(local / "f").st_ino
         assert st_f.st_size == 5000 and st_f.st_ino == os.stat(local / "f").st_ino
         assert st_d.st_ino == os.stat(local / "d").st_ino
+        everything = c.ACCESS4_READ | c.ACCESS4_MODIFY | c.ACCESS4_LOOKUP
+        assert await client.nfs.names.access(fh, everything, client.cred) == c.ACCESS4_READ | c.ACCESS4_MODIFY
+        assert await client.nfs.names.access_attrs(fh, c.ACCESS4_READ, client.cred) == (c.ACCESS4_READ, attrs)
+        assert await client.nfs.names.lookup_access(client.root_fh, "f", c.ACCESS4_READ, client.cred) == (
+            fh, c.ACCESS4_READ, attrs)
+        with pytest.raises(FileNotFoundError):
+            await client.nfs.names.lookup_access(client.root_fh, "missing", c.ACCESS4_READ, client.cred)

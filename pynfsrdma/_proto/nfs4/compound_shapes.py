@@ -1,12 +1,14 @@
 """Prepared COMPOUNDs: the requests a client sends over and over (SEQUENCE + PUTFH + GETATTR of one
-bitmap; SEQUENCE + PUTFH + LOOKUP + GETFH + GETATTR), each made once as a :class:`CompoundShape`.
+bitmap; SEQUENCE + PUTFH + LOOKUP + GETFH + GETATTR; with ACCESS), each made once as a
+:class:`CompoundShape`.
 
 A shape's fixed bytes are encoded when it is made (the COMPOUND header, the operation numbers, the
 fixed operations with their arguments: GETFH, GETATTR and its bitmap); per call only the variable
-fields are packed (SEQUENCE's session, sequence id and slots; the file handle; the name). Its reply is
+fields are packed (SEQUENCE's session, sequence id and slots; the file handle; the name; ACCESS's
+mask). Its reply is
 decoded by a decoder prepared for exactly the reply of success (every status NFS4_OK, one result per
 operation in order, the GETATTR's bitmap the one asked for, nothing after the last result), straight
-into what the caller reads: the SEQUENCE result, the file handle, the attributes as the caller's
+into what the caller reads: the SEQUENCE result, the file handle, the access granted, the attributes as the caller's
 attribute decoder makes them. Any other reply (a failure, fewer results, another bitmap, a body cut
 short or running on, attributes the caller's decoder refuses) is not decoded here:
 :meth:`CompoundShape.decode` says None and leaves the reply where it was, for the general codec
@@ -22,8 +24,16 @@ from typing import Any
 
 from ..._xdr import Packer, Unpacker
 from .compound import COMPOUND4args, encode_compound_args
-from .const import NFS4_FHSIZE, NFS4_OK, NFS4_SESSIONID_SIZE, OP_SEQUENCE
-from .types import GETATTR4args, GETFH4args, LOOKUP4args, PUTFH4args, SEQUENCE4args, SEQUENCE4resok
+from .const import NFS4_FHSIZE, NFS4_OK, NFS4_SESSIONID_SIZE, OP_ACCESS, OP_SEQUENCE
+from .types import (
+    ACCESS4args,
+    GETATTR4args,
+    GETFH4args,
+    LOOKUP4args,
+    PUTFH4args,
+    SEQUENCE4args,
+    SEQUENCE4resok,
+)
 
 _U32 = struct.Struct(">I")
 _OPNUM_STATUS = struct.Struct(">Ii")
@@ -34,8 +44,10 @@ _SEQUENCE_ARGS = struct.Struct(f">{NFS4_SESSIONID_SIZE}sIIII")
 # a successful SEQUENCE result: resop's opnum and status, then SEQUENCE4resok
 _SEQUENCE_RES = struct.Struct(f">Ii{NFS4_SESSIONID_SIZE}sIIIII")
 _WORD = _U32.size
-_OPNUM_LEN = struct.Struct(">II")  # an operation's number and its one opaque argument's length
+_OPNUM_LEN = struct.Struct(">II")  # an operation's number and its one word: an opaque's length, ACCESS's mask
 _PAD = (b"", b"\0\0\0", b"\0\0", b"\0")
+_ACCESS_RES = struct.Struct(">II")  # ACCESS4resok: supported, access
+_UINT32_MAX = (1 << 32) - 1
 
 #: what decodes a GETATTR's attribute values, given the bitmap the shape asks for:
 #: ``attrs_at(buffer, start, end)`` -> (the attributes, or None when they are not the caller's to use
@@ -52,13 +64,13 @@ def _xdr(op: Any) -> bytes:
 
 class CompoundShape:
     """SEQUENCE and then ``template``'s operations: an argument class for an operation whose argument
-    varies per call (PUTFH4args, LOOKUP4args), an argument instance for one that is fixed (GETFH4args(),
+    varies per call (PUTFH4args, LOOKUP4args, ACCESS4args), an argument instance for one that is fixed (GETFH4args(),
     GETATTR4args(bitmap)). Calls hand the shape's own fixed instances (:attr:`fixed`, :meth:`ops`) so
     that their bytes are the ones encoded once. ``attrs_at(bitmap)`` makes the GETATTR's attribute
     decoder (:data:`AttrsAt`), once, for the bitmap the shape asks for.
 
     :meth:`decode` of a reply of success gives the SEQUENCE result and, per operation that returns
-    something, in order: a GETFH's file handle (bytes), a GETATTR's attributes (what ``attrs_at``'s
+    something, in order: a GETFH's file handle (bytes), an ACCESS's access granted (int), a GETATTR's attributes (what ``attrs_at``'s
     decoder makes of them)."""
 
     __slots__ = ("_attrs", "_kinds", "_mask_bytes", "_n", "_opnums", "_prefixes", "_put", "fixed", "template")
@@ -68,7 +80,7 @@ class CompoundShape:
         self.template = tuple(template)
         self.fixed: dict[int, Any] = {}  # position (after SEQUENCE) -> the shape's own fixed arguments
         opnums: list[int] = [OP_SEQUENCE]
-        kinds: list[int] = []  # what each result holds after its status: _NOTHING, _FH, _ATTRS
+        kinds: list[int] = []  # what each result holds after its status: _NOTHING, _FH, _ACCESS, _ATTRS
         put: list[bytes | None] = []  # the fixed operations' bytes (None: packed per call)
         mask_bytes = b""
         attrs: AttrsAt | None = None
@@ -86,6 +98,8 @@ class CompoundShape:
                 put.append(_xdr(t))
             if cls is GETFH4args:
                 kinds.append(_FH)
+            elif cls is ACCESS4args:
+                kinds.append(_ACCESS)
             elif cls is GETATTR4args:
                 if attrs is not None or attrs_at is None or isinstance(t, type):
                     raise ValueError("a shape holds one GETATTR of a fixed bitmap, with its attribute decoder")
@@ -140,9 +154,15 @@ class CompoundShape:
                 buf += fixed
                 continue
             op = ops[i]
+            if type(op) is ACCESS4args:
+                if not 0 <= op.access <= _UINT32_MAX:  # (the general encoder's error says what is wrong)
+                    encode_compound_args(p, args)
+                    return
+                buf += _OPNUM_LEN.pack(OP_ACCESS, op.access)
+                continue
             data = op.object if type(op) is PUTFH4args else op.objname.encode("utf-8", "surrogateescape")
             n = len(data)
-            if n > NFS4_FHSIZE and type(op) is PUTFH4args:  # (the general encoder's error says what is wrong)
+            if n > NFS4_FHSIZE and type(op) is PUTFH4args:
                 encode_compound_args(p, args)
                 return
             buf += _OPNUM_LEN.pack(op.OPNUM, n)
@@ -197,6 +217,11 @@ class CompoundShape:
                         return None
                     outs.append(bytes(view[p + _WORD:p + _WORD + n]))
                     p = q
+                elif kind == _ACCESS:
+                    if p + 2 * _WORD > end:
+                        return None
+                    outs.append(_ACCESS_RES.unpack_from(view, p)[1])  # (ACCESS4resok: supported, access)
+                    p += 2 * _WORD
                 elif kind == _ATTRS:
                     mask = self._mask_bytes
                     q = p + len(mask)
@@ -223,9 +248,9 @@ class CompoundShape:
         return SEQUENCE4resok(sid, seqid, slotid, highest, target, flags), tuple(outs)
 
 
-_NOTHING, _FH, _ATTRS = range(3)
+_NOTHING, _FH, _ACCESS, _ATTRS = range(4)
 #: the operations a shape holds, and those of them whose arguments vary per call
-_SHAPED = frozenset((PUTFH4args, LOOKUP4args, GETFH4args, GETATTR4args))
-_VARIABLE = frozenset((PUTFH4args, LOOKUP4args))
+_SHAPED = frozenset((PUTFH4args, LOOKUP4args, GETFH4args, ACCESS4args, GETATTR4args))
+_VARIABLE = frozenset((PUTFH4args, LOOKUP4args, ACCESS4args))
 
 __all__ = ["AttrsAt", "CompoundShape"]
