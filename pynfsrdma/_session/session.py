@@ -39,16 +39,15 @@ from .. import _trace as trace
 from .._errors import NFS4Error, ProtocolError, ReplyError
 from .._proto.nfs4 import const as c
 from .._proto.nfs4.compound import (
-    COMPOUND4args,
     COMPOUND4res,
     CompoundMismatch,
     ResOp,
     check_compound_res,
     decode_compound_res,
-    encode_compound_args,
+    encode_sequenced_args,
 )
 from .._proto.nfs4.compound_shapes import CompoundShape
-from .._proto.nfs4.types import SEQUENCE4args, SEQUENCE4resok
+from .._proto.nfs4.types import SEQUENCE4resok
 from .._rpc.auth import Credential
 from .._rpc.errors import RpcTimeout
 from .._rpc.gss_auth import KerberosAccessError
@@ -515,10 +514,8 @@ class Session:
         decide (:func:`.sequence.on_fault`). The call's times are marked at each send."""
         slot = out.slot
         assert slot is not None
-        args = COMPOUND4args(out.tag, self.minorversion, [
-            SEQUENCE4args(self.sessionid, out.seqid, slot.slotid, self.table.highest_in_use, out.cachethis),
-            *out.ops,
-        ])
+        # (SEQUENCE's fields, the same in every send of this try of the request)
+        sequence = (self.sessionid, out.seqid, slot.slotid, self.table.highest_in_use, out.cachethis)
         policy = self.policy
         tries = 0
         previous: Path | None = None
@@ -540,9 +537,9 @@ class Session:
             tries += 1
             xid, p = rpc.start_call(c.NFSPROC4_COMPOUND, out.cred)
             if out.shape is not None:
-                out.shape.encode(p, args)
+                out.shape.encode_sequenced(p, out.tag, self.minorversion, *sequence, out.ops)
             else:
-                encode_compound_args(p, args)
+                encode_sequenced_args(p, out.tag, self.minorversion, *sequence, out.ops)
             start = trio.current_time()
             out.call.sent(start, unanswered=tries > 1)
             timeout = policy.timeo
@@ -552,13 +549,13 @@ class Session:
                 u, answered = await path.call(xid, p, out.hints, timeout, payload=out.payload, start=start,
                                               timed=out.timed)
             except RpcTimeout as e:
-                if self._timed_out(out, path, e, xid, args, start, tries):
+                if self._timed_out(out, path, e, xid, start, tries):
                     raise
                 previous = path
                 continue
             except (TransportError, trio.ClosedResourceError) as e:
                 # (ClosedResourceError: the connection was dropped, as stalled, during our send)
-                if await self._connection_failed(out, path, e, xid, args, start):
+                if await self._connection_failed(out, path, e, xid, start):
                     raise
                 previous = path
                 continue
@@ -567,7 +564,7 @@ class Session:
                 raise e.located(main_op(out.ops)) from None
             if policy.unanswered_since is not None:
                 policy.answered()
-            return self._received(out, path, u, xid, len(p), args, answered - start, tries), tries, path, answered
+            return self._received(out, path, u, xid, len(p), answered - start, tries), tries, path, answered
 
     def _path_chosen(self, out: _Outgoing, previous: Path | None) -> Path | None:
         """The path the request goes on now, as the session's paths choose it (None: no live path
@@ -596,8 +593,7 @@ class Session:
                 raise self._unreachable() from e
             raise self._give_up(str(e)) from e
 
-    def _timed_out(self, out: _Outgoing, path: Path, e: RpcTimeout, xid: int, args: COMPOUND4args,
-                   start: float, tries: int) -> bool:
+    def _timed_out(self, out: _Outgoing, path: Path, e: RpcTimeout, xid: int, start: float, tries: int) -> bool:
         """A send of the request went unanswered within its time: drop the stalled connection and
         resend (returns False), give up (raises), or let ``e`` through as it is (returns True)."""
         past = out.deadline is not None and trio.current_time() >= out.deadline
@@ -608,14 +604,13 @@ class Session:
         assert slot is not None
         log.info("%s: request on slot %d seq %d timed out; resending", path.address, slot.slotid, out.seqid)
         path.last_error = str(e)
-        trace.rpc_failed(xid, path.address, args.argarray, str(e), trio.current_time() - start)
+        trace.rpc_failed(xid, path.address, (_SEQUENCE, *out.ops), str(e), trio.current_time() - start)
         self.paths.kill(path)  # a stalled connection: drop it so it reconnects
         if act is Act.GIVE_UP:
             raise self._give_up(f"no reply after {tries} tries within {self.policy.budget:g} s") from e
         return False
 
-    async def _connection_failed(self, out: _Outgoing, path: Path, e: Exception, xid: int,
-                                 args: COMPOUND4args, start: float) -> bool:
+    async def _connection_failed(self, out: _Outgoing, path: Path, e: Exception, xid: int, start: float) -> bool:
         """The request's connection ended (or refused it): resend, on another path if there is one
         (returns False), fail (raises), or let ``e`` through as it is (returns True)."""
         policy = self.policy
@@ -625,7 +620,7 @@ class Session:
         act = out.machine().feed(Failed(fault, failing_fast=out.soft and policy.failing_fast, past_deadline=past)).act
         if act is Act.RAISE:
             return True
-        trace.rpc_failed(xid, path.address, args.argarray, str(e), trio.current_time() - start)
+        trace.rpc_failed(xid, path.address, (_SEQUENCE, *out.ops), str(e), trio.current_time() - start)
         if fault is Fault.VIOLATION:
             self.violations += 1
         if act is Act.PROTOCOL_ERROR:
@@ -648,8 +643,8 @@ class Session:
             await trio.lowlevel.checkpoint()
         return False
 
-    def _received(self, out: _Outgoing, path: Path, u: Unpacker, xid: int, sent: int, args: COMPOUND4args,
-                  seconds: float, tries: int) -> COMPOUND4res:
+    def _received(self, out: _Outgoing, path: Path, u: Unpacker, xid: int, sent: int, seconds: float,
+                  tries: int) -> COMPOUND4res:
         """The reply ``u`` to the request's send of ``sent`` bytes on ``path``, ``seconds`` after it
         went, decoded, traced and counted; _BadReply if it is not one."""
         received = u.carried()  # (over RPC-over-RDMA, with what Write chunks brought)
@@ -664,9 +659,10 @@ class Session:
                 res = decode_compound_res(u)
                 u.done()  # (trailing bytes: a reply cut short inside, or something after it)
         except XdrError as e:
-            trace.rpc_failed(xid, path.address, args.argarray, f"malformed reply: {e}", seconds)
+            trace.rpc_failed(xid, path.address, (_SEQUENCE, *out.ops), f"malformed reply: {e}", seconds)
             raise _BadReply(self._violated(path, out.ops, e), tries) from e
-        trace.rpc_done(xid, path.address, args.argarray, res.status, seconds)
+        if trace.tracer() is not None:  # (the operations' list made only for a trace that is on)
+            trace.rpc_done(xid, path.address, (_SEQUENCE, *out.ops), res.status, seconds)
         self.stats.rpc_done(path, out.ops, res, seconds, sent, received, tries > 1, out.call)
         return res
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..._xdr import Packer, Unpacker
-from .compound import COMPOUND4args, encode_compound_args
+from .compound import COMPOUND4args, encode_compound_args, encode_sequenced_args
 from .const import NFS4_FHSIZE, NFS4_OK, NFS4_SESSIONID_SIZE, OP_ACCESS, OP_SEQUENCE
 from .types import (
     ACCESS4args,
@@ -132,38 +132,52 @@ class CompoundShape:
         :func:`.compound.encode_compound_args` makes, the fixed ones made once. ``args`` of another
         shape (or with a tag) are encoded by that general encoder."""
         ops = args.argarray
-        seq = ops[0] if len(ops) == self._n else None
-        if (args.tag or type(seq) is not SEQUENCE4args or len(seq.sa_sessionid) != NFS4_SESSIONID_SIZE
-                or not self._holds(ops)):
+        seq = ops[0] if ops else None
+        if type(seq) is not SEQUENCE4args:
             encode_compound_args(p, args)
             return
-        prefix = self._prefixes.get(args.minorversion)
+        self.encode_sequenced(p, args.tag, args.minorversion, seq.sa_sessionid, seq.sa_sequenceid, seq.sa_slotid,
+                              seq.sa_highest_slotid, seq.sa_cachethis, ops[1:])
+
+    def encode_sequenced(self, p: Packer, tag: str, minorversion: int, sessionid: bytes, sequenceid: int,
+                         slotid: int, highest_slotid: int, cachethis: bool, ops: Sequence[Any]) -> None:
+        """As :func:`.compound.encode_sequenced_args` (SEQUENCE's fields and the operations after
+        it, no object made for either), the fixed bytes made once when ``ops`` are this shape's."""
+        if tag or len(ops) + 1 != self._n or len(sessionid) != NFS4_SESSIONID_SIZE or not self._holds(ops):
+            encode_sequenced_args(p, tag, minorversion, sessionid, sequenceid, slotid, highest_slotid, cachethis, ops)
+            return
+        prefix = self._prefixes.get(minorversion)
         if prefix is None:
-            prefix = self._prefixes[args.minorversion] = (_U32.pack(0) + _U32.pack(args.minorversion)
-                                                          + _U32.pack(self._n) + _U32.pack(OP_SEQUENCE))
+            if not 0 <= minorversion <= _UINT32_MAX:
+                encode_sequenced_args(p, tag, minorversion, sessionid, sequenceid, slotid, highest_slotid, cachethis,
+                                      ops)
+                return
+            prefix = self._prefixes[minorversion] = (_U32.pack(0) + _U32.pack(minorversion) + _U32.pack(self._n)
+                                                     + _U32.pack(OP_SEQUENCE))
         try:
-            head = _SEQUENCE_ARGS.pack(seq.sa_sessionid, seq.sa_sequenceid, seq.sa_slotid, seq.sa_highest_slotid,
-                                       1 if seq.sa_cachethis else 0)
+            head = _SEQUENCE_ARGS.pack(sessionid, sequenceid, slotid, highest_slotid, 1 if cachethis else 0)
         except struct.error:  # (a value out of range: the general encoder's error says which)
-            encode_compound_args(p, args)
+            encode_sequenced_args(p, tag, minorversion, sessionid, sequenceid, slotid, highest_slotid, cachethis, ops)
             return
         buf = bytearray(prefix)
         buf += head
-        for i, fixed in enumerate(self._put, 1):
+        for i, fixed in enumerate(self._put):
             if fixed is not None:
                 buf += fixed
                 continue
             op = ops[i]
             if type(op) is ACCESS4args:
                 if not 0 <= op.access <= _UINT32_MAX:  # (the general encoder's error says what is wrong)
-                    encode_compound_args(p, args)
+                    encode_sequenced_args(p, tag, minorversion, sessionid, sequenceid, slotid, highest_slotid,
+                                          cachethis, ops)
                     return
                 buf += _OPNUM_LEN.pack(OP_ACCESS, op.access)
                 continue
             data = op.object if type(op) is PUTFH4args else op.objname.encode("utf-8", "surrogateescape")
             n = len(data)
             if n > NFS4_FHSIZE and type(op) is PUTFH4args:
-                encode_compound_args(p, args)
+                encode_sequenced_args(p, tag, minorversion, sessionid, sequenceid, slotid, highest_slotid, cachethis,
+                                      ops)
                 return
             buf += _OPNUM_LEN.pack(op.OPNUM, n)
             buf += data
@@ -171,10 +185,9 @@ class CompoundShape:
         p.buf += buf
 
     def _holds(self, ops: Sequence[Any]) -> bool:
-        """Whether ``ops`` after SEQUENCE are this shape's: its fixed instances themselves where it has
-        them, its argument classes elsewhere."""
-        for i, t in enumerate(self.template, 1):
-            op = ops[i]
+        """Whether ``ops`` (after SEQUENCE) are this shape's: its fixed instances themselves where it
+        has them, its argument classes elsewhere."""
+        for op, t in zip(ops, self.template, strict=True):  # noqa: SIM110  (a loop: this runs for every request)
             if op is not t and type(op) is not t:
                 return False
         return True
