@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from .._errors import NFS4Error, ProtocolError, ReplyError
 from .._proto.nfs4 import const as c
 from .._proto.nfs4.compound import ResOp, result_of
+from .._proto.nfs4.compound_shapes import CompoundShape
 from .._proto.nfs4.types import stateid4
 from .._rpc.auth import Credential
 from .._session.client_id import ClientID
@@ -103,20 +104,31 @@ class Compounds:
         payload: int = 0,
         path: str | None = None,
         recovering: bool = False,
+        shape: CompoundShape | None = None,
+        take: Callable[[tuple[Any, ...]], T] | None = None,
     ) -> T:
         """As :meth:`run`, returning ``parse(results)``, which runs inside the session's checks: what
         it raises for results it cannot use (XdrError for malformed attributes) is a protocol
-        violation, as a malformed reply is."""
+        violation, as a malformed reply is. ``shape``: the prepared COMPOUND ``ops`` are (made by its
+        :meth:`~.compound_shapes.CompoundShape.ops`); a reply of success its decoder takes gives
+        ``take(what it decoded)``, the same value ``parse`` makes of the results."""
         out: list[T] = []
 
         def check(results: list[ResOp]) -> None:
             out.append(parse(results))
 
+        prepared = None
+        if shape is not None:
+            assert take is not None
+
+            def prepared(values: tuple[Any, ...]) -> None:
+                out.append(take(values))
+
         # (the one coroutine between the families and the client ID: run comes through here)
         try:
             res = await self.client.compound(
                 ops, cred, hints if hints is not None else NO_HINTS, payload=payload, check=check,
-                _recovering=recovering,
+                _recovering=recovering, shape=shape, prepared=prepared,
             )
         except ReplyError as e:
             raise e.located(None, path) from None

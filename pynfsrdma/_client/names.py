@@ -11,6 +11,7 @@ from .._errors import NFS4Error, ReplyError
 from .._proto.nfs4 import const as c
 from .._proto.nfs4.attrs import attrs_in
 from .._proto.nfs4.compound import ResOp, result_of, results_of
+from .._proto.nfs4.compound_shapes import CompoundShape
 from .._proto.nfs4.types import (
     ACCESS4args,
     GETATTR4args,
@@ -35,10 +36,55 @@ from .attributes import (
     XATTR_SUPPORT_BITMAP,
     FileAttrs,
     FsStat,
+    entry_attrs_decoder_at,
     setattr_fattr4,
 )
 from .compounds import NO_HINTS, Compounds, created_ns, fh_attrs, last_attrs
 from .open_state import ANONYMOUS_STATEID
+
+# the COMPOUNDs the mount's LOOKUP and GETATTR and the path API's stat send over and over, prepared
+# once (their GETATTR's attributes decoded straight into FileAttrs)
+LOOKUP_SHAPE = CompoundShape([PUTFH4args, LOOKUP4args, GETFH4args(), GETATTR4args(STAT_BITMAP)],
+                             entry_attrs_decoder_at)
+GETATTR_SHAPE = CompoundShape([PUTFH4args, GETATTR4args(STAT_BITMAP)], entry_attrs_decoder_at)
+# (the mount's permission checks)
+ACCESS_SHAPE = CompoundShape([PUTFH4args, ACCESS4args])
+ACCESS_ATTRS_SHAPE = CompoundShape([PUTFH4args, ACCESS4args, GETATTR4args(STAT_BITMAP)], entry_attrs_decoder_at)
+LOOKUP_ACCESS_SHAPE = CompoundShape([PUTFH4args, LOOKUP4args, GETFH4args(), ACCESS4args, GETATTR4args(STAT_BITMAP)],
+                                    entry_attrs_decoder_at)
+
+
+def _fh_and_attrs(values: tuple[Any, ...]) -> tuple[bytes, FileAttrs]:
+    """What :data:`LOOKUP_SHAPE` decodes, as :func:`.compounds.fh_attrs` gives it."""
+    return values[0], values[1]
+
+
+def _first(values: tuple[Any, ...]) -> Any:
+    """The one value a shape decoded (:data:`ACCESS_SHAPE`'s access granted)."""
+    return values[0]
+
+
+def _granted(res: list[ResOp]) -> int:
+    return int(result_of(res, c.OP_ACCESS).access)
+
+
+def _granted_attrs(res: list[ResOp]) -> tuple[int, FileAttrs]:
+    return _granted(res), last_attrs(res)
+
+
+def _fh_granted_attrs(res: list[ResOp]) -> tuple[bytes, int, FileAttrs]:
+    return bytes(result_of(res, c.OP_GETFH).object), _granted(res), last_attrs(res)
+
+
+def _values(values: tuple[Any, ...]) -> Any:
+    """What a shape decoded, in order, as the parse beside it gives it."""
+    return values
+
+
+def _attrs(values: tuple[Any, ...]) -> FileAttrs:
+    """What :data:`GETATTR_SHAPE` decodes, as :func:`.compounds.last_attrs` gives it."""
+    attrs: FileAttrs = values[0]
+    return attrs
 
 MIN_SERVER_IO = 4096  # a server's maxread or maxwrite below this is taken as this
 
@@ -122,14 +168,15 @@ class Names:
 
     # -- names --------------------------------------------------------------------------------------------
     async def lookup(self, dir_fh: bytes, name: str, cred: Credential) -> tuple[bytes, FileAttrs]:
-        return await self.compounds.query(
-            [PUTFH4args(dir_fh), LOOKUP4args(name), GETFH4args(), GETATTR4args(STAT_BITMAP)], cred, fh_attrs,
-            path=name,
-        )
+        return await self.compounds.query(LOOKUP_SHAPE.ops(dir_fh, name), cred, fh_attrs, path=name,
+                                          shape=LOOKUP_SHAPE, take=_fh_and_attrs)
 
     async def lookup_path(self, dir_fh: bytes, names: Sequence[str], cred: Credential,
                           path: str | None = None) -> tuple[bytes, FileAttrs]:
         """Several LOOKUPs in one COMPOUND (a path below ``dir_fh``)."""
+        if len(names) == 1:
+            return await self.compounds.query(LOOKUP_SHAPE.ops(dir_fh, names[0]), cred, fh_attrs, path=path,
+                                              shape=LOOKUP_SHAPE, take=_fh_and_attrs)
         ops: list[Any] = [PUTFH4args(dir_fh)]
         ops += [LOOKUP4args(n) for n in names]
         ops += [GETFH4args(), GETATTR4args(STAT_BITMAP)]
@@ -170,7 +217,8 @@ class Names:
                                 fh_attrs)
 
     async def getattr(self, fh: bytes, cred: Credential, path: str | None = None) -> FileAttrs:
-        return await self.compounds.query([PUTFH4args(fh), GETATTR4args(STAT_BITMAP)], cred, last_attrs, path=path)
+        return await self.compounds.query(GETATTR_SHAPE.ops(fh), cred, last_attrs, path=path,
+                                          shape=GETATTR_SHAPE, take=_attrs)
 
     async def time_create(self, fh: bytes, cred: Credential, path: str | None = None) -> int | None:
         """When the file was created (the time_create attribute), in nanoseconds since the epoch;
@@ -189,24 +237,25 @@ class Names:
         )
 
     async def access(self, fh: bytes, mask: int, cred: Credential) -> int:
-        res = await self.compounds.run([PUTFH4args(fh), ACCESS4args(mask)], cred)
-        return int(result_of(res, c.OP_ACCESS).access)
+        granted: int = await self.compounds.query(ACCESS_SHAPE.ops(fh, mask), cred, _granted, shape=ACCESS_SHAPE,
+                                                  take=_first)
+        return granted
 
     async def access_attrs(self, fh: bytes, mask: int, cred: Credential) -> tuple[int, FileAttrs]:
         """What of ``mask`` ``cred`` may do to ``fh`` (ACCESS), and its attributes."""
-        return await self.compounds.query([PUTFH4args(fh), ACCESS4args(mask), GETATTR4args(STAT_BITMAP)], cred,
-                                lambda r: (int(result_of(r, c.OP_ACCESS).access), last_attrs(r)))
+        got: tuple[int, FileAttrs] = await self.compounds.query(
+            ACCESS_ATTRS_SHAPE.ops(fh, mask), cred, _granted_attrs, shape=ACCESS_ATTRS_SHAPE, take=_values)
+        return got
 
     async def lookup_access(
         self, dir_fh: bytes, name: str, mask: int, cred: Credential
     ) -> tuple[bytes, int, FileAttrs]:
         """``name`` in ``dir_fh``: its file handle, what of ``mask`` ``cred`` may do to it (ACCESS),
         and its attributes, in one COMPOUND."""
-        return await self.compounds.query(
-            [PUTFH4args(dir_fh), LOOKUP4args(name), GETFH4args(), ACCESS4args(mask), GETATTR4args(STAT_BITMAP)],
-            cred, lambda r: (bytes(result_of(r, c.OP_GETFH).object), int(result_of(r, c.OP_ACCESS).access), last_attrs(r)),
-            path=name,
-        )
+        got: tuple[bytes, int, FileAttrs] = await self.compounds.query(
+            LOOKUP_ACCESS_SHAPE.ops(dir_fh, name, mask), cred, _fh_granted_attrs, path=name,
+            shape=LOOKUP_ACCESS_SHAPE, take=_values)
+        return got
 
     async def statfs(self, fh: bytes, cred: Credential) -> FsStat:
         return await self.compounds.query([PUTFH4args(fh), GETATTR4args(STATFS_BITMAP)], cred,

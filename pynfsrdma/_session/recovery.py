@@ -17,6 +17,7 @@ import trio
 from .._errors import NFS4Error
 from .._proto.nfs4 import const as c
 from .._proto.nfs4.compound import COMPOUND4res
+from .._proto.nfs4.compound_shapes import CompoundShape
 from .._proto.nfs4.types import RECLAIM_COMPLETE4args
 from .._rpc.auth import Credential
 from .._transport.base import NO_HINTS, ReplyHints, TransportError
@@ -24,7 +25,7 @@ from .client_state import ClientState
 from .create_session import Establishment, status_name
 from .errors import SessionError
 from .sequence import CLIENT_LOST, Act, Finished, FlagAction, Request, SessionGone, finishes, flag_actions
-from .session import Check, Session, SessionLost
+from .session import Check, Prepared, Session, SessionLost
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,8 @@ class CompoundCall(Protocol):
     """What runs a COMPOUND in the client ID's sessions (:meth:`Recovery.compound`)."""
 
     def __call__(self, ops: Sequence[Any], cred: Credential, hints: ReplyHints = NO_HINTS, *, payload: int = 0,
-                 check: Check | None = None, _recovering: bool = False) -> Awaitable[COMPOUND4res]: ...
+                 check: Check | None = None, _recovering: bool = False, shape: CompoundShape | None = None,
+                 prepared: Prepared | None = None) -> Awaitable[COMPOUND4res]: ...
 
 
 class Recovery:
@@ -65,12 +67,13 @@ class Recovery:
         self.state.in_grace = False
 
     async def compound(self, ops: Sequence[Any], cred: Credential, hints: ReplyHints = NO_HINTS, *, payload: int = 0,
-                       check: Check | None = None, _recovering: bool = False) -> COMPOUND4res:
+                       check: Check | None = None, _recovering: bool = False, shape: CompoundShape | None = None,
+                       prepared: Prepared | None = None) -> COMPOUND4res:
         """Run ``ops`` in the session; retries DELAY/GRACE and recovers lost sessions. Its callers (the
         client ID's ``compound``, which is this method itself, and the lease keeper).
 
         The reply's ``resarray`` holds the results of ``ops`` (SEQUENCE's is removed); the caller
-        checks the statuses of its operations. ``check``: see :meth:`Session.compound`.
+        checks the statuses of its operations. ``check``, ``shape``, ``prepared``: see :meth:`Session.compound`.
         """
         request: Request | None = None  # (its tries, one after another, each in a session: made at the first need)
         deadline: float | None = None  # a soft request's: from its first send, DELAY and GRACE pauses counted
@@ -92,7 +95,7 @@ class Recovery:
                                    "recovered)", errno.ETIMEDOUT)
             try:
                 res = await session.compound(ops, cred, hints, payload=payload, check=check,
-                                             deadline=None if first else deadline)
+                                             deadline=None if first else deadline, shape=shape, prepared=prepared)
             except SessionLost as e:
                 if request is None:
                     request = Request(recovering=_recovering)

@@ -39,15 +39,15 @@ from .. import _trace as trace
 from .._errors import NFS4Error, ProtocolError, ReplyError
 from .._proto.nfs4 import const as c
 from .._proto.nfs4.compound import (
-    COMPOUND4args,
     COMPOUND4res,
     CompoundMismatch,
     ResOp,
     check_compound_res,
     decode_compound_res,
-    encode_compound_args,
+    encode_sequenced_args,
 )
-from .._proto.nfs4.types import SEQUENCE4args, SEQUENCE4resok
+from .._proto.nfs4.compound_shapes import CompoundShape
+from .._proto.nfs4.types import SEQUENCE4resok
 from .._rpc.auth import Credential
 from .._rpc.errors import RpcTimeout
 from .._rpc.gss_auth import KerberosAccessError
@@ -100,6 +100,8 @@ COMPOUND_ROOM = 8 * 1024
 # attributes; ValueError: a value out of its type's range). Anything else it raises is a bug of ours,
 # and is let through as such.
 Check = Callable[[list[ResOp]], None]
+#: takes what a shape's prepared decoder made of a reply (:meth:`.compound_shapes.CompoundShape.decode`)
+Prepared = Callable[[tuple[Any, ...]], None]
 _CHECK_ERRORS = (XdrError, ValueError)
 # the operations that are not what a COMPOUND is about (named in errors only when nothing else is there)
 _PLUMBING = frozenset({c.OP_SEQUENCE, c.OP_PUTFH, c.OP_PUTROOTFH, c.OP_PUTPUBFH, c.OP_SAVEFH, c.OP_RESTOREFH,
@@ -295,6 +297,8 @@ class Session:
         pin: Path | None = None,
         check: Check | None = None,
         deadline: float | None = None,
+        shape: CompoundShape | None = None,
+        prepared: Prepared | None = None,
     ) -> COMPOUND4res:
         """Send ``ops`` after a SEQUENCE; return the reply with SEQUENCE's result removed, the call timed for
         the statistics from here to its end (:mod:`pynfsrdma._stats`).
@@ -309,13 +313,12 @@ class Session:
         (the caller's, resent after a pause) gives up; by default its ``timeo`` x (``retrans`` + 1) from its
         first send. Pauses the server asks for (SEQUENCE's NFS4ERR_DELAY) count: one that would end past the
         deadline fails the request with that status. The loop: send, feed what came of it to the request's
-        machine (:class:`.sequence.Request`), carry out its decision.
-        """
+        machine (:class:`.sequence.Request`), carry out its decision. ``shape``, ``prepared``: :meth:`_check`."""
         call = self.stats.call_started(trio.current_time(), ops)
         out: _Outgoing | None = None
         gave_up = False
         try:
-            out = self._outgoing(ops, cred, hints, call, payload, tag, cachethis, pin)
+            out = self._outgoing(ops, cred, hints, call, payload, tag, cachethis, pin, shape)
             # (a free slot is taken at once; waiting for one is _acquire's)
             out.slot = self.table.try_acquire() if self.dead is None and not out.failing_fast else None
             taken = call.started  # (when its slot was taken: no time passed waiting for a free one)
@@ -340,7 +343,7 @@ class Session:
                     continue
                 sends += tries
                 try:
-                    st, foreign = self._check(ops, res, out.slot, answered, check)
+                    st, foreign = self._check(out, res, answered, check, prepared)
                 except _CHECK_ERRORS as e:
                     self._after_bad_reply(out, self._violated(path, ops, e), e)
                     continue
@@ -364,7 +367,7 @@ class Session:
                                   major_timeout=None if pin is not None else self.policy.budget)
 
     def _outgoing(self, ops: Sequence[Any], cred: Credential, hints: ReplyHints, call: CallTimes, payload: int,
-                  tag: str, cachethis: bool | None, pin: Path | None) -> _Outgoing:
+                  tag: str, cachethis: bool | None, pin: Path | None, shape: CompoundShape | None) -> _Outgoing:
         """The request :meth:`compound` carries (a soft one while the server is taken for gone fails
         here at once, or goes as the probe)."""
         policy = self.policy
@@ -379,7 +382,7 @@ class Session:
                          payload=payload or sum(hints.ddp_sizes),  # a READ's reply is its weight on a path
                          tag=tag, cachethis=not idempotent if cachethis is None else cachethis, pin=pin, soft=soft,
                          timed=main_op(ops) not in STORAGE_WORK,  # (its time is a round trip)
-                         probe=probe, failing_fast=soft and policy.failing_fast)
+                         probe=probe, failing_fast=soft and policy.failing_fast, shape=shape)
 
     def _let_go(self, out: _Outgoing) -> None:
         """``out`` ended: its slot is released (as completed if a reply to its sequence id came), and
@@ -447,14 +450,26 @@ class Session:
         if out.machine().feed(Failed(Fault.BAD_REPLY)).act is Act.PROTOCOL_ERROR:
             raise error from cause
 
-    def _check(self, ops: Sequence[Any], res: COMPOUND4res, slot: Slot,
-               answered: float, check: Check | None) -> tuple[int, CompoundMismatch | None]:
-        """Check a reply to SEQUENCE + ``ops`` (raising XdrError if it breaks the protocol) and apply
-        its SEQUENCE result (the reply came at ``answered``, trio clock); returns SEQUENCE's status, and what is wrong with the other results
-        when SEQUENCE succeeded for this very request (session, slot, sequence id) but they do not
-        answer ``ops``: a reply the server cached for another request (None: they do). When they
-        do, SEQUENCE's result is removed from ``res``, and ``check`` (the caller's) runs on the
-        results of ``ops`` if the COMPOUND succeeded."""
+    def _check(self, out: _Outgoing, res: COMPOUND4res, answered: float, check: Check | None,
+               prepared: Prepared | None) -> tuple[int, CompoundMismatch | None]:
+        """Check a reply to SEQUENCE + ``out``'s operations (raising XdrError if it breaks the protocol)
+        and apply its SEQUENCE result (the reply came at ``answered``, trio clock); returns SEQUENCE's
+        status, and what is wrong with the other results when SEQUENCE succeeded for this very request
+        (session, slot, sequence id) but they do not answer the operations: a reply the server cached
+        for another request (None: they do). When they do, SEQUENCE's result is removed from ``res``,
+        and ``check`` (the caller's) runs on the results of the operations if the COMPOUND succeeded.
+
+        A request of a prepared shape (:class:`.compound_shapes.CompoundShape`, ``out.shape``) whose
+        reply of success the shape's decoder took (``out.replied``; ``res`` then holds no results)
+        hands what it decoded to ``prepared`` instead; any other reply to it is checked as above."""
+        ops, slot = out.ops, out.slot
+        assert slot is not None
+        if out.replied is not None:
+            seq_ok, values = out.replied
+            self._sequence_ok(seq_ok, slot, answered)
+            assert prepared is not None
+            prepared(values)
+            return c.NFS4_OK, None
         if not res.resarray:
             if res.status == c.NFS4ERR_MINOR_VERS_MISMATCH:  # (the one reply with no result at all)
                 raise NFS4Error(res.status, c.OP_SEQUENCE)
@@ -499,10 +514,8 @@ class Session:
         decide (:func:`.sequence.on_fault`). The call's times are marked at each send."""
         slot = out.slot
         assert slot is not None
-        args = COMPOUND4args(out.tag, self.minorversion, [
-            SEQUENCE4args(self.sessionid, out.seqid, slot.slotid, self.table.highest_in_use, out.cachethis),
-            *out.ops,
-        ])
+        # (SEQUENCE's fields, the same in every send of this try of the request)
+        sequence = (self.sessionid, out.seqid, slot.slotid, self.table.highest_in_use, out.cachethis)
         policy = self.policy
         tries = 0
         previous: Path | None = None
@@ -523,7 +536,10 @@ class Session:
                 path.failovers += previous is not None and previous is not path
             tries += 1
             xid, p = rpc.start_call(c.NFSPROC4_COMPOUND, out.cred)
-            encode_compound_args(p, args)
+            if out.shape is not None:
+                out.shape.encode_sequenced(p, out.tag, self.minorversion, *sequence, out.ops)
+            else:
+                encode_sequenced_args(p, out.tag, self.minorversion, *sequence, out.ops)
             start = trio.current_time()
             out.call.sent(start, unanswered=tries > 1)
             timeout = policy.timeo
@@ -533,13 +549,13 @@ class Session:
                 u, answered = await path.call(xid, p, out.hints, timeout, payload=out.payload, start=start,
                                               timed=out.timed)
             except RpcTimeout as e:
-                if self._timed_out(out, path, e, xid, args, start, tries):
+                if self._timed_out(out, path, e, xid, start, tries):
                     raise
                 previous = path
                 continue
             except (TransportError, trio.ClosedResourceError) as e:
                 # (ClosedResourceError: the connection was dropped, as stalled, during our send)
-                if await self._connection_failed(out, path, e, xid, args, start):
+                if await self._connection_failed(out, path, e, xid, start):
                     raise
                 previous = path
                 continue
@@ -548,7 +564,7 @@ class Session:
                 raise e.located(main_op(out.ops)) from None
             if policy.unanswered_since is not None:
                 policy.answered()
-            return self._received(out, path, u, xid, len(p), args, answered - start, tries), tries, path, answered
+            return self._received(out, path, u, xid, len(p), answered - start, tries), tries, path, answered
 
     def _path_chosen(self, out: _Outgoing, previous: Path | None) -> Path | None:
         """The path the request goes on now, as the session's paths choose it (None: no live path
@@ -577,8 +593,7 @@ class Session:
                 raise self._unreachable() from e
             raise self._give_up(str(e)) from e
 
-    def _timed_out(self, out: _Outgoing, path: Path, e: RpcTimeout, xid: int, args: COMPOUND4args,
-                   start: float, tries: int) -> bool:
+    def _timed_out(self, out: _Outgoing, path: Path, e: RpcTimeout, xid: int, start: float, tries: int) -> bool:
         """A send of the request went unanswered within its time: drop the stalled connection and
         resend (returns False), give up (raises), or let ``e`` through as it is (returns True)."""
         past = out.deadline is not None and trio.current_time() >= out.deadline
@@ -589,14 +604,13 @@ class Session:
         assert slot is not None
         log.info("%s: request on slot %d seq %d timed out; resending", path.address, slot.slotid, out.seqid)
         path.last_error = str(e)
-        trace.rpc_failed(xid, path.address, args.argarray, str(e), trio.current_time() - start)
+        trace.rpc_failed(xid, path.address, (_SEQUENCE, *out.ops), str(e), trio.current_time() - start)
         self.paths.kill(path)  # a stalled connection: drop it so it reconnects
         if act is Act.GIVE_UP:
             raise self._give_up(f"no reply after {tries} tries within {self.policy.budget:g} s") from e
         return False
 
-    async def _connection_failed(self, out: _Outgoing, path: Path, e: Exception, xid: int,
-                                 args: COMPOUND4args, start: float) -> bool:
+    async def _connection_failed(self, out: _Outgoing, path: Path, e: Exception, xid: int, start: float) -> bool:
         """The request's connection ended (or refused it): resend, on another path if there is one
         (returns False), fail (raises), or let ``e`` through as it is (returns True)."""
         policy = self.policy
@@ -606,7 +620,7 @@ class Session:
         act = out.machine().feed(Failed(fault, failing_fast=out.soft and policy.failing_fast, past_deadline=past)).act
         if act is Act.RAISE:
             return True
-        trace.rpc_failed(xid, path.address, args.argarray, str(e), trio.current_time() - start)
+        trace.rpc_failed(xid, path.address, (_SEQUENCE, *out.ops), str(e), trio.current_time() - start)
         if fault is Fault.VIOLATION:
             self.violations += 1
         if act is Act.PROTOCOL_ERROR:
@@ -629,20 +643,26 @@ class Session:
             await trio.lowlevel.checkpoint()
         return False
 
-    def _received(self, out: _Outgoing, path: Path, u: Unpacker, xid: int, sent: int, args: COMPOUND4args,
-                  seconds: float, tries: int) -> COMPOUND4res:
+    def _received(self, out: _Outgoing, path: Path, u: Unpacker, xid: int, sent: int, seconds: float,
+                  tries: int) -> COMPOUND4res:
         """The reply ``u`` to the request's send of ``sent`` bytes on ``path``, ``seconds`` after it
         went, decoded, traced and counted; _BadReply if it is not one."""
         received = u.carried()  # (over RPC-over-RDMA, with what Write chunks brought)
         if tries > 1:
             self.replays += 1
+        shape = out.shape
+        out.replied = None if shape is None else shape.decode(u)
         try:
-            res = decode_compound_res(u)
-            u.done()  # (trailing bytes: a reply cut short inside, or something after it)
+            if out.replied is not None:
+                res = COMPOUND4res(c.NFS4_OK, "", [])
+            else:
+                res = decode_compound_res(u)
+                u.done()  # (trailing bytes: a reply cut short inside, or something after it)
         except XdrError as e:
-            trace.rpc_failed(xid, path.address, args.argarray, f"malformed reply: {e}", seconds)
+            trace.rpc_failed(xid, path.address, (_SEQUENCE, *out.ops), f"malformed reply: {e}", seconds)
             raise _BadReply(self._violated(path, out.ops, e), tries) from e
-        trace.rpc_done(xid, path.address, args.argarray, res.status, seconds)
+        if trace.tracer() is not None:  # (the operations' list made only for a trace that is on)
+            trace.rpc_done(xid, path.address, (_SEQUENCE, *out.ops), res.status, seconds)
         self.stats.rpc_done(path, out.ops, res, seconds, sent, received, tries > 1, out.call)
         return res
 
@@ -688,6 +708,9 @@ class _Outgoing:
     deadline: float | None = None  # when it gives up (None: never)
     completed: bool = False  # a reply to its sequence id came (its slot is released as such)
     request: Request | None = None  # its machine, once anything but a settling reply came (see machine)
+    shape: CompoundShape | None = None  # the prepared COMPOUND it is, if one
+    # its last reply as its shape's prepared decoder took it: SEQUENCE's result and what it decoded
+    replied: tuple[SEQUENCE4resok, tuple[Any, ...]] | None = None
 
     def machine(self) -> Request:
         """The request's machine (:class:`.sequence.Request`): what it met so far, the decision on

@@ -20,6 +20,7 @@ from pynfsrdma._proto.nfs4.compound import (
     ResOp,
     decode_compound_res,
     encode_compound_args,
+    encode_sequenced_args,
 )
 from pynfsrdma._proto.nfs4.types import GETATTR4args, PUTFH4args, SEQUENCE4args, SEQUENCE4resok
 from pynfsrdma._xdr import (
@@ -80,6 +81,29 @@ def test_a_reply_decodes_as_the_generic_codec_decodes_it_whole_cut_or_damaged(re
         damaged = bytearray(wire)
         damaged[at] ^= data.draw(st.integers(1, 255))
         assert _outcome(lambda: _decode(bytes(damaged))) == _outcome(lambda: _generic_decode(bytes(damaged)))
+
+
+@WIDE
+@given(for_xdr(COMPOUND4args.XDR), for_xdr(SEQUENCE4args.XDR))
+def test_a_sequenced_compound_encodes_as_the_general_encoder_encodes_its_objects(args: COMPOUND4args,
+                                                                                 seq: SEQUENCE4args) -> None:
+    p = Packer()
+    encode_sequenced_args(p, args.tag, args.minorversion, seq.sa_sessionid, seq.sa_sequenceid, seq.sa_slotid,
+                          seq.sa_highest_slotid, seq.sa_cachethis, args.argarray)
+    assert p.getvalue() == COMPOUND4args.XDR.encode(COMPOUND4args(args.tag, args.minorversion, [seq, *args.argarray]))
+
+
+@pytest.mark.parametrize(("sessionid", "seqid", "slotid", "minorversion"), [
+    (b"s" * 15, 1, 0, 1), (b"s" * 16, -1, 0, 1), (b"s" * 16, 1, 2**32, 1), (b"s" * 16, 1, 0, 2**32),
+], ids=["short session id", "sequence id", "slot id", "minor version"])
+def test_a_sequenced_compound_with_a_bad_value_gets_the_general_encoders_error(
+        sessionid: bytes, seqid: int, slotid: int, minorversion: int) -> None:
+    seq = SEQUENCE4args(sessionid, seqid, slotid, 0, False)
+    with pytest.raises(XdrError) as general:
+        encode_compound_args(Packer(), COMPOUND4args("", minorversion, [seq, PUTFH4args(b"f")]))
+    with pytest.raises(XdrError) as sequenced:
+        encode_sequenced_args(Packer(), "", minorversion, sessionid, seqid, slotid, 0, False, [PUTFH4args(b"f")])
+    assert str(sequenced.value) == str(general.value)
 
 
 def test_what_the_user_is_told_about_a_reply_with_an_unknown_operation_or_a_malformed_result() -> None:

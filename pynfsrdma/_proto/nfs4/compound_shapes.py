@@ -1,0 +1,269 @@
+"""Prepared COMPOUNDs: the requests a client sends over and over (SEQUENCE + PUTFH + GETATTR of one
+bitmap; SEQUENCE + PUTFH + LOOKUP + GETFH + GETATTR; with ACCESS), each made once as a
+:class:`CompoundShape`.
+
+A shape's fixed bytes are encoded when it is made (the COMPOUND header, the operation numbers, the
+fixed operations with their arguments: GETFH, GETATTR and its bitmap); per call only the variable
+fields are packed (SEQUENCE's session, sequence id and slots; the file handle; the name; ACCESS's
+mask). Its reply is
+decoded by a decoder prepared for exactly the reply of success (every status NFS4_OK, one result per
+operation in order, the GETATTR's bitmap the one asked for, nothing after the last result), straight
+into what the caller reads: the SEQUENCE result, the file handle, the access granted, the attributes as the caller's
+attribute decoder makes them. Any other reply (a failure, fewer results, another bitmap, a body cut
+short or running on, attributes the caller's decoder refuses) is not decoded here:
+:meth:`CompoundShape.decode` says None and leaves the reply where it was, for the general codec
+(:func:`.compound.decode_compound_res` and the session's checks), which gives the result or the error
+it always gives. Sans I/O: bytes in, values out.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..._xdr import Packer, Unpacker
+from .compound import COMPOUND4args, encode_compound_args, encode_sequenced_args
+from .const import NFS4_FHSIZE, NFS4_OK, NFS4_SESSIONID_SIZE, OP_ACCESS, OP_SEQUENCE
+from .types import (
+    ACCESS4args,
+    GETATTR4args,
+    GETFH4args,
+    LOOKUP4args,
+    PUTFH4args,
+    SEQUENCE4args,
+    SEQUENCE4resok,
+)
+
+_U32 = struct.Struct(">I")
+_OPNUM_STATUS = struct.Struct(">Ii")
+_HEAD = struct.Struct(">iII")  # COMPOUND4res: status, the tag's length, the results' count
+# SEQUENCE4args after its operation number: sa_sessionid, sa_sequenceid, sa_slotid, sa_highest_slotid,
+# sa_cachethis
+_SEQUENCE_ARGS = struct.Struct(f">{NFS4_SESSIONID_SIZE}sIIII")
+# a successful SEQUENCE result: resop's opnum and status, then SEQUENCE4resok
+_SEQUENCE_RES = struct.Struct(f">Ii{NFS4_SESSIONID_SIZE}sIIIII")
+_WORD = _U32.size
+_OPNUM_LEN = struct.Struct(">II")  # an operation's number and its one word: an opaque's length, ACCESS's mask
+_PAD = (b"", b"\0\0\0", b"\0\0", b"\0")
+_ACCESS_RES = struct.Struct(">II")  # ACCESS4resok: supported, access
+_UINT32_MAX = (1 << 32) - 1
+
+#: what decodes a GETATTR's attribute values, given the bitmap the shape asks for:
+#: ``attrs_at(buffer, start, end)`` -> (the attributes, or None when they are not the caller's to use
+#: as they are; anything else)
+AttrsAt = Callable[[bytes, int, int], tuple[Any, Any]]
+
+
+def _xdr(op: Any) -> bytes:
+    """``op`` (an operation's arguments) encoded with its operation number, as a COMPOUND holds it."""
+    p = Packer()
+    encode_compound_args(p, COMPOUND4args("", 0, [op]))
+    return bytes(p.getvalue()[3 * _WORD:])  # (after the tag, minorversion and count)
+
+
+class CompoundShape:
+    """SEQUENCE and then ``template``'s operations: an argument class for an operation whose argument
+    varies per call (PUTFH4args, LOOKUP4args, ACCESS4args), an argument instance for one that is fixed (GETFH4args(),
+    GETATTR4args(bitmap)). Calls hand the shape's own fixed instances (:attr:`fixed`, :meth:`ops`) so
+    that their bytes are the ones encoded once. ``attrs_at(bitmap)`` makes the GETATTR's attribute
+    decoder (:data:`AttrsAt`), once, for the bitmap the shape asks for.
+
+    :meth:`decode` of a reply of success gives the SEQUENCE result and, per operation that returns
+    something, in order: a GETFH's file handle (bytes), an ACCESS's access granted (int), a GETATTR's attributes (what ``attrs_at``'s
+    decoder makes of them)."""
+
+    __slots__ = ("_attrs", "_kinds", "_mask_bytes", "_n", "_opnums", "_prefixes", "_put", "fixed", "template")
+
+    def __init__(self, template: Sequence[type | Any], attrs_at: Callable[[Sequence[int]], AttrsAt] | None = None
+                 ) -> None:
+        self.template = tuple(template)
+        self.fixed: dict[int, Any] = {}  # position (after SEQUENCE) -> the shape's own fixed arguments
+        opnums: list[int] = [OP_SEQUENCE]
+        kinds: list[int] = []  # what each result holds after its status: _NOTHING, _FH, _ACCESS, _ATTRS
+        put: list[bytes | None] = []  # the fixed operations' bytes (None: packed per call)
+        mask_bytes = b""
+        attrs: AttrsAt | None = None
+        for i, t in enumerate(self.template):
+            cls = t if isinstance(t, type) else type(t)
+            if cls not in _SHAPED:
+                raise ValueError(f"{cls.__name__} has no prepared shape")
+            opnums.append(cls.OPNUM)  # type: ignore[attr-defined]
+            if isinstance(t, type):
+                if cls not in _VARIABLE:
+                    raise ValueError(f"{cls.__name__} takes no arguments: give an instance")
+                put.append(None)
+            else:
+                self.fixed[i] = t
+                put.append(_xdr(t))
+            if cls is GETFH4args:
+                kinds.append(_FH)
+            elif cls is ACCESS4args:
+                kinds.append(_ACCESS)
+            elif cls is GETATTR4args:
+                if attrs is not None or attrs_at is None or isinstance(t, type):
+                    raise ValueError("a shape holds one GETATTR of a fixed bitmap, with its attribute decoder")
+                mask = list(t.attr_request)
+                mask_bytes = _U32.pack(len(mask)) + b"".join(_U32.pack(w) for w in mask)
+                attrs = attrs_at(mask)
+                kinds.append(_ATTRS)
+            else:
+                kinds.append(_NOTHING)
+        self._opnums = tuple(opnums)
+        self._kinds = tuple(kinds)
+        self._put = tuple(put)
+        self._n = len(opnums)
+        self._mask_bytes = mask_bytes
+        self._attrs = attrs
+        self._prefixes: dict[int, bytes] = {}  # minorversion -> tag "", minorversion, count, OP_SEQUENCE
+
+    def ops(self, *variable: Any) -> list[Any]:
+        """The operations of one call: ``variable`` in order for the template's argument classes (a
+        PUTFH's file handle, a LOOKUP's name), the shape's own instances for the fixed ones."""
+        out: list[Any] = []
+        it = iter(variable)
+        for i, t in enumerate(self.template):
+            out.append(t(next(it)) if isinstance(t, type) else self.fixed[i])
+        return out
+
+    # -- the call -------------------------------------------------------------------------------------
+    def encode(self, p: Packer, args: COMPOUND4args) -> None:
+        """Encode ``args`` (SEQUENCE and this shape's operations) into ``p``: the bytes
+        :func:`.compound.encode_compound_args` makes, the fixed ones made once. ``args`` of another
+        shape (or with a tag) are encoded by that general encoder."""
+        ops = args.argarray
+        seq = ops[0] if ops else None
+        if type(seq) is not SEQUENCE4args:
+            encode_compound_args(p, args)
+            return
+        self.encode_sequenced(p, args.tag, args.minorversion, seq.sa_sessionid, seq.sa_sequenceid, seq.sa_slotid,
+                              seq.sa_highest_slotid, seq.sa_cachethis, ops[1:])
+
+    def encode_sequenced(self, p: Packer, tag: str, minorversion: int, sessionid: bytes, sequenceid: int,
+                         slotid: int, highest_slotid: int, cachethis: bool, ops: Sequence[Any]) -> None:
+        """As :func:`.compound.encode_sequenced_args` (SEQUENCE's fields and the operations after
+        it, no object made for either), the fixed bytes made once when ``ops`` are this shape's."""
+        if tag or len(ops) + 1 != self._n or len(sessionid) != NFS4_SESSIONID_SIZE or not self._holds(ops):
+            encode_sequenced_args(p, tag, minorversion, sessionid, sequenceid, slotid, highest_slotid, cachethis, ops)
+            return
+        prefix = self._prefixes.get(minorversion)
+        if prefix is None:
+            if not 0 <= minorversion <= _UINT32_MAX:
+                encode_sequenced_args(p, tag, minorversion, sessionid, sequenceid, slotid, highest_slotid, cachethis,
+                                      ops)
+                return
+            prefix = self._prefixes[minorversion] = (_U32.pack(0) + _U32.pack(minorversion) + _U32.pack(self._n)
+                                                     + _U32.pack(OP_SEQUENCE))
+        try:
+            head = _SEQUENCE_ARGS.pack(sessionid, sequenceid, slotid, highest_slotid, 1 if cachethis else 0)
+        except struct.error:  # (a value out of range: the general encoder's error says which)
+            encode_sequenced_args(p, tag, minorversion, sessionid, sequenceid, slotid, highest_slotid, cachethis, ops)
+            return
+        buf = bytearray(prefix)
+        buf += head
+        for i, fixed in enumerate(self._put):
+            if fixed is not None:
+                buf += fixed
+                continue
+            op = ops[i]
+            if type(op) is ACCESS4args:
+                if not 0 <= op.access <= _UINT32_MAX:  # (the general encoder's error says what is wrong)
+                    encode_sequenced_args(p, tag, minorversion, sessionid, sequenceid, slotid, highest_slotid,
+                                          cachethis, ops)
+                    return
+                buf += _OPNUM_LEN.pack(OP_ACCESS, op.access)
+                continue
+            data = op.object if type(op) is PUTFH4args else op.objname.encode("utf-8", "surrogateescape")
+            n = len(data)
+            if n > NFS4_FHSIZE and type(op) is PUTFH4args:
+                encode_sequenced_args(p, tag, minorversion, sessionid, sequenceid, slotid, highest_slotid, cachethis,
+                                      ops)
+                return
+            buf += _OPNUM_LEN.pack(op.OPNUM, n)
+            buf += data
+            buf += _PAD[n & 3]
+        p.buf += buf
+
+    def _holds(self, ops: Sequence[Any]) -> bool:
+        """Whether ``ops`` (after SEQUENCE) are this shape's: its fixed instances themselves where it
+        has them, its argument classes elsewhere."""
+        for op, t in zip(ops, self.template, strict=True):  # noqa: SIM110  (a loop: this runs for every request)
+            if op is not t and type(op) is not t:
+                return False
+        return True
+
+    # -- the reply ------------------------------------------------------------------------------------
+    def decode(self, u: Unpacker) -> tuple[SEQUENCE4resok, tuple[Any, ...]] | None:
+        """The reply in ``u`` (a COMPOUND4res) if it is this shape's reply of success, everything in
+        it read, to its end: the SEQUENCE result and what the operations returned. None for any
+        other reply, ``u`` untouched (the general codec decodes it: its result, or its error)."""
+        view = u.view
+        end = u.end
+        p = u.pos
+        try:
+            if p + 3 * _WORD > end:
+                return None
+            status, tag_len, count = _HEAD.unpack_from(view, p)
+            if status != NFS4_OK or tag_len != 0 or count != self._n:
+                return None
+            p += 3 * _WORD
+            if p + _SEQUENCE_RES.size > end:
+                return None
+            opnum, st, sid, seqid, slotid, highest, target, flags = _SEQUENCE_RES.unpack_from(view, p)
+            if opnum != OP_SEQUENCE or st != NFS4_OK:
+                return None
+            p += _SEQUENCE_RES.size
+            outs: list[Any] = []
+            for opnum, kind in zip(self._opnums[1:], self._kinds, strict=True):
+                if p + 2 * _WORD > end:
+                    return None
+                got, st = _OPNUM_STATUS.unpack_from(view, p)
+                if got != opnum or st != NFS4_OK:
+                    return None
+                p += 2 * _WORD
+                if kind == _FH:
+                    if p + _WORD > end:
+                        return None
+                    (n,) = _U32.unpack_from(view, p)
+                    q = p + _WORD + ((n + 3) & ~3)
+                    if n > NFS4_FHSIZE or q > end:
+                        return None
+                    outs.append(bytes(view[p + _WORD:p + _WORD + n]))
+                    p = q
+                elif kind == _ACCESS:
+                    if p + 2 * _WORD > end:
+                        return None
+                    outs.append(_ACCESS_RES.unpack_from(view, p)[1])  # (ACCESS4resok: supported, access)
+                    p += 2 * _WORD
+                elif kind == _ATTRS:
+                    mask = self._mask_bytes
+                    q = p + len(mask)
+                    if q + _WORD > end or view[p:q] != mask:
+                        return None
+                    (n,) = _U32.unpack_from(view, q)
+                    q += _WORD
+                    r = q + ((n + 3) & ~3)
+                    if r > end:
+                        return None
+                    attrs_at = self._attrs
+                    assert attrs_at is not None
+                    vals = bytes(view[q:q + n])  # (the few bytes of values, as the general decoder copies them)
+                    attrs, _ = attrs_at(vals, 0, n)
+                    if attrs is None:
+                        return None
+                    outs.append(attrs)
+                    p = r
+            if p != end:
+                return None
+        except (ValueError, struct.error):  # (XdrError is a ValueError: attributes the decoder refuses)
+            return None
+        u.pos = p
+        return SEQUENCE4resok(sid, seqid, slotid, highest, target, flags), tuple(outs)
+
+
+_NOTHING, _FH, _ACCESS, _ATTRS = range(4)
+#: the operations a shape holds, and those of them whose arguments vary per call
+_SHAPED = frozenset((PUTFH4args, LOOKUP4args, GETFH4args, ACCESS4args, GETATTR4args))
+_VARIABLE = frozenset((PUTFH4args, LOOKUP4args, ACCESS4args))
+
+__all__ = ["AttrsAt", "CompoundShape"]
