@@ -445,5 +445,7 @@ def test_stats_count_the_fuse_requests_of_an_untar_by_kind(
     assert got["FLUSH"] == n and got["RELEASE"] == n, got
     assert got["MKDIR"] == dirs + 1, got
     assert n <= got["LOOKUP"] <= n + 2 * (dirs + 1), got
-    assert 3 * n <= got["SETATTR"] <= 3 * n + 3 * (dirs + 1), got
+    # (the kernel's writeback may flush a written file's times by a SETATTR of its own before tar's
+    # futimens sets them: fuse_write_inode, at most once a file, when the flusher comes by in between)
+    assert 3 * n <= got["SETATTR"] <= 4 * n + 3 * (dirs + 1), got
     assert sum(got.values()) <= 10 * n, got
