@@ -36,9 +36,9 @@ and ``noio_uring`` go to the channel's ceiling as well, so that it takes request
 (``--channels native+io_uring,native+noio_uring``, with the kernel's switch on: ``echo Y >
 /sys/module/fuse/parameters/enable_uring``).
 ``--rpc-counts`` prints the mount's COMPOUNDs per untarred file and per listed entry (``pynfsrdma
-stats --json``). Each read and write line of the mount prints the CPU the mount daemon (user, system)
-and NFS-Ganesha spent per GiB; each lstat, ``ls -l`` and untar round, the daemon's CPU per name, entry or file (and for the
-last two, the share of CPU the host took).
+stats --json``). Each read and write line prints the CPU the mount daemon (or the ceiling's; user and
+system) and NFS-Ganesha spent per GiB; each lstat, ``ls -l`` and untar round, the daemon's CPU per
+name, entry or file (and for the last two, the share of CPU the host took).
 
 Prints a table and, with --json, one JSON line (``pynfsrdma``, ``fuse_ceiling`` and ``nfsrs`` are the
 best figures of the first channel).
@@ -507,10 +507,10 @@ def run(args: argparse.Namespace) -> list[Row]:
                          for o in [*args.mount_option, *extra] if o in ("io_uring", "noio_uring")]
                 rs = {k: rows[k].ceiling[ch] for k in rows}
                 with mounted(ncmd, nmnt, scratch / f"null-{ch}.log") as proc:
-                    if "write" in want:
-                        rs["write"].add(mb, timed(lambda: dd_write(nmnt / "sink", mib, False)))
-                    if "write_direct" in want:
-                        rs["write_direct"].add(mb, timed(lambda: dd_write(nmnt / "sink", mib, True)))
+                    for k, direct in (("write", False), ("write_direct", True)):
+                        if k in want:
+                            write = functools.partial(dd_write, nmnt / "sink", mib, direct)
+                            rs[k].add(mb, timed_cpu(f"{k}, ceiling {ch}", write, gib, proc.pid, None))
                     for k, direct in (("read", False), ("read_direct", True)):
                         if k in want:
                             drop_caches()
