@@ -36,9 +36,9 @@ and ``noio_uring`` go to the channel's ceiling as well, so that it takes request
 (``--channels native+io_uring,native+noio_uring``, with the kernel's switch on: ``echo Y >
 /sys/module/fuse/parameters/enable_uring``).
 ``--rpc-counts`` prints the mount's COMPOUNDs per untarred file and per listed entry (``pynfsrdma
-stats --json``). Each read line prints the CPU the mount daemon (user, system) and NFS-Ganesha spent
-per GiB; each lstat, ``ls -l`` and untar round, the daemon's CPU per name, entry or file (and for the
-last two, the share of CPU the host took).
+stats --json``). Each read and write line prints the CPU the mount daemon (or the ceiling's; user and
+system) and NFS-Ganesha spent per GiB; each lstat, ``ls -l`` and untar round, the daemon's CPU per
+name, entry or file (and for the last two, the share of CPU the host took).
 
 Prints a table and, with --json, one JSON line (``pynfsrdma``, ``fuse_ceiling`` and ``nfsrs`` are the
 best figures of the first channel).
@@ -240,8 +240,14 @@ def requests_per_unit(before: dict[str, int], after: dict[str, int], per: int) -
 def timed_read(what: str, path: Path, direct: bool, gib: float, daemon: int, server: int | None) -> float:
     """``dd_read``'s seconds; prints the CPU the mount daemon and the server spent per GiB on it (where
     a read's CPU goes on this machine: the README's budget against the ceiling)."""
+    return timed_cpu(what, lambda: dd_read(path, direct), gib, daemon, server)
+
+
+def timed_cpu(what: str, fn: Callable[[], object], gib: float, daemon: int, server: int | None) -> float:
+    """``fn``'s seconds; prints the CPU the mount daemon (user, system) and the server spent per GiB
+    it moved."""
     d0, s0 = process_cpu(daemon), process_cpu(server) if server else (0.0, 0.0)
-    seconds = timed(lambda: dd_read(path, direct))
+    seconds = timed(fn)
     d1, s1 = process_cpu(daemon), process_cpu(server) if server else (0.0, 0.0)
     log(
         f"{what}: per GiB the mount daemon took {(d1[0] - d0[0]) / gib:.2f} s user and "
@@ -457,7 +463,9 @@ def run(args: argparse.Namespace) -> list[Row]:
                     with mounted(cmd, mnt, logfile) as proc:
                         for k, direct in (("write", False), ("write_direct", True)):
                             if k in want:
-                                rows[k].mount[ch].add(mb, timed(functools.partial(dd_write, here / "w", mib, direct)))
+                                write = functools.partial(dd_write, here / "w", mib, direct)
+                                t = timed_cpu(f"{k}, mount {ch}", write, gib, proc.pid, server.pid)
+                                rows[k].mount[ch].add(mb, t)
                                 os.unlink(here / "w")
                         for k, direct in (("read", False), ("read_direct", True)):
                             if k in want:
@@ -519,10 +527,10 @@ def run(args: argparse.Namespace) -> list[Row]:
                          for o in [*args.mount_option, *extra] if o in ("io_uring", "noio_uring")]
                 rs = {k: rows[k].ceiling[ch] for k in rows}
                 with mounted(ncmd, nmnt, scratch / f"null-{ch}.log") as proc:
-                    if "write" in want:
-                        rs["write"].add(mb, timed(lambda: dd_write(nmnt / "sink", mib, False)))
-                    if "write_direct" in want:
-                        rs["write_direct"].add(mb, timed(lambda: dd_write(nmnt / "sink", mib, True)))
+                    for k, direct in (("write", False), ("write_direct", True)):
+                        if k in want:
+                            write = functools.partial(dd_write, nmnt / "sink", mib, direct)
+                            rs[k].add(mb, timed_cpu(f"{k}, ceiling {ch}", write, gib, proc.pid, None))
                     for k, direct in (("read", False), ("read_direct", True)):
                         if k in want:
                             drop_caches()

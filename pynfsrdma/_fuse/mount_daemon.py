@@ -60,6 +60,10 @@ log = logging.getLogger(__name__)
 MOUNT_TIMEOUT = 15.0  # seconds to reach the server and find the export at mount time
 SHUTDOWN_TIMEOUT = 30.0
 READ_AHEAD_RECHECK = 5.0  # seconds between sizings of the kernel's read-ahead from the paths, at most
+# the least and the most of the window of WRITEs the kernel's limit of the mount's dirty data is
+# sized for (twice it; never above the kernel's own limit)
+DIRTY_WINDOW_LEAST = 4 << 20
+DIRTY_WINDOW_MOST = 32 << 20
 INTERRUPTED_SHUTDOWN = 1.0  # seconds to end the session of a mount interrupted before it was up
 STOP_WAIT = 10.0  # seconds an interrupted parent waits for its daemon to end before it kills it
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
@@ -356,14 +360,26 @@ async def _serve(req: MountRequest, ready: Callable[[str | None], None], stop: S
                     return o.max_readahead
                 return kernel_window(nfs.maxread, nfs.io_window(nfs.maxread), least, most)
 
+            kernels_dirty_limit = dirty_limit_of(req.mountpoint)
+            dirty_window = [0]  # the window the kernel's limit was last sized for
+
+            def write_behind() -> None:
+                # the WRITEs that fill the paths in flight and as much again dirty behind them
+                window = kernel_window(o.wsize, nfs.io_window(o.wsize), DIRTY_WINDOW_LEAST, DIRTY_WINDOW_MOST)
+                if window != dirty_window[0]:
+                    dirty_window[0] = window
+                    limit = set_dirty_limit(req.mountpoint, 2 * window, kernels_dirty_limit)
+                    log.debug("dirty data of %s: %s bytes at most", req.mountpoint, limit)
+
             # the kernel's window, in force from its first read: the bdi is there once mounted, and the
             # kernel keeps the smaller of it and INIT's max_readahead (the channel asks for ``most``)
             set_read_ahead(req.mountpoint, read_ahead())
+            write_behind()
             log.info("mounted %s on %s", req.source, req.mountpoint)
             up = stop.up  # set once the kernel's first request was answered: then "ok" goes out
             nursery.start_soon(announce_when_up, req.mountpoint, read_ahead, ready, up)
-            if o.max_readahead is None:
-                nursery.start_soon(follow_paths, req.mountpoint, read_ahead, cid.paths.wait_changed, up)
+            nursery.start_soon(follow_paths, req.mountpoint, read_ahead if o.max_readahead is None else None,
+                               write_behind, cid.paths.wait_changed, up)
             try:
                 await channel.serve()
             finally:
@@ -465,6 +481,42 @@ def set_read_ahead(mountpoint: str, nbytes: int) -> int | None:
     return now
 
 
+def set_dirty_limit(mountpoint: str, nbytes: int, most: int | None) -> int | None:
+    """Let the kernel hold at most ``nbytes`` (never above ``most``, the limit it set itself) of the
+    mount's written data dirty or under writeback: its bdi's max_bytes (kernels 6.2 and later). The
+    kernel starts writing back once about half of it is dirty, so a writer's data flows to the server
+    close behind it instead of gathering in the page cache (FUSE's own limit is 1% of the machine's
+    dirty memory: 46 MiB on a host with 24 GiB). Best effort (root only); returns the limit now in
+    force, or None."""
+    dev = bdi_of(mountpoint)
+    if dev is None or most is None:
+        return None
+    path = f"/sys/class/bdi/{dev}/max_bytes"
+    want = min(nbytes, most)
+    try:
+        with open(path) as f:
+            now = int(f.read())
+        if now != want:
+            with open(path, "w") as f:
+                f.write(str(want))
+            with open(path) as f:  # (the kernel keeps it as a share of the machine's limit: rounded)
+                now = int(f.read())
+    except (OSError, ValueError) as e:
+        log.info("cannot set %s to %d: %s", path, want, e)
+        return None
+    return now
+
+
+def dirty_limit_of(mountpoint: str) -> int | None:
+    """The kernel's own limit of the mount's dirty data (its bdi's max_bytes), or None."""
+    dev = bdi_of(mountpoint)
+    try:
+        with open(f"/sys/class/bdi/{dev}/max_bytes") as f:
+            return int(f.read())
+    except (OSError, ValueError, TypeError):
+        return None
+
+
 async def announce_when_up(mountpoint: str, read_ahead: Callable[[], int], ready: Callable[[str | None], None],
                            up: trio.Event) -> None:
     """Tell whoever waits that the mount is up once it answers: a stat(2) of the mount point waits for
@@ -482,16 +534,20 @@ async def announce_when_up(mountpoint: str, read_ahead: Callable[[], int], ready
     log.debug("read_ahead_kb of %s: %s", mountpoint, kb)
 
 
-async def follow_paths(mountpoint: str, read_ahead: Callable[[], int], changed: Callable[[], Awaitable[None]],
-                       up: trio.Event) -> None:
-    """Size the kernel's read-ahead again as paths come and go (trunking discovery adds them after
-    the mount) and as their rates become known: ``read_ahead()`` at each change of a path, and every
+async def follow_paths(mountpoint: str, read_ahead: Callable[[], int] | None, write_behind: Callable[[], None],
+                       changed: Callable[[], Awaitable[None]], up: trio.Event) -> None:
+    """Size the kernel's read-ahead (``read_ahead()`` bytes; None: the mount's option fixed it) and
+    its limit of dirty data (``write_behind()``) again as paths come and go (trunking discovery adds
+    them after the mount) and as their rates become known: at each change of a path, and every
     READ_AHEAD_RECHECK seconds."""
     await up.wait()
     last = None
     while True:
         with trio.move_on_after(READ_AHEAD_RECHECK):
             await changed()
+        write_behind()
+        if read_ahead is None:
+            continue
         want = read_ahead()
         if want != last:
             kb = set_read_ahead(mountpoint, want)

@@ -80,7 +80,9 @@ async def test_a_server_gone_fails_a_copy_within_one_soft_timeout(
         # timeout of its own (the user's cp: one timeout, not three)
         assert first <= BUDGET + SLACK, failed
         assert last <= BUDGET + SLACK, failed
-        assert failed[-1][0] == "close"  # (close reports the lost write-back, as cp needs)
+        # the lost write-back is reported by fsync or close, the first of them to meet it (as the
+        # Linux client does, close reports only what failed since the fsync: cp sees it either way)
+        assert failed[-1][0] in ("fsync", "close"), failed
     finally:
         proxy.restore()
 
