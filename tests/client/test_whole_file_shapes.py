@@ -103,6 +103,17 @@ SHAPES: dict[str, tuple[CompoundShape, list[Any], list[ResOp], Any]] = {
                     (OPEN_STATEID, NEW_FH, len(DATA))),
     "create_named": (wf.CREATE_NAMED_SHAPE, wf.CREATE_NAMED_SHAPE.ops(FH, opening()),
                      [SEQ, PUTFH, opened(), GETFH, CLOSED], (OPEN_STATEID, NEW_FH)),
+    # (no delegation, saying why: what NFS-Ganesha answers an OPEN that wants none)
+    "write_named, none wanted": (
+        wf.WRITE_NAMED_SHAPE,
+        wf.WRITE_NAMED_SHAPE.ops(FH, opening(), WRITE4args(CURRENT_STATEID, 0, c.FILE_SYNC4, DATA)),
+        [SEQ, PUTFH, opened((c.OPEN_DELEGATE_NONE_EXT, (c.WND4_NOT_WANTED, None))), GETFH,
+         ResOp(c.OP_WRITE, 0, WROTE), CLOSED],
+        (OPEN_STATEID, NEW_FH, len(DATA))),
+    "create_named, contention": (
+        wf.CREATE_NAMED_SHAPE, wf.CREATE_NAMED_SHAPE.ops(FH, opening()),
+        [SEQ, PUTFH, opened((c.OPEN_DELEGATE_NONE_EXT, (c.WND4_CONTENTION, True))), GETFH, CLOSED],
+        (OPEN_STATEID, NEW_FH)),
 }
 
 
@@ -330,7 +341,20 @@ def test_the_reply_fuzzers_changes_are_decoded_as_the_general_way_does_or_left_t
 
 
 # -- against the server -----------------------------------------------------------------------------
-def test_whole_files_through_the_shapes_against_the_server(ganesha: Ganesha, export_path: ExportPath) -> None:
+def test_whole_files_through_the_shapes_against_the_server(ganesha: Ganesha, export_path: ExportPath,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each call's reply is one its shape takes (counted by a spy on the decoder, which it calls)."""
+    taken: list[str] = []
+    names = {id(getattr(wf, n)): n for n in dir(wf) if n.endswith("_SHAPE")}
+    decode = CompoundShape.decode
+
+    def counted(shape: CompoundShape, u: Unpacker, ops: Any = ()) -> Any:
+        got = decode(shape, u, ops)
+        if got is not None and id(shape) in names:
+            taken.append(names[id(shape)])
+        return got
+
+    monkeypatch.setattr(CompoundShape, "decode", counted)
     local = export_path.local
     fs = NFSFileSystem(host=ganesha.host, port=ganesha.port)
     root = export_path.remote
@@ -350,3 +374,6 @@ def test_whole_files_through_the_shapes_against_the_server(ganesha: Ganesha, exp
         fs.cat_file(f"{root}/missing")
     with pytest.raises(FileNotFoundError):
         fs.cat_file(f"{root}/missing", 0, 10)
+    assert {n: taken.count(n) for n in set(taken)} == {
+        "WRITE_NAMED_SHAPE": 3, "CREATE_NAMED_SHAPE": 1, "READ_NAMED_SHAPE": 4, "READ_RANGE_NAMED_SHAPE": 3,
+        "READ_RANGE_AND_FH_SHAPE": 1, "READ_HELD_SHAPE": 1}

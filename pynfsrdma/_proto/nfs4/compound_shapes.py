@@ -9,9 +9,9 @@ the file handle; the name; ACCESS's mask; READ's stateid, offset and count; OPEN
 attributes and name; WRITE's stateid, offset and stability, its data referenced, not copied). Its
 reply is decoded by a decoder prepared for exactly the reply of success (every status NFS4_OK, one
 result per operation in order, the GETATTR's bitmap the one asked for, an OPEN that gave no
-delegation, nothing after the last result), straight into what the caller reads: the SEQUENCE
-result, the file handle, the access granted, the attributes as the caller's attribute decoder makes
-them, a READ's data (a view of the received message, or wherever its transport placed it) and eof,
+delegation: OPEN_DELEGATE_NONE, or OPEN_DELEGATE_NONE_EXT and why; nothing after the last result),
+straight into what the caller reads: the SEQUENCE result, the file handle, the access granted, the
+attributes as the caller's attribute decoder makes them, a READ's data (a view of the received message, or wherever its transport placed it) and eof,
 an OPEN's stateid, the bytes a WRITE wrote. Any other reply (a failure, fewer results, another
 bitmap, a delegation, a body cut short or running on, attributes the caller's decoder refuses) is
 not decoded here: :meth:`CompoundShape.decode` says None and leaves the reply where it was, for the
@@ -45,8 +45,12 @@ from .const import (
     OP_WRITE,
     OPEN4_CREATE,
     OPEN_DELEGATE_NONE,
+    OPEN_DELEGATE_NONE_EXT,
     UNCHECKED4,
+    WND4_CONTENTION,
+    WND4_RESOURCE,
     stable_how4,
+    why_no_delegation4,
 )
 from .types import (
     ACCESS4args,
@@ -91,6 +95,8 @@ _WRITE_RES = struct.Struct(">Ii")  # WRITE4resok: count, committed (then the 8 b
 _WRITEVERF = 8
 _READ_RES = struct.Struct(">II")  # READ4resok: eof, the data's length
 _STABLE = frozenset(int(m) for m in stable_how4)
+_WHY = frozenset(int(m) for m in why_no_delegation4)
+_WHY_PUSH = frozenset((int(WND4_CONTENTION), int(WND4_RESOURCE)))
 _OPENHOWS = 64  # create attributes whose encoding a shape keeps
 
 #: what decodes a GETATTR's attribute values, given the bitmap the shape asks for:
@@ -382,10 +388,23 @@ class CompoundShape:
                     q += words * _WORD
                     if atomic > 1 or words > NFS4_BITMAP4_WORDS_MAX or q + _WORD > end:
                         return None
-                    if _U32.unpack_from(view, q)[0] != OPEN_DELEGATE_NONE:  # (a delegation: the general way)
+                    delegation = _U32.unpack_from(view, q)[0]
+                    q += _WORD
+                    if delegation == OPEN_DELEGATE_NONE_EXT:  # (none, and why: open_none_delegation4)
+                        if q + _WORD > end:
+                            return None
+                        why = _U32.unpack_from(view, q)[0]
+                        q += _WORD
+                        if why in _WHY_PUSH:  # (a boolean follows: the server will push or signal one)
+                            if q + _WORD > end or _U32.unpack_from(view, q)[0] > 1:
+                                return None
+                            q += _WORD
+                        elif why not in _WHY:
+                            return None
+                    elif delegation != OPEN_DELEGATE_NONE:  # (a delegation: the general way)
                         return None
                     outs.append(stateid4(open_seqid, other))
-                    p = q + _WORD
+                    p = q
                 elif kind == _WRITE:
                     if p + _WRITE_RES.size + _WRITEVERF > end:
                         return None
