@@ -127,7 +127,7 @@ class CompoundShape:
     attributes (what ``attrs_at``'s decoder makes of them), a READ's (data, eof), an OPEN's stateid
     (:class:`.types.stateid4`), a WRITE's count of bytes written (int)."""
 
-    __slots__ = ("_attrs", "_kinds", "_mask_bytes", "_n", "_openhows", "_opnums", "_prefixes", "_put", "fixed",
+    __slots__ = ("_attrs", "_head", "_lead", "_mask_bytes", "_n", "_openhows", "_prefixes", "_put", "_rest", "fixed",
                  "template")
 
     def __init__(self, template: Sequence[type | Any], attrs_at: Callable[[Sequence[int]], AttrsAt] | None = None
@@ -168,8 +168,13 @@ class CompoundShape:
                 kinds.append(_ATTRS)
             else:
                 kinds.append(_NOTHING)
-        self._opnums = tuple(opnums)
-        self._kinds = tuple(kinds)
+        # the reply of success up to the first result that holds something, as one struct: the
+        # COMPOUND's head, SEQUENCE's result, the statuses of the operations before (PUTFH, LOOKUP):
+        # their (opnum, NFS4_OK) pairs are ``_lead``; the results after, ``_rest``: (opnum, kind, position)
+        first = next((i for i, k in enumerate(kinds) if k != _NOTHING), len(kinds))
+        self._head = struct.Struct(_HEAD.format + _SEQUENCE_RES.format[1:] + "Ii" * first)
+        self._lead = tuple(x for opnum in opnums[1:1 + first] for x in (opnum, NFS4_OK))
+        self._rest = tuple((opnums[1 + i], kinds[i], i) for i in range(first, len(kinds)))
         self._put = tuple(put)
         self._n = len(opnums)
         self._mask_bytes = mask_bytes
@@ -333,20 +338,17 @@ class CompoundShape:
         end = u.end
         p = u.pos
         try:
-            if p + 3 * _WORD > end:
+            head = self._head
+            if p + head.size > end:
                 return None
-            status, tag_len, count = _HEAD.unpack_from(view, p)
-            if status != NFS4_OK or tag_len != 0 or count != self._n:
+            t = head.unpack_from(view, p)
+            if (t[0] != NFS4_OK or t[1] != 0 or t[2] != self._n or t[3] != OP_SEQUENCE or t[4] != NFS4_OK
+                    or t[11:] != self._lead):
                 return None
-            p += 3 * _WORD
-            if p + _SEQUENCE_RES.size > end:
-                return None
-            opnum, st, sid, seqid, slotid, highest, target, flags = _SEQUENCE_RES.unpack_from(view, p)
-            if opnum != OP_SEQUENCE or st != NFS4_OK:
-                return None
-            p += _SEQUENCE_RES.size
+            sid, seqid, slotid, highest, target, flags = t[5:11]
+            p += head.size
             outs: list[Any] = []
-            for i, (opnum, kind) in enumerate(zip(self._opnums[1:], self._kinds, strict=True)):
+            for opnum, kind, i in self._rest:
                 if p + 2 * _WORD > end:
                     return None
                 got, st = _OPNUM_STATUS.unpack_from(view, p)
