@@ -13,11 +13,13 @@ import struct
 from typing import Any
 
 import pytest
+import trio
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import LEAN
 
 from pynfsrdma._client import whole_files as wf
+from pynfsrdma._client.api import Client
 from pynfsrdma._client.open_state import ANONYMOUS_STATEID, CURRENT_STATEID
 from pynfsrdma._proto import rpc as rpcdef
 from pynfsrdma._proto.nfs4 import const as c
@@ -53,6 +55,8 @@ from pynfsrdma._rpc.auth import auth_sys
 from pynfsrdma._testbed import Ganesha
 from pynfsrdma._testbed.ganesha import ExportPath
 from pynfsrdma._testbed.mutations import ALL, ReplyMutator, Rule
+from pynfsrdma._testbed.rdma_responder import serve_rdma
+from pynfsrdma._transport.rdma.soft import SoftProvider
 from pynfsrdma._xdr import Packer, Unpacker, XdrError
 from pynfsrdma.fsspec import NFSFileSystem
 
@@ -377,3 +381,34 @@ def test_whole_files_through_the_shapes_against_the_server(ganesha: Ganesha, exp
     assert {n: taken.count(n) for n in set(taken)} == {
         "WRITE_NAMED_SHAPE": 3, "CREATE_NAMED_SHAPE": 1, "READ_NAMED_SHAPE": 4, "READ_RANGE_NAMED_SHAPE": 3,
         "READ_RANGE_AND_FH_SHAPE": 1, "READ_HELD_SHAPE": 1}
+
+
+async def test_whole_files_through_the_shapes_over_rpc_over_rdma(ganesha: Ganesha, export_path: ExportPath,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over RPC-over-RDMA (the software provider, the testbed's responder) a READ's data comes in a
+    Write chunk: the shapes take it as the transport's decoder gives it."""
+    taken: list[str] = []
+    decode = CompoundShape.decode
+
+    def counted(shape: CompoundShape, u: Unpacker, ops: Any = ()) -> Any:
+        got = decode(shape, u, ops)
+        if got is not None and shape in (wf.READ_NAMED_SHAPE, wf.READ_RANGE_NAMED_SHAPE, wf.WRITE_NAMED_SHAPE):
+            taken.append("read" if shape is not wf.WRITE_NAMED_SHAPE else "write")
+        return got
+
+    monkeypatch.setattr(CompoundShape, "decode", counted)
+    payload = bytes(range(251)) * 80  # 20,080 bytes: past the inline threshold
+    async with trio.open_nursery() as nursery:
+        r = await serve_rdma(nursery, SoftProvider(), "127.0.0.1", 0, ganesha.host, ganesha.port)
+        try:
+            url = f"nfs://127.0.0.1:{r.port}{export_path.remote}?proto=rdma&provider=soft"
+            async with Client.connect(url) as nfs:
+                await nfs.write_file("/w", payload)
+                assert (export_path.local / "w").read_bytes() == payload
+                assert await nfs.read_bytes("/w") == payload
+                assert await nfs.read_bytes("/w", 1000, 12_000) == payload[1000:13_000]
+            assert r.stats.rdma_write_bytes >= len(payload) + 12_000  # (the READs' data placed in Write chunks)
+        finally:
+            await r.aclose()
+            nursery.cancel_scope.cancel()
+    assert sorted(taken) == ["read", "read", "write"]
