@@ -15,6 +15,10 @@ small files most of the time.
   CLOSE with the current stateid (RFC 8881 16.2.3.1.2: the stateid the OPEN just made).
   The open owner is one of its own, so no open of the caller's is touched by the CLOSE. An
   operation failing after the OPEN leaves the file open: a CLOSE goes for it at once.
+
+Each of these COMPOUNDs is a prepared shape (:class:`.compound_shapes.CompoundShape`): its fixed
+bytes encoded once, its reply of success decoded straight into what the caller reads (the READ's data
+a view of the received message), any other reply decoded and checked by the general codec.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ import functools
 import itertools
 import logging
 import os
+import struct
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +37,7 @@ from .._errors import NFS4Error, ReplyError
 from .._proto.nfs4 import const as c
 from .._proto.nfs4.attrs import bitmap4_from, decode_fattr4
 from .._proto.nfs4.compound import ResOp, result_of
+from .._proto.nfs4.compound_shapes import AttrsAt, CompoundShape
 from .._proto.nfs4.types import (
     CLOSE4args,
     GETATTR4args,
@@ -65,6 +72,41 @@ FH_RESULT = 2  # and the GETFH's
 
 SIZE_BITMAP = bitmap4_from((c.FATTR4_SIZE,))  # what a read to the end needs of the file's attributes
 TIMES_TO_NOW = setattr_fattr4(atime_ns=NOW, mtime_ns=NOW)  # (encoded once: the encoders only read it)
+_SIZE = struct.Struct(">Q")
+
+
+def _size_at(buf: bytes, start: int, end: int) -> tuple[int | None, None]:
+    """The values of a GETATTR of :data:`SIZE_BITMAP` (the size alone), as the general decoder reads
+    them; None for values of another length (the general decoder's to judge)."""
+    if end - start != _SIZE.size:
+        return None, None
+    return _SIZE.unpack_from(buf, start)[0], None
+
+
+def _size_decoder(mask: Sequence[int]) -> AttrsAt:
+    return _size_at
+
+
+_CLOSE_CURRENT = CLOSE4args(0, CURRENT_STATEID)
+# the COMPOUNDs below, prepared (see the module's docstring)
+READ_NAMED_SHAPE = CompoundShape([PUTFH4args, LOOKUP4args, GETFH4args(), GETATTR4args(SIZE_BITMAP), READ4args],
+                                 _size_decoder)
+READ_RANGE_NAMED_SHAPE = CompoundShape([PUTFH4args, LOOKUP4args, READ4args])
+READ_RANGE_AND_FH_SHAPE = CompoundShape([PUTFH4args, LOOKUP4args, GETFH4args(), READ4args])
+READ_HELD_SHAPE = CompoundShape([PUTFH4args, READ4args])
+WRITE_NAMED_SHAPE = CompoundShape([PUTFH4args, OPEN4args, GETFH4args(), WRITE4args, _CLOSE_CURRENT])
+CREATE_NAMED_SHAPE = CompoundShape([PUTFH4args, OPEN4args, GETFH4args(), _CLOSE_CURRENT])  # (no data)
+
+
+def _data_eof(values: tuple[Any, ...]) -> tuple[memoryview, bool]:
+    """A READ shape's last value: the READ's (data, eof)."""
+    data, eof = values[-1]
+    return data, eof
+
+
+def _read_results(res: list[ResOp]) -> tuple[memoryview, bool]:
+    ok = result_of(res, c.OP_READ)
+    return ok.data, bool(ok.eof)
 
 
 @functools.lru_cache(maxsize=64)
@@ -83,6 +125,18 @@ class NamedRead:
     size: int
     data: memoryview
     eof: bool
+
+
+def _named_read(values: tuple[Any, ...]) -> NamedRead:
+    """What :data:`READ_NAMED_SHAPE` decoded, as :meth:`WholeFiles.read_named`'s parse gives it."""
+    fh, size, (data, eof) = values
+    return NamedRead(fh, size, data, eof)
+
+
+def _fh_data_eof(values: tuple[Any, ...]) -> tuple[bytes, memoryview, bool]:
+    """What :data:`READ_RANGE_AND_FH_SHAPE` decoded: (handle, data, eof)."""
+    fh, (data, eof) = values
+    return fh, data, eof
 
 
 class WholeFiles:
@@ -107,26 +161,14 @@ class WholeFiles:
         COMPOUND. None when the name cannot be read so (:data:`NOT_BY_NAME`: a symbolic link, a
         server that wants an open)."""
         count = min(count, self.compounds.maxread)
-        ops = [PUTFH4args(dir_fh), LOOKUP4args(name), GETFH4args(), GETATTR4args(SIZE_BITMAP),
-               READ4args(ANONYMOUS_STATEID, offset, count)]
-        got: list[tuple[bytes, int]] = []
+        ops = READ_NAMED_SHAPE.ops(dir_fh, name, READ4args(ANONYMOUS_STATEID, offset, count))
 
-        def check(res: list[ResOp]) -> None:
+        def parse(res: list[ResOp]) -> NamedRead:
             size = decode_fattr4(result_of(res, c.OP_GETATTR).obj_attributes).get(c.FATTR4_SIZE, 0)
-            got[:] = [(bytes(result_of(res, c.OP_GETFH).object), size)]
+            ok = result_of(res, c.OP_READ)
+            return NamedRead(bytes(result_of(res, c.OP_GETFH).object), size, ok.data, bool(ok.eof))
 
-        try:
-            res = await self.compounds.client.compound(ops, cred, ReplyHints(ddp_sizes=[count]), check=check)
-        except ReplyError as e:
-            raise e.located(None, path or name) from None
-        if res.status != c.NFS4_OK:
-            failed = res.resarray[-1] if res.resarray else None
-            if failed is not None and failed.opnum == c.OP_READ and res.status in NOT_BY_NAME:
-                return None
-            raise NFS4Error(res.status, failed.opnum if failed else None, path or name)
-        ok = result_of(res.resarray, c.OP_READ)
-        fh, size = got[0]
-        return NamedRead(fh, size, ok.data, bool(ok.eof))
+        return await self._by_name(ops, count, cred, path or name, parse, READ_NAMED_SHAPE, _named_read)
 
     async def read_range_named(self, dir_fh: bytes, name: str, offset: int, count: int, cred: Credential,
                                path: str | None = None) -> tuple[memoryview, bool] | None:
@@ -134,12 +176,8 @@ class WholeFiles:
         in one COMPOUND of three operations (no GETFH, no GETATTR: nothing is asked of the server
         that the range does not need). None as for :meth:`read_named`."""
         count = min(count, self.compounds.maxread)
-        ops = [PUTFH4args(dir_fh), LOOKUP4args(name), READ4args(ANONYMOUS_STATEID, offset, count)]
-        results = await self._by_name(ops, count, cred, path or name)
-        if results is None:
-            return None
-        ok = result_of(results, c.OP_READ)
-        return ok.data, bool(ok.eof)
+        ops = READ_RANGE_NAMED_SHAPE.ops(dir_fh, name, READ4args(ANONYMOUS_STATEID, offset, count))
+        return await self._by_name(ops, count, cred, path or name, _read_results, READ_RANGE_NAMED_SHAPE, _data_eof)
 
     async def read_range_and_fh(self, dir_fh: bytes, name: str, offset: int, count: int, cred: Credential,
                                 path: str | None = None) -> tuple[bytes, memoryview, bool] | None:
@@ -147,12 +185,12 @@ class WholeFiles:
         LOOKUP, GETFH, READ): (handle, data, eof), the handle naming the file the data came from, for
         the ranges after it (:meth:`read_held`)."""
         count = min(count, self.compounds.maxread)
-        ops = [PUTFH4args(dir_fh), LOOKUP4args(name), GETFH4args(), READ4args(ANONYMOUS_STATEID, offset, count)]
-        results = await self._by_name(ops, count, cred, path or name)
-        if results is None:
-            return None
-        ok = result_of(results, c.OP_READ)
-        return bytes(result_of(results, c.OP_GETFH).object), ok.data, bool(ok.eof)
+        ops = READ_RANGE_AND_FH_SHAPE.ops(dir_fh, name, READ4args(ANONYMOUS_STATEID, offset, count))
+
+        def parse(res: list[ResOp]) -> tuple[bytes, memoryview, bool]:
+            return (bytes(result_of(res, c.OP_GETFH).object), *_read_results(res))
+
+        return await self._by_name(ops, count, cred, path or name, parse, READ_RANGE_AND_FH_SHAPE, _fh_data_eof)
 
     async def read_held(self, fh: bytes, offset: int, count: int, cred: Credential,
                         path: str | None = None) -> tuple[memoryview, bool]:
@@ -161,22 +199,35 @@ class WholeFiles:
         its name names now; a file removed meanwhile (NFS4ERR_STALE: the handle names nothing any
         more) is FileNotFoundError (errno ENOENT) with ``path`` in it, as a read by name would say."""
         count = min(count, self.compounds.maxread)
-        ops = [PUTFH4args(fh), READ4args(ANONYMOUS_STATEID, offset, count)]
+        ops = READ_HELD_SHAPE.ops(fh, READ4args(ANONYMOUS_STATEID, offset, count))
         try:
-            results = await self.compounds.run(ops, cred, ReplyHints(ddp_sizes=[count]), path=path)
+            got: tuple[memoryview, bool] = await self.compounds.query(
+                ops, cred, _read_results, ReplyHints(ddp_sizes=[count]), path=path, shape=READ_HELD_SHAPE,
+                take=_data_eof)
         except NFS4Error as e:
             if e.status != c.NFS4ERR_STALE:
                 raise
             raise FileNotFoundError(errno.ENOENT, f"{os.strerror(errno.ENOENT)} (removed: {e.name})",
                                     path) from None
-        ok = result_of(results, c.OP_READ)
-        return ok.data, bool(ok.eof)
+        return got
 
-    async def _by_name(self, ops: list[Any], count: int, cred: Credential, path: str) -> list[ResOp] | None:
-        """The results of a READ by name's COMPOUND (``count`` bytes asked); None when the name cannot
-        be read so (:data:`NOT_BY_NAME`), NFS4Error for any other failure."""
+    async def _by_name(self, ops: list[Any], count: int, cred: Credential, path: str,
+                       parse: Callable[[list[ResOp]], Any], shape: CompoundShape,
+                       take: Callable[[tuple[Any, ...]], Any]) -> Any:
+        """What ``parse`` makes of the results of a READ by name's COMPOUND (``count`` bytes asked),
+        or ``take`` of what its ``shape`` decoded; None when the name cannot be read so
+        (:data:`NOT_BY_NAME`), NFS4Error for any other failure."""
+        got: list[Any] = []
+
+        def check(results: list[ResOp]) -> None:
+            got.append(parse(results))
+
+        def prepared(values: tuple[Any, ...]) -> None:
+            got.append(take(values))
+
         try:
-            res = await self.compounds.client.compound(ops, cred, ReplyHints(ddp_sizes=[count]))
+            res = await self.compounds.client.compound(ops, cred, ReplyHints(ddp_sizes=[count]), check=check,
+                                                       shape=shape, prepared=prepared)
         except ReplyError as e:
             raise e.located(None, path) from None
         if res.status != c.NFS4_OK:
@@ -184,7 +235,7 @@ class WholeFiles:
             if failed is not None and failed.opnum == c.OP_READ and res.status in NOT_BY_NAME:
                 return None
             raise NFS4Error(res.status, failed.opnum if failed else None, path)
-        return res.resarray
+        return got[-1]
 
     async def write_named(self, dir_fh: bytes, name: str, data: Any, cred: Credential, *, mode: int = 0o644,
                           exclusive: bool = False, path: str | None = None) -> tuple[bytes, int]:
@@ -201,21 +252,35 @@ class WholeFiles:
         clientid = self.compounds.client.identity.clientid if self.compounds.client.identity else 0
         owner = open_owner4(clientid, self.once_owner(cred))
         access = self.compounds.share_access(c.OPEN4_SHARE_ACCESS_WRITE)
-        ops: list[Any] = [PUTFH4args(dir_fh),
-                          OPEN4args(0, access, c.OPEN4_SHARE_DENY_NONE, owner, (c.OPEN4_CREATE, how),
-                                    (c.CLAIM_NULL, name)),
-                          GETFH4args()]
+        opening = OPEN4args(0, access, c.OPEN4_SHARE_DENY_NONE, owner, (c.OPEN4_CREATE, how), (c.CLAIM_NULL, name))
+        shape: CompoundShape | None = None
+        ops: list[Any]
         if exclusive:
             # the server may keep the exclusive create's verifier in the file's times (RFC 8881
             # 18.16.4; NFS-Ganesha does): they are set to its "now" in the same COMPOUND
-            ops.append(SETATTR4args(ANONYMOUS_STATEID, TIMES_TO_NOW))
-        if n:
-            ops.append(WRITE4args(CURRENT_STATEID, 0, c.FILE_SYNC4, data))
-        ops.append(CLOSE4args(0, CURRENT_STATEID))
+            ops = [PUTFH4args(dir_fh), opening, GETFH4args(), SETATTR4args(ANONYMOUS_STATEID, TIMES_TO_NOW)]
+            if n:
+                ops.append(WRITE4args(CURRENT_STATEID, 0, c.FILE_SYNC4, data))
+            ops.append(_CLOSE_CURRENT)
+        elif n:
+            shape = WRITE_NAMED_SHAPE
+            ops = shape.ops(dir_fh, opening, WRITE4args(CURRENT_STATEID, 0, c.FILE_SYNC4, data))
+        else:
+            shape = CREATE_NAMED_SHAPE
+            ops = shape.ops(dir_fh, opening)
+        done: list[tuple[bytes, int]] = []
+
+        def prepared(values: tuple[Any, ...]) -> None:
+            # (the reply of success, no delegation in it: the file handle, and the bytes written)
+            done.append((values[1], values[2] if n else 0))
+
         try:
-            res = await self.compounds.client.compound(ops, cred, NO_HINTS, payload=n)
+            res = await self.compounds.client.compound(ops, cred, NO_HINTS, payload=n, shape=shape,
+                                                       prepared=prepared if shape is not None else None)
         except ReplyError as e:
             raise e.located(None, path or name) from None
+        if done:
+            return done[0]
         results = res.resarray
         opened = len(results) > OPEN_RESULT and results[OPEN_RESULT].status == c.NFS4_OK
         fh: bytes | None = None

@@ -651,8 +651,8 @@ class Session:
         if tries > 1:
             self.replays += 1
         shape = out.shape
-        out.replied = None if shape is None else shape.decode(u)
         try:
+            out.replied = None if shape is None else shape.decode(u, out.ops)
             if out.replied is not None:
                 res = COMPOUND4res(c.NFS4_OK, "", [])
             else:

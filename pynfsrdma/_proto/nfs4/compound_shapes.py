@@ -1,19 +1,25 @@
 """Prepared COMPOUNDs: the requests a client sends over and over (SEQUENCE + PUTFH + GETATTR of one
-bitmap; SEQUENCE + PUTFH + LOOKUP + GETFH + GETATTR; with ACCESS), each made once as a
-:class:`CompoundShape`.
+bitmap; SEQUENCE + PUTFH + LOOKUP + GETFH + GETATTR; with ACCESS; a small file read or written whole:
+READ, OPEN, WRITE, CLOSE), each made once as a :class:`CompoundShape`.
 
 A shape's fixed bytes are encoded when it is made (the COMPOUND header, the operation numbers, the
-fixed operations with their arguments: GETFH, GETATTR and its bitmap); per call only the variable
-fields are packed (SEQUENCE's session, sequence id and slots; the file handle; the name; ACCESS's
-mask). Its reply is
-decoded by a decoder prepared for exactly the reply of success (every status NFS4_OK, one result per
-operation in order, the GETATTR's bitmap the one asked for, nothing after the last result), straight
-into what the caller reads: the SEQUENCE result, the file handle, the access granted, the attributes as the caller's
-attribute decoder makes them. Any other reply (a failure, fewer results, another bitmap, a body cut
-short or running on, attributes the caller's decoder refuses) is not decoded here:
-:meth:`CompoundShape.decode` says None and leaves the reply where it was, for the general codec
-(:func:`.compound.decode_compound_res` and the session's checks), which gives the result or the error
-it always gives. Sans I/O: bytes in, values out.
+fixed operations with their arguments: GETFH, GETATTR and its bitmap, a CLOSE of the current
+stateid); per call only the variable fields are packed (SEQUENCE's session, sequence id and slots;
+the file handle; the name; ACCESS's mask; READ's stateid, offset and count; OPEN's owner, create
+attributes and name; WRITE's stateid, offset and stability, its data referenced, not copied). Its
+reply is decoded by a decoder prepared for exactly the reply of success (every status NFS4_OK, one
+result per operation in order, the GETATTR's bitmap the one asked for, an OPEN that gave no
+delegation: OPEN_DELEGATE_NONE, or OPEN_DELEGATE_NONE_EXT and why; nothing after the last result),
+straight into what the caller reads: the SEQUENCE result, the file handle, the access granted, the
+attributes as the caller's attribute decoder makes them, a READ's data (a view of the received message, or wherever its transport placed it) and eof,
+an OPEN's stateid, the bytes a WRITE wrote. Any other reply (a failure, fewer results, another
+bitmap, a delegation, a body cut short or running on, attributes the caller's decoder refuses) is
+not decoded here: :meth:`CompoundShape.decode` says None and leaves the reply where it was, for the
+general codec (:func:`.compound.decode_compound_res` and the session's checks), which gives the
+result or the error it always gives. A READ's data is the one part taken from the reply by the
+transport's own decoder (``Unpacker.bulk``): the READ is always last, everything before it is checked
+first, and what that decoder finds wrong with the data, or bytes after it, is the XdrError the
+general decoder raises for them. Sans I/O: bytes in, values out.
 """
 
 from __future__ import annotations
@@ -22,17 +28,44 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..._xdr import Packer, Unpacker
+from ..._xdr import Packer, Unpacker, XdrError
 from .compound import COMPOUND4args, encode_compound_args, encode_sequenced_args
-from .const import NFS4_FHSIZE, NFS4_OK, NFS4_SESSIONID_SIZE, OP_ACCESS, OP_SEQUENCE
+from .const import (
+    CLAIM_NULL,
+    NFS4_BITMAP4_WORDS_MAX,
+    NFS4_FHSIZE,
+    NFS4_OK,
+    NFS4_OPAQUE_LIMIT,
+    NFS4_OTHER_SIZE,
+    NFS4_SESSIONID_SIZE,
+    OP_ACCESS,
+    OP_OPEN,
+    OP_READ,
+    OP_SEQUENCE,
+    OP_WRITE,
+    OPEN4_CREATE,
+    OPEN_DELEGATE_NONE,
+    OPEN_DELEGATE_NONE_EXT,
+    UNCHECKED4,
+    WND4_CONTENTION,
+    WND4_RESOURCE,
+    stable_how4,
+    why_no_delegation4,
+)
 from .types import (
     ACCESS4args,
+    CLOSE4args,
     GETATTR4args,
     GETFH4args,
     LOOKUP4args,
+    OPEN4args,
     PUTFH4args,
+    READ4args,
     SEQUENCE4args,
     SEQUENCE4resok,
+    WRITE4args,
+    openflag4,
+    stateid4,
 )
 
 _U32 = struct.Struct(">I")
@@ -48,6 +81,23 @@ _OPNUM_LEN = struct.Struct(">II")  # an operation's number and its one word: an 
 _PAD = (b"", b"\0\0\0", b"\0\0", b"\0")
 _ACCESS_RES = struct.Struct(">II")  # ACCESS4resok: supported, access
 _UINT32_MAX = (1 << 32) - 1
+# READ4args with its operation number: stateid (seqid, other), offset, count
+_READ_ARGS = struct.Struct(f">II{NFS4_OTHER_SIZE}sQI")
+# WRITE4args with its operation number, up to its data: stateid, offset, stable
+_WRITE_ARGS = struct.Struct(f">II{NFS4_OTHER_SIZE}sQi")
+# OPEN4args with its operation number, up to the owner's opaque: seqid, share_access, share_deny, clientid
+_OPEN_HEAD = struct.Struct(">IIIIQ")
+_CLAIM_NULL = _U32.pack(CLAIM_NULL)
+_STATEID = struct.Struct(f">I{NFS4_OTHER_SIZE}s")
+# OPEN4resok after its stateid: change_info4 (atomic, before, after), rflags, the attrset's length
+_OPEN_RES = struct.Struct(">IQQII")
+_WRITE_RES = struct.Struct(">Ii")  # WRITE4resok: count, committed (then the 8 bytes of writeverf)
+_WRITEVERF = 8
+_READ_RES = struct.Struct(">II")  # READ4resok: eof, the data's length
+_STABLE = frozenset(int(m) for m in stable_how4)
+_WHY = frozenset(int(m) for m in why_no_delegation4)
+_WHY_PUSH = frozenset((int(WND4_CONTENTION), int(WND4_RESOURCE)))
+_OPENHOWS = 64  # create attributes whose encoding a shape keeps
 
 #: what decodes a GETATTR's attribute values, given the bitmap the shape asks for:
 #: ``attrs_at(buffer, start, end)`` -> (the attributes, or None when they are not the caller's to use
@@ -64,16 +114,21 @@ def _xdr(op: Any) -> bytes:
 
 class CompoundShape:
     """SEQUENCE and then ``template``'s operations: an argument class for an operation whose argument
-    varies per call (PUTFH4args, LOOKUP4args, ACCESS4args), an argument instance for one that is fixed (GETFH4args(),
-    GETATTR4args(bitmap)). Calls hand the shape's own fixed instances (:attr:`fixed`, :meth:`ops`) so
-    that their bytes are the ones encoded once. ``attrs_at(bitmap)`` makes the GETATTR's attribute
-    decoder (:data:`AttrsAt`), once, for the bitmap the shape asks for.
+    varies per call (PUTFH4args, LOOKUP4args, ACCESS4args, READ4args, OPEN4args, WRITE4args), an
+    argument instance for one that is fixed (GETFH4args(), GETATTR4args(bitmap), CLOSE4args(seqid,
+    stateid)). Calls hand the shape's own fixed instances (:attr:`fixed`, :meth:`ops`) so that their
+    bytes are the ones encoded once. ``attrs_at(bitmap)`` makes the GETATTR's attribute decoder
+    (:data:`AttrsAt`), once, for the bitmap the shape asks for. A READ can only be the last operation.
+    An OPEN is shaped as a small file's create is sent (OPEN4_CREATE of UNCHECKED4, CLAIM_NULL; any
+    other goes to the general encoder), its create attributes encoded once per attributes object.
 
     :meth:`decode` of a reply of success gives the SEQUENCE result and, per operation that returns
-    something, in order: a GETFH's file handle (bytes), an ACCESS's access granted (int), a GETATTR's attributes (what ``attrs_at``'s
-    decoder makes of them)."""
+    something, in order: a GETFH's file handle (bytes), an ACCESS's access granted (int), a GETATTR's
+    attributes (what ``attrs_at``'s decoder makes of them), a READ's (data, eof), an OPEN's stateid
+    (:class:`.types.stateid4`), a WRITE's count of bytes written (int)."""
 
-    __slots__ = ("_attrs", "_kinds", "_mask_bytes", "_n", "_opnums", "_prefixes", "_put", "fixed", "template")
+    __slots__ = ("_attrs", "_head", "_lead", "_mask_bytes", "_n", "_openhows", "_prefixes", "_put", "_rest", "fixed",
+                 "template")
 
     def __init__(self, template: Sequence[type | Any], attrs_at: Callable[[Sequence[int]], AttrsAt] | None = None
                  ) -> None:
@@ -96,8 +151,12 @@ class CompoundShape:
             else:
                 self.fixed[i] = t
                 put.append(_xdr(t))
+            if cls is READ4args and i != len(self.template) - 1:
+                raise ValueError("a shape's READ is its last operation")
             if cls is GETFH4args:
                 kinds.append(_FH)
+            elif cls in _RESULT_KIND:
+                kinds.append(_RESULT_KIND[cls])
             elif cls is ACCESS4args:
                 kinds.append(_ACCESS)
             elif cls is GETATTR4args:
@@ -109,21 +168,34 @@ class CompoundShape:
                 kinds.append(_ATTRS)
             else:
                 kinds.append(_NOTHING)
-        self._opnums = tuple(opnums)
-        self._kinds = tuple(kinds)
+        # the reply of success up to the first result that holds something, as one struct: the
+        # COMPOUND's head, SEQUENCE's result, the statuses of the operations before (PUTFH, LOOKUP):
+        # their (opnum, NFS4_OK) pairs are ``_lead``; the results after, ``_rest``: (opnum, kind, position)
+        first = next((i for i, k in enumerate(kinds) if k != _NOTHING), len(kinds))
+        self._head = struct.Struct(_HEAD.format + _SEQUENCE_RES.format[1:] + "Ii" * first)
+        self._lead = tuple(x for opnum in opnums[1:1 + first] for x in (opnum, NFS4_OK))
+        self._rest = tuple((opnums[1 + i], kinds[i], i) for i in range(first, len(kinds)))
         self._put = tuple(put)
         self._n = len(opnums)
         self._mask_bytes = mask_bytes
         self._attrs = attrs
         self._prefixes: dict[int, bytes] = {}  # minorversion -> tag "", minorversion, count, OP_SEQUENCE
+        # id(an OPEN's create attributes) -> (those attributes, kept alive so that the id stays theirs;
+        # their openflag4 bytes)
+        self._openhows: dict[int, tuple[Any, bytes]] = {}
 
     def ops(self, *variable: Any) -> list[Any]:
         """The operations of one call: ``variable`` in order for the template's argument classes (a
-        PUTFH's file handle, a LOOKUP's name), the shape's own instances for the fixed ones."""
+        PUTFH's file handle, a LOOKUP's name; or the arguments themselves: a READ4args), the shape's own
+        instances for the fixed ones."""
         out: list[Any] = []
         it = iter(variable)
         for i, t in enumerate(self.template):
-            out.append(t(next(it)) if isinstance(t, type) else self.fixed[i])
+            if isinstance(t, type):
+                v = next(it)
+                out.append(v if type(v) is t else t(v))
+            else:
+                out.append(self.fixed[i])
         return out
 
     # -- the call -------------------------------------------------------------------------------------
@@ -161,28 +233,90 @@ class CompoundShape:
             return
         buf = bytearray(prefix)
         buf += head
+        bulks: list[tuple[Any, bytearray]] = []  # a WRITE's data, and the bytes after it
         for i, fixed in enumerate(self._put):
             if fixed is not None:
                 buf += fixed
                 continue
             op = ops[i]
-            if type(op) is ACCESS4args:
+            kind = type(op)
+            if kind is ACCESS4args:
                 if not 0 <= op.access <= _UINT32_MAX:  # (the general encoder's error says what is wrong)
                     encode_sequenced_args(p, tag, minorversion, sessionid, sequenceid, slotid, highest_slotid,
                                           cachethis, ops)
                     return
                 buf += _OPNUM_LEN.pack(OP_ACCESS, op.access)
                 continue
-            data = op.object if type(op) is PUTFH4args else op.objname.encode("utf-8", "surrogateescape")
+            if kind is READ4args or kind is WRITE4args or kind is OPEN4args:
+                try:
+                    if kind is READ4args:
+                        sid = op.stateid
+                        if len(sid.other) != NFS4_OTHER_SIZE:
+                            raise struct.error
+                        buf += _READ_ARGS.pack(OP_READ, sid.seqid, sid.other, op.offset, op.count)
+                        continue
+                    if kind is WRITE4args:
+                        sid = op.stateid
+                        if len(sid.other) != NFS4_OTHER_SIZE or op.stable not in _STABLE:
+                            raise struct.error
+                        buf += _WRITE_ARGS.pack(OP_WRITE, sid.seqid, sid.other, op.offset, op.stable)
+                        bulks.append((op.data, buf))
+                        buf = bytearray()
+                        continue
+                    if not self._open(buf, op):
+                        raise struct.error
+                    continue
+                except (struct.error, TypeError, AttributeError):  # (the general encoder's error, or its bytes)
+                    encode_sequenced_args(p, tag, minorversion, sessionid, sequenceid, slotid, highest_slotid,
+                                          cachethis, ops)
+                    return
+            data = op.object if kind is PUTFH4args else op.objname.encode("utf-8", "surrogateescape")
             n = len(data)
-            if n > NFS4_FHSIZE and type(op) is PUTFH4args:
+            if n > NFS4_FHSIZE and kind is PUTFH4args:
                 encode_sequenced_args(p, tag, minorversion, sessionid, sequenceid, slotid, highest_slotid, cachethis,
                                       ops)
                 return
             buf += _OPNUM_LEN.pack(op.OPNUM, n)
             buf += data
             buf += _PAD[n & 3]
+        for data, before in bulks:  # (every check made: nothing goes into ``p`` before)
+            p.buf += before
+            p.bulk(data)
         p.buf += buf
+
+    def _open(self, buf: bytearray, op: OPEN4args) -> bool:
+        """Add ``op``'s bytes (with its operation number) to ``buf`` if it is an OPEN of the kind a
+        shape holds: OPEN4_CREATE of UNCHECKED4, CLAIM_NULL (struct.error for a value out of range)."""
+        owner = op.owner.owner
+        how = op.openhow
+        claim = op.claim
+        if (len(owner) > NFS4_OPAQUE_LIMIT or type(how) is not tuple or len(how) != 2 or how[0] != OPEN4_CREATE
+                or type(how[1]) is not tuple or len(how[1]) != 2 or how[1][0] != UNCHECKED4
+                or type(claim) is not tuple or len(claim) != 2 or claim[0] != CLAIM_NULL
+                or type(claim[1]) is not str):
+            return False
+        attrs = how[1][1]
+        kept = self._openhows.get(id(attrs))
+        if kept is None or kept[0] is not attrs:
+            q = Packer()
+            openflag4.pack(q, how)
+            if len(self._openhows) >= _OPENHOWS:
+                self._openhows.clear()
+            kept = self._openhows[id(attrs)] = (attrs, q.getvalue())
+        head = _OPEN_HEAD.pack(OP_OPEN, op.seqid, op.share_access, op.share_deny, op.owner.clientid)
+        n = len(owner)
+        name = claim[1].encode("utf-8", "surrogateescape")
+        m = len(name)
+        buf += head
+        buf += _U32.pack(n)
+        buf += owner
+        buf += _PAD[n & 3]
+        buf += kept[1]
+        buf += _CLAIM_NULL
+        buf += _U32.pack(m)
+        buf += name
+        buf += _PAD[m & 3]
+        return True
 
     def _holds(self, ops: Sequence[Any]) -> bool:
         """Whether ``ops`` (after SEQUENCE) are this shape's: its fixed instances themselves where it
@@ -193,28 +327,28 @@ class CompoundShape:
         return True
 
     # -- the reply ------------------------------------------------------------------------------------
-    def decode(self, u: Unpacker) -> tuple[SEQUENCE4resok, tuple[Any, ...]] | None:
-        """The reply in ``u`` (a COMPOUND4res) if it is this shape's reply of success, everything in
-        it read, to its end: the SEQUENCE result and what the operations returned. None for any
-        other reply, ``u`` untouched (the general codec decodes it: its result, or its error)."""
+    def decode(self, u: Unpacker, ops: Sequence[Any] = ()) -> tuple[SEQUENCE4resok, tuple[Any, ...]] | None:
+        """The reply in ``u`` (a COMPOUND4res) to ``ops`` (the operations after SEQUENCE) if it is
+        this shape's reply of success, everything in it read, to its end: the SEQUENCE result and what
+        the operations returned. None for any other reply, ``u`` untouched (the general codec decodes
+        it: its result, or its error); None too for a reply that says more than ``ops`` asked (a READ
+        returning more than its count, a WRITE more written than sent: the general checks say so) or
+        to a READ or WRITE whose ``ops`` are not given."""
         view = u.view
         end = u.end
         p = u.pos
         try:
-            if p + 3 * _WORD > end:
+            head = self._head
+            if p + head.size > end:
                 return None
-            status, tag_len, count = _HEAD.unpack_from(view, p)
-            if status != NFS4_OK or tag_len != 0 or count != self._n:
+            t = head.unpack_from(view, p)
+            if (t[0] != NFS4_OK or t[1] != 0 or t[2] != self._n or t[3] != OP_SEQUENCE or t[4] != NFS4_OK
+                    or t[11:] != self._lead):
                 return None
-            p += 3 * _WORD
-            if p + _SEQUENCE_RES.size > end:
-                return None
-            opnum, st, sid, seqid, slotid, highest, target, flags = _SEQUENCE_RES.unpack_from(view, p)
-            if opnum != OP_SEQUENCE or st != NFS4_OK:
-                return None
-            p += _SEQUENCE_RES.size
+            sid, seqid, slotid, highest, target, flags = t[5:11]
+            p += head.size
             outs: list[Any] = []
-            for opnum, kind in zip(self._opnums[1:], self._kinds, strict=True):
+            for opnum, kind, i in self._rest:
                 if p + 2 * _WORD > end:
                     return None
                 got, st = _OPNUM_STATUS.unpack_from(view, p)
@@ -230,6 +364,61 @@ class CompoundShape:
                         return None
                     outs.append(bytes(view[p + _WORD:p + _WORD + n]))
                     p = q
+                elif kind == _READ:  # (the last operation: see __init__)
+                    if p + _READ_RES.size > end:
+                        return None
+                    eof, n = _READ_RES.unpack_from(view, p)
+                    if eof > 1 or len(ops) <= i or n > ops[i].count:
+                        return None
+                    # the data: as the transport's decoder finds it (inline, spliced, in a Write chunk)
+                    u.pos = p + _WORD
+                    try:
+                        data = u.bulk()
+                        if u.pos != end:
+                            raise XdrError(f"{end - u.pos} bytes of trailing garbage")
+                    except XdrError as e:
+                        e.op = OP_READ  # type: ignore[attr-defined]  # (as the general decoder says it)
+                        raise _Malformed(e) from e
+                    outs.append((data, eof == 1))
+                    p = u.pos
+                elif kind == _OPEN:
+                    q = p + _STATEID.size + _OPEN_RES.size
+                    if q > end:
+                        return None
+                    open_seqid, other = _STATEID.unpack_from(view, p)
+                    atomic, _, _, _, words = _OPEN_RES.unpack_from(view, p + _STATEID.size)
+                    q += words * _WORD
+                    if atomic > 1 or words > NFS4_BITMAP4_WORDS_MAX or q + _WORD > end:
+                        return None
+                    delegation = _U32.unpack_from(view, q)[0]
+                    q += _WORD
+                    if delegation == OPEN_DELEGATE_NONE_EXT:  # (none, and why: open_none_delegation4)
+                        if q + _WORD > end:
+                            return None
+                        why = _U32.unpack_from(view, q)[0]
+                        q += _WORD
+                        if why in _WHY_PUSH:  # (a boolean follows: the server will push or signal one)
+                            if q + _WORD > end or _U32.unpack_from(view, q)[0] > 1:
+                                return None
+                            q += _WORD
+                        elif why not in _WHY:
+                            return None
+                    elif delegation != OPEN_DELEGATE_NONE:  # (a delegation: the general way)
+                        return None
+                    outs.append(stateid4(open_seqid, other))
+                    p = q
+                elif kind == _WRITE:
+                    if p + _WRITE_RES.size + _WRITEVERF > end:
+                        return None
+                    count, committed = _WRITE_RES.unpack_from(view, p)
+                    if committed not in _STABLE or len(ops) <= i or count > memoryview(ops[i].data).nbytes:
+                        return None
+                    outs.append(count)
+                    p += _WRITE_RES.size + _WRITEVERF
+                elif kind == _CLOSE:
+                    if p + _STATEID.size > end:
+                        return None
+                    p += _STATEID.size
                 elif kind == _ACCESS:
                     if p + 2 * _WORD > end:
                         return None
@@ -255,15 +444,27 @@ class CompoundShape:
                     p = r
             if p != end:
                 return None
+        except _Malformed as e:
+            raise e.error from None
         except (ValueError, struct.error):  # (XdrError is a ValueError: attributes the decoder refuses)
             return None
         u.pos = p
         return SEQUENCE4resok(sid, seqid, slotid, highest, target, flags), tuple(outs)
 
 
-_NOTHING, _FH, _ACCESS, _ATTRS = range(4)
+class _Malformed(Exception):
+    """A READ's data the transport's decoder refused: its XdrError, for the caller."""
+
+    def __init__(self, error: XdrError) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+_NOTHING, _FH, _ACCESS, _ATTRS, _READ, _OPEN, _WRITE, _CLOSE = range(8)
+_RESULT_KIND = {READ4args: _READ, OPEN4args: _OPEN, WRITE4args: _WRITE, CLOSE4args: _CLOSE}
 #: the operations a shape holds, and those of them whose arguments vary per call
-_SHAPED = frozenset((PUTFH4args, LOOKUP4args, GETFH4args, ACCESS4args, GETATTR4args))
-_VARIABLE = frozenset((PUTFH4args, LOOKUP4args, ACCESS4args))
+_SHAPED = frozenset((PUTFH4args, LOOKUP4args, GETFH4args, ACCESS4args, GETATTR4args, READ4args, OPEN4args,
+                     WRITE4args, CLOSE4args))
+_VARIABLE = frozenset((PUTFH4args, LOOKUP4args, ACCESS4args, READ4args, OPEN4args, WRITE4args))
 
 __all__ = ["AttrsAt", "CompoundShape"]
