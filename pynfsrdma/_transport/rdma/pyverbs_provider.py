@@ -243,8 +243,10 @@ class PyverbsConnection(Connection):
     ``local_invalidations`` (regions we invalidated: invalidate, or deregister of a valid one),
     ``remote_invalidations`` (our regions the peer invalidated with Send With Invalidate),
     ``double_invalidations`` (an invalidation, local or remote, of a region already invalid),
-    ``unknown_invalidations`` (a Send With Invalidate naming no region of ours), and what the
-    connection cost in ``counters`` (:class:`~.provider.ProviderCounters`).
+    ``unknown_invalidations`` (a Send With Invalidate naming no region of ours),
+    ``notifications`` (completion events the completion channel woke :meth:`run` with) and
+    ``completions`` (work completions polled after them), and what the connection cost in
+    ``counters`` (:class:`~.provider.ProviderCounters`).
     """
 
     supports_remote_invalidation = False
@@ -268,6 +270,8 @@ class PyverbsConnection(Connection):
         self.remote_invalidations = 0
         self.double_invalidations = 0
         self.unknown_invalidations = 0
+        self.notifications = 0
+        self.completions = 0
         self.counters = ProviderCounters()
         self.cmid = cmid
         self._events = events
@@ -678,11 +682,13 @@ class PyverbsConnection(Connection):
                     return
                 self.comp_channel.get_cq_event(self.cq)
                 self.cq.ack_events(1)
+                self.notifications += 1
                 self.cq.req_notify()
                 while True:
                     n, wcs = self.cq.poll(16)
                     if n <= 0:
                         break
+                    self.completions += n
                     for wc in wcs[:n]:
                         self._complete(wc, e)
         except self._pv["error"] as err:
