@@ -73,15 +73,16 @@ class _MR:
         pass
 
 
-def _connection() -> tuple[PyverbsConnection, _CQ, list[tuple[str, int]]]:
+def _connection(own_qp: bool = False) -> tuple[PyverbsConnection, _CQ, list[tuple[str, int]]]:
     posted: list[tuple[str, int]] = []
     pv = {
         "enums": SimpleNamespace(
             IBV_WC_SUCCESS=SUCCESS, IBV_WC_RECV=RECV, IBV_WC_WITH_INV=1 << 3, IBV_WC_REM_ACCESS_ERR=10,
             IBV_WC_RNR_RETRY_EXC_ERR=13, IBV_ACCESS_LOCAL_WRITE=1, IBV_ACCESS_REMOTE_WRITE=2,
-            IBV_ACCESS_REMOTE_READ=4, IBV_ACCESS_MW_BIND=16,
+            IBV_ACCESS_REMOTE_READ=4, IBV_ACCESS_MW_BIND=16, IBV_WR_SEND=2,
         ),
         "mr": SimpleNamespace(MR=_MR),
+        "wr": SimpleNamespace(SendWR=lambda **kw: _SendWR(**kw), SGE=lambda *a: _SGE(*a)),
         "error": _VerbsError,
     }  # fmt: skip
     cmid = SimpleNamespace(
@@ -90,7 +91,7 @@ def _connection() -> tuple[PyverbsConnection, _CQ, list[tuple[str, int]]]:
         post_send=lambda mr, flags, length: posted.append(("send", length)),
         close=lambda: None,
     )
-    conn = PyverbsConnection(pv, cmid, SimpleNamespace(fd=-1), "peer", b"", owns_events=False)
+    conn = PyverbsConnection(pv, cmid, SimpleNamespace(fd=-1), "peer", b"", owns_events=False, own_qp=own_qp)
     read_end, write_end = os.pipe()
     os.set_blocking(read_end, False)
     cq = _CQ(write_end)
@@ -135,3 +136,39 @@ async def test_completions_behind_one_notification_are_polled_after_it_and_count
     finally:
         conn.release()
         os.close(cq.event_fd)
+
+
+class _SGE:
+    def __init__(self, addr: int, length: int, lkey: int) -> None:
+        self.length = length
+
+
+class _SendWR:
+    made = 0
+
+    def __init__(self, opcode: int, num_sge: int, sg: list[_SGE]) -> None:
+        _SendWR.made += 1
+        self.opcode, self.length, self.imm_data = opcode, sg[0].length, 0
+
+
+async def test_a_send_buffer_makes_its_send_request_once_for_each_length():
+    conn, cq, _ = _connection(own_qp=True)  # a QP of our own: Sends are work requests we make
+    sent: list[tuple[int, int]] = []
+    conn.qp = SimpleNamespace(post_send=lambda wr: sent.append((wr.opcode, wr.length)), close=lambda: None)
+    send = conn.register(bytearray(256), Access.LOCAL_WRITE)
+    _SendWR.made = 0
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(conn.run)
+            for length in [100] * 8 + [120] * 8:
+                async with trio.open_nursery() as call:
+                    call.start_soon(conn.send_region, send, length)
+                    await trio.testing.wait_all_tasks_blocked()
+                    cq.complete(0)
+            nursery.cancel_scope.cancel()
+    finally:
+        conn.release()
+        os.close(cq.event_fd)
+    assert sent == [(2, 100)] * 8 + [(2, 120)] * 8
+    assert _SendWR.made == 2  # one for each length, not one for each Send
+    assert conn.counters.posts == conn.counters.sends == 16

@@ -443,6 +443,7 @@ class PyverbsConnection(Connection):
         region.mw_key = mw_key
         region.pin = pin
         region.recv_wr = None
+        region.send_wr = None
         self._regions[id(region)] = region
         if access & (Access.REMOTE_READ | Access.REMOTE_WRITE):
             self._reachable[handle] = region
@@ -471,6 +472,7 @@ class PyverbsConnection(Connection):
         w.mw_key = mw_key
         w.pin = None
         w.recv_wr = None
+        w.send_wr = None
         self._regions[id(w)] = w
         self._reachable[handle] = w
         self.windows.queue(w, remote)  # posted with the next Send (send_region)
@@ -608,10 +610,18 @@ class PyverbsConnection(Connection):
         e = self._pv["enums"]
         self.counters.sends += 1
         if self.own_qp:
-            opcode = e.IBV_WR_SEND if invalidate is None else e.IBV_WR_SEND_WITH_INV
-            wr = self._work_request(opcode, region, length)
-            if invalidate is not None:
-                wr.imm_data = invalidate  # ibv_send_wr's invalidate_rkey shares imm_data
+            # a send buffer's Send request is made once for each length and invalidated key and
+            # posted again (a post copies the request into the send queue): a stream of calls
+            # of one shape makes none
+            made = region.send_wr
+            if made is not None and made[0] == length and made[1] == invalidate:
+                wr = made[2]
+            else:
+                opcode = e.IBV_WR_SEND if invalidate is None else e.IBV_WR_SEND_WITH_INV
+                wr = self._work_request(opcode, region, length)
+                if invalidate is not None:
+                    wr.imm_data = invalidate  # ibv_send_wr's invalidate_rkey shares imm_data
+                region.send_wr = (length, invalidate, wr)
             # the windows this call offers are bound by requests chained in front of its Send: one
             # post (one doorbell) and one completion for the call
             first, chain = self.windows.chain(wr)
