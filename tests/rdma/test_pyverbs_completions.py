@@ -11,10 +11,11 @@ import os
 from collections import deque
 from types import SimpleNamespace
 
+import pytest
 import trio
 import trio.testing
 
-from pynfsrdma._transport.rdma.provider import Access
+from pynfsrdma._transport.rdma.provider import Access, ProviderError
 from pynfsrdma._transport.rdma.pyverbs_provider import PyverbsConnection
 
 SUCCESS, RECV = 0, 128  # libibverbs' IBV_WC_SUCCESS and IBV_WC_RECV
@@ -67,7 +68,7 @@ class _CompChannel:
 
 class _MR:
     def __init__(self, pd: object, length: int, flags: int, address: int) -> None:
-        self.buf, self.lkey, self.rkey = address, 1, 0
+        self.buf, self.lkey, self.rkey, self.flags = address, 1, 0, flags
 
     def close(self) -> None:
         pass
@@ -172,3 +173,33 @@ async def test_a_send_buffer_makes_its_send_request_once_for_each_length():
     assert sent == [(2, 100)] * 8 + [(2, 120)] * 8
     assert _SendWR.made == 2  # one for each length, not one for each Send
     assert conn.counters.posts == conn.counters.sends == 16
+
+
+async def test_registrations_ask_the_device_for_the_access_they_name():
+    plain, cq, _ = _connection()  # librdmacm's QP (siw): the peer reaches regions themselves
+    own, own_cq, _ = _connection(own_qp=True)
+    try:
+        flags = {
+            a: plain.register(bytearray(64), a).mr.flags  # type: ignore[attr-defined]
+            for a in (Access.LOCAL_WRITE, Access.LOCAL_WRITE | Access.REMOTE_WRITE, Access.REMOTE_READ)
+        }
+        assert flags == {
+            Access.LOCAL_WRITE: 1,
+            Access.LOCAL_WRITE | Access.REMOTE_WRITE: 1 | 2,
+            Access.REMOTE_READ: 4,
+        }
+        assert plain.register(bytearray(64), Access.REMOTE_WRITE).mr.flags == 1 | 2  # type: ignore[attr-defined]
+        sink = own.register(bytearray(64), Access.LOCAL_WRITE | Access.BIND)
+        source = own.register(bytearray(64), Access.BIND)
+        assert (sink.mr.flags, source.mr.flags) == (1 | 16, 16)  # type: ignore[attr-defined]
+        with pytest.raises(ProviderError, match="memory windows need a queue pair of our own"):
+            plain.register(bytearray(64), Access.BIND)
+        # windows give the peer remote access only, over a registration made for them
+        with pytest.raises(ValueError, match="remote access only"):
+            own.bind(sink, 0, 16, Access.REMOTE_WRITE | Access.LOCAL_WRITE)
+        with pytest.raises(ValueError, match="remote access only"):
+            own.bind(own.register(bytearray(64), Access.LOCAL_WRITE), 0, 16, Access.REMOTE_WRITE)
+    finally:
+        for conn, q in ((plain, cq), (own, own_cq)):
+            conn.release()
+            os.close(q.event_fd)

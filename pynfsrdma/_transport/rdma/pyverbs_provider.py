@@ -291,6 +291,7 @@ class PyverbsConnection(Connection):
         # every local-only region the same rkey: rxe gives them 0)
         self._regions: dict[int, VerbsRegion] = {}
         self._reachable: dict[int, VerbsRegion] = {}
+        self._access_flags: dict[int, tuple[int, int, bool, bool]] = {}  # see _verbs_access
         self.windows = MemoryWindows(pv, cmid, self.counters, peer)
         self._error: BaseException | None = None
         self._closed = False
@@ -401,21 +402,35 @@ class PyverbsConnection(Connection):
         """How many regions are registered now (valid or not)."""
         return len(self._regions)
 
+    def _verbs_access(self, access: Access) -> tuple[int, int, bool, bool]:
+        """The verbs access flags ``access`` gives the device (a local write) and the peer,
+        whether windows may be bound over it, and whether it asks for more than remote access;
+        worked out once for each value (the flags of an ``enum.IntFlag`` cost a Python call for
+        every operator)."""
+        key = int(access)
+        known = self._access_flags.get(key)
+        if known is None:
+            e = self._pv["enums"]
+            local = e.IBV_ACCESS_LOCAL_WRITE if access & (Access.LOCAL_WRITE | Access.REMOTE_WRITE) else 0
+            remote = e.IBV_ACCESS_REMOTE_WRITE if access & Access.REMOTE_WRITE else 0
+            if access & Access.REMOTE_READ:
+                remote |= e.IBV_ACCESS_REMOTE_READ
+            known = self._access_flags[key] = (
+                local,
+                remote,
+                bool(access & Access.BIND),
+                bool(access & ~(Access.REMOTE_READ | Access.REMOTE_WRITE)),
+            )
+        return known
+
     def register(self, buffer: Buffer, access: Access) -> MemoryRegion:
         view = registrable(buffer, access)
         e = self._pv["enums"]
-        window = self.own_qp and bool(access & (Access.REMOTE_READ | Access.REMOTE_WRITE))
-        flags = 0
-        if access & (Access.LOCAL_WRITE | Access.REMOTE_WRITE):
-            flags |= e.IBV_ACCESS_LOCAL_WRITE
-        remote = 0
-        if access & Access.REMOTE_WRITE:
-            remote |= e.IBV_ACCESS_REMOTE_WRITE
-        if access & Access.REMOTE_READ:
-            remote |= e.IBV_ACCESS_REMOTE_READ
+        local, remote, bind, _ = self._verbs_access(access)
+        window = self.own_qp and remote != 0
         # the peer reaches a memory window (its rkey can be invalidated) or the region itself
-        flags |= e.IBV_ACCESS_MW_BIND if window else remote
-        if access & Access.BIND:
+        flags = local | (e.IBV_ACCESS_MW_BIND if window else remote)
+        if bind:
             if not self.own_qp:
                 raise ProviderError("memory windows need a queue pair of our own", self.peer)
             flags |= e.IBV_ACCESS_MW_BIND
@@ -445,7 +460,7 @@ class PyverbsConnection(Connection):
         region.recv_wr = None
         region.send_wr = None
         self._regions[id(region)] = region
-        if access & (Access.REMOTE_READ | Access.REMOTE_WRITE):
+        if remote:
             self._reachable[handle] = region
         return region
 
@@ -453,16 +468,11 @@ class PyverbsConnection(Connection):
         r = self._regions.get(id(region))
         if r is None or r is not region or not r.valid or r.window or r.pin is None:
             raise ValueError("windows are bound over a valid registration")
-        if not r.access & Access.BIND or access & ~(Access.REMOTE_READ | Access.REMOTE_WRITE):
+        _, remote, _, more = self._verbs_access(access)
+        if not self._verbs_access(r.access)[2] or more:
             raise ValueError("windows need a registration made with BIND, and give remote access only")
         if offset < 0 or length <= 0 or offset + length > r.length:
             raise ValueError(f"a window of {length} bytes at {offset} is outside the {r.length}-byte region")
-        e = self._pv["enums"]
-        remote = 0
-        if access & Access.REMOTE_WRITE:
-            remote |= e.IBV_ACCESS_REMOTE_WRITE
-        if access & Access.REMOTE_READ:
-            remote |= e.IBV_ACCESS_REMOTE_READ
         self._check()
         mw, mw_key = self.windows.allocate()
         handle = inc_rkey(int(mw.rkey))  # the key its Bind MW request will give it
