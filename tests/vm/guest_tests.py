@@ -390,7 +390,10 @@ async def client_roundtrip(url: str, label: str, expect: str) -> str:
             raise RuntimeError("our client read back other data than it wrote")
         await trio.lowlevel.checkpoint()
         path = nfs.clientid.paths.paths[0]  # (over RDMA: what the transfers cost the provider)
-        c = getattr(getattr(path.rpc.transport if path.rpc else None, "conn", None), "counters", None)
+        conn = getattr(path.rpc.transport if path.rpc else None, "conn", None)
+        c = getattr(conn, "counters", None)
+        woken = getattr(conn, "notifications", None)  # (pyverbs: completion channel events)
+        polled = getattr(conn, "completions", None)
         tls = path.snapshot()["tls"]  # (RPC-with-TLS: the TLS version of the connection)
     if ("xprtsec=tls" in url or "xprtsec=mtls" in url) != (tls is not None):
         raise RuntimeError(f"{url}: the connection's TLS is {tls}")
@@ -410,6 +413,8 @@ async def client_roundtrip(url: str, label: str, expect: str) -> str:
         if c is not None
         else ""
     )
+    if woken is not None:
+        cost += f", {polled} completions polled after {woken} notifications"
     return (
         f"write {write:.1f} MB/s, read {read:.1f} MB/s, sha256 checked by our client and the kernel client; "
         f"our CPU {cpu[0]:.0f} ms/MiB written, {cpu[1]:.0f} ms/MiB read{f'; {tls}' if tls else ''}{cost}"

@@ -30,12 +30,13 @@ _MW_TYPE = 24
 class VerbsRegion(MemoryRegion):
     """A registered region (its pyverbs MR), or a memory window bound over one."""
 
-    __slots__ = ("mr", "mw", "mw_key", "pin", "recv_wr")
+    __slots__ = ("mr", "mw", "mw_key", "pin", "recv_wr", "send_wr")
     mr: Any  # the pyverbs MR
     mw: Any  # the type 2 memory window whose rkey is the handle (None: the handle is the MR's rkey)
     mw_key: ctypes.c_uint32 | None  # the window's rkey in its struct ibv_mw (None: not pooled)
     pin: PinnedBuffer | None  # None for a window bound over another region (bind)
     recv_wr: Any  # a receive buffer's work request, made at its first post and posted again
+    send_wr: Any  # a send buffer's last Send work request and what it was made for (or None)
 
 
 def inc_rkey(rkey: int) -> int:

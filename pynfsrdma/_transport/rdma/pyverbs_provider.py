@@ -243,8 +243,10 @@ class PyverbsConnection(Connection):
     ``local_invalidations`` (regions we invalidated: invalidate, or deregister of a valid one),
     ``remote_invalidations`` (our regions the peer invalidated with Send With Invalidate),
     ``double_invalidations`` (an invalidation, local or remote, of a region already invalid),
-    ``unknown_invalidations`` (a Send With Invalidate naming no region of ours), and what the
-    connection cost in ``counters`` (:class:`~.provider.ProviderCounters`).
+    ``unknown_invalidations`` (a Send With Invalidate naming no region of ours),
+    ``notifications`` (completion events the completion channel woke :meth:`run` with) and
+    ``completions`` (work completions polled after them), and what the connection cost in
+    ``counters`` (:class:`~.provider.ProviderCounters`).
     """
 
     supports_remote_invalidation = False
@@ -268,6 +270,8 @@ class PyverbsConnection(Connection):
         self.remote_invalidations = 0
         self.double_invalidations = 0
         self.unknown_invalidations = 0
+        self.notifications = 0
+        self.completions = 0
         self.counters = ProviderCounters()
         self.cmid = cmid
         self._events = events
@@ -287,6 +291,7 @@ class PyverbsConnection(Connection):
         # every local-only region the same rkey: rxe gives them 0)
         self._regions: dict[int, VerbsRegion] = {}
         self._reachable: dict[int, VerbsRegion] = {}
+        self._access_flags: dict[int, tuple[int, int, bool, bool]] = {}  # see _verbs_access
         self.windows = MemoryWindows(pv, cmid, self.counters, peer)
         self._error: BaseException | None = None
         self._closed = False
@@ -397,21 +402,35 @@ class PyverbsConnection(Connection):
         """How many regions are registered now (valid or not)."""
         return len(self._regions)
 
+    def _verbs_access(self, access: Access) -> tuple[int, int, bool, bool]:
+        """The verbs access flags ``access`` gives the device (a local write) and the peer,
+        whether windows may be bound over it, and whether it asks for more than remote access;
+        worked out once for each value (the flags of an ``enum.IntFlag`` cost a Python call for
+        every operator)."""
+        key = int(access)
+        known = self._access_flags.get(key)
+        if known is None:
+            e = self._pv["enums"]
+            local = e.IBV_ACCESS_LOCAL_WRITE if access & (Access.LOCAL_WRITE | Access.REMOTE_WRITE) else 0
+            remote = e.IBV_ACCESS_REMOTE_WRITE if access & Access.REMOTE_WRITE else 0
+            if access & Access.REMOTE_READ:
+                remote |= e.IBV_ACCESS_REMOTE_READ
+            known = self._access_flags[key] = (
+                local,
+                remote,
+                bool(access & Access.BIND),
+                bool(access & ~(Access.REMOTE_READ | Access.REMOTE_WRITE)),
+            )
+        return known
+
     def register(self, buffer: Buffer, access: Access) -> MemoryRegion:
         view = registrable(buffer, access)
         e = self._pv["enums"]
-        window = self.own_qp and bool(access & (Access.REMOTE_READ | Access.REMOTE_WRITE))
-        flags = 0
-        if access & (Access.LOCAL_WRITE | Access.REMOTE_WRITE):
-            flags |= e.IBV_ACCESS_LOCAL_WRITE
-        remote = 0
-        if access & Access.REMOTE_WRITE:
-            remote |= e.IBV_ACCESS_REMOTE_WRITE
-        if access & Access.REMOTE_READ:
-            remote |= e.IBV_ACCESS_REMOTE_READ
+        local, remote, bind, _ = self._verbs_access(access)
+        window = self.own_qp and remote != 0
         # the peer reaches a memory window (its rkey can be invalidated) or the region itself
-        flags |= e.IBV_ACCESS_MW_BIND if window else remote
-        if access & Access.BIND:
+        flags = local | (e.IBV_ACCESS_MW_BIND if window else remote)
+        if bind:
             if not self.own_qp:
                 raise ProviderError("memory windows need a queue pair of our own", self.peer)
             flags |= e.IBV_ACCESS_MW_BIND
@@ -439,8 +458,9 @@ class PyverbsConnection(Connection):
         region.mw_key = mw_key
         region.pin = pin
         region.recv_wr = None
+        region.send_wr = None
         self._regions[id(region)] = region
-        if access & (Access.REMOTE_READ | Access.REMOTE_WRITE):
+        if remote:
             self._reachable[handle] = region
         return region
 
@@ -448,16 +468,11 @@ class PyverbsConnection(Connection):
         r = self._regions.get(id(region))
         if r is None or r is not region or not r.valid or r.window or r.pin is None:
             raise ValueError("windows are bound over a valid registration")
-        if not r.access & Access.BIND or access & ~(Access.REMOTE_READ | Access.REMOTE_WRITE):
+        _, remote, _, more = self._verbs_access(access)
+        if not self._verbs_access(r.access)[2] or more:
             raise ValueError("windows need a registration made with BIND, and give remote access only")
         if offset < 0 or length <= 0 or offset + length > r.length:
             raise ValueError(f"a window of {length} bytes at {offset} is outside the {r.length}-byte region")
-        e = self._pv["enums"]
-        remote = 0
-        if access & Access.REMOTE_WRITE:
-            remote |= e.IBV_ACCESS_REMOTE_WRITE
-        if access & Access.REMOTE_READ:
-            remote |= e.IBV_ACCESS_REMOTE_READ
         self._check()
         mw, mw_key = self.windows.allocate()
         handle = inc_rkey(int(mw.rkey))  # the key its Bind MW request will give it
@@ -467,6 +482,7 @@ class PyverbsConnection(Connection):
         w.mw_key = mw_key
         w.pin = None
         w.recv_wr = None
+        w.send_wr = None
         self._regions[id(w)] = w
         self._reachable[handle] = w
         self.windows.queue(w, remote)  # posted with the next Send (send_region)
@@ -604,10 +620,18 @@ class PyverbsConnection(Connection):
         e = self._pv["enums"]
         self.counters.sends += 1
         if self.own_qp:
-            opcode = e.IBV_WR_SEND if invalidate is None else e.IBV_WR_SEND_WITH_INV
-            wr = self._work_request(opcode, region, length)
-            if invalidate is not None:
-                wr.imm_data = invalidate  # ibv_send_wr's invalidate_rkey shares imm_data
+            # a send buffer's Send request is made once for each length and invalidated key and
+            # posted again (a post copies the request into the send queue): a stream of calls
+            # of one shape makes none
+            made = region.send_wr
+            if made is not None and made[0] == length and made[1] == invalidate:
+                wr = made[2]
+            else:
+                opcode = e.IBV_WR_SEND if invalidate is None else e.IBV_WR_SEND_WITH_INV
+                wr = self._work_request(opcode, region, length)
+                if invalidate is not None:
+                    wr.imm_data = invalidate  # ibv_send_wr's invalidate_rkey shares imm_data
+                region.send_wr = (length, invalidate, wr)
             # the windows this call offers are bound by requests chained in front of its Send: one
             # post (one doorbell) and one completion for the call
             first, chain = self.windows.chain(wr)
@@ -678,11 +702,13 @@ class PyverbsConnection(Connection):
                     return
                 self.comp_channel.get_cq_event(self.cq)
                 self.cq.ack_events(1)
+                self.notifications += 1
                 self.cq.req_notify()
                 while True:
                     n, wcs = self.cq.poll(16)
                     if n <= 0:
                         break
+                    self.completions += n
                     for wc in wcs[:n]:
                         self._complete(wc, e)
         except self._pv["error"] as err:
