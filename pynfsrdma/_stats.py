@@ -341,6 +341,7 @@ class RpcStats:
         bytes_received: int,
         replay: bool = False,
         call: CallTimes | None = None,
+        shaped: tuple[Any, int] | None = None,
     ) -> None:
         """A COMPOUND reply arrived on ``path``.
 
@@ -348,7 +349,9 @@ class RpcStats:
         decoded COMPOUND4res (its ``status`` and ``resarray`` of results with ``opnum``, ``status``,
         ``res``); ``seconds``: from sending to the reply; ``bytes_sent``/``bytes_received``: the
         RPC call and reply sizes; ``replay``: the request had been sent before; ``call``: its
-        record from :meth:`call_started`. (The call itself is counted by :meth:`call_ended`.)"""
+        record from :meth:`call_started`; ``shaped``: for a reply a prepared shape's decoder took
+        (``res`` then holds no results), its READ's data (or None) and its WRITE's count of bytes
+        written. (The call itself is counted by :meth:`call_ended`.)"""
         data = False
         counts = self.op_counts
         for op in ops:
@@ -356,15 +359,16 @@ class RpcStats:
             counts[n] = counts.get(n, 0) + 1
             if n in _DATA_OPS:
                 data = True
-        if data:
+        if shaped is not None:
+            read, written = shaped
+            if read is not None:
+                bytes_received += self._read(path, read)
+            self.bytes_written += written
+        elif data:
             for r in res.resarray:
                 if r.status == _NFS4_OK:
                     if r.opnum == _OP_READ:
-                        n_read = len(r.res.data)
-                        self.bytes_read += n_read
-                        if path.transport_kind == "rdma" or isinstance(r.res.data, SplicedPayload):
-                            # placed by RDMA Write, or spliced into a pipe: not in the message
-                            bytes_received += n_read
+                        bytes_received += self._read(path, r.res.data)
                     elif r.opnum == _OP_WRITE:
                         self.bytes_written += r.res.count
         st = (call.op if call is not None else None) or self._op(_main_op(ops))
@@ -385,6 +389,13 @@ class RpcStats:
         pc.bytes_sent += bytes_sent
         pc.bytes_received += bytes_received
         self.latency.add(seconds, st.latency)
+
+    def _read(self, path: _PathLike, data: Any) -> int:
+        """Count a READ's ``data``; the bytes of it that came outside the reply's message (placed by
+        RDMA Write, or spliced into a pipe), to count as received."""
+        n = len(data)
+        self.bytes_read += n
+        return n if path.transport_kind == "rdma" or isinstance(data, SplicedPayload) else 0
 
     def rpc_resent(self, unanswered_on: str) -> None:
         """A request is sent again: it got no reply on the path ``unanswered_on`` (an address)."""

@@ -663,7 +663,8 @@ class Session:
             raise _BadReply(self._violated(path, out.ops, e), tries) from e
         if trace.tracer() is not None:  # (the operations' list made only for a trace that is on)
             trace.rpc_done(xid, path.address, (_SEQUENCE, *out.ops), res.status, seconds)
-        self.stats.rpc_done(path, out.ops, res, seconds, sent, received, tries > 1, out.call)
+        shaped = None if out.replied is None or shape is None else shape.data(out.replied[1])
+        self.stats.rpc_done(path, out.ops, res, seconds, sent, received, tries > 1, out.call, shaped)
         return res
 
     def _answers(self, res: SEQUENCE4resok, slot: Slot) -> bool:

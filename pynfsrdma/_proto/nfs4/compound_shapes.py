@@ -127,8 +127,8 @@ class CompoundShape:
     attributes (what ``attrs_at``'s decoder makes of them), a READ's (data, eof), an OPEN's stateid
     (:class:`.types.stateid4`), a WRITE's count of bytes written (int)."""
 
-    __slots__ = ("_attrs", "_head", "_lead", "_mask_bytes", "_n", "_openhows", "_prefixes", "_put", "_rest", "fixed",
-                 "template")
+    __slots__ = ("_attrs", "_head", "_lead", "_mask_bytes", "_n", "_openhows", "_prefixes", "_put", "_read_at",
+                 "_rest", "_write_at", "fixed", "template")
 
     def __init__(self, template: Sequence[type | Any], attrs_at: Callable[[Sequence[int]], AttrsAt] | None = None
                  ) -> None:
@@ -176,6 +176,10 @@ class CompoundShape:
         self._lead = tuple(x for opnum in opnums[1:1 + first] for x in (opnum, NFS4_OK))
         self._rest = tuple((opnums[1 + i], kinds[i], i) for i in range(first, len(kinds)))
         self._put = tuple(put)
+        # where the READ's (data, eof) and the WRITE's count are among what :meth:`decode` gives (-1: none)
+        held = [k for k in kinds if k not in (_NOTHING, _CLOSE)]
+        self._read_at = held.index(_READ) if _READ in held else -1
+        self._write_at = held.index(_WRITE) if _WRITE in held else -1
         self._n = len(opnums)
         self._mask_bytes = mask_bytes
         self._attrs = attrs
@@ -327,6 +331,12 @@ class CompoundShape:
         return True
 
     # -- the reply ------------------------------------------------------------------------------------
+    def data(self, values: tuple[Any, ...]) -> tuple[Any, int]:
+        """Of what :meth:`decode` gave for a reply of success (its second item): the READ's data (None
+        if the shape reads nothing) and the count of bytes the WRITE wrote (0 if it writes nothing)."""
+        r, w = self._read_at, self._write_at
+        return (values[r][0] if r >= 0 else None), (values[w] if w >= 0 else 0)
+
     def decode(self, u: Unpacker, ops: Sequence[Any] = ()) -> tuple[SEQUENCE4resok, tuple[Any, ...]] | None:
         """The reply in ``u`` (a COMPOUND4res) to ``ops`` (the operations after SEQUENCE) if it is
         this shape's reply of success, everything in it read, to its end: the SEQUENCE result and what
