@@ -466,19 +466,7 @@ def set_read_ahead(mountpoint: str, nbytes: int) -> int | None:
     dev = bdi_of(mountpoint)
     if dev is None:
         return None
-    path = f"/sys/class/bdi/{dev}/read_ahead_kb"
-    want = nbytes // 1024
-    try:
-        with open(path) as f:
-            now = int(f.read())
-        if now != want:
-            with open(path, "w") as f:
-                f.write(str(want))
-            now = want
-    except (OSError, ValueError) as e:
-        log.info("cannot set %s to %d: %s", path, want, e)
-        return None
-    return now
+    return _set_bdi(dev, "read_ahead_kb", nbytes // 1024)
 
 
 def set_dirty_limit(mountpoint: str, nbytes: int, most: int | None) -> int | None:
@@ -491,15 +479,21 @@ def set_dirty_limit(mountpoint: str, nbytes: int, most: int | None) -> int | Non
     dev = bdi_of(mountpoint)
     if dev is None or most is None:
         return None
-    path = f"/sys/class/bdi/{dev}/max_bytes"
-    want = min(nbytes, most)
+    return _set_bdi(dev, "max_bytes", min(nbytes, most))
+
+
+def _set_bdi(dev: str, name: str, want: int) -> int | None:
+    """Set the bdi ``dev``'s setting ``name`` to ``want`` unless it is so already; the value now in
+    force as the kernel reads it back (max_bytes is kept as a share of the machine's limit: rounded),
+    or None (one log line) if it cannot be read or set."""
+    path = f"/sys/class/bdi/{dev}/{name}"
     try:
         with open(path) as f:
             now = int(f.read())
         if now != want:
             with open(path, "w") as f:
                 f.write(str(want))
-            with open(path) as f:  # (the kernel keeps it as a share of the machine's limit: rounded)
+            with open(path) as f:
                 now = int(f.read())
     except (OSError, ValueError) as e:
         log.info("cannot set %s to %d: %s", path, want, e)

@@ -675,6 +675,11 @@ def encode_compound_args(p: Packer, args: COMPOUND4args) -> None:
     p.uint32(args.minorversion)
     ops = args.argarray
     p.uint32(len(ops))
+    _encode_ops(p, ops)
+
+
+def _encode_ops(p: Packer, ops: Sequence[Any]) -> None:
+    """Each of ``ops`` as a nfs_argop4 (its operation number, its arguments)."""
     codecs = _ARG_CODECS
     for op in ops:
         codec = codecs.get(type(op))
@@ -706,13 +711,7 @@ def encode_sequenced_args(p: Packer, tag: str, minorversion: int, sessionid: byt
     p.uint32(minorversion)
     p.uint32(len(ops) + 1)
     p.buf += head
-    codecs = _ARG_CODECS
-    for op in ops:
-        codec = codecs.get(type(op))
-        if codec is None:
-            raise XdrError(f"{type(op).__name__} is not an arm of this union")
-        p.buf += codec[0]
-        codec[1](p, op)
+    _encode_ops(p, ops)
 
 
 def decode_compound_args(u: Unpacker) -> COMPOUND4args:
