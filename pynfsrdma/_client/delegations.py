@@ -202,9 +202,12 @@ class Delegations(Compounds):
 
     async def _cb_getattr(self, fh: bytes, requested: list[int]) -> fattr4 | None:
         """CB_GETATTR: answered from what we hold (:func:`cb_getattr_attrs`)."""
+        t0 = trio.current_time()
         d = self.delegations.get(fh)
         held = await self.held_file(fh) if self.held_file is not None and d is not None else None
-        self.delegation_counts["getattrs"] += 1
+        counts = self.delegation_counts
+        counts["getattrs"] += 1
+        counts["getattr_ms"] = max(counts["getattr_ms"], round((trio.current_time() - t0) * 1000))
         return cb_getattr_attrs(d, held, requested)
 
     async def _recall(self, fh: bytes, stateid: Any, truncate: bool) -> None:

@@ -190,6 +190,27 @@ async def test_cb_getattr_answers_size_and_the_granted_change_while_nothing_is_u
         assert nfs.delegation_counts["getattrs"] == 1
 
 
+async def test_cb_getattr_counts_the_longest_answer() -> None:
+    """A server waits only briefly for CB_GETATTR (nfsd about 30 ms), then recalls: the stats say how
+    long our answers took, the time the layer above took to say what it holds included."""
+    async with trio.open_nursery() as n:
+        nfs = with_backchannel(n)
+        write_delegated(nfs, change=41)
+
+        async def slow(fh: bytes) -> HeldFile | None:
+            await trio.sleep(0.06)
+            return HeldFile(size=5000, dirty=False)
+
+        nfs.held_file = slow
+        status, _ = await cb_getattr(nfs, FH, [c.FATTR4_SIZE])
+        assert status == c.NFS4_OK
+        assert nfs.delegation_counts["getattr_ms"] >= 60
+        nfs.held_file = held(lambda fh: HeldFile(size=5000, dirty=False))
+        status, _ = await cb_getattr(nfs, FH, [c.FATTR4_SIZE], seqid=2)
+        assert status == c.NFS4_OK
+        assert nfs.delegation_counts["getattrs"] == 2 and nfs.delegation_counts["getattr_ms"] >= 60
+
+
 async def test_cb_getattr_bumps_the_change_while_writes_wait_to_be_sent() -> None:
     async with trio.open_nursery() as n:
         nfs = with_backchannel(n)
