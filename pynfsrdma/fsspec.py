@@ -596,7 +596,7 @@ class NFSFile(AbstractBufferedFile):
         object store's are): the first by name, learning the file handle, the others by that handle
         (:class:`~pynfsrdma._client.api.HeldFile`): the name replaced meanwhile, the file read is still
         the one first read, or FileNotFoundError once the server let it go; removed, FileNotFoundError."""
-        return self.fs.client.run(_read_held, self._held, start, end - start)
+        return self.fs.client.run(self._held.read, start, end - start)
 
     def _initiate_upload(self) -> None:
         if not self.autocommit:
@@ -681,10 +681,6 @@ async def _attrs_and_link(client: Client, path: str) -> tuple[FileAttrs, FileAtt
         except FileNotFoundError:
             pass
     return lattrs, None
-
-
-async def _read_held(client: Client, held: HeldFile, start: int, count: int) -> bytes:
-    return await held.read(client, start, count)
 
 
 async def _read_from_end(client: Client, path: str, start: int, end: int | None) -> bytes:
