@@ -36,7 +36,7 @@ from ._client.batched import MERGE_GAP
 from ._client.dir_entry import DirEntry
 from ._client.export_paths import names_a_directory
 from ._client.file_object import RawFile
-from ._client.sync import SyncClient
+from ._client.sync import SyncClient, process_id
 from ._client.trees import glob_magic
 from ._client.url import URLError, check_url_options, parse_url, reads_per_compound
 from ._session.errors import NotNFSv41Server
@@ -45,13 +45,13 @@ CONNECT_ARGS = ("timeout", "hard", "timeo", "retrans", "rsize", "wsize", "groups
 CLEANED_PATHS = 4096  # paths as given -> as :meth:`NFSFileSystem._path` gives them, kept (then forgotten all at once)
 
 _clients: dict[tuple[Any, ...], SyncClient] = {}  # this process's clients, by their options
-_clients_pid = os.getpid()
+_clients_pid = process_id()
 _clients_lock = threading.Lock()
 _cleaned: dict[str, str] = {}  # (a pure function of the string: shared by every file system)
 
 
 def _close_all() -> None:
-    if _clients_pid != os.getpid():
+    if _clients_pid != process_id():
         return
     for client in list(_clients.values()):
         try:
@@ -68,9 +68,9 @@ def _client_for(key: tuple[Any, ...], url: str, explicit_vers: bool, kwargs: dic
     """This process's client for these options (made on first use; a forked child makes its own)."""
     global _clients_pid
     with _clients_lock:
-        if _clients_pid != os.getpid():  # a forked child: the parent's loop thread is not here
+        if _clients_pid != process_id():  # a forked child: the parent's loop thread is not here
             _clients.clear()
-            _clients_pid = os.getpid()
+            _clients_pid = process_id()
         client = _clients.get(key)
         if client is None or client.closed:
             try:
@@ -146,7 +146,7 @@ class NFSFileSystem(AbstractFileSystem):
     @property
     def client(self) -> SyncClient:
         """This process's blocking client for this server (kept at hand while it is open)."""
-        held, pid = self._held, os.getpid()
+        held, pid = self._held, process_id()
         if held is not None and held[0] == pid and not held[1].closed:
             return held[1]
         client = _client_for(self._key, self.url, self._explicit_vers, self._connect)
@@ -596,7 +596,7 @@ class NFSFile(AbstractBufferedFile):
         object store's are): the first by name, learning the file handle, the others by that handle
         (:class:`~pynfsrdma._client.api.HeldFile`): the name replaced meanwhile, the file read is still
         the one first read, or FileNotFoundError once the server let it go; removed, FileNotFoundError."""
-        return self.fs.client.run(_read_held, self._held, start, end - start)
+        return self.fs.client.run(self._held.read, start, end - start)
 
     def _initiate_upload(self) -> None:
         if not self.autocommit:
@@ -681,10 +681,6 @@ async def _attrs_and_link(client: Client, path: str) -> tuple[FileAttrs, FileAtt
         except FileNotFoundError:
             pass
     return lattrs, None
-
-
-async def _read_held(client: Client, held: HeldFile, start: int, count: int) -> bytes:
-    return await held.read(client, start, count)
 
 
 async def _read_from_end(client: Client, path: str, start: int, end: int | None) -> bytes:

@@ -924,10 +924,11 @@ class HeldFile:
     COMPOUND more, once); a server that wants an open for I/O is read as :meth:`Client.read_bytes`
     reads it, range by range."""
 
-    __slots__ = ("fh", "needs_open", "path")
+    __slots__ = ("fh", "needs_open", "npath", "path")
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self.npath: str | None = None  # the path as the client normalises it (for errors), once known
         self.fh: bytes | None = None
         self.needs_open = False
 
@@ -939,10 +940,24 @@ class HeldFile:
         if self.needs_open:
             return await client.read_bytes(self.path, offset, count)
         nfs = client.nfs
-        npath = client.paths.norm(self.path)
+        npath = self.npath
+        if npath is None:
+            self.npath = npath = client.paths.norm(self.path)
         fh = self.fh
         views: list[Any] = []
-        if fh is None:
+        if fh is not None and 0 < count <= nfs.maxread:  # a range after the first, in one READ: the usual one
+            try:
+                data, eof = await nfs.whole_files.read_held(fh, offset, count, client.cred, npath)
+            except NFS4Error as e:
+                if e.status != c.NFS4ERR_BAD_STATEID:
+                    raise
+                self.needs_open = True  # (no I/O without an open on this server)
+                return await client.read_bytes(self.path, offset, count)
+            if eof or not data.nbytes or data.nbytes >= count:
+                return data.tobytes()
+            views.append(data)  # (a short READ before the end: the rest is asked from where it stopped)
+            offset, count = offset + data.nbytes, count - data.nbytes
+        elif fh is None:
             got = None
             if not names_a_directory(self.path):
                 parent, name = client.paths.split(npath)

@@ -33,6 +33,22 @@ from .url import NfsURL
 
 T = TypeVar("T")
 
+_pid = os.getpid()  # this process's id: noted once, and again in each forked child, never asked per call
+
+
+def _note_child() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_note_child)
+
+
+def process_id() -> int:
+    """This process's id, as ``os.getpid()`` gives it, without asking the kernel (each blocking call
+    checks it: a forked child has no loop thread of its parent's)."""
+    return _pid
+
 
 class _Waker:
     """The eventfd a caller's thread waits on for the outcome of its call (one per thread, made on
@@ -48,7 +64,7 @@ class _Waker:
 
     def __init__(self) -> None:
         self.fd = os.eventfd(0, os.EFD_CLOEXEC)
-        self.pid = os.getpid()
+        self.pid = _pid
 
     def __del__(self, close: Callable[[int], None] = os.close) -> None:
         close(self.fd)
@@ -60,7 +76,7 @@ _wakers = threading.local()
 def _waker() -> _Waker:
     """This thread's waker (a new one in a forked child: the parent's is shared with it)."""
     waker: _Waker | None = getattr(_wakers, "waker", None)
-    if waker is None or waker.pid != os.getpid():
+    if waker is None or waker.pid != _pid:
         waker = _wakers.waker = _Waker()
     return waker
 
@@ -139,7 +155,7 @@ class _Loop:
             raise self._error
 
     def _main(self, options: ConnectOptions) -> None:
-        self._running_in = os.getpid()
+        self._running_in = _pid
 
         async def run() -> None:
             self._token = trio.lowlevel.current_trio_token()
@@ -172,7 +188,7 @@ class _Loop:
     @property
     def alive(self) -> bool:
         """The loop runs, in this process (a forked child has no thread of its parent's)."""
-        return self._token is not None and self._running_in == os.getpid()
+        return self._token is not None and self._running_in == _pid
 
     async def _carry_out(self, call: _Call) -> None:
         """Await ``call`` and keep its outcome in it (the task that carried it out wakes the caller:
@@ -252,7 +268,7 @@ class _Loop:
     def call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         """``await fn(*args, **kwargs)`` on the loop, waited for in this thread."""
         token = self._token
-        if token is None or self._calls is None or self._running_in != os.getpid():
+        if token is None or self._calls is None or self._running_in != _pid:
             raise _closed()
         if threading.get_ident() == self._thread.ident:
             raise RuntimeError("the blocking client called from its own event loop")
@@ -528,4 +544,4 @@ def connect(options: ConnectOptions) -> SyncClient:
     return SyncClient(options)
 
 
-__all__ = ["RawFile", "SyncClient", "connect"]
+__all__ = ["RawFile", "SyncClient", "connect", "process_id"]

@@ -271,6 +271,29 @@ def test_threads_that_called_and_ended_leave_no_descriptor_open(ganesha: Ganesha
         assert _eventfds() <= before  # (40 threads called; an earlier test's loop may have closed since)
 
 
+def test_a_call_asks_the_kernel_for_no_process_id(ganesha: Ganesha, export_path: ExportPath,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each blocking call checks that it runs in the process of the loop's thread (a forked child has
+    none): by the id noted at the start and at each fork, not by a getpid(2) of its own."""
+    (export_path.local / "f").write_bytes(b"x" * 100)
+    asked: list[int] = []
+    real_getpid = os.getpid
+
+    def getpid() -> int:
+        asked.append(1)
+        return real_getpid()
+
+    with connect(f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}") as nfs:
+        nfs.stat("/f")
+        monkeypatch.setattr(os, "getpid", getpid)
+        for _ in range(10):
+            assert nfs.stat("/f").size == 100
+            assert nfs.read_bytes("/f", 0, 3) == b"xxx"
+            assert not nfs.closed
+        monkeypatch.undo()
+        assert len(asked) == 0
+
+
 def test_a_forked_child_is_told_the_connection_is_closed(ganesha: Ganesha, export_path: ExportPath) -> None:
     """The loop's thread is not in a forked child: a call there fails at once saying so (it would
     otherwise wait for a loop that is not there)."""

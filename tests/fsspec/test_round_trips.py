@@ -203,3 +203,26 @@ def test_a_file_opened_reads_the_file_it_opened(fs: fsspec.AbstractFileSystem, e
         with pytest.raises(FileNotFoundError) as gone:
             f.read(4096)
     assert gone.value.errno == errno.ENOENT and gone.value.filename.endswith("/data")
+
+
+def test_a_file_opened_reads_every_range_as_the_file_has_it(fs: fsspec.AbstractFileSystem,
+                                                             export_path: ExportPath) -> None:
+    """The ranges of a file opened "rb" after its first: one READ by the handle each when they fit in
+    one (one RPC), two or more when larger; at, across and past the end of the file fewer bytes or
+    none, as a local file reads."""
+    root, local = export_path.remote, export_path.local
+    maxread = fs.client.client.nfs.maxread
+    data = os.urandom(2 * maxread + 100)
+    (local / "f").write_bytes(data)
+    ranges = [(0, 10), (5, 4096), (maxread - 3, 7), (len(data) - 50, 50), (len(data) - 50, 4096),
+              (len(data), 10), (len(data) + 100, 10), (3, maxread + 10), (17, 0), (maxread, maxread)]
+    with fs.open(f"{root}/f", "rb", block_size=4096, cache_type="none") as f:
+        assert f.read(3) == data[:3]  # (the first range: the handle learned)
+        for start, count in ranges:
+            f.seek(start)
+            got, rpcs, ops = counted(fs.client, lambda: f.read(count))  # noqa: B023
+            want = data[start:start + count]
+            assert got == want, (start, count)
+            if 0 < count <= maxread and start < len(data):
+                assert (rpcs, ops["READ"]) == (1, 1), (start, count)
+            assert "LOOKUP" not in ops and "OPEN" not in ops
