@@ -39,12 +39,26 @@ from .read_sink import PayloadSink
 #: a READ of an open file: its COMPOUND encoded from prepared bytes, its reply of success decoded
 #: straight into (data, eof), and where its data lies found by the same decoder
 READ_SHAPE = CompoundShape([PUTFH4args, READ4args])
+#: a WRITE of an open file: the same, its reply decoded into (count, committed, write verifier)
+WRITE_SHAPE = CompoundShape([PUTFH4args, WRITE4args])
 
 
 def _data_eof(values: tuple[Any, ...]) -> tuple[Any, bool]:
     """What :data:`READ_SHAPE` decoded: the READ's (data, eof)."""
     data, eof = values[-1]
     return data, eof
+
+
+def _written(values: tuple[Any, ...]) -> tuple[int, int, bytes]:
+    """What :data:`WRITE_SHAPE` decoded: the WRITE's (count, committed, write verifier)."""
+    written: tuple[int, int, bytes] = values[-1]
+    return written
+
+
+def _write_results(res: list[ResOp]) -> tuple[int, int, bytes]:
+    """The WRITE's (count, committed, write verifier) from the general decoder's results."""
+    ok = result_of(res, c.OP_WRITE)
+    return int(ok.count), int(ok.committed), bytes(ok.writeverf)
 
 
 def _read_results(res: list[ResOp]) -> tuple[Any, bool]:
@@ -177,12 +191,10 @@ class ReadWrite:
                 self.pnfs.lost.discard(of.fh)
                 await self.pnfs.give_back(of.fh, cred, "LAYOUTCOMMIT failed")
             self._mds_writes.add(of.fh)
-        res = await self.compounds.run_with_open(
-            of, lambda s: [PUTFH4args(of.fh), WRITE4args(s, offset, stable, data)], cred, payload=n,
-            lock_owner=lock_owner, path=path,
+        return await self.compounds.query_with_open(
+            of, lambda s: WRITE_SHAPE.ops(of.fh, WRITE4args(s, offset, stable, data)), cred, _write_results,
+            payload=n, lock_owner=lock_owner, path=path, shape=WRITE_SHAPE, take=_written,
         )
-        ok = result_of(res, c.OP_WRITE)
-        return int(ok.count), int(ok.committed), bytes(ok.writeverf)
 
     async def commit(self, fh: bytes, cred: Credential, offset: int = 0, count: int = 0,
                      path: str | None = None) -> bytes:
