@@ -182,11 +182,39 @@ class Compounds:
         request that waited in the session's recovery after a server restart carries the stateid from
         before, which the server calls stale, while the open (or lock) was reclaimed meanwhile with a
         new one: it is sent again with that one (only then). ``check``: as :meth:`run`."""
+        if check is None:
+            return await self.query_with_open(of, build, cred, _results, hints, payload=payload,
+                                              lock_owner=lock_owner, path=path)
+        checked = check
+
+        def parse(results: list[ResOp]) -> list[ResOp]:
+            checked(results)
+            return results
+
+        return await self.query_with_open(of, build, cred, parse, hints, payload=payload, lock_owner=lock_owner,
+                                          path=path)
+
+    async def query_with_open(
+        self,
+        of: OpenFile | None,
+        build: Callable[[stateid4], list[Any]],
+        cred: Credential,
+        parse: Callable[[list[ResOp]], T],
+        hints: ReplyHints | None = None,
+        *,
+        payload: int = 0,
+        lock_owner: Hashable | None = None,
+        path: str | None = None,
+        shape: CompoundShape | None = None,
+        take: Callable[[tuple[Any, ...]], T] | None = None,
+    ) -> T:
+        """As :meth:`run_with_open`, returning ``parse(results)``; ``shape``, ``take``: as
+        :meth:`query` (``build`` then makes the shape's operations)."""
         while True:
             stateid = self.io_stateid(of, lock_owner, path)
             try:
-                return await self.run(build(current(stateid)), cred, hints, payload=payload, path=path,
-                                      check=check)
+                return await self.query(build(current(stateid)), cred, parse, hints, payload=payload, path=path,
+                                        shape=shape, take=take)
             except NFS4Error as e:
                 replaced = of is not None and not of.closed and self.io_stateid(of, lock_owner, path) != stateid
                 if on_stateid_error(e.status, replaced=replaced, reopens=0, can_reopen=False) is not Then.RESEND:

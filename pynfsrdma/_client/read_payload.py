@@ -3,17 +3,25 @@ transport needs to splice the data elsewhere (:class:`~pynfsrdma._transport.base
 
 The reply's head is decoded with the same decoders that decode the whole reply later (RPC reply
 header, COMPOUND results) up to the first bulk item, READ's data: its offset in the message and the
-length its opaque says. The decision is only where the data would be; every check of the reply (its
+length its opaque says. A READ sent as a prepared shape (:mod:`~pynfsrdma._proto.nfs4.compound_shapes`)
+has its head read by that shape's decoder first, which reads a reply of success with a few struct
+reads; any other reply goes to the general decoder. The decision is only where the data would be; every check of the reply (its
 statuses, the length against what was asked, the bytes after the data) is made on the whole reply
 as for any other.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 from .._proto import rpc as rpcdef
 from .._proto.nfs4.compound import decode_compound_res
+from .._proto.nfs4.compound_shapes import CompoundShape
+from .._proto.nfs4.types import PUTFH4args, READ4args
 from .._transport.base import NEED_MORE
 from .._xdr import Unpacker, XdrError
+from .open_state import ANONYMOUS_STATEID
 
 
 class _Found(Exception):
@@ -50,4 +58,33 @@ def locate_read_data(head: memoryview) -> tuple[int, int] | None:
     return None
 
 
-__all__ = ["locate_read_data"]
+Locator = Callable[[memoryview], "tuple[int, int] | None"]
+
+
+@functools.lru_cache(maxsize=16)
+def read_data_locator(shape: CompoundShape, count: int) -> Locator:
+    """:func:`locate_read_data` for a READ of at most ``count`` bytes sent as ``shape`` (PUTFH,
+    READ): the shape's decoder reads the head of a reply of success; any other goes to the general
+    decoder. (Made once per shape and count: a stream of READs asks for the same one.)"""
+    # (the decoder looks at the READ's count only, to refuse data longer than asked)
+    ops = (PUTFH4args(b""), READ4args(ANONYMOUS_STATEID, 0, count))
+
+    def locate(head: memoryview) -> tuple[int, int] | None:
+        u = _Locating(head)
+        try:
+            if not rpcdef.read_to_results(u):
+                return None
+            at = u.pos
+            shape.decode(u, ops)  # (None: not a reply of success of the shape, ``u`` untouched)
+            u.pos = at
+            decode_compound_res(u)
+        except _Found as found:
+            return found.at, found.length
+        except XdrError:
+            return NEED_MORE
+        return None
+
+    return locate
+
+
+__all__ = ["Locator", "locate_read_data", "read_data_locator"]

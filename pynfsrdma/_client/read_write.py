@@ -12,7 +12,8 @@ from typing import Any
 import trio
 
 from .._proto.nfs4 import const as c
-from .._proto.nfs4.compound import result_of
+from .._proto.nfs4.compound import ResOp, result_of
+from .._proto.nfs4.compound_shapes import CompoundShape
 from .._proto.nfs4.types import (
     COMMIT4args,
     GETATTR4args,
@@ -32,8 +33,38 @@ from .flex_layouts import VERIFIER as FLEX_VERIFIER
 from .flex_layouts import FlexLayouts
 from .layout_ops import LayoutOps
 from .open_state import ANONYMOUS_STATEID, OpenFile
-from .read_payload import locate_read_data
+from .read_payload import read_data_locator
 from .read_sink import PayloadSink
+
+#: a READ of an open file: its COMPOUND encoded from prepared bytes, its reply of success decoded
+#: straight into (data, eof), and where its data lies found by the same decoder
+READ_SHAPE = CompoundShape([PUTFH4args, READ4args])
+#: a WRITE of an open file: the same, its reply decoded into (count, committed, write verifier)
+WRITE_SHAPE = CompoundShape([PUTFH4args, WRITE4args])
+
+
+def _data_eof(values: tuple[Any, ...]) -> tuple[Any, bool]:
+    """What :data:`READ_SHAPE` decoded: the READ's (data, eof)."""
+    data, eof = values[-1]
+    return data, eof
+
+
+def _written(values: tuple[Any, ...]) -> tuple[int, int, bytes]:
+    """What :data:`WRITE_SHAPE` decoded: the WRITE's (count, committed, write verifier)."""
+    written: tuple[int, int, bytes] = values[-1]
+    return written
+
+
+def _write_results(res: list[ResOp]) -> tuple[int, int, bytes]:
+    """The WRITE's (count, committed, write verifier) from the general decoder's results."""
+    ok = result_of(res, c.OP_WRITE)
+    return int(ok.count), int(ok.committed), bytes(ok.writeverf)
+
+
+def _read_results(res: list[ResOp]) -> tuple[Any, bool]:
+    """The READ's (data, eof) from the general decoder's results."""
+    ok = result_of(res, c.OP_READ)
+    return ok.data, bool(ok.eof)
 
 
 class ReadWrite:
@@ -132,13 +163,12 @@ class ReadWrite:
                 return by_layout
         hints = ReplyHints(ddp_sizes=[count])
         if sink is not None and count == asked:
-            hints.splice = SpliceRequest(sink, locate_read_data, count)
-        res = await self.compounds.run_with_open(
-            of, lambda s: [PUTFH4args(fh), READ4args(s, offset, count)], cred, hints,
-            lock_owner=lock_owner, path=path,
+            hints.splice = SpliceRequest(sink, read_data_locator(READ_SHAPE, count), count)
+        data: tuple[memoryview, bool] = await self.compounds.query_with_open(
+            of, lambda s: READ_SHAPE.ops(fh, READ4args(s, offset, count)), cred, _read_results, hints,
+            lock_owner=lock_owner, path=path, shape=READ_SHAPE, take=_data_eof,
         )
-        ok = result_of(res, c.OP_READ)
-        return ok.data, bool(ok.eof)
+        return data
 
     async def write(self, of: OpenFile, offset: int, data: Any, cred: Credential,
                     stable: int = c.UNSTABLE4, *, lock_owner: Hashable | None = None,
@@ -161,12 +191,10 @@ class ReadWrite:
                 self.pnfs.lost.discard(of.fh)
                 await self.pnfs.give_back(of.fh, cred, "LAYOUTCOMMIT failed")
             self._mds_writes.add(of.fh)
-        res = await self.compounds.run_with_open(
-            of, lambda s: [PUTFH4args(of.fh), WRITE4args(s, offset, stable, data)], cred, payload=n,
-            lock_owner=lock_owner, path=path,
+        return await self.compounds.query_with_open(
+            of, lambda s: WRITE_SHAPE.ops(of.fh, WRITE4args(s, offset, stable, data)), cred, _write_results,
+            payload=n, lock_owner=lock_owner, path=path, shape=WRITE_SHAPE, take=_written,
         )
-        ok = result_of(res, c.OP_WRITE)
-        return int(ok.count), int(ok.committed), bytes(ok.writeverf)
 
     async def commit(self, fh: bytes, cred: Credential, offset: int = 0, count: int = 0,
                      path: str | None = None) -> bytes:

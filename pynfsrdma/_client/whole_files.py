@@ -272,7 +272,7 @@ class WholeFiles:
 
         def prepared(values: tuple[Any, ...]) -> None:
             # (the reply of success, no delegation in it: the file handle, and the bytes written)
-            done.append((values[1], values[2] if n else 0))
+            done.append((values[1], values[2][0] if n else 0))
 
         try:
             res = await self.compounds.client.compound(ops, cred, NO_HINTS, payload=n, shape=shape,

@@ -104,7 +104,7 @@ SHAPES: dict[str, tuple[CompoundShape, list[Any], list[ResOp], Any]] = {
     "write_named": (wf.WRITE_NAMED_SHAPE,
                     wf.WRITE_NAMED_SHAPE.ops(FH, opening(), WRITE4args(CURRENT_STATEID, 0, c.FILE_SYNC4, DATA)),
                     [SEQ, PUTFH, opened(), GETFH, ResOp(c.OP_WRITE, 0, WROTE), CLOSED],
-                    (OPEN_STATEID, NEW_FH, len(DATA))),
+                    (OPEN_STATEID, NEW_FH, (len(DATA), c.FILE_SYNC4, b"v" * 8))),
     "create_named": (wf.CREATE_NAMED_SHAPE, wf.CREATE_NAMED_SHAPE.ops(FH, opening()),
                      [SEQ, PUTFH, opened(), GETFH, CLOSED], (OPEN_STATEID, NEW_FH)),
     # (no delegation, saying why: what NFS-Ganesha answers an OPEN that wants none)
@@ -113,7 +113,7 @@ SHAPES: dict[str, tuple[CompoundShape, list[Any], list[ResOp], Any]] = {
         wf.WRITE_NAMED_SHAPE.ops(FH, opening(), WRITE4args(CURRENT_STATEID, 0, c.FILE_SYNC4, DATA)),
         [SEQ, PUTFH, opened((c.OPEN_DELEGATE_NONE_EXT, (c.WND4_NOT_WANTED, None))), GETFH,
          ResOp(c.OP_WRITE, 0, WROTE), CLOSED],
-        (OPEN_STATEID, NEW_FH, len(DATA))),
+        (OPEN_STATEID, NEW_FH, (len(DATA), c.FILE_SYNC4, b"v" * 8))),
     "create_named, contention": (
         wf.CREATE_NAMED_SHAPE, wf.CREATE_NAMED_SHAPE.ops(FH, opening()),
         [SEQ, PUTFH, opened((c.OPEN_DELEGATE_NONE_EXT, (c.WND4_CONTENTION, True))), GETFH, CLOSED],
@@ -157,7 +157,7 @@ def parse(results: list[ResOp]) -> tuple[Any, ...]:
         elif r.opnum == c.OP_OPEN:
             out.append(r.res.stateid)
         elif r.opnum == c.OP_WRITE:
-            out.append(r.res.count)
+            out += [r.res.count, r.res.committed, bytes(r.res.writeverf)]
     return tuple(out)
 
 

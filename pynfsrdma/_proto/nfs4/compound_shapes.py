@@ -12,8 +12,8 @@ result per operation in order, the GETATTR's bitmap the one asked for, an OPEN t
 delegation: OPEN_DELEGATE_NONE, or OPEN_DELEGATE_NONE_EXT and why; nothing after the last result),
 straight into what the caller reads: the SEQUENCE result, the file handle, the access granted, the
 attributes as the caller's attribute decoder makes them, a READ's data (a view of the received message, or wherever its transport placed it) and eof,
-an OPEN's stateid, the bytes a WRITE wrote. Any other reply (a failure, fewer results, another
-bitmap, a delegation, a body cut short or running on, attributes the caller's decoder refuses) is
+an OPEN's stateid, the bytes a WRITE wrote with its stability and verifier. Any other reply (a
+failure, fewer results, another bitmap, a delegation, a body cut short or running on, attributes the caller's decoder refuses) is
 not decoded here: :meth:`CompoundShape.decode` says None and leaves the reply where it was, for the
 general codec (:func:`.compound.decode_compound_res` and the session's checks), which gives the
 result or the error it always gives. A READ's data is the one part taken from the reply by the
@@ -125,7 +125,8 @@ class CompoundShape:
     :meth:`decode` of a reply of success gives the SEQUENCE result and, per operation that returns
     something, in order: a GETFH's file handle (bytes), an ACCESS's access granted (int), a GETATTR's
     attributes (what ``attrs_at``'s decoder makes of them), a READ's (data, eof), an OPEN's stateid
-    (:class:`.types.stateid4`), a WRITE's count of bytes written (int)."""
+    (:class:`.types.stateid4`), a WRITE's (count of bytes written, committed,
+    write verifier)."""
 
     __slots__ = ("_attrs", "_head", "_lead", "_mask_bytes", "_n", "_openhows", "_prefixes", "_put", "_read_at",
                  "_rest", "_write_at", "fixed", "template")
@@ -335,7 +336,7 @@ class CompoundShape:
         """Of what :meth:`decode` gave for a reply of success (its second item): the READ's data (None
         if the shape reads nothing) and the count of bytes the WRITE wrote (0 if it writes nothing)."""
         r, w = self._read_at, self._write_at
-        return (values[r][0] if r >= 0 else None), (values[w] if w >= 0 else 0)
+        return (values[r][0] if r >= 0 else None), (values[w][0] if w >= 0 else 0)
 
     def decode(self, u: Unpacker, ops: Sequence[Any] = ()) -> tuple[SEQUENCE4resok, tuple[Any, ...]] | None:
         """The reply in ``u`` (a COMPOUND4res) to ``ops`` (the operations after SEQUENCE) if it is
@@ -423,8 +424,9 @@ class CompoundShape:
                     count, committed = _WRITE_RES.unpack_from(view, p)
                     if committed not in _STABLE or len(ops) <= i or count > memoryview(ops[i].data).nbytes:
                         return None
-                    outs.append(count)
-                    p += _WRITE_RES.size + _WRITEVERF
+                    q = p + _WRITE_RES.size
+                    outs.append((count, committed, bytes(view[q:q + _WRITEVERF])))
+                    p = q + _WRITEVERF
                 elif kind == _CLOSE:
                     if p + _STATEID.size > end:
                         return None
