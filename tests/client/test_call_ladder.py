@@ -46,7 +46,7 @@ def record_sends(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     return chains
 
 
-BELOW_THE_CLIENT = ["Recovery.compound", "Session.compound", "Session._send", "Path.call",
+BELOW_THE_CLIENT = ["Recovery.compound", "Session.compound",
                     "RpcConnection.call_packed", "RpcConnection._carry"]
 
 
