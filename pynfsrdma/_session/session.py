@@ -425,13 +425,15 @@ class Session:
                         main not in STORAGE_WORK)  # (its time is a round trip)
         if probe:
             out.probe = True
-        elif soft and policy.failing_fast:
+        elif soft and policy.unanswered_since is not None:  # (policy.failing_fast, for a soft request)
             out.failing_fast = True
             return out  # (no free slot taken: it fails once it looks for one)
         slot = self.table.take() if self.dead is None else None
         if slot is not None:
             out.slot, out.seqid = slot, slot.seqid
-            self._set_deadline(out, now, deadline)
+            # (as _set_deadline sets it)
+            out.deadline = (None if pin is not None else deadline if deadline is not None
+                            else None if policy.hard else policy.deadline(now))
         return out
 
     def _let_go(self, out: _Outgoing) -> None:

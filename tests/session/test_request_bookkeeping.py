@@ -45,6 +45,8 @@ NOT_CALLED = {
     "Path.ended",  # (a call answered ends in Path.answered)
     "Session._send",  # the request loop sends itself
     "Path.call",
+    "Session._set_deadline",  # (a slot taken at once: its deadline set as the request is made)
+    "RetryPolicy.failing_fast",
 }
 
 
@@ -107,4 +109,4 @@ async def test_a_shaped_request_takes_each_piece_of_bookkeeping_once(ganesha: Ga
     assert made == Counter({"_Outgoing": REQUESTS}), made
     assert clock_lookups == 0
     per_request = sum(functions.values()) / REQUESTS
-    assert per_request <= 35, f"{per_request} calls of bookkeeping per request: {sorted(functions.items())}"
+    assert per_request <= 33, f"{per_request} calls of bookkeeping per request: {sorted(functions.items())}"
