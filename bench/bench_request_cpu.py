@@ -27,6 +27,10 @@ Each line runs CALLS calls, REPEAT times; the table gives the CPU time of this p
 (``time.process_time``), best and median of the repeats, in microseconds. The session's own share is
 ``session - rpc_null - compound_codec``.
 
+``--count`` prints instead, per line, the function calls a call makes (``sys.setprofile``: Python
+functions, and functions written in C), and with ``--count-by FILE-PART`` the Python functions
+whose file's path holds FILE-PART (``_session``, ``_stats``, ``_rpc``...), by name, per call.
+
 After the replay the client goes back to the server for its goodbye (closing the file, the
 session): its slots' sequence ids ran ahead of the server's meanwhile, the server answers
 SEQ_MISORDERED, and the client makes a new session first (the "recovering" line on stderr).
@@ -296,7 +300,38 @@ async def cpu_per_call(call: Callable[[], Awaitable[Any]], calls: int) -> float:
     return (time.process_time_ns() - start) / calls / 1000
 
 
-async def run(url: str, wanted: list[str], calls: int, repeat: int) -> tuple[dict[str, list[float]], int]:
+Counts = dict[str, dict[str, float]]
+
+
+async def count_per_call(call: Callable[[], Awaitable[Any]], calls: int, by: str | None) -> dict[str, float]:
+    """Function calls per call over ``calls`` calls: Python's and C's, and (``by``) the Python
+    functions whose file's path holds ``by``, by qualified name."""
+    python = c_functions = 0
+    named: dict[str, int] = {}
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal python, c_functions
+        if event == "call":
+            python += 1
+            if by is not None and by in frame.f_code.co_filename:
+                name = frame.f_code.co_qualname
+                named[name] = named.get(name, 0) + 1
+        elif event == "c_call":
+            c_functions += 1
+
+    sys.setprofile(profile)
+    try:
+        for _ in range(calls):
+            await call()
+    finally:
+        sys.setprofile(None)
+    out = {"python calls": python / calls, "C calls": c_functions / calls}
+    out.update({f"  {name}": n / calls for name, n in sorted(named.items(), key=lambda kv: -kv[1])})
+    return out
+
+
+async def run(url: str, wanted: list[str], calls: int, repeat: int, count: bool = False,
+              count_by: str | None = None) -> tuple[dict[str, list[float]], int, Counts]:
     replies = Replies()
     real = stack.TcpTransport
     stack.TcpTransport = recording_connector(replies)  # type: ignore[misc]
@@ -323,8 +358,12 @@ async def run(url: str, wanted: list[str], calls: int, repeat: int) -> tuple[dic
                 for t in replies.transports:
                     t.replay()
                 results: dict[str, list[float]] = {name: [] for name in wanted}
+                counts: Counts = {}
                 try:
-                    for _ in range(repeat):
+                    for name in wanted if count else ():
+                        await todo[name]()  # (warm)
+                        counts[name] = await count_per_call(todo[name], calls, count_by)
+                    for _ in range(0 if count else repeat):
                         for name in wanted:
                             await todo[name]()  # (warm)
                             results[name].append(await cpu_per_call(todo[name], calls))
@@ -332,7 +371,7 @@ async def run(url: str, wanted: list[str], calls: int, repeat: int) -> tuple[dic
                     replies.replaying = False
                     for t in replies.transports:
                         t.live()
-                return results, replies.answered
+                return results, replies.answered, counts
     finally:
         stack.TcpTransport = real  # type: ignore[misc]
 
@@ -350,6 +389,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5, help="measurements per line (default 5)")
     ap.add_argument("--only", default=",".join(LINES), help=f"lines to run, comma-separated (of {', '.join(LINES)})")
     ap.add_argument("--json", action="store_true", help="print one JSON line instead of the table")
+    ap.add_argument("--count", action="store_true", help="count the function calls per call instead of timing")
+    ap.add_argument("--count-by", metavar="FILE-PART", help="with --count: also the Python functions of files whose "
+                    "path holds FILE-PART, by name")
     args = ap.parse_args(argv)
     wanted = [w for w in args.only.split(",") if w]
     unknown = [w for w in wanted if w not in LINES]
@@ -359,7 +401,16 @@ def main(argv: list[str] | None = None) -> int:
         assert target.local_dir is not None
         (target.local_dir / FILE).write_bytes(bytes(FILE_SIZE))
         log(f"server: {target.description}; {args.calls} calls x {args.repeat} repeats per line, replayed")
-        results, answered = trio.run(run, target.ours_url, wanted, args.calls, args.repeat)
+        results, answered, counts = trio.run(run, target.ours_url, wanted, args.calls, args.repeat, args.count,
+                                             args.count_by)
+    if args.count:
+        if args.json:
+            print(json.dumps({"calls": args.calls, "per_call": counts}, sort_keys=True))
+        else:
+            for name, per in counts.items():
+                print(name)
+                print("\n".join(f"  {what:60s} {n:8.2f}" for what, n in per.items()))
+        return 0
     if args.json:
         print(json.dumps({"calls": args.calls, "repeat": args.repeat, "replayed": answered,
                           "us_per_call": {k: [round(x, 2) for x in v] for k, v in results.items()}}, sort_keys=True))

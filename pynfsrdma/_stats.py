@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
 from ._proto.nfs4 import const as c
@@ -189,11 +189,12 @@ class CallTimes:
     """One call's way through the session: when it was asked for, when it was first sent, how many
     sends it took and how long it went unanswered (seconds, on the session's clock)."""
 
-    __slots__ = ("first_sent", "last_sent", "op", "sends", "started", "unanswered")
+    __slots__ = ("first_sent", "kind", "last_sent", "op", "sends", "started", "unanswered")
 
-    def __init__(self, started: float, op: OpStats | None = None) -> None:
+    def __init__(self, started: float, op: OpStats | None = None, kind: Hashable | None = None) -> None:
         self.started = started
         self.op = op  # the figures it is counted under, when known at its start
+        self.kind = kind  # its operations' kind, when they are the same at every call of it (:meth:`RpcStats.figures`)
         self.first_sent: float | None = None
         self.last_sent = started
         self.sends = 0
@@ -290,7 +291,11 @@ class RpcStats:
         self.bytes_written = 0  # WRITE data the server reports written
         self.latency = LatencyHistogram()
         self.ops: dict[int, OpStats] = {}  # main operation -> figures
-        self.op_counts: dict[int, int] = {}  # every operation in the COMPOUNDs
+        self.op_counts: dict[int, int] = {}  # every operation in the COMPOUNDs (but those of kinds, below)
+        # calls of a kind (:meth:`figures`): their figures, operations and whether they carry data,
+        # found once; their replies, counted in op_counts when read
+        self._kinds: dict[Hashable, tuple[OpStats, tuple[int, ...], bool]] = {}
+        self._kind_replies: dict[Hashable, int] = {}
         self.statuses: dict[int, int] = {}  # failed COMPOUNDs by status
         self.paths: dict[str, PathCounters] = {}
 
@@ -307,6 +312,21 @@ class RpcStats:
         return pc
 
     # -- hooks (the session layer calls these; they must stay cheap) -------------------------------
+    def figures(self, ops: Sequence[Any], kind: Hashable | None = None) -> OpStats:
+        """The figures a call of ``ops`` (after SEQUENCE) is counted under (as :meth:`call_started`
+        finds them). ``kind``: what stands for ``ops`` when a call's operations are the same at every
+        call of it (a prepared COMPOUND's shape): its figures and operations are then found once, and
+        its replies count their operations in op_counts when the figures are read."""
+        if kind is None:
+            return self._op(_main_op(ops))
+        known = self._kinds.get(kind)
+        if known is None:
+            if len(self._kinds) >= _KINDS_KEPT:
+                return self._op(_main_op(ops))  # (kinds are few and made once: these are not)
+            opnums = tuple(int(op.OPNUM) for op in ops)
+            known = self._kinds[kind] = (self._op(_main_op(ops)), opnums, any(n in _DATA_OPS for n in opnums))
+        return known[0]
+
     def call_started(self, now: float, ops: Sequence[Any] | None = None) -> CallTimes:
         """A call (of ``ops``, after SEQUENCE, when given) is asked for: the session marks its sends
         on the record, hands it to :meth:`rpc_done` with each reply and ends it with
@@ -352,13 +372,19 @@ class RpcStats:
         record from :meth:`call_started`; ``shaped``: for a reply a prepared shape's decoder took
         (``res`` then holds no results), its READ's data (or None) and its WRITE's count of bytes
         written. (The call itself is counted by :meth:`call_ended`.)"""
-        data = False
-        counts = self.op_counts
-        for op in ops:
-            n = op.OPNUM
-            counts[n] = counts.get(n, 0) + 1
-            if n in _DATA_OPS:
-                data = True
+        kind = call.kind if call is not None else None
+        known = self._kinds.get(kind) if kind is not None else None
+        if known is not None:  # (its operations counted when read)
+            self._kind_replies[kind] = self._kind_replies.get(kind, 0) + 1
+            data = known[2]
+        else:
+            data = False
+            counts = self.op_counts
+            for op in ops:
+                n = op.OPNUM
+                counts[n] = counts.get(n, 0) + 1
+                if n in _DATA_OPS:
+                    data = True
         if shaped is not None:
             read, written = shaped
             if read is not None:
@@ -372,7 +398,7 @@ class RpcStats:
                     elif r.opnum == _OP_WRITE:
                         self.bytes_written += r.res.count
         st = (call.op if call is not None else None) or self._op(_main_op(ops))
-        pc = self._path(path.address)
+        pc = self.paths.get(path.address) or self._path(path.address)
         pc.replies += 1
         status = res.status
         if status != _NFS4_OK:
@@ -403,6 +429,15 @@ class RpcStats:
         self._path(unanswered_on).unanswered += 1
 
     # -- reading --------------------------------------------------------------------------------------
+    def _op_counts(self) -> dict[int, int]:
+        """Every operation in the COMPOUNDs answered: op_counts, and the operations of the replies
+        to calls of a kind (:meth:`figures`)."""
+        counts = dict(self.op_counts)
+        for kind, replies in self._kind_replies.items():
+            for n in self._kinds[kind][1]:
+                counts[n] = counts.get(n, 0) + replies
+        return counts
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "uptime_s": round(self.clock() - self.started, 3),
@@ -419,8 +454,11 @@ class RpcStats:
             "bytes": {"read": self.bytes_read, "written": self.bytes_written},
             "errors": {status_name(s): n for s, n in sorted(self.statuses.items())},
             "operations": {op_name(n): st.as_dict() for n, st in sorted(self.ops.items())},
-            "op_counts": {op_name(n): k for n, k in sorted(self.op_counts.items())},
+            "op_counts": {op_name(n): k for n, k in sorted(self._op_counts().items())},
         }
+
+
+_KINDS_KEPT = 256  # kinds of call whose figures are found once (RpcStats.figures)
 
 
 def _main_op(ops: Sequence[Any]) -> int:

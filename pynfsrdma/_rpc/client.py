@@ -226,31 +226,6 @@ class RpcConnection:
                     self._reader = None
                     self._hand_on()
 
-    async def _lead(self, p: _Pending) -> None:
-        """Read the connection for everyone until ``p`` is answered."""
-        self._reader = p
-        error: TransportError | None = None
-        ok = False
-        try:
-            try:
-                while not p.done:
-                    self._received(await self.transport.receive())
-            except ReceiveInterrupted:  # (p timed out, or the connection is ending)
-                pass
-            ok = True
-        except TransportError as e:
-            error = e
-            self._log_end(e)
-        except (OSError, trio.ClosedResourceError) as e:
-            error = ConnectionLost(str(e) or type(e).__name__, self.peer)
-        finally:
-            self._reader = None
-            if error is not None:
-                self._fail_all(error)
-            self._hand_on()
-            if not ok:
-                self._loop_rest.unpark()  # (to read, or to see the connection's end, at once)
-
     def _hand_on(self) -> None:
         """The reader stopped: a call still waiting for its reply reads next."""
         for q in self._pending.values():
@@ -453,7 +428,7 @@ class RpcConnection:
 
     async def _carry(self, xid: int, msg: Packer, hints: ReplyHints, p: _Pending) -> None:
         """Send the call registered as ``p`` and, until it is answered (or failed), read the
-        connection while nobody else does (:meth:`_lead`), else wait to be answered or handed the
+        connection while nobody else does, else wait to be answered or handed the
         reading (or, where the receive loop reads every reply, wait for it)."""
         try:
             try:
@@ -474,7 +449,30 @@ class RpcConnection:
                     self._loop_waiting = False
                     reader = self._reader = None
                 if reader is None and self._nursery is not None:
-                    await self._lead(p)
+                    # read the connection for everyone until p is answered (no coroutine of its own:
+                    # the path of every call over TCP)
+                    self._reader = p
+                    error: TransportError | None = None
+                    ok = False
+                    try:
+                        try:
+                            while not p.done:
+                                self._received(await self.transport.receive())
+                        except ReceiveInterrupted:  # (p timed out, or the connection is ending)
+                            pass
+                        ok = True
+                    except TransportError as e:
+                        error = e
+                        self._log_end(e)
+                    except (OSError, trio.ClosedResourceError) as e:
+                        error = ConnectionLost(str(e) or type(e).__name__, self.peer)
+                    finally:
+                        self._reader = None
+                        if error is not None:
+                            self._fail_all(error)
+                        self._hand_on()
+                        if not ok:
+                            self._loop_rest.unpark()  # (to read, or to see the connection's end, at once)
                 else:
                     await p.wait()
         finally:

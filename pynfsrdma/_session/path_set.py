@@ -22,9 +22,9 @@ import trio
 
 from .._rpc.client import CallbackHandler, RpcConnection
 from .._rpc.errors import RpcReplyError
-from .._transport.base import ReplyHints, Transport, TransportError
+from .._transport.base import Transport, TransportError
 from .._xdr import Packer, Unpacker
-from .path_choice import Delivery, choose_path
+from .path_choice import Delivery, Mark, choose_path
 
 log = logging.getLogger(__name__)
 
@@ -94,32 +94,36 @@ class Path:
     def probe_ended(self) -> None:
         self._probing = False
 
-    async def call(self, xid: int, msg: Packer, hints: ReplyHints, timeout: float, *, payload: int, start: float,
-                   timed: bool) -> tuple[Unpacker, float]:
-        """Send the call ``msg`` (begun on this path's connection at ``start``, trio clock) and wait
-        for its reply; returns it and when it came (trio clock). The call is kept in this path's figures: the bytes and calls in flight, the round trip,
-        and the delivery rate (``payload``: the request's bulk bytes, gone with the call or come
-        back with the reply; ``timed``: its time is a round trip, not the server's storage work).
-        Raises as :meth:`.RpcConnection.call_packed` does."""
-        rpc = self.rpc
-        if rpc is None:
-            raise TransportError("path is not connected", self.address)
+    def sending(self, xid: int, payload: int, start: float) -> Mark:
+        """The call ``xid`` goes out on this path's connection at ``start`` (trio clock) with
+        ``payload`` bulk bytes (gone with the call, or to come back with the reply): it counts in the
+        path's figures, the bytes and calls in flight, until :meth:`ended`. Returns what
+        :meth:`answered` takes. (The sender awaits the connection itself: no coroutine of ours
+        between the session and the RPC call.)"""
         mark = self.delivery.mark(start, busy=self.bytes_in_flight > 0)
         self.bytes_in_flight += payload
         self.calls += 1
         self._sent[xid] = start
-        try:
-            u = await rpc.call_packed(xid, msg, hints, timeout, now=start)
-        finally:
-            self.bytes_in_flight -= payload
-            self._sent.pop(xid, None)
-        answered = trio.current_time()
-        self.observe_rtt(answered - start)
+        return mark
+
+    def ended(self, xid: int, payload: int) -> None:
+        """The call ``xid`` of :meth:`sending` failed or was given up (answered: :meth:`answered`)."""
+        self.bytes_in_flight -= payload
+        self._sent.pop(xid, None)
+
+    def answered(self, xid: int, mark: Mark, msg: Packer, u: Unpacker, payload: int, start: float, answered: float,
+                 *, timed: bool) -> None:
+        """The call ``xid`` of ``msg`` sent at ``start`` with ``mark`` (:meth:`sending`) was answered
+        by ``u`` at ``answered``: it ends (:meth:`ended`), its round trip and delivery rate are kept
+        (``timed``: its time is a round trip, not the server's storage work)."""
+        self.bytes_in_flight -= payload  # (ended: :meth:`ended`'s, inline)
+        self._sent.pop(xid, None)
+        rtt = answered - start
+        self.rtt = rtt if self.rtt == 0 else 0.875 * self.rtt + 0.125 * rtt  # (observe_rtt's, inline)
         # the payload went with the call (a WRITE's data), or what the reply carried of it came
         # back (a READ's: none past the end of the file, which a READ asking on to it did not wait for)
         delivered = payload if len(msg) >= payload else min(payload, u.carried())
         self.delivery.answered(mark, delivered, start, answered, timed=timed)
-        return u, answered
 
     def oldest_wait(self, now: float) -> float:
         """How long the oldest request in flight on this path has waited (0 if none)."""

@@ -83,14 +83,15 @@ class Recovery:
             if not _recovering and self.lock.locked():
                 async with self.lock:
                     pass  # wait for the recovery in progress to finish
-            session = self._session_for(payload)
+            # (the one session, as most mounts have it, or the trunked session of the path chosen)
+            session = self._session_for(payload) if self.state.trunked_sessions else self.state.session
             if session is None:
                 raise SessionError("no session")
             generation = self.generation
             first = deadline is None
             if first and not session.policy.hard:  # (the first send's own, which the session takes after a slot)
-                deadline = session.policy.deadline(trio.current_time())
-            elif deadline is not None and trio.current_time() >= deadline:
+                deadline = session.policy.deadline(session.now())
+            elif deadline is not None and session.now() >= deadline:
                 raise SessionError(f"no answer within {session.policy.budget:g} s (soft: the session was being "
                                    "recovered)", errno.ETIMEDOUT)
             try:
@@ -112,7 +113,7 @@ class Recovery:
             if request is None:
                 request = Request(recovering=_recovering)
             decision = request.feed(Finished(res.status,
-                                             time_left=None if deadline is None else deadline - trio.current_time()))
+                                             time_left=None if deadline is None else deadline - session.now()))
             if decision.act is Act.RESEND:
                 await trio.sleep(decision.wait)
                 continue

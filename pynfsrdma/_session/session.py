@@ -49,12 +49,14 @@ from .._proto.nfs4.compound import (
 from .._proto.nfs4.compound_shapes import CompoundShape
 from .._proto.nfs4.types import SEQUENCE4resok
 from .._rpc.auth import Credential
+from .._rpc.client import RpcConnection
 from .._rpc.errors import RpcTimeout
 from .._rpc.gss_auth import KerberosAccessError
-from .._stats import CallTimes, RpcStats, collector_for
+from .._stats import CallTimes, OpStats, RpcStats, collector_for
 from .._transport.base import NO_HINTS, CallFailed, ProtocolViolation, ReplyHints, TransportError
-from .._xdr import Unpacker, XdrError
+from .._xdr import Packer, Unpacker, XdrError
 from .errors import ServerUnreachable, SessionError
+from .path_choice import Mark
 from .path_set import NoPathError, Path, PathSet
 from .sequence import Act, Decision, Failed, Fault, Replied, Request, settles
 from .slot_table import Slot, SlotTable
@@ -130,6 +132,27 @@ _STATUS_NAMES = frozenset(int(s) for s in c.nfsstat4)
 SEND, PROBE, FAIL = "send", "probe", "fail"  # (RetryPolicy.admit)
 
 
+def ops_facts(ops: Sequence[Any]) -> tuple[bool, int | None]:
+    """Whether ``ops`` are idempotent (:func:`is_idempotent`) and the operation they are about
+    (:func:`main_op`), in one pass."""
+    idempotent = True
+    main = None
+    found = False
+    for op in ops:
+        n = getattr(op, "OPNUM", None)
+        if idempotent and n not in IDEMPOTENT_OPS:
+            idempotent = False
+        if not found:
+            main = n
+            found = n not in _PLUMBING
+    return idempotent, main
+
+
+# the facts of each prepared shape's operations (ops_facts), found at its first request
+_SHAPE_FACTS: dict[CompoundShape, tuple[bool, int | None]] = {}
+_SHAPES_KEPT = 256  # (shapes are made once, at import: more than this would be shapes made per call)
+
+
 def main_op(ops: Sequence[Any]) -> int | None:
     """The operation a COMPOUND is about, to name in an error: the first that is not plumbing
     (PUTFH, GETATTR...), else the last."""
@@ -165,7 +188,7 @@ class RetryPolicy:
 
     def deadline(self, now: float) -> float | None:
         """When a request made now gives up for want of an answer (None: never, a hard mount)."""
-        return None if self.hard else now + self.budget
+        return None if self.hard else now + self.timeo * (self.retrans + 1)  # (budget's, inline)
 
     @property
     def failing_fast(self) -> bool:
@@ -197,7 +220,19 @@ class RetryPolicy:
 
 
 class Session:
-    """The fore channel of one session, spread over the paths of a :class:`PathSet`."""
+    """The fore channel of one session, spread over the paths of a :class:`PathSet`.
+
+    :meth:`compound`'s arguments: ``payload`` is the request's bulk size (for choosing a path).
+    ``cachethis`` None asks the server to keep the reply in its reply cache unless the request is
+    idempotent (so that a resend after a lost connection is answered exactly once). ``pin``: send on
+    that path only and let its faults through (a probe). ``check(results)`` runs on the results of
+    ``ops`` of a successful reply; what it raises for a reply it cannot use is a protocol violation
+    like any other. ``deadline``: when a soft request that began earlier (the caller's, resent after a
+    pause) gives up; by default its ``timeo`` x (``retrans`` + 1) from its first send. Pauses the
+    server asks for (SEQUENCE's NFS4ERR_DELAY) count: one that would end past the deadline fails the
+    request with that status. ``shape``, ``prepared``: :meth:`_check`. It raises SessionLost when the
+    session or client ID is gone, ServerUnreachable when a soft request ran out of time,
+    ProtocolError when the server's replies kept breaking the protocol."""
 
     def __init__(
         self,
@@ -222,9 +257,12 @@ class Session:
         self.max_request_size = max_request_size
         self.max_response_size = max_response_size
         self._slot_waiters = trio.lowlevel.ParkingLot()
+        self._parked = 0  # requests parked there (counted here: looked at by every request's end)
         self.status_flags = 0  # union of SEQ4_STATUS flags seen since the owner last looked
         self.flags_event = trio.Event()
-        self.last_renewal = trio.current_time()
+        # the trio clock, read by the requests without finding the run's clock at each reading
+        self.now: Callable[[], float] = trio.lowlevel.current_clock().current_time
+        self.last_renewal = self.now()
         self.dead: int | None = None  # the status that killed the session
         self.resends = 0
         self.violations = 0  # replies (or connections) that broke the protocol
@@ -242,11 +280,15 @@ class Session:
             slot = self.table.try_acquire()
             if slot is not None:
                 return slot
-            await self._slot_waiters.park()
+            self._parked += 1
+            try:
+                await self._slot_waiters.park()
+            finally:
+                self._parked -= 1
 
     def _release(self, slot: Slot, *, completed: bool) -> None:
         self.table.release(slot, completed=completed)
-        if self._slot_waiters:
+        if self._parked:
             self._slot_waiters.unpark()
 
     def kill(self, status: int) -> None:
@@ -285,64 +327,52 @@ class Session:
         return self._unreachable(why)
 
     # -- requests -------------------------------------------------------------------------------------
-    async def compound(
-        self,
-        ops: Sequence[Any],
-        cred: Credential,
-        hints: ReplyHints = NO_HINTS,
-        *,
-        payload: int = 0,
-        tag: str = "",
-        cachethis: bool | None = None,
-        pin: Path | None = None,
-        check: Check | None = None,
-        deadline: float | None = None,
-        shape: CompoundShape | None = None,
-        prepared: Prepared | None = None,
-    ) -> COMPOUND4res:
+    async def compound(self, ops: Sequence[Any], cred: Credential, hints: ReplyHints = NO_HINTS, *, payload: int = 0,
+                       tag: str = "", cachethis: bool | None = None, pin: Path | None = None,
+                       check: Check | None = None, deadline: float | None = None, shape: CompoundShape | None = None,
+                       prepared: Prepared | None = None) -> COMPOUND4res:
         """Send ``ops`` after a SEQUENCE; return the reply with SEQUENCE's result removed, the call timed for
-        the statistics from here to its end (:mod:`pynfsrdma._stats`).
-
-        ``payload`` is the request's bulk size (for choosing a path). ``cachethis`` None asks the server to
-        keep the reply in its reply cache unless the request is idempotent (so that a resend after a lost
-        connection is answered exactly once). ``pin``: send on that path only and let its faults through (a
-        probe). ``check(results)`` runs on the results of ``ops`` of a successful reply; what it raises for a
-        reply it cannot use is a protocol violation like any other. Raises SessionLost when the session or
-        client ID is gone, ServerUnreachable when a soft request ran out of time, ProtocolError when the
-        server's replies kept breaking the protocol. ``deadline``: when a soft request that began earlier
-        (the caller's, resent after a pause) gives up; by default its ``timeo`` x (``retrans`` + 1) from its
-        first send. Pauses the server asks for (SEQUENCE's NFS4ERR_DELAY) count: one that would end past the
-        deadline fails the request with that status. The loop: send, feed what came of it to the request's
-        machine (:class:`.sequence.Request`), carry out its decision. ``shape``, ``prepared``: :meth:`_check`."""
-        call = self.stats.call_started(trio.current_time(), ops)
+        the statistics from here to its end (:mod:`pynfsrdma._stats`). The arguments, what it raises: the
+        class's text. The loop: send, feed what came of it to the request's machine
+        (:class:`.sequence.Request`), carry out its decision; a send that brings no reply is
+        :meth:`_unanswered`'s."""
+        started = self.now()
         out: _Outgoing | None = None
         gave_up = False
         try:
-            out = self._outgoing(ops, cred, hints, call, payload, tag, cachethis, pin, shape)
-            # (a free slot is taken at once; waiting for one is _acquire's)
-            out.slot = self.table.try_acquire() if self.dead is None and not out.failing_fast else None
-            taken = call.started  # (when its slot was taken: no time passed waiting for a free one)
-            if out.slot is None:
+            out = self._outgoing(ops, cred, hints, payload, tag, cachethis, pin, shape, started, deadline)
+            if out.slot is None:  # (no free slot: waited for; _outgoing takes a free one at once)
                 out.slot = await self._acquire(out.soft)
-                taken = trio.current_time()
-            self._set_deadline(out, taken, deadline)
-            out.seqid = self.table.begin(out.slot)
-            sends = 0
+                self._set_deadline(out, self.now(), deadline)
+                out.seqid = self.table.begin(out.slot)
+            sends = tries = 0  # the request's sends before this try (of a sequence id), and this try's
+            previous: Path | None = None  # the path this try's last send went unanswered on
             while True:
-                try:
-                    res, tries, path, answered = await self._send(out)
-                except KerberosAccessError:
-                    # (no usable Kerberos credentials: the request never reached SEQUENCE, and the
-                    # slot's next request takes its sequence id again)
-                    self.table.refused(out.slot)
-                    out.completed = True
-                    raise
-                except _BadReply as bad:
-                    sends += bad.tries
-                    self._after_bad_reply(out, bad.error, None)
+                path = self._path_chosen(out, previous)
+                if path is None:  # (no live path now: the one waited for; the common case awaits nothing)
+                    path = await self._path_waited(out)
+                rpc = path.rpc
+                assert rpc is not None
+                if not rpc.receiving and rpc.alive:  # (lost already, the end not yet seen: after a pause)
+                    await trio.sleep(RESEND_PAUSE)
                     continue
-                sends += tries
+                xid, p, start, timeout = self._start(out, path, rpc, previous, tries)
+                tries += 1
                 try:
+                    mark = path.sending(xid, out.payload, start)
+                    try:
+                        u = await rpc.call_packed(xid, p, out.hints, timeout, now=start)
+                    except BaseException:
+                        path.ended(xid, out.payload)  # (answered, it ends in _received)
+                        raise
+                except (RpcTimeout, TransportError, trio.ClosedResourceError, KerberosAccessError, ReplyError) as e:
+                    if await self._unanswered(out, path, e, xid, start, tries):
+                        raise
+                    previous = path
+                    continue
+                sends, resent, tries, previous = sends + tries, tries > 1, 0, None
+                try:
+                    res, answered = self._received(out, path, mark, p, u, xid, start, resent)
                     st, foreign = self._check(out, res, answered, check, prepared)
                 except _CHECK_ERRORS as e:
                     self._after_bad_reply(out, self._violated(path, ops, e), e)
@@ -350,9 +380,9 @@ class Session:
                 if foreign is None and settles(st, res.status):  # (the machine's DONE, whatever came before)
                     out.completed = True
                     return res
-                time_left = None if out.deadline is None else out.deadline - trio.current_time()
+                time_left = None if out.deadline is None else out.deadline - self.now()
                 decision = out.machine().feed(Replied(st, res.status, sends, out.slot.interrupted,
-                                                    foreign=foreign is not None, resent=tries > 1, time_left=time_left))
+                                                    foreign=foreign is not None, resent=resent, time_left=time_left))
                 if decision.act is Act.DONE:
                     out.completed = True
                     return res
@@ -363,13 +393,16 @@ class Session:
         finally:
             if out is not None:
                 self._let_go(out)
-            self.stats.call_ended(call, ops, trio.current_time(), gave_up=gave_up,
-                                  major_timeout=None if pin is not None else self.policy.budget)
+            # (the request is its call's record; one refused before it was made has one of its own)
+            self.stats.call_ended(out if out is not None else self.stats.call_started(started, ops), ops, self.now(),
+                                  gave_up=gave_up, major_timeout=None if pin is not None else self.policy.budget)
 
-    def _outgoing(self, ops: Sequence[Any], cred: Credential, hints: ReplyHints, call: CallTimes, payload: int,
-                  tag: str, cachethis: bool | None, pin: Path | None, shape: CompoundShape | None) -> _Outgoing:
+    def _outgoing(self, ops: Sequence[Any], cred: Credential, hints: ReplyHints, payload: int, tag: str,
+                  cachethis: bool | None, pin: Path | None, shape: CompoundShape | None, now: float,
+                  deadline: float | None) -> _Outgoing:
         """The request :meth:`compound` carries (a soft one while the server is taken for gone fails
-        here at once, or goes as the probe)."""
+        here at once, or goes as the probe), made at ``now``: with a free slot, its sequence id and its
+        deadline (:meth:`_set_deadline`) when one is free (else its slot is None: to wait for)."""
         policy = self.policy
         soft = not policy.hard and pin is None
         probe = False
@@ -377,18 +410,39 @@ class Session:
             # (a probe waits its whole time, whatever the others do)
             probe = self._admit()
             soft = not probe
-        idempotent = is_idempotent(ops)
-        return _Outgoing(ops, cred, hints, call, idempotent,
-                         payload=payload or sum(hints.ddp_sizes),  # a READ's reply is its weight on a path
-                         tag=tag, cachethis=not idempotent if cachethis is None else cachethis, pin=pin, soft=soft,
-                         timed=main_op(ops) not in STORAGE_WORK,  # (its time is a round trip)
-                         probe=probe, failing_fast=soft and policy.failing_fast, shape=shape)
+        if shape is None:
+            idempotent, main = ops_facts(ops)
+        else:  # (a shape's operations are the same at every call: their facts found once)
+            facts = _SHAPE_FACTS.get(shape)
+            if facts is None:
+                if len(_SHAPE_FACTS) >= _SHAPES_KEPT:
+                    _SHAPE_FACTS.clear()
+                facts = _SHAPE_FACTS[shape] = ops_facts(ops)
+            idempotent, main = facts
+        out = _Outgoing(now, self.stats.figures(ops, shape), shape, ops, cred, hints, idempotent,
+                        payload or (sum(hints.ddp_sizes) if hints.ddp_sizes else 0),  # a READ's reply: its weight
+                        tag, not idempotent if cachethis is None else cachethis, pin, soft,
+                        main not in STORAGE_WORK)  # (its time is a round trip)
+        if probe:
+            out.probe = True
+        elif soft and policy.unanswered_since is not None:  # (policy.failing_fast, for a soft request)
+            out.failing_fast = True
+            return out  # (no free slot taken: it fails once it looks for one)
+        slot = self.table.take() if self.dead is None else None
+        if slot is not None:
+            out.slot, out.seqid = slot, slot.seqid
+            # (as _set_deadline sets it)
+            out.deadline = (None if pin is not None else deadline if deadline is not None
+                            else None if policy.hard else policy.deadline(now))
+        return out
 
     def _let_go(self, out: _Outgoing) -> None:
         """``out`` ended: its slot is released (as completed if a reply to its sequence id came), and
         the policy told that its probe is over if it was one."""
         if out.slot is not None:
-            self._release(out.slot, completed=out.completed)
+            self.table.release(out.slot, completed=out.completed)
+            if self._parked:
+                self._slot_waiters.unpark()
         if out.probe:
             self.policy.probed()
 
@@ -506,65 +560,50 @@ class Session:
         self.kill(status)
         return SessionLost(status)
 
-    async def _send(self, out: _Outgoing) -> tuple[COMPOUND4res, int, Path, float]:
-        """Send the request until some path answers it, resending with the same slot and sequence
-        id until its deadline (None: forever). Returns the decoded reply, the number of sends it
-        took, the path that answered and when (trio clock). Raises _BadReply for a reply that is not one (after
-        closing its connection). What a send that brings no reply leads to is the machine's to
-        decide (:func:`.sequence.on_fault`). The call's times are marked at each send."""
-        slot = out.slot
-        assert slot is not None
-        # (SEQUENCE's fields, the same in every send of this try of the request)
-        sequence = (self.sessionid, out.seqid, slot.slotid, self.table.highest_in_use, out.cachethis)
-        policy = self.policy
-        tries = 0
-        previous: Path | None = None
-        while True:
-            path = self._path_chosen(out, previous)
-            if path is None:  # (no live path now: the one waited for; the common case awaits nothing)
-                path = await self._path_waited(out)
-            rpc = path.rpc
-            assert rpc is not None
-            if not rpc.receiving and rpc.alive:
-                # (between its watchdog's end and RpcConnection.run's finally, a connection is lost
-                # already: try again after a pause)
-                await trio.sleep(RESEND_PAUSE)
-                continue
-            if tries:
-                self.resends += 1
-                self.stats.rpc_resent(previous.address if previous is not None else path.address)
-                path.failovers += previous is not None and previous is not path
-            tries += 1
-            xid, p = rpc.start_call(c.NFSPROC4_COMPOUND, out.cred)
-            if out.shape is not None:
-                out.shape.encode_sequenced(p, out.tag, self.minorversion, *sequence, out.ops)
-            else:
-                encode_sequenced_args(p, out.tag, self.minorversion, *sequence, out.ops)
-            start = trio.current_time()
-            out.call.sent(start, unanswered=tries > 1)
-            timeout = policy.timeo
-            if out.deadline is not None:
-                timeout = max(0.001, min(timeout, out.deadline - start))
-            try:
-                u, answered = await path.call(xid, p, out.hints, timeout, payload=out.payload, start=start,
-                                              timed=out.timed)
-            except RpcTimeout as e:
-                if self._timed_out(out, path, e, xid, start, tries):
-                    raise
-                previous = path
-                continue
-            except (TransportError, trio.ClosedResourceError) as e:
-                # (ClosedResourceError: the connection was dropped, as stalled, during our send)
-                if await self._connection_failed(out, path, e, xid, start):
-                    raise
-                previous = path
-                continue
-            except ReplyError as e:  # the server answered the RPC itself with an error
-                policy.answered()
-                raise e.located(main_op(out.ops)) from None
-            if policy.unanswered_since is not None:
-                policy.answered()
-            return self._received(out, path, u, xid, len(p), answered - start, tries), tries, path, answered
+    def _start(self, out: _Outgoing, path: Path, rpc: RpcConnection, previous: Path | None,
+               tries: int) -> tuple[int, Packer, float, float]:
+        """The request's next send on ``path`` (``tries``: its sends before with this sequence id,
+        the last unanswered on ``previous``), encoded: its XID, its message, when it goes (trio
+        clock, marked in the call's times) and how long it waits for its reply."""
+        if tries:
+            self.resends += 1
+            self.stats.rpc_resent(previous.address if previous is not None else path.address)
+            path.failovers += previous is not None and previous is not path
+        else:  # (SEQUENCE's fields, the same in every send of this try of the request)
+            slot = out.slot
+            assert slot is not None
+            out.sequence = (self.sessionid, out.seqid, slot.slotid, self.table.highest_in_use, out.cachethis)
+        xid, p = rpc.start_call(c.NFSPROC4_COMPOUND, out.cred)
+        if out.shape is not None:
+            out.shape.encode_sequenced(p, out.tag, self.minorversion, *out.sequence, out.ops)
+        else:
+            encode_sequenced_args(p, out.tag, self.minorversion, *out.sequence, out.ops)
+        start = self.now()
+        out.sent(start, unanswered=tries > 0)
+        timeout = self.policy.timeo
+        if out.deadline is not None:
+            timeout = max(0.001, min(timeout, out.deadline - start))
+        return xid, p, start, timeout
+
+    async def _unanswered(self, out: _Outgoing, path: Path, e: BaseException, xid: int, start: float,
+                          tries: int) -> bool:
+        """A send of ``out`` on ``path`` brought no reply but ``e``: the request goes again (returns
+        False), fails (raises), or lets ``e`` through as it is (returns True)."""
+        if isinstance(e, RpcTimeout):
+            return self._timed_out(out, path, e, xid, start, tries)
+        if isinstance(e, KerberosAccessError):
+            # (no usable Kerberos credentials: the request never reached SEQUENCE, and the slot's
+            # next request takes its sequence id again)
+            assert out.slot is not None
+            self.table.refused(out.slot)
+            out.completed = True
+            return True
+        if isinstance(e, ReplyError):  # the server answered the RPC itself with an error
+            self.policy.answered()
+            raise e.located(main_op(out.ops)) from None
+        # (ClosedResourceError: the connection was dropped, as stalled, during our send)
+        assert isinstance(e, (TransportError, trio.ClosedResourceError))
+        return await self._connection_failed(out, path, e, xid, start)
 
     def _path_chosen(self, out: _Outgoing, previous: Path | None) -> Path | None:
         """The path the request goes on now, as the session's paths choose it (None: no live path
@@ -643,36 +682,43 @@ class Session:
             await trio.lowlevel.checkpoint()
         return False
 
-    def _received(self, out: _Outgoing, path: Path, u: Unpacker, xid: int, sent: int, seconds: float,
-                  tries: int) -> COMPOUND4res:
-        """The reply ``u`` to the request's send of ``sent`` bytes on ``path``, ``seconds`` after it
-        went, decoded, traced and counted; _BadReply if it is not one."""
+    def _received(self, out: _Outgoing, path: Path, mark: Mark, p: Packer, u: Unpacker, xid: int, start: float,
+                  resent: bool) -> tuple[COMPOUND4res, float]:
+        """The reply ``u`` to the request's send ``p`` on ``path`` at ``start`` (``resent``: not its
+        first with this sequence id): the path's and the policy's figures told, decoded, traced and
+        counted; returns it and when it came. XdrError (its connection closed) if it is not one."""
+        answered = self.now()
+        seconds = answered - start
+        path.answered(xid, mark, p, u, out.payload, start, answered, timed=out.timed)
+        if self.policy.unanswered_since is not None:
+            self.policy.answered()
         received = u.carried()  # (over RPC-over-RDMA, with what Write chunks brought)
-        if tries > 1:
+        if resent:
             self.replays += 1
         shape = out.shape
         try:
             out.replied = None if shape is None else shape.decode(u, out.ops)
             if out.replied is not None:
-                res = COMPOUND4res(c.NFS4_OK, "", [])
+                res = _SHAPED_REPLY
             else:
                 res = decode_compound_res(u)
                 u.done()  # (trailing bytes: a reply cut short inside, or something after it)
         except XdrError as e:
             trace.rpc_failed(xid, path.address, (_SEQUENCE, *out.ops), f"malformed reply: {e}", seconds)
-            raise _BadReply(self._violated(path, out.ops, e), tries) from e
+            raise
         if trace.tracer() is not None:  # (the operations' list made only for a trace that is on)
             trace.rpc_done(xid, path.address, (_SEQUENCE, *out.ops), res.status, seconds)
         shaped = None if out.replied is None or shape is None else shape.data(out.replied[1])
-        self.stats.rpc_done(path, out.ops, res, seconds, sent, received, tries > 1, out.call, shaped)
-        return res
+        self.stats.rpc_done(path, out.ops, res, seconds, len(p), received, resent, out, shaped)
+        return res, answered
 
     def _answers(self, res: SEQUENCE4resok, slot: Slot) -> bool:
         """Whether a successful SEQUENCE result names this session, ``slot`` and its sequence id."""
         return res.sr_sessionid == self.sessionid and res.sr_slotid == slot.slotid and res.sr_sequenceid == slot.seqid
 
     def _sequence_ok(self, res: SEQUENCE4resok, slot: Slot, answered: float) -> None:
-        if not self._answers(res, slot):
+        if not (res.sr_sessionid == self.sessionid and res.sr_slotid == slot.slotid
+                and res.sr_sequenceid == slot.seqid):  # (_answers, inline: every reply comes here)
             e = XdrError("SEQUENCE reply does not match the request (session, slot or sequence id)")
             e.op = c.OP_SEQUENCE  # type: ignore[attr-defined]
             raise e
@@ -687,31 +733,41 @@ def _name(status: int) -> str:
     return c.nfsstat4(status).name if status in _STATUS_NAMES else str(status)
 
 
-@dataclass(slots=True)
-class _Outgoing:
-    """One request as :meth:`Session.compound` carries it: what to send, its machine, its slot."""
+class _Outgoing(CallTimes):
+    """One request as :meth:`Session.compound` carries it: what to send, its machine, its slot; and
+    its call's times and figures for the statistics (it is its call's :class:`~pynfsrdma._stats.CallTimes`:
+    one record per request). A class of slots with its arguments in order: it is made for every request."""
 
-    ops: Sequence[Any]
-    cred: Credential
-    hints: ReplyHints
-    call: CallTimes  # its times, for the statistics
-    idempotent: bool  # its operations may run twice
-    payload: int  # its bulk bytes (its weight on a path)
-    tag: str
-    cachethis: bool
-    pin: Path | None  # the one path it may go on (a probe), its faults let through
-    soft: bool  # fail at once when the server is taken for gone meanwhile
-    timed: bool  # its time is a round trip (not the server's storage work)
-    probe: bool = False  # it asks whether the server answers again (soft: the server taken for gone)
-    failing_fast: bool = False  # soft, when it began, while the server was taken for gone: no free slot taken
-    slot: Slot | None = None
-    seqid: int = 0
-    deadline: float | None = None  # when it gives up (None: never)
-    completed: bool = False  # a reply to its sequence id came (its slot is released as such)
-    request: Request | None = None  # its machine, once anything but a settling reply came (see machine)
-    shape: CompoundShape | None = None  # the prepared COMPOUND it is, if one
-    # its last reply as its shape's prepared decoder took it: SEQUENCE's result and what it decoded
-    replied: tuple[SEQUENCE4resok, tuple[Any, ...]] | None = None
+    __slots__ = ("cachethis", "completed", "cred", "deadline", "failing_fast", "hints", "idempotent", "ops",
+                 "payload", "pin", "probe", "replied", "request", "seqid", "sequence", "shape", "slot", "soft", "tag",
+                 "timed")
+
+    def __init__(self, started: float, figures: OpStats, shape: CompoundShape | None, ops: Sequence[Any],
+                 cred: Credential, hints: ReplyHints, idempotent: bool, payload: int, tag: str, cachethis: bool,
+                 pin: Path | None, soft: bool, timed: bool) -> None:
+        CallTimes.__init__(self, started, figures, shape)
+        self.shape = shape  # the prepared COMPOUND it is, if one
+        self.ops = ops
+        self.cred = cred
+        self.hints = hints
+        self.idempotent = idempotent  # its operations may run twice
+        self.payload = payload  # its bulk bytes (its weight on a path)
+        self.tag = tag
+        self.cachethis = cachethis
+        self.pin = pin  # the one path it may go on (a probe), its faults let through
+        self.soft = soft  # fail at once when the server is taken for gone meanwhile
+        self.timed = timed  # its time is a round trip (not the server's storage work)
+        self.probe = False  # it asks whether the server answers again (soft: the server taken for gone)
+        self.failing_fast = False  # soft, when it began, while the server was taken for gone: no free slot taken
+        self.slot: Slot | None = None
+        self.seqid = 0
+        self.deadline: float | None = None  # when it gives up (None: never)
+        self.completed = False  # a reply to its sequence id came (its slot is released as such)
+        self.request: Request | None = None  # its machine, once anything but a settling reply came (see machine)
+        # its last reply as its shape's prepared decoder took it: SEQUENCE's result and what it decoded
+        self.replied: tuple[SEQUENCE4resok, tuple[Any, ...]] | None = None
+        # SEQUENCE's fields for the sends of its current try: session, sequence id, slot, highest slot, cachethis
+        self.sequence: tuple[bytes, int, int, int, bool] = (b"", 0, 0, 0, False)
 
     def machine(self) -> Request:
         """The request's machine (:class:`.sequence.Request`): what it met so far, the decision on
@@ -722,13 +778,9 @@ class _Outgoing:
         return self.request
 
 
-class _BadReply(Exception):
-    """A reply broke the protocol (malformed, or not an answer to the request); its connection is closed."""
-
-    def __init__(self, error: ProtocolError, tries: int) -> None:
-        super().__init__(str(error))
-        self.error = error
-        self.tries = tries
+# what a request whose reply its shape's decoder took returns: success, no results (what it decoded
+# went to its ``prepared``). One for all: its holders read it, none changes it.
+_SHAPED_REPLY = COMPOUND4res(c.NFS4_OK, "", [])
 
 
 class _Sequence:

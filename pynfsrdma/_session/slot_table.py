@@ -88,6 +88,23 @@ class SlotTable:
                 return slot
         return None
 
+    def take(self) -> Slot | None:
+        """A free slot (as :meth:`try_acquire` chooses it) with its new request's sequence id set, as
+        :meth:`begin` sets it (``slot.seqid``); None if none. (One call for what every request does.)"""
+        free = self._free
+        if free and free[-1] < min(self.max_slots, self.target_highest + 1):
+            sid = free.pop()
+            slot = self.slots[sid]
+            slot.in_use = True
+            self._busy.add(sid)
+        else:
+            taken = self.try_acquire()
+            if taken is None:
+                return None
+            slot = taken
+        slot.seqid = (slot.seqid + 1) % SEQID_MODULUS or 1
+        return slot
+
     def begin(self, slot: Slot) -> int:
         """The sequence id to send for a new request on ``slot`` (sets it on the slot)."""
         slot.seqid = slot.next_seqid()

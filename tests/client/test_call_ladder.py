@@ -46,7 +46,7 @@ def record_sends(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     return chains
 
 
-BELOW_THE_CLIENT = ["Recovery.compound", "Session.compound", "Session._send", "Path.call",
+BELOW_THE_CLIENT = ["Recovery.compound", "Session.compound",
                     "RpcConnection.call_packed", "RpcConnection._carry"]
 
 
@@ -72,4 +72,27 @@ async def test_a_lookup_as_the_mount_sends_it_goes_down_as_a_stat(
         fh, attrs = await nfs.nfs.names.lookup(nfs.root_fh, "f", nfs.cred)
         assert attrs.size == 1 and fh
         chain = chains[-1]
+        assert chain[chain.index("Names.lookup"):] == ["Names.lookup", "Compounds.query", *BELOW_THE_CLIENT]
+
+
+async def test_the_caller_reads_its_own_reply_one_coroutine_below_its_send(
+    ganesha: Ganesha, export_path: ExportPath, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over TCP the caller reads its own reply (nobody else reading): from the same coroutine that
+    sent it, with no coroutine of its own for the reading."""
+    (export_path.local / "f").write_bytes(b"x")
+    async with Client.connect(url_of(ganesha, export_path)) as nfs:
+        chains: list[list[str]] = []
+        receive: Callable[..., Awaitable[Any]] = TcpTransport.receive
+
+        async def recording_receive(self: TcpTransport, *args: Any, **kwargs: Any) -> Any:
+            chains.append(awaited_chain()[:-1])  # (without this wrapper)
+            return await receive(self, *args, **kwargs)
+
+        monkeypatch.setattr(TcpTransport, "receive", recording_receive)
+        fh, attrs = await nfs.nfs.names.lookup(nfs.root_fh, "f", nfs.cred)
+        assert attrs.size == 1 and fh
+        mine = [chain for chain in chains if "Names.lookup" in chain]
+        assert mine, "the caller did not read its reply itself"
+        chain = mine[-1]
         assert chain[chain.index("Names.lookup"):] == ["Names.lookup", "Compounds.query", *BELOW_THE_CLIENT]
