@@ -208,6 +208,9 @@ class NfsdMds(Nfsd):
         return [ResOp(c.OP_PUTFH, 0), ResOp(c.OP_WRITE, 0, SimpleNamespace(
             count=memoryview(write.data).nbytes, committed=c.UNSTABLE4, writeverf=NFSD_VERF))]
 
+    async def query_with_open(self, of: Any, build: Any, cred: Any, parse: Any, *args: Any, **kw: Any) -> Any:
+        return parse(await self.run_with_open(of, build, cred))
+
     async def run(self, ops: list[Any], cred: Any, path: str | None = None) -> list[ResOp]:
         self.sent.append(("COMMIT",))
         return [ResOp(c.OP_PUTFH, 0), ResOp(c.OP_COMMIT, 0, SimpleNamespace(writeverf=NFSD_VERF))]
