@@ -512,6 +512,15 @@ class ResponderConnection:
         if not writes:
             self._give_record(record)
             record = None
+            unsignaled = getattr(self.conn, "send_region_unsignaled", None)
+            if unsignaled is not None:  # nothing to wait for: the buffer is free once posted
+                try:
+                    await unsignaled(region, n, invalidate)
+                except BaseException:
+                    self.conn.deregister(region)  # not known to have left: never used again
+                    raise
+                self._free_sends.append(region)
+                return
         post = getattr(self.conn, "post_send_region_after_writes", None)
         if post is not None:  # posted, not awaited: the completion gives the buffer back
 

@@ -146,6 +146,27 @@ async def test_a_read_reply_is_one_post_of_the_responder(ganesha, export_path):
         assert rc.conn.counters.posts - posts == after.sends - before.sends
 
 
+async def test_calls_and_replies_without_writes_are_sent_unsignaled(ganesha, export_path):
+    """The client posts its calls, and the responder its replies without RDMA Writes, as unsignaled
+    Sends: nobody acknowledges them, so a 4 MiB write and read cost the responder one socket write
+    per post it makes (its RDMA Reads and reply chains), with no acknowledgement of a call of its
+    own, and the client's calls go out without waiting for one."""
+    data = data_of(4 * MiB, 12)
+    async with responder(ganesha) as r, Client.connect(rdma_url(r, export_path)) as nfs:
+        (rc,) = r.connections
+        conn = rc.conn
+        assert isinstance(conn, SoftConnection)
+        async with await nfs.open("/u", "w") as f:
+            posts, writes, calls = conn.counters.posts, conn.counters.frame_writes, transport_of(nfs).stats.calls
+            await f.pwrite(0, data)
+            async with await nfs.open("/u") as g:
+                views, _eof = await g.pread_views(0, len(data))
+        assert b"".join(views) == data
+        assert transport_of(nfs).stats.calls - calls >= 8
+        assert conn.counters.frame_writes - writes == conn.counters.posts - posts
+    assert (export_path.local / "u").read_bytes() == data
+
+
 class _ResponderTasks(trio.abc.Instrument):
     """Counts the tasks the responder starts."""
 

@@ -503,3 +503,45 @@ async def test_a_posted_rdma_read_reports_its_completion_with_the_data_in_the_si
         with pytest.raises(RemoteAccessError):
             await c.post_rdma_read(sink, 0, source.handle, source.address, 4, on_done)
         assert len(seen) == 2
+
+
+async def test_an_unsignaled_send_costs_the_target_no_acknowledgement():
+    """send_region_unsignaled asks for no completion: the target takes 16 such Sends without
+    writing a frame back (16 acknowledgements for signaled ones), the sender's buffer may be
+    written again as soon as each returns, and With Invalidate still retires the region named."""
+    async with pair() as (c, s):
+        for _ in range(32):
+            s.post_recv(s.register(bytearray(16), Access.LOCAL_WRITE))
+        buf = c.register(bytearray(16), Access.LOCAL_WRITE)
+        before = s.counters.frame_writes
+        for i in range(16):
+            buf.buffer[:7] = b"call %02d" % i
+            await c.send_region_unsignaled(buf, 7)
+        got = [bytes((await s.receive()).data) for _ in range(16)]
+        assert got == [b"call %02d" % i for i in range(16)]
+        await trio.testing.wait_all_tasks_blocked()
+        assert s.counters.frame_writes == before
+        for _ in range(16):
+            await c.send_region(buf, 7)
+            await s.receive()
+        assert s.counters.frame_writes - before == 16
+        region = c.register(bytearray(8), Access.REMOTE_WRITE)
+        c.post_recv(c.register(bytearray(16), Access.LOCAL_WRITE))
+        await s.send_region_unsignaled(s.register(bytearray(b"reply"), Access.LOCAL_WRITE), 5, region.handle)
+        r = await c.receive()
+        assert (bytes(r.data), r.invalidated, region.valid) == (b"reply", region.handle, False)
+
+
+async def test_an_unsignaled_send_the_target_cannot_take_breaks_the_connection():
+    async with pair() as (c, s):
+        buf = c.register(bytearray(b"nobody listens"), Access.LOCAL_WRITE)
+        await c.send_region_unsignaled(buf, 14)  # no completion: the post itself succeeds
+        with pytest.raises(ReceiverNotReady):
+            await s.receive()
+        with trio.fail_after(10):
+            while True:  # the target's fault reaches this side as the connection's
+                try:
+                    await c.send_region_unsignaled(buf, 14)
+                except ReceiverNotReady:
+                    break
+                await trio.sleep(0.01)

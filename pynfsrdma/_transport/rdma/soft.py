@@ -122,7 +122,8 @@ _FATAL_CLASS: Final = {
 }
 _F_INVALIDATE: Final = 1  # SEND: Send With Invalidate of ``handle``
 _F_DIRECT: Final = 2  # WRITE, READ_REQ, READ_RESP: placed directly, the frame carries spans
-_F_UNSIGNALED: Final = 4  # WRITE: no acknowledgement (a Send behind it in its chain completes it)
+_F_UNSIGNALED: Final = 4  # WRITE: no acknowledgement (a Send behind it in its chain completes it);
+#                           SEND: none at all (send_region_unsignaled)
 _F_ONE_HOST: Final = 1  # CONNECT_*: ``handle`` is the sender's PID, ``id`` a token at ``address``
 _F_REACHES: Final = 2  # CONNECT_REP: the acceptor reached the connector's token
 
@@ -349,6 +350,25 @@ class SoftConnection(Connection):
         flags = 0 if invalidate is None else _F_INVALIDATE
         self.counters.sends += 1
         await self._request(_Op.SEND, flags, invalidate or 0, 0, length, [region.buffer[:length]])
+
+    async def send_region_unsignaled(self, region: MemoryRegion, length: int, invalidate: int | None = None) -> None:
+        """:meth:`send_region` posted unsignaled, as xprtrdma posts most of its Sends: no completion
+        is asked for, so the target sends no acknowledgement and this side waits for none. The
+        Send's bytes cross the socket (never placed), so when this returns they are in it and
+        the region may be written again. A Send the target cannot take (no Receive posted, too
+        long) still breaks the connection on both sides; this side sees it as the connection's
+        fault in its next operation."""
+        if self._error is not None:
+            await trio.lowlevel.checkpoint()
+            raise self._error
+        if self._regions.get(region.handle) is not region or not region.valid:
+            raise ValueError("send buffers must be registered")
+        if not 0 <= length <= region.length:
+            raise ValueError(f"a {length}-byte Send from a {region.length}-byte region")
+        flags = _F_UNSIGNALED if invalidate is None else _F_UNSIGNALED | _F_INVALIDATE
+        self.counters.sends += 1
+        self.counters.posts += 1
+        await self._frame(_Op.SEND, flags, 0, invalidate or 0, 0, length, [region.buffer[:length]])
 
     @staticmethod
     def _sink_view(sink: MemoryRegion, sink_offset: int, length: int) -> memoryview:
@@ -720,7 +740,8 @@ class SoftConnection(Connection):
             target.valid = False
             invalidated = handle
         self._completions_tx.send_nowait(Received(region, length, invalidated))
-        self._acknowledge(_Op.SEND_ACK, 0, wr_id)
+        if not flags & _F_UNSIGNALED:
+            self._acknowledge(_Op.SEND_ACK, 0, wr_id)
 
     async def _direct(self, read: bool, flags: int, wr_id: int, handle: int, address: int, length: int) -> None:
         """An RDMA Write (or Read) the peer placed straight into (or takes straight out of) our

@@ -10,7 +10,10 @@ reassembly (:mod:`.reply`).
 Send and receive buffers are registered once per connection, as Linux's ``rpcrdma_regbuf``: one
 per credit and two more (backchannel), sized by the negotiated send and receive thresholds. A
 call's transport header and inline Payload stream are marshalled into a free send buffer and
-Sent from it; the buffer is free again when the Send completed.
+Sent from it; the buffer is free again when the Send completed. Where the provider takes Sends
+unsignaled (``send_region_unsignaled``: the software provider, whose Send bytes are in its socket
+when the post returns), the call does not wait for a completion at all, as xprtrdma posts most
+Sends unsignaled.
 
 Copies: WRITE payloads are RDMA-Read by the responder from the caller's buffer (a WRITE small
 enough to go inline is marshalled into the send buffer: ``payload_bytes_copied``); READ data is
@@ -184,6 +187,9 @@ class RdmaTransport(Transport):
         for _ in range(credits + 2):
             self._send_tx.send_nowait(self._new_send_buffer())
         self.chunk_memory = ChunkMemory(conn, pinned_limit)
+        # a provider that takes Sends unsignaled (the software one) frees the buffer when the Send
+        # was posted: the call goes on without waiting for a completion it does not need
+        self._send_region = getattr(conn, "send_region_unsignaled", conn.send_region)
         nursery.start_soon(self._receive_loop)
 
     @classmethod
@@ -328,7 +334,7 @@ class RdmaTransport(Transport):
                 buf[n : n + v.nbytes] = v
                 n += v.nbytes
             self.stats.send_bytes_marshalled += n
-            await self.conn.send_region(region, n, invalidate)
+            await self._send_region(region, n, invalidate)
             completed = True
         finally:
             if completed:
