@@ -177,6 +177,14 @@ def _reached(flags: int, token: int, pid: int, address: int) -> int | None:
     return None
 
 
+def _sink_view(sink: MemoryRegion, sink_offset: int, length: int) -> memoryview:
+    if not sink.valid or not sink.access & Access.LOCAL_WRITE:
+        raise ValueError("RDMA Read sinks must be registered with LOCAL_WRITE")
+    if sink_offset < 0 or sink_offset + length > sink.length:
+        raise ValueError("RDMA Read sink too small")
+    return sink.buffer[sink_offset : sink_offset + length]
+
+
 async def _recv_exactly(sock: trio.socket.SocketType, view: memoryview) -> None:
     got = 0
     n = view.nbytes
@@ -343,40 +351,28 @@ class SoftConnection(Connection):
         if self._error is not None:  # a failed queue pair invalidated every region: its fault first
             await trio.lowlevel.checkpoint()
             raise self._error
-        if self._regions.get(region.handle) is not region or not region.valid:
-            raise ValueError("send buffers must be registered")
-        if not 0 <= length <= region.length:
-            raise ValueError(f"a {length}-byte Send from a {region.length}-byte region")
-        flags = 0 if invalidate is None else _F_INVALIDATE
-        self.counters.sends += 1
+        flags = self._send_flags(region, length, invalidate)
         await self._request(_Op.SEND, flags, invalidate or 0, 0, length, [region.buffer[:length]])
 
     async def send_region_unsignaled(self, region: MemoryRegion, length: int, invalidate: int | None = None) -> None:
-        """:meth:`send_region` posted unsignaled, as xprtrdma posts most of its Sends: no completion
-        is asked for, so the target sends no acknowledgement and this side waits for none. The
-        Send's bytes cross the socket (never placed), so when this returns they are in it and
-        the region may be written again. A Send the target cannot take (no Receive posted, too
-        long) still breaks the connection on both sides; this side sees it as the connection's
-        fault in its next operation."""
+        """:meth:`send_region` unsignaled (as xprtrdma posts most Sends): no acknowledgement, no wait.
+        Its bytes are in the socket when this returns: the region may be written again. A Send
+        the target cannot take still breaks the connection, seen here at the next operation."""
         if self._error is not None:
             await trio.lowlevel.checkpoint()
             raise self._error
+        flags = self._send_flags(region, length, invalidate) | _F_UNSIGNALED
+        self.counters.posts += 1
+        await self._frame(_Op.SEND, flags, 0, invalidate or 0, 0, length, [region.buffer[:length]])
+
+    def _send_flags(self, region: MemoryRegion, length: int, invalidate: int | None) -> int:
+        """A Send of ``length`` bytes of ``region`` checked and counted: its frame's flags."""
         if self._regions.get(region.handle) is not region or not region.valid:
             raise ValueError("send buffers must be registered")
         if not 0 <= length <= region.length:
             raise ValueError(f"a {length}-byte Send from a {region.length}-byte region")
-        flags = _F_UNSIGNALED if invalidate is None else _F_UNSIGNALED | _F_INVALIDATE
         self.counters.sends += 1
-        self.counters.posts += 1
-        await self._frame(_Op.SEND, flags, 0, invalidate or 0, 0, length, [region.buffer[:length]])
-
-    @staticmethod
-    def _sink_view(sink: MemoryRegion, sink_offset: int, length: int) -> memoryview:
-        if not sink.valid or not sink.access & Access.LOCAL_WRITE:
-            raise ValueError("RDMA Read sinks must be registered with LOCAL_WRITE")
-        if sink_offset < 0 or sink_offset + length > sink.length:
-            raise ValueError("RDMA Read sink too small")
-        return sink.buffer[sink_offset : sink_offset + length]
+        return 0 if invalidate is None else _F_INVALIDATE
 
     async def post_rdma_read(
         self, sink: MemoryRegion, sink_offset: int, handle: int, address: int, length: int, on_done: Completion
@@ -389,7 +385,7 @@ class SoftConnection(Connection):
         if self._error is not None:  # a failed queue pair invalidated every region: its fault first
             await trio.lowlevel.checkpoint()
             raise self._error
-        view = self._sink_view(sink, sink_offset, length)
+        view = _sink_view(sink, sink_offset, length)
         if self.peer_reaches:  # the target writes into the sink itself
             pin = PinnedBuffer(view)
             span = _SPAN.pack(pin.address, length)
@@ -400,7 +396,7 @@ class SoftConnection(Connection):
     async def rdma_read(
         self, sink: MemoryRegion, sink_offset: int, handle: int, address: int, length: int
     ) -> None:
-        view = self._sink_view(sink, sink_offset, length)
+        view = _sink_view(sink, sink_offset, length)
         if self.peer_reaches:  # the target writes into the sink itself
             pin = PinnedBuffer(view)
             span = _SPAN.pack(pin.address, length)
@@ -468,10 +464,7 @@ class SoftConnection(Connection):
         self, writes: Sequence[RdmaWrite], region: MemoryRegion, length: int, invalidate: int | None
     ) -> tuple[list[Buffer], list[PinnedBuffer], int]:
         """The frames of ``writes`` chained before a Send of ``region``, their pins, the Send's flags."""
-        if self._regions.get(region.handle) is not region or not region.valid:
-            raise ValueError("send buffers must be registered")
-        if not 0 <= length <= region.length:
-            raise ValueError(f"a {length}-byte Send from a {region.length}-byte region")
+        flags = self._send_flags(region, length, invalidate)
         frames: list[Buffer] = []
         pins: list[PinnedBuffer] = []  # the Writes' memory, until the Send's acknowledgement
         for w in writes:  # one post for the chain (counted by the caller)
@@ -479,13 +472,12 @@ class SoftConnection(Connection):
                 placed = [PinnedBuffer(v) for v in (memoryview(b).cast("B") for b in w.data) if v.nbytes]
                 pins += placed
                 spans = b"".join(_SPAN.pack(p.address, p.length) for p in placed)
-                flags = _F_DIRECT | _F_UNSIGNALED
-                frames += [_FRAME.pack(_Op.WRITE, flags, 0, 0, w.handle, w.address, len(spans)), spans]
+                direct = _F_DIRECT | _F_UNSIGNALED
+                frames += [_FRAME.pack(_Op.WRITE, direct, 0, 0, w.handle, w.address, len(spans)), spans]
             else:
                 n = sum(memoryview(b).nbytes for b in w.data)
                 frames += [_FRAME.pack(_Op.WRITE, _F_UNSIGNALED, 0, 0, w.handle, w.address, n), *w.data]
-        self.counters.sends += 1
-        return frames, pins, 0 if invalidate is None else _F_INVALIDATE
+        return frames, pins, flags
 
     async def rdma_write(self, data: Sequence[Buffer], handle: int, address: int) -> None:
         if self.peer_reaches and len(data) <= _SPANS_MAX:  # the target copies from where they lie
