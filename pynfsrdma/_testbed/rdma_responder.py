@@ -67,6 +67,7 @@ from .._proto.rpcrdma import (
     rpc_rdma_errcode,
 )
 from .._transport.base import TransportError
+from .._transport.rdma.header import pack_header, read_header
 from .._transport.rdma.provider import Access, Connection, Listener, MemoryRegion, Provider, RdmaWrite
 from .._xdr import Unpacker, XdrError, pad_len
 from .listener import host_port
@@ -78,9 +79,7 @@ from .responder_chunks import (
     assemble_call,
     choose_invalidation,
     encode_reply,
-    pack_header,
     parse_call,
-    read_call_header,
 )
 
 log = logging.getLogger(__name__)
@@ -269,7 +268,7 @@ class ResponderConnection:
             data = bytes(rcv.data)  # at most the inline threshold; the buffer goes back at once
             self.conn.post_recv(rcv.region)
             try:
-                lean = read_call_header(memoryview(data))
+                lean = read_header(memoryview(data))
                 hdr, off = lean if lean is not None else decode_rdma_msg(data)
                 call = parse_call(hdr, memoryview(data)[off:])
             except RpcRdmaVersionError as e:

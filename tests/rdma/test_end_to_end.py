@@ -7,8 +7,10 @@ provider over loopback, and a real NFSv4.1 server behind.
 
 from __future__ import annotations
 
+import cProfile
 import hashlib
 import os
+import pstats
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -165,6 +167,29 @@ async def test_calls_and_replies_without_writes_are_sent_unsignaled(ganesha, exp
         assert transport_of(nfs).stats.calls - calls >= 8
         assert conn.counters.frame_writes - writes == conn.counters.posts - posts
     assert (export_path.local / "u").read_bytes() == data
+
+
+async def test_headers_go_through_the_one_pass_codec_both_ways(ganesha, export_path):
+    """Neither end walks the generic XDR codec for the header of a call or a reply: a 4 MiB write
+    and read through the responder encode and decode every RPC-over-RDMA header in one pass of
+    struct (cProfile sees the generic encoder and decoder called not once)."""
+    data = data_of(4 * MiB, 13)
+    async with responder(ganesha) as r, Client.connect(rdma_url(r, export_path)) as nfs:
+        async with await nfs.open("/h", "w") as f:
+            profile = cProfile.Profile()
+            profile.enable()
+            try:
+                calls = transport_of(nfs).stats.calls
+                await f.pwrite(0, data)
+                async with await nfs.open("/h") as g:
+                    views, _eof = await g.pread_views(0, len(data))
+            finally:
+                profile.disable()
+        assert b"".join(views) == data and transport_of(nfs).stats.calls - calls >= 8
+        assert r.stats.replies >= 8
+    seen = {fn for (_file, _line, fn) in pstats.Stats(profile).stats}  # type: ignore[attr-defined]
+    assert {"read_header", "pack_header"} <= seen
+    assert not seen & {"decode_rdma_msg", "encode_rdma_msg"}, seen & {"decode_rdma_msg", "encode_rdma_msg"}
 
 
 class _ResponderTasks(trio.abc.Instrument):

@@ -64,7 +64,6 @@ from ..._proto.rpcrdma import (
     RPCRDMA_VERSION,
     RpcRdmaError,
     decode_rdma_msg,
-    encode_rdma_msg,
     header_size,
     make_msg,
     rdma_msg,
@@ -85,6 +84,7 @@ from ..base import (
 from .chunk_memory import DEFAULT_PINNED_LIMIT, ChunkMemory, Lease, WriteChunkSink
 from .chunks import CallPlan, NeedKind, Registration, plan_call
 from .credits import CreditGate
+from .header import pack_header, read_header
 from .provider import Access, Buffer, Connection, MemoryRegion, Provider
 from .reply import reassemble_reply
 
@@ -329,7 +329,7 @@ class RdmaTransport(Transport):
         try:
             buf = region.buffer
             n = 0
-            for piece in (*encode_rdma_msg(hdr).segments(), *payload):
+            for piece in (pack_header(hdr), *payload):
                 v = memoryview(piece).cast("B")
                 buf[n : n + v.nbytes] = v
                 n += v.nbytes
@@ -465,7 +465,8 @@ class RdmaTransport(Transport):
             raise ProtocolViolation(
                 f"Send With Invalidate of {invalidated:#x}, which we did not advertise", self.peer
             )
-        hdr, off = decode_rdma_msg(data)
+        lean = read_header(memoryview(data))  # RDMA_ERROR and faults: the generic decoder
+        hdr, off = lean if lean is not None else decode_rdma_msg(data)
         payload = memoryview(data)[off:]
         if hdr.proc == RDMA_MSG and payload.nbytes >= 8 and _MSG_TYPE.unpack_from(payload, 4)[0] == CALL:
             if hdr.chunks.rdma_reads or hdr.chunks.rdma_writes:
