@@ -21,9 +21,11 @@ RDMA-Written into a sink (a :class:`WriteChunkSink`) whose memoryview ``bulk()``
 inline part of each received message (at most the inline threshold) is copied out of the receive
 buffer, so that the buffer can be posted again at once. :class:`RdmaStats` counts what went where.
 
-Background work (the provider's completion handling and our receive loop) runs in a nursery the
-transport is given. :meth:`RdmaTransport.open` makes one of its own in a trio *system task* (see
-:class:`_Host`), for callers such as the path layer that own the transport but hand out no
+Background work (the provider's completion handling) runs in a nursery the transport is given;
+replies are taken from the provider's Receive completions in the task that calls
+:meth:`RdmaTransport.receive` (the RPC layer's receive loop), with no task of ours in between.
+:meth:`RdmaTransport.open` makes a nursery of its own in a trio *system task* (see :class:`_Host`),
+for callers such as the path layer that own the transport but hand out no
 nursery: the task lives exactly as long as the connection (``aclose`` ends it and waits for it),
 and trio cancels it if the run ends first.
 
@@ -170,7 +172,7 @@ class RdmaTransport(Transport):
         self.accepts_remote_invalidation = remote_invalidation
         self.gate: CreditGate[trio.Event] = CreditGate(credits)
         self._outstanding: dict[int, _Outstanding] = {}
-        self._tx, self._rx = trio.open_memory_channel[Unpacker | CallError | BaseException](math.inf)
+        self._receiving = trio.CancelScope()  # the receive waiting for a completion, if any
         self._closed = False
         self.stats = RdmaStats()
         self._dead: TransportError | None = None  # the connection failed: every call fails
@@ -190,7 +192,6 @@ class RdmaTransport(Transport):
         # a provider that takes Sends unsignaled (the software one) frees the buffer when the Send
         # was posted: the call goes on without waiting for a completion it does not need
         self._send_region = getattr(conn, "send_region_unsignaled", conn.send_region)
-        nursery.start_soon(self._receive_loop)
 
     @classmethod
     async def connect(
@@ -257,11 +258,8 @@ class RdmaTransport(Transport):
         host.on_crash = self._crashed
 
     def _crashed(self, exc: BaseException) -> None:
-        err = ConnectionLost(f"RDMA transport failed: {exc!r}", self.peer)
-        self._dead = err
-        self._tx.send_nowait(err)
-        for ev in self.gate.drain():
-            ev.set()
+        self._fail(ConnectionLost(f"RDMA transport failed: {exc!r}", self.peer))
+        self._receiving.cancel()  # a receive waiting for a completion that will never come
 
     def break_at_reply(self, match: Callable[[bytes], bool]) -> None:
         """Fault injection (tests): lose the connection at the reply of the next call whose
@@ -429,36 +427,34 @@ class RdmaTransport(Transport):
 
     # -- receiving --------------------------------------------------------------------------------
     async def receive(self) -> Unpacker | CallError:
-        try:
-            item = await self._rx.receive()
-        except (trio.EndOfChannel, trio.ClosedResourceError) as e:
-            raise ConnectionLost("transport closed", self.peer) from e
-        if isinstance(item, BaseException):
-            self._tx.send_nowait(item)  # every later receive fails the same way
-            raise item
-        return item
+        """The next message, taken from the connection's Receive completions in the caller's task
+        (the RPC layer's receive loop): no task of the transport's own passes it on."""
+        while self._dead is None:
+            msg = None
+            with trio.CancelScope() as self._receiving:  # _crashed cancels it
+                try:
+                    rcv = await self.conn.receive()
+                    data = bytes(rcv.data)  # the inline part; the buffer goes back at once
+                    self.stats.inline_bytes_copied += len(data)
+                    self.conn.post_recv(rcv.region)
+                    msg = self._handle(data, rcv.invalidated)
+                except (TransportError, RpcRdmaError) as e:
+                    self._fail(e if isinstance(e, TransportError) else ProtocolViolation(str(e), self.peer))
+                    if isinstance(e, InjectedConnectionLoss):
+                        await self.conn.aclose()  # the connection goes away now, as a real loss would
+                    break
+            if msg is not None:
+                return msg
+        await trio.lowlevel.checkpoint()
+        assert self._dead is not None
+        raise self._dead  # every later receive fails the same way
 
-    async def _receive_loop(self) -> None:
-        try:
-            while True:
-                rcv = await self.conn.receive()
-                data = bytes(rcv.data)  # the inline part; the buffer goes back at once
-                self.stats.inline_bytes_copied += len(data)
-                self.conn.post_recv(rcv.region)
-                msg = self._handle(data, rcv.invalidated)
-                if msg is not None:
-                    self._tx.send_nowait(msg)
-                # hold no reply while waiting for the next: its views of a Write chunk sink would
-                # keep the sink from going back to the pool when the caller drops them
-                del msg
-        except (TransportError, RpcRdmaError) as e:
-            err = e if isinstance(e, TransportError) else ProtocolViolation(str(e), self.peer)
+    def _fail(self, err: TransportError) -> None:
+        """The connection is gone: every call fails, credit waiters included."""
+        if self._dead is None:
             self._dead = err
-            self._tx.send_nowait(err)
-            for ev in self.gate.drain():
-                ev.set()
-            if isinstance(e, InjectedConnectionLoss):
-                await self.conn.aclose()  # the connection goes away now, as a real loss would
+        for ev in self.gate.drain():
+            ev.set()
 
     def _handle(self, data: bytes, invalidated: int | None = None) -> Unpacker | CallError | None:
         if invalidated is not None and not self.accepts_remote_invalidation:
