@@ -6,7 +6,9 @@ from or into the initiator's memory); the tests of access rules run both ways, w
 
 from __future__ import annotations
 
+import cProfile
 import os
+import pstats
 import re
 import subprocess
 from contextlib import asynccontextmanager
@@ -545,3 +547,30 @@ async def test_an_unsignaled_send_the_target_cannot_take_breaks_the_connection()
                 except ReceiverNotReady:
                     break
                 await trio.sleep(0.01)
+
+
+async def test_access_checks_make_no_enum_operator_calls():
+    """The rights checked on every bind, Receive, Send With Invalidate and RDMA access are plain int
+    operations: cProfile sees no enum.IntFlag operator (each a Python call) in a bound window's
+    RDMA Write and Read, a Receive posted and a Send With Invalidate taken."""
+    async with pair() as (c, s):
+        mem = bytearray(8192)
+        base = c.register(mem, Access.LOCAL_WRITE | Access.BIND)
+        recv = c.register(bytearray(16), Access.LOCAL_WRITE)
+        out = s.register(bytearray(b"reply"), Access.LOCAL_WRITE)
+        sink = s.register(bytearray(100), Access.LOCAL_WRITE)
+        rights = Access.REMOTE_WRITE | Access.REMOTE_READ
+        profile = cProfile.Profile()
+        profile.enable()
+        try:
+            w = c.bind(base, 0, 100, rights)
+            await s.rdma_write([b"y" * 100], w.handle, w.address)
+            await s.rdma_read(sink, 0, w.handle, w.address, 100)
+            c.post_recv(recv)
+            await s.send_region(out, 5, w.handle)
+            got = await c.receive()
+        finally:
+            profile.disable()
+        assert got.invalidated == w.handle and bytes(sink.buffer) == b"y" * 100
+        enum_calls = [fn for (file, _line, fn) in pstats.Stats(profile).stats if file.endswith("enum.py")]
+        assert enum_calls == [], enum_calls

@@ -128,6 +128,13 @@ _F_ONE_HOST: Final = 1  # CONNECT_*: ``handle`` is the sender's PID, ``id`` a to
 _F_REACHES: Final = 2  # CONNECT_REP: the acceptor reached the connector's token
 
 
+# the access rights checked on every operation, as plain ints: an enum.IntFlag operator is a
+# Python call (and an enum member made for its result) each time
+_LOCAL_WRITE: Final = int(Access.LOCAL_WRITE)
+_REMOTE_WRITE: Final = int(Access.REMOTE_WRITE)
+_REMOTE: Final = int(Access.REMOTE_READ | Access.REMOTE_WRITE)
+_BIND: Final = int(Access.BIND)
+
 Completion = Callable[[BaseException | None], None]
 
 
@@ -178,7 +185,7 @@ def _reached(flags: int, token: int, pid: int, address: int) -> int | None:
 
 
 def _sink_view(sink: MemoryRegion, sink_offset: int, length: int) -> memoryview:
-    if not sink.valid or not sink.access & Access.LOCAL_WRITE:
+    if not sink.valid or not int(sink.access) & _LOCAL_WRITE:
         raise ValueError("RDMA Read sinks must be registered with LOCAL_WRITE")
     if sink_offset < 0 or sink_offset + length > sink.length:
         raise ValueError("RDMA Read sink too small")
@@ -299,9 +306,9 @@ class SoftConnection(Connection):
             raise ProviderError("this connection has no memory windows", self.peer)
         if self._regions.get(region.handle) is not region or not region.valid or region.window:
             raise ValueError("windows are bound over a valid registration")
-        if not region.access & Access.BIND or access & ~(Access.REMOTE_READ | Access.REMOTE_WRITE):
+        if not int(region.access) & _BIND or int(access) & ~_REMOTE:
             raise ValueError("windows need a registration made with BIND, and give remote access only")
-        if access & Access.REMOTE_WRITE and not region.access & Access.LOCAL_WRITE:
+        if int(access) & _REMOTE_WRITE and not int(region.access) & _LOCAL_WRITE:
             raise ValueError("a writable window needs a registration with LOCAL_WRITE")
         if offset < 0 or length <= 0 or offset + length > region.length:
             raise ValueError(f"a window of {length} bytes at {offset} is outside the {region.length}-byte region")
@@ -335,7 +342,7 @@ class SoftConnection(Connection):
     # -- operations -----------------------------------------------------------------------------
     def post_recv(self, region: MemoryRegion) -> None:
         self._check()
-        if not region.valid or region.handle not in self._regions or not region.access & Access.LOCAL_WRITE:
+        if not region.valid or region.handle not in self._regions or not int(region.access) & _LOCAL_WRITE:
             raise ValueError("receive buffers must be registered with LOCAL_WRITE")
         self._recvs.append(region)
 
@@ -649,7 +656,7 @@ class SoftConnection(Connection):
 
     def _target(self, handle: int, address: int, length: int, right: Access) -> memoryview | None:
         r = self._regions.get(handle)
-        if r is None or not r.valid or not r.access & right or not r.contains(address, length):
+        if r is None or not r.valid or not int(r.access) & int(right) or not r.contains(address, length):
             return None
         start = address - r.address
         return r.buffer[start : start + length]
@@ -720,7 +727,7 @@ class SoftConnection(Connection):
         invalidated = None
         if flags & _F_INVALIDATE:
             target = self._regions.get(handle)
-            if target is None or not target.access & (Access.REMOTE_READ | Access.REMOTE_WRITE):
+            if target is None or not int(target.access) & _REMOTE:
                 await self._fatal(
                     _Fatal.REMOTE_ACCESS, f"Send With Invalidate of unknown handle {handle:#x}"
                 )
