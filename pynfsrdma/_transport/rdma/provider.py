@@ -275,6 +275,11 @@ class Connection(abc.ABC):
         await self.send_region(region, length, invalidate)
 
     @abc.abstractmethod
+    def fail(self, err: BaseException) -> None:
+        """Put the queue pair in the error state now, as a fatal fault does: pending operations
+        (a :meth:`receive` waiting included) and later ones raise ``err``."""
+
+    @abc.abstractmethod
     async def aclose(self) -> None:
         """Disconnect; pending and later operations raise ``ConnectionLost`` (_transport/base.py)."""
 

@@ -499,7 +499,7 @@ class SoftConnection(Connection):
         if self._closed:
             return
         self._closed = True
-        self._fail(ConnectionLost("connection closed", self.peer))
+        self.fail(ConnectionLost("connection closed", self.peer))
         trio.lowlevel.notify_closing(self._sock)
         self._sock.close()
         await trio.lowlevel.checkpoint()
@@ -606,7 +606,7 @@ class SoftConnection(Connection):
                 await send_rest(self._sock, views)
         except (OSError, trio.ClosedResourceError) as e:
             err = ConnectionLost(f"send failed: {e}", self.peer)
-            self._fail(err)
+            self.fail(err)
             raise err from e
 
     async def _recv_exactly(self, view: memoryview) -> bool:
@@ -628,7 +628,8 @@ class SoftConnection(Connection):
             got += k
         return waited
 
-    def _fail(self, err: BaseException) -> None:
+    def fail(self, err: BaseException) -> None:
+        """Break the queue pair: pending and later operations raise ``err``."""
         if self._error is not None:
             return
         self._error = err
@@ -652,7 +653,7 @@ class SoftConnection(Connection):
                 await send_rest(self._sock, [memoryview(frame), memoryview(msg)])
         except (OSError, trio.ClosedResourceError):
             pass
-        self._fail(_FATAL_CLASS[kind](f"local: {reason}", self.peer))
+        self.fail(_FATAL_CLASS[kind](f"local: {reason}", self.peer))
 
     def _target(self, handle: int, address: int, length: int, right: Access) -> memoryview | None:
         r = self._regions.get(handle)
@@ -681,9 +682,9 @@ class SoftConnection(Connection):
                 await self._dispatch(op, flags, wr_id, handle, address, length)
         except (TransportError, OSError) as e:
             if self._error is None:
-                self._fail(e if isinstance(e, TransportError) else ConnectionLost(str(e), self.peer))
+                self.fail(e if isinstance(e, TransportError) else ConnectionLost(str(e), self.peer))
         except trio.ClosedResourceError:
-            self._fail(ConnectionLost("connection closed", self.peer))
+            self.fail(ConnectionLost("connection closed", self.peer))
 
     async def _skip(self, length: int) -> None:
         await self._recv_exactly(memoryview(bytearray(length)))
@@ -804,7 +805,7 @@ class SoftConnection(Connection):
                 cls = _FATAL_CLASS[_Fatal(flags)]
             except ValueError:
                 cls = ProtocolViolation
-            self._fail(cls(f"remote: {reason.decode(errors='replace')}", self.peer))
+            self.fail(cls(f"remote: {reason.decode(errors='replace')}", self.peer))
         else:
             raise ProtocolViolation(f"unknown soft-RDMA operation {op}", self.peer)
 

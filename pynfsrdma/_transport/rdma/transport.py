@@ -172,7 +172,6 @@ class RdmaTransport(Transport):
         self.accepts_remote_invalidation = remote_invalidation
         self.gate: CreditGate[trio.Event] = CreditGate(credits)
         self._outstanding: dict[int, _Outstanding] = {}
-        self._receiving = trio.CancelScope()  # the receive waiting for a completion, if any
         self._closed = False
         self.stats = RdmaStats()
         self._dead: TransportError | None = None  # the connection failed: every call fails
@@ -258,8 +257,9 @@ class RdmaTransport(Transport):
         host.on_crash = self._crashed
 
     def _crashed(self, exc: BaseException) -> None:
-        self._fail(ConnectionLost(f"RDMA transport failed: {exc!r}", self.peer))
-        self._receiving.cancel()  # a receive waiting for a completion that will never come
+        err = ConnectionLost(f"RDMA transport failed: {exc!r}", self.peer)
+        self._fail(err)
+        self.conn.fail(err)  # a receive waiting for a completion that would never come sees it
 
     def break_at_reply(self, match: Callable[[bytes], bool]) -> None:
         """Fault injection (tests): lose the connection at the reply of the next call whose
@@ -430,19 +430,17 @@ class RdmaTransport(Transport):
         """The next message, taken from the connection's Receive completions in the caller's task
         (the RPC layer's receive loop): no task of the transport's own passes it on."""
         while self._dead is None:
-            msg = None
-            with trio.CancelScope() as self._receiving:  # _crashed cancels it
-                try:
-                    rcv = await self.conn.receive()
-                    data = bytes(rcv.data)  # the inline part; the buffer goes back at once
-                    self.stats.inline_bytes_copied += len(data)
-                    self.conn.post_recv(rcv.region)
-                    msg = self._handle(data, rcv.invalidated)
-                except (TransportError, RpcRdmaError) as e:
-                    self._fail(e if isinstance(e, TransportError) else ProtocolViolation(str(e), self.peer))
-                    if isinstance(e, InjectedConnectionLoss):
-                        await self.conn.aclose()  # the connection goes away now, as a real loss would
-                    break
+            try:
+                rcv = await self.conn.receive()
+                data = bytes(rcv.data)  # the inline part; the buffer goes back at once
+                self.stats.inline_bytes_copied += len(data)
+                self.conn.post_recv(rcv.region)
+                msg = self._handle(data, rcv.invalidated)
+            except (TransportError, RpcRdmaError) as e:
+                self._fail(e if isinstance(e, TransportError) else ProtocolViolation(str(e), self.peer))
+                if isinstance(e, InjectedConnectionLoss):
+                    await self.conn.aclose()  # the connection goes away now, as a real loss would
+                break
             if msg is not None:
                 return msg
         await trio.lowlevel.checkpoint()
