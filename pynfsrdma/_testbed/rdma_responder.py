@@ -71,7 +71,7 @@ from .._transport.rdma.header import pack_header, read_header
 from .._transport.rdma.provider import Access, Connection, Listener, MemoryRegion, Provider, RdmaWrite
 from .._xdr import Unpacker, XdrError, pad_len
 from .listener import host_port
-from .record_stream import RecordStream
+from .record_stream import RecordBuffer, RecordStream
 from .responder_chunks import (
     ChunkError,
     DdpLocator,
@@ -232,7 +232,7 @@ class ResponderConnection:
             self.conn.post_recv(self.conn.register(bytearray(self.thresholds.recv), Access.LOCAL_WRITE))
         try:
             with self._scope:
-                self.tcp = await RecordStream.connect(target_host, target_port)
+                self.tcp = await RecordStream.connect(target_host, target_port, self._memory)
                 async with trio.open_nursery() as nursery:
                     self._spawn(nursery, self._from_requester, nursery)
                     self._spawn(nursery, self._from_server, nursery)
@@ -313,7 +313,15 @@ class ResponderConnection:
         free = self._free_sinks.get(size)
         if free:
             return free.pop()
-        return self.conn.register(bytearray(size), Access.LOCAL_WRITE)
+        return self.conn.register(self._memory(size), Access.LOCAL_WRITE)
+
+    def _memory(self, n: int) -> RecordBuffer:
+        """A buffer for memory the requester reaches (RDMA Read sinks, the record buffers RDMA
+        Writes take READ data from): shared with it where the provider can (the software one:
+        the requester then copies with a plain memory copy, not ``process_vm_*``)."""
+        shared = getattr(self.responder.provider, "shared_buffer", None)
+        view = shared(n) if shared is not None else None
+        return view if view is not None else bytearray(n)
 
     def _give_sink(self, sink: MemoryRegion, ok: bool) -> None:
         if ok and sink.valid:
@@ -442,7 +450,7 @@ class ResponderConnection:
                 continue
             await self._reply(pending, view, record)
 
-    async def _reply(self, pending: _Pending, reply: memoryview, record: bytearray) -> None:
+    async def _reply(self, pending: _Pending, reply: memoryview, record: RecordBuffer) -> None:
         """Place and send a reply that lies in ``record`` (a buffer of the record stream, given
         back once no RDMA Write reads from it any more)."""
         st = self.stats
@@ -482,7 +490,7 @@ class ResponderConnection:
             st.sends_with_invalidate += 1
         await self._send([pack_header(enc.header), *enc.inline], invalidate, writes, record)
 
-    def _give_record(self, record: bytearray | None) -> None:
+    def _give_record(self, record: RecordBuffer | None) -> None:
         if record is not None and self.tcp is not None:
             self.tcp.give_back(record)
 
@@ -491,7 +499,7 @@ class ResponderConnection:
         pieces: Sequence[Buffer],
         invalidate: int | None = None,
         writes: Sequence[RdmaWrite] = (),
-        record: bytearray | None = None,
+        record: RecordBuffer | None = None,
     ) -> None:
         """Marshal the pieces into a send buffer registered once and Send it from there, behind
         ``writes`` (the reply's RDMA Writes, chained in front of its Send as a server posts them:
@@ -543,7 +551,7 @@ class ResponderConnection:
             else:  # the device may still read it
                 self.conn.deregister(region)
 
-    async def _relay_callback(self, xid: int, message: memoryview, record: bytearray) -> None:
+    async def _relay_callback(self, xid: int, message: memoryview, record: RecordBuffer) -> None:
         hdr = encode_rdma_msg(make_msg(xid, self.credits, RDMA_MSG)).getvalue()
         if len(hdr) + message.nbytes > self.thresholds.send:
             log.warning(

@@ -192,6 +192,24 @@ async def test_headers_go_through_the_one_pass_codec_both_ways(ganesha, export_p
     assert not seen & {"decode_rdma_msg", "encode_rdma_msg"}, seen & {"decode_rdma_msg", "encode_rdma_msg"}
 
 
+async def test_the_responders_memory_is_reached_through_a_shared_mapping(ganesha, export_path):
+    """The responder keeps its RDMA Read sinks and the record buffers READ data is RDMA Written
+    from in shared memory the client maps: the client copies a 4 MiB write's and read's data with
+    plain memory copies, none through process_vm_*."""
+    data = data_of(4 * MiB, 14)
+    async with responder(ganesha) as r, Client.connect(rdma_url(r, export_path)) as nfs:
+        conn = transport_of(nfs).conn
+        async with await nfs.open("/m", "w") as f:
+            placed, mapped = conn.counters.bytes_placed, conn.counters.bytes_mapped
+            await f.pwrite(0, data)
+            async with await nfs.open("/m") as g:
+                views, _eof = await g.pread_views(0, len(data))
+        assert b"".join(views) == data
+        assert conn.counters.bytes_placed - placed == 2 * len(data)
+        assert conn.counters.bytes_mapped - mapped == 2 * len(data)
+    assert (export_path.local / "m").read_bytes() == data
+
+
 class _ResponderTasks(trio.abc.Instrument):
     """Counts the tasks the responder starts."""
 

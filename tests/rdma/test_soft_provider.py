@@ -574,3 +574,57 @@ async def test_access_checks_make_no_enum_operator_calls():
         assert got.invalidated == w.handle and bytes(sink.buffer) == b"y" * 100
         enum_calls = [fn for (file, _line, fn) in pstats.Stats(profile).stats if file.endswith("enum.py")]
         assert enum_calls == [], enum_calls
+
+
+async def test_a_listeners_shared_memory_is_copied_through_a_mapping_and_other_memory_is_not():
+    """Memory the serving side takes from its provider's shared arena is reached by its peer
+    through a mapping of its own (a memory copy, counted in bytes_mapped); other memory of the
+    same side through process_vm_* (counted in bytes_placed only). Both land the same bytes."""
+    prov = SoftProvider()
+    async with trio.open_nursery() as nursery:
+        lst = await prov.listen(nursery, "127.0.0.1", 0)
+        box = {}
+
+        async def acc():
+            box["s"] = await lst.accept()
+
+        nursery.start_soon(acc)
+        c = await SoftProvider().connect(nursery, "127.0.0.1", lst.port)
+        await trio.testing.wait_all_tasks_blocked()
+        s = box["s"]
+        try:
+            shared = prov.shared_buffer(8192)
+            assert shared is not None and shared.nbytes == 8192
+            plain = bytearray(8192)
+            target = c.register(bytearray(8192), Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ)
+            shared[:] = b"s" * 8192
+            await s.rdma_write([shared[:4096]], target.handle, target.address)
+            assert (c.counters.bytes_placed, c.counters.bytes_mapped) == (4096, 4096)
+            plain[:] = b"p" * 8192
+            await s.rdma_write([plain[:4096]], target.handle, target.address + 4096)
+            assert (c.counters.bytes_placed, c.counters.bytes_mapped) == (8192, 4096)
+            assert bytes(target.buffer) == b"s" * 4096 + b"p" * 4096
+            sink = s.register(shared, Access.LOCAL_WRITE)
+            await s.rdma_read(sink, 0, target.handle, target.address, 8192)
+            assert bytes(shared) == b"s" * 4096 + b"p" * 4096
+            assert (c.counters.bytes_placed, c.counters.bytes_mapped) == (16384, 12288)
+        finally:
+            await c.aclose()
+            await s.aclose()
+            await lst.aclose()
+
+
+def test_a_shared_arena_is_mapped_only_by_a_process_that_reaches_its_owner():
+    arena = cross_memory.SharedArena(1 << 20)
+    view = arena.take(10)
+    assert view is not None and view.nbytes == 4096  # whole pages
+    view[:5] = b"arena"
+    mine = cross_memory.PeerMemory(os.getpid())
+    assert mine.map_arena(arena.fd, arena.address, arena.size)
+    got = bytearray(5)
+    mine.read_from([(arena.address, 5)], memoryview(got))
+    assert got == b"arena" and mine.bytes_mapped == 5
+    assert arena.take(arena.size) is None  # used up: the caller's own memory then
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    assert not cross_memory.PeerMemory(dead.pid).map_arena(arena.fd, arena.address, arena.size)

@@ -39,7 +39,10 @@ can tell the difference:
   acknowledgement (memory a peer may still be copying is never given back, even when the operation
   is cancelled or the connection fails). Each side proves at connect time that it can reach the
   other's memory (a token read at its address in the peer's process); otherwise, or with
-  ``SoftProvider(one_host=False)``, the data goes over the socket.
+  ``SoftProvider(one_host=False)``, the data goes over the socket. A listener's side may keep the
+  memory its peers reach in a shared arena (:meth:`SoftProvider.shared_buffer`, announced to each
+  peer with an ARENA frame after CONNECT_REP): a peer that maps it copies what lies there with a
+  plain memory copy instead of ``process_vm_*`` (``counters.bytes_mapped``).
 
 Wire format between the two emulated HCAs (never seen by anything else): a 24-byte frame header
 ``op, flags, reserved, id, handle, address, length`` followed by ``length`` bytes for the
@@ -105,6 +108,7 @@ class _Op(enum.IntEnum):
     WRITE_ACK = 8
     FATAL = 9
     REACH = 10  # the connector can reach the acceptor's memory (sent once, after CONNECT_REP)
+    ARENA = 11  # the acceptor's shared arena: ``id`` its memfd, ``handle`` its pages, at ``address``
 
 
 class _Fatal(enum.IntEnum):
@@ -240,7 +244,7 @@ class SoftConnection(Connection):
         self.peer = peer
         self.peer_private_data = peer_private_data
         self._token = token  # kept while the connection lives: the peer may still read it
-        self._peer_pid = peer_pid
+        self._peer = cross_memory.PeerMemory(peer_pid) if peer_pid is not None else None
         self.reaches_peer = peer_pid is not None
         self.peer_reaches = peer_reaches
         self._stranded: list[PinnedBuffer] = []  # memory the peer may have been copying when we failed
@@ -362,9 +366,8 @@ class SoftConnection(Connection):
         await self._request(_Op.SEND, flags, invalidate or 0, 0, length, [region.buffer[:length]])
 
     async def send_region_unsignaled(self, region: MemoryRegion, length: int, invalidate: int | None = None) -> None:
-        """:meth:`send_region` unsignaled (as xprtrdma posts most Sends): no acknowledgement, no wait.
-        Its bytes are in the socket when this returns: the region may be written again. A Send
-        the target cannot take still breaks the connection, seen here at the next operation."""
+        """:meth:`send_region` unsignaled, as xprtrdma posts most Sends: no acknowledgement, no wait
+        (the bytes are in the socket on return); a Send the target cannot take still breaks it."""
         if self._error is not None:
             await trio.lowlevel.checkpoint()
             raise self._error
@@ -691,7 +694,7 @@ class SoftConnection(Connection):
 
     async def _spans(self, length: int) -> list[tuple[int, int]]:
         """The (address, length) spans of a directly placed operation's frame."""
-        if length % _SPAN.size or length > _SPANS_MAX * _SPAN.size or self._peer_pid is None:
+        if length % _SPAN.size or length > _SPANS_MAX * _SPAN.size or self._peer is None:
             raise ProtocolViolation("a directly placed operation this connection did not agree to", self.peer)
         data = bytearray(length)
         await self._recv_exactly(memoryview(data))
@@ -700,16 +703,17 @@ class SoftConnection(Connection):
     async def _place(self, into_peer: bool, spans: list[tuple[int, int]], view: memoryview) -> bool:
         """Copy between our region's ``view`` and the initiator's memory, as the NIC's DMA does;
         False when the initiator named memory it does not have (the queue pair then breaks)."""
-        assert self._peer_pid is not None
+        assert self._peer is not None
         try:
             if into_peer:
-                cross_memory.write_to(self._peer_pid, spans, view)
+                self._peer.write_to(spans, view)
             else:
-                cross_memory.read_from(self._peer_pid, spans, view)
+                self._peer.read_from(spans, view)
         except OSError as e:
             await self._fatal(_Fatal.PROTOCOL, f"the initiator's memory cannot be reached: {e}")
             return False
         self.counters.bytes_placed += view.nbytes
+        self.counters.bytes_mapped = self._peer.bytes_mapped
         return True
 
     async def _on_send(self, flags: int, wr_id: int, handle: int, length: int) -> None:
@@ -798,6 +802,8 @@ class SoftConnection(Connection):
             self._complete(wr_id)
         elif op == _Op.REACH:
             self.peer_reaches = True
+        elif op == _Op.ARENA:  # spans in it are copied through our mapping of it
+            self._peer is None or self._peer.map_arena(wr_id, address, handle << 12)
         elif op == _Op.FATAL:
             reason = bytearray(min(length, 4096))
             await self._recv_exactly(memoryview(reason))
@@ -842,11 +848,13 @@ class SoftListener(Listener):
         nursery: trio.Nursery,
         private_data: PrivateDataReply,
         one_host: bool = True,
+        arena: cross_memory.SharedArena | None = None,
     ) -> None:
         self._sock = sock
         self._nursery = nursery
         self._private_data = private_data
         self._one_host = one_host
+        self._arena = arena
         self.port = sock.getsockname()[1]
 
     async def accept(self) -> Connection:
@@ -862,7 +870,11 @@ class SoftListener(Listener):
                     peer_pid = None
                 token = _HostToken() if self._one_host else None
                 reaches = _F_REACHES if peer_pid is not None else 0
-                await _send_all(sock, _cm_frame(_Op.CONNECT_REP, reaches, token, rep))
+                frames = _cm_frame(_Op.CONNECT_REP, reaches, token, rep)
+                if self._arena is not None:  # ahead of any frame that names memory in it
+                    a = self._arena
+                    frames.append(_FRAME.pack(_Op.ARENA, 0, 0, a.fd, a.size >> 12, a.address, 0))
+                await _send_all(sock, frames)
             except (TransportError, OSError):
                 sock.close()  # a connect attempt that died half-way: wait for the next one
                 continue
@@ -888,6 +900,13 @@ class SoftProvider(Provider):
     def __init__(self, windows: bool = True, one_host: bool = True) -> None:
         self.windows = windows
         self.one_host = one_host
+        self._arena: cross_memory.SharedArena | None = None
+
+    def shared_buffer(self, n: int) -> memoryview | None:
+        """``n`` bytes a listener's peers on this host copy to and from with a plain memory copy
+        (they map them: :class:`~.cross_memory.SharedArena`) instead of ``process_vm_*``; memory
+        a server keeps for its RDMA Read sinks and RDMA Write sources. None without one here."""
+        return self._arena.take(n) if self._arena is not None else None
 
     async def connect(
         self, nursery: trio.Nursery, host: str, port: int, private_data: bytes = b""
@@ -926,7 +945,9 @@ class SoftProvider(Provider):
         sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_REUSEADDR, 1)
         await sock.bind((host, port))
         sock.listen(16)
-        return SoftListener(sock, nursery, private_data, self.one_host)
+        if self.one_host and self._arena is None:
+            self._arena = cross_memory.SharedArena()
+        return SoftListener(sock, nursery, private_data, self.one_host, self._arena)
 
 
 __all__ = [
