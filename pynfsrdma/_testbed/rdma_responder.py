@@ -67,10 +67,11 @@ from .._proto.rpcrdma import (
     rpc_rdma_errcode,
 )
 from .._transport.base import TransportError
+from .._transport.rdma.header import pack_header, read_header
 from .._transport.rdma.provider import Access, Connection, Listener, MemoryRegion, Provider, RdmaWrite
 from .._xdr import Unpacker, XdrError, pad_len
 from .listener import host_port
-from .record_stream import RecordStream
+from .record_stream import RecordBuffer, RecordStream
 from .responder_chunks import (
     ChunkError,
     DdpLocator,
@@ -78,9 +79,7 @@ from .responder_chunks import (
     assemble_call,
     choose_invalidation,
     encode_reply,
-    pack_header,
     parse_call,
-    read_call_header,
 )
 
 log = logging.getLogger(__name__)
@@ -233,7 +232,7 @@ class ResponderConnection:
             self.conn.post_recv(self.conn.register(bytearray(self.thresholds.recv), Access.LOCAL_WRITE))
         try:
             with self._scope:
-                self.tcp = await RecordStream.connect(target_host, target_port)
+                self.tcp = await RecordStream.connect(target_host, target_port, self._memory)
                 async with trio.open_nursery() as nursery:
                     self._spawn(nursery, self._from_requester, nursery)
                     self._spawn(nursery, self._from_server, nursery)
@@ -269,7 +268,7 @@ class ResponderConnection:
             data = bytes(rcv.data)  # at most the inline threshold; the buffer goes back at once
             self.conn.post_recv(rcv.region)
             try:
-                lean = read_call_header(memoryview(data))
+                lean = read_header(memoryview(data))
                 hdr, off = lean if lean is not None else decode_rdma_msg(data)
                 call = parse_call(hdr, memoryview(data)[off:])
             except RpcRdmaVersionError as e:
@@ -314,7 +313,15 @@ class ResponderConnection:
         free = self._free_sinks.get(size)
         if free:
             return free.pop()
-        return self.conn.register(bytearray(size), Access.LOCAL_WRITE)
+        return self.conn.register(self._memory(size), Access.LOCAL_WRITE)
+
+    def _memory(self, n: int) -> RecordBuffer:
+        """A buffer for memory the requester reaches (RDMA Read sinks, the record buffers RDMA
+        Writes take READ data from): shared with it where the provider can (the software one:
+        the requester then copies with a plain memory copy, not ``process_vm_*``)."""
+        shared = getattr(self.responder.provider, "shared_buffer", None)
+        view = shared(n) if shared is not None else None
+        return view if view is not None else bytearray(n)
 
     def _give_sink(self, sink: MemoryRegion, ok: bool) -> None:
         if ok and sink.valid:
@@ -443,7 +450,7 @@ class ResponderConnection:
                 continue
             await self._reply(pending, view, record)
 
-    async def _reply(self, pending: _Pending, reply: memoryview, record: bytearray) -> None:
+    async def _reply(self, pending: _Pending, reply: memoryview, record: RecordBuffer) -> None:
         """Place and send a reply that lies in ``record`` (a buffer of the record stream, given
         back once no RDMA Write reads from it any more)."""
         st = self.stats
@@ -483,7 +490,7 @@ class ResponderConnection:
             st.sends_with_invalidate += 1
         await self._send([pack_header(enc.header), *enc.inline], invalidate, writes, record)
 
-    def _give_record(self, record: bytearray | None) -> None:
+    def _give_record(self, record: RecordBuffer | None) -> None:
         if record is not None and self.tcp is not None:
             self.tcp.give_back(record)
 
@@ -492,7 +499,7 @@ class ResponderConnection:
         pieces: Sequence[Buffer],
         invalidate: int | None = None,
         writes: Sequence[RdmaWrite] = (),
-        record: bytearray | None = None,
+        record: RecordBuffer | None = None,
     ) -> None:
         """Marshal the pieces into a send buffer registered once and Send it from there, behind
         ``writes`` (the reply's RDMA Writes, chained in front of its Send as a server posts them:
@@ -512,6 +519,15 @@ class ResponderConnection:
         if not writes:
             self._give_record(record)
             record = None
+            unsignaled = getattr(self.conn, "send_region_unsignaled", None)
+            if unsignaled is not None:  # nothing to wait for: the buffer is free once posted
+                try:
+                    await unsignaled(region, n, invalidate)
+                except BaseException:
+                    self.conn.deregister(region)  # not known to have left: never used again
+                    raise
+                self._free_sends.append(region)
+                return
         post = getattr(self.conn, "post_send_region_after_writes", None)
         if post is not None:  # posted, not awaited: the completion gives the buffer back
 
@@ -535,7 +551,7 @@ class ResponderConnection:
             else:  # the device may still read it
                 self.conn.deregister(region)
 
-    async def _relay_callback(self, xid: int, message: memoryview, record: bytearray) -> None:
+    async def _relay_callback(self, xid: int, message: memoryview, record: RecordBuffer) -> None:
         hdr = encode_rdma_msg(make_msg(xid, self.credits, RDMA_MSG)).getvalue()
         if len(hdr) + message.nbytes > self.thresholds.send:
             log.warning(

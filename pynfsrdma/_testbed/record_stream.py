@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import socket
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import trio
@@ -25,26 +25,33 @@ from .._transport.base import ConnectionLost, ConnectRefused, ProtocolViolation
 from .._transport.gathered_send import send_now, send_rest
 
 Buffer = bytes | bytearray | memoryview
+RecordBuffer = bytearray | memoryview  # where a record is received (a bytearray, or shared memory)
 
 _MARK: Final = struct.Struct(">I")
 MIN_BUFFER: Final = 4096  # the smallest record buffer kept
 MAX_RECORD: Final = 16 << 20  # a record larger than this ends the connection
+_NONE: Final[RecordBuffer] = bytearray(0)  # before a record's first fragment
 
 
 class RecordStream:
     """One TCP connection carrying RPC records (use :meth:`connect`)."""
 
-    def __init__(self, sock: socket.socket, peer: str) -> None:
+    def __init__(
+        self, sock: socket.socket, peer: str, allocate: Callable[[int], RecordBuffer] = bytearray
+    ) -> None:
         sock.setblocking(False)
         self._sock = sock
         self.peer = peer
+        self._allocate = allocate  # a new record buffer of n bytes
         self._send_lock = trio.Lock()
         self._mark = bytearray(4)
-        self._free: dict[int, list[bytearray]] = {}
+        self._free: dict[int, list[RecordBuffer]] = {}
         self.buffers_made = 0  # record buffers allocated (not taken from the free list)
 
     @classmethod
-    async def connect(cls, host: str, port: int) -> RecordStream:
+    async def connect(
+        cls, host: str, port: int, allocate: Callable[[int], RecordBuffer] = bytearray
+    ) -> RecordStream:
         tsock = trio.socket.socket()
         try:
             tsock.setsockopt(trio.socket.IPPROTO_TCP, trio.socket.TCP_NODELAY, 1)
@@ -54,7 +61,7 @@ class RecordStream:
             cls_ = ConnectRefused if isinstance(e, ConnectionRefusedError) else ConnectionLost
             raise cls_(str(e), f"{host}:{port}") from e
         sock = socket.socket(tsock.family, tsock.type, tsock.proto, fileno=tsock.detach())
-        return cls(sock, f"{host}:{port}")
+        return cls(sock, f"{host}:{port}", allocate)
 
     # -- sending --------------------------------------------------------------------------------
     async def send(self, pieces: Sequence[Buffer]) -> None:
@@ -74,9 +81,9 @@ class RecordStream:
             await send_rest(self._sock, views)
 
     # -- receiving ------------------------------------------------------------------------------
-    async def receive(self) -> tuple[memoryview, bytearray]:
+    async def receive(self) -> tuple[memoryview, RecordBuffer]:
         """The next record and the buffer it lies in (give it back when done with the record)."""
-        size, buf = 0, bytearray(0)
+        size, buf = 0, _NONE
         while True:
             await self._recv_into(memoryview(self._mark))
             (mark,) = _MARK.unpack(self._mark)
@@ -107,15 +114,15 @@ class RecordStream:
                 raise ConnectionLost("the server closed the connection", self.peer)
             got += k
 
-    def take(self, n: int) -> bytearray:
+    def take(self, n: int) -> RecordBuffer:
         size = max(MIN_BUFFER, 1 << (n - 1).bit_length()) if n else MIN_BUFFER
         free = self._free.get(size)
         if free:
             return free.pop()
         self.buffers_made += 1
-        return bytearray(size)
+        return self._allocate(size)
 
-    def give_back(self, buf: bytearray) -> None:
+    def give_back(self, buf: RecordBuffer) -> None:
         self._free.setdefault(len(buf), []).append(buf)
 
     async def aclose(self) -> None:

@@ -7,8 +7,10 @@ provider over loopback, and a real NFSv4.1 server behind.
 
 from __future__ import annotations
 
+import cProfile
 import hashlib
 import os
+import pstats
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -144,6 +146,68 @@ async def test_a_read_reply_is_one_post_of_the_responder(ganesha, export_path):
         after = r.stats
         assert after.rdma_writes - before.rdma_writes >= 4
         assert rc.conn.counters.posts - posts == after.sends - before.sends
+
+
+async def test_calls_and_replies_without_writes_are_sent_unsignaled(ganesha, export_path):
+    """The client posts its calls, and the responder its replies without RDMA Writes, as unsignaled
+    Sends: nobody acknowledges them, so a 4 MiB write and read cost the responder one socket write
+    per post it makes (its RDMA Reads and reply chains), with no acknowledgement of a call of its
+    own, and the client's calls go out without waiting for one."""
+    data = data_of(4 * MiB, 12)
+    async with responder(ganesha) as r, Client.connect(rdma_url(r, export_path)) as nfs:
+        (rc,) = r.connections
+        conn = rc.conn
+        assert isinstance(conn, SoftConnection)
+        async with await nfs.open("/u", "w") as f:
+            posts, writes, calls = conn.counters.posts, conn.counters.frame_writes, transport_of(nfs).stats.calls
+            await f.pwrite(0, data)
+            async with await nfs.open("/u") as g:
+                views, _eof = await g.pread_views(0, len(data))
+        assert b"".join(views) == data
+        assert transport_of(nfs).stats.calls - calls >= 8
+        assert conn.counters.frame_writes - writes == conn.counters.posts - posts
+    assert (export_path.local / "u").read_bytes() == data
+
+
+async def test_headers_go_through_the_one_pass_codec_both_ways(ganesha, export_path):
+    """Neither end walks the generic XDR codec for the header of a call or a reply: a 4 MiB write
+    and read through the responder encode and decode every RPC-over-RDMA header in one pass of
+    struct (cProfile sees the generic encoder and decoder called not once)."""
+    data = data_of(4 * MiB, 13)
+    async with responder(ganesha) as r, Client.connect(rdma_url(r, export_path)) as nfs:
+        async with await nfs.open("/h", "w") as f:
+            profile = cProfile.Profile()
+            profile.enable()
+            try:
+                calls = transport_of(nfs).stats.calls
+                await f.pwrite(0, data)
+                async with await nfs.open("/h") as g:
+                    views, _eof = await g.pread_views(0, len(data))
+            finally:
+                profile.disable()
+        assert b"".join(views) == data and transport_of(nfs).stats.calls - calls >= 8
+        assert r.stats.replies >= 8
+    seen = {fn for (_file, _line, fn) in pstats.Stats(profile).stats}  # type: ignore[attr-defined]
+    assert {"read_header", "pack_header"} <= seen
+    assert not seen & {"decode_rdma_msg", "encode_rdma_msg"}, seen & {"decode_rdma_msg", "encode_rdma_msg"}
+
+
+async def test_the_responders_memory_is_reached_through_a_shared_mapping(ganesha, export_path):
+    """The responder keeps its RDMA Read sinks and the record buffers READ data is RDMA Written
+    from in shared memory the client maps: the client copies a 4 MiB write's and read's data with
+    plain memory copies, none through process_vm_*."""
+    data = data_of(4 * MiB, 14)
+    async with responder(ganesha) as r, Client.connect(rdma_url(r, export_path)) as nfs:
+        conn = transport_of(nfs).conn
+        async with await nfs.open("/m", "w") as f:
+            placed, mapped = conn.counters.bytes_placed, conn.counters.bytes_mapped
+            await f.pwrite(0, data)
+            async with await nfs.open("/m") as g:
+                views, _eof = await g.pread_views(0, len(data))
+        assert b"".join(views) == data
+        assert conn.counters.bytes_placed - placed == 2 * len(data)
+        assert conn.counters.bytes_mapped - mapped == 2 * len(data)
+    assert (export_path.local / "m").read_bytes() == data
 
 
 class _ResponderTasks(trio.abc.Instrument):

@@ -6,7 +6,9 @@ from or into the initiator's memory); the tests of access rules run both ways, w
 
 from __future__ import annotations
 
+import cProfile
 import os
+import pstats
 import re
 import subprocess
 from contextlib import asynccontextmanager
@@ -503,3 +505,126 @@ async def test_a_posted_rdma_read_reports_its_completion_with_the_data_in_the_si
         with pytest.raises(RemoteAccessError):
             await c.post_rdma_read(sink, 0, source.handle, source.address, 4, on_done)
         assert len(seen) == 2
+
+
+async def test_an_unsignaled_send_costs_the_target_no_acknowledgement():
+    """send_region_unsignaled asks for no completion: the target takes 16 such Sends without
+    writing a frame back (16 acknowledgements for signaled ones), the sender's buffer may be
+    written again as soon as each returns, and With Invalidate still retires the region named."""
+    async with pair() as (c, s):
+        for _ in range(32):
+            s.post_recv(s.register(bytearray(16), Access.LOCAL_WRITE))
+        buf = c.register(bytearray(16), Access.LOCAL_WRITE)
+        before = s.counters.frame_writes
+        for i in range(16):
+            buf.buffer[:7] = b"call %02d" % i
+            await c.send_region_unsignaled(buf, 7)
+        got = [bytes((await s.receive()).data) for _ in range(16)]
+        assert got == [b"call %02d" % i for i in range(16)]
+        await trio.testing.wait_all_tasks_blocked()
+        assert s.counters.frame_writes == before
+        for _ in range(16):
+            await c.send_region(buf, 7)
+            await s.receive()
+        assert s.counters.frame_writes - before == 16
+        region = c.register(bytearray(8), Access.REMOTE_WRITE)
+        c.post_recv(c.register(bytearray(16), Access.LOCAL_WRITE))
+        await s.send_region_unsignaled(s.register(bytearray(b"reply"), Access.LOCAL_WRITE), 5, region.handle)
+        r = await c.receive()
+        assert (bytes(r.data), r.invalidated, region.valid) == (b"reply", region.handle, False)
+
+
+async def test_an_unsignaled_send_the_target_cannot_take_breaks_the_connection():
+    async with pair() as (c, s):
+        buf = c.register(bytearray(b"nobody listens"), Access.LOCAL_WRITE)
+        await c.send_region_unsignaled(buf, 14)  # no completion: the post itself succeeds
+        with pytest.raises(ReceiverNotReady):
+            await s.receive()
+        with trio.fail_after(10):
+            while True:  # the target's fault reaches this side as the connection's
+                try:
+                    await c.send_region_unsignaled(buf, 14)
+                except ReceiverNotReady:
+                    break
+                await trio.sleep(0.01)
+
+
+async def test_access_checks_make_no_enum_operator_calls():
+    """The rights checked on every bind, Receive, Send With Invalidate and RDMA access are plain int
+    operations: cProfile sees no enum.IntFlag operator (each a Python call) in a bound window's
+    RDMA Write and Read, a Receive posted and a Send With Invalidate taken."""
+    async with pair() as (c, s):
+        mem = bytearray(8192)
+        base = c.register(mem, Access.LOCAL_WRITE | Access.BIND)
+        recv = c.register(bytearray(16), Access.LOCAL_WRITE)
+        out = s.register(bytearray(b"reply"), Access.LOCAL_WRITE)
+        sink = s.register(bytearray(100), Access.LOCAL_WRITE)
+        rights = Access.REMOTE_WRITE | Access.REMOTE_READ
+        profile = cProfile.Profile()
+        profile.enable()
+        try:
+            w = c.bind(base, 0, 100, rights)
+            await s.rdma_write([b"y" * 100], w.handle, w.address)
+            await s.rdma_read(sink, 0, w.handle, w.address, 100)
+            c.post_recv(recv)
+            await s.send_region(out, 5, w.handle)
+            got = await c.receive()
+        finally:
+            profile.disable()
+        assert got.invalidated == w.handle and bytes(sink.buffer) == b"y" * 100
+        enum_calls = [fn for (file, _line, fn) in pstats.Stats(profile).stats if file.endswith("enum.py")]
+        assert enum_calls == [], enum_calls
+
+
+async def test_a_listeners_shared_memory_is_copied_through_a_mapping_and_other_memory_is_not():
+    """Memory the serving side takes from its provider's shared arena is reached by its peer
+    through a mapping of its own (a memory copy, counted in bytes_mapped); other memory of the
+    same side through process_vm_* (counted in bytes_placed only). Both land the same bytes."""
+    prov = SoftProvider()
+    async with trio.open_nursery() as nursery:
+        lst = await prov.listen(nursery, "127.0.0.1", 0)
+        box = {}
+
+        async def acc():
+            box["s"] = await lst.accept()
+
+        nursery.start_soon(acc)
+        c = await SoftProvider().connect(nursery, "127.0.0.1", lst.port)
+        await trio.testing.wait_all_tasks_blocked()
+        s = box["s"]
+        try:
+            shared = prov.shared_buffer(8192)
+            assert shared is not None and shared.nbytes == 8192
+            plain = bytearray(8192)
+            target = c.register(bytearray(8192), Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ)
+            shared[:] = b"s" * 8192
+            await s.rdma_write([shared[:4096]], target.handle, target.address)
+            assert (c.counters.bytes_placed, c.counters.bytes_mapped) == (4096, 4096)
+            plain[:] = b"p" * 8192
+            await s.rdma_write([plain[:4096]], target.handle, target.address + 4096)
+            assert (c.counters.bytes_placed, c.counters.bytes_mapped) == (8192, 4096)
+            assert bytes(target.buffer) == b"s" * 4096 + b"p" * 4096
+            sink = s.register(shared, Access.LOCAL_WRITE)
+            await s.rdma_read(sink, 0, target.handle, target.address, 8192)
+            assert bytes(shared) == b"s" * 4096 + b"p" * 4096
+            assert (c.counters.bytes_placed, c.counters.bytes_mapped) == (16384, 12288)
+        finally:
+            await c.aclose()
+            await s.aclose()
+            await lst.aclose()
+
+
+def test_a_shared_arena_is_mapped_only_by_a_process_that_reaches_its_owner():
+    arena = cross_memory.SharedArena(1 << 20)
+    view = arena.take(10)
+    assert view is not None and view.nbytes == 4096  # whole pages
+    view[:5] = b"arena"
+    mine = cross_memory.PeerMemory(os.getpid())
+    assert mine.map_arena(arena.fd, arena.address, arena.size)
+    got = bytearray(5)
+    mine.read_from([(arena.address, 5)], memoryview(got))
+    assert got == b"arena" and mine.bytes_mapped == 5
+    assert arena.take(arena.size) is None  # used up: the caller's own memory then
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    assert not cross_memory.PeerMemory(dead.pid).map_arena(arena.fd, arena.address, arena.size)

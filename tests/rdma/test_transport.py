@@ -11,6 +11,7 @@ import zlib
 
 import pytest
 import trio
+import trio.testing
 
 from pynfsrdma._proto.private_data import ConnectPrivateData, negotiate
 from pynfsrdma._proto.rpcrdma import decode_rdma_msg, encode_rdma_msg
@@ -277,3 +278,67 @@ async def test_read_sinks_reuse_their_memory_once_the_caller_dropped_the_data(wi
         assert seen_memory[0] == seen_memory[1] and t.chunk_memory.kept_sinks == 1
 
     await with_transport(4, body, windows=windows)
+
+
+class _TransportTasks(trio.abc.Instrument):
+    """Counts the tasks the RDMA transport starts of its own."""
+
+    def __init__(self) -> None:
+        self.spawned: list[str] = []
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        if "RdmaTransport" in task.name:
+            self.spawned.append(task.name)
+
+
+async def test_replies_are_taken_in_the_receiving_task_with_no_task_of_the_transport():
+    """The task that calls receive() (the RPC layer's receive loop) takes each reply from the
+    provider's Receive completions itself: the transport starts no task to pass replies on."""
+    counter = _TransportTasks()
+    trio.lowlevel.add_instrument(counter)
+    try:
+
+        async def body(t: RdmaTransport) -> None:
+            for xid in (7, 8):
+                p = call(xid, 3)
+                p.uint32(4)
+                await t.send_call(xid, p)
+                u = await t.receive()
+                assert isinstance(u, Unpacker) and u.uint32() == xid
+
+        await with_transport(4, body)
+    finally:
+        trio.lowlevel.remove_instrument(counter)
+    assert counter.spawned == []
+
+
+async def test_a_crash_of_the_transports_own_task_fails_a_waiting_receive():
+    """A transport opened with a nursery of its own fails like a lost connection when a task there
+    fails: the task waiting in receive() for a completion that will never come is woken."""
+    prov = SoftProvider()
+    async with trio.open_nursery() as nursery:
+        lst = await prov.listen(nursery, "127.0.0.1", 0, SERVER_PD.encode())
+        nursery.start_soon(lst.accept)
+        t = await RdmaTransport.open(prov, "127.0.0.1", lst.port)
+        try:
+
+            async def boom() -> None:
+                raise RuntimeError("a bug in a task of the transport")
+
+            with trio.fail_after(10):
+                async with trio.open_nursery() as inner:
+
+                    async def waiter() -> None:
+                        with pytest.raises(ConnectionLost, match="RDMA transport failed"):
+                            await t.receive()
+
+                    inner.start_soon(waiter)
+                    await trio.testing.wait_all_tasks_blocked()
+                    assert t._host is not None
+                    t._host.nursery.start_soon(boom)
+            with pytest.raises(ConnectionLost, match="RDMA transport failed"):
+                await t.receive()  # and every later one
+        finally:
+            await t.aclose()
+            await lst.aclose()
+            nursery.cancel_scope.cancel()

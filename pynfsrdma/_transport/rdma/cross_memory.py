@@ -6,12 +6,20 @@ copy, straight between the two processes' memory, without the socket. The kernel
 in the calling process; the other process is not involved. It needs the right to trace the other
 process (the same user, or CAP_SYS_PTRACE), and both must see one PID namespace: :func:`reaches`
 proves both before a connection uses it.
+
+``process_vm_*`` pins the other process's pages for every call: about 90-100 µs of CPU per MiB
+here, against 23-25 µs for a copy between two mappings of this process. A process that serves
+RDMA (the testbed responder) can therefore keep the memory its peers reach in a
+:class:`SharedArena` (a memfd); a peer that maps it too (:class:`PeerMemory`, through
+``/proc/PID/fd``, under the same right to trace) copies what lies there with a plain memory copy,
+and everything else with ``process_vm_*`` as before.
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
+import mmap
 import os
 from collections.abc import Sequence
 from typing import Final
@@ -80,4 +88,91 @@ def reaches(pid: int, address: int, expect: bytes) -> bool:
     return bytes(got) == expect
 
 
-__all__ = ["IOV_MAX", "Span", "reaches", "read_from", "write_to"]
+ARENA_SIZE: Final = 256 << 20  # a shared arena: a sparse memfd, pages as touched; its bound in use
+
+
+class SharedArena:
+    """Memory of this process that a peer on the same host may map too (a memfd, shared): buffers
+    are cut from it once (:meth:`take`) and kept by their owner's pools; it is never given back."""
+
+    def __init__(self, size: int = ARENA_SIZE) -> None:
+        self.fd = os.memfd_create("pynfsrdma-soft-rdma", os.MFD_CLOEXEC)
+        os.ftruncate(self.fd, size)
+        self._view = memoryview(mmap.mmap(self.fd, size))
+        self.address = buffer_address(self._view)
+        self.size = size
+        self._used = 0
+
+    def take(self, n: int) -> memoryview | None:
+        """``n`` bytes (whole pages) of the arena, or None when it is used up."""
+        n = (n + 0xFFF) & ~0xFFF
+        if self._used + n > self.size:
+            return None
+        view = self._view[self._used : self._used + n]
+        self._used += n
+        return view
+
+
+class PeerMemory:
+    """Where the memory of process ``pid`` is reached: through our mapping of its
+    :class:`SharedArena` (:meth:`map_arena`) for spans that lie there, else ``process_vm_*``."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._arena: memoryview | None = None
+        self._base = 0
+        self.bytes_mapped = 0  # bytes copied through the mapping (the rest: process_vm_*)
+
+    def map_arena(self, fd: int, address: int, size: int) -> bool:
+        """Map the peer's arena (its memfd ``fd`` at ``address``); False if it cannot be reached."""
+        try:
+            mine = os.open(f"/proc/{self.pid}/fd/{fd}", os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            self._arena = memoryview(mmap.mmap(mine, size))
+        except (OSError, ValueError):
+            return False
+        finally:
+            os.close(mine)
+        self._base = address
+        return True
+
+    def _mapped(self, remote: Sequence[Span]) -> list[memoryview] | None:
+        arena = self._arena
+        if arena is None:
+            return None
+        views = []
+        for address, length in remote:
+            start = address - self._base
+            if start < 0 or start + length > arena.nbytes:
+                return None
+            views.append(arena[start : start + length])
+        return views
+
+    def read_from(self, remote: Sequence[Span], into: memoryview) -> None:
+        """Fill ``into`` from the peer's ``remote`` spans, in order."""
+        views = self._mapped(remote)
+        if views is None:
+            read_from(self.pid, remote, into)
+            return
+        pos = 0
+        for v in views:
+            into[pos : pos + v.nbytes] = v
+            pos += v.nbytes
+        self.bytes_mapped += pos
+
+    def write_to(self, remote: Sequence[Span], data: memoryview) -> None:
+        """Place ``data`` into the peer's ``remote`` spans, in order."""
+        views = self._mapped(remote)
+        if views is None:
+            write_to(self.pid, remote, data)
+            return
+        pos = 0
+        for v in views:
+            v[:] = data[pos : pos + v.nbytes]
+            pos += v.nbytes
+        self.bytes_mapped += pos
+
+
+__all__ = ["ARENA_SIZE", "IOV_MAX", "PeerMemory", "SharedArena", "Span", "reaches", "read_from", "write_to"]

@@ -115,6 +115,7 @@ class ProviderCounters:
     bytes_copied: int = 0  # bytes copied by the provider in user space
     bytes_placed: int = 0  # RDMA Read/Write bytes moved straight between this process's memory
     #                        and the peer's, as a NIC's DMA does (the software provider on one host)
+    bytes_mapped: int = 0  # of those, bytes copied through a mapping of the peer's shared arena
     sends: int = 0  # Sends posted
     posts: int = 0  # work-request lists posted to the send queue (doorbells): a Send with the
     #                 Bind MW requests of its call's windows chained in front is one
@@ -273,6 +274,11 @@ class Connection(abc.ABC):
         for w in writes:
             await self.rdma_write(w.data, w.handle, w.address)
         await self.send_region(region, length, invalidate)
+
+    @abc.abstractmethod
+    def fail(self, err: BaseException) -> None:
+        """Put the queue pair in the error state now, as a fatal fault does: pending operations
+        (a :meth:`receive` waiting included) and later ones raise ``err``."""
 
     @abc.abstractmethod
     async def aclose(self) -> None:

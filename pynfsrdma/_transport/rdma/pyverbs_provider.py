@@ -712,7 +712,7 @@ class PyverbsConnection(Connection):
                     for wc in wcs[:n]:
                         self._complete(wc, e)
         except self._pv["error"] as err:
-            self._fail(ProviderError(f"completion queue failed: {err}", self.peer))
+            self.fail(ProviderError(f"completion queue failed: {err}", self.peer))
 
     def _complete(self, wc: Any, e: Any) -> None:
         if wc.status != e.IBV_WC_SUCCESS:
@@ -722,7 +722,7 @@ class PyverbsConnection(Connection):
                 err = ReceiverNotReady("receiver not ready", self.peer)
             else:
                 err = ProviderError(f"work completion status {wc.status}", self.peer)
-            self._fail(err)
+            self.fail(err)
             return
         if wc.opcode & e.IBV_WC_RECV:
             region = self._recv_queue.popleft()
@@ -742,7 +742,8 @@ class PyverbsConnection(Connection):
             done, _slot, _keep = self._send_queue.popleft()
             done.set()
 
-    def _fail(self, err: BaseException) -> None:
+    def fail(self, err: BaseException) -> None:
+        """Break the queue pair: pending and later operations raise ``err``."""
         if self._error is not None:
             return
         self._error = err
@@ -760,7 +761,7 @@ class PyverbsConnection(Connection):
         if self._closed:
             return
         self._closed = True
-        self._fail(ConnectionLost("connection closed", self.peer))
+        self.fail(ConnectionLost("connection closed", self.peer))
         # no graceful rdma_disconnect: destroying the CM ID aborts the connection (iWARP: an
         # abortive close; IB/RoCE: a DREQ), which the peer sees as a disconnect all the same. A
         # graceful disconnect on iWARP (siw) closes the TCP stream in order, and when the link is

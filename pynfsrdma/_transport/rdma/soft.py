@@ -39,7 +39,10 @@ can tell the difference:
   acknowledgement (memory a peer may still be copying is never given back, even when the operation
   is cancelled or the connection fails). Each side proves at connect time that it can reach the
   other's memory (a token read at its address in the peer's process); otherwise, or with
-  ``SoftProvider(one_host=False)``, the data goes over the socket.
+  ``SoftProvider(one_host=False)``, the data goes over the socket. A listener's side may keep the
+  memory its peers reach in a shared arena (:meth:`SoftProvider.shared_buffer`, announced to each
+  peer with an ARENA frame after CONNECT_REP): a peer that maps it copies what lies there with a
+  plain memory copy instead of ``process_vm_*`` (``counters.bytes_mapped``).
 
 Wire format between the two emulated HCAs (never seen by anything else): a 24-byte frame header
 ``op, flags, reserved, id, handle, address, length`` followed by ``length`` bytes for the
@@ -105,6 +108,7 @@ class _Op(enum.IntEnum):
     WRITE_ACK = 8
     FATAL = 9
     REACH = 10  # the connector can reach the acceptor's memory (sent once, after CONNECT_REP)
+    ARENA = 11  # the acceptor's shared arena: ``id`` its memfd, ``handle`` its pages, at ``address``
 
 
 class _Fatal(enum.IntEnum):
@@ -122,10 +126,18 @@ _FATAL_CLASS: Final = {
 }
 _F_INVALIDATE: Final = 1  # SEND: Send With Invalidate of ``handle``
 _F_DIRECT: Final = 2  # WRITE, READ_REQ, READ_RESP: placed directly, the frame carries spans
-_F_UNSIGNALED: Final = 4  # WRITE: no acknowledgement (a Send behind it in its chain completes it)
+_F_UNSIGNALED: Final = 4  # WRITE: no acknowledgement (a Send behind it in its chain completes it);
+#                           SEND: none at all (send_region_unsignaled)
 _F_ONE_HOST: Final = 1  # CONNECT_*: ``handle`` is the sender's PID, ``id`` a token at ``address``
 _F_REACHES: Final = 2  # CONNECT_REP: the acceptor reached the connector's token
 
+
+# the access rights checked on every operation, as plain ints: an enum.IntFlag operator is a
+# Python call (and an enum member made for its result) each time
+_LOCAL_WRITE: Final = int(Access.LOCAL_WRITE)
+_REMOTE_WRITE: Final = int(Access.REMOTE_WRITE)
+_REMOTE: Final = int(Access.REMOTE_READ | Access.REMOTE_WRITE)
+_BIND: Final = int(Access.BIND)
 
 Completion = Callable[[BaseException | None], None]
 
@@ -176,6 +188,14 @@ def _reached(flags: int, token: int, pid: int, address: int) -> int | None:
     return None
 
 
+def _sink_view(sink: MemoryRegion, sink_offset: int, length: int) -> memoryview:
+    if not sink.valid or not int(sink.access) & _LOCAL_WRITE:
+        raise ValueError("RDMA Read sinks must be registered with LOCAL_WRITE")
+    if sink_offset < 0 or sink_offset + length > sink.length:
+        raise ValueError("RDMA Read sink too small")
+    return sink.buffer[sink_offset : sink_offset + length]
+
+
 async def _recv_exactly(sock: trio.socket.SocketType, view: memoryview) -> None:
     got = 0
     n = view.nbytes
@@ -224,7 +244,7 @@ class SoftConnection(Connection):
         self.peer = peer
         self.peer_private_data = peer_private_data
         self._token = token  # kept while the connection lives: the peer may still read it
-        self._peer_pid = peer_pid
+        self._peer = cross_memory.PeerMemory(peer_pid) if peer_pid is not None else None
         self.reaches_peer = peer_pid is not None
         self.peer_reaches = peer_reaches
         self._stranded: list[PinnedBuffer] = []  # memory the peer may have been copying when we failed
@@ -290,9 +310,9 @@ class SoftConnection(Connection):
             raise ProviderError("this connection has no memory windows", self.peer)
         if self._regions.get(region.handle) is not region or not region.valid or region.window:
             raise ValueError("windows are bound over a valid registration")
-        if not region.access & Access.BIND or access & ~(Access.REMOTE_READ | Access.REMOTE_WRITE):
+        if not int(region.access) & _BIND or int(access) & ~_REMOTE:
             raise ValueError("windows need a registration made with BIND, and give remote access only")
-        if access & Access.REMOTE_WRITE and not region.access & Access.LOCAL_WRITE:
+        if int(access) & _REMOTE_WRITE and not int(region.access) & _LOCAL_WRITE:
             raise ValueError("a writable window needs a registration with LOCAL_WRITE")
         if offset < 0 or length <= 0 or offset + length > region.length:
             raise ValueError(f"a window of {length} bytes at {offset} is outside the {region.length}-byte region")
@@ -326,7 +346,7 @@ class SoftConnection(Connection):
     # -- operations -----------------------------------------------------------------------------
     def post_recv(self, region: MemoryRegion) -> None:
         self._check()
-        if not region.valid or region.handle not in self._regions or not region.access & Access.LOCAL_WRITE:
+        if not region.valid or region.handle not in self._regions or not int(region.access) & _LOCAL_WRITE:
             raise ValueError("receive buffers must be registered with LOCAL_WRITE")
         self._recvs.append(region)
 
@@ -342,21 +362,27 @@ class SoftConnection(Connection):
         if self._error is not None:  # a failed queue pair invalidated every region: its fault first
             await trio.lowlevel.checkpoint()
             raise self._error
+        flags = self._send_flags(region, length, invalidate)
+        await self._request(_Op.SEND, flags, invalidate or 0, 0, length, [region.buffer[:length]])
+
+    async def send_region_unsignaled(self, region: MemoryRegion, length: int, invalidate: int | None = None) -> None:
+        """:meth:`send_region` unsignaled, as xprtrdma posts most Sends: no acknowledgement, no wait
+        (the bytes are in the socket on return); a Send the target cannot take still breaks it."""
+        if self._error is not None:
+            await trio.lowlevel.checkpoint()
+            raise self._error
+        flags = self._send_flags(region, length, invalidate) | _F_UNSIGNALED
+        self.counters.posts += 1
+        await self._frame(_Op.SEND, flags, 0, invalidate or 0, 0, length, [region.buffer[:length]])
+
+    def _send_flags(self, region: MemoryRegion, length: int, invalidate: int | None) -> int:
+        """A Send of ``length`` bytes of ``region`` checked and counted: its frame's flags."""
         if self._regions.get(region.handle) is not region or not region.valid:
             raise ValueError("send buffers must be registered")
         if not 0 <= length <= region.length:
             raise ValueError(f"a {length}-byte Send from a {region.length}-byte region")
-        flags = 0 if invalidate is None else _F_INVALIDATE
         self.counters.sends += 1
-        await self._request(_Op.SEND, flags, invalidate or 0, 0, length, [region.buffer[:length]])
-
-    @staticmethod
-    def _sink_view(sink: MemoryRegion, sink_offset: int, length: int) -> memoryview:
-        if not sink.valid or not sink.access & Access.LOCAL_WRITE:
-            raise ValueError("RDMA Read sinks must be registered with LOCAL_WRITE")
-        if sink_offset < 0 or sink_offset + length > sink.length:
-            raise ValueError("RDMA Read sink too small")
-        return sink.buffer[sink_offset : sink_offset + length]
+        return 0 if invalidate is None else _F_INVALIDATE
 
     async def post_rdma_read(
         self, sink: MemoryRegion, sink_offset: int, handle: int, address: int, length: int, on_done: Completion
@@ -369,7 +395,7 @@ class SoftConnection(Connection):
         if self._error is not None:  # a failed queue pair invalidated every region: its fault first
             await trio.lowlevel.checkpoint()
             raise self._error
-        view = self._sink_view(sink, sink_offset, length)
+        view = _sink_view(sink, sink_offset, length)
         if self.peer_reaches:  # the target writes into the sink itself
             pin = PinnedBuffer(view)
             span = _SPAN.pack(pin.address, length)
@@ -380,7 +406,7 @@ class SoftConnection(Connection):
     async def rdma_read(
         self, sink: MemoryRegion, sink_offset: int, handle: int, address: int, length: int
     ) -> None:
-        view = self._sink_view(sink, sink_offset, length)
+        view = _sink_view(sink, sink_offset, length)
         if self.peer_reaches:  # the target writes into the sink itself
             pin = PinnedBuffer(view)
             span = _SPAN.pack(pin.address, length)
@@ -448,10 +474,7 @@ class SoftConnection(Connection):
         self, writes: Sequence[RdmaWrite], region: MemoryRegion, length: int, invalidate: int | None
     ) -> tuple[list[Buffer], list[PinnedBuffer], int]:
         """The frames of ``writes`` chained before a Send of ``region``, their pins, the Send's flags."""
-        if self._regions.get(region.handle) is not region or not region.valid:
-            raise ValueError("send buffers must be registered")
-        if not 0 <= length <= region.length:
-            raise ValueError(f"a {length}-byte Send from a {region.length}-byte region")
+        flags = self._send_flags(region, length, invalidate)
         frames: list[Buffer] = []
         pins: list[PinnedBuffer] = []  # the Writes' memory, until the Send's acknowledgement
         for w in writes:  # one post for the chain (counted by the caller)
@@ -459,13 +482,12 @@ class SoftConnection(Connection):
                 placed = [PinnedBuffer(v) for v in (memoryview(b).cast("B") for b in w.data) if v.nbytes]
                 pins += placed
                 spans = b"".join(_SPAN.pack(p.address, p.length) for p in placed)
-                flags = _F_DIRECT | _F_UNSIGNALED
-                frames += [_FRAME.pack(_Op.WRITE, flags, 0, 0, w.handle, w.address, len(spans)), spans]
+                direct = _F_DIRECT | _F_UNSIGNALED
+                frames += [_FRAME.pack(_Op.WRITE, direct, 0, 0, w.handle, w.address, len(spans)), spans]
             else:
                 n = sum(memoryview(b).nbytes for b in w.data)
                 frames += [_FRAME.pack(_Op.WRITE, _F_UNSIGNALED, 0, 0, w.handle, w.address, n), *w.data]
-        self.counters.sends += 1
-        return frames, pins, 0 if invalidate is None else _F_INVALIDATE
+        return frames, pins, flags
 
     async def rdma_write(self, data: Sequence[Buffer], handle: int, address: int) -> None:
         if self.peer_reaches and len(data) <= _SPANS_MAX:  # the target copies from where they lie
@@ -480,7 +502,7 @@ class SoftConnection(Connection):
         if self._closed:
             return
         self._closed = True
-        self._fail(ConnectionLost("connection closed", self.peer))
+        self.fail(ConnectionLost("connection closed", self.peer))
         trio.lowlevel.notify_closing(self._sock)
         self._sock.close()
         await trio.lowlevel.checkpoint()
@@ -587,7 +609,7 @@ class SoftConnection(Connection):
                 await send_rest(self._sock, views)
         except (OSError, trio.ClosedResourceError) as e:
             err = ConnectionLost(f"send failed: {e}", self.peer)
-            self._fail(err)
+            self.fail(err)
             raise err from e
 
     async def _recv_exactly(self, view: memoryview) -> bool:
@@ -609,7 +631,8 @@ class SoftConnection(Connection):
             got += k
         return waited
 
-    def _fail(self, err: BaseException) -> None:
+    def fail(self, err: BaseException) -> None:
+        """Break the queue pair: pending and later operations raise ``err``."""
         if self._error is not None:
             return
         self._error = err
@@ -633,11 +656,11 @@ class SoftConnection(Connection):
                 await send_rest(self._sock, [memoryview(frame), memoryview(msg)])
         except (OSError, trio.ClosedResourceError):
             pass
-        self._fail(_FATAL_CLASS[kind](f"local: {reason}", self.peer))
+        self.fail(_FATAL_CLASS[kind](f"local: {reason}", self.peer))
 
     def _target(self, handle: int, address: int, length: int, right: Access) -> memoryview | None:
         r = self._regions.get(handle)
-        if r is None or not r.valid or not r.access & right or not r.contains(address, length):
+        if r is None or not r.valid or not int(r.access) & int(right) or not r.contains(address, length):
             return None
         start = address - r.address
         return r.buffer[start : start + length]
@@ -662,16 +685,16 @@ class SoftConnection(Connection):
                 await self._dispatch(op, flags, wr_id, handle, address, length)
         except (TransportError, OSError) as e:
             if self._error is None:
-                self._fail(e if isinstance(e, TransportError) else ConnectionLost(str(e), self.peer))
+                self.fail(e if isinstance(e, TransportError) else ConnectionLost(str(e), self.peer))
         except trio.ClosedResourceError:
-            self._fail(ConnectionLost("connection closed", self.peer))
+            self.fail(ConnectionLost("connection closed", self.peer))
 
     async def _skip(self, length: int) -> None:
         await self._recv_exactly(memoryview(bytearray(length)))
 
     async def _spans(self, length: int) -> list[tuple[int, int]]:
         """The (address, length) spans of a directly placed operation's frame."""
-        if length % _SPAN.size or length > _SPANS_MAX * _SPAN.size or self._peer_pid is None:
+        if length % _SPAN.size or length > _SPANS_MAX * _SPAN.size or self._peer is None:
             raise ProtocolViolation("a directly placed operation this connection did not agree to", self.peer)
         data = bytearray(length)
         await self._recv_exactly(memoryview(data))
@@ -680,16 +703,17 @@ class SoftConnection(Connection):
     async def _place(self, into_peer: bool, spans: list[tuple[int, int]], view: memoryview) -> bool:
         """Copy between our region's ``view`` and the initiator's memory, as the NIC's DMA does;
         False when the initiator named memory it does not have (the queue pair then breaks)."""
-        assert self._peer_pid is not None
+        assert self._peer is not None
         try:
             if into_peer:
-                cross_memory.write_to(self._peer_pid, spans, view)
+                self._peer.write_to(spans, view)
             else:
-                cross_memory.read_from(self._peer_pid, spans, view)
+                self._peer.read_from(spans, view)
         except OSError as e:
             await self._fatal(_Fatal.PROTOCOL, f"the initiator's memory cannot be reached: {e}")
             return False
         self.counters.bytes_placed += view.nbytes
+        self.counters.bytes_mapped = self._peer.bytes_mapped
         return True
 
     async def _on_send(self, flags: int, wr_id: int, handle: int, length: int) -> None:
@@ -708,7 +732,7 @@ class SoftConnection(Connection):
         invalidated = None
         if flags & _F_INVALIDATE:
             target = self._regions.get(handle)
-            if target is None or not target.access & (Access.REMOTE_READ | Access.REMOTE_WRITE):
+            if target is None or not int(target.access) & _REMOTE:
                 await self._fatal(
                     _Fatal.REMOTE_ACCESS, f"Send With Invalidate of unknown handle {handle:#x}"
                 )
@@ -720,7 +744,8 @@ class SoftConnection(Connection):
             target.valid = False
             invalidated = handle
         self._completions_tx.send_nowait(Received(region, length, invalidated))
-        self._acknowledge(_Op.SEND_ACK, 0, wr_id)
+        if not flags & _F_UNSIGNALED:
+            self._acknowledge(_Op.SEND_ACK, 0, wr_id)
 
     async def _direct(self, read: bool, flags: int, wr_id: int, handle: int, address: int, length: int) -> None:
         """An RDMA Write (or Read) the peer placed straight into (or takes straight out of) our
@@ -777,6 +802,8 @@ class SoftConnection(Connection):
             self._complete(wr_id)
         elif op == _Op.REACH:
             self.peer_reaches = True
+        elif op == _Op.ARENA:  # spans in it are copied through our mapping of it
+            self._peer is None or self._peer.map_arena(wr_id, address, handle << 12)
         elif op == _Op.FATAL:
             reason = bytearray(min(length, 4096))
             await self._recv_exactly(memoryview(reason))
@@ -784,7 +811,7 @@ class SoftConnection(Connection):
                 cls = _FATAL_CLASS[_Fatal(flags)]
             except ValueError:
                 cls = ProtocolViolation
-            self._fail(cls(f"remote: {reason.decode(errors='replace')}", self.peer))
+            self.fail(cls(f"remote: {reason.decode(errors='replace')}", self.peer))
         else:
             raise ProtocolViolation(f"unknown soft-RDMA operation {op}", self.peer)
 
@@ -821,11 +848,13 @@ class SoftListener(Listener):
         nursery: trio.Nursery,
         private_data: PrivateDataReply,
         one_host: bool = True,
+        arena: cross_memory.SharedArena | None = None,
     ) -> None:
         self._sock = sock
         self._nursery = nursery
         self._private_data = private_data
         self._one_host = one_host
+        self._arena = arena
         self.port = sock.getsockname()[1]
 
     async def accept(self) -> Connection:
@@ -841,7 +870,11 @@ class SoftListener(Listener):
                     peer_pid = None
                 token = _HostToken() if self._one_host else None
                 reaches = _F_REACHES if peer_pid is not None else 0
-                await _send_all(sock, _cm_frame(_Op.CONNECT_REP, reaches, token, rep))
+                frames = _cm_frame(_Op.CONNECT_REP, reaches, token, rep)
+                if self._arena is not None:  # ahead of any frame that names memory in it
+                    a = self._arena
+                    frames.append(_FRAME.pack(_Op.ARENA, 0, 0, a.fd, a.size >> 12, a.address, 0))
+                await _send_all(sock, frames)
             except (TransportError, OSError):
                 sock.close()  # a connect attempt that died half-way: wait for the next one
                 continue
@@ -867,6 +900,13 @@ class SoftProvider(Provider):
     def __init__(self, windows: bool = True, one_host: bool = True) -> None:
         self.windows = windows
         self.one_host = one_host
+        self._arena: cross_memory.SharedArena | None = None
+
+    def shared_buffer(self, n: int) -> memoryview | None:
+        """``n`` bytes a listener's peers on this host copy to and from with a plain memory copy
+        (they map them: :class:`~.cross_memory.SharedArena`) instead of ``process_vm_*``; memory
+        a server keeps for its RDMA Read sinks and RDMA Write sources. None without one here."""
+        return self._arena.take(n) if self._arena is not None else None
 
     async def connect(
         self, nursery: trio.Nursery, host: str, port: int, private_data: bytes = b""
@@ -905,7 +945,9 @@ class SoftProvider(Provider):
         sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_REUSEADDR, 1)
         await sock.bind((host, port))
         sock.listen(16)
-        return SoftListener(sock, nursery, private_data, self.one_host)
+        if self.one_host and self._arena is None:
+            self._arena = cross_memory.SharedArena()
+        return SoftListener(sock, nursery, private_data, self.one_host, self._arena)
 
 
 __all__ = [

@@ -10,7 +10,10 @@ reassembly (:mod:`.reply`).
 Send and receive buffers are registered once per connection, as Linux's ``rpcrdma_regbuf``: one
 per credit and two more (backchannel), sized by the negotiated send and receive thresholds. A
 call's transport header and inline Payload stream are marshalled into a free send buffer and
-Sent from it; the buffer is free again when the Send completed.
+Sent from it; the buffer is free again when the Send completed. Where the provider takes Sends
+unsignaled (``send_region_unsignaled``: the software provider, whose Send bytes are in its socket
+when the post returns), the call does not wait for a completion at all, as xprtrdma posts most
+Sends unsignaled.
 
 Copies: WRITE payloads are RDMA-Read by the responder from the caller's buffer (a WRITE small
 enough to go inline is marshalled into the send buffer: ``payload_bytes_copied``); READ data is
@@ -18,9 +21,11 @@ RDMA-Written into a sink (a :class:`WriteChunkSink`) whose memoryview ``bulk()``
 inline part of each received message (at most the inline threshold) is copied out of the receive
 buffer, so that the buffer can be posted again at once. :class:`RdmaStats` counts what went where.
 
-Background work (the provider's completion handling and our receive loop) runs in a nursery the
-transport is given. :meth:`RdmaTransport.open` makes one of its own in a trio *system task* (see
-:class:`_Host`), for callers such as the path layer that own the transport but hand out no
+Background work (the provider's completion handling) runs in a nursery the transport is given;
+replies are taken from the provider's Receive completions in the task that calls
+:meth:`RdmaTransport.receive` (the RPC layer's receive loop), with no task of ours in between.
+:meth:`RdmaTransport.open` makes a nursery of its own in a trio *system task* (see :class:`_Host`),
+for callers such as the path layer that own the transport but hand out no
 nursery: the task lives exactly as long as the connection (``aclose`` ends it and waits for it),
 and trio cancels it if the run ends first.
 
@@ -61,7 +66,6 @@ from ..._proto.rpcrdma import (
     RPCRDMA_VERSION,
     RpcRdmaError,
     decode_rdma_msg,
-    encode_rdma_msg,
     header_size,
     make_msg,
     rdma_msg,
@@ -82,6 +86,7 @@ from ..base import (
 from .chunk_memory import DEFAULT_PINNED_LIMIT, ChunkMemory, Lease, WriteChunkSink
 from .chunks import CallPlan, NeedKind, Registration, plan_call
 from .credits import CreditGate
+from .header import pack_header, read_header
 from .provider import Access, Buffer, Connection, MemoryRegion, Provider
 from .reply import reassemble_reply
 
@@ -167,7 +172,6 @@ class RdmaTransport(Transport):
         self.accepts_remote_invalidation = remote_invalidation
         self.gate: CreditGate[trio.Event] = CreditGate(credits)
         self._outstanding: dict[int, _Outstanding] = {}
-        self._tx, self._rx = trio.open_memory_channel[Unpacker | CallError | BaseException](math.inf)
         self._closed = False
         self.stats = RdmaStats()
         self._dead: TransportError | None = None  # the connection failed: every call fails
@@ -184,7 +188,9 @@ class RdmaTransport(Transport):
         for _ in range(credits + 2):
             self._send_tx.send_nowait(self._new_send_buffer())
         self.chunk_memory = ChunkMemory(conn, pinned_limit)
-        nursery.start_soon(self._receive_loop)
+        # a provider that takes Sends unsignaled (the software one) frees the buffer when the Send
+        # was posted: the call goes on without waiting for a completion it does not need
+        self._send_region = getattr(conn, "send_region_unsignaled", conn.send_region)
 
     @classmethod
     async def connect(
@@ -252,10 +258,8 @@ class RdmaTransport(Transport):
 
     def _crashed(self, exc: BaseException) -> None:
         err = ConnectionLost(f"RDMA transport failed: {exc!r}", self.peer)
-        self._dead = err
-        self._tx.send_nowait(err)
-        for ev in self.gate.drain():
-            ev.set()
+        self._fail(err)
+        self.conn.fail(err)  # a receive waiting for a completion that would never come sees it
 
     def break_at_reply(self, match: Callable[[bytes], bool]) -> None:
         """Fault injection (tests): lose the connection at the reply of the next call whose
@@ -323,12 +327,12 @@ class RdmaTransport(Transport):
         try:
             buf = region.buffer
             n = 0
-            for piece in (*encode_rdma_msg(hdr).segments(), *payload):
+            for piece in (pack_header(hdr), *payload):
                 v = memoryview(piece).cast("B")
                 buf[n : n + v.nbytes] = v
                 n += v.nbytes
             self.stats.send_bytes_marshalled += n
-            await self.conn.send_region(region, n, invalidate)
+            await self._send_region(region, n, invalidate)
             completed = True
         finally:
             if completed:
@@ -423,43 +427,40 @@ class RdmaTransport(Transport):
 
     # -- receiving --------------------------------------------------------------------------------
     async def receive(self) -> Unpacker | CallError:
-        try:
-            item = await self._rx.receive()
-        except (trio.EndOfChannel, trio.ClosedResourceError) as e:
-            raise ConnectionLost("transport closed", self.peer) from e
-        if isinstance(item, BaseException):
-            self._tx.send_nowait(item)  # every later receive fails the same way
-            raise item
-        return item
-
-    async def _receive_loop(self) -> None:
-        try:
-            while True:
+        """The next message, taken from the connection's Receive completions in the caller's task
+        (the RPC layer's receive loop): no task of the transport's own passes it on."""
+        while self._dead is None:
+            try:
                 rcv = await self.conn.receive()
                 data = bytes(rcv.data)  # the inline part; the buffer goes back at once
                 self.stats.inline_bytes_copied += len(data)
                 self.conn.post_recv(rcv.region)
                 msg = self._handle(data, rcv.invalidated)
-                if msg is not None:
-                    self._tx.send_nowait(msg)
-                # hold no reply while waiting for the next: its views of a Write chunk sink would
-                # keep the sink from going back to the pool when the caller drops them
-                del msg
-        except (TransportError, RpcRdmaError) as e:
-            err = e if isinstance(e, TransportError) else ProtocolViolation(str(e), self.peer)
+            except (TransportError, RpcRdmaError) as e:
+                self._fail(e if isinstance(e, TransportError) else ProtocolViolation(str(e), self.peer))
+                if isinstance(e, InjectedConnectionLoss):
+                    await self.conn.aclose()  # the connection goes away now, as a real loss would
+                break
+            if msg is not None:
+                return msg
+        await trio.lowlevel.checkpoint()
+        assert self._dead is not None
+        raise self._dead  # every later receive fails the same way
+
+    def _fail(self, err: TransportError) -> None:
+        """The connection is gone: every call fails, credit waiters included."""
+        if self._dead is None:
             self._dead = err
-            self._tx.send_nowait(err)
-            for ev in self.gate.drain():
-                ev.set()
-            if isinstance(e, InjectedConnectionLoss):
-                await self.conn.aclose()  # the connection goes away now, as a real loss would
+        for ev in self.gate.drain():
+            ev.set()
 
     def _handle(self, data: bytes, invalidated: int | None = None) -> Unpacker | CallError | None:
         if invalidated is not None and not self.accepts_remote_invalidation:
             raise ProtocolViolation(
                 f"Send With Invalidate of {invalidated:#x}, which we did not advertise", self.peer
             )
-        hdr, off = decode_rdma_msg(data)
+        lean = read_header(memoryview(data))  # RDMA_ERROR and faults: the generic decoder
+        hdr, off = lean if lean is not None else decode_rdma_msg(data)
         payload = memoryview(data)[off:]
         if hdr.proc == RDMA_MSG and payload.nbytes >= 8 and _MSG_TYPE.unpack_from(payload, 4)[0] == CALL:
             if hdr.chunks.rdma_reads or hdr.chunks.rdma_writes:

@@ -1,4 +1,4 @@
-"""The responder's one-pass header codec agrees with the generic RPC-over-RDMA codec, byte for
+"""The one-pass header codec (the requester's and the responder's) agrees with the generic RPC-over-RDMA codec, byte for
 byte, and leaves every header it does not take to it (which names the fault)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pynfsrdma._proto.rpcrdma import (
     xdr_read_chunk,
     xdr_write_chunk,
 )
-from pynfsrdma._testbed.responder_chunks import pack_header, read_call_header
+from pynfsrdma._transport.rdma.header import pack_header, read_header
 
 
 def seg(i: int, length: int = 4096) -> xdr_rdma_segment:
@@ -42,7 +42,7 @@ def test_one_pass_codec_agrees_with_the_generic_one(name):
     header = HEADERS[name]
     wire = encode_rdma_msg(header).getvalue()
     assert bytes(pack_header(header)) == wire
-    got = read_call_header(memoryview(wire + b"payload"))
+    got = read_header(memoryview(wire + b"payload"))
     assert got == decode_rdma_msg(wire + b"payload") == (header, len(wire))
 
 
@@ -64,7 +64,7 @@ def word(n: int) -> bytes:
     ids=["version 2", "bad discriminator", "17 segments", "truncated", "17 read chunks"],
 )
 def test_a_header_it_does_not_take_goes_to_the_generic_decoder(wire):
-    assert read_call_header(memoryview(wire)) is None
+    assert read_header(memoryview(wire)) is None
     with pytest.raises(RpcRdmaError) as e:
         decode_rdma_msg(wire)
     if wire[4:8] == word(2):
@@ -73,5 +73,5 @@ def test_a_header_it_does_not_take_goes_to_the_generic_decoder(wire):
 
 def test_an_error_message_is_left_to_the_generic_decoder():
     wire = encode_rdma_msg(make_error(7, 32, ERR_CHUNK)).getvalue()
-    assert read_call_header(memoryview(wire)) is None
+    assert read_header(memoryview(wire)) is None
     assert decode_rdma_msg(wire)[0].proc == RDMA_ERROR
