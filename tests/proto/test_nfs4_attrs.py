@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -211,3 +212,27 @@ def test_a_directory_entry_that_names_no_file_is_a_bad_reply(name: bytes) -> Non
     bad = data[:at] + len(name).to_bytes(4, "big") + name + bytes(-len(name) % 4) + data[at + 4 + n + (-n % 4):]
     with pytest.raises(XdrError, match="directory entry name"):
         READDIR4resok.XDR.decode(bad)
+
+
+@pytest.mark.parametrize("name", [b"", b".", b"..", b"a/b", b"/", b"caf\xe9", b"\xff", b"x\x00/"])
+@pytest.mark.parametrize("where", [0, 150, 299])
+def test_a_page_of_names_is_checked_at_once_and_a_bad_name_anywhere_fails_it(name: bytes, where: int) -> None:
+    """A page of READDIR names is checked in one pass (check_entry_names); a name that names no file,
+    first, amid or last among 299 good ones, still fails the page, and the error names it; names that
+    hold a NUL (a pass over them cannot tell them apart) are checked one by one and pass."""
+    names = [f"f{i:07d}".encode() for i in range(300)]
+    names[where] = name
+    data = b"".join(b"attr" + n for n in names)
+    spans, p = [], 0
+    for n in names:
+        spans.append((p, p + 4, p + 4 + len(n), [], p, p + 4))
+        p += 4 + len(n)
+    with pytest.raises(XdrError, match=re.escape(f"directory entry name {name!r}")):
+        A.check_entry_names(data, spans)
+    names[where] = b"a\x00b" if where else b"\x00"
+    data = b"".join(b"attr" + n for n in names)
+    spans, p = [], 0
+    for n in names:
+        spans.append((p, p + 4, p + 4 + len(n), [], p, p + 4))
+        p += 4 + len(n)
+    A.check_entry_names(data, spans)  # (b"\x00" alone: a NUL, not an empty name)
