@@ -448,4 +448,5 @@ def test_stats_count_the_fuse_requests_of_an_untar_by_kind(
     # (the kernel's writeback may flush a written file's times by a SETATTR of its own before tar's
     # futimens sets them: fuse_write_inode, at most once a file, when the flusher comes by in between)
     assert 3 * n <= got["SETATTR"] <= 4 * n + 3 * (dirs + 1), got
-    assert sum(got.values()) <= 10 * n, got
+    flushes = got["SETATTR"] - 3 * n  # (the kernel's own, bounded above)
+    assert sum(got.values()) - flushes <= 10 * n, got
