@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any
 
 from .._proto import rpc as rpcdef
 from .._proto.nfs4.compound import decode_compound_res
@@ -46,10 +47,20 @@ def locate_read_data(head: memoryview) -> tuple[int, int] | None:
     starts and how long it is; :data:`~pynfsrdma._transport.base.NEED_MORE` when ``head`` ends
     before that is known; None when the reply carries no READ data (an RPC error, a failed
     operation before READ's data, a message that is not a reply)."""
+    return _locate(head, None, ())
+
+
+def _locate(head: memoryview, shape: CompoundShape | None, ops: tuple[Any, ...]) -> tuple[int, int] | None:
+    """:func:`locate_read_data`, the reply's results first given to ``shape``'s decoder (for
+    ``ops``) when there is one."""
     u = _Locating(head)
     try:
         if not rpcdef.read_to_results(u):
             return None
+        if shape is not None:
+            at = u.pos
+            shape.decode(u, ops)  # (None: not a reply of success of the shape, ``u`` untouched)
+            u.pos = at
         decode_compound_res(u)
     except _Found as found:
         return found.at, found.length
@@ -70,19 +81,7 @@ def read_data_locator(shape: CompoundShape, count: int) -> Locator:
     ops = (PUTFH4args(b""), READ4args(ANONYMOUS_STATEID, 0, count))
 
     def locate(head: memoryview) -> tuple[int, int] | None:
-        u = _Locating(head)
-        try:
-            if not rpcdef.read_to_results(u):
-                return None
-            at = u.pos
-            shape.decode(u, ops)  # (None: not a reply of success of the shape, ``u`` untouched)
-            u.pos = at
-            decode_compound_res(u)
-        except _Found as found:
-            return found.at, found.length
-        except XdrError:
-            return NEED_MORE
-        return None
+        return _locate(head, shape, ops)
 
     return locate
 
