@@ -66,7 +66,10 @@ def test_writes_of_an_open_file_need_no_general_decoding(
                     await rw.write(of, 0, b"y" * 10, client.cred)
             finally:
                 of.stateid = of_stateid
-            assert general and str(refused.value) == "Bad file descriptor (NFS4ERR_STALE_STATEID)"
+            # (NFS-Ganesha 4.3 calls a stateid it never gave stale, 9 bad)
+            assert general and str(refused.value) in (
+                "Bad file descriptor (NFS4ERR_STALE_STATEID)", "Bad file descriptor (NFS4ERR_BAD_STATEID)"
+            )
             assert getattr(refused.value, "op", None) == c.OP_WRITE
         assert (export_path.local / "f").read_bytes() == data
 
