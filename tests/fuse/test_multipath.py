@@ -48,7 +48,12 @@ async def test_mount_over_three_paths_survives_a_cut_mid_write(
 
         async with trio.open_nursery() as n:
             n.start_soon(trio.to_thread.run_sync, write)
-            await trio.sleep(0.5)
+            # (once the server holds a few MiB, WRITEs are in flight on every path: a fixed wait
+            # before the cut found none yet on a loaded machine)
+            big = export_path.local / "big"
+            with trio.fail_after(60):
+                while not (big.exists() and big.stat().st_size >= 4 << 20):
+                    await trio.sleep(0.02)
             paths[1].cut()  # one of the three paths dies with requests in flight
         stats = await trio.to_thread.run_sync(cli_json, "stats", str(mnt), "--json")
         assert isinstance(stats, dict)
