@@ -11,6 +11,7 @@ import os
 import pstats
 import re
 import subprocess
+import sys
 from contextlib import asynccontextmanager
 
 import pytest
@@ -628,3 +629,45 @@ def test_a_shared_arena_is_mapped_only_by_a_process_that_reaches_its_owner():
     dead = subprocess.Popen(["true"])
     dead.wait()
     assert not cross_memory.PeerMemory(dead.pid).map_arena(arena.fd, arena.address, arena.size)
+
+
+def test_a_peers_arena_is_mapped_no_further_than_its_memfd_and_only_when_sealed():
+    """A size announced past the memfd's end is cut to the memfd's real size, and a memfd
+    that could still shrink is not mapped: either would fault (SIGBUS) on access instead of
+    raising. Spans the mapping does not hold go through process_vm_* and land the same."""
+    arena = cross_memory.SharedArena(1 << 20)
+    with pytest.raises(PermissionError):
+        os.ftruncate(arena.fd, 4096)  # sealed: its owner cannot shrink it either
+    view = arena.take(1 << 20)
+    assert view is not None
+    view[-5:] = b"tail!"
+    mine = cross_memory.PeerMemory(os.getpid())
+    assert mine.map_arena(arena.fd, arena.address, 64 << 20)
+    end = arena.address + (1 << 20)
+    got = bytearray(5)
+    mine.read_from([(end - 5, 5)], memoryview(got))
+    assert got == b"tail!" and mine.bytes_mapped == 5
+    outside = bytearray(b"x" * 4096)
+    got = bytearray(4096)
+    mine.read_from([(buffer_address(outside), 4096)], memoryview(got))
+    assert got == outside and mine.bytes_mapped == 5  # not through the mapping
+    plain = os.memfd_create("unsealed", os.MFD_CLOEXEC)
+    try:
+        os.ftruncate(plain, 1 << 20)
+        assert not cross_memory.PeerMemory(os.getpid()).map_arena(plain, arena.address, 1 << 20)
+    finally:
+        os.close(plain)
+    past_the_end = (
+        "import os\n"
+        "from pynfsrdma._transport.rdma import cross_memory\n"
+        "arena = cross_memory.SharedArena(1 << 20)\n"
+        "mine = cross_memory.PeerMemory(os.getpid())\n"
+        "assert mine.map_arena(arena.fd, arena.address, 64 << 20)\n"
+        "try:\n"
+        "    mine.read_from([(arena.address + (2 << 20), 5)], memoryview(bytearray(5)))\n"
+        "except OSError:\n"
+        "    pass\n"
+        "print('mapped', mine.bytes_mapped)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", past_the_end], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout.split()) == (0, ["mapped", "0"]), done  # a fault: -SIGBUS

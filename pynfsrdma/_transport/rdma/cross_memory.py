@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import mmap
 import os
 from collections.abc import Sequence
@@ -89,6 +90,7 @@ def reaches(pid: int, address: int, expect: bytes) -> bool:
 
 
 ARENA_SIZE: Final = 256 << 20  # a shared arena: a sparse memfd, pages as touched; its bound in use
+_FIXED_SIZE: Final = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
 
 
 class SharedArena:
@@ -96,8 +98,9 @@ class SharedArena:
     are cut from it once (:meth:`take`) and kept by their owner's pools; it is never given back."""
 
     def __init__(self, size: int = ARENA_SIZE) -> None:
-        self.fd = os.memfd_create("pynfsrdma-soft-rdma", os.MFD_CLOEXEC)
+        self.fd = os.memfd_create("pynfsrdma-soft-rdma", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         os.ftruncate(self.fd, size)
+        fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, _FIXED_SIZE | fcntl.F_SEAL_SEAL)
         self._view = memoryview(mmap.mmap(self.fd, size))
         self.address = buffer_address(self._view)
         self.size = size
@@ -124,12 +127,19 @@ class PeerMemory:
         self.bytes_mapped = 0  # bytes copied through the mapping (the rest: process_vm_*)
 
     def map_arena(self, fd: int, address: int, size: int) -> bool:
-        """Map the peer's arena (its memfd ``fd`` at ``address``); False if it cannot be reached."""
+        """Map the peer's arena (its memfd ``fd`` at ``address``); False if it cannot be reached.
+        Only a memfd sealed against shrinking is mapped, and no more of it than it holds: a
+        mapping past a file's end, or of a file that shrinks later, would fault on access."""
         try:
             mine = os.open(f"/proc/{self.pid}/fd/{fd}", os.O_RDWR | os.O_CLOEXEC)
         except OSError:
             return False
         try:
+            if fcntl.fcntl(mine, fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK == 0:
+                return False
+            size = min(size, os.fstat(mine).st_size)
+            if size <= 0:
+                return False
             self._arena = memoryview(mmap.mmap(mine, size))
         except (OSError, ValueError):
             return False
