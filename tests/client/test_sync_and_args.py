@@ -150,8 +150,9 @@ class _Steps(trio.abc.Instrument):
 
 def test_calls_one_at_a_time_go_straight_to_the_listener(ganesha: Ganesha, export_path: ExportPath) -> None:
     """A call that finds the loop's listener waiting wakes it through its eventfd and is carried out
-    in that step: trio's run_sync_soon task (a step of its own before the call's) takes none, and
-    the call's answer is the same."""
+    in that step (or, handed before the listener waits, in the step that finished the call before):
+    trio's run_sync_soon task (a step of its own before the call's) takes none, and the call's
+    answer is the same."""
     (export_path.local / "f").write_bytes(b"x" * 100)
     with connect(f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}") as nfs:
         nfs.stat("/f")
@@ -171,7 +172,7 @@ def test_calls_one_at_a_time_go_straight_to_the_listener(ganesha: Ganesha, expor
     assert sizes == [100] * 50
     assert missing.value.errno == errno.ENOENT and missing.value.filename == "/missing"
     assert steps.steps.get("<TrioToken.run_sync_soon task>", 0) == 0, steps.steps
-    assert sum(n for name, n in steps.steps.items() if name.endswith("_Loop._listen")) >= 2 * 51, steps.steps
+    assert sum(n for name, n in steps.steps.items() if name.endswith("_Loop._listen")) >= 51, steps.steps
 
 
 def test_a_call_in_flight_when_the_connection_closes_says_so(ganesha: Ganesha, export_path: ExportPath) -> None:
