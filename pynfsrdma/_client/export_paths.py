@@ -19,6 +19,23 @@ from .nfs4 import ListedEntry, NFSv4
 from .timed_map import TimedMap
 
 MAX_SYMLINKS = 40
+NORMED_PATHS = 4096  # paths as given -> (normalised, its directory, its last name), kept (then forgotten all at once)
+
+_normed: dict[str, tuple[str, str, str]] = {}  # (a pure function of the string: shared by every client)
+
+
+def _parts(path: str) -> tuple[str, str, str]:
+    """``path`` normalised from the export's root, its directory and its last name (both "/" and ""
+    for the root), worked out once for each string and then remembered: a script's calls name the
+    same few directories again and again."""
+    got = _normed.get(path)
+    if got is None:
+        normed = posixpath.normpath("/" + path.lstrip("/"))
+        got = (normed, *posixpath.split(normed))
+        if len(_normed) >= NORMED_PATHS:
+            _normed.clear()
+        _normed[path] = got
+    return got
 
 
 def names_a_directory(path: str) -> bool:
@@ -41,7 +58,7 @@ class ExportPaths:
         self._looking_up: dict[str, trio.Event] = {}  # directory path -> set when its lookup is answered
 
     def norm(self, path: str) -> str:
-        return posixpath.normpath("/" + path.lstrip("/"))
+        return _parts(path)[0]
 
     async def dir_fh(self, dirpath: str, depth: int = 0) -> bytes:
         if dirpath == "/":
@@ -74,16 +91,18 @@ class ExportPaths:
         if depth > MAX_SYMLINKS:
             raise NFS4Error(c.NFS4ERR_SYMLINK, c.OP_LOOKUP, path)  # ELOOP-like: too many links
         want_dir = names_a_directory(path)
-        path = self.norm(path)
+        path, parent, name = _parts(path)
         if path == "/":
             return self.root_fh, await self.nfs.names.getattr(self.root_fh, self.cred, path)
-        parent, name = posixpath.split(path)
         try:
-            walked = await self.walk_to(path) if parent != "/" and self._dirs.get(parent) is None else None
+            # (the directory's handle known, as it mostly is: the one LOOKUP from it)
+            dfh = self.root_fh if parent == "/" else self._dirs.get(parent)
+            walked = await self.walk_to(path) if dfh is None else None
             if walked is not None:
                 fh, attrs = walked
             else:
-                dfh = await self.dir_fh(parent, depth)
+                if dfh is None:
+                    dfh = await self.dir_fh(parent, depth)
                 fh, attrs = await self.nfs.names.lookup_path(dfh, [name], self.cred, path)
         except NFS4Error as e:
             if e.status == c.NFS4ERR_STALE:
@@ -159,10 +178,10 @@ class ExportPaths:
         return out
 
     def split(self, path: str) -> tuple[str, str]:
-        path = self.norm(path)
+        path, parent, name = _parts(path)
         if path == "/":
             raise NFS4Error(c.NFS4ERR_INVAL, None, path)
-        return posixpath.split(path)
+        return parent, name
 
     async def lstat_name(self, path: str) -> FileAttrs:
         """The attributes of the name ``path`` ends in, not followed even when written as a

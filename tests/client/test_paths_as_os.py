@@ -10,6 +10,7 @@ import pytest
 
 import pynfsrdma
 from pynfsrdma._client.api import Client
+from pynfsrdma._client.export_paths import NORMED_PATHS
 from pynfsrdma._testbed import Ganesha
 from pynfsrdma._testbed.ganesha import ExportPath
 
@@ -207,3 +208,26 @@ async def test_remove_and_rmdir_check_the_type_in_the_compound_that_removes(
             sent = {op: after.get(op, 0) - before.get(op, 0) for op in ("GETFH", "GETATTR", "REMOVE")}
             assert sent == {"GETFH": 0, "GETATTR": 0, "REMOVE": 1}, (call, path)
     assert list(export_path.local.iterdir()) == []
+
+
+async def test_a_path_written_any_way_names_the_same_file(ganesha: Ganesha, export_path: ExportPath) -> None:
+    """Paths are normalised once per string and remembered: however a path is written, the second
+    time as the first, and after more paths than are remembered, it names the same file; the root
+    has no directory to be split from."""
+    (export_path.local / "d").mkdir()
+    (export_path.local / "d" / "f").write_bytes(b"12345")
+    written = ["/d/f", "d/f", "//d//f", "/d/./f", "/d/x/../f"]
+    async with Client.connect(url_of(ganesha, export_path)) as nfs:
+        for _ in range(2):
+            assert [(await nfs.stat(p)).size for p in written] == [5] * len(written)
+            assert [nfs.paths.split(p) for p in written] == [("/d", "f")] * len(written)
+        for i in range(NORMED_PATHS + 10):
+            assert nfs.paths.norm(f"/e{i}/../d//f") == "/d/f"
+        assert (await nfs.stat("/d//f")).size == 5
+        with pytest.raises(FileNotFoundError):
+            await nfs.stat("/d/x/f")
+        for root in ("/", "", "//", "/d/.."):
+            assert nfs.paths.norm(root) == "/"
+            with pytest.raises(pynfsrdma.NFS4Error) as e:
+                nfs.paths.split(root)
+            assert e.value.errno == errno.EINVAL
