@@ -322,7 +322,12 @@ class RdmaTransport(Transport):
         and Send it from there. The buffer goes back to the pool when the Send completed; one
         whose Send failed or was abandoned (the device may still read it) is released and
         replaced by a new registration."""
-        region = await self._send_rx.receive()
+        # a free buffer is taken at once, not through the scheduler: the caller (send_call,
+        # send_reply) has had its schedule point
+        try:
+            region = self._send_rx.receive_nowait()
+        except trio.WouldBlock:
+            region = await self._send_rx.receive()
         completed = False
         try:
             buf = region.buffer
@@ -409,6 +414,7 @@ class RdmaTransport(Transport):
                         admitted.set()
 
     async def send_reply(self, xid: int, msg: Packer) -> None:
+        await trio.lowlevel.checkpoint()
         hdr = make_msg(xid, self.gate.rdma_credit(), RDMA_MSG)
         if header_size(0, [], None) + len(msg) > self.thresholds.send:
             raise TransportError(
