@@ -50,6 +50,7 @@ from .kernel import abi, notify, replies, uring
 from .kernel import requests as rq
 from .kernel.forgets import Forgets
 from .kernel.init import (
+    KERNEL_MAX_BACKGROUND,
     LOCKS,
     MAX_PAGES,
     MAX_WRITE,
@@ -447,6 +448,7 @@ class NativeChannel(Workers):
             self.agreed = agreed
             self._options = agreed.options
             self.ops.writeback_cache = agreed.has(abi.FUSE_WRITEBACK_CACHE)
+            self.keep_workers(agreed.max_background or KERNEL_MAX_BACKGROUND)
             log.debug("FUSE %d.%d, flags %#x, max_write %d", agreed.major, agreed.minor, agreed.flags, agreed.max_write)
             self._start_ring(agreed)
             self.initialized.set()
@@ -478,6 +480,7 @@ class NativeChannel(Workers):
             self.ring = None
             ring.close()
             return
+        ring.keep_workers(agreed.max_background or KERNEL_MAX_BACKGROUND)
         self.nursery.start_soon(
             ring.serve, uring.payload_size(agreed.max_write, agreed.max_pages), self, HANDLERS,
             self._interrupts, self._interruptible, agreed.options, self.buffers, self._send)

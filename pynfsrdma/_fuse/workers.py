@@ -4,8 +4,10 @@ from /dev/fuse (:mod:`.devfuse`) or taken from io_uring entries (:mod:`.uring_ch
 One worker at a time, the reader, takes the next request and answers it itself: it runs the
 handler's first step at once, and an operation answered then (a cached attribute) costs no task
 switch. Only when the operation has to wait does the reader hand the reading on, to a worker
-standing by or a new one; at most WORKERS_KEPT stand by (a fifth that finds four waiting ends), and
-there are MAX_WORKERS at most. An INTERRUPT cancels the worker answering its request when the
+standing by or a new one. As many stand by as requests the kernel may have out at once
+(``workers_kept``: its background requests, read-ahead and writeback, and a few more), so that a
+burst of replies followed by a burst of requests starts and ends no task; one that finds that many
+waiting ends, and there are MAX_WORKERS at most. An INTERRUPT cancels the worker answering its request when the
 operation is interruptible (it sees ``trio.Cancelled``; the request is answered EINTR); an
 INTERRUPT for a request not seen yet is answered EAGAIN at the next request, as the kernel asks.
 
@@ -32,7 +34,7 @@ from .lowlevel import FUSEError
 
 log = logging.getLogger(__name__)
 
-WORKERS_KEPT = 4  # workers standing by at most
+WORKERS_KEPT = 4  # workers standing by at most, besides the kernel's background requests
 MAX_WORKERS = 256
 READS_BETWEEN_CHECKPOINTS = 8  # requests answered in a row before the reader lets other tasks run
 
@@ -99,9 +101,15 @@ class Workers(abc.ABC):
         self._reading = False  # a worker holds the reader role
         self._standby = trio.lowlevel.ParkingLot()  # workers waiting for it
         self._workers = 0
+        self.workers_kept = WORKERS_KEPT  # workers standing by at most (see :meth:`keep_workers`)
         self._hand_offs = 0
         self._in_a_row = 0
         self.answered: dict[int, int] = {}  # requests handed to a handler, by opcode
+
+    def keep_workers(self, background: int) -> None:
+        """Let as many workers stand by as the kernel may have ``background`` requests out, and
+        WORKERS_KEPT more for requests of the foreground."""
+        self.workers_kept = min(MAX_WORKERS, WORKERS_KEPT + background)
 
     def answered_by_name(self) -> dict[str, int]:
         """The requests handed to a handler so far, by the name of their opcode (``pynfsrdma stats
@@ -174,7 +182,7 @@ class Workers(abc.ABC):
         others stand by (True: this worker ends)."""
         while not self.stopping:
             if self._reading:
-                if len(self._standby) >= WORKERS_KEPT:
+                if len(self._standby) >= self.workers_kept:
                     return True
                 await self._standby.park()
                 continue

@@ -12,7 +12,8 @@ reads for others (their replies, the server's callback CALLs) goes to them; when
 came, it hands the reading on to a caller still waiting. The receive loop
 (:meth:`RpcConnection.run`, started in the owner's nursery) reads only while no call has been made
 for ``LOOP_IDLE`` seconds (callbacks to serve, the connection's end to see), and steps aside for
-the next caller. Over other transports (RPC-over-RDMA, TLS) the receive loop reads everything.
+the next caller; while several calls are out it rests with no timeout at all, and is woken when
+no more than one is left. Over other transports (RPC-over-RDMA, TLS) the receive loop reads everything.
 
 A message that cannot be from a server keeping the protocol (too short for an RPC header, of no
 message type, a reply whose header is malformed, a reply to an XID we never sent or that was
@@ -127,6 +128,7 @@ class RpcConnection:
         self._loop_waiting = False  # the loop reads, and waits for a message's start (it can step aside)
         self._loop_rest = trio.lowlevel.ParkingLot()  # the receive loop, while callers read
         self._loop_wanted = False  # a send failed: the loop reads at once, whatever calls are made
+        self._loop_deep = False  # the loop rests with no timeout: several calls are out (_call_gone wakes it)
         self.calls = 0
         self.unmatched_replies = 0  # late replies to calls no longer waited for
 
@@ -203,6 +205,16 @@ class RpcConnection:
         caller. Returns when the connection has ended (``_dead``)."""
         seen = -1
         while self._dead is None:
+            if not self._loop_wanted and len(self._pending) > 1:
+                # several calls out: their callers read until the last but one is answered, and the
+                # loop rests without a timeout meanwhile (a timeout's wakeup every LOOP_IDLE would
+                # find calls out, and cost a cancellation each, for nothing)
+                self._loop_deep = True
+                try:
+                    await self._loop_rest.park()
+                finally:
+                    self._loop_deep = False
+                continue
             if self._reader is not None or (not self._loop_wanted and (self._pending or self.calls != seen)):
                 seen = self.calls
                 with trio.move_on_after(LOOP_IDLE):
@@ -225,6 +237,12 @@ class RpcConnection:
                 if self._reader is _LOOP:
                     self._reader = None
                     self._hand_on()
+
+    def _call_gone(self) -> None:
+        """A call left ``_pending``: with at most one left, the loop rests with its timeout again."""
+        if self._loop_deep and len(self._pending) <= 1:
+            self._loop_deep = False
+            self._loop_rest.unpark()
 
     def _hand_on(self) -> None:
         """The reader stopped: a call still waiting for its reply reads next."""
@@ -250,6 +268,7 @@ class RpcConnection:
                 for xid, p in list(self._pending.items()):
                     if p.deadline <= now:
                         del self._pending[xid]
+                        self._call_gone()
                         self._abandon(xid)
                         p.error = RpcTimeout(f"no reply within {p.timeout:g} s", self.peer)
                         p.set()
@@ -276,6 +295,7 @@ class RpcConnection:
     def _fail_call(self, failed: CallError) -> None:
         """One call failed at the transport (the connection lives on): fail its waiter only."""
         p = self._pending.pop(failed.xid, None)
+        self._call_gone()
         if p is None:
             log.info(
                 "%s: transport error for unknown XID %#x dropped: %s", self.peer, failed.xid, failed.error
@@ -315,6 +335,8 @@ class RpcConnection:
             raise ProtocolViolation("a message too short to hold an RPC header", self.peer) from None
         if mtype == rpcdef.REPLY:
             p = self._pending.pop(xid, None)
+            if self._loop_deep:
+                self._call_gone()
             if p is None:
                 if xid not in self._abandoned:
                     raise ProtocolViolation(f"a reply to XID {xid:#x}, which no call of ours waits for", self.peer)
@@ -478,6 +500,7 @@ class RpcConnection:
         finally:
             if not p.done:
                 self._pending.pop(xid, None)
+                self._call_gone()
                 self._abandon(xid)
 
     def _accepted(self, p: _Pending) -> tuple[rpcdef.ReplyHeader, Unpacker]:

@@ -70,6 +70,9 @@ SPLICE_MIN: Final = 8192  # a smaller payload is received as usual (a pipe's rou
 SPLICE_HEAD: Final = 256  # bytes asked for a record's head while a splice is awaited (a READ reply's is ~150)
 _SPLICE_FLAGS: Final = getattr(os, "SPLICE_F_MOVE", 0) | getattr(os, "SPLICE_F_NONBLOCK", 0)
 CAN_SPLICE: Final = hasattr(os, "splice")
+# records taken in a row without waiting for data before the receiver lets the other tasks run (a
+# flood of replies must not starve them; a wait for data is such a pass already)
+RECORDS_BETWEEN_CHECKPOINTS: Final = 8
 
 
 def _refs(pool: list[bytearray], i: int) -> int:
@@ -211,6 +214,7 @@ class TcpTransport(RecordStream):
         # interrupt_receive can end that wait (trio's notify_closing) and leave the socket alone
         self._waker = sock.dup()
         self._in_record = False  # a record's mark was taken, and not all of the record yet
+        self._unwaited = 0  # records taken since the receiver last waited or let the others run
         self._stage = memoryview(bytearray(STAGE_READ))
         self._staged = 0  # bytes received ahead into _stage, from _stage_at
         self._stage_at = 0
@@ -591,6 +595,19 @@ class TcpTransport(RecordStream):
         finally:
             self._in_record = False
 
+    async def _taken(self, waited: bool) -> None:
+        """A record was taken (``waited``: its data was waited for, a pass through the scheduler
+        already). After RECORDS_BETWEEN_CHECKPOINTS taken without one, a pass, so that a flood of
+        replies cannot starve the other tasks; never a cancellation point: the record is taken, and
+        whoever it is for gets it."""
+        if waited:
+            self._unwaited = 0
+            return
+        self._unwaited += 1
+        if self._unwaited >= RECORDS_BETWEEN_CHECKPOINTS:
+            self._unwaited = 0
+            await trio.lowlevel.cancel_shielded_checkpoint()
+
     async def _receive_record(self, mark: int, waited: bool) -> Unpacker:
         """The record whose first mark was taken."""
         frags: list[memoryview] = []
@@ -607,8 +624,7 @@ class TcpTransport(RecordStream):
                 spliced, w = await self._receive_spliced(n)
                 waited |= w
                 if spliced is not None:
-                    if not waited:
-                        await trio.lowlevel.cancel_shielded_checkpoint()
+                    await self._taken(waited)
                     return spliced
             frag, head = self.fragment(n)
             if head < n:
@@ -616,11 +632,7 @@ class TcpTransport(RecordStream):
             frags.append(frag)
             if mark & RM_LAST_FRAGMENT:
                 break
-        if not waited:
-            # the record was all there: a pass through the scheduler, so that a flood of replies
-            # cannot starve the other tasks (waiting for data was one already); never a
-            # cancellation point: the record is taken, and whoever it is for gets it
-            await trio.lowlevel.cancel_shielded_checkpoint()
+        await self._taken(waited)
         if len(frags) == 1:
             return Unpacker(frags[0])
         return Unpacker(b"".join(frags))  # multi-fragment records are rare; join them once

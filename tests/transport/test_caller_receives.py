@@ -6,6 +6,7 @@ whether or not a call waits."""
 
 from __future__ import annotations
 
+import functools
 import socket
 import struct
 
@@ -15,7 +16,7 @@ from record_support import read_record
 
 from pynfsrdma._proto import rpc as rpcdef
 from pynfsrdma._rpc.auth import AUTH_NONE_CRED
-from pynfsrdma._rpc.client import RpcConnection
+from pynfsrdma._rpc.client import LOOP_IDLE, RpcConnection
 from pynfsrdma._rpc.errors import RpcTimeout
 from pynfsrdma._transport.base import ConnectionLost
 from pynfsrdma._transport.tcp import TcpTransport
@@ -85,6 +86,50 @@ async def test_the_caller_reads_its_own_reply_and_the_receive_loop_sleeps() -> N
         finally:
             trio.lowlevel.remove_instrument(steps)
         assert steps.steps < calls // 4, f"the receive loop ran {steps.steps} steps for {calls} calls"
+        nursery.cancel_scope.cancel()
+
+
+async def test_the_receive_loop_rests_without_waking_while_several_calls_are_out() -> None:
+    """While several calls are out their callers read, and the receive loop rests without a
+    timeout: over twenty LOOP_IDLE periods with eight calls out it runs a few steps, where a loop
+    that woke every LOOP_IDLE to look would run one each. When the calls are answered it reads
+    again (a callback the server sends afterwards is served)."""
+    out, held = 8, 20 * LOOP_IDLE
+    served = trio.Event()
+
+    async def hold_then_answer(stream: trio.SocketStream) -> None:
+        xids = [xid_of(await read_record(stream)) for _ in range(out)]
+        await trio.sleep(held)
+        for xid in xids:
+            await stream.send_all(reply(xid))
+        await trio.sleep(2 * LOOP_IDLE)
+        p = Packer()
+        rpcdef.pack_call_header(p, 77, 0x40000000, 1, 0, rpcdef.opaque_auth.XDR.encode(rpcdef.NULL_AUTH))
+        msg = p.getvalue()
+        await stream.send_all(struct.pack(">I", 0x80000000 | len(msg)) + msg)
+        await read_record(stream)  # (the callback's reply)
+        served.set()
+        await trio.sleep_forever()
+
+    async def on_callback(xid: int, body: rpcdef.call_body, u: Unpacker) -> Packer:
+        p = Packer()
+        rpcdef.pack_accepted_reply_header(p, xid)
+        return p
+
+    async with trio.open_nursery() as nursery:
+        conn = await connect(await serve(nursery, hold_then_answer), nursery, on_callback)
+        await trio.sleep(2 * LOOP_IDLE)  # (the loop at rest)
+        steps = LoopSteps()
+        trio.lowlevel.add_instrument(steps)
+        try:
+            async with trio.open_nursery() as calls:
+                for _ in range(out):
+                    calls.start_soon(functools.partial(conn.call, 0, AUTH_NONE_CRED, timeout=5))
+        finally:
+            trio.lowlevel.remove_instrument(steps)
+        assert steps.steps <= 4, f"the receive loop ran {steps.steps} steps while {out} calls were out"
+        with trio.fail_after(5):
+            await served.wait()
         nursery.cancel_scope.cancel()
 
 

@@ -7,7 +7,7 @@ import struct
 
 import trio
 
-from pynfsrdma._transport.tcp import POOL_MIN_FRAGMENT, BufferPool, TcpTransport
+from pynfsrdma._transport.tcp import POOL_MIN_FRAGMENT, RECORDS_BETWEEN_CHECKPOINTS, BufferPool, TcpTransport
 
 BIG = 256 * 1024
 
@@ -70,4 +70,30 @@ async def test_replies_held_by_a_caller_are_not_overwritten_by_later_records() -
             for held, expected in kept:  # nothing held was written into
                 assert held == expected
     assert t.pool.reused >= 2  # the replies let go of were received into again
+    await t.aclose()
+
+
+async def test_a_flood_of_records_lets_the_other_tasks_run_every_few_records() -> None:
+    """Records that are all there when asked for are taken RECORDS_BETWEEN_CHECKPOINTS in a row, then
+    the other tasks get a turn: not starved by a flood of replies, and not a turn per record."""
+    n = 8 * RECORDS_BETWEEN_CHECKPOINTS
+    a, b = socket.socketpair()
+    b.sendall(b"".join(struct.pack(">I", 0x80000000 | 4) + struct.pack(">I", i) for i in range(n)))
+    t = TcpTransport(a, "peer")
+    turns = 0
+    receiving = True
+
+    async def other() -> None:
+        nonlocal turns
+        while receiving:
+            turns += 1
+            await trio.lowlevel.checkpoint()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(other)
+        got = [struct.unpack(">I", bytes((await t.receive()).view[:4]))[0] for _ in range(n)]
+        receiving = False
+    assert got == list(range(n))
+    assert n // RECORDS_BETWEEN_CHECKPOINTS - 1 <= turns <= n // RECORDS_BETWEEN_CHECKPOINTS + 1
+    b.close()
     await t.aclose()
