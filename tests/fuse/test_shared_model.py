@@ -183,7 +183,7 @@ def test_two_clients_taking_turns_see_what_a_local_directory_holds(
     run_state_machine_as_test(
         machine,
         settings=settings(
-            max_examples=25, stateful_step_count=30, deadline=None, suppress_health_check=list(HealthCheck)
+            max_examples=40, stateful_step_count=30, deadline=None, suppress_health_check=list(HealthCheck)
         ),
     )
     # the run did real work, and often on the client that did not do the step before
