@@ -94,6 +94,8 @@ GONE_NOTIFY_WAIT = 0.2  # seconds an answer waits for the kernel to drop an entr
 # every 700 allocations) the cyclic collector took about a fifth of an ``ls -l``'s CPU; with these, a
 # young collection every 50,000, next to nothing (garbage in cycles lingers a little longer)
 GC_THRESHOLD = (50_000, 20, 20)
+_DEVICES = (c.NF4BLK, c.NF4CHR)
+_NF4REG = c.NF4REG
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
@@ -240,36 +242,31 @@ class NFSOperations(Operations):
         """The kernel's entry for ``node``; ``now``: the time its attributes were just learned at
         (a listing's page), else the clock is read."""
         a = node.attrs
-        e = EntryAttributes()  # (st_rdev is 0 unless set)
-        e.st_ino = node.ino
-        e.generation = node.generation
-        e.entry_timeout = self.entry_timeout
+        ftype = a.type
+        # (one call to make it, no call for what a property or a line gives: a listing makes an
+        # entry for every name)
         delegated = self._delegated(node)
         if delegated:
-            e.attr_timeout = node.timeo
+            attr_timeout = node.timeo
         else:
-            e.attr_timeout = self.inodes.ttl(node, trio.current_time() if now is None else now)
-        e.st_mode = FTYPE_TO_IFMT.get(a.type, 0) | a.mode  # (a.st_mode, without the property call)
-        e.st_nlink = a.nlink - len(node.silly) if node.silly else a.nlink  # (unlinked while open: 0)
-        e.st_uid = a.uid
-        e.st_gid = a.gid
-        if a.type in (c.NF4BLK, c.NF4CHR):
-            e.st_rdev = os.makedev(*a.rdev)
-        e.st_size = self.inodes.size(node)
-        e.st_blksize = BLOCK_SIZE
-        e.st_blocks = (a.used + 511) // 512
-        e.st_atime_ns = a.atime_ns
-        e.st_mtime_ns = a.mtime_ns
-        e.st_ctime_ns = a.ctime_ns
+            attr_timeout = self.inodes.ttl(node, trio.current_time() if now is None else now)
+        mtime = a.mtime_ns
+        e = EntryAttributes(
+            node.ino, node.generation, self.entry_timeout, attr_timeout,
+            FTYPE_TO_IFMT.get(ftype, 0) | a.mode,
+            a.nlink - len(node.silly) if node.silly else a.nlink,  # (unlinked while open: 0)
+            a.uid, a.gid, os.makedev(*a.rdev) if ftype in _DEVICES else 0,
+            self.inodes.size(node), BLOCK_SIZE, (a.used + 511) // 512, a.atime_ns, mtime, a.ctime_ns,
+        )  # fmt: skip
         if delegated:  # the times kept under an attribute delegation are newer
-            atime, mtime = self.nfs.kept_times(node.fh)
+            atime, kept_mtime = self.nfs.kept_times(node.fh)
             if atime is not None:
                 e.st_atime_ns = atime
-            if mtime is not None:
-                e.st_mtime_ns = mtime
-                e.st_ctime_ns = max(a.ctime_ns, mtime)
-        if node.is_reg and self.opens.writeback_cache:
-            node.shown(e.st_mtime_ns)
+            if kept_mtime is not None:
+                e.st_mtime_ns = mtime = kept_mtime
+                e.st_ctime_ns = max(a.ctime_ns, kept_mtime)
+        if ftype == _NF4REG and self.opens.writeback_cache:
+            node.shown(mtime)
         return e
 
     def _learn(self, fh: bytes, attrs: FileAttrs, asked: int | None, lookup: bool = True) -> Inode:

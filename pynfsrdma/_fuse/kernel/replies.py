@@ -249,11 +249,12 @@ class DirentBuffer:
             end = self._used + ((abi.DIRENTPLUS.size + n + abi.DIRENT_ALIGN - 1) & ~(abi.DIRENT_ALIGN - 1))
             if end > self._size:
                 return False
-            es, ens = timeout(a.entry_timeout)
-            ats, atns = timeout(a.attr_timeout)
+            # (the lookups of timeout and _with_name written out: a listing packs one per name)
+            es, ens = _TIMEOUTS.get(a.entry_timeout) or timeout(a.entry_timeout)
+            ats, atns = _TIMEOUTS.get(a.attr_timeout) or timeout(a.attr_timeout)
             at, mt, ct = a.st_atime_ns, a.st_mtime_ns, a.st_ctime_ns
             mode = a.st_mode
-            _with_name(_PLUS, abi.DIRENTPLUS, n).pack_into(
+            (_PLUS.get(n) or _with_name(_PLUS, abi.DIRENTPLUS, n)).pack_into(
                 self._buf, self._used,
                 a.st_ino, a.generation, es, ats, ens, atns,
                 a.st_ino, a.st_size, a.st_blocks, at // NS, mt // NS, ct // NS, at % NS, mt % NS, ct % NS,
