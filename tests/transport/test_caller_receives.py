@@ -36,6 +36,13 @@ def reply(xid: int, body: bytes = b"") -> bytes:
     return struct.pack(">I", 0x80000000 | len(msg)) + msg
 
 
+async def accept_callback(xid: int, body: rpcdef.call_body, u: Unpacker) -> Packer:
+    """A callback's answer: accepted, with no results."""
+    p = Packer()
+    rpcdef.pack_accepted_reply_header(p, xid)
+    return p
+
+
 async def serve(nursery: trio.Nursery, handler) -> int:
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -111,13 +118,8 @@ async def test_the_receive_loop_rests_without_waking_while_several_calls_are_out
         served.set()
         await trio.sleep_forever()
 
-    async def on_callback(xid: int, body: rpcdef.call_body, u: Unpacker) -> Packer:
-        p = Packer()
-        rpcdef.pack_accepted_reply_header(p, xid)
-        return p
-
     async with trio.open_nursery() as nursery:
-        conn = await connect(await serve(nursery, hold_then_answer), nursery, on_callback)
+        conn = await connect(await serve(nursery, hold_then_answer), nursery, accept_callback)
         await trio.sleep(2 * LOOP_IDLE)  # (the loop at rest)
         steps = LoopSteps()
         trio.lowlevel.add_instrument(steps)
@@ -330,13 +332,8 @@ async def test_a_callback_is_served_while_no_call_waits() -> None:
         done.set()
         await trio.sleep_forever()
 
-    async def on_callback(xid: int, body: rpcdef.call_body, u: Unpacker) -> Packer:
-        p = Packer()
-        rpcdef.pack_accepted_reply_header(p, xid)
-        return p
-
     async with trio.open_nursery() as nursery:
-        conn = await connect(await serve(nursery, handler), nursery, on_callback)
+        conn = await connect(await serve(nursery, handler), nursery, accept_callback)
         await conn.call(0, AUTH_NONE_CRED, timeout=5)
         with trio.fail_after(10):
             await done.wait()
