@@ -48,6 +48,7 @@ def make_tree(root: Path) -> None:
     for p in root.rglob("*"):
         if not p.is_symlink():  # NFS-Ganesha (VFS) answers OK to SETATTR of a symlink's times, sets none
             os.utime(p, ns=(FIXED_NS, FIXED_NS + len(p.name)))
+    os.utime(root, ns=(FIXED_NS, FIXED_NS))  # `tar tv` lists it to the minute
 
 
 SCRIPT = """
