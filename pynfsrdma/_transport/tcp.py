@@ -302,7 +302,9 @@ class TcpTransport(RecordStream):
             except OSError as e:
                 raise ConnectionLost(e.strerror or str(e), self.peer) from e
             if sent == total + 4:
-                self._sent(msg, total)
+                self.bytes_sent += sent
+                if msg.bulk_segments:
+                    self.bulk_bytes_sent += sum(seg.data.nbytes for seg in msg.bulk_segments)
                 return
             if sent:  # the rest when the socket takes it, ahead of any other record
                 await self._send_rest(bufs, sent, deadline)
@@ -624,6 +626,18 @@ class TcpTransport(RecordStream):
         if self._closed:
             raise ConnectionLost("connection is closed", self.peer)
         mark, waited = await self._stage_mark("mark")  # (a cancellation up to here loses nothing)
+        n = mark & RM_LENGTH_MASK
+        if mark & RM_LAST_FRAGMENT and n <= self._staged and n <= self.max_record:
+            # the whole record came with its mark (most replies do): taken from the staging buffer
+            # (a staged record is smaller than a splice's least payload: never one to splice)
+            at = self._stage_at
+            record = memoryview(bytearray(self._stage[at : at + n]))
+            self._stage_at, self._staged = at + n, self._staged - n
+            if waited:
+                self._unwaited = 0
+            else:
+                await self._taken(False)
+            return Unpacker(record)
         self._in_record = True
         try:
             return await self._receive_record(mark, waited)
