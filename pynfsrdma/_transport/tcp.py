@@ -286,13 +286,30 @@ class TcpTransport(RecordStream):
 
     # -- sending --------------------------------------------------------------------------------------
     async def _send_record(self, msg: Packer, deadline: float = math.inf) -> None:
-        segs = msg.segments()
-        total = sum(memoryview(s).nbytes for s in segs)
+        views = [memoryview(s).cast("B") for s in msg.segments()]
+        total = sum(map(len, views))
         if total > RM_LENGTH_MASK:
             raise ValueError(f"RPC message of {total} bytes is too large for one record fragment")
-        bufs: list[memoryview] = [memoryview(_MARK.pack(RM_LAST_FRAGMENT | total))]
-        bufs.extend(memoryview(s).cast("B") for s in segs)
+        bufs: list[memoryview] = [memoryview(_MARK.pack(RM_LAST_FRAGMENT | total)), *views]
         lock = self._send_lock
+        if not lock.locked() and len(bufs) <= _IOV_MAX:  # no record half sent: this one may go at once
+            if self._closed:
+                raise ConnectionLost("connection is closed", self.peer)
+            try:
+                sent = self.sock.sendmsg(bufs)
+            except BlockingIOError:
+                sent = 0
+            except OSError as e:
+                raise ConnectionLost(e.strerror or str(e), self.peer) from e
+            if sent == total + 4:
+                self.bytes_sent += sent
+                if msg.bulk_segments:
+                    self.bulk_bytes_sent += sum(seg.data.nbytes for seg in msg.bulk_segments)
+                return
+            if sent:  # the rest when the socket takes it, ahead of any other record
+                await self._send_rest(bufs, sent, deadline)
+                self._sent(msg, total)
+                return
         try:
             lock.acquire_nowait()
         except trio.WouldBlock:
@@ -315,24 +332,47 @@ class TcpTransport(RecordStream):
                 raise ConnectionLost("connection closed while sending", self.peer) from e
         finally:
             lock.release()
-        self.bytes_sent += total + 4
-        self.bulk_bytes_sent += sum(seg.data.nbytes for seg in msg.bulk_segments)
+        self._sent(msg, total)
 
-    async def _sendmsg_all(self, bufs: list[memoryview], deadline: float) -> None:
-        """Send every buffer; a record left half sent (its deadline passed, or the caller was
-        cancelled) leaves the stream's framing broken: the connection is closed."""
+    def _sent(self, msg: Packer, total: int) -> None:
+        self.bytes_sent += total + 4
+        if msg.bulk_segments:
+            self.bulk_bytes_sent += sum(seg.data.nbytes for seg in msg.bulk_segments)
+
+    async def _send_rest(self, bufs: list[memoryview], sent: int, deadline: float) -> None:
+        """Send what is left of a record whose first ``sent`` bytes went out, holding the turn to
+        send; a record left half sent closes the connection (as :meth:`_sendmsg_all`)."""
+        lock = self._send_lock
+        lock.acquire_nowait()  # (free: nothing awaited since it was found so)
+        try:
+            await self._sendmsg_all(bufs, deadline, sent)
+        except TransportError:
+            raise
+        except OSError as e:
+            raise ConnectionLost(e.strerror or str(e), self.peer) from e
+        except trio.ClosedResourceError as e:
+            raise ConnectionLost("connection closed while sending", self.peer) from e
+        finally:
+            lock.release()
+
+    async def _sendmsg_all(self, bufs: list[memoryview], deadline: float, sent: int = 0) -> None:
+        """Send every buffer (their first ``sent`` bytes gone out already); a record left half sent
+        (its deadline passed, or the caller was cancelled) leaves the stream's framing broken: the
+        connection is closed."""
         sock = self.sock
         i = 0
-        started = False
+        started = sent > 0
         try:
             while i < len(bufs):
-                try:
-                    sent = sock.sendmsg(bufs[i : i + _IOV_MAX])
-                except BlockingIOError:
-                    with trio.move_on_at(deadline):
-                        await trio.lowlevel.wait_writable(sock)
-                        continue
-                    raise SendTimeout("the server stopped reading before the call's deadline", self.peer) from None
+                if not sent:
+                    try:
+                        sent = sock.sendmsg(bufs[i : i + _IOV_MAX])
+                    except BlockingIOError:
+                        with trio.move_on_at(deadline):
+                            await trio.lowlevel.wait_writable(sock)
+                            continue
+                        raise SendTimeout("the server stopped reading before the call's deadline",
+                                          self.peer) from None
                 started = True
                 # drop what went out; keep the remainder of a partly sent buffer
                 while sent:
@@ -586,6 +626,18 @@ class TcpTransport(RecordStream):
         if self._closed:
             raise ConnectionLost("connection is closed", self.peer)
         mark, waited = await self._stage_mark("mark")  # (a cancellation up to here loses nothing)
+        n = mark & RM_LENGTH_MASK
+        if mark & RM_LAST_FRAGMENT and n <= self._staged and n <= self.max_record:
+            # the whole record came with its mark (most replies do): taken from the staging buffer
+            # (a staged record is smaller than a splice's least payload: never one to splice)
+            at = self._stage_at
+            record = memoryview(bytearray(self._stage[at : at + n]))
+            self._stage_at, self._staged = at + n, self._staged - n
+            if waited:
+                self._unwaited = 0
+            else:
+                await self._taken(False)
+            return Unpacker(record)
         self._in_record = True
         try:
             return await self._receive_record(mark, waited)
