@@ -192,14 +192,14 @@ class _Loans:
     bytes lie in the peer's shared arena, into a region its owner allows it for, starting at the
     region's first byte, leaves them where they are; the owner takes a read-only view of them
     (:meth:`SoftConnection.borrowed`), and the acknowledgement of the Send behind the Write
-    (``acknowledge(wr_id)``) waits until no view of them is left."""
+    waits until no view of them is left (:attr:`acked`; a view may die in any thread)."""
 
-    def __init__(self, counters: ProviderCounters, acknowledge: Callable[[int], None]) -> None:
+    def __init__(self, counters: ProviderCounters) -> None:
         self.lendable: set[int] = set()  # region handles
         self.lent: dict[int, memoryview] = {}  # region handle -> the bytes lent for it, not taken
         self._lending: _Lending | None = None  # the loans since the peer's last Send
         self._counters = counters
-        self._acknowledge = acknowledge
+        self.acked: deque[int] = deque()  # Sends whose acknowledgement no loan holds back any more
 
     def forget(self, handle: int) -> None:
         """Region ``handle`` is released: a loan for it never taken goes back with it."""
@@ -253,7 +253,13 @@ class _Loans:
     def _returned(self, lending: _Lending) -> None:
         lending.out -= 1
         if not lending.out and lending.wr_id is not None:
-            self._acknowledge(lending.wr_id)
+            self.acked.append(lending.wr_id)
+
+    def take_acks(self, acks: list[bytes]) -> list[bytes]:
+        """``acks`` (frames), with the acknowledgements of :attr:`acked` added."""
+        while self.acked:
+            acks.append(_FRAME.pack(_Op.SEND_ACK, 0, 0, self.acked.popleft(), 0, 0, 0))
+        return acks
 
 
 class _Handles:
@@ -384,7 +390,7 @@ class SoftConnection(Connection):
         self.remote_invalidations = 0
         self.double_invalidations = 0
         self.counters = ProviderCounters()
-        self._loans = _Loans(self.counters, self._acknowledge_send)
+        self._loans = _Loans(self.counters)
         self._handles = _Handles(self._regions, self.counters)
 
     @property
@@ -683,10 +689,6 @@ class SoftConnection(Connection):
         self._check()
         await self._send_frames([*before, _FRAME.pack(op, flags, 0, wr_id, handle, address, length), *data])
 
-    def _acknowledge_send(self, wr_id: int) -> None:
-        if self._error is None:
-            self._acknowledge(_Op.SEND_ACK, 0, wr_id)
-
     def _acknowledge(self, op: _Op, flags: int, wr_id: int) -> None:
         """Queue the acknowledgement of the peer's operation ``wr_id``: it rides in front of the
         next frame this side sends (one system call and one wake-up of the peer fewer), or goes
@@ -697,7 +699,7 @@ class SoftConnection(Connection):
         """Send the acknowledgements still queued, after one turn in which a frame of another task
         may take them along."""
         await trio.lowlevel.checkpoint()
-        if self._acks and self._error is None:
+        if (self._acks or self._loans.acked) and self._error is None:
             await self._send_frames([])
 
     async def _send_frames(self, bufs: list[Buffer]) -> None:
@@ -705,7 +707,7 @@ class SoftConnection(Connection):
         self.counters.frame_writes += 1
         try:
             if not self._send_lock.locked():  # no frame half sent: this one may go at once
-                acks, self._acks = self._acks, []
+                acks, self._acks = self._loans.take_acks(self._acks), []
                 views = [v for v in (memoryview(b).cast("B") for b in (*acks, *bufs)) if v.nbytes]
                 size = sum(v.nbytes for v in views)
                 views = send_now(self._sock, views)
@@ -716,7 +718,7 @@ class SoftConnection(Connection):
                 return
             async with self._send_lock:
                 self._check()
-                acks, self._acks = self._acks, []
+                acks, self._acks = self._loans.take_acks(self._acks), []
                 views = [v for v in (memoryview(b).cast("B") for b in (*acks, *bufs)) if v.nbytes]
                 await send_rest(self._sock, views)
         except (OSError, trio.ClosedResourceError) as e:
@@ -732,7 +734,7 @@ class SoftConnection(Connection):
             try:
                 k = self._sock.recv_into(view[got:] if got else view, n - got)
             except BlockingIOError:
-                if self._acks:
+                if self._acks or self._loans.acked:
                     await self._flush_acks()
                     continue
                 await trio.lowlevel.wait_readable(self._sock)
