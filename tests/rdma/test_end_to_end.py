@@ -115,21 +115,54 @@ async def test_every_api_call(ganesha, export_path):
 
 
 async def test_read_data_is_the_registered_write_chunk_buffer(ganesha, export_path):
-    """Zero copies on the READ path: the views pread_views returns are slices of the very
-    buffers registered as Write chunks, which the responder's RDMA Writes filled."""
+    """Zero copies on the READ path: where the responder's RDMA Writes carry the data over the
+    socket (``one_host=False``), the views pread_views returns are slices of the very buffers
+    registered as Write chunks, which those Writes filled."""
     data = data_of(3 * MiB, 2)
     (export_path.local / "f").write_bytes(data)
+    async with trio.open_nursery() as nursery:
+        r = await serve_rdma(nursery, SoftProvider(one_host=False), "127.0.0.1", 0, ganesha.host, ganesha.port)
+        async with Client.connect(rdma_url(r, export_path)) as nfs:
+            t = transport_of(nfs)
+            placed_before = t.stats.placed_bytes
+            async with await nfs.open("/f") as f:
+                views, _eof = await f.pread_views(0, len(data))
+            assert b"".join(views) == data
+            for v in views:
+                assert type(v.obj) is WriteChunkSink
+            assert len({id(v.obj) for v in views}) == len(views)  # one sink per READ
+            assert t.stats.placed_bytes - placed_before == len(data)
+        assert r.stats.rdma_write_bytes >= len(data)
+        await r.aclose()
+        nursery.cancel_scope.cancel()
+
+
+async def test_read_data_lent_from_the_responders_arena_is_not_copied(ganesha, export_path):
+    """On one host the READ data the responder RDMA-Writes from its shared arena is lent, not
+    copied: the client's views are the bytes where the responder has them (read-only), its
+    provider copies none of them, and the responder's Send behind each Write completes only once
+    the client let go of them, so that no record buffer is used again while a view of it lives."""
+    data = data_of(3 * MiB, 5)
+    (export_path.local / "f").write_bytes(data)
     async with responder(ganesha) as r, Client.connect(rdma_url(r, export_path)) as nfs:
-        t = transport_of(nfs)
-        placed_before = t.stats.placed_bytes
+        conn = transport_of(nfs).conn
+        (rc,) = r.connections
+        lent, placed = conn.counters.bytes_lent, conn.counters.bytes_placed
         async with await nfs.open("/f") as f:
             views, _eof = await f.pread_views(0, len(data))
-        assert b"".join(views) == data
-        for v in views:
-            assert type(v.obj) is WriteChunkSink
-        assert len({id(v.obj) for v in views}) == len(views)  # one sink per READ
-        assert t.stats.placed_bytes - placed_before == len(data)
-    assert r.stats.rdma_write_bytes >= len(data)
+            assert conn.counters.bytes_lent - lent == len(data)
+            assert conn.counters.bytes_placed == placed  # not a byte copied
+            assert all(v.readonly and type(v.obj) is not WriteChunkSink for v in views)
+            held = rc.conn._pending.copy()  # the reply chains not completed: one per READ
+            assert len(held) >= 3
+            await f.pread_views(0, 1)  # a frame to the responder, which carries no acknowledgement
+            await trio.sleep(0.05)
+            assert set(held) <= set(rc.conn._pending)
+            assert b"".join(views) == data
+            del views
+            await f.pread_views(0, 1)  # the acknowledgements ride with it
+            await trio.sleep(0.05)
+            assert not set(held) & set(rc.conn._pending)
 
 
 async def test_a_read_reply_is_one_post_of_the_responder(ganesha, export_path):
@@ -194,19 +227,20 @@ async def test_headers_go_through_the_one_pass_codec_both_ways(ganesha, export_p
 
 async def test_the_responders_memory_is_reached_through_a_shared_mapping(ganesha, export_path):
     """The responder keeps its RDMA Read sinks and the record buffers READ data is RDMA Written
-    from in shared memory the client maps: the client copies a 4 MiB write's and read's data with
-    plain memory copies, none through process_vm_*."""
+    from in shared memory the client maps: the client copies a 4 MiB write's data with plain
+    memory copies, none through process_vm_*, and takes the read's data where it lies (lent)."""
     data = data_of(4 * MiB, 14)
     async with responder(ganesha) as r, Client.connect(rdma_url(r, export_path)) as nfs:
         conn = transport_of(nfs).conn
         async with await nfs.open("/m", "w") as f:
-            placed, mapped = conn.counters.bytes_placed, conn.counters.bytes_mapped
+            placed, mapped, lent = conn.counters.bytes_placed, conn.counters.bytes_mapped, conn.counters.bytes_lent
             await f.pwrite(0, data)
             async with await nfs.open("/m") as g:
                 views, _eof = await g.pread_views(0, len(data))
         assert b"".join(views) == data
-        assert conn.counters.bytes_placed - placed == 2 * len(data)
-        assert conn.counters.bytes_mapped - mapped == 2 * len(data)
+        assert conn.counters.bytes_placed - placed == len(data)
+        assert conn.counters.bytes_mapped - mapped == len(data)
+        assert conn.counters.bytes_lent - lent == len(data)
     assert (export_path.local / "m").read_bytes() == data
 
 
@@ -287,8 +321,9 @@ async def test_only_replies_to_calls_with_write_chunks_are_searched_for_ddp_item
 
 async def test_read_replies_land_in_record_buffers_used_again(ganesha, export_path):
     """Each 1 MiB READ reply comes from the server straight into a buffer of the responder's
-    record stream, which goes back to it once the RDMA Writes from it completed: 16 replies
-    need only as many buffers as were in flight at once."""
+    record stream, which goes back to it once the RDMA Writes from it completed: lent to the
+    client, once the client let go of the data. 16 replies taken one at a time need only as many
+    buffers as were in flight at once, and 16 more after the first 16 were let go of none."""
     data = data_of(16 * MiB, 8)
     (export_path.local / "f").write_bytes(data)
     async with responder(ganesha) as r, Client.connect(rdma_url(r, export_path)) as nfs:
@@ -296,10 +331,19 @@ async def test_read_replies_land_in_record_buffers_used_again(ganesha, export_pa
         assert rc.tcp is not None
         made = rc.tcp.buffers_made
         async with await nfs.open("/f") as f:
+            for i in range(16):
+                views, _eof = await f.pread_views(i * MiB, MiB)
+                assert b"".join(views) == data[i * MiB : (i + 1) * MiB]
+                del views
+            assert rc.tcp.buffers_made - made <= 2
             views, _eof = await f.pread_views(0, len(data))
-        assert b"".join(views) == data
-        assert r.stats.rdma_writes >= 16
-        assert rc.tcp.buffers_made - made <= transport_of(nfs).gate.peak_in_flight < 16
+            assert b"".join(views) == data
+            del views
+            made = rc.tcp.buffers_made
+            views, _eof = await f.pread_views(0, len(data))
+            assert b"".join(views) == data
+        assert r.stats.rdma_writes >= 32
+        assert rc.tcp.buffers_made == made
 
 
 async def test_credits_bound_calls_outstanding(ganesha, export_path):
@@ -425,8 +469,9 @@ async def test_responder_as_a_process(ganesha, export_path, tmp_path: Path):
 
 async def test_a_responder_process_places_the_data_in_the_clients_memory(ganesha, export_path, tmp_path: Path):
     """The responder in a process of its own, as in bench_rdma: the client, the target of its RDMA
-    Reads and Writes, copies each chunk once between the two processes' memories (the NIC's DMA),
-    and nothing of the payload crosses the emulation's socket."""
+    Reads, copies each chunk once between the two processes' memories (the NIC's DMA), its RDMA
+    Writes' data is lent from the responder's shared arena, and nothing of the payload crosses
+    the emulation's socket."""
     data = data_of(4 * MiB, 3)
     pid, port = start_responder_process(ganesha.host, ganesha.port, log_path=tmp_path / "r.log")
     try:
@@ -437,7 +482,8 @@ async def test_a_responder_process_places_the_data_in_the_clients_memory(ganesha
             await nfs.write_file("/placed", data)
             assert conn.counters.bytes_placed == len(data)  # pulled by the responder's RDMA Reads
             assert await nfs.read_file("/placed") == data
-            assert conn.counters.bytes_placed == 2 * len(data)  # and its RDMA Writes
+            assert conn.counters.bytes_placed == len(data)
+            assert conn.counters.bytes_lent == len(data)  # its RDMA Writes' data, not copied
             assert (export_path.local / "placed").read_bytes() == data
     finally:
         os.kill(pid, 15)

@@ -671,3 +671,57 @@ def test_a_peers_arena_is_mapped_no_further_than_its_memfd_and_only_when_sealed(
     )
     done = subprocess.run([sys.executable, "-c", past_the_end], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout.split()) == (0, ["mapped", "0"]), done  # a fault: -SIGBUS
+
+
+async def test_a_write_from_the_peers_arena_is_lent_and_its_send_completes_when_let_go_of():
+    """Into a region its owner allows lending for, an RDMA Write whose bytes lie in the peer's
+    shared arena is not copied: the owner borrows a read-only view of them (the region's own
+    memory stays untouched), and the Send chained behind the Write completes on the peer only
+    once that view is gone (its acknowledgement rides with the owner's next frame). The region's
+    handle is checked as for a copy: once released, a Write through it fails."""
+    prov = SoftProvider()
+    async with trio.open_nursery() as nursery:
+        lst = await prov.listen(nursery, "127.0.0.1", 0)
+        box = {}
+
+        async def acc():
+            box["s"] = await lst.accept()
+
+        nursery.start_soon(acc)
+        c = await SoftProvider().connect(nursery, "127.0.0.1", lst.port)
+        await trio.testing.wait_all_tasks_blocked()
+        s = box["s"]
+        try:
+            shared = prov.shared_buffer(8192)
+            assert shared is not None
+            shared[:] = b"L" * 8192
+            target = c.register(bytearray(4096), Access.LOCAL_WRITE | Access.REMOTE_WRITE)
+            c.allow_lending(target)
+            for _ in range(3):
+                c.post_recv(c.register(bytearray(64), Access.LOCAL_WRITE))
+                s.post_recv(s.register(bytearray(64), Access.LOCAL_WRITE))
+            out = s.register(bytearray(b"reply"), Access.LOCAL_WRITE)
+            done: list[BaseException | None] = []
+            write = RdmaWrite([shared[:4096]], target.handle, target.address)
+            await s.post_send_region_after_writes([write], out, 5, None, done.append)
+            assert bytes((await c.receive()).data) == b"reply"
+            lent = c.borrowed(target.handle)
+            assert lent is not None and lent.readonly and bytes(lent) == b"L" * 4096
+            assert c.borrowed(target.handle) is None  # taken once
+            assert bytes(target.buffer) == bytes(4096)  # not copied
+            assert (c.counters.bytes_lent, c.counters.bytes_placed) == (4096, 0)
+            await c.send([b"next"])
+            await s.receive()
+            assert done == []  # a view of the bytes lives: the peer keeps them
+            del lent
+            await c.send([b"next"])
+            await s.receive()
+            assert done == [None]
+            late = RdmaWrite([shared[4096:]], target.handle, target.address)
+            c.deregister(target)  # its call is over: a Write through its handle now fails
+            with pytest.raises(RemoteAccessError):
+                await s.send_region_after_writes([late], out, 5)
+        finally:
+            await c.aclose()
+            await s.aclose()
+            await lst.aclose()

@@ -22,7 +22,8 @@ import errno
 import fcntl
 import mmap
 import os
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from .provider import buffer_address
@@ -159,6 +160,18 @@ class PeerMemory:
                 return None
             views.append(arena[start : start + length])
         return views
+
+    def lend(self, address: int, length: int, on_return: Callable[[], None]) -> memoryview | None:
+        """The peer's ``length`` bytes at ``address`` where they lie in our mapping of its arena,
+        read-only and not copied; ``on_return()`` runs once no view of them is left. None when
+        they do not lie there."""
+        arena = self._arena
+        start = address - self._base
+        if arena is None or length <= 0 or start < 0 or start + length > arena.nbytes:
+            return None
+        lent = (ctypes.c_ubyte * length).from_buffer(arena, start)  # an object the views hold
+        weakref.finalize(lent, on_return).atexit = False  # (nothing to give back at exit)
+        return memoryview(lent).cast("B").toreadonly()
 
     def read_from(self, remote: Sequence[Span], into: memoryview) -> None:
         """Fill ``into`` from the peer's ``remote`` spans, in order."""

@@ -116,6 +116,7 @@ class ProviderCounters:
     bytes_placed: int = 0  # RDMA Read/Write bytes moved straight between this process's memory
     #                        and the peer's, as a NIC's DMA does (the software provider on one host)
     bytes_mapped: int = 0  # of those, bytes copied through a mapping of the peer's shared arena
+    bytes_lent: int = 0  # RDMA Write bytes the peer lent instead (left in its arena, not copied)
     sends: int = 0  # Sends posted
     posts: int = 0  # work-request lists posted to the send queue (doorbells): a Send with the
     #                 Bind MW requests of its call's windows chained in front is one
@@ -226,6 +227,20 @@ class Connection(abc.ABC):
     def deregister(self, region: MemoryRegion) -> None:
         """Release a registration (invalidating it first if it is still valid: a region the
         peer invalidated with Send With Invalidate is released without a second invalidation)."""
+
+    def allow_lending(self, region: MemoryRegion) -> None:
+        """Let the peer's RDMA Write into ``region`` be *lent* where the provider can do so (the
+        software provider on one host, from the peer's shared arena): its bytes stay where the
+        peer has them, :meth:`borrowed` hands them over in place of the region's, and the Send
+        behind the Write completes on the peer only once every view of them is gone (until then
+        the peer leaves them untouched, as it leaves any memory of an operation not completed).
+        A provider that places all data in the region itself does nothing."""
+        return None
+
+    def borrowed(self, handle: int) -> memoryview | None:
+        """The bytes the peer's RDMA Write lent for the region ``handle`` (read-only, from the
+        region's first byte), taken once; None when they were placed in the region itself."""
+        return None
 
     @abc.abstractmethod
     def post_recv(self, region: MemoryRegion) -> None:

@@ -101,7 +101,7 @@ def _written(got: xdr_write_chunk, offered: Registration, offered_len: int, what
     if len(got.target) != 1:
         raise RpcRdmaError(f"{what}: {len(got.target)} segments returned, 1 offered")
     seg = got.target[0]
-    if seg.handle != offered.handle or seg.length > offered_len:
+    if seg.handle != offered.handle or seg.length > min(offered_len, offered.buffer.nbytes):
         raise RpcRdmaError(f"{what}: segment {seg} does not match the one offered")
     return offered.buffer[: seg.length]
 

@@ -42,7 +42,13 @@ can tell the difference:
   ``SoftProvider(one_host=False)``, the data goes over the socket. A listener's side may keep the
   memory its peers reach in a shared arena (:meth:`SoftProvider.shared_buffer`, announced to each
   peer with an ARENA frame after CONNECT_REP): a peer that maps it copies what lies there with a
-  plain memory copy instead of ``process_vm_*`` (``counters.bytes_mapped``).
+  plain memory copy instead of ``process_vm_*`` (``counters.bytes_mapped``). An RDMA Write
+  whose bytes lie in that arena, into a region whose owner allows it (:meth:`SoftConnection.allow_lending`:
+  the transport's READ sinks), is not even copied: its bytes are *lent* where they lie
+  (``counters.bytes_lent``, read-only views), and the Send behind it completes on the peer only
+  once no view of them is left, so that the peer uses that memory again only then (a NIC's DMA
+  costs the target's CPU nothing; the copy would have charged it for the NIC's work). The
+  target's checks of handle, bounds, rights and invalidation are made first, as for a copy.
 
 Wire format between the two emulated HCAs (never seen by anything else): a 24-byte frame header
 ``op, flags, reserved, id, handle, address, length`` followed by ``length`` bytes for the
@@ -169,6 +175,124 @@ class _Pending:
             on_done(error)
 
 
+class _Lending:
+    """The RDMA Writes lent since the peer's last Send: that Send's acknowledgement waits until no
+    view of their bytes is left."""
+
+    __slots__ = ("handles", "out", "wr_id")
+
+    def __init__(self) -> None:
+        self.handles: list[int] = []  # the regions lent for
+        self.out = 0  # loans whose bytes someone still holds
+        self.wr_id: int | None = None  # the Send whose acknowledgement waits for them
+
+
+class _Loans:
+    """RDMA Writes lent instead of copied (:meth:`SoftConnection.allow_lending`): a Write whose
+    bytes lie in the peer's shared arena, into a region its owner allows it for, starting at the
+    region's first byte, leaves them where they are; the owner takes a read-only view of them
+    (:meth:`SoftConnection.borrowed`), and the acknowledgement of the Send behind the Write
+    waits until no view of them is left (:attr:`acked`; a view may die in any thread)."""
+
+    def __init__(self, counters: ProviderCounters) -> None:
+        self.lendable: set[int] = set()  # region handles
+        self.lent: dict[int, memoryview] = {}  # region handle -> the bytes lent for it, not taken
+        self._lending: _Lending | None = None  # the loans since the peer's last Send
+        self._counters = counters
+        self.acked: deque[int] = deque()  # Sends whose acknowledgement no loan holds back any more
+
+    def forget(self, handle: int) -> None:
+        """Region ``handle`` is released: a loan for it never taken goes back with it."""
+        self.lendable.discard(handle)
+        self.lent.pop(handle, None)
+
+    def write(
+        self, peer: cross_memory.PeerMemory | None, regions: dict[int, MemoryRegion], handle: int, address: int,
+        spans: list[tuple[int, int]], unsignaled: int,
+    ) -> bool:  # fmt: skip
+        """Lend an RDMA Write (checked already) into lendable region ``handle``; False where its
+        bytes are to be copied (a signaled Write completes at once; a second Write into the region
+        first settles the bytes lent for it)."""
+        region = regions.get(handle)
+        if handle in self.lent:
+            self.settle(handle, region)
+            return False
+        if not unsignaled or len(spans) != 1 or region is None or address != region.address or peer is None:
+            return False
+        lending = self._lending or _Lending()
+        view = peer.lend(*spans[0], lambda: self._returned(lending))
+        if view is None:
+            return False
+        self._lending = lending
+        lending.handles.append(handle)
+        lending.out += 1
+        self.lent[handle] = view
+        self._counters.bytes_lent += view.nbytes
+        return True
+
+    def settle(self, handle: int, region: MemoryRegion | None) -> None:
+        """Copy the bytes lent for region ``handle`` into the region, and give them back."""
+        view = self.lent.pop(handle, None)
+        if view is not None and region is not None:
+            region.buffer[: view.nbytes] = view
+            self._counters.bytes_placed += view.nbytes
+
+    def at_send(self, wr_id: int | None, regions: dict[int, MemoryRegion]) -> bool:
+        """The peer's Send ``wr_id`` arrived (None: unsignaled, its loans are settled at once);
+        True when its acknowledgement waits for loans."""
+        lending, self._lending = self._lending, None
+        if lending is None:
+            return False
+        if wr_id is None:
+            for handle in lending.handles:
+                self.settle(handle, regions.get(handle))
+            return False
+        lending.wr_id = wr_id
+        return lending.out > 0
+
+    def _returned(self, lending: _Lending) -> None:
+        lending.out -= 1
+        if not lending.out and lending.wr_id is not None:
+            self.acked.append(lending.wr_id)
+
+    def take_acks(self, acks: list[bytes]) -> list[bytes]:
+        """``acks`` (frames), with the acknowledgements of :attr:`acked` added."""
+        while self.acked:
+            acks.append(_FRAME.pack(_Op.SEND_ACK, 0, 0, self.acked.popleft(), 0, 0, 0))
+        return acks
+
+
+class _Handles:
+    """The handles of a connection's regions: a random 32-bit one for each registration, and for
+    a window its index (24 bits) in a pool of windows and a key (8 bits) that changes with every
+    bind of it."""
+
+    def __init__(self, regions: dict[int, MemoryRegion], counters: ProviderCounters) -> None:
+        self._regions = regions
+        self._counters = counters
+        self._window_keys: dict[int, int] = {}  # window index -> the key of its last bind
+        self.free_windows: list[int] = []  # indices of released windows, to bind again
+
+    def new(self) -> int:
+        handle = secrets.randbits(32) or 1
+        while handle in self._regions or handle >> 8 in self._window_keys:
+            handle = secrets.randbits(32) or 1
+        return handle
+
+    def window(self) -> int:
+        """A window from the pool (a new one when the pool is empty), bound with its next key."""
+        if self.free_windows:
+            index = self.free_windows.pop()
+        else:
+            index = secrets.randbits(24) or 1
+            while index in self._window_keys or any(h >> 8 == index for h in self._regions):
+                index = secrets.randbits(24) or 1
+            self._counters.windows_allocated += 1
+        key = (self._window_keys.get(index, 0) + 1) & 0xFF
+        self._window_keys[index] = key
+        return index << 8 | key
+
+
 class _HostToken:
     """A random word at a fixed address of this process: a peer that reads it there through
     :func:`.cross_memory.reaches` has shown that it can reach our memory."""
@@ -266,8 +390,8 @@ class SoftConnection(Connection):
         self.remote_invalidations = 0
         self.double_invalidations = 0
         self.counters = ProviderCounters()
-        self._window_keys: dict[int, int] = {}  # window index -> the key of its last bind
-        self._free_windows: list[int] = []  # indices of released windows, to bind again
+        self._loans = _Loans(self.counters)
+        self._handles = _Handles(self._regions, self.counters)
 
     @property
     def registrations(self) -> int:
@@ -275,28 +399,9 @@ class SoftConnection(Connection):
         return len(self._regions)
 
     # -- memory ---------------------------------------------------------------------------------
-    def _new_handle(self) -> int:
-        handle = secrets.randbits(32) or 1
-        while handle in self._regions or handle >> 8 in self._window_keys:
-            handle = secrets.randbits(32) or 1
-        return handle
-
-    def _window_handle(self) -> int:
-        """A window from the pool (a new one when the pool is empty), bound with its next key."""
-        if self._free_windows:
-            index = self._free_windows.pop()
-        else:
-            index = secrets.randbits(24) or 1
-            while index in self._window_keys or any(h >> 8 == index for h in self._regions):
-                index = secrets.randbits(24) or 1
-            self.counters.windows_allocated += 1
-        key = (self._window_keys.get(index, 0) + 1) & 0xFF
-        self._window_keys[index] = key
-        return index << 8 | key
-
     def register(self, buffer: Buffer, access: Access) -> MemoryRegion:
         view = registrable(buffer, access)
-        handle = self._new_handle()
+        handle = self._handles.new()
         address = self._next_address
         self._next_address += (view.nbytes + 0xFFF) & ~0xFFF or 0x1000
         region = MemoryRegion(handle, address, view, access)
@@ -316,7 +421,7 @@ class SoftConnection(Connection):
             raise ValueError("a writable window needs a registration with LOCAL_WRITE")
         if offset < 0 or length <= 0 or offset + length > region.length:
             raise ValueError(f"a window of {length} bytes at {offset} is outside the {region.length}-byte region")
-        handle = self._window_handle()
+        handle = self._handles.window()
         window = MemoryRegion(
             handle, region.address + offset, region.buffer[offset : offset + length], access, window=True
         )
@@ -332,6 +437,8 @@ class SoftConnection(Connection):
         region.valid = False
 
     def deregister(self, region: MemoryRegion) -> None:
+        if self._loans.lendable:
+            self._loans.forget(region.handle)
         if region.valid and self._error is None:
             self.local_invalidations += 1
         region.valid = False
@@ -339,9 +446,16 @@ class SoftConnection(Connection):
             return
         del self._regions[region.handle]
         if region.window:
-            self._free_windows.append(region.handle >> 8)  # invalid now: bound again later
+            self._handles.free_windows.append(region.handle >> 8)  # invalid now: bound again later
         else:
             self.counters.deregistrations += 1
+
+    def allow_lending(self, region: MemoryRegion) -> None:
+        if self._peer is not None:  # (:class:`_Loans`)
+            self._loans.lendable.add(region.handle)
+
+    def borrowed(self, handle: int) -> memoryview | None:
+        return self._loans.lent.pop(handle, None) if self._loans.lent else None
 
     # -- operations -----------------------------------------------------------------------------
     def post_recv(self, region: MemoryRegion) -> None:
@@ -585,7 +699,7 @@ class SoftConnection(Connection):
         """Send the acknowledgements still queued, after one turn in which a frame of another task
         may take them along."""
         await trio.lowlevel.checkpoint()
-        if self._acks and self._error is None:
+        if (self._acks or self._loans.acked) and self._error is None:
             await self._send_frames([])
 
     async def _send_frames(self, bufs: list[Buffer]) -> None:
@@ -593,7 +707,7 @@ class SoftConnection(Connection):
         self.counters.frame_writes += 1
         try:
             if not self._send_lock.locked():  # no frame half sent: this one may go at once
-                acks, self._acks = self._acks, []
+                acks, self._acks = self._loans.take_acks(self._acks), []
                 views = [v for v in (memoryview(b).cast("B") for b in (*acks, *bufs)) if v.nbytes]
                 size = sum(v.nbytes for v in views)
                 views = send_now(self._sock, views)
@@ -604,7 +718,7 @@ class SoftConnection(Connection):
                 return
             async with self._send_lock:
                 self._check()
-                acks, self._acks = self._acks, []
+                acks, self._acks = self._loans.take_acks(self._acks), []
                 views = [v for v in (memoryview(b).cast("B") for b in (*acks, *bufs)) if v.nbytes]
                 await send_rest(self._sock, views)
         except (OSError, trio.ClosedResourceError) as e:
@@ -620,7 +734,7 @@ class SoftConnection(Connection):
             try:
                 k = self._sock.recv_into(view[got:] if got else view, n - got)
             except BlockingIOError:
-                if self._acks:
+                if self._acks or self._loans.acked:
                     await self._flush_acks()
                     continue
                 await trio.lowlevel.wait_readable(self._sock)
@@ -743,8 +857,9 @@ class SoftConnection(Connection):
                 self.double_invalidations += 1
             target.valid = False
             invalidated = handle
+        held = self._loans.at_send(None if flags & _F_UNSIGNALED else wr_id, self._regions)
         self._completions_tx.send_nowait(Received(region, length, invalidated))
-        if not flags & _F_UNSIGNALED:
+        if not flags & _F_UNSIGNALED and not held:
             self._acknowledge(_Op.SEND_ACK, 0, wr_id)
 
     async def _direct(self, read: bool, flags: int, wr_id: int, handle: int, address: int, length: int) -> None:
@@ -758,7 +873,10 @@ class SoftConnection(Connection):
             what = "RDMA Read of" if read else "RDMA Write to"
             await self._fatal(_Fatal.REMOTE_ACCESS, f"{what} {handle:#x}@{address:#x}+{total}")
             return
-        if not await self._place(read, spans, view):
+        if not read and handle in self._loans.lendable:
+            lent = self._loans.write(self._peer, self._regions, handle, address, spans, flags & _F_UNSIGNALED)
+            view = view[:0] if lent else view
+        if view.nbytes and not await self._place(read, spans, view):
             return
         if read:
             self._acknowledge(_Op.READ_RESP, _F_DIRECT, wr_id)
@@ -778,6 +896,7 @@ class SoftConnection(Connection):
                 await self._skip(length)
                 await self._fatal(_Fatal.REMOTE_ACCESS, f"RDMA Write to {handle:#x}@{address:#x}+{length}")
                 return
+            self._loans.settle(handle, self._regions.get(handle))
             await self._recv_exactly(view)
             if not flags & _F_UNSIGNALED:
                 self._acknowledge(_Op.WRITE_ACK, 0, wr_id)

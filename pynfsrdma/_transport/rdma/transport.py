@@ -17,7 +17,9 @@ Sends unsignaled.
 
 Copies: WRITE payloads are RDMA-Read by the responder from the caller's buffer (a WRITE small
 enough to go inline is marshalled into the send buffer: ``payload_bytes_copied``); READ data is
-RDMA-Written into a sink (a :class:`WriteChunkSink`) whose memoryview ``bulk()`` returns. The
+RDMA-Written into a sink (a :class:`WriteChunkSink`) whose memoryview ``bulk()`` returns, or lent
+where the provider can (``Connection.allow_lending``: the software provider on one host), whose
+read-only view of the bytes where the responder has them ``bulk()`` returns then. The
 inline part of each received message (at most the inline threshold) is copied out of the receive
 buffer, so that the buffer can be posted again at once. :class:`RdmaStats` counts what went where.
 
@@ -358,6 +360,7 @@ class RdmaTransport(Transport):
                     regs.append(Registration(r.handle, r.address, r.buffer))
                 else:
                     r, view = self.chunk_memory.sink(need.length, lease)
+                    self.conn.allow_lending(r)
                     regs.append(Registration(r.handle, r.address, view))
         except BaseException:
             self.chunk_memory.release(lease)
@@ -502,7 +505,7 @@ class RdmaTransport(Transport):
             self._release_regions(out)
             return None
         try:
-            u = reassemble_reply(hdr, payload, out.plan, out.regs)
+            u = reassemble_reply(hdr, payload, out.plan, self._written(out.regs))
         finally:
             self._release_regions(out)
         st = self.stats
@@ -511,6 +514,18 @@ class RdmaTransport(Transport):
         if hdr.proc != RDMA_MSG:
             st.nomsg_replies += 1
         return u
+
+    def _written(self, regs: list[Registration]) -> list[Registration]:
+        """The call's registrations, a sink's memory replaced by the bytes the provider lent for
+        it (:meth:`~.provider.Connection.borrowed`) where it did."""
+        placed = regs
+        for i, reg in enumerate(regs):
+            lent = self.conn.borrowed(reg.handle)
+            if lent is not None:
+                if placed is regs:
+                    placed = list(regs)
+                placed[i] = Registration(reg.handle, reg.offset, lent)
+        return placed
 
     def _rdma_error(self, xid: int, body: tuple[int, Any], out: _Outstanding | None) -> CallError | None:
         err, arm = body
