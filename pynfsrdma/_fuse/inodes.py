@@ -16,6 +16,11 @@ find the end of the file early. For the same reason what the kernel is told of a
 never smaller than the end of the data it wrote through us (:attr:`Inode.size_floor`) until
 attributes taken after that data reached the server show it.
 
+A listing hands the kernel every name with its attributes (readdirplus), and the kernel may never
+ask about most of them again: a file first seen there is kept as a :data:`Listed` record (the
+kernel's lookups of it counted there), and becomes an :class:`Inode` when the kernel or the server
+first needs one (:meth:`InodeTable.get`, :meth:`InodeTable.learn`: a GETATTR, a LOOKUP, an OPEN).
+
 Our own changes to a directory (a name created, removed, renamed or linked in it) count the same way
 (:meth:`InodeTable.changing`), when they are sent and when they are answered, and while one is on its
 way no answer about the directory is taken. The directory's attributes that come back in the
@@ -109,6 +114,11 @@ class Inode:
         return any(s.writer is not None and s.writer.unsent for s in self.shared.values())
 
 
+# a file a listing handed the kernel, of which no Inode was made yet: [file handle, attributes,
+# when they were read (trio clock), the kernel's lookups of it, (directory inode, name) it was listed as]
+Listed = list[Any]
+
+
 # ``asked`` of attributes that came back with our own last write (nothing of ours can be newer)
 OWN = None
 UNTRUSTED = -1  # asked while a write of the file was on its way: never current
@@ -122,6 +132,7 @@ class InodeTable:
         self._by_ino: dict[int, Inode] = {ROOT_INODE: self.root}
         # (parent inode, name) -> inode, for every name a node was reached by while we know it
         self._by_name: dict[tuple[int, str], int] = {}
+        self._listed: dict[int, Listed] = {}  # by inode number: files listed, no Inode made yet
         self.writes = 0  # writes counted so far (see wrote)
 
     def ino_for(self, attrs: FileAttrs) -> int:
@@ -133,7 +144,43 @@ class InodeTable:
         return fid
 
     def get(self, ino: int) -> Inode | None:
-        return self._by_ino.get(ino)
+        node = self._by_ino.get(ino)
+        if node is None and ino in self._listed:
+            node = self._made(ino)
+        return node
+
+    def listed(self, fh: bytes, attrs: FileAttrs, now: float, parent: int, name: str) -> int:
+        """A listing of directory ``parent`` hands the kernel ``name`` with ``attrs`` (one lookup the
+        kernel counts): kept as a :data:`Listed` record when no Inode of the file is needed yet.
+        Returns its inode number, or 0 when it must go through :meth:`learn` (the file has an Inode,
+        its number is the root's or remapped, or what was listed of it before differs: another
+        handle, another change attribute, another name)."""
+        ino = attrs.fileid
+        if ino == self.root_fileid or ino in (0, ROOT_INODE) or ino in self._by_ino:
+            return 0
+        key = (parent, name)
+        rec = self._listed.get(ino)
+        if rec is None:
+            self._listed[ino] = [fh, attrs, now, 1, key]
+            self._by_name[key] = ino
+        elif rec[0] == fh and rec[1].change == attrs.change and rec[4] == key:
+            rec[1], rec[2] = attrs, now
+            rec[3] += 1
+        else:
+            return 0
+        return ino
+
+    def _made(self, ino: int) -> Inode:
+        """The Inode of a file only listed so far (:data:`Listed`)."""
+        fh, attrs, fetched, lookups, key = self._listed.pop(ino)
+        timeo = self.timeouts.initial(attrs.type == _NF4DIR)
+        node = Inode(ino, fh, attrs, fetched, timeo, lookups, 0, attrs.change, (attrs.size, attrs.mtime_ns))  # (positional)
+        if attrs.type == c.NF4REG:
+            node.shown(attrs.mtime_ns)
+        self._by_ino[ino] = node
+        if self._by_name.get(key) == ino:
+            node.names = (key,)
+        return node
 
     def wrote(self, node: Inode, end: int = 0) -> None:
         """A write of ``node``'s data (up to offset ``end``) was handed to us, or its WRITE was
@@ -195,7 +242,7 @@ class InodeTable:
         ino = attrs.fileid
         if ino == self.root_fileid or ino in (0, ROOT_INODE):
             ino = self.ino_for(attrs)
-        node = self._by_ino.get(ino)
+        node = self.get(ino)
         changed = False
         if node is None:  # (a listing makes thousands: no more calls than needed)
             t = self.timeouts
@@ -246,7 +293,7 @@ class InodeTable:
         self.timeouts = timeouts
         for node in self._by_ino.values():
             node.timeo = timeouts.initial(node.is_dir)
-        return list(self._by_ino)
+        return [*self._by_ino, *self._listed]
 
     def ttl(self, node: Inode, now: float) -> float:
         """How much longer ``node``'s attributes may be kept (0 when they are not fresh)."""
@@ -266,13 +313,13 @@ class InodeTable:
     def by_name(self, parent: int, name: str) -> Inode | None:
         """The node ``name`` in ``parent`` led to when we last saw it, if we still know it."""
         ino = self._by_name.get((parent, name))
-        return None if ino is None else self._by_ino.get(ino)
+        return None if ino is None else self.get(ino)
 
     def unnamed(self, parent: int, name: str) -> Inode | None:
         """``name`` in ``parent`` is gone (removed, or renamed away): the node it led to, if known."""
         key = (parent, name)
         ino = self._by_name.pop(key, None)
-        node = None if ino is None else self._by_ino.get(ino)
+        node = None if ino is None else self.get(ino)
         if node is not None and key in node.names:
             node.names = tuple(k for k in node.names if k != key)
         return node
@@ -284,7 +331,16 @@ class InodeTable:
 
     def forget(self, ino: int, n: int) -> None:
         node = self._by_ino.get(ino)
-        if node is None or ino == ROOT_INODE:
+        if node is None:
+            rec = self._listed.get(ino)
+            if rec is not None:
+                rec[3] -= n
+                if rec[3] <= 0:
+                    del self._listed[ino]
+                    if self._by_name.get(rec[4]) == ino:
+                        del self._by_name[rec[4]]
+            return
+        if ino == ROOT_INODE:
             return
         node.lookups = max(0, node.lookups - n)
         self.drop_if_unused(node)

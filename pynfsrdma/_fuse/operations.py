@@ -96,6 +96,7 @@ GONE_NOTIFY_WAIT = 0.2  # seconds an answer waits for the kernel to drop an entr
 GC_THRESHOLD = (50_000, 20, 20)
 _DEVICES = (c.NF4BLK, c.NF4CHR)
 _NF4REG = c.NF4REG
+_NF4DIR = c.NF4DIR
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
@@ -177,7 +178,9 @@ class NFSOperations(Operations):
         self.namespace = Namespace(nfs, self.inodes, self.changes, self.silly, self.opens, self._learn, self._entry)
         self.setattrs = Setattrs(nfs, self.inodes, self.opens, self._delegated)
         self.data = FileData(nfs, self.inodes, self.opens, nursery, self._delegated, self._invalidate)
-        self.directories = Directories(nfs, self.inodes, self.opens, nursery, self._ids, self._entry, self._changed)
+        self.directories = Directories(
+            nfs, self.inodes, self.opens, nursery, self._ids, self._entry, self._listed_entry, self._changed
+        )
         self.dirs = self.directories.dirs  # FUSE directory handles (:class:`.readdir.DirHandle`)
         self.stale_handles = StaleHandles(self.inodes, self.names, self.files, self.dirs, self._drop_entry)
         self.kernel_files = KernelFiles(self.inodes, self._invalidate)  # (its mountpoint: set by the daemon)
@@ -268,6 +271,17 @@ class NFSOperations(Operations):
         if ftype == _NF4REG and self.opens.writeback_cache:
             node.shown(mtime)
         return e
+
+    def _listed_entry(self, ino: int, a: FileAttrs) -> EntryAttributes:
+        """The kernel's entry for a file a listing just read ``a`` of and keeps no Inode of
+        (``InodeTable.listed``): as :meth:`_entry` gives it for an Inode made then."""
+        ftype = a.type
+        return EntryAttributes(
+            ino, 0, self.entry_timeout, self.timeouts.initial(ftype == _NF4DIR),
+            FTYPE_TO_IFMT.get(ftype, 0) | a.mode, a.nlink,
+            a.uid, a.gid, os.makedev(*a.rdev) if ftype in _DEVICES else 0,
+            a.size, BLOCK_SIZE, (a.used + 511) // 512, a.atime_ns, a.mtime_ns, a.ctime_ns,
+        )  # fmt: skip
 
     def _learn(self, fh: bytes, attrs: FileAttrs, asked: int | None, lookup: bool = True) -> Inode:
         node, changed = self.inodes.learn(fh, attrs, self._now(), lookup, asked=asked)

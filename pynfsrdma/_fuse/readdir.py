@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import trio
 
+from .._client.attributes import FileAttrs
 from .._client.dir_pages import DirReader
 from .._client.nfs4 import NFSv4
 from .._errors import NFS4Error
@@ -34,11 +35,13 @@ class DirHandle:
 class Directories:
     """The open directories of a mount (``dirs``, by FUSE handle, numbered from ``ids`` as the open
     files are); ``entry``: the kernel's entry for a node (with the time its attributes were learned
-    at); ``changed``: a node's server copy moved under us."""
+    at); ``listed_entry``: the entry for a file listed and kept without an Inode
+    (``InodeTable.listed``); ``changed``: a node's server copy moved under us."""
 
     def __init__(
         self, nfs: NFSv4, inodes: InodeTable, opens: Opens, nursery: trio.Nursery, ids: itertools.count[int],
-        entry: Callable[[Inode, float | None], EntryAttributes], changed: Callable[[Inode], None],
+        entry: Callable[[Inode, float | None], EntryAttributes],
+        listed_entry: Callable[[int, FileAttrs], EntryAttributes], changed: Callable[[Inode], None],
     ) -> None:
         self.nfs = nfs
         self.inodes = inodes
@@ -47,6 +50,7 @@ class Directories:
         self.dirs: dict[int, DirHandle] = {}
         self._ids = ids
         self._entry = entry
+        self._listed_entry = listed_entry
         self._changed = changed
 
     async def opendir(self, node: Inode, cred: Credential) -> int:
@@ -89,8 +93,11 @@ class Directories:
         cookie = start_id if start_id > DOT_ENTRIES[-1][0] else 0
         learn = self.inodes.learn
         named = self.inodes.named
+        listed = self.inodes.listed
+        delegations = self.nfs.delegations
         reply = token.add
         entry = self._entry
+        listed_entry = self._listed_entry
         dir_ino = h.inode.ino
         while True:
             page, start = await h.pages.page_after(cookie)
@@ -114,6 +121,15 @@ class Directories:
                     now = trio.current_time()
                 else:
                     asked = page.asked
+                    if fh_ not in delegations:  # (its attributes are ours to give: see Operations._entry)
+                        ino = listed(fh_, attrs, now, dir_ino, str(name, "utf-8", "surrogateescape"))
+                        if ino:
+                            if not reply(name, listed_entry(ino, attrs), next_cookie):
+                                self.inodes.forget(ino, 1)  # (the kernel did not get it)
+                                h.pages.stopped_at(cookie, page, i)
+                                return
+                            cookie = next_cookie
+                            continue
                 node, changed = learn(fh_, attrs, now, False, asked=asked)
                 if changed:
                     self._changed(node)
