@@ -272,8 +272,9 @@ class FileWriter:
         self.post_attrs = (attrs, trio.current_time())
 
     async def _send(self, send: Send) -> None:
-        """One WRITE per wsize of ``send.data``, each in a task of its own; the sole WRITE of a
-        COMPOUND with the attributes goes from the caller's task (no task started, no hop back)."""
+        """One WRITE per wsize of ``send.data``, each in a task of its own (the first started
+        without a turn of the scheduler when there is room for it); the sole WRITE of a COMPOUND
+        with the attributes goes from the caller's task (no task started, no hop back)."""
         if not send.with_attrs:
             self.post_attrs = None
         view = memoryview(send.data)
@@ -283,7 +284,8 @@ class FileWriter:
             await self._write_one(send.offset, view, send)
             return
         for pos in range(0, view.nbytes, wsize):
-            await trio.lowlevel.checkpoint()  # (each WRITE a turn of the scheduler, room or not)
+            if pos:  # (the first goes at once where there is room: a FUSE WRITE answered with no switch)
+                await trio.lowlevel.checkpoint()  # (each further WRITE a turn of the scheduler, room or not)
             while self.plan.in_flight >= self.window():
                 await self._room.park()
             self._started()

@@ -49,7 +49,7 @@ from .._transport.base import ProtocolViolation, TransportError
 from .client_state import ClientState, ServerIdentity, SessionOptions, default_owner_id
 from .create_session import START_ATTEMPTS, Establishment
 from .errors import ServerUnreachable
-from .io_window import io_window
+from .io_window import Windows, io_window
 from .lease import LeaseKeeper
 from .path_set import Path
 from .recovery import CompoundCall, Recovery
@@ -132,12 +132,22 @@ class ClientID(ClientState):
         self.nursery.start_soon(self.lease.watch_status_flags)
 
 
+    @cached_property
+    def windows(self) -> Windows:
+        return Windows()
+
     def io_window(self, io_size: int) -> int:
         """READs or WRITEs of ``io_size`` bytes one transfer keeps in flight now: enough to fill
-        every live path, within the sessions' slots (:func:`.io_window.io_window`)."""
+        every live path, within the sessions' slots (:func:`.io_window.io_window`; worked out
+        again once the last answer's time is up: :class:`.io_window.Windows`)."""
+        now, changes = trio.current_time(), self.paths.changes
+        window = self.windows.get(io_size, now, changes)
+        if window is not None:
+            return window
         sessions = [self.session, *self.trunked_sessions.values()]
         slots = sum(s.table.limit for s in sessions if s is not None and s.dead is None)
-        return io_window(self.paths.live(), io_size, slots or self.options.max_requests, trio.current_time())
+        window = io_window(self.paths.live(), io_size, slots or self.options.max_requests, now)
+        return self.windows.keep(io_size, window, now, changes)
 
 
     # -- shutting down --------------------------------------------------------------------------------------

@@ -21,7 +21,10 @@ The window is the sum over the live paths, at least ``MIN_WINDOW`` (what one pat
 wants for the client's and the server's work on consecutive calls to overlap), and at most the
 session's slots less ``SPARE_SLOTS``, kept for the small calls (GETATTR, COMMIT, a lease's
 SEQUENCE) that must not wait behind a transfer. It is asked again as each call goes out, so it
-follows paths that come, go, or change their rate.
+follows paths that come, go, or change their rate; a :class:`Windows` keeps each answer for
+``KEPT_FOR`` seconds while the paths stay as they were, so that a transfer of many calls works it out once per that time, not per
+call (the rates it reads are the best of ``RATE_WINDOW`` seconds and move little in a twentieth of
+it).
 
 Nothing here does I/O: the caller passes the paths, the slots and the time.
 """
@@ -31,13 +34,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from .path_choice import Candidate, seed_rates
+from .path_choice import RATE_WINDOW, Candidate, seed_rates
 
-__all__ = ["BEHIND", "MIN_WINDOW", "SPARE_SLOTS", "io_window"]
+__all__ = ["BEHIND", "KEPT_FOR", "MIN_WINDOW", "SPARE_SLOTS", "Windows", "io_window"]
 
 BEHIND = 2  # calls per path beyond its bandwidth-delay product: one at the server, one waiting
 MIN_WINDOW = 8  # calls in flight at least (one path of a fast loopback)
 SPARE_SLOTS = 4  # slots a transfer leaves to small calls
+KEPT_FOR = RATE_WINDOW / 20  # seconds a window worked out stands (Windows)
 
 
 def io_window(paths: Sequence[Candidate], io_size: int, slots: int, now: float) -> int:
@@ -53,3 +57,29 @@ def io_window(paths: Sequence[Candidate], io_size: int, slots: int, now: float) 
         # calls spread in proportion to the rates: the slowest path's part holds BEHIND of them
         want = max(want, math.ceil(BEHIND * sum(rates) / min(rates)))
     return max(1, min(slots - SPARE_SLOTS, max(MIN_WINDOW, want)))
+
+
+class Windows:
+    """The windows worked out lately, by call size: each stands ``KEPT_FOR`` seconds after it was
+    worked out, while the paths' count of changes stays what it was then (the caller passes the
+    time and that count)."""
+
+    __slots__ = ("_kept",)
+
+    def __init__(self) -> None:
+        # io_size: (window, until when it stands, the paths' changes then)
+        self._kept: dict[int, tuple[int, float, int]] = {}
+
+    def get(self, io_size: int, now: float, changes: int) -> int | None:
+        """The window for calls of ``io_size`` bytes, if one still stands at ``now`` with the paths
+        at ``changes``."""
+        kept = self._kept.get(io_size)
+        if kept is not None and now < kept[1] and changes == kept[2]:
+            return kept[0]
+        return None
+
+    def keep(self, io_size: int, window: int, now: float, changes: int) -> int:
+        """``window``, worked out at ``now`` for calls of ``io_size`` bytes with the paths at
+        ``changes``, stands a while."""
+        self._kept[io_size] = (window, now + KEPT_FOR, changes)
+        return window

@@ -189,12 +189,14 @@ class PathSet:
         self.reconnect_min = reconnect_min
         self.reconnect_max = reconnect_max
         self._changed = trio.Event()
+        self.changes = 0  # paths come, gone or changed state so far (what keeps a figure of them current)
         self._closing = False
         self._waiting = 0  # requests waiting for a live path (wait_live)
         self._demand = trio.Event()  # set when the first of them starts waiting
         self.max_record = 0  # the largest message a connection receives (0: its transport's limit)
 
     def _notify(self) -> None:
+        self.changes += 1
         self._changed.set()
         self._changed = trio.Event()
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pynfsrdma._session.io_window import BEHIND, MIN_WINDOW, SPARE_SLOTS, io_window
+from pynfsrdma._session.io_window import BEHIND, KEPT_FOR, MIN_WINDOW, SPARE_SLOTS, Windows, io_window
 from pynfsrdma._session.path_choice import Delivery
 
 MiB = 1 << 20
@@ -93,3 +93,13 @@ def test_the_slowest_paths_part_of_the_window_keeps_it_busy() -> None:
     assert io_window(unequal, MiB, SLOTS, 1.0) == BEHIND * 80 / 10
     crawling = [measured(100e6, 0.0005), measured(0.1e6, 0.0005)]  # within the slots all the same
     assert io_window(crawling, MiB, SLOTS, 1.0) == SLOTS - SPARE_SLOTS
+
+
+def test_a_window_stands_a_while_and_not_past_a_change_of_the_paths() -> None:
+    windows = Windows()
+    assert windows.get(MiB, 1.0, 0) is None
+    assert windows.keep(MiB, 12, 1.0, 0) == 12
+    assert windows.get(MiB, 1.0 + KEPT_FOR / 2, 0) == 12
+    assert windows.get(MiB // 4, 1.0, 0) is None  # (another call size: its own window)
+    assert windows.get(MiB, 1.0 + KEPT_FOR, 0) is None  # its time is up
+    assert windows.get(MiB, 1.0, 1) is None  # a path came, went or changed state
