@@ -56,6 +56,31 @@ async def pair(client_pd=b"hello", server_pd=b"world", one_host=True):
             await lst.aclose()
 
 
+@asynccontextmanager
+async def peers_apart():
+    """A connection between two providers of one host (as a client and a server process are): the
+    serving side's provider, the client's connection and the server's."""
+    prov = SoftProvider()
+    async with trio.open_nursery() as nursery:
+        lst = await prov.listen(nursery, "127.0.0.1", 0)
+        async with trio.open_nursery() as inner:
+            box = {}
+
+            async def acc():
+                box["s"] = await lst.accept()
+
+            inner.start_soon(acc)
+            c = await SoftProvider().connect(nursery, "127.0.0.1", lst.port)
+        await trio.testing.wait_all_tasks_blocked()  # (each side has mapped the other's arena)
+        s = box["s"]
+        try:
+            yield prov, c, s
+        finally:
+            await c.aclose()
+            await s.aclose()
+            await lst.aclose()
+
+
 async def test_cm_private_data_both_ways_and_a_function_of_the_request():
     async with pair(b"\x01" * 56, lambda req: req[::-1] + b"!") as (c, s):
         assert s.peer_private_data == b"\x01" * 56
@@ -581,38 +606,22 @@ async def test_a_listeners_shared_memory_is_copied_through_a_mapping_and_other_m
     """Memory the serving side takes from its provider's shared arena is reached by its peer
     through a mapping of its own (a memory copy, counted in bytes_mapped); other memory of the
     same side through process_vm_* (counted in bytes_placed only). Both land the same bytes."""
-    prov = SoftProvider()
-    async with trio.open_nursery() as nursery:
-        lst = await prov.listen(nursery, "127.0.0.1", 0)
-        box = {}
-
-        async def acc():
-            box["s"] = await lst.accept()
-
-        nursery.start_soon(acc)
-        c = await SoftProvider().connect(nursery, "127.0.0.1", lst.port)
-        await trio.testing.wait_all_tasks_blocked()
-        s = box["s"]
-        try:
-            shared = prov.shared_buffer(8192)
-            assert shared is not None and shared.nbytes == 8192
-            plain = bytearray(8192)
-            target = c.register(bytearray(8192), Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ)
-            shared[:] = b"s" * 8192
-            await s.rdma_write([shared[:4096]], target.handle, target.address)
-            assert (c.counters.bytes_placed, c.counters.bytes_mapped) == (4096, 4096)
-            plain[:] = b"p" * 8192
-            await s.rdma_write([plain[:4096]], target.handle, target.address + 4096)
-            assert (c.counters.bytes_placed, c.counters.bytes_mapped) == (8192, 4096)
-            assert bytes(target.buffer) == b"s" * 4096 + b"p" * 4096
-            sink = s.register(shared, Access.LOCAL_WRITE)
-            await s.rdma_read(sink, 0, target.handle, target.address, 8192)
-            assert bytes(shared) == b"s" * 4096 + b"p" * 4096
-            assert (c.counters.bytes_placed, c.counters.bytes_mapped) == (16384, 12288)
-        finally:
-            await c.aclose()
-            await s.aclose()
-            await lst.aclose()
+    async with peers_apart() as (prov, c, s):
+        shared = prov.shared_buffer(8192)
+        assert shared is not None and shared.nbytes == 8192
+        plain = bytearray(8192)
+        target = c.register(bytearray(8192), Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ)
+        shared[:] = b"s" * 8192
+        await s.rdma_write([shared[:4096]], target.handle, target.address)
+        assert (c.counters.bytes_placed, c.counters.bytes_mapped) == (4096, 4096)
+        plain[:] = b"p" * 8192
+        await s.rdma_write([plain[:4096]], target.handle, target.address + 4096)
+        assert (c.counters.bytes_placed, c.counters.bytes_mapped) == (8192, 4096)
+        assert bytes(target.buffer) == b"s" * 4096 + b"p" * 4096
+        sink = s.register(shared, Access.LOCAL_WRITE)
+        await s.rdma_read(sink, 0, target.handle, target.address, 8192)
+        assert bytes(shared) == b"s" * 4096 + b"p" * 4096
+        assert (c.counters.bytes_placed, c.counters.bytes_mapped) == (16384, 12288)
 
 
 def test_a_shared_arena_is_mapped_only_by_a_process_that_reaches_its_owner():
@@ -679,49 +688,33 @@ async def test_a_write_from_the_peers_arena_is_lent_and_its_send_completes_when_
     memory stays untouched), and the Send chained behind the Write completes on the peer only
     once that view is gone (its acknowledgement rides with the owner's next frame). The region's
     handle is checked as for a copy: once released, a Write through it fails."""
-    prov = SoftProvider()
-    async with trio.open_nursery() as nursery:
-        lst = await prov.listen(nursery, "127.0.0.1", 0)
-        box = {}
-
-        async def acc():
-            box["s"] = await lst.accept()
-
-        nursery.start_soon(acc)
-        c = await SoftProvider().connect(nursery, "127.0.0.1", lst.port)
-        await trio.testing.wait_all_tasks_blocked()
-        s = box["s"]
-        try:
-            shared = prov.shared_buffer(8192)
-            assert shared is not None
-            shared[:] = b"L" * 8192
-            target = c.register(bytearray(4096), Access.LOCAL_WRITE | Access.REMOTE_WRITE)
-            c.allow_lending(target)
-            for _ in range(3):
-                c.post_recv(c.register(bytearray(64), Access.LOCAL_WRITE))
-                s.post_recv(s.register(bytearray(64), Access.LOCAL_WRITE))
-            out = s.register(bytearray(b"reply"), Access.LOCAL_WRITE)
-            done: list[BaseException | None] = []
-            write = RdmaWrite([shared[:4096]], target.handle, target.address)
-            await s.post_send_region_after_writes([write], out, 5, None, done.append)
-            assert bytes((await c.receive()).data) == b"reply"
-            lent = c.borrowed(target.handle)
-            assert lent is not None and lent.readonly and bytes(lent) == b"L" * 4096
-            assert c.borrowed(target.handle) is None  # taken once
-            assert bytes(target.buffer) == bytes(4096)  # not copied
-            assert (c.counters.bytes_lent, c.counters.bytes_placed) == (4096, 0)
-            await c.send([b"next"])
-            await s.receive()
-            assert done == []  # a view of the bytes lives: the peer keeps them
-            del lent
-            await c.send([b"next"])
-            await s.receive()
-            assert done == [None]
-            late = RdmaWrite([shared[4096:]], target.handle, target.address)
-            c.deregister(target)  # its call is over: a Write through its handle now fails
-            with pytest.raises(RemoteAccessError):
-                await s.send_region_after_writes([late], out, 5)
-        finally:
-            await c.aclose()
-            await s.aclose()
-            await lst.aclose()
+    async with peers_apart() as (prov, c, s):
+        shared = prov.shared_buffer(8192)
+        assert shared is not None
+        shared[:] = b"L" * 8192
+        target = c.register(bytearray(4096), Access.LOCAL_WRITE | Access.REMOTE_WRITE)
+        c.allow_lending(target)
+        for _ in range(3):
+            c.post_recv(c.register(bytearray(64), Access.LOCAL_WRITE))
+            s.post_recv(s.register(bytearray(64), Access.LOCAL_WRITE))
+        out = s.register(bytearray(b"reply"), Access.LOCAL_WRITE)
+        done: list[BaseException | None] = []
+        write = RdmaWrite([shared[:4096]], target.handle, target.address)
+        await s.post_send_region_after_writes([write], out, 5, None, done.append)
+        assert bytes((await c.receive()).data) == b"reply"
+        lent = c.borrowed(target.handle)
+        assert lent is not None and lent.readonly and bytes(lent) == b"L" * 4096
+        assert c.borrowed(target.handle) is None  # taken once
+        assert bytes(target.buffer) == bytes(4096)  # not copied
+        assert (c.counters.bytes_lent, c.counters.bytes_placed) == (4096, 0)
+        await c.send([b"next"])
+        await s.receive()
+        assert done == []  # a view of the bytes lives: the peer keeps them
+        del lent
+        await c.send([b"next"])
+        await s.receive()
+        assert done == [None]
+        late = RdmaWrite([shared[4096:]], target.handle, target.address)
+        c.deregister(target)  # its call is over: a Write through its handle now fails
+        with pytest.raises(RemoteAccessError):
+            await s.send_region_after_writes([late], out, 5)
