@@ -58,6 +58,8 @@ async def scenario(server: Ganesha, size: int) -> dict[str, object]:
             nonlocal kills
             while not done.is_set() or kills == 0:
                 while victim.bytes_in_flight == 0:
+                    if done.is_set():  # the write ended while this waited (a kill's resend came late)
+                        return
                     await trio.sleep(0.001)
                 await trio.run_process(
                     ["ss", "-K", "dst", ADDRESSES[1], "dport", "=", str(port)],
