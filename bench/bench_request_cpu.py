@@ -21,9 +21,13 @@ client's own work on the way down and up, trio's task switches included. The lin
 - ``stat``: ``Client.stat`` of a file in the export's root;
 - ``read_4k``: ``File.pread`` of 4 KiB;
 - ``write_4k``: ``File.pwrite`` of 4 KiB (an UNSTABLE WRITE; a COMMIT now and then, as the engine
-  decides).
+  decides);
+- ``readdir_entry``: decoding a READDIR result of 10,000 entries as a listing takes it (the entries of a
+  page read from the server, repeated under new names and cookies; ``Directories.readdir_plus``'s
+  decoding, sans I/O), per entry.
 
-Each line runs CALLS calls, REPEAT times; the table gives the CPU time of this process per call
+Each line runs CALLS calls (``readdir_entry``: CALLS x 5 entries, at least one result), REPEAT times;
+the table gives the CPU time of this process per call
 (``time.process_time``), best and median of the repeats, in microseconds. The session's own share is
 ``session - rpc_null - compound_codec``.
 
@@ -57,16 +61,36 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 from bench.common import align, bench_target
 from pynfsrdma._client import stack
 from pynfsrdma._client.api import Client
+from pynfsrdma._client.compounds import VERIFIER_SIZE
+from pynfsrdma._client.directories import READDIR_BITMAP, listed_page
 from pynfsrdma._proto import rpc as rpcdef
 from pynfsrdma._proto.nfs4 import const as c
-from pynfsrdma._proto.nfs4.compound import COMPOUND4args, decode_compound_res, encode_compound_args
-from pynfsrdma._proto.nfs4.types import SEQUENCE4args
+from pynfsrdma._proto.nfs4.compound import (
+    COMPOUND4args,
+    ResOp,
+    decode_compound_res,
+    encode_compound_args,
+    result_of,
+)
+from pynfsrdma._proto.nfs4.types import (
+    PUTFH4args,
+    READDIR4args,
+    READDIR4resok,
+    SEQUENCE4args,
+    dirlist4,
+    entry4,
+)
 from pynfsrdma._transport.base import NO_HINTS, ReceiveInterrupted, ReplyHints, Transport
 from pynfsrdma._transport.tcp import TcpTransport
 from pynfsrdma._xdr import Packer, Unpacker
 
-LINES = ("transport", "rpc_null", "compound_codec", "session", "clientid", "lookup", "stat", "read_4k", "write_4k")
+LINES = ("transport", "rpc_null", "compound_codec", "session", "clientid", "lookup", "stat", "read_4k", "write_4k",
+         "readdir_entry")
 FILE = "f"
+LISTED_DIR = "d"
+LISTED_FILES = 64  # files in the directory whose READDIR page is captured
+LISTED_ENTRIES = 10_000  # entries of the READDIR result the readdir_entry line decodes
+PER_ENTRY = {"readdir_entry": LISTED_ENTRIES}  # lines whose call decodes that many entries
 FILE_SIZE = 64 * 1024
 IO = 4096
 _U32 = struct.Struct(">I")
@@ -233,7 +257,24 @@ def recording_connector(replies: Replies) -> type:
 
 
 # -- the lines --------------------------------------------------------------------------------------
-def lines(client: Client, f: Any, replies: Replies) -> dict[str, Callable[[], Awaitable[Any]]]:
+async def readdir_result(client: Client) -> bytes:
+    """A READDIR4resok of LISTED_ENTRIES entries, XDR-encoded: the entries of a page read from the
+    server (the listing's own attribute request), repeated under new names and cookies."""
+    fh, _ = await client.nfs.names.lookup(client.root_fh, LISTED_DIR, client.cred)
+    got: list[Any] = []
+
+    def parse(res: list[ResOp]) -> None:
+        ok = result_of(res, c.OP_READDIR)
+        got.extend((e.attrs, bytes(ok.cookieverf)) for e in ok.reply.entries)
+
+    await client.nfs.query(
+        [PUTFH4args(fh), READDIR4args(0, bytes(VERIFIER_SIZE), 65536, 65536, READDIR_BITMAP)], client.cred, parse)
+    assert got, "the listed directory has no entries"
+    entries = [entry4(i + 3, f"entry-{i:05d}", got[i % len(got)][0]) for i in range(LISTED_ENTRIES)]
+    return READDIR4resok.XDR.encode(READDIR4resok(got[0][1], dirlist4(entries, True)))
+
+
+def lines(client: Client, f: Any, replies: Replies, listed: bytes) -> dict[str, Callable[[], Awaitable[Any]]]:
     cid = client.clientid
     session = cid.session
     assert session is not None
@@ -288,8 +329,12 @@ def lines(client: Client, f: Any, replies: Replies) -> dict[str, Callable[[], Aw
     async def write() -> None:
         await f.pwrite(0, data)
 
+    async def readdir_entries() -> None:
+        listed_page(READDIR4resok.XDR.decode(listed))
+
     return {"transport": transport_only, "rpc_null": null, "compound_codec": codec, "session": in_session,
-            "clientid": in_clientid, "lookup": lookup, "stat": stat, "read_4k": read, "write_4k": write}
+            "clientid": in_clientid, "lookup": lookup, "stat": stat, "read_4k": read, "write_4k": write,
+            "readdir_entry": readdir_entries}
 
 
 async def cpu_per_call(call: Callable[[], Awaitable[Any]], calls: int) -> float:
@@ -347,9 +392,10 @@ async def run(url: str, wanted: list[str], calls: int, repeat: int, count: bool 
                 assert rpc is not None
                 await rpc.call(c.NFSPROC4_NULL, cid.machine_cred)
                 await session.compound([], cid.machine_cred)
-                todo = lines(client, f, replies)
+                listed = await readdir_result(client) if "readdir_entry" in wanted else b""
+                todo = lines(client, f, replies, listed)
                 for name in wanted:
-                    if name not in ("transport", "compound_codec"):
+                    if name not in ("transport", "compound_codec", "readdir_entry"):
                         for _ in range(3):
                             await todo[name]()
                 if "write_4k" in wanted:
@@ -362,11 +408,14 @@ async def run(url: str, wanted: list[str], calls: int, repeat: int, count: bool 
                 try:
                     for name in wanted if count else ():
                         await todo[name]()  # (warm)
-                        counts[name] = await count_per_call(todo[name], calls, count_by)
+                        per = PER_ENTRY.get(name, 1)
+                        n = max(1, calls * 5 // per)
+                        counts[name] = {k: v / per for k, v in (await count_per_call(todo[name], n, count_by)).items()}
                     for _ in range(0 if count else repeat):
                         for name in wanted:
                             await todo[name]()  # (warm)
-                            results[name].append(await cpu_per_call(todo[name], calls))
+                            per = PER_ENTRY.get(name, 1)
+                            results[name].append(await cpu_per_call(todo[name], max(1, calls * 5 // per)) / per)
                 finally:
                     replies.replaying = False
                     for t in replies.transports:
@@ -400,6 +449,9 @@ def main(argv: list[str] | None = None) -> int:
     with bench_target(None) as target:
         assert target.local_dir is not None
         (target.local_dir / FILE).write_bytes(bytes(FILE_SIZE))
+        (target.local_dir / LISTED_DIR).mkdir(exist_ok=True)
+        for i in range(LISTED_FILES):
+            (target.local_dir / LISTED_DIR / f"{i:02d}").write_bytes(bytes(i))
         log(f"server: {target.description}; {args.calls} calls x {args.repeat} repeats per line, replayed")
         results, answered, counts = trio.run(run, target.ours_url, wanted, args.calls, args.repeat, args.count,
                                              args.count_by)
