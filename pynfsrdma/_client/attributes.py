@@ -342,7 +342,27 @@ def _owner_id(raw: bytes, group: bool) -> int:
 EntryAttrsAt = Callable[[bytes, int, int], EntryAttrs]
 
 
-def _compile_file_attrs(mask: tuple[int, ...]) -> tuple[Callable[[Any], EntryAttrs], EntryAttrsAt]:
+# A listing's entry attributes as a plain tuple of FileAttrs' fields in their order (``FileAttrs(*record)``
+# makes the object): a listing holds thousands, and the mount hands most of them to the kernel and never
+# looks at them again, so the object is made only for those it keeps (:func:`file_attrs`)
+AttrRecord = tuple[int, int, int, int, int, int, int, tuple[int, int], tuple[int, int], int, int, int, int, int]
+EntryRecord = tuple["AttrRecord | None", "bytes | None"]
+EntryRecordAt = Callable[[bytes, int, int], EntryRecord]
+_Decoders = tuple[Callable[[Any], EntryAttrs], EntryAttrsAt, EntryRecordAt]
+
+
+def file_attrs(record: AttrRecord) -> FileAttrs:
+    """The FileAttrs of a listing's :data:`AttrRecord`."""
+    return FileAttrs(*record)
+
+
+def record_of(a: FileAttrs) -> AttrRecord:
+    """The :data:`AttrRecord` of a FileAttrs (``file_attrs(record_of(a)) == a``)."""
+    return (a.type, a.mode, a.nlink, a.uid, a.gid, a.size, a.used, a.rdev, a.fsid, a.fileid, a.change,
+            a.atime_ns, a.mtime_ns, a.ctime_ns)
+
+
+def _compile_file_attrs(mask: tuple[int, ...]) -> _Decoders:
     nums = attrs_in(mask)
     if any(n not in _FIXED and n not in _VARIABLE for n in nums):
 
@@ -356,7 +376,11 @@ def _compile_file_attrs(mask: tuple[int, ...]) -> tuple[Callable[[Any], EntryAtt
         def general_at(b: bytes, start: int, end: int) -> EntryAttrs:
             return general(b[start:end])
 
-        return general, general_at
+        def general_record_at(b: bytes, start: int, end: int) -> EntryRecord:
+            attrs, fh = general(b[start:end])
+            return (None if attrs is None else record_of(attrs)), fh
+
+        return general, general_at, general_record_at
     ns: dict[str, Any] = {
         "FileAttrs": FileAttrs,
         "XdrError": XdrError,
@@ -431,13 +455,17 @@ def _compile_file_attrs(mask: tuple[int, ...]) -> tuple[Callable[[Any], EntryAtt
         "        raise XdrError(f'nfstime4 nseconds {max(atime_ns, mtime_ns, ctime_ns)} is not below one second')",
         f"    if not ({ok}):",
         "        return None, fh",
-        "    return FileAttrs(ftype, mode & 0o7777, nlink, "
-        f"{uid}, {gid}, size, used, (rdev1, rdev2), (fsid_major, fsid_minor), fileid, change, "
-        "atime_s * 1000000000 + atime_ns, mtime_s * 1000000000 + mtime_ns, ctime_s * 1000000000 + ctime_ns), fh",
     ]
+    values = (f"ftype, mode & 0o7777, nlink, {uid}, {gid}, size, used, (rdev1, rdev2), (fsid_major, fsid_minor), "
+              "fileid, change, atime_s * 1000000000 + atime_ns, mtime_s * 1000000000 + mtime_ns, "
+              "ctime_s * 1000000000 + ctime_ns")
     src = [
         "def dec_at(b, p, end):",
         *tail,
+        f"    return FileAttrs({values}), fh",
+        "def record_at(b, p, end):",
+        *tail,
+        f"    return ({values}), fh",
         "def dec(vals):",
         "    b = bytes(vals)",  # one copy of the few bytes; every slice of it is then bytes
         "    return dec_at(b, 0, len(b))",
@@ -445,14 +473,15 @@ def _compile_file_attrs(mask: tuple[int, ...]) -> tuple[Callable[[Any], EntryAtt
     exec(compile("\n".join(src) + "\n", "<FileAttrs decoder>", "exec"), ns)
     dec: Callable[[Any], EntryAttrs] = ns["dec"]
     dec_at: EntryAttrsAt = ns["dec_at"]
-    return dec, dec_at
+    record_at: EntryRecordAt = ns["record_at"]
+    return dec, dec_at, record_at
 
 
-_FILE_ATTRS_DECODERS: dict[tuple[int, ...], tuple[Callable[[Any], EntryAttrs], EntryAttrsAt]] = {}
+_FILE_ATTRS_DECODERS: dict[tuple[int, ...], _Decoders] = {}
 _FILE_ATTRS_DECODERS_MAX = 256
 
 
-def _decoders(attrmask: Sequence[int]) -> tuple[Callable[[Any], EntryAttrs], EntryAttrsAt]:
+def _decoders(attrmask: Sequence[int]) -> _Decoders:
     mask = tuple(attrmask)
     decs = _FILE_ATTRS_DECODERS.get(mask)
     if decs is None:
@@ -470,6 +499,12 @@ def entry_attrs_decoder(attrmask: Sequence[int]) -> Callable[[Any], EntryAttrs]:
 def entry_attrs_decoder_at(attrmask: Sequence[int]) -> EntryAttrsAt:
     """The same, for values lying in a larger buffer: ``dec_at(b, start, end)`` decodes b[start:end]."""
     return _decoders(attrmask)[1]
+
+
+def entry_record_decoder_at(attrmask: Sequence[int]) -> EntryRecordAt:
+    """As :func:`entry_attrs_decoder_at`, the attributes as an :data:`AttrRecord` (no FileAttrs made):
+    ``record_at(b, start, end) -> (record or None, fh)``; the same checks, the same errors."""
+    return _decoders(attrmask)[2]
 
 
 def decode_entry_attrs(f: fattr4) -> EntryAttrs:

@@ -30,12 +30,12 @@ from .._proto.nfs4.types import (
 )
 from .._rpc.auth import Credential
 from .._transport.base import ReplyHints
-from .attributes import STAT_BITMAP, FileAttrs, entry_attrs_decoder_at, setattr_fattr4
+from .attributes import STAT_BITMAP, AttrRecord, FileAttrs, entry_record_decoder_at, setattr_fattr4
 from .compounds import VERIFIER_SIZE, Compounds, Cookies, last_attrs
 
-# an entry as readdir_plus lists it: (name as the server sent it, cookie, file handle, attributes);
-# a tuple, made by the thousand in a listing
-ListedEntry = tuple[bytes, int, "bytes | None", "FileAttrs | None"]
+# an entry as readdir_plus lists it: (name as the server sent it, cookie, file handle, attributes as
+# an AttrRecord: ``file_attrs`` makes their FileAttrs); a tuple, made by the thousand in a listing
+ListedEntry = tuple[bytes, int, "bytes | None", "AttrRecord | None"]
 
 
 @dataclass(slots=True)
@@ -231,8 +231,9 @@ class Directories:
         maxcount: int = 64 * 1024, path: str | None = None,
     ) -> tuple[list[ListedEntry], bytes, bool]:
         """As :meth:`readdir` with attributes, for a listing: each entry a :data:`ListedEntry`, its
-        attributes decoded straight into FileAttrs (None for an entry whose attributes the server could
-        not get, an rdattr_error) from the reply's entries in place (no entry4 or fattr4 made)."""
+        attributes decoded straight into an :data:`AttrRecord` (None for an entry whose attributes the
+        server could not get, an rdattr_error) from the reply's entries in place (no entry4, fattr4
+        or FileAttrs made)."""
         def parse(res: list[ResOp]) -> tuple[list[ListedEntry], bytes, bool]:
             return listed_page(result_of(res, c.OP_READDIR))
 
@@ -259,7 +260,8 @@ class Directories:
 
 def listed_page(ok: Any) -> tuple[list[ListedEntry], bytes, bool]:
     """A READDIR result (READDIR4resok) as :meth:`Directories.readdir_plus` gives it: each entry a
-    :data:`ListedEntry`, its attributes decoded straight from the reply; the verifier; eof."""
+    :data:`ListedEntry`, its attributes decoded straight from the reply into an :data:`AttrRecord`;
+    the verifier; eof."""
     listed = cast(DirList, ok.reply.entries)  # (what DirEntries decodes)
     b = listed.data
     entries: list[ListedEntry] = []
@@ -267,7 +269,7 @@ def listed_page(ok: Any) -> tuple[list[ListedEntry], bytes, bool]:
     mask: list[int] | None = None
     for ecookie, n, m, emask, a, z in listed.spans:
         if emask is not mask:  # (one list for all the entries with the same mask, as a rule all)
-            mask, dec = emask, entry_attrs_decoder_at(emask)
+            mask, dec = emask, entry_record_decoder_at(emask)
         attrs, efh = dec(b, a, z)
         append((b[n:m], ecookie, efh, attrs))
     return entries, bytes(ok.cookieverf), bool(ok.reply.eof)

@@ -13,7 +13,7 @@ import trio
 from .._errors import NFS4Error
 from .._proto.nfs4 import const as c
 from .._rpc.auth import Credential
-from .attributes import FileAttrs
+from .attributes import FileAttrs, file_attrs
 from .dir_entry import DirEntry
 from .nfs4 import ListedEntry, NFSv4
 from .timed_map import TimedMap
@@ -169,7 +169,7 @@ class ExportPaths:
         out = []
         for raw, _, efh, listed in listing:
             name = str(raw, "utf-8", "surrogateescape")
-            attrs = listed or FileAttrs()
+            attrs = FileAttrs() if listed is None else file_attrs(listed)
             child = posixpath.join(path, name)
             if attrs.is_dir and efh:  # (a walk into it needs no LOOKUP: READDIR brought its handle)
                 self._dirs[posixpath.join(npath, name)] = bytes(efh)

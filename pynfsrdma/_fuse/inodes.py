@@ -33,9 +33,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
-from .._client.attributes import FileAttrs
+from .._client.attributes import AttrRecord, FileAttrs, file_attrs
 from .._proto.nfs4 import const as c
 from .cache import AttrTimeouts, Listing
 
@@ -114,9 +114,12 @@ class Inode:
         return any(s.writer is not None and s.writer.unsent for s in self.shared.values())
 
 
-# a file a listing handed the kernel, of which no Inode was made yet: [file handle, attributes,
-# when they were read (trio clock), the kernel's lookups of it, (directory inode, name) it was listed as]
+# a file a listing handed the kernel, of which no Inode was made yet: [file handle, attributes (the
+# listing's AttrRecord: FileAttrs made with the Inode), when they were read (trio clock), the kernel's
+# lookups of it, (directory inode, name) it was listed as]
 Listed = list[Any]
+_FILEID: Final = 9  # (an AttrRecord's fields)
+_CHANGE: Final = 10
 
 
 # ``asked`` of attributes that came back with our own last write (nothing of ours can be newer)
@@ -149,13 +152,13 @@ class InodeTable:
             node = self._made(ino)
         return node
 
-    def listed(self, fh: bytes, attrs: FileAttrs, now: float, parent: int, name: str) -> int:
+    def listed(self, fh: bytes, attrs: AttrRecord, now: float, parent: int, name: str) -> int:
         """A listing of directory ``parent`` hands the kernel ``name`` with ``attrs`` (one lookup the
         kernel counts): kept as a :data:`Listed` record when no Inode of the file is needed yet.
         Returns its inode number, or 0 when it must go through :meth:`learn` (the file has an Inode,
         its number is the root's or remapped, or what was listed of it before differs: another
         handle, another change attribute, another name)."""
-        ino = attrs.fileid
+        ino = attrs[_FILEID]
         if ino == self.root_fileid or ino in (0, ROOT_INODE) or ino in self._by_ino:
             return 0
         key = (parent, name)
@@ -163,7 +166,7 @@ class InodeTable:
         if rec is None:
             self._listed[ino] = [fh, attrs, now, 1, key]
             self._by_name[key] = ino
-        elif rec[0] == fh and rec[1].change == attrs.change and rec[4] == key:
+        elif rec[0] == fh and rec[1][_CHANGE] == attrs[_CHANGE] and rec[4] == key:
             rec[1], rec[2] = attrs, now
             rec[3] += 1
         else:
@@ -172,7 +175,8 @@ class InodeTable:
 
     def _made(self, ino: int) -> Inode:
         """The Inode of a file only listed so far (:data:`Listed`)."""
-        fh, attrs, fetched, lookups, key = self._listed.pop(ino)
+        fh, record, fetched, lookups, key = self._listed.pop(ino)
+        attrs = file_attrs(record)
         timeo = self.timeouts.initial(attrs.type == _NF4DIR)
         node = Inode(ino, fh, attrs, fetched, timeo, lookups, 0, attrs.change, (attrs.size, attrs.mtime_ns))  # (positional)
         if attrs.type == c.NF4REG:

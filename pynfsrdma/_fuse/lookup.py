@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from .._client.attributes import FileAttrs
+from .._client.attributes import FileAttrs, file_attrs
 from .._client.nfs4 import NFSv4
 from .._errors import NFS4Error
 from .._proto.nfs4 import const as c
@@ -173,8 +173,8 @@ class Lookups:
                 self._changed(parent)
             change = dir_attrs.change
             ahead.page(
-                {os.fsdecode(name): (fh, attrs, now, asked, change)
-                 for name, _, fh, attrs in entries if fh is not None and attrs is not None},
+                {os.fsdecode(name): (fh, file_attrs(record), now, asked, change)
+                 for name, _, fh, record in entries if fh is not None and record is not None},
                 entries[-1][1] if entries else ahead.cookie, verifier, eof,
             )
         finally:

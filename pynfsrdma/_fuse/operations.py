@@ -45,7 +45,7 @@ from typing import Any, TypeVar, cast
 
 import trio
 
-from .._client.attributes import FTYPE_TO_IFMT, FileAttrs
+from .._client.attributes import FTYPE_TO_IFMT, AttrRecord, FileAttrs
 from .._client.nfs4 import NFSv4
 from .._client.read_sink import PayloadSink
 from .._client.security import UserCredentials
@@ -272,15 +272,15 @@ class NFSOperations(Operations):
             node.shown(mtime)
         return e
 
-    def _listed_entry(self, ino: int, a: FileAttrs) -> EntryAttributes:
+    def _listed_entry(self, ino: int, a: AttrRecord) -> EntryAttributes:
         """The kernel's entry for a file a listing just read ``a`` of and keeps no Inode of
         (``InodeTable.listed``): as :meth:`_entry` gives it for an Inode made then."""
-        ftype = a.type
+        ftype, mode, nlink, uid, gid, size, used, rdev, _, _, _, atime, mtime, ctime = a
         return EntryAttributes(
             ino, 0, self.entry_timeout, self.timeouts.initial(ftype == _NF4DIR),
-            FTYPE_TO_IFMT.get(ftype, 0) | a.mode, a.nlink,
-            a.uid, a.gid, os.makedev(*a.rdev) if ftype in _DEVICES else 0,
-            a.size, BLOCK_SIZE, (a.used + 511) // 512, a.atime_ns, a.mtime_ns, a.ctime_ns,
+            FTYPE_TO_IFMT.get(ftype, 0) | mode, nlink,
+            uid, gid, os.makedev(*rdev) if ftype in _DEVICES else 0,
+            size, BLOCK_SIZE, (used + 511) // 512, atime, mtime, ctime,
         )  # fmt: skip
 
     def _learn(self, fh: bytes, attrs: FileAttrs, asked: int | None, lookup: bool = True) -> Inode:

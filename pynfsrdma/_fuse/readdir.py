@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import trio
 
-from .._client.attributes import FileAttrs
+from .._client.attributes import AttrRecord, file_attrs
 from .._client.dir_pages import DirReader
 from .._client.nfs4 import NFSv4
 from .._errors import NFS4Error
@@ -41,7 +41,7 @@ class Directories:
     def __init__(
         self, nfs: NFSv4, inodes: InodeTable, opens: Opens, nursery: trio.Nursery, ids: itertools.count[int],
         entry: Callable[[Inode, float | None], EntryAttributes],
-        listed_entry: Callable[[int, FileAttrs], EntryAttributes], changed: Callable[[Inode], None],
+        listed_entry: Callable[[int, AttrRecord], EntryAttributes], changed: Callable[[Inode], None],
     ) -> None:
         self.nfs = nfs
         self.inodes = inodes
@@ -106,8 +106,8 @@ class Directories:
             now = trio.current_time()
             asked = page.asked
             for i in range(start, len(entries)):
-                name, next_cookie, fh_, attrs = entries[i]
-                if fh_ is None or attrs is None:  # the server gave no handle: look it up
+                name, next_cookie, fh_, record = entries[i]
+                if fh_ is None or record is None:  # the server gave no handle: look it up
                     asked = self.inodes.asking()
                     try:
                         fh_, attrs = await self.nfs.names.lookup(
@@ -122,14 +122,15 @@ class Directories:
                 else:
                     asked = page.asked
                     if fh_ not in delegations:  # (its attributes are ours to give: see Operations._entry)
-                        ino = listed(fh_, attrs, now, dir_ino, str(name, "utf-8", "surrogateescape"))
+                        ino = listed(fh_, record, now, dir_ino, str(name, "utf-8", "surrogateescape"))
                         if ino:
-                            if not reply(name, listed_entry(ino, attrs), next_cookie):
+                            if not reply(name, listed_entry(ino, record), next_cookie):
                                 self.inodes.forget(ino, 1)  # (the kernel did not get it)
                                 h.pages.stopped_at(cookie, page, i)
                                 return
                             cookie = next_cookie
                             continue
+                    attrs = file_attrs(record)
                 node, changed = learn(fh_, attrs, now, False, asked=asked)
                 if changed:
                     self._changed(node)

@@ -1,5 +1,5 @@
-"""fattr4 straight into FileAttrs (the decoders compiled per mask that READDIR entries and GETATTR
-replies go through): the same values as the general way (decode_fattr4, then FileAttrs.from_dict)
+"""fattr4 straight into FileAttrs, or a listing's AttrRecord (the decoders compiled per mask that
+READDIR entries and GETATTR replies go through): the same values as the general way (decode_fattr4, then FileAttrs.from_dict)
 for any mix of attributes, and an XdrError for anything malformed. Sans-I/O: no server."""
 
 from __future__ import annotations
@@ -17,6 +17,9 @@ from pynfsrdma._client.attributes import (
     decode_entry_attrs,
     decode_file_attrs,
     entry_attrs_decoder_at,
+    entry_record_decoder_at,
+    file_attrs,
+    record_of,
 )
 from pynfsrdma._proto.nfs4 import const as c
 from pynfsrdma._proto.nfs4.attrs import ATTRS, decode_fattr4, encode_fattr4
@@ -137,6 +140,10 @@ def test_values_inside_a_larger_buffer_decode_the_same(attrs: dict[int, Any], be
     b = before + f.attr_vals + after
     dec_at = entry_attrs_decoder_at(f.attrmask)
     assert dec_at(b, len(before), len(before) + len(f.attr_vals)) == general(f)
+    attrs_, fh = general(f)
+    record, record_fh = entry_record_decoder_at(f.attrmask)(b, len(before), len(before) + len(f.attr_vals))
+    assert record_fh == fh and (record is None if attrs_ is None else file_attrs(record) == attrs_)
+    assert record is None or record == record_of(file_attrs(record))
 
 
 @pytest.mark.parametrize("cut", [1, 3, 4, 17, 40])
@@ -146,3 +153,5 @@ def test_truncated_values_inside_a_larger_buffer_are_an_xdr_error(cut: int) -> N
     b = f.attr_vals + bytes(200)
     with pytest.raises(XdrError):
         entry_attrs_decoder_at(f.attrmask)(b, 0, len(f.attr_vals) - cut)
+    with pytest.raises(XdrError):
+        entry_record_decoder_at(f.attrmask)(b, 0, len(f.attr_vals) - cut)

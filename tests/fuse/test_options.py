@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pynfsrdma._client.attributes import FileAttrs
+from pynfsrdma._client.attributes import FileAttrs, record_of
 from pynfsrdma._fuse.cache import (
     LISTING_RUN,
     LISTING_TRUST,
@@ -234,26 +234,26 @@ def test_a_listed_file_is_a_record_until_touched_and_its_lookups_are_counted() -
     first touch makes the Inode with every lookup the listings counted; FORGET of a record drops
     it when its count reaches zero; an entry that differs from its record is left to ``learn``."""
     t = InodeTable(b"root", attrs(500, ftype=c.NF4DIR), AttrTimeouts(3, 60, 30, 60), now=0.0)
-    assert t.listed(b"fh-a", attrs(77), 1.0, ROOT_INODE, "a") == 77
-    assert t.listed(b"fh-a", attrs(77), 2.0, ROOT_INODE, "a") == 77  # listed again
+    assert t.listed(b"fh-a", record_of(attrs(77)), 1.0, ROOT_INODE, "a") == 77
+    assert t.listed(b"fh-a", record_of(attrs(77)), 2.0, ROOT_INODE, "a") == 77  # listed again
     assert len(t) == 1  # (the root only: no Inode made)
-    assert t.listed(b"fh-a", attrs(77, change=2), 3.0, ROOT_INODE, "a") == 0  # changed: learn it
-    assert t.listed(b"fh-a", attrs(77), 3.0, ROOT_INODE, "b") == 0  # another name (a link)
-    assert t.listed(b"fh-r", attrs(500), 3.0, ROOT_INODE, "r") == 0  # the root's fileid
+    assert t.listed(b"fh-a", record_of(attrs(77, change=2)), 3.0, ROOT_INODE, "a") == 0  # changed: learn it
+    assert t.listed(b"fh-a", record_of(attrs(77)), 3.0, ROOT_INODE, "b") == 0  # another name (a link)
+    assert t.listed(b"fh-r", record_of(attrs(500)), 3.0, ROOT_INODE, "r") == 0  # the root's fileid
     node = t.by_name(ROOT_INODE, "a")
     assert node is not None and t.get(77) is node
     assert (node.fh, node.lookups, node.fetched, node.timeo, node.names) == (b"fh-a", 2, 2.0, 3, ((ROOT_INODE, "a"),))
-    assert t.listed(b"fh-a", attrs(77), 4.0, ROOT_INODE, "a") == 0  # an Inode now: learn it
+    assert t.listed(b"fh-a", record_of(attrs(77)), 4.0, ROOT_INODE, "a") == 0  # an Inode now: learn it
     t.forget(77, 2)
     assert t.get(77) is None and t.by_name(ROOT_INODE, "a") is None
 
-    assert t.listed(b"fh-d", attrs(88, ftype=c.NF4DIR), 1.0, ROOT_INODE, "d") == 88
-    assert t.listed(b"fh-d", attrs(88, ftype=c.NF4DIR), 1.0, ROOT_INODE, "d") == 88
+    assert t.listed(b"fh-d", record_of(attrs(88, ftype=c.NF4DIR)), 1.0, ROOT_INODE, "d") == 88
+    assert t.listed(b"fh-d", record_of(attrs(88, ftype=c.NF4DIR)), 1.0, ROOT_INODE, "d") == 88
     t.forget(88, 1)  # (the second entry did not fit the kernel's buffer)
     assert len(t) == 1
     t.forget(88, 1)
     assert t.get(88) is None and t.by_name(ROOT_INODE, "d") is None and len(t) == 1
-    assert t.listed(b"fh-e", attrs(99), 1.0, ROOT_INODE, "e") == 99
+    assert t.listed(b"fh-e", record_of(attrs(99)), 1.0, ROOT_INODE, "e") == 99
     node, changed = t.learn(b"fh-e2", attrs(99, change=5), now=2.0, asked=t.asking())  # fileid reused
     assert (node.lookups, node.generation, node.fh, changed) == (2, 1, b"fh-e2", True)
     assert 99 in t.retime(AttrTimeouts(3, 60, 30, 60))
