@@ -394,6 +394,12 @@ def _compile_file_attrs(mask: tuple[int, ...]) -> _Decoders:
     fmt = ""  # the run of fixed-size attributes being gathered: struct format, value names
     names: list[str] = []
     present: set[str] = set()
+    # the values in one piece, for the fast way: struct formats, and for each variable-length value its
+    # index among them (its format then depends on its length); the names the values get, in order
+    pieces: list[str | int] = []
+    whole: list[str] = []
+    lengths: list[str] = []  # the variable-length values' length words, in order
+    fast: list[str] = []  # what the fast way does with the values it read
 
     def flush_run() -> None:
         nonlocal fmt, names
@@ -411,6 +417,8 @@ def _compile_file_attrs(mask: tuple[int, ...]) -> _Decoders:
             fmt += f
             names.extend(vs)
             present.update(vs)
+            pieces.append(f)
+            whole.extend(vs)
             continue
         # a variable-length value: its length word ends the run before it
         name, maxlen = _VARIABLE[n]
@@ -419,6 +427,15 @@ def _compile_file_attrs(mask: tuple[int, ...]) -> _Decoders:
         names.append(k)
         flush_run()
         present.add(name)
+        pieces.extend(("I", len(lengths)))
+        lengths.append(k)
+        if name == "fh":
+            whole.extend((k, "fh"))
+        else:
+            whole.extend((k, f"{name}_raw"))
+            cache = "GROUPS" if name == "group" else "OWNERS"
+            fast.append(f"{name} = {cache}.get({name}_raw)")
+            fast.append(f"if {name} is None: {name} = owner_id({name}_raw, {name == 'group'})")
         if maxlen is not None:
             body.append(
                 f"if {k} > {maxlen}: raise XdrError(f'opaque of {{{k}}} bytes exceeds its bound {maxlen}')"
@@ -440,15 +457,42 @@ def _compile_file_attrs(mask: tuple[int, ...]) -> _Decoders:
     ok += "True" if "fileid" in present else "False"
     # (values are read from b at p up to end; a fixed-size run may read past end when b goes on:
     # then p ends up past end, which is truncation)
+    reading = [
+        "try:",
+        *(f"    {line}" for line in body or ["pass"]),
+        "except struct_error as e:",
+        "    raise XdrError(f'truncated fattr4: {e}') from None",
+        "if p != end:",
+        "    if p > end: raise XdrError(f'truncated fattr4: {p - end} bytes missing')",
+        "    raise XdrError(f'{end - p} bytes of trailing garbage in fattr4')",
+    ]
+    if lengths:
+        # The fast way, for values of a size seen before: one struct read of them all, laid out for
+        # the variable-length values' lengths then (taken only if the length words read say the
+        # same); otherwise the general way, whose lengths the next values of their size are read by.
+        # A listing's handles, owners and groups are of the same few lengths.
+        ns["FAST"] = {}
+        ns["learn"] = _fast_values(pieces, ns["FAST"])
+        reading.append(f"learn(end - start, ({', '.join(lengths)},))")
+        matched = " and ".join(f"{k} == known[{i + 1}]" for i, k in enumerate(lengths))
+        reading = [
+            "start = p",
+            "known = FAST.get(end - p)",
+            "if known is not None:",
+            "    try:",
+            f"        {', '.join(whole)}, = known[0](b, p)",
+            "    except struct_error as e:",
+            "        raise XdrError(f'truncated fattr4: {e}') from None",
+            f"    if not ({matched}):",
+            "        known = None",
+            "    else:",
+            *(f"        {line}" for line in fast or ["pass"]),
+            "if known is None:",
+            *(f"    {line}" for line in reading),
+        ]
     tail = [
         *(f"    {line}" for line in defaults),
-        "    try:",
-        *(f"        {line}" for line in body or ["pass"]),
-        "    except struct_error as e:",
-        "        raise XdrError(f'truncated fattr4: {e}') from None",
-        "    if p != end:",
-        "        if p > end: raise XdrError(f'truncated fattr4: {p - end} bytes missing')",
-        "        raise XdrError(f'{end - p} bytes of trailing garbage in fattr4')",
+        *(f"    {line}" for line in reading),
         "    if ftype not in FTYPES:",
         "        raise XdrError(f'{ftype} is not a valid nfs_ftype4')",
         f"    if atime_ns > {c.NFS4_NSECONDS_MAX} or mtime_ns > {c.NFS4_NSECONDS_MAX} or ctime_ns > {c.NFS4_NSECONDS_MAX}:",
@@ -475,6 +519,29 @@ def _compile_file_attrs(mask: tuple[int, ...]) -> _Decoders:
     dec_at: EntryAttrsAt = ns["dec_at"]
     record_at: EntryRecordAt = ns["record_at"]
     return dec, dec_at, record_at
+
+
+_FAST_SIZES_MAX = 64  # sizes of values a mask's decoder knows the layout of
+
+
+def _fast_values(pieces: list[str | int], known: dict[int, tuple[Any, ...]]) -> Callable[[int, tuple[int, ...]], None]:
+    """For a compiled decoder: ``learn(size, lengths)`` notes in ``known`` that values of ``size``
+    bytes whose variable-length values have ``lengths`` are read by one struct (the value, then its
+    padding skipped, for each)."""
+    structs: dict[tuple[int, ...], Any] = {}
+
+    def learn(size: int, lengths: tuple[int, ...]) -> None:
+        unpack = structs.get(lengths)
+        if unpack is None:
+            fmt = "".join(p if isinstance(p, str) else f"{lengths[p]}s{-lengths[p] & 3}x" for p in pieces)
+            if len(structs) >= _FAST_SIZES_MAX:
+                structs.clear()
+            unpack = structs[lengths] = struct.Struct(">" + fmt).unpack_from
+        if len(known) >= _FAST_SIZES_MAX:
+            known.clear()
+        known[size] = (unpack, *lengths)
+
+    return learn
 
 
 _FILE_ATTRS_DECODERS: dict[tuple[int, ...], _Decoders] = {}

@@ -89,6 +89,30 @@ def test_a_whole_entry() -> None:
     assert attrs.st_mode == 0o100644
 
 
+def test_values_of_a_size_seen_before_with_other_lengths_decode_as_theirs() -> None:
+    """Values of a size decoded before are read in one piece laid out for the lengths seen then,
+    only when their own length words say the same: a handle of 31 bytes and an owner of 1 (the
+    same size, padded, as 30 and 4), an owner with a NUL, a cut or an overlong handle decode as
+    the general way decodes them, or fail as it fails."""
+    seen = encode_fattr4(a_file())
+    assert decode_entry_attrs(seen) == decode_entry_attrs(seen) == general(seen)  # (the second: in one piece)
+    for over in ({c.FATTR4_FILEHANDLE: b"\x02" * 31, c.FATTR4_OWNER: "7"},
+                 {c.FATTR4_OWNER: "10\x000"}, {c.FATTR4_OWNER: "1001", c.FATTR4_OWNER_GROUP: "root@otherdomain"}):
+        f = encode_fattr4(a_file(over))
+        assert len(f.attr_vals) == len(seen.attr_vals)
+        attrs, fh = decode_entry_attrs(f)
+        assert (attrs, fh) == general(f) and fh == over.get(c.FATTR4_FILEHANDLE, b"\x01" * 30)
+        record, record_fh = entry_record_decoder_at(f.attrmask)(f.attr_vals, 0, len(f.attr_vals))
+        assert record is not None and attrs is not None and file_attrs(record) == attrs and record_fh == fh
+    assert decode_entry_attrs(seen)[0] == general(seen)[0]
+    vals = bytearray(seen.attr_vals)
+    vals[40:44] = (129).to_bytes(4, "big")  # the handle's length word: past NFS4_FHSIZE, the same size
+    with pytest.raises(XdrError):
+        decode_entry_attrs(fattr4(seen.attrmask, bytes(vals)))
+    with pytest.raises(XdrError):
+        entry_record_decoder_at(seen.attrmask)(seen.attr_vals, 0, len(seen.attr_vals) + 4)
+
+
 def test_an_entry_the_server_could_not_stat_has_no_attributes() -> None:
     d = {c.FATTR4_RDATTR_ERROR: c.NFS4ERR_ACCESS, c.FATTR4_FILEHANDLE: b"fh"}
     assert decode_entry_attrs(encode_fattr4(d)) == (None, b"fh")
