@@ -349,8 +349,10 @@ def encode_fattr4(attrs: Mapping[int, Any]) -> fattr4:
 
 # -- READDIR's entries, decoded in one loop ---------------------------------------------------------------------
 _U32 = struct.Struct(">I").unpack_from
-_U64_U32 = struct.Struct(">QI").unpack_from
 _WORDS: dict[int, Any] = {n: struct.Struct(f">{n}I").unpack_from for n in range(NFS4_BITMAP4_WORDS_MAX + 1)}
+_ENTRY_HEAD = struct.Struct(">IQI").unpack_from  # value follows, cookie, the name's length
+# after the name: the bitmap's length, a bitmap of that many words, the values' length
+_ENTRY_ATTRS = {n: struct.Struct(f">I{n}II").unpack_from for n in range(NFS4_BITMAP4_WORDS_MAX + 1)}
 
 
 # One entry as DirEntries finds it: its cookie, where its name starts and ends, its attribute mask (one
@@ -427,40 +429,57 @@ class DirEntries(LinkedList):
         append = spans.append
         words_seen: tuple[int, ...] = ()
         mask: list[int] = []
+        # (each entry's fixed-size parts in two reads: up to the name's length, and from the bitmap's
+        # length to the values' when the bitmap has as many words as the entry before's; a part that
+        # may run past the end, or another bitmap length, is read piece by piece as the XDR has it)
+        entry_attrs = _ENTRY_ATTRS[0]
+        n_words = 0
         try:
             while True:
-                if p + 4 > end:
-                    raise XdrError(f"truncated: need 4 bytes at offset {p}, {end - p} remain")
-                (more,) = _U32(view, p)
-                p += 4
-                if more != 1:
-                    if more:
-                        raise XdrError(f"bad boolean value {more}")
-                    break
+                if p + 16 <= end:
+                    more, cookie, n = _ENTRY_HEAD(view, p)
+                    if more != 1:
+                        if more:
+                            raise XdrError(f"bad boolean value {more}")
+                        p += 4
+                        break
+                    p += 16
+                else:
+                    if p + 4 > end:
+                        raise XdrError(f"truncated: need 4 bytes at offset {p}, {end - p} remain")
+                    (more,) = _U32(view, p)
+                    p += 4
+                    if more != 1:
+                        if more:
+                            raise XdrError(f"bad boolean value {more}")
+                        break
+                    raise XdrError(f"truncated entry4 at offset {p}")  # (no cookie and name's length)
                 if len(spans) >= NFS4_DIRLIST4_ENTRIES_MAX:
                     raise XdrError(f"dirlist4 of more than {NFS4_DIRLIST4_ENTRIES_MAX} entries exceeds its bound")
-                if p + 12 > end:  # cookie, and the name's length
-                    raise XdrError(f"truncated entry4 at offset {p}")
-                cookie, n = _U64_U32(view, p)
-                p += 12
                 q = p + n
                 if q + (-n & 3) + 4 > end:  # the name, and the bitmap's length
                     raise XdrError(f"truncated entry4 name at offset {p}")
                 name_at = p - start
                 p = q + (-n & 3)
-                (words,) = _U32(view, p)
-                p += 4
-                if p + 4 * words + 4 > end:  # the bitmap, and the values' length
-                    raise XdrError(f"truncated fattr4 of {words} bitmap words at offset {p}")
-                unpack = _WORDS.get(words)
-                if unpack is None:
-                    raise XdrError(f"bitmap4 of {words} words exceeds its bound {NFS4_BITMAP4_WORDS_MAX}")
-                w = unpack(view, p)
+                if p + 4 * n_words + 8 <= end and (got := entry_attrs(view, p))[0] == n_words:
+                    n_vals = got[-1]
+                    w = got[1:-1]
+                    p += 4 * n_words + 8
+                else:
+                    (words,) = _U32(view, p)
+                    p += 4
+                    if p + 4 * words + 4 > end:  # the bitmap, and the values' length
+                        raise XdrError(f"truncated fattr4 of {words} bitmap words at offset {p}")
+                    unpack = _WORDS.get(words)
+                    if unpack is None:
+                        raise XdrError(f"bitmap4 of {words} words exceeds its bound {NFS4_BITMAP4_WORDS_MAX}")
+                    w = unpack(view, p)
+                    p += 4 * words
+                    (n_vals,) = _U32(view, p)
+                    p += 4
+                    n_words, entry_attrs = words, _ENTRY_ATTRS[words]
                 if w != words_seen:
                     words_seen, mask = w, list(w)
-                p += 4 * words
-                (n_vals,) = _U32(view, p)
-                p += 4
                 q = p + n_vals
                 if q + (-n_vals & 3) > end:
                     raise XdrError(f"truncated fattr4 values at offset {p}")
