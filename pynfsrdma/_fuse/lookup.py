@@ -90,15 +90,17 @@ class Lookups:
             # caller the server lets search the directory (a caller it does not is sent to it)
             known = self.names.get(parent.ino, n, parent.attrs.change)
             node = self.inodes.get(known) if known is not None and known != NEGATIVE else None
-            if node is not None and await self._may_search(parent, cred):
-                node.lookups += 1
-                self.counts["lookups_cached"] += 1
-                return self._entry(node, None)
+            if node is not None:
+                if await self._may_search(parent, cred):
+                    node.lookups += 1
+                    self.counts["lookups_cached"] += 1
+                    return self._entry(node, None)
+                now = trio.current_time()  # (ACCESS may have been waited for)
         if self.opts.lookupcache != LOOKUPCACHE_NONE and self.inodes.timeouts.regmin > 0 and not self.opts.noac:
-            ahead = await self._named_ahead(parent, n, cred)
+            ahead = await self._named_ahead(parent, n, cred, now)
             if ahead is not None:
                 self.counts["lookups_read_ahead"] += 1
-                return self._entry(ahead, None)
+                return self._entry(*ahead)
         self.counts["lookups_sent"] += 1
         asked = self.inodes.asking()
         try:
@@ -121,10 +123,14 @@ class Lookups:
             self.names.put(parent.ino, n, node.ino, parent.attrs.change)
         return self._entry(node, None)
 
-    async def _named_ahead(self, parent: Inode, name: str, cred: Credential) -> Inode | None:
+    async def _named_ahead(
+        self, parent: Inode, name: str, cred: Credential, now: float
+    ) -> tuple[Inode, float] | None:
         """``name``, answered from ``parent``'s entries read ahead (cache.NameReadAhead; the next page
         is read first when the directory's LOOKUPs call for it), learned as its LOOKUP's answer
-        would have been when the page was read; None: its LOOKUP goes to the server. (An open of
+        would have been when the page was read, with the time it is answered at (``now``, the clock
+        read again only when a page or an ACCESS was waited for); None: its LOOKUP goes to the
+        server. (An open of
         the name goes to the server by that name, as every open does: a name another client
         removed or renamed since the page is found there, and its next lookup asks the server.)"""
         ahead = self.names_ahead.get(parent.ino)
@@ -134,25 +140,24 @@ class Lookups:
             ahead = self.names_ahead[parent.ino] = NameReadAhead()
         if name not in ahead.entries and ahead.wants_page():
             await self._read_page_ahead(parent, ahead, cred)
+            now = trio.current_time()
         inodes = self.inodes
-        now = trio.current_time()
         hit = ahead.take(name, parent.attrs.change, now, inodes.timeouts) if inodes.fresh(parent, now) else None
         # (a file we hold attributes of already is asked for: they may be newer than the page's)
         if hit is None or inodes.get(inodes.ino_for(hit[1])) is not None:
             ahead.needed_lookup()
             return None
         fh, attrs, when, asked, _ = hit
-        if not self._kernel_checks and (
-            not await self._may_search(parent, cred)
-            or inodes.get(inodes.ino_for(attrs)) is not None  # (learned while ACCESS was on its way)
-        ):
-            ahead.needed_lookup()
-            return None
+        if not self._kernel_checks:
+            if not await self._may_search(parent, cred) or inodes.get(inodes.ino_for(attrs)) is not None:
+                ahead.needed_lookup()  # (or learned while ACCESS was on its way)
+                return None
+            now = trio.current_time()
         node, _ = inodes.learn(fh, attrs, when, True, asked=asked)
         inodes.named(node, parent.ino, name)
         if self.each_name_checked:  # (the kernel keeps no name: it asks again, and the cache answers)
             self.names.put(parent.ino, name, node.ino, parent.attrs.change)
-        return node
+        return node, now
 
     async def _read_page_ahead(self, parent: Inode, ahead: NameReadAhead, cred: Credential) -> None:
         """Read ``parent``'s next page of entries ahead, with its attributes after it; a directory
