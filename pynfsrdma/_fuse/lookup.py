@@ -33,7 +33,8 @@ def negative() -> EntryAttributes:
 class Lookups:
     """The LOOKUPs of a mount whose nodes are ``inodes`` and names ``names``, counted in ``counts``;
     ``each_name_checked``: the server checks each caller's way to each name (the kernel keeps none);
-    ``entry`` and ``learn``: the kernel's entry for a node, and a node learned from a reply;
+    ``entry``, ``listed_entry`` and ``learn``: the kernel's entry for a node and for a file kept as
+    listed (InodeTable.listed), and a node learned from a reply;
     ``gone``: what NFS4ERR_STALE means for the node an operation was about; ``names_ahead``: the
     entries of directories read ahead of their LOOKUPs (cache.NameReadAhead), the oldest first;
     ``changed``: what a directory's attributes that moved mean for what is cached of it."""
@@ -42,6 +43,7 @@ class Lookups:
         self, nfs: NFSv4, inodes: InodeTable, names: NameCache, counts: collections.Counter[str],
         opts: MountOptions, each_name_checked: bool,
         entry: Callable[[Inode, float | None], EntryAttributes],
+        listed_entry: Callable[[int, FileAttrs, float | None], EntryAttributes],
         learn: Callable[[bytes, FileAttrs, int | None], Inode],
         gone: Callable[[str, int], Awaitable[None]],
         names_ahead: dict[int, NameReadAhead],
@@ -54,6 +56,7 @@ class Lookups:
         self.opts = opts
         self.each_name_checked = each_name_checked
         self._entry = entry
+        self._listed_entry = listed_entry
         self._learn = learn
         self._gone = gone
         self.names_ahead = names_ahead
@@ -100,7 +103,7 @@ class Lookups:
             ahead = await self._named_ahead(parent, n, cred, now)
             if ahead is not None:
                 self.counts["lookups_read_ahead"] += 1
-                return self._entry(*ahead)
+                return ahead
         self.counts["lookups_sent"] += 1
         asked = self.inodes.asking()
         try:
@@ -125,12 +128,13 @@ class Lookups:
 
     async def _named_ahead(
         self, parent: Inode, name: str, cred: Credential, now: float
-    ) -> tuple[Inode, float] | None:
-        """``name``, answered from ``parent``'s entries read ahead (cache.NameReadAhead; the next page
-        is read first when the directory's LOOKUPs call for it), learned as its LOOKUP's answer
-        would have been when the page was read, with the time it is answered at (``now``, the clock
-        read again only when a page or an ACCESS was waited for); None: its LOOKUP goes to the
-        server. (An open of
+    ) -> EntryAttributes | None:
+        """The kernel's entry for ``name``, answered from ``parent``'s entries read ahead
+        (cache.NameReadAhead; the next page is read first when the directory's LOOKUPs call for it)
+        at ``now`` (the clock read again only when a page or an ACCESS was waited for), learned as its
+        LOOKUP's answer would have been when the page was read: a file we knew nothing of is kept as
+        listed (InodeTable.listed), as a listing keeps it, until the kernel or the server needs its
+        Inode; None: its LOOKUP goes to the server. (An open of
         the name goes to the server by that name, as every open does: a name another client
         removed or renamed since the page is found there, and its next lookup asks the server.)"""
         ahead = self.names_ahead.get(parent.ino)
@@ -153,11 +157,19 @@ class Lookups:
                 ahead.needed_lookup()  # (or learned while ACCESS was on its way)
                 return None
             now = trio.current_time()
-        node, _ = inodes.learn(fh, attrs, when, True, asked=asked)
-        inodes.named(node, parent.ino, name)
+        # (a delegated file's attributes are the Inode's to give: see Operations._entry)
+        ino = 0 if fh in self.nfs.delegations else inodes.listed(fh, attrs, when, parent.ino, name)
+        node = None
+        if not ino:
+            node, _ = inodes.learn(fh, attrs, when, True, asked=asked)
+            inodes.named(node, parent.ino, name)
+            ino = node.ino
         if self.each_name_checked:  # (the kernel keeps no name: it asks again, and the cache answers)
-            self.names.put(parent.ino, name, node.ino, parent.attrs.change)
-        return node, now
+            self.names.put(parent.ino, name, ino, parent.attrs.change)
+        if node is not None:
+            return self._entry(node, now)
+        left = when + inodes.timeouts.initial(attrs.is_dir) - now
+        return self._listed_entry(ino, attrs, left if left > 0 else 0.0)
 
     async def _read_page_ahead(self, parent: Inode, ahead: NameReadAhead, cred: Credential) -> None:
         """Read ``parent``'s next page of entries ahead, with its attributes after it; a directory

@@ -171,7 +171,7 @@ class NFSOperations(Operations):
         self.changes = DirectoryChanges(self.inodes, self.names, opts, names_ahead)
         self.xattrs = Xattrs(nfs, self._inode, self.cred, self._check_rw)
         self.lookups = Lookups(
-            nfs, self.inodes, self.names, self.counts, opts, self._each_name_checked, self._entry, self._learn,
+            nfs, self.inodes, self.names, self.counts, opts, self._each_name_checked, self._entry, self._listed_entry, self._learn,
             self.gone, names_ahead, self._changed,
         )
         self.silly = SillyRenames(nfs, self.inodes, self.changes.modified)
@@ -272,12 +272,13 @@ class NFSOperations(Operations):
             node.shown(mtime)
         return e
 
-    def _listed_entry(self, ino: int, a: FileAttrs) -> EntryAttributes:
-        """The kernel's entry for a file a listing just read ``a`` of and keeps no Inode of
-        (``InodeTable.listed``): as :meth:`_entry` gives it for an Inode made then."""
+    def _listed_entry(self, ino: int, a: FileAttrs, attr_timeout: float | None = None) -> EntryAttributes:
+        """The kernel's entry for a file a listing read ``a`` of and keeps no Inode of
+        (``InodeTable.listed``): as :meth:`_entry` gives it for an Inode made then; ``attr_timeout``:
+        what is left of the attributes' time (None: the whole of it, read just now)."""
         ftype = a.type
         return EntryAttributes(
-            ino, 0, self.entry_timeout, self.timeouts.initial(ftype == _NF4DIR),
+            ino, 0, self.entry_timeout, self.timeouts.initial(ftype == _NF4DIR) if attr_timeout is None else attr_timeout,
             FTYPE_TO_IFMT.get(ftype, 0) | a.mode, a.nlink,
             a.uid, a.gid, os.makedev(*a.rdev) if ftype in _DEVICES else 0,
             a.size, BLOCK_SIZE, (a.used + 511) // 512, a.atime_ns, a.mtime_ns, a.ctime_ns,
