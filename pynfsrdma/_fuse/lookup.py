@@ -6,7 +6,6 @@ from __future__ import annotations
 import collections
 import errno
 import logging
-import os
 from collections.abc import Awaitable, Callable
 
 import trio
@@ -190,7 +189,7 @@ class Lookups:
                 self._changed(parent)
             change = dir_attrs.change
             ahead.page(
-                {os.fsdecode(name): (fh, attrs, now, asked, change)
+                {str(name, "utf-8", "surrogateescape"): (fh, attrs, now, asked, change)
                  for name, _, fh, attrs in entries if fh is not None and attrs is not None},
                 entries[-1][1] if entries else ahead.cookie, verifier, eof,
             )

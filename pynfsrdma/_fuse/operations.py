@@ -128,7 +128,7 @@ def _name(name: bytes) -> str:
     cache could answer for it)."""
     if len(name) > NAME_MAX:
         raise FUSEError(errno.ENAMETOOLONG)
-    return os.fsdecode(name)
+    return str(name, "utf-8", "surrogateescape")  # (as a listing decodes its names)
 
 
 class NFSOperations(Operations):
