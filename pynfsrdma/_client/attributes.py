@@ -15,7 +15,7 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 
 from .._proto.nfs4 import const as c
 from .._proto.nfs4.attrs import attrs_in, bitmap4_from, decode_fattr4, encode_fattr4
@@ -346,6 +346,9 @@ EntryAttrsAt = Callable[[bytes, int, int], EntryAttrs]
 # makes the object): a listing holds thousands, and the mount hands most of them to the kernel and never
 # looks at them again, so the object is made only for those it keeps (:func:`file_attrs`)
 AttrRecord = tuple[int, int, int, int, int, int, int, tuple[int, int], tuple[int, int], int, int, int, int, int]
+RECORD_TYPE: Final = 0  # (where an AttrRecord holds FileAttrs' type, fileid and change)
+RECORD_FILEID: Final = 9
+RECORD_CHANGE: Final = 10
 EntryRecord = tuple["AttrRecord | None", "bytes | None"]
 EntryRecordAt = Callable[[bytes, int, int], EntryRecord]
 _Decoders = tuple[Callable[[Any], EntryAttrs], EntryAttrsAt, EntryRecordAt]

@@ -46,11 +46,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .._client.attributes import RECORD_TYPE
 from .._client.timed_map import TimedMap
+from .._proto.nfs4.const import NF4DIR
 from .options import MountOptions
 
 if TYPE_CHECKING:
-    from .._client.attributes import FileAttrs
+    from .._client.attributes import AttrRecord
 
 NEGATIVE = 0  # a name known not to exist
 NAME_CACHE_SIZE = 65536
@@ -159,7 +161,7 @@ class Listing:
 
 # a name read ahead: (file handle, attributes, when they were read (trio clock), the attribute note
 # taken before (InodeTable.asking), the directory's change attribute the page was read at)
-ReadAheadEntry = tuple[bytes, "FileAttrs", float, int, int]
+ReadAheadEntry = tuple[bytes, "AttrRecord", float, int, int]
 
 
 @dataclass(slots=True)
@@ -203,7 +205,7 @@ class NameReadAhead:
         if hit is None:
             return None
         _, attrs, when, _, change = hit
-        if change != dir_change or not timeouts.fresh(when, timeouts.initial(attrs.is_dir), now):
+        if change != dir_change or not timeouts.fresh(when, timeouts.initial(attrs[RECORD_TYPE] == NF4DIR), now):
             return None
         self.hits += 1
         return hit

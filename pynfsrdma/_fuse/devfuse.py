@@ -30,6 +30,7 @@ INTERRUPT still come by /dev/fuse, read here.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import errno
 import logging
@@ -71,6 +72,7 @@ log = logging.getLogger(__name__)
 DRAIN_TIMEOUT = 5.0  # seconds requests in progress get to finish once the loop stops reading
 FORGET_BATCH = 512  # nodes gathered before the operations hear of them, at the latest
 FREE_BUFFERS_KEPT = 16
+LENT_CHECKS = 2  # lent buffers a take looks at, at most: one more than it can make
 NOTIFY_WAIT = 1.0  # seconds a notification holds up whoever sent it, at most (then it goes on alone)
 NOTIFIERS = 16  # threads writing notifications at once, at most
 # a WRITE payload this small is copied out of its request buffer (whatever the buffers' size)
@@ -107,26 +109,27 @@ class RequestBuffer:
 
 class RequestBuffers:
     """The pool of request buffers. A buffer whose memory is still referenced when it is given back
-    is lent; it is free again once nothing refers to it."""
+    is lent; it is free again once nothing refers to it. A take that finds no free buffer looks at
+    no more than ``LENT_CHECKS`` of the lent ones, the longest lent first, so that its cost does not
+    grow with the number of views the operations keep."""
 
     def __init__(self, size: int, keep: int = FREE_BUFFERS_KEPT) -> None:
         self.size = size
         self.keep = keep
         self._free: list[RequestBuffer] = []
-        self._lent: list[RequestBuffer] = []
+        self._lent: collections.deque[RequestBuffer] = collections.deque()
         self._made: weakref.WeakSet[RequestBuffer] = weakref.WeakSet()
         self.allocated = 0
 
     def take(self) -> RequestBuffer:
         if self._free:
             return self._free.pop()
-        if self._lent:
-            still: list[RequestBuffer] = []
-            for b in self._lent:
-                (still if b.referenced() else self._free).append(b)
-            self._lent = still
-            if self._free:
-                return self._free.pop()
+        lent = self._lent
+        for _ in range(min(LENT_CHECKS, len(lent))):
+            b = lent.popleft()
+            if not b.referenced():
+                return b
+            lent.append(b)
         self.allocated += 1
         b = RequestBuffer(self.size)
         self._made.add(b)

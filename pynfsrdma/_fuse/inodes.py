@@ -146,6 +146,14 @@ class InodeTable:
             return REMAPPED | fid
         return fid
 
+    def ino_of(self, fid: int) -> int:
+        """The inode number of the file whose fileid is ``fid``."""
+        if fid == self.root_fileid:
+            return ROOT_INODE
+        if fid in (0, ROOT_INODE):
+            return REMAPPED | fid
+        return fid
+
     def get(self, ino: int) -> Inode | None:
         node = self._by_ino.get(ino)
         if node is None and ino in self._listed:

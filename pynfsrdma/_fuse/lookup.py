@@ -6,12 +6,11 @@ from __future__ import annotations
 import collections
 import errno
 import logging
-import os
 from collections.abc import Awaitable, Callable
 
 import trio
 
-from .._client.attributes import FileAttrs, file_attrs
+from .._client.attributes import RECORD_FILEID, RECORD_TYPE, AttrRecord, FileAttrs, file_attrs
 from .._client.nfs4 import NFSv4
 from .._errors import NFS4Error
 from .._proto.nfs4 import const as c
@@ -33,7 +32,8 @@ def negative() -> EntryAttributes:
 class Lookups:
     """The LOOKUPs of a mount whose nodes are ``inodes`` and names ``names``, counted in ``counts``;
     ``each_name_checked``: the server checks each caller's way to each name (the kernel keeps none);
-    ``entry`` and ``learn``: the kernel's entry for a node, and a node learned from a reply;
+    ``entry``, ``listed_entry`` and ``learn``: the kernel's entry for a node and for a file kept as
+    listed (InodeTable.listed), and a node learned from a reply;
     ``gone``: what NFS4ERR_STALE means for the node an operation was about; ``names_ahead``: the
     entries of directories read ahead of their LOOKUPs (cache.NameReadAhead), the oldest first;
     ``changed``: what a directory's attributes that moved mean for what is cached of it."""
@@ -42,6 +42,7 @@ class Lookups:
         self, nfs: NFSv4, inodes: InodeTable, names: NameCache, counts: collections.Counter[str],
         opts: MountOptions, each_name_checked: bool,
         entry: Callable[[Inode, float | None], EntryAttributes],
+        listed_entry: Callable[[int, AttrRecord, float | None], EntryAttributes],
         learn: Callable[[bytes, FileAttrs, int | None], Inode],
         gone: Callable[[str, int], Awaitable[None]],
         names_ahead: dict[int, NameReadAhead],
@@ -54,6 +55,7 @@ class Lookups:
         self.opts = opts
         self.each_name_checked = each_name_checked
         self._entry = entry
+        self._listed_entry = listed_entry
         self._learn = learn
         self._gone = gone
         self.names_ahead = names_ahead
@@ -90,15 +92,17 @@ class Lookups:
             # caller the server lets search the directory (a caller it does not is sent to it)
             known = self.names.get(parent.ino, n, parent.attrs.change)
             node = self.inodes.get(known) if known is not None and known != NEGATIVE else None
-            if node is not None and await self._may_search(parent, cred):
-                node.lookups += 1
-                self.counts["lookups_cached"] += 1
-                return self._entry(node, None)
+            if node is not None:
+                if await self._may_search(parent, cred):
+                    node.lookups += 1
+                    self.counts["lookups_cached"] += 1
+                    return self._entry(node, None)
+                now = trio.current_time()  # (ACCESS may have been waited for)
         if self.opts.lookupcache != LOOKUPCACHE_NONE and self.inodes.timeouts.regmin > 0 and not self.opts.noac:
-            ahead = await self._named_ahead(parent, n, cred)
+            ahead = await self._named_ahead(parent, n, cred, now)
             if ahead is not None:
                 self.counts["lookups_read_ahead"] += 1
-                return self._entry(ahead, None)
+                return ahead
         self.counts["lookups_sent"] += 1
         asked = self.inodes.asking()
         try:
@@ -121,10 +125,15 @@ class Lookups:
             self.names.put(parent.ino, n, node.ino, parent.attrs.change)
         return self._entry(node, None)
 
-    async def _named_ahead(self, parent: Inode, name: str, cred: Credential) -> Inode | None:
-        """``name``, answered from ``parent``'s entries read ahead (cache.NameReadAhead; the next page
-        is read first when the directory's LOOKUPs call for it), learned as its LOOKUP's answer
-        would have been when the page was read; None: its LOOKUP goes to the server. (An open of
+    async def _named_ahead(
+        self, parent: Inode, name: str, cred: Credential, now: float
+    ) -> EntryAttributes | None:
+        """The kernel's entry for ``name``, answered from ``parent``'s entries read ahead
+        (cache.NameReadAhead; the next page is read first when the directory's LOOKUPs call for it)
+        at ``now`` (the clock read again only when a page or an ACCESS was waited for), learned as its
+        LOOKUP's answer would have been when the page was read: a file we knew nothing of is kept as
+        listed (InodeTable.listed), as a listing keeps it, until the kernel or the server needs its
+        Inode; None: its LOOKUP goes to the server. (An open of
         the name goes to the server by that name, as every open does: a name another client
         removed or renamed since the page is found there, and its next lookup asks the server.)"""
         ahead = self.names_ahead.get(parent.ino)
@@ -134,25 +143,32 @@ class Lookups:
             ahead = self.names_ahead[parent.ino] = NameReadAhead()
         if name not in ahead.entries and ahead.wants_page():
             await self._read_page_ahead(parent, ahead, cred)
+            now = trio.current_time()
         inodes = self.inodes
-        now = trio.current_time()
         hit = ahead.take(name, parent.attrs.change, now, inodes.timeouts) if inodes.fresh(parent, now) else None
         # (a file we hold attributes of already is asked for: they may be newer than the page's)
-        if hit is None or inodes.get(inodes.ino_for(hit[1])) is not None:
+        if hit is None or inodes.get(inodes.ino_of(hit[1][RECORD_FILEID])) is not None:
             ahead.needed_lookup()
             return None
-        fh, attrs, when, asked, _ = hit
-        if not self._kernel_checks and (
-            not await self._may_search(parent, cred)
-            or inodes.get(inodes.ino_for(attrs)) is not None  # (learned while ACCESS was on its way)
-        ):
-            ahead.needed_lookup()
-            return None
-        node, _ = inodes.learn(fh, attrs, when, True, asked=asked)
-        inodes.named(node, parent.ino, name)
+        fh, record, when, asked, _ = hit
+        if not self._kernel_checks:
+            if not await self._may_search(parent, cred) or inodes.get(inodes.ino_of(record[RECORD_FILEID])) is not None:
+                ahead.needed_lookup()  # (or learned while ACCESS was on its way)
+                return None
+            now = trio.current_time()
+        # (a delegated file's attributes are the Inode's to give: see Operations._entry)
+        ino = 0 if fh in self.nfs.delegations else inodes.listed(fh, record, when, parent.ino, name)
+        node = None
+        if not ino:
+            node, _ = inodes.learn(fh, file_attrs(record), when, True, asked=asked)
+            inodes.named(node, parent.ino, name)
+            ino = node.ino
         if self.each_name_checked:  # (the kernel keeps no name: it asks again, and the cache answers)
-            self.names.put(parent.ino, name, node.ino, parent.attrs.change)
-        return node
+            self.names.put(parent.ino, name, ino, parent.attrs.change)
+        if node is not None:
+            return self._entry(node, now)
+        left = when + inodes.timeouts.initial(record[RECORD_TYPE] == c.NF4DIR) - now
+        return self._listed_entry(ino, record, left if left > 0 else 0.0)
 
     async def _read_page_ahead(self, parent: Inode, ahead: NameReadAhead, cred: Credential) -> None:
         """Read ``parent``'s next page of entries ahead, with its attributes after it; a directory
@@ -173,7 +189,7 @@ class Lookups:
                 self._changed(parent)
             change = dir_attrs.change
             ahead.page(
-                {os.fsdecode(name): (fh, file_attrs(record), now, asked, change)
+                {str(name, "utf-8", "surrogateescape"): (fh, record, now, asked, change)
                  for name, _, fh, record in entries if fh is not None and record is not None},
                 entries[-1][1] if entries else ahead.cookie, verifier, eof,
             )

@@ -128,7 +128,7 @@ def _name(name: bytes) -> str:
     cache could answer for it)."""
     if len(name) > NAME_MAX:
         raise FUSEError(errno.ENAMETOOLONG)
-    return os.fsdecode(name)
+    return str(name, "utf-8", "surrogateescape")  # (as a listing decodes its names)
 
 
 class NFSOperations(Operations):
@@ -171,7 +171,7 @@ class NFSOperations(Operations):
         self.changes = DirectoryChanges(self.inodes, self.names, opts, names_ahead)
         self.xattrs = Xattrs(nfs, self._inode, self.cred, self._check_rw)
         self.lookups = Lookups(
-            nfs, self.inodes, self.names, self.counts, opts, self._each_name_checked, self._entry, self._learn,
+            nfs, self.inodes, self.names, self.counts, opts, self._each_name_checked, self._entry, self._listed_entry, self._learn,
             self.gone, names_ahead, self._changed,
         )
         self.silly = SillyRenames(nfs, self.inodes, self.changes.modified)
@@ -272,12 +272,14 @@ class NFSOperations(Operations):
             node.shown(mtime)
         return e
 
-    def _listed_entry(self, ino: int, a: AttrRecord) -> EntryAttributes:
-        """The kernel's entry for a file a listing just read ``a`` of and keeps no Inode of
-        (``InodeTable.listed``): as :meth:`_entry` gives it for an Inode made then."""
+    def _listed_entry(self, ino: int, a: AttrRecord, attr_timeout: float | None = None) -> EntryAttributes:
+        """The kernel's entry for a file a listing read ``a`` of and keeps no Inode of
+        (``InodeTable.listed``): as :meth:`_entry` gives it for an Inode made then; ``attr_timeout``:
+        what is left of the attributes' time (None: the whole of it, read just now)."""
         ftype, mode, nlink, uid, gid, size, used, rdev, _, _, _, atime, mtime, ctime = a
         return EntryAttributes(
-            ino, 0, self.entry_timeout, self.timeouts.initial(ftype == _NF4DIR),
+            ino, 0, self.entry_timeout,
+            self.timeouts.initial(ftype == _NF4DIR) if attr_timeout is None else attr_timeout,
             FTYPE_TO_IFMT.get(ftype, 0) | mode, nlink,
             uid, gid, os.makedev(*rdev) if ftype in _DEVICES else 0,
             size, BLOCK_SIZE, (used + 511) // 512, atime, mtime, ctime,

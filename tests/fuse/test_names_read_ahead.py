@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from pynfsrdma import _control_socket as control_socket
-from pynfsrdma._client.attributes import FileAttrs
+from pynfsrdma._client.attributes import FileAttrs, record_of
 from pynfsrdma._fuse.cache import READ_AHEAD_AFTER, READ_AHEAD_PER_NAME, AttrTimeouts, NameReadAhead
 from pynfsrdma._fuse.channel import CHANNELS
 
@@ -105,7 +105,7 @@ def test_names_answered_from_a_page_let_the_next_page_be_read() -> None:
         ahead.needed_lookup()
     assert ahead.wants_page()
     timeouts = AttrTimeouts(3.0, 60.0, 30.0, 60.0)
-    entries: dict[str, Any] = {f"f{i}": (b"fh", FileAttrs(fileid=100 + i), 0.0, 0, 7) for i in range(300)}
+    entries: dict[str, Any] = {f"f{i}": (b"fh", record_of(FileAttrs(fileid=100 + i)), 0.0, 0, 7) for i in range(300)}
     ahead.page(entries, 300, bytes(8), False)
     # more entries read than the LOOKUPs alone allow: no page until its names are asked for
     assert ahead.read > READ_AHEAD_PER_NAME * READ_AHEAD_AFTER and not ahead.wants_page()

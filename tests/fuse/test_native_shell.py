@@ -334,3 +334,33 @@ def test_a_worker_scheme_that_leaves_out_part_of_the_contract_cannot_be_made() -
 
     with pytest.raises(TypeError, match="abstract method _send"):
         Forgetful()
+
+
+def test_a_take_looks_at_few_lent_buffers_and_never_hands_out_a_referenced_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pool = devfuse.RequestBuffers(4096, keep=0)
+    kept: list[memoryview] = []
+    for _ in range(500):  # the operations keep a view of every WRITE payload
+        b = pool.take()
+        kept.append(memoryview(b.data)[64:128])  # (as the decoder hands a WRITE payload over)
+        pool.give_back(b)
+    assert pool.lent == 500 and pool.allocated == 500
+    looked = 0
+    referenced = devfuse.RequestBuffer.referenced
+
+    def counted(b: devfuse.RequestBuffer) -> bool:
+        nonlocal looked
+        looked += 1
+        return referenced(b)
+
+    monkeypatch.setattr(devfuse.RequestBuffer, "referenced", counted)
+    for _ in range(100):
+        b = pool.take()
+        assert not referenced(b)
+        pool.give_back(b)
+    assert looked <= 100 * (devfuse.LENT_CHECKS + 1)  # (the give_back's look included)
+    assert pool.allocated == 600  # the lent ones, all still referenced, are not handed out
+    kept.clear()  # the views let go of: every lent buffer is taken again before any is made
+    taken = [pool.take() for _ in range(500)]
+    assert pool.allocated == 600
+    assert pool.lent == 0 and not any(referenced(b) for b in taken)
