@@ -219,8 +219,8 @@ class _Loop:
 
         A caller woken by the outcome of its call takes the GIL from the loop's thread at once
         (:class:`_Waker`), and often hands its next call before giving the GIL back (about two
-        calls in three of a script's calls one after another): the listener then finds the eventfd
-        written and takes that call in the same step, without going through the loop's I/O wait
+        calls in three of a script's calls one after another): the listener then finds that call
+        handed and takes it in the same step, without going through the loop's I/O wait
         (a trio step, an epoll_ctl and an epoll_wait less a call). At most
         :attr:`TAKEN_AT_ONCE` calls in a row go so: then the listener waits on the eventfd again,
         which lets the loop's other tasks run even when the calls themselves never wait."""
@@ -231,29 +231,40 @@ class _Loop:
             while True:
                 with door:
                     self._listening = True
+                call: _Call | None = None
                 if finished is not None:  # (its caller woken now finds the listener listening)
                     finished.done()
                     finished = None
-                    if streak < self.TAKEN_AT_ONCE and _written(fd):
+                    # (a caller hands its call and writes the eventfd behind the door: a call seen
+                    # handed was written, or is being written, and is taken once the door is free;
+                    # none seen costs no read of the eventfd)
+                    if streak < self.TAKEN_AT_ONCE and self._handed is not None:
+                        with door:
+                            call, self._handed = self._handed, None
+                        _written(fd)
                         streak += 1
                         self.calls_taken_at_once += 1
-                        call, self._handed = self._handed, None
-                        if call is not None:
-                            await self._carry_out(call)
-                            finished = call
-                        del call
+                if call is None:
+                    streak = 0
+                    await trio.lowlevel.wait_readable(fd)
+                    try:
+                        os.eventfd_read(fd)
+                    except BlockingIOError:  # (woken with nothing written)
                         continue
-                streak = 0
-                await trio.lowlevel.wait_readable(fd)
+                    # (the call was handed before the write, by the one caller that found _listening set)
+                    call, self._handed = self._handed, None
+                    if call is None:
+                        continue
+                # (carried out in the listener's own frame, as _carry_out does it for the workers)
                 try:
-                    os.eventfd_read(fd)
-                except BlockingIOError:  # (woken with nothing written)
-                    continue
-                # (the call was handed before the write, by the one caller that found _listening set)
-                call, self._handed = self._handed, None
-                if call is not None:
-                    await self._carry_out(call)
-                    finished = call
+                    call.value = await call.fn(*call.args, **call.kwargs)
+                    call.ok = True
+                except trio.Cancelled:
+                    call.fail(RuntimeError("the connection closed during the call"))
+                    raise
+                except BaseException as e:  # (handed to the caller, as from_thread.run does)
+                    call.value = e
+                finished = call
                 del call
         finally:  # (the loop closes: a call handed and not taken fails saying so)
             with door:
