@@ -46,8 +46,7 @@ def record_sends(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     return chains
 
 
-BELOW_THE_CLIENT = ["Recovery.compound", "Session.compound",
-                    "RpcConnection.call_packed", "RpcConnection._carry"]
+BELOW_THE_CLIENT = ["Recovery.compound", "Session.compound", "RpcConnection._carry"]
 
 
 async def test_a_stat_goes_down_through_the_layers_that_work(
