@@ -4,7 +4,7 @@ ACCESS."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from .._errors import NFS4Error, ReplyError
@@ -167,20 +167,20 @@ class Names:
         return found
 
     # -- names --------------------------------------------------------------------------------------------
-    async def lookup(self, dir_fh: bytes, name: str, cred: Credential) -> tuple[bytes, FileAttrs]:
-        return await self.compounds.query(LOOKUP_SHAPE.ops(dir_fh, name), cred, fh_attrs, path=name,
-                                          shape=LOOKUP_SHAPE, take=_fh_and_attrs)
+    def lookup(self, dir_fh: bytes, name: str, cred: Credential) -> Awaitable[tuple[bytes, FileAttrs]]:
+        return self.compounds.query(LOOKUP_SHAPE.ops(dir_fh, name), cred, fh_attrs, path=name,
+                                    shape=LOOKUP_SHAPE, take=_fh_and_attrs)
 
-    async def lookup_path(self, dir_fh: bytes, names: Sequence[str], cred: Credential,
-                          path: str | None = None) -> tuple[bytes, FileAttrs]:
+    def lookup_path(self, dir_fh: bytes, names: Sequence[str], cred: Credential,
+                    path: str | None = None) -> Awaitable[tuple[bytes, FileAttrs]]:
         """Several LOOKUPs in one COMPOUND (a path below ``dir_fh``)."""
         if len(names) == 1:
-            return await self.compounds.query(LOOKUP_SHAPE.ops(dir_fh, names[0]), cred, fh_attrs, path=path,
-                                              shape=LOOKUP_SHAPE, take=_fh_and_attrs)
+            return self.compounds.query(LOOKUP_SHAPE.ops(dir_fh, names[0]), cred, fh_attrs, path=path,
+                                        shape=LOOKUP_SHAPE, take=_fh_and_attrs)
         ops: list[Any] = [PUTFH4args(dir_fh)]
         ops += [LOOKUP4args(n) for n in names]
         ops += [GETFH4args(), GETATTR4args(STAT_BITMAP)]
-        return await self.compounds.query(ops, cred, fh_attrs, path=path)
+        return self.compounds.query(ops, cred, fh_attrs, path=path)
 
     async def lookup_walk(self, dir_fh: bytes, names: Sequence[str], cred: Credential,
                           paths: Sequence[str]) -> tuple[list[bytes], FileAttrs] | None:
@@ -216,9 +216,9 @@ class Names:
         return await self.compounds.query([PUTFH4args(fh), LOOKUPP4args(), GETFH4args(), GETATTR4args(STAT_BITMAP)], cred,
                                 fh_attrs)
 
-    async def getattr(self, fh: bytes, cred: Credential, path: str | None = None) -> FileAttrs:
-        return await self.compounds.query(GETATTR_SHAPE.ops(fh), cred, last_attrs, path=path,
-                                          shape=GETATTR_SHAPE, take=_attrs)
+    def getattr(self, fh: bytes, cred: Credential, path: str | None = None) -> Awaitable[FileAttrs]:
+        return self.compounds.query(GETATTR_SHAPE.ops(fh), cred, last_attrs, path=path,
+                                    shape=GETATTR_SHAPE, take=_attrs)
 
     async def time_create(self, fh: bytes, cred: Credential, path: str | None = None) -> int | None:
         """When the file was created (the time_create attribute), in nanoseconds since the epoch;
@@ -236,26 +236,21 @@ class Names:
             cred, last_attrs, path=path,
         )
 
-    async def access(self, fh: bytes, mask: int, cred: Credential) -> int:
-        granted: int = await self.compounds.query(ACCESS_SHAPE.ops(fh, mask), cred, _granted, shape=ACCESS_SHAPE,
-                                                  take=_first)
-        return granted
+    def access(self, fh: bytes, mask: int, cred: Credential) -> Awaitable[int]:
+        return self.compounds.query(ACCESS_SHAPE.ops(fh, mask), cred, _granted, shape=ACCESS_SHAPE, take=_first)
 
-    async def access_attrs(self, fh: bytes, mask: int, cred: Credential) -> tuple[int, FileAttrs]:
+    def access_attrs(self, fh: bytes, mask: int, cred: Credential) -> Awaitable[tuple[int, FileAttrs]]:
         """What of ``mask`` ``cred`` may do to ``fh`` (ACCESS), and its attributes."""
-        got: tuple[int, FileAttrs] = await self.compounds.query(
-            ACCESS_ATTRS_SHAPE.ops(fh, mask), cred, _granted_attrs, shape=ACCESS_ATTRS_SHAPE, take=_values)
-        return got
+        return self.compounds.query(ACCESS_ATTRS_SHAPE.ops(fh, mask), cred, _granted_attrs,
+                                    shape=ACCESS_ATTRS_SHAPE, take=_values)
 
-    async def lookup_access(
+    def lookup_access(
         self, dir_fh: bytes, name: str, mask: int, cred: Credential
-    ) -> tuple[bytes, int, FileAttrs]:
+    ) -> Awaitable[tuple[bytes, int, FileAttrs]]:
         """``name`` in ``dir_fh``: its file handle, what of ``mask`` ``cred`` may do to it (ACCESS),
         and its attributes, in one COMPOUND."""
-        got: tuple[bytes, int, FileAttrs] = await self.compounds.query(
-            LOOKUP_ACCESS_SHAPE.ops(dir_fh, name, mask), cred, _fh_granted_attrs, path=name,
-            shape=LOOKUP_ACCESS_SHAPE, take=_values)
-        return got
+        return self.compounds.query(LOOKUP_ACCESS_SHAPE.ops(dir_fh, name, mask), cred, _fh_granted_attrs, path=name,
+                                    shape=LOOKUP_ACCESS_SHAPE, take=_values)
 
     async def statfs(self, fh: bytes, cred: Credential) -> FsStat:
         return await self.compounds.query([PUTFH4args(fh), GETATTR4args(STATFS_BITMAP)], cred,

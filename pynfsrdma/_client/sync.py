@@ -152,9 +152,10 @@ class _Loop:
         self._calls: trio.Nursery | None = None  # where the workers run
         self._idle: list[_Worker] = []  # workers waiting for a call
         self._wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)  # the listener's
-        self._door = threading.Lock()  # guards the two below, between the callers and the listener
-        self._listening = False  # the listener waits on _wake for a call
-        self._handed: _Call | None = None  # the call written to _wake, not taken yet
+        self._door = threading.Lock()  # guards the three below, between the callers and the listener
+        self._listening = False  # the listener takes the next call handed to it
+        self._waiting = False  # ... and waits for it on _wake: a caller that hands it one writes _wake
+        self._handed: _Call | None = None  # the call handed to the listener, not taken yet
         self._running_in: int | None = None  # the process whose thread runs the loop, while it runs
         self.calls_handed = 0  # calls handed to the loop so far (a count, not a lock: threads may race it)
         self.calls_taken_at_once = 0  # of those, taken by the listener without waiting (see _listen)
@@ -215,15 +216,17 @@ class _Loop:
             call.value = e
 
     async def _listen(self) -> None:
-        """The listener: wait on the eventfd for a call handed to it directly, carry it out, wait again.
+        """The listener: take a call handed to it directly, carry it out, take the next one.
 
         A caller woken by the outcome of its call takes the GIL from the loop's thread at once
         (:class:`_Waker`), and often hands its next call before giving the GIL back (about two
-        calls in three of a script's calls one after another): the listener then finds the eventfd
-        written and takes that call in the same step, without going through the loop's I/O wait
-        (a trio step, an epoll_ctl and an epoll_wait less a call). At most
-        :attr:`TAKEN_AT_ONCE` calls in a row go so: then the listener waits on the eventfd again,
-        which lets the loop's other tasks run even when the calls themselves never wait."""
+        calls in three of a script's calls one after another): the listener then finds that call
+        handed and takes it in the same step, without going through the loop's I/O wait (a trio
+        step, an epoll_ctl and an epoll_wait less a call), and the caller wrote no eventfd for it
+        (a write and a read less). Only a listener that found no call waits for one on the
+        eventfd, which the caller that hands it one then writes. At most :attr:`TAKEN_AT_ONCE`
+        calls in a row go without a wait: then the listener lets the loop's other tasks run (a
+        pass of the loop), even when the calls themselves never wait."""
         fd, door = self._wake, self._door
         finished: _Call | None = None
         streak = 0  # calls taken in a row without waiting
@@ -231,29 +234,42 @@ class _Loop:
             while True:
                 with door:
                     self._listening = True
+                    self._waiting = False
                 if finished is not None:  # (its caller woken now finds the listener listening)
                     finished.done()
                     finished = None
-                    if streak < self.TAKEN_AT_ONCE and _written(fd):
+                call = self._handed  # (only the listener takes it: the caller that handed it is done)
+                if call is not None:
+                    self._handed = None
+                else:
+                    with door:  # (a call handed from now on comes with the eventfd written)
+                        call, self._handed = self._handed, None
+                        self._waiting = call is None
+                if call is not None:  # (taken without a wait)
+                    if streak < self.TAKEN_AT_ONCE:
                         streak += 1
                         self.calls_taken_at_once += 1
-                        call, self._handed = self._handed, None
-                        if call is not None:
-                            await self._carry_out(call)
-                            finished = call
-                        del call
+                    else:  # (calls in a row without a wait: the loop's other tasks first; the call,
+                        # taken, is carried out whatever comes, a cancellation failing it inside)
+                        streak = 0
+                        await trio.lowlevel.cancel_shielded_checkpoint()
+                else:
+                    streak = 0
+                    await trio.lowlevel.wait_readable(fd)
+                    _written(fd)
+                    call, self._handed = self._handed, None
+                    if call is None:
                         continue
-                streak = 0
-                await trio.lowlevel.wait_readable(fd)
+                # (carried out in the listener's own frame, as _carry_out does it for the workers)
                 try:
-                    os.eventfd_read(fd)
-                except BlockingIOError:  # (woken with nothing written)
-                    continue
-                # (the call was handed before the write, by the one caller that found _listening set)
-                call, self._handed = self._handed, None
-                if call is not None:
-                    await self._carry_out(call)
-                    finished = call
+                    call.value = await call.fn(*call.args, **call.kwargs)
+                    call.ok = True
+                except trio.Cancelled:
+                    call.fail(RuntimeError("the connection closed during the call"))
+                    raise
+                except BaseException as e:  # (handed to the caller, as from_thread.run does)
+                    call.value = e
+                finished = call
                 del call
         finally:  # (the loop closes: a call handed and not taken fails saying so)
             with door:
@@ -308,10 +324,11 @@ class _Loop:
         self.calls_handed += 1
         with self._door:
             direct = self._listening
-            if direct:  # to the listener
+            if direct:  # to the listener (woken if it waits: else it takes the call as it looks)
                 self._listening = False
                 self._handed = call
-                os.eventfd_write(self._wake, 1)
+                if self._waiting:
+                    os.eventfd_write(self._wake, 1)
         if not direct:
             try:
                 token.run_sync_soon(self._hand_over, call)

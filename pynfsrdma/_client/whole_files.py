@@ -29,7 +29,7 @@ import itertools
 import logging
 import os
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,8 +154,8 @@ class WholeFiles:
         user = cred.uid if cred.uid is not None else "none"
         return f"once-{user}-{os.getpid()}-{next(self._once_owners)}".encode()
 
-    async def read_named(self, dir_fh: bytes, name: str, offset: int, count: int, cred: Credential,
-                         path: str | None = None) -> NamedRead | None:
+    def read_named(self, dir_fh: bytes, name: str, offset: int, count: int, cred: Credential,
+                   path: str | None = None) -> Awaitable[NamedRead | None]:
         """``count`` bytes (at most maxread) at ``offset`` of ``name`` in ``dir_fh``, with its file
         handle and size (a GETATTR of the size alone: the rest of a stat would go unread), in one
         COMPOUND. None when the name cannot be read so (:data:`NOT_BY_NAME`: a symbolic link, a
@@ -168,19 +168,19 @@ class WholeFiles:
             ok = result_of(res, c.OP_READ)
             return NamedRead(bytes(result_of(res, c.OP_GETFH).object), size, ok.data, bool(ok.eof))
 
-        return await self._by_name(ops, count, cred, path or name, parse, READ_NAMED_SHAPE, _named_read)
+        return self._by_name(ops, count, cred, path or name, parse, READ_NAMED_SHAPE, _named_read)
 
-    async def read_range_named(self, dir_fh: bytes, name: str, offset: int, count: int, cred: Credential,
-                               path: str | None = None) -> tuple[memoryview, bool] | None:
+    def read_range_named(self, dir_fh: bytes, name: str, offset: int, count: int, cred: Credential,
+                         path: str | None = None) -> Awaitable[tuple[memoryview, bool] | None]:
         """``count`` bytes (at most maxread) at ``offset`` of ``name`` in ``dir_fh``, and the READ's eof,
         in one COMPOUND of three operations (no GETFH, no GETATTR: nothing is asked of the server
         that the range does not need). None as for :meth:`read_named`."""
         count = min(count, self.compounds.maxread)
         ops = READ_RANGE_NAMED_SHAPE.ops(dir_fh, name, READ4args(ANONYMOUS_STATEID, offset, count))
-        return await self._by_name(ops, count, cred, path or name, _read_results, READ_RANGE_NAMED_SHAPE, _data_eof)
+        return self._by_name(ops, count, cred, path or name, _read_results, READ_RANGE_NAMED_SHAPE, _data_eof)
 
-    async def read_range_and_fh(self, dir_fh: bytes, name: str, offset: int, count: int, cred: Credential,
-                                path: str | None = None) -> tuple[bytes, memoryview, bool] | None:
+    def read_range_and_fh(self, dir_fh: bytes, name: str, offset: int, count: int, cred: Credential,
+                          path: str | None = None) -> Awaitable[tuple[bytes, memoryview, bool] | None]:
         """As :meth:`read_range_named`, with the file's handle learned in the same COMPOUND (PUTFH,
         LOOKUP, GETFH, READ): (handle, data, eof), the handle naming the file the data came from, for
         the ranges after it (:meth:`read_held`)."""
@@ -190,7 +190,7 @@ class WholeFiles:
         def parse(res: list[ResOp]) -> tuple[bytes, memoryview, bool]:
             return (bytes(result_of(res, c.OP_GETFH).object), *_read_results(res))
 
-        return await self._by_name(ops, count, cred, path or name, parse, READ_RANGE_AND_FH_SHAPE, _fh_data_eof)
+        return self._by_name(ops, count, cred, path or name, parse, READ_RANGE_AND_FH_SHAPE, _fh_data_eof)
 
     async def read_held(self, fh: bytes, offset: int, count: int, cred: Credential,
                         path: str | None = None) -> tuple[memoryview, bool]:

@@ -390,7 +390,7 @@ class RpcConnection:
         rpcdef.pack_call_header(p, xid, self.prog, self.vers, proc, cred.encoded)
         return xid, p
 
-    async def call_packed(
+    def call_packed(
         self,
         xid: int,
         msg: Packer,
@@ -398,7 +398,7 @@ class RpcConnection:
         timeout: float | None = None,
         *,
         now: float | None = None,
-    ) -> Unpacker:
+    ) -> Awaitable[Unpacker]:
         """Send a call built by :meth:`start_call` and wait for its reply's results. ``now``: the
         trio clock at the call's start, when the caller has read it (its timeout runs from there).
 
@@ -413,11 +413,10 @@ class RpcConnection:
         sealing = self._sealing.pop(xid, None) if self._sealing else None
         if sealing is not None:
             proc, cred = sealing
-            return await cred.call(self, xid, proc, msg, hints, timeout)
-        # (exchange's steps, with no coroutine of its own between: the path of every call)
-        p = self._register(xid, timeout, now)
-        await self._carry(xid, msg, hints, p)
-        return self._accepted(p)[1]
+            return cred.call(self, xid, proc, msg, hints, timeout)
+        # (the call registered at once and carried by _carry: no coroutine of its own between, on
+        # the path of every call; the caller awaits what it returns at once)
+        return self._carry(xid, msg, hints, self._register(xid, timeout, now))
 
     async def exchange(
         self, xid: int, msg: Packer, hints: ReplyHints, timeout: float | None, *, now: float | None = None
@@ -427,8 +426,9 @@ class RpcConnection:
         ``now`` as :meth:`call_packed` takes them (a credential making its call always says both);
         raises as it does."""
         p = self._register(xid, timeout, now)
-        await self._carry(xid, msg, hints, p)
-        return self._accepted(p)
+        results = await self._carry(xid, msg, hints, p)
+        assert p.header is not None
+        return p.header, results
 
     def _register(self, xid: int, timeout: float | None, now: float | None) -> _Pending:
         """A call about to go out, waiting for its reply as ``xid`` (its deadline told to the watchdog)."""
@@ -448,10 +448,11 @@ class RpcConnection:
         self.calls += 1
         return p
 
-    async def _carry(self, xid: int, msg: Packer, hints: ReplyHints, p: _Pending) -> None:
+    async def _carry(self, xid: int, msg: Packer, hints: ReplyHints, p: _Pending) -> Unpacker:
         """Send the call registered as ``p`` and, until it is answered (or failed), read the
         connection while nobody else does, else wait to be answered or handed the
-        reading (or, where the receive loop reads every reply, wait for it)."""
+        reading (or, where the receive loop reads every reply, wait for it); return the reply's
+        results (raise as :meth:`_accepted`)."""
         try:
             try:
                 await self.transport.send_call(xid, msg, hints, p.deadline)
@@ -502,6 +503,7 @@ class RpcConnection:
                 self._pending.pop(xid, None)
                 self._call_gone()
                 self._abandon(xid)
+        return self._accepted(p)[1]
 
     def _accepted(self, p: _Pending) -> tuple[rpcdef.ReplyHeader, Unpacker]:
         """The answered call's reply header and results; raises its error, or RpcReplyError for a

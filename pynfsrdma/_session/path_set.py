@@ -23,7 +23,7 @@ import trio
 from .._rpc.client import CallbackHandler, RpcConnection
 from .._rpc.errors import RpcReplyError
 from .._transport.base import Transport, TransportError
-from .._xdr import Packer, Unpacker
+from .._xdr import Unpacker
 from .path_choice import Delivery, Mark, choose_path
 
 log = logging.getLogger(__name__)
@@ -111,18 +111,18 @@ class Path:
         self.bytes_in_flight -= payload
         self._sent.pop(xid, None)
 
-    def answered(self, xid: int, mark: Mark, msg: Packer, u: Unpacker, payload: int, start: float, answered: float,
+    def answered(self, xid: int, mark: Mark, sent: int, u: Unpacker, payload: int, start: float, answered: float,
                  *, timed: bool) -> None:
-        """The call ``xid`` of ``msg`` sent at ``start`` with ``mark`` (:meth:`sending`) was answered
-        by ``u`` at ``answered``: it ends (:meth:`ended`), its round trip and delivery rate are kept
-        (``timed``: its time is a round trip, not the server's storage work)."""
+        """The call ``xid`` of ``sent`` bytes, sent at ``start`` with ``mark`` (:meth:`sending`), was
+        answered by ``u`` at ``answered``: it ends (:meth:`ended`), its round trip and delivery rate are
+        kept (``timed``: its time is a round trip, not the server's storage work)."""
         self.bytes_in_flight -= payload  # (ended: :meth:`ended`'s, inline)
         self._sent.pop(xid, None)
         rtt = answered - start
         self.rtt = rtt if self.rtt == 0 else 0.875 * self.rtt + 0.125 * rtt  # (observe_rtt's, inline)
         # the payload went with the call (a WRITE's data), or what the reply carried of it came
         # back (a READ's: none past the end of the file, which a READ asking on to it did not wait for)
-        delivered = payload if len(msg) >= payload else min(payload, u.carried())
+        delivered = payload if sent >= payload else min(payload, u.carried())
         self.delivery.answered(mark, delivered, start, answered, timed=timed)
 
     def oldest_wait(self, now: float) -> float:

@@ -689,7 +689,8 @@ class Session:
         counted; returns it and when it came. XdrError (its connection closed) if it is not one."""
         answered = self.now()
         seconds = answered - start
-        path.answered(xid, mark, p, u, out.payload, start, answered, timed=out.timed)
+        sent = len(p)  # (the call's bytes, for the path's figures and the statistics)
+        path.answered(xid, mark, sent, u, out.payload, start, answered, timed=out.timed)
         if self.policy.unanswered_since is not None:
             self.policy.answered()
         received = u.carried()  # (over RPC-over-RDMA, with what Write chunks brought)
@@ -709,7 +710,7 @@ class Session:
         if trace.tracer() is not None:  # (the operations' list made only for a trace that is on)
             trace.rpc_done(xid, path.address, (_SEQUENCE, *out.ops), res.status, seconds)
         shaped = None if out.replied is None or shape is None else shape.data(out.replied[1])
-        self.stats.rpc_done(path, out.ops, res, seconds, len(p), received, resent, out, shaped)
+        self.stats.rpc_done(path, out.ops, res, seconds, sent, received, resent, out, shaped)
         return res, answered
 
     def _answers(self, res: SEQUENCE4resok, slot: Slot) -> bool:

@@ -477,7 +477,13 @@ class TcpTransport(RecordStream):
             # received into our memory, only what comes with the head)
             if self._reply_due and not self._staged:
                 self._reply_due = False
-                await self._readable(interruptible=what == "mark")
+                interruptible = what == "mark"
+                try:  # (_readable's, inline: the wait of every reply)
+                    await trio.lowlevel.wait_readable(self._waker if interruptible else self.sock)
+                except trio.ClosedResourceError as e:
+                    if interruptible and not self._closed:
+                        raise ReceiveInterrupted from None
+                    raise ConnectionLost("connection closed", self.peer) from e
                 waited = True
             while self._staged < 4:
                 staged = self._staged
