@@ -204,8 +204,8 @@ class _Loop:
         return self._token is not None and self._running_in == _pid
 
     async def _carry_out(self, call: _Call) -> None:
-        """Await ``call`` and keep its outcome in it (the task that carried it out wakes the caller:
-        when it is ready for the caller's next call)."""
+        """Await ``call`` and keep its outcome in it (the task that carried it out, a worker or the
+        listener, wakes the caller: when it is ready for the caller's next call)."""
         try:
             call.value = await call.fn(*call.args, **call.kwargs)
             call.ok = True
@@ -260,15 +260,7 @@ class _Loop:
                     call, self._handed = self._handed, None
                     if call is None:
                         continue
-                # (carried out in the listener's own frame, as _carry_out does it for the workers)
-                try:
-                    call.value = await call.fn(*call.args, **call.kwargs)
-                    call.ok = True
-                except trio.Cancelled:
-                    call.fail(RuntimeError("the connection closed during the call"))
-                    raise
-                except BaseException as e:  # (handed to the caller, as from_thread.run does)
-                    call.value = e
+                await self._carry_out(call)
                 finished = call
                 del call
         finally:  # (the loop closes: a call handed and not taken fails saying so)
