@@ -33,9 +33,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
-from .._client.attributes import AttrRecord, FileAttrs, file_attrs
+from .._client.attributes import RECORD_CHANGE, RECORD_FILEID, AttrRecord, FileAttrs, file_attrs
 from .._proto.nfs4 import const as c
 from .cache import AttrTimeouts, Listing
 
@@ -118,8 +118,6 @@ class Inode:
 # listing's AttrRecord: FileAttrs made with the Inode), when they were read (trio clock), the kernel's
 # lookups of it, (directory inode, name) it was listed as]
 Listed = list[Any]
-_FILEID: Final = 9  # (an AttrRecord's fields)
-_CHANGE: Final = 10
 
 
 # ``asked`` of attributes that came back with our own last write (nothing of ours can be newer)
@@ -139,12 +137,7 @@ class InodeTable:
         self.writes = 0  # writes counted so far (see wrote)
 
     def ino_for(self, attrs: FileAttrs) -> int:
-        fid = attrs.fileid
-        if fid == self.root_fileid:
-            return ROOT_INODE
-        if fid in (0, ROOT_INODE):
-            return REMAPPED | fid
-        return fid
+        return self.ino_of(attrs.fileid)
 
     def ino_of(self, fid: int) -> int:
         """The inode number of the file whose fileid is ``fid``."""
@@ -166,7 +159,7 @@ class InodeTable:
         Returns its inode number, or 0 when it must go through :meth:`learn` (the file has an Inode,
         its number is the root's or remapped, or what was listed of it before differs: another
         handle, another change attribute, another name)."""
-        ino = attrs[_FILEID]
+        ino = attrs[RECORD_FILEID]
         if ino == self.root_fileid or ino in (0, ROOT_INODE) or ino in self._by_ino:
             return 0
         key = (parent, name)
@@ -174,7 +167,7 @@ class InodeTable:
         if rec is None:
             self._listed[ino] = [fh, attrs, now, 1, key]
             self._by_name[key] = ino
-        elif rec[0] == fh and rec[1][_CHANGE] == attrs[_CHANGE] and rec[4] == key:
+        elif rec[0] == fh and rec[1][RECORD_CHANGE] == attrs[RECORD_CHANGE] and rec[4] == key:
             rec[1], rec[2] = attrs, now
             rec[3] += 1
         else:
