@@ -191,13 +191,48 @@ class RpcConnection:
             log.warning("%s; the connection is closed and its calls go again on a new one", e)
 
     def _received(self, u: Unpacker | CallError) -> None:
+        """Hand a reply to its call, a call to the callback handler, a transport's failure of one
+        call to its waiter; raise ProtocolViolation for a message no server keeping the protocol
+        sends (its reader then ends the connection)."""
         nursery = self._nursery
         if nursery is None or self._dead is not None:
             return  # (the connection has ended under its reader: its calls have failed already)
         if isinstance(u, CallError):
             self._fail_call(u)
+            return
+        try:
+            xid = u.uint32()
+            mtype = u.uint32()
+        except XdrError:
+            raise ProtocolViolation("a message too short to hold an RPC header", self.peer) from None
+        if mtype == rpcdef.REPLY:
+            p = self._pending.pop(xid, None)
+            if self._loop_deep:
+                self._call_gone()
+            if p is None:
+                if xid not in self._abandoned:
+                    raise ProtocolViolation(f"a reply to XID {xid:#x}, which no call of ours waits for", self.peer)
+                del self._abandoned[xid]
+                self.unmatched_replies += 1
+                log.debug("%s: late reply for XID %#x dropped", self.peer, xid)
+                return
+            try:
+                p.header = rpcdef.unpack_reply_header(u)
+            except XdrError as e:
+                self._dead = p.error = ProtocolViolation(f"malformed RPC reply header: {e}", self.peer)
+                p.set()
+                raise p.error from None
+            p.reply = u
+            if not p.done:  # (p.set()'s, inline: every reply comes here)
+                p.done = True
+                task = p.task
+                if task is not None:
+                    p.task = None
+                    trio.lowlevel.reschedule(task)
+        elif mtype == rpcdef.CALL:
+            nursery.start_soon(self._serve_callback, xid, u)
         else:
-            self._dispatch(u, nursery)
+            raise ProtocolViolation(f"a message of type {mtype}, neither call nor reply", self.peer)
 
     async def _read_when_idle(self) -> None:
         """The receive loop over a transport callers read: it rests while calls are made, reads
@@ -325,38 +360,6 @@ class RpcConnection:
         if len(kept) > ABANDONED_KEPT:
             del kept[next(iter(kept))]
 
-    def _dispatch(self, u: Unpacker, nursery: trio.Nursery) -> None:
-        """Hand a reply to its call, a call to the callback handler; raise ProtocolViolation for a
-        message no server keeping the protocol sends (the receive loop then ends the connection)."""
-        try:
-            xid = u.uint32()
-            mtype = u.uint32()
-        except XdrError:
-            raise ProtocolViolation("a message too short to hold an RPC header", self.peer) from None
-        if mtype == rpcdef.REPLY:
-            p = self._pending.pop(xid, None)
-            if self._loop_deep:
-                self._call_gone()
-            if p is None:
-                if xid not in self._abandoned:
-                    raise ProtocolViolation(f"a reply to XID {xid:#x}, which no call of ours waits for", self.peer)
-                del self._abandoned[xid]
-                self.unmatched_replies += 1
-                log.debug("%s: late reply for XID %#x dropped", self.peer, xid)
-                return
-            try:
-                p.header = rpcdef.unpack_reply_header(u)
-            except XdrError as e:
-                self._dead = p.error = ProtocolViolation(f"malformed RPC reply header: {e}", self.peer)
-                p.set()
-                raise p.error from None
-            p.reply = u
-            p.set()
-        elif mtype == rpcdef.CALL:
-            nursery.start_soon(self._serve_callback, xid, u)
-        else:
-            raise ProtocolViolation(f"a message of type {mtype}, neither call nor reply", self.peer)
-
     async def _serve_callback(self, xid: int, u: Unpacker) -> None:
         try:
             body = rpcdef.decode_call_body(u)
@@ -380,7 +383,7 @@ class RpcConnection:
         """A packer holding the call header; the caller appends the arguments. Under RPCSEC_GSS the
         packer takes the arguments only: the header is made (and the arguments sealed) when the
         call is sent, with a sequence number of that moment."""
-        xid = self.next_xid()
+        xid = self._xid = (self._xid + 1) & 0xFFFFFFFF  # (next_xid's, inline: every call)
         p = Packer()
         if cred.seals_at_send:
             if len(self._sealing) > ABANDONED_KEPT:  # (calls started and never sent)
@@ -493,7 +496,8 @@ class RpcConnection:
                         self._reader = None
                         if error is not None:
                             self._fail_all(error)
-                        self._hand_on()
+                        if self._pending:  # (a caller still waiting reads next)
+                            self._hand_on()
                         if not ok:
                             self._loop_rest.unpark()  # (to read, or to see the connection's end, at once)
                 else:
@@ -503,6 +507,10 @@ class RpcConnection:
                 self._pending.pop(xid, None)
                 self._call_gone()
                 self._abandon(xid)
+        h = p.header
+        if p.error is None and h is not None and h.denied is None and h.accept == rpcdef.SUCCESS:
+            assert p.reply is not None
+            return p.reply  # (what _accepted returns, found inline for the call that succeeded)
         return self._accepted(p)[1]
 
     def _accepted(self, p: _Pending) -> tuple[rpcdef.ReplyHeader, Unpacker]:
