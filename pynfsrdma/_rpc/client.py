@@ -115,7 +115,10 @@ class RpcConnection:
         self.callback_handler = callback_handler
         self._xid = random.getrandbits(32)
         self._pending: dict[int, _Pending] = {}
-        self._dead: TransportError | None = None
+        self._dead: TransportError | None = None  # (set with alive, below)
+        # attributes, not properties: every request looks at them
+        self.alive = True  # the connection has not failed (``failure`` says why once it has)
+        self.receiving = False  # the receive loop runs (a reply can still come; once it ends, every waiting call fails)
         self._closed = trio.Event()
         self._watchdog: trio.Event | None = None
         self._next_deadline = math.inf
@@ -137,18 +140,9 @@ class RpcConnection:
         return self.transport.peer
 
     @property
-    def alive(self) -> bool:
-        return self._dead is None
-
-    @property
     def failure(self) -> TransportError | None:
         """What ended the connection (None while it is alive)."""
         return self._dead
-
-    @property
-    def receiving(self) -> bool:
-        """The receive loop runs (a reply can still come; once it ends, every waiting call fails)."""
-        return self._watchdog is not None
 
     @property
     def in_flight(self) -> int:
@@ -162,6 +156,7 @@ class RpcConnection:
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Receive until the connection fails or is closed; then fail every waiting call."""
         self._watchdog = trio.Event()
+        self.receiving = True
         task_status.started()
         error: TransportError | None = None
         try:
@@ -220,6 +215,7 @@ class RpcConnection:
                 p.header = rpcdef.unpack_reply_header(u)
             except XdrError as e:
                 self._dead = p.error = ProtocolViolation(f"malformed RPC reply header: {e}", self.peer)
+                self.alive = False
                 p.set()
                 raise p.error from None
             p.reply = u
@@ -314,10 +310,12 @@ class RpcConnection:
                 self._next_deadline = nxt
         finally:
             self._watchdog = None
+            self.receiving = False
 
     def _fail_all(self, error: TransportError) -> None:
         if self._dead is None:
             self._dead = error
+            self.alive = False
         pending, self._pending = self._pending, {}
         for p in pending.values():
             p.error = error
@@ -531,6 +529,7 @@ class RpcConnection:
         error = ProtocolViolation(reason, self.peer)
         if self._dead is None:
             self._dead = error
+            self.alive = False
             log.warning("%s; the connection is closed and its calls go again on a new one", error)
         with trio.CancelScope(shield=True):
             await self.transport.aclose()
