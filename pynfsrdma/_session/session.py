@@ -348,7 +348,10 @@ class Session:
             sends = tries = 0  # the request's sends before this try (of a sequence id), and this try's
             previous: Path | None = None  # the path this try's last send went unanswered on
             while True:
-                path = self._path_chosen(out, previous)
+                if out.pin is None and self.dead is None and (not out.soft or self.policy.unanswered_since is None):
+                    path = self.paths.choose(out.payload, avoid=previous, group=self.group)  # (_path_chosen's, inline)
+                else:
+                    path = self._path_chosen(out, previous)
                 if path is None:  # (no live path now: the one waited for; the common case awaits nothing)
                     path = await self._path_waited(out)
                 rpc = path.rpc
