@@ -115,7 +115,10 @@ class RpcConnection:
         self.callback_handler = callback_handler
         self._xid = random.getrandbits(32)
         self._pending: dict[int, _Pending] = {}
-        self._dead: TransportError | None = None
+        self._dead: TransportError | None = None  # (set with alive, below)
+        # attributes, not properties: every request looks at them
+        self.alive = True  # the connection has not failed (``failure`` says why once it has)
+        self.receiving = False  # the receive loop runs (a reply can still come; once it ends, every waiting call fails)
         self._closed = trio.Event()
         self._watchdog: trio.Event | None = None
         self._next_deadline = math.inf
@@ -137,18 +140,9 @@ class RpcConnection:
         return self.transport.peer
 
     @property
-    def alive(self) -> bool:
-        return self._dead is None
-
-    @property
     def failure(self) -> TransportError | None:
         """What ended the connection (None while it is alive)."""
         return self._dead
-
-    @property
-    def receiving(self) -> bool:
-        """The receive loop runs (a reply can still come; once it ends, every waiting call fails)."""
-        return self._watchdog is not None
 
     @property
     def in_flight(self) -> int:
@@ -162,6 +156,7 @@ class RpcConnection:
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Receive until the connection fails or is closed; then fail every waiting call."""
         self._watchdog = trio.Event()
+        self.receiving = True
         task_status.started()
         error: TransportError | None = None
         try:
@@ -191,13 +186,49 @@ class RpcConnection:
             log.warning("%s; the connection is closed and its calls go again on a new one", e)
 
     def _received(self, u: Unpacker | CallError) -> None:
+        """Hand a reply to its call, a call to the callback handler, a transport's failure of one
+        call to its waiter; raise ProtocolViolation for a message no server keeping the protocol
+        sends (its reader then ends the connection)."""
         nursery = self._nursery
         if nursery is None or self._dead is not None:
             return  # (the connection has ended under its reader: its calls have failed already)
         if isinstance(u, CallError):
             self._fail_call(u)
+            return
+        try:
+            xid = u.uint32()
+            mtype = u.uint32()
+        except XdrError:
+            raise ProtocolViolation("a message too short to hold an RPC header", self.peer) from None
+        if mtype == rpcdef.REPLY:
+            p = self._pending.pop(xid, None)
+            if self._loop_deep:
+                self._call_gone()
+            if p is None:
+                if xid not in self._abandoned:
+                    raise ProtocolViolation(f"a reply to XID {xid:#x}, which no call of ours waits for", self.peer)
+                del self._abandoned[xid]
+                self.unmatched_replies += 1
+                log.debug("%s: late reply for XID %#x dropped", self.peer, xid)
+                return
+            try:
+                p.header = rpcdef.unpack_reply_header(u)
+            except XdrError as e:
+                self._dead = p.error = ProtocolViolation(f"malformed RPC reply header: {e}", self.peer)
+                self.alive = False
+                p.set()
+                raise p.error from None
+            p.reply = u
+            if not p.done:  # (p.set()'s, inline: every reply comes here)
+                p.done = True
+                task = p.task
+                if task is not None:
+                    p.task = None
+                    trio.lowlevel.reschedule(task)
+        elif mtype == rpcdef.CALL:
+            nursery.start_soon(self._serve_callback, xid, u)
         else:
-            self._dispatch(u, nursery)
+            raise ProtocolViolation(f"a message of type {mtype}, neither call nor reply", self.peer)
 
     async def _read_when_idle(self) -> None:
         """The receive loop over a transport callers read: it rests while calls are made, reads
@@ -279,10 +310,12 @@ class RpcConnection:
                 self._next_deadline = nxt
         finally:
             self._watchdog = None
+            self.receiving = False
 
     def _fail_all(self, error: TransportError) -> None:
         if self._dead is None:
             self._dead = error
+            self.alive = False
         pending, self._pending = self._pending, {}
         for p in pending.values():
             p.error = error
@@ -325,38 +358,6 @@ class RpcConnection:
         if len(kept) > ABANDONED_KEPT:
             del kept[next(iter(kept))]
 
-    def _dispatch(self, u: Unpacker, nursery: trio.Nursery) -> None:
-        """Hand a reply to its call, a call to the callback handler; raise ProtocolViolation for a
-        message no server keeping the protocol sends (the receive loop then ends the connection)."""
-        try:
-            xid = u.uint32()
-            mtype = u.uint32()
-        except XdrError:
-            raise ProtocolViolation("a message too short to hold an RPC header", self.peer) from None
-        if mtype == rpcdef.REPLY:
-            p = self._pending.pop(xid, None)
-            if self._loop_deep:
-                self._call_gone()
-            if p is None:
-                if xid not in self._abandoned:
-                    raise ProtocolViolation(f"a reply to XID {xid:#x}, which no call of ours waits for", self.peer)
-                del self._abandoned[xid]
-                self.unmatched_replies += 1
-                log.debug("%s: late reply for XID %#x dropped", self.peer, xid)
-                return
-            try:
-                p.header = rpcdef.unpack_reply_header(u)
-            except XdrError as e:
-                self._dead = p.error = ProtocolViolation(f"malformed RPC reply header: {e}", self.peer)
-                p.set()
-                raise p.error from None
-            p.reply = u
-            p.set()
-        elif mtype == rpcdef.CALL:
-            nursery.start_soon(self._serve_callback, xid, u)
-        else:
-            raise ProtocolViolation(f"a message of type {mtype}, neither call nor reply", self.peer)
-
     async def _serve_callback(self, xid: int, u: Unpacker) -> None:
         try:
             body = rpcdef.decode_call_body(u)
@@ -380,7 +381,7 @@ class RpcConnection:
         """A packer holding the call header; the caller appends the arguments. Under RPCSEC_GSS the
         packer takes the arguments only: the header is made (and the arguments sealed) when the
         call is sent, with a sequence number of that moment."""
-        xid = self.next_xid()
+        xid = self._xid = (self._xid + 1) & 0xFFFFFFFF  # (next_xid's, inline: every call)
         p = Packer()
         if cred.seals_at_send:
             if len(self._sealing) > ABANDONED_KEPT:  # (calls started and never sent)
@@ -493,7 +494,8 @@ class RpcConnection:
                         self._reader = None
                         if error is not None:
                             self._fail_all(error)
-                        self._hand_on()
+                        if self._pending:  # (a caller still waiting reads next)
+                            self._hand_on()
                         if not ok:
                             self._loop_rest.unpark()  # (to read, or to see the connection's end, at once)
                 else:
@@ -503,6 +505,10 @@ class RpcConnection:
                 self._pending.pop(xid, None)
                 self._call_gone()
                 self._abandon(xid)
+        h = p.header
+        if p.error is None and h is not None and h.denied is None and h.accept == rpcdef.SUCCESS:
+            assert p.reply is not None
+            return p.reply  # (what _accepted returns, found inline for the call that succeeded)
         return self._accepted(p)[1]
 
     def _accepted(self, p: _Pending) -> tuple[rpcdef.ReplyHeader, Unpacker]:
@@ -523,6 +529,7 @@ class RpcConnection:
         error = ProtocolViolation(reason, self.peer)
         if self._dead is None:
             self._dead = error
+            self.alive = False
             log.warning("%s; the connection is closed and its calls go again on a new one", error)
         with trio.CancelScope(shield=True):
             await self.transport.aclose()

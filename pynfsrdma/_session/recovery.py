@@ -40,6 +40,24 @@ class CompoundCall(Protocol):
                  prepared: Prepared | None = None) -> Awaitable[COMPOUND4res]: ...
 
 
+class _SingleFlight:
+    """A lock whose holding is an attribute (``held``), looked at by every request without a call."""
+
+    __slots__ = ("_lock", "held")
+
+    def __init__(self) -> None:
+        self._lock = trio.Lock()
+        self.held = False
+
+    async def __aenter__(self) -> None:
+        await self._lock.acquire()
+        self.held = True
+
+    async def __aexit__(self, *_: object) -> None:
+        self.held = False
+        self._lock.release()
+
+
 class Recovery:
     """COMPOUNDs in the current sessions of ``state``, and their recovery: new sessions and client
     IDs made by ``establishment``; ``reclaim`` runs the reclaim hooks (in the grace period of a new
@@ -51,7 +69,7 @@ class Recovery:
         self.reclaim = reclaim
         self.revoked = revoked
         self.generation = 0  # bumped each time a session or client ID is replaced
-        self.lock = trio.Lock()  # recovery is single-flight
+        self.lock = _SingleFlight()  # recovery is single-flight
 
     async def new_client_id(self, *, reclaim: bool) -> None:
         """EXCHANGE_ID and CREATE_SESSION on a live path; with ``reclaim``, the reclaim hooks run in
@@ -80,7 +98,7 @@ class Recovery:
         while True:
             if self.state.closed:
                 raise SessionError("the client is shut down", errno.ESHUTDOWN)
-            if not _recovering and self.lock.locked():
+            if not _recovering and self.lock.held:
                 async with self.lock:
                     pass  # wait for the recovery in progress to finish
             # (the one session, as most mounts have it, or the trunked session of the path chosen)

@@ -348,7 +348,10 @@ class Session:
             sends = tries = 0  # the request's sends before this try (of a sequence id), and this try's
             previous: Path | None = None  # the path this try's last send went unanswered on
             while True:
-                path = self._path_chosen(out, previous)
+                if out.pin is None and self.dead is None and (not out.soft or self.policy.unanswered_since is None):
+                    path = self.paths.choose(out.payload, avoid=previous, group=self.group)  # (_path_chosen's, inline)
+                else:
+                    path = self._path_chosen(out, previous)
                 if path is None:  # (no live path now: the one waited for; the common case awaits nothing)
                     path = await self._path_waited(out)
                 rpc = path.rpc
@@ -391,11 +394,19 @@ class Session:
             gave_up = True
             raise
         finally:
-            if out is not None:
-                self._let_go(out)
-            # (the request is its call's record; one refused before it was made has one of its own)
+            if out is not None:  # (_let_go's, inline: every request ends here)
+                slot = out.slot
+                if slot is not None:
+                    self.table.release(slot, completed=out.completed)
+                    if self._parked:
+                        self._slot_waiters.unpark()
+                if out.probe:
+                    self.policy.probed()
+            # (the request is its call's record; one refused before it was made has one of its own;
+            # only a request sent more than once can have gone unanswered long enough for a major timeout)
             self.stats.call_ended(out if out is not None else self.stats.call_started(started, ops), ops, self.now(),
-                                  gave_up=gave_up, major_timeout=None if pin is not None else self.policy.budget)
+                                  gave_up=gave_up, major_timeout=None if pin is not None or out is None
+                                  or out.sends < 2 else self.policy.budget)
 
     def _outgoing(self, ops: Sequence[Any], cred: Credential, hints: ReplyHints, payload: int, tag: str,
                   cachethis: bool | None, pin: Path | None, shape: CompoundShape | None, now: float,
@@ -433,18 +444,8 @@ class Session:
             out.slot, out.seqid = slot, slot.seqid
             # (as _set_deadline sets it)
             out.deadline = (None if pin is not None else deadline if deadline is not None
-                            else None if policy.hard else policy.deadline(now))
+                            else None if policy.hard else now + policy.timeo * (policy.retrans + 1))
         return out
-
-    def _let_go(self, out: _Outgoing) -> None:
-        """``out`` ended: its slot is released (as completed if a reply to its sequence id came), and
-        the policy told that its probe is over if it was one."""
-        if out.slot is not None:
-            self.table.release(out.slot, completed=out.completed)
-            if self._parked:
-                self._slot_waiters.unpark()
-        if out.probe:
-            self.policy.probed()
 
     def _set_deadline(self, out: _Outgoing, now: float, deadline: float | None) -> None:
         """When ``out`` gives up, its slot taken at ``now``: never when pinned, else the caller's

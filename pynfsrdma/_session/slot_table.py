@@ -46,6 +46,8 @@ class SlotTable:
     target_highest: int = -1  # the server's target_highest_slotid (-1: use all)
     _free: list[int] = field(default_factory=list)
     _busy: set[int] = field(default_factory=set)  # slot ids with a request outstanding
+    # the highest of them (-1: none), kept as they change: every request's SEQUENCE says it
+    highest_in_use: int = -1
 
     def __post_init__(self) -> None:
         if self.max_slots < 1:
@@ -64,10 +66,6 @@ class SlotTable:
     def in_use(self) -> int:
         return len(self._busy)
 
-    @property
-    def highest_in_use(self) -> int:
-        return max(self._busy, default=-1)
-
     def try_acquire(self) -> Slot | None:
         """A free slot under the current limit, lowest first; None if none."""
         limit = min(self.max_slots, self.target_highest + 1)
@@ -77,6 +75,8 @@ class SlotTable:
             slot = self.slots[sid]
             slot.in_use = True
             self._busy.add(sid)
+            if sid > self.highest_in_use:
+                self.highest_in_use = sid
             return slot
         for i in range(len(free) - 2, -1, -1):
             sid = free[i]
@@ -85,6 +85,8 @@ class SlotTable:
                 slot = self.slots[sid]
                 slot.in_use = True
                 self._busy.add(sid)
+                if sid > self.highest_in_use:
+                    self.highest_in_use = sid
                 return slot
         return None
 
@@ -97,6 +99,8 @@ class SlotTable:
             slot = self.slots[sid]
             slot.in_use = True
             self._busy.add(sid)
+            if sid > self.highest_in_use:
+                self.highest_in_use = sid
         else:
             taken = self.try_acquire()
             if taken is None:
@@ -119,7 +123,10 @@ class SlotTable:
         else:
             slot.interrupted = True
         slot.in_use = False
-        self._busy.discard(slot.slotid)
+        busy = self._busy
+        busy.discard(slot.slotid)
+        if slot.slotid == self.highest_in_use:
+            self.highest_in_use = max(busy, default=-1)
         self._free.append(slot.slotid)
 
     def refused(self, slot: Slot) -> None:

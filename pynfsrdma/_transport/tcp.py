@@ -209,6 +209,7 @@ class TcpTransport(RecordStream):
         self.peer = peer
         self.max_record = max_record
         self._send_lock = trio.Lock()
+        self._turn_taken = False  # the send lock is held (a record half sent): looked at by every send
         self._closed = False
         # what a wait for a record's start waits on: a duplicate of the socket, so that
         # interrupt_receive can end that wait (trio's notify_closing) and leave the socket alone
@@ -286,13 +287,17 @@ class TcpTransport(RecordStream):
 
     # -- sending --------------------------------------------------------------------------------------
     async def _send_record(self, msg: Packer, deadline: float = math.inf) -> None:
-        views = [memoryview(s).cast("B") for s in msg.segments()]
+        segments = msg.segments()
+        if len(segments) == 1:  # (most calls: no list built by a comprehension of its own)
+            views = [memoryview(segments[0]).cast("B")]
+        else:
+            views = [memoryview(s).cast("B") for s in segments]
         total = sum(map(len, views))
         if total > RM_LENGTH_MASK:
             raise ValueError(f"RPC message of {total} bytes is too large for one record fragment")
         bufs: list[memoryview] = [memoryview(_MARK.pack(RM_LAST_FRAGMENT | total)), *views]
         lock = self._send_lock
-        if not lock.locked() and len(bufs) <= _IOV_MAX:  # no record half sent: this one may go at once
+        if not self._turn_taken and len(bufs) <= _IOV_MAX:  # no record half sent: this one may go at once
             if self._closed:
                 raise ConnectionLost("connection is closed", self.peer)
             try:
@@ -319,6 +324,7 @@ class TcpTransport(RecordStream):
                 held = True
             if not held:
                 raise SendTimeout("no turn to send before the call's deadline", self.peer) from None
+        self._turn_taken = True
         try:
             if self._closed:
                 raise ConnectionLost("connection is closed", self.peer)
@@ -331,6 +337,7 @@ class TcpTransport(RecordStream):
             except trio.ClosedResourceError as e:  # dropped by us (a stalled path) while sending
                 raise ConnectionLost("connection closed while sending", self.peer) from e
         finally:
+            self._turn_taken = False
             lock.release()
         self._sent(msg, total)
 
@@ -344,6 +351,7 @@ class TcpTransport(RecordStream):
         send; a record left half sent closes the connection (as :meth:`_sendmsg_all`)."""
         lock = self._send_lock
         lock.acquire_nowait()  # (free: nothing awaited since it was found so)
+        self._turn_taken = True
         try:
             await self._sendmsg_all(bufs, deadline, sent)
         except TransportError:
@@ -353,6 +361,7 @@ class TcpTransport(RecordStream):
         except trio.ClosedResourceError as e:
             raise ConnectionLost("connection closed while sending", self.peer) from e
         finally:
+            self._turn_taken = False
             lock.release()
 
     async def _sendmsg_all(self, bufs: list[memoryview], deadline: float, sent: int = 0) -> None:

@@ -16,6 +16,25 @@ def test_slots_are_handed_out_lowest_first_and_bounded() -> None:
     assert again is not None and again.slotid == 1
 
 
+def test_the_highest_slot_in_use_follows_the_slots_taken_and_released() -> None:
+    t = SlotTable(4)
+    assert t.highest_in_use == -1
+    a, b = t.take(), t.take()
+    c = t.try_acquire()
+    assert a is not None and b is not None and c is not None
+    assert t.highest_in_use == 2
+    t.release(c, completed=True)
+    assert t.highest_in_use == 1
+    t.release(a, completed=False)
+    assert t.highest_in_use == 1
+    again = t.take()  # (the slot freed last comes first: slot 0)
+    assert again is not None and again.slotid == 0 and t.highest_in_use == 1
+    t.release(b, completed=True)
+    assert t.highest_in_use == 0
+    t.release(again, completed=True)
+    assert t.highest_in_use == -1
+
+
 def test_sequence_ids_advance_per_slot_and_wrap_past_zero() -> None:
     t = SlotTable(2)
     s = t.try_acquire()
