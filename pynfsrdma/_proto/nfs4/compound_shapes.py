@@ -6,7 +6,8 @@ A shape's fixed bytes are encoded when it is made (the COMPOUND header, the oper
 fixed operations with their arguments: GETFH, GETATTR and its bitmap, a CLOSE of the current
 stateid); per call only the variable fields are packed (SEQUENCE's session, sequence id and slots;
 the file handle; the name; ACCESS's mask; READ's stateid, offset and count; OPEN's owner, create
-attributes and name; WRITE's stateid, offset and stability, its data referenced, not copied). Its
+attributes and name; WRITE's stateid, offset and stability, its data referenced, not copied; SETATTR's
+stateid and attributes). Its
 reply is decoded by a decoder prepared for exactly the reply of success (every status NFS4_OK, one
 result per operation in order, the GETATTR's bitmap the one asked for, an OPEN that gave no
 delegation: OPEN_DELEGATE_NONE, or OPEN_DELEGATE_NONE_EXT and why; nothing after the last result),
@@ -42,6 +43,7 @@ from .const import (
     OP_OPEN,
     OP_READ,
     OP_SEQUENCE,
+    OP_SETATTR,
     OP_WRITE,
     OPEN4_CREATE,
     OPEN_DELEGATE_NONE,
@@ -63,6 +65,7 @@ from .types import (
     READ4args,
     SEQUENCE4args,
     SEQUENCE4resok,
+    SETATTR4args,
     WRITE4args,
     openflag4,
     stateid4,
@@ -88,6 +91,7 @@ _WRITE_ARGS = struct.Struct(f">II{NFS4_OTHER_SIZE}sQi")
 # OPEN4args with its operation number, up to the owner's opaque: seqid, share_access, share_deny, clientid
 _OPEN_HEAD = struct.Struct(">IIIIQ")
 _CLAIM_NULL = _U32.pack(CLAIM_NULL)
+_OPNUM_SETATTR = _U32.pack(OP_SETATTR)
 _STATEID = struct.Struct(f">I{NFS4_OTHER_SIZE}s")
 # OPEN4resok after its stateid: change_info4 (atomic, before, after), rflags, the attrset's length
 _OPEN_RES = struct.Struct(">IQQII")
@@ -114,7 +118,8 @@ def _xdr(op: Any) -> bytes:
 
 class CompoundShape:
     """SEQUENCE and then ``template``'s operations: an argument class for an operation whose argument
-    varies per call (PUTFH4args, LOOKUP4args, ACCESS4args, READ4args, OPEN4args, WRITE4args), an
+    varies per call (PUTFH4args, LOOKUP4args, ACCESS4args, READ4args, OPEN4args, WRITE4args,
+    SETATTR4args), an
     argument instance for one that is fixed (GETFH4args(), GETATTR4args(bitmap), CLOSE4args(seqid,
     stateid)). Calls hand the shape's own fixed instances (:attr:`fixed`, :meth:`ops`) so that their
     bytes are the ones encoded once. ``attrs_at(bitmap)`` makes the GETATTR's attribute decoder
@@ -178,7 +183,7 @@ class CompoundShape:
         self._rest = tuple((opnums[1 + i], kinds[i], i) for i in range(first, len(kinds)))
         self._put = tuple(put)
         # where the READ's (data, eof) and the WRITE's count are among what :meth:`decode` gives (-1: none)
-        held = [k for k in kinds if k not in (_NOTHING, _CLOSE)]
+        held = [k for k in kinds if k not in (_NOTHING, _CLOSE, _SETATTR)]
         self._read_at = held.index(_READ) if _READ in held else -1
         self._write_at = held.index(_WRITE) if _WRITE in held else -1
         self._n = len(opnums)
@@ -251,6 +256,17 @@ class CompoundShape:
                                           cachethis, ops)
                     return
                 buf += _OPNUM_LEN.pack(OP_ACCESS, op.access)
+                continue
+            if kind is SETATTR4args:
+                buf += _OPNUM_SETATTR
+                q = Packer()
+                try:
+                    SETATTR4args.XDR.pack(q, op)
+                except (struct.error, TypeError, AttributeError, ValueError):  # (the general encoder's error)
+                    encode_sequenced_args(p, tag, minorversion, sessionid, sequenceid, slotid, highest_slotid,
+                                          cachethis, ops)
+                    return
+                buf += q.getvalue()
                 continue
             if kind is READ4args or kind is WRITE4args or kind is OPEN4args:
                 try:
@@ -427,6 +443,13 @@ class CompoundShape:
                     q = p + _WRITE_RES.size
                     outs.append((count, committed, bytes(view[q:q + _WRITEVERF])))
                     p = q + _WRITEVERF
+                elif kind == _SETATTR:  # (SETATTR4res: the attributes set, a bitmap nobody reads)
+                    if p + _WORD > end:
+                        return None
+                    (n,) = _U32.unpack_from(view, p)
+                    if n > NFS4_BITMAP4_WORDS_MAX or p + (1 + n) * _WORD > end:
+                        return None
+                    p += (1 + n) * _WORD
                 elif kind == _CLOSE:
                     if p + _STATEID.size > end:
                         return None
@@ -472,11 +495,11 @@ class _Malformed(Exception):
         self.error = error
 
 
-_NOTHING, _FH, _ACCESS, _ATTRS, _READ, _OPEN, _WRITE, _CLOSE = range(8)
-_RESULT_KIND = {READ4args: _READ, OPEN4args: _OPEN, WRITE4args: _WRITE, CLOSE4args: _CLOSE}
+_NOTHING, _FH, _ACCESS, _ATTRS, _READ, _OPEN, _WRITE, _CLOSE, _SETATTR = range(9)
+_RESULT_KIND = {READ4args: _READ, OPEN4args: _OPEN, WRITE4args: _WRITE, CLOSE4args: _CLOSE, SETATTR4args: _SETATTR}
 #: the operations a shape holds, and those of them whose arguments vary per call
 _SHAPED = frozenset((PUTFH4args, LOOKUP4args, GETFH4args, ACCESS4args, GETATTR4args, READ4args, OPEN4args,
-                     WRITE4args, CLOSE4args))
-_VARIABLE = frozenset((PUTFH4args, LOOKUP4args, ACCESS4args, READ4args, OPEN4args, WRITE4args))
+                     WRITE4args, CLOSE4args, SETATTR4args))
+_VARIABLE = frozenset((PUTFH4args, LOOKUP4args, ACCESS4args, READ4args, OPEN4args, WRITE4args, SETATTR4args))
 
 __all__ = ["AttrsAt", "CompoundShape"]
