@@ -22,6 +22,10 @@ client's own work on the way down and up, trio's task switches included. The lin
 - ``read_4k``: ``File.pread`` of 4 KiB;
 - ``write_4k``: ``File.pwrite`` of 4 KiB (an UNSTABLE WRITE; a COMMIT now and then, as the engine
   decides);
+- ``write_attrs_4k``: a FILE_SYNC WRITE of 4 KiB with a SETATTR (mode and times) and a GETATTR in its
+  COMPOUND, as the mount's FLUSH of a small new file sends it (``ReadWrite.write_getattr``);
+- ``create``: an OPEN that may create (UNCHECKED4) with its GETFH, ACCESS, GETATTR and the directory's
+  GETATTR, as the mount's CREATE sends it (``Opens.open``);
 - ``readdir_entry``: decoding a READDIR result of 10,000 entries as a listing takes it (the entries of a
   page read from the server, repeated under new names and cookies; ``Directories.readdir_plus``'s
   decoding, sans I/O), per entry.
@@ -61,6 +65,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 from bench.common import align, bench_target
 from pynfsrdma._client import stack
 from pynfsrdma._client.api import Client
+from pynfsrdma._client.attributes import setattr_fattr4
 from pynfsrdma._client.compounds import VERIFIER_SIZE
 from pynfsrdma._client.directories import READDIR_BITMAP, listed_page
 from pynfsrdma._proto import rpc as rpcdef
@@ -85,8 +90,9 @@ from pynfsrdma._transport.tcp import TcpTransport
 from pynfsrdma._xdr import Packer, Unpacker
 
 LINES = ("transport", "rpc_null", "compound_codec", "session", "clientid", "lookup", "stat", "read_4k", "write_4k",
-         "readdir_entry")
+         "write_attrs_4k", "create", "readdir_entry")
 FILE = "f"
+CREATED = "c"  # the name the create line opens (and creates, the first time)
 LISTED_DIR = "d"
 LISTED_FILES = 64  # files in the directory whose READDIR page is captured
 LISTED_ENTRIES = 10_000  # entries of the READDIR result the readdir_entry line decodes
@@ -329,12 +335,27 @@ def lines(client: Client, f: Any, replies: Replies, listed: bytes) -> dict[str, 
     async def write() -> None:
         await f.pwrite(0, data)
 
+    setting = setattr_fattr4(mode=0o644, atime_ns=1_600_000_000_000_000_000, mtime_ns=1_600_000_000_000_000_000)
+
+    async def write_attrs() -> None:
+        await client.nfs.read_write.write_getattr(f.of, 0, data, cred, c.FILE_SYNC4, setting)
+
+    async def create() -> None:
+        nfs = client.nfs
+        per_open, nfs.owner_per_open = nfs.owner_per_open, False  # (one open owner per user, as the mount has)
+        try:
+            of = await nfs.open(client.root_fh, CREATED, cred, access=c.OPEN4_SHARE_ACCESS_BOTH, create=True,
+                                mode=0o644, check=c.ACCESS4_READ | c.ACCESS4_MODIFY, dir_attrs=True)
+        finally:
+            nfs.owner_per_open = per_open
+        nfs.opens.pop(id(of), None)  # (forgotten, not closed: the server's open is the same every time)
+
     async def readdir_entries() -> None:
         listed_page(READDIR4resok.XDR.decode(listed))
 
     return {"transport": transport_only, "rpc_null": null, "compound_codec": codec, "session": in_session,
             "clientid": in_clientid, "lookup": lookup, "stat": stat, "read_4k": read, "write_4k": write,
-            "readdir_entry": readdir_entries}
+            "write_attrs_4k": write_attrs, "create": create, "readdir_entry": readdir_entries}
 
 
 async def cpu_per_call(call: Callable[[], Awaitable[Any]], calls: int) -> float:

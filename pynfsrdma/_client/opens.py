@@ -18,6 +18,7 @@ import trio
 from .._errors import NFS4Error, ReplyError
 from .._proto.nfs4 import const as c
 from .._proto.nfs4.compound import ResOp, result_of
+from .._proto.nfs4.compound_shapes import CompoundShape
 from .._proto.nfs4.types import (
     ACCESS4args,
     CLOSE4args,
@@ -28,12 +29,14 @@ from .._proto.nfs4.types import (
     RESTOREFH4args,
     SAVEFH4args,
     SETATTR4args,
+    change_info4,
     creatverfattr,
     open_owner4,
+    stateid4,
 )
 from .._rpc.auth import Credential
 from .._session.client_id import ClientID
-from .attributes import NOW, STAT_BITMAP, FileAttrs, setattr_fattr4
+from .attributes import NOW, STAT_BITMAP, FileAttrs, entry_attrs_decoder_at, setattr_fattr4
 from .byte_range_locks import ByteRangeLocks
 from .compounds import NO_HINTS, VERIFIER_SIZE
 from .delegations import Delegations
@@ -55,6 +58,28 @@ CLOSE_GONE = frozenset({c.NFS4ERR_BAD_STATEID, c.NFS4ERR_OLD_STATEID, c.NFS4ERR_
                         c.NFS4ERR_STALE_STATEID, c.NFS4ERR_ADMIN_REVOKED})
 
 
+# the FUSE mount's creates, prepared once: an exclusive create (its times set to the server's "now")
+# and an unchecked one with its ACCESS, each with the file's attributes and the directory's after it
+_TIMES_TO_NOW = SETATTR4args(ANONYMOUS_STATEID, setattr_fattr4(atime_ns=NOW, mtime_ns=NOW))
+CREATE_EXCLUSIVE_SHAPE = CompoundShape(
+    [PUTFH4args, SAVEFH4args(), OPEN4args, GETFH4args(), _TIMES_TO_NOW, GETATTR4args(STAT_BITMAP), RESTOREFH4args(),
+     GETATTR4args(STAT_BITMAP)], entry_attrs_decoder_at)
+CREATE_ACCESS_SHAPE = CompoundShape(
+    [PUTFH4args, SAVEFH4args(), OPEN4args, GETFH4args(), ACCESS4args, GETATTR4args(STAT_BITMAP), RESTOREFH4args(),
+     GETATTR4args(STAT_BITMAP)], entry_attrs_decoder_at)
+
+
+class _Opened:
+    """What an OPEN's COMPOUND gave, from the general decoder's results or a shape's values."""
+
+    __slots__ = ("after", "attrs", "cinfo", "delegation", "fh", "granted", "rflags", "stateid")
+
+    def __init__(self, fh: bytes, stateid: stateid4, cinfo: change_info4, rflags: int, delegation: tuple[int, Any],
+                 granted: int | None, attrs: FileAttrs | None, after: FileAttrs | None) -> None:
+        self.fh, self.stateid, self.cinfo, self.rflags = fh, stateid, cinfo, rflags
+        self.delegation, self.granted, self.attrs, self.after = delegation, granted, attrs, after
+
+
 def _open_attrs(res: list[ResOp], at: int) -> FileAttrs | None:
     """The attributes of the GETATTR at ``at`` in an OPEN's COMPOUND (None when it stopped short of it)."""
     if len(res) <= at or res[at].opnum != c.OP_GETATTR:
@@ -65,6 +90,13 @@ def _open_attrs(res: list[ResOp], at: int) -> FileAttrs | None:
 def _granted(res: list[ResOp]) -> int | None:
     """What the ACCESS in an OPEN's COMPOUND allowed, if it had one."""
     return next((int(r.res.access) for r in res if r.opnum == c.OP_ACCESS), None)
+
+
+def _opened(res: list[ResOp], attrs: FileAttrs | None, after: FileAttrs | None) -> _Opened:
+    """What an OPEN's COMPOUND gave, from the general decoder's results."""
+    ok = result_of(res, c.OP_OPEN)
+    return _Opened(bytes(result_of(res, c.OP_GETFH).object), ok.stateid, ok.cinfo, int(ok.rflags), ok.delegation,
+                   _granted(res), attrs, after)
 
 
 class OwnerTraffic:
@@ -158,57 +190,75 @@ class Opens(Delegations):
         clientid = self.client.identity.clientid if self.client.identity else 0
         args = OPEN4args(0, self.share_access(access), c.OPEN4_SHARE_DENY_NONE,
                          open_owner4(clientid, owner), openhow, (c.CLAIM_NULL, name))
-        ops: list[Any] = [PUTFH4args(dir_fh), *([SAVEFH4args()] if dir_attrs else []), args, GETFH4args()]
-        if check:
-            ops.append(ACCESS4args(check))
-        if create and exclusive:
-            # the server may keep the exclusive create's verifier in the file's times (RFC 8881
-            # 18.16.4; NFS-Ganesha does): they are set to its "now" in the same COMPOUND
-            ops.append(SETATTR4args(ANONYMOUS_STATEID, setattr_fattr4(atime_ns=NOW, mtime_ns=NOW)))
-        ops.append(GETATTR4args(STAT_BITMAP))
-        if dir_attrs:
-            ops += [RESTOREFH4args(), GETATTR4args(STAT_BITMAP)]
+        shape: CompoundShape | None = None
+        ops: list[Any]
+        if create and exclusive and dir_attrs and not check:
+            shape = CREATE_EXCLUSIVE_SHAPE
+            ops = shape.ops(dir_fh, args)
+        elif create and not exclusive and dir_attrs and check:
+            shape = CREATE_ACCESS_SHAPE
+            ops = shape.ops(dir_fh, args, check)
+        else:
+            ops = [PUTFH4args(dir_fh), *([SAVEFH4args()] if dir_attrs else []), args, GETFH4args()]
+            if check:
+                ops.append(ACCESS4args(check))
+            if create and exclusive:
+                # the server may keep the exclusive create's verifier in the file's times (RFC 8881
+                # 18.16.4; NFS-Ganesha does): they are set to its "now" in the same COMPOUND
+                ops.append(_TIMES_TO_NOW)
+            ops.append(GETATTR4args(STAT_BITMAP))
+            if dir_attrs:
+                ops += [RESTOREFH4args(), GETATTR4args(STAT_BITMAP)]
         async with self._owners.opening(owner):
-            res, attrs, after = await self._run_open(ops, cred, path or name)
-            ok = result_of(res, c.OP_OPEN)
-            of = OpenFile(bytes(result_of(res, c.OP_GETFH).object), ok.stateid, access, owner, attrs,
-                          cred=cred, dir_change=ok.cinfo, dir_attrs=after, granted=_granted(res),
-                          may_notify_lock=bool(ok.rflags & c.OPEN4_RESULT_MAY_NOTIFY_LOCK))
+            got = await self._run_open(ops, cred, path or name, shape)
+            of = OpenFile(got.fh, got.stateid, access, owner, got.attrs,
+                          cred=cred, dir_change=got.cinfo, dir_attrs=got.after, granted=got.granted,
+                          may_notify_lock=bool(got.rflags & c.OPEN4_RESULT_MAY_NOTIFY_LOCK))
             self._continued(of)
         if of.attrs is None:
             of.attrs = await self.names.getattr(of.fh, cred, path=path or name)
-        self.took_delegation(of, ok.delegation)
+        self.took_delegation(of, got.delegation)
         if truncate and not create and of.attrs is not None and of.attrs.size:
             of.attrs = await self.names.setattr(of.fh, cred, stateid=of.stateid, size=0, path=path)
         self.opens[id(of)] = of
         return of
 
-    async def _run_open(
-        self, ops: list[Any], cred: Credential, path: str
-    ) -> tuple[list[ResOp], FileAttrs | None, FileAttrs | None]:
-        """Run an OPEN COMPOUND: its results, the file's attributes (its GETATTR after the OPEN) and
-        the directory's (a GETATTR after RESTOREFH, when the COMPOUND has one). A failure after the
-        OPEN and its GETFH (setting the times an exclusive create used) leaves the file open, and
-        the results up to there are returned (with the attributes they hold)."""
+    async def _run_open(self, ops: list[Any], cred: Credential, path: str, shape: CompoundShape | None = None
+                        ) -> _Opened:
+        """Run an OPEN COMPOUND (of ``shape`` if given): what it gave, with the file's attributes (its
+        GETATTR after the OPEN) and the directory's (a GETATTR after RESTOREFH, when the COMPOUND has
+        one). A failure after the OPEN and its GETFH (setting the times an exclusive create used)
+        leaves the file open, and what the results up to there hold is returned."""
         getattrs = [i for i, op in enumerate(ops) if isinstance(op, GETATTR4args)]
         at_file = getattrs[0]
         at_dir = getattrs[1] if len(getattrs) > 1 else None
         attrs: list[FileAttrs | None] = [None, None]
+        shaped: list[_Opened] = []
 
         def check(res: list[ResOp]) -> None:
             attrs[0] = _open_attrs(res, at_file)
             attrs[1] = _open_attrs(res, at_dir) if at_dir is not None else None
 
+        def prepared(values: tuple[Any, ...]) -> None:
+            # (the reply of success, no delegation in it: the OPEN's (stateid, cinfo, rflags), the file
+            # handle, the access granted if asked, the file's attributes and the directory's)
+            (stateid, cinfo, rflags), fh, *rest = values
+            granted = rest.pop(0) if len(rest) > 2 else None
+            shaped.append(_Opened(fh, stateid, cinfo, rflags, (c.OPEN_DELEGATE_NONE, None), granted, rest[0], rest[1]))
+
         try:
-            res = await self.client.compound(ops, cred, NO_HINTS, check=check)
+            res = await self.client.compound(ops, cred, NO_HINTS, check=check, shape=shape,
+                                             prepared=prepared if shape is not None else None)
         except ReplyError as e:
             raise e.located(None, path) from None
+        if shaped:
+            return shaped[-1]
         if res.status == c.NFS4_OK:
-            return res.resarray, attrs[0], attrs[1]
+            return _opened(res.resarray, attrs[0], attrs[1])
         done = res.resarray[:-1]
         if any(r.opnum == c.OP_GETFH for r in done):
             log.info("%s: after the OPEN: %s", path, NFS4Error(res.status, res.resarray[-1].opnum, path))
-            return done, attrs[0], None
+            return _opened(done, attrs[0], None)
         failed = res.resarray[-1] if res.resarray else None
         raise NFS4Error(res.status, failed.opnum if failed else None, path)
 

@@ -26,9 +26,9 @@ from .._proto.nfs4.types import (
 )
 from .._rpc.auth import Credential
 from .._transport.base import ReplyHints, SpliceRequest
-from .attributes import STAT_BITMAP, FileAttrs
+from .attributes import STAT_BITMAP, FileAttrs, entry_attrs_decoder_at
 from .block_layouts import VERIFIER, BlockLayouts
-from .compounds import Parsed, last_attrs
+from .compounds import last_attrs
 from .flex_layouts import VERIFIER as FLEX_VERIFIER
 from .flex_layouts import FlexLayouts
 from .layout_ops import LayoutOps
@@ -41,6 +41,11 @@ from .read_sink import PayloadSink
 READ_SHAPE = CompoundShape([PUTFH4args, READ4args])
 #: a WRITE of an open file: the same, its reply decoded into (count, committed, write verifier)
 WRITE_SHAPE = CompoundShape([PUTFH4args, WRITE4args])
+#: a WRITE with the attributes after it (and a SETATTR before them): (count, committed, write
+#: verifier) and the attributes
+WRITE_GETATTR_SHAPE = CompoundShape([PUTFH4args, WRITE4args, GETATTR4args(STAT_BITMAP)], entry_attrs_decoder_at)
+WRITE_SETATTR_GETATTR_SHAPE = CompoundShape([PUTFH4args, WRITE4args, SETATTR4args, GETATTR4args(STAT_BITMAP)],
+                                            entry_attrs_decoder_at)
 
 
 def _data_eof(values: tuple[Any, ...]) -> tuple[Any, bool]:
@@ -53,6 +58,19 @@ def _written(values: tuple[Any, ...]) -> tuple[int, int, bytes]:
     """What :data:`WRITE_SHAPE` decoded: the WRITE's (count, committed, write verifier)."""
     written: tuple[int, int, bytes] = values[-1]
     return written
+
+
+def _written_attrs(values: tuple[Any, ...]) -> tuple[int, int, bytes, FileAttrs]:
+    """What :data:`WRITE_GETATTR_SHAPE` (or with SETATTR) decoded: the WRITE's (count, committed,
+    write verifier) and the attributes."""
+    (count, committed, verifier), attrs = values
+    return count, committed, verifier, attrs
+
+
+def _write_attrs_results(res: list[ResOp]) -> tuple[int, int, bytes, FileAttrs]:
+    """The same from the general decoder's results."""
+    ok = result_of(res, c.OP_WRITE)
+    return int(ok.count), int(ok.committed), bytes(ok.writeverf), last_attrs(res)
 
 
 def _write_results(res: list[ResOp]) -> tuple[int, int, bytes]:
@@ -245,16 +263,19 @@ class ReadWrite:
             await self.pnfs.give_back(of.fh, cred, "a WRITE with attributes went through the metadata server")
             self._mds_writes.add(of.fh)
 
-        def build(stateid: stateid4) -> list[Any]:
-            ops: list[Any] = [PUTFH4args(of.fh), WRITE4args(stateid, offset, stable, data)]
-            if setattrs is not None:
-                ops.append(SETATTR4args(ANONYMOUS_STATEID, setattrs))
-            ops.append(GETATTR4args(STAT_BITMAP))
-            return ops
+        if setattrs is None:
+            shape = WRITE_GETATTR_SHAPE
 
-        attrs = Parsed(last_attrs)
-        res = await self.compounds.run_with_open(of, build, cred, payload=n, lock_owner=lock_owner, check=attrs.check,
-                                       path=path)
-        ok = result_of(res, c.OP_WRITE)
-        return int(ok.count), int(ok.committed), bytes(ok.writeverf), attrs.value
+            def build(stateid: stateid4) -> list[Any]:
+                return shape.ops(of.fh, WRITE4args(stateid, offset, stable, data))
+        else:
+            shape = WRITE_SETATTR_GETATTR_SHAPE
+            setattr_args = SETATTR4args(ANONYMOUS_STATEID, setattrs)
+
+            def build(stateid: stateid4) -> list[Any]:
+                return shape.ops(of.fh, WRITE4args(stateid, offset, stable, data), setattr_args)
+
+        return await self.compounds.query_with_open(
+            of, build, cred, _write_attrs_results, payload=n, lock_owner=lock_owner, path=path, shape=shape,
+            take=_written_attrs)
 

@@ -1,7 +1,7 @@
-"""The prepared COMPOUNDs (``compound_shapes.CompoundShape``) of the mount's LOOKUP and GETATTR and the
-path API's stat: a shape encodes the bytes the general encoder makes, and its decoder takes only the
-reply of success, giving what the general decoder and the caller's parse give; every other reply
-(a failure, fewer results, another bitmap, a body cut short or running on, and every change the reply
+"""The prepared COMPOUNDs (``compound_shapes.CompoundShape``) of the mount's LOOKUP and GETATTR, the
+path API's stat and the mount's WRITE with its SETATTR and GETATTR: a shape encodes the bytes the
+general encoder makes, and its decoder takes only the reply of success, giving what the general
+decoder and the caller's parse give; every other reply (a failure, fewer results, another bitmap, a body cut short or running on, and every change the reply
 fuzzer's mutator makes) it leaves to the general decoder, untouched, so that the caller gets the
 result or the error it gets without a shape. Against Ganesha: a stat and a lookup through the shapes
 give the file's attributes, a missing name the usual FileNotFoundError."""
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from strategies import LEAN
 
 from pynfsrdma._client.api import Client
-from pynfsrdma._client.attributes import STAT_BITMAP, FileAttrs
+from pynfsrdma._client.attributes import STAT_BITMAP, FileAttrs, setattr_fattr4
 from pynfsrdma._client.compounds import fh_attrs, last_attrs
 from pynfsrdma._client.names import (
     ACCESS_ATTRS_SHAPE,
@@ -28,6 +28,9 @@ from pynfsrdma._client.names import (
     LOOKUP_ACCESS_SHAPE,
     LOOKUP_SHAPE,
 )
+from pynfsrdma._client.open_state import ANONYMOUS_STATEID
+from pynfsrdma._client.opens import CREATE_ACCESS_SHAPE, CREATE_EXCLUSIVE_SHAPE
+from pynfsrdma._client.read_write import WRITE_GETATTR_SHAPE, WRITE_SETATTR_GETATTR_SHAPE
 from pynfsrdma._proto import rpc as rpcdef
 from pynfsrdma._proto.nfs4 import const as c
 from pynfsrdma._proto.nfs4.attrs import encode_fattr4
@@ -49,12 +52,23 @@ from pynfsrdma._proto.nfs4.types import (
     GETFH4args,
     GETFH4resok,
     LOOKUP4args,
+    OPEN4args,
+    OPEN4resok,
     PUTFH4args,
     SEQUENCE4args,
     SEQUENCE4resok,
+    SETATTR4args,
+    WRITE4args,
+    WRITE4resok,
+    change_info4,
+    creatverfattr,
     fsid4,
+    nfsace4,
     nfstime4,
+    open_owner4,
+    open_write_delegation4,
     specdata4,
+    stateid4,
 )
 from pynfsrdma._rpc.auth import auth_sys
 from pynfsrdma._testbed import Ganesha
@@ -98,6 +112,43 @@ def granted(results: list[ResOp]) -> int:
     return int(result_of(results, c.OP_ACCESS).access)
 
 
+DATA = bytes(range(256)) * 3 + b"ab"  # (a length that needs padding)
+WRITING = WRITE4args(stateid4(3, b"w" * 12), 8192, c.FILE_SYNC4, DATA)
+SETTING = SETATTR4args(ANONYMOUS_STATEID, setattr_fattr4(mode=0o600, uid=0, gid=0, atime_ns=5, mtime_ns=7))
+WROTE = ResOp(c.OP_WRITE, 0, WRITE4resok(len(DATA), c.FILE_SYNC4, b"v" * 8))
+SET = ResOp(c.OP_SETATTR, 0, SETTING.obj_attributes.attrmask)
+
+
+OWNER = open_owner4(0x1234, b"open-0")
+EXCLUSIVE = OPEN4args(0, c.OPEN4_SHARE_ACCESS_WRITE, c.OPEN4_SHARE_DENY_NONE, OWNER,
+                      (c.OPEN4_CREATE, (c.EXCLUSIVE4_1, creatverfattr(b"v" * 8, setattr_fattr4(mode=0o600)))),
+                      (c.CLAIM_NULL, "new"))
+UNCHECKED = OPEN4args(0, c.OPEN4_SHARE_ACCESS_BOTH, c.OPEN4_SHARE_DENY_NONE, OWNER,
+                      (c.OPEN4_CREATE, (c.UNCHECKED4, setattr_fattr4(mode=0o644))), (c.CLAIM_NULL, "new"))
+OPENED = ResOp(c.OP_OPEN, 0, OPEN4resok(stateid4(1, b"o" * 12), change_info4(True, 3, 4), 4, [0, 2],
+                                        (c.OPEN_DELEGATE_NONE_EXT, (c.WND4_NOT_WANTED, None))))
+TIMES_SET = ResOp(c.OP_SETATTR, 0, [0, (1 << (c.FATTR4_TIME_ACCESS_SET - 32)) | (1 << (c.FATTR4_TIME_MODIFY_SET - 32))])
+DIR_STAT = encode_fattr4({**A_FILE, c.FATTR4_TYPE: c.NF4DIR, c.FATTR4_FILEID: 2, c.FATTR4_MODE: 0o755})
+
+
+def create_results(middle: ResOp) -> list[ResOp]:
+    return [SEQ, ResOp(c.OP_PUTFH, 0), ResOp(c.OP_SAVEFH, 0), OPENED, ResOp(c.OP_GETFH, 0, GETFH4resok(NEW_FH)), middle,
+            ResOp(c.OP_GETATTR, 0, GETATTR4resok(STAT)), ResOp(c.OP_RESTOREFH, 0),
+            ResOp(c.OP_GETATTR, 0, GETATTR4resok(DIR_STAT))]
+
+
+def opened_attrs(results: list[ResOp]) -> tuple[Any, ...]:
+    ok = result_of(results, c.OP_OPEN)
+    access = [granted(results)] if any(r.opnum == c.OP_ACCESS for r in results) else []
+    attrs = [FileAttrs.from_fattr4(r.res.obj_attributes) for r in results if r.opnum == c.OP_GETATTR]
+    return ((ok.stateid, ok.cinfo, ok.rflags), bytes(result_of(results, c.OP_GETFH).object), *access, *attrs)
+
+
+def written_attrs(results: list[ResOp]) -> tuple[Any, ...]:
+    ok = result_of(results, c.OP_WRITE)
+    return (int(ok.count), int(ok.committed), bytes(ok.writeverf)), last_attrs(results)
+
+
 # each shape: its operations for a call, its reply of success, and what the general way's parse makes of
 # that (the value the caller reads, as a tuple in the shape's order)
 SHAPES: dict[str, tuple[CompoundShape, list[Any], list[ResOp], Any]] = {
@@ -111,6 +162,15 @@ SHAPES: dict[str, tuple[CompoundShape, list[Any], list[ResOp], Any]] = {
     "lookup_access": (LOOKUP_ACCESS_SHAPE, LOOKUP_ACCESS_SHAPE.ops(FH, "a", 0x1F), [*lookup_results()[:4], ACCESS,
                       ResOp(c.OP_GETATTR, 0, GETATTR4resok(STAT))],
                       lambda r: (bytes(result_of(r, c.OP_GETFH).object), granted(r), last_attrs(r))),
+    "write_getattr": (WRITE_GETATTR_SHAPE, WRITE_GETATTR_SHAPE.ops(FH, WRITING),
+                      [SEQ, ResOp(c.OP_PUTFH, 0), WROTE, ResOp(c.OP_GETATTR, 0, GETATTR4resok(STAT))], written_attrs),
+    "write_setattr_getattr": (WRITE_SETATTR_GETATTR_SHAPE, WRITE_SETATTR_GETATTR_SHAPE.ops(FH, WRITING, SETTING),
+                              [SEQ, ResOp(c.OP_PUTFH, 0), WROTE, SET, ResOp(c.OP_GETATTR, 0, GETATTR4resok(STAT))],
+                              written_attrs),
+    "create_exclusive": (CREATE_EXCLUSIVE_SHAPE, CREATE_EXCLUSIVE_SHAPE.ops(FH, EXCLUSIVE), create_results(TIMES_SET),
+                         opened_attrs),
+    "create_access": (CREATE_ACCESS_SHAPE, CREATE_ACCESS_SHAPE.ops(FH, UNCHECKED, 0x1F), create_results(ACCESS),
+                      opened_attrs),
 }
 
 
@@ -139,9 +199,9 @@ def general(shape: CompoundShape, ops: list[Any], data: bytes, start: int = 0, p
     return "ok", (res.resarray[0].res, tuple(value))
 
 
-def prepared(shape: CompoundShape, data: bytes, start: int = 0) -> tuple[Any, int] | None:
+def prepared(shape: CompoundShape, data: bytes, start: int = 0, ops: Any = ()) -> tuple[Any, int] | None:
     u = Unpacker(data, start)
-    got = shape.decode(u)
+    got = shape.decode(u, ops)
     if got is None:
         assert u.pos == start, "a reply the shape does not take is left where it was"
         return None
@@ -159,7 +219,20 @@ def test_a_shape_encodes_the_bytes_of_the_general_encoder(fh: bytes, name: str, 
     for shape, ops in ((LOOKUP_SHAPE, LOOKUP_SHAPE.ops(fh, name)), (GETATTR_SHAPE, GETATTR_SHAPE.ops(fh)),
                        (ACCESS_SHAPE, ACCESS_SHAPE.ops(fh, mask)),
                        (ACCESS_ATTRS_SHAPE, ACCESS_ATTRS_SHAPE.ops(fh, mask)),
-                       (LOOKUP_ACCESS_SHAPE, LOOKUP_ACCESS_SHAPE.ops(fh, name, mask))):
+                       (LOOKUP_ACCESS_SHAPE, LOOKUP_ACCESS_SHAPE.ops(fh, name, mask)),
+                       (WRITE_GETATTR_SHAPE, WRITE_GETATTR_SHAPE.ops(fh, WRITE4args(
+                           stateid4(seqid, b"s" * 12), mask, c.UNSTABLE4, name.encode()))),
+                       (WRITE_SETATTR_GETATTR_SHAPE, WRITE_SETATTR_GETATTR_SHAPE.ops(fh, WRITING, SETATTR4args(
+                           stateid4(seqid, b"s" * 12), setattr_fattr4(mode=mask & 0o7777, uid=slot,
+                                                                      mtime_ns=mask * 1000 + 1)))),
+                       (CREATE_EXCLUSIVE_SHAPE, CREATE_EXCLUSIVE_SHAPE.ops(fh, OPEN4args(
+                           seqid, c.OPEN4_SHARE_ACCESS_WRITE, 0, open_owner4(mask, fh), (c.OPEN4_CREATE, (
+                               c.EXCLUSIVE4_1, creatverfattr(fh[:8].ljust(8, b"x"), setattr_fattr4(mode=mask & 0o7777)))),
+                           (c.CLAIM_NULL, name)))),
+                       (CREATE_ACCESS_SHAPE, CREATE_ACCESS_SHAPE.ops(fh, OPEN4args(
+                           seqid, c.OPEN4_SHARE_ACCESS_BOTH, 0, open_owner4(mask, fh), (c.OPEN4_CREATE, (
+                               c.UNCHECKED4, setattr_fattr4(mode=mask & 0o7777, size=0))), (c.CLAIM_NULL, name)),
+                           mask))):
         args = COMPOUND4args("", minor, [sequence(seqid, slot, slot, cachethis), *ops])
         general_p, shaped_p = Packer(), Packer()
         encode_compound_args(general_p, args)
@@ -196,6 +269,36 @@ def test_an_access_mask_out_of_range_gets_the_general_encoders_error() -> None:
     assert str(shaped_error.value) == str(general_error.value)
 
 
+@pytest.mark.parametrize("why, setting", [
+    ("a stateid's other of 11 bytes", SETATTR4args(stateid4(1, b"s" * 11), SETTING.obj_attributes)),
+    ("attributes that are not a fattr4", SETATTR4args(ANONYMOUS_STATEID, None)),
+    ("a seqid out of range", SETATTR4args(stateid4(1 << 32, b"s" * 12), SETTING.obj_attributes)),
+])
+def test_a_setattr_the_encoder_refuses_gets_the_general_encoders_error(why: str, setting: SETATTR4args) -> None:
+    args = COMPOUND4args("", 1, [sequence(), *WRITE_SETATTR_GETATTR_SHAPE.ops(FH, WRITING, setting)])
+    outcomes = []
+    for encode in (encode_compound_args, WRITE_SETATTR_GETATTR_SHAPE.encode):
+        try:
+            encode(Packer(), args)
+            outcomes.append("encoded")
+        except Exception as e:  # (whatever the general encoder raises, the shape raises it too)
+            outcomes.append(f"{type(e).__name__}: {e}")
+    assert outcomes[0] == outcomes[1] != "encoded", why
+
+
+def test_an_open_that_grants_a_delegation_goes_the_general_way() -> None:
+    shape, ops, results, parse = SHAPES["create_exclusive"]
+    granting = ResOp(c.OP_OPEN, 0, OPEN4resok(stateid4(1, b"o" * 12), change_info4(True, 3, 4), 4, [0, 2],
+                                              (c.OPEN_DELEGATE_NONE, None)))
+    assert prepared(shape, body([*results[:3], granting, *results[4:]]), ops=ops) is not None
+    write = (c.OPEN_DELEGATE_WRITE, open_write_delegation4(
+        stateid4(2, b"d" * 12), False, (c.NFS_LIMIT_SIZE, 1 << 20), nfsace4(c.ACE4_ACCESS_ALLOWED_ACE_TYPE, 0, 0, "")))
+    delegated = ResOp(c.OP_OPEN, 0, OPEN4resok(stateid4(1, b"o" * 12), change_info4(True, 3, 4), 4, [0, 2], write))
+    data = body([*results[:3], delegated, *results[4:]])
+    assert prepared(shape, data, ops=ops) is None
+    assert general(shape, ops, data, parse=parse)[0] == "ok"
+
+
 def test_a_file_handle_too_long_gets_the_general_encoders_error() -> None:
     args = COMPOUND4args("", 1, [sequence(), *LOOKUP_SHAPE.ops(b"x" * (c.NFS4_FHSIZE + 1), "a")])
     with pytest.raises(XdrError, match="exceeds its bound") as general_error:
@@ -225,10 +328,12 @@ def test_the_reply_of_success_decodes_straight_into_what_the_caller_reads() -> N
 def test_each_shapes_reply_of_success_gives_what_the_general_way_gives(name: str) -> None:
     shape, ops, results, parse = SHAPES[name]
     data = body(results)
-    got = prepared(shape, data)
+    got = prepared(shape, data, ops=ops)
     assert got is not None
     assert general(shape, ops, data, parse=parse) == ("ok", got[0])
-    assert prepared(shape, body(results[:-1])) is None  # (one result fewer)
+    assert prepared(shape, body(results[:-1]), ops=ops) is None  # (one result fewer)
+    failed = [*results[:-1], ResOp(results[-1].opnum, c.NFS4ERR_IO)]
+    assert prepared(shape, body(failed), ops=ops) is None  # (the last operation failed)
 
 
 def test_a_reply_inside_a_larger_buffer() -> None:
@@ -321,7 +426,7 @@ def test_the_reply_fuzzers_changes_are_decoded_as_the_general_way_does_or_left_t
                     continue  # (the RPC layer's to refuse: the session never sees it)
                 start = u.pos
                 want = general(shape, ops, data, start, parse)
-                got = prepared(shape, data, start)
+                got = prepared(shape, data, start, ops)
                 compared += 1
                 if got is not None:
                     taken += 1
@@ -355,3 +460,48 @@ async def test_stat_and_lookup_through_the_shapes_against_the_server(ganesha: Ga
             fh, c.ACCESS4_READ, attrs)
         with pytest.raises(FileNotFoundError):
             await client.nfs.names.lookup_access(client.root_fh, "missing", c.ACCESS4_READ, client.cred)
+
+
+async def test_the_mounts_creates_and_writes_through_the_shapes_against_the_server(
+        ganesha: Ganesha, export_path: ExportPath, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exclusive create, an unchecked one with its ACCESS, and a WRITE with (and without) a SETATTR
+    and GETATTR: each reply is one its shape takes (a spy on the decoder counts them), and what the
+    caller reads is what the server holds."""
+    taken: list[str] = []
+    names = {id(s): n for n, s in (("create_exclusive", CREATE_EXCLUSIVE_SHAPE), ("create_access", CREATE_ACCESS_SHAPE),
+                                   ("write_getattr", WRITE_GETATTR_SHAPE),
+                                   ("write_setattr_getattr", WRITE_SETATTR_GETATTR_SHAPE))}
+    decode = CompoundShape.decode
+
+    def counted(shape: CompoundShape, u: Unpacker, ops: Any = ()) -> Any:
+        got = decode(shape, u, ops)
+        if got is not None and id(shape) in names:
+            taken.append(names[id(shape)])
+        return got
+
+    monkeypatch.setattr(CompoundShape, "decode", counted)
+    local = export_path.local
+    async with Client.connect(f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}") as client:
+        nfs, cred = client.nfs, client.cred
+        of = await nfs.open(client.root_fh, "new", cred, access=c.OPEN4_SHARE_ACCESS_BOTH, create=True,
+                            exclusive=True, mode=0o600, dir_attrs=True)
+        assert of.attrs is not None and of.attrs.fileid == os.stat(local / "new").st_ino
+        assert of.dir_attrs is not None and of.dir_attrs.fileid == os.stat(local).st_ino
+        assert of.dir_change is not None and of.dir_change.before != of.dir_change.after
+        count, _, _, attrs = await nfs.read_write.write_getattr(
+            of, 0, DATA, cred, c.FILE_SYNC4, setattr_fattr4(mode=0o640, mtime_ns=1_600_000_000_000_000_007))
+        assert count == len(DATA) and attrs.size == len(DATA) and attrs.mode == 0o640
+        assert attrs.mtime_ns == 1_600_000_000_000_000_007 == os.stat(local / "new").st_mtime_ns
+        count, _, _, attrs = await nfs.read_write.write_getattr(of, len(DATA), b"tail", cred)
+        assert count == 4 and attrs.size == len(DATA) + 4
+        assert (local / "new").read_bytes() == DATA + b"tail"
+        await nfs.close(of, cred)
+        with pytest.raises(FileExistsError):
+            await nfs.open(client.root_fh, "new", cred, access=c.OPEN4_SHARE_ACCESS_BOTH, create=True,
+                           exclusive=True, dir_attrs=True)
+        again = await nfs.open(client.root_fh, "new", cred, access=c.OPEN4_SHARE_ACCESS_BOTH, create=True,
+                               check=c.ACCESS4_READ | c.ACCESS4_MODIFY, dir_attrs=True)
+        assert again.fh == of.fh and again.granted == c.ACCESS4_READ | c.ACCESS4_MODIFY
+        assert again.dir_change is not None and again.dir_change.before == again.dir_change.after  # (it was there)
+        await nfs.close(again, cred)
+    assert sorted(taken) == ["create_access", "create_exclusive", "write_getattr", "write_setattr_getattr"]

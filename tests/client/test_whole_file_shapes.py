@@ -67,6 +67,7 @@ NEW_FH = b"\x09" * 30
 DATA = bytes(range(256)) * 5 + b"xyz"  # (a length that needs padding)
 SEQ = ResOp(c.OP_SEQUENCE, 0, SEQUENCE4resok(SESSION, 5, 2, 63, 63, 0))
 OPEN_STATEID = stateid4(1, b"o" * 12)
+OPENED = (OPEN_STATEID, change_info4(True, 3, 4), 4)  # (what a shape gives of an OPEN: stateid, cinfo, rflags)
 OWNER = open_owner4(0x1234, b"once-0-1-2")
 CREATE = (c.OPEN4_CREATE, (c.UNCHECKED4, wf._created_or_truncated(0o644)))
 WROTE = WRITE4resok(len(DATA), c.FILE_SYNC4, b"v" * 8)
@@ -104,20 +105,20 @@ SHAPES: dict[str, tuple[CompoundShape, list[Any], list[ResOp], Any]] = {
     "write_named": (wf.WRITE_NAMED_SHAPE,
                     wf.WRITE_NAMED_SHAPE.ops(FH, opening(), WRITE4args(CURRENT_STATEID, 0, c.FILE_SYNC4, DATA)),
                     [SEQ, PUTFH, opened(), GETFH, ResOp(c.OP_WRITE, 0, WROTE), CLOSED],
-                    (OPEN_STATEID, NEW_FH, (len(DATA), c.FILE_SYNC4, b"v" * 8))),
+                    (OPENED, NEW_FH, (len(DATA), c.FILE_SYNC4, b"v" * 8))),
     "create_named": (wf.CREATE_NAMED_SHAPE, wf.CREATE_NAMED_SHAPE.ops(FH, opening()),
-                     [SEQ, PUTFH, opened(), GETFH, CLOSED], (OPEN_STATEID, NEW_FH)),
+                     [SEQ, PUTFH, opened(), GETFH, CLOSED], (OPENED, NEW_FH)),
     # (no delegation, saying why: what NFS-Ganesha answers an OPEN that wants none)
     "write_named, none wanted": (
         wf.WRITE_NAMED_SHAPE,
         wf.WRITE_NAMED_SHAPE.ops(FH, opening(), WRITE4args(CURRENT_STATEID, 0, c.FILE_SYNC4, DATA)),
         [SEQ, PUTFH, opened((c.OPEN_DELEGATE_NONE_EXT, (c.WND4_NOT_WANTED, None))), GETFH,
          ResOp(c.OP_WRITE, 0, WROTE), CLOSED],
-        (OPEN_STATEID, NEW_FH, (len(DATA), c.FILE_SYNC4, b"v" * 8))),
+        (OPENED, NEW_FH, (len(DATA), c.FILE_SYNC4, b"v" * 8))),
     "create_named, contention": (
         wf.CREATE_NAMED_SHAPE, wf.CREATE_NAMED_SHAPE.ops(FH, opening()),
         [SEQ, PUTFH, opened((c.OPEN_DELEGATE_NONE_EXT, (c.WND4_CONTENTION, True))), GETFH, CLOSED],
-        (OPEN_STATEID, NEW_FH)),
+        (OPENED, NEW_FH)),
 }
 
 
@@ -155,7 +156,7 @@ def parse(results: list[ResOp]) -> tuple[Any, ...]:
         elif r.opnum == c.OP_READ:
             out += [bytes(r.res.data), bool(r.res.eof)]
         elif r.opnum == c.OP_OPEN:
-            out.append(r.res.stateid)
+            out += [r.res.stateid, r.res.cinfo, r.res.rflags]
         elif r.opnum == c.OP_WRITE:
             out += [r.res.count, r.res.committed, bytes(r.res.writeverf)]
     return tuple(out)

@@ -6,13 +6,14 @@ A shape's fixed bytes are encoded when it is made (the COMPOUND header, the oper
 fixed operations with their arguments: GETFH, GETATTR and its bitmap, a CLOSE of the current
 stateid); per call only the variable fields are packed (SEQUENCE's session, sequence id and slots;
 the file handle; the name; ACCESS's mask; READ's stateid, offset and count; OPEN's owner, create
-attributes and name; WRITE's stateid, offset and stability, its data referenced, not copied). Its
+attributes and name; WRITE's stateid, offset and stability, its data referenced, not copied; SETATTR's
+stateid and attributes). Its
 reply is decoded by a decoder prepared for exactly the reply of success (every status NFS4_OK, one
 result per operation in order, the GETATTR's bitmap the one asked for, an OPEN that gave no
 delegation: OPEN_DELEGATE_NONE, or OPEN_DELEGATE_NONE_EXT and why; nothing after the last result),
 straight into what the caller reads: the SEQUENCE result, the file handle, the access granted, the
 attributes as the caller's attribute decoder makes them, a READ's data (a view of the received message, or wherever its transport placed it) and eof,
-an OPEN's stateid, the bytes a WRITE wrote with its stability and verifier. Any other reply (a
+an OPEN's (stateid, change_info4, rflags), the bytes a WRITE wrote with its stability and verifier. Any other reply (a
 failure, fewer results, another bitmap, a delegation, a body cut short or running on, attributes the caller's decoder refuses) is
 not decoded here: :meth:`CompoundShape.decode` says None and leaves the reply where it was, for the
 general codec (:func:`.compound.decode_compound_res` and the session's checks), which gives the
@@ -32,6 +33,7 @@ from ..._xdr import Packer, Unpacker, XdrError
 from .compound import COMPOUND4args, encode_compound_args, encode_sequenced_args
 from .const import (
     CLAIM_NULL,
+    EXCLUSIVE4_1,
     NFS4_BITMAP4_WORDS_MAX,
     NFS4_FHSIZE,
     NFS4_OK,
@@ -42,6 +44,7 @@ from .const import (
     OP_OPEN,
     OP_READ,
     OP_SEQUENCE,
+    OP_SETATTR,
     OP_WRITE,
     OPEN4_CREATE,
     OPEN_DELEGATE_NONE,
@@ -61,9 +64,13 @@ from .types import (
     OPEN4args,
     PUTFH4args,
     READ4args,
+    RESTOREFH4args,
+    SAVEFH4args,
     SEQUENCE4args,
     SEQUENCE4resok,
+    SETATTR4args,
     WRITE4args,
+    change_info4,
     openflag4,
     stateid4,
 )
@@ -88,6 +95,7 @@ _WRITE_ARGS = struct.Struct(f">II{NFS4_OTHER_SIZE}sQi")
 # OPEN4args with its operation number, up to the owner's opaque: seqid, share_access, share_deny, clientid
 _OPEN_HEAD = struct.Struct(">IIIIQ")
 _CLAIM_NULL = _U32.pack(CLAIM_NULL)
+_OPNUM_SETATTR = _U32.pack(OP_SETATTR)
 _STATEID = struct.Struct(f">I{NFS4_OTHER_SIZE}s")
 # OPEN4resok after its stateid: change_info4 (atomic, before, after), rflags, the attrset's length
 _OPEN_RES = struct.Struct(">IQQII")
@@ -114,7 +122,8 @@ def _xdr(op: Any) -> bytes:
 
 class CompoundShape:
     """SEQUENCE and then ``template``'s operations: an argument class for an operation whose argument
-    varies per call (PUTFH4args, LOOKUP4args, ACCESS4args, READ4args, OPEN4args, WRITE4args), an
+    varies per call (PUTFH4args, LOOKUP4args, ACCESS4args, READ4args, OPEN4args, WRITE4args,
+    SETATTR4args), an
     argument instance for one that is fixed (GETFH4args(), GETATTR4args(bitmap), CLOSE4args(seqid,
     stateid)). Calls hand the shape's own fixed instances (:attr:`fixed`, :meth:`ops`) so that their
     bytes are the ones encoded once. ``attrs_at(bitmap)`` makes the GETATTR's attribute decoder
@@ -124,8 +133,8 @@ class CompoundShape:
 
     :meth:`decode` of a reply of success gives the SEQUENCE result and, per operation that returns
     something, in order: a GETFH's file handle (bytes), an ACCESS's access granted (int), a GETATTR's
-    attributes (what ``attrs_at``'s decoder makes of them), a READ's (data, eof), an OPEN's stateid
-    (:class:`.types.stateid4`), a WRITE's (count of bytes written, committed,
+    attributes (what ``attrs_at``'s decoder makes of them), a READ's (data, eof), an OPEN's (stateid,
+    change_info4, rflags), a WRITE's (count of bytes written, committed,
     write verifier)."""
 
     __slots__ = ("_attrs", "_head", "_lead", "_mask_bytes", "_n", "_openhows", "_prefixes", "_put", "_read_at",
@@ -161,11 +170,15 @@ class CompoundShape:
             elif cls is ACCESS4args:
                 kinds.append(_ACCESS)
             elif cls is GETATTR4args:
-                if attrs is not None or attrs_at is None or isinstance(t, type):
-                    raise ValueError("a shape holds one GETATTR of a fixed bitmap, with its attribute decoder")
+                if attrs_at is None or isinstance(t, type):
+                    raise ValueError("a shape's GETATTRs are of one fixed bitmap, with its attribute decoder")
                 mask = list(t.attr_request)
-                mask_bytes = _U32.pack(len(mask)) + b"".join(_U32.pack(w) for w in mask)
-                attrs = attrs_at(mask)
+                asked = _U32.pack(len(mask)) + b"".join(_U32.pack(w) for w in mask)
+                if attrs is not None and asked != mask_bytes:
+                    raise ValueError("a shape's GETATTRs are of one fixed bitmap, with its attribute decoder")
+                if attrs is None:
+                    mask_bytes = asked
+                    attrs = attrs_at(mask)
                 kinds.append(_ATTRS)
             else:
                 kinds.append(_NOTHING)
@@ -178,7 +191,7 @@ class CompoundShape:
         self._rest = tuple((opnums[1 + i], kinds[i], i) for i in range(first, len(kinds)))
         self._put = tuple(put)
         # where the READ's (data, eof) and the WRITE's count are among what :meth:`decode` gives (-1: none)
-        held = [k for k in kinds if k not in (_NOTHING, _CLOSE)]
+        held = [k for k in kinds if k not in (_NOTHING, _CLOSE, _SETATTR)]
         self._read_at = held.index(_READ) if _READ in held else -1
         self._write_at = held.index(_WRITE) if _WRITE in held else -1
         self._n = len(opnums)
@@ -252,6 +265,17 @@ class CompoundShape:
                     return
                 buf += _OPNUM_LEN.pack(OP_ACCESS, op.access)
                 continue
+            if kind is SETATTR4args:
+                buf += _OPNUM_SETATTR
+                q = Packer()
+                try:
+                    SETATTR4args.XDR.pack(q, op)
+                except (struct.error, TypeError, AttributeError, ValueError):  # (the general encoder's error)
+                    encode_sequenced_args(p, tag, minorversion, sessionid, sequenceid, slotid, highest_slotid,
+                                          cachethis, ops)
+                    return
+                buf += q.getvalue()
+                continue
             if kind is READ4args or kind is WRITE4args or kind is OPEN4args:
                 try:
                     if kind is READ4args:
@@ -271,7 +295,7 @@ class CompoundShape:
                     if not self._open(buf, op):
                         raise struct.error
                     continue
-                except (struct.error, TypeError, AttributeError):  # (the general encoder's error, or its bytes)
+                except (struct.error, TypeError, AttributeError, ValueError):  # (the general encoder's error, or its bytes)
                     encode_sequenced_args(p, tag, minorversion, sessionid, sequenceid, slotid, highest_slotid,
                                           cachethis, ops)
                     return
@@ -291,18 +315,23 @@ class CompoundShape:
 
     def _open(self, buf: bytearray, op: OPEN4args) -> bool:
         """Add ``op``'s bytes (with its operation number) to ``buf`` if it is an OPEN of the kind a
-        shape holds: OPEN4_CREATE of UNCHECKED4, CLAIM_NULL (struct.error for a value out of range)."""
+        shape holds: OPEN4_CREATE of UNCHECKED4 or EXCLUSIVE4_1, CLAIM_NULL (struct.error or XdrError for a
+        value out of range)."""
         owner = op.owner.owner
         how = op.openhow
         claim = op.claim
         if (len(owner) > NFS4_OPAQUE_LIMIT or type(how) is not tuple or len(how) != 2 or how[0] != OPEN4_CREATE
-                or type(how[1]) is not tuple or len(how[1]) != 2 or how[1][0] != UNCHECKED4
+                or type(how[1]) is not tuple or len(how[1]) != 2 or how[1][0] not in (UNCHECKED4, EXCLUSIVE4_1)
                 or type(claim) is not tuple or len(claim) != 2 or claim[0] != CLAIM_NULL
                 or type(claim[1]) is not str):
             return False
         attrs = how[1][1]
         kept = self._openhows.get(id(attrs))
-        if kept is None or kept[0] is not attrs:
+        if how[1][0] == EXCLUSIVE4_1:  # (a verifier of its own each time: packed per call)
+            q = Packer()
+            openflag4.pack(q, how)
+            kept = (attrs, q.getvalue())
+        elif kept is None or kept[0] is not attrs:
             q = Packer()
             openflag4.pack(q, how)
             if len(self._openhows) >= _OPENHOWS:
@@ -397,7 +426,7 @@ class CompoundShape:
                     if q > end:
                         return None
                     open_seqid, other = _STATEID.unpack_from(view, p)
-                    atomic, _, _, _, words = _OPEN_RES.unpack_from(view, p + _STATEID.size)
+                    atomic, before, after, rflags, words = _OPEN_RES.unpack_from(view, p + _STATEID.size)
                     q += words * _WORD
                     if atomic > 1 or words > NFS4_BITMAP4_WORDS_MAX or q + _WORD > end:
                         return None
@@ -416,7 +445,7 @@ class CompoundShape:
                             return None
                     elif delegation != OPEN_DELEGATE_NONE:  # (a delegation: the general way)
                         return None
-                    outs.append(stateid4(open_seqid, other))
+                    outs.append((stateid4(open_seqid, other), change_info4(atomic == 1, before, after), rflags))
                     p = q
                 elif kind == _WRITE:
                     if p + _WRITE_RES.size + _WRITEVERF > end:
@@ -427,6 +456,13 @@ class CompoundShape:
                     q = p + _WRITE_RES.size
                     outs.append((count, committed, bytes(view[q:q + _WRITEVERF])))
                     p = q + _WRITEVERF
+                elif kind == _SETATTR:  # (SETATTR4res: the attributes set, a bitmap nobody reads)
+                    if p + _WORD > end:
+                        return None
+                    (n,) = _U32.unpack_from(view, p)
+                    if n > NFS4_BITMAP4_WORDS_MAX or p + (1 + n) * _WORD > end:
+                        return None
+                    p += (1 + n) * _WORD
                 elif kind == _CLOSE:
                     if p + _STATEID.size > end:
                         return None
@@ -472,11 +508,11 @@ class _Malformed(Exception):
         self.error = error
 
 
-_NOTHING, _FH, _ACCESS, _ATTRS, _READ, _OPEN, _WRITE, _CLOSE = range(8)
-_RESULT_KIND = {READ4args: _READ, OPEN4args: _OPEN, WRITE4args: _WRITE, CLOSE4args: _CLOSE}
+_NOTHING, _FH, _ACCESS, _ATTRS, _READ, _OPEN, _WRITE, _CLOSE, _SETATTR = range(9)
+_RESULT_KIND = {READ4args: _READ, OPEN4args: _OPEN, WRITE4args: _WRITE, CLOSE4args: _CLOSE, SETATTR4args: _SETATTR}
 #: the operations a shape holds, and those of them whose arguments vary per call
 _SHAPED = frozenset((PUTFH4args, LOOKUP4args, GETFH4args, ACCESS4args, GETATTR4args, READ4args, OPEN4args,
-                     WRITE4args, CLOSE4args))
-_VARIABLE = frozenset((PUTFH4args, LOOKUP4args, ACCESS4args, READ4args, OPEN4args, WRITE4args))
+                     WRITE4args, CLOSE4args, SETATTR4args, SAVEFH4args, RESTOREFH4args))
+_VARIABLE = frozenset((PUTFH4args, LOOKUP4args, ACCESS4args, READ4args, OPEN4args, WRITE4args, SETATTR4args))
 
 __all__ = ["AttrsAt", "CompoundShape"]
