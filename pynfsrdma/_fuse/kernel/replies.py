@@ -218,6 +218,11 @@ def dirent_type(mode: int) -> int:
 
 
 _PLUS: dict[int, struct.Struct] = {}  # fuse_direntplus and its name, by the name's length
+_PLUS_PADDED = abi.DIRENTPLUS.size + abi.DIRENT_ALIGN - 1  # (an entry's size: that and its name's, aligned)
+_PLAIN_PADDED = abi.DIRENT.size + abi.DIRENT_ALIGN - 1
+_ALIGNED = ~(abi.DIRENT_ALIGN - 1)
+_S_IFMT = stat.S_IFMT(U32)  # (the file type bits)
+_DT_SHIFT = abi.DT_SHIFT
 _PLAIN: dict[int, struct.Struct] = {}
 
 
@@ -255,7 +260,7 @@ class DirentBuffer:
         n = len(name)
         ino, gen, entry_timeout, attr_timeout, mode, nlink, uid, gid, rdev, size, blksize, blocks, at, mt, ct = fields
         if self._plus:
-            end = self._used + ((abi.DIRENTPLUS.size + n + abi.DIRENT_ALIGN - 1) & ~(abi.DIRENT_ALIGN - 1))
+            end = self._used + ((_PLUS_PADDED + n) & _ALIGNED)
             if end > self._size:
                 return False
             # (the lookups of timeout and _with_name written out: a listing packs one per name)
@@ -266,10 +271,10 @@ class DirentBuffer:
                 ino, gen, es, ats, ens, atns,
                 ino, size, blocks, at // NS, mt // NS, ct // NS, at % NS, mt % NS, ct % NS,
                 mode, nlink, uid, gid, rdev & U32, blksize, 0,
-                ino, next_id, n, stat.S_IFMT(mode) >> abi.DT_SHIFT, name,
+                ino, next_id, n, (mode & _S_IFMT) >> _DT_SHIFT, name,
             )  # fmt: skip
         else:
-            end = self._used + ((abi.DIRENT.size + n + abi.DIRENT_ALIGN - 1) & ~(abi.DIRENT_ALIGN - 1))
+            end = self._used + ((_PLAIN_PADDED + n) & _ALIGNED)
             if end > self._size:
                 return False
             _with_name(_PLAIN, abi.DIRENT, n).pack_into(self._buf, self._used, ino, next_id, n, dirent_type(mode), name)
