@@ -28,9 +28,14 @@ client's own work on the way down and up, trio's task switches included. The lin
   GETATTR, as the mount's CREATE sends it (``Opens.open``);
 - ``readdir_entry``: decoding a READDIR result of 10,000 entries as a listing takes it (the entries of a
   page read from the server, repeated under new names and cookies; ``Directories.readdir_plus``'s
-  decoding, sans I/O), per entry.
+  decoding, sans I/O), per entry;
+- ``readdirplus_entry``: those entries, decoded once (each under a fileid and handle of its own), handed
+  to the kernel as the mount's listing does with a file it keeps no Inode of: kept as a listed record
+  (``InodeTable.listed``), its entry's fields (``NFSOperations._listed_fields``) packed into READDIRPLUS
+  replies of READDIRPLUS_SIZE bytes (``DirentBuffer.add_fields``), each listing into a fresh inode
+  table (a cold mount's), sans I/O, per entry.
 
-Each line runs CALLS calls (``readdir_entry``: CALLS x 5 entries, at least one result), REPEAT times;
+Each line runs CALLS calls (``readdir_entry``, ``readdirplus_entry``: CALLS x 5 entries, at least one result), REPEAT times;
 the table gives the CPU time of this process per call
 (``time.process_time``), best and median of the repeats, in microseconds. The session's own share is
 ``session - rpc_null - compound_codec``.
@@ -47,6 +52,7 @@ SEQ_MISORDERED, and the client makes a new session first (the "recovering" line 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import struct
@@ -55,7 +61,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import trio
 
@@ -65,9 +71,14 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 from bench.common import align, bench_target
 from pynfsrdma._client import stack
 from pynfsrdma._client.api import Client
-from pynfsrdma._client.attributes import setattr_fattr4
+from pynfsrdma._client.attributes import RECORD_FILEID, AttrRecord, file_attrs, setattr_fattr4
 from pynfsrdma._client.compounds import VERIFIER_SIZE
 from pynfsrdma._client.directories import READDIR_BITMAP, listed_page
+from pynfsrdma._fuse.cache import AttrTimeouts
+from pynfsrdma._fuse.inodes import ROOT_INODE, InodeTable
+from pynfsrdma._fuse.kernel.replies import DirentBuffer
+from pynfsrdma._fuse.operations import NFSOperations
+from pynfsrdma._fuse.options import MountOptions
 from pynfsrdma._proto import rpc as rpcdef
 from pynfsrdma._proto.nfs4 import const as c
 from pynfsrdma._proto.nfs4.compound import (
@@ -90,13 +101,14 @@ from pynfsrdma._transport.tcp import TcpTransport
 from pynfsrdma._xdr import Packer, Unpacker
 
 LINES = ("transport", "rpc_null", "compound_codec", "session", "clientid", "lookup", "stat", "read_4k", "write_4k",
-         "write_attrs_4k", "create", "readdir_entry")
+         "write_attrs_4k", "create", "readdir_entry", "readdirplus_entry")
 FILE = "f"
 CREATED = "c"  # the name the create line opens (and creates, the first time)
 LISTED_DIR = "d"
 LISTED_FILES = 64  # files in the directory whose READDIR page is captured
 LISTED_ENTRIES = 10_000  # entries of the READDIR result the readdir_entry line decodes
-PER_ENTRY = {"readdir_entry": LISTED_ENTRIES}  # lines whose call decodes that many entries
+PER_ENTRY = {"readdir_entry": LISTED_ENTRIES, "readdirplus_entry": LISTED_ENTRIES}
+READDIRPLUS_SIZE = 32 * 1024  # bytes a READDIRPLUS asks for (the buffer of ls's getdents)  # lines whose call decodes that many entries
 FILE_SIZE = 64 * 1024
 IO = 4096
 _U32 = struct.Struct(">I")
@@ -353,9 +365,37 @@ def lines(client: Client, f: Any, replies: Replies, listed: bytes) -> dict[str, 
     async def readdir_entries() -> None:
         listed_page(READDIR4resok.XDR.decode(listed))
 
+    # the mount's operations as far as a listed entry's fields need them (its timeouts), and the
+    # entries under fileids and handles of their own
+    opts = MountOptions()
+    ops = NFSOperations.__new__(NFSOperations)
+    ops.timeouts, ops.entry_timeout = AttrTimeouts.from_options(opts), opts.acdirmin
+    decoded = listed_page(READDIR4resok.XDR.decode(listed))[0] if listed else []
+    first_fileid = 1 << 40
+    entries = [
+        (name, cookie, (fh or b"") + i.to_bytes(4, "big"),
+         cast(AttrRecord, (*record[:RECORD_FILEID], first_fileid + i, *record[RECORD_FILEID + 1 :])))
+        for i, (name, cookie, fh, record) in enumerate(decoded) if record is not None
+    ]  # fmt: skip
+    root_attrs = file_attrs(entries[0][3]) if entries else None
+
+    async def readdirplus_entries() -> None:
+        assert root_attrs is not None
+        inodes = InodeTable(b"root", dataclasses.replace(root_attrs, fileid=1), ops.timeouts, 0.0)
+        listed_as, fields = inodes.listed, ops._listed_fields
+        token = DirentBuffer(READDIRPLUS_SIZE, plus=True)
+        for name, cookie, fh, record in entries:
+            ino = listed_as(fh, record, 0.0, ROOT_INODE, str(name, "utf-8", "surrogateescape"))
+            if not token.add_fields(name, fields(ino, record), cookie):
+                token.reply(1)
+                token = DirentBuffer(READDIRPLUS_SIZE, plus=True)
+                token.add_fields(name, fields(ino, record), cookie)
+        token.reply(1)
+
     return {"transport": transport_only, "rpc_null": null, "compound_codec": codec, "session": in_session,
             "clientid": in_clientid, "lookup": lookup, "stat": stat, "read_4k": read, "write_4k": write,
-            "write_attrs_4k": write_attrs, "create": create, "readdir_entry": readdir_entries}
+            "write_attrs_4k": write_attrs, "create": create, "readdir_entry": readdir_entries,
+            "readdirplus_entry": readdirplus_entries}
 
 
 async def cpu_per_call(call: Callable[[], Awaitable[Any]], calls: int) -> float:
@@ -413,10 +453,10 @@ async def run(url: str, wanted: list[str], calls: int, repeat: int, count: bool 
                 assert rpc is not None
                 await rpc.call(c.NFSPROC4_NULL, cid.machine_cred)
                 await session.compound([], cid.machine_cred)
-                listed = await readdir_result(client) if "readdir_entry" in wanted else b""
+                listed = await readdir_result(client) if {"readdir_entry", "readdirplus_entry"} & set(wanted) else b""
                 todo = lines(client, f, replies, listed)
                 for name in wanted:
-                    if name not in ("transport", "compound_codec", "readdir_entry"):
+                    if name not in ("transport", "compound_codec", "readdir_entry", "readdirplus_entry"):
                         for _ in range(3):
                             await todo[name]()
                 if "write_4k" in wanted:

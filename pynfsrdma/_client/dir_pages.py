@@ -5,7 +5,9 @@ A listing reads a directory in order: once a page is in, the READDIRs after it g
 entry of the previous reply), so that the server reads on while the entries are used. A reader may
 ask again from any entry it was handed (the FUSE kernel takes only what fits its buffer and asks
 for the rest from the last entry it took): the last two pages are kept for that. A listing from the
-start (a rewind) always asks the server.
+start (a rewind) always asks the server. Its READDIRs ask for large replies (``LISTING_PAGE``, as
+far as the session carries them): the COMPOUND and the session's work are paid per READDIR, so
+fewer, larger ones cost less per entry.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from .nfs4 import VERIFIER_SIZE, ListedEntry, NFSv4
 log = logging.getLogger(__name__)
 
 READDIR_AHEAD = 3  # READDIRs of a directory being listed sent ahead of the one in use
+LISTING_PAGE = 1024 * 1024  # bytes a listing's READDIR asks for, at most
 
 
 class DirPage:
@@ -59,6 +62,7 @@ class DirReader:
         self._nursery = nursery
         self._stamp = stamp
         self.verifier = bytes(VERIFIER_SIZE)
+        self.maxcount = min(LISTING_PAGE, nfs.maxread)  # (no larger than a reply may be)
         self.held: list[DirPage] = []  # the last two pages handed out
         # where the reader's last use stopped: (cookie, page, position in it)
         self.resume: tuple[int, DirPage | None, int] = (-1, None, 0)
@@ -108,7 +112,7 @@ class DirReader:
             self.ahead.clear()  # (a seek: what was sent ahead is for elsewhere; dropped when it comes)
             page = DirPage(cookie, self._stamp())
             page.result = await self.nfs.directories.readdir_plus(
-                self.fh, self.cred, cookie, self.verifier if cookie else bytes(VERIFIER_SIZE)
+                self.fh, self.cred, cookie, self.verifier if cookie else bytes(VERIFIER_SIZE), self.maxcount
             )
             page.done.set()
         entries, self.verifier, eof = page.result
@@ -134,7 +138,9 @@ class DirReader:
 
     async def _read_ahead(self, page: DirPage) -> None:
         try:
-            page.result = await self.nfs.directories.readdir_plus(self.fh, self.cred, page.cookie, self.verifier)
+            page.result = await self.nfs.directories.readdir_plus(
+                self.fh, self.cred, page.cookie, self.verifier, self.maxcount
+            )
         except Exception as e:  # (the reader asks again and sees it)
             log.debug("READDIR ahead of cookie %d: %s", page.cookie, e)
         finally:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .._client.read_sink import PayloadSink
-from .kernel.records import EntryAttributes, FileInfo, FileLock, StatvfsData
+from .kernel.records import EntryAttributes, EntryFields, FileInfo, FileLock, StatvfsData
 
 ROOT_INODE = 1  # FUSE_ROOT_ID
 
@@ -78,6 +78,10 @@ class ReaddirToken(Protocol):
         """One entry, with its attributes (readdirplus: the kernel counts a lookup of it) and the
         offset to go on from after it. False: the kernel's buffer is full and the entry was not
         taken (it is asked for again from ``next_id`` of the entry before)."""
+        ...
+
+    def add_fields(self, name: bytes, fields: EntryFields, next_id: int) -> bool:
+        """:meth:`add` with the attributes as :data:`EntryFields`."""
         ...
 
 

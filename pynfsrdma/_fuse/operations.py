@@ -59,6 +59,7 @@ from .inodes import ROOT_INODE, STALE, Inode, InodeTable
 from .lookup import Lookups
 from .lowlevel import (
     EntryAttributes,
+    EntryFields,
     FileInfo,
     FileLock,
     FUSEError,
@@ -179,7 +180,7 @@ class NFSOperations(Operations):
         self.setattrs = Setattrs(nfs, self.inodes, self.opens, self._delegated)
         self.data = FileData(nfs, self.inodes, self.opens, nursery, self._delegated, self._invalidate)
         self.directories = Directories(
-            nfs, self.inodes, self.opens, nursery, self._ids, self._entry, self._listed_entry, self._changed
+            nfs, self.inodes, self.opens, nursery, self._ids, self._entry, self._listed_fields, self._changed
         )
         self.dirs = self.directories.dirs  # FUSE directory handles (:class:`.readdir.DirHandle`)
         self.stale_handles = StaleHandles(self.inodes, self.names, self.files, self.dirs, self._drop_entry)
@@ -276,8 +277,12 @@ class NFSOperations(Operations):
         """The kernel's entry for a file a listing read ``a`` of and keeps no Inode of
         (``InodeTable.listed``): as :meth:`_entry` gives it for an Inode made then; ``attr_timeout``:
         what is left of the attributes' time (None: the whole of it, read just now)."""
+        return EntryAttributes(*self._listed_fields(ino, a, attr_timeout))
+
+    def _listed_fields(self, ino: int, a: AttrRecord, attr_timeout: float | None = None) -> EntryFields:
+        """:meth:`_listed_entry` as :data:`EntryFields` (what a listing packs)."""
         ftype, mode, nlink, uid, gid, size, used, rdev, _, _, _, atime, mtime, ctime = a
-        return EntryAttributes(
+        return (
             ino, 0, self.entry_timeout,
             self.timeouts.initial(ftype == _NF4DIR) if attr_timeout is None else attr_timeout,
             FTYPE_TO_IFMT.get(ftype, 0) | mode, nlink,

@@ -17,7 +17,7 @@ from .._client.nfs4 import NFSv4
 from .._errors import NFS4Error
 from .._rpc.auth import Credential
 from .inodes import Inode, InodeTable
-from .lowlevel import EntryAttributes, FUSEError, ReaddirToken
+from .lowlevel import EntryAttributes, EntryFields, FUSEError, ReaddirToken
 from .opens import Opens
 
 # the entries a listing starts with, and the offset to go on from after each (the kernel's next
@@ -35,13 +35,13 @@ class DirHandle:
 class Directories:
     """The open directories of a mount (``dirs``, by FUSE handle, numbered from ``ids`` as the open
     files are); ``entry``: the kernel's entry for a node (with the time its attributes were learned
-    at); ``listed_entry``: the entry for a file listed and kept without an Inode
-    (``InodeTable.listed``); ``changed``: a node's server copy moved under us."""
+    at); ``listed_fields``: the entry (as EntryFields) for a file listed and kept without an
+    Inode (``InodeTable.listed``); ``changed``: a node's server copy moved under us."""
 
     def __init__(
         self, nfs: NFSv4, inodes: InodeTable, opens: Opens, nursery: trio.Nursery, ids: itertools.count[int],
         entry: Callable[[Inode, float | None], EntryAttributes],
-        listed_entry: Callable[[int, AttrRecord], EntryAttributes], changed: Callable[[Inode], None],
+        listed_fields: Callable[[int, AttrRecord], EntryFields], changed: Callable[[Inode], None],
     ) -> None:
         self.nfs = nfs
         self.inodes = inodes
@@ -50,7 +50,7 @@ class Directories:
         self.dirs: dict[int, DirHandle] = {}
         self._ids = ids
         self._entry = entry
-        self._listed_entry = listed_entry
+        self._listed_fields = listed_fields
         self._changed = changed
 
     async def opendir(self, node: Inode, cred: Credential) -> int:
@@ -96,8 +96,9 @@ class Directories:
         listed = self.inodes.listed
         delegations = self.nfs.delegations
         reply = token.add
+        reply_fields = token.add_fields
         entry = self._entry
-        listed_entry = self._listed_entry
+        listed_fields = self._listed_fields
         dir_ino = h.inode.ino
         while True:
             page, start = await h.pages.page_after(cookie)
@@ -124,7 +125,7 @@ class Directories:
                     if fh_ not in delegations:  # (its attributes are ours to give: see Operations._entry)
                         ino = listed(fh_, record, now, dir_ino, str(name, "utf-8", "surrogateescape"))
                         if ino:
-                            if not reply(name, listed_entry(ino, record), next_cookie):
+                            if not reply_fields(name, listed_fields(ino, record), next_cookie):
                                 self.inodes.forget(ino, 1)  # (the kernel did not get it)
                                 h.pages.stopped_at(cookie, page, i)
                                 return

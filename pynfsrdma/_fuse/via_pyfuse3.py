@@ -20,6 +20,7 @@ from .._trio_compat import run_sync_abandoning
 from .fusermount import open_descriptors, socket_below
 from .lowlevel import (
     EntryAttributes,
+    EntryFields,
     FileInfo,
     FUSEError,
     Operations,
@@ -85,6 +86,9 @@ class _Token:
 
     def add(self, name: bytes, attrs: EntryAttributes, next_id: int) -> bool:
         return bool(pyfuse3.readdir_reply(self.token, name, _entry(attrs), next_id))
+
+    def add_fields(self, name: bytes, fields: EntryFields, next_id: int) -> bool:
+        return self.add(name, EntryAttributes(*fields), next_id)
 
 
 class _Kernel:

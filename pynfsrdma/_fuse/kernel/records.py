@@ -31,6 +31,11 @@ class EntryAttributes:
     st_ctime_ns: int = 0
 
 
+# EntryAttributes' fields in their order, as a plain tuple (``EntryAttributes(*fields)`` makes the
+# object): a listing hands the kernel thousands, packed once and never read again
+EntryFields = tuple[int, int, float, float, int, int, int, int, int, int, int, int, int, int, int]
+
+
 @dataclass(slots=True)
 class FileInfo:
     """The answer to an open or create (fuse_open_out): the file handle and how the kernel treats

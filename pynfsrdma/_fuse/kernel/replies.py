@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import abi
-from .records import EntryAttributes, FileInfo, FileLock, StatvfsData
+from .records import EntryAttributes, EntryFields, FileInfo, FileLock, StatvfsData
 
 _HEADER = abi.OUT_HEADER
 _ENTRY = struct.Struct(_HEADER.format + abi.ENTRY_OUT.format[1:])
@@ -218,6 +218,11 @@ def dirent_type(mode: int) -> int:
 
 
 _PLUS: dict[int, struct.Struct] = {}  # fuse_direntplus and its name, by the name's length
+_PLUS_PADDED = abi.DIRENTPLUS.size + abi.DIRENT_ALIGN - 1  # (an entry's size: that and its name's, aligned)
+_PLAIN_PADDED = abi.DIRENT.size + abi.DIRENT_ALIGN - 1
+_ALIGNED = ~(abi.DIRENT_ALIGN - 1)
+_S_IFMT = stat.S_IFMT(U32)  # (the file type bits)
+_DT_SHIFT = abi.DT_SHIFT
 _PLAIN: dict[int, struct.Struct] = {}
 
 
@@ -243,31 +248,36 @@ class DirentBuffer:
         self.count = 0
 
     def add(self, name: bytes, attrs: EntryAttributes, next_id: int) -> bool:
-        n = len(name)
         a = attrs
+        return self.add_fields(
+            name,
+            (a.st_ino, a.generation, a.entry_timeout, a.attr_timeout, a.st_mode, a.st_nlink, a.st_uid, a.st_gid,
+             a.st_rdev, a.st_size, a.st_blksize, a.st_blocks, a.st_atime_ns, a.st_mtime_ns, a.st_ctime_ns),
+            next_id,
+        )  # fmt: skip
+
+    def add_fields(self, name: bytes, fields: EntryFields, next_id: int) -> bool:
+        n = len(name)
+        ino, gen, entry_timeout, attr_timeout, mode, nlink, uid, gid, rdev, size, blksize, blocks, at, mt, ct = fields
         if self._plus:
-            end = self._used + ((abi.DIRENTPLUS.size + n + abi.DIRENT_ALIGN - 1) & ~(abi.DIRENT_ALIGN - 1))
+            end = self._used + ((_PLUS_PADDED + n) & _ALIGNED)
             if end > self._size:
                 return False
             # (the lookups of timeout and _with_name written out: a listing packs one per name)
-            es, ens = _TIMEOUTS.get(a.entry_timeout) or timeout(a.entry_timeout)
-            ats, atns = _TIMEOUTS.get(a.attr_timeout) or timeout(a.attr_timeout)
-            at, mt, ct = a.st_atime_ns, a.st_mtime_ns, a.st_ctime_ns
-            mode = a.st_mode
+            es, ens = _TIMEOUTS.get(entry_timeout) or timeout(entry_timeout)
+            ats, atns = _TIMEOUTS.get(attr_timeout) or timeout(attr_timeout)
             (_PLUS.get(n) or _with_name(_PLUS, abi.DIRENTPLUS, n)).pack_into(
                 self._buf, self._used,
-                a.st_ino, a.generation, es, ats, ens, atns,
-                a.st_ino, a.st_size, a.st_blocks, at // NS, mt // NS, ct // NS, at % NS, mt % NS, ct % NS,
-                mode, a.st_nlink, a.st_uid, a.st_gid, a.st_rdev & U32, a.st_blksize, 0,
-                a.st_ino, next_id, n, stat.S_IFMT(mode) >> abi.DT_SHIFT, name,
+                ino, gen, es, ats, ens, atns,
+                ino, size, blocks, at // NS, mt // NS, ct // NS, at % NS, mt % NS, ct % NS,
+                mode, nlink, uid, gid, rdev & U32, blksize, 0,
+                ino, next_id, n, (mode & _S_IFMT) >> _DT_SHIFT, name,
             )  # fmt: skip
         else:
-            end = self._used + ((abi.DIRENT.size + n + abi.DIRENT_ALIGN - 1) & ~(abi.DIRENT_ALIGN - 1))
+            end = self._used + ((_PLAIN_PADDED + n) & _ALIGNED)
             if end > self._size:
                 return False
-            _with_name(_PLAIN, abi.DIRENT, n).pack_into(
-                self._buf, self._used, a.st_ino, next_id, n, dirent_type(a.st_mode), name
-            )
+            _with_name(_PLAIN, abi.DIRENT, n).pack_into(self._buf, self._used, ino, next_id, n, dirent_type(mode), name)
         self._used = end
         self.count += 1
         return True

@@ -138,6 +138,19 @@ def test_direntplus_buffer_and_its_limit() -> None:
     assert out[16 : 16 + one] == first
 
 
+def test_direntplus_from_fields_is_the_same_entry() -> None:
+    a = attrs(st_ino=79, st_rdev=(7 << 32) | 3, st_mode=stat.S_IFCHR | 0o600)
+    fields = (
+        a.st_ino, a.generation, a.entry_timeout, a.attr_timeout, a.st_mode, a.st_nlink, a.st_uid, a.st_gid,
+        a.st_rdev, a.st_size, a.st_blksize, a.st_blocks, a.st_atime_ns, a.st_mtime_ns, a.st_ctime_ns,
+    )  # fmt: skip
+    assert EntryAttributes(*fields) == a
+    for plus in (True, False):
+        by_attrs, by_fields = replies.DirentBuffer(4096, plus), replies.DirentBuffer(4096, plus)
+        assert by_attrs.add(b"dev", a, 4) and by_fields.add_fields(b"dev", fields, 4)
+        assert bytes(by_fields.reply(UNIQUE)[1]) == bytes(by_attrs.reply(UNIQUE)[1])
+
+
 def test_an_empty_listing_is_just_the_header() -> None:
     assert replies.DirentBuffer(4096, plus=True).reply(UNIQUE) == [struct.pack(OUT_HEADER, 16, 0, UNIQUE)]
 
