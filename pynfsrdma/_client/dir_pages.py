@@ -5,9 +5,11 @@ A listing reads a directory in order: once a page is in, the READDIRs after it g
 entry of the previous reply), so that the server reads on while the entries are used. A reader may
 ask again from any entry it was handed (the FUSE kernel takes only what fits its buffer and asks
 for the rest from the last entry it took): the last two pages are kept for that. A listing from the
-start (a rewind) always asks the server. Its READDIRs ask for large replies (``LISTING_PAGE``, as
-far as the session carries them): the COMPOUND and the session's work are paid per READDIR, so
-fewer, larger ones cost less per entry.
+start (a rewind) always asks the server. A listing's first READDIR asks for a small reply
+(``FIRST_PAGE``: a small directory costs the server and the connection no more than it holds), and
+each READDIR after it for twice the one before, up to ``LISTING_PAGE`` as far as the session
+carries it: the COMPOUND and the session's work are paid per READDIR, so a large directory is read
+in few, large ones.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from .nfs4 import VERIFIER_SIZE, ListedEntry, NFSv4
 log = logging.getLogger(__name__)
 
 READDIR_AHEAD = 3  # READDIRs of a directory being listed sent ahead of the one in use
+FIRST_PAGE = 64 * 1024  # bytes a listing's first READDIR asks for
 LISTING_PAGE = 1024 * 1024  # bytes a listing's READDIR asks for, at most
 
 
@@ -62,7 +65,8 @@ class DirReader:
         self._nursery = nursery
         self._stamp = stamp
         self.verifier = bytes(VERIFIER_SIZE)
-        self.maxcount = min(LISTING_PAGE, nfs.maxread)  # (no larger than a reply may be)
+        self.largest = min(LISTING_PAGE, nfs.maxread)  # (no larger than a reply may be)
+        self.maxcount = min(FIRST_PAGE, self.largest)  # what the last READDIR sent asked for
         self.held: list[DirPage] = []  # the last two pages handed out
         # where the reader's last use stopped: (cookie, page, position in it)
         self.resume: tuple[int, DirPage | None, int] = (-1, None, 0)
@@ -112,7 +116,7 @@ class DirReader:
             self.ahead.clear()  # (a seek: what was sent ahead is for elsewhere; dropped when it comes)
             page = DirPage(cookie, self._stamp())
             page.result = await self.nfs.directories.readdir_plus(
-                self.fh, self.cred, cookie, self.verifier if cookie else bytes(VERIFIER_SIZE), self.maxcount
+                self.fh, self.cred, cookie, self.verifier if cookie else bytes(VERIFIER_SIZE), self._size(cookie)
             )
             page.done.set()
         entries, self.verifier, eof = page.result
@@ -123,10 +127,16 @@ class DirReader:
             self._top_up()
         return page
 
+    def _size(self, cookie: int) -> int:
+        """The bytes the READDIR from ``cookie`` asks for: ``FIRST_PAGE`` from the start, else twice
+        what the READDIR before it asked for, at most the largest."""
+        self.maxcount = min(FIRST_PAGE if not cookie else 2 * self.maxcount, self.largest)
+        return self.maxcount
+
     def _send_ahead(self, cookie: int) -> None:
         page = DirPage(cookie, self._stamp())
         self.ahead.append(page)
-        self._nursery.start_soon(self._read_ahead, page)
+        self._nursery.start_soon(self._read_ahead, page, self._size(cookie))
 
     def _top_up(self) -> None:
         """One more READDIR ahead, after the last one sent if it is back and the directory goes on."""
@@ -136,10 +146,10 @@ class DirReader:
             if entries and not eof:
                 self._send_ahead(entries[-1][1])
 
-    async def _read_ahead(self, page: DirPage) -> None:
+    async def _read_ahead(self, page: DirPage, maxcount: int) -> None:
         try:
             page.result = await self.nfs.directories.readdir_plus(
-                self.fh, self.cred, page.cookie, self.verifier, self.maxcount
+                self.fh, self.cred, page.cookie, self.verifier, maxcount
             )
         except Exception as e:  # (the reader asks again and sees it)
             log.debug("READDIR ahead of cookie %d: %s", page.cookie, e)

@@ -324,6 +324,23 @@ def test_a_reader_with_a_small_buffer_sees_every_entry_once(
     assert sorted(again) == sorted([b".", b"..", *names])
 
 
+def test_a_large_directory_is_read_in_growing_pages(mount_export: Callable[..., Any], export_path: Any) -> None:
+    """A listing's first READDIR asks for little (a small directory costs no more than it holds), each
+    after it for twice as much: 8,000 entries take a handful of READDIRs, neither one (1 MiB from
+    the start) nor the 30 or so of 64 KiB pages."""
+    n = 8000
+    d = export_path.local / "large"
+    d.mkdir()
+    for i in range(n):
+        (d / f"entry-{i:05d}").touch()
+    m = mount_export(subdir=export_path.remote.removeprefix("/export/"))
+    before, _ = settle(m.path)
+    names = getdents_names(m.path / "large", 1 << 16)
+    pages = delta(settle(m.path)[0], before).get("READDIR", 0)
+    assert sorted(names) == sorted([b".", b"..", *(os.fsencode(f"entry-{i:05d}") for i in range(n))])
+    assert 3 <= pages <= 7, pages
+
+
 def test_times_and_mode_wait_for_the_data_and_stat_shows_them_before(
     work_dir: Any, shared_mount: Any
 ) -> None:
