@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from shape_spy import shapes_taken
 from strategies import LEAN
 
 from pynfsrdma._client.api import Client
@@ -467,19 +468,10 @@ async def test_the_mounts_creates_and_writes_through_the_shapes_against_the_serv
     """An exclusive create, an unchecked one with its ACCESS, and a WRITE with (and without) a SETATTR
     and GETATTR: each reply is one its shape takes (a spy on the decoder counts them), and what the
     caller reads is what the server holds."""
-    taken: list[str] = []
     names = {id(s): n for n, s in (("create_exclusive", CREATE_EXCLUSIVE_SHAPE), ("create_access", CREATE_ACCESS_SHAPE),
                                    ("write_getattr", WRITE_GETATTR_SHAPE),
                                    ("write_setattr_getattr", WRITE_SETATTR_GETATTR_SHAPE))}
-    decode = CompoundShape.decode
-
-    def counted(shape: CompoundShape, u: Unpacker, ops: Any = ()) -> Any:
-        got = decode(shape, u, ops)
-        if got is not None and id(shape) in names:
-            taken.append(names[id(shape)])
-        return got
-
-    monkeypatch.setattr(CompoundShape, "decode", counted)
+    taken = shapes_taken(monkeypatch, names)
     local = export_path.local
     async with Client.connect(f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}") as client:
         nfs, cred = client.nfs, client.cred

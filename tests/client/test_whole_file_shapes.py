@@ -16,6 +16,7 @@ import pytest
 import trio
 from hypothesis import given
 from hypothesis import strategies as st
+from shape_spy import shapes_taken
 from strategies import LEAN
 
 from pynfsrdma._client import whole_files as wf
@@ -349,17 +350,8 @@ def test_the_reply_fuzzers_changes_are_decoded_as_the_general_way_does_or_left_t
 def test_whole_files_through_the_shapes_against_the_server(ganesha: Ganesha, export_path: ExportPath,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Each call's reply is one its shape takes (counted by a spy on the decoder, which it calls)."""
-    taken: list[str] = []
     names = {id(getattr(wf, n)): n for n in dir(wf) if n.endswith("_SHAPE")}
-    decode = CompoundShape.decode
-
-    def counted(shape: CompoundShape, u: Unpacker, ops: Any = ()) -> Any:
-        got = decode(shape, u, ops)
-        if got is not None and id(shape) in names:
-            taken.append(names[id(shape)])
-        return got
-
-    monkeypatch.setattr(CompoundShape, "decode", counted)
+    taken = shapes_taken(monkeypatch, names)
     local = export_path.local
     fs = NFSFileSystem(host=ganesha.host, port=ganesha.port)
     root = export_path.remote
