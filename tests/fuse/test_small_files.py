@@ -301,18 +301,28 @@ def getdents_names(path: Path, bufsize: int) -> list[bytes]:
         os.close(fd)
 
 
+def listed_through_a_mount(mount_export: Callable[..., Any], export_path: Any, n: int, name: str, bufsize: int
+                           ) -> tuple[list[bytes], dict[str, int], Path]:
+    """A directory of ``n`` empty files named by the format ``name`` (of their index), made on the
+    server, listed through a new mount with getdents64 buffers of ``bufsize`` bytes: the names (".",
+    ".." first), the COMPOUNDs that took, and the directory's path in the mount."""
+    d = export_path.local / "listed"
+    d.mkdir()
+    for i in range(n):
+        (d / name.format(i)).touch()
+    m = mount_export(subdir=export_path.remote.removeprefix("/export/"))
+    before, _ = settle(m.path)
+    names = getdents_names(m.path / "listed", bufsize)
+    return names, delta(settle(m.path)[0], before), m.path / "listed"
+
+
 def test_a_reader_with_a_small_buffer_sees_every_entry_once(
     mount_export: Callable[..., Any], export_path: Any
 ) -> None:
     n = 1500
-    d = export_path.local / "many"
-    d.mkdir()
-    for i in range(n):
-        (d / f"entry-with-a-longer-name-{i:05d}").touch()
-    m = mount_export(subdir=export_path.remote.removeprefix("/export/"))
-    before, _ = settle(m.path)
-    names = getdents_names(m.path / "many", 700)  # a handful of entries per call
-    compounds = delta(settle(m.path)[0], before)
+    d = export_path.local / "listed"
+    names, compounds, listed = listed_through_a_mount(mount_export, export_path, n,
+                                                      "entry-with-a-longer-name-{:05d}", 700)  # (a few per call)
     assert names[:2] == [b".", b".."]
     names = names[2:]
     assert sorted(names) == sorted(os.fsencode(p.name) for p in d.iterdir())
@@ -320,7 +330,7 @@ def test_a_reader_with_a_small_buffer_sees_every_entry_once(
     # what the kernel asked again was served from the entries in hand: each READDIR once
     pages = compounds.get("READDIR", 0)
     assert 1 <= pages <= n // 100, compounds
-    again = getdents_names(m.path / "many", 1 << 16)  # and a listing from the start is fresh
+    again = getdents_names(listed, 1 << 16)  # and a listing from the start is fresh
     assert sorted(again) == sorted([b".", b"..", *names])
 
 
@@ -329,14 +339,8 @@ def test_a_large_directory_is_read_in_growing_pages(mount_export: Callable[..., 
     after it for twice as much: 8,000 entries take a handful of READDIRs, neither one (1 MiB from
     the start) nor the 30 or so of 64 KiB pages."""
     n = 8000
-    d = export_path.local / "large"
-    d.mkdir()
-    for i in range(n):
-        (d / f"entry-{i:05d}").touch()
-    m = mount_export(subdir=export_path.remote.removeprefix("/export/"))
-    before, _ = settle(m.path)
-    names = getdents_names(m.path / "large", 1 << 16)
-    pages = delta(settle(m.path)[0], before).get("READDIR", 0)
+    names, compounds, _ = listed_through_a_mount(mount_export, export_path, n, "entry-{:05d}", 1 << 16)
+    pages = compounds.get("READDIR", 0)
     assert sorted(names) == sorted([b".", b"..", *(os.fsencode(f"entry-{i:05d}") for i in range(n))])
     assert 3 <= pages <= 7, pages
 
