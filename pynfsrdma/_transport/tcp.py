@@ -209,7 +209,6 @@ class TcpTransport(RecordStream):
         self.peer = peer
         self.max_record = max_record
         self._send_lock = trio.Lock()
-        self._turn_taken = False  # the send lock is held (a record half sent): looked at by every send
         self._closed = False
         # what a wait for a record's start waits on: a duplicate of the socket, so that
         # interrupt_receive can end that wait (trio's notify_closing) and leave the socket alone
@@ -297,7 +296,9 @@ class TcpTransport(RecordStream):
             raise ValueError(f"RPC message of {total} bytes is too large for one record fragment")
         bufs: list[memoryview] = [memoryview(_MARK.pack(RM_LAST_FRAGMENT | total)), *views]
         lock = self._send_lock
-        if not self._turn_taken and len(bufs) <= _IOV_MAX:  # no record half sent: this one may go at once
+        # no record half sent nor waiting for its turn (a lock released to a waiter stays locked for
+        # it until it runs): this one may go at once
+        if not lock.locked() and len(bufs) <= _IOV_MAX:
             if self._closed:
                 raise ConnectionLost("connection is closed", self.peer)
             try:
@@ -324,7 +325,6 @@ class TcpTransport(RecordStream):
                 held = True
             if not held:
                 raise SendTimeout("no turn to send before the call's deadline", self.peer) from None
-        self._turn_taken = True
         try:
             if self._closed:
                 raise ConnectionLost("connection is closed", self.peer)
@@ -337,7 +337,6 @@ class TcpTransport(RecordStream):
             except trio.ClosedResourceError as e:  # dropped by us (a stalled path) while sending
                 raise ConnectionLost("connection closed while sending", self.peer) from e
         finally:
-            self._turn_taken = False
             lock.release()
         self._sent(msg, total)
 
@@ -351,7 +350,6 @@ class TcpTransport(RecordStream):
         send; a record left half sent closes the connection (as :meth:`_sendmsg_all`)."""
         lock = self._send_lock
         lock.acquire_nowait()  # (free: nothing awaited since it was found so)
-        self._turn_taken = True
         try:
             await self._sendmsg_all(bufs, deadline, sent)
         except TransportError:
@@ -361,7 +359,6 @@ class TcpTransport(RecordStream):
         except trio.ClosedResourceError as e:
             raise ConnectionLost("connection closed while sending", self.peer) from e
         finally:
-            self._turn_taken = False
             lock.release()
 
     async def _sendmsg_all(self, bufs: list[memoryview], deadline: float, sent: int = 0) -> None:
