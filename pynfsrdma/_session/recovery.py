@@ -41,7 +41,8 @@ class CompoundCall(Protocol):
 
 
 class _SingleFlight:
-    """A lock whose holding is an attribute (``held``), looked at by every request without a call."""
+    """A lock whose holding is an attribute (``held``), looked at by every request without a call: held
+    from its taking until its release finds no task waiting for it (trio hands it to the first one)."""
 
     __slots__ = ("_lock", "held")
 
@@ -54,8 +55,8 @@ class _SingleFlight:
         self.held = True
 
     async def __aexit__(self, *_: object) -> None:
-        self.held = False
         self._lock.release()
+        self.held = self._lock.locked()  # (released to a task waiting for it: held for that task)
 
 
 class Recovery:

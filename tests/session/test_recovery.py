@@ -9,6 +9,7 @@ import socket
 
 import pytest
 import trio
+import trio.testing
 
 from pynfsrdma._client.api import Client
 from pynfsrdma._proto.nfs4 import const as c
@@ -18,6 +19,7 @@ from pynfsrdma._rpc.auth import auth_sys
 from pynfsrdma._rpc.client import RpcConnection
 from pynfsrdma._session.errors import NotNFSv41Server, ServerUnreachable
 from pynfsrdma._session.path_set import REDIAL_WAITED
+from pynfsrdma._session.recovery import _SingleFlight
 from pynfsrdma._testbed import Ganesha
 from pynfsrdma._testbed.ganesha import ExportPath
 from pynfsrdma._transport.base import ConnectRefused
@@ -258,3 +260,23 @@ async def test_a_server_that_keeps_losing_unstable_writes_fails_the_close(
             assert "write verifier kept changing" in str(e.value)
             assert 2 <= len(commits) <= 4 and f.rewrites >= 4
         n.cancel_scope.cancel()
+
+
+async def test_the_recovery_lock_stays_held_for_the_task_it_is_handed_to() -> None:
+    """A request that finds the recovery lock held waits for it. When a recovery lets it go to a task
+    waiting for it, it is that task's before that task runs: a request coming in between must still
+    find it held (and wait), not go ahead of a recovery still to run."""
+    single = _SingleFlight()
+    order: list[str] = []
+
+    async def second_recovery() -> None:
+        async with single:
+            order.append("second")
+
+    async with trio.open_nursery() as nursery:
+        await single.__aenter__()
+        nursery.start_soon(second_recovery)
+        await trio.testing.wait_all_tasks_blocked()
+        await single.__aexit__(None, None, None)  # (no checkpoint: the waiter has not run yet)
+        assert single.held and order == []
+    assert order == ["second"] and not single.held
