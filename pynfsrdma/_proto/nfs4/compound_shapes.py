@@ -327,16 +327,15 @@ class CompoundShape:
             return False
         attrs = how[1][1]
         kept = self._openhows.get(id(attrs))
-        if how[1][0] == EXCLUSIVE4_1:  # (a verifier of its own each time: packed per call)
+        exclusive = how[1][0] == EXCLUSIVE4_1  # (a verifier of its own each time: packed per call, not kept)
+        if exclusive or kept is None or kept[0] is not attrs:
             q = Packer()
             openflag4.pack(q, how)
             kept = (attrs, q.getvalue())
-        elif kept is None or kept[0] is not attrs:
-            q = Packer()
-            openflag4.pack(q, how)
-            if len(self._openhows) >= _OPENHOWS:
-                self._openhows.clear()
-            kept = self._openhows[id(attrs)] = (attrs, q.getvalue())
+            if not exclusive:
+                if len(self._openhows) >= _OPENHOWS:
+                    self._openhows.clear()
+                self._openhows[id(attrs)] = kept
         head = _OPEN_HEAD.pack(OP_OPEN, op.seqid, op.share_access, op.share_deny, op.owner.clientid)
         n = len(owner)
         name = claim[1].encode("utf-8", "surrogateescape")
