@@ -58,6 +58,9 @@ def send_and_rebuild(memory: FakeMemory, call: Packer, hints=NO_HINTS, thr=T1K):
     hdr = plan.header(0xABCD0001, 32, regs)
     wire = encode_rdma_msg(hdr).getvalue() + b"".join(bytes(s) for s in plan.inline)
     assert len(wire) <= thr.send
+    send_buffer = bytearray(b"\xff" * thr.send)  # what the transport sends: the header packed in place
+    n = plan.pack_header_into(send_buffer, 0xABCD0001, 32, regs)
+    assert send_buffer[:n] == encode_rdma_msg(hdr).getvalue()
     assert len(wire) == plan.header_len + plan.inline_len
     got, off = decode_rdma_msg(wire)
     rc = parse_call(got, memoryview(wire)[off:])
@@ -244,7 +247,7 @@ def test_an_item_before_a_chunked_one_gets_a_chunk_too(memory):
     call = make_call(10, [])
     small, big = b"s" * 101, b"B" * 5000
     plan = plan_call(call.segments(), [], ReplyHints([200, 8192]), T1K)
-    assert plan.write_chunks == [8192, 8192]
+    assert list(plan.write_chunks) == [8192, 8192]
     regs = memory.register_plan(plan)
     hdr = plan.header(1, 1, regs)
     assert [len(c.target) for c in hdr.chunks.rdma_writes] == [1, 1]  # no segment-less chunk
@@ -368,4 +371,6 @@ def test_registration_count_must_match_the_plan():
     plan = plan_call(make_call(4, []).segments(), [], ReplyHints([4096]), T1K)
     with pytest.raises(ValueError):
         plan.header(1, 1, [])
+    with pytest.raises(ValueError):
+        plan.pack_header_into(bytearray(1024), 1, 1, [])
     assert isinstance(Registration(1, 2, memoryview(b"")), Registration)

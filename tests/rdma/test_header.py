@@ -21,11 +21,15 @@ from pynfsrdma._proto.rpcrdma import (
     xdr_read_chunk,
     xdr_write_chunk,
 )
-from pynfsrdma._transport.rdma.header import pack_header, read_header
+from pynfsrdma._transport.rdma.header import pack_header, pack_header_into, read_header
 
 
 def seg(i: int, length: int = 4096) -> xdr_rdma_segment:
     return xdr_rdma_segment(0x1000 + i, length, (i << 32) | 0xABC)
+
+
+def as_tuple(s: xdr_rdma_segment) -> tuple[int, int, int]:
+    return (s.handle, s.length, s.offset)
 
 
 HEADERS = {
@@ -44,6 +48,26 @@ def test_one_pass_codec_agrees_with_the_generic_one(name):
     assert bytes(pack_header(header)) == wire
     got = read_header(memoryview(wire + b"payload"))
     assert got == decode_rdma_msg(wire + b"payload") == (header, len(wire))
+
+
+@pytest.mark.parametrize(
+    ("header", "reads", "writes", "reply"),
+    [
+        (make_msg(1, 32, RDMA_MSG), (), (), None),
+        (make_msg(2, 8, RDMA_MSG, [xdr_read_chunk(60, seg(1)), xdr_read_chunk(60, seg(2))]),
+         [(60, *as_tuple(seg(1))), (60, *as_tuple(seg(2)))], (), None),
+        (make_msg(3, 32, RDMA_MSG, [], [xdr_write_chunk([seg(3)]), xdr_write_chunk([])]),
+         (), [as_tuple(seg(3)), None], None),
+        (make_msg(5, 32, RDMA_NOMSG, [xdr_read_chunk(0, seg(8, 9000))], [xdr_write_chunk([seg(4)])],
+                  xdr_write_chunk([seg(9)])),
+         [(0, *as_tuple(seg(8, 9000)))], [as_tuple(seg(4))], as_tuple(seg(9))),
+    ],
+)  # fmt: skip
+def test_a_header_packed_into_a_send_buffer_is_the_generic_encoding(header, reads, writes, reply):
+    buf = bytearray(b"\xff" * 512)
+    proc = header.rdma_body[0]
+    n = pack_header_into(buf, header.rdma_xid, header.rdma_credit, proc, reads, writes, reply)
+    assert bytes(buf[:n]) == encode_rdma_msg(header).getvalue()
 
 
 def word(n: int) -> bytes:

@@ -39,6 +39,7 @@ receive threshold too.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -56,6 +57,7 @@ from ..._proto.rpcrdma import (
 )
 from ..._xdr import BulkSegment, pad_len
 from ..base import ReplyHints
+from .header import ReadEntry, Segment, pack_header_into
 
 Buffer = bytes | bytearray | memoryview
 
@@ -101,7 +103,7 @@ class CallPlan:
     proc: rdma_proc
     inline: list[Buffer]  # the Payload stream sent after the header (empty for RDMA_NOMSG)
     needs: list[RegionNeed]
-    write_chunks: list[int | None]  # per DDP item in order: Write chunk size, None = empty chunk
+    write_chunks: Sequence[int | None]  # per DDP item in order: Write chunk size, None = empty chunk
     reply_chunk: int  # Reply chunk size, 0 = none
     header_len: int
     inline_len: int = field(default=0)
@@ -122,6 +124,26 @@ class CallPlan:
             else:
                 reply = xdr_write_chunk([seg])
         return make_msg(xid, credit, self.proc, reads, writes, reply)
+
+    def pack_header_into(
+        self, buf: bytearray | memoryview, xid: int, credit: int, regs: Sequence[Registration]
+    ) -> int:
+        """The transport header of :meth:`header` written at the start of ``buf`` (a send buffer),
+        with no header object in between; its length."""
+        if len(regs) != len(self.needs):
+            raise ValueError(f"{len(self.needs)} regions needed, {len(regs)} registered")
+        reads: list[ReadEntry] = []
+        writes: list[Segment | None] = [None] * len(self.write_chunks)
+        reply: Segment | None = None
+        for need, reg in zip(self.needs, regs, strict=True):
+            kind = need.kind
+            if kind is NeedKind.READ_SOURCE:
+                reads.append((need.position, reg.handle, need.length, reg.offset))
+            elif kind is NeedKind.WRITE_SINK:
+                writes[need.item] = (reg.handle, need.length, reg.offset)
+            else:
+                reply = (reg.handle, need.length, reg.offset)
+        return pack_header_into(buf, xid, credit, self.proc, reads, writes, reply)
 
     def write_sink_index(self) -> dict[int, int]:
         """DDP item index -> index in :attr:`needs` of its Write chunk."""
@@ -182,22 +204,15 @@ def plan_call(
     ``bulk`` is ``Packer.bulk_segments``; each payload must be one of ``segments`` (the packer
     keeps them as separate buffers).
     """
-    write_chunks, reply_len = plan_reply(hints, thresholds.recv, small_reply)
-    reply_needs = [
-        RegionNeed(NeedKind.WRITE_SINK, size, item=i)
-        for i, size in enumerate(write_chunks)
-        if size is not None
-    ]
-    if reply_len:
-        reply_needs.append(RegionNeed(NeedKind.REPLY_SINK, reply_len))
-    w_shapes = [0 if c is None else 1 for c in write_chunks]
-    r_shape = 1 if reply_len else None
+    write_chunks, reply_len, reply_needs, w_shapes, r_shape = _reply_side(
+        tuple(hints.ddp_sizes), hints.max_reply, thresholds.recv, small_reply
+    )
     total = sum(memoryview(s).nbytes for s in segments)
 
     # 1. all inline
     hdr = header_size(0, w_shapes, r_shape)
     if hdr + total <= thresholds.send:
-        return CallPlan(RDMA_MSG, list(segments), reply_needs, write_chunks, reply_len, hdr, total)
+        return CallPlan(RDMA_MSG, list(segments), list(reply_needs), write_chunks, reply_len, hdr, total)
 
     # 2. Read chunks for the bulk payloads, the rest inline
     if bulk:
@@ -209,7 +224,7 @@ def plan_call(
                 RegionNeed(NeedKind.READ_SOURCE, b.data.nbytes, buffer=b.data, position=b.position)
                 for b in bulk
             ]
-            return CallPlan(RDMA_MSG, inline, needs + reply_needs, write_chunks, reply_len, hdr, reduced)
+            return CallPlan(RDMA_MSG, inline, [*needs, *reply_needs], write_chunks, reply_len, hdr, reduced)
 
     # 3. the whole call in a position-zero Read chunk
     parts = [_bytes_view(s) for s in segments if memoryview(s).nbytes]
@@ -217,7 +232,26 @@ def plan_call(
     if hdr > thresholds.send:
         raise ValueError(f"a {hdr}-byte transport header does not fit the {thresholds.send}-byte threshold")
     needs = [RegionNeed(NeedKind.READ_SOURCE, p.nbytes, buffer=p, position=0) for p in parts]
-    return CallPlan(RDMA_NOMSG, [], needs + reply_needs, write_chunks, reply_len, hdr, 0)
+    return CallPlan(RDMA_NOMSG, [], [*needs, *reply_needs], write_chunks, reply_len, hdr, 0)
+
+
+@functools.lru_cache(maxsize=64)
+def _reply_side(
+    ddp_sizes: tuple[int, ...], max_reply: int, recv_threshold: int, small_reply: int
+) -> tuple[tuple[int | None, ...], int, tuple[RegionNeed, ...], list[int], int | None]:
+    """The reply's half of a plan, worked out once per shape of reply (a mount sends few shapes:
+    READs of its rsize, small replies): Write chunk sizes, Reply chunk size, the sinks they need
+    (never changed by their users), and the chunk shapes that size the call's header."""
+    write_chunks, reply_len = plan_reply(ReplyHints(list(ddp_sizes), max_reply), recv_threshold, small_reply)
+    reply_needs = [
+        RegionNeed(NeedKind.WRITE_SINK, size, item=i)
+        for i, size in enumerate(write_chunks)
+        if size is not None
+    ]
+    if reply_len:
+        reply_needs.append(RegionNeed(NeedKind.REPLY_SINK, reply_len))
+    w_shapes = [0 if c is None else 1 for c in write_chunks]
+    return tuple(write_chunks), reply_len, tuple(reply_needs), w_shapes, 1 if reply_len else None
 
 
 def _bytes_view(s: Buffer) -> memoryview:

@@ -8,12 +8,14 @@ decodes a well-formed version 1 RDMA_MSG or RDMA_NOMSG header into the same
 :class:`~pynfsrdma._proto.rpcrdma.rdma_msg` with a few unpacks and leaves anything else (another
 version, RDMA_ERROR, a bad discriminator, lists beyond the bounds, a header that ends early) to the
 generic decoder, which names the fault; :func:`pack_header` encodes a header byte for byte as the
-generic encoder does.
+generic encoder does, and :func:`pack_header_into` encodes the same bytes straight into a send
+buffer from the chunks' numbers, with no header object built first.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import Final
 
 from ..._proto.rpcrdma import (
@@ -34,6 +36,8 @@ _HEAD: Final = struct.Struct(">IIII")  # xid, vers, credit, proc
 _WORD = struct.Struct(">I")
 _READ_ENTRY = struct.Struct(">IIIIQ")  # present, position, handle, length, offset
 _SEGMENT = struct.Struct(">IIQ")  # handle, length, offset
+_CHUNK_HEAD = struct.Struct(">II")  # present, segment count
+_ONE_SEGMENT = struct.Struct(">IIIIQ")  # present, segment count, handle, length, offset
 _PRESENT, _ABSENT = 1, 0  # an XDR optional-data discriminator
 
 
@@ -131,4 +135,46 @@ def pack_header(header: rdma_msg) -> bytearray:
     return out
 
 
-__all__ = ["pack_header", "read_header"]
+Segment = tuple[int, int, int]
+"""An RDMA segment's handle, length and offset."""
+
+ReadEntry = tuple[int, int, int, int]
+"""A Read list entry's position, handle, length and offset."""
+
+
+def pack_header_into(
+    buf: bytearray | memoryview,
+    xid: int,
+    credit: int,
+    proc: int,
+    reads: Sequence[ReadEntry] = (),
+    writes: Sequence[Segment | None] = (),
+    reply: Segment | None = None,
+) -> int:
+    """An RDMA_MSG or RDMA_NOMSG header written at the start of ``buf``, byte for byte as
+    :func:`pack_header` encodes it; its length. Each Write chunk and the Reply chunk carry one
+    segment (a requester's chunks), a Write chunk of None none (an empty chunk)."""
+    _HEAD.pack_into(buf, 0, xid, RPCRDMA_VERSION, credit, proc)
+    pos = _HEAD.size
+    for position, handle, length, offset in reads:
+        _READ_ENTRY.pack_into(buf, pos, _PRESENT, position, handle, length, offset)
+        pos += _READ_ENTRY.size
+    _WORD.pack_into(buf, pos, _ABSENT)
+    pos += 4
+    for seg in writes:
+        if seg is None:
+            _CHUNK_HEAD.pack_into(buf, pos, _PRESENT, 0)
+            pos += _CHUNK_HEAD.size
+        else:
+            _ONE_SEGMENT.pack_into(buf, pos, _PRESENT, 1, *seg)
+            pos += _ONE_SEGMENT.size
+    _WORD.pack_into(buf, pos, _ABSENT)
+    pos += 4
+    if reply is None:
+        _WORD.pack_into(buf, pos, _ABSENT)
+        return pos + 4
+    _ONE_SEGMENT.pack_into(buf, pos, _PRESENT, 1, *reply)
+    return pos + _ONE_SEGMENT.size
+
+
+__all__ = ["ReadEntry", "Segment", "pack_header", "pack_header_into", "read_header"]

@@ -69,8 +69,6 @@ from ..._proto.rpcrdma import (
     RpcRdmaError,
     decode_rdma_msg,
     header_size,
-    make_msg,
-    rdma_msg,
 )
 from ..._xdr import Packer, Unpacker
 from ..base import (
@@ -88,7 +86,7 @@ from ..base import (
 from .chunk_memory import DEFAULT_PINNED_LIMIT, ChunkMemory, Lease, WriteChunkSink
 from .chunks import CallPlan, NeedKind, Registration, plan_call
 from .credits import CreditGate
-from .header import pack_header, read_header
+from .header import pack_header_into, read_header
 from .provider import Access, Buffer, Connection, MemoryRegion, Provider
 from .reply import reassemble_reply
 
@@ -318,12 +316,12 @@ class RdmaTransport(Transport):
         return self.conn.register(bytearray(self.thresholds.send), Access.LOCAL_WRITE)
 
     async def _send_marshalled(
-        self, hdr: rdma_msg, payload: Sequence[Buffer], invalidate: int | None = None
+        self, header: Callable[[memoryview], int], payload: Sequence[Buffer], invalidate: int | None = None
     ) -> None:
-        """Marshal the transport header and the inline Payload stream into a free send buffer
-        and Send it from there. The buffer goes back to the pool when the Send completed; one
-        whose Send failed or was abandoned (the device may still read it) is released and
-        replaced by a new registration."""
+        """Marshal the transport header (``header`` writes it at the start of the buffer and says
+        how long it is) and the inline Payload stream into a free send buffer and Send it from
+        there. The buffer goes back to the pool when the Send completed; one whose Send failed or
+        was abandoned (the device may still read it) is released and replaced by a new registration."""
         # a free buffer is taken at once, not through the scheduler: the caller (send_call,
         # send_reply) has had its schedule point
         try:
@@ -333,8 +331,8 @@ class RdmaTransport(Transport):
         completed = False
         try:
             buf = region.buffer
-            n = 0
-            for piece in (pack_header(hdr), *payload):
+            n = header(buf)
+            for piece in payload:
                 v = memoryview(piece).cast("B")
                 buf[n : n + v.nbytes] = v
                 n += v.nbytes
@@ -394,7 +392,8 @@ class RdmaTransport(Transport):
             self._outstanding[xid] = out
             if not any(n.kind is NeedKind.READ_SOURCE for n in plan.needs):  # WRITE data inline
                 self.stats.payload_bytes_copied += sum(b.data.nbytes for b in msg.bulk_segments)
-            await self._send_marshalled(plan.header(xid, self.gate.rdma_credit(), regs), plan.inline)
+            credit = self.gate.rdma_credit()
+            await self._send_marshalled(lambda buf: plan.pack_header_into(buf, xid, credit, regs), plan.inline)
             sent = True
             st = self.stats
             st.calls += 1
@@ -418,12 +417,12 @@ class RdmaTransport(Transport):
 
     async def send_reply(self, xid: int, msg: Packer) -> None:
         await trio.lowlevel.checkpoint()
-        hdr = make_msg(xid, self.gate.rdma_credit(), RDMA_MSG)
+        credit = self.gate.rdma_credit()
         if header_size(0, [], None) + len(msg) > self.thresholds.send:
             raise TransportError(
                 f"backchannel reply of {len(msg)} bytes exceeds the inline threshold", self.peer
             )
-        await self._send_marshalled(hdr, msg.segments())
+        await self._send_marshalled(lambda buf: pack_header_into(buf, xid, credit, RDMA_MSG), msg.segments())
 
     def abandon(self, xid: int) -> None:
         """The caller stops waiting: its memory is invalidated now (a late RDMA access by the
