@@ -117,6 +117,9 @@ class ProviderCounters:
     #                        and the peer's, as a NIC's DMA does (the software provider on one host)
     bytes_mapped: int = 0  # of those, bytes copied through a mapping of the peer's shared arena
     bytes_lent: int = 0  # RDMA Write bytes the peer lent instead (left in its arena, not copied)
+    device_ns: int = 0  # the software provider: this thread's CPU time carrying out the peer's
+    #                     RDMA Reads and Writes of our memory (checks, copies, loans), the work a
+    #                     NIC's DMA engine does without the host's CPU
     sends: int = 0  # Sends posted
     posts: int = 0  # work-request lists posted to the send queue (doorbells): a Send with the
     #                 Bind MW requests of its call's windows chained in front is one

@@ -66,6 +66,7 @@ import os
 import secrets
 import socket
 import struct
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Final
@@ -865,8 +866,10 @@ class SoftConnection(Connection):
     async def _direct(self, read: bool, flags: int, wr_id: int, handle: int, address: int, length: int) -> None:
         """An RDMA Write (or Read) the peer placed straight into (or takes straight out of) our
         region: the spans it names checked against the region's rkey, bounds and access, then the
-        acknowledgement (a Write's only when signaled)."""
+        acknowledgement (a Write's only when signaled). What it costs from its spans on is the
+        device's work (``counters.device_ns``)."""
         spans = await self._spans(length)
+        start = time.thread_time_ns()
         total = sum(n for _, n in spans)
         view = self._target(handle, address, total, Access.REMOTE_READ if read else Access.REMOTE_WRITE)
         if view is None:
@@ -882,6 +885,7 @@ class SoftConnection(Connection):
             self._acknowledge(_Op.READ_RESP, _F_DIRECT, wr_id)
         elif not flags & _F_UNSIGNALED:
             self._acknowledge(_Op.WRITE_ACK, 0, wr_id)
+        self.counters.device_ns += time.thread_time_ns() - start
 
     async def _dispatch(
         self, op: int, flags: int, wr_id: int, handle: int, address: int, length: int
