@@ -68,6 +68,7 @@ class WriteChunkSink(bytearray):
 class _Source:
     obj: bytes | StableBuffer
     region: MemoryRegion
+    address: int  # where obj's first byte lies in this process (a registration holds it there)
     in_flight: int = 0
     idle_refs: int = 0
     held: int = 0  # references the cache holds (the registration's and its own)
@@ -151,7 +152,7 @@ class ChunkMemory:
                 return self._own(lease, data, Access.REMOTE_READ)
             before = sys.getrefcount(obj)
             region = self.conn.register(obj, Access.BIND)
-            src = _Source(obj, region)
+            src = _Source(obj, region, buffer_address(memoryview(obj)))
             src.held = sys.getrefcount(obj) - before  # the registration's and the cache's
             src.idle_refs = src.held + 1  # (and getrefcount's argument)
             if isinstance(obj, StableBuffer):
@@ -159,7 +160,7 @@ class ChunkMemory:
             self._sources[id(obj)] = src
             self.pinned += size
         self._sources.move_to_end(id(obj))
-        offset = _offset_in(data, obj)
+        offset = buffer_address(data) - src.address
         window = self.conn.bind(src.region, offset, data.nbytes, Access.REMOTE_READ)
         src.in_flight += 1
         lease.sources.append(src)
@@ -274,7 +275,3 @@ class ChunkMemory:
         for r in lease.regions:
             self.conn.invalidate(r)
 
-
-def _offset_in(view: memoryview, obj: bytes | StableBuffer) -> int:
-    """Where ``view`` (a contiguous view of ``obj``) starts in ``obj``."""
-    return buffer_address(view) - buffer_address(memoryview(obj))

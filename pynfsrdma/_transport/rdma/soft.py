@@ -313,6 +313,19 @@ def _reached(flags: int, token: int, pid: int, address: int) -> int | None:
     return None
 
 
+def _byte_views(*groups: Sequence[Buffer]) -> tuple[list[memoryview], int]:
+    """The non-empty buffers of ``groups`` as byte views, in order, and how many bytes they hold."""
+    views = []
+    size = 0
+    for group in groups:
+        for b in group:
+            v = memoryview(b).cast("B")
+            if v.nbytes:
+                views.append(v)
+                size += v.nbytes
+    return views, size
+
+
 def _sink_view(sink: MemoryRegion, sink_offset: int, length: int) -> memoryview:
     if not sink.valid or not int(sink.access) & _LOCAL_WRITE:
         raise ValueError("RDMA Read sinks must be registered with LOCAL_WRITE")
@@ -709,8 +722,7 @@ class SoftConnection(Connection):
         try:
             if not self._send_lock.locked():  # no frame half sent: this one may go at once
                 acks, self._acks = self._loans.take_acks(self._acks), []
-                views = [v for v in (memoryview(b).cast("B") for b in (*acks, *bufs)) if v.nbytes]
-                size = sum(v.nbytes for v in views)
+                views, size = _byte_views(acks, bufs)
                 views = send_now(self._sock, views)
                 if not views:
                     return
@@ -720,7 +732,7 @@ class SoftConnection(Connection):
             async with self._send_lock:
                 self._check()
                 acks, self._acks = self._loans.take_acks(self._acks), []
-                views = [v for v in (memoryview(b).cast("B") for b in (*acks, *bufs)) if v.nbytes]
+                views, _ = _byte_views(acks, bufs)
                 await send_rest(self._sock, views)
         except (OSError, trio.ClosedResourceError) as e:
             err = ConnectionLost(f"send failed: {e}", self.peer)

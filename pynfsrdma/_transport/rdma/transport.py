@@ -390,8 +390,9 @@ class RdmaTransport(Transport):
             lease, regs = self._register(plan)
             out = _Outstanding(plan, lease, regs)
             self._outstanding[xid] = out
-            if not any(n.kind is NeedKind.READ_SOURCE for n in plan.needs):  # WRITE data inline
-                self.stats.payload_bytes_copied += sum(b.data.nbytes for b in msg.bulk_segments)
+            bulk = msg.bulk_segments
+            if bulk and not any(n.kind is NeedKind.READ_SOURCE for n in plan.needs):  # WRITE data inline
+                self.stats.payload_bytes_copied += sum(b.data.nbytes for b in bulk)
             credit = self.gate.rdma_credit()
             await self._send_marshalled(lambda buf: plan.pack_header_into(buf, xid, credit, regs), plan.inline)
             sent = True
@@ -470,7 +471,8 @@ class RdmaTransport(Transport):
         lean = read_header(memoryview(data))  # RDMA_ERROR and faults: the generic decoder
         hdr, off = lean if lean is not None else decode_rdma_msg(data)
         payload = memoryview(data)[off:]
-        if hdr.proc == RDMA_MSG and payload.nbytes >= 8 and _MSG_TYPE.unpack_from(payload, 4)[0] == CALL:
+        proc = hdr.rdma_body[0]  # as a plain int: no enum made for each comparison
+        if proc == RDMA_MSG and payload.nbytes >= 8 and _MSG_TYPE.unpack_from(payload, 4)[0] == CALL:
             if hdr.chunks.rdma_reads or hdr.chunks.rdma_writes:
                 raise RpcRdmaError("backchannel calls must be inline")
             if invalidated is not None:
@@ -496,7 +498,7 @@ class RdmaTransport(Transport):
                     self.peer,
                 )
             self.stats.remote_invalidations += 1
-        if hdr.proc == RDMA_ERROR:
+        if proc == RDMA_ERROR:
             return self._rdma_error(hdr.rdma_xid, hdr.rdma_body[1], out)
         if out is None:
             return None  # not a call of ours: the RPC layer would drop it too
@@ -510,7 +512,7 @@ class RdmaTransport(Transport):
         st = self.stats
         st.replies += 1
         st.placed_bytes += sum(c.nbytes for c in u.write_chunks if c is not None)
-        if hdr.proc != RDMA_MSG:
+        if proc != RDMA_MSG:
             st.nomsg_replies += 1
         return u
 
