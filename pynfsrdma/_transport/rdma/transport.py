@@ -373,12 +373,13 @@ class RdmaTransport(Transport):
     async def send_call(
         self, xid: int, msg: Packer, hints: ReplyHints = NO_HINTS, deadline: float = math.inf
     ) -> None:
-        # a schedule point even when the connection is already dead, so that a caller that resends
-        # at once lets the receive loop report the loss
-        await trio.lowlevel.checkpoint()
-        if self._dead is not None:
-            raise ConnectionLost(str(self._dead)) from self._dead
-        if self._closed:
+        # a call that goes at once passes through no schedule point (as over TCP); a connection
+        # already dead or closed fails it after one, so that a caller that resends at once lets
+        # the receive loop report the loss
+        if self._dead is not None or self._closed:
+            await trio.lowlevel.checkpoint()
+            if self._dead is not None:
+                raise ConnectionLost(str(self._dead)) from self._dead
             raise ConnectionLost("transport closed", self.peer)
         await self._acquire_credit(deadline)
         if self._break_match is not None and self._break_match(b"".join(bytes(x) for x in msg.segments())):
