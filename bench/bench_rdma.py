@@ -227,7 +227,7 @@ def format_table(results: list[Result]) -> str:
                 r.path,
                 r.op,
                 f"{max(r.rates):,.1f} ({statistics.median(r.rates):,.1f})",
-                f"{statistics.median(r.cpu_ms_per_mib):.1f}",
+                f"{statistics.median(r.cpu_ms_per_mib):.2f}",
                 f"{statistics.median(r.device_ms_per_mib):.2f}" if r.device_ms_per_mib else "-",
                 f"{statistics.median(r.faults_per_mib):.0f}",
                 f"{statistics.median(r.hop_cpu_ms_per_mib):.2f}" if r.hop_cpu_ms_per_mib else "-",
