@@ -61,7 +61,6 @@ from __future__ import annotations
 import ctypes
 import enum
 import errno
-import math
 import os
 import secrets
 import socket
@@ -263,6 +262,28 @@ class _Loans:
         return acks
 
 
+class _Completions:
+    """The Receive completions of a queue pair in the order they came, and last the fault that
+    broke it; one already there is taken with no trip through the scheduler."""
+
+    def __init__(self) -> None:
+        self._items: deque[Received | BaseException] = deque()
+        self._waiters = trio.lowlevel.ParkingLot()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put(self, item: Received | BaseException) -> None:
+        self._items.append(item)
+        if self._waiters:
+            self._waiters.unpark()
+
+    async def get(self) -> Received | BaseException:
+        while not self._items:
+            await self._waiters.park()
+        return self._items.popleft()
+
+
 class _Handles:
     """The handles of a connection's regions: a random 32-bit one for each registration, and for
     a window its index (24 bits) in a pool of windows and a key (8 bits) that changes with every
@@ -389,9 +410,7 @@ class SoftConnection(Connection):
         self._regions: dict[int, MemoryRegion] = {}
         self._next_address = secrets.randbits(32) << 16
         self._recvs: deque[MemoryRegion] = deque()
-        self._completions_tx, self._completions_rx = trio.open_memory_channel[Received | BaseException](
-            math.inf
-        )
+        self._completions = _Completions()
         self._pending: dict[int, _Pending] = {}
         self._next_id = 1
         self._send_lock = trio.Lock()
@@ -479,12 +498,9 @@ class SoftConnection(Connection):
         self._recvs.append(region)
 
     async def receive(self) -> Received:
-        try:  # a completion already there is taken without a trip through the scheduler
-            item = self._completions_rx.receive_nowait()
-        except trio.WouldBlock:
-            if self._error is not None:
-                raise self._error from None
-            item = await self._completions_rx.receive()
+        if self._error is not None and not self._completions:
+            raise self._error
+        item = await self._completions.get()
         if isinstance(item, BaseException):
             raise item
         return item
@@ -773,7 +789,7 @@ class SoftConnection(Connection):
             p.error = err
             p.done.set()
             p.finish(err)
-        self._completions_tx.send_nowait(err)
+        self._completions.put(err)
         for r in self._regions.values():
             r.valid = False
 
@@ -874,7 +890,7 @@ class SoftConnection(Connection):
             target.valid = False
             invalidated = handle
         held = self._loans.at_send(None if flags & _F_UNSIGNALED else wr_id, self._regions)
-        self._completions_tx.send_nowait(Received(region, length, invalidated))
+        self._completions.put(Received(region, length, invalidated))
         if not flags & _F_UNSIGNALED and not held:
             self._acknowledge(_Op.SEND_ACK, 0, wr_id)
 

@@ -184,9 +184,8 @@ class RdmaTransport(Transport):
         for r in self._recv_regions:
             conn.post_recv(r)
         # send buffers, registered once: one per credit, and two for backchannel replies
-        self._send_tx, self._send_rx = trio.open_memory_channel[MemoryRegion](math.inf)
-        for _ in range(credits + 2):
-            self._send_tx.send_nowait(self._new_send_buffer())
+        self._send_free = [self._new_send_buffer() for _ in range(credits + 2)]
+        self._send_waiters = trio.lowlevel.ParkingLot()  # calls waiting for a free send buffer
         self.chunk_memory = ChunkMemory(conn, pinned_limit)
         # a provider that takes Sends unsignaled (the software one) frees the buffer when the Send
         # was posted: the call goes on without waiting for a completion it does not need
@@ -322,12 +321,11 @@ class RdmaTransport(Transport):
         how long it is) and the inline Payload stream into a free send buffer and Send it from
         there. The buffer goes back to the pool when the Send completed; one whose Send failed or
         was abandoned (the device may still read it) is released and replaced by a new registration."""
-        # a free buffer is taken at once, not through the scheduler: the caller (send_call,
-        # send_reply) has had its schedule point
-        try:
-            region = self._send_rx.receive_nowait()
-        except trio.WouldBlock:
-            region = await self._send_rx.receive()
+        # a free buffer is taken at once, not through the scheduler (one is free unless every
+        # credit's Send and both backchannel replies are being posted at this moment)
+        while not self._send_free:
+            await self._send_waiters.park()
+        region = self._send_free.pop()
         completed = False
         try:
             buf = region.buffer
@@ -340,12 +338,12 @@ class RdmaTransport(Transport):
             await self._send_region(region, n, invalidate)
             completed = True
         finally:
-            if completed:
-                self._send_tx.send_nowait(region)
-            else:
+            if not completed:
                 self.conn.deregister(region)
-                if not self._closed and self._dead is None:
-                    self._send_tx.send_nowait(self._new_send_buffer())
+            if completed or (not self._closed and self._dead is None):
+                self._send_free.append(region if completed else self._new_send_buffer())
+                if self._send_waiters:
+                    self._send_waiters.unpark()
 
     def _register(self, plan: CallPlan) -> tuple[Lease, list[Registration]]:
         lease = Lease()
