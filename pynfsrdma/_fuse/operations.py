@@ -367,9 +367,9 @@ class NFSOperations(Operations):
     async def _revalidate(self, node: Inode, ctx: RequestContext) -> float:
         """Make ``node``'s attributes current; returns the time they were found fresh or fetched at
         (what :meth:`_entry` counts their time left from)."""
-        kept = self._delegated(node) and self.nfs.keeps_times(node.fh)  # (size and times: ours to tell)
-        if not projected(node) and not kept:
-            await self._sync_inode(node)
+        if node.shared and not projected(node) and not (
+                self._delegated(node) and self.nfs.keeps_times(node.fh)):  # (size and times: ours to tell)
+            await self._sync_inode(node)  # (only open state holds gathered writes)
         now = self._now()
         if not self.inodes.fresh(node, now) and not self._delegated(node):
             self.counts["attr_revalidations"] += 1
