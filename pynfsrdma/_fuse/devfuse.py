@@ -7,7 +7,8 @@ into it (:mod:`.reply_pipe`, :mod:`~pynfsrdma._client.read_sink`): the reply the
 below.
 
 Requests are read into pooled buffers (as large as the largest request, ``max_write`` plus the headers)
-by one worker task at a time, the reader. The reader answers the request it read itself: it calls the
+by one worker task at a time, the reader, which reads the next request into the buffer of the last
+unless that was a WRITE whose payload is still being answered. The reader answers the request it read itself: it calls the
 :class:`~.lowlevel.Operations` method and writes the reply with one ``writev`` (a READ's data from the
 object the operation returned; a WRITE's data reaches the operation as a view into the buffer the kernel
 wrote it to). Only when the operation has to wait does the reader hand the reading on, to a worker
@@ -250,6 +251,8 @@ class NativeChannel(Workers):
         self._fd = -1
         self._options = rq.Options()
         self._forgets = Forgets()
+        # the buffer the reader reads the next request into: the last one's, unless a WRITE kept it
+        self._spare: RequestBuffer | None = None
         self._interrupts: Interrupts[Worker] = Interrupts()
         self._interruptible = frozenset(
             o.number for o in rq.OPCODES.values() if o.operation is not None and o.operation in ops.interruptible
@@ -357,11 +360,15 @@ class NativeChannel(Workers):
         fd = self._fd
         buffers = self.buffers
         while not self.stopping:
-            buf = buffers.take()
+            buf = self._spare
+            if buf is None:
+                buf = buffers.take()
+            else:
+                self._spare = None
             try:
                 n = os.readv(fd, [buf.data])
             except BlockingIOError:
-                buffers.give_back(buf)
+                self._spare = buf
                 self._idle()
                 try:
                     await trio.lowlevel.wait_readable(fd)
@@ -418,9 +425,9 @@ class NativeChannel(Workers):
         if handler is not None:
             if op == abi.FUSE_WRITE:
                 return handler, req, buf, None
-            self.buffers.give_back(buf)  # (the request holds copies of what it needs)
+            self._spare = buf  # (the request holds copies of what it needs: the next is read into it)
             return handler, req, None, None
-        self.buffers.give_back(buf)
+        self._spare = buf
         if op == abi.FUSE_FORGET or op == abi.FUSE_BATCH_FORGET:
             self._forgets.add(req)
             if len(self._forgets) >= FORGET_BATCH and self.nursery is not None:

@@ -359,24 +359,29 @@ class NFSOperations(Operations):
         nowhere here is answered ESTALE (the kernel keeps its own of both): the kernel then looks
         the path up again and makes a new inode from the server's attributes."""
         node = self._inode(inode)
-        await self._revalidate(node, ctx)
+        now = await self._revalidate(node, ctx)
         if ctx.pid and self.opens.kernel_view_stale(node):
             raise FUSEError(errno.ESTALE)
-        return self._entry(node)
+        return self._entry(node, now)
 
-    async def _revalidate(self, node: Inode, ctx: RequestContext) -> None:
-        kept = self._delegated(node) and self.nfs.keeps_times(node.fh)  # (size and times: ours to tell)
-        if not projected(node) and not kept:
-            await self._sync_inode(node)
-        if not self.inodes.fresh(node, self._now()) and not self._delegated(node):
+    async def _revalidate(self, node: Inode, ctx: RequestContext) -> float:
+        """Make ``node``'s attributes current; returns the time they were found fresh or fetched at
+        (what :meth:`_entry` counts their time left from)."""
+        if node.shared and not projected(node) and not (
+                self._delegated(node) and self.nfs.keeps_times(node.fh)):  # (size and times: ours to tell)
+            await self._sync_inode(node)  # (only open state holds gathered writes)
+        now = self._now()
+        if not self.inodes.fresh(node, now) and not self._delegated(node):
             self.counts["attr_revalidations"] += 1
             cred = self.cred(ctx) if ctx.pid else self._any_cred(node)
             asked = self.inodes.asking(node)
             attrs = await self.nfs.names.getattr(node.fh, cred)
-            if self.inodes.refresh(node, attrs, self._now(), asked=asked):
+            now = self._now()
+            if self.inodes.refresh(node, attrs, now, asked=asked):
                 self._changed(node)
         else:
             self.counts["attr_hits"] += 1
+        return now
 
     def _any_cred(self, node: Inode) -> Credential:
         for s in node.shared.values():

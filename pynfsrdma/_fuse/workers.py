@@ -198,10 +198,12 @@ class Workers(abc.ABC):
             answered[req.opcode] = answered.get(req.opcode, 0) + 1
             w.unique = unique = req.unique
             w.interruptible = req.opcode in self._interruptible
-            if self._interrupts.started(unique, w):
+            interrupts = self._interrupts
+            if interrupts.started(unique, w):
                 w.interrupt()
-            for due in self._interrupts.take_due():
-                self._send(replies.error(due, errno.EAGAIN))
+            if interrupts.due:
+                for due in interrupts.take_due():
+                    self._send(replies.error(due, errno.EAGAIN))
             hand_offs = self._hand_offs
             reply = await self._answer(handler, req)
             del req, request

@@ -23,12 +23,12 @@ MAX_REMEMBERED = 1024  # interrupts kept for requests not seen; the oldest go fi
 
 
 class Interrupts(Generic[H]):
-    __slots__ = ("_due", "_early", "_running")
+    __slots__ = ("_early", "_running", "due")
 
     def __init__(self) -> None:
         self._running: dict[int, H] = {}
         self._early: OrderedDict[int, int] = OrderedDict()  # target unique -> the interrupt's unique
-        self._due: list[int] = []  # interrupts to answer EAGAIN
+        self.due: list[int] = []  # interrupts to answer EAGAIN (see take_due)
 
     def __len__(self) -> int:
         return len(self._running)
@@ -40,7 +40,7 @@ class Interrupts(Generic[H]):
             if self._early.pop(unique, None) is not None:
                 return True
             # an interrupt seen before this request whose own request has not come: ask again
-            self._due.append(self._early.popitem(last=False)[1])
+            self.due.append(self._early.popitem(last=False)[1])
         return False
 
     def finished(self, unique: int) -> None:
@@ -53,12 +53,12 @@ class Interrupts(Generic[H]):
             return handle
         self._early[req.target] = req.unique
         while len(self._early) > MAX_REMEMBERED:
-            self._due.append(self._early.popitem(last=False)[1])
+            self.due.append(self._early.popitem(last=False)[1])
         return None
 
     def take_due(self) -> list[int]:
         """Unique ids of interrupts to answer EAGAIN now."""
-        due, self._due = self._due, []
+        due, self.due = self.due, []
         return due
 
     def running(self) -> list[H]:

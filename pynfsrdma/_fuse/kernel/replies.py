@@ -8,7 +8,6 @@ is one ``bytes``. Directory listings are built by :class:`DirentBuffer`.
 
 from __future__ import annotations
 
-import math
 import stat
 import struct
 from collections.abc import Sequence
@@ -34,25 +33,26 @@ NS = 1_000_000_000
 U32 = 0xFFFFFFFF
 
 
-def _split(seconds: float) -> tuple[int, int]:
-    if not seconds > 0:  # (NaN too)
-        return 0, 0
-    seconds = min(seconds, MAX_TIMEOUT)
-    whole = math.floor(seconds)
-    return whole, min(int((seconds - whole) * NS), NS - 1)
-
-
-_TIMEOUTS: dict[float, tuple[int, int]] = {}  # the few timeouts a file system gives, converted once
+_TIMEOUTS: dict[float, tuple[int, int]] = {}  # the few whole-second timeouts a file system gives, converted once
+_CAPPED = (int(MAX_TIMEOUT), 0)
 
 
 def timeout(seconds: float) -> tuple[int, int]:
-    """A cache timeout as the kernel's (seconds, nanoseconds); negative and NaN as 0, infinity capped."""
+    """A cache timeout as the kernel's (seconds, nanoseconds); negative and NaN as 0, infinity capped.
+    What is left of an attribute's time differs at every reply: it is converted, not remembered."""
     t = _TIMEOUTS.get(seconds)
-    if t is None:
-        t = _split(seconds)
+    if t is not None:
+        return t
+    if not 0 < seconds < MAX_TIMEOUT:  # (NaN too)
+        return _CAPPED if seconds >= MAX_TIMEOUT else (0, 0)
+    whole = int(seconds)
+    if whole == seconds:
+        t = whole, 0
         if len(_TIMEOUTS) < 1024:
             _TIMEOUTS[seconds] = t
-    return t
+        return t
+    ns = int((seconds - whole) * NS)
+    return whole, ns if ns < NS else NS - 1
 
 
 def attr_fields(a: EntryAttributes) -> tuple[int, ...]:

@@ -69,6 +69,14 @@ def test_timeouts() -> None:
     assert s == 3 and 0 <= ns < 1_000_000_000
 
 
+def test_timeouts_left_of_an_attributes_time_are_each_converted() -> None:
+    # (what is left of an attribute's time differs at every reply, thousands of values)
+    for i in range(3000):
+        assert replies.timeout(i + 0.25) == (i, 250_000_000)
+    assert replies.timeout(7.0) == (7, 0)
+    assert replies.timeout(2.5) == (2, 500_000_000)
+
+
 def test_rdev_is_the_32_bit_encoding() -> None:
     out = replies.attr(UNIQUE, attrs(st_rdev=(1 << 40) | 0x0801))
     assert struct.unpack_from("=I", out, 16 + 16 + 8 * 6 + 4 * 7)[0] == 0x0801
