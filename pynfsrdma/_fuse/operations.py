@@ -31,7 +31,6 @@
 from __future__ import annotations
 
 import collections
-import dataclasses
 import errno
 import functools
 import gc
@@ -398,7 +397,7 @@ class NFSOperations(Operations):
         known = node.kernel_view == (a.size, a.mtime_ns)
         if self.setattrs.kernels_modify_time(node, fields):
             self.nfs.note_write(node.fh, attr.st_mtime_ns)
-            node.attrs = dataclasses.replace(a, mtime_ns=attr.st_mtime_ns)
+            node.attrs = a.replaced(mtime_ns=attr.st_mtime_ns)
             if known:
                 node.kernel_learned()
             return self._entry(node)

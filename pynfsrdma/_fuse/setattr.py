@@ -5,7 +5,6 @@ what goes on its own (after the file's gathered writes, which would otherwise un
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import logging
 import stat
@@ -182,7 +181,7 @@ class Setattrs:
             return False
         if kw["mode"] != a.mode & ~setid & 0o7777:
             return False
-        node.attrs = dataclasses.replace(a, mode=kw["mode"])
+        node.attrs = a.replaced(mode=kw["mode"])
         node.stale()
         return True
 
@@ -208,7 +207,7 @@ class Setattrs:
             or not w.defer_setattr(kw)
         ):
             return False
-        node.attrs = dataclasses.replace(a, size=max(a.size, w.gathered_end), **kw)
+        node.attrs = a.replaced(size=max(a.size, w.gathered_end), **kw)
         if projected(node):
             node.fetched = trio.current_time()  # (see getattr)
         return True
