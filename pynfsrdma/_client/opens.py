@@ -68,6 +68,23 @@ CREATE_ACCESS_SHAPE = CompoundShape(
      GETATTR4args(STAT_BITMAP)], entry_attrs_decoder_at)
 
 
+# the CLOSEs nobody waits for, N to a COMPOUND with nothing else (no lock let go with them): PUTFH,
+# CLOSE, PUTFH, CLOSE ..., one prepared shape per N, made when first sent
+_CLOSES_SHAPES: dict[int, CompoundShape] = {}
+
+
+def closes_shape(n: int) -> CompoundShape:
+    """The prepared COMPOUND of ``n`` files' CLOSEs (PUTFH, CLOSE; ``n`` times)."""
+    shape = _CLOSES_SHAPES.get(n)
+    if shape is None:
+        shape = _CLOSES_SHAPES[n] = CompoundShape([PUTFH4args, CLOSE4args] * n)
+    return shape
+
+
+def _closed(values: tuple[Any, ...]) -> None:
+    """What a shaped reply of CLOSEs gave (nothing to read: every one succeeded)."""
+
+
 class _Opened:
     """What an OPEN's COMPOUND gave, from the general decoder's results or a shape's values."""
 
@@ -422,6 +439,7 @@ class Opens(Delegations):
         whose: list[int] = []  # for each operation, the open of the batch it closes
         kept: collections.deque[tuple[OpenFile, Credential]] = collections.deque()
         full = False
+        only_closes = True  # (every open of the batch: PUTFH, CLOSE, and nothing else)
         while self._closing:
             of, cred = self._closing.popleft()
             if full or (cred.uid, cred.gid, cred.gids) != who or owners.is_opening(of.owner):
@@ -440,6 +458,8 @@ class Opens(Delegations):
             self.byte_range_locks.forget_locks(of)
             if not these:
                 continue
+            if len(these) != 2 or type(these[1]) is not CLOSE4args:
+                only_closes = False
             whose += [len(batch)] * len(these)
             batch.append(of)
             ops += these
@@ -447,9 +467,11 @@ class Opens(Delegations):
         self._closing = kept
         if not batch:
             return
+        shape = closes_shape(len(batch)) if only_closes else None
         try:
             async with owners.closing(of.owner for of in batch):
-                res = await self.client.compound(ops, first, NO_HINTS)
+                res = await self.client.compound(ops, first, NO_HINTS, shape=shape,
+                                                 prepared=_closed if shape is not None else None)
         except Exception as e:  # (nobody waits for these: a failure must not end the caller's nursery)
             # the session is gone (and the opens with it), a bad reply, an RPC-level refusal
             log.info("CLOSE of %d open(s): %s", len(batch), e)
