@@ -26,6 +26,8 @@ client's own work on the way down and up, trio's task switches included. The lin
   COMPOUND, as the mount's FLUSH of a small new file sends it (``ReadWrite.write_getattr``);
 - ``create``: an OPEN that may create (UNCHECKED4) with its GETFH, ACCESS, GETATTR and the directory's
   GETATTR, as the mount's CREATE sends it (``Opens.open``);
+- ``close_4``: four files' CLOSEs that nobody waits for, in one COMPOUND, as the mount's releases
+  close them (``Opens.close_later``, then ``flush_closes``; a nursery opened for them each call);
 - ``readdir_entry``: decoding a READDIR result of 10,000 entries as a listing takes it (the entries of a
   page read from the server, repeated under new names and cookies; ``Directories.readdir_plus``'s
   decoding, sans I/O), per entry;
@@ -101,7 +103,7 @@ from pynfsrdma._transport.tcp import TcpTransport
 from pynfsrdma._xdr import Packer, Unpacker
 
 LINES = ("transport", "rpc_null", "compound_codec", "session", "clientid", "lookup", "stat", "read_4k", "write_4k",
-         "write_attrs_4k", "create", "readdir_entry", "readdirplus_entry")
+         "write_attrs_4k", "create", "close_4", "readdir_entry", "readdirplus_entry")
 FILE = "f"
 CREATED = "c"  # the name the create line opens (and creates, the first time)
 LISTED_DIR = "d"
@@ -362,6 +364,19 @@ def lines(client: Client, f: Any, replies: Replies, listed: bytes) -> dict[str, 
             nfs.owner_per_open = per_open
         nfs.opens.pop(id(of), None)  # (forgotten, not closed: the server's open is the same every time)
 
+    closing: list[Any] = []  # the files close_4 closes (opened again before each call to the server)
+
+    async def close_4() -> None:
+        nfs = client.nfs
+        if not replies.replaying:  # (new stateids to close; the replay's calls close the last ones again)
+            closing[:] = [await nfs.open(client.root_fh, f"{CREATED}-{i}", cred, access=c.OPEN4_SHARE_ACCESS_BOTH,
+                                         create=True) for i in range(4)]
+        async with trio.open_nursery() as nursery:
+            for of in closing:
+                of.closed = False
+                nfs.close_later(of, cred, nursery)
+            await nfs.flush_closes()
+
     async def readdir_entries() -> None:
         listed_page(READDIR4resok.XDR.decode(listed))
 
@@ -394,7 +409,7 @@ def lines(client: Client, f: Any, replies: Replies, listed: bytes) -> dict[str, 
 
     return {"transport": transport_only, "rpc_null": null, "compound_codec": codec, "session": in_session,
             "clientid": in_clientid, "lookup": lookup, "stat": stat, "read_4k": read, "write_4k": write,
-            "write_attrs_4k": write_attrs, "create": create, "readdir_entry": readdir_entries,
+            "write_attrs_4k": write_attrs, "create": create, "close_4": close_4, "readdir_entry": readdir_entries,
             "readdirplus_entry": readdirplus_entries}
 
 

@@ -6,11 +6,10 @@ each other on the way (:class:`OwnerTraffic`)."""
 from __future__ import annotations
 
 import collections
-import contextlib
 import itertools
 import logging
 import os
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import trio
@@ -69,6 +68,23 @@ CREATE_ACCESS_SHAPE = CompoundShape(
      GETATTR4args(STAT_BITMAP)], entry_attrs_decoder_at)
 
 
+# the CLOSEs nobody waits for, N to a COMPOUND with nothing else (no lock let go with them): PUTFH,
+# CLOSE, PUTFH, CLOSE ..., one prepared shape per N, made when first sent
+_CLOSES_SHAPES: dict[int, CompoundShape] = {}
+
+
+def closes_shape(n: int) -> CompoundShape:
+    """The prepared COMPOUND of ``n`` files' CLOSEs (PUTFH, CLOSE; ``n`` times)."""
+    shape = _CLOSES_SHAPES.get(n)
+    if shape is None:
+        shape = _CLOSES_SHAPES[n] = CompoundShape([PUTFH4args, CLOSE4args] * n)
+    return shape
+
+
+def _closed(values: tuple[Any, ...]) -> None:
+    """What a shaped reply of CLOSEs gave (nothing to read: every one succeeded)."""
+
+
 class _Opened:
     """What an OPEN's COMPOUND gave, from the general decoder's results or a shape's values."""
 
@@ -107,41 +123,68 @@ class OwnerTraffic:
     owner's OPENs on the way (which may carry the open state on: the CLOSE is then dropped)."""
 
     def __init__(self) -> None:
-        self._opening: collections.Counter[bytes] = collections.Counter()
-        self._closing: collections.Counter[bytes] = collections.Counter()
-        self._settled = trio.Event()  # set, then replaced, whenever an OPEN or a CLOSE is answered
+        self._opening: dict[bytes, int] = {}
+        self._closing: dict[bytes, int] = {}
+        # set when an OPEN or a batch of CLOSEs on its way is answered; made when somebody waits
+        self._settled: trio.Event | None = None
 
     def is_opening(self, owner: bytes) -> bool:
-        return self._opening[owner] > 0
+        return self._opening.get(owner, 0) > 0
 
     async def settled(self) -> None:
         """Until an OPEN or a batch of CLOSEs on its way is answered."""
+        if self._settled is None:
+            self._settled = trio.Event()
         await self._settled.wait()
 
     def _settle(self) -> None:
-        settled, self._settled = self._settled, trio.Event()
-        settled.set()
+        settled, self._settled = self._settled, None
+        if settled is not None:
+            settled.set()
 
-    @contextlib.asynccontextmanager
-    async def opening(self, owner: bytes) -> AsyncIterator[None]:
-        while self._closing[owner]:
-            await self._settled.wait()
-        self._opening[owner] += 1
-        try:
-            yield
-        finally:
-            self._opening[owner] -= 1
-            self._settle()
+    def opening(self, owner: bytes) -> _Opening:
+        """``async with``: an OPEN of ``owner``'s on its way (after its CLOSEs on their way)."""
+        return _Opening(self, owner)
 
-    @contextlib.asynccontextmanager
-    async def closing(self, owners: Iterable[bytes]) -> AsyncIterator[None]:
-        counted = collections.Counter(owners)
-        self._closing.update(counted)
-        try:
-            yield
-        finally:
-            self._closing.subtract(counted)
-            self._settle()
+    def closing(self, owners: Iterable[bytes]) -> _Closing:
+        """``async with``: CLOSEs of ``owners`` on their way."""
+        return _Closing(self, collections.Counter(owners))
+
+
+class _Opening:
+    __slots__ = ("owner", "traffic")
+
+    def __init__(self, traffic: OwnerTraffic, owner: bytes) -> None:
+        self.traffic, self.owner = traffic, owner
+
+    async def __aenter__(self) -> None:
+        t, owner = self.traffic, self.owner
+        while t._closing.get(owner):
+            await t.settled()
+        t._opening[owner] = t._opening.get(owner, 0) + 1
+
+    async def __aexit__(self, *exc: object) -> None:
+        t = self.traffic
+        t._opening[self.owner] -= 1
+        t._settle()
+
+
+class _Closing:
+    __slots__ = ("counted", "traffic")
+
+    def __init__(self, traffic: OwnerTraffic, counted: collections.Counter[bytes]) -> None:
+        self.traffic, self.counted = traffic, counted
+
+    async def __aenter__(self) -> None:
+        closing = self.traffic._closing
+        for owner, n in self.counted.items():
+            closing[owner] = closing.get(owner, 0) + n
+
+    async def __aexit__(self, *exc: object) -> None:
+        closing = self.traffic._closing
+        for owner, n in self.counted.items():
+            closing[owner] -= n
+        self.traffic._settle()
 
 
 class Opens(Delegations):
@@ -396,6 +439,7 @@ class Opens(Delegations):
         whose: list[int] = []  # for each operation, the open of the batch it closes
         kept: collections.deque[tuple[OpenFile, Credential]] = collections.deque()
         full = False
+        only_closes = True  # (every open of the batch: PUTFH, CLOSE, and nothing else)
         while self._closing:
             of, cred = self._closing.popleft()
             if full or (cred.uid, cred.gid, cred.gids) != who or owners.is_opening(of.owner):
@@ -414,6 +458,8 @@ class Opens(Delegations):
             self.byte_range_locks.forget_locks(of)
             if not these:
                 continue
+            if len(these) != 2 or type(these[1]) is not CLOSE4args:
+                only_closes = False
             whose += [len(batch)] * len(these)
             batch.append(of)
             ops += these
@@ -421,9 +467,11 @@ class Opens(Delegations):
         self._closing = kept
         if not batch:
             return
+        shape = closes_shape(len(batch)) if only_closes else None
         try:
             async with owners.closing(of.owner for of in batch):
-                res = await self.client.compound(ops, first, NO_HINTS)
+                res = await self.client.compound(ops, first, NO_HINTS, shape=shape,
+                                                 prepared=_closed if shape is not None else None)
         except Exception as e:  # (nobody waits for these: a failure must not end the caller's nursery)
             # the session is gone (and the opens with it), a bad reply, an RPC-level refusal
             log.info("CLOSE of %d open(s): %s", len(batch), e)

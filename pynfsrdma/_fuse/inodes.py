@@ -31,7 +31,6 @@ to it was sent since, nor is still on its way: then no answer taken before is ne
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,6 +124,24 @@ OWN = None
 UNTRUSTED = -1  # asked while a write of the file was on its way: never current
 
 
+class _Changing(contextlib.AbstractContextManager[int]):
+    """:meth:`InodeTable.changing`'s context."""
+
+    __slots__ = ("node", "table")
+
+    def __init__(self, table: InodeTable, node: Inode) -> None:
+        self.table, self.node = table, node
+
+    def __enter__(self) -> int:
+        self.node.changes += 1
+        self.table.wrote(self.node)
+        return self.table.writes
+
+    def __exit__(self, *exc: object) -> None:
+        self.node.changes -= 1
+        self.table.wrote(self.node)
+
+
 class InodeTable:
     def __init__(self, root_fh: bytes, root_attrs: FileAttrs, timeouts: AttrTimeouts, now: float) -> None:
         self.timeouts = timeouts
@@ -213,19 +230,13 @@ class InodeTable:
             asked != UNTRUSTED and node.written <= asked and not node.changes and not node.writing
         )
 
-    @contextlib.contextmanager
-    def changing(self, node: Inode) -> Iterator[int]:
-        """Around an operation of ours that changes directory ``node`` (creates, removes, renames or
-        links a name in it), from before it is sent until after its answer is handled: attributes
-        asked for before then, or while it is on its way, may not show it and are not taken. Yields
-        the note to pass to :meth:`changed_by_us` with the directory's attributes its reply brings."""
-        node.changes += 1
-        self.wrote(node)
-        try:
-            yield self.writes
-        finally:
-            node.changes -= 1
-            self.wrote(node)
+    def changing(self, node: Inode) -> _Changing:
+        """``with``: around an operation of ours that changes directory ``node`` (creates, removes,
+        renames or links a name in it), from before it is sent until after its answer is handled:
+        attributes asked for before then, or while it is on its way, may not show it and are not
+        taken. Gives the note to pass to :meth:`changed_by_us` with the directory's attributes its
+        reply brings."""
+        return _Changing(self, node)
 
     def changed_by_us(self, node: Inode, attrs: FileAttrs, now: float, asked: int) -> bool:
         """``attrs``: directory ``node``'s attributes right after our change to it (from the change's

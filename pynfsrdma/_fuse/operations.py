@@ -31,7 +31,6 @@
 from __future__ import annotations
 
 import collections
-import dataclasses
 import errno
 import functools
 import gc
@@ -78,7 +77,7 @@ from .options import LOOKUPCACHE_NONE, REMOUNT_CHANGES, MountOptions
 from .posix_locks import PosixLocks
 from .read_write import FileData
 from .readdir import Directories
-from .setattr import Setattrs, projected
+from .setattr import Setattrs, mtime_alone, projected
 from .silly_rename import SillyRenames
 from .stale_handles import StaleHandles
 from .writeback_cache import KernelFiles
@@ -401,14 +400,15 @@ class NFSOperations(Operations):
         node = self._inode(inode)
         a = node.attrs
         known = node.kernel_view == (a.size, a.mtime_ns)
-        if self.setattrs.kernels_modify_time(node, fields):
-            self.nfs.note_write(node.fh, attr.st_mtime_ns)
-            node.attrs = dataclasses.replace(a, mtime_ns=attr.st_mtime_ns)
-            if known:
-                node.kernel_learned()
-            return self._entry(node)
-        if self.setattrs.kernels_times_written_back(node, attr, fields):
-            return self._entry(node)
+        if mtime_alone(fields):
+            if self.setattrs.kernels_modify_time(node):
+                self.nfs.note_write(node.fh, attr.st_mtime_ns)
+                node.attrs = a.replaced(mtime_ns=attr.st_mtime_ns)
+                if known:
+                    node.kernel_learned()
+                return self._entry(node)
+            if self.setattrs.kernels_times_written_back(node, attr):
+                return self._entry(node)
         if fields.update_atime or fields.update_mtime:  # (set on the server: no kept time undoes them)
             self.nfs.forget_times(node.fh)
         if not await self.setattrs.setattr(node, attr, fields, fh, self.cred(ctx)):

@@ -5,7 +5,6 @@ what goes on its own (after the file's gathered writes, which would otherwise un
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import logging
 import stat
@@ -40,6 +39,15 @@ def projected(node: Inode) -> bool:
     return w is not None and "mtime_ns" in w.setattrs
 
 
+def mtime_alone(fields: SetattrFields) -> bool:
+    """Whether a SETATTR sets the mtime to a time given (with FATTR_CTIME or not) and nothing else:
+    what the kernel sends when it writes back the times of a file it keeps in its writeback cache
+    (``fuse_flush_times``). :meth:`Setattrs.kernels_modify_time` and
+    :meth:`Setattrs.kernels_times_written_back` are for those alone."""
+    return fields.update_mtime and not (fields.update_mtime_now or fields.update_atime or fields.update_mode
+                                        or fields.update_uid or fields.update_gid or fields.update_size)
+
+
 class Setattrs:
     """The SETATTRs of the files of ``inodes``, whose opens are ``opens``; ``delegated``: whether a
     file's cached attributes are current under a delegation."""
@@ -50,20 +58,17 @@ class Setattrs:
         self.opens = opens
         self._delegated = delegated
 
-    def kernels_modify_time(self, node: Inode, fields: SetattrFields) -> bool:
-        """Whether a SETATTR is the kernel's own mtime of a file it keeps in its writeback cache
-        (``fuse_flush_times``, after writes it stamped: FATTR_MTIME, with FATTR_CTIME, and nothing
-        else) while we hold a write attribute delegation on the file: that is the modify time the
-        delegation keeps (RFC 9754), answered to CB_GETATTR and given back with it; nothing is sent."""
-        others = (fields.update_atime, fields.update_mode, fields.update_uid, fields.update_gid, fields.update_size)
-        return (
-            self.opens.writeback_cache and node.is_reg and fields.update_mtime and not fields.update_mtime_now
-            and not any(others) and self.nfs.keeps_times(node.fh)
-        )
+    def kernels_modify_time(self, node: Inode) -> bool:
+        """Whether a SETATTR of the mtime alone (:func:`mtime_alone`) is the kernel's own mtime of a
+        file it keeps in its writeback cache (``fuse_flush_times``, after writes it stamped) while we
+        hold a write attribute delegation on the file: that is the modify time the delegation keeps
+        (RFC 9754), answered to CB_GETATTR and given back with it; nothing is sent."""
+        return self.opens.writeback_cache and node.is_reg and self.nfs.keeps_times(node.fh)
 
-    def kernels_times_written_back(self, node: Inode, attr: EntryAttributes, fields: SetattrFields) -> bool:
-        """Whether a SETATTR is the kernel writing back times of a file it keeps in its writeback
-        cache that it did not stamp itself: nothing is sent, and the server's mtime stays the file's.
+    def kernels_times_written_back(self, node: Inode, attr: EntryAttributes) -> bool:
+        """Whether a SETATTR of the mtime alone (:func:`mtime_alone`) is the kernel writing back times
+        of a file it keeps in its writeback cache that it did not stamp itself: nothing is sent, and
+        the server's mtime stays the file's.
         The kernel writes an inode's mtime and ctime back (``fuse_write_inode`` ->
         ``fuse_flush_times``: FATTR_MTIME|FATTR_CTIME, no FATTR_MTIME_NOW) whenever the inode is
         dirty, also when only its ctime moved (``fuse_update_ctime`` after a rename, link or unlink),
@@ -74,9 +79,7 @@ class Setattrs:
         when the mtime is one we gave the kernel, also when data of the file waits here (written
         around the page cache, which the kernel stamps no time for); a time a caller chose, or the
         kernel stamped at a write(2), is sent."""
-        others = (fields.update_atime, fields.update_mode, fields.update_uid, fields.update_gid, fields.update_size)
-        if (not self.opens.writeback_cache or not node.is_reg or not fields.update_mtime or fields.update_mtime_now
-                or any(others) or not node.may_hold(attr.st_mtime_ns)):
+        if not self.opens.writeback_cache or not node.is_reg or not node.may_hold(attr.st_mtime_ns):
             return False
         log.debug("times of inode %d written back by the kernel: the server's kept", node.ino)
         return True
@@ -182,7 +185,7 @@ class Setattrs:
             return False
         if kw["mode"] != a.mode & ~setid & 0o7777:
             return False
-        node.attrs = dataclasses.replace(a, mode=kw["mode"])
+        node.attrs = a.replaced(mode=kw["mode"])
         node.stale()
         return True
 
@@ -208,7 +211,7 @@ class Setattrs:
             or not w.defer_setattr(kw)
         ):
             return False
-        node.attrs = dataclasses.replace(a, size=max(a.size, w.gathered_end), **kw)
+        node.attrs = a.replaced(size=max(a.size, w.gathered_end), **kw)
         if projected(node):
             node.fetched = trio.current_time()  # (see getattr)
         return True

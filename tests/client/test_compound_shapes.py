@@ -14,6 +14,7 @@ import struct
 from typing import Any
 
 import pytest
+import trio
 from hypothesis import given
 from hypothesis import strategies as st
 from shape_spy import shapes_taken
@@ -30,8 +31,9 @@ from pynfsrdma._client.names import (
     LOOKUP_SHAPE,
 )
 from pynfsrdma._client.open_state import ANONYMOUS_STATEID
-from pynfsrdma._client.opens import CREATE_ACCESS_SHAPE, CREATE_EXCLUSIVE_SHAPE
+from pynfsrdma._client.opens import CREATE_ACCESS_SHAPE, CREATE_EXCLUSIVE_SHAPE, closes_shape
 from pynfsrdma._client.read_write import WRITE_GETATTR_SHAPE, WRITE_SETATTR_GETATTR_SHAPE
+from pynfsrdma._errors import NFS4Error
 from pynfsrdma._proto import rpc as rpcdef
 from pynfsrdma._proto.nfs4 import const as c
 from pynfsrdma._proto.nfs4.attrs import encode_fattr4
@@ -48,6 +50,7 @@ from pynfsrdma._proto.nfs4.compound import (
 from pynfsrdma._proto.nfs4.compound_shapes import CompoundShape
 from pynfsrdma._proto.nfs4.types import (
     ACCESS4resok,
+    CLOSE4args,
     GETATTR4args,
     GETATTR4resok,
     GETFH4args,
@@ -150,6 +153,11 @@ def written_attrs(results: list[ResOp]) -> tuple[Any, ...]:
     return (int(ok.count), int(ok.committed), bytes(ok.writeverf)), last_attrs(results)
 
 
+CLOSES = closes_shape(3)
+CLOSING = [x for i in range(3) for x in (PUTFH4args(bytes([i + 1]) * (20 + i)), CLOSE4args(0, stateid4(i, b"c" * 12)))]
+CLOSED = [SEQ, *(r for i in range(3) for r in (ResOp(c.OP_PUTFH, 0), ResOp(c.OP_CLOSE, 0, stateid4(i + 1, b"c" * 12))))]
+
+
 # each shape: its operations for a call, its reply of success, and what the general way's parse makes of
 # that (the value the caller reads, as a tuple in the shape's order)
 SHAPES: dict[str, tuple[CompoundShape, list[Any], list[ResOp], Any]] = {
@@ -172,6 +180,8 @@ SHAPES: dict[str, tuple[CompoundShape, list[Any], list[ResOp], Any]] = {
                          opened_attrs),
     "create_access": (CREATE_ACCESS_SHAPE, CREATE_ACCESS_SHAPE.ops(FH, UNCHECKED, 0x1F), create_results(ACCESS),
                       opened_attrs),
+    "closes": (CLOSES, CLOSES.ops(*(x.object if isinstance(x, PUTFH4args) else x for x in CLOSING)), CLOSED,
+               lambda r: ()),
 }
 
 
@@ -233,7 +243,9 @@ def test_a_shape_encodes_the_bytes_of_the_general_encoder(fh: bytes, name: str, 
                        (CREATE_ACCESS_SHAPE, CREATE_ACCESS_SHAPE.ops(fh, OPEN4args(
                            seqid, c.OPEN4_SHARE_ACCESS_BOTH, 0, open_owner4(mask, fh), (c.OPEN4_CREATE, (
                                c.UNCHECKED4, setattr_fattr4(mode=mask & 0o7777, size=0))), (c.CLAIM_NULL, name)),
-                           mask))):
+                           mask)),
+                       (closes_shape(2), closes_shape(2).ops(fh, CLOSE4args(seqid, stateid4(mask, b"s" * 12)), FH,
+                                                             CLOSE4args(slot, stateid4(seqid, fh[:12].ljust(12, b"o")))))):
         args = COMPOUND4args("", minor, [sequence(seqid, slot, slot, cachethis), *ops])
         general_p, shaped_p = Packer(), Packer()
         encode_compound_args(general_p, args)
@@ -407,7 +419,8 @@ def test_the_reply_fuzzers_changes_are_decoded_as_the_general_way_does_or_left_t
     shape, ops, results, parse = SHAPES[name]
     record = _record(body(results))
     sites = ReplyMutator().sites(record, [c.OP_SEQUENCE, *(op.OPNUM for op in ops)])
-    attributes = {m for m in ALL if m.value in ("nseconds", "value")} if shape is not ACCESS_SHAPE else set()
+    has_attrs = any(r.opnum == c.OP_GETATTR for r in results)
+    attributes = {m for m in ALL if m.value in ("nseconds", "value")} if has_attrs else set()
     assert {s.mutation for s in sites} >= {m for m in ALL if m.value in (
         "header", "length", "truncate", "trailing", "status")} | attributes
     taken = compared = 0
@@ -497,3 +510,24 @@ async def test_the_mounts_creates_and_writes_through_the_shapes_against_the_serv
         assert again.dir_change is not None and again.dir_change.before == again.dir_change.after  # (it was there)
         await nfs.close(again, cred)
     assert sorted(taken) == ["create_access", "create_exclusive", "write_getattr", "write_setattr_getattr"]
+
+
+async def test_closes_nobody_waits_for_go_in_their_shape_against_the_server(
+        ganesha: Ganesha, export_path: ExportPath, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three opens closed without waiting (as the mount's releases close them) go in one COMPOUND of
+    their prepared shape, and the server ends each open: a WRITE with its stateid is refused."""
+    taken = shapes_taken(monkeypatch, {id(closes_shape(3)): "closes"})
+    async with Client.connect(f"nfs://{ganesha.host}:{ganesha.port}{export_path.remote}") as client:
+        nfs, cred = client.nfs, client.cred
+        opened = [await nfs.open(client.root_fh, f"c{i}", cred, access=c.OPEN4_SHARE_ACCESS_BOTH, create=True)
+                  for i in range(3)]
+        async with trio.open_nursery() as nursery:
+            for of in opened:
+                nfs.close_later(of, cred, nursery)
+            await nfs.flush_closes()
+        for of in opened:
+            with pytest.raises(NFS4Error) as e:
+                await nfs.run([PUTFH4args(of.fh), WRITE4args(of.stateid, 0, c.FILE_SYNC4, b"x")], cred)
+            assert e.value.status in (c.NFS4ERR_BAD_STATEID, c.NFS4ERR_OLD_STATEID)
+    assert taken == ["closes"]
+    assert [p.stat().st_size for p in sorted(export_path.local.glob("c?"))] == [0, 0, 0]

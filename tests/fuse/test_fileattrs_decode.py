@@ -179,3 +179,14 @@ def test_truncated_values_inside_a_larger_buffer_are_an_xdr_error(cut: int) -> N
         entry_attrs_decoder_at(f.attrmask)(b, 0, len(f.attr_vals) - cut)
     with pytest.raises(XdrError):
         entry_record_decoder_at(f.attrmask)(b, 0, len(f.attr_vals) - cut)
+
+
+def test_replaced_copies_every_field_and_changes_only_those_named() -> None:
+    import dataclasses
+
+    a = FileAttrs(**{f.name: (i + 1, i + 2) if f.name in ("rdev", "fsid") else i + 1
+                     for i, f in enumerate(dataclasses.fields(FileAttrs))})
+    b = a.replaced(mode=0o644, size=99)
+    assert b == dataclasses.replace(a, mode=0o644, size=99)
+    assert b is not a and (a.mode, a.size) == (2, 6)
+    assert a.replaced() == a

@@ -7,7 +7,7 @@ fixed operations with their arguments: GETFH, GETATTR and its bitmap, a CLOSE of
 stateid); per call only the variable fields are packed (SEQUENCE's session, sequence id and slots;
 the file handle; the name; ACCESS's mask; READ's stateid, offset and count; OPEN's owner, create
 attributes and name; WRITE's stateid, offset and stability, its data referenced, not copied; SETATTR's
-stateid and attributes). Its
+stateid and attributes; a CLOSE's seqid and stateid). Its
 reply is decoded by a decoder prepared for exactly the reply of success (every status NFS4_OK, one
 result per operation in order, the GETATTR's bitmap the one asked for, an OPEN that gave no
 delegation: OPEN_DELEGATE_NONE, or OPEN_DELEGATE_NONE_EXT and why; nothing after the last result),
@@ -41,6 +41,7 @@ from .const import (
     NFS4_OTHER_SIZE,
     NFS4_SESSIONID_SIZE,
     OP_ACCESS,
+    OP_CLOSE,
     OP_OPEN,
     OP_READ,
     OP_SEQUENCE,
@@ -92,6 +93,8 @@ _UINT32_MAX = (1 << 32) - 1
 _READ_ARGS = struct.Struct(f">II{NFS4_OTHER_SIZE}sQI")
 # WRITE4args with its operation number, up to its data: stateid, offset, stable
 _WRITE_ARGS = struct.Struct(f">II{NFS4_OTHER_SIZE}sQi")
+# CLOSE4args with its operation number: seqid, open_stateid (seqid, other)
+_CLOSE_ARGS = struct.Struct(f">III{NFS4_OTHER_SIZE}s")
 # OPEN4args with its operation number, up to the owner's opaque: seqid, share_access, share_deny, clientid
 _OPEN_HEAD = struct.Struct(">IIIIQ")
 _CLAIM_NULL = _U32.pack(CLAIM_NULL)
@@ -123,9 +126,9 @@ def _xdr(op: Any) -> bytes:
 class CompoundShape:
     """SEQUENCE and then ``template``'s operations: an argument class for an operation whose argument
     varies per call (PUTFH4args, LOOKUP4args, ACCESS4args, READ4args, OPEN4args, WRITE4args,
-    SETATTR4args), an
+    SETATTR4args, CLOSE4args), an
     argument instance for one that is fixed (GETFH4args(), GETATTR4args(bitmap), CLOSE4args(seqid,
-    stateid)). Calls hand the shape's own fixed instances (:attr:`fixed`, :meth:`ops`) so that their
+    stateid) of the current stateid). Calls hand the shape's own fixed instances (:attr:`fixed`, :meth:`ops`) so that their
     bytes are the ones encoded once. ``attrs_at(bitmap)`` makes the GETATTR's attribute decoder
     (:data:`AttrsAt`), once, for the bitmap the shape asks for. A READ can only be the last operation.
     An OPEN is shaped as a small file's create is sent (OPEN4_CREATE of UNCHECKED4, CLAIM_NULL; any
@@ -275,6 +278,17 @@ class CompoundShape:
                                           cachethis, ops)
                     return
                 buf += q.getvalue()
+                continue
+            if kind is CLOSE4args:
+                sid = op.open_stateid
+                try:
+                    if len(sid.other) != NFS4_OTHER_SIZE:
+                        raise struct.error
+                    buf += _CLOSE_ARGS.pack(OP_CLOSE, op.seqid, sid.seqid, sid.other)
+                except (struct.error, TypeError, AttributeError):  # (the general encoder's error)
+                    encode_sequenced_args(p, tag, minorversion, sessionid, sequenceid, slotid, highest_slotid,
+                                          cachethis, ops)
+                    return
                 continue
             if kind is READ4args or kind is WRITE4args or kind is OPEN4args:
                 try:
@@ -512,6 +526,7 @@ _RESULT_KIND = {READ4args: _READ, OPEN4args: _OPEN, WRITE4args: _WRITE, CLOSE4ar
 #: the operations a shape holds, and those of them whose arguments vary per call
 _SHAPED = frozenset((PUTFH4args, LOOKUP4args, GETFH4args, ACCESS4args, GETATTR4args, READ4args, OPEN4args,
                      WRITE4args, CLOSE4args, SETATTR4args, SAVEFH4args, RESTOREFH4args))
-_VARIABLE = frozenset((PUTFH4args, LOOKUP4args, ACCESS4args, READ4args, OPEN4args, WRITE4args, SETATTR4args))
+_VARIABLE = frozenset((PUTFH4args, LOOKUP4args, ACCESS4args, READ4args, OPEN4args, WRITE4args, SETATTR4args,
+                       CLOSE4args))
 
 __all__ = ["AttrsAt", "CompoundShape"]
