@@ -8,7 +8,7 @@ encode_reply -> RDMA Writes into the requester's sinks -> reassemble_reply -> Rd
 from __future__ import annotations
 
 import pytest
-from conftest import FakeMemory
+from fake_memory import FakeMemory
 
 from pynfsrdma._proto.private_data import InlineThresholds
 from pynfsrdma._proto.rpcrdma import (

@@ -13,7 +13,7 @@ another READ puts the second READ's data in the *first* chunk and returns the se
 
 from __future__ import annotations
 
-from conftest import FakeMemory
+from fake_memory import FakeMemory
 
 from pynfsrdma._proto import rpc
 from pynfsrdma._proto.nfs4.compound import decode_compound_res
