@@ -123,13 +123,13 @@ class OwnerTraffic:
     owner's OPENs on the way (which may carry the open state on: the CLOSE is then dropped)."""
 
     def __init__(self) -> None:
-        self._opening: dict[bytes, int] = {}
-        self._closing: dict[bytes, int] = {}
+        self.opens_on_way: dict[bytes, int] = {}  # owner -> its OPENs on their way
+        self.closes_on_way: dict[bytes, int] = {}  # owner -> its CLOSEs on their way
         # set when an OPEN or a batch of CLOSEs on its way is answered; made when somebody waits
         self._settled: trio.Event | None = None
 
     def is_opening(self, owner: bytes) -> bool:
-        return self._opening.get(owner, 0) > 0
+        return self.opens_on_way.get(owner, 0) > 0
 
     async def settled(self) -> None:
         """Until an OPEN or a batch of CLOSEs on its way is answered."""
@@ -137,7 +137,8 @@ class OwnerTraffic:
             self._settled = trio.Event()
         await self._settled.wait()
 
-    def _settle(self) -> None:
+    def settle(self) -> None:
+        """An OPEN or a batch of CLOSEs on its way was answered: wake whoever waits for that."""
         settled, self._settled = self._settled, None
         if settled is not None:
             settled.set()
@@ -159,14 +160,14 @@ class _Opening:
 
     async def __aenter__(self) -> None:
         t, owner = self.traffic, self.owner
-        while t._closing.get(owner):
+        while t.closes_on_way.get(owner):
             await t.settled()
-        t._opening[owner] = t._opening.get(owner, 0) + 1
+        t.opens_on_way[owner] = t.opens_on_way.get(owner, 0) + 1
 
     async def __aexit__(self, *exc: object) -> None:
         t = self.traffic
-        t._opening[self.owner] -= 1
-        t._settle()
+        t.opens_on_way[self.owner] -= 1
+        t.settle()
 
 
 class _Closing:
@@ -176,15 +177,15 @@ class _Closing:
         self.traffic, self.counted = traffic, counted
 
     async def __aenter__(self) -> None:
-        closing = self.traffic._closing
+        closing = self.traffic.closes_on_way
         for owner, n in self.counted.items():
             closing[owner] = closing.get(owner, 0) + n
 
     async def __aexit__(self, *exc: object) -> None:
-        closing = self.traffic._closing
+        closing = self.traffic.closes_on_way
         for owner, n in self.counted.items():
             closing[owner] -= n
-        self.traffic._settle()
+        self.traffic.settle()
 
 
 class Opens(Delegations):
