@@ -37,6 +37,7 @@ from typing import Any
 from guest_pnfs import (
     MIB,
     _delta,
+    _differs,
     _figure,
     _log_to_stderr,
     _mountstats,
@@ -289,8 +290,9 @@ async def _recall(url: str, local: Path) -> str:
     on_server = _server_bytes(local / "recall.dat")
     through_kernel = (KSCSI / "recall.dat").read_bytes()
     if on_server != bytes(expect) or through_kernel != bytes(expect):
-        raise RuntimeError(f"after the recall the server's XFS or the kernel client's mount hold other bytes; "
-                           f"{report}; nfsd ran {d}")
+        raise RuntimeError(f"after the recall the server's XFS or the kernel client's mount hold other bytes "
+                           f"(the XFS: {_differs(on_server, bytes(expect))}; the kernel client: "
+                           f"{_differs(through_kernel, bytes(expect))}); {report}; nfsd ran {d}")
     if not report["counts"].get("recalls"):
         raise RuntimeError(f"no recall of our layout when the kernel client wrote: {report}; nfsd ran {d}")
     (local / "recall.dat").unlink()
