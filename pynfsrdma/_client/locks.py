@@ -298,6 +298,7 @@ class LockTable:
         self._owners: dict[Hashable, LockOwner] = {}
         self._names: dict[bytes, LockOwner] = {}
         self._states: dict[tuple[int, Hashable], LockState] = {}
+        self._by_open: dict[int, dict[Hashable, LockState]] = {}  # the same states, by open
 
     def __bool__(self) -> bool:
         """Whether any lock state exists (I/O looks for a lock stateid only then)."""
@@ -330,10 +331,17 @@ class LockTable:
             self._names[owner.name] = owner
         owner.states += 1
         st = self._states[(id(of), key)] = LockState(of, owner)
+        self._by_open.setdefault(id(of), {})[key] = st
         return st
 
     def of_open(self, of: OpenFile) -> list[LockState]:
-        return [st for (oid, _), st in self._states.items() if oid == id(of)]
+        states = self._by_open.get(id(of))
+        return list(states.values()) if states else []
+
+    def stateid_of_open(self, of: OpenFile) -> bool:
+        """Whether a lock state of ``of`` has a stateid from the server (locks it holds or held)."""
+        states = self._by_open.get(id(of))
+        return states is not None and any(st.stateid is not None for st in states.values())
 
     def all(self) -> list[LockState]:
         return list(self._states.values())
@@ -343,6 +351,10 @@ class LockTable:
         if self._states.get((id(st.of), st.owner.key)) is not st:
             return
         del self._states[(id(st.of), st.owner.key)]
+        states = self._by_open[id(st.of)]
+        del states[st.owner.key]
+        if not states:
+            del self._by_open[id(st.of)]
         st.owner.states -= 1
         if st.owner.states <= 0:
             self._owners.pop(st.owner.key, None)

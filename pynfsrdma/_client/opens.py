@@ -396,7 +396,7 @@ class Opens(Delegations):
             self._close_sender = trio.Event()
             self._close_due = trio.Event()
             nursery.start_soon(self._send_closes)
-        if len(self._closing) >= CLOSES_PER_COMPOUND or any(st.stateid is not None for st in self.locks.of_open(of)):
+        if len(self._closing) >= CLOSES_PER_COMPOUND or self.locks.stateid_of_open(of):
             self._close_due.set()
 
     async def flush_closes(self) -> None:

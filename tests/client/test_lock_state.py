@@ -132,12 +132,18 @@ def test_owners_by_key_and_name_and_forgotten_with_their_last_state() -> None:
     assert table.owner_by_name(a1.owner.name) is a1.owner
     assert table.owner_name(3) not in (a1.owner.name, b1.owner.name)  # (a key that holds nothing)
     assert table.of_open(of1) == [a1, b1] and len(table) == 3
+    assert not table.stateid_of_open(of1)  # (no LOCK answered yet)
+    b1.stateid = stateid4(1, b"lock--------")
+    assert table.stateid_of_open(of1) and not table.stateid_of_open(of2)
     table.forget(a1)
+    assert table.of_open(of1) == [b1] and table.of_open(of2) == [a2]
     assert table.owner_by_name(a2.owner.name) is a2.owner  # still has a state on f2
     table.forget(a2)
     table.forget(a2)  # (twice: nothing more happens)
     assert table.owner_by_name(a1.owner.name) is None and table.owner_name(1) != a1.owner.name
-    assert table.all() == [b1]
+    assert table.all() == [b1] and table.of_open(of2) == [] and not table.stateid_of_open(of2)
+    table.forget(b1)
+    assert table.of_open(of1) == [] and not table.stateid_of_open(of1) and len(table) == 0
 
 
 def test_lock_denied_is_eagain_and_carries_the_conflict() -> None:
