@@ -162,9 +162,11 @@ class FileWriter:
         final = self.plan.final_send()
         if final is not None:
             await self._send(final)
-        await self.drain()
+        if self.plan.unsent:  # (a write came in meanwhile, or a WRITE is still out)
+            await self.drain()
         if not self.plan.uncommitted and not self._commit_lock.locked():
-            self._raise_error()  # (nothing to COMMIT and none out: no lock to wait for)
+            if self._error is not None:
+                self._raise_error()  # (nothing to COMMIT and none out: no lock to wait for)
             return
         async with Held(self._commit_lock):  # (after a background COMMIT, if one is out)
             lost = 0  # COMMITs whose verifier said the server lost what it was sent
@@ -182,10 +184,13 @@ class FileWriter:
     async def flush(self) -> None:
         """close(2) and fsync(2): the data on stable storage (or sent FILE_SYNC), errors reported."""
         if self.plan.stable == c.UNSTABLE4:
-            await self.commit()
+            if not self.plan.dirty and not self.plan.setattrs and self._error is None \
+                    and not self._commit_lock.locked():
+                return  # (the release after a close's flush: all there is is on stable storage)
+            await self.commit()  # (which reports a WRITE's error itself)
         else:
             await self.drain()
-        self._raise_error()
+            self._raise_error()
 
     # -- the sole run with attribute changes, in one COMPOUND (``tar``'s write then utimensat) ----------
     async def write_with_setattr(self, changes: dict[str, Any]) -> FileAttrs | None:
