@@ -92,7 +92,8 @@ class FileWriter:
         self._room = trio.lowlevel.ParkingLot()  # writes waiting for a WRITE in flight to be answered
         self._idle = trio.Event()
         self._idle.set()
-        self._commit_lock = trio.Lock()  # one COMMIT (and the resends after it) at a time
+        # one COMMIT (and the resends after it) at a time; made for the first (a small file has none)
+        self._commit_lock: trio.Lock | None = None
         self._background: trio.Event | None = None  # set when the background COMMIT is over
         self._error: OSError | None = None
         self._given_back: trio.Event | None = None  # set when a caller hands the sole run back
@@ -164,11 +165,11 @@ class FileWriter:
             await self._send(final)
         if self.plan.unsent:  # (a write came in meanwhile, or a WRITE is still out)
             await self.drain()
-        if not self.plan.uncommitted and not self._commit_lock.locked():
+        if not self.plan.uncommitted and (self._commit_lock is None or not self._commit_lock.locked()):
             if self._error is not None:
                 self._raise_error()  # (nothing to COMMIT and none out: no lock to wait for)
             return
-        async with Held(self._commit_lock):  # (after a background COMMIT, if one is out)
+        async with Held(self._commit_held()):  # (after a background COMMIT, if one is out)
             lost = 0  # COMMITs whose verifier said the server lost what it was sent
             for _ in range(COMMIT_ATTEMPTS):
                 if not self.plan.uncommitted:
@@ -185,7 +186,7 @@ class FileWriter:
         """close(2) and fsync(2): the data on stable storage (or sent FILE_SYNC), errors reported."""
         if self.plan.stable == c.UNSTABLE4:
             if not self.plan.dirty and not self.plan.setattrs and self._error is None \
-                    and not self._commit_lock.locked():
+                    and (self._commit_lock is None or not self._commit_lock.locked()):
                 return  # (the release after a close's flush: all there is is on stable storage)
             await self.commit()  # (which reports a WRITE's error itself)
         else:
@@ -353,13 +354,18 @@ class FileWriter:
 
     async def _background_commit(self, done: trio.Event) -> None:
         try:
-            async with Held(self._commit_lock):
+            async with Held(self._commit_held()):
                 await self._commit_once()
         except OSError as e:  # the pieces are kept: the next flush or fsync commits (and reports)
             log.info("background COMMIT failed: %s", e)
         finally:
             self._background = None
             done.set()
+
+    def _commit_held(self) -> trio.Lock:
+        if self._commit_lock is None:
+            self._commit_lock = trio.Lock()
+        return self._commit_lock
 
     async def _commit_once(self) -> bool:
         """COMMIT what the server acknowledged UNSTABLE so far; send again what a changed verifier
