@@ -360,7 +360,14 @@ RECORD_FILEID: Final = 9
 RECORD_CHANGE: Final = 10
 EntryRecord = tuple["AttrRecord | None", "bytes | None"]
 EntryRecordAt = Callable[[bytes, int, int], EntryRecord]
-_Decoders = tuple[Callable[[Any], EntryAttrs], EntryAttrsAt, EntryRecordAt]
+# an entry as a listing gives it: (name as the server sent it, cookie, file handle, attributes as
+# an AttrRecord: ``file_attrs`` makes their FileAttrs); a tuple, made by the thousand in a listing
+ListedEntry = tuple[bytes, int, "bytes | None", "AttrRecord | None"]
+# a page's entries from ``first`` on while their mask is the same list as that entry's, each appended
+# as a ListedEntry (its record None when the server gave no attributes); gives the index of the first
+# entry not decoded (``records_at(b, spans, first, append) -> int``: one call per page, not per entry)
+RecordsAt = Callable[[bytes, Sequence[tuple[int, int, int, list[int], int, int]], int, Callable[[ListedEntry], None]], int]
+_Decoders = tuple[Callable[[Any], EntryAttrs], EntryAttrsAt, EntryRecordAt, RecordsAt]
 
 
 def file_attrs(record: AttrRecord) -> FileAttrs:
@@ -392,7 +399,20 @@ def _compile_file_attrs(mask: tuple[int, ...]) -> _Decoders:
             attrs, fh = general(b[start:end])
             return (None if attrs is None else record_of(attrs)), fh
 
-        return general, general_at, general_record_at
+        def general_records_at(
+            b: bytes, spans: Sequence[tuple[int, int, int, list[int], int, int]], first: int,
+            append: Callable[[ListedEntry], None],
+        ) -> int:
+            same = spans[first][3]
+            for i in range(first, len(spans)):
+                cookie, name_at, name_end, emask, start, end = spans[i]
+                if emask is not same:
+                    return i
+                record, fh = general_record_at(b, start, end)
+                append((b[name_at:name_end], cookie, fh, record))
+            return len(spans)
+
+        return general, general_at, general_record_at, general_records_at
     ns: dict[str, Any] = {
         "FileAttrs": FileAttrs,
         "XdrError": XdrError,
@@ -515,6 +535,9 @@ def _compile_file_attrs(mask: tuple[int, ...]) -> _Decoders:
     values = (f"ftype, mode & 0o7777, nlink, {uid}, {gid}, size, used, (rdev1, rdev2), (fsid_major, fsid_minor), "
               "fileid, change, atime_s * 1000000000 + atime_ns, mtime_s * 1000000000 + mtime_ns, "
               "ctime_s * 1000000000 + ctime_ns")
+    # the same for a page's entries, in one loop (an entry without attributes is appended with None)
+    loop = [f"    {line}" if line != "        return None, fh" else
+            "            append((b[name_at:name_end], cookie, fh, None))\n            continue" for line in tail]
     src = [
         "def dec_at(b, p, end):",
         *tail,
@@ -522,6 +545,15 @@ def _compile_file_attrs(mask: tuple[int, ...]) -> _Decoders:
         "def record_at(b, p, end):",
         *tail,
         f"    return ({values}), fh",
+        "def records_at(b, spans, first, append):",
+        "    same = spans[first][3]",
+        "    for i in range(first, len(spans)):",
+        "        cookie, name_at, name_end, emask, p, end = spans[i]",
+        "        if emask is not same:",
+        "            return i",
+        *loop,
+        f"        append((b[name_at:name_end], cookie, fh, ({values})))",
+        "    return len(spans)",
         "def dec(vals):",
         "    b = bytes(vals)",  # one copy of the few bytes; every slice of it is then bytes
         "    return dec_at(b, 0, len(b))",
@@ -530,7 +562,8 @@ def _compile_file_attrs(mask: tuple[int, ...]) -> _Decoders:
     dec: Callable[[Any], EntryAttrs] = ns["dec"]
     dec_at: EntryAttrsAt = ns["dec_at"]
     record_at: EntryRecordAt = ns["record_at"]
-    return dec, dec_at, record_at
+    records_at: RecordsAt = ns["records_at"]
+    return dec, dec_at, record_at, records_at
 
 
 _FAST_SIZES_MAX = 64  # sizes of values a mask's decoder knows the layout of
@@ -584,6 +617,11 @@ def entry_record_decoder_at(attrmask: Sequence[int]) -> EntryRecordAt:
     """As :func:`entry_attrs_decoder_at`, the attributes as an :data:`AttrRecord` (no FileAttrs made):
     ``record_at(b, start, end) -> (record or None, fh)``; the same checks, the same errors."""
     return _decoders(attrmask)[2]
+
+
+def entry_records_decoder_at(attrmask: Sequence[int]) -> RecordsAt:
+    """As :func:`entry_record_decoder_at`, for a page's entries in one call (:data:`RecordsAt`)."""
+    return _decoders(attrmask)[3]
 
 
 def decode_entry_attrs(f: fattr4) -> EntryAttrs:

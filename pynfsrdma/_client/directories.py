@@ -30,12 +30,14 @@ from .._proto.nfs4.types import (
 )
 from .._rpc.auth import Credential
 from .._transport.base import ReplyHints
-from .attributes import STAT_BITMAP, AttrRecord, FileAttrs, entry_record_decoder_at, setattr_fattr4
+from .attributes import (
+    STAT_BITMAP,
+    FileAttrs,
+    ListedEntry,
+    entry_records_decoder_at,
+    setattr_fattr4,
+)
 from .compounds import VERIFIER_SIZE, Compounds, Cookies, last_attrs
-
-# an entry as readdir_plus lists it: (name as the server sent it, cookie, file handle, attributes as
-# an AttrRecord: ``file_attrs`` makes their FileAttrs); a tuple, made by the thousand in a listing
-ListedEntry = tuple[bytes, int, "bytes | None", "AttrRecord | None"]
 
 
 @dataclass(slots=True)
@@ -263,15 +265,12 @@ def listed_page(ok: Any) -> tuple[list[ListedEntry], bytes, bool]:
     :data:`ListedEntry`, its attributes decoded straight from the reply into an :data:`AttrRecord`;
     the verifier; eof."""
     listed = cast(DirList, ok.reply.entries)  # (what DirEntries decodes)
-    b = listed.data
+    b, spans = listed.data, listed.spans
     entries: list[ListedEntry] = []
     append = entries.append
-    mask: list[int] | None = None
-    for ecookie, n, m, emask, a, z in listed.spans:
-        if emask is not mask:  # (one list for all the entries with the same mask, as a rule all)
-            mask, dec = emask, entry_record_decoder_at(emask)
-        attrs, efh = dec(b, a, z)
-        append((b[n:m], ecookie, efh, attrs))
+    i = 0
+    while i < len(spans):  # (the entries with the same mask in one call: as a rule, all of them)
+        i = entry_records_decoder_at(spans[i][3])(b, spans, i, append)
     return entries, bytes(ok.cookieverf), bool(ok.reply.eof)
 
 

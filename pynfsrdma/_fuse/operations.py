@@ -281,9 +281,10 @@ class NFSOperations(Operations):
     def _listed_fields(self, ino: int, a: AttrRecord, attr_timeout: float | None = None) -> EntryFields:
         """:meth:`_listed_entry` as :data:`EntryFields` (what a listing packs)."""
         ftype, mode, nlink, uid, gid, size, used, rdev, _, _, _, atime, mtime, ctime = a
+        if attr_timeout is None:  # (AttrTimeouts.initial written out: a listing gives one per name)
+            attr_timeout = self.timeouts.dirmin if ftype == _NF4DIR else self.timeouts.regmin
         return (
-            ino, 0, self.entry_timeout,
-            self.timeouts.initial(ftype == _NF4DIR) if attr_timeout is None else attr_timeout,
+            ino, 0, self.entry_timeout, attr_timeout,
             FTYPE_TO_IFMT.get(ftype, 0) | mode, nlink,
             uid, gid, os.makedev(*rdev) if ftype in _DEVICES else 0,
             size, BLOCK_SIZE, (used + 511) // 512, atime, mtime, ctime,

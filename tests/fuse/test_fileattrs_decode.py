@@ -18,6 +18,7 @@ from pynfsrdma._client.attributes import (
     decode_file_attrs,
     entry_attrs_decoder_at,
     entry_record_decoder_at,
+    entry_records_decoder_at,
     file_attrs,
     record_of,
 )
@@ -77,6 +78,35 @@ def test_same_values_as_the_general_way(attrs: dict[int, Any]) -> None:
 @given(_attrs((*ENTRY_ATTRS, c.FATTR4_MOUNTED_ON_FILEID, c.FATTR4_ACL, c.FATTR4_SUPPORTED_ATTRS)))
 def test_masks_with_other_attributes_take_the_general_way(attrs: dict[int, Any]) -> None:
     assert decode_entry_attrs(encode_fattr4(attrs)) == general(encode_fattr4(attrs))
+
+
+@LEAN
+@given(st.lists(st.tuples(st.sampled_from((0, 1)), _attrs((*ENTRY_ATTRS, c.FATTR4_MOUNTED_ON_FILEID))), min_size=1, max_size=6))
+def test_a_page_in_one_call_as_each_entry_alone(page: list[tuple[int, dict[int, Any]]]) -> None:
+    """A page's entries decoded in one call per run of one mask (a listing's way) give what each
+    entry's decoder gives alone, an entry without attributes included; a run stops at another mask."""
+    encoded = [encode_fattr4(attrs) for _, attrs in page]
+    masks = [list(f.attrmask) for f in encoded]
+    for k, (same, _) in enumerate(page):  # (entries of one mask share its list, as DirEntries gives them)
+        if same and k and masks[k] == masks[k - 1]:
+            masks[k] = masks[k - 1]
+    b, spans = b"", []
+    for k, f in enumerate(encoded):
+        name = b"name%d" % k
+        spans.append((k + 3, len(b), len(b) + len(name), masks[k], len(b) + len(name), len(b) + len(name) + len(f.attr_vals)))
+        b += name + f.attr_vals
+    got: list[Any] = []
+    i = 0
+    while i < len(spans):
+        stopped = entry_records_decoder_at(spans[i][3])(b, spans, i, got.append)
+        assert stopped > i and all(s[3] is spans[i][3] for s in spans[i:stopped])
+        assert stopped == len(spans) or spans[stopped][3] is not spans[i][3]
+        i = stopped
+    want = []
+    for k, f in enumerate(encoded):
+        record, fh = entry_record_decoder_at(f.attrmask)(f.attr_vals, 0, len(f.attr_vals))
+        want.append((b"name%d" % k, k + 3, fh, record))
+    assert got == want
 
 
 def test_a_whole_entry() -> None:

@@ -434,6 +434,7 @@ class DirEntries(LinkedList):
         # may run past the end, or another bitmap length, is read piece by piece as the XDR has it)
         entry_attrs = _ENTRY_ATTRS[0]
         n_words = 0
+        got_before: tuple[int, ...] = ()  # (the bitmap and values' length read in one piece for the entry before)
         try:
             while True:
                 if p + 16 <= end:
@@ -454,18 +455,20 @@ class DirEntries(LinkedList):
                             raise XdrError(f"bad boolean value {more}")
                         break
                     raise XdrError(f"truncated entry4 at offset {p}")  # (no cookie and name's length)
-                if len(spans) >= NFS4_DIRLIST4_ENTRIES_MAX:
-                    raise XdrError(f"dirlist4 of more than {NFS4_DIRLIST4_ENTRIES_MAX} entries exceeds its bound")
                 q = p + n
                 if q + (-n & 3) + 4 > end:  # the name, and the bitmap's length
                     raise XdrError(f"truncated entry4 name at offset {p}")
                 name_at = p - start
                 p = q + (-n & 3)
                 if p + 4 * n_words + 8 <= end and (got := entry_attrs(view, p))[0] == n_words:
-                    n_vals = got[-1]
-                    w = got[1:-1]
                     p += 4 * n_words + 8
+                    if got != got_before:  # (as a rule the same as the entry before's: nothing to look at)
+                        got_before, n_vals = got, got[-1]
+                        w = got[1:-1]
+                        if w != words_seen:
+                            words_seen, mask = w, list(w)
                 else:
+                    got_before = ()
                     (words,) = _U32(view, p)
                     p += 4
                     if p + 4 * words + 4 > end:  # the bitmap, and the values' length
@@ -478,8 +481,8 @@ class DirEntries(LinkedList):
                     (n_vals,) = _U32(view, p)
                     p += 4
                     n_words, entry_attrs = words, _ENTRY_ATTRS[words]
-                if w != words_seen:
-                    words_seen, mask = w, list(w)
+                    if w != words_seen:
+                        words_seen, mask = w, list(w)
                 q = p + n_vals
                 if q + (-n_vals & 3) > end:
                     raise XdrError(f"truncated fattr4 values at offset {p}")
@@ -487,6 +490,8 @@ class DirEntries(LinkedList):
                 p = q + (-n_vals & 3)
         finally:
             u.pos = p
+        if len(spans) > NFS4_DIRLIST4_ENTRIES_MAX:  # (each entry takes 20 bytes at least: the reply bounds the list)
+            raise XdrError(f"dirlist4 of more than {NFS4_DIRLIST4_ENTRIES_MAX} entries exceeds its bound")
         data = bytes(view[start:p])
         check_entry_names(data, spans)
         return DirList(data, spans, self.entry_cls)
