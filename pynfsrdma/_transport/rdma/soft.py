@@ -101,6 +101,7 @@ _FRAME: Final = struct.Struct(">BBHIIQI")
 _SPAN: Final = struct.Struct(">QQ")  # address, length: where an initiator's bytes lie
 _SPANS_MAX: Final = 1 << 16  # the most spans one RDMA Write may name
 _FRAMES_PER_TURN: Final = 16  # frames taken in a row before the receive loop lets other tasks run
+_RECEIVED_SIZE: Final = 1 << 16  # the receive buffer: a read from the socket takes the frames it has
 
 
 class _Op(enum.IntEnum):
@@ -400,6 +401,10 @@ class SoftConnection(Connection):
         # the scheduler for each system call that succeeds
         self._sock = socket.socket(sock.family, sock.type, sock.proto, fileno=sock.detach())
         self._sock.setblocking(False)
+        # what the socket gave and no frame took yet: ``_received[_rstart:_rend]``
+        self._received = bytearray(_RECEIVED_SIZE)
+        self._rview = memoryview(self._received)
+        self._rstart = self._rend = 0
         self.peer = peer
         self.peer_private_data = peer_private_data
         self._token = token  # kept while the connection lives: the peer may still read it
@@ -758,10 +763,59 @@ class SoftConnection(Connection):
             self.fail(err)
             raise err from e
 
+    async def _fill(self, need: int) -> bool:
+        """Have at least ``need`` bytes (at most :data:`_RECEIVED_SIZE`) in the receive buffer,
+        reading as many as the socket has (the frames behind this one come with it); True if it
+        had to wait for bytes (the queued acknowledgements go out first: the peer may be waiting
+        for them)."""
+        buf, start, end, waited = self._received, self._rstart, self._rend, False
+        if start == end:
+            self._rstart = self._rend = start = end = 0
+        elif start + need > len(buf):  # the few bytes of a frame begun go to the front
+            buf[: end - start] = buf[start:end]
+            self._rstart, self._rend = start, end = 0, end - start
+        while end - start < need:
+            try:
+                k = self._sock.recv_into(self._rview[end:])
+            except BlockingIOError:
+                if self._acks or self._loans.acked:
+                    await self._flush_acks()
+                    continue
+                await trio.lowlevel.wait_readable(self._sock)
+                waited = True
+                continue
+            if k == 0:
+                raise ConnectionLost("peer closed the connection", self.peer)
+            end += k
+            self._rend = end
+        return waited
+
+    async def _take(self, n: int) -> memoryview:
+        """The next ``n`` bytes of the stream (at most :data:`_RECEIVED_SIZE`), where they lie in
+        the receive buffer: read before the next read from the socket."""
+        if self._rend - self._rstart < n:
+            await self._fill(n)
+        start = self._rstart
+        self._rstart = start + n
+        return self._rview[start : start + n]
+
     async def _recv_exactly(self, view: memoryview) -> bool:
-        """Fill ``view`` from the socket; True if it had to wait for bytes (the queued
-        acknowledgements go out first: the peer may be waiting for them)."""
+        """Fill ``view`` from the stream: what the receive buffer holds of it, then from the
+        socket straight into ``view`` (a short rest through the buffer, with what follows it);
+        True if it had to wait for bytes."""
         got, n, waited = 0, view.nbytes, False
+        start = self._rstart
+        k = min(self._rend - start, n)
+        if k:
+            view[:k] = self._rview[start : start + k]
+            self._rstart = start + k
+            got = k
+        if got < n and n - got <= _RECEIVED_SIZE // 4:
+            waited = await self._fill(n - got)
+            start = self._rstart
+            view[got:] = self._rview[start : start + n - got]
+            self._rstart = start + n - got
+            return waited
         while got < n:
             try:
                 k = self._sock.recv_into(view[got:] if got else view, n - got)
@@ -813,21 +867,22 @@ class SoftConnection(Connection):
 
     async def run(self) -> None:
         """Process frames from the peer until the connection ends (runs in the nursery)."""
-        hdr = bytearray(_FRAME.size)
-        hview = memoryview(hdr)
+        size = _FRAME.size
         in_a_row = 0  # frames taken without waiting for the socket
         try:
             # the owner posts its receives in the turn in which connect or accept gave it the
             # connection (a server's before it accepts): the peer's first Send must find them
             await trio.lowlevel.checkpoint()
             while self._error is None:
-                if await self._recv_exactly(hview):
+                if self._rend - self._rstart < size and await self._fill(size):
                     in_a_row = 0
                 elif in_a_row >= _FRAMES_PER_TURN:  # a peer that never pauses starves no one
                     await self._flush_acks()
                     in_a_row = 0
                 in_a_row += 1
-                op, flags, _, wr_id, handle, address, length = _FRAME.unpack(hdr)
+                start = self._rstart
+                self._rstart = start + size
+                op, flags, _, wr_id, handle, address, length = _FRAME.unpack_from(self._received, start)
                 await self._dispatch(op, flags, wr_id, handle, address, length)
         except (TransportError, OSError) as e:
             if self._error is None:
@@ -842,6 +897,8 @@ class SoftConnection(Connection):
         """The (address, length) spans of a directly placed operation's frame."""
         if length % _SPAN.size or length > _SPANS_MAX * _SPAN.size or self._peer is None:
             raise ProtocolViolation("a directly placed operation this connection did not agree to", self.peer)
+        if length <= _RECEIVED_SIZE:
+            return list(_SPAN.iter_unpack(await self._take(length)))
         data = bytearray(length)
         await self._recv_exactly(memoryview(data))
         return list(_SPAN.iter_unpack(data))
