@@ -207,7 +207,9 @@ def plan_call(
     write_chunks, reply_len, reply_needs, w_shapes, r_shape = _reply_side(
         tuple(hints.ddp_sizes), hints.max_reply, thresholds.recv, small_reply
     )
-    total = sum(memoryview(s).nbytes for s in segments)
+    total = 0
+    for s in segments:
+        total += memoryview(s).nbytes
 
     # 1. all inline
     hdr = header_size(0, w_shapes, r_shape)

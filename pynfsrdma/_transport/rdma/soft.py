@@ -448,7 +448,8 @@ class SoftConnection(Connection):
         return region
 
     def bind(self, region: MemoryRegion, offset: int, length: int, access: Access) -> MemoryRegion:
-        self._check()
+        if self._error is not None:  # the queue pair failed: every operation fails
+            raise self._error
         if not self.supports_windows:
             raise ProviderError("this connection has no memory windows", self.peer)
         if self._regions.get(region.handle) is not region or not region.valid or region.window:
@@ -457,7 +458,7 @@ class SoftConnection(Connection):
             raise ValueError("windows need a registration made with BIND, and give remote access only")
         if int(access) & _REMOTE_WRITE and not int(region.access) & _LOCAL_WRITE:
             raise ValueError("a writable window needs a registration with LOCAL_WRITE")
-        if offset < 0 or length <= 0 or offset + length > region.length:
+        if offset < 0 or length <= 0 or offset + length > region.buffer.nbytes:
             raise ValueError(f"a window of {length} bytes at {offset} is outside the {region.length}-byte region")
         handle = self._handles.window()
         window = MemoryRegion(
@@ -497,7 +498,8 @@ class SoftConnection(Connection):
 
     # -- operations -----------------------------------------------------------------------------
     def post_recv(self, region: MemoryRegion) -> None:
-        self._check()
+        if self._error is not None:  # the queue pair failed: every operation fails
+            raise self._error
         if not region.valid or region.handle not in self._regions or not int(region.access) & _LOCAL_WRITE:
             raise ValueError("receive buffers must be registered with LOCAL_WRITE")
         self._recvs.append(region)
@@ -531,7 +533,7 @@ class SoftConnection(Connection):
         """A Send of ``length`` bytes of ``region`` checked and counted: its frame's flags."""
         if self._regions.get(region.handle) is not region or not region.valid:
             raise ValueError("send buffers must be registered")
-        if not 0 <= length <= region.length:
+        if not 0 <= length <= region.buffer.nbytes:
             raise ValueError(f"a {length}-byte Send from a {region.length}-byte region")
         self.counters.sends += 1
         return 0 if invalidate is None else _F_INVALIDATE
@@ -724,7 +726,8 @@ class SoftConnection(Connection):
         data: Sequence[Buffer] = (),
         before: Sequence[Buffer] = (),
     ) -> None:
-        self._check()
+        if self._error is not None:  # the queue pair failed: every operation fails
+            raise self._error
         await self._send_frames([*before, _FRAME.pack(op, flags, 0, wr_id, handle, address, length), *data])
 
     def _acknowledge(self, op: _Op, flags: int, wr_id: int) -> None:
@@ -927,7 +930,7 @@ class SoftConnection(Connection):
             await self._fatal(_Fatal.RNR, "Send arrived with no Receive posted")
             return
         region = self._recvs.popleft()
-        if length > region.length or not region.valid:
+        if length > region.buffer.nbytes or not region.valid:
             await self._skip(length)
             await self._fatal(_Fatal.LENGTH, f"{length}-byte Send for a {region.length}-byte Receive")
             return
@@ -958,7 +961,9 @@ class SoftConnection(Connection):
         device's work (``counters.device_ns``)."""
         spans = await self._spans(length)
         start = time.thread_time_ns()
-        total = sum(n for _, n in spans)
+        total = 0
+        for _, n in spans:
+            total += n
         view = self._target(handle, address, total, Access.REMOTE_READ if read else Access.REMOTE_WRITE)
         if view is None:
             what = "RDMA Read of" if read else "RDMA Write to"

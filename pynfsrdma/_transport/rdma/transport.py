@@ -488,7 +488,7 @@ class RdmaTransport(Transport):
                 f"connection broken on purpose at the reply to {hdr.rdma_xid:#x} (break_at_reply)", self.peer
             )
         if invalidated is not None:
-            if out is None or not any(r.handle == invalidated for r in out.regions):
+            if out is None or invalidated not in [r.handle for r in out.lease.regions]:
                 if out is not None:
                     self._release_regions(out)
                 raise ProtocolViolation(
@@ -510,7 +510,9 @@ class RdmaTransport(Transport):
             self._release_regions(out)
         st = self.stats
         st.replies += 1
-        st.placed_bytes += sum(c.nbytes for c in u.write_chunks if c is not None)
+        for c in u.write_chunks:
+            if c is not None:
+                st.placed_bytes += c.nbytes
         if proc != RDMA_MSG:
             st.nomsg_replies += 1
         return u
