@@ -390,8 +390,9 @@ class RdmaTransport(Transport):
             out = _Outstanding(plan, lease, regs)
             self._outstanding[xid] = out
             bulk = msg.bulk_segments
-            if bulk and not any(n.kind is NeedKind.READ_SOURCE for n in plan.needs):  # WRITE data inline
-                self.stats.payload_bytes_copied += sum(b.data.nbytes for b in bulk)
+            if bulk and NeedKind.READ_SOURCE not in [n.kind for n in plan.needs]:  # WRITE data inline
+                for b in bulk:
+                    self.stats.payload_bytes_copied += b.data.nbytes
             credit = self.gate.rdma_credit()
             await self._send_marshalled(lambda buf: plan.pack_header_into(buf, xid, credit, regs), plan.inline)
             sent = True
