@@ -207,7 +207,9 @@ def plan_call(
     write_chunks, reply_len, reply_needs, w_shapes, r_shape = _reply_side(
         tuple(hints.ddp_sizes), hints.max_reply, thresholds.recv, small_reply
     )
-    total = sum(memoryview(s).nbytes for s in segments)
+    total = 0
+    for s in segments:
+        total += memoryview(s).nbytes
 
     # 1. all inline
     hdr = header_size(0, w_shapes, r_shape)
@@ -217,7 +219,10 @@ def plan_call(
     # 2. Read chunks for the bulk payloads, the rest inline
     if bulk:
         hdr = header_size(len(bulk), w_shapes, r_shape)
-        reduced = total - sum(_xdr_len(b.data.nbytes) for b in bulk)
+        reduced = total
+        for b in bulk:
+            n = b.data.nbytes
+            reduced -= n + pad_len(n)
         if hdr + reduced <= thresholds.send:
             inline = _reduce(segments, bulk)
             needs = [
@@ -265,16 +270,18 @@ def _reduce(segments: Sequence[Buffer], bulk: Sequence[BulkSegment]) -> list[Buf
     skip = {id(b.data) for b in bulk}
     out: list[Buffer] = []
     strip = 0
+    found = 0
     for s in segments:
         if id(s) in skip:
             strip = pad_len(memoryview(s).nbytes)
+            found += 1
             continue
         if strip:
             s = memoryview(s)[strip:]  # the roundup of the payload just left out
             strip = 0
         if memoryview(s).nbytes:
             out.append(s)
-    if len(skip) != len(bulk) or sum(1 for s in segments if id(s) in skip) != len(bulk):
+    if len(skip) != len(bulk) or found != len(bulk):
         raise ValueError("bulk payloads must be segments of the encoded call")
     return out
 

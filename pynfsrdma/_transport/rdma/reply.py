@@ -71,8 +71,11 @@ class RdmaReplyUnpacker(Unpacker):
     def carried(self) -> int:
         """The rest of the Payload stream and the data placed in the Write chunks not yet read: a
         READ's data counts as received as it does over TCP."""
-        placed = sum(c.nbytes for c in self.write_chunks[self._next_chunk :] if c is not None)
-        return self.remaining() + placed
+        placed = self.remaining()
+        for c in self.write_chunks[self._next_chunk :]:
+            if c is not None:
+                placed += c.nbytes
+        return placed
 
     def bulk(self) -> memoryview:
         i = self._next_chunk

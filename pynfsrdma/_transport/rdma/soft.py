@@ -67,7 +67,7 @@ import socket
 import struct
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Final
 
 import trio
@@ -101,6 +101,7 @@ _FRAME: Final = struct.Struct(">BBHIIQI")
 _SPAN: Final = struct.Struct(">QQ")  # address, length: where an initiator's bytes lie
 _SPANS_MAX: Final = 1 << 16  # the most spans one RDMA Write may name
 _FRAMES_PER_TURN: Final = 16  # frames taken in a row before the receive loop lets other tasks run
+_RECEIVED_SIZE: Final = 1 << 16  # the receive buffer: a read from the socket takes the frames it has
 
 
 class _Op(enum.IntEnum):
@@ -315,6 +316,86 @@ class _Handles:
         return index << 8 | key
 
 
+class _ReceivedBytes:
+    """The bytes a connection's socket gave and no frame took yet: one read takes whatever the
+    socket has (a frame's header, its spans or the inline message behind it, often the next
+    frames), and headers and spans are unpacked where they lie; only data longer than a quarter
+    of the buffer is read straight into its memory. ``before_wait`` runs when the socket has
+    nothing (True: it sent something, look again first)."""
+
+    def __init__(self, sock: socket.socket, peer: str, before_wait: Callable[[], Awaitable[bool]]) -> None:
+        self._sock = sock
+        self._peer = peer
+        self._before_wait = before_wait
+        self.buffer = bytearray(_RECEIVED_SIZE)
+        self._view = memoryview(self.buffer)
+        self.start = self.end = 0  # what no frame took yet: ``buffer[start:end]``
+
+    async def fill(self, need: int) -> bool:
+        """Have at least ``need`` bytes (at most :data:`_RECEIVED_SIZE`) in the buffer; True if it
+        had to wait for bytes."""
+        buf, start, end, waited = self.buffer, self.start, self.end, False
+        if start == end:
+            self.start = self.end = start = end = 0
+        elif start + need > len(buf):  # the few bytes of a frame begun go to the front
+            buf[: end - start] = buf[start:end]
+            self.start, self.end = start, end = 0, end - start
+        while end - start < need:
+            try:
+                k = self._sock.recv_into(self._view[end:])
+            except BlockingIOError:
+                if await self._before_wait():
+                    continue
+                await trio.lowlevel.wait_readable(self._sock)
+                waited = True
+                continue
+            if k == 0:
+                raise ConnectionLost("peer closed the connection", self._peer)
+            end += k
+            self.end = end
+        return waited
+
+    async def take(self, n: int) -> memoryview:
+        """The next ``n`` bytes of the stream (at most :data:`_RECEIVED_SIZE`), where they lie in
+        the buffer: read before the next read from the socket."""
+        if self.end - self.start < n:
+            await self.fill(n)
+        start = self.start
+        self.start = start + n
+        return self._view[start : start + n]
+
+    async def recv_exactly(self, view: memoryview) -> bool:
+        """Fill ``view`` from the stream: what the buffer holds of it, then from the socket
+        straight into ``view`` (a short rest through the buffer, with what follows it); True if
+        it had to wait for bytes."""
+        got, n, waited = 0, view.nbytes, False
+        start = self.start
+        k = min(self.end - start, n)
+        if k:
+            view[:k] = self._view[start : start + k]
+            self.start = start + k
+            got = k
+        if got < n and n - got <= _RECEIVED_SIZE // 4:
+            waited = await self.fill(n - got)
+            start = self.start
+            view[got:] = self._view[start : start + n - got]
+            self.start = start + n - got
+            return waited
+        while got < n:
+            try:
+                k = self._sock.recv_into(view[got:] if got else view, n - got)
+            except BlockingIOError:
+                if await self._before_wait():
+                    continue
+                await trio.lowlevel.wait_readable(self._sock)
+                waited = True
+                continue
+            if k == 0:
+                raise ConnectionLost("peer closed the connection", self._peer)
+            got += k
+        return waited
+
+
 class _HostToken:
     """A random word at a fixed address of this process: a peer that reads it there through
     :func:`.cross_memory.reaches` has shown that it can reach our memory."""
@@ -401,6 +482,7 @@ class SoftConnection(Connection):
         self._sock = socket.socket(sock.family, sock.type, sock.proto, fileno=sock.detach())
         self._sock.setblocking(False)
         self.peer = peer
+        self._rx = _ReceivedBytes(self._sock, peer, self._acks_before_wait)
         self.peer_private_data = peer_private_data
         self._token = token  # kept while the connection lives: the peer may still read it
         self._peer = cross_memory.PeerMemory(peer_pid) if peer_pid is not None else None
@@ -443,7 +525,8 @@ class SoftConnection(Connection):
         return region
 
     def bind(self, region: MemoryRegion, offset: int, length: int, access: Access) -> MemoryRegion:
-        self._check()
+        if self._error is not None:  # the queue pair failed: every operation fails
+            raise self._error
         if not self.supports_windows:
             raise ProviderError("this connection has no memory windows", self.peer)
         if self._regions.get(region.handle) is not region or not region.valid or region.window:
@@ -452,7 +535,7 @@ class SoftConnection(Connection):
             raise ValueError("windows need a registration made with BIND, and give remote access only")
         if int(access) & _REMOTE_WRITE and not int(region.access) & _LOCAL_WRITE:
             raise ValueError("a writable window needs a registration with LOCAL_WRITE")
-        if offset < 0 or length <= 0 or offset + length > region.length:
+        if offset < 0 or length <= 0 or offset + length > region.buffer.nbytes:
             raise ValueError(f"a window of {length} bytes at {offset} is outside the {region.length}-byte region")
         handle = self._handles.window()
         window = MemoryRegion(
@@ -492,7 +575,8 @@ class SoftConnection(Connection):
 
     # -- operations -----------------------------------------------------------------------------
     def post_recv(self, region: MemoryRegion) -> None:
-        self._check()
+        if self._error is not None:  # the queue pair failed: every operation fails
+            raise self._error
         if not region.valid or region.handle not in self._regions or not int(region.access) & _LOCAL_WRITE:
             raise ValueError("receive buffers must be registered with LOCAL_WRITE")
         self._recvs.append(region)
@@ -526,7 +610,7 @@ class SoftConnection(Connection):
         """A Send of ``length`` bytes of ``region`` checked and counted: its frame's flags."""
         if self._regions.get(region.handle) is not region or not region.valid:
             raise ValueError("send buffers must be registered")
-        if not 0 <= length <= region.length:
+        if not 0 <= length <= region.buffer.nbytes:
             raise ValueError(f"a {length}-byte Send from a {region.length}-byte region")
         self.counters.sends += 1
         return 0 if invalidate is None else _F_INVALIDATE
@@ -719,7 +803,8 @@ class SoftConnection(Connection):
         data: Sequence[Buffer] = (),
         before: Sequence[Buffer] = (),
     ) -> None:
-        self._check()
+        if self._error is not None:  # the queue pair failed: every operation fails
+            raise self._error
         await self._send_frames([*before, _FRAME.pack(op, flags, 0, wr_id, handle, address, length), *data])
 
     def _acknowledge(self, op: _Op, flags: int, wr_id: int) -> None:
@@ -727,6 +812,14 @@ class SoftConnection(Connection):
         next frame this side sends (one system call and one wake-up of the peer fewer), or goes
         alone before the receive loop waits for the socket (:meth:`_flush_acks`)."""
         self._acks.append(_FRAME.pack(op, flags, 0, wr_id, 0, 0, 0))
+
+    async def _acks_before_wait(self) -> bool:
+        """Before the receive loop waits for the socket: the queued acknowledgements go out (the
+        peer may be waiting for them); True if there were any."""
+        if self._acks or self._loans.acked:
+            await self._flush_acks()
+            return True
+        return False
 
     async def _flush_acks(self) -> None:
         """Send the acknowledgements still queued, after one turn in which a frame of another task
@@ -757,25 +850,6 @@ class SoftConnection(Connection):
             err = ConnectionLost(f"send failed: {e}", self.peer)
             self.fail(err)
             raise err from e
-
-    async def _recv_exactly(self, view: memoryview) -> bool:
-        """Fill ``view`` from the socket; True if it had to wait for bytes (the queued
-        acknowledgements go out first: the peer may be waiting for them)."""
-        got, n, waited = 0, view.nbytes, False
-        while got < n:
-            try:
-                k = self._sock.recv_into(view[got:] if got else view, n - got)
-            except BlockingIOError:
-                if self._acks or self._loans.acked:
-                    await self._flush_acks()
-                    continue
-                await trio.lowlevel.wait_readable(self._sock)
-                waited = True
-                continue
-            if k == 0:
-                raise ConnectionLost("peer closed the connection", self.peer)
-            got += k
-        return waited
 
     def fail(self, err: BaseException) -> None:
         """Break the queue pair: pending and later operations raise ``err``."""
@@ -813,21 +887,23 @@ class SoftConnection(Connection):
 
     async def run(self) -> None:
         """Process frames from the peer until the connection ends (runs in the nursery)."""
-        hdr = bytearray(_FRAME.size)
-        hview = memoryview(hdr)
+        size = _FRAME.size
+        rx = self._rx
         in_a_row = 0  # frames taken without waiting for the socket
         try:
             # the owner posts its receives in the turn in which connect or accept gave it the
             # connection (a server's before it accepts): the peer's first Send must find them
             await trio.lowlevel.checkpoint()
             while self._error is None:
-                if await self._recv_exactly(hview):
+                if rx.end - rx.start < size and await rx.fill(size):
                     in_a_row = 0
                 elif in_a_row >= _FRAMES_PER_TURN:  # a peer that never pauses starves no one
                     await self._flush_acks()
                     in_a_row = 0
                 in_a_row += 1
-                op, flags, _, wr_id, handle, address, length = _FRAME.unpack(hdr)
+                start = rx.start
+                rx.start = start + size
+                op, flags, _, wr_id, handle, address, length = _FRAME.unpack_from(rx.buffer, start)
                 await self._dispatch(op, flags, wr_id, handle, address, length)
         except (TransportError, OSError) as e:
             if self._error is None:
@@ -836,14 +912,16 @@ class SoftConnection(Connection):
             self.fail(ConnectionLost("connection closed", self.peer))
 
     async def _skip(self, length: int) -> None:
-        await self._recv_exactly(memoryview(bytearray(length)))
+        await self._rx.recv_exactly(memoryview(bytearray(length)))
 
     async def _spans(self, length: int) -> list[tuple[int, int]]:
         """The (address, length) spans of a directly placed operation's frame."""
         if length % _SPAN.size or length > _SPANS_MAX * _SPAN.size or self._peer is None:
             raise ProtocolViolation("a directly placed operation this connection did not agree to", self.peer)
+        if length <= _RECEIVED_SIZE:
+            return list(_SPAN.iter_unpack(await self._rx.take(length)))
         data = bytearray(length)
-        await self._recv_exactly(memoryview(data))
+        await self._rx.recv_exactly(memoryview(data))
         return list(_SPAN.iter_unpack(data))
 
     async def _place(self, into_peer: bool, spans: list[tuple[int, int]], view: memoryview) -> bool:
@@ -870,11 +948,11 @@ class SoftConnection(Connection):
             await self._fatal(_Fatal.RNR, "Send arrived with no Receive posted")
             return
         region = self._recvs.popleft()
-        if length > region.length or not region.valid:
+        if length > region.buffer.nbytes or not region.valid:
             await self._skip(length)
             await self._fatal(_Fatal.LENGTH, f"{length}-byte Send for a {region.length}-byte Receive")
             return
-        await self._recv_exactly(region.buffer[:length])
+        await self._rx.recv_exactly(region.buffer[:length])
         invalidated = None
         if flags & _F_INVALIDATE:
             target = self._regions.get(handle)
@@ -901,7 +979,9 @@ class SoftConnection(Connection):
         device's work (``counters.device_ns``)."""
         spans = await self._spans(length)
         start = time.thread_time_ns()
-        total = sum(n for _, n in spans)
+        total = 0
+        for _, n in spans:
+            total += n
         view = self._target(handle, address, total, Access.REMOTE_READ if read else Access.REMOTE_WRITE)
         if view is None:
             what = "RDMA Read of" if read else "RDMA Write to"
@@ -932,7 +1012,7 @@ class SoftConnection(Connection):
                 await self._fatal(_Fatal.REMOTE_ACCESS, f"RDMA Write to {handle:#x}@{address:#x}+{length}")
                 return
             self._loans.settle(handle, self._regions.get(handle))
-            await self._recv_exactly(view)
+            await self._rx.recv_exactly(view)
             if not flags & _F_UNSIGNALED:
                 self._acknowledge(_Op.WRITE_ACK, 0, wr_id)
         elif op == _Op.READ_REQ:
@@ -950,7 +1030,7 @@ class SoftConnection(Connection):
                 return
             if pending.sink is None or pending.sink.nbytes != length:
                 raise ProtocolViolation("unexpected RDMA Read response", self.peer)
-            await self._recv_exactly(pending.sink)
+            await self._rx.recv_exactly(pending.sink)
             self._complete(wr_id)
         elif op in (_Op.SEND_ACK, _Op.WRITE_ACK):
             self._complete(wr_id)
@@ -960,7 +1040,7 @@ class SoftConnection(Connection):
             self._peer is None or self._peer.map_arena(wr_id, address, handle << 12)
         elif op == _Op.FATAL:
             reason = bytearray(min(length, 4096))
-            await self._recv_exactly(memoryview(reason))
+            await self._rx.recv_exactly(memoryview(reason))
             try:
                 cls = _FATAL_CLASS[_Fatal(flags)]
             except ValueError:

@@ -390,8 +390,9 @@ class RdmaTransport(Transport):
             out = _Outstanding(plan, lease, regs)
             self._outstanding[xid] = out
             bulk = msg.bulk_segments
-            if bulk and not any(n.kind is NeedKind.READ_SOURCE for n in plan.needs):  # WRITE data inline
-                self.stats.payload_bytes_copied += sum(b.data.nbytes for b in bulk)
+            if bulk and NeedKind.READ_SOURCE not in [n.kind for n in plan.needs]:  # WRITE data inline
+                for b in bulk:
+                    self.stats.payload_bytes_copied += b.data.nbytes
             credit = self.gate.rdma_credit()
             await self._send_marshalled(lambda buf: plan.pack_header_into(buf, xid, credit, regs), plan.inline)
             sent = True
@@ -488,7 +489,7 @@ class RdmaTransport(Transport):
                 f"connection broken on purpose at the reply to {hdr.rdma_xid:#x} (break_at_reply)", self.peer
             )
         if invalidated is not None:
-            if out is None or not any(r.handle == invalidated for r in out.regions):
+            if out is None or invalidated not in [r.handle for r in out.lease.regions]:
                 if out is not None:
                     self._release_regions(out)
                 raise ProtocolViolation(
@@ -510,7 +511,9 @@ class RdmaTransport(Transport):
             self._release_regions(out)
         st = self.stats
         st.replies += 1
-        st.placed_bytes += sum(c.nbytes for c in u.write_chunks if c is not None)
+        for c in u.write_chunks:
+            if c is not None:
+                st.placed_bytes += c.nbytes
         if proc != RDMA_MSG:
             st.nomsg_replies += 1
         return u
