@@ -145,7 +145,8 @@ class BlockLayouts(LayoutDriver):
             return route.segment
         # one LAYOUTGET of a file at a time: the I/O that waited for it may find its range covered
         async with self.file_lock(fh):
-            return await self._ask(of, fh, offset, length, iomode, cred, fresh)
+            with self.cache.asking(fh):
+                return await self._ask(of, fh, offset, length, iomode, cred, fresh)
 
     async def _ask(self, of: OpenFile, fh: bytes, offset: int, length: int, iomode: int,
                    cred: Credential, fresh: bool) -> Segment | None:

@@ -165,7 +165,8 @@ class FlexLayouts(LayoutDriver):
             held = self._held(fh, offset, length, iomode)
             if not isinstance(held, AskLayout):
                 return self._by(held)
-            return await self._ask(of, fh, held, offset, length, iomode, cred)
+            with self.cache.asking(fh):
+                return await self._ask(of, fh, held, offset, length, iomode, cred)
 
     def _by(self, held: Segment | str) -> Segment | None:
         """The segment held, or None and the reason counted for the metadata server."""

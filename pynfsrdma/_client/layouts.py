@@ -8,7 +8,11 @@ stateid and its seqid order, and the decisions the I/O paths and the callbacks a
   stale (12.5.3) and kept out.
 - ``recall``: CB_LAYOUTRECALL's answer (NFS4_OK or NFS4ERR_NOMATCHING_LAYOUT, 20.3.3) and the
   LAYOUTRETURNs to send once the file's layout I/O has drained. A recalled range takes no new layout
-  I/O at once.
+  I/O at once. A recall of a file whose LAYOUTGET is on its way, naming a layout stateid newer than
+  any reply taken in (the server recalling what it granted in a reply not read yet), is answered
+  NFS4ERR_DELAY (``asking``): the server sends it again, and by then the grant is held and returned.
+  "No matching layout" then would make the server forget a layout the client goes on to use, and
+  refuse its LAYOUTCOMMIT.
 - ``closing``, ``give_back``: the LAYOUTRETURN a CLOSE sends first when the layout said
   return-on-close, and the one of a file whose I/O goes through the metadata server. A recall of a
   range whose return is under way is answered NFS4_OK: the return is coming.
@@ -18,6 +22,8 @@ stateid and its seqid order, and the decisions the I/O paths and the callbacks a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +41,13 @@ def seqid_newer(a: int, b: int) -> bool:
     """Is layout stateid seqid ``a`` newer than ``b``? Serial-number order on 32 bits (RFC 8881 12.5.3:
     the seqid wraps past 0xffffffff)."""
     return a != b and (a - b) % (1 << 32) < _SEQ_HALF
+
+
+def _unseen(recalled: stateid4, held: stateid4 | None) -> bool:
+    """Does a recall's layout stateid name state no LAYOUTGET reply taken in has shown? (Its seqid is
+    the server's for the recall: one past the last one granted.)"""
+    return held is None or recalled.other != held.other \
+        or seqid_newer(recalled.seqid, (held.seqid + 1) % (1 << 32))
 
 
 def range_end(offset: int, length: int) -> int:
@@ -96,6 +109,11 @@ class FileLayout:
     recalls: list[tuple[int, int, int]] = field(default_factory=list)  # (offset, length, iomode) recalled
     busy: int = 0  # layout I/O in flight
     refused: str | None = None  # why the server gives this file no layout: its I/O goes through the MDS
+    asking: int = 0  # LAYOUTGETs on their way, their replies not taken in yet
+
+    def empty(self) -> bool:
+        return not (self.segments or self.recalls or self.stateid is not None or self.refused is not None
+                    or self.busy or self.asking)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +180,18 @@ class LayoutCache:
         end = -(-(offset + max(length, 1)) // bs) * bs
         return AskLayout(start, max(end - start, self.ask), end - start if iomode == RW else 0, iomode)
 
+    @contextmanager
+    def asking(self, fh: bytes) -> Iterator[None]:
+        """A LAYOUTGET of ``fh`` and the taking in of its reply (``granted`` or ``refuse``)."""
+        f = self.files.setdefault(fh, FileLayout())
+        f.asking += 1
+        try:
+            yield
+        finally:
+            f.asking -= 1
+            if f.empty() and self.files.get(fh) is f:
+                del self.files[fh]
+
     def started(self, fh: bytes) -> None:
         """Layout I/O of ``fh`` began (a recall waits for it to end before returning)."""
         self.files.setdefault(fh, FileLayout()).busy += 1
@@ -221,7 +251,11 @@ class LayoutCache:
             return RecallAnswer(c.NFS4ERR_NOMATCHING_LAYOUT, [])
         recalled_sid = None
         if kind == c.LAYOUTRECALL4_FILE:
-            fhs = [bytes(what.lor_fh)] if bytes(what.lor_fh) in self.files else []
+            fh = bytes(what.lor_fh)
+            f = self.files.get(fh)
+            if f is not None and f.asking and _unseen(what.lor_stateid, f.stateid):
+                return RecallAnswer(c.NFS4ERR_DELAY, [])
+            fhs = [fh] if f is not None else []
             offset, length = what.lor_offset, what.lor_length
             recalled_sid = what.lor_stateid
         else:  # FSID or ALL: every file we hold (one export's files share the client's fsid here)
@@ -268,7 +302,7 @@ class LayoutCache:
             f.segments = []
         elif f.stateid is None or seqid_newer(stateid.seqid, f.stateid.seqid) or f.stateid.other != stateid.other:
             f.stateid = stateid
-        if not f.segments and not f.recalls and f.stateid is None and f.refused is None and not f.busy:
+        if f.empty():
             del self.files[ret.fh]
 
     def give_back(self, fh: bytes) -> LayoutReturn | None:

@@ -100,6 +100,45 @@ def test_a_recall_of_nothing_held_is_nomatching_layout() -> None:
     assert LayoutCache(BLOCK).recall(BLOCK, ANY, (c.LAYOUTRECALL4_ALL, None)).status == c.NFS4ERR_NOMATCHING_LAYOUT
 
 
+def test_a_recall_that_overtakes_the_first_layoutget_reply_is_delayed_not_forgotten() -> None:
+    """nfsd grants a layout and recalls it at once (a WRITE through it needs the file): the recall can
+    come before the LAYOUTGET's reply is taken in. "No matching layout" would make nfsd forget the
+    layout the client then writes by, and refuse its LAYOUTCOMMIT; NFS4ERR_DELAY makes nfsd send the
+    recall again, and by then the layout is held and goes back."""
+    lc = LayoutCache(BLOCK)
+    with lc.asking(FH):
+        ans = lc.recall(BLOCK, ANY, file_recall(0, NFS4_UINT64_MAX, 2))
+        assert (ans.status, ans.returns) == (c.NFS4ERR_DELAY, [])
+        # the reply: granted with seqid 1; the recall, sent again, names seqid 2 and takes it back
+        assert lc.granted(FH, stateid4(1, OTHER), False, [seg(0, MiB, RW)])
+    ans = lc.recall(BLOCK, ANY, file_recall(0, NFS4_UINT64_MAX, 2))
+    assert ans.status == c.NFS4_OK
+    assert ans.returns == [LayoutReturn(FH, 0, NFS4_UINT64_MAX, ANY, BLOCK, stateid4(2, OTHER))]
+    assert lc.route(FH, 10, 10, RW) == ViaMDS("layout recalled")
+
+
+def test_a_recall_during_a_layoutget_delayed_only_when_it_names_state_not_seen() -> None:
+    lc = cache_with(seg(0, MiB, RW), seqid=4)
+    with lc.asking(FH):
+        # one past the seqid held: the recall of what is held, answered and returned at once
+        ans = lc.recall(BLOCK, ANY, file_recall(0, MiB, 5))
+        assert ans.status == c.NFS4_OK and len(ans.returns) == 1
+    lc = cache_with(seg(0, MiB, RW), seqid=4)
+    with lc.asking(FH):
+        # further on: a grant in a reply not taken in yet; and a layout stateid this client never saw
+        assert lc.recall(BLOCK, ANY, file_recall(0, MiB, 6)).status == c.NFS4ERR_DELAY
+        assert lc.recall(BLOCK, ANY, (c.LAYOUTRECALL4_FILE, layoutrecall_file4(
+            FH, 0, MiB, stateid4(1, b"M" * 12)))).status == c.NFS4ERR_DELAY
+        assert isinstance(lc.route(FH, 0, 1, RW), ByLayout)
+    # no LAYOUTGET on its way: nothing held is "no matching layout", as before
+    assert LayoutCache(BLOCK).recall(BLOCK, ANY, file_recall(0, MiB, 2)).status == c.NFS4ERR_NOMATCHING_LAYOUT
+    lc = LayoutCache(BLOCK)
+    with lc.asking(FH):
+        pass  # (a LAYOUTGET refused, or answered for nothing: no entry left behind)
+    assert FH not in lc.files
+    assert lc.recall(BLOCK, ANY, file_recall(0, MiB, 2)).status == c.NFS4ERR_NOMATCHING_LAYOUT
+
+
 def test_fsid_and_all_recalls_name_every_file_held() -> None:
     lc = cache_with(seg(0, MiB, READ))
     lc.granted(b"file-2", stateid4(1, b"M" * 12), False, [seg(0, MiB, RW)])

@@ -191,6 +191,57 @@ async def test_a_recall_mid_transfer_drains_commits_then_returns(tmp_path: Path,
         assert f.read(16384) == b"n" * 4096 + first[4096:] + second
 
 
+async def test_a_recall_before_the_layoutget_reply_is_taken_in_is_delayed(tmp_path: Path,
+                                                                          no_registration: None) -> None:
+    """nfsd grants a layout and, a WRITE through it waiting for the file, recalls it at once: the
+    recall can reach the client before the LAYOUTGET's reply. Answered "no matching layout", nfsd
+    forgets the layout, the client writes by it anyway and its LAYOUTCOMMIT is refused (the Linux
+    client then loses that write: it takes NFS4ERR_BADLAYOUT for success). Answered NFS4ERR_DELAY,
+    the recall comes again once the layout is held, and the write by it is committed and returned."""
+    unit = tmp_path / "sdx"
+    unit.write_bytes(bytes(8 * MiB))
+    server = Nfsd()
+    of = cast(OpenFile, SimpleNamespace(fh=FH, stateid=stateid4(1, b"O" * 12)))
+    data = os.urandom(8192)
+    granted, reply = trio.Event(), trio.Event()
+    grant = server.layoutget
+
+    async def reply_late(*args: Any) -> tuple[LAYOUTGET4resok, int]:
+        res = await grant(*args)
+        granted.set()
+        await reply.wait()
+        return res
+
+    server.layoutget = reply_late  # type: ignore[method-assign]
+    results: list[bool] = []
+    async with trio.open_nursery() as nursery:
+        layouts = BlockLayouts(cast(LayoutOps, server), nursery)
+        layouts.find_designator = lambda code_set, designator_type, designator: (str(unit), 8 * MiB)
+
+        async def write() -> None:
+            results.append(await layouts.write(of, 0, data, CRED))
+
+        nursery.start_soon(write)
+        await granted.wait()
+        assert server.recall(layouts) == c.NFS4ERR_DELAY
+        assert server.held
+        reply.set()
+        twice = trio.Event()
+        nursery.start_soon(server.recalling, layouts, twice)
+        with trio.fail_after(10):
+            while server.held or not results:
+                await trio.sleep(0.01)
+        assert results == [True]
+        assert [op[0] for op in server.sent] == ["LAYOUTGET", "GETDEVICEINFO", "LAYOUTCOMMIT", "LAYOUTRETURN"]
+        assert server.sent[2] == ("LAYOUTCOMMIT", [(0, 8192)])
+        assert c.NFS4ERR_NOMATCHING_LAYOUT not in server.answers[:-1] and c.NFS4_OK in server.answers
+        assert FH not in layouts.lost and not layouts.dirty(FH)
+        layouts.close()
+    with open(unit, "rb") as f:
+        f.seek(MiB)
+        assert f.read(8192) == data
+
+
 NFSD_VERF = b"nfsd-v01"
 
 

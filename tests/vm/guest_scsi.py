@@ -18,7 +18,8 @@ RESERVE IN/OUT.
   (its report says ``scsi``); the bytes are the same through the kernel client's mount and on the
   server's XFS, nfsd's counts show no READ or WRITE for them; then the kernel client writes a file
   our client is writing by the layout (nfsd recalls our layout in the middle): nothing lost, no
-  LAYOUTCOMMIT refused, nothing sent twice.
+  LAYOUTCOMMIT refused, nothing sent twice. The kernel client's own 6 bytes are lost in some runs,
+  by a race of its own (``_kernel_lost``): that is said, and passes only with nfsd's trace showing it.
 - ``guest_pnfs.fuse_pnfs`` (child) on this export: our FUSE mount with ``-o pnfs`` by the SCSI layout,
   ``pynfsrdma paths`` listing the unit (transport ``scsi layout``).
 - ``client_scsi_refused`` (child): a unit that refuses the key's registration (a loop device given
@@ -55,6 +56,9 @@ SERIAL = "pynfsrdma-pnfs-scsi-0001"  # the unit serial: LIO's NAA designator is 
 TARGET_WWN = "naa.5001405000000a01"  # the loopback target port
 INITIATOR_WWN = "naa.5001405000000b01"  # the guest's initiator (the I_T nexus the sd disk is reached by)
 KSCSI = Path("/mnt/kscsi")
+TRACING = Path("/sys/kernel/tracing")
+# the kernel client's answer to a CB_LAYOUTRECALL, and nfsd refusing a LAYOUTCOMMIT of a layout it forgot
+RACE_EVENTS = ("nfs4/nfs4_cb_layoutrecall_file", "nfsd/nfsd_layout_commit_lookup_fail")
 
 
 def _naa(page: bytes) -> bytes | None:
@@ -237,6 +241,39 @@ async def client_scsi(url: str, export: str, mib: str, server: str, port: str) -
             f"nfsd ran {d}; our counts {counts}; the same bytes through the kernel client; {recall}")
 
 
+def _trace(on: bool) -> str:
+    """The kernel's trace of ``RACE_EVENTS``: switched on (and emptied), or read and switched off.
+    "" where the kernel has no trace events."""
+    try:
+        if not (TRACING / "trace").exists():
+            _sh("mount", "-t", "tracefs", "tracefs", str(TRACING))
+        text = "" if on else (TRACING / "trace").read_text()
+        for event in RACE_EVENTS:
+            (TRACING / "events" / event / "enable").write_text("1\n" if on else "0\n")
+        if on:
+            (TRACING / "trace").write_text("")
+        return text
+    except (OSError, RuntimeError) as e:
+        print(f"no trace of the layout race: {e}", flush=True)
+        return ""
+
+
+def _kernel_lost(trace: str) -> str | None:
+    """Why the kernel client's own write is lost, when nfsd's trace shows its race: a recall of a
+    layout nfsd has just granted reaches the kernel client before its LAYOUTGET reply; it answers
+    NFS4ERR_NOMATCHING_LAYOUT, so nfsd forgets that layout; the kernel client writes by it all the
+    same, nfsd refuses its LAYOUTCOMMIT (NFS4ERR_BADLAYOUT), and the kernel client takes that for
+    success (nfs4_layoutcommit_done ignores it): its blocks stay unwritten extents, zeros. None when
+    the trace does not show both."""
+    nomatch = [ln for ln in trace.splitlines() if "nfs4_cb_layoutrecall_file" in ln and "NOMATCHING_LAYOUT" in ln]
+    refused = [ln for ln in trace.splitlines() if "nfsd_layout_commit_lookup_fail" in ln]
+    if not nomatch or not refused:
+        return None
+    return (f"the kernel client lost its own 6 bytes by its race of a recall with its LAYOUTGET reply: it "
+            f"answered {len(nomatch)} recall(s) NFS4ERR_NOMATCHING_LAYOUT, and nfsd refused its LAYOUTCOMMIT "
+            f"({refused[0].split(':', 1)[-1].strip()[:120]})")
+
+
 async def _recall(url: str, local: Path) -> str:
     """The kernel client writes a file our client is writing by the SCSI layout: nfsd recalls our
     layout in the middle of our transfer; nothing is lost."""
@@ -269,6 +306,7 @@ async def _recall(url: str, local: Path) -> str:
             await f.fsync()
 
         started = trio.Event()
+        _trace(True)
         mds_before = nfsd_write_bytes()
         with trio.fail_after(120):
             async with trio.open_nursery() as nursery:
@@ -285,18 +323,25 @@ async def _recall(url: str, local: Path) -> str:
         raise RuntimeError(f"data sent twice: {by_layout} bytes by the layout and {mds_bytes} through nfsd for our "
                            f"{len(second)}; {report}")
     d = _delta(before, op_counts())
-    expect = bytearray(first) + bytes(4 * MIB) + bytearray(second)
+    ours = bytes(bytearray(first) + bytes(4 * MIB) + bytearray(second))  # (and the kernel's 6 bytes lost)
+    expect = bytearray(ours)
     expect[4 * MIB + 100:4 * MIB + 106] = b"KERNEL"
     on_server = _server_bytes(local / "recall.dat")
     through_kernel = (KSCSI / "recall.dat").read_bytes()
-    if on_server != bytes(expect) or through_kernel != bytes(expect):
+    trace = _trace(False)
+    kernel_lost = None
+    if on_server == ours and through_kernel == ours:
+        # every byte of ours there, the kernel client's own write not: said, where its race shows
+        kernel_lost = _kernel_lost(trace)
+    if (on_server != bytes(expect) or through_kernel != bytes(expect)) and kernel_lost is None:
         raise RuntimeError(f"after the recall the server's XFS or the kernel client's mount hold other bytes "
                            f"(the XFS: {_differs(on_server, bytes(expect))}; the kernel client: "
                            f"{_differs(through_kernel, bytes(expect))}); {report}; nfsd ran {d}")
     if not report["counts"].get("recalls"):
         raise RuntimeError(f"no recall of our layout when the kernel client wrote: {report}; nfsd ran {d}")
     (local / "recall.dat").unlink()
-    return (f"recalled {report['counts']['recalls']} time(s) by the kernel client's write, nothing lost; our "
+    return (f"recalled {report['counts']['recalls']} time(s) by the kernel client's write, nothing of ours lost"
+            f"{'; ' + kernel_lost if kernel_lost else ''}; our "
             f"transfer: {by_layout} bytes by the layout, {mds_bytes} written by nfsd (no LAYOUTCOMMIT refused, "
             f"nothing sent twice): {report}; nfsd ran {d}")
 
