@@ -241,18 +241,22 @@ async def client_scsi(url: str, export: str, mib: str, server: str, port: str) -
             f"nfsd ran {d}; our counts {counts}; the same bytes through the kernel client; {recall}")
 
 
-def _trace(on: bool) -> str:
-    """The kernel's trace of ``RACE_EVENTS``: switched on (and emptied), or read and switched off.
-    "" where the kernel has no trace events."""
+def _trace(start: bool) -> str:
+    """The kernel's trace of ``RACE_EVENTS``: switched on and emptied (``start``), or read. They stay
+    on: switching a trace event patches the kernel's text, and a guest under emulation once crashed
+    in the middle of that (an int3 oops in the scheduler) when the step switched them on and off for
+    each of 40 recalls. "" where the kernel has no trace events."""
     try:
         if not (TRACING / "trace").exists():
             _sh("mount", "-t", "tracefs", "tracefs", str(TRACING))
-        text = "" if on else (TRACING / "trace").read_text()
+        if not start:
+            return (TRACING / "trace").read_text()
         for event in RACE_EVENTS:
-            (TRACING / "events" / event / "enable").write_text("1\n" if on else "0\n")
-        if on:
-            (TRACING / "trace").write_text("")
-        return text
+            enable = TRACING / "events" / event / "enable"
+            if enable.read_text().strip() != "1":
+                enable.write_text("1\n")
+        (TRACING / "trace").write_text("")
+        return ""
     except (OSError, RuntimeError) as e:
         print(f"no trace of the layout race: {e}", flush=True)
         return ""
@@ -306,7 +310,7 @@ async def _recall(url: str, local: Path) -> str:
             await f.fsync()
 
         started = trio.Event()
-        _trace(True)
+        _trace(start=True)
         mds_before = nfsd_write_bytes()
         with trio.fail_after(120):
             async with trio.open_nursery() as nursery:
@@ -328,7 +332,7 @@ async def _recall(url: str, local: Path) -> str:
     expect[4 * MIB + 100:4 * MIB + 106] = b"KERNEL"
     on_server = _server_bytes(local / "recall.dat")
     through_kernel = (KSCSI / "recall.dat").read_bytes()
-    trace = _trace(False)
+    trace = _trace(start=False)
     kernel_lost = None
     if on_server == ours and through_kernel == ours:
         # every byte of ours there, the kernel client's own write not: said, where its race shows
