@@ -341,19 +341,27 @@ class _ReceivedBytes:
             buf[: end - start] = buf[start:end]
             self.start, self.end = start, end = 0, end - start
         while end - start < need:
-            try:
-                k = self._sock.recv_into(self._view[end:])
-            except BlockingIOError:
-                if await self._before_wait():
-                    continue
-                await trio.lowlevel.wait_readable(self._sock)
-                waited = True
-                continue
-            if k == 0:
-                raise ConnectionLost("peer closed the connection", self._peer)
+            k, w = await self._recv(self._view[end:])
+            waited |= w
             end += k
             self.end = end
         return waited
+
+    async def _recv(self, view: memoryview) -> tuple[int, bool]:
+        """One read from the socket into ``view``, waiting for bytes when it has none: (how many,
+        whether it waited)."""
+        waited = False
+        while True:
+            try:
+                k = self._sock.recv_into(view)
+            except BlockingIOError:
+                if not await self._before_wait():
+                    await trio.lowlevel.wait_readable(self._sock)
+                    waited = True
+                continue
+            if k == 0:
+                raise ConnectionLost("peer closed the connection", self._peer)
+            return k, waited
 
     async def take(self, n: int) -> memoryview:
         """The next ``n`` bytes of the stream (at most :data:`_RECEIVED_SIZE`), where they lie in
@@ -382,16 +390,8 @@ class _ReceivedBytes:
             self.start = start + n - got
             return waited
         while got < n:
-            try:
-                k = self._sock.recv_into(view[got:] if got else view, n - got)
-            except BlockingIOError:
-                if await self._before_wait():
-                    continue
-                await trio.lowlevel.wait_readable(self._sock)
-                waited = True
-                continue
-            if k == 0:
-                raise ConnectionLost("peer closed the connection", self._peer)
+            k, w = await self._recv(view[got:] if got else view)
+            waited |= w
             got += k
         return waited
 
