@@ -24,6 +24,14 @@ client's own work on the way down and up, trio's task switches included. The lin
   decides);
 - ``write_attrs_4k``: a FILE_SYNC WRITE of 4 KiB with a SETATTR (mode and times) and a GETATTR in its
   COMPOUND, as the mount's FLUSH of a small new file sends it (``ReadWrite.write_getattr``);
+- ``info``: ``Client.lstat`` of a file in the export's root (fsspec's ``info``: one LOOKUP and GETATTR);
+- ``cat_small``: ``Client.read_bytes`` of a small file to its end (fsspec's ``cat_file``: PUTFH, LOOKUP,
+  GETFH, GETATTR, READ in one COMPOUND);
+- ``cat_range``: ``Client.read_bytes`` of 4 KiB at an offset (a ranged ``cat_file``: PUTFH, LOOKUP, READ);
+- ``read_held_4k``: 4 KiB read by a file handle already learned (``HeldFile.read``, fsspec's file opened
+  "rb": PUTFH, READ with the anonymous stateid);
+- ``pipe_small``: ``Client.write_file`` of a small file (fsspec's ``pipe_file``: PUTFH, OPEN, GETFH, WRITE
+  FILE_SYNC4, CLOSE in one COMPOUND);
 - ``create``: an OPEN that may create (UNCHECKED4) with its GETFH, ACCESS, GETATTR and the directory's
   GETATTR, as the mount's CREATE sends it (``Opens.open``);
 - ``close_4``: four files' CLOSEs that nobody waits for, in one COMPOUND, as the mount's releases
@@ -55,6 +63,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import statistics
 import struct
@@ -72,7 +81,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 from bench.common import align, bench_target
 from pynfsrdma._client import stack
-from pynfsrdma._client.api import Client
+from pynfsrdma._client.api import Client, HeldFile
 from pynfsrdma._client.attributes import RECORD_FILEID, AttrRecord, file_attrs, setattr_fattr4
 from pynfsrdma._client.compounds import VERIFIER_SIZE
 from pynfsrdma._client.directories import READDIR_BITMAP, listed_page
@@ -102,9 +111,11 @@ from pynfsrdma._transport.base import NO_HINTS, ReceiveInterrupted, ReplyHints, 
 from pynfsrdma._transport.tcp import TcpTransport
 from pynfsrdma._xdr import Packer, Unpacker
 
-LINES = ("transport", "rpc_null", "compound_codec", "session", "clientid", "lookup", "stat", "read_4k", "write_4k",
-         "write_attrs_4k", "create", "close_4", "readdir_entry", "readdirplus_entry")
+LINES = ("transport", "rpc_null", "compound_codec", "session", "clientid", "lookup", "stat", "info", "cat_small",
+         "cat_range", "read_held_4k", "pipe_small", "read_4k", "write_4k", "write_attrs_4k", "create", "close_4", "readdir_entry", "readdirplus_entry")
 FILE = "f"
+SMALL = "s"  # a small file, read and written whole
+SMALL_SIZE = 100
 CREATED = "c"  # the name the create line opens (and creates, the first time)
 LISTED_DIR = "d"
 LISTED_FILES = 64  # files in the directory whose READDIR page is captured
@@ -343,6 +354,28 @@ def lines(client: Client, f: Any, replies: Replies, listed: bytes) -> dict[str, 
     async def stat() -> None:
         await client.stat(FILE)
 
+    async def info() -> None:
+        await client.lstat(FILE)
+
+    async def cat_small() -> None:
+        await client.read_bytes(SMALL)
+
+    async def cat_range() -> None:
+        await client.read_bytes(FILE, IO, IO)
+
+    held = HeldFile(FILE)
+
+    async def read_held() -> None:
+        await held.read(client, IO, IO)
+
+    small = bytes(SMALL_SIZE)
+    # (one open owner for every call, so that the replay finds the captured OPEN: a once-owner is
+    # new each time)
+    client.nfs.whole_files._once_owners = itertools.repeat(1)  # type: ignore[misc]
+
+    async def pipe_small() -> None:
+        await client.write_file(SMALL, small)
+
     async def read() -> None:
         await f.pread(0, IO)
 
@@ -408,7 +441,8 @@ def lines(client: Client, f: Any, replies: Replies, listed: bytes) -> dict[str, 
         token.reply(1)
 
     return {"transport": transport_only, "rpc_null": null, "compound_codec": codec, "session": in_session,
-            "clientid": in_clientid, "lookup": lookup, "stat": stat, "read_4k": read, "write_4k": write,
+            "clientid": in_clientid, "lookup": lookup, "stat": stat, "info": info, "cat_small": cat_small,
+            "cat_range": cat_range, "read_held_4k": read_held, "pipe_small": pipe_small, "read_4k": read, "write_4k": write,
             "write_attrs_4k": write_attrs, "create": create, "close_4": close_4, "readdir_entry": readdir_entries,
             "readdirplus_entry": readdirplus_entries}
 
@@ -525,6 +559,7 @@ def main(argv: list[str] | None = None) -> int:
     with bench_target(None) as target:
         assert target.local_dir is not None
         (target.local_dir / FILE).write_bytes(bytes(FILE_SIZE))
+        (target.local_dir / SMALL).write_bytes(bytes(SMALL_SIZE))
         (target.local_dir / LISTED_DIR).mkdir(exist_ok=True)
         for i in range(LISTED_FILES):
             (target.local_dir / LISTED_DIR / f"{i:02d}").write_bytes(bytes(i))
