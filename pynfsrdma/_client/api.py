@@ -354,9 +354,9 @@ class Client:
     async def _remove_name(self, path: str, is_dir: bool | None = None) -> None:
         """REMOVE the name ``path`` ends in: a directory only (``is_dir``), a non-directory only
         (False), or whatever it names (None)."""
-        parent, name = self.paths.split(path)
+        npath, parent, name = self.paths.parts(path)
         dfh = await self.paths.dir_fh(parent)
-        await self.nfs.directories.remove(dfh, name, self.cred, path=self.paths.norm(path), is_dir=is_dir)
+        await self.nfs.directories.remove(dfh, name, self.cred, path=npath, is_dir=is_dir)
         self.paths.forget(path)
 
     async def rename(self, src: str, dst: str) -> None:
@@ -406,8 +406,7 @@ class Client:
         write = base[0] in "wax" or "+" in base
         read = base[0] == "r" or "+" in base
         access = (c.OPEN4_SHARE_ACCESS_READ if read else 0) | (c.OPEN4_SHARE_ACCESS_WRITE if write else 0)
-        parent, name = self.paths.split(path)
-        npath = self.paths.norm(path)
+        npath, parent, name = self.paths.parts(path)
         if base[0] == "r":
             fh, attrs = await self.paths.resolve(path, follow=True)
             if attrs.is_dir:
@@ -438,10 +437,11 @@ class Client:
         if offset < 0 or (count is not None and count < 0):
             raise ValueError(f"a negative offset or count: {offset}, {count}")
         nfs = self.nfs
-        npath = self.paths.norm(path)
         first = None
-        if not names_a_directory(path):  # (else a directory or ENOTDIR, which the open tells)
-            parent, name = self.paths.split(npath)
+        if names_a_directory(path):  # (a directory or ENOTDIR, which the open tells)
+            npath = self.paths.norm(path)
+        else:
+            npath, parent, name = self.paths.parts(path)
             dfh = await self.paths.dir_fh(parent)
             if count is not None and count <= nfs.maxread:  # one READ: no handle, no size needed
                 got = await nfs.whole_files.read_range_named(dfh, name, offset, count, self.cred, npath)
@@ -496,8 +496,7 @@ class Client:
             async with await self.open(path, "x" if exclusive else "w", perm) as f:
                 await f.pwrite(0, mv)
             return
-        npath = self.paths.norm(path)
-        parent, name = self.paths.split(npath)
+        npath, parent, name = self.paths.parts(path)
         dfh = await self.paths.dir_fh(parent)
         _, written = await nfs.whole_files.write_named(dfh, name, mv, self.cred, mode=perm, exclusive=exclusive, path=npath)
         if written < mv.nbytes:  # (the server wrote less than asked: the rest, by the engine)

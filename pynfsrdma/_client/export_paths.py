@@ -183,6 +183,14 @@ class ExportPaths:
             raise NFS4Error(c.NFS4ERR_INVAL, None, path)
         return parent, name
 
+    def parts(self, path: str) -> tuple[str, str, str]:
+        """``path`` normalised, its directory and its last name (:meth:`norm` and :meth:`split` in
+        one): NFS4ERR_INVAL for the root, which has no directory."""
+        got = _parts(path)
+        if got[0] == "/":
+            raise NFS4Error(c.NFS4ERR_INVAL, None, "/")
+        return got
+
     async def lstat_name(self, path: str) -> FileAttrs:
         """The attributes of the name ``path`` ends in, not followed even when written as a
         directory's: then it must be a directory itself (ENOTDIR for a file, or a symbolic link to a
