@@ -371,7 +371,7 @@ def lines(client: Client, f: Any, replies: Replies, listed: bytes) -> dict[str, 
     small = bytes(SMALL_SIZE)
     # (one open owner for every call, so that the replay finds the captured OPEN: a once-owner is
     # new each time)
-    client.nfs.whole_files._once_owners = itertools.repeat(1)  # type: ignore[misc]
+    client.nfs.whole_files._once_owners = itertools.count(1, 0)  # (1, always)
 
     async def pipe_small() -> None:
         await client.write_file(SMALL, small)
