@@ -531,7 +531,10 @@ class NativeChannel(Workers):
 
     # -- the requests: a handler per operation, of the operation's name (kernel.requests.OPCODES) ------
     async def lookup(self, r: rq.Named) -> Reply:
-        return replies.entry(r.unique, await self.ops.lookup(r.nodeid, r.name, _ctx(r)))
+        a = await self.ops.lookup(r.nodeid, r.name, _ctx(r))
+        if type(a) is tuple:
+            return replies.entry_of_fields(r.unique, a)
+        return replies.entry(r.unique, a)  # type: ignore[arg-type]
 
     async def getattr(self, r: rq.Getattr) -> Reply:
         return replies.attr(r.unique, await self.ops.getattr(r.nodeid, _ctx(r)))

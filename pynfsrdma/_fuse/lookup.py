@@ -18,21 +18,17 @@ from .._rpc.auth import Credential
 from .cache import NEGATIVE, READ_AHEAD_DIRS, NameCache, NameReadAhead
 from .caller import is_opening
 from .inodes import Inode, InodeTable
-from .lowlevel import EntryAttributes
+from .kernel.records import NEGATIVE_ENTRY
+from .lowlevel import EntryAttributes, EntryFields
 from .options import LOOKUPCACHE_NONE, MountOptions
 
 log = logging.getLogger(__name__)
-
-def negative() -> EntryAttributes:
-    """The name does not exist. The kernel keeps no note of that (entry_timeout 0): a later
-    lookup comes to us, and one for an open() asks the server (see lookup)."""
-    return EntryAttributes()
 
 
 class Lookups:
     """The LOOKUPs of a mount whose nodes are ``inodes`` and names ``names``, counted in ``counts``;
     ``each_name_checked``: the server checks each caller's way to each name (the kernel keeps none);
-    ``entry``, ``listed_entry`` and ``learn``: the kernel's entry for a node and for a file kept as
+    ``entry``, ``listed_fields`` and ``learn``: the kernel's entry for a node and for a file kept as
     listed (InodeTable.listed), and a node learned from a reply;
     ``gone``: what NFS4ERR_STALE means for the node an operation was about; ``names_ahead``: the
     entries of directories read ahead of their LOOKUPs (cache.NameReadAhead), the oldest first;
@@ -42,7 +38,7 @@ class Lookups:
         self, nfs: NFSv4, inodes: InodeTable, names: NameCache, counts: collections.Counter[str],
         opts: MountOptions, each_name_checked: bool,
         entry: Callable[[Inode, float | None], EntryAttributes],
-        listed_entry: Callable[[int, AttrRecord, float | None], EntryAttributes],
+        listed_fields: Callable[[int, AttrRecord, float | None], EntryFields],
         learn: Callable[[bytes, FileAttrs, int | None], Inode],
         gone: Callable[[str, int], Awaitable[None]],
         names_ahead: dict[int, NameReadAhead],
@@ -55,16 +51,18 @@ class Lookups:
         self.opts = opts
         self.each_name_checked = each_name_checked
         self._entry = entry
-        self._listed_entry = listed_entry
+        self._listed_fields = listed_fields
         self._learn = learn
         self._gone = gone
         self.names_ahead = names_ahead
         self._changed = changed
         self._kernel_checks = opts.kernel_checks_permissions()
 
-    async def lookup(self, parent: Inode, n: str, pid: int, cred: Credential) -> EntryAttributes:
+    async def lookup(self, parent: Inode, n: str, pid: int, cred: Credential) -> EntryAttributes | EntryFields:
         """``n`` in ``parent``, for process ``pid`` with ``cred``: from the caches where they may
-        answer, else by LOOKUP; a name that does not exist is a negative entry."""
+        answer, else by LOOKUP; a name that does not exist is NEGATIVE_ENTRY, which the kernel
+        keeps no note of (entry_timeout 0): a later lookup comes to us, and one for an open() asks
+        the server."""
         if n == ".":
             parent.lookups += 1
             return self._entry(parent, None)
@@ -82,11 +80,11 @@ class Lookups:
             and not is_opening(pid)
         ):
             self.counts["lookups_cached"] += 1
-            return negative()
+            return NEGATIVE_ENTRY
         listing = parent.listing
         if listing is not None and listing.absent(n, now, self.opts.acdirmin) and not is_opening(pid):
             self.counts["lookups_cached"] += 1
-            return negative()
+            return NEGATIVE_ENTRY
         if self.each_name_checked and self.inodes.fresh(parent, now):
             # the kernel keeps no name (entry timeout 0): a name we know is answered from here to a
             # caller the server lets search the directory (a caller it does not is sent to it)
@@ -113,11 +111,11 @@ class Lookups:
                 # ESTALE here would reach the caller: the kernel retries no failed lookup of a
                 # mkdir, create or rename.)
                 await self._gone("lookup", parent.ino)
-                return negative()
+                return NEGATIVE_ENTRY
             if e.errno == errno.ENOENT:
                 if self.opts.negative_names and self.inodes.fresh(parent, now):
                     self.names.put(parent.ino, n, NEGATIVE, parent.attrs.change)
-                return negative()
+                return NEGATIVE_ENTRY
             raise
         node = self._learn(fh, attrs, asked)
         self.inodes.named(node, parent.ino, n)
@@ -127,7 +125,7 @@ class Lookups:
 
     async def _named_ahead(
         self, parent: Inode, name: str, cred: Credential, now: float
-    ) -> EntryAttributes | None:
+    ) -> EntryAttributes | EntryFields | None:
         """The kernel's entry for ``name``, answered from ``parent``'s entries read ahead
         (cache.NameReadAhead; the next page is read first when the directory's LOOKUPs call for it)
         at ``now`` (the clock read again only when a page or an ACCESS was waited for), learned as its
@@ -168,7 +166,7 @@ class Lookups:
         if node is not None:
             return self._entry(node, now)
         left = when + inodes.timeouts.initial(record[RECORD_TYPE] == c.NF4DIR) - now
-        return self._listed_entry(ino, record, left if left > 0 else 0.0)
+        return self._listed_fields(ino, record, left if left > 0 else 0.0)
 
     async def _read_page_ahead(self, parent: Inode, ahead: NameReadAhead, cred: Credential) -> None:
         """Read ``parent``'s next page of entries ahead, with its attributes after it; a directory

@@ -171,7 +171,7 @@ class NFSOperations(Operations):
         self.changes = DirectoryChanges(self.inodes, self.names, opts, names_ahead)
         self.xattrs = Xattrs(nfs, self._inode, self.cred, self._check_rw)
         self.lookups = Lookups(
-            nfs, self.inodes, self.names, self.counts, opts, self._each_name_checked, self._entry, self._listed_entry, self._learn,
+            nfs, self.inodes, self.names, self.counts, opts, self._each_name_checked, self._entry, self._listed_fields, self._learn,
             self.gone, names_ahead, self._changed,
         )
         self.silly = SillyRenames(nfs, self.inodes, self.changes.modified)
@@ -272,14 +272,11 @@ class NFSOperations(Operations):
             node.shown(mtime)
         return e
 
-    def _listed_entry(self, ino: int, a: AttrRecord, attr_timeout: float | None = None) -> EntryAttributes:
-        """The kernel's entry for a file a listing read ``a`` of and keeps no Inode of
-        (``InodeTable.listed``): as :meth:`_entry` gives it for an Inode made then; ``attr_timeout``:
-        what is left of the attributes' time (None: the whole of it, read just now)."""
-        return EntryAttributes(*self._listed_fields(ino, a, attr_timeout))
-
     def _listed_fields(self, ino: int, a: AttrRecord, attr_timeout: float | None = None) -> EntryFields:
-        """:meth:`_listed_entry` as :data:`EntryFields` (what a listing packs)."""
+        """The kernel's entry for a file a listing read ``a`` of and keeps no Inode of
+        (``InodeTable.listed``), as :data:`EntryFields` (what a listing and a LOOKUP of a name read
+        ahead pack): as :meth:`_entry` gives it for an Inode made then; ``attr_timeout``: what is
+        left of the attributes' time (None: the whole of it, read just now)."""
         ftype, mode, nlink, uid, gid, size, used, rdev, _, _, _, atime, mtime, ctime = a
         if attr_timeout is None:  # (AttrTimeouts.initial written out: a listing gives one per name)
             attr_timeout = self.timeouts.dirmin if ftype == _NF4DIR else self.timeouts.regmin
@@ -335,7 +332,7 @@ class NFSOperations(Operations):
 
     # -- names (:mod:`.lookup`) ----------------------------------------------------------------------
     @fuse_errors
-    async def lookup(self, parent_inode: int, name: bytes, ctx: RequestContext) -> EntryAttributes:
+    async def lookup(self, parent_inode: int, name: bytes, ctx: RequestContext) -> EntryAttributes | EntryFields:
         parent = self._inode(parent_inode)
         return await self.lookups.lookup(parent, _name(name), ctx.pid, self.cred(ctx))
 
