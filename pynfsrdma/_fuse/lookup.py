@@ -74,8 +74,9 @@ class Lookups:
         # Names that exist are not answered from here: the kernel keeps them itself (entry_timeout),
         # and asks again when its entry expired or when a name led to a file or directory the server
         # no longer has (ESTALE: it looks every name of the path up again, and must reach the server).
+        fresh = self.inodes.fresh(parent, now)
         if (
-            self.inodes.fresh(parent, now)
+            fresh
             and self.names.get(parent.ino, n, parent.attrs.change) == NEGATIVE
             and not is_opening(pid)
         ):
@@ -85,7 +86,7 @@ class Lookups:
         if listing is not None and listing.absent(n, now, self.opts.acdirmin) and not is_opening(pid):
             self.counts["lookups_cached"] += 1
             return NEGATIVE_ENTRY
-        if self.each_name_checked and self.inodes.fresh(parent, now):
+        if self.each_name_checked and fresh:
             # the kernel keeps no name (entry timeout 0): a name we know is answered from here to a
             # caller the server lets search the directory (a caller it does not is sent to it)
             known = self.names.get(parent.ino, n, parent.attrs.change)
@@ -96,8 +97,9 @@ class Lookups:
                     self.counts["lookups_cached"] += 1
                     return self._entry(node, None)
                 now = trio.current_time()  # (ACCESS may have been waited for)
+                fresh = self.inodes.fresh(parent, now)
         if self.opts.lookupcache != LOOKUPCACHE_NONE and self.inodes.timeouts.regmin > 0 and not self.opts.noac:
-            ahead = await self._named_ahead(parent, n, cred, now)
+            ahead = await self._named_ahead(parent, n, cred, now, fresh)
             if ahead is not None:
                 self.counts["lookups_read_ahead"] += 1
                 return ahead
@@ -124,11 +126,12 @@ class Lookups:
         return self._entry(node, None)
 
     async def _named_ahead(
-        self, parent: Inode, name: str, cred: Credential, now: float
+        self, parent: Inode, name: str, cred: Credential, now: float, fresh: bool
     ) -> EntryAttributes | EntryFields | None:
         """The kernel's entry for ``name``, answered from ``parent``'s entries read ahead
         (cache.NameReadAhead; the next page is read first when the directory's LOOKUPs call for it)
-        at ``now`` (the clock read again only when a page or an ACCESS was waited for), learned as its
+        at ``now``, when ``parent``'s attributes were ``fresh`` (both read again only when a page or
+        an ACCESS was waited for), learned as its
         LOOKUP's answer would have been when the page was read: a file we knew nothing of is kept as
         listed (InodeTable.listed), as a listing keeps it, until the kernel or the server needs its
         Inode; None: its LOOKUP goes to the server. (An open of
@@ -142,8 +145,9 @@ class Lookups:
         if name not in ahead.entries and ahead.wants_page():
             await self._read_page_ahead(parent, ahead, cred)
             now = trio.current_time()
+            fresh = self.inodes.fresh(parent, now)
         inodes = self.inodes
-        hit = ahead.take(name, parent.attrs.change, now, inodes.timeouts) if inodes.fresh(parent, now) else None
+        hit = ahead.take(name, parent.attrs.change, now, inodes.timeouts) if fresh else None
         # (a file we hold attributes of already is asked for: they may be newer than the page's)
         if hit is None or inodes.get(inodes.ino_of(hit[1][RECORD_FILEID])) is not None:
             ahead.needed_lookup()
