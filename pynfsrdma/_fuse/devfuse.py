@@ -537,7 +537,10 @@ class NativeChannel(Workers):
         return replies.entry(r.unique, a)  # type: ignore[arg-type]
 
     async def getattr(self, r: rq.Getattr) -> Reply:
-        return replies.attr(r.unique, await self.ops.getattr(r.nodeid, _ctx(r)))
+        a = await self.ops.getattr(r.nodeid, _ctx(r))
+        if type(a) is tuple:
+            return replies.attr_of_fields(r.unique, a)
+        return replies.attr(r.unique, a)  # type: ignore[arg-type]
 
     async def setattr(self, r: rq.Setattr) -> Reply:
         v = r.valid

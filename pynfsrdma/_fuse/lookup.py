@@ -19,7 +19,7 @@ from .cache import NEGATIVE, READ_AHEAD_DIRS, NameCache, NameReadAhead
 from .caller import is_opening
 from .inodes import Inode, InodeTable
 from .kernel.records import NEGATIVE_ENTRY
-from .lowlevel import EntryAttributes, EntryFields
+from .lowlevel import EntryFields
 from .options import LOOKUPCACHE_NONE, MountOptions
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ class Lookups:
     def __init__(
         self, nfs: NFSv4, inodes: InodeTable, names: NameCache, counts: collections.Counter[str],
         opts: MountOptions, each_name_checked: bool,
-        entry: Callable[[Inode, float | None], EntryAttributes],
+        entry: Callable[[Inode, float | None], EntryFields],
         listed_fields: Callable[[int, AttrRecord, float | None], EntryFields],
         learn: Callable[[bytes, FileAttrs, int | None], Inode],
         gone: Callable[[str, int], Awaitable[None]],
@@ -58,7 +58,7 @@ class Lookups:
         self._changed = changed
         self._kernel_checks = opts.kernel_checks_permissions()
 
-    async def lookup(self, parent: Inode, n: str, pid: int, cred: Credential) -> EntryAttributes | EntryFields:
+    async def lookup(self, parent: Inode, n: str, pid: int, cred: Credential) -> EntryFields:
         """``n`` in ``parent``, for process ``pid`` with ``cred``: from the caches where they may
         answer, else by LOOKUP; a name that does not exist is NEGATIVE_ENTRY, which the kernel
         keeps no note of (entry_timeout 0): a later lookup comes to us, and one for an open() asks
@@ -127,7 +127,7 @@ class Lookups:
 
     async def _named_ahead(
         self, parent: Inode, name: str, cred: Credential, now: float, fresh: bool
-    ) -> EntryAttributes | EntryFields | None:
+    ) -> EntryFields | None:
         """The kernel's entry for ``name``, answered from ``parent``'s entries read ahead
         (cache.NameReadAhead; the next page is read first when the directory's LOOKUPs call for it)
         at ``now``, when ``parent``'s attributes were ``fresh`` (both read again only when a page or
@@ -158,7 +158,7 @@ class Lookups:
                 ahead.needed_lookup()  # (or learned while ACCESS was on its way)
                 return None
             now = trio.current_time()
-        # (a delegated file's attributes are the Inode's to give: see Operations._entry)
+        # (a delegated file's attributes are the Inode's to give: see NFSOperations._entry_fields)
         ino = 0 if fh in self.nfs.delegations else inodes.listed(fh, record, when, parent.ino, name)
         node = None
         if not ino:

@@ -164,7 +164,8 @@ class Operations:
     async def forget(self, inode_list: list[tuple[int, int]]) -> None:
         return None
 
-    async def getattr(self, inode: int, ctx: RequestContext) -> EntryAttributes:
+    async def getattr(self, inode: int, ctx: RequestContext) -> EntryAttributes | EntryFields:
+        """``inode``'s attributes, as an object or as :data:`EntryFields`."""
         raise FUSEError(errno.ENOSYS)
 
     async def setattr(

@@ -140,7 +140,8 @@ class _Adapter(pyfuse3.Operations):
 
     async def getattr(self, inode: int, ctx: Any) -> Any:
         try:
-            return _entry(await self.ops.getattr(inode, _ctx(ctx)))
+            a = await self.ops.getattr(inode, _ctx(ctx))
+            return _entry(EntryAttributes(*a) if isinstance(a, tuple) else a)
         except FUSEError as e:
             raise pyfuse3.FUSEError(e.errno) from None
 

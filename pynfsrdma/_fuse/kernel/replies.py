@@ -144,6 +144,19 @@ def attr(unique: int, a: EntryAttributes) -> bytes:
     )  # fmt: skip
 
 
+def attr_of_fields(unique: int, fields: EntryFields) -> bytes:
+    """:func:`attr` of the attributes as :data:`EntryFields` (a GETATTR answered from the
+    attribute cache: no :class:`EntryAttributes` made for it)."""
+    ino, _, _, attr_timeout, mode, nlink, uid, gid, rdev, size, blksize, blocks, at, mt, ct = fields
+    ats, atns = timeout(attr_timeout)
+    return _ATTR.pack(
+        _ATTR.size, 0, unique,
+        ats, atns, 0,
+        ino, size, blocks, at // NS, mt // NS, ct // NS, at % NS, mt % NS, ct % NS,
+        mode, nlink, uid, gid, rdev & U32, blksize, 0,
+    )  # fmt: skip
+
+
 def open_file(unique: int, fi: FileInfo) -> bytes:
     """``fuse_open_out`` (OPEN)."""
     return _OPEN.pack(_OPEN.size, 0, unique, fi.fh, _open_flags(fi), 0)

@@ -48,13 +48,14 @@ def test_entry() -> None:
     assert out == expect
 
 
-def test_entry_of_fields_is_the_same_entry() -> None:
+def test_entry_and_attr_of_fields_are_the_same_replies() -> None:
     for a in (attrs(), attrs(st_ino=79, st_rdev=(7 << 32) | 3, entry_timeout=7.0, attr_timeout=0.0)):
         fields = (
             a.st_ino, a.generation, a.entry_timeout, a.attr_timeout, a.st_mode, a.st_nlink, a.st_uid, a.st_gid,
             a.st_rdev, a.st_size, a.st_blksize, a.st_blocks, a.st_atime_ns, a.st_mtime_ns, a.st_ctime_ns,
         )  # fmt: skip
         assert replies.entry_of_fields(UNIQUE, fields) == replies.entry(UNIQUE, a)
+        assert replies.attr_of_fields(UNIQUE, fields) == replies.attr(UNIQUE, a)
     assert replies.entry_of_fields(UNIQUE, NEGATIVE_ENTRY) == replies.entry(UNIQUE, EntryAttributes())
 
 
