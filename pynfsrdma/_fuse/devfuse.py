@@ -531,10 +531,16 @@ class NativeChannel(Workers):
 
     # -- the requests: a handler per operation, of the operation's name (kernel.requests.OPCODES) ------
     async def lookup(self, r: rq.Named) -> Reply:
-        return replies.entry(r.unique, await self.ops.lookup(r.nodeid, r.name, _ctx(r)))
+        a = await self.ops.lookup(r.nodeid, r.name, _ctx(r))
+        if isinstance(a, tuple):
+            return replies.entry_of_fields(r.unique, a)
+        return replies.entry(r.unique, a)
 
     async def getattr(self, r: rq.Getattr) -> Reply:
-        return replies.attr(r.unique, await self.ops.getattr(r.nodeid, _ctx(r)))
+        a = await self.ops.getattr(r.nodeid, _ctx(r))
+        if isinstance(a, tuple):
+            return replies.attr_of_fields(r.unique, a)
+        return replies.attr(r.unique, a)
 
     async def setattr(self, r: rq.Setattr) -> Reply:
         v = r.valid

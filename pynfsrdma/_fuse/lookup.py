@@ -18,21 +18,17 @@ from .._rpc.auth import Credential
 from .cache import NEGATIVE, READ_AHEAD_DIRS, NameCache, NameReadAhead
 from .caller import is_opening
 from .inodes import Inode, InodeTable
-from .lowlevel import EntryAttributes
+from .kernel.records import NEGATIVE_ENTRY
+from .lowlevel import EntryFields
 from .options import LOOKUPCACHE_NONE, MountOptions
 
 log = logging.getLogger(__name__)
-
-def negative() -> EntryAttributes:
-    """The name does not exist. The kernel keeps no note of that (entry_timeout 0): a later
-    lookup comes to us, and one for an open() asks the server (see lookup)."""
-    return EntryAttributes()
 
 
 class Lookups:
     """The LOOKUPs of a mount whose nodes are ``inodes`` and names ``names``, counted in ``counts``;
     ``each_name_checked``: the server checks each caller's way to each name (the kernel keeps none);
-    ``entry``, ``listed_entry`` and ``learn``: the kernel's entry for a node and for a file kept as
+    ``entry``, ``listed_fields`` and ``learn``: the kernel's entry for a node and for a file kept as
     listed (InodeTable.listed), and a node learned from a reply;
     ``gone``: what NFS4ERR_STALE means for the node an operation was about; ``names_ahead``: the
     entries of directories read ahead of their LOOKUPs (cache.NameReadAhead), the oldest first;
@@ -41,8 +37,8 @@ class Lookups:
     def __init__(
         self, nfs: NFSv4, inodes: InodeTable, names: NameCache, counts: collections.Counter[str],
         opts: MountOptions, each_name_checked: bool,
-        entry: Callable[[Inode, float | None], EntryAttributes],
-        listed_entry: Callable[[int, AttrRecord, float | None], EntryAttributes],
+        entry: Callable[[Inode, float | None], EntryFields],
+        listed_fields: Callable[[int, AttrRecord, float | None], EntryFields],
         learn: Callable[[bytes, FileAttrs, int | None], Inode],
         gone: Callable[[str, int], Awaitable[None]],
         names_ahead: dict[int, NameReadAhead],
@@ -55,16 +51,18 @@ class Lookups:
         self.opts = opts
         self.each_name_checked = each_name_checked
         self._entry = entry
-        self._listed_entry = listed_entry
+        self._listed_fields = listed_fields
         self._learn = learn
         self._gone = gone
         self.names_ahead = names_ahead
         self._changed = changed
         self._kernel_checks = opts.kernel_checks_permissions()
 
-    async def lookup(self, parent: Inode, n: str, pid: int, cred: Credential) -> EntryAttributes:
+    async def lookup(self, parent: Inode, n: str, pid: int, cred: Credential) -> EntryFields:
         """``n`` in ``parent``, for process ``pid`` with ``cred``: from the caches where they may
-        answer, else by LOOKUP; a name that does not exist is a negative entry."""
+        answer, else by LOOKUP; a name that does not exist is NEGATIVE_ENTRY, which the kernel
+        keeps no note of (entry_timeout 0): a later lookup comes to us, and one for an open() asks
+        the server."""
         if n == ".":
             parent.lookups += 1
             return self._entry(parent, None)
@@ -76,18 +74,19 @@ class Lookups:
         # Names that exist are not answered from here: the kernel keeps them itself (entry_timeout),
         # and asks again when its entry expired or when a name led to a file or directory the server
         # no longer has (ESTALE: it looks every name of the path up again, and must reach the server).
+        fresh = self.inodes.fresh(parent, now)
         if (
-            self.inodes.fresh(parent, now)
+            fresh
             and self.names.get(parent.ino, n, parent.attrs.change) == NEGATIVE
             and not is_opening(pid)
         ):
             self.counts["lookups_cached"] += 1
-            return negative()
+            return NEGATIVE_ENTRY
         listing = parent.listing
         if listing is not None and listing.absent(n, now, self.opts.acdirmin) and not is_opening(pid):
             self.counts["lookups_cached"] += 1
-            return negative()
-        if self.each_name_checked and self.inodes.fresh(parent, now):
+            return NEGATIVE_ENTRY
+        if self.each_name_checked and fresh:
             # the kernel keeps no name (entry timeout 0): a name we know is answered from here to a
             # caller the server lets search the directory (a caller it does not is sent to it)
             known = self.names.get(parent.ino, n, parent.attrs.change)
@@ -98,8 +97,9 @@ class Lookups:
                     self.counts["lookups_cached"] += 1
                     return self._entry(node, None)
                 now = trio.current_time()  # (ACCESS may have been waited for)
+                fresh = self.inodes.fresh(parent, now)
         if self.opts.lookupcache != LOOKUPCACHE_NONE and self.inodes.timeouts.regmin > 0 and not self.opts.noac:
-            ahead = await self._named_ahead(parent, n, cred, now)
+            ahead = await self._named_ahead(parent, n, cred, now, fresh)
             if ahead is not None:
                 self.counts["lookups_read_ahead"] += 1
                 return ahead
@@ -113,11 +113,11 @@ class Lookups:
                 # ESTALE here would reach the caller: the kernel retries no failed lookup of a
                 # mkdir, create or rename.)
                 await self._gone("lookup", parent.ino)
-                return negative()
+                return NEGATIVE_ENTRY
             if e.errno == errno.ENOENT:
                 if self.opts.negative_names and self.inodes.fresh(parent, now):
                     self.names.put(parent.ino, n, NEGATIVE, parent.attrs.change)
-                return negative()
+                return NEGATIVE_ENTRY
             raise
         node = self._learn(fh, attrs, asked)
         self.inodes.named(node, parent.ino, n)
@@ -126,11 +126,12 @@ class Lookups:
         return self._entry(node, None)
 
     async def _named_ahead(
-        self, parent: Inode, name: str, cred: Credential, now: float
-    ) -> EntryAttributes | None:
+        self, parent: Inode, name: str, cred: Credential, now: float, fresh: bool
+    ) -> EntryFields | None:
         """The kernel's entry for ``name``, answered from ``parent``'s entries read ahead
         (cache.NameReadAhead; the next page is read first when the directory's LOOKUPs call for it)
-        at ``now`` (the clock read again only when a page or an ACCESS was waited for), learned as its
+        at ``now``, when ``parent``'s attributes were ``fresh`` (both read again only when a page or
+        an ACCESS was waited for), learned as its
         LOOKUP's answer would have been when the page was read: a file we knew nothing of is kept as
         listed (InodeTable.listed), as a listing keeps it, until the kernel or the server needs its
         Inode; None: its LOOKUP goes to the server. (An open of
@@ -144,8 +145,9 @@ class Lookups:
         if name not in ahead.entries and ahead.wants_page():
             await self._read_page_ahead(parent, ahead, cred)
             now = trio.current_time()
+            fresh = self.inodes.fresh(parent, now)
         inodes = self.inodes
-        hit = ahead.take(name, parent.attrs.change, now, inodes.timeouts) if inodes.fresh(parent, now) else None
+        hit = ahead.take(name, parent.attrs.change, now, inodes.timeouts) if fresh else None
         # (a file we hold attributes of already is asked for: they may be newer than the page's)
         if hit is None or inodes.get(inodes.ino_of(hit[1][RECORD_FILEID])) is not None:
             ahead.needed_lookup()
@@ -156,7 +158,7 @@ class Lookups:
                 ahead.needed_lookup()  # (or learned while ACCESS was on its way)
                 return None
             now = trio.current_time()
-        # (a delegated file's attributes are the Inode's to give: see Operations._entry)
+        # (a delegated file's attributes are the Inode's to give: see NFSOperations._entry_fields)
         ino = 0 if fh in self.nfs.delegations else inodes.listed(fh, record, when, parent.ino, name)
         node = None
         if not ino:
@@ -168,7 +170,7 @@ class Lookups:
         if node is not None:
             return self._entry(node, now)
         left = when + inodes.timeouts.initial(record[RECORD_TYPE] == c.NF4DIR) - now
-        return self._listed_entry(ino, record, left if left > 0 else 0.0)
+        return self._listed_fields(ino, record, left if left > 0 else 0.0)
 
     async def _read_page_ahead(self, parent: Inode, ahead: NameReadAhead, cred: Credential) -> None:
         """Read ``parent``'s next page of entries ahead, with its attributes after it; a directory

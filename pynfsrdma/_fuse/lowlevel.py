@@ -154,13 +154,18 @@ class Operations:
     # asks for it at INIT and sets this to what the kernel agreed to
     writeback_cache: bool = False
 
-    async def lookup(self, parent_inode: int, name: bytes, ctx: RequestContext) -> EntryAttributes:
+    async def lookup(
+        self, parent_inode: int, name: bytes, ctx: RequestContext
+    ) -> EntryAttributes | EntryFields:
+        """``name`` in ``parent_inode``: its attributes, as an object or as :data:`EntryFields`
+        (``st_ino`` 0: the name does not exist)."""
         raise FUSEError(errno.ENOSYS)
 
     async def forget(self, inode_list: list[tuple[int, int]]) -> None:
         return None
 
-    async def getattr(self, inode: int, ctx: RequestContext) -> EntryAttributes:
+    async def getattr(self, inode: int, ctx: RequestContext) -> EntryAttributes | EntryFields:
+        """``inode``'s attributes, as an object or as :data:`EntryFields`."""
         raise FUSEError(errno.ENOSYS)
 
     async def setattr(

@@ -171,7 +171,7 @@ class NFSOperations(Operations):
         self.changes = DirectoryChanges(self.inodes, self.names, opts, names_ahead)
         self.xattrs = Xattrs(nfs, self._inode, self.cred, self._check_rw)
         self.lookups = Lookups(
-            nfs, self.inodes, self.names, self.counts, opts, self._each_name_checked, self._entry, self._listed_entry, self._learn,
+            nfs, self.inodes, self.names, self.counts, opts, self._each_name_checked, self._entry_fields, self._listed_fields, self._learn,
             self.gone, names_ahead, self._changed,
         )
         self.silly = SillyRenames(nfs, self.inodes, self.changes.modified)
@@ -242,44 +242,44 @@ class NFSOperations(Operations):
         return trio.current_time()
 
     def _entry(self, node: Inode, now: float | None = None) -> EntryAttributes:
-        """The kernel's entry for ``node``; ``now``: the time its attributes were just learned at
-        (a listing's page), else the clock is read."""
+        """The kernel's entry for ``node`` as an object (:meth:`_entry_fields`)."""
+        return EntryAttributes(*self._entry_fields(node, now))
+
+    def _entry_fields(self, node: Inode, now: float | None = None) -> EntryFields:
+        """The kernel's entry for ``node``, as :data:`EntryFields` (what a GETATTR or a LOOKUP
+        packs); ``now``: the time its attributes were just learned at (a listing's page), else the
+        clock is read."""
         a = node.attrs
         ftype = a.type
-        # (one call to make it, no call for what a property or a line gives: a listing makes an
-        # entry for every name)
+        # (no call for what a property or a line gives: a listing makes an entry for every name)
         delegated = self._delegated(node)
         if delegated:
             attr_timeout = node.timeo
         else:
             attr_timeout = self.inodes.ttl(node, trio.current_time() if now is None else now)
-        mtime = a.mtime_ns
-        e = EntryAttributes(
+        atime, mtime, ctime = a.atime_ns, a.mtime_ns, a.ctime_ns
+        if delegated:  # the times kept under an attribute delegation are newer
+            kept_atime, kept_mtime = self.nfs.kept_times(node.fh)
+            if kept_atime is not None:
+                atime = kept_atime
+            if kept_mtime is not None:
+                mtime = kept_mtime
+                ctime = max(ctime, kept_mtime)
+        if ftype == _NF4REG and self.opens.writeback_cache:
+            node.shown(mtime)
+        return (
             node.ino, node.generation, self.entry_timeout, attr_timeout,
             FTYPE_TO_IFMT.get(ftype, 0) | a.mode,
             a.nlink - len(node.silly) if node.silly else a.nlink,  # (unlinked while open: 0)
             a.uid, a.gid, os.makedev(*a.rdev) if ftype in _DEVICES else 0,
-            self.inodes.size(node), BLOCK_SIZE, (a.used + 511) // 512, a.atime_ns, mtime, a.ctime_ns,
+            self.inodes.size(node), BLOCK_SIZE, (a.used + 511) // 512, atime, mtime, ctime,
         )  # fmt: skip
-        if delegated:  # the times kept under an attribute delegation are newer
-            atime, kept_mtime = self.nfs.kept_times(node.fh)
-            if atime is not None:
-                e.st_atime_ns = atime
-            if kept_mtime is not None:
-                e.st_mtime_ns = mtime = kept_mtime
-                e.st_ctime_ns = max(a.ctime_ns, kept_mtime)
-        if ftype == _NF4REG and self.opens.writeback_cache:
-            node.shown(mtime)
-        return e
-
-    def _listed_entry(self, ino: int, a: AttrRecord, attr_timeout: float | None = None) -> EntryAttributes:
-        """The kernel's entry for a file a listing read ``a`` of and keeps no Inode of
-        (``InodeTable.listed``): as :meth:`_entry` gives it for an Inode made then; ``attr_timeout``:
-        what is left of the attributes' time (None: the whole of it, read just now)."""
-        return EntryAttributes(*self._listed_fields(ino, a, attr_timeout))
 
     def _listed_fields(self, ino: int, a: AttrRecord, attr_timeout: float | None = None) -> EntryFields:
-        """:meth:`_listed_entry` as :data:`EntryFields` (what a listing packs)."""
+        """The kernel's entry for a file a listing read ``a`` of and keeps no Inode of
+        (``InodeTable.listed``), as :data:`EntryFields` (what a listing and a LOOKUP of a name read
+        ahead pack): as :meth:`_entry` gives it for an Inode made then; ``attr_timeout``: what is
+        left of the attributes' time (None: the whole of it, read just now)."""
         ftype, mode, nlink, uid, gid, size, used, rdev, _, _, _, atime, mtime, ctime = a
         if attr_timeout is None:  # (AttrTimeouts.initial written out: a listing gives one per name)
             attr_timeout = self.timeouts.dirmin if ftype == _NF4DIR else self.timeouts.regmin
@@ -335,7 +335,7 @@ class NFSOperations(Operations):
 
     # -- names (:mod:`.lookup`) ----------------------------------------------------------------------
     @fuse_errors
-    async def lookup(self, parent_inode: int, name: bytes, ctx: RequestContext) -> EntryAttributes:
+    async def lookup(self, parent_inode: int, name: bytes, ctx: RequestContext) -> EntryAttributes | EntryFields:
         parent = self._inode(parent_inode)
         return await self.lookups.lookup(parent, _name(name), ctx.pid, self.cred(ctx))
 
@@ -354,7 +354,7 @@ class NFSOperations(Operations):
         self.opens.writeback_cache = on
 
     @fuse_errors
-    async def getattr(self, inode: int, ctx: RequestContext) -> EntryAttributes:
+    async def getattr(self, inode: int, ctx: RequestContext) -> EntryAttributes | EntryFields:
         """With the writeback cache, a file whose size or mtime moved on the server and that is open
         nowhere here is answered ESTALE (the kernel keeps its own of both): the kernel then looks
         the path up again and makes a new inode from the server's attributes."""
@@ -362,7 +362,7 @@ class NFSOperations(Operations):
         now = await self._revalidate(node, ctx)
         if ctx.pid and self.opens.kernel_view_stale(node):
             raise FUSEError(errno.ESTALE)
-        return self._entry(node, now)
+        return self._entry_fields(node, now)
 
     async def _revalidate(self, node: Inode, ctx: RequestContext) -> float:
         """Make ``node``'s attributes current; returns the time they were found fresh or fetched at

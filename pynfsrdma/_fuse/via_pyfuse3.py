@@ -130,7 +130,8 @@ class _Adapter(pyfuse3.Operations):
 
     async def lookup(self, parent_inode: int, name: bytes, ctx: Any) -> Any:
         try:
-            return _entry(await self.ops.lookup(parent_inode, name, _ctx(ctx)))
+            a = await self.ops.lookup(parent_inode, name, _ctx(ctx))
+            return _entry(EntryAttributes(*a) if isinstance(a, tuple) else a)
         except FUSEError as e:
             raise pyfuse3.FUSEError(e.errno) from None
 
@@ -139,7 +140,8 @@ class _Adapter(pyfuse3.Operations):
 
     async def getattr(self, inode: int, ctx: Any) -> Any:
         try:
-            return _entry(await self.ops.getattr(inode, _ctx(ctx)))
+            a = await self.ops.getattr(inode, _ctx(ctx))
+            return _entry(EntryAttributes(*a) if isinstance(a, tuple) else a)
         except FUSEError as e:
             raise pyfuse3.FUSEError(e.errno) from None
 

@@ -32,8 +32,12 @@ class EntryAttributes:
 
 
 # EntryAttributes' fields in their order, as a plain tuple (``EntryAttributes(*fields)`` makes the
-# object): a listing hands the kernel thousands, packed once and never read again
+# object): a listing hands the kernel thousands, and a LOOKUP of a name read ahead one, packed once
+# and never read again
 EntryFields = tuple[int, int, float, float, int, int, int, int, int, int, int, int, int, int, int]
+
+# a lookup's answer for a name that does not exist, kept by the kernel for no time
+NEGATIVE_ENTRY: EntryFields = (0, 0, 0.0, 0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 
 
 @dataclass(slots=True)

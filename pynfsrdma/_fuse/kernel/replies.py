@@ -118,6 +118,20 @@ def entry(unique: int, a: EntryAttributes) -> bytes:
     )  # fmt: skip
 
 
+def entry_of_fields(unique: int, fields: EntryFields) -> bytes:
+    """:func:`entry` of the attributes as :data:`EntryFields` (a LOOKUP answered from a listing's
+    record: no :class:`EntryAttributes` made for it)."""
+    ino, generation, entry_timeout, attr_timeout, mode, nlink, uid, gid, rdev, size, blksize, blocks, at, mt, ct = fields
+    es, ens = _TIMEOUTS.get(entry_timeout) or timeout(entry_timeout)
+    ats, atns = timeout(attr_timeout)
+    return _ENTRY.pack(
+        _ENTRY.size, 0, unique,
+        ino, generation, es, ats, ens, atns,
+        ino, size, blocks, at // NS, mt // NS, ct // NS, at % NS, mt % NS, ct % NS,
+        mode, nlink, uid, gid, rdev & U32, blksize, 0,
+    )  # fmt: skip
+
+
 def attr(unique: int, a: EntryAttributes) -> bytes:
     """``fuse_attr_out`` (GETATTR, SETATTR), valid for ``a.attr_timeout``."""
     ats, atns = timeout(a.attr_timeout)
@@ -127,6 +141,19 @@ def attr(unique: int, a: EntryAttributes) -> bytes:
         ats, atns, 0,
         a.st_ino, a.st_size, a.st_blocks, at // NS, mt // NS, ct // NS, at % NS, mt % NS, ct % NS,
         a.st_mode, a.st_nlink, a.st_uid, a.st_gid, a.st_rdev & U32, a.st_blksize, 0,
+    )  # fmt: skip
+
+
+def attr_of_fields(unique: int, fields: EntryFields) -> bytes:
+    """:func:`attr` of the attributes as :data:`EntryFields` (a GETATTR answered from the
+    attribute cache: no :class:`EntryAttributes` made for it)."""
+    ino, _, _, attr_timeout, mode, nlink, uid, gid, rdev, size, blksize, blocks, at, mt, ct = fields
+    ats, atns = timeout(attr_timeout)
+    return _ATTR.pack(
+        _ATTR.size, 0, unique,
+        ats, atns, 0,
+        ino, size, blocks, at // NS, mt // NS, ct // NS, at % NS, mt % NS, ct % NS,
+        mode, nlink, uid, gid, rdev & U32, blksize, 0,
     )  # fmt: skip
 
 

@@ -10,6 +10,7 @@ import struct
 import pytest
 
 from pynfsrdma._fuse.kernel import abi, notify, replies
+from pynfsrdma._fuse.kernel.records import NEGATIVE_ENTRY
 from pynfsrdma._fuse.lowlevel import EntryAttributes, FileInfo, FileLock, StatvfsData
 
 UNIQUE = 0x0102030405060708
@@ -45,6 +46,17 @@ def test_entry() -> None:
         "=QQQQII" + ATTR, 77, 3, 1, 2, 500_000_000, 250_000_000, *ATTR_FIELDS
     )
     assert out == expect
+
+
+def test_entry_and_attr_of_fields_are_the_same_replies() -> None:
+    for a in (attrs(), attrs(st_ino=79, st_rdev=(7 << 32) | 3, entry_timeout=7.0, attr_timeout=0.0)):
+        fields = (
+            a.st_ino, a.generation, a.entry_timeout, a.attr_timeout, a.st_mode, a.st_nlink, a.st_uid, a.st_gid,
+            a.st_rdev, a.st_size, a.st_blksize, a.st_blocks, a.st_atime_ns, a.st_mtime_ns, a.st_ctime_ns,
+        )  # fmt: skip
+        assert replies.entry_of_fields(UNIQUE, fields) == replies.entry(UNIQUE, a)
+        assert replies.attr_of_fields(UNIQUE, fields) == replies.attr(UNIQUE, a)
+    assert replies.entry_of_fields(UNIQUE, NEGATIVE_ENTRY) == replies.entry(UNIQUE, EntryAttributes())
 
 
 def test_negative_entry_has_node_0_and_its_timeout() -> None:
