@@ -197,3 +197,25 @@ async def test_an_open_failing_behind_closes_leaves_them_closed(
             assert not n._closing
             await _closed_on_server(n, opens, nfs.cred)
             await n.flush_closes()
+
+
+async def test_closes_in_front_of_a_cancelled_open_go_later(ganesha: Ganesha, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An OPEN cancelled on its way (a FUSE request interrupted) may not have taken the CLOSEs in
+    front of it to the server: they go back to the queue, and go."""
+    monkeypatch.setattr(opens_module, "CLOSE_GATHER", 3600.0)
+    d = ganesha.new_directory(prefix="close-ride-cancel-")
+    top = f"/{d.local.name}"
+    async with Client.connect(ganesha.url) as nfs:
+        n = nfs.nfs
+        opens = await _opened(nfs, top, 3)
+        dir_fh, _ = await nfs.paths.resolve(top)
+        async with trio.open_nursery() as nursery:
+            for of in opens:
+                n.close_later(of, nfs.cred, nursery)
+            with trio.move_on_after(0) as cancelled:
+                await n.open(dir_fh, "new", nfs.cred, access=c.OPEN4_SHARE_ACCESS_BOTH,
+                             **_OPEN_KINDS["create-with-access"])  # type: ignore[arg-type]
+            assert cancelled.cancelled_caught
+            assert [of for of, _ in n._closing] == opens
+            await n.flush_closes()
+        await _closed_on_server(n, opens, nfs.cred)
