@@ -65,6 +65,8 @@ _NFS4_OK = c.NFS4_OK
 _OP_READ = c.OP_READ
 _OP_WRITE = c.OP_WRITE
 _OP_SEQUENCE = c.OP_SEQUENCE
+_OP_CLOSE = c.OP_CLOSE
+_OP_OPEN = c.OP_OPEN
 _DATA_OPS = frozenset({c.OP_READ, c.OP_WRITE})
 
 
@@ -463,10 +465,13 @@ _KINDS_KEPT = 256  # kinds of call whose figures are found once (RpcStats.figure
 
 def _main_op(ops: Sequence[Any]) -> int:
     """The operation a COMPOUND is counted under: the first that is not plumbing (else the last,
-    else SEQUENCE for a lone SEQUENCE)."""
-    for op in ops:
-        if op.OPNUM not in _PLUMBING:
-            return int(op.OPNUM)
+    else SEQUENCE for a lone SEQUENCE); an OPEN that CLOSEs went in front of is counted as the OPEN."""
+    for i, op in enumerate(ops):
+        n = op.OPNUM
+        if n not in _PLUMBING:
+            if n == _OP_CLOSE and any(o.OPNUM == _OP_OPEN for o in ops[i + 1:]):
+                return _OP_OPEN
+            return int(n)
     return int(ops[-1].OPNUM) if ops else _OP_SEQUENCE
 
 

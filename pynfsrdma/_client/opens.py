@@ -1,6 +1,6 @@
 """Open state (RFC 8881 sections 9, 18.16, 18.2): OPEN by name or by file handle, CLOSE (with the
 locks held on the open released in the same COMPOUND), CLOSEs nobody waits for sent several to one
-COMPOUND, an open made again when the server lost it. One open owner's OPENs and CLOSEs do not pass
+COMPOUND or in front of the next OPEN in its own, an open made again when the server lost it. One open owner's OPENs and CLOSEs do not pass
 each other on the way (:class:`OwnerTraffic`)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import itertools
 import logging
 import os
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, overload
 
 import trio
 
@@ -55,6 +55,11 @@ CLOSES_PER_COMPOUND = 16
 # restarted) or moved on by a later OPEN of ours (OLD_STATEID): nothing is left to close
 CLOSE_GONE = frozenset({c.NFS4ERR_BAD_STATEID, c.NFS4ERR_OLD_STATEID, c.NFS4ERR_EXPIRED,
                         c.NFS4ERR_STALE_STATEID, c.NFS4ERR_ADMIN_REVOKED})
+# CLOSEs that wait go in front of an OPEN within the session's ca_maxrequestsize: counted as this many
+# bytes at most per operation of theirs (PUTFH of the largest file handle, a CLOSE, a LOCKU, a
+# FREE_STATEID), after this many for the OPEN's own operations (a name of the longest, its attributes)
+_RIDING_OP_SIZE = 2 * 4 + c.NFS4_FHSIZE
+_OPEN_SIZE = 4 * 1024
 
 
 # the FUSE mount's creates, prepared once: an exclusive create (its times set to the server's "now")
@@ -79,6 +84,21 @@ def closes_shape(n: int) -> CompoundShape:
     if shape is None:
         shape = _CLOSES_SHAPES[n] = CompoundShape([PUTFH4args, CLOSE4args] * n)
     return shape
+
+
+# an OPEN's prepared shape with N files' CLOSEs in front of it (PUTFH, CLOSE; N times; then the
+# OPEN's own operations), one per (shape, N), made when first sent
+_RIDING_SHAPES: dict[tuple[CompoundShape, int], CompoundShape] = {}
+
+
+def riding_shape(shape: CompoundShape, n: int) -> CompoundShape:
+    """``shape`` (an OPEN's) with ``n`` files' CLOSEs in front of it; what it decodes is ``shape``'s."""
+    key = (shape, n)
+    riding = _RIDING_SHAPES.get(key)
+    if riding is None:
+        riding = _RIDING_SHAPES[key] = CompoundShape([*closes_shape(n).template, *shape.template],
+                                                     entry_attrs_decoder_at)
+    return riding
 
 
 def _closed(values: tuple[Any, ...]) -> None:
@@ -188,6 +208,20 @@ class _Closing:
         self.traffic.settle()
 
 
+class _Closes:
+    """CLOSEs taken from the queue to go in one COMPOUND: the opens, their operations, for each
+    operation the open of ``batch`` it is for, and whether every open has PUTFH, CLOSE and nothing else."""
+
+    __slots__ = ("batch", "cred", "only_closes", "ops", "whose")
+
+    def __init__(self, cred: Credential) -> None:
+        self.cred = cred
+        self.batch: list[OpenFile] = []
+        self.ops: list[Any] = []
+        self.whose: list[int] = []
+        self.only_closes = True
+
+
 class Opens(Delegations):
     """OPEN, CLOSE, and the opens they keep. Families it uses, given this object's COMPOUND runner:
     ``names`` (LOOKUP, GETATTR, SETATTR, ...: an OPEN's GETATTR, a truncating open's SETATTR) and
@@ -201,6 +235,7 @@ class Opens(Delegations):
         self._closing: collections.deque[tuple[OpenFile, Credential]] = collections.deque()
         self._close_sender: trio.Event | None = None  # set when the sender of _closing is done
         self._close_due = trio.Event()  # set when the sender of _closing is to wait no longer
+        self._close_nursery: trio.Nursery | None = None  # where the sender of _closing runs
         # OPENs and CLOSEs of one open owner do not pass each other on the way to the server
         self._owners = OwnerTraffic()
         # queued CLOSEs an OPEN carried the open state on from: only their locks are let go
@@ -235,13 +270,14 @@ class Opens(Delegations):
         args = OPEN4args(0, self.share_access(access), c.OPEN4_SHARE_DENY_NONE,
                          open_owner4(clientid, owner), openhow, (c.CLAIM_NULL, name))
         shape: CompoundShape | None = None
+        variables: tuple[Any, ...] = ()  # (the shape's variable arguments)
         ops: list[Any]
         if create and exclusive and dir_attrs and not check:
-            shape = CREATE_EXCLUSIVE_SHAPE
-            ops = shape.ops(dir_fh, args)
+            shape, variables = CREATE_EXCLUSIVE_SHAPE, (dir_fh, args)
+            ops = shape.ops(*variables)
         elif create and not exclusive and dir_attrs and check:
-            shape = CREATE_ACCESS_SHAPE
-            ops = shape.ops(dir_fh, args, check)
+            shape, variables = CREATE_ACCESS_SHAPE, (dir_fh, args, check)
+            ops = shape.ops(*variables)
         else:
             ops = [PUTFH4args(dir_fh), *([SAVEFH4args()] if dir_attrs else []), args, GETFH4args()]
             if check:
@@ -254,7 +290,7 @@ class Opens(Delegations):
             if dir_attrs:
                 ops += [RESTOREFH4args(), GETATTR4args(STAT_BITMAP)]
         async with self._owners.opening(owner):
-            got = await self._run_open(ops, cred, path or name, shape)
+            got = await self._open_after_closes(ops, cred, owner, path or name, shape, variables)
             of = OpenFile(got.fh, got.stateid, access, owner, got.attrs,
                           cred=cred, dir_change=got.cinfo, dir_attrs=got.after, granted=got.granted,
                           may_notify_lock=bool(got.rflags & c.OPEN4_RESULT_MAY_NOTIFY_LOCK))
@@ -267,12 +303,50 @@ class Opens(Delegations):
         self.opens[id(of)] = of
         return of
 
-    async def _run_open(self, ops: list[Any], cred: Credential, path: str, shape: CompoundShape | None = None
-                        ) -> _Opened:
+    async def _open_after_closes(self, ops: list[Any], cred: Credential, owner: bytes, path: str,
+                                 shape: CompoundShape | None, variables: tuple[Any, ...]) -> _Opened:
+        """Run the OPEN COMPOUND ``ops`` (of ``shape``, made of ``variables``, if given) of ``owner``,
+        whose OPEN is on its way (:meth:`_run_open`), with the queued CLOSEs that may go now in front
+        of it (:meth:`_take_closes`: of ``cred``, within the session's operations and request size):
+        SEQUENCE, PUTFH, CLOSE, PUTFH, CLOSE ..., then the OPEN's operations. They save the COMPOUND
+        they would have gone in. A COMPOUND stops at its first failure (RFC 8881 section 16.2.3): when
+        it stops at a CLOSE, the OPEN did not run; that failure is
+        handled as :meth:`_close_some` handles it, and the OPEN goes again alone, with the same
+        arguments (an exclusive create's verifier too). When the OPEN fails, the CLOSEs in front of
+        it went, and its failure is the caller's, as :meth:`_run_open` gives it."""
+        session = self.client.session
+        closes = None
+        if self._closing and session is not None:
+            room = min(session.max_operations - 1 - len(ops),
+                       (session.max_request_size - _OPEN_SIZE) // _RIDING_OP_SIZE)
+            if room > 1:
+                closes = self._take_closes(cred, room, owner)
+        if closes is None:
+            return await self._run_open(ops, cred, path, shape)
+        riding = riding_shape(shape, len(closes.batch)) if shape is not None and closes.only_closes else None
+        both = riding.ops(*closes.ops, *variables) if riding is not None else [*closes.ops, *ops]
+        async with self._owners.closing(of.owner for of in closes.batch):
+            got = await self._run_open(both, cred, path, riding, closes)
+        if got is None:
+            got = await self._run_open(ops, cred, path, shape)
+        return got
+
+    @overload
+    async def _run_open(self, ops: list[Any], cred: Credential, path: str, shape: CompoundShape | None = None,
+                        closes: None = None) -> _Opened: ...
+
+    @overload
+    async def _run_open(self, ops: list[Any], cred: Credential, path: str, shape: CompoundShape | None,
+                        closes: _Closes) -> _Opened | None: ...
+
+    async def _run_open(self, ops: list[Any], cred: Credential, path: str, shape: CompoundShape | None = None,
+                        closes: _Closes | None = None) -> _Opened | None:
         """Run an OPEN COMPOUND (of ``shape`` if given): what it gave, with the file's attributes (its
         GETATTR after the OPEN) and the directory's (a GETATTR after RESTOREFH, when the COMPOUND has
         one). A failure after the OPEN and its GETFH (setting the times an exclusive create used)
-        leaves the file open, and what the results up to there hold is returned."""
+        leaves the file open, and what the results up to there hold is returned. ``closes``: the
+        CLOSEs whose operations lead ``ops``; a reply that stops at one of them is theirs
+        (:meth:`_closes_failed`): None, the OPEN did not run."""
         getattrs = [i for i, op in enumerate(ops) if isinstance(op, GETATTR4args)]
         at_file = getattrs[0]
         at_dir = getattrs[1] if len(getattrs) > 1 else None
@@ -293,12 +367,20 @@ class Opens(Delegations):
         try:
             res = await self.client.compound(ops, cred, NO_HINTS, check=check, shape=shape,
                                              prepared=prepared if shape is not None else None)
-        except ReplyError as e:
-            raise e.located(None, path) from None
+        except BaseException as e:
+            if closes is not None:  # (they may not have gone: they go again, and one that did finds its state gone)
+                self._queue_again(closes.batch, closes.cred)
+            if isinstance(e, ReplyError):
+                raise e.located(None, path) from None
+            raise
         if shaped:
             return shaped[-1]
         if res.status == c.NFS4_OK:
             return _opened(res.resarray, attrs[0], attrs[1])
+        if closes is not None and len(res.resarray) <= len(closes.ops):
+            self._closes_failed(closes, res.status, len(res.resarray),
+                                res.resarray[-1].opnum if res.resarray else None)
+            return None
         done = res.resarray[:-1]
         if any(r.opnum == c.OP_GETFH for r in done):
             log.info("%s: after the OPEN: %s", path, NFS4Error(res.status, res.resarray[-1].opnum, path))
@@ -392,19 +474,22 @@ class Opens(Delegations):
             self.byte_range_locks.forget_locks(of)
             return
         self._closing.append((of, cred))
-        if self._close_sender is None:
-            self._close_sender = trio.Event()
-            self._close_due = trio.Event()
-            nursery.start_soon(self._send_closes)
+        self._close_nursery = nursery
+        self._send_soon()
         if len(self._closing) >= CLOSES_PER_COMPOUND or self.locks.stateid_of_open(of):
             self._close_due.set()
 
     async def flush_closes(self) -> None:
-        """Send every CLOSE that :meth:`close_later` holds, and wait for their replies."""
-        self._close_due.set()
-        while self._close_sender is not None:
-            await self._close_sender.wait()
-        await self._send_queued()
+        """Send every CLOSE that :meth:`close_later` holds, and wait for their replies (of those gone
+        in front of an OPEN too)."""
+        while True:
+            self._close_due.set()
+            while self._close_sender is not None:
+                await self._close_sender.wait()
+            await self._send_queued()
+            if not any(self._owners.closes_on_way.values()):
+                return
+            await self._owners.settled()
 
     async def _send_closes(self) -> None:
         try:
@@ -427,65 +512,98 @@ class Opens(Delegations):
 
     async def _close_some(self) -> None:
         """One COMPOUND of CLOSEs (PUTFH, [LOCKU, FREE_STATEID ...], CLOSE, PUTFH, CLOSE ...) from the
-        queue, in order, all with one user's credential, none of an owner whose OPEN is on its way;
-        those after a failed one go back to the queue. Of an open whose state an OPEN carried on,
-        only the locks are let go."""
+        queue (:meth:`_take_closes`), all with the credential of the first that may go."""
         session = self.client.session
         room = session.max_operations - 1 if session is not None else 2  # (SEQUENCE takes one)
         owners = self._owners
         first = next(cr for of, cr in self._closing if not owners.is_opening(of.owner))
-        who = (first.uid, first.gid, first.gids)
-        batch: list[OpenFile] = []
-        ops: list[Any] = []
-        whose: list[int] = []  # for each operation, the open of the batch it closes
+        closes = self._take_closes(first, room)
+        if closes is None:
+            return
+        shape = closes_shape(len(closes.batch)) if closes.only_closes else None
+        try:
+            async with owners.closing(of.owner for of in closes.batch):
+                res = await self.client.compound(closes.ops, first, NO_HINTS, shape=shape,
+                                                 prepared=_closed if shape is not None else None)
+        except Exception as e:  # (nobody waits for these: a failure must not end the caller's nursery)
+            # the session is gone (and the opens with it), a bad reply, an RPC-level refusal
+            log.info("CLOSE of %d open(s): %s", len(closes.batch), e)
+            return
+        if res.status != c.NFS4_OK:
+            self._closes_failed(closes, res.status, len(res.resarray), res.resarray[-1].opnum if res.resarray else None)
+
+    def _take_closes(self, cred: Credential, room: int, opening: bytes | None = None) -> _Closes | None:
+        """The operations of CLOSEs from the queue (PUTFH, [LOCKU, FREE_STATEID ...], CLOSE, PUTFH,
+        CLOSE ...), in order, at most ``room`` operations, all with ``cred``, none of an owner whose
+        OPEN is on its way (but ``opening``'s own OPEN, which they go in front of: ``opening`` is
+        then that OPEN's owner, with no other OPEN on its way; and only PUTFH, CLOSE: a CLOSE that
+        lets locks go, or an open's locks alone, go in a COMPOUND of CLOSEs, that nothing
+        cancels); the others stay queued. Of an open whose state an OPEN carried on, only the locks
+        are let go. None: none may go."""
+        owners = self._owners
+        who = (cred.uid, cred.gid, cred.gids)
+        closes = _Closes(cred)
+        batch, ops, whose = closes.batch, closes.ops, closes.whose
         kept: collections.deque[tuple[OpenFile, Credential]] = collections.deque()
+        alone = opening is not None and owners.opens_on_way.get(opening, 0) <= 1
         full = False
-        only_closes = True  # (every open of the batch: PUTFH, CLOSE, and nothing else)
         while self._closing:
-            of, cred = self._closing.popleft()
-            if full or (cred.uid, cred.gid, cred.gids) != who or owners.is_opening(of.owner):
-                kept.append((of, cred))
+            of, cr = self._closing.popleft()
+            if (full or (cr.uid, cr.gid, cr.gids) != who
+                    or (owners.is_opening(of.owner) and not (alone and of.owner == opening))):
+                kept.append((of, cr))
                 continue
             release = self.byte_range_locks.release_ops(of)
+            if opening is not None and (release or id(of) in self._superseded):
+                kept.append((of, cr))
+                continue
             if id(of) in self._superseded:
                 self._superseded.discard(id(of))
                 these = [PUTFH4args(of.fh), *release] if release else []
             else:
                 these = [PUTFH4args(of.fh), *release, CLOSE4args(0, of.stateid)]
-            if batch and len(ops) + len(these) > room:
-                kept.append((of, cred))
+            if len(ops) + len(these) > room and (batch or opening is not None):
+                kept.append((of, cr))
                 full = True
                 continue
             self.byte_range_locks.forget_locks(of)
             if not these:
                 continue
             if len(these) != 2 or type(these[1]) is not CLOSE4args:
-                only_closes = False
+                closes.only_closes = False
             whose += [len(batch)] * len(these)
             batch.append(of)
             ops += these
             full = len(batch) >= CLOSES_PER_COMPOUND
         self._closing = kept
-        if not batch:
+        return closes if batch else None
+
+    def _closes_failed(self, closes: _Closes, status: int, results: int, opnum: int | None) -> None:
+        """The COMPOUND of ``closes`` stopped at its operation ``results - 1`` (of number ``opnum``)
+        with ``status``: those before it went, those after it go back to the queue, at its front."""
+        if not results:  # (SEQUENCE itself failed)
+            log.warning("CLOSE of %d open(s): %s", len(closes.batch), NFS4Error(status, c.OP_SEQUENCE))
             return
-        shape = closes_shape(len(batch)) if only_closes else None
-        try:
-            async with owners.closing(of.owner for of in batch):
-                res = await self.client.compound(ops, first, NO_HINTS, shape=shape,
-                                                 prepared=_closed if shape is not None else None)
-        except Exception as e:  # (nobody waits for these: a failure must not end the caller's nursery)
-            # the session is gone (and the opens with it), a bad reply, an RPC-level refusal
-            log.info("CLOSE of %d open(s): %s", len(batch), e)
-            return
-        if res.status == c.NFS4_OK:
-            return
-        if not res.resarray:  # (SEQUENCE itself failed)
-            log.warning("CLOSE of %d open(s): %s", len(batch), NFS4Error(res.status, c.OP_SEQUENCE))
-            return
-        failed = whose[min(len(res.resarray), len(whose)) - 1]  # the open whose operation failed
-        if res.status not in CLOSE_GONE:
-            log.warning("CLOSE of an open: %s", NFS4Error(res.status, res.resarray[-1].opnum))
-        self._closing.extendleft(reversed([(of, first) for of in batch[failed + 1:]]))
+        failed = closes.whose[min(results, len(closes.whose)) - 1]  # the open whose operation failed
+        if status not in CLOSE_GONE:
+            log.warning("CLOSE of an open: %s", NFS4Error(status, opnum))
+        self._queue_again(closes.batch[failed + 1:], closes.cred)
+
+    def _queue_again(self, batch: list[OpenFile], cred: Credential) -> None:
+        """The CLOSEs of ``batch`` (with ``cred``) go back to the front of the queue, to go soon."""
+        if batch:
+            self._closing.extendleft(reversed([(of, cred) for of in batch]))
+            self._send_soon()
+
+    def _send_soon(self) -> None:
+        """The queued CLOSEs go soon: a sender is started if none runs (it waits CLOSE_GATHER)."""
+        if self._close_sender is None and self._closing and self._close_nursery is not None:
+            self._close_sender = trio.Event()
+            self._close_due = trio.Event()
+            try:
+                self._close_nursery.start_soon(self._send_closes)
+            except RuntimeError:  # (the nursery is closing: flush_closes sends what waits)
+                self._close_sender = None
 
     def upgraded(self, into: OpenFile, of: OpenFile) -> None:
         """The open owner of ``into`` opened the same file again and got ``of``: the server upgraded

@@ -1,16 +1,21 @@
-"""CLOSEs nobody waits for (``NFSv4.close_later``, FUSE's release) go several to a COMPOUND; one that
-fails does not keep the others from closing. Against a real NFS-Ganesha."""
+"""CLOSEs nobody waits for (``NFSv4.close_later``, FUSE's release) go several to a COMPOUND, or in
+front of the next OPEN's; one that fails does not keep the others from closing, nor the OPEN from
+running. Against a real NFS-Ganesha."""
 
 from __future__ import annotations
 
 import pytest
 import trio
+from shape_spy import shapes_taken
 
 from pynfsrdma._client import opens as opens_module
 from pynfsrdma._client.api import Client
+from pynfsrdma._client.nfs4 import NFSv4
+from pynfsrdma._client.open_state import OpenFile
 from pynfsrdma._errors import NFS4Error
 from pynfsrdma._proto.nfs4 import const as c
 from pynfsrdma._proto.nfs4.types import PUTFH4args, READ4args, stateid4
+from pynfsrdma._rpc.auth import Credential
 from pynfsrdma._testbed.ganesha import Ganesha
 
 
@@ -71,3 +76,146 @@ async def test_a_full_batch_of_closes_goes_without_waiting_for_the_gather_time(
             with pytest.raises(NFS4Error) as e:
                 await n.run([PUTFH4args(of.fh), READ4args(of.stateid, 0, 1)], nfs.cred)
             assert e.value.status in (c.NFS4ERR_BAD_STATEID, c.NFS4ERR_STALE_STATEID)
+
+
+# the OPENs by name the CLOSEs that wait may go in front of: the mount's unchecked create (a prepared
+# shape), its exclusive create (another), and an open with neither (the general encoder)
+_OPEN_KINDS = {
+    "create-with-access": {"create": True, "check": c.ACCESS4_READ | c.ACCESS4_MODIFY, "dir_attrs": True},
+    "exclusive-create": {"create": True, "exclusive": True, "dir_attrs": True},
+    "create-plain": {"create": True},
+}
+
+
+async def _closed_on_server(n: NFSv4, opens: list[OpenFile], cred: Credential) -> None:
+    """Every open of ``opens`` is closed on the server: a READ with its stateid finds nothing."""
+    for of in opens:
+        with pytest.raises(NFS4Error) as e:
+            await n.run([PUTFH4args(of.fh), READ4args(of.stateid, 0, 1)], cred)
+        assert e.value.status in (c.NFS4ERR_BAD_STATEID, c.NFS4ERR_STALE_STATEID), f"open {opens.index(of)}"
+
+
+async def _opened(nfs: Client, top: str, count: int) -> list[OpenFile]:
+    opens = []
+    for i in range(count):
+        await nfs.write_file(f"{top}/f{i}", b"%d" % i)
+        fh, _ = await nfs.paths.resolve(f"{top}/f{i}")
+        opens.append(await nfs.nfs.open_fh(fh, nfs.cred, c.OPEN4_SHARE_ACCESS_READ))
+    return opens
+
+
+@pytest.mark.parametrize("owner_per_open", [True, False], ids=["owner-per-open", "owner-per-user"])
+@pytest.mark.parametrize("kind", list(_OPEN_KINDS))
+async def test_waiting_closes_ride_in_front_of_the_next_open(
+    ganesha: Ganesha, monkeypatch: pytest.MonkeyPatch, kind: str, owner_per_open: bool
+) -> None:
+    """The CLOSEs that wait go in the next OPEN's COMPOUND: one COMPOUND for the OPEN and them, the
+    opens closed on the server, the new file open; a prepared OPEN stays prepared with them."""
+    monkeypatch.setattr(opens_module, "CLOSE_GATHER", 3600.0)  # (alone, they would not go in this test)
+    d = ganesha.new_directory(prefix="close-ride-")
+    top = f"/{d.local.name}"
+    async with Client.connect(ganesha.url) as nfs:
+        n = nfs.nfs
+        n.owner_per_open = owner_per_open
+        opens = await _opened(nfs, top, 3)
+        dir_fh, _ = await nfs.paths.resolve(top)
+        args = _OPEN_KINDS[kind]
+        base = (opens_module.CREATE_ACCESS_SHAPE if kind == "create-with-access"
+                else opens_module.CREATE_EXCLUSIVE_SHAPE if kind == "exclusive-create" else None)
+        taken = shapes_taken(monkeypatch, {} if base is None else {id(opens_module.riding_shape(base, 3)): "riding"})
+        assert n.client.session is not None
+        stats = n.client.session.stats
+        async with trio.open_nursery() as nursery:
+            for of in opens:
+                n.close_later(of, nfs.cred, nursery)
+            calls = stats.calls
+            new = await n.open(dir_fh, "new", nfs.cred, access=c.OPEN4_SHARE_ACCESS_BOTH, **args)  # type: ignore[arg-type]
+            assert stats.calls == calls + 1, "the CLOSEs went in a COMPOUND of their own"
+            assert not n._closing
+            assert taken == ([] if base is None else ["riding"])
+            await _closed_on_server(n, opens, nfs.cred)
+            await n.run([PUTFH4args(new.fh), READ4args(new.stateid, 0, 1)], nfs.cred)  # (open)
+            await n.close(new, nfs.cred)
+            await n.flush_closes()
+        assert new.dir_change is not None and new.attrs is not None
+        if base is not None:
+            assert new.dir_attrs is not None
+
+
+async def test_a_failing_close_in_front_does_not_fail_the_open(
+    ganesha: Ganesha, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A COMPOUND that stops at a CLOSE in front of an OPEN did not run the OPEN: it goes again alone
+    and the file is created; the CLOSE before the failing one went, the one after it goes later."""
+    monkeypatch.setattr(opens_module, "CLOSE_GATHER", 3600.0)
+    d = ganesha.new_directory(prefix="close-ride-bad-")
+    top = f"/{d.local.name}"
+    async with Client.connect(ganesha.url) as nfs:
+        n = nfs.nfs
+        opens = await _opened(nfs, top, 3)
+        opens[1].stateid = stateid4(1, b"not-a-state!")  # its CLOSE: NFS4ERR_BAD_STATEID
+        dir_fh, _ = await nfs.paths.resolve(top)
+        assert n.client.session is not None
+        stats = n.client.session.stats
+        async with trio.open_nursery() as nursery:
+            for of in opens:
+                n.close_later(of, nfs.cred, nursery)
+            calls = stats.calls
+            new = await n.open(dir_fh, "new", nfs.cred, access=c.OPEN4_SHARE_ACCESS_BOTH,
+                               **_OPEN_KINDS["create-with-access"])  # type: ignore[arg-type]
+            assert stats.calls == calls + 2  # (the OPEN with the CLOSEs, stopped at the second; the OPEN alone)
+            assert [of for of, _ in n._closing] == [opens[2]]
+            await n.flush_closes()
+            await n.close(new, nfs.cred)
+        assert (d.local / "new").is_file()
+        await _closed_on_server(n, opens, nfs.cred)
+
+
+async def test_an_open_failing_behind_closes_leaves_them_closed(
+    ganesha: Ganesha, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An OPEN that fails behind CLOSEs that went: its failure is the caller's, and the opens are
+    closed on the server (nothing of them waits any more)."""
+    monkeypatch.setattr(opens_module, "CLOSE_GATHER", 3600.0)
+    d = ganesha.new_directory(prefix="close-ride-exist-")
+    top = f"/{d.local.name}"
+    async with Client.connect(ganesha.url) as nfs:
+        n = nfs.nfs
+        opens = await _opened(nfs, top, 3)
+        dir_fh, _ = await nfs.paths.resolve(top)
+        assert n.client.session is not None
+        stats = n.client.session.stats
+        async with trio.open_nursery() as nursery:
+            for of in opens:
+                n.close_later(of, nfs.cred, nursery)
+            calls = stats.calls
+            with pytest.raises(NFS4Error) as e:  # (an exclusive create of a name there already)
+                await n.open(dir_fh, "f0", nfs.cred, access=c.OPEN4_SHARE_ACCESS_BOTH,
+                             **_OPEN_KINDS["exclusive-create"])  # type: ignore[arg-type]
+            assert e.value.status == c.NFS4ERR_EXIST and e.value.op == c.OP_OPEN
+            assert stats.calls == calls + 1
+            assert not n._closing
+            await _closed_on_server(n, opens, nfs.cred)
+            await n.flush_closes()
+
+
+async def test_closes_in_front_of_a_cancelled_open_go_later(ganesha: Ganesha, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An OPEN cancelled on its way (a FUSE request interrupted) may not have taken the CLOSEs in
+    front of it to the server: they go back to the queue, and go."""
+    monkeypatch.setattr(opens_module, "CLOSE_GATHER", 3600.0)
+    d = ganesha.new_directory(prefix="close-ride-cancel-")
+    top = f"/{d.local.name}"
+    async with Client.connect(ganesha.url) as nfs:
+        n = nfs.nfs
+        opens = await _opened(nfs, top, 3)
+        dir_fh, _ = await nfs.paths.resolve(top)
+        async with trio.open_nursery() as nursery:
+            for of in opens:
+                n.close_later(of, nfs.cred, nursery)
+            with trio.move_on_after(0) as cancelled:
+                await n.open(dir_fh, "new", nfs.cred, access=c.OPEN4_SHARE_ACCESS_BOTH,
+                             **_OPEN_KINDS["create-with-access"])  # type: ignore[arg-type]
+            assert cancelled.cancelled_caught
+            assert [of for of, _ in n._closing] == opens
+            await n.flush_closes()
+        await _closed_on_server(n, opens, nfs.cred)

@@ -14,15 +14,19 @@ from hypothesis import strategies as st
 from pynfsrdma._proto.nfs4 import const as c
 from pynfsrdma._proto.nfs4.compound import COMPOUND4res, ResOp, decode_compound_res, encode_compound_res
 from pynfsrdma._proto.nfs4.types import (
+    CLOSE4args,
     GETATTR4args,
     GETATTR4resok,
+    GETFH4args,
     LOOKUP4args,
+    OPEN4args,
     PUTFH4args,
     READ4args,
     READ4resok,
     WRITE4args,
     WRITE4resok,
     fattr4,
+    open_owner4,
     stateid4,
 )
 from pynfsrdma._stats import LatencyHistogram, RpcStats, collector_for
@@ -327,3 +331,15 @@ def test_a_duration_counted_in_two_histograms_lands_in_the_same_bucket_of_each()
         i = LatencyHistogram.index(seconds)
         assert a.counts[i] == b.counts[i] == alone.counts[i] == 1
         assert (a.count, a.total, a.min, a.max) == (b.count, b.total, b.min, b.max) == (1, seconds, seconds, seconds)
+
+
+def test_closes_in_front_of_an_open_count_as_the_open() -> None:
+    """An OPEN's COMPOUND that CLOSEs went in front of is an OPEN's call; CLOSEs alone are CLOSE's."""
+    st = stateid4(1, b"\0" * 12)
+    opened = OPEN4args(0, c.OPEN4_SHARE_ACCESS_READ, c.OPEN4_SHARE_DENY_NONE, open_owner4(0, b"o"),
+                       (c.OPEN4_NOCREATE, None), (c.CLAIM_NULL, "n"))
+    stats = RpcStats()
+    for ops in ([PUTFH4args(FH), CLOSE4args(0, st), PUTFH4args(FH), opened, GETFH4args()],
+                [PUTFH4args(FH), CLOSE4args(0, st), PUTFH4args(FH), CLOSE4args(0, st)]):
+        stats.call_ended(stats.call_started(0.0, ops), ops, 0.001)
+    assert {name: op["calls"] for name, op in stats.as_dict()["operations"].items()} == {"OPEN": 1, "CLOSE": 1}
