@@ -60,6 +60,10 @@ CLOSE_GONE = frozenset({c.NFS4ERR_BAD_STATEID, c.NFS4ERR_OLD_STATEID, c.NFS4ERR_
 # FREE_STATEID), after this many for the OPEN's own operations (a name of the longest, its attributes)
 _RIDING_OP_SIZE = 2 * 4 + c.NFS4_FHSIZE
 _OPEN_SIZE = 4 * 1024
+# and no more CLOSEs than this in front of an OPEN: the OPEN's reply is kept in the server's reply
+# cache, which may be small (the Linux nfsd's holds about 2 KiB), and each PUTFH and CLOSE adds 32
+# bytes to it; a server that still finds the reply too big to cache has the OPEN sent again alone
+_RIDING_CLOSES = 8
 
 
 # the FUSE mount's creates, prepared once: an exclusive create (its times set to the server's "now")
@@ -317,7 +321,7 @@ class Opens(Delegations):
         session = self.client.session
         closes = None
         if self._closing and session is not None:
-            room = min(session.max_operations - 1 - len(ops),
+            room = min(session.max_operations - 1 - len(ops), 2 * _RIDING_CLOSES,
                        (session.max_request_size - _OPEN_SIZE) // _RIDING_OP_SIZE)
             if room > 1:
                 closes = self._take_closes(cred, room, owner)
@@ -382,6 +386,9 @@ class Opens(Delegations):
                                 res.resarray[-1].opnum if res.resarray else None)
             return None
         done = res.resarray[:-1]
+        if closes is not None and res.status == c.NFS4ERR_REP_TOO_BIG_TO_CACHE and \
+                not any(r.opnum == c.OP_OPEN for r in done):
+            return None  # (the CLOSEs went; the OPEN did not run, and goes again alone)
         if any(r.opnum == c.OP_GETFH for r in done):
             log.info("%s: after the OPEN: %s", path, NFS4Error(res.status, res.resarray[-1].opnum, path))
             return _opened(done, attrs[0], None)

@@ -16,7 +16,9 @@ from pynfsrdma._errors import NFS4Error
 from pynfsrdma._proto.nfs4 import const as c
 from pynfsrdma._proto.nfs4.types import PUTFH4args, READ4args, stateid4
 from pynfsrdma._rpc.auth import Credential
-from pynfsrdma._testbed.ganesha import Ganesha
+from pynfsrdma._testbed.ganesha import PSEUDO_PATH, Ganesha
+from pynfsrdma._testbed.mutating_proxy import MutatingProxy
+from pynfsrdma._testbed.mutations import Mutation, ReplyMutator, Rule
 
 
 async def test_closes_share_compounds_and_one_already_gone_does_not_stop_the_rest(ganesha: Ganesha) -> None:
@@ -219,3 +221,43 @@ async def test_closes_in_front_of_a_cancelled_open_go_later(ganesha: Ganesha, mo
             assert [of for of, _ in n._closing] == opens
             await n.flush_closes()
         await _closed_on_server(n, opens, nfs.cred)
+
+
+async def test_an_open_too_big_to_cache_behind_closes_goes_again_alone(
+    ganesha: Ganesha, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server whose reply cache cannot keep the OPEN's reply with the CLOSEs' in front of it stops at
+    the OPEN with NFS4ERR_REP_TOO_BIG_TO_CACHE (the Linux nfsd reckons each operation's largest reply
+    against a cache of about 2 KiB): the CLOSEs went, and the OPEN goes again alone; the user sees the
+    file created, no error."""
+    monkeypatch.setattr(opens_module, "CLOSE_GATHER", 3600.0)
+    d = ganesha.new_directory(prefix="close-ride-big-")
+    top = f"/{d.local.name}"
+    # SEQUENCE, then PUTFH and CLOSE for each of the three opens, then the directory's PUTFH: the OPEN
+    # is result 8
+    rule = Rule(Mutation.STATUS, c.OP_OPEN, "result 8 failed", c.NFS4ERR_REP_TOO_BIG_TO_CACHE, count=0)
+    async with trio.open_nursery() as proxies:
+        proxy = MutatingProxy("127.0.0.1", 0, ganesha.host, ganesha.port, ReplyMutator(rules=[rule]))
+        await proxies.start(proxy.run)
+        async with Client.connect(f"nfs://127.0.0.1:{proxy.port}{PSEUDO_PATH}") as nfs:
+            n = nfs.nfs
+            opens = await _opened(nfs, top, 3)
+            dir_fh, _ = await nfs.paths.resolve(top)
+            assert n.client.session is not None
+            stats = n.client.session.stats
+            async with trio.open_nursery() as nursery:
+                for of in opens:
+                    n.close_later(of, nfs.cred, nursery)
+                calls = stats.calls
+                rule.count = 1
+                new = await n.open(dir_fh, "new", nfs.cred, access=c.OPEN4_SHARE_ACCESS_BOTH,
+                                   **_OPEN_KINDS["create-with-access"])  # type: ignore[arg-type]
+                assert rule.count == 0, "the OPEN did not ride behind the CLOSEs"
+                assert stats.calls == calls + 2  # (the OPEN behind the CLOSEs, stopped there; the OPEN alone)
+                assert not n._closing
+                await _closed_on_server(n, opens, nfs.cred)
+                await n.run([PUTFH4args(new.fh), READ4args(new.stateid, 0, 1)], nfs.cred)  # (open)
+                await n.close(new, nfs.cred)
+                await n.flush_closes()
+            assert (d.local / "new").is_file()
+        proxies.cancel_scope.cancel()
