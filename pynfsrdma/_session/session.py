@@ -155,11 +155,13 @@ _SHAPES_KEPT = 256  # (shapes are made once, at import: more than this would be 
 
 def main_op(ops: Sequence[Any]) -> int | None:
     """The operation a COMPOUND is about, to name in an error: the first that is not plumbing
-    (PUTFH, GETATTR...), else the last."""
+    (PUTFH, GETATTR...), else the last; an OPEN that CLOSEs went in front of is about the OPEN."""
     n = None
-    for op in ops:  # (a loop, not a list and a generator: this runs for every request)
+    for i, op in enumerate(ops):  # (a loop, not a list and a generator: this runs for every request)
         n = getattr(op, "OPNUM", None)
         if n not in _PLUMBING:
+            if n == c.OP_CLOSE and any(getattr(o, "OPNUM", None) == c.OP_OPEN for o in ops[i + 1:]):
+                return c.OP_OPEN
             return n
     return n
 
