@@ -12,7 +12,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bench" / "bench_request_cpu.py"
 LINES = ["transport", "rpc_null", "compound_codec", "session", "clientid", "lookup", "stat", "read_4k", "write_4k",
-         "write_attrs_4k", "create", "close_4", "readdir_entry", "readdirplus_entry"]
+         "write_attrs_4k", "create", "close_4", "readdir_entry", "readdirplus_entry", "info", "cat_small",
+         "cat_range", "read_held_4k", "pipe_small"]
 
 
 def test_bench_request_cpu_replays_every_line() -> None:
