@@ -23,7 +23,10 @@ name found there is answered as its LOOKUP would have been at the time the page 
 (the kernel then keeps it, and asks again only when its entry expired or led to a file the server
 no longer has: that question goes to the server), only for a file we hold no attributes of yet,
 only while those attributes would still be fresh (``acregmin``, ``acdirmin`` for a directory), and
-only while the directory's change attribute, fresh, is the one the page was read at.
+only while the directory's change attribute, fresh, is the one the page was read at. A name whose
+entry went stale before it was asked for (a directory larger than the program stats in
+``acregmin``) is asked for with the next page, and a directory read to its end is then read again
+from its start, at the same pace, for the names still to come.
 
 Listings (``lookupcache=all``): of a directory we made ourselves we know every name, as long as the
 directory changes only by our hand. Each of our changes to it (OPEN that creates, CREATE, REMOVE,
@@ -175,12 +178,32 @@ class NameReadAhead:
     cookie: int = 0  # where the next page starts
     verifier: bytes = bytes(8)
     eof: bool = False  # every entry was read (or the directory cannot be read: no more pages)
+    unreadable: bool = False  # the directory cannot be read (no more pages, ever)
     reading: bool = False  # a page is on its way
     entries: dict[str, ReadAheadEntry] = field(default_factory=dict)
 
     def needed_lookup(self) -> None:
         """A LOOKUP in the directory is about to be sent: its name was not read ahead."""
         self.lookups += 1
+
+    def has(self, name: str, now: float, timeouts: AttrTimeouts) -> bool:
+        """Whether ``name`` has an entry whose attributes are still fresh at ``now``; one gone stale
+        is dropped, and a directory read to its end is read again from its start, for the names
+        the program has not asked for yet (their entries, read as long ago, went stale too)."""
+        hit = self.entries.get(name)
+        if hit is None:
+            return False
+        _, attrs, when, _, _ = hit
+        if timeouts.fresh(when, timeouts.initial(attrs[RECORD_TYPE] == NF4DIR), now):
+            return True
+        del self.entries[name]
+        if self.eof and not self.unreadable and not self.reading:
+            self.cookie, self.verifier, self.eof = 0, bytes(8), False
+        return False
+
+    def cannot_read(self) -> None:
+        """The directory cannot be read (or its cookie is no longer taken): no more pages."""
+        self.eof = self.unreadable = True
 
     def wants_page(self) -> bool:
         """Whether the next page is to be read before a LOOKUP is sent."""

@@ -142,7 +142,7 @@ class Lookups:
             if len(self.names_ahead) >= READ_AHEAD_DIRS:
                 del self.names_ahead[next(iter(self.names_ahead))]
             ahead = self.names_ahead[parent.ino] = NameReadAhead()
-        if name not in ahead.entries and ahead.wants_page():
+        if not ahead.has(name, now, self.inodes.timeouts) and ahead.wants_page():
             await self._read_page_ahead(parent, ahead, cred)
             now = trio.current_time()
             fresh = self.inodes.fresh(parent, now)
@@ -184,7 +184,7 @@ class Lookups:
                 )
             except NFS4Error as e:
                 log.debug("names of directory %d not read ahead: %s", parent.ino, e)
-                ahead.eof = True
+                ahead.cannot_read()
                 return
             now = trio.current_time()
             if self.inodes.refresh(parent, dir_attrs, now, asked=dir_asked):
