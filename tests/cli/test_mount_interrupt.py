@@ -114,6 +114,12 @@ def mount_command(how: str, host: str, port: int, mnt: Path) -> list[str]:
     return argv + (["-f"] if how == "foreground" else [])
 
 
+def as_a_terminals_job() -> None:
+    """SIGINT as a terminal's foreground job has it (the default action), whatever this run's own
+    is: a shell ignores it in the jobs it starts in the background, and the ignoring is inherited."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupt_mount(argv: list[str], port: int, log: Path,
                     ignore: frozenset[int] = frozenset()) -> tuple[int, str, set[int]]:
     """The mount command ``argv`` in a process group of its own, interrupted as a terminal does once
@@ -122,7 +128,7 @@ def interrupt_mount(argv: list[str], port: int, log: Path,
     foreground = "-f" in argv
     with open(log, "w+") as terminal:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=terminal, stderr=terminal,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=as_a_terminals_job)
         try:
             wait_for("the mount tries to reach the server", lambda: connections_to(port, ignore))
             started = descendants(proc.pid)
