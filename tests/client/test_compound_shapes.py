@@ -49,6 +49,7 @@ from pynfsrdma._proto.nfs4.compound import (
 )
 from pynfsrdma._proto.nfs4.compound_shapes import CompoundShape
 from pynfsrdma._proto.nfs4.types import (
+    ACCESS4args,
     ACCESS4resok,
     CLOSE4args,
     GETATTR4args,
@@ -271,6 +272,18 @@ def test_other_calls_are_encoded_by_the_general_encoder(why: str, args: COMPOUND
         except XdrError as e:
             outcomes.append(str(e))
     assert outcomes[0] == outcomes[1], why
+
+
+def test_a_shapes_operations_are_made_of_exactly_its_variable_arguments() -> None:
+    """Each variable operation gets one argument, in order, the fixed ones the shape's own; an
+    argument too many or too few is refused, not dropped or left out."""
+    ops = LOOKUP_ACCESS_SHAPE.ops(FH, "n", 7)
+    assert [type(op) for op in ops] == [PUTFH4args, LOOKUP4args, GETFH4args, ACCESS4args, GETATTR4args]
+    assert (ops[0].object, ops[1].objname, ops[3].access) == (FH, "n", 7)
+    assert ops[2] is LOOKUP_ACCESS_SHAPE.fixed[2] and ops[4] is LOOKUP_ACCESS_SHAPE.fixed[4]
+    for wrong in ((FH, "n"), (FH, "n", 7, 8)):
+        with pytest.raises(TypeError, match="3 variable operations expected"):
+            LOOKUP_ACCESS_SHAPE.ops(*wrong)
 
 
 def test_an_access_mask_out_of_range_gets_the_general_encoders_error() -> None:

@@ -140,8 +140,8 @@ class CompoundShape:
     change_info4, rflags), a WRITE's (count of bytes written, committed,
     write verifier)."""
 
-    __slots__ = ("_attrs", "_head", "_lead", "_mask_bytes", "_n", "_openhows", "_prefixes", "_put", "_read_at",
-                 "_rest", "_write_at", "fixed", "template")
+    __slots__ = ("_attrs", "_filled", "_head", "_lead", "_mask_bytes", "_n", "_openhows", "_prefixes", "_put",
+                 "_read_at", "_rest", "_variable", "_write_at", "fixed", "template")
 
     def __init__(self, template: Sequence[type | Any], attrs_at: Callable[[Sequence[int]], AttrsAt] | None = None
                  ) -> None:
@@ -193,6 +193,9 @@ class CompoundShape:
         self._lead = tuple(x for opnum in opnums[1:1 + first] for x in (opnum, NFS4_OK))
         self._rest = tuple((opnums[1 + i], kinds[i], i) for i in range(first, len(kinds)))
         self._put = tuple(put)
+        # what :meth:`ops` fills in: the fixed instances in place, and where each variable one goes
+        self._filled: list[Any] = [None if isinstance(t, type) else t for t in self.template]
+        self._variable = tuple((i, t) for i, t in enumerate(self.template) if isinstance(t, type))
         # where the READ's (data, eof) and the WRITE's count are among what :meth:`decode` gives (-1: none)
         held = [k for k in kinds if k not in (_NOTHING, _CLOSE, _SETATTR)]
         self._read_at = held.index(_READ) if _READ in held else -1
@@ -209,14 +212,11 @@ class CompoundShape:
         """The operations of one call: ``variable`` in order for the template's argument classes (a
         PUTFH's file handle, a LOOKUP's name; or the arguments themselves: a READ4args), the shape's own
         instances for the fixed ones."""
-        out: list[Any] = []
-        it = iter(variable)
-        for i, t in enumerate(self.template):
-            if isinstance(t, type):
-                v = next(it)
-                out.append(v if type(v) is t else t(v))
-            else:
-                out.append(self.fixed[i])
+        if len(variable) != len(self._variable):
+            raise TypeError(f"{len(self._variable)} variable operations expected, {len(variable)} given")
+        out = self._filled.copy()
+        for (i, t), v in zip(self._variable, variable, strict=False):  # (the lengths checked above)
+            out[i] = v if type(v) is t else t(v)
         return out
 
     # -- the call -------------------------------------------------------------------------------------
@@ -236,9 +236,15 @@ class CompoundShape:
                          slotid: int, highest_slotid: int, cachethis: bool, ops: Sequence[Any]) -> None:
         """As :func:`.compound.encode_sequenced_args` (SEQUENCE's fields and the operations after
         it, no object made for either), the fixed bytes made once when ``ops`` are this shape's."""
-        if tag or len(ops) + 1 != self._n or len(sessionid) != NFS4_SESSIONID_SIZE or not self._holds(ops):
+        if tag or len(ops) + 1 != self._n or len(sessionid) != NFS4_SESSIONID_SIZE:
             encode_sequenced_args(p, tag, minorversion, sessionid, sequenceid, slotid, highest_slotid, cachethis, ops)
             return
+        # ``ops`` are this shape's: its fixed instances themselves, its argument classes elsewhere
+        for op, t in zip(ops, self.template, strict=False):  # (the lengths checked above)
+            if op is not t and type(op) is not t:
+                encode_sequenced_args(p, tag, minorversion, sessionid, sequenceid, slotid, highest_slotid, cachethis,
+                                      ops)
+                return
         prefix = self._prefixes.get(minorversion)
         if prefix is None:
             if not 0 <= minorversion <= _UINT32_MAX:
@@ -363,14 +369,6 @@ class CompoundShape:
         buf += _U32.pack(m)
         buf += name
         buf += _PAD[m & 3]
-        return True
-
-    def _holds(self, ops: Sequence[Any]) -> bool:
-        """Whether ``ops`` (after SEQUENCE) are this shape's: its fixed instances themselves where it
-        has them, its argument classes elsewhere."""
-        for op, t in zip(ops, self.template, strict=True):  # noqa: SIM110  (a loop: this runs for every request)
-            if op is not t and type(op) is not t:
-                return False
         return True
 
     # -- the reply ------------------------------------------------------------------------------------
