@@ -433,7 +433,16 @@ class ResponderConnection:
 
     # -- server -> requester --------------------------------------------------------------------
     async def _from_server(self, nursery: trio.Nursery) -> None:
+        """Relay the server's replies (and callbacks). Where the provider can hold posts back
+        (the software one: ``hold_posts``), the RDMA Writes and Send of each reply are posted
+        held, and all those posted go out together once no more of the server's replies are
+        waiting to be read, as a server rings one doorbell for the work requests of the
+        completions it took in one pass: one write to the requester's socket and one wake-up
+        of the requester for them all."""
         assert self.tcp is not None
+        ring = getattr(self.conn, "ring", None)
+        if ring is not None:
+            self.tcp.before_wait = ring
         while True:
             view, record = await self.tcp.receive()
             if view.nbytes < 8:
@@ -448,7 +457,14 @@ class ResponderConnection:
                 log.info("%s: server reply for unknown XID %#x dropped", self.conn.peer, xid)
                 self.tcp.give_back(record)
                 continue
-            await self._reply(pending, view, record)
+            if ring is None:
+                await self._reply(pending, view, record)
+                continue
+            self.conn.hold_posts = True  # type: ignore[attr-defined]
+            try:
+                await self._reply(pending, view, record)
+            finally:
+                self.conn.hold_posts = False  # type: ignore[attr-defined]
 
     async def _reply(self, pending: _Pending, reply: memoryview, record: RecordBuffer) -> None:
         """Place and send a reply that lies in ``record`` (a buffer of the record stream, given

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import socket
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Final
 
 import trio
@@ -47,6 +47,8 @@ class RecordStream:
         self._mark = bytearray(4)
         self._free: dict[int, list[RecordBuffer]] = {}
         self.buffers_made = 0  # record buffers allocated (not taken from the free list)
+        # run when a receive finds the socket empty, before it waits for bytes
+        self.before_wait: Callable[[], Awaitable[None]] | None = None
 
     @classmethod
     async def connect(
@@ -108,6 +110,8 @@ class RecordStream:
             try:
                 k = self._sock.recv_into(view[got:] if got else view, n - got)
             except BlockingIOError:
+                if self.before_wait is not None:
+                    await self.before_wait()
                 await trio.lowlevel.wait_readable(self._sock)
                 continue
             if k == 0:

@@ -183,9 +183,10 @@ async def test_a_read_reply_is_one_post_of_the_responder(ganesha, export_path):
 
 async def test_calls_and_replies_without_writes_are_sent_unsignaled(ganesha, export_path):
     """The client posts its calls, and the responder its replies without RDMA Writes, as unsignaled
-    Sends: nobody acknowledges them, so a 4 MiB write and read cost the responder one socket write
-    per post it makes (its RDMA Reads and reply chains), with no acknowledgement of a call of its
-    own, and the client's calls go out without waiting for one."""
+    Sends: nobody acknowledges them, so a 4 MiB write and read cost the responder at most one
+    socket write per post it makes (its RDMA Reads and reply chains; replies the server gave
+    together go out together), with no acknowledgement of a call of its own, and the client's
+    calls go out without waiting for one."""
     data = data_of(4 * MiB, 12)
     async with responder(ganesha) as r, Client.connect(rdma_url(r, export_path)) as nfs:
         (rc,) = r.connections
@@ -198,7 +199,7 @@ async def test_calls_and_replies_without_writes_are_sent_unsignaled(ganesha, exp
                 views, _eof = await g.pread_views(0, len(data))
         assert b"".join(views) == data
         assert transport_of(nfs).stats.calls - calls >= 8
-        assert conn.counters.frame_writes - writes == conn.counters.posts - posts
+        assert 0 < conn.counters.frame_writes - writes <= conn.counters.posts - posts
     assert (export_path.local / "u").read_bytes() == data
 
 

@@ -294,6 +294,42 @@ async def test_a_posted_chain_returns_at_once_and_reports_its_completion(one_hos
         assert c.counters.posts - posts == 1
 
 
+async def test_posts_held_back_go_out_together_in_order_with_the_next_frame():
+    """While ``hold_posts`` is set, posted chains wait in the send queue: none reaches the peer
+    until ``ring`` (or the next frame that is not a held post), then all of them in one socket
+    write, in the order posted, and each completes."""
+    async with pair() as (c, s):
+        for _ in range(6):
+            s.post_recv(s.register(bytearray(64), Access.LOCAL_WRITE))
+        targets = [s.register(bytearray(4), Access.REMOTE_WRITE) for _ in range(3)]
+        outs = [c.register(bytearray(b"reply %d" % i), Access.LOCAL_WRITE) for i in range(3)]
+        done: list[BaseException | None] = []
+        writes = c.counters.frame_writes
+        c.hold_posts = True
+        for i, (t, out) in enumerate(zip(targets, outs, strict=True)):
+            await c.post_send_region_after_writes(
+                [RdmaWrite([b"w%d.." % i], t.handle, t.address)], out, 7, None, done.append
+            )
+        c.hold_posts = False
+        assert c.counters.frame_writes == writes  # held: nothing sent yet
+        await c.ring()
+        assert c.counters.frame_writes == writes + 1
+        with trio.fail_after(10):
+            got = [bytes((await s.receive()).data) for _ in range(3)]
+        assert got == [b"reply 0", b"reply 1", b"reply 2"]
+        assert [bytes(t.buffer) for t in targets] == [b"w0..", b"w1..", b"w2.."]
+        c.hold_posts = True
+        await c.post_send_region_after_writes([], outs[0], 7, None, done.append)
+        c.hold_posts = False
+        await c.send_region(outs[1], 7)  # not a post: the held one goes first, in the same write
+        with trio.fail_after(10):
+            got = [bytes((await s.receive()).data) for _ in range(2)]
+            while len(done) < 4:
+                await trio.sleep(0.001)
+        assert got == [b"reply 0", b"reply 1"]
+        assert done == [None] * 4
+
+
 async def test_a_posted_chain_the_peer_cannot_take_reports_the_fault_once():
     async with pair() as (c, _s):
         out = c.register(bytearray(16), Access.LOCAL_WRITE)  # the peer posted no Receive

@@ -8,6 +8,7 @@ import struct
 
 import pytest
 import trio
+import trio.testing
 
 from pynfsrdma._proto.rpc import RM_LAST_FRAGMENT
 from pynfsrdma._testbed.record_stream import RecordStream
@@ -76,3 +77,26 @@ async def test_a_record_beyond_the_bound_or_a_closed_peer_ends_the_stream():
         await stream2.receive()
     await stream.aclose()
     await stream2.aclose()
+
+
+async def test_before_wait_runs_only_when_a_receive_finds_the_socket_empty():
+    """Records already in the socket are taken without it; a receive that must wait for bytes
+    runs it first (the responder sends the replies it held back there)."""
+    a, b = socket.socketpair()
+    stream = RecordStream(a, "pair")
+    waits: list[int] = []
+
+    async def before_wait() -> None:
+        waits.append(1)
+
+    stream.before_wait = before_wait
+    b.sendall(mark(3) + b"one" + mark(3) + b"two")
+    assert [bytes((await stream.receive())[0]) for _ in range(2)] == [b"one", b"two"]
+    assert waits == []
+    async with trio.open_nursery() as n:
+        n.start_soon(stream.receive)
+        await trio.testing.wait_all_tasks_blocked()
+        assert waits == [1]
+        b.sendall(mark(5) + b"three")
+    await stream.aclose()
+    b.close()

@@ -31,7 +31,10 @@ can tell the difference:
   Writes are unsignaled (the target acknowledges none of them) and the Send's acknowledgement
   completes them all; :meth:`SoftConnection.post_send_region_after_writes` posts the same chain
   without waiting for it and reports its completion through a callback (as a server polls its
-  send completions instead of waiting on each);
+  send completions instead of waiting on each); while :attr:`SoftConnection.hold_posts` is set, posted
+  chains and RDMA Reads wait in the send queue (at most :data:`_HELD_MAX`) until the holder rings
+  (:meth:`SoftConnection.ring`) or another frame goes out, and then go with it: one system call and
+  one wake-up of the peer for all of them, as one doorbell rings for a list of work requests;
 * on one host, RDMA Read and Write data do not cross the socket: as a NIC's DMA, the target copies
   it once, straight between the initiator's memory and its own region (:mod:`.cross_memory`), after
   the same checks of handle, bounds, rights and invalidation, in the same order of operations. The
@@ -102,6 +105,7 @@ _SPAN: Final = struct.Struct(">QQ")  # address, length: where an initiator's byt
 _SPANS_MAX: Final = 1 << 16  # the most spans one RDMA Write may name
 _FRAMES_PER_TURN: Final = 16  # frames taken in a row before the receive loop lets other tasks run
 _RECEIVED_SIZE: Final = 1 << 16  # the receive buffer: a read from the socket takes the frames it has
+_HELD_MAX: Final = 16  # posts held back (SoftConnection.hold_posts) before they go out anyway
 
 
 class _Op(enum.IntEnum):
@@ -261,6 +265,32 @@ class _Loans:
         while self.acked:
             acks.append(_FRAME.pack(_Op.SEND_ACK, 0, 0, self.acked.popleft(), 0, 0, 0))
         return acks
+
+
+class _HeldPosts:
+    """Posted operations held back while :attr:`SoftConnection.hold_posts` is set (at most
+    :data:`_HELD_MAX`): their frames go out in front of the next frame sent."""
+
+    __slots__ = ("count", "frames")
+
+    def __init__(self) -> None:
+        self.frames: list[Buffer] = []
+        self.count = 0
+
+    def hold(self, frames: list[Buffer]) -> bool:
+        """Hold one post's ``frames``; False when enough are held already (it goes out now)."""
+        if self.count >= _HELD_MAX:
+            return False
+        self.frames += frames
+        self.count += 1
+        return True
+
+    def before(self, bufs: list[Buffer]) -> list[Buffer]:
+        """``bufs`` behind the frames held, which go out with them (in the order posted)."""
+        if not self.frames:
+            return bufs
+        held, self.frames, self.count = self.frames, [], 0
+        return held + bufs
 
 
 class _Completions:
@@ -428,6 +458,17 @@ def _byte_views(*groups: Sequence[Buffer]) -> tuple[list[memoryview], int]:
     return views, size
 
 
+def _target(
+    regions: dict[int, MemoryRegion], handle: int, address: int, length: int, right: Access
+) -> memoryview | None:
+    """The bytes of region ``handle`` an operation of the peer's reaches, None when it may not."""
+    r = regions.get(handle)
+    if r is None or not r.valid or not int(r.access) & int(right) or not r.contains(address, length):
+        return None
+    start = address - r.address
+    return r.buffer[start : start + length]
+
+
 def _sink_view(sink: MemoryRegion, sink_offset: int, length: int) -> memoryview:
     if not sink.valid or not int(sink.access) & _LOCAL_WRITE:
         raise ValueError("RDMA Read sinks must be registered with LOCAL_WRITE")
@@ -499,6 +540,8 @@ class SoftConnection(Connection):
         # acknowledgements (of Sends, signaled Writes, directly placed Reads) not sent yet: they go
         # out in front of the next frame any task sends, or before the receive loop waits
         self._acks: list[bytes] = []
+        self.hold_posts = False  # posts are held back (_HeldPosts) until ring() or the next frame
+        self._held = _HeldPosts()
         self._error: BaseException | None = None
         self._closed = False
         self.local_invalidations = 0
@@ -692,6 +735,9 @@ class SoftConnection(Connection):
         wr_id = self._next_id
         self._next_id = (wr_id + 1) & 0xFFFFFFFF or 1
         self._pending[wr_id] = pending
+        held = self.hold_posts and self._error is None  # held back: sent with the next frame
+        if held and self._held.hold([*before, _FRAME.pack(op, flags, 0, wr_id, handle, address, length), *data]):
+            return
         try:
             await self._frame(op, flags, wr_id, handle, address, length, data, before)
         except BaseException:
@@ -816,7 +862,7 @@ class SoftConnection(Connection):
     async def _acks_before_wait(self) -> bool:
         """Before the receive loop waits for the socket: the queued acknowledgements go out (the
         peer may be waiting for them); True if there were any."""
-        if self._acks or self._loans.acked:
+        if self._acks or self._loans.acked or self._held.frames:
             await self._flush_acks()
             return True
         return False
@@ -825,16 +871,21 @@ class SoftConnection(Connection):
         """Send the acknowledgements still queued, after one turn in which a frame of another task
         may take them along."""
         await trio.lowlevel.checkpoint()
-        if (self._acks or self._loans.acked) and self._error is None:
+        await self.ring()
+
+    async def ring(self) -> None:
+        """Send what is queued now: the posts held back (:attr:`hold_posts`), acknowledgements."""
+        if (self._acks or self._loans.acked or self._held.frames) and self._error is None:
             await self._send_frames([])
 
     async def _send_frames(self, bufs: list[Buffer]) -> None:
-        """Send ``bufs`` behind the queued acknowledgements, taken at the moment they go out."""
+        """Send ``bufs`` behind the queued acknowledgements and the posts held back, taken at the
+        moment they go out."""
         self.counters.frame_writes += 1
         try:
             if not self._send_lock.locked():  # no frame half sent: this one may go at once
                 acks, self._acks = self._loans.take_acks(self._acks), []
-                views, size = _byte_views(acks, bufs)
+                views, size = _byte_views(acks, self._held.before(bufs))
                 views = send_now(self._sock, views)
                 if not views:
                     return
@@ -844,7 +895,7 @@ class SoftConnection(Connection):
             async with self._send_lock:
                 self._check()
                 acks, self._acks = self._loans.take_acks(self._acks), []
-                views, _ = _byte_views(acks, bufs)
+                views, _ = _byte_views(acks, self._held.before(bufs))
                 await send_rest(self._sock, views)
         except (OSError, trio.ClosedResourceError) as e:
             err = ConnectionLost(f"send failed: {e}", self.peer)
@@ -856,6 +907,7 @@ class SoftConnection(Connection):
         if self._error is not None:
             return
         self._error = err
+        self._held = _HeldPosts()  # never sent: their operations fail below
         for p in self._pending.values():
             # the peer may be copying from or into that memory at this moment: never given back
             self._stranded += p.pins
@@ -877,13 +929,6 @@ class SoftConnection(Connection):
         except (OSError, trio.ClosedResourceError):
             pass
         self.fail(_FATAL_CLASS[kind](f"local: {reason}", self.peer))
-
-    def _target(self, handle: int, address: int, length: int, right: Access) -> memoryview | None:
-        r = self._regions.get(handle)
-        if r is None or not r.valid or not int(r.access) & int(right) or not r.contains(address, length):
-            return None
-        start = address - r.address
-        return r.buffer[start : start + length]
 
     async def run(self) -> None:
         """Process frames from the peer until the connection ends (runs in the nursery)."""
@@ -982,7 +1027,7 @@ class SoftConnection(Connection):
         total = 0
         for _, n in spans:
             total += n
-        view = self._target(handle, address, total, Access.REMOTE_READ if read else Access.REMOTE_WRITE)
+        view = _target(self._regions, handle, address, total, Access.REMOTE_READ if read else Access.REMOTE_WRITE)
         if view is None:
             what = "RDMA Read of" if read else "RDMA Write to"
             await self._fatal(_Fatal.REMOTE_ACCESS, f"{what} {handle:#x}@{address:#x}+{total}")
@@ -1006,7 +1051,7 @@ class SoftConnection(Connection):
         elif op in (_Op.WRITE, _Op.READ_REQ) and flags & _F_DIRECT:
             await self._direct(op == _Op.READ_REQ, flags, wr_id, handle, address, length)
         elif op == _Op.WRITE:
-            view = self._target(handle, address, length, Access.REMOTE_WRITE)
+            view = _target(self._regions, handle, address, length, Access.REMOTE_WRITE)
             if view is None:
                 await self._skip(length)
                 await self._fatal(_Fatal.REMOTE_ACCESS, f"RDMA Write to {handle:#x}@{address:#x}+{length}")
@@ -1016,7 +1061,7 @@ class SoftConnection(Connection):
             if not flags & _F_UNSIGNALED:
                 self._acknowledge(_Op.WRITE_ACK, 0, wr_id)
         elif op == _Op.READ_REQ:
-            view = self._target(handle, address, length, Access.REMOTE_READ)
+            view = _target(self._regions, handle, address, length, Access.REMOTE_READ)
             if view is None:
                 await self._fatal(_Fatal.REMOTE_ACCESS, f"RDMA Read of {handle:#x}@{address:#x}+{length}")
                 return
