@@ -4,6 +4,9 @@ running. Against a real NFS-Ganesha."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+
 import pytest
 import trio
 from shape_spy import shapes_taken
@@ -106,6 +109,19 @@ async def _opened(nfs: Client, top: str, count: int) -> list[OpenFile]:
     return opens
 
 
+@contextlib.asynccontextmanager
+async def _closes_queued(nfs: Client, top: str, count: int = 3) -> AsyncIterator[tuple[list[OpenFile], bytes]]:
+    """``count`` files of ``top`` opened, their CLOSEs queued (``close_later``) for the body to send:
+    the opens and ``top``'s file handle. The queue is flushed after the body."""
+    opens = await _opened(nfs, top, count)
+    dir_fh, _ = await nfs.paths.resolve(top)
+    async with trio.open_nursery() as nursery:
+        for of in opens:
+            nfs.nfs.close_later(of, nfs.cred, nursery)
+        yield opens, dir_fh
+        await nfs.nfs.flush_closes()
+
+
 @pytest.mark.parametrize("owner_per_open", [True, False], ids=["owner-per-open", "owner-per-user"])
 @pytest.mark.parametrize("kind", list(_OPEN_KINDS))
 async def test_waiting_closes_ride_in_front_of_the_next_open(
@@ -154,20 +170,15 @@ async def test_a_failing_close_in_front_does_not_fail_the_open(
     top = f"/{d.local.name}"
     async with Client.connect(ganesha.url) as nfs:
         n = nfs.nfs
-        opens = await _opened(nfs, top, 3)
-        opens[1].stateid = stateid4(1, b"not-a-state!")  # its CLOSE: NFS4ERR_BAD_STATEID
-        dir_fh, _ = await nfs.paths.resolve(top)
         assert n.client.session is not None
         stats = n.client.session.stats
-        async with trio.open_nursery() as nursery:
-            for of in opens:
-                n.close_later(of, nfs.cred, nursery)
+        async with _closes_queued(nfs, top) as (opens, dir_fh):
+            opens[1].stateid = stateid4(1, b"not-a-state!")  # its CLOSE: NFS4ERR_BAD_STATEID
             calls = stats.calls
             new = await n.open(dir_fh, "new", nfs.cred, access=c.OPEN4_SHARE_ACCESS_BOTH,
                                **_OPEN_KINDS["create-with-access"])  # type: ignore[arg-type]
             assert stats.calls == calls + 2  # (the OPEN with the CLOSEs, stopped at the second; the OPEN alone)
             assert [of for of, _ in n._closing] == [opens[2]]
-            await n.flush_closes()
             await n.close(new, nfs.cred)
         assert (d.local / "new").is_file()
         await _closed_on_server(n, opens, nfs.cred)
@@ -183,13 +194,9 @@ async def test_an_open_failing_behind_closes_leaves_them_closed(
     top = f"/{d.local.name}"
     async with Client.connect(ganesha.url) as nfs:
         n = nfs.nfs
-        opens = await _opened(nfs, top, 3)
-        dir_fh, _ = await nfs.paths.resolve(top)
         assert n.client.session is not None
         stats = n.client.session.stats
-        async with trio.open_nursery() as nursery:
-            for of in opens:
-                n.close_later(of, nfs.cred, nursery)
+        async with _closes_queued(nfs, top) as (opens, dir_fh):
             calls = stats.calls
             with pytest.raises(NFS4Error) as e:  # (an exclusive create of a name there already)
                 await n.open(dir_fh, "f0", nfs.cred, access=c.OPEN4_SHARE_ACCESS_BOTH,
@@ -198,7 +205,6 @@ async def test_an_open_failing_behind_closes_leaves_them_closed(
             assert stats.calls == calls + 1
             assert not n._closing
             await _closed_on_server(n, opens, nfs.cred)
-            await n.flush_closes()
 
 
 async def test_closes_in_front_of_a_cancelled_open_go_later(ganesha: Ganesha, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -209,17 +215,12 @@ async def test_closes_in_front_of_a_cancelled_open_go_later(ganesha: Ganesha, mo
     top = f"/{d.local.name}"
     async with Client.connect(ganesha.url) as nfs:
         n = nfs.nfs
-        opens = await _opened(nfs, top, 3)
-        dir_fh, _ = await nfs.paths.resolve(top)
-        async with trio.open_nursery() as nursery:
-            for of in opens:
-                n.close_later(of, nfs.cred, nursery)
+        async with _closes_queued(nfs, top) as (opens, dir_fh):
             with trio.move_on_after(0) as cancelled:
                 await n.open(dir_fh, "new", nfs.cred, access=c.OPEN4_SHARE_ACCESS_BOTH,
                              **_OPEN_KINDS["create-with-access"])  # type: ignore[arg-type]
             assert cancelled.cancelled_caught
             assert [of for of, _ in n._closing] == opens
-            await n.flush_closes()
         await _closed_on_server(n, opens, nfs.cred)
 
 
@@ -241,13 +242,9 @@ async def test_an_open_too_big_to_cache_behind_closes_goes_again_alone(
         await proxies.start(proxy.run)
         async with Client.connect(f"nfs://127.0.0.1:{proxy.port}{PSEUDO_PATH}") as nfs:
             n = nfs.nfs
-            opens = await _opened(nfs, top, 3)
-            dir_fh, _ = await nfs.paths.resolve(top)
             assert n.client.session is not None
             stats = n.client.session.stats
-            async with trio.open_nursery() as nursery:
-                for of in opens:
-                    n.close_later(of, nfs.cred, nursery)
+            async with _closes_queued(nfs, top) as (opens, dir_fh):
                 calls = stats.calls
                 rule.count = 1
                 new = await n.open(dir_fh, "new", nfs.cred, access=c.OPEN4_SHARE_ACCESS_BOTH,
@@ -258,6 +255,5 @@ async def test_an_open_too_big_to_cache_behind_closes_goes_again_alone(
                 await _closed_on_server(n, opens, nfs.cred)
                 await n.run([PUTFH4args(new.fh), READ4args(new.stateid, 0, 1)], nfs.cred)  # (open)
                 await n.close(new, nfs.cred)
-                await n.flush_closes()
             assert (d.local / "new").is_file()
         proxies.cancel_scope.cancel()
