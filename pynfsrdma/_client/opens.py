@@ -256,12 +256,14 @@ class Opens(Delegations):
     async def open(
         self, dir_fh: bytes, name: str, cred: Credential, *, access: int = c.OPEN4_SHARE_ACCESS_READ,
         create: bool = False, exclusive: bool = False, truncate: bool = False, mode: int = 0o644,
-        check: int = 0, path: str | None = None, dir_attrs: bool = False,
+        check: int = 0, path: str | None = None, dir_attrs: bool = False, file: bytes | None = None,
     ) -> OpenFile:
         """OPEN by name (CLAIM_NULL), creating if asked; O_EXCL uses EXCLUSIVE4_1 with a verifier.
         ``check``: ACCESS bits to ask about in the same COMPOUND (``OpenFile.granted``).
         ``dir_attrs``: the directory's attributes right after the OPEN, from the same COMPOUND
-        (``OpenFile.dir_attrs``: PUTFH dir, SAVEFH, OPEN ... GETATTR, RESTOREFH, GETATTR)."""
+        (``OpenFile.dir_attrs``: PUTFH dir, SAVEFH, OPEN ... GETATTR, RESTOREFH, GETATTR).
+        ``file``: the handle of the file ``name`` is known to lead to (the mount's inode): the owner's
+        CLOSE of it that waits does not go in front of the OPEN, as with :meth:`open_fh`."""
         owner = self.open_owner(cred)
         if create:
             if exclusive:
@@ -296,7 +298,7 @@ class Opens(Delegations):
             if dir_attrs:
                 ops += [RESTOREFH4args(), GETATTR4args(STAT_BITMAP)]
         async with self._owners.opening(owner):
-            got = await self._open_after_closes(ops, cred, owner, path or name, shape, variables)
+            got = await self._open_after_closes(ops, cred, owner, path or name, shape, variables, file=file)
             of = OpenFile(got.fh, got.stateid, access, owner, got.attrs,
                           cred=cred, dir_change=got.cinfo, dir_attrs=got.after, granted=got.granted,
                           may_notify_lock=bool(got.rflags & c.OPEN4_RESULT_MAY_NOTIFY_LOCK))
@@ -311,9 +313,9 @@ class Opens(Delegations):
 
     async def _open_after_closes(self, ops: list[Any], cred: Credential, owner: bytes, path: str | None,
                                  shape: CompoundShape | None, variables: tuple[Any, ...],
-                                 fh: bytes | None = None) -> _Opened:
+                                 fh: bytes | None = None, file: bytes | None = None) -> _Opened:
         """Run the OPEN COMPOUND ``ops`` (of ``shape``, made of ``variables``, if given) of ``owner``
-        (by the file handle ``fh``, if given),
+        (by the file handle ``fh``, if given; of the file ``file`` is the handle of, if known),
         whose OPEN is on its way (:meth:`_run_open`), with the queued CLOSEs that may go now in front
         of it (:meth:`_take_closes`: of ``cred``, within the session's operations and request size):
         SEQUENCE, PUTFH, CLOSE, PUTFH, CLOSE ..., then the OPEN's operations. They save the COMPOUND
@@ -328,7 +330,7 @@ class Opens(Delegations):
             room = min(session.max_operations - 1 - len(ops), 2 * _RIDING_CLOSES,
                        (session.max_request_size - _OPEN_SIZE) // _RIDING_OP_SIZE)
             if room > 1:
-                closes = self._take_closes(cred, room, owner, fh)
+                closes = self._take_closes(cred, room, owner, fh or file)
         if closes is None:
             return await self._run_open(ops, cred, path, shape, fh=fh)
         riding = riding_shape(shape, len(closes.batch)) if shape is not None and closes.only_closes else None

@@ -288,12 +288,14 @@ async def test_waiting_closes_ride_in_front_of_an_open_by_file_handle(
         assert new.granted is not None and new.granted & c.ACCESS4_READ
 
 
-async def test_a_queued_close_of_the_file_opened_by_handle_is_not_sent(
-    ganesha: Ganesha, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("by", ["handle", "known-name"])
+async def test_a_queued_close_of_the_file_opened_is_not_sent(
+    ganesha: Ganesha, monkeypatch: pytest.MonkeyPatch, by: str
 ) -> None:
-    """A CLOSE waiting for the open state of the file an OPEN by handle of the same owner is for
-    does not ride in front of it (the server would end that state and make another): it stays
-    queued, the OPEN carries the state on, and the CLOSE is never sent; the other CLOSEs ride."""
+    """A CLOSE waiting for the open state of the file an OPEN of the same owner is for (by handle,
+    or by a name known to lead to it: the mount's open of an inode) does not ride in front of it
+    (the server would end that state and make another): it stays queued, the OPEN carries the
+    state on, and the CLOSE is never sent; the other CLOSEs ride."""
     monkeypatch.setattr(opens_module, "CLOSE_GATHER", 3600.0)
     d = ganesha.new_directory(prefix="close-ride-same-")
     top = f"/{d.local.name}"
@@ -302,9 +304,12 @@ async def test_a_queued_close_of_the_file_opened_by_handle_is_not_sent(
         n.owner_per_open = False  # (the mount's way: one open owner per user)
         assert n.client.session is not None
         stats = n.client.session.stats
-        async with _closes_queued(nfs, top) as (opens, _):
+        async with _closes_queued(nfs, top) as (opens, dir_fh):
             calls = stats.calls
-            new = await n.open_fh(opens[0].fh, nfs.cred, c.OPEN4_SHARE_ACCESS_READ)
+            if by == "handle":
+                new = await n.open_fh(opens[0].fh, nfs.cred, c.OPEN4_SHARE_ACCESS_READ)
+            else:
+                new = await n.open(dir_fh, "f0", nfs.cred, file=opens[0].fh)
             assert stats.calls == calls + 1
             assert [of for of, _ in n._closing] == [opens[0]], "the same file's CLOSE rode, or the others did not"
             assert new.stateid.other == opens[0].stateid.other  # (the open state carried on)
