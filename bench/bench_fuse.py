@@ -2,7 +2,7 @@
 run (issue 3, "Figures"; issue 16, the native channel against pyfuse3).
 
     .venv/bin/python bench/bench_fuse.py [--size-mib 1024] [--files 10000] [--tar-files 5000] [--json]
-                                         [--only stat,ls,untar,...] [--repeat N] [--rpc-counts]
+                                         [--only stat,ls,untar,cat,...] [--repeat N] [--rpc-counts]
                                          [--mount-option OPT] [--channels native,pyfuse3]
 
 Starts its own NFS-Ganesha (testbed) and mounts it with ``python -m pynfsrdma._cli.main mount URL MNT -f
@@ -15,14 +15,17 @@ Starts its own NFS-Ganesha (testbed) and mounts it with ``python -m pynfsrdma._c
 - ``lstat`` of the FILES names of a cold directory one after another (a LOOKUP each) and ``ls -l`` of
   it (the mount is made again and the kernel's caches dropped before each, so that neither the
   kernel nor the daemon remembers a name);
-- untar of a source-like tree of TAR_FILES small files (generated at the start) with ``tar x``.
+- untar of a source-like tree of TAR_FILES small files (generated at the start) with ``tar x``;
+- ``cat`` of every file of that tree (``xargs cat``, the names in the tarball's order, on a new mount
+  with the kernel's caches dropped: a LOOKUP, an OPEN, a READ and a CLOSE each; ``--only cat`` runs
+  the untar line too).
 The same work against a do-nothing file system on the same channel (``bench/null_fuse.py``: zeros
 for reads, writes discarded, a FILES-entry directory, and a scratch directory that keeps the names
 and attributes of what ``tar x`` makes but no data), the ceiling of FUSE through that channel; and
 with the nfs-rs client where it applies (a library, not a mount, so it has no page cache: its one
 read and one write figure stand on both the buffered and the O_DIRECT lines; its ``lstat`` is
 ``Client.stat``, its "ls -l" a ``scandir`` with attributes; its untar creates the same directories
-and files with mkdir/open/write_at).
+and files with mkdir/open/write_at, its cat reads them with open/readinto_at).
 
 Every line runs ``--repeat`` rounds. In each round every channel of ``--channels`` runs the mount's
 lines and then the ceiling's, the channels taking turns at going first, and nfs-rs runs its
@@ -35,10 +38,10 @@ of one channel take turns in one run (``--channels native,native+nowriteback_cac
 and ``noio_uring`` go to the channel's ceiling as well, so that it takes requests the same way
 (``--channels native+io_uring,native+noio_uring``, with the kernel's switch on: ``echo Y >
 /sys/module/fuse/parameters/enable_uring``).
-``--rpc-counts`` prints the mount's COMPOUNDs per untarred file and per listed entry (``pynfsrdma
-stats --json``). Each read and write line prints the CPU the mount daemon (or the ceiling's; user and
-system) and NFS-Ganesha spent per GiB; each lstat, ``ls -l`` and untar round, the daemon's CPU per
-name, entry or file (and for the last two, the share of CPU the host took).
+``--rpc-counts`` prints the mount's COMPOUNDs per untarred file, per file read by cat and per listed
+entry (``pynfsrdma stats --json``). Each read and write line prints the CPU the mount daemon (or the ceiling's; user and
+system) and NFS-Ganesha spent per GiB; each lstat, ``ls -l``, untar and cat round, the daemon's CPU per
+name, entry or file (and for the last three, the share of CPU the host took).
 
 Prints a table and, with --json, one JSON line (``pynfsrdma``, ``fuse_ceiling`` and ``nfsrs`` are the
 best figures of the first channel).
@@ -392,6 +395,27 @@ def nfsrs_untar(client: nfs_rs.Client, tarball: Path, dest: str) -> int:
     return files
 
 
+def tar_files(tarball: Path) -> list[tuple[str, int]]:
+    """The regular files of ``tarball``: (name, size), in its order."""
+    with tarfile.open(tarball) as tar:
+        return [(m.name, m.size) for m in tar if m.isfile()]
+
+
+def cat_all(directory: Path, files: list[tuple[str, int]]) -> None:
+    """``cat`` of ``files`` (names under ``directory``), by ``xargs cat``."""
+    names = "".join(f"{name}\0" for name, _ in files).encode()
+    subprocess.run(["xargs", "-0", "cat"], input=names, stdout=subprocess.DEVNULL, check=True, cwd=directory)
+
+
+def nfsrs_cat(client: nfs_rs.Client, dest: str, files: list[tuple[str, int]]) -> int:
+    for name, size in files:
+        buf = bytearray(size)
+        with client.open(f"{dest}/{name}", "rb") as f:
+            if size and f.readinto_at(buf, 0) != size:
+                raise AssertionError(f"nfs-rs read less than {size} bytes of {name}")
+    return len(files)
+
+
 def lstat_all(directory: Path, count: int) -> None:
     """``lstat`` of ``f0000000`` ... one after another (a LOOKUP each in a cold directory)."""
     base = f"{directory}/f"
@@ -408,6 +432,7 @@ LINES = (
     ("stat", "lstat of {files} cold names, one after another", "names/s"),
     ("ls", "ls -l of a cold {files}-entry directory", "entries/s"),
     ("untar", "untar {tar_files} small files (tar x)", "files/s"),
+    ("cat", "cat of the {tar_files} untarred files, cold", "files/s"),
 )
 DATA_LINES = frozenset({"write", "write_direct", "read", "read_direct"})
 
@@ -423,6 +448,8 @@ def run(args: argparse.Namespace) -> list[Row]:
         for k, name, unit in LINES
     }
     want = set(args.only.split(",")) if args.only else set(rows)
+    if "cat" in want:
+        want.add("untar")  # (cat reads the tree the round's untar made)
     unknown = want - set(rows)
     if unknown:
         raise SystemExit(f"--only: unknown line(s) {', '.join(sorted(unknown))} (lines: {', '.join(rows)})")
@@ -432,6 +459,7 @@ def run(args: argparse.Namespace) -> list[Row]:
     try:
         tarball = scratch / "tree.tar"
         make_tarball(tarball, args.tar_files)
+        tree = tar_files(tarball)
         with Ganesha() as server:
             d = server.new_directory(prefix="bench-")
             if data_lines:
@@ -497,6 +525,18 @@ def run(args: argparse.Namespace) -> list[Row]:
                         f"untar, round {r + 1}, mount {ch}: {rate:,.0f} files/s; CPU taken by the host: {steal:.0%};"
                         f" the mount daemon's CPU {ms_per_file:.2f} ms per file; FUSE requests per file {asked}"
                     )
+                    if "cat" in want:
+                        with mounted(cmd, mnt, logfile):
+                            drop_caches()
+                            q0, s0, c0 = fuse_requests(mnt), stolen(), daemon_cpu(mnt)
+                            t = timed(functools.partial(cat_all, dest, tree))
+                            rate = rows["cat"].mount[ch].add(len(tree), t)
+                            ms_per_file = 1000 * (daemon_cpu(mnt) - c0) / len(tree)
+                            asked = requests_per_unit(q0, fuse_requests(mnt), len(tree))
+                            report_stats(mnt, "cat", len(tree))
+                        log(f"cat, round {r + 1}, mount {ch}: {rate:,.0f} files/s; CPU taken by the host: "
+                            f"{steal_share(s0, t):.0%}; the mount daemon's CPU {ms_per_file:.2f} ms per file; "
+                            f"FUSE requests per file {asked}")
                 if "ls" in want:
                     with mounted(cmd, mnt, logfile):
                         drop_caches()
@@ -552,6 +592,10 @@ def run(args: argparse.Namespace) -> list[Row]:
                             raise AssertionError(f"null file system: untar made {made} files")
                         rate = rs["untar"].add(args.tar_files, t)
                         log(f"untar, round {r + 1}, ceiling {ch}: {rate:,.0f} files/s")
+                        if "cat" in want:
+                            drop_caches()
+                            rate = rs["cat"].add(len(tree), timed(functools.partial(cat_all, dest, tree)))
+                            log(f"cat, round {r + 1}, ceiling {ch}: {rate:,.0f} files/s")
 
             def nfsrs_round(r: int) -> None:
                 if r == 0 and want & {"write", "write_direct"}:
@@ -588,6 +632,12 @@ def run(args: argparse.Namespace) -> list[Row]:
                     t = time.perf_counter() - t0
                     rate = rows["untar"].nfsrs_rounds.add(files, t)
                     log(f"untar, round {r + 1}, nfs-rs: {rate:,.0f} files/s; CPU taken by the host: {steal_share(s0, t):.0%}")
+                if "cat" in want:
+                    s0, t0 = stolen(), time.perf_counter()
+                    files = nfsrs_cat(client, f"untar/n{r}", tree)
+                    t = time.perf_counter() - t0
+                    rate = rows["cat"].nfsrs_rounds.add(files, t)
+                    log(f"cat, round {r + 1}, nfs-rs: {rate:,.0f} files/s; CPU taken by the host: {steal_share(s0, t):.0%}")
                 if "ls" in want:
                     drop_caches()
                     t0 = time.perf_counter()
@@ -632,7 +682,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--only",
         metavar="LINES",
-        help="comma-separated lines to run: write, write_direct, read, read_direct, stat, ls, untar (default: all)",
+        help="comma-separated lines to run: write, write_direct, read, read_direct, stat, ls, untar, cat (default: all)",
     )
     p.add_argument(
         "--channels",

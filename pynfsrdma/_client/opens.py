@@ -132,11 +132,13 @@ def _granted(res: list[ResOp]) -> int | None:
     return next((int(r.res.access) for r in res if r.opnum == c.OP_ACCESS), None)
 
 
-def _opened(res: list[ResOp], attrs: FileAttrs | None, after: FileAttrs | None) -> _Opened:
-    """What an OPEN's COMPOUND gave, from the general decoder's results."""
+def _opened(res: list[ResOp], attrs: FileAttrs | None, after: FileAttrs | None, fh: bytes | None) -> _Opened:
+    """What an OPEN's COMPOUND gave, from the general decoder's results (``fh``: the file's handle, when
+    the OPEN was by it and has no GETFH after it)."""
     ok = result_of(res, c.OP_OPEN)
-    return _Opened(bytes(result_of(res, c.OP_GETFH).object), ok.stateid, ok.cinfo, int(ok.rflags), ok.delegation,
-                   _granted(res), attrs, after)
+    if fh is None:
+        fh = bytes(result_of(res, c.OP_GETFH).object)
+    return _Opened(fh, ok.stateid, ok.cinfo, int(ok.rflags), ok.delegation, _granted(res), attrs, after)
 
 
 class OwnerTraffic:
@@ -254,12 +256,14 @@ class Opens(Delegations):
     async def open(
         self, dir_fh: bytes, name: str, cred: Credential, *, access: int = c.OPEN4_SHARE_ACCESS_READ,
         create: bool = False, exclusive: bool = False, truncate: bool = False, mode: int = 0o644,
-        check: int = 0, path: str | None = None, dir_attrs: bool = False,
+        check: int = 0, path: str | None = None, dir_attrs: bool = False, file: bytes | None = None,
     ) -> OpenFile:
         """OPEN by name (CLAIM_NULL), creating if asked; O_EXCL uses EXCLUSIVE4_1 with a verifier.
         ``check``: ACCESS bits to ask about in the same COMPOUND (``OpenFile.granted``).
         ``dir_attrs``: the directory's attributes right after the OPEN, from the same COMPOUND
-        (``OpenFile.dir_attrs``: PUTFH dir, SAVEFH, OPEN ... GETATTR, RESTOREFH, GETATTR)."""
+        (``OpenFile.dir_attrs``: PUTFH dir, SAVEFH, OPEN ... GETATTR, RESTOREFH, GETATTR).
+        ``file``: the handle of the file ``name`` is known to lead to (the mount's inode): the owner's
+        CLOSE of it that waits does not go in front of the OPEN, as with :meth:`open_fh`."""
         owner = self.open_owner(cred)
         if create:
             if exclusive:
@@ -294,7 +298,7 @@ class Opens(Delegations):
             if dir_attrs:
                 ops += [RESTOREFH4args(), GETATTR4args(STAT_BITMAP)]
         async with self._owners.opening(owner):
-            got = await self._open_after_closes(ops, cred, owner, path or name, shape, variables)
+            got = await self._open_after_closes(ops, cred, owner, path or name, shape, variables, file=file)
             of = OpenFile(got.fh, got.stateid, access, owner, got.attrs,
                           cred=cred, dir_change=got.cinfo, dir_attrs=got.after, granted=got.granted,
                           may_notify_lock=bool(got.rflags & c.OPEN4_RESULT_MAY_NOTIFY_LOCK))
@@ -307,9 +311,11 @@ class Opens(Delegations):
         self.opens[id(of)] = of
         return of
 
-    async def _open_after_closes(self, ops: list[Any], cred: Credential, owner: bytes, path: str,
-                                 shape: CompoundShape | None, variables: tuple[Any, ...]) -> _Opened:
-        """Run the OPEN COMPOUND ``ops`` (of ``shape``, made of ``variables``, if given) of ``owner``,
+    async def _open_after_closes(self, ops: list[Any], cred: Credential, owner: bytes, path: str | None,
+                                 shape: CompoundShape | None, variables: tuple[Any, ...],
+                                 fh: bytes | None = None, file: bytes | None = None) -> _Opened:
+        """Run the OPEN COMPOUND ``ops`` (of ``shape``, made of ``variables``, if given) of ``owner``
+        (by the file handle ``fh``, if given; of the file ``file`` is the handle of, if known),
         whose OPEN is on its way (:meth:`_run_open`), with the queued CLOSEs that may go now in front
         of it (:meth:`_take_closes`: of ``cred``, within the session's operations and request size):
         SEQUENCE, PUTFH, CLOSE, PUTFH, CLOSE ..., then the OPEN's operations. They save the COMPOUND
@@ -324,33 +330,34 @@ class Opens(Delegations):
             room = min(session.max_operations - 1 - len(ops), 2 * _RIDING_CLOSES,
                        (session.max_request_size - _OPEN_SIZE) // _RIDING_OP_SIZE)
             if room > 1:
-                closes = self._take_closes(cred, room, owner)
+                closes = self._take_closes(cred, room, owner, fh or file)
         if closes is None:
-            return await self._run_open(ops, cred, path, shape)
+            return await self._run_open(ops, cred, path, shape, fh=fh)
         riding = riding_shape(shape, len(closes.batch)) if shape is not None and closes.only_closes else None
         both = riding.ops(*closes.ops, *variables) if riding is not None else [*closes.ops, *ops]
         async with self._owners.closing(of.owner for of in closes.batch):
-            got = await self._run_open(both, cred, path, riding, closes)
+            got = await self._run_open(both, cred, path, riding, closes, fh)
         if got is None:
-            got = await self._run_open(ops, cred, path, shape)
+            got = await self._run_open(ops, cred, path, shape, fh=fh)
         return got
 
     @overload
-    async def _run_open(self, ops: list[Any], cred: Credential, path: str, shape: CompoundShape | None = None,
-                        closes: None = None) -> _Opened: ...
+    async def _run_open(self, ops: list[Any], cred: Credential, path: str | None, shape: CompoundShape | None = None,
+                        closes: None = None, fh: bytes | None = None) -> _Opened: ...
 
     @overload
-    async def _run_open(self, ops: list[Any], cred: Credential, path: str, shape: CompoundShape | None,
-                        closes: _Closes) -> _Opened | None: ...
+    async def _run_open(self, ops: list[Any], cred: Credential, path: str | None, shape: CompoundShape | None,
+                        closes: _Closes, fh: bytes | None = None) -> _Opened | None: ...
 
-    async def _run_open(self, ops: list[Any], cred: Credential, path: str, shape: CompoundShape | None = None,
-                        closes: _Closes | None = None) -> _Opened | None:
+    async def _run_open(self, ops: list[Any], cred: Credential, path: str | None, shape: CompoundShape | None = None,
+                        closes: _Closes | None = None, fh: bytes | None = None) -> _Opened | None:
         """Run an OPEN COMPOUND (of ``shape`` if given): what it gave, with the file's attributes (its
         GETATTR after the OPEN) and the directory's (a GETATTR after RESTOREFH, when the COMPOUND has
         one). A failure after the OPEN and its GETFH (setting the times an exclusive create used)
         leaves the file open, and what the results up to there hold is returned. ``closes``: the
         CLOSEs whose operations lead ``ops``; a reply that stops at one of them is theirs
-        (:meth:`_closes_failed`): None, the OPEN did not run."""
+        (:meth:`_closes_failed`): None, the OPEN did not run. ``fh``: the file's handle, for an OPEN by
+        it (CLAIM_FH, no GETFH)."""
         getattrs = [i for i, op in enumerate(ops) if isinstance(op, GETATTR4args)]
         at_file = getattrs[0]
         at_dir = getattrs[1] if len(getattrs) > 1 else None
@@ -380,7 +387,7 @@ class Opens(Delegations):
         if shaped:
             return shaped[-1]
         if res.status == c.NFS4_OK:
-            return _opened(res.resarray, attrs[0], attrs[1])
+            return _opened(res.resarray, attrs[0], attrs[1], fh)
         if closes is not None and len(res.resarray) <= len(closes.ops):
             self._closes_failed(closes, res.status, len(res.resarray),
                                 res.resarray[-1].opnum if res.resarray else None)
@@ -391,14 +398,16 @@ class Opens(Delegations):
             return None  # (the CLOSEs went; the OPEN did not run, and goes again alone)
         if any(r.opnum == c.OP_GETFH for r in done):
             log.info("%s: after the OPEN: %s", path, NFS4Error(res.status, res.resarray[-1].opnum, path))
-            return _opened(done, attrs[0], None)
+            return _opened(done, attrs[0], None, None)
         failed = res.resarray[-1] if res.resarray else None
         raise NFS4Error(res.status, failed.opnum if failed else None, path)
 
     async def open_fh(self, fh: bytes, cred: Credential, access: int = c.OPEN4_SHARE_ACCESS_READ,
                       path: str | None = None, check: int = 0) -> OpenFile:
         """OPEN an already looked-up file (CLAIM_FH). A read delegation we hold goes back first when
-        the open is for writing (:meth:`prepare_open`). ``check``: as :meth:`open`."""
+        the open is for writing (:meth:`prepare_open`). ``check``: as :meth:`open`. The CLOSEs that
+        wait go in front of it as in front of :meth:`open`'s, but the owner's CLOSE of this file: the
+        OPEN carries that open state on (:meth:`_continued`), and it is not sent."""
         await self.prepare_open(fh, access)
         owner = self.open_owner(cred)
         clientid = self.client.identity.clientid if self.client.identity else 0
@@ -409,12 +418,11 @@ class Opens(Delegations):
             ops.append(ACCESS4args(check))
         ops.append(GETATTR4args(STAT_BITMAP))
         async with self._owners.opening(owner):
-            res, attrs = await self.query(ops, cred, lambda r: (r, _open_attrs(r, len(ops) - 1)), path=path)
-            ok = result_of(res, c.OP_OPEN)
-            of = OpenFile(fh, ok.stateid, access, owner, attrs, cred=cred,
-                          granted=_granted(res), may_notify_lock=bool(ok.rflags & c.OPEN4_RESULT_MAY_NOTIFY_LOCK))
+            got = await self._open_after_closes(ops, cred, owner, path, None, (), fh)
+            of = OpenFile(fh, got.stateid, access, owner, got.attrs, cred=cred, granted=got.granted,
+                          may_notify_lock=bool(got.rflags & c.OPEN4_RESULT_MAY_NOTIFY_LOCK))
             self._continued(of)
-        self.took_delegation(of, ok.delegation)
+        self.took_delegation(of, got.delegation)
         self.opens[id(of)] = of
         return of
 
@@ -539,13 +547,15 @@ class Opens(Delegations):
         if res.status != c.NFS4_OK:
             self._closes_failed(closes, res.status, len(res.resarray), res.resarray[-1].opnum if res.resarray else None)
 
-    def _take_closes(self, cred: Credential, room: int, opening: bytes | None = None) -> _Closes | None:
+    def _take_closes(self, cred: Credential, room: int, opening: bytes | None = None,
+                     fh: bytes | None = None) -> _Closes | None:
         """The operations of CLOSEs from the queue (PUTFH, [LOCKU, FREE_STATEID ...], CLOSE, PUTFH,
         CLOSE ...), in order, at most ``room`` operations, all with ``cred``, none of an owner whose
         OPEN is on its way (but ``opening``'s own OPEN, which they go in front of: ``opening`` is
         then that OPEN's owner, with no other OPEN on its way; and only PUTFH, CLOSE: a CLOSE that
         lets locks go, or an open's locks alone, go in a COMPOUND of CLOSEs, that nothing
-        cancels); the others stay queued. Of an open whose state an OPEN carried on, only the locks
+        cancels; nor a CLOSE of ``opening``'s open of the file ``fh`` the OPEN is by: that OPEN
+        carries its open state on, and the CLOSE is not sent); the others stay queued. Of an open whose state an OPEN carried on, only the locks
         are let go. None: none may go."""
         owners = self._owners
         who = (cred.uid, cred.gid, cred.gids)
@@ -561,7 +571,8 @@ class Opens(Delegations):
                 kept.append((of, cr))
                 continue
             release = self.byte_range_locks.release_ops(of)
-            if opening is not None and (release or id(of) in self._superseded):
+            if opening is not None and (release or id(of) in self._superseded
+                                        or (of.fh == fh and of.owner == opening)):
                 kept.append((of, cr))
                 continue
             if id(of) in self._superseded:

@@ -329,7 +329,7 @@ class Opens:
         parent, name = named
         await self.nfs.prepare_open(node.fh, access)
         try:
-            of = await self.nfs.open(parent.fh, name, cred, access=access, check=want)
+            of = await self.nfs.open(parent.fh, name, cred, access=access, check=want, file=node.fh)
         except NFS4Error as e:
             if e.errno not in (errno.ENOENT, errno.ESTALE):
                 raise

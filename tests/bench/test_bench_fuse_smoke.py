@@ -1,6 +1,6 @@
 """bench/bench_fuse.py runs end to end with tiny sizes (so it cannot rot): every row has a positive
 figure for the mount and the FUSE ceiling on both channels, and for nfs-rs, and the mount daemon's CPU
-per name, entry and file, and per GiB read and written, is printed. No timing is asserted; the figures belong to bench/ runs."""
+per name, entry and file (untarred and read), and per GiB read and written, is printed. No timing is asserted; the figures belong to bench/ runs."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ OPERATIONS = (
     "lstat of 150 cold names, one after another",
     "ls -l of a cold 150-entry directory",
     "untar 60 small files (tar x)",
+    "cat of the 60 untarred files, cold",
 )
 
 
@@ -45,6 +46,7 @@ def test_bench_fuse_prints_every_row_with_figures() -> None:
         assert re.search(rf"lstat, round 1, mount {ch}: .* the mount daemon's CPU \d+ µs per name", proc.stderr)
         assert re.search(rf"ls -l, round 1, mount {ch}: .* the mount daemon's CPU [\d.]+ µs per entry", proc.stderr)
         assert re.search(rf"untar, round 1, mount {ch}: .* the mount daemon's CPU [\d.]+ ms per file", proc.stderr)
+        assert re.search(rf"cat, round 1, mount {ch}: .* the mount daemon's CPU [\d.]+ ms per file", proc.stderr)
         for line, of in itertools.product(("write", "write_direct", "read", "read_direct"), ("mount", "ceiling")):
             assert re.search(rf"^# {line}, {of} {ch}: per GiB the mount daemon took [\d.]+ s user and [\d.]+ s "
                              r"system CPU, NFS-Ganesha [\d.]+ s$", proc.stderr, re.M)

@@ -4,6 +4,9 @@ running. Against a real NFS-Ganesha."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+
 import pytest
 import trio
 from shape_spy import shapes_taken
@@ -106,6 +109,19 @@ async def _opened(nfs: Client, top: str, count: int) -> list[OpenFile]:
     return opens
 
 
+@contextlib.asynccontextmanager
+async def _closes_queued(nfs: Client, top: str, count: int = 3) -> AsyncIterator[tuple[list[OpenFile], bytes]]:
+    """``count`` files of ``top`` opened, their CLOSEs queued (``close_later``) for the body to send:
+    the opens and ``top``'s file handle. The queue is flushed after the body."""
+    opens = await _opened(nfs, top, count)
+    dir_fh, _ = await nfs.paths.resolve(top)
+    async with trio.open_nursery() as nursery:
+        for of in opens:
+            nfs.nfs.close_later(of, nfs.cred, nursery)
+        yield opens, dir_fh
+        await nfs.nfs.flush_closes()
+
+
 @pytest.mark.parametrize("owner_per_open", [True, False], ids=["owner-per-open", "owner-per-user"])
 @pytest.mark.parametrize("kind", list(_OPEN_KINDS))
 async def test_waiting_closes_ride_in_front_of_the_next_open(
@@ -154,20 +170,15 @@ async def test_a_failing_close_in_front_does_not_fail_the_open(
     top = f"/{d.local.name}"
     async with Client.connect(ganesha.url) as nfs:
         n = nfs.nfs
-        opens = await _opened(nfs, top, 3)
-        opens[1].stateid = stateid4(1, b"not-a-state!")  # its CLOSE: NFS4ERR_BAD_STATEID
-        dir_fh, _ = await nfs.paths.resolve(top)
         assert n.client.session is not None
         stats = n.client.session.stats
-        async with trio.open_nursery() as nursery:
-            for of in opens:
-                n.close_later(of, nfs.cred, nursery)
+        async with _closes_queued(nfs, top) as (opens, dir_fh):
+            opens[1].stateid = stateid4(1, b"not-a-state!")  # its CLOSE: NFS4ERR_BAD_STATEID
             calls = stats.calls
             new = await n.open(dir_fh, "new", nfs.cred, access=c.OPEN4_SHARE_ACCESS_BOTH,
                                **_OPEN_KINDS["create-with-access"])  # type: ignore[arg-type]
             assert stats.calls == calls + 2  # (the OPEN with the CLOSEs, stopped at the second; the OPEN alone)
             assert [of for of, _ in n._closing] == [opens[2]]
-            await n.flush_closes()
             await n.close(new, nfs.cred)
         assert (d.local / "new").is_file()
         await _closed_on_server(n, opens, nfs.cred)
@@ -183,13 +194,9 @@ async def test_an_open_failing_behind_closes_leaves_them_closed(
     top = f"/{d.local.name}"
     async with Client.connect(ganesha.url) as nfs:
         n = nfs.nfs
-        opens = await _opened(nfs, top, 3)
-        dir_fh, _ = await nfs.paths.resolve(top)
         assert n.client.session is not None
         stats = n.client.session.stats
-        async with trio.open_nursery() as nursery:
-            for of in opens:
-                n.close_later(of, nfs.cred, nursery)
+        async with _closes_queued(nfs, top) as (opens, dir_fh):
             calls = stats.calls
             with pytest.raises(NFS4Error) as e:  # (an exclusive create of a name there already)
                 await n.open(dir_fh, "f0", nfs.cred, access=c.OPEN4_SHARE_ACCESS_BOTH,
@@ -198,7 +205,6 @@ async def test_an_open_failing_behind_closes_leaves_them_closed(
             assert stats.calls == calls + 1
             assert not n._closing
             await _closed_on_server(n, opens, nfs.cred)
-            await n.flush_closes()
 
 
 async def test_closes_in_front_of_a_cancelled_open_go_later(ganesha: Ganesha, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -209,17 +215,12 @@ async def test_closes_in_front_of_a_cancelled_open_go_later(ganesha: Ganesha, mo
     top = f"/{d.local.name}"
     async with Client.connect(ganesha.url) as nfs:
         n = nfs.nfs
-        opens = await _opened(nfs, top, 3)
-        dir_fh, _ = await nfs.paths.resolve(top)
-        async with trio.open_nursery() as nursery:
-            for of in opens:
-                n.close_later(of, nfs.cred, nursery)
+        async with _closes_queued(nfs, top) as (opens, dir_fh):
             with trio.move_on_after(0) as cancelled:
                 await n.open(dir_fh, "new", nfs.cred, access=c.OPEN4_SHARE_ACCESS_BOTH,
                              **_OPEN_KINDS["create-with-access"])  # type: ignore[arg-type]
             assert cancelled.cancelled_caught
             assert [of for of, _ in n._closing] == opens
-            await n.flush_closes()
         await _closed_on_server(n, opens, nfs.cred)
 
 
@@ -241,13 +242,9 @@ async def test_an_open_too_big_to_cache_behind_closes_goes_again_alone(
         await proxies.start(proxy.run)
         async with Client.connect(f"nfs://127.0.0.1:{proxy.port}{PSEUDO_PATH}") as nfs:
             n = nfs.nfs
-            opens = await _opened(nfs, top, 3)
-            dir_fh, _ = await nfs.paths.resolve(top)
             assert n.client.session is not None
             stats = n.client.session.stats
-            async with trio.open_nursery() as nursery:
-                for of in opens:
-                    n.close_later(of, nfs.cred, nursery)
+            async with _closes_queued(nfs, top) as (opens, dir_fh):
                 calls = stats.calls
                 rule.count = 1
                 new = await n.open(dir_fh, "new", nfs.cred, access=c.OPEN4_SHARE_ACCESS_BOTH,
@@ -258,6 +255,93 @@ async def test_an_open_too_big_to_cache_behind_closes_goes_again_alone(
                 await _closed_on_server(n, opens, nfs.cred)
                 await n.run([PUTFH4args(new.fh), READ4args(new.stateid, 0, 1)], nfs.cred)  # (open)
                 await n.close(new, nfs.cred)
-                await n.flush_closes()
             assert (d.local / "new").is_file()
         proxies.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("owner_per_open", [True, False], ids=["owner-per-open", "owner-per-user"])
+async def test_waiting_closes_ride_in_front_of_an_open_by_file_handle(
+    ganesha: Ganesha, monkeypatch: pytest.MonkeyPatch, owner_per_open: bool
+) -> None:
+    """An OPEN by file handle (CLAIM_FH: the path API's reads, the mount's open of a file it knows no
+    single name of) carries the CLOSEs that wait: one COMPOUND, the opens closed on the server, the
+    file open with the access asked about."""
+    monkeypatch.setattr(opens_module, "CLOSE_GATHER", 3600.0)
+    d = ganesha.new_directory(prefix="close-ride-fh-")
+    top = f"/{d.local.name}"
+    async with Client.connect(ganesha.url) as nfs:
+        n = nfs.nfs
+        n.owner_per_open = owner_per_open
+        await nfs.write_file(f"{top}/other", b"other")
+        fh, _ = await nfs.paths.resolve(f"{top}/other")
+        assert n.client.session is not None
+        stats = n.client.session.stats
+        async with _closes_queued(nfs, top) as (opens, _):
+            calls = stats.calls
+            new = await n.open_fh(fh, nfs.cred, c.OPEN4_SHARE_ACCESS_READ, check=c.ACCESS4_READ)
+            assert stats.calls == calls + 1, "the CLOSEs went in a COMPOUND of their own"
+            assert not n._closing
+            await _closed_on_server(n, opens, nfs.cred)
+            await n.run([PUTFH4args(new.fh), READ4args(new.stateid, 0, 1)], nfs.cred)  # (open)
+            await n.close(new, nfs.cred)
+        assert new.fh == fh and new.attrs is not None and new.attrs.size == len(b"other")
+        assert new.granted is not None and new.granted & c.ACCESS4_READ
+
+
+@pytest.mark.parametrize("by", ["handle", "known-name"])
+async def test_a_queued_close_of_the_file_opened_is_not_sent(
+    ganesha: Ganesha, monkeypatch: pytest.MonkeyPatch, by: str
+) -> None:
+    """A CLOSE waiting for the open state of the file an OPEN of the same owner is for (by handle,
+    or by a name known to lead to it: the mount's open of an inode) does not ride in front of it
+    (the server would end that state and make another): it stays queued, the OPEN carries the
+    state on, and the CLOSE is never sent; the other CLOSEs ride."""
+    monkeypatch.setattr(opens_module, "CLOSE_GATHER", 3600.0)
+    d = ganesha.new_directory(prefix="close-ride-same-")
+    top = f"/{d.local.name}"
+    async with Client.connect(ganesha.url) as nfs:
+        n = nfs.nfs
+        n.owner_per_open = False  # (the mount's way: one open owner per user)
+        assert n.client.session is not None
+        stats = n.client.session.stats
+        async with _closes_queued(nfs, top) as (opens, dir_fh):
+            calls = stats.calls
+            if by == "handle":
+                new = await n.open_fh(opens[0].fh, nfs.cred, c.OPEN4_SHARE_ACCESS_READ)
+            else:
+                new = await n.open(dir_fh, "f0", nfs.cred, file=opens[0].fh)
+            assert stats.calls == calls + 1
+            assert [of for of, _ in n._closing] == [opens[0]], "the same file's CLOSE rode, or the others did not"
+            assert new.stateid.other == opens[0].stateid.other  # (the open state carried on)
+            await n.flush_closes()
+            assert stats.calls == calls + 1, "the superseded CLOSE was sent"
+            await _closed_on_server(n, opens[1:], nfs.cred)
+            await n.run([PUTFH4args(new.fh), READ4args(new.stateid, 0, 1)], nfs.cred)  # (still open)
+            await n.close(new, nfs.cred)
+        await _closed_on_server(n, [new], nfs.cred)
+
+
+async def test_a_failing_close_in_front_of_an_open_by_file_handle(
+    ganesha: Ganesha, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A COMPOUND that stops at a CLOSE in front of an OPEN by handle did not run the OPEN: it goes
+    again alone and the file is open; the CLOSE before the failing one went, the one after it goes
+    later."""
+    monkeypatch.setattr(opens_module, "CLOSE_GATHER", 3600.0)
+    d = ganesha.new_directory(prefix="close-ride-fh-bad-")
+    top = f"/{d.local.name}"
+    async with Client.connect(ganesha.url) as nfs:
+        n = nfs.nfs
+        await nfs.write_file(f"{top}/other", b"other")
+        fh, _ = await nfs.paths.resolve(f"{top}/other")
+        assert n.client.session is not None
+        stats = n.client.session.stats
+        async with _closes_queued(nfs, top) as (opens, _):
+            opens[1].stateid = stateid4(1, b"not-a-state!")  # its CLOSE: NFS4ERR_BAD_STATEID
+            calls = stats.calls
+            new = await n.open_fh(fh, nfs.cred, c.OPEN4_SHARE_ACCESS_READ)
+            assert stats.calls == calls + 2  # (the OPEN with the CLOSEs, stopped at the second; the OPEN alone)
+            assert [of for of, _ in n._closing] == [opens[2]]
+            await n.run([PUTFH4args(new.fh), READ4args(new.stateid, 0, 1)], nfs.cred)  # (open)
+            await n.close(new, nfs.cred)
+        await _closed_on_server(n, opens, nfs.cred)
