@@ -124,21 +124,14 @@ class LatencyHistogram:
             i = e * _SUB + int(m * _TWICE_SUB) - _SUB
             if i >= _SIZE:
                 i = _SIZE - 1
-        self.counts[i] += 1
-        self.count += 1
-        self.total += seconds
-        if seconds > self.max:
-            self.max = seconds
-        if seconds < self.min:
-            self.min = seconds
-        if also is not None:  # (the same, unrolled: no tuple made to loop over)
-            also.counts[i] += 1
-            also.count += 1
-            also.total += seconds
-            if seconds > also.max:
-                also.max = seconds
-            if seconds < also.min:
-                also.min = seconds
+        for h in (self,) if also is None else (self, also):
+            h.counts[i] += 1
+            h.count += 1
+            h.total += seconds
+            if seconds > h.max:
+                h.max = seconds
+            if seconds < h.min:
+                h.min = seconds
 
     @property
     def mean(self) -> float:
