@@ -148,7 +148,8 @@ class NFSOperations(Operations):
         self._each_name_checked = opts.server_checks_each_name()
         self.timeouts = AttrTimeouts.from_options(opts)
         self.entry_timeout = self._entry_timeout()
-        self.inodes = InodeTable(root_fh, root_attrs, self.timeouts, trio.current_time())
+        self._clock = trio.lowlevel.current_clock()  # (the run's: its time is trio.current_time())
+        self.inodes = InodeTable(root_fh, root_attrs, self.timeouts, self._now())
         self.names = NameCache(opts.acdirmax if opts.lookupcache != LOOKUPCACHE_NONE else 0)
         # directories whose names are read ahead of their LOOKUPs (cache.NameReadAhead), the oldest first
         names_ahead: dict[int, NameReadAhead] = {}
@@ -239,7 +240,7 @@ class NFSOperations(Operations):
         return node
 
     def _now(self) -> float:
-        return trio.current_time()
+        return self._clock.current_time()
 
     def _entry(self, node: Inode, now: float | None = None) -> EntryAttributes:
         """The kernel's entry for ``node`` as an object (:meth:`_entry_fields`)."""
@@ -253,10 +254,7 @@ class NFSOperations(Operations):
         ftype = a.type
         # (no call for what a property or a line gives: a listing makes an entry for every name)
         delegated = self._delegated(node)
-        if delegated:
-            attr_timeout = node.timeo
-        else:
-            attr_timeout = self.inodes.ttl(node, trio.current_time() if now is None else now)
+        attr_timeout = node.timeo if delegated else self.inodes.ttl(node, self._now() if now is None else now)
         atime, mtime, ctime = a.atime_ns, a.mtime_ns, a.ctime_ns
         if delegated:  # the times kept under an attribute delegation are newer
             kept_atime, kept_mtime = self.nfs.kept_times(node.fh)

@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 WORKERS_KEPT = 4  # workers standing by at most, besides the kernel's background requests
 MAX_WORKERS = 256
-READS_BETWEEN_CHECKPOINTS = 8  # requests answered in a row before the reader lets other tasks run
+READS_BETWEEN_CHECKPOINTS = 64  # requests answered in a row before the reader lets other tasks run
 
 # a handler: the channel's answer to one kind of request (its reply: bytes, a list of parts, or
 # what the channel sends in its own way, such as a READ's pipe)
@@ -194,40 +194,39 @@ class Workers(abc.ABC):
             if request is None:
                 return False
             handler, req, w.buf, w.entry = request
+            opcode = req.opcode
             answered = self.answered
-            answered[req.opcode] = answered.get(req.opcode, 0) + 1
+            answered[opcode] = answered.get(opcode, 0) + 1
             w.unique = unique = req.unique
-            w.interruptible = req.opcode in self._interruptible
+            w.interruptible = opcode in self._interruptible
             interrupts = self._interrupts
             if interrupts.started(unique, w):
                 w.interrupt()
             if interrupts.due:
                 for due in interrupts.take_due():
                     self._send(replies.error(due, errno.EAGAIN))
+            # the operation's first step runs here; if it has to wait, the reading goes on in
+            # another worker meanwhile
             hand_offs = self._hand_offs
-            reply = await self._answer(handler, req)
-            del req, request
+            coro = handler(self._channel, req)
+            try:
+                try:
+                    reply = coro.send(None)
+                except StopIteration as done:
+                    reply = done.value
+                else:
+                    self._hand_off()
+                    reply = await _resume(coro, reply)
+            except FUSEError as e:
+                reply = replies.error(unique, e.errno)
+            except Exception:
+                log.exception("%s (unique %d) failed", req.name_of_opcode, unique)
+                reply = replies.error(unique, errno.EIO)
+            del req, request, coro
             self._finish(w, reply, self._hand_offs != hand_offs)
             if w.interrupted:
                 return False
         return False
-
-    async def _answer(self, handler: Handler, req: rq.Request) -> Any:
-        """The reply to ``req``. The operation's first step runs here; if it has to wait, the reading
-        goes on in another worker meanwhile."""
-        coro = handler(self._channel, req)
-        try:
-            try:
-                yielded = coro.send(None)
-            except StopIteration as done:
-                return done.value
-            self._hand_off()
-            return await _resume(coro, yielded)
-        except FUSEError as e:
-            return replies.error(req.unique, e.errno)
-        except Exception:
-            log.exception("%s (unique %d) failed", req.name_of_opcode, req.unique)
-            return replies.error(req.unique, errno.EIO)
 
     def _hand_off(self) -> None:
         """Someone else reads while this worker waits for its operation."""

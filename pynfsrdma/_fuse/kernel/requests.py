@@ -340,7 +340,8 @@ def _batch_forget(h: Header, buf: Buffer, view: memoryview, start: int, end: int
 
 
 def _getattr(h: Header, buf: Buffer, view: memoryview, start: int, end: int) -> Request:
-    _need(h, start, end, abi.GETATTR_IN.size, "fuse_getattr_in")
+    if end - start < abi.GETATTR_IN.size:  # (_need written out: the commonest request)
+        _need(h, start, end, abi.GETATTR_IN.size, "fuse_getattr_in")
     flags, _, fh = abi.GETATTR_IN.unpack_from(buf, start)
     return Getattr(*h, flags, fh)
 
