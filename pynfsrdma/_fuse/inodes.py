@@ -73,6 +73,9 @@ class Inode:
     changes: int = 0  # our changes to the directory on their way (see InodeTable.changing)
     releasing: int = 0  # FUSE handles of it being released (their writes' attributes not yet taken)
     shown_mtimes: tuple[int, ...] = ()  # the last mtimes the kernel was given of it (see may_hold)
+    # until when the kernel's lookups of its names and its next open are answered from the OPEN
+    # that made its kernel inode go (see Opens.regenerate)
+    regenerated: float = 0.0
 
     def shown(self, mtime_ns: int) -> None:
         """The kernel was given ``mtime_ns`` as the file's mtime (see :meth:`may_hold`)."""

@@ -71,6 +71,14 @@ class Lookups:
             fh, attrs = await self.nfs.names.lookupp(parent.fh, cred)
             return self._entry(self._learn(fh, attrs, asked), None)
         now = trio.current_time()
+        regenerated = self.inodes.by_name(parent.ino, n)
+        if regenerated is not None and now < regenerated.regenerated and (
+            self._kernel_checks or await self._may_search(parent, cred)
+        ):
+            # the OPEN by this name that made the kernel's inode go checked it a moment ago (Opens.regenerate)
+            regenerated.lookups += 1
+            self.counts["lookups_cached"] += 1
+            return self._entry(regenerated, None)
         # Names that exist are not answered from here: the kernel keeps them itself (entry_timeout),
         # and asks again when its entry expired or when a name led to a file or directory the server
         # no longer has (ESTALE: it looks every name of the path up again, and must reach the server).

@@ -43,6 +43,10 @@ log = logging.getLogger(__name__)
 Invalidate = Callable[[int, bool], Awaitable[None]]
 # drop_entry(parent inode, name): the kernel drops its entry for the name
 DropEntry = Callable[[int, str], Awaitable[None]]
+# how long after an open answered ESTALE to make the kernel's inode again (Opens.regenerate) the
+# kernel's lookups of the name and its open are answered from that open's OPEN (seconds: the kernel
+# sends them at once)
+REGENERATED_WAIT = 1.0
 
 
 def share_access(flags: int) -> int:
@@ -178,6 +182,9 @@ class Opens:
             if deleg is not None and self.delegated(node) and (shared is None or shared.of.local):
                 await self._may_open(node, access, cred)
                 shared = self.adopt(node, self.nfs.open_delegated(deleg, cred, access), cred)  # RFC 8881 10.4
+            elif (shared is not None and self.regenerated(node) and not shared.of.closed and not shared.of.local
+                  and shared.of.access & access == access):
+                node.regenerated = 0.0  # (the OPEN that made the kernel's inode go checked this open)
             elif shared is not None and not shared.of.closed and not shared.of.local:
                 # this owner has the file open: a server need not check an OPEN of it again (NFS-Ganesha
                 # grants it whatever the mode is now), so ACCESS asks, by name, with the attributes
@@ -192,7 +199,7 @@ class Opens:
                 shared = self.adopt(node, of, cred)
             keep = await self.close_to_open(node, attrs, asked)
             if self.kernel_view_stale(node):
-                self.forsake(node, shared)
+                self.regenerate(node, shared)
                 raise FUSEError(errno.ESTALE)
             fi = self.handle(node, shared, share_access(flags), cred, keep, flags, direct)
         if flags & os.O_TRUNC and node.attrs.size:
@@ -271,6 +278,27 @@ class Opens:
         and the kernel stamps the mtime of each write as it does for the others (a write around its
         page cache leaves the mtime it shows behind until the file is opened again)."""
         return self.nfs.delegation_for(node.fh, c.OPEN4_SHARE_ACCESS_WRITE) is not None
+
+    def regenerated(self, node: Inode) -> bool:
+        """Whether the kernel's lookups of ``node``'s names and its next open of it come within
+        :data:`REGENERATED_WAIT` of the OPEN that made its kernel inode go (see :meth:`regenerate`)."""
+        return trio.current_time() < node.regenerated
+
+    def regenerate(self, node: Inode, shared: SharedOpen) -> None:
+        """An open answered ESTALE because the kernel's inode of ``node`` must be made again (see
+        :meth:`kernel_view_stale`): the kernel looks the name up again at once and opens what it
+        leads to. The OPEN just made checked that name, the caller's rights and the file's change
+        attribute, and its open state stays: those lookups and that open are answered from it for
+        :data:`REGENERATED_WAIT`, and after that the state goes if nothing took it."""
+        node.regenerated = trio.current_time() + REGENERATED_WAIT
+        self.nursery.start_soon(self._forsake_later, node, shared)
+
+    async def _forsake_later(self, node: Inode, shared: SharedOpen) -> None:
+        await trio.sleep(REGENERATED_WAIT)
+        if not self.regenerated(node):
+            node.regenerated = 0.0
+            async with Held(self._lock(node)):
+                self.forsake(node, shared)
 
     def forsake(self, node: Inode, shared: SharedOpen) -> None:
         """An open answered with an error after its OPEN: the open state goes if nothing else uses it."""

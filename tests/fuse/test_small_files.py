@@ -471,3 +471,29 @@ def test_stats_count_the_fuse_requests_of_an_untar_by_kind(
     assert 3 * n <= got["SETATTR"] <= 4 * n + 3 * (dirs + 1), got
     flushes = got["SETATTR"] - 3 * n  # (the kernel's own, bounded above)
     assert sum(got.values()) - flushes <= 10 * n, got
+
+
+def test_a_shell_appending_to_a_log_takes_an_open_a_write_and_a_close_per_line(
+    mount_export: Callable[..., Any], export_path: Any
+) -> None:
+    """``echo x >> f``: the OPEN (by name, with the file's attributes: close-to-open), a WRITE and
+    a CLOSE. With the writeback cache an append goes around the kernel's page cache, which leaves the
+    mtime the kernel holds behind: the next open is answered ESTALE and the kernel makes a new inode,
+    and its lookups of the name and its open again are answered from that OPEN."""
+    m = mount_export(subdir=export_path.remote.removeprefix("/export/"))
+    (export_path.local / "log").write_bytes(b"start\n")
+    f = m.path / "log"
+    f.stat()
+    n = 12
+    before, ops_before = settle(m.path)
+    for i in range(n):
+        subprocess.run(["sh", "-c", f"echo line{i} >> {f}"], check=True)
+    after, ops_after = settle(m.path)
+    compounds, ops = delta(after, before), delta(ops_after, ops_before)
+    assert ops.get("OPEN") == n and compounds.get("WRITE") == n, (compounds, ops)
+    assert "LOOKUP" not in ops, (compounds, ops)
+    assert sum(compounds.values()) <= 3 * n, (compounds, ops)
+    want = b"start\n" + b"".join(b"line%d\n" % i for i in range(n))
+    assert (export_path.local / "log").read_bytes() == want
+    assert f.read_bytes() == want
+    assert f.stat().st_mtime_ns == (export_path.local / "log").stat().st_mtime_ns
