@@ -79,7 +79,8 @@ def _mounted(path: Path) -> bool:
 
 # what the mount's own process has no use for: the daemon it starts loads them in a process of its own
 DAEMON_ONLY = ("trio", "pynfsrdma._client.stack", "pynfsrdma._client.api", "pynfsrdma._session", "pynfsrdma._rpc",
-               "pynfsrdma._transport.tcp", "pynfsrdma._fuse.mount_daemon", "pynfsrdma._fuse.operations")
+               "pynfsrdma._transport.tcp", "pynfsrdma._fuse.mount_daemon", "pynfsrdma._fuse.operations",
+               "pynfsrdma._fuse.lowlevel", "pynfsrdma._fuse.kernel.requests", "pynfsrdma._fuse.kernel.init")
 
 
 @pytest.mark.fuse
