@@ -30,7 +30,8 @@ from typing import Any
 
 import trio
 
-from pynfsrdma._fuse.channel import CHANNELS, DEFAULT_CHANNEL, IO_URING_DEFAULT, Channel, open_channel
+from pynfsrdma._fuse.channel import CHANNELS, DEFAULT_CHANNEL, Channel, open_channel
+from pynfsrdma._fuse.kernel.uring import IO_URING_DEFAULT
 from pynfsrdma._fuse.lowlevel import (
     ROOT_INODE,
     EntryAttributes,

@@ -98,15 +98,15 @@ def cmd_install_helper(args: argparse.Namespace) -> int:
 
 
 def cmd_mount(args: argparse.Namespace) -> int:
-    from .._fuse.mount_daemon import mount
+    from .._fuse.mount_start import mount
 
-    return mount(
-        args.url,
-        args.mountpoint,
-        args.mount_options,
-        foreground=args.foreground,
-        verbose=getattr(args, "verbose", 0),
-    )
+    serve_here = None
+    if args.foreground:  # (the daemon's code, loaded here only to serve in this process)
+        from .._fuse import mount_daemon
+
+        serve_here = mount_daemon.run
+    return mount(args.url, args.mountpoint, args.mount_options, verbose=getattr(args, "verbose", 0),
+                 serve_here=serve_here)
 
 
 def cmd_umount(args: argparse.Namespace) -> int:
@@ -165,7 +165,7 @@ def _wait_gone(pid: int, limit: float) -> None:
 
 def helper_main(argv: list[str] | None = None) -> int:
     """mount(8) calls ``mount.TYPE SOURCE MOUNTPOINT [-sfnv] [-N NS] [-o OPTIONS] [-t TYPE]``."""
-    from .._fuse.mount_daemon import MountError, mount
+    from .._fuse.mount_start import MountError, mount
     from .._fuse.options import OptionError
 
     p = argparse.ArgumentParser(prog="mount.pynfsrdma", formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -189,5 +189,5 @@ def helper_main(argv: list[str] | None = None) -> int:
     except MountError as e:
         print(f"mount.pynfsrdma: {e}", file=sys.stderr)
         return 32  # mount(8): mount failure
-    except KeyboardInterrupt:  # (the daemon was stopped: see mount_daemon.mount)
+    except KeyboardInterrupt:  # (the daemon was stopped: see mount_start.mount)
         return 130

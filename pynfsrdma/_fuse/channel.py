@@ -3,12 +3,12 @@ and their answers back. ``-o channel=`` picks one."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from .kernel.uring import IO_URING_DEFAULT
-from .lowlevel import Operations
+if TYPE_CHECKING:  # (the mount's start reads CHANNELS without loading the channels)
+    from .lowlevel import Operations
 
-__all__ = ["CHANNELS", "DEFAULT_CHANNEL", "IO_URING_DEFAULT", "Channel", "open_channel"]
+__all__ = ["CHANNELS", "DEFAULT_CHANNEL", "Channel", "open_channel"]
 
 CHANNELS = ("native", "pyfuse3")
 DEFAULT_CHANNEL = "native"
@@ -40,7 +40,7 @@ def open_channel(
     """The channel ``name`` (one of CHANNELS) for ``ops`` on ``mountpoint``; ``options`` are the
     mount's FUSE options (fsname=, subtype=, allow_other, default_permissions, ro, auto_unmount).
     ``io_uring``: the native channel takes requests by FUSE over io_uring where the kernel offers
-    it (None: IO_URING_DEFAULT, quietly where the kernel does not; pyfuse3 has no such way).
+    it (None: kernel.uring.IO_URING_DEFAULT, quietly where the kernel does not; pyfuse3 has no such way).
     The native channel sizes FUSE's requests: pages per request (``max_pages`` at most, else as
     many as the kernel allows), and background requests for a read-ahead window of ``read_ahead``
     bytes at most (or ``max_background``); libfuse sizes its own (256 pages, the kernel's default

@@ -2,12 +2,13 @@
 
 Order matters for "a mount that cannot reach its server leaves no mount behind": the session and
 the export's root come first, the FUSE mount only once they are there. In the background (the
-default) a child process does all of it and tells the parent through a pipe whether the mount is up
-(``ok``) or why not; the parent exits only then. SIGTERM, SIGINT and SIGHUP end the FUSE loop; the
-daemon then commits and closes every open file, unmounts, and destroys its session and client ID.
-The same signals before the mount is up stop the daemon's tries at once (:class:`Interrupted`), and
-a parent interrupted while it waits (Ctrl-C) passes SIGTERM on to its daemon, which runs in a
-session of its own, and waits for it to end: nothing stays mounted or running.
+default) a child process does all of it and tells the parent (:mod:`.mount_start`, which loads none
+of this) through a pipe whether the mount is up (``ok``) or why not; the parent exits only then.
+SIGTERM, SIGINT and SIGHUP end the FUSE loop; the daemon then commits and closes every open file,
+unmounts, and destroys its session and client ID. The same signals before the mount is up stop the
+daemon's tries at once (:class:`Interrupted`), and a parent interrupted while it waits (Ctrl-C)
+passes SIGTERM on to its daemon, which runs in a session of its own, and waits for it to end:
+nothing stays mounted or running.
 ``auto_unmount`` makes a killed daemon's mount go away too.
 
     python -m pynfsrdma._fuse.mount_daemon [-f] [-o OPTIONS] SOURCE MOUNTPOINT
@@ -20,10 +21,9 @@ import errno
 import logging
 import os
 import signal
-import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +41,7 @@ from .._client.security import (
     parse_sec,
 )
 from .._client.stack import Stack, start_stack
-from .._client.url import NfsURL, URLError, minor_version, parse_url
+from .._client.url import minor_version
 from .._proto.rpcsec_gss import SYS
 from .._rpc.auth import Credential, auth_sys
 from .._rpc.gss_auth import GssCredential
@@ -51,7 +51,8 @@ from .._session.session import RetryPolicy
 from .._trio_compat import run_sync_abandoning
 from .._trunking import TrunkingOptions
 from .channel import Channel, open_channel
-from .options import VERSIONS_TO_TRY, MountOptions, OptionError, parse_options, parse_remount, split_options
+from .mount_start import BACKGROUND, READY, MountError, MountRequest, mount, prepare
+from .options import MountOptions, OptionError, parse_remount
 from .payload_memory import keep_payload_memory
 from .readahead import KERNEL_READ_AHEAD_MOST, kernel_window
 
@@ -65,77 +66,15 @@ READ_AHEAD_RECHECK = 5.0  # seconds between sizings of the kernel's read-ahead f
 DIRTY_WINDOW_LEAST = 4 << 20
 DIRTY_WINDOW_MOST = 32 << 20
 INTERRUPTED_SHUTDOWN = 1.0  # seconds to end the session of a mount interrupted before it was up
-STOP_WAIT = 10.0  # seconds an interrupted parent waits for its daemon to end before it kills it
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
 RETRY_PAUSE = 5.0  # seconds between tries to reach the server (retry=, bg)
-READY = b"ok\n"
-BACKGROUND = b"bg "  # the first try failed and the daemon goes on trying (bg): "bg REASON\n"
 # what makes a mount try again (retry=, bg), as mount.nfs: the server cannot be reached (yet)
 TEMPORARY = frozenset({errno.ECONNREFUSED, errno.ETIMEDOUT, errno.EHOSTUNREACH, errno.ENETUNREACH,
                        errno.ECONNRESET, errno.ECONNABORTED, errno.EAGAIN})
-URL_OVERRIDES = ("vers", "proto", "port")
-
-
-class MountError(OSError):
-    """The file system could not be mounted; the message says why (and nothing is left mounted).
-    ``temporary``: the server could not be reached, and may be later (retry=, bg)."""
-
-    def __init__(self, message: str, temporary: bool = False) -> None:
-        super().__init__(message)
-        self.temporary = temporary
 
 
 class Interrupted(Exception):
     """A signal (SIGINT, SIGTERM, SIGHUP) came before the mount was up: nothing is left mounted."""
-
-
-@dataclass
-class MountRequest:
-    source: str  # as given (host:/export or nfs://...)
-    url: NfsURL
-    mountpoint: str
-    options: MountOptions
-    option_texts: list[str]
-
-    @property
-    def fsname(self) -> str:
-        return f"{self.url.host}:{self.url.path}"
-
-
-def prepare(source: str, mountpoint: str, option_texts: Sequence[str] = ()) -> MountRequest:
-    """Check everything that can be checked without the server: URL, options, mount point."""
-    texts = [t for t in option_texts if t]
-    overrides: dict[str, str] = {}
-    for t in texts:
-        for k, v in split_options(t):
-            # (vers=4 is no version of the URL's: the mount finds the highest both speak)
-            if k in URL_OVERRIDES and v is not None and not (k == "vers" and len(VERSIONS_TO_TRY.get(v, ())) > 1):
-                overrides[k] = v
-    try:
-        url = parse_url(source, **overrides)
-    except URLError as e:
-        raise OptionError(str(e)) from None
-    # URL options as -o text; addrs' addresses are comma-separated in a URL, '+'-separated in -o
-    url_opts = ",".join(
-        k if v == "" else f"{k}={v.replace(',', '+') if k == 'addrs' else v}" for k, v in url.options.items()
-    )
-    opts = parse_options(url_opts, *texts)
-    url.options = {**opts.rdma, **opts.tls}  # what the transport reads (proto=rdma, xprtsec=); the rest is ours
-    mp = os.path.abspath(mountpoint)
-    if not os.path.isdir(mp):
-        reason = "Not a directory" if os.path.exists(mp) else "No such file or directory"
-        raise MountError(f"mount point {mountpoint}: {reason}")
-    if os.path.ismount(mp) and _is_our_mount(mp):
-        raise MountError(f"{mountpoint} is already mounted")
-    return MountRequest(source, url, mp, opts, texts)
-
-
-def _is_our_mount(mp: str) -> bool:
-    try:
-        with open("/proc/self/mountinfo") as f:
-            return any(line.split()[4] == mp for line in f)
-    except OSError:
-        return False
 
 
 @dataclass
@@ -604,93 +543,6 @@ def _detach(o: MountOptions) -> None:
     for std in (0, 1) if o.debug else (0, 1, 2):
         os.dup2(fd, std)
     os.close(fd)
-
-
-def mount(
-    source: str, mountpoint: str, option_texts: Sequence[str] = (), foreground: bool = False, verbose: int = 0,
-    prog: str = "pynfsrdma",
-) -> int:
-    """Mount; in the background (default), return once the mount is up or has failed (or, with
-    ``bg``, once the first try failed to reach the server: the daemon goes on trying). With
-    ``remount`` among the options, change the options of the mount on ``mountpoint`` instead."""
-    if any(k == "remount" for t in option_texts for k, _ in split_options(t)):
-        return remount(mountpoint, option_texts)
-    req = prepare(source, mountpoint, option_texts)
-    for note in req.options.notes:
-        print(f"{prog}: {note}", file=sys.stderr)
-    if foreground:
-        return run(req)
-    r, w = os.pipe()
-    cmd = [sys.executable, "-m", "pynfsrdma._fuse.mount_daemon", "--ready-fd", str(w)]
-    cmd += [x for t in req.option_texts for x in ("-o", t)]
-    cmd += ["-v"] * verbose + [source, mountpoint]
-    proc = subprocess.Popen(cmd, pass_fds=(w,), stdin=subprocess.DEVNULL, start_new_session=True)
-    os.close(w)
-    try:
-        with os.fdopen(r, "rb") as f:
-            msg = f.read()
-    except KeyboardInterrupt:
-        # (the daemon has a session of its own: the terminal's Ctrl-C reached only us)
-        _stop(proc)
-        raise
-    if msg == READY:
-        return 0
-    if msg.startswith(BACKGROUND):
-        reason = msg[len(BACKGROUND):].decode(errors="replace").strip()
-        minutes = req.options.retry_seconds / 60
-        print(f"{prog}: {reason}; trying again in the background for {minutes:g} minutes (bg)", file=sys.stderr)
-        return 0
-    rc = proc.wait()
-    text = msg.decode(errors="replace").strip() or f"the mount daemon ended with status {rc}"
-    raise MountError(text)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """End a daemon whose parent was interrupted: SIGTERM (it stops trying, or unmounts if it was up
-    already), and SIGKILL if it has not ended within STOP_WAIT seconds or a second interrupt comes."""
-    proc.terminate()
-    try:
-        proc.wait(STOP_WAIT)
-    except (subprocess.TimeoutExpired, KeyboardInterrupt):
-        proc.kill()
-        proc.wait()
-
-
-# the generic options of a mount (mount(8)'s, for the kernel's own remount of it)
-VFS_OPTIONS = frozenset({"ro", "rw", "nosuid", "suid", "nodev", "dev", "noexec", "exec", "atime", "noatime",
-                         "relatime", "norelatime", "strictatime", "nostrictatime", "nodiratime", "diratime",
-                         "lazytime", "nolazytime", "sync", "async", "dirsync", "silent", "loud"})
-
-
-def remount(mountpoint: str, option_texts: Sequence[str]) -> int:
-    """``mount -o remount,...`` (root's): the mount's daemon checks the options (what may change:
-    read-only and the attribute cache's timeouts), the kernel remounts with the generic ones (then
-    writes get EROFS from the kernel), and the daemon takes them: after the kernel when the mount
-    becomes read-only, before it when it becomes writable again."""
-    mp = os.path.abspath(mountpoint)
-    if os.geteuid() != 0:
-        raise MountError(f"cannot remount {mountpoint}: only root can (as mount(8))")
-    texts = [t for t in option_texts if t]
-    generic = [k for t in texts for k, v in split_options(t) if v is None and k in VFS_OPTIONS - {"ro", "rw"}]
-    try:
-        with control_socket.Connection(mp) as conn:
-            ro = bool(conn.request("remount", options=texts)["ro"])
-            if not ro:
-                conn.request("remount", options=texts, apply=True)
-            _remount_kernel(mp, ["remount", "ro" if ro else "rw", *generic])
-            if ro:
-                conn.request("remount", options=texts, apply=True)
-    except (control_socket.ControlError, KeyError, TypeError) as e:
-        raise MountError(f"cannot remount {mountpoint}: {e}") from None
-    return 0
-
-
-def _remount_kernel(mountpoint: str, options: list[str]) -> None:
-    """mount(8) without the helper (``--internal-only``) and without fstab's options for the mount."""
-    p = subprocess.run(["mount", "--internal-only", "--options-mode", "ignore", "-o", ",".join(options), mountpoint],
-                       capture_output=True, text=True)
-    if p.returncode != 0:
-        raise control_socket.ControlError(p.stderr.strip().removeprefix("mount: ") or f"mount exited with {p.returncode}")
 
 
 def main(argv: list[str] | None = None) -> int:

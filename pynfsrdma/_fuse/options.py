@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from .._client.url import MIN_IO_SIZE, PROTOCOLS, SUPPORTED_VERSIONS
 from .._transport.xprtsec import TLS_OPTIONS, XPRTSEC_MODES, XprtSec, XprtSecError
 from .channel import CHANNELS, DEFAULT_CHANNEL
-from .kernel.init import MAX_PAGES_FIELD
+from .kernel.abi import MAX_PAGES_FIELD
 
 # nfs(5) defaults
 DEFAULT_TIMEO_TCP = 600  # deciseconds

@@ -1,12 +1,14 @@
 """Each command imports what it uses: ``--version`` and ``--help`` load neither the client, nor trio, nor
-the progress bar, and ``ls`` loads no testbed, mount or progress bar. What was imported is read from
-``sys.modules`` in a process of its own (no timing: the machine's load says nothing about our code)."""
+the progress bar, ``ls`` loads no testbed, mount or progress bar, and ``mount`` leaves the client to the
+daemon it starts. What was imported is read from ``sys.modules`` in a process of its own (no timing:
+the machine's load says nothing about our code)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -28,9 +30,17 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stder
 """
 
 
+# the same for mount(8)'s helper, ``mount.pynfsrdma ARGS``
+HELPER_PROBE = PROBE.replace("from pynfsrdma._cli.main import main", "from pynfsrdma._cli.mount import helper_main as main")
+
+
 def imported(*args: str) -> tuple[int, str, set[str]]:
     """The exit status, standard output and the modules loaded by ``pynfsrdma ARGS``."""
-    p = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=60)
+    return imported_by(PROBE, *args)
+
+
+def imported_by(probe: str, *args: str) -> tuple[int, str, set[str]]:
+    p = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=60)
     report = json.loads(p.stderr.splitlines()[-1])
     return report["code"], p.stdout, set(report["modules"])
 
@@ -60,3 +70,38 @@ def test_ls_imports_no_testbed_mount_or_progress_bar(ganesha: Ganesha, export_pa
     assert (code, out) == (0, "f\n")
     assert "pynfsrdma._client.api" in modules  # (the probe sees what was loaded)
     assert loaded(modules, ("tqdm", "pynfsrdma._testbed", "pynfsrdma._fuse", "pynfsrdma._cli.transfer")) == set()
+
+
+def _mounted(path: Path) -> bool:
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == str(path) for line in f)
+
+
+# what the mount's own process has no use for: the daemon it starts loads them in a process of its own
+DAEMON_ONLY = ("trio", "pynfsrdma._client.stack", "pynfsrdma._client.api", "pynfsrdma._session", "pynfsrdma._rpc",
+               "pynfsrdma._transport.tcp", "pynfsrdma._fuse.mount_daemon", "pynfsrdma._fuse.operations",
+               "pynfsrdma._fuse.lowlevel", "pynfsrdma._fuse.kernel.requests", "pynfsrdma._fuse.kernel.init")
+
+
+@pytest.mark.fuse
+@pytest.mark.parametrize("command", ["mount", "mount.pynfsrdma"])
+def test_mount_starts_its_daemon_without_loading_the_client(ganesha: Ganesha, export_path: ExportPath,
+                                                             tmp_path: Path, command: str) -> None:
+    """``pynfsrdma mount`` and mount(8)'s helper check the options and the URL, start the daemon and
+    wait for its word: the mount is up, and they loaded neither trio nor the client nor the daemon."""
+    (export_path.local / "f").write_bytes(b"x")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    source = f"{ganesha.host}:{export_path.remote}"
+    try:
+        if command == "mount":
+            code, _, modules = imported("mount", source, str(mnt), "-o", f"port={ganesha.port}")
+        else:
+            code, _, modules = imported_by(HELPER_PROBE, source, str(mnt), "-o", f"port={ganesha.port}")
+        assert code == 0 and (mnt / "f").read_bytes() == b"x"
+        assert loaded(modules, DAEMON_ONLY) == set()
+        assert "pynfsrdma._fuse.options" in modules  # (the probe sees what was loaded)
+    finally:
+        if _mounted(mnt):
+            subprocess.run([sys.executable, "-m", "pynfsrdma._cli.main", "umount", str(mnt)], timeout=60)
+    assert not _mounted(mnt)

@@ -3,10 +3,10 @@ the request path (a FUSE request down to the socket, and its reply back up) over
 lines. Measured with ``ast``, from a definition's first line (its decorators included) to its last.
 
 The request path, by module (REQUEST_PATH): the FUSE channels and the operations they call
-(``_fuse/``, but for the mount's start: ``mount_daemon.py``, ``options.py``, ``fusermount.py``), the
-FUSE kernel protocol (``_fuse/kernel/``), the client's COMPOUNDs, READs and WRITEs and opens
-(``_client/compounds.py``, ``read_write.py``, ``opens.py``), the sessions (``_session/``), RPC
-(``_rpc/``), the transports (``_transport/``) and XDR (``_xdr/``)."""
+(``_fuse/``, but for the mount's start: ``mount_daemon.py``, ``mount_start.py``, ``options.py``,
+``fusermount.py``), the FUSE kernel protocol (``_fuse/kernel/``), the client's COMPOUNDs, READs and
+WRITEs and opens (``_client/compounds.py``, ``read_write.py``, ``opens.py``), the sessions
+(``_session/``), RPC (``_rpc/``), the transports (``_transport/``) and XDR (``_xdr/``)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ FUNCTION_LINES = 80
 PACKAGE = Path(pynfsrdma.__file__).parent
 REQUEST_PATH = ("_fuse/", "_client/compounds.py", "_client/read_write.py", "_client/opens.py", "_session/",
                 "_rpc/", "_transport/", "_xdr/")
-NOT_REQUEST_PATH = ("_fuse/mount_daemon.py", "_fuse/options.py", "_fuse/fusermount.py")  # (the mount's start)
+# (the mount's start)
+NOT_REQUEST_PATH = ("_fuse/mount_daemon.py", "_fuse/mount_start.py", "_fuse/options.py", "_fuse/fusermount.py")
 
 
 def _definitions(kinds: tuple[type, ...]) -> Iterator[tuple[str, str, int]]:

@@ -209,6 +209,7 @@ INIT_IN_EXT = struct.Struct("=I44x")
 # max_write, time_gran, max_pages (u16), map_alignment (u16), flags2, max_stack_depth,
 # request_timeout (u16), unused[11] (u16)
 INIT_OUT = struct.Struct("=IIIIHHIIHHIIH22x")
+MAX_PAGES_FIELD = 0xFFFF  # fuse_init_out.max_pages is 16 bits wide (and so is the sysctl's range)
 
 # request arguments
 FORGET_IN = struct.Struct("=Q")  # nlookup

@@ -16,7 +16,6 @@ from .replies import error
 from .requests import Init, Options
 
 MAX_PAGES = 256  # the kernel's largest request unless root raised fs.fuse.max_pages_limit: 1 MiB
-MAX_PAGES_FIELD = 0xFFFF  # fuse_init_out.max_pages is 16 bits wide (and so is the sysctl's range)
 PAGE_SIZE = 4096
 MAX_WRITE = MAX_PAGES * PAGE_SIZE
 # the kernel's background requests (its read-ahead, and the writeback cache's WRITEs) when the reply
@@ -66,7 +65,7 @@ def sized(flags: int, max_pages: int, read_ahead: int) -> Wanted:
     too. So the threshold lets a whole window of read-ahead requests be out, and ``max_background``
     as many again for writeback beside it, within :data:`BACKGROUND_BYTES` (never below the
     kernel's own default)."""
-    max_pages = max(1, min(max_pages, MAX_PAGES_FIELD))
+    max_pages = max(1, min(max_pages, abi.MAX_PAGES_FIELD))
     request = max_pages * PAGE_SIZE
     window = -(-max(read_ahead, request) // request)  # read-ahead requests a window holds
     most = max(KERNEL_MAX_BACKGROUND, BACKGROUND_BYTES // request)
