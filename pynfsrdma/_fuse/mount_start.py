@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .._client.url import NfsURL, URLError, parse_url
+from .fusermount import is_mounted
 from .options import VERSIONS_TO_TRY, MountOptions, OptionError, parse_options, split_options
 
 STOP_WAIT = 10.0  # seconds an interrupted parent waits for its daemon to end before it kills it
@@ -68,17 +69,9 @@ def prepare(source: str, mountpoint: str, option_texts: Sequence[str] = ()) -> M
     if not os.path.isdir(mp):
         reason = "Not a directory" if os.path.exists(mp) else "No such file or directory"
         raise MountError(f"mount point {mountpoint}: {reason}")
-    if os.path.ismount(mp) and _is_our_mount(mp):
+    if os.path.ismount(mp) and is_mounted(mp):
         raise MountError(f"{mountpoint} is already mounted")
     return MountRequest(source, url, mp, opts, texts)
-
-
-def _is_our_mount(mp: str) -> bool:
-    try:
-        with open("/proc/self/mountinfo") as f:
-            return any(line.split()[4] == mp for line in f)
-    except OSError:
-        return False
 
 
 def mount(
