@@ -134,4 +134,6 @@ def test_mount_behaves_like_a_local_directory(work_dir: Any, snap: Any) -> None:
             max_examples=25, stateful_step_count=25, deadline=None, suppress_health_check=list(HealthCheck)
         ),
     )
-    assert machine.succeeded > 25, machine.succeeded
+    # hypothesis draws runs of any length up to the step count, often short ones: over 25 runs as
+    # few as 25 calls worked on both sides; a model where (almost) nothing works does no real work
+    assert machine.succeeded > 10, machine.succeeded
