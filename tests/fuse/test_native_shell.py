@@ -28,7 +28,8 @@ OUT_HEADER = "=IiQ"
 
 
 class Ops(Operations):
-    """Answers LOOKUP at once, waits in SETLKW until cancelled, keeps what WRITE hands over."""
+    """Answers LOOKUP at once, waits in GETATTR (50 ms, or until ``getattr_may_end`` is set when a
+    test gives one), waits in SETLKW until cancelled, keeps what WRITE hands over."""
 
     def __init__(self) -> None:
         self.forgotten: list[list[tuple[int, int]]] = []
@@ -37,6 +38,7 @@ class Ops(Operations):
         self.keep_writes = True
         self.release_lock = trio.Event()
         self.fsync_may_end = trio.Event()
+        self.getattr_may_end: trio.Event | None = None
 
     async def lookup(self, parent_inode: int, name: bytes, ctx: RequestContext) -> EntryAttributes:
         if name == b"missing":
@@ -46,7 +48,11 @@ class Ops(Operations):
         return EntryAttributes(st_ino=100 + len(name), st_mode=0o100644, attr_timeout=1.0, entry_timeout=1.0)
 
     async def getattr(self, inode: int, ctx: RequestContext) -> EntryAttributes:
-        await trio.sleep(0.05)  # an answer that waits: the reading goes on meanwhile
+        # an answer that waits: the reading goes on meanwhile
+        if self.getattr_may_end is None:
+            await trio.sleep(0.05)
+        else:
+            await self.getattr_may_end.wait()
         return EntryAttributes(st_ino=inode, st_mode=0o040755, st_nlink=2)
 
     async def forget(self, inode_list: list[tuple[int, int]]) -> None:
@@ -242,10 +248,13 @@ async def test_an_interrupt_of_no_request_is_answered_eagain_at_the_next_one() -
 
 
 async def test_requests_that_wait_do_not_hold_up_the_others() -> None:
-    async with serving(Ops()) as (channel, kernel):
+    ops = Ops()
+    ops.getattr_may_end = trio.Event()
+    async with serving(ops) as (channel, kernel):
         slow = [kernel.send(abi.FUSE_GETATTR, struct.pack("=IIQ", 0, 0, 0), nodeid=n) for n in range(1, 21)]
         fast = kernel.send(abi.FUSE_LOOKUP, b"quick\0")
-        assert (await kernel.reply())[:2] == (0, fast)  # before any of the twenty 50 ms GETATTRs
+        assert (await kernel.reply())[:2] == (0, fast)  # while the twenty GETATTRs before it wait
+        ops.getattr_may_end.set()
         got = {(await kernel.reply())[1] for _ in slow}
         assert got == set(slow)
         assert channel.requests == 21

@@ -4,7 +4,9 @@ included, and a path cut during a write leaves its share to the others with the 
 
 The client runs inside the testbed's namespace (:mod:`link_scenario`); the shares come from the
 kernel's per-link byte counters, with the tolerance the trunking issue sets (25% of each share), and
-no clock is read.
+no clock is read. The links are slow enough (40 MB/s at most together) that they, not the CPU, set
+the pace even on a loaded 2-core machine: where the client or the server cannot keep the links
+full, what each path carries follows the CPU time each got, not its link's rate.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ TOLERANCE = 0.25  # of each path's share
 
 @pytest.fixture
 def link_testbed() -> Iterator[Callable[..., dict[str, Any]]]:
-    """``link_testbed("40,20,10,10", 4)``: a link testbed, ended after the test (its namespace gone);
+    """``link_testbed("20,10,5,5", 4)``: a link testbed, ended after the test (its namespace gone);
     ``rdma=True``: its last path is RPC-over-RDMA."""
     made: list[tuple[Path, str]] = []
 
@@ -81,7 +83,7 @@ def assert_follow(carried: list[int], rates: list[float]) -> None:
 
 
 def test_equal_links_each_carry_an_equal_share(link_testbed: Callable[[str, int], dict[str, Any]]) -> None:
-    state = link_testbed("20", 4)
+    state = link_testbed("10", 4)
     report = run_scenario(state, "equal")
     assert len(report["addresses"]) == 4
     assert sum(report["write"]) >= SIZE and sum(report["read"]) >= SIZE
@@ -90,7 +92,7 @@ def test_equal_links_each_carry_an_equal_share(link_testbed: Callable[[str, int]
 
 
 def test_unequal_links_carry_bytes_as_their_rates(link_testbed: Callable[[str, int], dict[str, Any]]) -> None:
-    rates = [40.0, 20.0, 10.0, 10.0]
+    rates = [20.0, 10.0, 5.0, 5.0]
     state = link_testbed(",".join(map(str, rates)), 4)
     report = run_scenario(state, "unequal")
     assert_follow(report["write"], rates)
@@ -100,7 +102,7 @@ def test_unequal_links_carry_bytes_as_their_rates(link_testbed: Callable[[str, i
         assert fast > middle > max(slow)
 
 
-@pytest.mark.parametrize("rates", [[20.0, 10.0, 30.0], [30.0, 20.0, 10.0]], ids=["rdma-fastest", "rdma-slowest"])
+@pytest.mark.parametrize("rates", [[10.0, 5.0, 15.0], [15.0, 10.0, 5.0]], ids=["rdma-fastest", "rdma-slowest"])
 def test_an_rdma_path_and_tcp_paths_carry_bytes_as_their_rates(
     link_testbed: Callable[..., dict[str, Any]], rates: list[float]
 ) -> None:
@@ -122,7 +124,7 @@ def test_an_rdma_path_and_tcp_paths_carry_bytes_as_their_rates(
 
 
 def test_a_cut_path_leaves_its_share_to_the_others(link_testbed: Callable[[str, int], dict[str, Any]]) -> None:
-    state = link_testbed("20", 3)
+    state = link_testbed("10", 3)
     state_dir = state["state_dir"]
     report = run_scenario(state, "cut", "--cut", "127.0.0.4", state_dir, size=2 * SIZE)
     assert "after_cut" in report, "the write ended before the path was cut"
@@ -137,10 +139,10 @@ def test_a_cut_path_leaves_its_share_to_the_others(link_testbed: Callable[[str, 
 
 
 def test_a_slowed_link_gets_its_new_share_of_what_follows(link_testbed: Callable[[str, int], dict[str, Any]]) -> None:
-    """A link slowed from 20 to 10 MB/s during a read carries 1/7 of what the links carry after it,
+    """A link slowed from 10 to 5 MB/s during a read carries 1/7 of what the links carry after it,
     not the quarter it carried before (its calls go where they complete first)."""
-    state = link_testbed("20", 4)
-    report = run_scenario(state, "slowed", "--slow", "127.0.0.5", "10", state["state_dir"], size=128 * MiB)
+    state = link_testbed("10", 4)
+    report = run_scenario(state, "slowed", "--slow", "127.0.0.5", "5", state["state_dir"], size=128 * MiB)
     assert "after_slow" in report, "the read ended before the shares after the change were taken"
-    assert_follow(report["after_slow"], [20, 20, 20, 10])
+    assert_follow(report["after_slow"], [10, 10, 10, 5])
     assert_follow(report["write"], [1, 1, 1, 1])  # (before it, every link its quarter)
