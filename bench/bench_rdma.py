@@ -38,8 +38,10 @@ kind: RDMA Reads (WRITE data pulled from Read chunks), RDMA Writes (READ data pl
 chunks), Sends, and how many of those Sends were Send With Invalidate (remote invalidation of the
 call's Write or Reply chunk registration, RFC 8797); and from the client's provider: memory
 registrations, memory windows bound and bytes the provider copied, per call (the measured rounds:
-zero registrations per call once warm). The software provider emulates RDMA over a
-TCP socket in Python, so its figures measure this implementation's overhead, not an RDMA fabric.
+zero registrations per call once warm), and the reads and writes of its socket per call (``sock
+rd/call``, ``sock wr/call``: system calls, reads that found the socket empty included): the
+software provider's per-frame cost as counts, steadier than times on a loaded host. The software
+provider emulates RDMA over a TCP socket in Python, so its figures measure this implementation's overhead, not an RDMA fabric.
 """
 
 from __future__ import annotations
@@ -95,6 +97,8 @@ class Result:
     registrations: int = 0  # the client provider's
     binds: int = 0
     bytes_copied: int = 0
+    frame_reads: int = 0  # the client provider's reads and writes of its socket (system calls)
+    frame_writes: int = 0
 
     def per_call(self, n: int, responder: bool = False) -> str:
         return f"{n / self.calls:.2f}" if self.calls and (self.responder_counted or not responder) else "-"
@@ -122,6 +126,8 @@ class Result:
             "registrations_per_call": self.registrations / self.calls if self.calls else None,
             "binds_per_call": self.binds / self.calls if self.calls else None,
             "bytes_copied_per_call": self.bytes_copied / self.calls if self.calls else None,
+            "frame_reads_per_call": self.frame_reads / self.calls if self.calls else None,
+            "frame_writes_per_call": self.frame_writes / self.calls if self.calls else None,
         }
 
 
@@ -211,6 +217,8 @@ async def _round(
             res.registrations += ca.registrations - cb.registrations
             res.binds += ca.binds - cb.binds
             res.bytes_copied += ca.bytes_copied - cb.bytes_copied
+            res.frame_reads += ca.frame_reads - cb.frame_reads
+            res.frame_writes += ca.frame_writes - cb.frame_writes
             res.device_ms_per_mib.append((ca.device_ns - cb.device_ns) / 1e6 / mib)
     await nfs.remove(name)
 
@@ -218,7 +226,7 @@ async def _round(
 def format_table(results: list[Result]) -> str:
     header = (
         "path", "op", "best (median) MB/s", "CPU ms/MiB", "dev ms/MiB", "faults/MiB", "hop CPU ms/MiB", "calls", "RDMA Read/call", "RDMA Write/call", "Send/call",
-        "SendInv/call", "reg/call", "bind/call", "copied B/call",
+        "SendInv/call", "reg/call", "bind/call", "copied B/call", "sock rd/call", "sock wr/call",
     )  # fmt: skip
     rows = [header]
     for r in results:
@@ -239,6 +247,8 @@ def format_table(results: list[Result]) -> str:
                 r.per_call(r.registrations),
                 r.per_call(r.binds),
                 r.per_call(r.bytes_copied),
+                r.per_call(r.frame_reads),
+                r.per_call(r.frame_writes),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]

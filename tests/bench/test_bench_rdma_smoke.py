@@ -65,3 +65,9 @@ def test_bench_rdma_prints_every_path_with_its_page_faults() -> None:
     assert rows[("rdma", "READ")]["registrations_per_call"] == 0
     assert rows[("rdma", "WRITE")]["registrations_per_call"] == 0
     assert set(result["ratios"]) == {"rdma/tcp", "rdma/tcp-hop"}
+    # the software provider's socket reads and writes per call (each call's Send is a write of
+    # its own; one read may take the frames of several replies)
+    for op in ("WRITE", "READ"):
+        assert rows[("rdma", op)]["frame_reads_per_call"] > 0
+        assert rows[("rdma", op)]["frame_writes_per_call"] >= 1
+    assert rows[("tcp", "WRITE")]["frame_reads_per_call"] is None

@@ -126,6 +126,8 @@ class ProviderCounters:
     frame_writes: int = 0  # the software provider: gathered writes of frames to its socket (a
     #                        system call and a wake-up of the peer each); acknowledgements ride
     #                        along with the next frame instead of costing one of their own
+    frame_reads: int = 0  # the software provider: reads of its socket (system calls), those that
+    #                       found nothing to read included
 
 
 @dataclass(slots=True)

@@ -353,10 +353,13 @@ class _ReceivedBytes:
     of the buffer is read straight into its memory. ``before_wait`` runs when the socket has
     nothing (True: it sent something, look again first)."""
 
-    def __init__(self, sock: socket.socket, peer: str, before_wait: Callable[[], Awaitable[bool]]) -> None:
+    def __init__(
+        self, sock: socket.socket, peer: str, before_wait: Callable[[], Awaitable[bool]], counters: ProviderCounters
+    ) -> None:
         self._sock = sock
         self._peer = peer
         self._before_wait = before_wait
+        self._counters = counters
         self.buffer = bytearray(_RECEIVED_SIZE)
         self._view = memoryview(self.buffer)
         self.start = self.end = 0  # what no frame took yet: ``buffer[start:end]``
@@ -382,6 +385,7 @@ class _ReceivedBytes:
         whether it waited)."""
         waited = False
         while True:
+            self._counters.frame_reads += 1
             try:
                 k = self._sock.recv_into(view)
             except BlockingIOError:
@@ -523,7 +527,8 @@ class SoftConnection(Connection):
         self._sock = socket.socket(sock.family, sock.type, sock.proto, fileno=sock.detach())
         self._sock.setblocking(False)
         self.peer = peer
-        self._rx = _ReceivedBytes(self._sock, peer, self._acks_before_wait)
+        self.counters = ProviderCounters()
+        self._rx = _ReceivedBytes(self._sock, peer, self._acks_before_wait, self.counters)
         self.peer_private_data = peer_private_data
         self._token = token  # kept while the connection lives: the peer may still read it
         self._peer = cross_memory.PeerMemory(peer_pid) if peer_pid is not None else None
@@ -547,7 +552,6 @@ class SoftConnection(Connection):
         self.local_invalidations = 0
         self.remote_invalidations = 0
         self.double_invalidations = 0
-        self.counters = ProviderCounters()
         self._loans = _Loans(self.counters)
         self._handles = _Handles(self._regions, self.counters)
 
