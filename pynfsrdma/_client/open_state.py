@@ -4,6 +4,7 @@ handle, open stateid, share access), a delegation, and the stateids I/O goes wit
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import trio
 
@@ -110,6 +111,9 @@ class OpenFile:
     dir_attrs: FileAttrs | None = None  # the directory's attributes right after that OPEN (when asked)
     granted: int | None = None  # what an ACCESS in the OPEN's COMPOUND allowed (when asked)
     may_notify_lock: bool = False  # the server said it may send CB_NOTIFY_LOCK for this file (OPEN's rflags)
+    # what a READ in the OPEN's COMPOUND read of the file's first bytes (when asked): (the data, a view
+    # of the reply; eof), for the caller to take
+    first_read: tuple[Any, bool] | None = None
     # unstable writes not yet committed: offset -> (length, verifier)
     uncommitted: dict[int, tuple[int, bytes]] = field(default_factory=dict)
 

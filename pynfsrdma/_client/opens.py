@@ -25,6 +25,7 @@ from .._proto.nfs4.types import (
     GETFH4args,
     OPEN4args,
     PUTFH4args,
+    READ4args,
     RESTOREFH4args,
     SAVEFH4args,
     SETATTR4args,
@@ -35,12 +36,13 @@ from .._proto.nfs4.types import (
 )
 from .._rpc.auth import Credential
 from .._session.client_id import ClientID
+from .._transport.base import ReplyHints
 from .attributes import NOW, STAT_BITMAP, FileAttrs, entry_attrs_decoder_at, setattr_fattr4
 from .byte_range_locks import ByteRangeLocks
 from .compounds import NO_HINTS, VERIFIER_SIZE
 from .delegations import Delegations
 from .names import Names
-from .open_state import ANONYMOUS_STATEID, Delegation, OpenFile
+from .open_state import ANONYMOUS_STATEID, CURRENT_STATEID, Delegation, OpenFile
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +66,13 @@ _OPEN_SIZE = 4 * 1024
 # cache, which may be small (the Linux nfsd's holds about 2 KiB), and each PUTFH and CLOSE adds 32
 # bytes to it; a server that still finds the reply too big to cache has the OPEN sent again alone
 _RIDING_CLOSES = 8
+# a READ in an OPEN's COMPOUND (its reply is kept in the server's reply cache: the OPEN is not
+# idempotent) asks for the session's ca_maxresponsesize_cached less this, for the rest of the reply
+# (SEQUENCE, the OPEN and its delegation, a file handle, ACCESS, the file's attributes, the CLOSEs
+# in front) at most
+_OPEN_REPLY_ROOM = 2 * 1024
+# a server that will not keep an OPEN's reply with the READ in it answers so: the OPEN goes again alone
+_READ_TOO_BIG = frozenset({c.NFS4ERR_REP_TOO_BIG_TO_CACHE, c.NFS4ERR_REP_TOO_BIG})
 
 
 # the FUSE mount's creates, prepared once: an exclusive create (its times set to the server's "now")
@@ -112,12 +121,14 @@ def _closed(values: tuple[Any, ...]) -> None:
 class _Opened:
     """What an OPEN's COMPOUND gave, from the general decoder's results or a shape's values."""
 
-    __slots__ = ("after", "attrs", "cinfo", "delegation", "fh", "granted", "rflags", "stateid")
+    __slots__ = ("after", "attrs", "cinfo", "delegation", "fh", "granted", "read", "rflags", "stateid")
 
     def __init__(self, fh: bytes, stateid: stateid4, cinfo: change_info4, rflags: int, delegation: tuple[int, Any],
-                 granted: int | None, attrs: FileAttrs | None, after: FileAttrs | None) -> None:
+                 granted: int | None, attrs: FileAttrs | None, after: FileAttrs | None,
+                 read: tuple[Any, bool] | None = None) -> None:
         self.fh, self.stateid, self.cinfo, self.rflags = fh, stateid, cinfo, rflags
         self.delegation, self.granted, self.attrs, self.after = delegation, granted, attrs, after
+        self.read = read  # what a READ after the OPEN read: (data, eof)
 
 
 def _open_attrs(res: list[ResOp], at: int) -> FileAttrs | None:
@@ -138,7 +149,13 @@ def _opened(res: list[ResOp], attrs: FileAttrs | None, after: FileAttrs | None, 
     ok = result_of(res, c.OP_OPEN)
     if fh is None:
         fh = bytes(result_of(res, c.OP_GETFH).object)
-    return _Opened(fh, ok.stateid, ok.cinfo, int(ok.rflags), ok.delegation, _granted(res), attrs, after)
+    read = next(((r.res.data, bool(r.res.eof)) for r in res if r.opnum == c.OP_READ), None)
+    return _Opened(fh, ok.stateid, ok.cinfo, int(ok.rflags), ok.delegation, _granted(res), attrs, after, read)
+
+
+def _without_read(ops: list[Any]) -> list[Any]:
+    """An OPEN's COMPOUND ``ops`` without the READ of the file's first bytes."""
+    return [op for op in ops if type(op) is not READ4args]
 
 
 class OwnerTraffic:
@@ -257,9 +274,12 @@ class Opens(Delegations):
         self, dir_fh: bytes, name: str, cred: Credential, *, access: int = c.OPEN4_SHARE_ACCESS_READ,
         create: bool = False, exclusive: bool = False, truncate: bool = False, mode: int = 0o644,
         check: int = 0, path: str | None = None, dir_attrs: bool = False, file: bytes | None = None,
+        read: int = 0,
     ) -> OpenFile:
         """OPEN by name (CLAIM_NULL), creating if asked; O_EXCL uses EXCLUSIVE4_1 with a verifier.
         ``check``: ACCESS bits to ask about in the same COMPOUND (``OpenFile.granted``).
+        ``read``: the file's first bytes, this many at most (:meth:`first_read_most`), read in the same
+        COMPOUND (``OpenFile.first_read``; see :meth:`_open_after_closes`).
         ``dir_attrs``: the directory's attributes right after the OPEN, from the same COMPOUND
         (``OpenFile.dir_attrs``: PUTFH dir, SAVEFH, OPEN ... GETATTR, RESTOREFH, GETATTR).
         ``file``: the handle of the file ``name`` is known to lead to (the mount's inode): the owner's
@@ -295,13 +315,15 @@ class Opens(Delegations):
                 # 18.16.4; NFS-Ganesha does): they are set to its "now" in the same COMPOUND
                 ops.append(_TIMES_TO_NOW)
             ops.append(GETATTR4args(STAT_BITMAP))
+            if read:
+                ops.append(READ4args(CURRENT_STATEID, 0, read))
             if dir_attrs:
                 ops += [RESTOREFH4args(), GETATTR4args(STAT_BITMAP)]
         async with self._owners.opening(owner):
             got = await self._open_after_closes(ops, cred, owner, path or name, shape, variables, file=file)
             of = OpenFile(got.fh, got.stateid, access, owner, got.attrs,
                           cred=cred, dir_change=got.cinfo, dir_attrs=got.after, granted=got.granted,
-                          may_notify_lock=bool(got.rflags & c.OPEN4_RESULT_MAY_NOTIFY_LOCK))
+                          may_notify_lock=bool(got.rflags & c.OPEN4_RESULT_MAY_NOTIFY_LOCK), first_read=got.read)
             self._continued(of)
         if of.attrs is None:
             of.attrs = await self.names.getattr(of.fh, cred, path=path or name)
@@ -311,9 +333,33 @@ class Opens(Delegations):
         self.opens[id(of)] = of
         return of
 
+    def first_read_most(self) -> int:
+        """The most a READ in an OPEN's COMPOUND may ask for (``read`` of :meth:`open` and
+        :meth:`open_fh`): the OPEN's reply, with the data, is kept in the server's reply cache, which
+        holds the session's ca_maxresponsesize_cached; 0 when that leaves no room."""
+        session = self.client.session
+        most = session.max_response_size_cached - _OPEN_REPLY_ROOM if session is not None else 0
+        return max(0, min(most, self.maxread))
+
     async def _open_after_closes(self, ops: list[Any], cred: Credential, owner: bytes, path: str | None,
                                  shape: CompoundShape | None, variables: tuple[Any, ...],
                                  fh: bytes | None = None, file: bytes | None = None) -> _Opened:
+        """:meth:`_open_with_closes`; an OPEN with a READ of the file's first bytes after it (with the
+        open's stateid: the current stateid, RFC 8881 16.2.3.1.2) that the server would not run for the
+        size of its reply (NFS4ERR_REP_TOO_BIG_TO_CACHE: the OPEN did not run) goes again without it.
+        A READ that fails after the OPEN leaves the file open, with nothing read
+        (:meth:`_run_open`)."""
+        try:
+            return await self._open_with_closes(ops, cred, owner, path, shape, variables, fh, file)
+        except NFS4Error as e:
+            if e.status not in _READ_TOO_BIG or not any(type(op) is READ4args for op in ops):
+                raise
+            log.info("%s: the OPEN goes again without its READ: %s", path, e)
+        return await self._open_with_closes(_without_read(ops), cred, owner, path, shape, variables, fh, file)
+
+    async def _open_with_closes(self, ops: list[Any], cred: Credential, owner: bytes, path: str | None,
+                                shape: CompoundShape | None, variables: tuple[Any, ...],
+                                fh: bytes | None = None, file: bytes | None = None) -> _Opened:
         """Run the OPEN COMPOUND ``ops`` (of ``shape``, made of ``variables``, if given) of ``owner``
         (by the file handle ``fh``, if given; of the file ``file`` is the handle of, if known),
         whose OPEN is on its way (:meth:`_run_open`), with the queued CLOSEs that may go now in front
@@ -357,8 +403,11 @@ class Opens(Delegations):
         leaves the file open, and what the results up to there hold is returned. ``closes``: the
         CLOSEs whose operations lead ``ops``; a reply that stops at one of them is theirs
         (:meth:`_closes_failed`): None, the OPEN did not run. ``fh``: the file's handle, for an OPEN by
-        it (CLAIM_FH, no GETFH)."""
+        it (CLAIM_FH, no GETFH). A READ of the file's first bytes after the OPEN gives its data (a
+        view of the reply) and eof; one that fails leaves the file open, with nothing read."""
         getattrs = [i for i, op in enumerate(ops) if isinstance(op, GETATTR4args)]
+        reads = [op.count for op in ops if type(op) is READ4args]
+        hints = ReplyHints(ddp_sizes=reads) if reads else NO_HINTS
         at_file = getattrs[0]
         at_dir = getattrs[1] if len(getattrs) > 1 else None
         attrs: list[FileAttrs | None] = [None, None]
@@ -376,7 +425,7 @@ class Opens(Delegations):
             shaped.append(_Opened(fh, stateid, cinfo, rflags, (c.OPEN_DELEGATE_NONE, None), granted, rest[0], rest[1]))
 
         try:
-            res = await self.client.compound(ops, cred, NO_HINTS, check=check, shape=shape,
+            res = await self.client.compound(ops, cred, hints, check=check, shape=shape,
                                              prepared=prepared if shape is not None else None)
         except BaseException as e:
             if closes is not None:  # (they may not have gone: they go again, and one that did finds its state gone)
@@ -393,6 +442,9 @@ class Opens(Delegations):
                                 res.resarray[-1].opnum if res.resarray else None)
             return None
         done = res.resarray[:-1]
+        if res.resarray and res.resarray[-1].opnum == c.OP_READ:  # (all before it went: the file is open)
+            log.info("%s: the READ after the OPEN: %s", path, NFS4Error(res.status, c.OP_READ, path))
+            return _opened(done, _open_attrs(done, at_file), None, fh)
         if closes is not None and res.status == c.NFS4ERR_REP_TOO_BIG_TO_CACHE and \
                 not any(r.opnum == c.OP_OPEN for r in done):
             return None  # (the CLOSEs went; the OPEN did not run, and goes again alone)
@@ -403,9 +455,9 @@ class Opens(Delegations):
         raise NFS4Error(res.status, failed.opnum if failed else None, path)
 
     async def open_fh(self, fh: bytes, cred: Credential, access: int = c.OPEN4_SHARE_ACCESS_READ,
-                      path: str | None = None, check: int = 0) -> OpenFile:
+                      path: str | None = None, check: int = 0, read: int = 0) -> OpenFile:
         """OPEN an already looked-up file (CLAIM_FH). A read delegation we hold goes back first when
-        the open is for writing (:meth:`prepare_open`). ``check``: as :meth:`open`. The CLOSEs that
+        the open is for writing (:meth:`prepare_open`). ``check``, ``read``: as :meth:`open`. The CLOSEs that
         wait go in front of it as in front of :meth:`open`'s, but the owner's CLOSE of this file: the
         OPEN carries that open state on (:meth:`_continued`), and it is not sent."""
         await self.prepare_open(fh, access)
@@ -417,10 +469,12 @@ class Opens(Delegations):
         if check:
             ops.append(ACCESS4args(check))
         ops.append(GETATTR4args(STAT_BITMAP))
+        if read:
+            ops.append(READ4args(CURRENT_STATEID, 0, read))
         async with self._owners.opening(owner):
             got = await self._open_after_closes(ops, cred, owner, path, None, (), fh)
             of = OpenFile(fh, got.stateid, access, owner, got.attrs, cred=cred, granted=got.granted,
-                          may_notify_lock=bool(got.rflags & c.OPEN4_RESULT_MAY_NOTIFY_LOCK))
+                          may_notify_lock=bool(got.rflags & c.OPEN4_RESULT_MAY_NOTIFY_LOCK), first_read=got.read)
             self._continued(of)
         self.took_delegation(of, got.delegation)
         self.opens[id(of)] = of

@@ -76,6 +76,7 @@ class Inode:
     # until when the kernel's lookups of its names and its next open are answered from the OPEN
     # that made its kernel inode go (see Opens.regenerate)
     regenerated: float = 0.0
+    opened: bool = False  # opened here since its kernel inode was made: the kernel may hold pages of it
 
     def shown(self, mtime_ns: int) -> None:
         """The kernel was given ``mtime_ns`` as the file's mtime (see :meth:`may_hold`)."""

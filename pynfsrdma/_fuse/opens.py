@@ -4,6 +4,9 @@
   client renamed or removed is not opened: ESTALE, and the kernel looks the name up again.
 - Close-to-open: every open revalidates the change attribute and keeps the kernel's page cache only
   if it did not move.
+- An open for reading of a small file whose pages the kernel will not keep reads the file's first
+  bytes in the OPEN's COMPOUND, for the kernel's READs that follow (:class:`.readahead.OpenedBytes`).
+  The Linux client reads after the OPEN's reply, in COMPOUNDs of their own.
 - The open state is made again when the server lost it (a graceless restart, a revoked lease),
   single-flight per open state.
 - The last release of an open flushes its writer and CLOSEs it (in the background, several CLOSEs
@@ -35,7 +38,7 @@ from .inodes import OWN, Inode, InodeTable
 from .lowlevel import FileInfo, FUSEError
 from .options import MountOptions
 from .payload_memory import TRIM_THRESHOLD, return_payload_memory
-from .readahead import READ_AHEAD_WINDOW, Extent, ReadAhead
+from .readahead import READ_AHEAD_WINDOW, Extent, HeldBytes, OpenedBytes, ReadAhead
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,13 @@ DropEntry = Callable[[int, str], Awaitable[None]]
 # kernel's lookups of the name and its open are answered from that open's OPEN (seconds: the kernel
 # sends them at once)
 REGENERATED_WAIT = 1.0
+# an open for reading of a file this small (as the mount last saw its size) reads this much of it
+# in the OPEN's COMPOUND (at most what the server's reply cache keeps with an OPEN): a source tree's
+# files, a configuration file, a script, whole, where the kernel's first READ asks for all of them
+FIRST_READ = 64 * 1024
+# and the bytes so read and not yet taken by the kernel's READs, of every open file, at most (they
+# are taken a moment after the open: this bounds opens that never read)
+FIRST_READ_HELD = 4 << 20
 
 
 def share_access(flags: int) -> int:
@@ -98,6 +108,7 @@ class FileHandle:
     direct: bool = False  # the kernel's page cache is not used for it (FUSE's direct_io)
     readahead: ReadAhead | None = None
     fetching: set[Extent] = field(default_factory=set)  # READs ahead in flight
+    opened: OpenedBytes | None = None  # the file's first bytes, read with the OPEN
 
 
 class Opens:
@@ -132,6 +143,7 @@ class Opens:
         # the kernel gathers writes in its page cache (FUSE's writeback cache): it then keeps a file's
         # size and mtime itself, whatever attributes it is given (see kernel_view_stale)
         self.writeback_cache = False
+        self.first_held = HeldBytes(FIRST_READ_HELD)  # the bytes OPENs read that the kernel has yet to take
 
     def file(self, fh: int) -> FileHandle:
         h = self.files.get(fh)
@@ -173,6 +185,9 @@ class Opens:
         here: the kernel looks the name up again, finds a new generation, and makes a new inode
         with the server's attributes (see :meth:`kernel_view_stale`)."""
         owner = self.nfs.open_owner(cred)
+        first: tuple[Any, bool] | None = None  # (the file's first bytes, read with the OPEN; eof)
+        if access & c.OPEN4_SHARE_ACCESS_WRITE:
+            node.drop_readahead()  # (no open file reads on from bytes read before a write)
         # an OPEN racing with the CLOSE of the same owner's open state would get a stateid the CLOSE ends
         async with Held(self._lock(node)):
             shared = node.shared.get(owner)
@@ -194,14 +209,18 @@ class Opens:
                     attrs = of.attrs
                     shared = self.adopt(node, of, cred)
             else:
-                of = await self._open_state(node, cred, access)
+                cold = not node.opened  # (the kernel holds no pages of it)
+                of = await self._open_state(node, cred, access, self._first_read(node, flags, access, direct))
                 attrs = of.attrs
+                first, of.first_read = of.first_read, None
                 shared = self.adopt(node, of, cred)
             keep = await self.close_to_open(node, attrs, asked)
             if self.kernel_view_stale(node):
                 self.regenerate(node, shared)
                 raise FUSEError(errno.ESTALE)
             fi = self.handle(node, shared, share_access(flags), cred, keep, flags, direct)
+            if first is not None and (cold or not keep):  # (kept pages: the kernel reads none of these)
+                self._hold(self.files[fi.fh], *first)
         if flags & os.O_TRUNC and node.attrs.size:
             asked = self.inodes.asking(node)
             a = await self.nfs.names.setattr(node.fh, cred, stateid=shared.of.stateid, size=0)
@@ -209,6 +228,25 @@ class Opens:
             node.data_change = a.change
             node.kernel_learned()
         return fi
+
+    def _first_read(self, node: Inode, flags: int, access: int, direct: bool) -> int:
+        """How much of ``node`` an OPEN for ``access`` (open(2)'s ``flags``) reads in its COMPOUND:
+        :data:`FIRST_READ`, within what the session allows, for an open for reading only of a
+        regular file that small of which the kernel holds no pages or will not keep them (the first
+        open, or the change attribute moved as far as we know now: see :meth:`close_to_open`), while
+        the mount holds room for it; else 0."""
+        if (access != c.OPEN4_SHARE_ACCESS_READ or direct or flags & (os.O_DIRECT | os.O_TRUNC)
+                or not node.is_reg or (node.opened and node.data_change == node.attrs.change)):
+            return 0
+        most = min(FIRST_READ, self.nfs.first_read_most())
+        if not 0 < node.attrs.size <= most or not self.first_held.room(most):
+            return 0
+        return most
+
+    def _hold(self, h: FileHandle, data: Any, eof: bool) -> None:
+        """``h`` answers the kernel's READs of the file's first bytes from ``data`` (read with its OPEN)."""
+        h.opened = OpenedBytes(data, eof, self.first_held)
+        h.inode.readaheads.add(h.opened)
 
     def adopt(self, node: Inode, of: OpenFile, cred: Credential) -> SharedOpen:
         """Make ``of`` (just returned by OPEN) the shared open state of (node, its owner)."""
@@ -320,6 +358,7 @@ class Opens:
         the kernel's page cache is not used for it)."""
         shared.refs += 1
         node.opens += 1
+        node.opened = True
         fid = next(self.ids)
         # (through the writeback cache the kernel places appends itself, and WRITEs of its dirty
         # pages may come by any handle of the file)
@@ -346,18 +385,19 @@ class Opens:
             node.drop_readahead()
         return keep
 
-    async def _open_state(self, node: Inode, cred: Credential, access: int) -> OpenFile:
+    async def _open_state(self, node: Inode, cred: Credential, access: int, read: int = 0) -> OpenFile:
         """OPEN ``node`` for ``cred``: by the name the kernel reached it by (CLAIM_NULL: the server
         checks that the name still leads to it, and the caller's right to search the directory),
-        else by its file handle. ESTALE when the name is gone or leads to another file now."""
+        else by its file handle. ESTALE when the name is gone or leads to another file now.
+        ``read``: the file's first bytes to read with the OPEN, this many at most."""
         named = await self.sole_name(node, cred)
         want = access_mask(access)
         if named is None:
-            return self.granted(node, await self.nfs.open_fh(node.fh, cred, access, check=want), want)
+            return self.granted(node, await self.nfs.open_fh(node.fh, cred, access, check=want, read=read), want)
         parent, name = named
         await self.nfs.prepare_open(node.fh, access)
         try:
-            of = await self.nfs.open(parent.fh, name, cred, access=access, check=want, file=node.fh)
+            of = await self.nfs.open(parent.fh, name, cred, access=access, check=want, file=node.fh, read=read)
         except NFS4Error as e:
             if e.errno not in (errno.ENOENT, errno.ESTALE):
                 raise
@@ -365,6 +405,7 @@ class Opens:
         if of is not None and of.fh == node.fh:
             return self.granted(node, of, want)
         if of is not None:  # another file: its open state stays if it is one we hold, else it goes
+            of.first_read = None
             assert of.attrs is not None
             other = self.inodes.get(self.inodes.ino_for(of.attrs))
             if other is not None and other.fh == of.fh and of.owner in other.shared:
@@ -495,6 +536,9 @@ class Opens:
             log.debug("read-ahead of fh=%d: %d hits, %d READs, %d drops", fh, ra.hits, ra.sent, ra.drops)
             ra.drop()
             node.readaheads.discard(h.readahead)
+        if h.opened is not None:
+            h.opened.drop()
+            node.readaheads.discard(h.opened)
         for e in list(h.fetching):  # (they use the open's stateid: done before it is CLOSEd)
             await e.done.wait()
         if shared.refs == 0:

@@ -50,11 +50,15 @@ class FileData:
 
     async def read(self, h: FileHandle, off: int, size: int, sink: PayloadSink | None = None) -> Any:
         """The data of ``h`` from ``off``, ``size`` bytes at most (a bytes-like object, or a list of
-        them in order when several READs hold it): from the READs sent ahead when they cover it,
-        else read here; ``sink`` (the request's reply pipe) takes the data of a READ
-        made here of exactly this range, spliced."""
+        them in order when several READs hold it): from the bytes its OPEN read, or from the READs
+        sent ahead, when they cover it, else read here; ``sink`` (the request's reply pipe) takes the
+        data of a READ made here of exactly this range, spliced."""
         node = h.inode
         await self.opens.sync(node)  # our own gathered writes are read back from the server
+        if h.opened is not None:
+            first = h.opened.take(off, size)  # (read with the OPEN)
+            if first is not None:
+                return first
         ra = h.readahead
         if ra is not None:
             # as far ahead as the READs that fill the session's live paths reach, or the mount's window

@@ -102,6 +102,59 @@ def assemble(extents: list[Extent], offset: int, size: int) -> Any | None:
     return b"".join(pieces)  # (b"" at end of file)
 
 
+class HeldBytes:
+    """The bytes every :class:`OpenedBytes` of a mount holds, within ``limit``."""
+
+    __slots__ = ("held", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+
+    def room(self, n: int) -> bool:
+        return self.held + n <= self.limit
+
+
+class OpenedBytes:
+    """The first bytes of a file, read in the COMPOUND of the OPEN that opened it (``data``, a view
+    of the reply; ``eof``: they are the whole file), for the kernel's READs of them through that
+    open, which :meth:`take` answers: each once, and never past what was read unless that is the
+    end of the file. They are as fresh as the OPEN (close-to-open); the file's data changing or
+    about to (a write or a truncate through the mount, an open for writing, the change attribute
+    moving) drops them (:meth:`drop`, by :meth:`.inodes.Inode.drop_readahead`), as it drops what
+    was read ahead, and so does the release of the open. ``held`` counts them while they are held."""
+
+    __slots__ = ("data", "eof", "held")
+
+    def __init__(self, data: Any, eof: bool, held: HeldBytes) -> None:
+        self.data: Any = data
+        self.eof = eof
+        self.held = held
+        held.held += len(data)
+
+    def take(self, offset: int, size: int) -> Any | None:
+        """The bytes ``[offset, offset + size)`` (fewer at the end of the file), a slice of the
+        reply's view; None when they are not all here (the caller reads them). Bytes up to the end
+        of a request go with it: what is left after it is kept only while there is some."""
+        data = self.data
+        if data is None:
+            return None
+        end = offset + size
+        n = len(data)
+        if end > n and not self.eof:
+            self.drop()
+            return None
+        got = data[offset:end]
+        if end >= n:
+            self.drop()
+        return got
+
+    def drop(self) -> None:
+        if self.data is not None:
+            self.held.held -= len(self.data)
+            self.data = None
+
+
 @dataclass(eq=False)
 class ReadAhead:
     """The read-ahead state of one open file."""

@@ -35,7 +35,7 @@ from .._xdr import XdrError
 from .client_state import ClientState, ServerIdentity
 from .errors import NotNFSv41Server
 from .path_set import Path
-from .session import COMPOUND_ROOM, Session, main_op
+from .session import CACHED_REPLY, COMPOUND_ROOM, Session, main_op
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ class Establishment:
         """The fore and back channel attributes we ask CREATE_SESSION for."""
         o = self.state.options
         room = COMPOUND_ROOM
-        fore = channel_attrs4(0, o.wsize + room, o.rsize + room, room, o.max_operations, o.max_requests, [])
+        fore = channel_attrs4(0, o.wsize + room, o.rsize + room, CACHED_REPLY, o.max_operations, o.max_requests, [])
         back = channel_attrs4(0, 16 * 1024, 16 * 1024, 0, 8, BACK_CHANNEL_SLOTS, [])
         return fore, back
 
@@ -135,6 +135,7 @@ class Establishment:
             min(fa.ca_maxrequestsize, fore.ca_maxrequestsize), min(fa.ca_maxresponsesize, fore.ca_maxresponsesize),
             stats=stats, group=group, minorversion=self.state.options.minorversion,
             max_operations=max(2, min(fa.ca_maxoperations, fore.ca_maxoperations)),
+            max_response_size_cached=min(fa.ca_maxresponsesize_cached, fore.ca_maxresponsesize_cached),
         )
         self.state.paths.limit_records(max(session.max_response_size, COMPOUND_ROOM))
         if fa.ca_maxrequests > fore.ca_maxrequests:

@@ -97,6 +97,10 @@ RESEND_PAUSE = 0.01  # before resending on the same (reconnecting) path
 # room around a READ's or WRITE's data for the RPC and COMPOUND headers, in ca_maxrequestsize and
 # ca_maxresponsesize (a session asks for rsize/wsize plus this, and reads no more than it allows)
 COMPOUND_ROOM = 8 * 1024
+# the replies a session asks the server to be able to keep in its reply cache (ca_maxresponsesize_cached):
+# an OPEN's (not idempotent: its reply is kept) with a READ of a small file's first bytes after it
+# (the mount's opens for reading), and room for the rest
+CACHED_REPLY = 64 * 1024 + COMPOUND_ROOM
 
 # what a caller's check of the results may raise for a reply it cannot use (XdrError: malformed
 # attributes; ValueError: a value out of its type's range). Anything else it raises is a bug of ours,
@@ -248,6 +252,7 @@ class Session:
         group: int = 0,
         minorversion: int = c.NFS4_MINOR_VERSION_1,
         max_operations: int = 16,
+        max_response_size_cached: int = 0,
     ) -> None:
         self.sessionid = sessionid
         self.max_operations = max_operations  # in one COMPOUND, SEQUENCE included (ca_maxoperations)
@@ -258,6 +263,9 @@ class Session:
         self.policy = policy
         self.max_request_size = max_request_size
         self.max_response_size = max_response_size
+        # the largest reply the server keeps in its reply cache (ca_maxresponsesize_cached): a request
+        # that is not idempotent, whose reply it keeps, may ask no more (NFS4ERR_REP_TOO_BIG_TO_CACHE)
+        self.max_response_size_cached = max_response_size_cached
         self._slot_waiters = trio.lowlevel.ParkingLot()
         self._parked = 0  # requests parked there (counted here: looked at by every request's end)
         self.status_flags = 0  # union of SEQ4_STATUS flags seen since the owner last looked

@@ -9,7 +9,15 @@ from typing import Any
 
 import pytest
 
-from pynfsrdma._fuse.readahead import KERNEL_READ_AHEAD_MOST, Extent, ReadAhead, assemble, kernel_window
+from pynfsrdma._fuse.readahead import (
+    KERNEL_READ_AHEAD_MOST,
+    Extent,
+    HeldBytes,
+    OpenedBytes,
+    ReadAhead,
+    assemble,
+    kernel_window,
+)
 
 MIB = 1 << 20
 KIB = 1 << 10
@@ -119,6 +127,25 @@ def drop_page_cache(fd: int) -> None:
 
 
 @pytest.mark.fuse
+def test_bytes_read_with_the_open_answer_each_request_once_and_never_past_what_was_read() -> None:
+    held = HeldBytes(10_000)
+    content = os.urandom(6000)
+    whole = OpenedBytes(memoryview(content), True, held)  # (the whole file: eof)
+    assert held.held == 6000 and held.room(4000) and not held.room(4001)
+    got = whole.take(0, 4096)
+    assert isinstance(got, memoryview) and got.obj is content and bytes(got) == content[:4096]  # (no copy)
+    assert held.held == 6000  # (the rest is still to be read)
+    assert bytes(whole.take(4096, 8192)) == content[4096:]  # short at the end of the file
+    assert held.held == 0 and whole.take(0, 10) is None  # once
+    part = OpenedBytes(memoryview(content)[:5000], False, held)  # (the first bytes of a larger file)
+    assert bytes(part.take(0, 5000)) == content[:5000] and part.take(0, 10) is None
+    part = OpenedBytes(memoryview(content)[:5000], False, held)
+    assert part.take(4096, 4096) is None and held.held == 0  # past what was read: the caller reads it
+    dropped = OpenedBytes(memoryview(content), True, held)
+    dropped.drop()
+    assert held.held == 0 and dropped.take(0, 10) is None
+
+
 def test_sequential_read_of_a_large_file_is_the_servers_data(work_dir: Any) -> None:
     data = os.urandom(48 * MIB + 12345)
     (work_dir.local / "big").write_bytes(data)
