@@ -39,6 +39,8 @@ class Ops(Operations):
         self.release_lock = trio.Event()
         self.fsync_may_end = trio.Event()
         self.getattr_may_end: trio.Event | None = None
+        self.getattr_began = trio.Event()
+        self.setlk_began = trio.Event()
 
     async def lookup(self, parent_inode: int, name: bytes, ctx: RequestContext) -> EntryAttributes:
         if name == b"missing":
@@ -49,6 +51,7 @@ class Ops(Operations):
 
     async def getattr(self, inode: int, ctx: RequestContext) -> EntryAttributes:
         # an answer that waits: the reading goes on meanwhile
+        self.getattr_began.set()
         if self.getattr_may_end is None:
             await trio.sleep(0.05)
         else:
@@ -61,6 +64,7 @@ class Ops(Operations):
     async def setlk(
         self, fh: int, lock_owner: int, lock: FileLock, sleep: bool, flock: bool, ctx: RequestContext
     ) -> None:
+        self.setlk_began.set()
         try:
             await self.release_lock.wait()
         except trio.Cancelled:
@@ -310,8 +314,9 @@ async def test_an_init_too_old_is_refused_and_serving_ends() -> None:
 
 
 async def test_terminate_lets_requests_finish_then_cancels_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(devfuse, "DRAIN_TIMEOUT", 0.3)
+    monkeypatch.setattr(devfuse, "DRAIN_TIMEOUT", 1.0)
     ops = Ops()
+    ops.getattr_may_end = trio.Event()
     kernel = FakeKernel()
     channel = NativeChannel(ops, "/nonexistent", set())
     channel.attach(kernel.theirs.fileno())
@@ -320,8 +325,11 @@ async def test_terminate_lets_requests_finish_then_cancels_them(monkeypatch: pyt
             nursery.start_soon(channel.serve)
             u = kernel.send(abi.FUSE_GETATTR, struct.pack("=IIQ", 0, 0, 0), nodeid=5)
             kernel.send(abi.FUSE_SETLKW, struct.pack("=QQQQIIII", 1, 5, 0, 100, 1, 0, 0, 0))
-            await trio.sleep(0.01)
+            await ops.getattr_began.wait()
+            await ops.setlk_began.wait()
             channel.terminate()
+            await trio.sleep(0.05)  # the GETATTR ends well within the grace period, not at once
+            ops.getattr_may_end.set()
             assert (await kernel.reply())[:2] == (0, u)  # the GETATTR under way finished
     assert ops.cancelled == ["setlk"]  # the SETLKW was cancelled at the end of the grace period
 
