@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import trio
-from test_small_files import delta, settle
+from daemon_counts import delta, settle
 
 from pynfsrdma._client.api import Client
 from pynfsrdma._fuse.cache import LISTING_RUN, LISTING_TRUST
